@@ -1,0 +1,3 @@
+from cudump.cli import main
+
+raise SystemExit(main())
