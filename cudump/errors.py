@@ -41,3 +41,9 @@ class SnapshotError(CudumpError):
 
 class DiffTrouble(CudumpError):
     """cudump diff could not compare its inputs (exit status 2, like diff/cmp)."""
+
+
+class GeometryError(CudumpError):
+    """A snapshot cannot be planned: the pointer is untracked, or the geometry a
+    rule asks for reaches outside the allocation. The message is the reason the
+    manifest records."""

@@ -1,0 +1,55 @@
+"""The end-of-run summary: printed as one line and written to summary.json."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+SUMMARY_FILE = "summary.json"
+
+
+def human_bytes(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"
+
+
+@dataclass
+class RunSummary:
+    processes: int = 0
+    pids: list[int] = field(default_factory=list)
+    launches: int = 0              # kernel launches that ran (not recorded into a graph)
+    captured_launches: int = 0     # launches recorded during stream capture
+    graph_launches: int = 0
+    kernels: Counter[str] = field(default_factory=Counter)  # demangled name -> launches
+    allocations: int = 0           # device allocations made
+    peak_bytes: int = 0            # most device memory live at once (all processes)
+    snapshots: int = 0
+    snapshot_errors: int = 0
+    snapshot_bytes: int = 0
+    exit_status: int = 0
+
+    def line(self) -> str:
+        procs = f"{self.processes} process" + ("" if self.processes == 1 else "es")
+        text = (
+            f"cudump: {procs}, {self.launches} launches ({self.graph_launches} graph launches, "
+            f"{self.captured_launches} captured), {len(self.kernels)} kernels, "
+            f"{self.allocations} allocations (peak {human_bytes(self.peak_bytes)})"
+        )
+        if self.snapshots or self.snapshot_errors:
+            text += (
+                f", {self.snapshots} snapshots ({human_bytes(self.snapshot_bytes)}"
+                + (f", {self.snapshot_errors} failed" if self.snapshot_errors else "")
+                + ")"
+            )
+        return text
+
+    def write(self, run_dir: Path) -> None:
+        data = asdict(self)
+        data["kernels"] = dict(sorted(self.kernels.items(), key=lambda kv: (-kv[1], kv[0])))
+        (run_dir / SUMMARY_FILE).write_text(json.dumps(data, indent=2) + "\n")

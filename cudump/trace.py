@@ -1,0 +1,52 @@
+"""The launch trace: one line per launch on stderr, and trace.jsonl in the run directory."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from pathlib import Path
+from typing import Any, TextIO
+
+TRACE_FILE = "trace.jsonl"
+
+
+def _dims(values: list[int]) -> str:
+    return "(" + ",".join(str(v) for v in values) + ")"
+
+
+def format_launch(record: dict[str, Any]) -> str:
+    """The stderr line for one launch record (as written to trace.jsonl)."""
+    if record["event"] == "graph-launch":
+        return (
+            f"cudump: #{record['launch']} pid={record['pid']} graph-launch "
+            f"exec={record['graph']} stream={record['stream']}"
+        )
+    line = (
+        f"cudump: #{record['launch']} pid={record['pid']} {record['kernel']} "
+        f"grid={_dims(record['grid'])} block={_dims(record['block'])} smem={record['smem']} "
+        f"stream={record['stream']}"
+    )
+    if record.get("captured"):
+        line += " captured"
+    return line
+
+
+class TraceWriter:
+    """Writes trace records from many connection threads, in arrival order."""
+
+    def __init__(self, run_dir: Path, stream: TextIO | None = None) -> None:
+        self._lock = threading.Lock()
+        self._stream = stream or sys.stderr
+        self._file = (run_dir / TRACE_FILE).open("a", encoding="utf-8")
+
+    def write(self, record: dict[str, Any]) -> None:
+        line = format_launch(record)
+        data = json.dumps(record, separators=(",", ":"))
+        with self._lock:
+            self._file.write(data + "\n")
+            print(line, file=self._stream, flush=True)
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()

@@ -1,0 +1,104 @@
+/*
+ * Device allocations the process made through hooked calls, sorted by base
+ * address so that any interior pointer resolves with a binary search.
+ * Allocations are rare next to launches, and lookups happen only for
+ * launches someone wants, so one mutex is enough.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim.h"
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct alloc_info *items;
+static size_t count, capacity;
+
+/* Index of the first allocation whose base is > ptr. */
+static size_t upper_bound(CUdeviceptr ptr)
+{
+    size_t lo = 0, hi = count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (items[mid].base <= ptr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+void alloctab_add(const struct alloc_info *a)
+{
+    pthread_mutex_lock(&lock);
+    size_t at = upper_bound(a->base);
+    if (at > 0 && items[at - 1].base == a->base) {
+        /* The driver reused an address we never saw freed: replace. */
+        items[at - 1] = *a;
+    } else {
+        if (count == capacity) {
+            size_t cap = capacity ? capacity * 2 : 256;
+            struct alloc_info *grown = realloc(items, cap * sizeof *items);
+            if (!grown) {
+                pthread_mutex_unlock(&lock);
+                return;
+            }
+            items = grown;
+            capacity = cap;
+        }
+        memmove(&items[at + 1], &items[at], (count - at) * sizeof *items);
+        items[at] = *a;
+        count++;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+bool alloctab_remove(CUdeviceptr base, struct alloc_info *out)
+{
+    bool found = false;
+    pthread_mutex_lock(&lock);
+    size_t at = upper_bound(base);
+    if (at > 0 && items[at - 1].base == base) {
+        if (out)
+            *out = items[at - 1];
+        memmove(&items[at - 1], &items[at], (count - at) * sizeof *items);
+        count--;
+        found = true;
+    }
+    pthread_mutex_unlock(&lock);
+    return found;
+}
+
+bool alloctab_find(CUdeviceptr ptr, struct alloc_info *out)
+{
+    bool found = false;
+    pthread_mutex_lock(&lock);
+    size_t at = upper_bound(ptr);
+    if (at > 0 && ptr < items[at - 1].base + items[at - 1].size) {
+        *out = items[at - 1];
+        found = true;
+    }
+    pthread_mutex_unlock(&lock);
+    return found;
+}
+
+const char *alloc_kind_name(enum alloc_kind k)
+{
+    switch (k) {
+    case AK_LINEAR: return "linear";
+    case AK_PITCHED: return "pitched";
+    case AK_MANAGED: return "managed";
+    case AK_ASYNC: return "async";
+    case AK_VMM: return "vmm";
+    case AK_HOST: return "host";
+    }
+    return "unknown";
+}
+
+void alloctab_reset_after_fork(void)
+{
+    /* The lock may have been held by a thread that does not exist in the
+     * child; the table itself stays valid (the child shares nothing with
+     * the parent's GPU context, but its memory map is a copy). */
+    pthread_mutex_init(&lock, NULL);
+}

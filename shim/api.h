@@ -1,0 +1,149 @@
+/*
+ * The one table of driver entry points cudump wraps.
+ *
+ * A family is one API whose variants share an ABI. CUDUMP_P_<family> is its
+ * parameter list and CUDUMP_A_<family> the matching argument list; each
+ * family has one hook, `hook_<family>`, in hooks.c (or interpose.c), which
+ * receives the real pointer of the exact variant called and whether that
+ * variant is a per-thread-default-stream (`_ptsz`) one.
+ *
+ * VARIANT(symbol, family, ptsz) is one symbol the real driver exports. For
+ * each, interpose.c generates a wrapper that calls `hook_<family>` with the
+ * real `symbol`, exports it under the same name (for programs linked with
+ * -lcuda), and hands it out from dlsym and cuGetProcAddress when the real
+ * lookup returned the real `symbol`'s address. Variants with another ABI
+ * (cuMemAlloc v1 with 32-bit pointers, cuStreamBeginCapture v1) are
+ * deliberately absent: their pointers pass through untouched.
+ */
+
+#define CUDUMP_APPLY(macro, args) macro args
+#define CUDUMP_UNPAREN(...) __VA_ARGS__
+
+#define CUDUMP_P_cuInit (unsigned int flags)
+#define CUDUMP_A_cuInit (flags)
+#define CUDUMP_P_cuGetProcAddress (const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
+#define CUDUMP_A_cuGetProcAddress (symbol, pfn, cudaVersion, flags)
+#define CUDUMP_P_cuGetProcAddress_v2                                            \
+    (const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,         \
+     CUdriverProcAddressQueryResult *status)
+#define CUDUMP_A_cuGetProcAddress_v2 (symbol, pfn, cudaVersion, flags, status)
+#define CUDUMP_P_cuModuleGetFunction (CUfunction *hfunc, CUmodule hmod, const char *name)
+#define CUDUMP_A_cuModuleGetFunction (hfunc, hmod, name)
+#define CUDUMP_P_cuLibraryGetKernel (CUkernel *pKernel, CUlibrary library, const char *name)
+#define CUDUMP_A_cuLibraryGetKernel (pKernel, library, name)
+#define CUDUMP_P_cuKernelGetFunction (CUfunction *pFunc, CUkernel kernel)
+#define CUDUMP_A_cuKernelGetFunction (pFunc, kernel)
+#define CUDUMP_P_cuMemAlloc (CUdeviceptr *dptr, size_t bytesize)
+#define CUDUMP_A_cuMemAlloc (dptr, bytesize)
+#define CUDUMP_P_cuMemAllocPitch                                                \
+    (CUdeviceptr *dptr, size_t *pPitch, size_t widthInBytes, size_t height,     \
+     unsigned int elementSizeBytes)
+#define CUDUMP_A_cuMemAllocPitch (dptr, pPitch, widthInBytes, height, elementSizeBytes)
+#define CUDUMP_P_cuMemAllocManaged (CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+#define CUDUMP_A_cuMemAllocManaged (dptr, bytesize, flags)
+#define CUDUMP_P_cuMemAllocAsync (CUdeviceptr *dptr, size_t bytesize, CUstream stream)
+#define CUDUMP_A_cuMemAllocAsync (dptr, bytesize, stream)
+#define CUDUMP_P_cuMemAllocFromPoolAsync                                        \
+    (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream stream)
+#define CUDUMP_A_cuMemAllocFromPoolAsync (dptr, bytesize, pool, stream)
+#define CUDUMP_P_cuMemFree (CUdeviceptr dptr)
+#define CUDUMP_A_cuMemFree (dptr)
+#define CUDUMP_P_cuMemFreeAsync (CUdeviceptr dptr, CUstream stream)
+#define CUDUMP_A_cuMemFreeAsync (dptr, stream)
+#define CUDUMP_P_cuMemMap                                                       \
+    (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, \
+     unsigned long long flags)
+#define CUDUMP_A_cuMemMap (ptr, size, offset, handle, flags)
+#define CUDUMP_P_cuMemUnmap (CUdeviceptr ptr, size_t size)
+#define CUDUMP_A_cuMemUnmap (ptr, size)
+#define CUDUMP_P_cuMemAllocHost (void **pp, size_t bytesize)
+#define CUDUMP_A_cuMemAllocHost (pp, bytesize)
+#define CUDUMP_P_cuMemHostAlloc (void **pp, size_t bytesize, unsigned int flags)
+#define CUDUMP_A_cuMemHostAlloc (pp, bytesize, flags)
+#define CUDUMP_P_cuMemFreeHost (void *p)
+#define CUDUMP_A_cuMemFreeHost (p)
+#define CUDUMP_P_cuLaunchKernel                                                 \
+    (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,           \
+     unsigned int bx, unsigned int by, unsigned int bz, unsigned int smem,      \
+     CUstream stream, void **params, void **extra)
+#define CUDUMP_A_cuLaunchKernel (f, gx, gy, gz, bx, by, bz, smem, stream, params, extra)
+#define CUDUMP_P_cuLaunchCooperativeKernel                                      \
+    (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,           \
+     unsigned int bx, unsigned int by, unsigned int bz, unsigned int smem,      \
+     CUstream stream, void **params)
+#define CUDUMP_A_cuLaunchCooperativeKernel (f, gx, gy, gz, bx, by, bz, smem, stream, params)
+#define CUDUMP_P_cuLaunchKernelEx                                               \
+    (const CUlaunchConfig *config, CUfunction f, void **params, void **extra)
+#define CUDUMP_A_cuLaunchKernelEx (config, f, params, extra)
+#define CUDUMP_P_cuGraphLaunch (CUgraphExec exec, CUstream stream)
+#define CUDUMP_A_cuGraphLaunch (exec, stream)
+#define CUDUMP_P_cuStreamBeginCapture (CUstream stream, CUstreamCaptureMode mode)
+#define CUDUMP_A_cuStreamBeginCapture (stream, mode)
+#define CUDUMP_P_cuStreamEndCapture (CUstream stream, void **graph)
+#define CUDUMP_A_cuStreamEndCapture (stream, graph)
+
+#define CUDUMP_FAMILIES(F)                                                           \
+    F(cuInit) F(cuGetProcAddress) F(cuGetProcAddress_v2) F(cuModuleGetFunction)       \
+    F(cuLibraryGetKernel) F(cuKernelGetFunction) F(cuMemAlloc) F(cuMemAllocPitch)     \
+    F(cuMemAllocManaged) F(cuMemAllocAsync) F(cuMemAllocFromPoolAsync) F(cuMemFree)   \
+    F(cuMemFreeAsync) F(cuMemMap) F(cuMemUnmap) F(cuMemAllocHost) F(cuMemHostAlloc)   \
+    F(cuMemFreeHost) F(cuLaunchKernel) F(cuLaunchCooperativeKernel)                   \
+    F(cuLaunchKernelEx) F(cuGraphLaunch) F(cuStreamBeginCapture) F(cuStreamEndCapture)
+
+#define CUDUMP_VARIANTS(VARIANT)                                           \
+    VARIANT(cuInit, cuInit, 0)                                             \
+    VARIANT(cuGetProcAddress, cuGetProcAddress, 0)                         \
+    VARIANT(cuGetProcAddress_v2, cuGetProcAddress_v2, 0)                   \
+    VARIANT(cuModuleGetFunction, cuModuleGetFunction, 0)                   \
+    VARIANT(cuLibraryGetKernel, cuLibraryGetKernel, 0)                     \
+    VARIANT(cuKernelGetFunction, cuKernelGetFunction, 0)                   \
+    VARIANT(cuMemAlloc_v2, cuMemAlloc, 0)                                  \
+    VARIANT(cuMemAllocPitch_v2, cuMemAllocPitch, 0)                        \
+    VARIANT(cuMemAllocManaged, cuMemAllocManaged, 0)                       \
+    VARIANT(cuMemAllocAsync, cuMemAllocAsync, 0)                           \
+    VARIANT(cuMemAllocAsync_ptsz, cuMemAllocAsync, 1)                      \
+    VARIANT(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 0)           \
+    VARIANT(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync, 1)      \
+    VARIANT(cuMemFree_v2, cuMemFree, 0)                                    \
+    VARIANT(cuMemFreeAsync, cuMemFreeAsync, 0)                             \
+    VARIANT(cuMemFreeAsync_ptsz, cuMemFreeAsync, 1)                        \
+    VARIANT(cuMemMap, cuMemMap, 0)                                         \
+    VARIANT(cuMemUnmap, cuMemUnmap, 0)                                     \
+    VARIANT(cuMemAllocHost_v2, cuMemAllocHost, 0)                          \
+    VARIANT(cuMemHostAlloc, cuMemHostAlloc, 0)                             \
+    VARIANT(cuMemFreeHost, cuMemFreeHost, 0)                               \
+    VARIANT(cuLaunchKernel, cuLaunchKernel, 0)                             \
+    VARIANT(cuLaunchKernel_ptsz, cuLaunchKernel, 1)                        \
+    VARIANT(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel, 0)       \
+    VARIANT(cuLaunchCooperativeKernel_ptsz, cuLaunchCooperativeKernel, 1)  \
+    VARIANT(cuLaunchKernelEx, cuLaunchKernelEx, 0)                         \
+    VARIANT(cuLaunchKernelEx_ptsz, cuLaunchKernelEx, 1)                    \
+    VARIANT(cuGraphLaunch, cuGraphLaunch, 0)                               \
+    VARIANT(cuGraphLaunch_ptsz, cuGraphLaunch, 1)                          \
+    VARIANT(cuStreamBeginCapture_v2, cuStreamBeginCapture, 0)              \
+    VARIANT(cuStreamBeginCapture_v2_ptsz, cuStreamBeginCapture, 1)         \
+    VARIANT(cuStreamEndCapture, cuStreamEndCapture, 0)                     \
+    VARIANT(cuStreamEndCapture_ptsz, cuStreamEndCapture, 1)
+
+/*
+ * Driver functions the shim calls for its own work but does not wrap.
+ * SERVICE(symbol, params)
+ */
+#define CUDUMP_SERVICES(SERVICE)                                                          \
+    SERVICE(cuFuncGetName, (const char **name, CUfunction f))                             \
+    SERVICE(cuKernelGetName, (const char **name, CUkernel k))                             \
+    SERVICE(cuFuncGetParamInfo, (CUfunction f, size_t index, size_t *offset, size_t *size)) \
+    SERVICE(cuKernelGetParamInfo, (CUkernel k, size_t index, size_t *offset, size_t *size)) \
+    SERVICE(cuMemGetAddressRange_v2, (CUdeviceptr *base, size_t *size, CUdeviceptr ptr))  \
+    SERVICE(cuStreamIsCapturing, (CUstream s, CUstreamCaptureStatus *status))             \
+    SERVICE(cuStreamIsCapturing_ptsz, (CUstream s, CUstreamCaptureStatus *status))        \
+    SERVICE(cuThreadExchangeStreamCaptureMode, (CUstreamCaptureMode *mode))               \
+    SERVICE(cuMemcpy2DAsync_v2, (const CUDA_MEMCPY2D *copy, CUstream s))                  \
+    SERVICE(cuMemcpy2DAsync_v2_ptsz, (const CUDA_MEMCPY2D *copy, CUstream s))             \
+    SERVICE(cuMemHostRegister_v2, (void *p, size_t size, unsigned int flags))             \
+    SERVICE(cuMemHostUnregister, (void *p))                                               \
+    SERVICE(cuEventCreate, (CUevent *e, unsigned int flags))                              \
+    SERVICE(cuEventRecord, (CUevent e, CUstream s))                                       \
+    SERVICE(cuEventRecord_ptsz, (CUevent e, CUstream s))                                  \
+    SERVICE(cuEventSynchronize, (CUevent e))                                              \
+    SERVICE(cuEventDestroy_v2, (CUevent e))

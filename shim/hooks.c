@@ -1,0 +1,342 @@
+/*
+ * What the shim does around each wrapped driver call. Every hook calls the
+ * real function first or last and returns its result unchanged: cudump's
+ * own work never changes what the program sees.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "shim.h"
+#include "launch.h"
+
+struct shim_stats shim_stats;
+
+/* ---- lifecycle ---------------------------------------------------------- */
+
+static void after_fork_child(void)
+{
+    channel_reset_after_fork();
+    functab_reset_after_fork();
+    alloctab_reset_after_fork();
+    launch_reset_after_fork();
+    atomic_store(&shim_stats.seq, 0);
+    atomic_store(&shim_stats.captured, 0);
+    atomic_store(&shim_stats.graph_launches, 0);
+}
+
+__attribute__((constructor)) static void shim_load(void)
+{
+    /* Only registration here: initialising happens after the real cuInit. */
+    pthread_atfork(NULL, NULL, after_fork_child);
+}
+
+struct stats_ctx {
+    struct strbuf *sb;
+    int n;
+};
+
+static void add_func_count(struct func_entry *e, void *ctx)
+{
+    struct stats_ctx *c = ctx;
+    sb_printf(c->sb, "%s[%u,%llu]", c->n++ ? "," : "", e->id,
+              (unsigned long long)atomic_load(&e->launches));
+}
+
+__attribute__((destructor)) static void shim_unload(void)
+{
+    if (!channel_up())
+        return;
+    char stack[4096];
+    struct strbuf sb;
+    sb_init(&sb, stack, sizeof stack);
+    sb_printf(&sb, "{\"ev\":\"stats\",\"seq\":%llu,\"captured\":%llu,\"graph\":%llu,\"funcs\":[",
+              (unsigned long long)atomic_load(&shim_stats.seq),
+              (unsigned long long)atomic_load(&shim_stats.captured),
+              (unsigned long long)atomic_load(&shim_stats.graph_launches));
+    struct stats_ctx ctx = {&sb, 0};
+    functab_each(add_func_count, &ctx);
+    sb_printf(&sb, "]}\n");
+    if (!sb.oom)
+        channel_send(sb.data, sb.len);
+    sb_free(&sb);
+}
+
+CUresult hook_cuInit(cuInit_fn real, int ptsz, unsigned int flags)
+{
+    (void)ptsz;
+    CUresult rc = real(flags);
+    if (rc == CUDA_SUCCESS) {
+        shim_resolve_real();
+        channel_connect();
+    }
+    return rc;
+}
+
+/* ---- kernel names --------------------------------------------------------- */
+
+CUresult hook_cuModuleGetFunction(cuModuleGetFunction_fn real, int ptsz, CUfunction *hfunc,
+                                  CUmodule hmod, const char *name)
+{
+    (void)ptsz;
+    CUresult rc = real(hfunc, hmod, name);
+    if (rc == CUDA_SUCCESS && hfunc)
+        functab_name((uintptr_t)*hfunc, name, false);
+    return rc;
+}
+
+CUresult hook_cuLibraryGetKernel(cuLibraryGetKernel_fn real, int ptsz, CUkernel *pKernel,
+                                 CUlibrary library, const char *name)
+{
+    (void)ptsz;
+    CUresult rc = real(pKernel, library, name);
+    if (rc == CUDA_SUCCESS && pKernel)
+        functab_name((uintptr_t)*pKernel, name, true);
+    return rc;
+}
+
+CUresult hook_cuKernelGetFunction(cuKernelGetFunction_fn real, int ptsz, CUfunction *pFunc,
+                                  CUkernel kernel)
+{
+    (void)ptsz;
+    CUresult rc = real(pFunc, kernel);
+    if (rc == CUDA_SUCCESS && pFunc) {
+        struct func_entry *k = functab_find((uintptr_t)kernel);
+        if (k && atomic_load_explicit(&k->state, memory_order_acquire) >= FN_NAMED && k->name)
+            functab_name((uintptr_t)*pFunc, k->name, false);
+    }
+    return rc;
+}
+
+/* ---- allocations ---------------------------------------------------------- */
+
+static void track_alloc(enum alloc_kind kind, CUdeviceptr base, size_t size, size_t pitch,
+                        size_t width, size_t height, unsigned elem)
+{
+    struct alloc_info a = {base, size, kind, pitch, width, height, elem};
+    alloctab_add(&a);
+    if (!channel_up())
+        return;
+    char line[256];
+    int n = snprintf(line, sizeof line,
+                     "{\"ev\":\"alloc\",\"kind\":\"%s\",\"ptr\":\"0x%llx\",\"size\":%zu,"
+                     "\"pitch\":%zu,\"width\":%zu,\"height\":%zu,\"elem\":%u}\n",
+                     alloc_kind_name(kind), (unsigned long long)base, size, pitch, width, height,
+                     elem);
+    if (n > 0 && (size_t)n < sizeof line)
+        channel_send(line, (size_t)n);
+}
+
+static void track_free(CUdeviceptr base)
+{
+    struct alloc_info a;
+    if (!alloctab_remove(base, &a) || !channel_up())
+        return;
+    char line[160];
+    int n = snprintf(line, sizeof line,
+                     "{\"ev\":\"free\",\"kind\":\"%s\",\"ptr\":\"0x%llx\",\"size\":%zu}\n",
+                     alloc_kind_name(a.kind), (unsigned long long)base, a.size);
+    if (n > 0 && (size_t)n < sizeof line)
+        channel_send(line, (size_t)n);
+}
+
+CUresult hook_cuMemAlloc(cuMemAlloc_fn real, int ptsz, CUdeviceptr *dptr, size_t bytesize)
+{
+    (void)ptsz;
+    CUresult rc = real(dptr, bytesize);
+    if (rc == CUDA_SUCCESS && dptr)
+        track_alloc(AK_LINEAR, *dptr, bytesize, 0, 0, 0, 0);
+    return rc;
+}
+
+CUresult hook_cuMemAllocPitch(cuMemAllocPitch_fn real, int ptsz, CUdeviceptr *dptr, size_t *pPitch,
+                              size_t widthInBytes, size_t height, unsigned int elementSizeBytes)
+{
+    (void)ptsz;
+    CUresult rc = real(dptr, pPitch, widthInBytes, height, elementSizeBytes);
+    if (rc == CUDA_SUCCESS && dptr && pPitch)
+        track_alloc(AK_PITCHED, *dptr, *pPitch * height, *pPitch, widthInBytes, height,
+                    elementSizeBytes);
+    return rc;
+}
+
+CUresult hook_cuMemAllocManaged(cuMemAllocManaged_fn real, int ptsz, CUdeviceptr *dptr,
+                                size_t bytesize, unsigned int flags)
+{
+    (void)ptsz;
+    CUresult rc = real(dptr, bytesize, flags);
+    if (rc == CUDA_SUCCESS && dptr)
+        track_alloc(AK_MANAGED, *dptr, bytesize, 0, 0, 0, 0);
+    return rc;
+}
+
+CUresult hook_cuMemAllocAsync(cuMemAllocAsync_fn real, int ptsz, CUdeviceptr *dptr,
+                              size_t bytesize, CUstream stream)
+{
+    (void)ptsz;
+    CUresult rc = real(dptr, bytesize, stream);
+    if (rc == CUDA_SUCCESS && dptr)
+        track_alloc(AK_ASYNC, *dptr, bytesize, 0, 0, 0, 0);
+    return rc;
+}
+
+CUresult hook_cuMemAllocFromPoolAsync(cuMemAllocFromPoolAsync_fn real, int ptsz, CUdeviceptr *dptr,
+                                      size_t bytesize, CUmemoryPool pool, CUstream stream)
+{
+    (void)ptsz;
+    CUresult rc = real(dptr, bytesize, pool, stream);
+    if (rc == CUDA_SUCCESS && dptr)
+        track_alloc(AK_ASYNC, *dptr, bytesize, 0, 0, 0, 0);
+    return rc;
+}
+
+CUresult hook_cuMemFree(cuMemFree_fn real, int ptsz, CUdeviceptr dptr)
+{
+    (void)ptsz;
+    CUresult rc = real(dptr);
+    if (rc == CUDA_SUCCESS)
+        track_free(dptr);
+    return rc;
+}
+
+CUresult hook_cuMemFreeAsync(cuMemFreeAsync_fn real, int ptsz, CUdeviceptr dptr, CUstream stream)
+{
+    (void)ptsz;
+    CUresult rc = real(dptr, stream);
+    if (rc == CUDA_SUCCESS)
+        track_free(dptr);
+    return rc;
+}
+
+CUresult hook_cuMemMap(cuMemMap_fn real, int ptsz, CUdeviceptr ptr, size_t size, size_t offset,
+                       CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+    (void)ptsz;
+    CUresult rc = real(ptr, size, offset, handle, flags);
+    if (rc == CUDA_SUCCESS)
+        track_alloc(AK_VMM, ptr, size, 0, 0, 0, 0);
+    return rc;
+}
+
+CUresult hook_cuMemUnmap(cuMemUnmap_fn real, int ptsz, CUdeviceptr ptr, size_t size)
+{
+    (void)ptsz;
+    CUresult rc = real(ptr, size);
+    if (rc == CUDA_SUCCESS)
+        track_free(ptr);
+    return rc;
+}
+
+CUresult hook_cuMemAllocHost(cuMemAllocHost_fn real, int ptsz, void **pp, size_t bytesize)
+{
+    (void)ptsz;
+    CUresult rc = real(pp, bytesize);
+    if (rc == CUDA_SUCCESS && pp)
+        track_alloc(AK_HOST, (CUdeviceptr)(uintptr_t)*pp, bytesize, 0, 0, 0, 0);
+    return rc;
+}
+
+CUresult hook_cuMemHostAlloc(cuMemHostAlloc_fn real, int ptsz, void **pp, size_t bytesize,
+                             unsigned int flags)
+{
+    (void)ptsz;
+    CUresult rc = real(pp, bytesize, flags);
+    if (rc == CUDA_SUCCESS && pp)
+        track_alloc(AK_HOST, (CUdeviceptr)(uintptr_t)*pp, bytesize, 0, 0, 0, 0);
+    return rc;
+}
+
+CUresult hook_cuMemFreeHost(cuMemFreeHost_fn real, int ptsz, void *p)
+{
+    (void)ptsz;
+    CUresult rc = real(p);
+    if (rc == CUDA_SUCCESS)
+        track_free((CUdeviceptr)(uintptr_t)p);
+    return rc;
+}
+
+/* ---- stream capture ------------------------------------------------------ */
+
+CUresult hook_cuStreamBeginCapture(cuStreamBeginCapture_fn real, int ptsz, CUstream stream,
+                                   CUstreamCaptureMode mode)
+{
+    (void)ptsz;
+    CUresult rc = real(stream, mode);
+    if (rc == CUDA_SUCCESS)
+        atomic_fetch_add(&shim_stats.captures_active, 1);
+    return rc;
+}
+
+CUresult hook_cuStreamEndCapture(cuStreamEndCapture_fn real, int ptsz, CUstream stream, void **graph)
+{
+    (void)ptsz;
+    CUresult rc = real(stream, graph);
+    /* 901: the capture was invalidated, but it has ended all the same. */
+    if (rc == CUDA_SUCCESS || rc == 901) {
+        int active = atomic_load(&shim_stats.captures_active);
+        while (active > 0 &&
+               !atomic_compare_exchange_weak(&shim_stats.captures_active, &active, active - 1))
+            ;
+    }
+    return rc;
+}
+
+/* ---- launches ---------------------------------------------------------------- */
+
+/* The fast path of every launch: one table lookup, the real call, two
+ * relaxed counters. Everything else happens only for wanted functions. */
+#define LAUNCH_HOOK_BODY(f, stream, call, ...)                               \
+    unsigned wants;                                                          \
+    struct func_entry *e = launch_lookup((f), &wants);                       \
+    if (__builtin_expect(!wants, 1)) {                                       \
+        CUresult rc = call;                                                  \
+        if (rc == CUDA_SUCCESS && e)                                         \
+            launch_count(e, (stream), ptsz);                                 \
+        return rc;                                                           \
+    }                                                                        \
+    struct launch_info li = {e, wants, __VA_ARGS__, 0, 0, false, false};     \
+    launch_before(&li);                                                      \
+    CUresult rc = call;                                                      \
+    launch_after(&li, rc);                                                   \
+    return rc;
+
+CUresult hook_cuLaunchKernel(cuLaunchKernel_fn real, int ptsz, CUfunction f, unsigned int gx,
+                             unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,
+                             unsigned int bz, unsigned int smem, CUstream stream, void **params,
+                             void **extra)
+{
+    LAUNCH_HOOK_BODY(f, stream, real(f, gx, gy, gz, bx, by, bz, smem, stream, params, extra),
+                     {gx, gy, gz}, {bx, by, bz}, smem, stream, params, extra, ptsz,
+                     ptsz ? "cuLaunchKernel_ptsz" : "cuLaunchKernel")
+}
+
+CUresult hook_cuLaunchCooperativeKernel(cuLaunchCooperativeKernel_fn real, int ptsz, CUfunction f,
+                                        unsigned int gx, unsigned int gy, unsigned int gz,
+                                        unsigned int bx, unsigned int by, unsigned int bz,
+                                        unsigned int smem, CUstream stream, void **params)
+{
+    LAUNCH_HOOK_BODY(f, stream, real(f, gx, gy, gz, bx, by, bz, smem, stream, params),
+                     {gx, gy, gz}, {bx, by, bz}, smem, stream, params, NULL, ptsz,
+                     ptsz ? "cuLaunchCooperativeKernel_ptsz" : "cuLaunchCooperativeKernel")
+}
+
+CUresult hook_cuLaunchKernelEx(cuLaunchKernelEx_fn real, int ptsz, const CUlaunchConfig *config,
+                               CUfunction f, void **params, void **extra)
+{
+    if (!config)
+        return real(config, f, params, extra);
+    LAUNCH_HOOK_BODY(f, config->hStream, real(config, f, params, extra),
+                     {config->gridDimX, config->gridDimY, config->gridDimZ},
+                     {config->blockDimX, config->blockDimY, config->blockDimZ},
+                     config->sharedMemBytes, config->hStream, params, extra, ptsz,
+                     ptsz ? "cuLaunchKernelEx_ptsz" : "cuLaunchKernelEx")
+}
+
+CUresult hook_cuGraphLaunch(cuGraphLaunch_fn real, int ptsz, CUgraphExec exec, CUstream stream)
+{
+    CUresult rc = real(exec, stream);
+    if (rc == CUDA_SUCCESS)
+        launch_graph(exec, stream, ptsz);
+    return rc;
+}
