@@ -1,12 +1,6 @@
-"""Build hook: compile the C shim into cudump/_lib/libcudump.so.
+"""Build hook: compile the C shim into cudump/_lib/libcudump.so (shim/build.py)."""
 
-Only a C compiler is needed (no CUDA toolkit): the shim declares the few
-driver types it uses itself, in shim/cudecl.h.
-"""
-
-import os
-import shlex
-import subprocess
+import importlib.util
 from pathlib import Path
 
 from setuptools import setup
@@ -14,26 +8,18 @@ from setuptools.command.build_py import build_py
 from setuptools.dist import Distribution
 
 ROOT = Path(__file__).resolve().parent
-SOURCES = sorted((ROOT / "shim").glob("*.c"))
-CFLAGS = ["-std=c11", "-O2", "-fPIC", "-Wall", "-Wextra", "-Werror", "-fvisibility=hidden",
-          "-D_GNU_SOURCE", "-pthread"]
-
-
-def build_shim(out_dir: Path) -> Path:
-    cc = shlex.split(os.environ.get("CC", "cc"))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / "libcudump.so"
-    cmd = [*cc, *CFLAGS, "-shared", "-o", str(target), *map(str, SOURCES), "-ldl", "-pthread"]
-    subprocess.run(cmd, check=True)
-    return target
+_spec = importlib.util.spec_from_file_location("shim_build", ROOT / "shim" / "build.py")
+assert _spec is not None and _spec.loader is not None
+shim_build = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(shim_build)
 
 
 class BuildPyWithShim(build_py):
     def run(self) -> None:
         super().run()
-        build_shim(Path(self.build_lib) / "cudump" / "_lib")
+        shim_build.build_shim(Path(self.build_lib) / "cudump" / "_lib")
         if self.editable_mode:
-            build_shim(ROOT / "cudump" / "_lib")
+            shim_build.build_shim(ROOT / "cudump" / "_lib")
 
 
 class BinaryDistribution(Distribution):

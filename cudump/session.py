@@ -246,6 +246,8 @@ class Connection:
             ctl.on_alloc(proc, message)
         elif ev == "free":
             ctl.on_free(proc, message)
+        elif ev in ("map", "unmap"):
+            pass  # VMM address ranges: the physical memory behind them is counted
         elif ev == "stats":
             proc.stats = message
         elif ctl.snapshots is not None:

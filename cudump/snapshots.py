@@ -168,17 +168,23 @@ class Snapshotter:
         raw = [bytes.fromhex(h) if h is not None else b"" for h in message["args"]]
         args = decode_args(fr.signature, raw)
         values = arg_values(args)
-        allocs = {int(p["arg"]): _allocation(p) for p in message.get("ptrs", [])}
+        allocs = {(int(p["arg"]), int(p.get("off", 0))): _allocation(p)
+                  for p in message.get("ptrs", [])}
         copies: list[PlannedCopy] = []
         offset = 0
         for rule in taken:
             for index in rule.selected_args(args):
-                arg = args[index]
+                override = rule.overrides.get(index)
+                arg, where = _pointer_of(args[index], override)
                 for phase in ("before", "after"):
                     if phase not in rule.when:
                         continue
                     try:
-                        plan = plan_copy(arg, allocs.get(index), rule.overrides.get(index), values)
+                        if arg is None:
+                            raise GeometryError(
+                                f"argument {index} has {len(args[index].raw)} bytes, no pointer "
+                                f"at byte {where}")
+                        plan = plan_copy(arg, allocs.get((index, where)), override, values)
                     except GeometryError as err:
                         self._error(proc, func, message, arg, phase, rule, str(err))
                         continue
@@ -338,6 +344,17 @@ class Snapshotter:
                 os.unlink(ps.staging_path)
             except OSError:
                 pass
+
+
+def _pointer_of(arg: ArgValue, override: Any) -> tuple[ArgValue | None, int]:
+    """The argument itself, or the pointer at `field` inside a by-value struct argument."""
+    field_offset = getattr(override, "field", None)
+    if field_offset is None:
+        return arg, 0
+    raw = arg.raw[field_offset:field_offset + 8]
+    if len(raw) != 8:
+        return None, field_offset
+    return ArgValue(arg.index, None, raw, int.from_bytes(raw, "little")), field_offset
 
 
 def _allocation(p: dict[str, Any]) -> Allocation:

@@ -54,6 +54,12 @@
     (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, \
      unsigned long long flags)
 #define CUDUMP_A_cuMemMap (ptr, size, offset, handle, flags)
+#define CUDUMP_P_cuMemCreate                                                    \
+    (CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop, \
+     unsigned long long flags)
+#define CUDUMP_A_cuMemCreate (handle, size, prop, flags)
+#define CUDUMP_P_cuMemRelease (CUmemGenericAllocationHandle handle)
+#define CUDUMP_A_cuMemRelease (handle)
 #define CUDUMP_P_cuMemUnmap (CUdeviceptr ptr, size_t size)
 #define CUDUMP_A_cuMemUnmap (ptr, size)
 #define CUDUMP_P_cuMemAllocHost (void **pp, size_t bytesize)
@@ -86,7 +92,7 @@
     F(cuInit) F(cuGetProcAddress) F(cuGetProcAddress_v2) F(cuModuleGetFunction)       \
     F(cuLibraryGetKernel) F(cuKernelGetFunction) F(cuMemAlloc) F(cuMemAllocPitch)     \
     F(cuMemAllocManaged) F(cuMemAllocAsync) F(cuMemAllocFromPoolAsync) F(cuMemFree)   \
-    F(cuMemFreeAsync) F(cuMemMap) F(cuMemUnmap) F(cuMemAllocHost) F(cuMemHostAlloc)   \
+    F(cuMemFreeAsync) F(cuMemCreate) F(cuMemRelease) F(cuMemMap) F(cuMemUnmap) F(cuMemAllocHost) F(cuMemHostAlloc)   \
     F(cuMemFreeHost) F(cuLaunchKernel) F(cuLaunchCooperativeKernel)                   \
     F(cuLaunchKernelEx) F(cuGraphLaunch) F(cuStreamBeginCapture) F(cuStreamEndCapture)
 
@@ -107,6 +113,8 @@
     VARIANT(cuMemFree_v2, cuMemFree, 0)                                    \
     VARIANT(cuMemFreeAsync, cuMemFreeAsync, 0)                             \
     VARIANT(cuMemFreeAsync_ptsz, cuMemFreeAsync, 1)                        \
+    VARIANT(cuMemCreate, cuMemCreate, 0)                                   \
+    VARIANT(cuMemRelease, cuMemRelease, 0)                                 \
     VARIANT(cuMemMap, cuMemMap, 0)                                         \
     VARIANT(cuMemUnmap, cuMemUnmap, 0)                                     \
     VARIANT(cuMemAllocHost_v2, cuMemAllocHost, 0)                          \

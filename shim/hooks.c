@@ -111,34 +111,37 @@ CUresult hook_cuKernelGetFunction(cuKernelGetFunction_fn real, int ptsz, CUfunct
 
 /* ---- allocations ---------------------------------------------------------- */
 
+/* Tells the controller about memory: ev is "alloc"/"free" for memory that
+ * counts (device allocations, VMM physical memory) and "map"/"unmap" for
+ * VMM address ranges, which only matter for resolving pointers. */
+static void send_memory_event(const char *ev, enum alloc_kind kind, unsigned long long base,
+                              size_t size, size_t pitch, size_t width, size_t height, unsigned elem)
+{
+    if (!channel_up())
+        return;
+    char line[256];
+    int n = snprintf(line, sizeof line,
+                     "{\"ev\":\"%s\",\"kind\":\"%s\",\"ptr\":\"0x%llx\",\"size\":%zu,"
+                     "\"pitch\":%zu,\"width\":%zu,\"height\":%zu,\"elem\":%u}\n",
+                     ev, alloc_kind_name(kind), base, size, pitch, width, height, elem);
+    if (n > 0 && (size_t)n < sizeof line)
+        channel_send(line, (size_t)n);
+}
+
 static void track_alloc(enum alloc_kind kind, CUdeviceptr base, size_t size, size_t pitch,
                         size_t width, size_t height, unsigned elem)
 {
     struct alloc_info a = {base, size, kind, pitch, width, height, elem};
     alloctab_add(&a);
-    if (!channel_up())
-        return;
-    char line[256];
-    int n = snprintf(line, sizeof line,
-                     "{\"ev\":\"alloc\",\"kind\":\"%s\",\"ptr\":\"0x%llx\",\"size\":%zu,"
-                     "\"pitch\":%zu,\"width\":%zu,\"height\":%zu,\"elem\":%u}\n",
-                     alloc_kind_name(kind), (unsigned long long)base, size, pitch, width, height,
-                     elem);
-    if (n > 0 && (size_t)n < sizeof line)
-        channel_send(line, (size_t)n);
+    send_memory_event(kind == AK_VMM ? "map" : "alloc", kind, base, size, pitch, width, height,
+                      elem);
 }
 
 static void track_free(CUdeviceptr base)
 {
     struct alloc_info a;
-    if (!alloctab_remove(base, &a) || !channel_up())
-        return;
-    char line[160];
-    int n = snprintf(line, sizeof line,
-                     "{\"ev\":\"free\",\"kind\":\"%s\",\"ptr\":\"0x%llx\",\"size\":%zu}\n",
-                     alloc_kind_name(a.kind), (unsigned long long)base, a.size);
-    if (n > 0 && (size_t)n < sizeof line)
-        channel_send(line, (size_t)n);
+    if (alloctab_remove(base, &a))
+        send_memory_event(a.kind == AK_VMM ? "unmap" : "free", a.kind, base, a.size, 0, 0, 0, 0);
 }
 
 CUresult hook_cuMemAlloc(cuMemAlloc_fn real, int ptsz, CUdeviceptr *dptr, size_t bytesize)
@@ -206,6 +209,26 @@ CUresult hook_cuMemFreeAsync(cuMemFreeAsync_fn real, int ptsz, CUdeviceptr dptr,
     CUresult rc = real(dptr, stream);
     if (rc == CUDA_SUCCESS)
         track_free(dptr);
+    return rc;
+}
+
+CUresult hook_cuMemCreate(cuMemCreate_fn real, int ptsz, CUmemGenericAllocationHandle *handle,
+                          size_t size, const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    (void)ptsz;
+    CUresult rc = real(handle, size, prop, flags);
+    /* Physical memory: counted, but it has no address until it is mapped. */
+    if (rc == CUDA_SUCCESS && handle)
+        send_memory_event("alloc", AK_VMM, *handle, size, 0, 0, 0, 0);
+    return rc;
+}
+
+CUresult hook_cuMemRelease(cuMemRelease_fn real, int ptsz, CUmemGenericAllocationHandle handle)
+{
+    (void)ptsz;
+    CUresult rc = real(handle);
+    if (rc == CUDA_SUCCESS)
+        send_memory_event("free", AK_VMM, handle, 0, 0, 0, 0, 0);
     return rc;
 }
 

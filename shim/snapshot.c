@@ -107,23 +107,30 @@ static const unsigned char *param_bytes(const struct launch_info *li, int i)
     return NULL;
 }
 
-static void describe_pointer(struct strbuf *sb, int index, CUdeviceptr value, int *count)
+/* Describes the allocation a word of argument `index` (at byte `off`)
+ * points into, if any. Words inside by-value structs count too: PyTorch
+ * passes its buffers as std::array<char*, N>. */
+static void describe_pointer(struct strbuf *sb, int index, unsigned off, CUdeviceptr value,
+                             bool ask_driver, int *count)
 {
     struct alloc_info a;
     if (alloctab_find(value, &a)) {
-        sb_printf(sb, "%s{\"arg\":%d,\"base\":\"0x%llx\",\"size\":%zu,\"kind\":\"%s\","
-                  "\"pitch\":%zu,\"width\":%zu,\"height\":%zu,\"elem\":%u}",
-                  (*count)++ ? "," : "", index, (unsigned long long)a.base, a.size,
+        sb_printf(sb, "%s{\"arg\":%d,\"off\":%u,\"base\":\"0x%llx\",\"size\":%zu,"
+                  "\"kind\":\"%s\",\"pitch\":%zu,\"width\":%zu,\"height\":%zu,\"elem\":%u}",
+                  (*count)++ ? "," : "", index, off, (unsigned long long)a.base, a.size,
                   alloc_kind_name(a.kind), a.pitch, a.width, a.height, a.elem_size);
         return;
     }
+    if (!ask_driver)
+        return;
     /* Memory allocated before the shim was loaded or through a path it does
      * not hook: the driver still knows the range. */
     CUdeviceptr base = 0;
     size_t size = 0;
     if (value && real_cuMemGetAddressRange_v2 &&
         real_cuMemGetAddressRange_v2(&base, &size, value) == CUDA_SUCCESS)
-        sb_printf(sb, "%s{\"arg\":%d,\"base\":\"0x%llx\",\"size\":%zu,\"kind\":\"range\"}",
+        sb_printf(sb, "%s{\"arg\":%d,\"off\":0,\"base\":\"0x%llx\",\"size\":%zu,"
+                  "\"kind\":\"range\"}",
                   (*count)++ ? "," : "", index, (unsigned long long)base, size);
 }
 
@@ -217,10 +224,13 @@ bool snapshot_before(struct launch_info *li)
         sb_printf(&sb, "],\"ptrs\":[");
         for (int i = 0; i < e->nparams; i++) {
             const unsigned char *p = param_bytes(li, i);
-            if (p && e->param_size[i] == sizeof(CUdeviceptr)) {
+            for (unsigned off = 0; p && off + sizeof(CUdeviceptr) <= e->param_size[i];
+                 off += sizeof(CUdeviceptr)) {
                 CUdeviceptr v;
-                memcpy(&v, p, sizeof v);
-                describe_pointer(&sb, i, v, &nptrs);
+                memcpy(&v, p + off, sizeof v);
+                /* A lone 8-byte argument is worth asking the driver about;
+                 * words inside structs only count if cudump tracked them. */
+                describe_pointer(&sb, i, off, v, e->param_size[i] == sizeof v, &nptrs);
             }
         }
         sb_printf(&sb, "]");

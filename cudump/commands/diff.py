@@ -1,0 +1,118 @@
+"""`cudump diff A B`: compare two snapshot files or two run directories."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from cudump.diff import RunDiff, Tolerance, align, compare_arrays, compare_pairs
+from cudump.errors import CudumpError, DiffTrouble, SnapshotError
+from cudump.imaging import render_pair, save_png, side_by_side
+from cudump.report import HtmlReport, PairTable, file_report, fmt_tol, run_summary
+from cudump.runs import Run, is_run_dir, load_array
+
+EPILOG = """\
+A and B are each a .npy file, a .png file or a run directory (both of one kind).
+
+Elements differ when |a-b| > atol + rtol*|b| (numpy.isclose); NaN equals NaN and equal
+infinities are equal. Mean, RMSE and the largest difference cover elements whose difference
+is finite. PSNR's peak is the dtype maximum for integers and A's data range for floats.
+
+Runs are aligned by (kernel, occurrence, argument, phase); pairs are listed in A's launch
+order, then snapshots present in one run only.
+
+Exit status: 0 equal within tolerance, 1 different, 2 trouble (one-line reason on stderr).
+"""
+
+
+class DiffCommand:
+    name = "diff"
+    help = "Compare two snapshots (.npy/.png) or two run directories."
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.formatter_class = argparse.RawDescriptionHelpFormatter
+        parser.epilog = EPILOG
+        parser.add_argument("a", metavar="A", help="a .npy, a .png or a run directory")
+        parser.add_argument("b", metavar="B", help="the same kind of thing to compare with")
+        parser.add_argument("--atol", type=float, default=0.0,
+                            help="absolute tolerance (default 0)")
+        parser.add_argument("--rtol", type=float, default=0.0,
+                            help="relative tolerance, times |B| (default 0)")
+        parser.add_argument("--kernel", metavar="PATTERN",
+                            help="runs: only kernels matching PATTERN (glob, or a substring)")
+        parser.add_argument("--brief", action="store_true",
+                            help="runs: print only pairs that are not equal")
+        parser.add_argument("--out", metavar="DIR", type=Path,
+                            help="files: write heatmap.png and side_by_side.png (A | B | diff)")
+        parser.add_argument("--html", metavar="DIR", type=Path,
+                            help="runs: write a static report DIR/index.html")
+        parser.add_argument("-j", "--jobs", type=int, default=None,
+                            help="threads comparing pairs (default: CPU count)")
+
+    def run(self, args: argparse.Namespace) -> int:
+        tol = Tolerance(args.atol, args.rtol)
+        a, b = Path(args.a), Path(args.b)
+        for p in (a, b):
+            if not p.exists():
+                raise DiffTrouble(f"{p}: no such file or directory")
+        if a.is_dir() and b.is_dir():
+            return self._runs(a, b, tol, args)
+        if a.is_dir() or b.is_dir():
+            raise DiffTrouble("compare two files or two run directories, not one of each")
+        if args.html is not None:
+            raise DiffTrouble("--html compares run directories; use --out DIR for two files")
+        return self._files(a, b, tol, args)
+
+    def _files(self, a: Path, b: Path, tol: Tolerance, args: argparse.Namespace) -> int:
+        try:
+            arr_a, arr_b = load_array(a), load_array(b)
+        except SnapshotError as err:
+            raise DiffTrouble(str(err)) from None
+        metrics = compare_arrays(arr_a, arr_b, tol)
+        for line in file_report(str(a), str(b), metrics, tol):
+            print(line)
+        if args.out is not None:
+            args.out.mkdir(parents=True, exist_ok=True)
+            left, right, heat = render_pair(arr_a, arr_b)
+            text = {"a": str(a), "b": str(b)}
+            save_png(heat, args.out / "heatmap.png", text)
+            save_png(side_by_side([left, right, heat], ["A", "B", "|A-B|"]),
+                     args.out / "side_by_side.png", text)
+            print(f"wrote {args.out / 'heatmap.png'} and {args.out / 'side_by_side.png'}")
+        return 0 if metrics.equal else 1
+
+    def _runs(self, a: Path, b: Path, tol: Tolerance, args: argparse.Namespace) -> int:
+        for p in (a, b):
+            if not is_run_dir(p):
+                raise DiffTrouble(f"{p} is not a cudump run directory (no manifest.jsonl)")
+        if args.out is not None:
+            raise DiffTrouble("--out is for two files; use --html DIR for runs")
+        try:
+            run_a, run_b = Run.open(a), Run.open(b)
+        except CudumpError as err:
+            raise DiffTrouble(str(err)) from None
+        pairs = align(run_a, run_b, args.kernel)
+        if not pairs:
+            only = f" for kernel '{args.kernel}'" if args.kernel else ""
+            raise DiffTrouble(f"no snapshots to compare{only}")
+        print(f"A: {a}  B: {b}  [{fmt_tol(tol)}]")
+        table = PairTable(pairs)
+        print(table.header())
+        # Lines stream in launch order while later pairs are still being compared.
+        for pair in compare_pairs(pairs, tol, args.jobs):
+            if not (args.brief and pair.status == "equal"):
+                print(table.line(pair))
+        result = RunDiff(pairs)
+        for line in run_summary(result):
+            print(line)
+        if args.html is not None:
+            index = HtmlReport(args.html, result, str(a), str(b), tol, args.jobs).write()
+            print(f"report: {index}")
+        sys.stdout.flush()
+        if result.errors:
+            first = result.errors[0]
+            raise DiffTrouble(f"{len(result.errors)} pair(s) could not be compared; first: "
+                              f"{first.reason}")
+        return result.exit_code
+

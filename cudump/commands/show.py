@@ -1,0 +1,173 @@
+"""`cudump show`: statistics of one snapshot, and optionally a PNG rendering of it."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from cudump.diff import channel_count
+from cudump.errors import UsageError
+from cudump.imaging import CHANNEL_NAMES, render, save_png
+from cudump.manifest import MANIFEST
+from cudump.report import LS_HEADERS, LS_RIGHT, fmt_num, format_table, snapshot_rows
+from cudump.runs import Run, Snapshot, is_run_dir, load_array
+
+EPILOG = """\
+Choosing a snapshot:
+  cudump show RUN 'cam::paint*' --arg 0 --phase after --occurrence 2
+  cudump show RUN --index 12           (the # column of `cudump ls RUN`)
+  cudump show RUN/some_snapshot.npy    (or any .npy/.png file)
+The criteria given must leave exactly one snapshot; otherwise the candidates are listed.
+
+Rendering:
+  --png out.png --range=-1:1 --channels r,g,b
+Floats are mapped linearly over the range (default: finite min..max); NaN/Inf are drawn
+magenta. Write negative ranges with '=' (--range=-1:1).
+"""
+
+
+@dataclass
+class ChannelStats:
+    label: str
+    count: int
+    minimum: float | None
+    maximum: float | None
+    mean: float | None
+    std: float | None
+    nan: int
+    pos_inf: int
+    neg_inf: int
+    zeros: int
+
+
+def stats_of(values: np.ndarray, label: str) -> ChannelStats:
+    data = np.asarray(values)
+    nan = pos_inf = neg_inf = 0
+    if data.dtype.kind == "f":
+        nan = int(np.isnan(data).sum())
+        pos_inf = int(np.isposinf(data).sum())
+        neg_inf = int(np.isneginf(data).sum())
+        if nan or pos_inf or neg_inf:
+            data = data[np.isfinite(data)]
+    zeros = int(data.size - np.count_nonzero(data))
+    if data.size == 0:
+        return ChannelStats(label, 0, None, None, None, None, nan, pos_inf, neg_inf, 0)
+    wide = data.astype(np.float64)
+    return ChannelStats(label, int(values.size), float(wide.min()), float(wide.max()),
+                        float(wide.mean()), float(wide.std()), nan, pos_inf, neg_inf, zeros)
+
+
+def snapshot_stats(arr: np.ndarray) -> list[ChannelStats]:
+    """Statistics of all elements, and of each channel when there are several."""
+    out = [stats_of(arr, "all")]
+    channels = channel_count(arr.shape)
+    if channels > 1:
+        for ch in range(channels):
+            out.append(stats_of(arr[..., ch], f"ch {ch} ({CHANNEL_NAMES[ch]})"))
+    return out
+
+
+def parse_range(text: str | None) -> tuple[float, float] | None:
+    if text is None or text == "auto":
+        return None
+    sep = ":" if ":" in text else ","
+    parts = text.split(sep)
+    try:
+        lo, hi = (float(p) for p in parts)
+    except ValueError:
+        raise UsageError(f"--range wants LO:HI (e.g. 0:1 or =-1:1), not '{text}'") from None
+    return lo, hi
+
+
+class ShowCommand:
+    name = "show"
+    help = "Print statistics of one snapshot and optionally render it to PNG."
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.formatter_class = argparse.RawDescriptionHelpFormatter
+        parser.epilog = EPILOG
+        parser.add_argument("target", type=Path, help="run directory, or a .npy/.png file")
+        parser.add_argument("kernel", nargs="?", metavar="KERNEL-PATTERN",
+                            help="kernel name: glob (cam::paint*) or a substring")
+        parser.add_argument("--arg", type=int, help="argument index")
+        parser.add_argument("--phase", choices=("before", "after"), help="before or after")
+        parser.add_argument("--occurrence", type=int, help="n-th launch of the kernel (from 1)")
+        parser.add_argument("--launch", type=int, help="launch sequence number")
+        parser.add_argument("--pid", type=int, help="process id (runs of several processes)")
+        parser.add_argument("--index", type=int, help="manifest index (# in `cudump ls`)")
+        parser.add_argument("--png", type=Path, metavar="FILE", help="render to this PNG")
+        parser.add_argument("--range", metavar="LO:HI",
+                            help="value range mapped to black..white (default: data min:max)")
+        parser.add_argument("--channels", metavar="LIST",
+                            help="channels to draw: 0 | 0,1,2 | r,g,b | a ...")
+
+    def run(self, args: argparse.Namespace) -> int:
+        snap, path = self._choose(args)
+        arr = load_array(path)
+        if snap is not None:
+            r = snap.record
+            print(f"snapshot #{snap.index}: {r.kernel}")
+            print(f"  launch {r.launch}, occurrence {r.occurrence}, arg {r.arg}"
+                  f"{f' ({r.type})' if r.type else ''}, {r.phase}")
+            print(f"  pid {r.pid}, grid {r.grid}, block {r.block}, stream {r.stream}, "
+                  f"address {r.address}")
+        print(f"file: {path}")
+        print(f"data: {arr.dtype} {list(arr.shape)}")
+        rows = []
+        for s in snapshot_stats(arr):
+            rows.append([s.label, fmt_num(s.minimum), fmt_num(s.maximum), fmt_num(s.mean),
+                         fmt_num(s.std), str(s.zeros), str(s.nan), str(s.pos_inf),
+                         str(s.neg_inf)])
+        headers = ["", "min", "max", "mean", "std", "zeros", "NaN", "+Inf", "-Inf"]
+        for line in format_table(headers, rows, [False] + [True] * 8):
+            print(line)
+        if args.png is not None:
+            drawn = render(arr, value_range=parse_range(args.range), channels=args.channels)
+            text = {"source": str(path)}
+            if snap is not None:
+                text.update(kernel=snap.record.kernel, arg=str(snap.record.arg),
+                            phase=snap.record.phase)
+            save_png(drawn, args.png, text)
+            how = ("values as stored" if drawn.value_range is None else
+                   f"range {fmt_num(drawn.value_range[0])}..{fmt_num(drawn.value_range[1])}")
+            print(f"wrote {args.png} ({drawn.image.mode}, {how}"
+                  + "".join(f"; {n}" for n in drawn.notes) + ")")
+        return 0
+
+    def _choose(self, args: argparse.Namespace) -> tuple[Snapshot | None, Path]:
+        target: Path = args.target
+        if target.is_file():
+            return _record_for_file(target), target
+        if not is_run_dir(target):
+            raise UsageError(f"{target} is neither a snapshot file nor a run directory")
+        run = Run.open(target)
+        found = run.select(args.kernel, arg=args.arg, phase=args.phase,
+                           occurrence=args.occurrence, launch=args.launch, pid=args.pid,
+                           index=args.index)
+        if not found:
+            raise UsageError("no snapshot matches; `cudump ls RUN` lists them")
+        if len(found) > 1:
+            for line in format_table(LS_HEADERS, snapshot_rows(found[:20]), LS_RIGHT):
+                print(line)
+            more = " (first 20 listed)" if len(found) > 20 else ""
+            raise UsageError(f"{len(found)} snapshots match{more}; narrow with --arg, "
+                             "--phase, --occurrence or --index")
+        snap = found[0]
+        if not snap.ok or snap.path is None:
+            raise UsageError(f"snapshot #{snap.index} was not captured: "
+                             f"{snap.record.reason or 'no file'}")
+        return snap, snap.path
+
+
+def _record_for_file(path: Path) -> Snapshot | None:
+    """The manifest record of a file inside a run directory (looked for up to two levels up)."""
+    for parent in list(path.resolve().parents)[:3]:
+        if (parent / MANIFEST).is_file():
+            try:
+                return Run.open(parent).by_file(path)
+            except Exception:  # noqa: BLE001 - the file is still worth showing without it
+                return None
+    return None

@@ -1,0 +1,194 @@
+/*
+ * Modules, libraries and the handles of their functions and kernels. Every
+ * image gives access to every built-in kernel. A CUkernel and the CUfunction
+ * cuKernelGetFunction returns for it are different objects, as with the real
+ * driver, so that a tool cannot get away with confusing the two.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+struct fc_handle {
+    unsigned int magic;
+};
+
+/* One function object and one kernel object per built-in kernel. Handles are
+ * addresses inside these arrays, which makes validation a range check. */
+#define FC_MAX_BUILTINS 16
+static struct fc_handle functions[FC_MAX_BUILTINS];
+static struct fc_handle kernels[FC_MAX_BUILTINS];
+
+static const struct fc_builtin *builtin_of(const void *h, const struct fc_handle *table)
+{
+    uintptr_t p = (uintptr_t)h, lo = (uintptr_t)table;
+    if (p < lo || p >= lo + fc_builtin_count * sizeof table[0] || (p - lo) % sizeof table[0])
+        return NULL;
+    return fc_builtin_at((p - lo) / sizeof table[0]);
+}
+
+static size_t index_of(const struct fc_builtin *k)
+{
+    for (size_t i = 0; i < fc_builtin_count; i++)
+        if (fc_builtin_at(i) == k)
+            return i;
+    return 0;
+}
+
+FC_HIDDEN const struct fc_builtin *fc_launchable(CUfunction f)
+{
+    const struct fc_builtin *k = builtin_of(f, functions);
+    return k ? k : builtin_of(f, kernels);
+}
+
+static void *new_object(unsigned int magic)
+{
+    struct fc_handle *h = malloc(sizeof *h);
+    if (h)
+        h->magic = magic;
+    return h;
+}
+
+static bool is_object(const void *p, unsigned int magic)
+{
+    return p && ((const struct fc_handle *)p)->magic == magic;
+}
+
+static CUresult free_object(void *p, unsigned int magic)
+{
+    if (!is_object(p, magic))
+        return CUDA_ERROR_INVALID_HANDLE;
+    ((struct fc_handle *)p)->magic = 0;
+    free(p);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuModuleLoadData(CUmodule *module, const void *image)
+{
+    CUresult r = fc_require_context();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!module || !image)
+        return CUDA_ERROR_INVALID_VALUE;
+    *module = new_object(FC_MAGIC_MODULE);
+    return *module ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult cuModuleUnload(CUmodule hmod)
+{
+    return free_object(hmod, FC_MAGIC_MODULE);
+}
+
+CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
+{
+    if (!hfunc || !name)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!is_object(hmod, FC_MAGIC_MODULE))
+        return CUDA_ERROR_INVALID_HANDLE;
+    const struct fc_builtin *k = fc_builtin_find(name);
+    if (!k)
+        return CUDA_ERROR_NOT_FOUND;
+    *hfunc = (CUfunction)&functions[index_of(k)];
+    return CUDA_SUCCESS;
+}
+
+CUresult cuLibraryLoadData(CUlibrary *library, const void *code, int *jitOptions,
+                           void **jitOptionsValues, unsigned int numJitOptions,
+                           int *libraryOptions, void **libraryOptionValues,
+                           unsigned int numLibraryOptions)
+{
+    (void)jitOptions;
+    (void)jitOptionsValues;
+    (void)numJitOptions;
+    (void)libraryOptions;
+    (void)libraryOptionValues;
+    (void)numLibraryOptions;
+    /* Libraries are context-independent: only cuInit is needed. */
+    if (!atomic_load(&fc_initialized))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!library || !code)
+        return CUDA_ERROR_INVALID_VALUE;
+    *library = new_object(FC_MAGIC_LIBRARY);
+    return *library ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult cuLibraryUnload(CUlibrary library)
+{
+    return free_object(library, FC_MAGIC_LIBRARY);
+}
+
+CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
+{
+    if (!pKernel || !name)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!is_object(library, FC_MAGIC_LIBRARY))
+        return CUDA_ERROR_INVALID_HANDLE;
+    const struct fc_builtin *k = fc_builtin_find(name);
+    if (!k)
+        return CUDA_ERROR_NOT_FOUND;
+    *pKernel = (CUkernel)&kernels[index_of(k)];
+    return CUDA_SUCCESS;
+}
+
+CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
+{
+    CUresult r = fc_require_context();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pFunc)
+        return CUDA_ERROR_INVALID_VALUE;
+    const struct fc_builtin *k = builtin_of(kernel, kernels);
+    if (!k)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *pFunc = (CUfunction)&functions[index_of(k)];
+    return CUDA_SUCCESS;
+}
+
+CUresult cuFuncGetName(const char **name, CUfunction hfunc)
+{
+    if (!name)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* A CUkernel cast to CUfunction is not a function here: the real driver
+     * answers CUDA_ERROR_INVALID_HANDLE and callers must ask cuKernelGetName. */
+    const struct fc_builtin *k = builtin_of(hfunc, functions);
+    if (!k)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *name = k->mangled;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuKernelGetName(const char **name, CUkernel hfunc)
+{
+    if (!name)
+        return CUDA_ERROR_INVALID_VALUE;
+    const struct fc_builtin *k = builtin_of(hfunc, kernels);
+    if (!k)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *name = k->mangled;
+    return CUDA_SUCCESS;
+}
+
+static CUresult param_info(const struct fc_builtin *k, size_t index, size_t *offset, size_t *size)
+{
+    if (!k)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (index >= k->nparams)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (offset)
+        *offset = k->offsets[index];
+    if (size)
+        *size = k->sizes[index];
+    return CUDA_SUCCESS;
+}
+
+CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset,
+                            size_t *paramSize)
+{
+    return param_info(builtin_of(func, functions), paramIndex, paramOffset, paramSize);
+}
+
+CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t *paramOffset,
+                              size_t *paramSize)
+{
+    return param_info(builtin_of(kernel, kernels), paramIndex, paramOffset, paramSize);
+}

@@ -1,0 +1,260 @@
+/* Initialisation, the one device, contexts and error strings. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+FC_HIDDEN atomic_bool fc_initialized;
+
+struct fc_context {
+    unsigned int magic;
+    bool primary;
+};
+
+/* One primary context, as for the one device; created contexts are separate
+ * objects so that a program can tell them apart. */
+static struct fc_context primary_ctx = {FC_MAGIC_CONTEXT, true};
+static atomic_int primary_refs;
+static _Thread_local struct fc_context *current_ctx;
+
+#define REQUIRE_INIT()                                                                             \
+    do {                                                                                           \
+        if (!atomic_load(&fc_initialized))                                                         \
+            return CUDA_ERROR_NOT_INITIALIZED;                                                     \
+    } while (0)
+
+FC_HIDDEN CUresult fc_require_context(void)
+{
+    if (!atomic_load(&fc_initialized))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    /* The real driver needs a current context for memory and launches; a
+     * program (or a tool inside it) that forgets one must fail here too. */
+    return current_ctx ? CUDA_SUCCESS : FC_ERROR_INVALID_CONTEXT;
+}
+
+CUresult cuInit(unsigned int Flags)
+{
+    if (Flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    atomic_store(&fc_initialized, true);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDriverGetVersion(int *driverVersion)
+{
+    /* Works before cuInit, like the real one. */
+    if (!driverVersion)
+        return CUDA_ERROR_INVALID_VALUE;
+    *driverVersion = 13000;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGet(CUdevice *device, int ordinal)
+{
+    REQUIRE_INIT();
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (ordinal != 0)
+        return FC_ERROR_INVALID_DEVICE;
+    *device = 0;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetCount(int *count)
+{
+    REQUIRE_INIT();
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    *count = 1;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+    REQUIRE_INIT();
+    if (!name || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev != 0)
+        return FC_ERROR_INVALID_DEVICE;
+    static const char fake_name[] = "cudump host-memory stand-in";
+    size_t n = (size_t)len - 1 < sizeof fake_name - 1 ? (size_t)len - 1 : sizeof fake_name - 1;
+    memcpy(name, fake_name, n);
+    name[n] = '\0';
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    REQUIRE_INIT();
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev != 0)
+        return FC_ERROR_INVALID_DEVICE;
+    atomic_fetch_add(&primary_refs, 1);
+    *pctx = (CUcontext)&primary_ctx;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    REQUIRE_INIT();
+    if (dev != 0)
+        return FC_ERROR_INVALID_DEVICE;
+    if (atomic_fetch_sub(&primary_refs, 1) <= 0) {
+        atomic_fetch_add(&primary_refs, 1);
+        return FC_ERROR_INVALID_CONTEXT;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+    return cuDevicePrimaryCtxRelease_v2(dev);
+}
+
+static CUresult create_context(CUcontext *pctx, CUdevice dev)
+{
+    REQUIRE_INIT();
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev != 0)
+        return FC_ERROR_INVALID_DEVICE;
+    struct fc_context *c = calloc(1, sizeof *c);
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    c->magic = FC_MAGIC_CONTEXT;
+    current_ctx = c;
+    *pctx = (CUcontext)c;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    (void)flags;
+    return create_context(pctx, dev);
+}
+
+CUresult cuCtxCreate_v3(CUcontext *pctx, void *paramsArray, int numParams, unsigned int flags,
+                        CUdevice dev)
+{
+    (void)paramsArray;
+    (void)numParams;
+    (void)flags;
+    return create_context(pctx, dev);
+}
+
+CUresult cuCtxCreate_v4(CUcontext *pctx, void *ctxCreateParams, unsigned int flags, CUdevice dev)
+{
+    (void)ctxCreateParams;
+    (void)flags;
+    return create_context(pctx, dev);
+}
+
+CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    REQUIRE_INIT();
+    struct fc_context *c = (struct fc_context *)ctx;
+    if (!c || c->magic != FC_MAGIC_CONTEXT || c->primary)
+        return FC_ERROR_INVALID_CONTEXT;
+    if (current_ctx == c)
+        current_ctx = NULL;
+    c->magic = 0;
+    free(c);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+    REQUIRE_INIT();
+    struct fc_context *c = (struct fc_context *)ctx;
+    if (c && c->magic != FC_MAGIC_CONTEXT)
+        return FC_ERROR_INVALID_CONTEXT;
+    current_ctx = c;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
+    REQUIRE_INIT();
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pctx = (CUcontext)current_ctx;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSynchronize(void)
+{
+    CUresult r = fc_require_context();
+    if (r != CUDA_SUCCESS)
+        return r;
+    /* Work runs synchronously, so there is nothing to wait for; but a sync
+     * during a capture breaks it, as on the real driver. */
+    return fc_capture_check_unsafe();
+}
+
+CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+    struct fc_context *c = (struct fc_context *)ctx;
+    if (c && c->magic != FC_MAGIC_CONTEXT)
+        return FC_ERROR_INVALID_CONTEXT;
+    return cuCtxSynchronize();
+}
+
+struct fc_error_text {
+    int code;
+    const char *name;
+    const char *text;
+};
+
+static const struct fc_error_text error_texts[] = {
+    {0, "CUDA_SUCCESS", "no error"},
+    {1, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {2, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {3, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {101, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {200, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
+    {201, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {401, "CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed in the present state"},
+    {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {712, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
+     "part or all of the requested memory range is already mapped"},
+    {713, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",
+     "pointer does not correspond to a registered memory region"},
+    {801, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {900, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+     "operation not permitted when stream is capturing"},
+    {901, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
+     "operation failed due to a previous error during capture"},
+    {906, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
+     "operation would make the legacy stream depend on a capturing blocking stream"},
+    {908, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD",
+     "attempt to terminate a thread-local capture sequence from another thread"},
+    {999, "CUDA_ERROR_UNKNOWN", "unknown error"},
+};
+
+static const struct fc_error_text *find_error(CUresult error)
+{
+    for (size_t i = 0; i < sizeof error_texts / sizeof error_texts[0]; i++)
+        if (error_texts[i].code == error)
+            return &error_texts[i];
+    return NULL;
+}
+
+CUresult cuGetErrorName(CUresult error, const char **pStr)
+{
+    if (!pStr)
+        return CUDA_ERROR_INVALID_VALUE;
+    const struct fc_error_text *e = find_error(error);
+    *pStr = e ? e->name : NULL;
+    return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuGetErrorString(CUresult error, const char **pStr)
+{
+    if (!pStr)
+        return CUDA_ERROR_INVALID_VALUE;
+    const struct fc_error_text *e = find_error(error);
+    *pStr = e ? e->text : NULL;
+    return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}

@@ -1,0 +1,205 @@
+/*
+ * The built-in kernels: host implementations of what a test program's
+ * "image" contains, with the parameter layouts the real compiler gives them.
+ * Each thread function is written the way the CUDA kernel would be, from its
+ * global index, so that grid and block sizes matter as they do on a GPU.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define ARG(type, args, k, i, name)                                                                \
+    type name;                                                                                     \
+    memcpy(&name, (args) + (k)->offsets[i], sizeof name)
+
+static unsigned int gx(struct fc_dim3 b, struct fc_dim3 t, struct fc_dim3 d)
+{
+    return b.x * d.x + t.x;
+}
+
+static unsigned int gy(struct fc_dim3 b, struct fc_dim3 t, struct fc_dim3 d)
+{
+    return b.y * d.y + t.y;
+}
+
+static const struct fc_builtin *self(size_t i)
+{
+    return fc_builtin_at(i);
+}
+
+enum { K_VECADD, K_SCALE, K_EMPTY, K_FILL, K_NV12, K_FRP0K, K_COUNT };
+
+/* vecAdd(float const* a, float const* b, float* c, int n) */
+static void vec_add(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
+                    struct fc_dim3 d, struct fc_dim3 g)
+{
+    (void)g;
+    const struct fc_builtin *k = self(K_VECADD);
+    ARG(const float *, args, k, 0, a);
+    ARG(const float *, args, k, 1, bb);
+    ARG(float *, args, k, 2, c);
+    ARG(int, args, k, 3, n);
+    unsigned int i = gx(b, t, d);
+    if ((long long)i < n)
+        c[i] = a[i] + bb[i];
+}
+
+/* scale(float* x, float s, int n) */
+static void scale(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t, struct fc_dim3 d,
+                  struct fc_dim3 g)
+{
+    (void)g;
+    const struct fc_builtin *k = self(K_SCALE);
+    ARG(float *, args, k, 0, x);
+    ARG(float, args, k, 1, s);
+    ARG(int, args, k, 2, n);
+    unsigned int i = gx(b, t, d);
+    if ((long long)i < n)
+        x[i] *= s;
+}
+
+/* fill<int>(int* p, int v, int n) */
+static void fill_int(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
+                     struct fc_dim3 d, struct fc_dim3 g)
+{
+    (void)g;
+    const struct fc_builtin *k = self(K_FILL);
+    ARG(int *, args, k, 0, p);
+    ARG(int, args, k, 1, v);
+    ARG(int, args, k, 2, n);
+    unsigned int i = gx(b, t, d);
+    if ((long long)i < n)
+        p[i] = v;
+}
+
+/* nv12_to_uyvy(uchar const* nv12, uint nv12_pitch, uchar* uyvy, uint uyvy_pitch,
+ *              uint width, uint height): one thread per pixel pair. */
+static void nv12_to_uyvy(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
+                         struct fc_dim3 d, struct fc_dim3 g)
+{
+    (void)g;
+    const struct fc_builtin *k = self(K_NV12);
+    ARG(const unsigned char *, args, k, 0, nv12);
+    ARG(unsigned int, args, k, 1, nv12_pitch);
+    ARG(unsigned char *, args, k, 2, uyvy);
+    ARG(unsigned int, args, k, 3, uyvy_pitch);
+    ARG(unsigned int, args, k, 4, width);
+    ARG(unsigned int, args, k, 5, height);
+    unsigned int x = 2 * gx(b, t, d), y = gy(b, t, d);
+    if (x >= width || y >= height)
+        return;
+    const unsigned char *yrow = nv12 + (size_t)y * nv12_pitch;
+    const unsigned char *uvrow = nv12 + (size_t)(height + y / 2) * nv12_pitch;
+    unsigned char *out = uyvy + (size_t)y * uyvy_pitch + 2 * (size_t)x;
+    out[0] = uvrow[x];
+    out[1] = yrow[x];
+    out[2] = uvrow[x + 1];
+    out[3] = yrow[x + 1];
+}
+
+static int clamp255(int v)
+{
+    return v < 0 ? 0 : v > 255 ? 255 : v;
+}
+
+static void yuv_to_rgba(int yv, int u, int v, int g, unsigned char *px)
+{
+    int c = yv - 16, dd = u - 128, e = v - 128;
+    int r = clamp255((298 * c + 459 * e + 128) >> 8);
+    int gr = clamp255((298 * c - 55 * dd - 136 * e + 128) >> 8);
+    int bl = clamp255((298 * c + 541 * dd + 128) >> 8);
+    px[0] = (unsigned char)clamp255((r * g + 128) >> 8);
+    px[1] = (unsigned char)clamp255((gr * g + 128) >> 8);
+    px[2] = (unsigned char)clamp255((bl * g + 128) >> 8);
+    px[3] = 255;
+}
+
+/* device::FrP0k5607tPV<(sl::YUV_CONVENTION)2>(uchar4* src, int src_pitch,
+ *     uchar8* left, uchar8* right, int dst_pitch, int width, int height, float gain):
+ * one thread per macro-pixel (two pixels sharing U and V) of the side-by-side
+ * UYVY frame; width is one eye's width. */
+static void frp0k(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t, struct fc_dim3 d,
+                  struct fc_dim3 g)
+{
+    (void)g;
+    const struct fc_builtin *k = self(K_FRP0K);
+    ARG(const unsigned char *, args, k, 0, src);
+    ARG(int, args, k, 1, src_pitch);
+    ARG(unsigned char *, args, k, 2, left);
+    ARG(unsigned char *, args, k, 3, right);
+    ARG(int, args, k, 4, dst_pitch);
+    ARG(int, args, k, 5, width);
+    ARG(int, args, k, 6, height);
+    ARG(float, args, k, 7, gain);
+    int m = (int)gx(b, t, d), y = (int)gy(b, t, d);
+    if (m >= width || y >= height)
+        return;
+    int gi = (int)(gain * 256.0f);
+    const unsigned char *q = src + (size_t)y * (size_t)src_pitch + 4 * (size_t)m;
+    int u = q[0], y0 = q[1], v = q[2], y1 = q[3];
+    int x0 = 2 * m;
+    unsigned char *eye = x0 < width ? left : right;
+    int cx = x0 % width;
+    unsigned char *row = eye + (size_t)y * (size_t)dst_pitch;
+    yuv_to_rgba(y0, u, v, gi, row + 4 * (size_t)cx);
+    yuv_to_rgba(y1, u, v, gi, row + 4 * (size_t)(cx + 1));
+}
+
+/* Sizes listed per parameter; offsets are filled in by natural alignment. */
+static struct fc_builtin builtins[K_COUNT] = {
+    [K_VECADD] = {"_Z6vecAddPKfS0_Pfi", "vecAdd", 4, {8, 8, 8, 4}, {0}, 0, vec_add},
+    [K_SCALE] = {"scale", "scale", 3, {8, 4, 4}, {0}, 0, scale},
+    [K_EMPTY] = {"_Z5emptyv", "empty", 0, {0}, {0}, 0, NULL},
+    [K_FILL] = {"_Z4fillIiEvPT_S0_i", "fill", 3, {8, 4, 4}, {0}, 0, fill_int},
+    [K_NV12] = {"_Z12nv12_to_uyvyPKhjPhjjj", "nv12_to_uyvy", 6, {8, 4, 8, 4, 4, 4}, {0}, 0,
+                nv12_to_uyvy},
+    [K_FRP0K] = {"_ZN6device12FrP0k5607tPVILN2sl14YUV_CONVENTIONE2EEEvP6uchar4iPNS_6uchar8ES6_iiif",
+                 "FrP0k5607tPV", 8, {8, 4, 8, 8, 4, 4, 4, 4}, {0}, 0, frp0k},
+};
+
+FC_HIDDEN const size_t fc_builtin_count = K_COUNT;
+
+/* Layouts are computed once, before main, so no lookup ever races with it. */
+__attribute__((constructor)) static void compute_layouts(void)
+{
+    for (size_t i = 0; i < K_COUNT; i++) {
+        struct fc_builtin *k = &builtins[i];
+        size_t end = 0;
+        for (unsigned int p = 0; p < k->nparams; p++) {
+            size_t align = k->sizes[p];
+            end = (end + align - 1) / align * align;
+            k->offsets[p] = end;
+            end += k->sizes[p];
+        }
+        k->args_size = end;
+    }
+}
+
+FC_HIDDEN const struct fc_builtin *fc_builtin_at(size_t i)
+{
+    return i < K_COUNT ? &builtins[i] : NULL;
+}
+
+FC_HIDDEN const struct fc_builtin *fc_builtin_find(const char *mangled)
+{
+    for (size_t i = 0; mangled && i < K_COUNT; i++)
+        if (strcmp(builtins[i].mangled, mangled) == 0)
+            return &builtins[i];
+    return NULL;
+}
+
+FC_HIDDEN void fc_builtin_run(const struct fc_builtin *k, const unsigned char *args,
+                              struct fc_dim3 grid, struct fc_dim3 block)
+{
+    if (!k->thread)
+        return;
+    struct fc_dim3 b, t;
+    for (b.z = 0; b.z < grid.z; b.z++)
+        for (b.y = 0; b.y < grid.y; b.y++)
+            for (b.x = 0; b.x < grid.x; b.x++)
+                for (t.z = 0; t.z < block.z; t.z++)
+                    for (t.y = 0; t.y < block.y; t.y++)
+                        for (t.x = 0; t.x < block.x; t.x++)
+                            k->thread(args, b, t, block, grid);
+}

@@ -1,0 +1,714 @@
+/*
+ * Device memory backed by host memory. A device pointer is a host address,
+ * so kernels and copies use it directly; a table of allocations lets
+ * cuMemGetAddressRange_v2 resolve interior pointers and lets copies reject
+ * ranges that leave an allocation, as a GPU would fault on them.
+ *
+ * VMM uses real address-space operations: a reservation is an inaccessible
+ * mapping, a physical allocation is a memfd, cuMemMap maps it (shared, so two
+ * mappings of one handle alias), and cuMemSetAccess makes it accessible.
+ */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+enum fc_mem_kind {
+    MEM_DEVICE,
+    MEM_MANAGED,
+    MEM_POOL,
+    MEM_MAPPED,   /* a piece of a reservation mapped with cuMemMap */
+    MEM_RESERVED, /* address range from cuMemAddressReserve */
+    MEM_HOST,     /* cuMemAllocHost / cuMemHostAlloc */
+    MEM_REGISTERED,
+};
+
+struct fc_alloc {
+    uintptr_t base;
+    size_t size;
+    enum fc_mem_kind kind;
+};
+
+struct fc_physical {
+    int fd;
+    size_t size;
+};
+
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct fc_alloc *table;
+static size_t table_count, table_cap;
+
+static bool is_device_kind(enum fc_mem_kind k)
+{
+    return k == MEM_DEVICE || k == MEM_MANAGED || k == MEM_POOL || k == MEM_MAPPED;
+}
+
+static CUresult table_add(uintptr_t base, size_t size, enum fc_mem_kind kind)
+{
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&table_lock);
+    if (table_count == table_cap) {
+        size_t cap = table_cap ? 2 * table_cap : 64;
+        struct fc_alloc *t = realloc(table, cap * sizeof *t);
+        if (t) {
+            table = t;
+            table_cap = cap;
+        }
+    }
+    if (table_count < table_cap)
+        table[table_count++] = (struct fc_alloc){base, size, kind};
+    else
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_unlock(&table_lock);
+    return r;
+}
+
+/* Removes the record that starts exactly at base and whose kind matches. */
+static bool table_remove(uintptr_t base, bool (*match)(enum fc_mem_kind), struct fc_alloc *out)
+{
+    bool found = false;
+    pthread_mutex_lock(&table_lock);
+    for (size_t i = 0; i < table_count && !found; i++) {
+        if (table[i].base == base && match(table[i].kind)) {
+            if (out)
+                *out = table[i];
+            table[i] = table[--table_count];
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&table_lock);
+    return found;
+}
+
+/* The record of the given class that contains [p, p + n). */
+static bool table_find(uintptr_t p, size_t n, bool (*match)(enum fc_mem_kind),
+                       struct fc_alloc *out)
+{
+    bool found = false;
+    pthread_mutex_lock(&table_lock);
+    for (size_t i = 0; i < table_count && !found; i++) {
+        const struct fc_alloc *a = &table[i];
+        if (match(a->kind) && p >= a->base && p - a->base < a->size && n <= a->size - (p - a->base)) {
+            if (out)
+                *out = *a;
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&table_lock);
+    return found;
+}
+
+static bool match_device(enum fc_mem_kind k)
+{
+    return is_device_kind(k);
+}
+
+static bool match_freeable(enum fc_mem_kind k)
+{
+    return k == MEM_DEVICE || k == MEM_MANAGED || k == MEM_POOL;
+}
+
+static bool match_host(enum fc_mem_kind k)
+{
+    return k == MEM_HOST;
+}
+
+static bool match_registered(enum fc_mem_kind k)
+{
+    return k == MEM_REGISTERED;
+}
+
+static bool match_host_any(enum fc_mem_kind k)
+{
+    return k == MEM_HOST || k == MEM_REGISTERED;
+}
+
+static bool match_reserved(enum fc_mem_kind k)
+{
+    return k == MEM_RESERVED;
+}
+
+static bool match_mapped(enum fc_mem_kind k)
+{
+    return k == MEM_MAPPED;
+}
+
+/* A device range a copy touches must lie inside one allocation. n == 0 is
+ * accepted anywhere, as by the real driver. */
+static CUresult check_device(CUdeviceptr p, size_t n)
+{
+    if (n == 0)
+        return CUDA_SUCCESS;
+    return table_find((uintptr_t)p, n, match_device, NULL) ? CUDA_SUCCESS
+                                                           : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult allocate(CUdeviceptr *dptr, size_t bytesize, enum fc_mem_kind kind, bool unsafe)
+{
+    CUresult r = fc_require_context();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!dptr || bytesize == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (unsafe && (r = fc_capture_check_unsafe()) != CUDA_SUCCESS)
+        return r;
+    /* 256-byte alignment, like cudaMalloc's guarantee. */
+    size_t rounded = (bytesize + 255) / 256 * 256;
+    void *p = aligned_alloc(256, rounded);
+    if (!p)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    memset(p, 0, rounded);
+    if ((r = table_add((uintptr_t)p, bytesize, kind)) != CUDA_SUCCESS) {
+        free(p);
+        return r;
+    }
+    *dptr = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    return allocate(dptr, bytesize, MEM_DEVICE, true);
+}
+
+CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                            unsigned int ElementSizeBytes)
+{
+    if (!pPitch || WidthInBytes == 0 || Height == 0 ||
+        (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t pitch = (WidthInBytes + 511) / 512 * 512;
+    CUresult r = allocate(dptr, pitch * Height, MEM_DEVICE, true);
+    if (r == CUDA_SUCCESS)
+        *pPitch = pitch;
+    return r;
+}
+
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    (void)flags;
+    return allocate(dptr, bytesize, MEM_MANAGED, true);
+}
+
+/* Stream-ordered allocation is legal during capture (the real driver
+ * records an allocation node); here the memory simply exists at once. */
+static CUresult allocate_async(CUdeviceptr *dptr, size_t bytesize, CUstream hStream,
+                               bool per_thread)
+{
+    struct fc_stream *s;
+    CUresult r = fc_resolve_stream(hStream, per_thread, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return allocate(dptr, bytesize, MEM_POOL, false);
+}
+
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    return allocate_async(dptr, bytesize, hStream, false);
+}
+
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    return allocate_async(dptr, bytesize, hStream, true);
+}
+
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                 CUstream hStream)
+{
+    (void)pool;
+    return allocate_async(dptr, bytesize, hStream, false);
+}
+
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                      CUstream hStream)
+{
+    (void)pool;
+    return allocate_async(dptr, bytesize, hStream, true);
+}
+
+static CUresult release(CUdeviceptr dptr, bool unsafe)
+{
+    if (dptr == 0)
+        return CUDA_SUCCESS;
+    CUresult r;
+    if (unsafe && (r = fc_capture_check_unsafe()) != CUDA_SUCCESS)
+        return r;
+    if (!table_remove((uintptr_t)dptr, match_freeable, NULL))
+        return CUDA_ERROR_INVALID_VALUE;
+    free((void *)(uintptr_t)dptr);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    return release(dptr, true);
+}
+
+static CUresult free_async(CUdeviceptr dptr, CUstream hStream, bool per_thread)
+{
+    struct fc_stream *s;
+    CUresult r = fc_resolve_stream(hStream, per_thread, &s);
+    return r != CUDA_SUCCESS ? r : release(dptr, false);
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+    return free_async(dptr, hStream, false);
+}
+
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
+    return free_async(dptr, hStream, true);
+}
+
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+    struct fc_alloc a;
+    if (!table_find((uintptr_t)dptr, 1, match_device, &a))
+        return CUDA_ERROR_NOT_FOUND;
+    if (pbase)
+        *pbase = (CUdeviceptr)a.base;
+    if (psize)
+        *psize = a.size;
+    return CUDA_SUCCESS;
+}
+
+/* ---- copies ---- */
+
+static CUresult copy_sync(void *dst, const void *src, size_t n)
+{
+    CUresult r = fc_capture_check_unsafe();
+    if (r != CUDA_SUCCESS)
+        return r;
+    memmove(dst, src, n);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+{
+    CUresult r = check_device(dstDevice, ByteCount);
+    return r != CUDA_SUCCESS ? r : copy_sync((void *)(uintptr_t)dstDevice, srcHost, ByteCount);
+}
+
+CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+{
+    return cuMemcpyHtoD_v2(dstDevice, srcHost, ByteCount);
+}
+
+CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    CUresult r = check_device(srcDevice, ByteCount);
+    return r != CUDA_SUCCESS ? r : copy_sync(dstHost, (void *)(uintptr_t)srcDevice, ByteCount);
+}
+
+CUresult cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    return cuMemcpyDtoH_v2(dstHost, srcDevice, ByteCount);
+}
+
+CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    CUresult r = check_device(dstDevice, ByteCount);
+    if (r == CUDA_SUCCESS)
+        r = check_device(srcDevice, ByteCount);
+    return r != CUDA_SUCCESS ? r
+                             : copy_sync((void *)(uintptr_t)dstDevice,
+                                         (void *)(uintptr_t)srcDevice, ByteCount);
+}
+
+CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    return cuMemcpyDtoD_v2(dstDevice, srcDevice, ByteCount);
+}
+
+/* Start address and byte extent of one side of a 2D copy. */
+static CUresult side(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y,
+                     size_t pitch, const CUDA_MEMCPY2D *c, uintptr_t *start)
+{
+    size_t extent = c->Height ? (c->Height - 1) * pitch + c->WidthInBytes : 0;
+    uintptr_t base;
+    switch (type) {
+    case CU_MEMORYTYPE_HOST:
+        base = (uintptr_t)host;
+        break;
+    case CU_MEMORYTYPE_DEVICE:
+    case CU_MEMORYTYPE_UNIFIED:
+        base = (uintptr_t)dev;
+        break;
+    default:
+        return CUDA_ERROR_NOT_SUPPORTED; /* arrays are not modelled */
+    }
+    *start = base + y * pitch + x;
+    if (type == CU_MEMORYTYPE_DEVICE)
+        return check_device((CUdeviceptr)*start, extent);
+    return CUDA_SUCCESS;
+}
+
+FC_HIDDEN CUresult fc_copy2d_check(const CUDA_MEMCPY2D *c)
+{
+    if (!c)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t sp = c->srcPitch ? c->srcPitch : c->WidthInBytes;
+    size_t dp = c->dstPitch ? c->dstPitch : c->WidthInBytes;
+    if ((c->Height > 1 && (sp < c->WidthInBytes || dp < c->WidthInBytes)))
+        return CUDA_ERROR_INVALID_VALUE;
+    uintptr_t s, d;
+    CUresult r = side(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcXInBytes, c->srcY, sp, c, &s);
+    if (r == CUDA_SUCCESS)
+        r = side(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstXInBytes, c->dstY, dp, c, &d);
+    return r;
+}
+
+FC_HIDDEN CUresult fc_copy2d(const CUDA_MEMCPY2D *c, bool unaligned)
+{
+    (void)unaligned; /* host memory has no alignment rules */
+    CUresult r = fc_copy2d_check(c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    size_t sp = c->srcPitch ? c->srcPitch : c->WidthInBytes;
+    size_t dp = c->dstPitch ? c->dstPitch : c->WidthInBytes;
+    uintptr_t s, d;
+    side(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcXInBytes, c->srcY, sp, c, &s);
+    side(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstXInBytes, c->dstY, dp, c, &d);
+    for (size_t row = 0; row < c->Height; row++)
+        memmove((void *)(d + row * dp), (const void *)(s + row * sp), c->WidthInBytes);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy)
+{
+    CUresult r = fc_copy2d_check(pCopy);
+    if (r == CUDA_SUCCESS)
+        r = fc_capture_check_unsafe();
+    return r != CUDA_SUCCESS ? r : fc_copy2d(pCopy, false);
+}
+
+CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy)
+{
+    return cuMemcpy2D_v2(pCopy);
+}
+
+CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *pCopy)
+{
+    return cuMemcpy2D_v2(pCopy);
+}
+
+CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy)
+{
+    return cuMemcpy2D_v2(pCopy);
+}
+
+static CUresult copy2d_async(const CUDA_MEMCPY2D *c, CUstream hStream, bool per_thread)
+{
+    struct fc_stream *s;
+    CUresult r = fc_copy2d_check(c);
+    if (r == CUDA_SUCCESS)
+        r = fc_resolve_stream(hStream, per_thread, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct fc_op op = {.kind = FC_OP_COPY2D, .copy2d = *c};
+    return fc_submit(s, &op);
+}
+
+CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
+{
+    return copy2d_async(pCopy, hStream, false);
+}
+
+CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
+{
+    return copy2d_async(pCopy, hStream, true);
+}
+
+static CUresult copy_async(void *dst, const void *src, size_t n, CUdeviceptr dev, CUstream hStream,
+                           bool per_thread)
+{
+    struct fc_stream *s;
+    CUresult r = check_device(dev, n);
+    if (r == CUDA_SUCCESS)
+        r = fc_resolve_stream(hStream, per_thread, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct fc_op op = {.kind = FC_OP_COPY, .dst = dst, .src = src, .bytes = n};
+    return fc_submit(s, &op);
+}
+
+CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
+                              CUstream hStream)
+{
+    return copy_async(dstHost, (void *)(uintptr_t)srcDevice, ByteCount, srcDevice, hStream, false);
+}
+
+CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
+                                   CUstream hStream)
+{
+    return copy_async(dstHost, (void *)(uintptr_t)srcDevice, ByteCount, srcDevice, hStream, true);
+}
+
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
+                              CUstream hStream)
+{
+    return copy_async((void *)(uintptr_t)dstDevice, srcHost, ByteCount, dstDevice, hStream, false);
+}
+
+CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
+                                   CUstream hStream)
+{
+    return copy_async((void *)(uintptr_t)dstDevice, srcHost, ByteCount, dstDevice, hStream, true);
+}
+
+CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
+{
+    CUresult r = check_device(dstDevice, N);
+    if (r == CUDA_SUCCESS)
+        r = fc_capture_check_unsafe();
+    if (r == CUDA_SUCCESS)
+        memset((void *)(uintptr_t)dstDevice, uc, N);
+    return r;
+}
+
+CUresult cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N)
+{
+    return cuMemsetD8_v2(dstDevice, uc, N);
+}
+
+/* ---- host memory ---- */
+
+static CUresult host_alloc(void **pp, size_t bytesize)
+{
+    CUresult r = fc_require_context();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pp || bytesize == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((r = fc_capture_check_unsafe()) != CUDA_SUCCESS)
+        return r;
+    size_t rounded = (bytesize + 4095) / 4096 * 4096;
+    void *p = aligned_alloc(4096, rounded);
+    if (!p)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if ((r = table_add((uintptr_t)p, bytesize, MEM_HOST)) != CUDA_SUCCESS) {
+        free(p);
+        return r;
+    }
+    *pp = p;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
+{
+    return host_alloc(pp, bytesize);
+}
+
+CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+{
+    (void)Flags;
+    return host_alloc(pp, bytesize);
+}
+
+CUresult cuMemFreeHost(void *p)
+{
+    if (!table_remove((uintptr_t)p, match_host, NULL))
+        return CUDA_ERROR_INVALID_VALUE;
+    free(p);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
+{
+    (void)Flags;
+    CUresult r = fc_require_context();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!p || bytesize == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((r = fc_capture_check_unsafe()) != CUDA_SUCCESS)
+        return r;
+    if (table_find((uintptr_t)p, 1, match_host_any, NULL) ||
+        table_find((uintptr_t)p + bytesize - 1, 1, match_host_any, NULL))
+        return FC_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    return table_add((uintptr_t)p, bytesize, MEM_REGISTERED);
+}
+
+CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
+{
+    return cuMemHostRegister_v2(p, bytesize, Flags);
+}
+
+CUresult cuMemHostUnregister(void *p)
+{
+    return table_remove((uintptr_t)p, match_registered, NULL)
+               ? CUDA_SUCCESS
+               : FC_ERROR_HOST_MEMORY_NOT_REGISTERED;
+}
+
+CUresult cuPointerGetAttribute(void *data, int attribute, CUdeviceptr ptr)
+{
+    struct fc_alloc a;
+    if (!data)
+        return CUDA_ERROR_INVALID_VALUE;
+    bool device = table_find((uintptr_t)ptr, 1, match_device, &a);
+    if (!device && !table_find((uintptr_t)ptr, 1, match_host_any, &a))
+        return CUDA_ERROR_INVALID_VALUE;
+    switch (attribute) {
+    case FC_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *(unsigned int *)data = device ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+        return CUDA_SUCCESS;
+    case FC_POINTER_ATTRIBUTE_DEVICE_POINTER:
+        *(CUdeviceptr *)data = ptr;
+        return CUDA_SUCCESS;
+    case FC_POINTER_ATTRIBUTE_IS_MANAGED:
+        *(unsigned int *)data = a.kind == MEM_MANAGED;
+        return CUDA_SUCCESS;
+    case FC_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        *(CUdeviceptr *)data = (CUdeviceptr)a.base;
+        return CUDA_SUCCESS;
+    case FC_POINTER_ATTRIBUTE_RANGE_SIZE:
+        *(size_t *)data = a.size;
+        return CUDA_SUCCESS;
+    default:
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+}
+
+/* ---- virtual memory management ---- */
+
+CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                             unsigned long long flags)
+{
+    (void)addr; /* a hint only */
+    (void)flags;
+    long page = sysconf(_SC_PAGESIZE);
+    if (!ptr || size == 0 || size % (size_t)page)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (alignment < (size_t)page)
+        alignment = (size_t)page;
+    /* Over-reserve, then trim to the requested alignment. */
+    size_t span = size + alignment;
+    unsigned char *p = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                            -1, 0);
+    if (p == MAP_FAILED)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    uintptr_t start = ((uintptr_t)p + alignment - 1) / alignment * alignment;
+    if (start > (uintptr_t)p)
+        munmap(p, start - (uintptr_t)p);
+    if ((uintptr_t)p + span > start + size)
+        munmap((void *)(start + size), (uintptr_t)p + span - (start + size));
+    CUresult r = table_add(start, size, MEM_RESERVED);
+    if (r != CUDA_SUCCESS) {
+        munmap((void *)start, size);
+        return r;
+    }
+    *ptr = (CUdeviceptr)start;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+    struct fc_alloc a;
+    if (!table_find((uintptr_t)ptr, size, match_reserved, &a) || a.base != (uintptr_t)ptr ||
+        a.size != size)
+        return CUDA_ERROR_INVALID_VALUE;
+    table_remove(a.base, match_reserved, NULL);
+    munmap((void *)a.base, a.size);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                     const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    (void)flags;
+    CUresult r = fc_require_context();
+    if (r != CUDA_SUCCESS)
+        return r;
+    const struct fc_mem_allocation_prop *pr = (const struct fc_mem_allocation_prop *)prop;
+    if (!handle || !pr || size == 0 || size % (size_t)sysconf(_SC_PAGESIZE) ||
+        pr->type != FC_MEM_ALLOCATION_TYPE_PINNED || pr->location.type != FC_MEM_LOCATION_TYPE_DEVICE)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (pr->location.id != 0)
+        return FC_ERROR_INVALID_DEVICE;
+    struct fc_physical *ph = malloc(sizeof *ph);
+    if (!ph)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    ph->fd = memfd_create("fakecuda-physical", MFD_CLOEXEC);
+    if (ph->fd < 0 || ftruncate(ph->fd, (off_t)size) != 0) {
+        if (ph->fd >= 0)
+            close(ph->fd);
+        free(ph);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    ph->size = size;
+    *handle = (CUmemGenericAllocationHandle)(uintptr_t)ph;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    struct fc_physical *ph = (struct fc_physical *)(uintptr_t)handle;
+    if (!ph)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Mappings keep the memfd's pages alive, as the real driver keeps a
+     * released allocation until its last mapping goes. */
+    close(ph->fd);
+    free(ph);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                  unsigned long long flags)
+{
+    struct fc_physical *ph = (struct fc_physical *)(uintptr_t)handle;
+    if (!ph || flags != 0 || size == 0 || offset > ph->size || size > ph->size - offset)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!table_find((uintptr_t)ptr, size, match_reserved, NULL) ||
+        table_find((uintptr_t)ptr, 1, match_mapped, NULL))
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Inaccessible until cuMemSetAccess, as on the GPU. */
+    void *p = mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, ph->fd,
+                   (off_t)offset);
+    if (p == MAP_FAILED)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    return table_add((uintptr_t)ptr, size, MEM_MAPPED);
+}
+
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    struct fc_alloc a;
+    if (!table_find((uintptr_t)ptr, size, match_mapped, &a) || a.base != (uintptr_t)ptr ||
+        a.size != size)
+        return CUDA_ERROR_INVALID_VALUE;
+    table_remove(a.base, match_mapped, NULL);
+    /* Back to a hole in the reservation. */
+    mmap((void *)a.base, a.size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
+         -1, 0);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const struct fc_mem_access_desc *desc,
+                        size_t count)
+{
+    if (!desc || count == 0 || size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    int prot = PROT_NONE;
+    for (size_t i = 0; i < count; i++) {
+        if (desc[i].location.type != FC_MEM_LOCATION_TYPE_DEVICE || desc[i].location.id != 0)
+            return FC_ERROR_INVALID_DEVICE;
+        if (desc[i].flags == FC_MEM_ACCESS_FLAGS_PROT_READWRITE)
+            prot = PROT_READ | PROT_WRITE;
+        else if (desc[i].flags == 1)
+            prot = PROT_READ;
+    }
+    /* Every page of the range must be mapped. */
+    for (uintptr_t p = (uintptr_t)ptr; p < (uintptr_t)ptr + size;) {
+        struct fc_alloc a;
+        if (!table_find(p, 1, match_mapped, &a))
+            return CUDA_ERROR_INVALID_VALUE;
+        p = a.base + a.size;
+    }
+    return mprotect((void *)(uintptr_t)ptr, size, prot) == 0 ? CUDA_SUCCESS
+                                                             : CUDA_ERROR_INVALID_VALUE;
+}

@@ -1,0 +1,39 @@
+/*
+ * One launch, then an exit with the given status or death by the given
+ * signal: how a tool behaves when its target ends abruptly.
+ * Usage: exitcode STATUS | exitcode sig SIGNAL
+ */
+#include "progcommon.h"
+
+#include <signal.h>
+
+int main(int argc, char **argv)
+{
+    bool by_signal = argc == 3 && strcmp(argv[1], "sig") == 0;
+    if (argc != 2 && !by_signal)
+        FAIL("usage: %s STATUS | %s sig SIGNAL", argv[0], argv[0]);
+    int value = atoi(argv[by_signal ? 2 : 1]);
+    struct tally t = {0};
+    CUcontext ctx;
+    CUmodule mod;
+    CUfunction empty;
+    CHECK(cuInit(0));
+    CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
+    CHECK(cuCtxSetCurrent(ctx));
+    CHECK(cuModuleLoadData(&mod, prog_image));
+    CHECK(cuModuleGetFunction(&empty, mod, "_Z5emptyv"));
+    CHECK(cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));
+    tally_launch(&t, "empty", 1);
+    CHECK(cuCtxSynchronize());
+    tally_print(&t);
+    if (by_signal) {
+        printf("raising signal %d\n", value);
+        fflush(stdout);
+        signal(value, SIG_DFL);
+        raise(value);
+        FAIL("signal %d did not end the process", value);
+    }
+    printf("exiting with %d\n", value);
+    fflush(stdout);
+    return value;
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The GPU test suite and the launch benchmark, on a machine with an NVIDIA GPU
+# and nvcc. Run from anywhere; writes gpu-tests.log and benchmark.txt to $OUT
+# when it is set. Exits with pytest's status.
+set -u
+cd "$(dirname "$0")/../.."
+LOGS=${OUT:-$(mktemp -d)}
+mkdir -p "$LOGS"
+export PATH="$PATH:/usr/local/cuda/bin"
+
+# Wheels carried along for a machine without network (cxxfilt and the like).
+if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site \
+        .whl/*.whl && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+if ! python3 -m pip install -q --no-build-isolation --no-deps .; then
+    echo "run.sh: pip install failed; using setup.py build_py" >&2
+    python3 setup.py -q build_py --build-lib /tmp/cudump-build \
+        && export PYTHONPATH=/tmp/cudump-build${PYTHONPATH:+:$PYTHONPATH}
+fi
+
+echo "== building samples"
+if ! make -C samples -j"$(nproc)" >"$LOGS/samples-build.log" 2>&1; then
+    tail -40 "$LOGS/samples-build.log"
+    echo "run.sh: building the samples failed" >&2
+    exit 1
+fi
+
+echo "== GPU tests"
+timeout 360 python3 -m pytest -m gpu tests/gpu -v -rs -p no:cacheprovider \
+    >"$LOGS/gpu-tests.log" 2>&1
+tests_status=$?
+tail -60 "$LOGS/gpu-tests.log"
+
+echo "== benchmark"
+timeout 150 python3 tests/benchmarks/launch_overhead.py --reps 5 >"$LOGS/benchmark.txt" 2>&1
+bench_status=$?
+
+echo "== summary"
+grep -E "^(FAILED|ERROR) " "$LOGS/gpu-tests.log" || true
+grep -E "^=+ .*(passed|failed|error|skipped|no tests ran).* =+$" "$LOGS/gpu-tests.log" | tail -1 \
+    || echo "pytest status $tests_status (timeout or crash: see gpu-tests.log)"
+cat "$LOGS/benchmark.txt"
+[ "$bench_status" -eq 0 ] || echo "benchmark status $bench_status"
+exit "$tests_status"

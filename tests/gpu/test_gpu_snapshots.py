@@ -1,0 +1,148 @@
+"""Snapshots: what cudump writes for a rule must be the buffers the kernel
+saw and wrote, byte for byte, as .npy and as PNG."""
+
+from __future__ import annotations
+
+import fnmatch
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zedref
+from gpurun import RULES, launches_printed, run, sample, under_cudump
+from PIL import Image
+
+from cudump.manifest import SnapshotRecord, read_manifest
+
+pytestmark = pytest.mark.gpu
+
+FRP0K = ("void device::FrP0k5607tPV<(sl::YUV_CONVENTION)2>(uchar4*, int, device::uchar8*, "
+         "device::uchar8*, int, int, int, float)")
+SAXPY = "void ns::saxpy<float>(float, float const*, float*, int)"
+FRAMES = 3
+ZED_PROGRAMS = ["zed_camera", "zed_camera.py"]
+
+
+def snapshot_run(cmd: list[str], rule: str, workdir: Path, tmp_path: Path):
+    out = tmp_path / "run"
+    bare = run(cmd, workdir)
+    assert bare.returncode == 0, bare.stderr
+    wrapped = run(under_cudump(cmd, out, rules=[RULES / rule]), workdir)
+    assert wrapped.returncode == 0, wrapped.stderr[-4000:]
+    assert wrapped.stdout == bare.stdout
+    records = read_manifest(out)
+    assert records, "no snapshots were written"
+    assert all(r.status == "ok" for r in records), [r.reason for r in records if r.status != "ok"]
+    return out, records, bare.stdout
+
+
+def by_key(records: list[SnapshotRecord]) -> dict[tuple[int, int, str], SnapshotRecord]:
+    """(occurrence, arg, phase) -> record, checking there is one of each."""
+    table: dict[tuple[int, int, str], SnapshotRecord] = {}
+    for r in records:
+        key = (r.occurrence, r.arg, r.phase)
+        assert key not in table, f"two snapshots for {key}"
+        table[key] = r
+    return table
+
+
+def npy(run_dir: Path, record: SnapshotRecord) -> np.ndarray:
+    assert record.file
+    return np.load(run_dir / record.file)
+
+
+def png(run_dir: Path, record: SnapshotRecord) -> np.ndarray:
+    assert record.png, f"no PNG for arg {record.arg} {record.phase}"
+    with Image.open(run_dir / record.png) as image:
+        assert image.mode == "RGBA"
+        return np.asarray(image)
+
+
+@pytest.mark.parametrize("program", ZED_PROGRAMS)
+def test_zed_checksums_match_reference(program, workdir):
+    result = run([*sample(program), str(FRAMES)], workdir)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert launches_printed(result.stdout) == {"nv12_to_uyvy": FRAMES, "FrP0k5607tPV": FRAMES}
+    for f in range(FRAMES):
+        _, left, right = zedref.pipeline(zedref.DEFAULT_WIDTH, zedref.DEFAULT_HEIGHT, f)
+        assert lines[f] == (f"frame {f} gain={zedref.gain_for_frame(f):.2f} "
+                            f"left={zedref.checksum(left)} right={zedref.checksum(right)}")
+
+
+@pytest.mark.parametrize("program", ZED_PROGRAMS)
+def test_zed_snapshots_match_reference(program, workdir, tmp_path):
+    width, height = zedref.DEFAULT_WIDTH, zedref.DEFAULT_HEIGHT
+    out, records, _ = snapshot_run([*sample(program), str(FRAMES)], "zed.yaml", workdir, tmp_path)
+    assert {r.kernel for r in records} == {FRP0K}
+    table = by_key(records)
+    assert len(table) == FRAMES * 3 * 2          # args 0, 2, 3; before and after
+
+    previous = (np.zeros((height, width, 4), np.uint8),) * 2   # the sample zeroes its outputs
+    for f in range(FRAMES):
+        occurrence = f + 1
+        uyvy, left, right = zedref.pipeline(width, height, f)
+        for key in table:
+            if key[0] == occurrence:
+                record = table[key]
+                assert record.launch == 2 * occurrence      # nv12_to_uyvy runs first each frame
+                assert record.grid == [20, 45, 1] and record.block == [32, 8, 1]
+                assert record.dtype == "uint8"
+
+        source = npy(out, table[occurrence, 0, "before"])
+        assert np.array_equal(source.reshape(height, -1), uyvy)
+
+        for arg, want, before_want in ((2, left, previous[0]), (3, right, previous[1])):
+            before = npy(out, table[occurrence, arg, "before"])
+            after = npy(out, table[occurrence, arg, "after"])
+            assert after.shape == (height, width, 4)
+            assert np.array_equal(after, want), f"frame {f} arg {arg} after"
+            assert np.array_equal(png(out, table[occurrence, arg, "after"]), want)
+            assert np.array_equal(before, before_want), f"frame {f} arg {arg} before"
+            assert np.array_equal(png(out, table[occurrence, arg, "before"]), before_want)
+            # They differ exactly where this frame's image differs from what was there.
+            assert np.array_equal((before != after).any(-1), (before_want != want).any(-1))
+            assert (before != after).any()
+        previous = (left, right)
+
+
+@pytest.mark.parametrize("binary", ["runtime_app", "runtime_app_ptds", "runtime_app_ex"])
+def test_float_buffers_round_trip_bit_exactly(binary, workdir, tmp_path):
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    cmd = [*sample(binary), "--dump", str(dump)]
+    out, records, _ = snapshot_run(cmd, "saxpy.yaml", workdir, tmp_path)
+    # The bare run and the run under cudump wrote the same files: the later one wins;
+    # the program checked both against the host's fma, so they are the same values.
+    assert {r.kernel for r in records} == {SAXPY}
+    table = by_key(records)
+    assert len(table) == 3 * 2 * 2               # 3 launches, args 1 and 2, before and after
+
+    def bits(array: np.ndarray) -> np.ndarray:
+        assert array.dtype == np.float32
+        return array.reshape(-1).view(np.uint32)
+
+    x = bits(np.load(dump / "x.npy"))
+    for k in (1, 2, 3):
+        for phase in ("before", "after"):
+            assert table[k, 1, phase].dtype == "float32"
+            assert np.array_equal(bits(npy(out, table[k, 1, phase])), x)
+        y_before = bits(np.load(dump / f"y{k - 1}.npy"))
+        y_after = bits(np.load(dump / f"y{k}.npy"))
+        assert np.array_equal(bits(npy(out, table[k, 2, "before"])), y_before)
+        assert np.array_equal(bits(npy(out, table[k, 2, "after"])), y_after)
+
+
+def test_torch_elementwise_output_round_trips(workdir, tmp_path):
+    pytest.importorskip("torch")
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    cmd = [*sample("torch_ops.py"), "--dump", str(dump)]
+    out, records, _ = snapshot_run(cmd, "torch_add.yaml", workdir, tmp_path)
+    pattern = "*elementwise_kernel<*CUDAFunctor_add<float>*"
+    assert all(fnmatch.fnmatchcase(r.kernel, pattern) for r in records)
+    first = min((r for r in records if r.arg == 2 and r.phase == "after"), key=lambda r: r.launch)
+    want = np.load(dump / "add_out.npy")
+    got = npy(out, first)
+    assert got.dtype == np.float32
+    assert np.array_equal(got.reshape(-1).view(np.uint32), want.reshape(-1).view(np.uint32))

@@ -1,0 +1,319 @@
+"""Offline diffing: metrics checked against an independent computation, tolerances,
+exit statuses, and the alignment of two runs."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import cudump.diff as diffmod
+from cudump.cli import _parser
+from cudump.commands.diff import DiffCommand
+from cudump.diff import Tolerance, align, compare_arrays, diff_runs
+from cudump.errors import CudumpError, DiffTrouble
+from cudump.manifest import ManifestWriter, SnapshotRecord
+from cudump.runs import Run
+
+RNG = np.random.default_rng(1234)
+
+
+def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
+    """`cudump diff ...` as cli.main runs it, without needing the other subcommands."""
+    command = DiffCommand()
+    args: argparse.Namespace = _parser(command).parse_args(argv)
+    try:
+        code = command.run(args)
+    except CudumpError as err:
+        print(f"cudump: error: {err}", file=sys.stderr)
+        code = err.exit_code
+    out, err_text = capsys.readouterr()
+    return code, out, err_text
+
+
+def expected_metrics(a: np.ndarray, b: np.ndarray, atol: float = 0.0, rtol: float = 0.0):
+    """The metrics as the documentation defines them, computed the plain way."""
+    fa, fb = a.astype(np.float64), b.astype(np.float64)
+    close = np.isclose(fa, fb, atol=atol, rtol=rtol, equal_nan=True)
+    with np.errstate(invalid="ignore"):
+        d = np.abs(fa - fb)
+    finite = np.isfinite(d)
+    mse = float(np.mean(d[finite] ** 2)) if finite.any() else 0.0
+    if a.dtype.kind in "ui":
+        peak = float(np.iinfo(a.dtype).max)
+    else:
+        fin = fa[np.isfinite(fa)]
+        peak = float(fin.max() - fin.min())
+    psnr = math.inf if mse == 0 else 10 * math.log10(peak**2 / mse)
+    dd = np.where(finite, d, -1)
+    return {
+        "differing": int((~close).sum()),
+        "per_channel": [int((~close[..., c]).sum()) for c in range(a.shape[-1])],
+        "pixels": int((~close).any(axis=-1).sum()),
+        "max": float(dd.max()),
+        "where": tuple(int(i) for i in np.unravel_index(np.argmax(dd), a.shape)),
+        "mean": float(d[finite].mean()),
+        "rmse": math.sqrt(mse),
+        "psnr": psnr,
+    }
+
+
+def test_uint8_image_metrics_match_an_independent_computation() -> None:
+    a = RNG.integers(0, 256, (37, 53, 4), dtype=np.uint8)
+    b = a.copy()
+    b[3:9, 10:20, 1] = RNG.integers(0, 256, (6, 10), dtype=np.uint8)
+    b[30, 50, 3] = 255 - a[30, 50, 3]
+    m = compare_arrays(a, b)
+    e = expected_metrics(a, b)
+    assert m.differing == e["differing"] > 0
+    assert m.channel_differing == e["per_channel"]
+    assert m.pixels_differing == e["pixels"]
+    assert m.max_abs == e["max"]
+    assert m.max_index == e["where"]
+    assert m.a_at_max == float(a[m.max_index]) and m.b_at_max == float(b[m.max_index])
+    assert m.mean_abs == pytest.approx(e["mean"], rel=1e-12)
+    assert m.rmse == pytest.approx(e["rmse"], rel=1e-12)
+    assert m.psnr == pytest.approx(e["psnr"], rel=1e-12)
+    assert m.share == pytest.approx(e["differing"] / a.size)
+    assert not m.equal
+
+
+@pytest.mark.parametrize("dtype", [np.uint16, np.int16, np.int32, np.float32, np.float64])
+def test_other_dtypes_match_an_independent_computation(dtype) -> None:
+    info = np.iinfo(dtype) if np.dtype(dtype).kind in "ui" else None
+    lo, hi = (info.min // 2, info.max // 2) if info else (-100, 100)
+    a = RNG.uniform(lo, hi, (41, 29, 3)).astype(dtype)
+    b = a.copy()
+    b[::5, ::3] = RNG.uniform(lo, hi, b[::5, ::3].shape).astype(dtype)
+    m = compare_arrays(a, b)
+    e = expected_metrics(a, b)
+    assert m.differing == e["differing"] > 0
+    assert m.channel_differing == e["per_channel"]
+    assert m.max_abs == pytest.approx(e["max"])
+    assert m.max_index == e["where"]
+    assert m.mean_abs == pytest.approx(e["mean"], rel=1e-9)
+    assert m.rmse == pytest.approx(e["rmse"], rel=1e-9)
+    assert m.psnr == pytest.approx(e["psnr"], rel=1e-9)
+
+
+def test_metrics_are_the_same_across_chunk_boundaries(monkeypatch) -> None:
+    a = RNG.integers(0, 256, (64, 64, 4), dtype=np.uint8)
+    b = a.copy()
+    b[RNG.random(a.shape) < 0.01] ^= 0x5A
+    whole = compare_arrays(a, b)
+    monkeypatch.setattr(diffmod, "CHUNK_ELEMENTS", 100)    # many small chunks
+    chunked = compare_arrays(a, b)
+    assert chunked == whole
+    assert chunked.differing == expected_metrics(a, b)["differing"]
+
+
+def test_identical_inputs_are_equal_with_infinite_psnr() -> None:
+    a = RNG.standard_normal((10, 10)).astype(np.float32)
+    m = compare_arrays(a, a.copy())
+    assert m.equal and m.differing == 0
+    assert m.psnr == math.inf and m.rmse == 0 and m.max_index is None
+
+
+def test_nan_against_nan_is_equal_nan_against_number_differs() -> None:
+    a = np.array([[1.0, np.nan, np.inf, 4.0], [np.nan, 2.0, -np.inf, 0.0]], dtype=np.float32)
+    b = np.array([[1.0, np.nan, np.inf, 4.5], [3.0, 2.0, np.inf, 0.0]], dtype=np.float32)
+    m = compare_arrays(a, b)
+    assert m.differing == 3              # 4 vs 4.5, NaN vs 3, -inf vs inf
+    assert m.nonfinite_mismatch == 2
+    assert m.max_abs == 0.5              # over finite differences only
+    assert m.max_index == (0, 3)
+    assert m.differing == expected_metrics(a, b)["differing"]
+    assert compare_arrays(a, a.copy()).equal
+
+
+@pytest.mark.parametrize(
+    ("atol", "rtol", "differing"),
+    [
+        (3.0, 0.0, 0),       # |a-b| == atol: equal (<=)
+        (2.999, 0.0, 1),
+        (0.0, 0.03, 0),      # rtol * |b| = 3
+        (0.0, 0.0299, 1),
+        (1.0, 0.02, 0),      # 1 + 0.02 * 100 = 3
+        (0.99, 0.02, 1),
+    ],
+)
+def test_tolerance_boundaries(atol: float, rtol: float, differing: int) -> None:
+    for dtype in (np.uint8, np.float64):
+        a = np.array([[[97, 0], [5, 5]]], dtype=dtype)
+        b = np.array([[[100, 0], [5, 5]]], dtype=dtype)
+        m = compare_arrays(a, b, Tolerance(atol, rtol))
+        assert m.differing == differing, dtype
+        assert m.differing == expected_metrics(a, b, atol, rtol)["differing"]
+        assert m.max_abs == 3          # metrics do not depend on the tolerance
+
+
+def test_mismatched_shapes_and_dtypes_are_trouble() -> None:
+    with pytest.raises(DiffTrouble) as shape_err:
+        compare_arrays(np.zeros((4, 4)), np.zeros((4, 5)))
+    assert shape_err.value.exit_code == 2 and "shape" in str(shape_err.value)
+    with pytest.raises(DiffTrouble, match="dtype"):
+        compare_arrays(np.zeros(4, np.uint8), np.zeros(4, np.uint16))
+
+
+# ---------------------------------------------------------------------------------------
+# The command on two files
+
+
+def test_cli_files_exit_status_and_report(tmp_path: Path, capsys) -> None:
+    a = RNG.integers(0, 256, (20, 30, 4), dtype=np.uint8)
+    b = a.copy()
+    b[5, 7, 2] = a[5, 7, 2] ^ 0xFF
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "same.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    np.save(tmp_path / "small.npy", a[:10])
+
+    code, out, _ = run_cli([str(tmp_path / "a.npy"), str(tmp_path / "same.npy")], capsys)
+    assert code == 0 and "differing elements: 0 of" in out
+
+    code, out, _ = run_cli([str(tmp_path / "a.npy"), str(tmp_path / "b.npy"),
+                            "--out", str(tmp_path / "o")], capsys)
+    assert code == 1
+    assert "differing elements: 1 of 2,400" in out
+    assert "at (5,7,2)" in out
+    heat = np.array(Image.open(tmp_path / "o" / "heatmap.png"))
+    assert heat.shape == (20, 30, 3)
+    assert set(zip(*np.nonzero(heat.sum(axis=2)), strict=True)) == {(5, 7)}
+    assert (tmp_path / "o" / "side_by_side.png").is_file()
+
+    code, _, err = run_cli([str(tmp_path / "a.npy"), str(tmp_path / "small.npy")], capsys)
+    assert code == 2 and err.startswith("cudump: error:") and "shapes differ" in err
+    assert len(err.strip().splitlines()) == 1
+
+    code, _, err = run_cli([str(tmp_path / "a.npy"), str(tmp_path / "nope.npy")], capsys)
+    assert code == 2
+
+
+def test_cli_png_against_npy(tmp_path: Path, capsys) -> None:
+    a = RNG.integers(0, 256, (12, 16, 3), dtype=np.uint8)
+    Image.fromarray(a).save(tmp_path / "a.png")
+    np.save(tmp_path / "a.npy", a)
+    code, _, _ = run_cli([str(tmp_path / "a.png"), str(tmp_path / "a.npy")], capsys)
+    assert code == 0
+    b = a.copy()
+    b[0, 0] += 1
+    np.save(tmp_path / "b.npy", b)
+    code, out, _ = run_cli([str(tmp_path / "a.png"), str(tmp_path / "b.npy"), "--atol", "1"],
+                           capsys)
+    assert code == 0 and "atol 1" in out
+
+
+# ---------------------------------------------------------------------------------------
+# Runs
+
+KERNEL = "cam::paint<(sl::YUV_CONVENTION)2>(uchar4*, int)"
+
+
+def write_run(root: Path, snaps: list[dict]) -> Path:
+    """A run directory holding the given snapshots (dicts: kernel, launch, occ, arg, phase,
+    data or error)."""
+    root.mkdir(parents=True)
+    writer = ManifestWriter(root)
+    for n, s in enumerate(snaps):
+        data = s.get("data")
+        name = f"s{n:03d}.npy" if data is not None else None
+        if data is not None:
+            np.save(root / name, data)
+        writer.append(SnapshotRecord(
+            kernel=s.get("kernel", KERNEL), mangled="_Z5paint", launch=s["launch"],
+            occurrence=s.get("occ", 1), pid=s.get("pid", 100), grid=[4, 4, 1], block=[16, 16, 1],
+            stream="0x0", arg=s.get("arg", 0), type="uchar4*", phase=s["phase"],
+            address="0x7f0000000000", dtype=None if data is None else str(data.dtype),
+            shape=None if data is None else list(data.shape), file=name,
+            status="ok" if data is not None else "error", reason=s.get("reason")))
+    writer.close()
+    return root
+
+
+def launches(images: list[np.ndarray], kernel: str = KERNEL) -> list[dict]:
+    out = []
+    for i, img in enumerate(images, 1):
+        out.append({"kernel": kernel, "launch": i, "occ": i, "phase": "before", "data": img})
+        out.append({"kernel": kernel, "launch": i, "occ": i, "phase": "after", "data": img + 1})
+    return out
+
+
+def test_runs_align_with_missing_and_extra_snapshots(tmp_path: Path, capsys) -> None:
+    imgs = [RNG.integers(0, 200, (8, 10, 4), dtype=np.uint8) for _ in range(4)]
+    changed = [x.copy() for x in imgs]
+    changed[2][1, 1, 0] += 9                         # launch 3 diverges (both phases)
+    snaps_a = launches(imgs[:4])
+    snaps_b = launches(changed[:3])                  # B lacks launch 4
+    snaps_b.append({"kernel": "extra(float*)", "launch": 9, "phase": "after",
+                    "data": np.zeros(5, np.float32)})
+    a = write_run(tmp_path / "a", snaps_a)
+    b = write_run(tmp_path / "b", snaps_b)
+
+    result = diff_runs(Run.open(a), Run.open(b), jobs=2)
+    statuses = [(p.key[1], p.key[3], p.status) for p in result.pairs]
+    assert statuses[:6] == [(1, "before", "equal"), (1, "after", "equal"),
+                            (2, "before", "equal"), (2, "after", "equal"),
+                            (3, "before", "differ"), (3, "after", "differ")]
+    assert {(p.key[1], p.key[3]) for p in result.only_a} == {(4, "before"), (4, "after")}
+    assert [p.key[0] for p in result.only_b] == ["extra(float*)"]
+    first = result.first_divergent
+    assert first is not None and first.key[1] == 3 and first.key[3] == "before"
+    assert first.metrics is not None and first.metrics.max_index == (1, 1, 0)
+    assert result.exit_code == 1
+
+    code, out, _ = run_cli([str(a), str(b)], capsys)
+    assert code == 1
+    lines = out.splitlines()
+    header = next(line for line in lines if line.startswith("launch"))
+    rows = [line for line in lines if "cam::paint" in line and line.lstrip()[0].isdigit()]
+    assert len(rows) == 8
+    # Columns line up: every row puts the status word at the header's "status" column.
+    at = header.index("status")
+    assert all(r[at:at + 6].strip() in ("same", "DIFF", "only A") for r in rows)
+    assert "first divergent: launch 3" in out
+    assert "only in A (2)" in out and "only in B (1)" in out
+
+
+def test_kernel_pattern_narrows_and_identical_runs_exit_zero(tmp_path: Path, capsys) -> None:
+    imgs = [RNG.integers(0, 200, (6, 6, 4), dtype=np.uint8) for _ in range(2)]
+    other = [{"kernel": "blur(float*)", "launch": 10, "phase": "after",
+              "data": np.ones((3, 3), np.float32)}]
+    a = write_run(tmp_path / "a", launches(imgs) + other)
+    b_other = [dict(other[0], data=np.full((3, 3), 2, np.float32))]
+    b = write_run(tmp_path / "b", launches(imgs) + b_other)
+    assert run_cli([str(a), str(b)], capsys)[0] == 1
+    code, out, _ = run_cli([str(a), str(b), "--kernel", "cam::paint*"], capsys)
+    assert code == 0 and "blur" not in out
+    assert len(align(Run.open(a), Run.open(b), "blur")) == 1
+    code, _, err = run_cli([str(a), str(b), "--kernel", "nothing*"], capsys)
+    assert code == 2 and "no snapshots" in err
+
+
+def test_shape_change_in_a_run_is_a_difference_failed_snapshot_is_trouble(
+    tmp_path: Path, capsys
+) -> None:
+    img = RNG.integers(0, 200, (6, 6, 4), dtype=np.uint8)
+    a = write_run(tmp_path / "a", [{"launch": 1, "phase": "after", "data": img}])
+    b = write_run(tmp_path / "b", [{"launch": 1, "phase": "after", "data": img[:3]}])
+    result = diff_runs(Run.open(a), Run.open(b))
+    assert result.pairs[0].status == "mismatch" and result.exit_code == 1
+    c = write_run(tmp_path / "c", [{"launch": 1, "phase": "after", "data": None,
+                                    "reason": "copy failed"}])
+    code, out, err = run_cli([str(a), str(c)], capsys)
+    assert code == 2 and "could not be compared" in err and "copy failed" in err
+    assert "ERROR" in out
+
+
+def test_duplicate_keys_from_several_processes_pair_in_order(tmp_path: Path) -> None:
+    x = np.zeros((4, 4), np.uint8)
+    a = write_run(tmp_path / "a", [{"launch": 1, "phase": "after", "pid": 1, "data": x},
+                                   {"launch": 1, "phase": "after", "pid": 2, "data": x + 1}])
+    b = write_run(tmp_path / "b", [{"launch": 1, "phase": "after", "pid": 7, "data": x},
+                                   {"launch": 1, "phase": "after", "pid": 8, "data": x + 1}])
+    result = diff_runs(Run.open(a), Run.open(b))
+    assert [p.status for p in result.pairs] == ["equal", "equal"]

@@ -1,0 +1,150 @@
+"""`cudump ls` and `cudump show`: listing, choosing one snapshot, statistics, rendering."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from cudump.cli import _parser
+from cudump.commands.ls import LsCommand
+from cudump.commands.show import ShowCommand, snapshot_stats
+from cudump.errors import CudumpError
+from cudump.imaging import NONFINITE_RGB
+from cudump.manifest import ManifestWriter, SnapshotRecord
+
+KERNEL = "cam::paint<(sl::YUV_CONVENTION)2>(uchar4*, int, float*)"
+
+
+def run_cli(command, argv: list[str], capsys) -> tuple[int, str, str]:
+    args = _parser(command).parse_args(argv)
+    try:
+        code = command.run(args)
+    except CudumpError as err:
+        print(f"cudump: error: {err}", file=sys.stderr)
+        code = err.exit_code
+    out, err_text = capsys.readouterr()
+    return code, out, err_text
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    """Two launches of a kernel (image arg 0, float arg 2), plus one failed snapshot."""
+    root = tmp_path / "run"
+    root.mkdir()
+    writer = ManifestWriter(root)
+    rng = np.random.default_rng(3)
+
+    def add(launch: int, arg: int, phase: str, data: np.ndarray | None, kind: str) -> None:
+        name = f"l{launch}_a{arg}_{phase}.npy" if data is not None else None
+        if data is not None:
+            np.save(root / name, data)
+        writer.append(SnapshotRecord(
+            kernel=KERNEL, mangled="_Z5paint", launch=launch, occurrence=launch, pid=42,
+            grid=[2, 1, 1], block=[32, 1, 1], stream="0x0", arg=arg, type=kind, phase=phase,
+            address=hex(0x7000 + arg), dtype=None if data is None else str(data.dtype),
+            shape=None if data is None else list(data.shape), file=name,
+            status="ok" if data is not None else "error",
+            reason=None if data is not None else "allocation freed"))
+
+    for launch in (1, 2):
+        for phase in ("before", "after"):
+            add(launch, 0, phase, rng.integers(0, 256, (6, 8, 4), dtype=np.uint8), "uchar4*")
+            values = np.linspace(-2.0, 6.0, 24, dtype=np.float32).reshape(4, 6)
+            values[1, 1] = np.nan
+            values[2, 3] = np.inf
+            add(launch, 2, phase, values, "float*")
+    add(3, 0, "after", None, "uchar4*")
+    writer.close()
+    return root
+
+
+def test_ls_lists_every_snapshot_with_aligned_columns(run_dir: Path, capsys) -> None:
+    code, out, _ = run_cli(LsCommand(), [str(run_dir)], capsys)
+    assert code == 0
+    lines = out.splitlines()
+    header, rows = lines[0], lines[1:-1]
+    assert len(rows) == 9
+    assert "9 of 9 snapshots, 1 not captured" in lines[-1]
+    col = header.index("phase")
+    assert [r[col:col + 6].strip() for r in rows[:4]] == ["before", "before", "after", "after"]
+    assert "cam::paint<(sl::YUV_CONVENTION)2>" in rows[0] and "(uchar4*" not in rows[0]
+    assert "error: allocation freed" in rows[-1]
+
+    code, out, _ = run_cli(LsCommand(), [str(run_dir), "--arg", "2", "--phase", "after"],
+                           capsys)
+    assert code == 0 and "2 of 9 snapshots" in out
+    code, out, _ = run_cli(LsCommand(), [str(run_dir), "--full-names"], capsys)
+    assert KERNEL in out
+
+
+def test_ls_of_a_directory_without_manifest_is_an_error(tmp_path: Path, capsys) -> None:
+    code, _, err = run_cli(LsCommand(), [str(tmp_path)], capsys)
+    assert code == 2 and "not a cudump run directory" in err
+
+
+def test_show_selects_by_kernel_arg_phase_occurrence(run_dir: Path, capsys) -> None:
+    code, out, _ = run_cli(ShowCommand(), [str(run_dir), "cam::paint*", "--arg", "2",
+                                           "--phase", "after", "--occurrence", "2"], capsys)
+    assert code == 0
+    assert "launch 2, occurrence 2, arg 2 (float*), after" in out
+    assert "l2_a2_after.npy" in out
+    stats = {line.split()[0]: line.split() for line in out.splitlines()[4:]}
+    row = stats["all"]                    # label min max mean std zeros NaN +Inf -Inf
+    values = np.load(run_dir / "l2_a2_after.npy")
+    finite = values[np.isfinite(values)]
+    assert float(row[1]) == pytest.approx(finite.min())
+    assert float(row[2]) == pytest.approx(finite.max())
+    assert float(row[3]) == pytest.approx(finite.mean(), rel=1e-3)
+    assert row[6:9] == ["1", "1", "0"]
+
+
+def test_show_by_index_and_by_file(run_dir: Path, capsys) -> None:
+    code, out, _ = run_cli(ShowCommand(), [str(run_dir), "--index", "0"], capsys)
+    assert code == 0 and "snapshot #0" in out and "ch 3 (a)" in out
+    code, out, _ = run_cli(ShowCommand(), [str(run_dir / "l1_a0_after.npy")], capsys)
+    assert code == 0 and "snapshot #2" in out
+
+
+def test_show_ambiguous_or_failed_choice_is_explained(run_dir: Path, capsys) -> None:
+    code, out, err = run_cli(ShowCommand(), [str(run_dir), "paint", "--arg", "0"], capsys)
+    assert code == 2 and "snapshots match" in err
+    assert sum(".npy" in line for line in out.splitlines()) == 4     # candidates listed
+    code, _, err = run_cli(ShowCommand(), [str(run_dir), "--launch", "3"], capsys)
+    assert code == 2 and "allocation freed" in err
+    code, _, err = run_cli(ShowCommand(), [str(run_dir), "nosuchkernel"], capsys)
+    assert code == 2 and "no snapshot matches" in err
+
+
+def test_show_renders_float_with_range_and_marks_nonfinite(run_dir: Path, tmp_path: Path,
+                                                            capsys) -> None:
+    png = tmp_path / "f.png"
+    code, out, _ = run_cli(ShowCommand(), [str(run_dir), "--index", "1", "--png", str(png),
+                                           "--range=-2:6"], capsys)
+    assert code == 0 and "range -2..6" in out
+    px = np.array(Image.open(png))
+    assert px.shape == (4, 6, 3)
+    assert tuple(px[1, 1]) == NONFINITE_RGB and tuple(px[2, 3]) == NONFINITE_RGB
+    assert tuple(px[0, 0]) == (0, 0, 0) and tuple(px[3, 5]) == (255, 255, 255)
+    with Image.open(png) as image:
+        assert image.text["kernel"] == KERNEL
+
+
+def test_show_renders_chosen_channels(run_dir: Path, tmp_path: Path, capsys) -> None:
+    png = tmp_path / "g.png"
+    code, _, _ = run_cli(ShowCommand(), [str(run_dir), "--index", "0", "--png", str(png),
+                                         "--channels", "g"], capsys)
+    assert code == 0
+    data = np.load(run_dir / "l1_a0_before.npy")
+    np.testing.assert_array_equal(np.array(Image.open(png)), data[:, :, 1])
+
+
+def test_snapshot_stats_per_channel() -> None:
+    arr = np.stack([np.zeros((3, 3)), np.full((3, 3), 5.0)], axis=2)
+    stats = snapshot_stats(arr)
+    assert [s.label for s in stats] == ["all", "ch 0 (r)", "ch 1 (g)"]
+    assert stats[1].maximum == 0 and stats[2].minimum == 5 and stats[0].mean == 2.5
+    assert stats[1].zeros == 9

@@ -1,0 +1,364 @@
+"""Rule files: loading, matching, launch selection, and every error message."""
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cudump.args import decode_args
+from cudump.errors import RuleError
+from cudump.rules import ArgOverride, load_rules
+from cudump.signature import parse_signature
+
+ROOT = Path(__file__).resolve().parent.parent
+ZED = ("void device::FrP0k5607tPV<(sl::YUV_CONVENTION)2>"
+       "(uchar4*, int, device::uchar8*, device::uchar8*, int, int, int, float)")
+ZED_MANGLED = "_ZN6device12FrP0k5607tPVILN2sl14YUV_CONVENTIONE2EEEvP6uchar4iPNS_6uchar8ES6_iiif"
+NV12 = ("nv12_to_uyvy(unsigned char const*, unsigned int, unsigned char*, unsigned int, "
+        "unsigned int, unsigned int)")
+NV12_MANGLED = "_Z12nv12_to_uyvyPKhjPhjjj"
+
+
+def write(tmp_path: Path, text: str, name: str = "r.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text).lstrip("\n"))
+    return path
+
+
+def load(tmp_path: Path, text: str):
+    return load_rules([write(tmp_path, text)])
+
+
+def error(tmp_path: Path, text: str) -> RuleError:
+    path = write(tmp_path, text)
+    with pytest.raises(RuleError) as info:
+        load_rules([path])
+    return info.value
+
+
+# ---------------------------------------------------------------- loading
+
+
+def test_defaults(tmp_path):
+    (rule,) = load(tmp_path, """
+        rules:
+          - kernel: "device::*"
+        """)
+    assert rule.name == "device::*"
+    assert rule.line == 2
+    assert rule.path == tmp_path / "r.yaml"
+    assert (rule.skip, rule.count, rule.every, rule.args) == (0, None, 1, "pointers")
+    assert rule.when == {"before", "after"}
+    assert rule.formats == {"npy", "png"}
+    assert rule.overrides == {}
+    assert rule.matcher.subject == "demangled"
+
+
+def test_all_fields(tmp_path):
+    (rule,) = load(tmp_path, """
+        rules:
+          - name: left
+            kernel: "re:FrP0k"
+            match: base
+            skip: 2
+            count: 3
+            every: 4
+            args: [0, 2]
+            when: after
+            format: [png]
+            overrides:
+              2: {dtype: uchar4, width: arg5, height: "arg6 // 2", pitch: arg4, range: [0, 1]}
+              "0": {dtype: float32, count: "arg5 * arg6"}
+        """)
+    assert (rule.name, rule.skip, rule.count, rule.every, rule.args) == ("left", 2, 3, 4, [0, 2])
+    assert rule.when == {"after"} and rule.formats == {"png"}
+    two = rule.overrides[2]
+    assert two.dtype == "uint8" and two.channels.text == "4"
+    assert (two.width.text, two.height.text, two.pitch.text) == ("arg5", "arg6 // 2", "arg4")
+    assert two.range == (0.0, 1.0) and two.count is None
+    zero = rule.overrides[0]
+    assert (zero.dtype, zero.channels, zero.count.text) == ("float32", None, "arg5 * arg6")
+
+
+def test_list_and_single_rule_files(tmp_path):
+    listed = load(tmp_path, """
+        - kernel: a*
+        - kernel: b*
+          when: [before, after]
+        """)
+    assert [r.matcher.pattern for r in listed] == ["a*", "b*"]
+    assert [r.line for r in listed] == [1, 2]
+    assert listed[1].when == {"before", "after"}
+    (single,) = load(tmp_path, "kernel: nv12*\nformat: npy\n")
+    assert single.matcher.pattern == "nv12*" and single.formats == {"npy"}
+
+
+def test_several_files_in_order(tmp_path):
+    a = write(tmp_path, "- kernel: a\n", "a.yaml")
+    b = write(tmp_path, "- kernel: b\n- kernel: c\n", "b.yaml")
+    rules = load_rules([a, b])
+    assert [(r.path.name, r.matcher.pattern, r.line) for r in rules] == [
+        ("a.yaml", "a", 1), ("b.yaml", "b", 1), ("b.yaml", "c", 2)]
+
+
+# ---------------------------------------------------------------- matching
+
+
+@pytest.mark.parametrize("pattern,match,expected", [
+    ("device::FrP0k5607tPV*", "demangled", True),     # without the return type
+    ("void device::FrP0k5607tPV*", "demangled", True),  # with it
+    ("FrP0k5607tPV*", "demangled", False),            # a glob matches the whole name
+    ("*FrP0k5607tPV*", "demangled", True),
+    ("device::FrP0k5607tPV<(sl::YUV_CONVENTION)?>(*", "demangled", True),
+    ("*(uchar4*, int, device::uchar8*, device::uchar8*, int, int, int, float)", "demangled",
+     True),
+    ("device::FrP0k5607tPV[*", "demangled", False),   # brackets are literal
+    ("re:FrP0k", "demangled", True),                  # regex: searched
+    ("re:^device::", "demangled", True),              # searched with and without "void "
+    ("re:^void device::", "demangled", True),
+    ("re:^FrP0k", "demangled", False),
+    ("re:YUV_CONVENTION\\)2", "demangled", True),
+    ("FrP0k5607tPV", "base", True),
+    ("FrP*", "base", True),
+    ("device::FrP0k5607tPV", "base", False),
+    ("_ZN6device12FrP0k*", "mangled", True),
+    ("device::FrP0k5607tPV*", "mangled", False),
+    ("re:YUV_CONVENTIONE2", "mangled", True),
+])
+def test_matches_seed_kernel(tmp_path, pattern, match, expected):
+    (rule,) = load(tmp_path, f"- kernel: '{pattern}'\n  match: {match}\n")
+    assert rule.matches(ZED, ZED_MANGLED) is expected
+
+
+def test_matches_extern_c_and_plain_names(tmp_path):
+    (rule,) = load(tmp_path, "- kernel: 'nv12_to_uyvy*'\n")
+    assert rule.matches(NV12, NV12_MANGLED)
+    assert rule.matches("nv12_to_uyvy", "nv12_to_uyvy")
+    assert not rule.matches(ZED, ZED_MANGLED)
+    (base,) = load(tmp_path, "- kernel: 'nv12_to_uyvy'\n  match: base\n")
+    assert base.matches(NV12, NV12_MANGLED)
+    assert base.matches("nv12_to_uyvy", "nv12_to_uyvy")
+
+
+def selected(rule, launches):
+    return [n for n in range(1, launches + 1) if rule.selects(n)]
+
+
+@pytest.mark.parametrize("fields,expected", [
+    ("", list(range(1, 21))),
+    ("skip: 3", list(range(4, 21))),
+    ("count: 2", [1, 2]),
+    ("every: 5", [1, 6, 11, 16]),
+    ("skip: 2\n  every: 3\n  count: 4", [3, 6, 9, 12]),
+    ("skip: 18\n  count: 5", [19, 20]),
+    ("skip: 25", []),
+])
+def test_selects(tmp_path, fields, expected):
+    (rule,) = load(tmp_path, f"- kernel: k\n  {fields}\n")
+    assert selected(rule, 20) == expected
+
+
+def test_selected_args(tmp_path):
+    sig = parse_signature(ZED)
+    args = decode_args(sig, [b"\0" * 8, b"\0" * 4, b"\0" * 8, b"\0" * 8, b"\0" * 4,
+                             b"\0" * 4, b"\0" * 4, b"\0" * 4])
+    (rule,) = load(tmp_path, "- kernel: k\n")
+    assert rule.selected_args(args) == [0, 2, 3]
+    (rule,) = load(tmp_path, "- kernel: k\n  overrides: {5: {count: 1}}\n")
+    assert rule.selected_args(args) == [0, 2, 3, 5]
+    (rule,) = load(tmp_path, "- kernel: k\n  args: [3, 1, 9]\n")
+    assert rule.selected_args(args) == [3, 1]
+
+
+def test_zed_rules_file():
+    (rule,) = load_rules([ROOT / "rules" / "zed.yaml"])
+    assert rule.matches(ZED, ZED_MANGLED)
+    assert not rule.matches(NV12, NV12_MANGLED)
+    assert rule.args == [0, 2, 3]
+    assert rule.when == {"before", "after"} and rule.formats == {"npy", "png"}
+    assert set(rule.overrides) == {0, 2, 3}
+    for index in (2, 3):
+        o = rule.overrides[index]
+        assert (o.dtype, o.channels.text, o.width.text, o.height.text, o.pitch.text) == (
+            "uint8", "4", "arg5", "arg6", "arg4")
+    zero = rule.overrides[0]
+    assert zero.dtype is None  # uchar4 from the signature
+    assert (zero.width.text, zero.height.text, zero.pitch.text) == ("arg5", "arg6", "arg1")
+    assert all(rule.selects(n) for n in range(1, 50))
+
+
+def test_override_defaults():
+    o = ArgOverride()
+    assert not o.is_2d and o.dtype is None
+
+
+# ---------------------------------------------------------------- errors
+
+
+def test_missing_file(tmp_path):
+    path = tmp_path / "nope.yaml"
+    with pytest.raises(RuleError) as info:
+        load_rules([path])
+    assert str(info.value) == f"{path}: no such rule file"
+    assert info.value.exit_code == 2
+
+
+def test_directory(tmp_path):
+    with pytest.raises(RuleError) as info:
+        load_rules([tmp_path])
+    assert str(info.value) == f"{tmp_path}: is a directory, not a rule file"
+
+
+def test_not_utf8(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_bytes(b"rules:\n  - kernel: \xff\xfe\n")
+    with pytest.raises(RuleError) as info:
+        load_rules([path])
+    assert str(info.value) == f"{path}: not UTF-8 text"
+
+
+@pytest.mark.parametrize("text", ["", "# nothing here\n", "\n\n"])
+def test_empty_file(tmp_path, text):
+    err = error(tmp_path, text)
+    assert str(err) == (f"{tmp_path / 'r.yaml'}: empty rule file; "
+                        "expected 'rules:' and a list of rules")
+    assert (err.line, err.field) == (None, None)
+
+
+def test_yaml_syntax_error_names_the_line(tmp_path):
+    err = error(tmp_path, """
+        rules:
+          - kernel: a
+           skip: 1
+        """)
+    assert str(err) == (f"{tmp_path / 'r.yaml'}:3: YAML syntax error: expected <block end>, "
+                        "but found '<block mapping start>' (check indentation and quoting)")
+    assert err.line == 3
+
+
+def test_yaml_unclosed_quote(tmp_path):
+    err = error(tmp_path, 'rules:\n  - kernel: "abc\n')
+    assert str(err) == (f"{tmp_path / 'r.yaml'}:3: YAML syntax error: found unexpected end "
+                        "of stream (check indentation and quoting)")
+
+
+P = "r.yaml"
+
+ERRORS = [
+    # (file text, line, field, problem)
+    ("42\n", 1, None, "expected 'rules:' and a list of rules, got 42"),
+    ("rules: nv12*\n", 1, "rules", "expected a list of rules, got 'nv12*'"),
+    ("rules:\n", 1, "rules", "expected a list of rules, got nothing"),
+    ("rules: []\n", 1, "rules",
+     "the list is empty; add a rule such as '- kernel: \"name*\"'"),
+    ("{}\n", 1, "rules", "missing; expected 'rules:' and a list of rules"),
+    ("rule:\n  - kernel: a\n", 1, "rule",
+     "unknown key; did you mean 'rules'? (expected one of: rules)"),
+    ("rules:\n  - kernel: a\nversion: 2\n", 3, "version",
+     "unknown key; (expected one of: rules)"),
+    ("rules:\n  - nv12*\n", 2, "rules",
+     "each rule must be a mapping with a 'kernel:' key, got 'nv12*'"),
+    ("rules:\n  - name: x\n", 2, "kernel",
+     "missing; every rule needs a kernel pattern such as 'device::FrP0k5607tPV*' or 're:FrP0k'"),
+    ("rules:\n  - kernal: a\n", 2, "kernal",
+     "unknown key; did you mean 'kernel'? (expected one of: name, kernel, match, skip, count, "
+     "every, args, when, format, overrides)"),
+    ("rules:\n  - kernel: a\n    kernel: b\n", 3, "kernel", "appears twice"),
+    ("rules:\n  - kernel: 12\n", 2, "kernel", "expected a pattern string, got 12"),
+    ("rules:\n  - kernel: [a]\n", 2, "kernel", "expected a pattern string, got a list"),
+    ("rules:\n  - kernel: ''\n", 2, "kernel", "empty pattern"),
+    ("rules:\n  - kernel: 're:'\n", 2, "kernel", "empty regular expression after 're:'"),
+    ("rules:\n  - kernel: 're:foo(bar'\n", 2, "kernel",
+     "invalid regular expression 'foo(bar': missing ), unterminated subpattern at position 3"),
+    ("rules:\n  - kernel: a\n    name: 3\n", 3, "name", "expected a string, got 3"),
+    ("rules:\n  - kernel: a\n    match: symbol\n", 3, "match",
+     "expected one of demangled, mangled, base, got 'symbol'"),
+    ("rules:\n  - kernel: a\n    skip: -1\n", 3, "skip", "expected a whole number >= 0, got -1"),
+    ("rules:\n  - kernel: a\n    skip: 1.5\n", 3, "skip",
+     "expected a whole number >= 0, got 1.5"),
+    ("rules:\n  - kernel: a\n    count: 0\n", 3, "count", "expected a whole number >= 1, got 0"),
+    ("rules:\n  - kernel: a\n    every: true\n", 3, "every",
+     "expected a whole number >= 1, got true"),
+    ("rules:\n  - kernel: a\n    every: two\n", 3, "every",
+     "expected a whole number >= 1, got 'two'"),
+    ("rules:\n  - kernel: a\n    args: all\n", 3, "args",
+     "expected a list of argument indexes such as [0, 2] or 'pointers', got 'all'"),
+    ("rules:\n  - kernel: a\n    args: []\n", 3, "args",
+     "expected a list of argument indexes such as [0, 2] or 'pointers', got a list"),
+    ("rules:\n  - kernel: a\n    args:\n      - 0\n      - x\n", 5, "args",
+     "argument index must be a whole number >= 0, got 'x'"),
+    ("rules:\n  - kernel: a\n    args: [0, -2]\n", 3, "args",
+     "argument index must be a whole number >= 0, got -2"),
+    ("rules:\n  - kernel: a\n    args: [2, 2]\n", 3, "args", "argument 2 is listed twice"),
+    ("rules:\n  - kernel: a\n    when: during\n", 3, "when",
+     "expected before, after or both, got 'during'"),
+    ("rules:\n  - kernel: a\n    when: [before, both]\n", 3, "when",
+     "expected before, after or both, got 'both'"),
+    ("rules:\n  - kernel: a\n    when: []\n", 3, "when",
+     "expected before, after or both, got an empty list"),
+    ("rules:\n  - kernel: a\n    format: jpg\n", 3, "format",
+     "expected npy, png or both, got 'jpg'"),
+    ("rules:\n  - kernel: a\n    overrides: [2]\n", 3, "overrides",
+     "expected a mapping from argument index to settings, e.g. {2: {dtype: uint8}}, "
+     "got a list"),
+    ("rules:\n  - kernel: a\n    overrides:\n      left: {dtype: uint8}\n", 4, "overrides",
+     "argument index must be a whole number >= 0, got 'left'"),
+    ("rules:\n  - kernel: a\n    overrides:\n      2: {dtype: uint8}\n      '2': {}\n", 5,
+     "overrides.2", "appears twice"),
+    ("rules:\n  - kernel: a\n    args: [0, 2]\n    overrides:\n      5: {dtype: uint8}\n", 5,
+     "overrides.5", "argument 5 is not in 'args' [0, 2]; add it there"),
+    ("rules:\n  - kernel: a\n    overrides:\n      2: uint8\n", 4, "overrides.2",
+     "expected a mapping of settings (dtype, channels, width, height, pitch, count, range), "
+     "got 'uint8'"),
+    ("rules:\n  - kernel: a\n    overrides:\n      2:\n        dtype: uint8\n        hight: 3\n",
+     6, "overrides.2.hight",
+     "unknown key; did you mean 'height'? (expected one of: dtype, channels, width, height, "
+     "pitch, count, range)"),
+    ("rules:\n  - kernel: a\n    overrides:\n      2: {dtype: uchar8}\n", 4,
+     "overrides.2.dtype", "unknown dtype 'uchar8'; use a numpy name (uint8, uint16, int32, "
+     "float16, float32, ...) or a CUDA type (uchar4, float2, ...)"),
+    ("rules:\n  - kernel: a\n    overrides:\n      2: {dtype: 8}\n", 4,
+     "overrides.2.dtype", "unknown dtype 8; use a numpy name (uint8, uint16, int32, "
+     "float16, float32, ...) or a CUDA type (uchar4, float2, ...)"),
+    ("rules:\n  - kernel: a\n    overrides:\n      2: {dtype: uchar4, channels: 3}\n", 4,
+     "overrides.2.channels",
+     "dtype 'uchar4' already has 4 channels; drop 'channels' or give dtype uint8"),
+    ("rules:\n  - kernel: a\n    overrides:\n      2:\n        width: arg5 +\n", 5,
+     "overrides.2.width", "bad expression 'arg5 +': expected a number, argN or '(', "
+     "found end of expression at column 7"),
+    ("rules:\n  - kernel: a\n    overrides:\n      2:\n        height: rows\n", 5,
+     "overrides.2.height", "bad expression 'rows': unknown name 'rows' (use arg0, arg1, ... "
+     "or min(), max()) at column 1"),
+    ("rules:\n  - kernel: a\n    overrides:\n      2:\n        pitch: [1]\n", 5,
+     "overrides.2.pitch", "expected a number or an expression such as 'arg5 * 2', got a list"),
+    ("rules:\n  - kernel: a\n    overrides:\n      2:\n        channels: yes\n", 5,
+     "overrides.2.channels",
+     "expected a number or an expression such as 'arg5 * 2', got true"),
+    ("rules:\n  - kernel: a\n    overrides:\n      2:\n        width: 4\n        count: 9\n", 6,
+     "overrides.2.count", "cannot be combined with width, height or pitch; use count for 1-D "
+     "buffers and width/height/pitch for images"),
+    ("rules:\n  - kernel: a\n    overrides:\n      2: {range: [1, 0]}\n", 4,
+     "overrides.2.range", "expected [low, high] with low < high, got [1, 0]"),
+    ("rules:\n  - kernel: a\n    overrides:\n      2: {range: [0, x, 2]}\n", 4,
+     "overrides.2.range", "expected [low, high] with low < high, got [0, 'x', 2]"),
+    ("rules:\n  - kernel: a\n    overrides:\n      2: {range: 1}\n", 4,
+     "overrides.2.range", "expected [low, high] with low < high, got 1"),
+]
+
+
+@pytest.mark.parametrize("text,line,field,problem", ERRORS)
+def test_error_messages(tmp_path, text, line, field, problem):
+    err = error(tmp_path, text)
+    what = f" field '{field}':" if field else ""
+    assert str(err) == f"{tmp_path / P}:{line}:{what} {problem}"
+    assert (err.path, err.line, err.field, err.problem) == (str(tmp_path / P), line, field,
+                                                            problem)
+    assert "\n" not in str(err)
+
+
+def test_first_bad_file_is_named(tmp_path):
+    good = write(tmp_path, "- kernel: a\n", "good.yaml")
+    bad = write(tmp_path, "- kernel: a\n- kernel: b\n  skip: x\n", "bad.yaml")
+    with pytest.raises(RuleError) as info:
+        load_rules([good, bad])
+    assert str(info.value) == f"{bad}:3: field 'skip': expected a whole number >= 0, got 'x'"
