@@ -1,0 +1,72 @@
+"""shim/cudecl.h declares the driver types the shim uses without the CUDA toolkit.
+
+Where a real cuda.h is installed, compile one program against each header that
+prints every size, offset and constant the shim relies on, and compare.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CUDA_INCLUDE = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include"
+
+PROBE = r"""
+#include <stddef.h>
+#include <stdio.h>
+#include HEADER
+#define SZ(t) printf("sizeof %s %zu\n", #t, sizeof(t));
+#define OFF(t, m) printf("offsetof %s.%s %zu\n", #t, #m, offsetof(t, m));
+#define VAL(v) printf("value %s %lld\n", #v, (long long)(v));
+int main(void) {
+    SZ(CUresult) SZ(CUdevice) SZ(CUdeviceptr) SZ(cuuint64_t) SZ(CUmemGenericAllocationHandle)
+    SZ(CUDA_MEMCPY2D) SZ(CUlaunchConfig) SZ(CUlaunchAttribute) SZ(CUmemorytype)
+    SZ(CUstreamCaptureStatus) SZ(CUstreamCaptureMode) SZ(CUdriverProcAddressQueryResult)
+    OFF(CUDA_MEMCPY2D, srcXInBytes) OFF(CUDA_MEMCPY2D, srcY) OFF(CUDA_MEMCPY2D, srcMemoryType)
+    OFF(CUDA_MEMCPY2D, srcHost) OFF(CUDA_MEMCPY2D, srcDevice) OFF(CUDA_MEMCPY2D, srcArray)
+    OFF(CUDA_MEMCPY2D, srcPitch) OFF(CUDA_MEMCPY2D, dstXInBytes) OFF(CUDA_MEMCPY2D, dstY)
+    OFF(CUDA_MEMCPY2D, dstMemoryType) OFF(CUDA_MEMCPY2D, dstHost)
+    OFF(CUDA_MEMCPY2D, dstDevice) OFF(CUDA_MEMCPY2D, dstArray) OFF(CUDA_MEMCPY2D, dstPitch)
+    OFF(CUDA_MEMCPY2D, WidthInBytes) OFF(CUDA_MEMCPY2D, Height)
+    OFF(CUlaunchConfig, gridDimX) OFF(CUlaunchConfig, gridDimY) OFF(CUlaunchConfig, gridDimZ)
+    OFF(CUlaunchConfig, blockDimX) OFF(CUlaunchConfig, blockDimY) OFF(CUlaunchConfig, blockDimZ)
+    OFF(CUlaunchConfig, sharedMemBytes) OFF(CUlaunchConfig, hStream)
+    OFF(CUlaunchConfig, attrs) OFF(CUlaunchConfig, numAttrs)
+    VAL(CUDA_SUCCESS) VAL(CUDA_ERROR_INVALID_VALUE) VAL(CUDA_ERROR_OUT_OF_MEMORY)
+    VAL(CUDA_ERROR_NOT_INITIALIZED) VAL(CUDA_ERROR_INVALID_HANDLE) VAL(CUDA_ERROR_NOT_FOUND)
+    VAL(CUDA_ERROR_NOT_SUPPORTED) VAL(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT)
+    VAL(CU_GET_PROC_ADDRESS_DEFAULT) VAL(CU_GET_PROC_ADDRESS_LEGACY_STREAM)
+    VAL(CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) VAL(CU_GET_PROC_ADDRESS_SUCCESS)
+    VAL(CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND) VAL(CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT)
+    VAL(CU_MEMORYTYPE_HOST) VAL(CU_MEMORYTYPE_DEVICE) VAL(CU_MEMORYTYPE_ARRAY)
+    VAL(CU_MEMORYTYPE_UNIFIED) VAL(CU_STREAM_CAPTURE_STATUS_NONE)
+    VAL(CU_STREAM_CAPTURE_STATUS_ACTIVE) VAL(CU_STREAM_CAPTURE_STATUS_INVALIDATED)
+    VAL(CU_STREAM_CAPTURE_MODE_GLOBAL) VAL(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+    VAL(CU_STREAM_CAPTURE_MODE_RELAXED) VAL((size_t)CU_STREAM_LEGACY)
+    VAL((size_t)CU_STREAM_PER_THREAD) VAL(CU_MEMHOSTREGISTER_PORTABLE)
+    VAL(CU_EVENT_DISABLE_TIMING)
+    return 0;
+}
+"""
+
+
+def probe(tmp_path: Path, header: str, include: Path) -> str:
+    src = tmp_path / f"probe_{include.name}.c"
+    exe = tmp_path / f"probe_{include.name}"
+    src.write_text(PROBE.replace("HEADER", f'"{header}"'))
+    subprocess.run(["cc", "-std=c11", "-Wall", "-Werror", f"-I{include}", "-o", str(exe),
+                    str(src)], check=True)
+    return subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
+
+
+@pytest.mark.skipif(not (CUDA_INCLUDE / "cuda.h").is_file(),
+                    reason=f"no cuda.h under {CUDA_INCLUDE} to check against")
+def test_declarations_match_the_real_cuda_h(tmp_path):
+    ours = probe(tmp_path, "cudecl.h", ROOT / "shim")
+    theirs = probe(tmp_path, "cuda.h", CUDA_INCLUDE)
+    assert ours.count("\n") > 60
+    assert ours == theirs

@@ -1,0 +1,107 @@
+"""Rules and snapshots end to end on the stand-in driver: the ZED pipeline's buffers,
+written as .npy and PNG, must equal the numpy reference pixel for pixel."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from zedref import pipeline
+
+ROOT = Path(__file__).resolve().parent.parent
+ZED_RULE = ROOT / "rules" / "zed.yaml"
+W, H = 64, 48
+
+
+def manifest(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "manifest.jsonl").read_text().splitlines()]
+
+
+def test_zed_rule_snapshots_equal_the_reference(fake, cudump_run):
+    ran = cudump_run([str(fake.programs["zed"]), "2", "--size", f"{W}x{H}"], "--rule",
+                     str(ZED_RULE))
+    assert ran.returncode == 0, ran.stderr
+    records = manifest(ran.run_dir)
+    # 2 launches x args (0, 2, 3) x (before, after)
+    assert len(records) == 12
+    assert all(r["status"] == "ok" for r in records)
+    assert {r["kernel"] for r in records} == {
+        "void device::FrP0k5607tPV<(sl::YUV_CONVENTION)2>(uchar4*, int, device::uchar8*, "
+        "device::uchar8*, int, int, int, float)"}
+    for r in records:
+        frame = r["occurrence"] - 1
+        uyvy, left, right = pipeline(W, H, frame)
+        array = np.load(ran.run_dir / r["file"])
+        assert r["dtype"] == "uint8" and list(array.shape) == r["shape"]
+        png = np.asarray(Image.open(ran.run_dir / r["png"]))
+        assert np.array_equal(png, array)  # the PNG shows exactly the recorded bytes
+        if r["arg"] == 0:
+            assert r["type"] == "uchar4*"
+            assert np.array_equal(array, uyvy.reshape(H, W, 4))
+        elif r["phase"] == "after":
+            assert np.array_equal(array, left if r["arg"] == 2 else right)
+        else:
+            # Before the kernel the outputs hold the previous frame (or nothing):
+            # the kernel wrote every pixel, so before and after differ.
+            assert not np.array_equal(array, left if r["arg"] == 2 else right)
+        assert r["file"].endswith(".npy") and "<" not in r["file"] and ":" not in r["file"]
+
+
+def test_max_bytes_stops_snapshots_not_the_program(fake, cudump_run, bare_run):
+    program = [str(fake.programs["zed"]), "3", "--size", f"{W}x{H}"]
+    one_launch = 2 * (W * H * 4) * 3  # args 0, 2, 3 before and after
+    ran = cudump_run(program, "--rule", str(ZED_RULE), "--max-bytes", str(one_launch))
+    assert ran.returncode == 0
+    assert ran.stdout == bare_run(program).stdout
+    assert f"--max-bytes {one_launch} reached" in ran.stderr
+    records = manifest(ran.run_dir)
+    assert {r["launch"] for r in records} == {min(r["launch"] for r in records)}
+    assert len(records) == 6
+
+
+def test_launch_filters_pick_the_nth_launches(fake, cudump_run, tmp_path):
+    rule = tmp_path / "second.yaml"
+    rule.write_text(
+        'rules:\n  - kernel: "nv12_to_uyvy"\n    match: base\n    skip: 1\n    count: 1\n'
+        '    args: [2]\n    when: after\n    format: npy\n'
+        '    overrides:\n      2: {dtype: uint8, width: "arg4 * 2", height: arg5, pitch: arg3}\n')
+    ran = cudump_run([str(fake.programs["zed"]), "3", "--size", f"{W}x{H}"], "--rule", str(rule))
+    assert ran.returncode == 0, ran.stderr
+    [record] = manifest(ran.run_dir)
+    assert record["occurrence"] == 2 and record["png"] is None
+    uyvy, _, _ = pipeline(W, H, 1)
+    assert np.array_equal(np.load(ran.run_dir / record["file"]), uyvy)
+
+
+def test_a_pointer_cudump_cannot_resolve_is_recorded_not_fatal(fake, cudump_run, tmp_path):
+    # arg 1 of FrP0k is an int (the pitch), not a buffer: asking for it as a
+    # pointer must give a manifest record saying why, and the run goes on.
+    rule = tmp_path / "bad-arg.yaml"
+    rule.write_text('rules:\n  - kernel: "device::FrP0k5607tPV*"\n    args: [1]\n'
+                    '    when: before\n')
+    ran = cudump_run([str(fake.programs["zed"]), "1", "--size", f"{W}x{H}"], "--rule", str(rule))
+    assert ran.returncode == 0, ran.stderr
+    [record] = manifest(ran.run_dir)
+    assert record["status"] == "error" and record["file"] is None
+    assert "not in any tracked allocation" in record["reason"]
+    assert "cudump: warning: no snapshot of" in ran.stderr
+
+
+@pytest.mark.parametrize("text, message", [
+    ("rules:\n  - kernel: 'x'\n    colour: red\n",
+     "bad.yaml:3: field 'colour': unknown key"),
+    ("rules:\n  - kernel: 're:(unclosed'\n",
+     "bad.yaml:2: field 'kernel':"),
+])
+def test_a_bad_rule_file_is_one_line_and_nothing_runs(fake, cudump_run, tmp_path, text, message):
+    rule = tmp_path / "bad.yaml"
+    rule.write_text(text)
+    marker = tmp_path / "ran"
+    ran = cudump_run(["/bin/sh", "-c", f"touch {marker}"], "--rule", str(rule))
+    assert ran.returncode == 2
+    [line] = ran.stderr.strip().splitlines()
+    assert line.startswith("cudump: error: ") and message in line
+    assert not marker.exists()
