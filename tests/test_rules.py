@@ -308,12 +308,13 @@ ERRORS = [
     ("rules:\n  - kernel: a\n    args: [0, 2]\n    overrides:\n      5: {dtype: uint8}\n", 5,
      "overrides.5", "argument 5 is not in 'args' [0, 2]; add it there"),
     ("rules:\n  - kernel: a\n    overrides:\n      2: uint8\n", 4, "overrides.2",
-     "expected a mapping of settings (dtype, channels, width, height, pitch, count, range), "
+     "expected a mapping of settings (dtype, channels, width, height, pitch, count, range, "
+     "field), "
      "got 'uint8'"),
     ("rules:\n  - kernel: a\n    overrides:\n      2:\n        dtype: uint8\n        hight: 3\n",
      6, "overrides.2.hight",
      "unknown key; did you mean 'height'? (expected one of: dtype, channels, width, height, "
-     "pitch, count, range)"),
+     "pitch, count, range, field)"),
     ("rules:\n  - kernel: a\n    overrides:\n      2: {dtype: uchar8}\n", 4,
      "overrides.2.dtype", "unknown dtype 'uchar8'; use a numpy name (uint8, uint16, int32, "
      "float16, float32, ...) or a CUDA type (uchar4, float2, ...)"),
@@ -343,6 +344,9 @@ ERRORS = [
      "overrides.2.range", "expected [low, high] with low < high, got [0, 'x', 2]"),
     ("rules:\n  - kernel: a\n    overrides:\n      2: {range: 1}\n", 4,
      "overrides.2.range", "expected [low, high] with low < high, got 1"),
+    ("rules:\n  - kernel: a\n    overrides:\n      2: {field: 4}\n", 4,
+     "overrides.2.field",
+     "expected the byte offset of a pointer inside the argument (0, 8, 16, ...), got 4"),
 ]
 
 
