@@ -175,6 +175,9 @@ class Snapshotter:
         for rule in taken:
             for index in rule.selected_args(args):
                 override = rule.overrides.get(index)
+                if (rule.args == "pointers" and args[index].type is None and override is None
+                        and (index, 0) not in allocs):
+                    continue  # an untyped word that points nowhere is not a pointer
                 arg, where = _pointer_of(args[index], override)
                 for phase in ("before", "after"):
                     if phase not in rule.when:

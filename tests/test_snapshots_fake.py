@@ -105,3 +105,20 @@ def test_a_bad_rule_file_is_one_line_and_nothing_runs(fake, cudump_run, tmp_path
     [line] = ran.stderr.strip().splitlines()
     assert line.startswith("cudump: error: ") and message in line
     assert not marker.exists()
+
+
+def test_untyped_pointers_are_recognised_by_their_allocation(fake, cudump_run, tmp_path):
+    # `scale` is extern "C": no signature, so only values that fall in a
+    # tracked allocation are taken as pointers (arg 0), not its float or int.
+    rule = tmp_path / "scale.yaml"
+    rule.write_text('rules:\n  - kernel: "scale"\n    args: pointers\n    format: npy\n')
+    ran = cudump_run([str(fake.programs["linked"])], "--rule", str(rule))
+    assert ran.returncode == 0, ran.stderr
+    records = manifest(ran.run_dir)
+    assert len(records) == 2 * 2  # two launches, before and after
+    assert {r["arg"] for r in records} == {0}
+    assert all(r["status"] == "ok" and r["type"] is None for r in records)
+    for launch in {r["launch"] for r in records}:
+        before, after = (np.load(ran.run_dir / r["file"]).view(np.float32) for r in sorted(
+            (r for r in records if r["launch"] == launch), key=lambda r: r["phase"] != "before"))
+        assert before.shape == after.shape and not np.array_equal(before, after)
