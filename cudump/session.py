@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
@@ -357,6 +358,6 @@ class Session:
             signal.signal(signal.SIGTERM, old_term)
 
     def _drain(self) -> None:
-        deadline = DRAIN_SECONDS
+        deadline = time.monotonic() + DRAIN_SECONDS
         for thread in list(self._threads):
-            thread.join(timeout=deadline)
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))

@@ -28,7 +28,7 @@ from cudump.errors import CudumpError
 from cudump.geometry import Allocation, CopyPlan, GeometryError, plan_copy
 from cudump.imaging import is_image_like, render, save_png
 from cudump.manifest import ManifestWriter, SnapshotRecord
-from cudump.rules import Rule
+from cudump.rules import ArgOverride, Rule
 from cudump.signature import Signature, parse_signature
 from cudump.summary import RunSummary
 
@@ -349,9 +349,9 @@ class Snapshotter:
                 pass
 
 
-def _pointer_of(arg: ArgValue, override: Any) -> tuple[ArgValue | None, int]:
+def _pointer_of(arg: ArgValue, override: ArgOverride | None) -> tuple[ArgValue | None, int]:
     """The argument itself, or the pointer at `field` inside a by-value struct argument."""
-    field_offset = getattr(override, "field", None)
+    field_offset = override.field if override is not None else None
     if field_offset is None:
         return arg, 0
     raw = arg.raw[field_offset:field_offset + 8]
