@@ -7,6 +7,7 @@ tools (`cudump diff`, `ls`, `show`).
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ class SnapshotRecord:
     status: str = "ok"               # "ok" or "error"
     reason: str | None = None        # why, when status is "error"
     range: list[float] | None = None  # value range a float PNG was rendered with
+    device: int | None = None        # CUDA device ordinal of the launch
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
@@ -83,10 +85,13 @@ class ManifestWriter:
         self.path = Path(run_dir) / MANIFEST
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file = self.path.open("a", encoding="utf-8")
+        self._lock = threading.Lock()
 
     def append(self, record: SnapshotRecord) -> None:
-        self._file.write(record.to_json() + "\n")
-        self._file.flush()
+        line = record.to_json() + "\n"
+        with self._lock:  # the writer thread, connections and the prompt all append
+            self._file.write(line)
+            self._file.flush()
 
     def close(self) -> None:
         self._file.close()

@@ -63,7 +63,8 @@ FORMATS = frozenset({"npy", "png"})
 SUBJECTS = ("demangled", "mangled", "base")
 _Subject = Literal["demangled", "mangled", "base"]
 RULE_KEYS = ("name", "kernel", "match", "skip", "count", "every", "args", "when", "format",
-             "overrides")
+             "overrides", "action")
+ACTIONS = ("snapshot", "break")
 OVERRIDE_KEYS = ("dtype", "channels", "width", "height", "pitch", "count", "range", "field")
 
 
@@ -122,6 +123,7 @@ class Rule:
     when: frozenset[str] = PHASES
     formats: frozenset[str] = FORMATS
     overrides: dict[int, ArgOverride] = field(default_factory=dict)
+    action: str = "snapshot"      # "snapshot" | "break" (stop at the prompt)
 
     def matches(self, demangled: str, mangled: str) -> bool:
         """Whether the rule wants this function; the caller caches it per function."""
@@ -312,6 +314,7 @@ class _Reader:
             when=self.phases(entries.get("when"), "when", PHASES, "before, after or both"),
             formats=self.phases(entries.get("format"), "format", FORMATS, "npy, png or both"),
             overrides=self.overrides(entries.get("overrides"), args),
+            action=self.choice(entries.get("action"), "action", ACTIONS, "snapshot"),
         )
         return rule
 

@@ -1,83 +1,57 @@
 """The controller: runs the target under the shim and serves one connection per process.
 
 The shim is mechanism and this is policy: each process tells the controller
-which kernel functions it meets, the controller decides once per function what
-it wants of it (trace, snapshots), and the shim caches the answer so that a
-launch nobody wants never comes here.
+which kernel functions it meets, the controller decides what it wants of each
+(trace, snapshots, stops), and the shim caches the answer with the control
+generation it holds for, so that a launch nobody wants never comes here.
+When breakpoints or rules change, the controller bumps the generation in every
+process's control page and each function is asked about again at its next
+launch.
+
+Messages are dispatched through a table keyed by the protocol's message kind.
 """
 
 from __future__ import annotations
 
-import json
+import hmac
 import os
+import secrets
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol
 
-from cudump.demangle import demangle
+from cudump import protocol as p
+from cudump.console import say, warn
+from cudump.debugger import DebugController
 from cudump.errors import CudumpError
+from cudump.manifest import ManifestWriter
+from cudump.process import (
+    FuncInfo,
+    ProcessState,
+    decode_func,
+    decode_launch,
+    pointer_allocation,
+)
 from cudump.rules import Rule
+from cudump.shared import SharedFile
 from cudump.shim import preload_env
+from cudump.snapshots import Snapshotter
 from cudump.summary import RunSummary
 from cudump.trace import TraceWriter
-
-WANT_TRACE = 1
-WANT_SNAPSHOT = 2
-OPTION_TRACE_GRAPHS = 1
 
 # How long to wait, once the target has exited, for its processes' last
 # messages (children that outlive it are not waited for longer than this).
 DRAIN_SECONDS = 5.0
-
-
-@dataclass
-class FuncInfo:
-    """A kernel function as one process knows it."""
-
-    id: int
-    handle: str
-    mangled: str
-    demangled: str
-    params: list[tuple[int, int]] | None  # (offset, size) per parameter, from the driver
-    wants: int = 0
-    launches: int = 0
-
-
-@dataclass
-class ProcessState:
-    pid: int
-    ppid: int
-    exe: str
-    funcs: dict[int, FuncInfo] = field(default_factory=dict)
-    allocations: dict[int, tuple[str, int]] = field(default_factory=dict)  # base -> (kind, size)
-    stats: dict[str, Any] | None = None
-    traced_launches: int = 0
-
-
-class SnapshotPolicy(Protocol):
-    """What the snapshot side of the controller offers the connection loop."""
-
-    def greeting(self, proc: ProcessState) -> tuple[str, int]: ...
-
-    def wants(self, func: FuncInfo) -> bool: ...
-
-    def fill(self, summary: RunSummary) -> None: ...
-
-    def handle(self, proc: ProcessState, message: dict[str, Any], reply: ReplyFn) -> None: ...
-
-    def close(self) -> None: ...
-
-
-class ReplyFn(Protocol):
-    def __call__(self, line: str) -> None: ...
+_UCRED = struct.Struct("3i")
 
 
 @dataclass
@@ -88,51 +62,89 @@ class RunOptions:
     rules: list[Rule] = field(default_factory=list)
     max_bytes: int | None = None
     staging_bytes: int = 256 << 20
+    breaks: list[str] = field(default_factory=list)
+    batch: Path | None = None
+
+    @property
+    def debugging(self) -> bool:
+        return bool(self.breaks or self.batch or any(r.action == "break" for r in self.rules))
 
 
 class Controller:
     """State shared by all connections of one run."""
 
-    def __init__(self, options: RunOptions, snapshots: SnapshotPolicy | None = None) -> None:
+    def __init__(self, options: RunOptions, private: Path) -> None:
         self.options = options
-        self.snapshots = snapshots
+        self.private = private
+        self.token = secrets.token_hex(p.TOKEN_SIZE // 2)
         self.trace = TraceWriter(options.run_dir) if options.trace else None
         self.lock = threading.Lock()
         self.processes: list[ProcessState] = []
+        self.shared: dict[int, SharedFile] = {}
+        self.generation = 1
         self.allocations = 0
         self.live_bytes = 0
         self.peak_bytes = 0
+        self.protocol_errors = 0
+        self._manifest: ManifestWriter | None = None
+        snapshot_rules = [r for r in options.rules if r.action == "snapshot"]
+        self.snapshots = (Snapshotter(snapshot_rules, options.run_dir, options.max_bytes,
+                                      self.manifest) if snapshot_rules else None)
+        self.debugger = DebugController(self) if options.debugging else None
         self._closed = False
+
+    @property
+    def manifest(self) -> ManifestWriter:
+        with self.lock:
+            if self._manifest is None:
+                self._manifest = ManifestWriter(self.options.run_dir)
+            return self._manifest
 
     # -- decisions ----------------------------------------------------------------
 
-    def decide(self, func: FuncInfo) -> int:
-        wants = WANT_TRACE if self.options.trace else 0
-        if self.snapshots is not None and self.snapshots.wants(func):
-            wants |= WANT_SNAPSHOT
-        return wants
+    def decide(self, proc: ProcessState, func: FuncInfo) -> int:
+        wants = p.Want.TRACE if self.options.trace else p.Want(0)
+        if self.snapshots is not None and self.snapshots.wants(proc, func):
+            wants |= p.Want.SNAPSHOT
+        if self.debugger is not None and self.debugger.wants_stop(func):
+            wants |= p.Want.STOP
+        return int(wants)
 
-    # -- bookkeeping ----------------------------------------------------------------
+    def bump(self) -> int:
+        """Wants may have changed: every process asks again at its next launch."""
+        with self.lock:
+            self.generation += 1
+            for shared in self.shared.values():
+                shared.set_generation(self.generation)
+            return self.generation
 
-    def add_process(self, proc: ProcessState) -> None:
+    def each_shared(self, fn: Callable[[SharedFile], None]) -> None:
+        with self.lock:
+            for shared in self.shared.values():
+                fn(shared)
+
+    # -- bookkeeping --------------------------------------------------------------
+
+    def add_process(self, proc: ProcessState, shared: SharedFile) -> None:
         with self.lock:
             self.processes.append(proc)
+            self.shared[proc.pid] = shared
+            shared.set_generation(self.generation)
 
-    def on_alloc(self, proc: ProcessState, message: dict[str, Any]) -> None:
-        base, size, kind = int(message["ptr"], 16), int(message["size"]), message["kind"]
+    def on_memory(self, proc: ProcessState, fields: dict[str, int]) -> None:
+        op, base = fields["op"], fields["base"]
         with self.lock:
-            proc.allocations[base] = (kind, size)
-            if kind != "host":
-                self.allocations += 1
-                self.live_bytes += size
-                self.peak_bytes = max(self.peak_bytes, self.live_bytes)
-
-    def on_free(self, proc: ProcessState, message: dict[str, Any]) -> None:
-        base = int(message["ptr"], 16)
-        with self.lock:
-            kind, size = proc.allocations.pop(base, ("host", 0))
-            if kind != "host":
-                self.live_bytes -= size
+            if op in (p.MemoryOp.ALLOC, p.MemoryOp.MAP):
+                alloc = pointer_allocation(fields)
+                proc.allocations[base] = alloc
+                if op == p.MemoryOp.ALLOC and alloc.kind != "host":
+                    self.allocations += 1
+                    self.live_bytes += alloc.size
+                    self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+            else:
+                gone = proc.allocations.pop(base, None)
+                if op == p.MemoryOp.FREE and gone is not None and gone.kind != "host":
+                    self.live_bytes -= gone.size
 
     def summary(self, exit_status: int) -> RunSummary:
         result = RunSummary(exit_status=exit_status, allocations=self.allocations,
@@ -142,11 +154,9 @@ class Controller:
                 result.processes += 1
                 result.pids.append(proc.pid)
                 if proc.stats is not None:
-                    counts = {int(fid): int(n) for fid, n in proc.stats.get("funcs", [])}
-                    captured = int(proc.stats.get("captured", 0))
-                    graphs = int(proc.stats.get("graph", 0))
-                    result.captured_launches += captured
-                    result.graph_launches += graphs
+                    counts = dict(proc.stats["funcs"])
+                    result.captured_launches += int(proc.stats["captured"])
+                    result.graph_launches += int(proc.stats["graph_launches"])
                 else:
                     # The process ended without saying goodbye (killed, _exit):
                     # count what it reported as it went.
@@ -164,10 +174,20 @@ class Controller:
         if self._closed:
             return
         self._closed = True
+        if self.debugger is not None:
+            self.debugger.close()
         if self.trace is not None:
             self.trace.close()
         if self.snapshots is not None:
             self.snapshots.close()
+        with self.lock:
+            if self._manifest is not None:
+                self._manifest.close()
+            for shared in self.shared.values():
+                shared.close()
+
+
+Handler = Callable[[p.Message], None]
 
 
 class Connection:
@@ -177,88 +197,201 @@ class Connection:
         self.controller = controller
         self.sock = sock
         self.proc: ProcessState | None = None
+        self.shared: SharedFile | None = None
+        self.handlers: dict[int, Handler] = {
+            p.Kind.HELLO: self.on_hello,
+            p.Kind.FUNC: self.on_func,
+            p.Kind.ASK: self.on_ask,
+            p.Kind.LAUNCH: self.on_launch,
+            p.Kind.GRAPH: self.on_graph,
+            p.Kind.MEMORY: self.on_memory,
+            p.Kind.STATS: self.on_stats,
+            p.Kind.BEGIN: self.on_begin,
+            p.Kind.END: self.on_end,
+            p.Kind.STOPPED: self.on_stopped,
+        }
 
-    def reply(self, line: str) -> None:
-        self.sock.sendall(line.encode() + b"\n")
+    def send(self, kind: p.Kind, payload: bytes = b"", tag: int = 0) -> None:
+        self.sock.sendall(p.encode(kind, payload, tag))
+
+    def receive(self) -> p.Message | None:
+        return p.read_message(self.sock)
 
     def serve(self) -> None:
-        reader: BinaryIO = self.sock.makefile("rb")
         try:
-            for raw in reader:
-                try:
-                    message = json.loads(raw)
-                except json.JSONDecodeError:
-                    continue
-                self.dispatch(message)
+            while True:
+                msg = self.receive()
+                if msg is None:
+                    break
+                handler = self.handlers.get(msg.kind)
+                if handler is None or (self.proc is None and msg.kind != p.Kind.HELLO):
+                    raise p.ProtocolError(f"unexpected message kind {msg.kind}")
+                handler(msg)
         except OSError:
             pass
+        except (p.ProtocolError, ValueError, KeyError, IndexError, struct.error) as err:
+            # A broken peer: drop it (the shim turns into a pass-through) and say so.
+            self.controller.protocol_errors += 1
+            who = f"process {self.proc.pid}" if self.proc else "a process"
+            warn(f"dropped the connection of {who}: {err}")
         finally:
-            reader.close()
+            if self.controller.debugger is not None:
+                self.controller.debugger.connection_closed(self)
             self.sock.close()
 
-    def dispatch(self, message: dict[str, Any]) -> None:
-        ev = message.get("ev")
+    # -- handlers -----------------------------------------------------------------
+
+    def on_hello(self, msg: p.Message) -> None:
+        if self.proc is not None:
+            raise p.ProtocolError("second hello")
         ctl = self.controller
-        if ev == "hello":
-            self.proc = ProcessState(int(message["pid"]), int(message["ppid"]), message["exe"])
-            ctl.add_process(self.proc)
-            options = OPTION_TRACE_GRAPHS if ctl.options.trace else 0
-            staging, size = ("-", 0)
-            if ctl.snapshots is not None:
-                staging, size = ctl.snapshots.greeting(self.proc)
-            self.reply(f"ok {options} {staging} {size}")
+        hello = p.HELLO.unpack(msg.payload)
+        if (hello["magic"] != p.MAGIC or hello["version"] != p.VERSION
+                or not hmac.compare_digest(hello["token"], ctl.token.encode())):
+            raise p.ProtocolError("hello without this run's token or protocol version")
+        exe = msg.payload[p.HELLO.size:].decode("utf-8", "replace")
+        self.proc = ProcessState(hello["pid"], hello["ppid"], exe)
+        self.shared = SharedFile(ctl.private / f"shared-{self.proc.pid}-{id(self):x}",
+                                 ctl.options.staging_bytes)
+        ctl.add_process(self.proc, self.shared)
+        options = p.Option.TRACE_GRAPHS if ctl.options.trace else p.Option(0)
+        payload = p.WELCOME.pack(version=p.VERSION, options=int(options),
+                                 staging_size=self.shared.staging_size)
+        self.send(p.Kind.WELCOME, payload + str(self.shared.path).encode() + b"\0")
+
+    def _wants_reply(self, func: FuncInfo) -> None:
+        ctl = self.controller
+        assert self.proc is not None
+        generation = ctl.generation
+        try:
+            func.wants = ctl.decide(self.proc, func)
+        except Exception as err:  # a rule that cannot be applied must not stop the others
+            warn(f"cannot decide what to do with {func.demangled}: {err}")
+            func.wants = 0
+        self.send(p.Kind.WANTS, p.WANTS.pack(wants=func.wants, generation=generation))
+
+    def on_func(self, msg: p.Message) -> None:
+        assert self.proc is not None
+        func = decode_func(msg.payload)
+        self.proc.funcs[func.id] = func
+        self._wants_reply(func)
+
+    def on_ask(self, msg: p.Message) -> None:
+        assert self.proc is not None
+        fid = p.ASK.unpack(msg.payload)["id"]
+        func = self.proc.funcs.get(fid)
+        if func is None:
+            self.send(p.Kind.WANTS, p.WANTS.pack(wants=0, generation=self.controller.generation))
             return
-        proc = self.proc
-        if proc is None:
+        self._wants_reply(func)
+
+    def on_launch(self, msg: p.Message) -> None:
+        assert self.proc is not None
+        event = decode_launch(msg.payload)
+        func = self.proc.funcs.get(event.func_id)
+        if func is None:
             return
-        if ev == "func":
-            params = message.get("params")
-            func = FuncInfo(
-                id=int(message["id"]),
-                handle=message["handle"],
-                mangled=message["name"],
-                demangled=demangle(message["name"]) if message["name"] else message["handle"],
-                params=[(int(o), int(s)) for o, s in params] if params is not None else None,
-            )
-            func.wants = ctl.decide(func)
-            proc.funcs[func.id] = func
-            self.reply(f"want {func.wants}")
-        elif ev == "launch":
-            func = proc.funcs.get(int(message["id"]))
-            if func is None:
-                return
-            if not message.get("captured") and int(message.get("rc", 0)) == 0:
-                func.launches += 1
-            if ctl.trace is not None and int(message.get("rc", 0)) == 0:
-                ctl.trace.write({
-                    "event": "launch", "launch": message["seq"], "pid": proc.pid,
-                    "kernel": func.demangled, "mangled": func.mangled,
-                    "grid": message["grid"], "block": message["block"], "smem": message["smem"],
-                    "stream": message["stream"], "api": message["api"],
-                    "captured": bool(message.get("captured")),
-                })
-        elif ev == "graph":
-            if ctl.trace is not None:
-                ctl.trace.write({
-                    "event": "graph-launch", "launch": message["seq"], "pid": proc.pid,
-                    "graph": message["exec"], "stream": message["stream"], "api": message["api"],
-                })
-        elif ev == "alloc":
-            ctl.on_alloc(proc, message)
-        elif ev == "free":
-            ctl.on_free(proc, message)
-        elif ev in ("map", "unmap"):
-            pass  # VMM address ranges: the physical memory behind them is counted
-        elif ev == "stats":
-            proc.stats = message
-        elif ctl.snapshots is not None:
-            ctl.snapshots.handle(proc, message, self.reply)
+        if not event.captured and event.rc == 0:
+            func.launches += 1
+        trace = self.controller.trace
+        if trace is not None and event.rc == 0:
+            record = {
+                "event": "launch", "launch": event.seq, "pid": self.proc.pid,
+                "device": event.device, "kernel": func.demangled, "mangled": func.mangled,
+                "grid": list(event.grid), "block": list(event.block), "smem": event.smem,
+                "stream": event.stream_hex, "api": event.api, "captured": event.captured,
+            }
+            trace.write(record)
+
+    def on_graph(self, msg: p.Message) -> None:
+        assert self.proc is not None
+        g = p.GRAPH.unpack(msg.payload)
+        if self.controller.trace is not None:
+            self.controller.trace.write({
+                "event": "graph-launch", "launch": g["seq"], "pid": self.proc.pid,
+                "device": g["device"], "graph": f"0x{g['exec']:x}",
+                "stream": f"0x{g['stream']:x}", "api": p.api_name(g["api"]),
+            })
+
+    def on_memory(self, msg: p.Message) -> None:
+        assert self.proc is not None
+        self.controller.on_memory(self.proc, p.MEMORY.unpack(msg.payload))
+
+    def on_stats(self, msg: p.Message) -> None:
+        assert self.proc is not None
+        st = p.STATS.unpack(msg.payload)
+        if st["nfuncs"] > (len(msg.payload) - p.STATS.size) // p.COUNT.size:
+            raise p.ProtocolError("stats count runs past the message")
+        funcs = []
+        for i in range(st["nfuncs"]):
+            c = p.COUNT.unpack(msg.payload, p.STATS.size + i * p.COUNT.size)
+            funcs.append((c["id"], c["launches"]))
+        st["funcs"] = funcs
+        self.proc.stats = st
+
+    def on_begin(self, msg: p.Message) -> None:
+        assert self.proc is not None and self.shared is not None
+        event = decode_launch(msg.payload)
+        func = self.proc.funcs.get(event.func_id)
+        copies = []
+        halt = None
+        if func is not None:
+            func.launches = max(func.launches, event.occurrence)
+            snapshots = self.controller.snapshots
+            if snapshots is not None and func.wants & p.Want.SNAPSHOT:
+                try:
+                    copies = snapshots.plan(self.proc, func, event, self.shared.staging_size)
+                except Exception as err:  # one failing launch never stops the others
+                    warn(f"no snapshots of launch {event.seq} of {func.demangled}: {err}")
+                    copies = []
+            debugger = self.controller.debugger
+            if debugger is not None:
+                halt = debugger.decide_halt(self, func, event)
+        flags = p.PlanFlag.HALT if halt else p.PlanFlag(0)
+        payload = p.PLAN.pack(flags=int(flags), ncopies=len(copies))
+        payload += b"".join(c.wire() for c in copies)
+        self.send(p.Kind.PLAN, payload, tag=event.seq)
+
+    def on_end(self, msg: p.Message) -> None:
+        assert self.proc is not None and self.shared is not None
+        end = p.END.unpack(msg.payload)
+        n = end["ncopies"]
+        if n > p.MAX_COPIES or len(msg.payload) < p.END.size + 4 * n:
+            raise p.ProtocolError("end message with a bad copy count")
+        codes = list(struct.unpack_from(f"<{n}i", msg.payload, p.END.size))
+        if self.controller.snapshots is not None:
+            try:
+                self.controller.snapshots.collect(self.proc, msg.tag, end["launch_rc"],
+                                                  end["sync_rc"], codes, self.shared.staging)
+            except Exception as err:
+                warn(f"snapshots of launch {msg.tag} are lost: {err}")
+        self.send(p.Kind.ACK, tag=msg.tag)
+
+    def on_stopped(self, msg: p.Message) -> None:
+        stopped = p.STOPPED.unpack(msg.payload)
+        debugger = self.controller.debugger
+        if debugger is None:
+            raise p.ProtocolError("a stop nobody asked for")
+        debugger.serve_stop(self, msg.tag, stopped)
+
+    # -- requests while a launch is held (called by the debugger on this thread) ---
+
+    def request(self, kind: p.Kind, payload: bytes = b"") -> tuple[int, bytes]:
+        """Sends a command to the held launch; returns (rc, data) of its MSG_RESULT."""
+        self.send(kind, payload)
+        msg = self.receive()
+        if msg is None:
+            raise OSError("the process went away")
+        if msg.kind != p.Kind.RESULT:
+            raise p.ProtocolError(f"expected a result, got message kind {msg.kind}")
+        r = p.RESULT.unpack(msg.payload)
+        return r["rc"], bytes(msg.payload[p.RESULT.size:p.RESULT.size + r["nbytes"]])
 
 
 def default_run_dir(base: Path = Path("cudump-out")) -> Path:
     """A fresh numbered directory under cudump-out/."""
     base.mkdir(parents=True, exist_ok=True)
-    numbers = [int(p.name) for p in base.iterdir() if p.name.isdigit()]
+    numbers = [int(q.name) for q in base.iterdir() if q.name.isdigit()]
     n = max(numbers, default=0) + 1
     while True:
         try:
@@ -277,8 +410,16 @@ def exit_status_of(returncode: int, program: str) -> int:
         name = signal.Signals(signum).name
     except ValueError:
         name = f"signal {signum}"
-    print(f"cudump: {program} was killed by {name} (signal {signum})", file=sys.stderr)
+    say(f"cudump: {program} was killed by {name} (signal {signum})")
     return 128 + signum
+
+
+def _peer_uid(sock: socket.socket) -> int | None:
+    try:
+        data = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
+    except OSError:
+        return None
+    return _UCRED.unpack(data)[1]
 
 
 class Session:
@@ -288,18 +429,13 @@ class Session:
         self.options = options
         self._threads: list[threading.Thread] = []
         self._server: socket.socket | None = None
+        self.child: subprocess.Popen[bytes] | None = None
         # Private to this user (mode 0700); in shared memory where there is
-        # some, since the snapshot staging files live here too.
+        # some, since the shared staging files live here too.
         shm = Path("/dev/shm")
         where = str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
         self.private = Path(tempfile.mkdtemp(prefix="cudump-", dir=where))
-        snapshots = None
-        if options.rules:
-            from cudump.snapshots import Snapshotter
-
-            snapshots = Snapshotter(options.rules, options.run_dir, self.private,
-                                    options.max_bytes, options.staging_bytes)
-        self.controller = Controller(options, snapshots)
+        self.controller = Controller(options, self.private)
 
     def _accept_loop(self) -> None:
         assert self._server is not None
@@ -308,42 +444,71 @@ class Session:
                 sock, _ = self._server.accept()
             except OSError:
                 return
+            if _peer_uid(sock) != os.geteuid():
+                sock.close()  # only this user's processes may talk to the controller
+                continue
             conn = Connection(self.controller, sock)
             thread = threading.Thread(target=conn.serve, name="cudump-conn", daemon=True)
             self._threads.append(thread)
             thread.start()
 
     def run(self) -> int:
-        private = self.private
-        socket_path = private / "ctl.sock"
+        socket_path = self.private / "ctl.sock"
         self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._server.bind(str(socket_path))
         self._server.listen(64)
         acceptor = threading.Thread(target=self._accept_loop, name="cudump-accept", daemon=True)
         acceptor.start()
         program = self.options.argv[0]
+        debugger = self.controller.debugger
         try:
             env = preload_env(dict(os.environ), socket_path)
+            env["CUDUMP_TOKEN"] = self.controller.token
+            env["CUDUMP_CONTROLLER_PID"] = str(os.getpid())
             try:
-                child = subprocess.Popen(self.options.argv, env=env)
+                # Under the prompt the target gets its own process group, so that
+                # Ctrl-C in the terminal reaches cudump (which stops the target at
+                # its next launch) rather than killing the target.
+                self.child = subprocess.Popen(self.options.argv, env=env,
+                                              process_group=0 if debugger else None)
             except FileNotFoundError:
                 raise CudumpError(f"cannot run {program}: no such file or command "
                                   "(check the path, or put it on PATH)", exit_code=127) from None
             except PermissionError:
                 raise CudumpError(f"cannot run {program}: permission denied "
                                   "(is it executable?)", exit_code=126) from None
-            returncode = self._wait(child)
+            except OSError as err:
+                raise CudumpError(f"cannot run {program}: {err.strerror}",
+                                  exit_code=126) from None
+            if debugger is not None:
+                returncode = self._debug(debugger, self.child)
+            else:
+                returncode = self._wait(self.child)
             status = exit_status_of(returncode, program)
             self._drain()
             self.controller.close()  # waits for the last snapshots to be written
             summary = self.controller.summary(status)
-            print(summary.line(), file=sys.stderr)
+            say(summary.line())
             summary.write(self.options.run_dir)
             return status
         finally:
             self._server.close()
             self.controller.close()
-            shutil.rmtree(private, ignore_errors=True)
+            shutil.rmtree(self.private, ignore_errors=True)
+
+    def _debug(self, debugger: DebugController, child: subprocess.Popen[bytes]) -> int:
+        from cudump.prompt import run_prompt
+
+        debugger.attach(child)
+        waiter = threading.Thread(target=debugger.watch, args=(child,), name="cudump-wait",
+                                  daemon=True)
+        waiter.start()
+        old_term = signal.signal(signal.SIGTERM, lambda *_: debugger.end())
+        try:
+            run_prompt(debugger, batch=self.options.batch, stdin_is_tty=sys.stdin.isatty())
+        finally:
+            signal.signal(signal.SIGTERM, old_term)
+        return self._wait(child)
 
     @staticmethod
     def _wait(child: subprocess.Popen[bytes]) -> int:

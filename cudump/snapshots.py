@@ -11,32 +11,26 @@ manifest record. PNG encoding never happens while the target waits.
 
 from __future__ import annotations
 
-import mmap
-import os
 import queue
 import re
-import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Protocol
 
 import numpy as np
 
+from cudump import protocol as p
 from cudump.args import ArgValue, arg_values, decode_args
-from cudump.errors import CudumpError
-from cudump.geometry import Allocation, CopyPlan, GeometryError, plan_copy
+from cudump.console import warn
+from cudump.geometry import CopyPlan, GeometryError, plan_copy
 from cudump.imaging import is_image_like, render, save_png
 from cudump.manifest import ManifestWriter, SnapshotRecord
+from cudump.process import FuncInfo, LaunchEvent, ProcessState
 from cudump.rules import ArgOverride, Rule
 from cudump.signature import Signature, parse_signature
 from cudump.summary import RunSummary
 
-if TYPE_CHECKING:
-    from cudump.session import FuncInfo, ProcessState, ReplyFn
-
-STAGING_ALIGN = 256
-MAX_COPIES = 120  # the shim takes at most 128 copies per launch
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -50,15 +44,15 @@ def safe_name(text: str, limit: int = 60) -> str:
 class PlannedCopy:
     plan: CopyPlan
     phase: str          # "before" | "after"
-    offset: int         # in the staging file
+    offset: int         # in the staging area
     rule: Rule
+    record: SnapshotRecord
 
-
-@dataclass
-class PendingLaunch:
-    func: FuncInfo
-    message: dict[str, Any]
-    copies: list[PlannedCopy]
+    def wire(self) -> bytes:
+        pl = self.plan
+        return p.COPY.pack(phase=int(p.Phase.BEFORE if self.phase == "before" else p.Phase.AFTER),
+                           src=pl.address, width=pl.width_bytes, height=pl.height,
+                           pitch=pl.pitch, offset=self.offset)
 
 
 @dataclass
@@ -69,11 +63,9 @@ class FuncRules:
 
 @dataclass
 class ProcessSnapshots:
-    staging_path: Path
-    staging_size: int
-    staging: mmap.mmap | None = None
     matches: dict[int, int] = field(default_factory=dict)   # id(rule) -> matching launches
-    pending: dict[int, PendingLaunch] = field(default_factory=dict)  # seq -> launch
+    pending: dict[int, list[PlannedCopy]] = field(default_factory=dict)  # seq -> copies
+    rules: dict[int, FuncRules] = field(default_factory=dict)  # function id -> rules
 
 
 @dataclass
@@ -85,72 +77,45 @@ class WriteJob:
 
 
 class Snapshotter:
-    """The snapshot policy of one run (implements session.SnapshotPolicy)."""
+    """The snapshot policy of one run: which launches, which copies, and writing them."""
 
-    def __init__(self, rules: list[Rule], run_dir: Path, staging_dir: Path,
-                 max_bytes: int | None, staging_bytes: int) -> None:
-        self.rules = rules
+    def __init__(self, rules: list[Rule], run_dir: Path, max_bytes: int | None,
+                 manifest: ManifestWriter) -> None:
+        self.rules = [r for r in rules if r.action == "snapshot"]
         self.run_dir = run_dir
-        self.staging_dir = staging_dir
         self.max_bytes = max_bytes
-        self.staging_bytes = staging_bytes
         self.lock = threading.Lock()
-        self.func_rules: dict[tuple[int, int], FuncRules] = {}
         self.processes: dict[int, ProcessSnapshots] = {}
         self.planned_bytes = 0
         self.stopped = False
         self.written = 0
         self.failed = 0
         self.bytes_written = 0
-        self.manifest = ManifestWriter(run_dir)
+        self.manifest = manifest
         self.jobs: queue.Queue[WriteJob | None] = queue.Queue(maxsize=64)
         self.writer = threading.Thread(target=self._write_loop, name="cudump-writer", daemon=True)
         self.writer.start()
 
-    # -- per process -----------------------------------------------------------
-
-    def greeting(self, proc: ProcessState) -> tuple[str, int]:
-        """Create the process's staging file; returns its path and size for the shim."""
-        path = self.staging_dir / f"staging-{proc.pid}"
-        with open(path, "wb") as f:
-            f.truncate(self.staging_bytes)  # sparse until the shim writes into it
+    def _proc(self, pid: int) -> ProcessSnapshots:
         with self.lock:
-            self.processes[proc.pid] = ProcessSnapshots(path, self.staging_bytes)
-        return str(path), self.staging_bytes
-
-    def _staging(self, ps: ProcessSnapshots) -> mmap.mmap:
-        if ps.staging is None:
-            with open(ps.staging_path, "r+b") as f:
-                ps.staging = mmap.mmap(f.fileno(), ps.staging_size)
-        return ps.staging
+            return self.processes.setdefault(pid, ProcessSnapshots())
 
     # -- decisions ----------------------------------------------------------------
 
-    def wants(self, func: FuncInfo) -> bool:
+    def wants(self, proc: ProcessState, func: FuncInfo) -> bool:
         matched = [r for r in self.rules if r.matches(func.demangled, func.mangled)]
         if not matched:
             return False
-        sig = parse_signature(func.demangled)
-        with self.lock:
-            self.func_rules[(id(func), func.id)] = FuncRules(sig, matched)
+        self._proc(proc.pid).rules[func.id] = FuncRules(parse_signature(func.demangled), matched)
         return True
 
-    def handle(self, proc: ProcessState, message: dict[str, Any], reply: ReplyFn) -> None:
-        ev = message.get("ev")
-        if ev == "snap":
-            reply(self._plan(proc, message))
-        elif ev == "snapped":
-            self._collect(proc, message)
-            reply("done")
-
-    def _plan(self, proc: ProcessState, message: dict[str, Any]) -> str:
-        func = proc.funcs.get(int(message["id"]))
-        ps = self.processes.get(proc.pid)
-        if func is None or ps is None:
-            return "plan"
-        fr = self.func_rules.get((id(func), func.id))
+    def plan(self, proc: ProcessState, func: FuncInfo, event: LaunchEvent,
+             staging_size: int) -> list[PlannedCopy]:
+        """The copies to make around this launch (remembered until `collect`)."""
+        ps = self._proc(proc.pid)
+        fr = ps.rules.get(func.id)
         if fr is None:
-            return "plan"
+            return []
         taken: list[Rule] = []
         for rule in fr.rules:
             n = ps.matches.get(id(rule), 0) + 1
@@ -158,25 +123,24 @@ class Snapshotter:
             if rule.selects(n):
                 taken.append(rule)
         if not taken or self.stopped:
-            return "plan"
-        if message.get("args") is None:
+            return []
+        ctx = _Launch(proc, func, event)
+        if event.raw_args is None:
             for rule in taken:
-                self._error(proc, func, message, None, "before", rule,
+                self._error(ctx, None, "before", rule,
                             "the driver gave no parameter layout for this kernel "
                             "(cuFuncGetParamInfo needs driver 12.4 or newer)")
-            return "plan"
-        raw = [bytes.fromhex(h) if h is not None else b"" for h in message["args"]]
-        args = decode_args(fr.signature, raw)
+            return []
+        args = decode_args(fr.signature, event.raw_args)
         values = arg_values(args)
-        allocs = {(int(p["arg"]), int(p.get("off", 0))): _allocation(p)
-                  for p in message.get("ptrs", [])}
         copies: list[PlannedCopy] = []
+        stems: set[str] = set()
         offset = 0
         for rule in taken:
             for index in rule.selected_args(args):
                 override = rule.overrides.get(index)
                 if (rule.args == "pointers" and args[index].type is None and override is None
-                        and (index, 0) not in allocs):
+                        and (index, 0) not in event.pointers):
                     continue  # an untyped word that points nowhere is not a pointer
                 arg, where = _pointer_of(args[index], override)
                 for phase in ("before", "after"):
@@ -185,28 +149,34 @@ class Snapshotter:
                     try:
                         if arg is None:
                             raise GeometryError(
-                                f"argument {index} has {len(args[index].raw)} bytes, no pointer "
-                                f"at byte {where}")
-                        plan = plan_copy(arg, allocs.get((index, where)), override, values)
-                    except GeometryError as err:
-                        self._error(proc, func, message, arg, phase, rule, str(err))
+                                f"argument {index} has {len(args[index].raw)} bytes, so there "
+                                f"is no pointer at byte {where}")
+                        plan = plan_copy(arg, event.pointers.get((index, where)), override,
+                                         values)
+                    except (GeometryError, ArithmeticError, RecursionError) as err:
+                        self._error(ctx, args[index], phase, rule, str(err))
                         continue
-                    if not message.get("staging"):
-                        self._error(proc, func, message, arg, phase, rule,
-                                    "the shim could not map the staging area")
+                    if len(copies) >= p.MAX_COPIES:
+                        self._error(ctx, args[index], phase, rule,
+                                    f"more than {p.MAX_COPIES} buffers in one launch; narrow "
+                                    "the rule's args")
                         continue
-                    if offset + plan.nbytes > ps.staging_size or len(copies) >= MAX_COPIES:
-                        self._error(proc, func, message, arg, phase, rule,
+                    if offset + plan.nbytes > staging_size:
+                        self._error(ctx, args[index], phase, rule,
                                     f"{plan.nbytes} bytes do not fit the staging area "
-                                    f"({ps.staging_size} bytes); raise --staging")
+                                    f"({staging_size} bytes, {staging_size - offset} free for "
+                                    "this launch); raise --staging")
                         continue
                     if not self._budget(plan.nbytes):
-                        return self._encode(copies)
-                    copies.append(PlannedCopy(plan, phase, offset, rule))
-                    offset += -(-plan.nbytes // STAGING_ALIGN) * STAGING_ALIGN
+                        self._error(ctx, args[index], phase, rule,
+                                    f"--max-bytes {self.max_bytes} reached")
+                        continue
+                    record = self._record(ctx, plan.arg, phase, plan, stems=stems, rule=rule)
+                    copies.append(PlannedCopy(plan, phase, offset, rule, record))
+                    offset += -(-plan.nbytes // p.STAGING_ALIGN) * p.STAGING_ALIGN
         if copies:
-            ps.pending[int(message["seq"])] = PendingLaunch(func, message, copies)
-        return self._encode(copies)
+            ps.pending[event.seq] = copies
+        return copies
 
     def _budget(self, nbytes: int) -> bool:
         with self.lock:
@@ -214,37 +184,27 @@ class Snapshotter:
                 return False
             if self.max_bytes is not None and self.planned_bytes + nbytes > self.max_bytes:
                 self.stopped = True
-                print(f"cudump: --max-bytes {self.max_bytes} reached; no more snapshots "
-                      f"(the program carries on)", file=sys.stderr)
+                warn(f"--max-bytes {self.max_bytes} reached; no more snapshots (the program "
+                     "carries on)")
                 return False
             self.planned_bytes += nbytes
             return True
 
-    @staticmethod
-    def _encode(copies: list[PlannedCopy]) -> str:
-        parts = ["plan"]
-        for c in copies:
-            p = c.plan
-            parts.append(f"{c.phase[0]}:{p.address:x}:{p.width_bytes}:{p.height}:{p.pitch}:"
-                         f"{c.offset}")
-        return " ".join(parts)
-
     # -- results ------------------------------------------------------------------
 
-    def _collect(self, proc: ProcessState, message: dict[str, Any]) -> None:
-        ps = self.processes.get(proc.pid)
-        pending = ps.pending.pop(int(message["seq"]), None) if ps else None
-        if ps is None or pending is None:
+    def collect(self, proc: ProcessState, seq: int, launch_rc: int, sync_rc: int,
+                codes: list[int], read: ReadStaging) -> None:
+        """The shim finished the copies of launch `seq`: take the bytes, queue the writes."""
+        pending = self._proc(proc.pid).pending.pop(seq, None)
+        if pending is None:
             return
-        codes = message.get("rc", [])
-        sync_rc = int(message.get("sync_rc", 0))
-        staging = self._staging(ps)
-        for i, copy in enumerate(pending.copies):
-            rc = int(codes[i]) if i < len(codes) else -1
-            record = self._record(proc, pending.func, pending.message, copy.plan.arg,
-                                  copy.phase, copy.plan)
+        for i, copy in enumerate(pending):
+            rc = codes[i] if i < len(codes) else -1
+            record = copy.record
             if rc == -1:
-                self._fail(record, "the launch failed, so there is nothing after it to copy")
+                why = (f"the launch failed with CUDA error {launch_rc}, so there is nothing "
+                       "after it to copy") if launch_rc else "the copy was not made"
+                self._fail(record, why)
                 continue
             if rc != 0:
                 self._fail(record, f"the copy failed with CUDA error {rc}")
@@ -253,35 +213,48 @@ class Snapshotter:
                 self._fail(record, f"waiting for the copy failed with CUDA error {sync_rc}")
                 continue
             plan = copy.plan
-            data = np.frombuffer(staging, dtype=np.uint8, count=plan.nbytes, offset=copy.offset)
+            data = np.frombuffer(read(copy.offset, plan.nbytes), dtype=np.uint8)
             array = data.view(np.dtype(plan.dtype)).reshape(plan.shape).copy()
+            del data
             override = copy.rule.overrides.get(plan.arg)
             value_range = override.range if override is not None else None
             self.jobs.put(WriteJob(record, array, copy.rule.formats, value_range))
 
-    def _record(self, proc: ProcessState, func: FuncInfo, message: dict[str, Any], arg: int,
-                phase: str, plan: CopyPlan | None, type_text: str | None = None) -> SnapshotRecord:
-        seq = int(message["seq"])
-        stem = f"{seq:06d}-{proc.pid}-{safe_name(_base_name(func))}-arg{arg}-{phase}"
+    def _record(self, ctx: _Launch, arg: int, phase: str, plan: CopyPlan | None,
+                type_text: str | None = None, stems: set[str] | None = None,
+                rule: Rule | None = None) -> SnapshotRecord:
+        ev, func = ctx.event, ctx.func
+        stem = f"{ev.seq:06d}-{ctx.proc.pid}-{safe_name(_base_name(func))}-arg{arg}-{phase}"
+        if stems is not None:
+            # Two rules on the same buffer: each snapshot gets its own file.
+            base, n = stem, 2
+            while stem in stems:
+                stem, n = f"{base}-{n}", n + 1
+            stems.add(stem)
         record = SnapshotRecord(
-            kernel=func.demangled, mangled=func.mangled, launch=seq,
-            occurrence=int(message.get("occ", 0)), pid=proc.pid, grid=list(message["grid"]),
-            block=list(message["block"]), stream=message["stream"], arg=arg,
+            kernel=func.demangled, mangled=func.mangled, launch=ev.seq,
+            occurrence=ev.occurrence, pid=ctx.proc.pid, grid=list(ev.grid),
+            block=list(ev.block), stream=ev.stream_hex, arg=arg,
             type=plan.type_text if plan is not None else type_text, phase=phase,
             address=f"0x{plan.address:x}" if plan is not None else "",
             dtype=plan.dtype if plan is not None else None,
             shape=list(plan.shape) if plan is not None else None,
             file=f"{stem}.npy" if plan is not None else None,
+            device=ev.device if ev.device >= 0 else None,
         )
         if plan is not None and plan.note:
             record.extra["note"] = plan.note
+        if rule is not None:
+            record.extra["rule"] = f"{rule.path}:{rule.line}"
         return record
 
-    def _error(self, proc: ProcessState, func: FuncInfo, message: dict[str, Any],
-               arg: ArgValue | None, phase: str, rule: Rule, reason: str) -> None:
-        index = arg.index if arg is not None else -1
-        record = self._record(proc, func, message, index, phase, None,
+    def _error(self, ctx: _Launch, arg: ArgValue | None, phase: str, rule: Rule,
+               reason: str) -> None:
+        index = arg.index if arg is not None else None
+        record = self._record(ctx, index if index is not None else 0, phase, None,
                               arg.type.text if arg is not None and arg.type else None)
+        if index is None:
+            record.extra["arg_unknown"] = True
         if arg is not None and isinstance(arg.value, int):
             record.address = f"0x{arg.value:x}"
         record.extra["rule"] = f"{rule.path}:{rule.line}"
@@ -291,8 +264,9 @@ class Snapshotter:
         record.status = "error"
         record.reason = reason
         record.file = None
-        print(f"cudump: warning: no snapshot of {record.kernel} arg {record.arg} "
-              f"({record.phase}, launch {record.launch}): {reason}", file=sys.stderr)
+        what = f"arg {record.arg}" if not record.extra.get("arg_unknown") else "its arguments"
+        warn(f"no snapshot of {record.kernel} {what} ({record.phase}, launch "
+             f"{record.launch}): {reason}")
         with self.lock:
             self.failed += 1
             self.manifest.append(record)
@@ -339,14 +313,17 @@ class Snapshotter:
     def close(self) -> None:
         self.jobs.put(None)
         self.writer.join()
-        self.manifest.close()
-        for ps in self.processes.values():
-            if ps.staging is not None:
-                ps.staging.close()
-            try:
-                os.unlink(ps.staging_path)
-            except OSError:
-                pass
+
+
+class ReadStaging(Protocol):
+    def __call__(self, offset: int, nbytes: int) -> memoryview: ...
+
+
+@dataclass
+class _Launch:
+    proc: ProcessState
+    func: FuncInfo
+    event: LaunchEvent
 
 
 def _pointer_of(arg: ArgValue, override: ArgOverride | None) -> tuple[ArgValue | None, int]:
@@ -360,24 +337,8 @@ def _pointer_of(arg: ArgValue, override: ArgOverride | None) -> tuple[ArgValue |
     return ArgValue(arg.index, None, raw, int.from_bytes(raw, "little")), field_offset
 
 
-def _allocation(p: dict[str, Any]) -> Allocation:
-    return Allocation(base=int(p["base"], 16), size=int(p["size"]), kind=p["kind"],
-                      pitch=int(p.get("pitch", 0)), width_bytes=int(p.get("width", 0)),
-                      height=int(p.get("height", 0)), elem_size=int(p.get("elem", 0)))
-
-
 def _base_name(func: FuncInfo) -> str:
     try:
         return parse_signature(func.demangled).base_name
     except Exception:
         return func.mangled
-
-
-def staging_size_arg(text: str) -> int:
-    """Parse a size like 256M, 1G, 4096."""
-    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    m = re.fullmatch(r"(\d+)\s*([KMG]?)(?:i?B)?", text.strip(), re.IGNORECASE)
-    if not m:
-        raise CudumpError(f"bad size '{text}': use a number of bytes, or with K, M or G "
-                          "(e.g. 512M)")
-    return int(m.group(1)) * units[m.group(2).upper()]

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-import sys
 import threading
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
+
+from cudump.console import say
 
 TRACE_FILE = "trace.jsonl"
 
@@ -15,15 +16,20 @@ def _dims(values: list[int]) -> str:
     return "(" + ",".join(str(v) for v in values) + ")"
 
 
+def _device(record: dict[str, Any]) -> str:
+    device = record.get("device")
+    return f" dev={device}" if isinstance(device, int) and device >= 0 else ""
+
+
 def format_launch(record: dict[str, Any]) -> str:
     """The stderr line for one launch record (as written to trace.jsonl)."""
     if record["event"] == "graph-launch":
         return (
-            f"cudump: #{record['launch']} pid={record['pid']} graph-launch "
+            f"cudump: #{record['launch']} pid={record['pid']}{_device(record)} graph-launch "
             f"exec={record['graph']} stream={record['stream']}"
         )
     line = (
-        f"cudump: #{record['launch']} pid={record['pid']} {record['kernel']} "
+        f"cudump: #{record['launch']} pid={record['pid']}{_device(record)} {record['kernel']} "
         f"grid={_dims(record['grid'])} block={_dims(record['block'])} smem={record['smem']} "
         f"stream={record['stream']}"
     )
@@ -35,18 +41,21 @@ def format_launch(record: dict[str, Any]) -> str:
 class TraceWriter:
     """Writes trace records from many connection threads, in arrival order."""
 
-    def __init__(self, run_dir: Path, stream: TextIO | None = None) -> None:
+    def __init__(self, run_dir: Path) -> None:
         self._lock = threading.Lock()
-        self._stream = stream or sys.stderr
         self._file = (run_dir / TRACE_FILE).open("a", encoding="utf-8")
+        self._closed = False
 
     def write(self, record: dict[str, Any]) -> None:
         line = format_launch(record)
         data = json.dumps(record, separators=(",", ":"))
         with self._lock:
+            if self._closed:
+                return
             self._file.write(data + "\n")
-            print(line, file=self._stream, flush=True)
+            say(line)
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             self._file.close()

@@ -82,17 +82,20 @@ bool alloctab_find(CUdeviceptr ptr, struct alloc_info *out)
     return found;
 }
 
-const char *alloc_kind_name(enum alloc_kind k)
+bool alloc_resolve(CUdeviceptr ptr, bool ask_driver, struct alloc_info *out)
 {
-    switch (k) {
-    case AK_LINEAR: return "linear";
-    case AK_PITCHED: return "pitched";
-    case AK_MANAGED: return "managed";
-    case AK_ASYNC: return "async";
-    case AK_VMM: return "vmm";
-    case AK_HOST: return "host";
-    }
-    return "unknown";
+    if (alloctab_find(ptr, out))
+        return true;
+    if (!ask_driver || !ptr || !real_cuMemGetAddressRange_v2)
+        return false;
+    /* Memory allocated before the shim was loaded or through a path it does
+     * not hook: the driver still knows the range. */
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    if (real_cuMemGetAddressRange_v2(&base, &size, ptr) != CUDA_SUCCESS)
+        return false;
+    *out = (struct alloc_info){.base = base, .size = size, .kind = AK_RANGE};
+    return true;
 }
 
 void alloctab_reset_after_fork(void)

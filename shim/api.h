@@ -154,4 +154,6 @@
     SERVICE(cuEventRecord, (CUevent e, CUstream s))                                       \
     SERVICE(cuEventRecord_ptsz, (CUevent e, CUstream s))                                  \
     SERVICE(cuEventSynchronize, (CUevent e))                                              \
-    SERVICE(cuEventDestroy_v2, (CUevent e))
+    SERVICE(cuEventDestroy_v2, (CUevent e))                                               \
+    SERVICE(cuCtxGetDevice, (CUdevice *device))                                           \
+    SERVICE(cuCtxSynchronize, (void))

@@ -1,14 +1,23 @@
 /*
  * The connection to the cudump controller: a Unix socket named by
- * CUDUMP_SOCKET, one per process. Messages to the controller are JSON
- * lines; replies are short text lines. If the controller is gone (or was
- * never there) every call here is a no-op and the shim is a pass-through.
+ * CUDUMP_SOCKET, one per process, speaking the binary protocol of
+ * protocol.h. If the controller is gone (or was never there), or breaks the
+ * protocol, every call here fails quietly and the shim is a pass-through.
+ *
+ * Before saying anything the shim checks who it is talking to: the peer must
+ * be the very controller process that started this run (CUDUMP_CONTROLLER_PID,
+ * checked with SO_PEERCRED, as is its uid), so a process started after the
+ * controller has gone never talks to whatever appears later at that path.
+ * The controller in turn checks the session token (CUDUMP_TOKEN) in HELLO.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -17,67 +26,241 @@
 
 enum { CH_NEW = 0, CH_CONNECTING, CH_UP, CH_DOWN };
 
+_Atomic(const volatile struct proto_control *) channel_control_page;
+
+/* The connection is process-wide state by nature: one per process. */
 static pthread_mutex_t io_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int state = CH_NEW;
 static int fd = -1;
+static pid_t controller_pid;
 static unsigned options;
-static char staging_path[512];
+static char shared_path[512];
 static size_t staging_size;
-/* Bytes of a reply read past its newline (the controller sends one line
- * per request, so this stays empty in practice). */
-static char pending[8192];
-static size_t npending;
+static void *control_map;
 
 static void go_down_locked(void)
 {
+    /* Pass-through from now on; the control page stays mapped because a
+     * racing launch may still be reading it. */
+    atomic_store_explicit(&channel_control_page, NULL, memory_order_release);
     if (fd >= 0)
         close(fd);
     fd = -1;
     atomic_store(&state, CH_DOWN);
 }
 
-static bool write_all_locked(const char *data, size_t len)
+static bool write_all_locked(const void *data, size_t len)
 {
+    const char *p = data;
     while (len > 0) {
-        ssize_t n = send(fd, data, len, MSG_NOSIGNAL);
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
             go_down_locked();
             return false;
         }
-        data += n;
+        p += n;
         len -= (size_t)n;
     }
     return true;
 }
 
-static bool read_line_locked(char *out, size_t cap)
+static bool read_all_locked(void *data, size_t len)
 {
-    size_t len = 0;
-    for (;;) {
-        for (size_t i = 0; i < npending; i++) {
-            if (pending[i] == '\n') {
-                size_t take = i < cap - 1 ? i : cap - 1;
-                memcpy(out, pending, take);
-                out[take] = '\0';
-                memmove(pending, pending + i + 1, npending - i - 1);
-                npending -= i + 1;
-                return true;
-            }
-        }
-        (void)len;
-        if (npending == sizeof pending)
-            npending = 0; /* an over-long line: drop it rather than wedge */
-        ssize_t n = recv(fd, pending + npending, sizeof pending - npending, 0);
+    char *p = data;
+    while (len > 0) {
+        ssize_t n = recv(fd, p, len, 0);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
             go_down_locked();
             return false;
         }
-        npending += (size_t)n;
+        p += n;
+        len -= (size_t)n;
     }
+    return true;
+}
+
+/* Discards n bytes of a payload the caller has no room for. */
+static bool skip_locked(size_t n)
+{
+    char sink[512];
+    while (n > 0) {
+        size_t take = n < sizeof sink ? n : sizeof sink;
+        if (!read_all_locked(sink, take))
+            return false;
+        n -= take;
+    }
+    return true;
+}
+
+bool channel_recv_locked(uint16_t *kind, uint64_t *tag, void *payload, size_t cap, size_t *len)
+{
+    if (fd < 0)
+        return false;
+    struct proto_header h;
+    if (!read_all_locked(&h, sizeof h))
+        return false;
+    if (h.size < sizeof h || h.size > PROTO_MAX_REPLY) {
+        go_down_locked(); /* not a message of ours: stop listening */
+        return false;
+    }
+    size_t n = h.size - sizeof h;
+    size_t take = n < cap ? n : cap;
+    if (!read_all_locked(payload, take) || !skip_locked(n - take))
+        return false;
+    if (n > cap) {
+        go_down_locked(); /* longer than any reply this side expects */
+        return false;
+    }
+    *kind = h.kind;
+    *tag = h.tag;
+    *len = n;
+    return true;
+}
+
+void msg_init(struct msg *m, char *stack, size_t cap, enum proto_kind kind, uint64_t tag)
+{
+    sb_init(&m->sb, stack, cap);
+    struct proto_header h = {.size = 0, .kind = (uint16_t)kind, .flags = 0, .tag = tag};
+    sb_append(&m->sb, &h, sizeof h);
+}
+
+void msg_add(struct msg *m, const void *data, size_t len)
+{
+    sb_append(&m->sb, data, len);
+}
+
+void msg_free(struct msg *m)
+{
+    sb_free(&m->sb);
+}
+
+static bool msg_finish(struct msg *m)
+{
+    if (m->sb.oom || m->sb.len > PROTO_MAX_MESSAGE)
+        return false;
+    uint32_t size = (uint32_t)m->sb.len;
+    memcpy(m->sb.data, &size, sizeof size);
+    return true;
+}
+
+bool channel_send_locked(struct msg *m)
+{
+    return fd >= 0 && msg_finish(m) && write_all_locked(m->sb.data, m->sb.len);
+}
+
+void channel_lock(void)
+{
+    pthread_mutex_lock(&io_lock);
+}
+
+void channel_unlock(void)
+{
+    pthread_mutex_unlock(&io_lock);
+}
+
+bool channel_send(struct msg *m)
+{
+    if (!channel_up())
+        return false;
+    pthread_mutex_lock(&io_lock);
+    bool ok = channel_send_locked(m);
+    pthread_mutex_unlock(&io_lock);
+    return ok;
+}
+
+static bool request_locked(struct msg *m, enum proto_kind expect, void *reply, size_t cap,
+                           size_t *len)
+{
+    uint16_t kind;
+    uint64_t tag;
+    if (!channel_send_locked(m) || !channel_recv_locked(&kind, &tag, reply, cap, len))
+        return false;
+    if (kind != expect) {
+        go_down_locked(); /* replies come in order: anything else is a broken peer */
+        return false;
+    }
+    return true;
+}
+
+bool channel_request(struct msg *m, enum proto_kind expect, void *reply, size_t cap, size_t *len)
+{
+    if (!channel_up())
+        return false;
+    pthread_mutex_lock(&io_lock);
+    bool ok = request_locked(m, expect, reply, cap, len);
+    pthread_mutex_unlock(&io_lock);
+    return ok;
+}
+
+/* The peer must be the controller this process was started by. */
+static bool peer_is_controller(int s)
+{
+    const char *want = getenv("CUDUMP_CONTROLLER_PID");
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (!want || getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+        return false;
+    char *end = NULL;
+    long pid = strtol(want, &end, 10);
+    if (!end || *end || pid <= 0)
+        return false;
+    controller_pid = (pid_t)pid;
+    return cred.pid == controller_pid && cred.uid == geteuid();
+}
+
+static bool map_control(void)
+{
+    int cfd = open(shared_path, O_RDWR | O_CLOEXEC);
+    if (cfd < 0)
+        return false;
+    void *p = mmap(NULL, PROTO_CONTROL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, cfd, 0);
+    close(cfd);
+    if (p == MAP_FAILED)
+        return false;
+    const volatile struct proto_control *c = p;
+    if (c->magic != PROTO_MAGIC || c->version != PROTO_VERSION) {
+        munmap(p, PROTO_CONTROL_SIZE);
+        return false;
+    }
+    control_map = p;
+    return true;
+}
+
+static bool greet_locked(void)
+{
+    struct proto_hello hello = {.magic = PROTO_MAGIC, .version = PROTO_VERSION,
+                                .pid = (int32_t)getpid(), .ppid = (int32_t)getppid()};
+    const char *token = getenv("CUDUMP_TOKEN");
+    if (!token || strlen(token) != PROTO_TOKEN_SIZE)
+        return false;
+    memcpy(hello.token, token, PROTO_TOKEN_SIZE);
+    char exe[1024];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = '\0';
+    char stack[1536];
+    struct msg m;
+    msg_init(&m, stack, sizeof stack, MSG_HELLO, 0);
+    msg_add(&m, &hello, sizeof hello);
+    msg_add(&m, exe, strlen(exe));
+    unsigned char reply[sizeof(struct proto_welcome) + sizeof shared_path];
+    size_t len = 0;
+    bool ok = request_locked(&m, MSG_WELCOME, reply, sizeof reply, &len);
+    msg_free(&m);
+    if (!ok || len <= sizeof(struct proto_welcome))
+        return false;
+    struct proto_welcome w;
+    memcpy(&w, reply, sizeof w);
+    size_t plen = len - sizeof w;
+    if (w.version != PROTO_VERSION || reply[len - 1] != '\0' || plen > sizeof shared_path)
+        return false;
+    memcpy(shared_path, reply + sizeof w, plen);
+    options = w.options;
+    staging_size = (size_t)w.staging_size;
+    return map_control();
 }
 
 void channel_connect(void)
@@ -94,47 +277,31 @@ void channel_connect(void)
     strcpy(addr.sun_path, path);
     /* CLOEXEC: a child that execs connects on its own. */
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s < 0 || connect(s, (struct sockaddr *)&addr, sizeof addr) != 0) {
+    if (s < 0 || connect(s, (struct sockaddr *)&addr, sizeof addr) != 0 || !peer_is_controller(s)) {
         if (s >= 0)
             close(s);
         atomic_store(&state, CH_DOWN);
         return;
     }
-    char exe[1024];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    exe[n > 0 ? n : 0] = '\0';
-    char stack[1536];
-    struct strbuf sb;
-    sb_init(&sb, stack, sizeof stack);
-    sb_printf(&sb, "{\"ev\":\"hello\",\"pid\":%d,\"ppid\":%d,\"exe\":", (int)getpid(),
-              (int)getppid());
-    sb_json_string(&sb, exe);
-    sb_printf(&sb, "}\n");
     pthread_mutex_lock(&io_lock);
     fd = s;
-    npending = 0;
-    char reply[640];
-    bool ok = !sb.oom && write_all_locked(sb.data, sb.len) && read_line_locked(reply, sizeof reply) &&
-              strncmp(reply, "ok", 2) == 0;
-    if (ok) {
-        options = 0;
-        staging_path[0] = '\0';
-        staging_size = 0;
-        /* "ok <options> <staging path or -> <staging bytes>" */
-        sscanf(reply + 2, "%u %511s %zu", &options, staging_path, &staging_size);
-        if (strcmp(staging_path, "-") == 0)
-            staging_path[0] = '\0';
+    if (greet_locked()) {
         atomic_store(&state, CH_UP);
-    }
-    else
+        atomic_store_explicit(&channel_control_page, control_map, memory_order_release);
+    } else {
         go_down_locked();
+    }
     pthread_mutex_unlock(&io_lock);
-    sb_free(&sb);
 }
 
-const char *channel_staging_path(void)
+volatile struct proto_control *channel_control_rw(void)
 {
-    return staging_path[0] ? staging_path : NULL;
+    return channel_up() ? control_map : NULL;
+}
+
+const char *channel_shared_path(void)
+{
+    return shared_path[0] ? shared_path : NULL;
 }
 
 size_t channel_staging_size(void)
@@ -147,29 +314,9 @@ unsigned channel_options(void)
     return options;
 }
 
-bool channel_up(void)
+bool channel_controller_alive(void)
 {
-    return atomic_load_explicit(&state, memory_order_acquire) == CH_UP;
-}
-
-void channel_send(const char *line, size_t len)
-{
-    if (!channel_up())
-        return;
-    pthread_mutex_lock(&io_lock);
-    if (fd >= 0)
-        write_all_locked(line, len);
-    pthread_mutex_unlock(&io_lock);
-}
-
-bool channel_request(const char *line, size_t len, char *reply, size_t cap)
-{
-    if (!channel_up())
-        return false;
-    pthread_mutex_lock(&io_lock);
-    bool ok = fd >= 0 && write_all_locked(line, len) && read_line_locked(reply, cap);
-    pthread_mutex_unlock(&io_lock);
-    return ok;
+    return controller_pid > 0 && (kill(controller_pid, 0) == 0 || errno != ESRCH);
 }
 
 void channel_reset_after_fork(void)
@@ -177,9 +324,13 @@ void channel_reset_after_fork(void)
     /* The socket belongs to the parent's conversation: the child must not
      * write into it. It connects anew when it initialises CUDA itself. */
     pthread_mutex_init(&io_lock, NULL);
+    atomic_store(&channel_control_page, NULL);
     if (fd >= 0)
         close(fd);
     fd = -1;
-    npending = 0;
+    if (control_map)
+        munmap(control_map, PROTO_CONTROL_SIZE);
+    control_map = NULL;
+    shared_path[0] = '\0';
     atomic_store(&state, CH_NEW);
 }

@@ -5,9 +5,9 @@
  * open-addressing hash with atomic keys: lookups take no lock, inserts claim
  * a slot with one compare-and-swap, and entries are never removed (module
  * unloads are rare, and a stale entry only costs its slot). What the
- * controller wants of a function is decided once, when it first launches,
- * and cached in its entry: the launch fast path is this lookup and nothing
- * else.
+ * controller wants of a function is cached in its entry together with the
+ * control generation it was given for: the launch fast path is this lookup
+ * and one compare with the control page's generation.
  */
 #include <sched.h>
 #include <stdio.h>
@@ -83,9 +83,9 @@ void functab_name(uintptr_t key, const char *name, bool is_kernel)
 
 static void learn_layout(struct func_entry *e, uintptr_t key)
 {
-    size_t offsets[256], sizes[256];
+    size_t offsets[PROTO_MAX_PARAMS], sizes[PROTO_MAX_PARAMS];
     int n = 0;
-    for (; n < 256; n++) {
+    for (; n < PROTO_MAX_PARAMS; n++) {
         CUresult rc = CUDA_ERROR_NOT_FOUND;
         if (!e->is_kernel && real_cuFuncGetParamInfo)
             rc = real_cuFuncGetParamInfo((CUfunction)key, (size_t)n, &offsets[n], &sizes[n]);
@@ -125,6 +125,17 @@ static void learn_name(struct func_entry *e, uintptr_t key)
         e->name = strdup(name);
 }
 
+/* Stores the controller's answer; wants 0 and the current generation when
+ * there is no controller, so that the entry is not asked about again. */
+static void store_wants(struct func_entry *e, bool ok, const struct proto_wants *w)
+{
+    const volatile struct proto_control *ctl = channel_control();
+    unsigned wants = ok ? w->wants : 0;
+    uint32_t gen = ok ? w->generation : (ctl ? ctl->generation : 0);
+    atomic_store_explicit(&e->wants, wants, memory_order_relaxed);
+    atomic_store_explicit(&e->gen, gen, memory_order_relaxed);
+}
+
 void functab_register(struct func_entry *e)
 {
     uintptr_t key = atomic_load_explicit(&e->key, memory_order_relaxed);
@@ -145,29 +156,43 @@ void functab_register(struct func_entry *e)
     if (!e->name)
         learn_name(e, key);
     learn_layout(e, key);
-    unsigned wants = 0;
+    struct proto_wants w = {0};
+    bool ok = false;
     if (channel_up()) {
         char stack[2048];
-        struct strbuf sb;
-        sb_init(&sb, stack, sizeof stack);
-        sb_printf(&sb, "{\"ev\":\"func\",\"id\":%u,\"handle\":\"0x%llx\",\"name\":", e->id,
-                  (unsigned long long)key);
-        sb_json_string(&sb, e->name ? e->name : "");
-        if (e->nparams >= 0) {
-            sb_printf(&sb, ",\"params\":[");
-            for (int i = 0; i < e->nparams; i++)
-                sb_printf(&sb, "%s[%u,%u]", i ? "," : "", e->param_offset[i], e->param_size[i]);
-            sb_printf(&sb, "]");
+        struct msg m;
+        msg_init(&m, stack, sizeof stack, MSG_FUNC, 0);
+        struct proto_func f = {.id = e->id, .nparams = e->nparams, .handle = key};
+        msg_add(&m, &f, sizeof f);
+        for (int i = 0; i < e->nparams; i++) {
+            struct proto_param p = {e->param_offset[i], e->param_size[i]};
+            msg_add(&m, &p, sizeof p);
         }
-        sb_printf(&sb, "}\n");
-        char reply[128];
-        if (!sb.oom && channel_request(sb.data, sb.len, reply, sizeof reply))
-            sscanf(reply, "want %u", &wants);
-        sb_free(&sb);
+        if (e->name)
+            msg_add(&m, e->name, strlen(e->name));
+        size_t len = 0;
+        ok = channel_request(&m, MSG_WANTS, &w, sizeof w, &len) && len == sizeof w;
+        msg_free(&m);
     }
+    store_wants(e, ok, &w);
     shim_busy--;
-    atomic_store_explicit(&e->wants, wants, memory_order_relaxed);
     atomic_store_explicit(&e->state, FN_READY, memory_order_release);
+}
+
+void functab_refresh(struct func_entry *e)
+{
+    shim_busy++;
+    char stack[64];
+    struct msg m;
+    msg_init(&m, stack, sizeof stack, MSG_ASK, 0);
+    struct proto_ask a = {.id = e->id};
+    msg_add(&m, &a, sizeof a);
+    struct proto_wants w = {0};
+    size_t len = 0;
+    bool ok = channel_request(&m, MSG_WANTS, &w, sizeof w, &len) && len == sizeof w;
+    msg_free(&m);
+    store_wants(e, ok, &w);
+    shim_busy--;
 }
 
 void functab_each(void (*fn)(struct func_entry *, void *), void *ctx)
@@ -189,5 +214,6 @@ void functab_reset_after_fork(void)
         int s = atomic_load(&table[i].state);
         if (s == FN_READY || s == FN_PENDING)
             atomic_store(&table[i].state, table[i].name ? FN_NAMED : FN_EMPTY);
+        atomic_store(&table[i].gen, 0);
     }
 }

@@ -33,15 +33,17 @@ __attribute__((constructor)) static void shim_load(void)
 }
 
 struct stats_ctx {
-    struct strbuf *sb;
-    int n;
+    struct msg *m;
+    uint32_t n;
 };
 
 static void add_func_count(struct func_entry *e, void *ctx)
 {
     struct stats_ctx *c = ctx;
-    sb_printf(c->sb, "%s[%u,%llu]", c->n++ ? "," : "", e->id,
-              (unsigned long long)atomic_load(&e->launches));
+    struct proto_count count = {.id = e->id,
+                                .launches = (uint64_t)atomic_load(&e->launches)};
+    msg_add(c->m, &count, sizeof count);
+    c->n++;
 }
 
 __attribute__((destructor)) static void shim_unload(void)
@@ -49,18 +51,20 @@ __attribute__((destructor)) static void shim_unload(void)
     if (!channel_up())
         return;
     char stack[4096];
-    struct strbuf sb;
-    sb_init(&sb, stack, sizeof stack);
-    sb_printf(&sb, "{\"ev\":\"stats\",\"seq\":%llu,\"captured\":%llu,\"graph\":%llu,\"funcs\":[",
-              (unsigned long long)atomic_load(&shim_stats.seq),
-              (unsigned long long)atomic_load(&shim_stats.captured),
-              (unsigned long long)atomic_load(&shim_stats.graph_launches));
-    struct stats_ctx ctx = {&sb, 0};
+    struct msg m;
+    msg_init(&m, stack, sizeof stack, MSG_STATS, 0);
+    struct proto_stats st = {.seq = atomic_load(&shim_stats.seq),
+                             .captured = atomic_load(&shim_stats.captured),
+                             .graph_launches = atomic_load(&shim_stats.graph_launches)};
+    msg_add(&m, &st, sizeof st);
+    struct stats_ctx ctx = {&m, 0};
     functab_each(add_func_count, &ctx);
-    sb_printf(&sb, "]}\n");
-    if (!sb.oom)
-        channel_send(sb.data, sb.len);
-    sb_free(&sb);
+    /* The count goes into the fixed part now that it is known. */
+    st.nfuncs = ctx.n;
+    if (!m.sb.oom)
+        memcpy(m.sb.data + sizeof(struct proto_header), &st, sizeof st);
+    channel_send(&m);
+    msg_free(&m);
 }
 
 CUresult hook_cuInit(cuInit_fn real, int ptsz, unsigned int flags)
@@ -111,21 +115,24 @@ CUresult hook_cuKernelGetFunction(cuKernelGetFunction_fn real, int ptsz, CUfunct
 
 /* ---- allocations ---------------------------------------------------------- */
 
-/* Tells the controller about memory: ev is "alloc"/"free" for memory that
- * counts (device allocations, VMM physical memory) and "map"/"unmap" for
+/* Tells the controller about memory: MEM_ALLOC/MEM_FREE for memory that
+ * counts (device allocations, VMM physical memory) and MEM_MAP/MEM_UNMAP for
  * VMM address ranges, which only matter for resolving pointers. */
-static void send_memory_event(const char *ev, enum alloc_kind kind, unsigned long long base,
-                              size_t size, size_t pitch, size_t width, size_t height, unsigned elem)
+static void send_memory_event(enum proto_memory_op op, enum alloc_kind kind,
+                              unsigned long long base, size_t size, size_t pitch, size_t width,
+                              size_t height, unsigned elem)
 {
     if (!channel_up())
         return;
-    char line[256];
-    int n = snprintf(line, sizeof line,
-                     "{\"ev\":\"%s\",\"kind\":\"%s\",\"ptr\":\"0x%llx\",\"size\":%zu,"
-                     "\"pitch\":%zu,\"width\":%zu,\"height\":%zu,\"elem\":%u}\n",
-                     ev, alloc_kind_name(kind), base, size, pitch, width, height, elem);
-    if (n > 0 && (size_t)n < sizeof line)
-        channel_send(line, (size_t)n);
+    struct proto_memory ev = {.op = op, .kind = (uint32_t)kind, .base = base, .size = size,
+                              .pitch = pitch, .width = width, .height = height, .elem = elem,
+                              .device = -1};
+    char stack[128];
+    struct msg m;
+    msg_init(&m, stack, sizeof stack, MSG_MEMORY, 0);
+    msg_add(&m, &ev, sizeof ev);
+    channel_send(&m);
+    msg_free(&m);
 }
 
 static void track_alloc(enum alloc_kind kind, CUdeviceptr base, size_t size, size_t pitch,
@@ -133,7 +140,7 @@ static void track_alloc(enum alloc_kind kind, CUdeviceptr base, size_t size, siz
 {
     struct alloc_info a = {base, size, kind, pitch, width, height, elem};
     alloctab_add(&a);
-    send_memory_event(kind == AK_VMM ? "map" : "alloc", kind, base, size, pitch, width, height,
+    send_memory_event(kind == AK_VMM ? MEM_MAP : MEM_ALLOC, kind, base, size, pitch, width, height,
                       elem);
 }
 
@@ -141,7 +148,7 @@ static void track_free(CUdeviceptr base)
 {
     struct alloc_info a;
     if (alloctab_remove(base, &a))
-        send_memory_event(a.kind == AK_VMM ? "unmap" : "free", a.kind, base, a.size, 0, 0, 0, 0);
+        send_memory_event(a.kind == AK_VMM ? MEM_UNMAP : MEM_FREE, a.kind, base, a.size, 0, 0, 0, 0);
 }
 
 CUresult hook_cuMemAlloc(cuMemAlloc_fn real, int ptsz, CUdeviceptr *dptr, size_t bytesize)
@@ -219,7 +226,7 @@ CUresult hook_cuMemCreate(cuMemCreate_fn real, int ptsz, CUmemGenericAllocationH
     CUresult rc = real(handle, size, prop, flags);
     /* Physical memory: counted, but it has no address until it is mapped. */
     if (rc == CUDA_SUCCESS && handle)
-        send_memory_event("alloc", AK_VMM, *handle, size, 0, 0, 0, 0);
+        send_memory_event(MEM_ALLOC, AK_VMM, *handle, size, 0, 0, 0, 0);
     return rc;
 }
 
@@ -228,7 +235,7 @@ CUresult hook_cuMemRelease(cuMemRelease_fn real, int ptsz, CUmemGenericAllocatio
     (void)ptsz;
     CUresult rc = real(handle);
     if (rc == CUDA_SUCCESS)
-        send_memory_event("free", AK_VMM, handle, 0, 0, 0, 0, 0);
+        send_memory_event(MEM_FREE, AK_VMM, handle, 0, 0, 0, 0, 0);
     return rc;
 }
 
@@ -307,18 +314,21 @@ CUresult hook_cuStreamEndCapture(cuStreamEndCapture_fn real, int ptsz, CUstream 
 
 /* ---- launches ---------------------------------------------------------------- */
 
-/* The fast path of every launch: one table lookup, the real call, two
- * relaxed counters. Everything else happens only for wanted functions. */
+/* The fast path of every launch: one table lookup, one compare with the
+ * control page, the real call, two relaxed counters. Everything else
+ * happens only for wanted functions. */
 #define LAUNCH_HOOK_BODY(f, stream, call, ...)                               \
     unsigned wants;                                                          \
-    struct func_entry *e = launch_lookup((f), &wants);                       \
+    bool interrupted = false;                                                \
+    struct func_entry *e = launch_lookup((f), &wants, &interrupted);         \
     if (__builtin_expect(!wants, 1)) {                                       \
         CUresult rc = call;                                                  \
         if (rc == CUDA_SUCCESS && e)                                         \
             launch_count(e, (stream), ptsz);                                 \
         return rc;                                                           \
     }                                                                        \
-    struct launch_info li = {e, wants, __VA_ARGS__, 0, 0, false, false};     \
+    struct launch_info li = {e, wants, __VA_ARGS__, interrupted, 0, 0, 0, 0, \
+                             false, false, false};                           \
     launch_before(&li);                                                      \
     CUresult rc = call;                                                      \
     launch_after(&li, rc);                                                   \
@@ -331,7 +341,7 @@ CUresult hook_cuLaunchKernel(cuLaunchKernel_fn real, int ptsz, CUfunction f, uns
 {
     LAUNCH_HOOK_BODY(f, stream, real(f, gx, gy, gz, bx, by, bz, smem, stream, params, extra),
                      {gx, gy, gz}, {bx, by, bz}, smem, stream, params, extra, ptsz,
-                     ptsz ? "cuLaunchKernel_ptsz" : "cuLaunchKernel")
+                     ptsz ? API_cuLaunchKernel_ptsz : API_cuLaunchKernel)
 }
 
 CUresult hook_cuLaunchCooperativeKernel(cuLaunchCooperativeKernel_fn real, int ptsz, CUfunction f,
@@ -341,7 +351,7 @@ CUresult hook_cuLaunchCooperativeKernel(cuLaunchCooperativeKernel_fn real, int p
 {
     LAUNCH_HOOK_BODY(f, stream, real(f, gx, gy, gz, bx, by, bz, smem, stream, params),
                      {gx, gy, gz}, {bx, by, bz}, smem, stream, params, NULL, ptsz,
-                     ptsz ? "cuLaunchCooperativeKernel_ptsz" : "cuLaunchCooperativeKernel")
+                     ptsz ? API_cuLaunchCooperativeKernel_ptsz : API_cuLaunchCooperativeKernel)
 }
 
 CUresult hook_cuLaunchKernelEx(cuLaunchKernelEx_fn real, int ptsz, const CUlaunchConfig *config,
@@ -353,7 +363,7 @@ CUresult hook_cuLaunchKernelEx(cuLaunchKernelEx_fn real, int ptsz, const CUlaunc
                      {config->gridDimX, config->gridDimY, config->gridDimZ},
                      {config->blockDimX, config->blockDimY, config->blockDimZ},
                      config->sharedMemBytes, config->hStream, params, extra, ptsz,
-                     ptsz ? "cuLaunchKernelEx_ptsz" : "cuLaunchKernelEx")
+                     ptsz ? API_cuLaunchKernelEx_ptsz : API_cuLaunchKernelEx)
 }
 
 CUresult hook_cuGraphLaunch(cuGraphLaunch_fn real, int ptsz, CUgraphExec exec, CUstream stream)

@@ -1,11 +1,12 @@
 /*
  * Launches of functions the controller wants: numbering, the trace event,
- * and (snapshot.c) copies of argument buffers around the launch.
+ * holding while another launch is stopped, and (snapshot.c, stop.c) copies
+ * and stops around the launch.
  */
-#include <stdio.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "launch.h"
-#include "snapshot.h"
 
 bool launch_stream_capturing(CUstream stream, int ptsz)
 {
@@ -21,6 +22,45 @@ bool launch_stream_capturing(CUstream stream, int ptsz)
     return rc == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
+/* While the controller holds another launch (all-stop), wait here. The
+ * controller clears `hold` when the user goes on; if it dies meanwhile the
+ * wait ends too, so the target never hangs because of cudump. */
+static void hold_wait(void)
+{
+    const volatile struct proto_control *ctl;
+    while ((ctl = channel_control()) != NULL && ctl->hold) {
+        if (!channel_controller_alive())
+            return;
+        usleep(500);
+    }
+}
+
+struct func_entry *launch_slow(struct func_entry *e, unsigned *wants, bool *interrupted)
+{
+    if (atomic_load_explicit(&e->state, memory_order_acquire) != FN_READY)
+        functab_register(e);
+    hold_wait();
+    const volatile struct proto_control *ctl = channel_control();
+    if (ctl && atomic_load_explicit(&e->gen, memory_order_relaxed) != ctl->generation)
+        functab_refresh(e);
+    *wants = atomic_load_explicit(&e->wants, memory_order_relaxed);
+    /* Ctrl-C at the prompt: the first launch of any kernel to see it stops. */
+    volatile struct proto_control *rw = channel_control_rw();
+    if (rw && rw->interrupt && __atomic_exchange_n(&rw->interrupt, 0, __ATOMIC_ACQ_REL)) {
+        *wants |= WANT_STOP;
+        *interrupted = true;
+    }
+    return e;
+}
+
+static int current_device(void)
+{
+    CUdevice dev = -1;
+    if (!real_cuCtxGetDevice || real_cuCtxGetDevice(&dev) != CUDA_SUCCESS)
+        return -1;
+    return dev;
+}
+
 void launch_before(struct launch_info *li)
 {
     shim_busy++;
@@ -30,27 +70,32 @@ void launch_before(struct launch_info *li)
         atomic_fetch_add(&shim_stats.captured, 1);
     else
         li->occurrence = atomic_fetch_add(&li->e->launches, 1) + 1;
-    li->snapshot_armed = false;
-    /* Copies would invalidate a capture or land in the graph: while a
-     * stream captures, launches are only recorded. */
-    if ((li->wants & WANT_SNAPSHOT) && !li->captured)
-        li->snapshot_armed = snapshot_before(li);
+    li->device = current_device();
+    li->tid = (uint64_t)syscall(SYS_gettid);
+    li->armed = false;
+    li->step = false;
+    /* Copies would invalidate a capture or land in the graph, and a captured
+     * launch does not run: while a stream captures, launches are only recorded. */
+    if ((li->wants & (WANT_SNAPSHOT | WANT_STOP)) && !li->captured)
+        li->armed = launch_begin(li);
     shim_busy--;
 }
 
 static void send_launch_event(const struct launch_info *li, CUresult rc)
 {
-    char line[512];
-    int n = snprintf(line, sizeof line,
-                     "{\"ev\":\"launch\",\"seq\":%llu,\"id\":%u,\"occ\":%llu,"
-                     "\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],\"smem\":%u,"
-                     "\"stream\":\"0x%llx\",\"api\":\"%s\",\"captured\":%s,\"rc\":%d}\n",
-                     li->seq, li->e->id, li->occurrence, li->grid[0], li->grid[1], li->grid[2],
-                     li->block[0], li->block[1], li->block[2], li->smem,
-                     (unsigned long long)(uintptr_t)li->stream, li->api,
-                     li->captured ? "true" : "false", rc);
-    if (n > 0 && (size_t)n < sizeof line)
-        channel_send(line, (size_t)n);
+    struct proto_launch ev = {
+        .seq = li->seq, .occurrence = li->occurrence, .stream = (uint64_t)(uintptr_t)li->stream,
+        .tid = li->tid, .id = li->e->id, .device = li->device,
+        .grid = {li->grid[0], li->grid[1], li->grid[2]},
+        .block = {li->block[0], li->block[1], li->block[2]}, .smem = li->smem, .api = li->api,
+        .flags = (li->captured ? LAUNCH_CAPTURED : 0u), .rc = rc, .nparams = -1, .nptrs = 0,
+    };
+    char stack[128];
+    struct msg m;
+    msg_init(&m, stack, sizeof stack, MSG_LAUNCH, li->seq);
+    msg_add(&m, &ev, sizeof ev);
+    channel_send(&m);
+    msg_free(&m);
 }
 
 void launch_after(struct launch_info *li, CUresult rc)
@@ -60,8 +105,8 @@ void launch_after(struct launch_info *li, CUresult rc)
         atomic_fetch_sub(&li->e->launches, 1);
     if (li->wants & WANT_TRACE)
         send_launch_event(li, rc);
-    if (li->snapshot_armed)
-        snapshot_after(li, rc);
+    if (li->armed)
+        launch_finish(li, rc);
     shim_busy--;
 }
 
@@ -69,15 +114,18 @@ void launch_graph(CUgraphExec exec, CUstream stream, int ptsz)
 {
     unsigned long long seq = atomic_fetch_add(&shim_stats.seq, 1) + 1;
     atomic_fetch_add(&shim_stats.graph_launches, 1);
-    if (!channel_up() || !(channel_options() & CHANNEL_TRACE_GRAPHS))
+    if (!channel_up() || !(channel_options() & OPTION_TRACE_GRAPHS))
         return;
-    char line[256];
-    int n = snprintf(line, sizeof line,
-                     "{\"ev\":\"graph\",\"seq\":%llu,\"exec\":\"0x%llx\",\"stream\":\"0x%llx\","
-                     "\"api\":\"%s\"}\n",
-                     seq, (unsigned long long)(uintptr_t)exec,
-                     (unsigned long long)(uintptr_t)stream,
-                     ptsz ? "cuGraphLaunch_ptsz" : "cuGraphLaunch");
-    if (n > 0 && (size_t)n < sizeof line)
-        channel_send(line, (size_t)n);
+    shim_busy++;
+    struct proto_graph ev = {.seq = seq, .exec = (uint64_t)(uintptr_t)exec,
+                             .stream = (uint64_t)(uintptr_t)stream,
+                             .api = ptsz ? API_cuGraphLaunch_ptsz : API_cuGraphLaunch,
+                             .device = current_device()};
+    char stack[96];
+    struct msg m;
+    msg_init(&m, stack, sizeof stack, MSG_GRAPH, seq);
+    msg_add(&m, &ev, sizeof ev);
+    channel_send(&m);
+    msg_free(&m);
+    shim_busy--;
 }

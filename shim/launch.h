@@ -14,28 +14,40 @@ struct launch_info {
     void **params;
     void **extra;
     int ptsz;
-    const char *api;
+    enum proto_api api;
     /* filled in by launch_before */
+    bool interrupted;           /* this launch took the controller's interrupt */
     unsigned long long seq;
     unsigned long long occurrence;
+    int device;
+    uint64_t tid;
     bool captured;
-    bool snapshot_armed;
+    bool armed;                 /* MSG_BEGIN answered: copies and/or a stop after */
+    bool step;                  /* hold again once the kernel has run */
 };
 
 bool launch_stream_capturing(CUstream stream, int ptsz);
 
+/* Registers a function, waits while another launch is held, asks again what
+ * is wanted when the control generation moved on, and takes an interrupt. */
+struct func_entry *launch_slow(struct func_entry *e, unsigned *wants, bool *interrupted);
+
 /* Finds the function's entry and what the controller wants of it. With no
- * controller connected, returns NULL and wants 0: a pure pass-through. */
-static inline struct func_entry *launch_lookup(CUfunction f, unsigned *wants)
+ * controller connected, returns NULL and wants 0: a pure pass-through. The
+ * common case is a table lookup and one compare with the control page. */
+static inline struct func_entry *launch_lookup(CUfunction f, unsigned *wants, bool *interrupted)
 {
     *wants = 0;
-    if (!channel_up())
+    const volatile struct proto_control *ctl = channel_control();
+    if (!ctl)
         return NULL;
     struct func_entry *e = functab_get((uintptr_t)f);
     if (!e)
         return NULL;
-    if (__builtin_expect(atomic_load_explicit(&e->state, memory_order_acquire) != FN_READY, 0))
-        functab_register(e);
+    if (__builtin_expect(atomic_load_explicit(&e->state, memory_order_acquire) != FN_READY ||
+                             atomic_load_explicit(&e->gen, memory_order_relaxed) != ctl->generation,
+                         0))
+        return launch_slow(e, wants, interrupted);
     *wants = atomic_load_explicit(&e->wants, memory_order_relaxed);
     return e;
 }
@@ -56,5 +68,29 @@ void launch_before(struct launch_info *li);
 void launch_after(struct launch_info *li, CUresult rc);
 void launch_graph(CUgraphExec exec, CUstream stream, int ptsz);
 void launch_reset_after_fork(void);
+
+/* ---- snapshot.c: MSG_BEGIN, copies, MSG_END -------------------------------- */
+
+/* Tells the controller about the launch and does what it answers: copies
+ * before the launch, a stop. Returns true if anything remains for after it
+ * (launch_finish must then be called). */
+bool launch_begin(struct launch_info *li);
+/* Copies after the launch, hands the bytes over, holds again for a step. */
+void launch_finish(struct launch_info *li, CUresult rc);
+/* Waits for everything queued on the launch's stream so far. */
+CUresult launch_wait_stream(const struct launch_info *li);
+
+/* ---- stop.c: a held launch --------------------------------------------------- */
+
+/* Makes the device quiescent for the launch, reports the stop and serves the
+ * controller's requests until it says how to go on. Returns the resume mode
+ * (RESUME_KILL never returns). */
+enum proto_resume_mode stop_serve(struct launch_info *li, enum proto_phase phase,
+                                  CUresult launch_rc);
+/* Copies rows of device memory into staging on the launch's stream and waits. */
+CUresult stop_copy_wait(const struct launch_info *li, CUdeviceptr src, size_t width, size_t height,
+                        size_t pitch, size_t offset);
+/* The staging area (mapped and pinned on first use); NULL if unavailable. */
+char *staging_area(size_t *size);
 
 #endif

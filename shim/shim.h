@@ -9,6 +9,7 @@
 
 #include "cudecl.h"
 #include "api.h"
+#include "protocol.h"
 
 #define SHIM_EXPORT __attribute__((visibility("default")))
 #define SHIM_TLS __thread __attribute__((tls_model("initial-exec")))
@@ -48,13 +49,11 @@ extern SHIM_TLS int shim_busy;
 
 enum { FN_EMPTY = 0, FN_NAMED = 1, FN_PENDING = 2, FN_READY = 3 };
 
-/* What the controller wants of a function, decided once per function. */
-enum { WANT_TRACE = 1, WANT_SNAPSHOT = 2 };
-
 struct func_entry {
     _Atomic(uintptr_t) key;     /* CUfunction or CUkernel handle */
     _Atomic int state;
-    _Atomic unsigned wants;
+    _Atomic unsigned wants;     /* enum proto_want bits, valid for generation `gen` */
+    _Atomic uint32_t gen;       /* the control generation the wants were given for */
     _Atomic unsigned long long launches;
     unsigned id;                /* per-process id sent to the controller */
     bool is_kernel;             /* handle is a CUkernel (library API) */
@@ -73,13 +72,20 @@ struct func_entry *functab_find(uintptr_t key);
 void functab_name(uintptr_t key, const char *name, bool is_kernel);
 /* Makes an entry FN_READY: learns name and layout, asks the controller. */
 void functab_register(struct func_entry *e);
+/* Asks the controller again what it wants of a registered function (the
+ * control generation moved on). */
+void functab_refresh(struct func_entry *e);
 /* Calls fn for every entry that has launched. */
 void functab_each(void (*fn)(struct func_entry *, void *), void *ctx);
 void functab_reset_after_fork(void);
 
 /* ---- allocations (alloctab.c) ----------------------------------------- */
 
-enum alloc_kind { AK_LINEAR, AK_PITCHED, AK_MANAGED, AK_ASYNC, AK_VMM, AK_HOST };
+/* The protocol's allocation kinds (protocol.h). */
+enum alloc_kind {
+    AK_LINEAR = KIND_LINEAR, AK_PITCHED = KIND_PITCHED, AK_MANAGED = KIND_MANAGED,
+    AK_ASYNC = KIND_ASYNC, AK_VMM = KIND_VMM, AK_HOST = KIND_HOST, AK_RANGE = KIND_RANGE
+};
 
 struct alloc_info {
     CUdeviceptr base;
@@ -94,27 +100,9 @@ void alloctab_add(const struct alloc_info *a);
 bool alloctab_remove(CUdeviceptr base, struct alloc_info *out);
 /* Finds the allocation containing ptr. */
 bool alloctab_find(CUdeviceptr ptr, struct alloc_info *out);
-const char *alloc_kind_name(enum alloc_kind k);
+/* alloctab_find, else the driver's cuMemGetAddressRange (kind AK_RANGE). */
+bool alloc_resolve(CUdeviceptr ptr, bool ask_driver, struct alloc_info *out);
 void alloctab_reset_after_fork(void);
-
-/* ---- controller connection (channel.c) --------------------------------- */
-
-/* Connects if CUDUMP_SOCKET names a controller (once per process). */
-void channel_connect(void);
-bool channel_up(void);
-/* Options the controller sent in its greeting (CHANNEL_* bits). */
-unsigned channel_options(void);
-enum { CHANNEL_TRACE_GRAPHS = 1 };
-/* The staging file for snapshot bytes the controller named in its greeting
- * (NULL and 0 when it wants no snapshots). */
-const char *channel_staging_path(void);
-size_t channel_staging_size(void);
-/* Sends one JSON line; no reply. */
-void channel_send(const char *line, size_t len);
-/* Sends one JSON line and reads one reply line into reply (NUL-terminated).
- * Returns false if the controller is gone. */
-bool channel_request(const char *line, size_t len, char *reply, size_t cap);
-void channel_reset_after_fork(void);
 
 /* ---- small helpers (util.c) -------------------------------------------- */
 
@@ -126,8 +114,56 @@ struct strbuf {
 };
 void sb_init(struct strbuf *sb, char *stack, size_t cap);
 void sb_printf(struct strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void sb_json_string(struct strbuf *sb, const char *s);
+void sb_append(struct strbuf *sb, const void *data, size_t len);
 void sb_free(struct strbuf *sb);
+
+/* ---- controller connection (channel.c) --------------------------------- */
+
+/* Connects if CUDUMP_SOCKET names a controller (once per process), after
+ * checking that the peer is the controller this process was started by. */
+void channel_connect(void);
+/* The control page while connected; NULL when there is no controller (or it
+ * went away): the launch fast path reads it once per launch. */
+static inline const volatile struct proto_control *channel_control(void)
+{
+    extern _Atomic(const volatile struct proto_control *) channel_control_page;
+    return atomic_load_explicit(&channel_control_page, memory_order_acquire);
+}
+static inline bool channel_up(void)
+{
+    return channel_control() != NULL;
+}
+/* The control page, writable: only for the `interrupt` handshake. */
+volatile struct proto_control *channel_control_rw(void);
+unsigned channel_options(void);
+/* The shared file (control page + staging area) and the staging size. */
+const char *channel_shared_path(void);
+size_t channel_staging_size(void);
+/* Whether the controller process still exists (a held thread polls it). */
+bool channel_controller_alive(void);
+
+/* A message being built: header first, then payload appended. */
+struct msg {
+    struct strbuf sb;
+};
+void msg_init(struct msg *m, char *stack, size_t cap, enum proto_kind kind, uint64_t tag);
+void msg_add(struct msg *m, const void *data, size_t len);
+/* Sends a finished message; no reply. False if the controller is gone. */
+bool channel_send(struct msg *m);
+/* Sends a message and reads the reply, which must be of kind `expect`, into
+ * reply[cap]; *len is the payload size. False if the controller is gone or
+ * broke the protocol (the shim then passes everything through). */
+bool channel_request(struct msg *m, enum proto_kind expect, void *reply, size_t cap,
+                     size_t *len);
+/* While a launch is held its thread owns the connection: every other thread
+ * that needs the controller waits, which is the all-stop the prompt wants. */
+void channel_lock(void);
+void channel_unlock(void);
+bool channel_send_locked(struct msg *m);
+/* Reads one message of any kind (header checked, payload bounded by cap). */
+bool channel_recv_locked(uint16_t *kind, uint64_t *tag, void *payload, size_t cap, size_t *len);
+void channel_reset_after_fork(void);
+void msg_free(struct msg *m);
 
 /* Process-wide counters, reported to the controller at exit. */
 struct shim_stats {

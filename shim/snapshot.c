@@ -1,97 +1,85 @@
 /*
- * Copies of argument buffers around a wanted launch.
+ * A wanted launch: MSG_BEGIN, the copies the controller plans, MSG_END.
  *
- * The shim sends the controller the launch's raw parameter bytes and what it
- * knows of every pointer-sized value (the allocation it falls in); the
- * controller answers with a plan of 2-D copies (source address, width in
- * bytes, rows, source pitch, offset in the staging area). The staging area
- * is a shared-memory file the controller created, mapped here and
- * registered as pinned memory, so one DMA moves the bytes to where the
- * controller reads them: bulk data never goes through the socket.
+ * The shim sends the controller the launch's raw parameter bytes and the
+ * allocation behind every pointer-sized word of them; the controller answers
+ * with a plan of 2-D copies (source, width in bytes, rows, source pitch,
+ * offset in the staging area) and whether to hold the launch. The staging
+ * area follows the control page in the shared file the controller created
+ * for this process; it is mapped here on first use and registered as pinned
+ * memory, so one DMA moves the bytes to where the controller reads them:
+ * bulk data never goes through the socket.
  *
  * "before" copies are enqueued on the launch stream ahead of the launch and
  * "after" copies behind it, so they see exactly what the kernel reads and
  * what it leaves. The shim's own driver calls run in the RELAXED capture
  * mode so that they can never invalidate another thread's stream capture.
+ * Every plan is bounds-checked before any copy.
  */
 #include <fcntl.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "snapshot.h"
-
-#define MAX_COPIES 128
+#include "launch.h"
 
 struct copy {
-    char phase; /* 'b' or 'a' */
-    CUdeviceptr src;
-    size_t width, height, pitch, offset;
+    struct proto_copy c;
     CUresult rc;
 };
 
-/* One snapshot at a time per process: they share the staging area. */
+/* One wanted launch at a time per process: they share the staging area.
+ * Held from MSG_BEGIN to MSG_END (and across a stop). */
 static pthread_mutex_t snap_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct copy copies[MAX_COPIES];
-static int ncopies;
-static CUevent done_event;
-static CUresult event_rc;
+static struct copy copies[PROTO_MAX_COPIES];
+static unsigned ncopies;
+static CUstreamCaptureMode saved_mode;
 
+static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
 static char *staging;
-static size_t staging_size;
+static size_t staging_bytes;
 static bool staging_failed;
 
 void launch_reset_after_fork(void)
 {
     pthread_mutex_init(&snap_lock, NULL);
-    /* The mapping belongs to the parent's staging file. */
+    pthread_mutex_init(&map_lock, NULL);
+    /* The mapping belongs to the parent's shared file. */
     if (staging)
-        munmap(staging, staging_size);
+        munmap(staging, staging_bytes);
     staging = NULL;
-    staging_size = 0;
+    staging_bytes = 0;
     staging_failed = false;
 }
 
-static bool map_staging(void)
+char *staging_area(size_t *size)
 {
-    if (staging)
-        return true;
-    if (staging_failed)
-        return false;
-    const char *path = channel_staging_path();
-    size_t size = channel_staging_size();
-    int fd = path ? open(path, O_RDWR | O_CLOEXEC) : -1;
-    if (fd < 0 || size == 0) {
+    pthread_mutex_lock(&map_lock);
+    if (!staging && !staging_failed) {
+        const char *path = channel_shared_path();
+        size_t want = channel_staging_size();
+        int fd = path && want ? open(path, O_RDWR | O_CLOEXEC) : -1;
+        void *p = fd >= 0 ? mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                                 PROTO_CONTROL_SIZE)
+                          : MAP_FAILED;
         if (fd >= 0)
             close(fd);
-        staging_failed = true;
-        return false;
+        if (p == MAP_FAILED) {
+            staging_failed = true;
+        } else {
+            staging = p;
+            staging_bytes = want;
+            /* Pinned, so the copies are real async DMAs. If pinning fails the
+             * copies still work, through the driver's own bounce buffers. */
+            if (real_cuMemHostRegister_v2)
+                real_cuMemHostRegister_v2(staging, staging_bytes, CU_MEMHOSTREGISTER_PORTABLE);
+        }
     }
-    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) {
-        staging_failed = true;
-        return false;
-    }
-    staging = p;
-    staging_size = size;
-    /* Pinned, so the copies are real async DMAs. If pinning fails the
-     * copies still work, through the driver's own bounce buffers. */
-    if (real_cuMemHostRegister_v2)
-        real_cuMemHostRegister_v2(staging, staging_size, CU_MEMHOSTREGISTER_PORTABLE);
-    return true;
-}
-
-static void append_hex(struct strbuf *sb, const unsigned char *p, size_t n)
-{
-    static const char digits[] = "0123456789abcdef";
-    sb_printf(sb, "\"");
-    for (size_t i = 0; i < n; i++)
-        sb_printf(sb, "%c%c", digits[p[i] >> 4], digits[p[i] & 15]);
-    sb_printf(sb, "\"");
+    pthread_mutex_unlock(&map_lock);
+    *size = staging_bytes;
+    return staging;
 }
 
 /* The bytes of parameter i, from kernelParams or from the `extra` buffer. */
@@ -107,78 +95,114 @@ static const unsigned char *param_bytes(const struct launch_info *li, int i)
     return NULL;
 }
 
-/* Describes the allocation a word of argument `index` (at byte `off`)
- * points into, if any. Words inside by-value structs count too: PyTorch
- * passes its buffers as std::array<char*, N>. */
-static void describe_pointer(struct strbuf *sb, int index, unsigned off, CUdeviceptr value,
-                             bool ask_driver, int *count)
+static const unsigned char zeros[8];
+
+/* Appends the launch description, parameter layout and bytes, and the
+ * allocation behind every pointer-sized word (words inside by-value structs
+ * count too: PyTorch passes its buffers as std::array<char*, N>). */
+static void build_begin(struct msg *m, const struct launch_info *li)
 {
-    struct alloc_info a;
-    if (alloctab_find(value, &a)) {
-        sb_printf(sb, "%s{\"arg\":%d,\"off\":%u,\"base\":\"0x%llx\",\"size\":%zu,"
-                  "\"kind\":\"%s\",\"pitch\":%zu,\"width\":%zu,\"height\":%zu,\"elem\":%u}",
-                  (*count)++ ? "," : "", index, off, (unsigned long long)a.base, a.size,
-                  alloc_kind_name(a.kind), a.pitch, a.width, a.height, a.elem_size);
-        return;
+    struct func_entry *e = li->e;
+    bool have_args = e->nparams >= 0 && (li->params || li->extra);
+    int nparams = have_args ? e->nparams : -1;
+    struct proto_pointer ptrs[PROTO_MAX_PARAMS];
+    uint32_t nptrs = 0;
+    size_t param_total = 0;
+    for (int i = 0; i < nparams; i++) {
+        const unsigned char *p = param_bytes(li, i);
+        param_total += e->param_size[i];
+        for (unsigned off = 0; p && off + sizeof(CUdeviceptr) <= e->param_size[i] &&
+                               nptrs < PROTO_MAX_PARAMS;
+             off += sizeof(CUdeviceptr)) {
+            CUdeviceptr v;
+            memcpy(&v, p + off, sizeof v);
+            struct alloc_info a;
+            /* A lone 8-byte argument is worth asking the driver about;
+             * words inside structs only count if cudump tracked them. */
+            if (!alloc_resolve(v, e->param_size[i] == sizeof v, &a))
+                continue;
+            ptrs[nptrs++] = (struct proto_pointer){
+                .arg = (uint32_t)i, .offset = off, .base = a.base, .size = a.size,
+                .pitch = a.pitch, .width = a.width, .height = a.height, .elem = a.elem_size,
+                .kind = (uint32_t)a.kind};
+        }
     }
-    if (!ask_driver)
-        return;
-    /* Memory allocated before the shim was loaded or through a path it does
-     * not hook: the driver still knows the range. */
-    CUdeviceptr base = 0;
-    size_t size = 0;
-    if (value && real_cuMemGetAddressRange_v2 &&
-        real_cuMemGetAddressRange_v2(&base, &size, value) == CUDA_SUCCESS)
-        sb_printf(sb, "%s{\"arg\":%d,\"off\":0,\"base\":\"0x%llx\",\"size\":%zu,"
-                  "\"kind\":\"range\"}",
-                  (*count)++ ? "," : "", index, (unsigned long long)base, size);
+    struct proto_launch head = {
+        .seq = li->seq, .occurrence = li->occurrence, .stream = (uint64_t)(uintptr_t)li->stream,
+        .tid = li->tid, .id = e->id, .device = li->device,
+        .grid = {li->grid[0], li->grid[1], li->grid[2]},
+        .block = {li->block[0], li->block[1], li->block[2]}, .smem = li->smem, .api = li->api,
+        .flags = li->interrupted ? LAUNCH_INTERRUPTED : 0u, .rc = 0, .nparams = nparams,
+        .nptrs = nptrs};
+    msg_add(m, &head, sizeof head);
+    for (int i = 0; i < nparams; i++) {
+        struct proto_param p = {e->param_offset[i], e->param_size[i]};
+        msg_add(m, &p, sizeof p);
+    }
+    for (int i = 0; i < nparams; i++) {
+        const unsigned char *p = param_bytes(li, i);
+        /* A parameter the launch gave no bytes for reads as zeros. */
+        for (uint32_t done = 0; !p && done < e->param_size[i]; done += 8)
+            msg_add(m, zeros, e->param_size[i] - done < 8 ? e->param_size[i] - done : 8);
+        if (p)
+            msg_add(m, p, e->param_size[i]);
+    }
+    msg_add(m, zeros, (8 - param_total % 8) % 8);
+    msg_add(m, ptrs, nptrs * sizeof ptrs[0]);
 }
 
-static bool parse_plan(const char *reply)
+/* Checks a plan against the staging area before anything is copied. */
+static bool accept_plan(const unsigned char *reply, size_t len, uint32_t *flags)
 {
-    ncopies = 0;
-    if (strncmp(reply, "plan", 4) != 0)
+    struct proto_plan plan;
+    if (len < sizeof plan)
         return false;
-    const char *p = reply + 4;
-    while (*p == ' ' && ncopies < MAX_COPIES) {
-        p++;
-        struct copy c = {0};
-        unsigned long long src;
-        int used = 0;
-        if (sscanf(p, "%c:%llx:%zu:%zu:%zu:%zu%n", &c.phase, &src, &c.width, &c.height, &c.pitch,
-                   &c.offset, &used) != 6)
+    memcpy(&plan, reply, sizeof plan);
+    if (plan.ncopies > PROTO_MAX_COPIES || len != sizeof plan + plan.ncopies * sizeof(struct proto_copy))
+        return false;
+    size_t size = 0;
+    char *area = plan.ncopies ? staging_area(&size) : NULL;
+    if (plan.ncopies && !area)
+        return false;
+    for (unsigned i = 0; i < plan.ncopies; i++) {
+        struct proto_copy c;
+        memcpy(&c, reply + sizeof plan + i * sizeof c, sizeof c);
+        uint64_t bytes, end;
+        if ((c.phase != PHASE_BEFORE && c.phase != PHASE_AFTER) || c.width == 0 || c.height == 0 ||
+            (c.height > 1 && c.pitch < c.width) ||
+            __builtin_mul_overflow(c.width, c.height, &bytes) ||
+            __builtin_add_overflow(c.offset, bytes, &end) || end > size)
             return false;
-        c.src = (CUdeviceptr)src;
-        if ((c.phase != 'b' && c.phase != 'a') || c.offset + c.width * c.height > staging_size)
-            return false;
-        copies[ncopies++] = c;
-        p += used;
+        copies[i] = (struct copy){c, CUDA_SUCCESS};
     }
+    ncopies = plan.ncopies;
+    *flags = plan.flags;
     return true;
 }
 
-static void enqueue_copies(const struct launch_info *li, char phase)
+static void enqueue_copies(const struct launch_info *li, enum proto_phase phase)
 {
     cuMemcpy2DAsync_v2_fn copy2d = li->ptsz ? real_cuMemcpy2DAsync_v2_ptsz : real_cuMemcpy2DAsync_v2;
-    for (int i = 0; i < ncopies; i++) {
+    size_t size;
+    char *area = staging_area(&size);
+    for (unsigned i = 0; i < ncopies; i++) {
         struct copy *c = &copies[i];
-        if (c->phase != phase)
+        if (c->c.phase != phase)
             continue;
         CUDA_MEMCPY2D m;
         memset(&m, 0, sizeof m);
         m.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
-        m.srcDevice = c->src;
-        m.srcPitch = c->pitch;
+        m.srcDevice = c->c.src;
+        m.srcPitch = c->c.pitch;
         m.dstMemoryType = CU_MEMORYTYPE_HOST;
-        m.dstHost = staging + c->offset;
-        m.dstPitch = c->width;
-        m.WidthInBytes = c->width;
-        m.Height = c->height;
-        c->rc = copy2d ? copy2d(&m, li->stream) : CUDA_ERROR_NOT_FOUND;
+        m.dstHost = area + c->c.offset;
+        m.dstPitch = c->c.width;
+        m.WidthInBytes = c->c.width;
+        m.Height = c->c.height;
+        c->rc = copy2d && area ? copy2d(&m, li->stream) : CUDA_ERROR_NOT_FOUND;
     }
 }
 
-/* Runs fn with the calling thread in RELAXED capture mode. */
 static CUstreamCaptureMode relax(void)
 {
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
@@ -193,97 +217,97 @@ static void unrelax(CUstreamCaptureMode mode)
         real_cuThreadExchangeStreamCaptureMode(&mode);
 }
 
-bool snapshot_before(struct launch_info *li)
+bool launch_begin(struct launch_info *li)
 {
-    struct func_entry *e = li->e;
     pthread_mutex_lock(&snap_lock);
-    CUstreamCaptureMode mode = relax();
-    bool armed = false;
-    char stack[8192];
-    struct strbuf sb;
-    sb_init(&sb, stack, sizeof stack);
-    sb_printf(&sb, "{\"ev\":\"snap\",\"seq\":%llu,\"id\":%u,\"occ\":%llu,"
-              "\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],\"smem\":%u,\"stream\":\"0x%llx\","
-              "\"api\":\"%s\",\"staging\":%s,\"args\":",
-              li->seq, e->id, li->occurrence, li->grid[0], li->grid[1], li->grid[2], li->block[0],
-              li->block[1], li->block[2], li->smem, (unsigned long long)(uintptr_t)li->stream,
-              li->api, map_staging() ? "true" : "false");
-    bool have_args = e->nparams >= 0 && (li->params || li->extra);
-    int nptrs = 0;
-    if (have_args) {
-        sb_printf(&sb, "[");
-        for (int i = 0; i < e->nparams; i++) {
-            const unsigned char *p = param_bytes(li, i);
-            if (i)
-                sb_printf(&sb, ",");
-            if (p)
-                append_hex(&sb, p, e->param_size[i]);
-            else
-                sb_printf(&sb, "null");
-        }
-        sb_printf(&sb, "],\"ptrs\":[");
-        for (int i = 0; i < e->nparams; i++) {
-            const unsigned char *p = param_bytes(li, i);
-            for (unsigned off = 0; p && off + sizeof(CUdeviceptr) <= e->param_size[i];
-                 off += sizeof(CUdeviceptr)) {
-                CUdeviceptr v;
-                memcpy(&v, p + off, sizeof v);
-                /* A lone 8-byte argument is worth asking the driver about;
-                 * words inside structs only count if cudump tracked them. */
-                describe_pointer(&sb, i, off, v, e->param_size[i] == sizeof v, &nptrs);
-            }
-        }
-        sb_printf(&sb, "]");
-    } else {
-        sb_printf(&sb, "null");
-    }
-    sb_printf(&sb, "}\n");
-    char reply[8192];
-    if (!sb.oom && channel_request(sb.data, sb.len, reply, sizeof reply) && staging &&
-        parse_plan(reply) && ncopies > 0) {
-        enqueue_copies(li, 'b');
-        armed = true;
-    }
-    sb_free(&sb);
-    unrelax(mode);
-    if (!armed)
-        pthread_mutex_unlock(&snap_lock);
-    return armed;
+    saved_mode = relax();
+    ncopies = 0;
+    char stack[4096];
+    struct msg m;
+    msg_init(&m, stack, sizeof stack, MSG_BEGIN, li->seq);
+    build_begin(&m, li);
+    unsigned char reply[sizeof(struct proto_plan) + PROTO_MAX_COPIES * sizeof(struct proto_copy)];
+    size_t len = 0;
+    uint32_t flags = 0;
+    bool ok = channel_request(&m, MSG_PLAN, reply, sizeof reply, &len) &&
+              accept_plan(reply, len, &flags);
+    msg_free(&m);
+    if (ok && (flags & PLAN_HALT))
+        li->step = stop_serve(li, PHASE_BEFORE, CUDA_SUCCESS) == RESUME_STEP;
+    if (ok && ncopies)
+        enqueue_copies(li, PHASE_BEFORE);
+    if (ok && (ncopies || li->step))
+        return true; /* snap_lock and the capture mode stay until launch_finish */
+    unrelax(saved_mode);
+    pthread_mutex_unlock(&snap_lock);
+    return false;
 }
 
-void snapshot_after(struct launch_info *li, CUresult launch_rc)
+CUresult launch_wait_stream(const struct launch_info *li)
 {
-    CUstreamCaptureMode mode = relax();
+    CUevent ev = NULL;
+    CUresult rc = real_cuEventCreate ? real_cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING)
+                                     : CUDA_ERROR_NOT_FOUND;
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    cuEventRecord_fn record = li->ptsz ? real_cuEventRecord_ptsz : real_cuEventRecord;
+    rc = record ? record(ev, li->stream) : CUDA_ERROR_NOT_FOUND;
+    if (rc == CUDA_SUCCESS)
+        rc = real_cuEventSynchronize(ev);
+    real_cuEventDestroy_v2(ev);
+    return rc;
+}
+
+CUresult stop_copy_wait(const struct launch_info *li, CUdeviceptr src, size_t width, size_t height,
+                        size_t pitch, size_t offset)
+{
+    size_t size;
+    char *area = staging_area(&size);
+    cuMemcpy2DAsync_v2_fn copy2d = li->ptsz ? real_cuMemcpy2DAsync_v2_ptsz : real_cuMemcpy2DAsync_v2;
+    if (!area || !copy2d)
+        return CUDA_ERROR_NOT_FOUND;
+    CUDA_MEMCPY2D m;
+    memset(&m, 0, sizeof m);
+    m.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
+    m.srcDevice = src;
+    m.srcPitch = pitch;
+    m.dstMemoryType = CU_MEMORYTYPE_HOST;
+    m.dstHost = area + offset;
+    m.dstPitch = width;
+    m.WidthInBytes = width;
+    m.Height = height;
+    CUresult rc = copy2d(&m, li->stream);
+    return rc == CUDA_SUCCESS ? launch_wait_stream(li) : rc;
+}
+
+void launch_finish(struct launch_info *li, CUresult launch_rc)
+{
     if (launch_rc == CUDA_SUCCESS)
-        enqueue_copies(li, 'a');
+        enqueue_copies(li, PHASE_AFTER);
     /* Wait for the kernel and every copy: the controller reads the staging
      * area as soon as it hears back. */
-    done_event = NULL;
-    event_rc = real_cuEventCreate ? real_cuEventCreate(&done_event, CU_EVENT_DISABLE_TIMING)
-                                  : CUDA_ERROR_NOT_FOUND;
-    if (event_rc == CUDA_SUCCESS) {
-        cuEventRecord_fn record = li->ptsz ? real_cuEventRecord_ptsz : real_cuEventRecord;
-        event_rc = record ? record(done_event, li->stream) : CUDA_ERROR_NOT_FOUND;
-        if (event_rc == CUDA_SUCCESS)
-            event_rc = real_cuEventSynchronize(done_event);
-        real_cuEventDestroy_v2(done_event);
+    CUresult sync_rc = launch_wait_stream(li);
+    if (ncopies) {
+        char stack[64 + PROTO_MAX_COPIES * sizeof(int32_t)];
+        struct msg m;
+        msg_init(&m, stack, sizeof stack, MSG_END, li->seq);
+        struct proto_end end = {.launch_rc = launch_rc, .sync_rc = sync_rc, .ncopies = ncopies};
+        msg_add(&m, &end, sizeof end);
+        for (unsigned i = 0; i < ncopies; i++) {
+            int32_t rc = copies[i].rc;
+            if (copies[i].c.phase == PHASE_AFTER && launch_rc != CUDA_SUCCESS)
+                rc = -1; /* not attempted: the launch failed */
+            msg_add(&m, &rc, sizeof rc);
+        }
+        size_t len = 0;
+        char ack[16];
+        channel_request(&m, MSG_ACK, ack, sizeof ack, &len);
+        msg_free(&m);
+        ncopies = 0;
     }
-    char stack[2048];
-    struct strbuf sb;
-    sb_init(&sb, stack, sizeof stack);
-    sb_printf(&sb, "{\"ev\":\"snapped\",\"seq\":%llu,\"launch_rc\":%d,\"sync_rc\":%d,\"rc\":[",
-              li->seq, launch_rc, event_rc);
-    for (int i = 0; i < ncopies; i++) {
-        CUresult rc = copies[i].rc;
-        if (copies[i].phase == 'a' && launch_rc != CUDA_SUCCESS)
-            rc = -1; /* not attempted: the launch failed */
-        sb_printf(&sb, "%s%d", i ? "," : "", rc);
-    }
-    sb_printf(&sb, "]}\n");
-    char reply[64];
-    if (!sb.oom)
-        channel_request(sb.data, sb.len, reply, sizeof reply);
-    sb_free(&sb);
-    unrelax(mode);
+    /* After MSG_END: the staging area is free again for the stop's reads. */
+    if (li->step)
+        stop_serve(li, PHASE_AFTER, launch_rc);
+    unrelax(saved_mode);
     pthread_mutex_unlock(&snap_lock);
 }

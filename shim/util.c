@@ -1,4 +1,4 @@
-/* A small growable string buffer for building JSON lines. It starts in a
+/* A small growable byte buffer for building messages. It starts in a
  * caller-provided stack buffer so the common case never calls malloc. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -62,25 +62,13 @@ void sb_printf(struct strbuf *sb, const char *fmt, ...)
     sb->len += (size_t)n;
 }
 
-void sb_json_string(struct strbuf *sb, const char *s)
+void sb_append(struct strbuf *sb, const void *data, size_t len)
 {
-    if (!sb_reserve(sb, 2 + (s ? strlen(s) * 6 : 0)))
+    if (!sb_reserve(sb, len))
         return;
-    char *out = sb->data + sb->len;
-    *out++ = '"';
-    for (const unsigned char *p = (const unsigned char *)s; p && *p; p++) {
-        if (*p == '"' || *p == '\\') {
-            *out++ = '\\';
-            *out++ = (char)*p;
-        } else if (*p < 0x20) {
-            out += sprintf(out, "\\u%04x", *p);
-        } else {
-            *out++ = (char)*p;
-        }
-    }
-    *out++ = '"';
-    *out = '\0';
-    sb->len = (size_t)(out - sb->data);
+    memcpy(sb->data + sb->len, data, len);
+    sb->len += len;
+    sb->data[sb->len] = '\0';
 }
 
 void sb_free(struct strbuf *sb)

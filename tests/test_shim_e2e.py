@@ -147,32 +147,87 @@ def test_without_a_controller_the_shim_passes_everything_through(fake, shim_lib,
     assert done.stdout == bare.stdout
 
 
-def test_controller_gone_mid_run_target_carries_on(fake, shim_lib, bare_run, tmp_path):
-    """A controller that hangs up after the greeting: the target must finish normally."""
+def _listener(path: Path):
     import socket
-    import threading
 
-    path = tmp_path / "ctl.sock"
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(path))
     server.listen(1)
+    return server
+
+
+def _shim_env(fake, shim_lib, path: Path, token: str = "0" * 32) -> dict[str, str]:
+    env = fake.env()
+    env["LD_PRELOAD"] = str(shim_lib)
+    env["CUDUMP_SOCKET"] = str(path)
+    env["CUDUMP_TOKEN"] = token
+    env["CUDUMP_CONTROLLER_PID"] = str(os.getpid())
+    return env
+
+
+def test_controller_gone_mid_run_target_carries_on(fake, shim_lib, bare_run, tmp_path):
+    """A controller that hangs up right after the greeting: the target must finish normally."""
+    import threading
+
+    from cudump import protocol as p
+    from cudump.shared import SharedFile
+
+    path = tmp_path / "ctl.sock"
+    server = _listener(path)
+    shared = SharedFile(tmp_path / "shared", 1 << 16)
+    heard: list[int] = []
 
     def greet_and_leave() -> None:
         conn, _ = server.accept()
-        conn.recv(4096)
-        conn.sendall(b"ok 1 - 0\n")
+        msg = p.read_message(conn)
+        heard.append(msg.kind if msg else -1)
+        welcome = p.WELCOME.pack(version=p.VERSION, options=0, staging_size=1 << 16)
+        conn.sendall(p.encode(p.Kind.WELCOME, welcome + str(shared.path).encode() + b"\0"))
         conn.close()
 
     thread = threading.Thread(target=greet_and_leave, daemon=True)
     thread.start()
     program = [str(fake.programs["threads"]), "20"]
-    env = fake.env()
-    env["LD_PRELOAD"] = str(shim_lib)
-    env["CUDUMP_SOCKET"] = str(path)
+    done = subprocess.run(program, env=_shim_env(fake, shim_lib, path), capture_output=True,
+                          text=True, timeout=60)
+    thread.join(5)
+    server.close()
+    shared.close()
+    assert heard == [p.Kind.HELLO]
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == bare_run(program).stdout
+
+
+def test_shim_talks_only_to_the_controller_that_started_it(fake, shim_lib, bare_run, tmp_path):
+    """Whatever listens at the socket path, if it is not the controller process named in
+    the environment (say it exited and another program took the path), hears nothing."""
+    import threading
+
+    path = tmp_path / "ctl.sock"
+    server = _listener(path)
+    received: list[bytes] = []
+
+    def listen() -> None:
+        conn, _ = server.accept()
+        conn.settimeout(10)
+        try:
+            while chunk := conn.recv(4096):
+                received.append(chunk)
+        except OSError:
+            pass
+        conn.close()
+
+    thread = threading.Thread(target=listen, daemon=True)
+    thread.start()
+    env = _shim_env(fake, shim_lib, path)
+    env["CUDUMP_CONTROLLER_PID"] = "1"  # the controller it was started by: not this listener
+    program = [str(fake.programs["linked"])]
     done = subprocess.run(program, env=env, capture_output=True, text=True, timeout=60)
+    thread.join(10)
     server.close()
     assert done.returncode == 0, done.stderr
     assert done.stdout == bare_run(program).stdout
+    assert received == []  # not even a hello: no names, no arguments, no bytes
 
 
 def test_children_connect_on_their_own(fake, cudump_run, tmp_path):

@@ -58,8 +58,30 @@ def test_max_bytes_stops_snapshots_not_the_program(fake, cudump_run, bare_run):
     assert ran.stdout == bare_run(program).stdout
     assert f"--max-bytes {one_launch} reached" in ran.stderr
     records = manifest(ran.run_dir)
-    assert {r["launch"] for r in records} == {min(r["launch"] for r in records)}
-    assert len(records) == 6
+    ok = [r for r in records if r["status"] == "ok"]
+    assert {r["launch"] for r in ok} == {2} and len(ok) == 6
+    # The launch that hit the budget says so for each buffer it left out; later
+    # launches are not snapshotted at all.
+    refused = [r for r in records if r["status"] != "ok"]
+    assert {r["launch"] for r in refused} == {4} and len(refused) == 6
+    assert all("--max-bytes" in r["reason"] for r in refused)
+
+
+def test_max_bytes_reached_partway_through_a_launch_is_recorded(fake, cudump_run):
+    """Every copy the shim makes is written; every one it does not make is recorded."""
+    program = [str(fake.programs["zed"]), "3", "--size", f"{W}x{H}"]
+    buffer = W * H * 4
+    ran = cudump_run(program, "--rule", str(ZED_RULE), "--max-bytes", str(9 * buffer))
+    assert ran.returncode == 0
+    records = manifest(ran.run_dir)
+    ok = [r for r in records if r["status"] == "ok"]
+    assert len(ok) == 9
+    for r in ok:
+        assert (ran.run_dir / r["file"]).is_file()
+    second = [r for r in records if r["launch"] == 4]
+    assert len(second) == 6
+    assert sum(r["status"] == "ok" for r in second) == 3
+    assert all("--max-bytes" in r["reason"] for r in second if r["status"] != "ok")
 
 
 def test_launch_filters_pick_the_nth_launches(fake, cudump_run, tmp_path):

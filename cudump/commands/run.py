@@ -8,13 +8,16 @@ from pathlib import Path
 from cudump.errors import UsageError
 from cudump.rules import load_rules
 from cudump.session import RunOptions, Session, default_run_dir
-from cudump.snapshots import staging_size_arg
+from cudump.sizes import size_arg
+
+MAX_STAGING = 64 << 30
 
 
 class RunCommand:
     name = "run"
-    help = ("Run a CUDA program under cudump: trace its launches and snapshot kernel "
-            "argument buffers. Subcommands: diff, ls, show (cudump SUBCOMMAND --help).")
+    help = ("Run a CUDA program under cudump: trace its launches, snapshot kernel "
+            "argument buffers, or stop at kernel launches and inspect them. "
+            "Subcommands: diff, ls, show (cudump SUBCOMMAND --help).")
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--trace", action="store_true",
@@ -24,25 +27,40 @@ class RunCommand:
         parser.add_argument("--rule", action="append", type=Path, default=[], metavar="FILE",
                             help="YAML rule file naming the kernels and arguments to snapshot "
                                  "(repeatable)")
-        parser.add_argument("--max-bytes", type=staging_size_arg, metavar="SIZE",
+        parser.add_argument("--break", dest="breaks", action="append", default=[],
+                            metavar="PATTERN",
+                            help="stop at launches of kernels matching PATTERN and open the "
+                                 "prompt (repeatable; 'PATTERN if EXPR' for a condition)")
+        parser.add_argument("--batch", "-x", type=Path, metavar="FILE",
+                            help="run prompt commands from FILE instead of the terminal")
+        parser.add_argument("--max-bytes", type=size_arg(1), metavar="SIZE",
                             help="stop taking snapshots once this much has been planned "
                                  "(e.g. 2G); the program carries on")
-        parser.add_argument("--staging", type=staging_size_arg, default=256 << 20,
+        parser.add_argument("--staging", type=size_arg(4096, MAX_STAGING), default=256 << 20,
                             metavar="SIZE",
                             help="shared staging area per process (default 256M): the largest "
-                                 "set of buffers one launch can snapshot")
-        parser.add_argument("program", metavar="PROGRAM", help="the program to run")
+                                 "set of buffers one launch can snapshot, and the largest read "
+                                 "at the prompt")
+        parser.add_argument("program", metavar="PROGRAM", nargs="?", help="the program to run")
         parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
                             help="its arguments")
 
     def run(self, args: argparse.Namespace) -> int:
         if not args.program:
-            raise UsageError("no program given; usage: cudump [options] [--] PROGRAM [ARGS...]")
-        # Rules are checked before anything runs: a bad rule file launches nothing.
+            raise UsageError("no program given; usage: cudump [options] [--] PROGRAM [ARGS...] "
+                             "(cudump --help for the options)")
+        # Rules and breakpoints are checked before anything runs.
         rules = load_rules(args.rule) if args.rule else []
+        from cudump.breakpoints import parse_break_spec
+
+        for spec in args.breaks:
+            parse_break_spec(spec)
+        if args.batch is not None and not args.batch.is_file():
+            raise UsageError(f"--batch {args.batch}: no such file")
         run_dir: Path = args.out if args.out else default_run_dir()
         run_dir.mkdir(parents=True, exist_ok=True)
         options = RunOptions(argv=[args.program, *args.args], run_dir=run_dir, trace=args.trace,
                              rules=rules, max_bytes=args.max_bytes,
-                             staging_bytes=args.staging)
+                             staging_bytes=args.staging, breaks=list(args.breaks),
+                             batch=args.batch)
         return Session(options).run()

@@ -79,6 +79,7 @@ CUresult cuCtxCreate_v4(CUcontext *pctx, void *ctxCreateParams, unsigned int fla
 CUresult cuCtxDestroy_v2(CUcontext ctx);
 CUresult cuCtxSetCurrent(CUcontext ctx);
 CUresult cuCtxGetCurrent(CUcontext *pctx);
+CUresult cuCtxGetDevice(CUdevice *device);
 CUresult cuCtxSynchronize(void);
 CUresult cuCtxSynchronize_v2(CUcontext ctx);
 CUresult cuGetErrorName(CUresult error, const char **pStr);

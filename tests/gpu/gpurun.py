@@ -52,14 +52,14 @@ def run(cmd: Sequence[str], cwd: Path, stderr_path: Path | None = None,
 
 
 def under_cudump(cmd: Sequence[str], out: Path, trace: bool = False,
-                 rules: Sequence[Path] = ()) -> list[str]:
+                 rules: Sequence[Path] = (), extra: Sequence[str] = ()) -> list[str]:
     args = [*cudump_command()]
     if trace:
         args.append("--trace")
     args += ["--out", str(out)]
     for rule in rules:
         args += ["--rule", str(rule)]
-    return [*args, "--", *cmd]
+    return [*args, *extra, "--", *cmd]
 
 
 def launches_printed(stdout: str) -> dict[str, int]:

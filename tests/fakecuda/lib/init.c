@@ -182,6 +182,17 @@ CUresult cuCtxGetCurrent(CUcontext *pctx)
     return CUDA_SUCCESS;
 }
 
+CUresult cuCtxGetDevice(CUdevice *device)
+{
+    CUresult r = fc_require_context();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    *device = 0; /* the one device */
+    return CUDA_SUCCESS;
+}
+
 CUresult cuCtxSynchronize(void)
 {
     CUresult r = fc_require_context();

@@ -35,6 +35,7 @@ static const struct fc_proc procs[] = {
     P("cuCtxDestroy", cuCtxDestroy_v2, 4000),
     P("cuCtxSetCurrent", cuCtxSetCurrent, 4000),
     P("cuCtxGetCurrent", cuCtxGetCurrent, 4000),
+    P("cuCtxGetDevice", cuCtxGetDevice, 2000),
     P("cuCtxSynchronize", cuCtxSynchronize, 2000),
     P("cuCtxSynchronize", cuCtxSynchronize_v2, 13000),
     P("cuGetErrorName", cuGetErrorName, 6000),

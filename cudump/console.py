@@ -1,0 +1,64 @@
+"""The one place cudump's own messages go to the terminal.
+
+Trace lines, warnings and the summary are written by several threads (one per
+target process, the snapshot writer, the prompt). They all go through
+`console.say`, which writes whole lines under one lock, so that lines never
+interleave, and which the prompt redirects while it reads input so that a
+message from another process never breaks the line being typed.
+
+A closed or broken stderr (`cudump ... 2>&1 | head -1`) must not end the run:
+after the first failed write, messages are dropped and the run goes on.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from typing import TextIO
+
+Sink = Callable[[str], None]
+
+
+class Console:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sink: Sink | None = None
+        self._broken = False
+
+    def say(self, line: str) -> None:
+        """Writes one line (no trailing newline needed) to the user."""
+        with self._lock:
+            if self._sink is not None:
+                try:
+                    self._sink(line)
+                    return
+                except Exception:  # the prompt's sink failed: fall back to stderr
+                    self._sink = None
+            self._write(sys.stderr, line)
+
+    def _write(self, stream: TextIO, line: str) -> None:
+        if self._broken:
+            return
+        try:
+            stream.write(line + "\n")
+            stream.flush()
+        except (OSError, ValueError):
+            # EPIPE, EBADF, a closed file: nobody is reading; carry on quietly.
+            self._broken = True
+
+    def redirect(self, sink: Sink | None) -> None:
+        """Sends lines to `sink` (the prompt's printer) until redirect(None)."""
+        with self._lock:
+            self._sink = sink
+
+
+console = Console()
+
+
+def say(line: str) -> None:
+    console.say(line)
+
+
+def warn(message: str) -> None:
+    console.say(f"cudump: warning: {message}")

@@ -1,0 +1,246 @@
+"""The wire protocol between libcudump.so and the controller: the one definition on the Python side.
+
+It mirrors shim/protocol.h field for field; tests/test_protocol.py compiles
+that header and checks every constant, size and offset here against it.
+Messages are a 16-byte header (size, kind, flags, tag) and a payload; every
+struct is little endian with explicit padding.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from dataclasses import dataclass
+from enum import IntEnum, IntFlag
+from typing import Any
+
+VERSION = 2
+MAGIC = 0x50445543
+
+MAX_MESSAGE = 1 << 20
+MAX_REPLY = 64 << 10
+MAX_COPIES = 128
+MAX_FRAMES = 64
+MAX_PARAMS = 256
+CONTROL_SIZE = 4096
+STAGING_ALIGN = 256
+TOKEN_SIZE = 32
+
+
+class Kind(IntEnum):
+    HELLO = 1
+    FUNC = 2
+    ASK = 3
+    LAUNCH = 4
+    GRAPH = 5
+    MEMORY = 6
+    STATS = 7
+    BEGIN = 8
+    END = 9
+    STOPPED = 10
+    RESULT = 11
+    WELCOME = 32
+    WANTS = 33
+    PLAN = 34
+    ACK = 35
+    READ = 40
+    QUERY = 41
+    BACKTRACE = 42
+    RESUME = 43
+
+
+class Want(IntFlag):
+    TRACE = 1
+    SNAPSHOT = 2
+    STOP = 4
+
+
+class Option(IntFlag):
+    TRACE_GRAPHS = 1
+
+
+class LaunchFlag(IntFlag):
+    CAPTURED = 1
+    INTERRUPTED = 2
+
+
+class PlanFlag(IntFlag):
+    HALT = 1
+
+
+class Phase(IntEnum):
+    BEFORE = 0
+    AFTER = 1
+
+
+class ResumeMode(IntEnum):
+    CONTINUE = 0
+    STEP = 1
+    DETACH = 2
+    KILL = 3
+
+
+class MemoryOp(IntEnum):
+    ALLOC = 0
+    FREE = 1
+    MAP = 2
+    UNMAP = 3
+
+
+ALLOC_KINDS = ("linear", "pitched", "managed", "async", "vmm", "host", "range")
+APIS = ("cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchCooperativeKernel",
+        "cuLaunchCooperativeKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz",
+        "cuGraphLaunch", "cuGraphLaunch_ptsz")
+
+
+class ProtocolError(Exception):
+    """A message that breaks the protocol; the connection is dropped."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One C struct of protocol.h: field names and struct codes, in order."""
+
+    name: str
+    fields: tuple[tuple[str, str], ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_struct", struct.Struct("<" + "".join(c for _, c in self.fields)))
+
+    @property
+    def size(self) -> int:
+        return self._struct.size  # type: ignore[attr-defined,no-any-return]
+
+    def offsets(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        fmt = "<"
+        for name, code in self.fields:
+            out[name] = struct.calcsize(fmt)
+            fmt += code
+        return out
+
+    def pack(self, **values: Any) -> bytes:
+        flat: list[Any] = []
+        for name, code in self.fields:
+            value = values.get(name, 0)
+            if code[0].isdigit() and code[-1] != "s":
+                flat.extend(value if value else [0] * int(code[:-1]))
+            else:
+                flat.append(value)
+        return self._struct.pack(*flat)  # type: ignore[attr-defined,no-any-return]
+
+    def unpack(self, data: bytes | memoryview, offset: int = 0) -> dict[str, Any]:
+        if len(data) - offset < self.size:
+            raise ProtocolError(f"{self.name}: {len(data) - offset} bytes, need {self.size}")
+        flat = self._struct.unpack_from(data, offset)  # type: ignore[attr-defined]
+        out: dict[str, Any] = {}
+        i = 0
+        for name, code in self.fields:
+            if code[0].isdigit() and code[-1] != "s":
+                n = int(code[:-1])
+                out[name] = tuple(flat[i:i + n])
+                i += n
+            else:
+                out[name] = flat[i]
+                i += 1
+        return out
+
+
+def _layout(name: str, *fields: tuple[str, str]) -> Layout:
+    return Layout(name, tuple(fields))
+
+
+HEADER = _layout("proto_header", ("size", "I"), ("kind", "H"), ("flags", "H"), ("tag", "Q"))
+HELLO = _layout("proto_hello", ("magic", "I"), ("version", "I"), ("pid", "i"), ("ppid", "i"),
+                ("token", f"{TOKEN_SIZE}s"))
+WELCOME = _layout("proto_welcome", ("version", "I"), ("options", "I"), ("staging_size", "Q"))
+CONTROL = _layout("proto_control", ("magic", "I"), ("version", "I"), ("generation", "I"),
+                  ("hold", "I"), ("interrupt", "I"), ("reserved", "I"))
+PARAM = _layout("proto_param", ("offset", "I"), ("size", "I"))
+FUNC = _layout("proto_func", ("id", "I"), ("nparams", "i"), ("handle", "Q"))
+ASK = _layout("proto_ask", ("id", "I"), ("reserved", "I"))
+WANTS = _layout("proto_wants", ("wants", "I"), ("generation", "I"))
+LAUNCH = _layout("proto_launch", ("seq", "Q"), ("occurrence", "Q"), ("stream", "Q"),
+                 ("tid", "Q"), ("id", "I"), ("device", "i"), ("grid", "3I"), ("block", "3I"),
+                 ("smem", "I"), ("api", "I"), ("flags", "I"), ("rc", "i"), ("nparams", "i"),
+                 ("nptrs", "I"))
+POINTER = _layout("proto_pointer", ("arg", "I"), ("offset", "I"), ("base", "Q"), ("size", "Q"),
+                  ("pitch", "Q"), ("width", "Q"), ("height", "Q"), ("elem", "I"),
+                  ("kind", "I"))
+MEMORY = _layout("proto_memory", ("op", "I"), ("kind", "I"), ("base", "Q"), ("size", "Q"),
+                 ("pitch", "Q"), ("width", "Q"), ("height", "Q"), ("elem", "I"),
+                 ("device", "i"))
+GRAPH = _layout("proto_graph", ("seq", "Q"), ("exec", "Q"), ("stream", "Q"), ("api", "I"),
+                ("device", "i"))
+COUNT = _layout("proto_count", ("id", "I"), ("reserved", "I"), ("launches", "Q"))
+STATS = _layout("proto_stats", ("seq", "Q"), ("captured", "Q"), ("graph_launches", "Q"),
+                ("nfuncs", "I"), ("reserved", "I"))
+COPY = _layout("proto_copy", ("phase", "I"), ("reserved", "I"), ("src", "Q"), ("width", "Q"),
+               ("height", "Q"), ("pitch", "Q"), ("offset", "Q"))
+PLAN = _layout("proto_plan", ("flags", "I"), ("ncopies", "I"))
+END = _layout("proto_end", ("launch_rc", "i"), ("sync_rc", "i"), ("ncopies", "I"),
+              ("reserved", "I"))
+STOPPED = _layout("proto_stopped", ("phase", "I"), ("sync_rc", "i"), ("launch_rc", "i"),
+                  ("reserved", "I"))
+READ = _layout("proto_read", ("src", "Q"), ("width", "Q"), ("height", "Q"), ("pitch", "Q"),
+               ("offset", "Q"))
+QUERY = _layout("proto_query", ("address", "Q"))
+RESUME = _layout("proto_resume", ("mode", "I"), ("reserved", "I"))
+RESULT = _layout("proto_result", ("rc", "i"), ("reserved", "I"), ("nbytes", "Q"))
+
+LAYOUTS = (HEADER, HELLO, WELCOME, CONTROL, PARAM, FUNC, ASK, WANTS, LAUNCH, POINTER, MEMORY,
+           GRAPH, COUNT, STATS, COPY, PLAN, END, STOPPED, READ, QUERY, RESUME, RESULT)
+
+# Byte offsets of the control page's fields, for the controller's stores.
+CONTROL_OFFSETS = CONTROL.offsets()
+
+
+# ---------------------------------------------------------------- framing
+
+
+def encode(kind: Kind, payload: bytes = b"", tag: int = 0) -> bytes:
+    size = HEADER.size + len(payload)
+    if size > MAX_MESSAGE:
+        raise ProtocolError(f"message of {size} bytes exceeds {MAX_MESSAGE}")
+    return HEADER.pack(size=size, kind=int(kind), flags=0, tag=tag) + payload
+
+
+@dataclass
+class Message:
+    kind: int
+    tag: int
+    payload: bytes
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
+    chunks: list[bytes] = []
+    while n > 0:
+        chunk = sock.recv(min(n, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_message(sock: socket.socket) -> Message | None:
+    """The next message, or None at the end of the connection. Raises ProtocolError."""
+    head = _recv_exact(sock, HEADER.size)
+    if head is None:
+        return None
+    h = HEADER.unpack(head)
+    size = h["size"]
+    if size < HEADER.size or size > MAX_MESSAGE:
+        raise ProtocolError(f"message size {size} out of bounds")
+    payload = _recv_exact(sock, size - HEADER.size) if size > HEADER.size else b""
+    if payload is None:
+        return None
+    return Message(h["kind"], h["tag"], payload)
+
+
+def api_name(code: int) -> str:
+    return APIS[code] if 0 <= code < len(APIS) else f"api{code}"
+
+
+def alloc_kind_name(code: int) -> str:
+    return ALLOC_KINDS[code] if 0 <= code < len(ALLOC_KINDS) else f"kind{code}"

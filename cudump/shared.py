@@ -1,0 +1,73 @@
+"""The shared-memory file of one target process: the control page, then the staging area.
+
+The controller creates it when the process says hello and the shim maps it.
+The control page (protocol.CONTROL) carries what the shim checks on every
+launch — the generation of the controller's wants, `hold` (another launch is
+stopped: wait) and `interrupt` (stop at the next launch). The staging area
+receives the bytes of snapshot and read copies; it stays sparse until the
+shim writes into it.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from pathlib import Path
+
+from cudump import protocol as p
+
+_U32 = struct.Struct("<I")
+
+
+class SharedFile:
+    def __init__(self, path: Path, staging_size: int) -> None:
+        self.path = path
+        self.staging_size = staging_size
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        try:
+            os.ftruncate(fd, p.CONTROL_SIZE + staging_size)
+            self._map = mmap.mmap(fd, p.CONTROL_SIZE + staging_size)
+        finally:
+            os.close(fd)
+        head = p.CONTROL.pack(magic=p.MAGIC, version=p.VERSION, generation=1, hold=0,
+                              interrupt=0)
+        self._map[:len(head)] = head
+
+    def _store(self, name: str, value: int) -> None:
+        # One aligned 4-byte store: the shim reads each field with one load.
+        _U32.pack_into(self._map, p.CONTROL_OFFSETS[name], value & 0xFFFFFFFF)
+
+    def _load(self, name: str) -> int:
+        return int(_U32.unpack_from(self._map, p.CONTROL_OFFSETS[name])[0])
+
+    def set_generation(self, generation: int) -> None:
+        self._store("generation", generation)
+
+    def set_hold(self, hold: bool) -> None:
+        self._store("hold", 1 if hold else 0)
+
+    def set_interrupt(self, on: bool) -> None:
+        self._store("interrupt", 1 if on else 0)
+
+    @property
+    def interrupt(self) -> bool:
+        return self._load("interrupt") != 0
+
+    def staging(self, offset: int, nbytes: int) -> memoryview:
+        """A view of staging bytes; the caller copies what it keeps."""
+        if offset < 0 or nbytes < 0 or offset + nbytes > self.staging_size:
+            raise ValueError(f"{nbytes} bytes at {offset} are outside the staging area "
+                             f"of {self.staging_size} bytes")
+        start = p.CONTROL_SIZE + offset
+        return memoryview(self._map)[start:start + nbytes]
+
+    def close(self) -> None:
+        try:
+            self._map.close()
+        except BufferError:
+            pass  # a view is still alive; the mapping goes with the process
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass

@@ -1,0 +1,287 @@
+/*
+ * The wire protocol between libcudump.so and the cudump controller: the one
+ * definition on the C side. cudump/protocol.py is the Python side, and
+ * tests/test_protocol.py compiles this header and checks that every constant,
+ * size and field offset below agrees with it.
+ *
+ * Transport: one Unix stream socket per process. Every message, in both
+ * directions, is a struct proto_header followed by a payload of
+ * header.size - sizeof(struct proto_header) bytes. Integers are little
+ * endian (every CUDA host is); structs have explicit padding only, so that
+ * Python's struct module with '<' reads them field by field.
+ *
+ * Bulk bytes never travel here: the controller creates one shared-memory file
+ * per process, a control page (struct proto_control) followed by the staging
+ * area that snapshot and read copies land in.
+ */
+#ifndef CUDUMP_PROTOCOL_H
+#define CUDUMP_PROTOCOL_H
+
+#include <stdint.h>
+
+#define PROTO_VERSION 2
+#define PROTO_MAGIC 0x50445543u /* "CUDP" */
+
+/* ---- limits ---------------------------------------------------------------- */
+enum {
+    PROTO_MAX_MESSAGE = 1 << 20,   /* largest message either side accepts */
+    PROTO_MAX_REPLY = 64 << 10,    /* largest message the shim reads */
+    PROTO_MAX_COPIES = 128,        /* copies in one plan */
+    PROTO_MAX_FRAMES = 64,         /* host stack frames in a backtrace */
+    PROTO_MAX_PARAMS = 256,        /* kernel parameters the shim describes */
+    PROTO_CONTROL_SIZE = 4096,     /* the control page at the start of the shared file */
+    PROTO_STAGING_ALIGN = 256,     /* copies start at multiples of this in staging */
+    PROTO_TOKEN_SIZE = 32,         /* bytes of the session token (hex characters) */
+};
+
+/* ---- message kinds ----------------------------------------------------------- */
+enum proto_kind {
+    /* shim -> controller */
+    MSG_HELLO = 1,     /* proto_hello + executable path; reply MSG_WELCOME */
+    MSG_FUNC = 2,      /* proto_func + nparams x proto_param + name; reply MSG_WANTS */
+    MSG_ASK = 3,       /* proto_ask: wants changed since; reply MSG_WANTS */
+    MSG_LAUNCH = 4,    /* proto_launch: a traced launch (event, no reply) */
+    MSG_GRAPH = 5,     /* proto_graph: a graph launch (event) */
+    MSG_MEMORY = 6,    /* proto_memory: allocation, free, map, unmap (event) */
+    MSG_STATS = 7,     /* proto_stats + nfuncs x proto_count, at exit (event) */
+    MSG_BEGIN = 8,     /* proto_launch + nparams x proto_param + parameter bytes
+                        * (padded to 8) + nptrs x proto_pointer; reply MSG_PLAN */
+    MSG_END = 9,       /* proto_end + ncopies x int32 result; reply MSG_ACK */
+    MSG_STOPPED = 10,  /* proto_stopped: held; commands follow until MSG_RESUME */
+    MSG_RESULT = 11,   /* proto_result + data: answer to a command while held */
+
+    /* controller -> shim */
+    MSG_WELCOME = 32,  /* proto_welcome + staging file path (NUL-terminated) */
+    MSG_WANTS = 33,    /* proto_wants */
+    MSG_PLAN = 34,     /* proto_plan + ncopies x proto_copy */
+    MSG_ACK = 35,      /* empty */
+    MSG_READ = 40,     /* proto_read: copy device memory into staging; MSG_RESULT */
+    MSG_QUERY = 41,    /* proto_query: the allocation holding an address; MSG_RESULT
+                        * with one proto_pointer, or rc != 0 */
+    MSG_BACKTRACE = 42, /* no payload; MSG_RESULT with text, one frame per line:
+                         * "0xADDR\tMODULE\tSYMBOL\tOFFSET" */
+    MSG_RESUME = 43,   /* proto_resume: let the held launch go */
+};
+
+/* ---- bits and codes ------------------------------------------------------------ */
+enum proto_want {          /* what the controller wants of a function */
+    WANT_TRACE = 1,        /* send MSG_LAUNCH after each launch */
+    WANT_SNAPSHOT = 2,     /* send MSG_BEGIN before each launch (copies may follow) */
+    WANT_STOP = 4,         /* send MSG_BEGIN before each launch (it may be held) */
+};
+
+enum proto_option {        /* proto_welcome.options */
+    OPTION_TRACE_GRAPHS = 1,
+};
+
+enum proto_launch_flag {   /* proto_launch.flags */
+    LAUNCH_CAPTURED = 1,   /* recorded into a graph by stream capture, not run */
+    LAUNCH_INTERRUPTED = 2, /* the controller asked for a stop at any launch */
+};
+
+enum proto_plan_flag {     /* proto_plan.flags */
+    PLAN_HALT = 1,         /* hold the launch before it runs */
+};
+
+enum proto_phase { PHASE_BEFORE = 0, PHASE_AFTER = 1 };
+
+enum proto_resume_mode {
+    RESUME_CONTINUE = 0,
+    RESUME_STEP = 1,       /* run the kernel, then hold again after it (MSG_STOPPED, after) */
+    RESUME_DETACH = 2,
+    RESUME_KILL = 3,       /* the process ends itself with SIGKILL */
+};
+
+enum proto_memory_op { MEM_ALLOC = 0, MEM_FREE = 1, MEM_MAP = 2, MEM_UNMAP = 3 };
+
+/* proto_memory.kind / proto_pointer.kind */
+enum proto_alloc_kind {
+    KIND_LINEAR = 0, KIND_PITCHED = 1, KIND_MANAGED = 2, KIND_ASYNC = 3, KIND_VMM = 4,
+    KIND_HOST = 5, KIND_RANGE = 6, /* from cuMemGetAddressRange: not tracked */
+};
+#define PROTO_ALLOC_KINDS(X) \
+    X(linear) X(pitched) X(managed) X(async) X(vmm) X(host) X(range)
+
+/* proto_launch.api: the entry point the launch came through. */
+#define PROTO_APIS(X)                                                         \
+    X(cuLaunchKernel) X(cuLaunchKernel_ptsz) X(cuLaunchCooperativeKernel)     \
+    X(cuLaunchCooperativeKernel_ptsz) X(cuLaunchKernelEx) X(cuLaunchKernelEx_ptsz) \
+    X(cuGraphLaunch) X(cuGraphLaunch_ptsz)
+#define PROTO_API_ENUM(name) API_##name,
+enum proto_api { PROTO_APIS(PROTO_API_ENUM) API_COUNT };
+#undef PROTO_API_ENUM
+
+/* ---- messages ---------------------------------------------------------------- */
+struct proto_header {
+    uint32_t size;      /* whole message, header included */
+    uint16_t kind;      /* enum proto_kind */
+    uint16_t flags;     /* reserved, 0 */
+    uint64_t tag;       /* launch sequence number where there is one */
+};
+
+struct proto_hello {
+    uint32_t magic;
+    uint32_t version;
+    int32_t pid;
+    int32_t ppid;
+    char token[PROTO_TOKEN_SIZE]; /* CUDUMP_TOKEN, proving the process is the run's */
+    /* followed by the executable's path (the rest of the payload) */
+};
+
+struct proto_welcome {
+    uint32_t version;
+    uint32_t options;       /* enum proto_option */
+    uint64_t staging_size;  /* bytes after the control page */
+    /* followed by the path of the shared file, NUL-terminated */
+};
+
+/* Written by the controller, read by the shim on every launch. */
+struct proto_control {
+    uint32_t magic;
+    uint32_t version;
+    uint32_t generation;    /* bumped when any want may have changed */
+    uint32_t hold;          /* nonzero: wait at the next launch (another one is held) */
+    uint32_t interrupt;     /* nonzero: hold the next launch of any kernel (Ctrl-C);
+                             * the shim that takes it sets it back to 0 */
+    uint32_t reserved;
+};
+
+struct proto_param {
+    uint32_t offset;
+    uint32_t size;
+};
+
+struct proto_func {
+    uint32_t id;            /* per-process function id */
+    int32_t nparams;        /* -1 when the driver cannot say */
+    uint64_t handle;
+    /* followed by nparams x proto_param, then the mangled name */
+};
+
+struct proto_ask {
+    uint32_t id;
+    uint32_t reserved;
+};
+
+struct proto_wants {
+    uint32_t wants;         /* enum proto_want bits */
+    uint32_t generation;    /* the control generation the answer holds for */
+};
+
+struct proto_launch {
+    uint64_t seq;           /* per-process launch sequence number */
+    uint64_t occurrence;    /* n-th launch of this function (0 when captured) */
+    uint64_t stream;
+    uint64_t tid;           /* the launching thread (gettid) */
+    uint32_t id;            /* function id */
+    int32_t device;         /* device ordinal, -1 if unknown */
+    uint32_t grid[3];
+    uint32_t block[3];
+    uint32_t smem;
+    uint32_t api;           /* enum proto_api */
+    uint32_t flags;         /* enum proto_launch_flag */
+    int32_t rc;             /* the launch's result (MSG_LAUNCH only) */
+    int32_t nparams;        /* MSG_BEGIN: parameters described, -1 if unknown */
+    uint32_t nptrs;         /* MSG_BEGIN: proto_pointer entries */
+};
+
+struct proto_pointer {
+    uint32_t arg;           /* parameter index */
+    uint32_t offset;        /* byte offset of the word inside the parameter */
+    uint64_t base;
+    uint64_t size;
+    uint64_t pitch;         /* pitched allocations only */
+    uint64_t width;         /* bytes per row, pitched only */
+    uint64_t height;
+    uint32_t elem;          /* element size given to cuMemAllocPitch */
+    uint32_t kind;          /* enum proto_alloc_kind */
+};
+
+struct proto_memory {
+    uint32_t op;            /* enum proto_memory_op */
+    uint32_t kind;          /* enum proto_alloc_kind */
+    uint64_t base;          /* address, or the handle of VMM physical memory */
+    uint64_t size;
+    uint64_t pitch;
+    uint64_t width;
+    uint64_t height;
+    uint32_t elem;
+    int32_t device;
+};
+
+struct proto_graph {
+    uint64_t seq;
+    uint64_t exec;
+    uint64_t stream;
+    uint32_t api;
+    int32_t device;
+};
+
+struct proto_count {
+    uint32_t id;
+    uint32_t reserved;
+    uint64_t launches;
+};
+
+struct proto_stats {
+    uint64_t seq;
+    uint64_t captured;
+    uint64_t graph_launches;
+    uint32_t nfuncs;
+    uint32_t reserved;
+};
+
+struct proto_copy {
+    uint32_t phase;         /* enum proto_phase */
+    uint32_t reserved;
+    uint64_t src;
+    uint64_t width;         /* bytes per row */
+    uint64_t height;        /* rows */
+    uint64_t pitch;         /* source bytes from row to row */
+    uint64_t offset;        /* destination in the staging area */
+};
+
+struct proto_plan {
+    uint32_t flags;         /* enum proto_plan_flag */
+    uint32_t ncopies;
+};
+
+struct proto_end {
+    int32_t launch_rc;
+    int32_t sync_rc;
+    uint32_t ncopies;
+    uint32_t reserved;
+    /* followed by ncopies x int32: each copy's result, -1 if not attempted */
+};
+
+struct proto_stopped {
+    uint32_t phase;         /* enum proto_phase */
+    int32_t sync_rc;        /* making the device quiescent */
+    int32_t launch_rc;      /* after: the launch's result */
+    uint32_t reserved;
+};
+
+struct proto_read {
+    uint64_t src;
+    uint64_t width;
+    uint64_t height;
+    uint64_t pitch;
+    uint64_t offset;        /* destination in the staging area */
+};
+
+struct proto_query {
+    uint64_t address;
+};
+
+struct proto_resume {
+    uint32_t mode;          /* enum proto_resume_mode */
+    uint32_t reserved;
+};
+
+struct proto_result {
+    int32_t rc;             /* CUresult, or -1 for a request the shim refused */
+    uint32_t reserved;
+    uint64_t nbytes;        /* of data following */
+};
+
+#endif

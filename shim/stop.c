@@ -1,0 +1,154 @@
+/*
+ * A launch held for the prompt.
+ *
+ * The launching thread is where the launch's context and stream are
+ * current, so it is the one that serves the controller while the launch is
+ * held: it makes the device quiescent for the context, reports MSG_STOPPED,
+ * and answers reads, allocation queries and backtrace requests until told to
+ * go on. It owns the connection meanwhile, so every other thread of the
+ * process that needs the controller waits (and the controller holds the
+ * launches of all processes through their control pages): all-stop.
+ *
+ * Each request is bounds-checked before any copy. If the controller goes
+ * away the thread simply goes on: the program never hangs because of cudump.
+ */
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "launch.h"
+
+/* Waits for everything the context has queued, unless a stream capture is
+ * under way somewhere (a context-wide sync would invalidate it): then only
+ * the launch's own stream. */
+static CUresult quiesce(const struct launch_info *li)
+{
+    if (atomic_load(&shim_stats.captures_active) == 0 && real_cuCtxSynchronize)
+        return real_cuCtxSynchronize();
+    return launch_wait_stream(li);
+}
+
+static bool reply_result(CUresult rc, const void *data, size_t len)
+{
+    char stack[256];
+    struct msg m;
+    msg_init(&m, stack, sizeof stack, MSG_RESULT, 0);
+    struct proto_result r = {.rc = rc, .nbytes = len};
+    msg_add(&m, &r, sizeof r);
+    if (len)
+        msg_add(&m, data, len);
+    bool ok = channel_send_locked(&m);
+    msg_free(&m);
+    return ok;
+}
+
+static bool serve_read(const struct launch_info *li, const unsigned char *p, size_t len)
+{
+    struct proto_read r;
+    if (len != sizeof r)
+        return reply_result(-1, NULL, 0);
+    memcpy(&r, p, sizeof r);
+    size_t size = 0;
+    char *area = staging_area(&size);
+    uint64_t bytes, end;
+    if (!area || r.width == 0 || r.height == 0 || (r.height > 1 && r.pitch < r.width) ||
+        __builtin_mul_overflow(r.width, r.height, &bytes) ||
+        __builtin_add_overflow(r.offset, bytes, &end) || end > size)
+        return reply_result(-1, NULL, 0);
+    CUresult rc = stop_copy_wait(li, r.src, r.width, r.height, r.height > 1 ? r.pitch : r.width,
+                                 r.offset);
+    return reply_result(rc, NULL, 0);
+}
+
+static bool serve_query(const unsigned char *p, size_t len)
+{
+    struct proto_query q;
+    if (len != sizeof q)
+        return reply_result(-1, NULL, 0);
+    memcpy(&q, p, sizeof q);
+    struct alloc_info a;
+    if (!alloc_resolve(q.address, true, &a))
+        return reply_result(CUDA_ERROR_NOT_FOUND, NULL, 0);
+    struct proto_pointer out = {.base = a.base, .size = a.size, .pitch = a.pitch,
+                                .width = a.width, .height = a.height, .elem = a.elem_size,
+                                .kind = (uint32_t)a.kind};
+    return reply_result(CUDA_SUCCESS, &out, sizeof out);
+}
+
+/* The launching thread's host stack, without the shim's own frames. */
+static bool serve_backtrace(void)
+{
+    void *frames[PROTO_MAX_FRAMES + 16];
+    int n = backtrace(frames, (int)(sizeof frames / sizeof frames[0]));
+    Dl_info self;
+    bool have_self = dladdr((void *)serve_backtrace, &self) != 0;
+    char text[PROTO_MAX_FRAMES * 320];
+    size_t used = 0;
+    int kept = 0;
+    for (int i = 0; i < n && kept < PROTO_MAX_FRAMES; i++) {
+        Dl_info info;
+        memset(&info, 0, sizeof info);
+        bool known = dladdr(frames[i], &info) != 0;
+        if (known && have_self && info.dli_fbase == self.dli_fbase)
+            continue;
+        const char *module = known && info.dli_fname ? info.dli_fname : "?";
+        const char *symbol = known && info.dli_sname ? info.dli_sname : "";
+        uintptr_t base = known ? (uintptr_t)(info.dli_saddr ? info.dli_saddr : info.dli_fbase) : 0;
+        int w = snprintf(text + used, sizeof text - used, "0x%llx\t%.200s\t%.80s\t%llu\n",
+                         (unsigned long long)(uintptr_t)frames[i], module, symbol,
+                         (unsigned long long)((uintptr_t)frames[i] - base));
+        if (w < 0 || (size_t)w >= sizeof text - used)
+            break;
+        used += (size_t)w;
+        kept++;
+    }
+    return reply_result(CUDA_SUCCESS, text, used);
+}
+
+enum proto_resume_mode stop_serve(struct launch_info *li, enum proto_phase phase,
+                                  CUresult launch_rc)
+{
+    struct proto_stopped s = {.phase = phase, .launch_rc = launch_rc};
+    s.sync_rc = phase == PHASE_BEFORE ? quiesce(li) : CUDA_SUCCESS;
+    enum proto_resume_mode mode = RESUME_CONTINUE;
+    channel_lock();
+    char stack[64];
+    struct msg m;
+    msg_init(&m, stack, sizeof stack, MSG_STOPPED, li->seq);
+    msg_add(&m, &s, sizeof s);
+    bool up = channel_send_locked(&m);
+    msg_free(&m);
+    while (up) {
+        unsigned char payload[256];
+        uint16_t kind;
+        uint64_t tag;
+        size_t len;
+        if (!channel_recv_locked(&kind, &tag, payload, sizeof payload, &len))
+            break;
+        if (kind == MSG_RESUME && len == sizeof(struct proto_resume)) {
+            struct proto_resume r;
+            memcpy(&r, payload, sizeof r);
+            if (r.mode <= RESUME_KILL)
+                mode = (enum proto_resume_mode)r.mode;
+            break;
+        }
+        if (kind == MSG_READ)
+            up = serve_read(li, payload, len);
+        else if (kind == MSG_QUERY)
+            up = serve_query(payload, len);
+        else if (kind == MSG_BACKTRACE)
+            up = serve_backtrace();
+        else
+            up = reply_result(-1, NULL, 0);
+    }
+    channel_unlock();
+    if (mode == RESUME_KILL) {
+        raise(SIGKILL);
+        for (;;)
+            pause();
+    }
+    return mode;
+}

@@ -1,0 +1,112 @@
+"""shim/protocol.h and cudump/protocol.py are one definition of the wire protocol.
+
+A C program generated from the Python layouts includes the header and prints
+every constant, struct size and field offset; each must equal Python's. A field
+Python names that the header lacks fails to compile.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from enum import Enum
+from pathlib import Path
+
+import pytest
+
+from cudump import protocol as p
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CONSTANTS: dict[str, int] = {
+    "PROTO_VERSION": p.VERSION, "PROTO_MAGIC": p.MAGIC, "PROTO_MAX_MESSAGE": p.MAX_MESSAGE,
+    "PROTO_MAX_REPLY": p.MAX_REPLY, "PROTO_MAX_COPIES": p.MAX_COPIES,
+    "PROTO_MAX_FRAMES": p.MAX_FRAMES, "PROTO_MAX_PARAMS": p.MAX_PARAMS,
+    "PROTO_CONTROL_SIZE": p.CONTROL_SIZE, "PROTO_STAGING_ALIGN": p.STAGING_ALIGN,
+    "PROTO_TOKEN_SIZE": p.TOKEN_SIZE, "API_COUNT": len(p.APIS),
+}
+ENUMS: list[tuple[type[Enum], str]] = [
+    (p.Kind, "MSG_"), (p.Want, "WANT_"), (p.Option, "OPTION_"), (p.LaunchFlag, "LAUNCH_"),
+    (p.PlanFlag, "PLAN_"), (p.Phase, "PHASE_"), (p.ResumeMode, "RESUME_"),
+    (p.MemoryOp, "MEM_"),
+]
+for enum, prefix in ENUMS:
+    for member in enum:
+        CONSTANTS[prefix + str(member.name)] = int(member.value)
+for code, kind in enumerate(p.ALLOC_KINDS):
+    CONSTANTS[f"KIND_{kind.upper()}"] = code
+for code, api in enumerate(p.APIS):
+    CONSTANTS[f"API_{api}"] = code
+
+
+def probe_source() -> str:
+    lines = ["#include <stddef.h>", "#include <stdio.h>", '#include "protocol.h"',
+             "int main(void) {"]
+    for name in CONSTANTS:
+        lines.append(f'    printf("value {name} %lld\\n", (long long)({name}));')
+    for layout in p.LAYOUTS:
+        lines.append(f'    printf("sizeof {layout.name} %zu\\n", sizeof(struct {layout.name}));')
+        for field in layout.offsets():
+            lines.append(f'    printf("offsetof {layout.name}.{field} %zu\\n", '
+                         f"offsetof(struct {layout.name}, {field}));")
+    # Names of the table-generated lists, in order.
+    lines.append("#define NAME(x) printf(\"kindname %s\\n\", #x);")
+    lines.append("    PROTO_ALLOC_KINDS(NAME)")
+    lines.append("#undef NAME")
+    lines.append("#define NAME(x) printf(\"apiname %s\\n\", #x);")
+    lines.append("    PROTO_APIS(NAME)")
+    lines.append("    return 0;\n}")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def probed(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    tmp = tmp_path_factory.mktemp("protocol")
+    src, exe = tmp / "probe.c", tmp / "probe"
+    src.write_text(probe_source())
+    subprocess.run(["cc", "-std=c11", "-Wall", "-Werror", f"-I{ROOT / 'shim'}", str(src), "-o",
+                    str(exe)], check=True)
+    return subprocess.run([str(exe)], check=True, capture_output=True,
+                          text=True).stdout.splitlines()
+
+
+def test_constants_agree(probed: list[str]) -> None:
+    c_values = {ln.split()[1]: int(ln.split()[2]) for ln in probed if ln.startswith("value ")}
+    assert c_values == CONSTANTS
+
+
+def test_struct_layouts_agree(probed: list[str]) -> None:
+    sizes = {ln.split()[1]: int(ln.split()[2]) for ln in probed if ln.startswith("sizeof ")}
+    offsets = {ln.split()[1]: int(ln.split()[2]) for ln in probed if ln.startswith("offsetof ")}
+    for layout in p.LAYOUTS:
+        assert sizes[layout.name] == layout.size, layout.name
+        for field, offset in layout.offsets().items():
+            assert offsets[f"{layout.name}.{field}"] == offset, f"{layout.name}.{field}"
+
+
+def test_name_tables_agree(probed: list[str]) -> None:
+    assert tuple(ln.split()[1] for ln in probed if ln.startswith("kindname ")) == p.ALLOC_KINDS
+    assert tuple(ln.split()[1] for ln in probed if ln.startswith("apiname ")) == p.APIS
+
+
+def test_every_header_struct_is_mirrored() -> None:
+    """A struct added to the header without a Python layout fails here."""
+    text = (ROOT / "shim" / "protocol.h").read_text()
+    import re
+
+    in_c = set(re.findall(r"^struct (proto_\w+) \{", text, re.MULTILINE))
+    assert in_c == {layout.name for layout in p.LAYOUTS}
+
+
+def test_framing_round_trip() -> None:
+    import socket
+
+    a, b = socket.socketpair()
+    with a, b:
+        payload = p.WANTS.pack(wants=int(p.Want.TRACE | p.Want.STOP), generation=7)
+        a.sendall(p.encode(p.Kind.WANTS, payload, tag=42))
+        msg = p.read_message(b)
+        assert msg is not None and msg.kind == p.Kind.WANTS and msg.tag == 42
+        assert p.WANTS.unpack(msg.payload) == {"wants": 5, "generation": 7}
+        a.sendall(p.HEADER.pack(size=p.MAX_MESSAGE + 1, kind=1, flags=0, tag=0))
+        with pytest.raises(p.ProtocolError):
+            p.read_message(b)
