@@ -1,13 +1,39 @@
-"""Command-line entry point: `cudump [options] PROGRAM ...` and the offline subcommands."""
+"""Command-line entry point: `cudump [options] PROGRAM ...` and the offline subcommands.
+
+Every problem cudump can name is a CudumpError, printed here as one line
+(`cudump: error: ...`) with its exit status (2 unless the error says otherwise). An
+unexpected exception in an offline subcommand (diff, ls, show) is a bug: it is printed
+as one line too (`cudump: internal error: ...`), exit status 2, never as a traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from cudump.commands import Command
 from cudump.errors import CudumpError
+
+USAGE = ("usage: cudump [--trace] [--rule FILE]... [--break PATTERN]... [--] PROGRAM "
+         "[ARGS...], or cudump diff|ls|show ... (cudump --help, cudump diff --help)")
+OFFLINE = frozenset({"diff", "ls", "show"})
+SIGPIPE_STATUS = 141            # 128 + SIGPIPE, as a program killed by it would exit
+
+
+def version() -> str:
+    """The installed distribution's version, or the package's own when not installed."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("cudump")
+    except PackageNotFoundError:
+        from cudump import __version__
+
+        return __version__
 
 
 def _commands() -> dict[str, Command]:
@@ -20,28 +46,71 @@ def _commands() -> dict[str, Command]:
     return {c.name: c for c in (RunCommand(), DiffCommand(), LsCommand(), ShowCommand())}
 
 
+class _ArgumentParser(argparse.ArgumentParser):
+    """argparse whose errors are one line, like every other error of cudump."""
+
+    def error(self, message: str) -> NoReturn:
+        if self.prog == "cudump" and "PROGRAM" in message:
+            message = f"no program given; {USAGE}"
+        else:
+            message = f"{message} (see '{self.prog} --help')"
+        self.exit(2, f"cudump: error: {message}\n")
+
+
 def _parser(command: Command) -> argparse.ArgumentParser:
     prog = "cudump" if command.name == "run" else f"cudump {command.name}"
-    parser = argparse.ArgumentParser(prog=prog, description=command.help)
+    parser = _ArgumentParser(prog=prog, description=command.help)
     command.prepare_parser(parser)
     return parser
 
 
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+def _error(message: str, status: int = 2) -> int:
+    print(f"cudump: error: {_one_line(message)}", file=sys.stderr)
+    return status
+
+
+def _quiet_stdout() -> None:
+    """After a broken pipe: send what is still buffered nowhere, so exiting stays quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv:
+        return _error(f"no program given; {USAGE}")
+    if argv[0] == "--version":
+        print(f"cudump {version()}")
+        return 0
     commands = _commands()
     # A program is run unless the first word names a subcommand; `cudump -- diff`
     # runs a program called diff.
-    if argv and argv[0] in commands and argv[0] != "run":
+    if argv[0] in commands and argv[0] != "run":
         command = commands[argv.pop(0)]
     else:
         command = commands["run"]
     parser = _parser(command)
-    args = parser.parse_args(argv)
     try:
-        return command.run(args)
+        return command.run(parser.parse_args(argv))
     except CudumpError as err:
-        print(f"cudump: error: {err}", file=sys.stderr)
-        return err.exit_code
+        return _error(str(err), err.exit_code)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        _quiet_stdout()
+        return SIGPIPE_STATUS
+    except MemoryError:
+        return _error("out of memory")
+    except Exception as err:
+        if command.name not in OFFLINE:
+            raise
+        print(f"cudump: internal error: {type(err).__name__}: {_one_line(err)} "
+              "(please report)", file=sys.stderr)
+        return 2

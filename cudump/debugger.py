@@ -34,6 +34,7 @@ from cudump.geometry import Allocation
 from cudump.manifest import SnapshotRecord
 from cudump.process import FuncInfo, LaunchEvent, ProcessState, pointer_allocation
 from cudump.signature import parse_signature
+from cudump.symbols import symbolize
 from cudump.target import Frame, KernelSeen, ResumeMode, StopInfo, TargetError
 
 if TYPE_CHECKING:
@@ -57,10 +58,12 @@ class _Halt:
 class RemoteStop:
     """A launch held in the target (implements target.StoppedLaunch)."""
 
-    def __init__(self, conn: Connection, proc: ProcessState, info: StopInfo) -> None:
+    def __init__(self, conn: Connection, proc: ProcessState, info: StopInfo,
+                 halt: _Halt) -> None:
         self.conn = conn
         self.proc = proc
         self.info = info
+        self.halt = halt
         self._commands: queue.Queue[tuple[Callable[[], Any], Future[Any]]] = queue.Queue()
         self.alive = True
         self.resumed = False
@@ -178,9 +181,15 @@ class RemoteStop:
             if len(parts) != 4:
                 continue
             addr, module, symbol, offset = parts
-            frames.append(Frame(len(frames), int(addr, 16), module if module != "?" else None,
-                                demangle(symbol) if symbol else None,
-                                int(offset) if offset.isdigit() else None))
+            where = int(offset) if offset.isdigit() else None
+            path = module if module != "?" else None
+            if not symbol and where is not None:
+                # The loader knows no name here (a static function): the file may.
+                found = symbolize(path, where)
+                if found is not None:
+                    symbol, where = found
+            frames.append(Frame(len(frames), int(addr, 16), path,
+                                demangle(symbol) if symbol else None, where))
         return frames
 
 
@@ -245,6 +254,7 @@ class DebugController:
             waiter = queue.Queue()
             with self._lock:
                 self._step_waiters[id(stop.conn)] = waiter
+                self._stepping[id(stop.conn)] = stop.halt
         else:
             self._release(key)
         if mode == "detach":
@@ -358,8 +368,6 @@ class DebugController:
         with self._lock:
             if phase == "before":
                 halt = self._pending.pop((id(conn), seq), None)
-                if halt is not None and id(conn) in self._step_waiters:
-                    self._stepping[id(conn)] = halt
             else:
                 halt = self._stepping.pop(id(conn), None)
             waiter = self._step_waiters.pop(id(conn), None) if phase == "after" else None
@@ -380,7 +388,7 @@ class DebugController:
                  f"{stopped['launch_rc']}")
         if phase == "before" and stopped["sync_rc"] != 0:
             warn(f"waiting for the device before the stop gave CUDA error {stopped['sync_rc']}")
-        stop = RemoteStop(conn, conn.proc, info)
+        stop = RemoteStop(conn, conn.proc, info, halt)
         with self._lock:
             self._live.setdefault(id(conn), []).append(stop)
         if phase == "after" and waiter is not None:

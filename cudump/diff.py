@@ -11,6 +11,11 @@ Semantics (stated once, used by `cudump diff` and the HTML report):
   range of A for floats; inf when MSE is 0, None when the peak is 0.
 - Integers of up to 16 bits are compared exactly in integer arithmetic; wider integers and
   floats in float64 (integers beyond 2**53 lose precision there).
+- Empty arrays of the same shape and dtype are equal (0 elements, nothing differs).
+- In runs, a snapshot that the program's run could not capture on either side, for the same
+  reason (device addresses aside), is "not captured on either side": reported, not counted
+  as a difference and not as trouble. Captured on one side only, or for different reasons,
+  it cannot be compared (trouble).
 
 Work is done in chunks of about a million elements so temporaries stay in cache; a chunk
 whose bytes are identical costs one comparison. Pairs of a run are compared on a thread pool:
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -29,7 +35,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from cudump.errors import CudumpError, DiffTrouble
-from cudump.runs import Run, Snapshot, in_launch_order, kernel_matches
+from cudump.pattern import KernelPattern
+from cudump.runs import Run, Snapshot, in_launch_order, kernel_pattern
 
 CHUNK_ELEMENTS = 1 << 20
 
@@ -269,7 +276,8 @@ class PairResult:
     key: PairKey
     a: Snapshot | None
     b: Snapshot | None
-    status: str = "pending"    # equal | differ | mismatch | only-a | only-b | error
+    # equal | differ | mismatch | only-a | only-b | error | uncaptured (on either side)
+    status: str = "pending"
     metrics: Metrics | None = None
     reason: str | None = None
 
@@ -297,10 +305,12 @@ def _keys(snapshots: list[Snapshot]) -> dict[PairKey, Snapshot]:
     return keyed
 
 
-def align(a: Run, b: Run, kernel: str | None = None) -> list[PairResult]:
+def align(a: Run, b: Run, kernel: str | KernelPattern | None = None) -> list[PairResult]:
     """Pairs in A's launch order, then snapshots only B has, in B's launch order."""
+    pattern = kernel_pattern(kernel)
+
     def keep(s: Snapshot) -> bool:
-        return kernel is None or kernel_matches(kernel, s.record.kernel)
+        return pattern is None or pattern.matches(s.record.kernel, s.record.mangled)
 
     ka = _keys([s for s in a.snapshots if keep(s)])
     kb = _keys([s for s in b.snapshots if keep(s)])
@@ -314,9 +324,24 @@ def align(a: Run, b: Run, kernel: str | None = None) -> list[PairResult]:
     return pairs
 
 
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
+
+
+def same_failure(a: Snapshot, b: Snapshot) -> bool:
+    """Both runs failed to capture this snapshot, for the same reason (addresses aside)."""
+    if a.captured or b.captured:
+        return False
+    reason_a, reason_b = (_ADDRESS.sub("0x…", s.record.reason or "") for s in (a, b))
+    return reason_a == reason_b
+
+
 def compare_pair(pair: PairResult, tol: Tolerance) -> PairResult:
     """Fill in a pair's status and metrics; problems become status "error" with a reason."""
     if pair.a is None or pair.b is None:
+        return pair
+    if same_failure(pair.a, pair.b):
+        pair.status = "uncaptured"
+        pair.reason = f"not captured on either side: {pair.a.record.reason or 'no reason given'}"
         return pair
     try:
         arr_a, arr_b = pair.a.load(), pair.b.load()
@@ -330,6 +355,9 @@ def compare_pair(pair: PairResult, tol: Tolerance) -> PairResult:
     except CudumpError as err:
         pair.status = "error"
         pair.reason = str(err)
+    except (OSError, ValueError, MemoryError) as err:   # a file changed under us, no memory
+        pair.status = "error"
+        pair.reason = f"{type(err).__name__}: {err}"
     return pair
 
 
@@ -337,6 +365,8 @@ def compare_pairs(
     pairs: Sequence[PairResult], tol: Tolerance, jobs: int | None = None
 ) -> Iterator[PairResult]:
     """Compare pairs on a thread pool; results come back in the order given."""
+    if jobs is not None and jobs < 1:
+        raise DiffTrouble(f"jobs must be 1 or more, not {jobs}")
     jobs = jobs or os.cpu_count() or 1
     todo = [p for p in pairs if p.a is not None and p.b is not None]
     if jobs == 1 or len(todo) <= 1:
@@ -370,6 +400,11 @@ class RunDiff:
         return [p for p in self.pairs if p.status == "error"]
 
     @property
+    def uncaptured(self) -> list[PairResult]:
+        """Pairs that neither run captured, for the same reason: not a difference."""
+        return [p for p in self.pairs if p.status == "uncaptured"]
+
+    @property
     def first_divergent(self) -> PairResult | None:
         """The earliest pair (in A's launch order) whose buffers differ."""
         for pair in self.compared:
@@ -390,7 +425,7 @@ def diff_runs(
     b: Run,
     tol: Tolerance | None = None,
     *,
-    kernel: str | None = None,
+    kernel: str | KernelPattern | None = None,
     jobs: int | None = None,
     on_result: Callable[[PairResult], None] | None = None,
 ) -> RunDiff:

@@ -13,15 +13,26 @@ integers and it divides evenly, else a float; `//` is floor division and `%`
 the matching remainder (both round toward minus infinity, as in Python).
 Geometry that must be whole (`width`, `height`, ...) rejects a fractional
 result later, so `arg5 / 3` on a width of 1000 is reported, not truncated.
+
+Limits, so that no text can make parsing or evaluation fail other than with an
+ExprError: parentheses, signs and calls nest at most MAX_NESTING deep (a long
+flat sum such as `arg1 + arg2 + ...` is fine at any length); integers, written
+or computed, stay within +/- 2**128 (`number too large`); a float literal must
+be finite.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 Number = int | float
+
+MAX_NESTING = 100           # parentheses, unary signs and calls inside one another
+MAX_INT = 1 << 128          # |integers| written or computed; far beyond any geometry
+_MAX_DIGITS = 40            # a decimal literal longer than this is beyond MAX_INT
 
 
 class ExprError(ValueError):
@@ -55,11 +66,13 @@ class _Neg:
 
 
 @dataclass(frozen=True)
-class _Binary:
-    op: str
-    left: _Node
-    right: _Node
-    pos: int
+class _Chain:
+    """`first op1 x1 op2 x2 ...` of one precedence level, evaluated left to right.
+
+    Flat rather than a left-deep tree, so a long sum costs no recursion."""
+
+    first: _Node
+    rest: tuple[tuple[str, _Node, int], ...]   # (operator, operand, operator's position)
 
 
 @dataclass(frozen=True)
@@ -69,7 +82,7 @@ class _Call:
     pos: int
 
 
-_Node = _Num | _Arg | _Neg | _Binary | _Call
+_Node = _Num | _Arg | _Neg | _Chain | _Call
 
 _FUNCTIONS: dict[str, Callable[[list[Number]], Number]] = {"min": min, "max": max}
 _ARG = re.compile(r"arg(0|[1-9][0-9]*)")
@@ -109,6 +122,7 @@ class _Parser:
     def __init__(self, text: str) -> None:
         self.tokens = _tokenize(text)
         self.i = 0
+        self.depth = 0
 
     def peek(self) -> _Tok:
         return self.tokens[self.i]
@@ -124,6 +138,13 @@ class _Parser:
             raise ExprError(f"expected {op!r}, found {_describe(tok)}", tok.pos)
         return self.take()
 
+    def enter(self, tok: _Tok) -> None:
+        """One level deeper (a parenthesis, a sign, a call); refuses runaway nesting."""
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise ExprError(f"nested too deeply (more than {MAX_NESTING} levels of "
+                            "parentheses, signs or calls)", tok.pos)
+
     def parse(self) -> _Node:
         node = self.expr()
         tok = self.peek()
@@ -131,54 +152,74 @@ class _Parser:
             raise ExprError(f"unexpected {_describe(tok)}", tok.pos)
         return node
 
-    def expr(self) -> _Node:
-        node = self.term()
-        while self.peek().kind == "op" and self.peek().text in "+-":
+    def chain(self, operand: Callable[[], _Node], ops: tuple[str, ...]) -> _Node:
+        first = operand()
+        rest: list[tuple[str, _Node, int]] = []
+        while self.peek().kind == "op" and self.peek().text in ops:
             op = self.take()
-            node = _Binary(op.text, node, self.term(), op.pos)
-        return node
+            rest.append((op.text, operand(), op.pos))
+        return _Chain(first, tuple(rest)) if rest else first
+
+    def expr(self) -> _Node:
+        return self.chain(self.term, ("+", "-"))
 
     def term(self) -> _Node:
-        node = self.unary()
-        while self.peek().kind == "op" and self.peek().text in ("*", "/", "//", "%"):
-            op = self.take()
-            node = _Binary(op.text, node, self.unary(), op.pos)
-        return node
+        return self.chain(self.unary, ("*", "/", "//", "%"))
 
     def unary(self) -> _Node:
         tok = self.peek()
         if tok.kind == "op" and tok.text in "+-":
             self.take()
+            self.enter(tok)
             operand = self.unary()
+            self.depth -= 1
             return _Neg(operand, tok.pos) if tok.text == "-" else operand
         return self.atom()
 
     def atom(self) -> _Node:
         tok = self.take()
-        if tok.kind == "int":
-            return _Num(int(tok.text), tok.pos)
-        if tok.kind == "hex":
-            return _Num(int(tok.text, 16), tok.pos)
-        if tok.kind == "float":
-            return _Num(float(tok.text), tok.pos)
+        if tok.kind in ("int", "hex", "float"):
+            return _Num(_literal(tok), tok.pos)
         if tok.kind == "op" and tok.text == "(":
+            self.enter(tok)
             node = self.expr()
             self.expect(")")
+            self.depth -= 1
             return node
         if tok.kind == "name":
             if _ARG.fullmatch(tok.text):
                 return _Arg(tok.text, tok.pos)
             if tok.text in _FUNCTIONS:
-                self.expect("(")
-                args = [self.expr()]
-                while self.peek().kind == "op" and self.peek().text == ",":
-                    self.take()
-                    args.append(self.expr())
-                self.expect(")")
-                return _Call(tok.text, tuple(args), tok.pos)
+                return self.call(tok)
             raise ExprError(
                 f"unknown name {tok.text!r} (use arg0, arg1, ... or min(), max())", tok.pos)
         raise ExprError(f"expected a number, argN or '(', found {_describe(tok)}", tok.pos)
+
+    def call(self, name: _Tok) -> _Node:
+        self.expect("(")
+        self.enter(name)
+        args = [self.expr()]
+        while self.peek().kind == "op" and self.peek().text == ",":
+            self.take()
+            args.append(self.expr())
+        self.expect(")")
+        self.depth -= 1
+        return _Call(name.text, tuple(args), name.pos)
+
+
+def _literal(tok: _Tok) -> Number:
+    """The value of a number token; refuses what no geometry can use."""
+    if tok.kind == "float":
+        value = float(tok.text)
+        if not math.isfinite(value):
+            raise ExprError("number too large", tok.pos)
+        return value
+    if tok.kind == "int" and len(tok.text.lstrip("0")) > _MAX_DIGITS:
+        raise ExprError("number too large", tok.pos)
+    number = int(tok.text, 16) if tok.kind == "hex" else int(tok.text)
+    if number > MAX_INT:
+        raise ExprError("number too large", tok.pos)
+    return number
 
 
 def _describe(tok: _Tok) -> str:
@@ -204,6 +245,21 @@ _BINARY: dict[str, Callable[[Number, Number], Number]] = {
 }
 
 
+def _checked(value: Number, pos: int) -> Number:
+    if isinstance(value, int) and not -MAX_INT <= value <= MAX_INT:
+        raise ExprError("number too large", pos)
+    return value
+
+
+def _apply(op: str, left: Number, right: Number, pos: int) -> Number:
+    if op in ("/", "//", "%") and right == 0:
+        raise ExprError("division by zero", pos)
+    try:
+        return _checked(_BINARY[op](left, right), pos)
+    except (OverflowError, ZeroDivisionError):
+        raise ExprError("number too large", pos) from None
+
+
 def _evaluate(node: _Node, values: Mapping[str, Number]) -> Number:
     if isinstance(node, _Num):
         return node.value
@@ -212,15 +268,14 @@ def _evaluate(node: _Node, values: Mapping[str, Number]) -> Number:
             raise ExprError(f"{node.name} has no numeric value in this launch", node.pos)
         return values[node.name]
     if isinstance(node, _Neg):
-        return -_evaluate(node.operand, values)
+        return _checked(-_evaluate(node.operand, values), node.pos)
     if isinstance(node, _Call):
         # One list argument, so that min(x) of a single value works too.
         return _FUNCTIONS[node.function]([_evaluate(a, values) for a in node.args])
-    left = _evaluate(node.left, values)
-    right = _evaluate(node.right, values)
-    if node.op in ("/", "//", "%") and right == 0:
-        raise ExprError("division by zero", node.pos)
-    return _BINARY[node.op](left, right)
+    result = _evaluate(node.first, values)
+    for op, operand, pos in node.rest:
+        result = _apply(op, result, _evaluate(operand, values), pos)
+    return result
 
 
 def _names(node: _Node) -> frozenset[str]:
@@ -228,11 +283,31 @@ def _names(node: _Node) -> frozenset[str]:
         return frozenset({node.name})
     if isinstance(node, _Neg):
         return _names(node.operand)
-    if isinstance(node, _Binary):
-        return _names(node.left) | _names(node.right)
+    if isinstance(node, _Chain):
+        return _names(node.first).union(*(_names(x) for _, x, _ in node.rest))
     if isinstance(node, _Call):
         return frozenset().union(*(_names(a) for a in node.args))
     return frozenset()
+
+
+def _check(node: _Node) -> None:
+    """Raise the ExprError that some part of the expression gives for any argument values:
+    a constant part that cannot be evaluated (`4 // 0`, a result too large) or a division
+    by a constant zero (`arg5 % 0`)."""
+    if not _names(node):
+        _evaluate(node, {})
+        return
+    if isinstance(node, _Neg):
+        _check(node.operand)
+    elif isinstance(node, _Call):
+        for arg in node.args:
+            _check(arg)
+    elif isinstance(node, _Chain):
+        _check(node.first)
+        for op, operand, pos in node.rest:
+            _check(operand)
+            if op in ("/", "//", "%") and not _names(operand) and _evaluate(operand, {}) == 0:
+                raise ExprError("division by zero", pos)
 
 
 @dataclass(frozen=True)
@@ -247,11 +322,19 @@ class Expr:
     def evaluate(self, values: Mapping[str, Number]) -> Number:
         return _evaluate(self._tree, values)
 
+    def check(self) -> None:
+        """Raise ExprError for what fails whatever the argument values (see _check)."""
+        _check(self._tree)
+
 
 def parse_expr(text: str | int | float) -> Expr:
     """Parse an expression; a number (as YAML gives `width: 1920`) is one too."""
     if isinstance(text, bool) or not isinstance(text, str | int | float):
         raise ExprError(f"expected a number or an expression, got {type(text).__name__}", 0)
+    if isinstance(text, int) and not -MAX_INT <= text <= MAX_INT:
+        raise ExprError("number too large", 0)
+    if isinstance(text, float) and not math.isfinite(text):
+        raise ExprError("not a finite number", 0)
     source = text if isinstance(text, str) else repr(text)
     if not source.strip():
         raise ExprError("empty expression", 0)

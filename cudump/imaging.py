@@ -13,11 +13,15 @@ How data becomes pixels:
 - 1-D data of up to MAX_ROW elements is drawn as a single row; longer 1-D data is wrapped
   into rows of ceil(sqrt(N)) elements, the unused tail of the last row painted dark blue so
   that it cannot be mistaken for data. (N, C) data is two-dimensional and drawn as H x W.
+- Nothing is drawn (CannotDraw, with the reason) for an empty array, for more than 4
+  channels unless up to 4 are chosen, or for more than MAX_PIXELS pixels; PNGs beyond
+  MAX_PIXELS are not read either (a few bytes of PNG header can claim gigabytes).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,12 +30,31 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 from PIL.PngImagePlugin import PngInfo
 
-from cudump.errors import UsageError
+from cudump.errors import SnapshotError, UsageError
 
 MAX_ROW = 4096                    # longest 1-D buffer drawn as a single row
+MAX_PIXELS = 1 << 26              # largest image drawn or read (67 million: 8192 x 8192)
 NONFINITE_RGB = (255, 0, 255)     # magenta: NaN / Inf
 PADDING_RGB = (0, 0, 96)          # the tail of wrapped 1-D data that holds no element
 CHANNEL_NAMES = "rgba"
+
+
+class CannotDraw(UsageError):
+    """The data cannot be made into an image; the message says why (no command options)."""
+
+
+class TooManyChannels(CannotDraw):
+    """More than 4 channels and none chosen."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__(f"cannot draw {count} channels at once (an image has at most 4)")
+        self.count = count
+
+
+def check_pixels(width: int, height: int, what: str = "image") -> None:
+    if width * height > MAX_PIXELS:
+        raise CannotDraw(f"{what} of {width:,} x {height:,} = {width * height:,} pixels is "
+                         f"too large (at most {MAX_PIXELS:,})")
 
 
 @dataclass
@@ -62,11 +85,11 @@ def is_image_like(dtype: np.dtype | str, shape: Sequence[int]) -> bool:
     if kind not in "uifb":
         return False
     shape = tuple(shape)
+    if len(shape) not in (2, 3) or shape[0] * shape[1] > MAX_PIXELS:
+        return False
     if len(shape) == 2:
         return shape[0] > 1 and shape[1] > 1
-    if len(shape) == 3:
-        return shape[0] > 1 and shape[1] > 1 and 1 <= shape[2] <= 4
-    return False
+    return shape[0] > 1 and shape[1] > 1 and 1 <= shape[2] <= 4
 
 
 def parse_channels(spec: str | Sequence[int] | None, count: int) -> tuple[int, ...] | None:
@@ -103,10 +126,15 @@ def as_image_array(array: np.ndarray) -> tuple[np.ndarray, int, list[str]]:
     arr = np.asarray(array)
     notes: list[str] = []
     pad = 0
+    if arr.size == 0:
+        raise CannotDraw(f"nothing to draw: the array is empty (shape {list(arr.shape)})")
+    if arr.dtype.kind not in "uifb":
+        raise CannotDraw(f"cannot draw data of dtype {arr.dtype}")
     if arr.ndim == 0:
         arr = arr.reshape(1, 1)
     if arr.ndim == 1:
         n = arr.shape[0]
+        check_pixels(n, 1, f"1-D data of {n:,} elements")
         if n <= MAX_ROW:
             arr = arr.reshape(1, n)
             notes.append(f"1-D data of {n} elements drawn as one row")
@@ -120,16 +148,14 @@ def as_image_array(array: np.ndarray) -> tuple[np.ndarray, int, list[str]]:
             notes.append(f"1-D data of {n} elements wrapped into rows of {width}")
     if arr.ndim == 2:
         arr = arr[:, :, None]
-    elif arr.ndim == 3:
-        if arr.shape[2] > 4:
-            raise UsageError(f"cannot draw {arr.shape[2]} channels; choose up to 4 with channels")
-    else:
+    elif arr.ndim > 3:
         # Higher dimensions: the last one is channels if small, the rest are stacked as rows.
         if arr.shape[-1] <= 4:
             arr = arr.reshape(-1, arr.shape[-2], arr.shape[-1])
         else:
             arr = arr.reshape(-1, arr.shape[-1], 1)
         notes.append(f"{np.asarray(array).ndim}-D data stacked into rows")
+    check_pixels(arr.shape[1], arr.shape[0])
     return arr, pad, notes
 
 
@@ -177,6 +203,8 @@ def render(
     count = arr.shape[2]
     picked = parse_channels(channels, count)
     if picked is None:
+        if count > 4:
+            raise TooManyChannels(count)
         if count == 2 and arr.dtype == np.uint8:
             picked = (0,)
             notes.append("2-channel data: channel 0 drawn; choose others with channels")
@@ -267,8 +295,23 @@ def save_png(
 
 
 def read_png(path: str | Path) -> np.ndarray:
-    """A PNG as an array in the layout snapshots use: (H, W) L / I;16, (H, W, C) otherwise."""
-    with Image.open(path) as image:
+    """A PNG as an array in the layout snapshots use: (H, W) L / I;16, (H, W, C) otherwise.
+
+    Images beyond MAX_PIXELS are refused (SnapshotError) before anything is decoded.
+    """
+    with warnings.catch_warnings():
+        # MAX_PIXELS is the limit here; PIL's warning for large images is noise.
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        try:
+            opened = Image.open(path)
+        except Image.DecompressionBombError:
+            raise SnapshotError(f"{path}: image too large to read (more than "
+                                f"{MAX_PIXELS:,} pixels)") from None
+    with opened as image:
+        try:
+            check_pixels(image.width, image.height)
+        except CannotDraw as err:
+            raise SnapshotError(f"{path}: {err}; not read") from None
         image.load()
         mode = image.mode
         if mode == "P":

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -48,34 +48,120 @@ class SnapshotRecord:
         return json.dumps(data, separators=(",", ":"))
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SnapshotRecord:
+    def from_dict(cls, data: Any) -> SnapshotRecord:
+        """A record from one decoded manifest line; SnapshotError says what is wrong."""
+        if not isinstance(data, dict):
+            raise SnapshotError(f"expected a JSON object, got {_json_kind(data)}")
         names = {f.name for f in fields(cls)} - {"extra"}
+        missing = [f.name for f in fields(cls) if f.name in _REQUIRED and f.name not in data]
+        if missing:
+            raise SnapshotError(f"record lacks the field '{missing[0]}'")
+        for name, value in data.items():
+            if name in _FIELD_TYPES:
+                _check_field(name, value)
         known = {k: v for k, v in data.items() if k in names}
         extra = {k: v for k, v in data.items() if k not in names}
-        try:
-            return cls(**known, extra=extra)
-        except TypeError as err:
-            raise SnapshotError(f"manifest record is missing a field: {err}") from None
+        return cls(**known, extra=extra)
+
+
+# What each field of a manifest line must hold, so that the offline tools can trust it.
+_STR, _INT, _INTS, _NUMBERS = "a string", "a whole number", "a list of whole numbers", \
+    "a list of numbers"
+_FIELD_TYPES: dict[str, tuple[str, bool]] = {       # name -> (kind, may be null)
+    "kernel": (_STR, False), "mangled": (_STR, False), "launch": (_INT, False),
+    "occurrence": (_INT, False), "pid": (_INT, False), "grid": (_INTS, False),
+    "block": (_INTS, False), "stream": (_STR, False), "arg": (_INT, False),
+    "type": (_STR, True), "phase": (_STR, False), "address": (_STR, False),
+    "dtype": (_STR, True), "shape": (_INTS, True), "file": (_STR, True), "png": (_STR, True),
+    "status": (_STR, False), "reason": (_STR, True), "range": (_NUMBERS, True),
+    "device": (_INT, True),
+}
+_REQUIRED = frozenset(f.name for f in fields(SnapshotRecord)
+                      if f.default is MISSING and f.default_factory is MISSING)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_kind(value: Any, kind: str) -> bool:
+    if kind == _STR:
+        return isinstance(value, str)
+    if kind == _INT:
+        return _is_int(value)
+    if not isinstance(value, list):
+        return False
+    if kind == _INTS:
+        return all(_is_int(v) for v in value)
+    return all(_is_int(v) or isinstance(v, float) for v in value)
+
+
+def _check_field(name: str, value: Any) -> None:
+    kind, nullable = _FIELD_TYPES[name]
+    if value is None and nullable:
+        return
+    if not _is_kind(value, kind):
+        raise SnapshotError(f"field '{name}' should be {kind}"
+                            f"{' or null' if nullable else ''}, got {_json_kind(value)}")
+
+
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list" if value else "an empty list"
+    if isinstance(value, str):
+        return "a string"
+    return "a number"
 
 
 def read_manifest(run_dir: Path) -> list[SnapshotRecord]:
-    """Read a run directory's manifest.jsonl. A torn last line (the run was killed) is skipped."""
+    """Read a run directory's manifest.jsonl. A torn last line (the run was killed) is skipped.
+
+    Any other line that is not UTF-8, not JSON, not an object or holds a field of the wrong
+    type is a SnapshotError naming the file and the line.
+    """
     path = Path(run_dir) / MANIFEST
     if not path.is_file():
         raise SnapshotError(f"{run_dir} is not a cudump run directory (no {MANIFEST})")
+    try:
+        lines = path.read_bytes().split(b"\n")
+    except OSError as err:
+        raise SnapshotError(f"{path}: cannot read: {err.strerror or err}") from None
+    while lines and not lines[-1].strip():
+        lines.pop()
     records: list[SnapshotRecord] = []
-    lines = path.read_text().splitlines()
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
+    for number, raw in enumerate(lines, 1):
+        if not raw.strip():
             continue
         try:
-            data = json.loads(line)
-        except json.JSONDecodeError:
+            data = _decode_line(raw)
+        except SnapshotError as err:
             if number == len(lines):
-                break
-            raise SnapshotError(f"{path}:{number}: not valid JSON") from None
-        records.append(SnapshotRecord.from_dict(data))
+                break                      # torn: the run was killed while writing it
+            raise SnapshotError(f"{path}:{number}: {err}") from None
+        try:
+            records.append(SnapshotRecord.from_dict(data))
+        except SnapshotError as err:
+            raise SnapshotError(f"{path}:{number}: {err}") from None
     return records
+
+
+def _decode_line(raw: bytes) -> Any:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SnapshotError("not UTF-8 text") from None
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise SnapshotError("not valid JSON (nested too deeply)") from None
+    except ValueError:           # JSONDecodeError, or an integer of thousands of digits
+        raise SnapshotError("not valid JSON") from None
 
 
 class ManifestWriter:

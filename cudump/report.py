@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from cudump.diff import Metrics, PairResult, RunDiff, Tolerance
-from cudump.imaging import render, render_pair, save_png
+from cudump.errors import CudumpError
+from cudump.imaging import Rendered, render, render_pair, save_png
 from cudump.runs import Snapshot, short_kernel_name
 
 # ---------------------------------------------------------------------------------------
@@ -22,6 +23,11 @@ from cudump.runs import Snapshot, short_kernel_name
 
 def fmt_count(n: int) -> str:
     return f"{n:,}"
+
+
+def _ratio(part: int, whole: int) -> float:
+    """part / whole, 0 for an empty whole (an empty array has nothing that differs)."""
+    return part / whole if whole else 0.0
 
 
 def fmt_share(share: float) -> str:
@@ -108,14 +114,14 @@ def file_report(path_a: str, path_b: str, m: Metrics, tol: Tolerance) -> list[st
     ]
     if m.channel_differing is not None:
         names = "rgba" if m.channels <= 4 else ""
+        pixels = m.elements // m.channels
         for ch, count in enumerate(m.channel_differing):
             label = f"{ch} ({names[ch]})" if names else str(ch)
-            share = count / (m.elements // m.channels)
-            lines.append(f"  channel {label}: {fmt_count(count)} ({fmt_share(share)})")
-        pixels = m.elements // m.channels
+            lines.append(f"  channel {label}: {fmt_count(count)} "
+                         f"({fmt_share(_ratio(count, pixels))})")
         assert m.pixels_differing is not None
         lines.append(f"differing pixels: {fmt_count(m.pixels_differing)} of "
-                     f"{fmt_count(pixels)} ({fmt_share(m.pixels_differing / pixels)})")
+                     f"{fmt_count(pixels)} ({fmt_share(_ratio(m.pixels_differing, pixels))})")
     if m.nonfinite_mismatch:
         lines.append(f"NaN/Inf disagreeing: {fmt_count(m.nonfinite_mismatch)} elements")
     if m.max_index is None:
@@ -142,6 +148,7 @@ STATUS_TEXT = {
     "error": "ERROR",
     "only-a": "only A",
     "only-b": "only B",
+    "uncaptured": "none",
 }
 
 
@@ -208,15 +215,18 @@ def run_summary(result: RunDiff) -> list[str]:
                          f"largest {fmt_num(m.max_abs)} at {fmt_where(m.max_index)}")
         elif first.reason:
             lines.append(f"  {first.reason}")
-    for title, group in (("only in A", result.only_a), ("only in B", result.only_b)):
+    for title, group in (("only in A", result.only_a), ("only in B", result.only_b),
+                         ("not captured on either side", result.uncaptured)):
         if group:
             lines.append(f"{title} ({len(group)}):")
             lines += [f"  {describe_pair(p)}" for p in group]
-    compared = result.compared
-    differ = sum(1 for p in compared if p.status in ("differ", "mismatch"))
+    uncaptured = len(result.uncaptured)
+    compared = len(result.compared) - uncaptured
+    differ = sum(1 for p in result.compared if p.status in ("differ", "mismatch"))
+    neither = f", {uncaptured} not captured on either side" if uncaptured else ""
     lines.append(
-        f"{len(compared)} pairs compared, {differ} differ, {len(result.errors)} could not be "
-        f"compared, {len(result.only_a)} only in A, {len(result.only_b)} only in B"
+        f"{compared} pairs compared, {differ} differ, {len(result.errors)} could not be "
+        f"compared, {len(result.only_a)} only in A, {len(result.only_b)} only in B{neither}"
     )
     return lines
 
@@ -231,7 +241,7 @@ def snapshot_rows(snapshots: Sequence[Snapshot], full_names: bool = False) -> li
         r = s.record
         name = r.kernel if full_names else fit(short_kernel_name(r.kernel), 48)
         shape = "x".join(str(n) for n in r.shape) if r.shape else "-"
-        where = r.file if s.ok and r.file else f"error: {r.reason or 'not captured'}"
+        where = r.file if s.ok and r.file else f"error: {s.problem or 'not captured'}"
         rows.append([str(s.index), str(r.pid), str(r.launch), name, str(r.occurrence),
                      str(r.arg), r.type or "-", r.phase, r.dtype or "-", shape, where])
     return rows
@@ -314,6 +324,31 @@ class _Phase:
     figures: list[_Figure]
 
 
+def _drawable(array: np.ndarray | None) -> Rendered | None:
+    if array is None:
+        return None
+    try:
+        return render(array)
+    except (CudumpError, ValueError, MemoryError):   # empty, too many channels, too large
+        return None
+
+
+def _drawings(a: np.ndarray | None, b: np.ndarray | None
+              ) -> tuple[Rendered | None, Rendered | None, Rendered | None]:
+    """A, B and their heatmap as images, each None where it cannot be drawn."""
+    if a is not None and b is not None and a.shape == b.shape and a.dtype == b.dtype:
+        try:
+            return render_pair(a, b)
+        except (CudumpError, ValueError, MemoryError):
+            pass
+    return _drawable(a), _drawable(b), None
+
+
+def _esc(value: object) -> str:
+    """Text (from a manifest, a path, a number) for HTML content or a quoted attribute."""
+    return html.escape(str(value), quote=True)
+
+
 class HtmlReport:
     """A static page: per launch with a differing buffer, each phase's A, B and heatmap."""
 
@@ -351,9 +386,9 @@ class HtmlReport:
 
     def _section(self, number: int, group: list[PairResult]) -> str:
         phases: list[_Phase] = []
-        for pair in group:
+        for position, pair in enumerate(group):
             phase = pair.key[3]
-            figures = self._figures(number, phase, pair)
+            figures = self._figures(f"{number:05d}-{position}", phase, pair)
             phases.append(_Phase(phase, pair, figures))
         first = self.result.first_divergent
         is_first = first is not None and any(p is first for p in group)
@@ -361,46 +396,45 @@ class HtmlReport:
         title = (f"launch {head.launch} · {short_kernel_name(head.kernel)} · occurrence "
                  f"{head.occurrence} · arg {head.arg}" + (f" ({head.type})" if head.type else ""))
         parts = [f'<section class="launch{" first" if is_first else ""}" id="l{number}">',
-                 f"<h2>{html.escape(title)}"
+                 f"<h2>{_esc(title)}"
                  + ('<span class="badge">first divergent</span>' if is_first else "")
                  + "</h2>"]
         for ph in phases:
             parts.append('<div class="phase">')
             for fig in ph.figures:
                 parts.append("<figure>")
-                parts.append(f"<figcaption>{html.escape(fig.caption)}</figcaption>")
+                parts.append(f"<figcaption>{_esc(fig.caption)}</figcaption>")
                 if fig.file:
-                    parts.append(f'<img src="{html.escape(fig.file)}" '
-                                 f'alt="{html.escape(fig.caption)}">')
+                    parts.append(f'<img src="{_esc(fig.file)}" '
+                                 f'alt="{_esc(fig.caption)}">')
                 else:
                     parts.append('<div class="none">no image</div>')
                 parts.append("</figure>")
-            rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>"
+            rows = "".join(f"<tr><td>{_esc(k)}</td><td>{_esc(v)}</td></tr>"
                            for k, v in _metrics_rows(ph.pair))
             parts.append(f'<table class="metrics"><tr><td>phase</td><td><b>'
-                         f"{html.escape(ph.phase)}</b></td></tr>{rows}</table>")
+                         f"{_esc(ph.phase)}</b></td></tr>{rows}</table>")
             parts.append("</div>")
         parts.append("</section>")
         return "\n".join(parts)
 
-    def _figures(self, number: int, phase: str, pair: PairResult) -> list[_Figure]:
-        """Write the PNGs of one pair; a side that cannot be drawn gets no image."""
-        stem = f"img/{number:05d}-{phase}"
+    def _figures(self, stem: str, phase: str, pair: PairResult) -> list[_Figure]:
+        """Write the PNGs of one pair; a side that cannot be drawn gets no image.
+
+        File names come from the section's number and the position of the phase in it, never
+        from manifest text, so no manifest can make the report write outside its directory.
+        """
         arrays: list[np.ndarray | None] = []
         for snap in (pair.a, pair.b):
             try:
                 arrays.append(snap.load() if snap is not None else None)
             except Exception:  # noqa: BLE001 - an unreadable side is shown as missing
                 arrays.append(None)
-        a, b = arrays
         files: list[str | None] = [None, None, None]
-        if a is not None and b is not None and a.shape == b.shape and a.dtype == b.dtype:
-            drawn = render_pair(a, b)
-        else:
-            drawn = tuple(render(x) if x is not None else None for x in (a, b)) + (None,)
-        for i, (suffix, pic) in enumerate(zip(("a", "b", "diff"), drawn, strict=True)):
+        for i, (suffix, pic) in enumerate(zip(("a", "b", "diff"), _drawings(*arrays),
+                                              strict=True)):
             if pic is not None:
-                name = f"{stem}-{suffix}.png"
+                name = f"img/{stem}-{suffix}.png"
                 save_png(pic, self.out / name)
                 files[i] = name
         return [
@@ -417,29 +451,28 @@ class HtmlReport:
                 continue
             m = p.metrics
             cls = "diff" if p.different or p.status == "error" else "same"
-            launch = str(p.launch_snapshot.record.launch)
+            launch = _esc(p.launch_snapshot.record.launch)
             if id(p) in self._anchor:
                 launch = f"<a href='#l{self._anchor[id(p)]}'>{launch}</a>"
+            cells = [short_kernel_name(p.key[0]), p.key[1], p.key[2], p.key[3]]
+            numbers = [fmt_count(m.differing), fmt_share(m.share), fmt_num(m.max_abs),
+                       fmt_psnr(m.psnr)] if m else ["-"] * 4
             rows.append(
                 f"<tr><td class='n'>{launch}</td>"
-                f"<td>{html.escape(short_kernel_name(p.key[0]))}</td>"
-                f"<td class='n'>{p.key[1]}</td><td class='n'>{p.key[2]}</td>"
-                f"<td>{html.escape(p.key[3])}</td>"
-                f"<td class='{cls}'>{html.escape(STATUS_TEXT.get(p.status, p.status))}</td>"
-                f"<td class='n'>{fmt_count(m.differing) if m else '-'}</td>"
-                f"<td class='n'>{fmt_share(m.share) if m else '-'}</td>"
-                f"<td class='n'>{fmt_num(m.max_abs) if m else '-'}</td>"
-                f"<td class='n'>{fmt_psnr(m.psnr) if m else '-'}</td></tr>"
+                f"<td>{_esc(cells[0])}</td><td class='n'>{_esc(cells[1])}</td>"
+                f"<td class='n'>{_esc(cells[2])}</td><td>{_esc(cells[3])}</td>"
+                f"<td class='{cls}'>{_esc(STATUS_TEXT.get(p.status, p.status))}</td>"
+                + "".join(f"<td class='n'>{_esc(x)}</td>" for x in numbers) + "</tr>"
             )
-        compared = len(r.compared)
+        compared = len(r.compared) - len(r.uncaptured)
         differ = sum(1 for p in r.compared if p.status in ("differ", "mismatch"))
         summary = (
             "<table class='summary'><tr><th>launch</th><th>kernel</th><th>occ</th><th>arg</th>"
             "<th>phase</th><th>status</th><th>differing</th><th>share</th><th>max</th>"
             "<th>PSNR</th></tr>" + "".join(rows) + "</table>"
         ) if rows else "<p class='same'>All snapshots are equal within tolerance.</p>"
-        meta = (f"A: {html.escape(self.name_a)} &nbsp; B: {html.escape(self.name_b)} &nbsp; "
-                f"{html.escape(fmt_tol(self.tol))} &nbsp; {compared} pairs compared, "
+        meta = (f"A: {_esc(self.name_a)} &nbsp; B: {_esc(self.name_b)} &nbsp; "
+                f"{_esc(fmt_tol(self.tol))} &nbsp; {compared} pairs compared, "
                 f"{differ} differ, {len(r.only_a)} only in A, {len(r.only_b)} only in B")
         return (
             "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"

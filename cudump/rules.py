@@ -17,15 +17,27 @@ rules, or a single rule mapping, is accepted too::
           2: {dtype: uint8, channels: 4, width: arg5, height: arg6, pitch: arg4}
           7: {dtype: float32, count: "arg5 * arg6", range: [0, 1]}
 
-`kernel` is a glob: `*` is any run of characters, `?` one character, and every
-other character stands for itself (brackets too, since C++ names hold them).
-With `match: demangled` it must match the whole demangled name, with or without
-its return type (`void ns::k<int>(float*)` or `ns::k<int>(float*)`); `match:
-base` matches the bare function name (`k`: no namespaces, template arguments
-or parameters, as Nsight Compute's base names); `match: mangled` the symbol
-(`_Z1kPf`). `re:<regex>` is a Python regular expression searched anywhere in
-the same text, with and without the return type (`re:FrP0k` matches any name
-containing FrP0k; `re:^device::` matches `void device::k(int)`).
+`kernel` is a kernel pattern (cudump.pattern, the one matcher rules,
+breakpoints and `cudump ls/show/diff --kernel` share): a glob, where `*` is any
+run of characters, `?` one character, and every other character stands for
+itself (brackets too, since C++ names hold them). With `match: demangled` it
+must match, as a whole, one of the forms of the demangled name: the full name
+(`void ns::k<int>(float*)`), the name without its return type
+(`ns::k<int>(float*)`), without its parameters (`ns::k<int>`) or the bare
+function name (`k`); so `ns::k*`, `ns::k<int>` and `k` all name that kernel,
+and a plain word names kernels of that name, not every name containing it
+(write `*word*` for that). `match: base` matches only the bare function name
+(no namespaces, template arguments or parameters, as Nsight Compute's base
+names); `match: mangled` only the symbol (`_Z1kPf`). `re:<regex>` is a Python
+regular expression searched anywhere in the full name, with and without the
+return type (`re:FrP0k` matches any name containing FrP0k; `re:^device::`
+matches `void device::k(int)`); a regular expression that repeats a group that
+itself repeats (`(a+)+`), which can take exponential time, is refused.
+
+`action: snapshot` (the default) copies the buffers as described below.
+`action: break` makes the interactive prompt stop at the launches the rule
+selects (`skip`, `every` and `count` apply); it takes no snapshots, so it has
+no `args`, `when`, `format` or `overrides`.
 
 Launches are counted per rule and per process, from 1, among the launches the
 rule's pattern matches. `when` and `format` also take lists (`[before, after]`).
@@ -38,13 +50,21 @@ type sets `channels` too. `channels`, `width` (elements per row), `height`
 (`arg4`, `arg5 * 2`, `(arg1 + 255) // 256 * 256`, `min(arg5, 1920)`; see
 cudump.expr). `range: [low, high]` is the value range PNGs of float data are
 rendered with. An override replaces the element type of the signature: a
-`dtype` without `channels` means one channel.
+`dtype` without `channels` means one channel. `field: N` takes the pointer at
+byte N (0, 8, 16, ...) inside an argument passed by value as a struct.
+
+Everything that can be checked before the program runs is: a geometry value
+that is a constant (`width: -3`, `count: 0`, `height: "1/0"`, `pitch: 2.5`) must
+be a whole number >= 1 (and below 2**48); a `range` must be two finite numbers,
+low < high; `field` lies inside the largest kernel parameter block. Expressions
+over argN are checked per launch, and a launch whose values do not fit gets a
+manifest record with the reason.
 """
 
 from __future__ import annotations
 
 import difflib
-import re
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,40 +76,22 @@ from cudump.args import ArgValue
 from cudump.elements import NUMPY_DTYPES, element_type
 from cudump.errors import RuleError
 from cudump.expr import Expr, ExprError, parse_expr
-from cudump.signature import parse_signature
+from cudump.pattern import SUBJECTS, KernelPattern, PatternError, Subject
 
 PHASES = frozenset({"before", "after"})
 FORMATS = frozenset({"npy", "png"})
-SUBJECTS = ("demangled", "mangled", "base")
-_Subject = Literal["demangled", "mangled", "base"]
+ACTIONS = ("snapshot", "break")
 RULE_KEYS = ("name", "kernel", "match", "skip", "count", "every", "args", "when", "format",
              "overrides", "action")
-ACTIONS = ("snapshot", "break")
+# Keys that only make sense for a rule that takes snapshots.
+SNAPSHOT_KEYS = ("args", "when", "format", "overrides")
 OVERRIDE_KEYS = ("dtype", "channels", "width", "height", "pitch", "count", "range", "field")
+GEOMETRY_KEYS = ("channels", "width", "height", "pitch", "count")
+MAX_CONSTANT = 1 << 48       # a constant width, count ... beyond this fits no device buffer
+MAX_PARAM_BYTES = 32764      # the largest kernel parameter block (CUDA 12.1+, Volta+)
 
 
 # ---------------------------------------------------------------- model
-
-
-@dataclass(frozen=True)
-class Matcher:
-    pattern: str                 # as written, `re:` prefix included
-    subject: _Subject
-    regex: re.Pattern[str]
-    is_regex: bool
-
-    def matches(self, demangled: str, mangled: str) -> bool:
-        if self.subject == "mangled":
-            candidates = [mangled]
-        else:
-            sig = parse_signature(demangled)
-            if self.subject == "base":
-                candidates = [sig.base_name]
-            else:
-                text = demangled.strip()
-                candidates = [text, text[len(sig.return_type):].lstrip()]
-        test = self.regex.search if self.is_regex else self.regex.fullmatch
-        return any(test(c) is not None for c in candidates)
 
 
 @dataclass
@@ -115,7 +117,7 @@ class Rule:
     name: str
     path: Path
     line: int
-    matcher: Matcher
+    matcher: KernelPattern
     skip: int = 0
     count: int | None = None
     every: int = 1
@@ -123,7 +125,17 @@ class Rule:
     when: frozenset[str] = PHASES
     formats: frozenset[str] = FORMATS
     overrides: dict[int, ArgOverride] = field(default_factory=dict)
-    action: str = "snapshot"      # "snapshot" | "break" (stop at the prompt)
+    # "snapshot", or "break": the prompt stops at the launches the rule selects. A break
+    # rule takes no snapshots: its `when` and `formats` are empty.
+    action: str = "snapshot"
+
+    @property
+    def pattern(self) -> KernelPattern:
+        return self.matcher
+
+    @property
+    def is_break(self) -> bool:
+        return self.action == "break"
 
     def matches(self, demangled: str, mangled: str) -> bool:
         """Whether the rule wants this function; the caller caches it per function."""
@@ -171,7 +183,12 @@ def _load_file(path: Path) -> list[Rule]:
         raise RuleError(where, None, None, "not UTF-8 text") from None
     except OSError as err:
         raise RuleError(where, None, None, f"cannot read: {err.strerror}") from None
-    loader = yaml.SafeLoader(text)
+    try:
+        loader = yaml.SafeLoader(text)
+    except yaml.reader.ReaderError as err:     # a control character, refused up front
+        line = text.count("\n", 0, max(err.position, 0)) + 1
+        raise _rule_error(where, line, None, f"YAML syntax error: character "
+                          f"#x{err.character:04x}: {err.reason}") from None
     try:
         root = loader.get_single_node()
         return _Reader(where, path, loader).file(root)
@@ -179,12 +196,28 @@ def _load_file(path: Path) -> list[Rule]:
         mark = err.problem_mark or err.context_mark
         line = mark.line + 1 if mark is not None else None
         problem = err.problem or err.context or "malformed"
-        raise RuleError(where, line, None,
-                        f"YAML syntax error: {problem} (check indentation and quoting)") from None
+        raise _rule_error(where, line, None, f"YAML syntax error: {problem} "
+                          "(check indentation and quoting)") from None
     except yaml.YAMLError as err:
-        raise RuleError(where, None, None, f"YAML syntax error: {err}") from None
+        raise _rule_error(where, None, None, f"YAML syntax error: {err}") from None
+    except RecursionError:
+        # The composer recurses once per level of nesting.
+        raise _rule_error(where, getattr(loader, "line", -1) + 1, None,
+                          "nested too deeply; a rule file needs only a few levels") from None
     finally:
         loader.dispose()
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    """Control characters escaped and long text shortened, so an error stays one line."""
+    flat = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
+
+
+def _rule_error(where: str, line: int | None, fieldname: str | None,
+                problem: str) -> RuleError:
+    return RuleError(where, line, _one_line(fieldname, 80) if fieldname else None,
+                     _one_line(problem, 400))
 
 
 def _line(node: yaml.Node) -> int:
@@ -201,15 +234,26 @@ def _kind(node: yaml.Node, value: Any = None) -> str:
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, int):
-        return str(value)
+        return _short(_text(value))
     if isinstance(value, float):
         return repr(value)
-    return repr(str(value))
+    return _short(repr(_text(value)))
 
 
-def _glob_regex(pattern: str) -> re.Pattern[str]:
-    parts = [".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern]
-    return re.compile("".join(parts), re.DOTALL)
+def _short(text: str, limit: int = 60) -> str:
+    """Long values shortened in the middle, so the problem after them stays readable."""
+    if len(text) <= limit:
+        return text
+    keep = limit - 1
+    return text[:keep - keep // 2] + "…" + text[len(text) - keep // 2:]
+
+
+def _text(value: Any) -> str:
+    """str(value), also for integers too long for str() (hexadecimal YAML can make them)."""
+    try:
+        return str(value)
+    except ValueError:
+        return "a number too large to show"
 
 
 def _resolve_dtype(name: str) -> tuple[str, int | None] | None:
@@ -231,13 +275,21 @@ class _Reader:
         self.loader = loader
 
     def error(self, node: yaml.Node | None, fieldname: str | None, problem: str) -> RuleError:
-        return RuleError(self.where, _line(node) if node is not None else None, fieldname,
-                         problem)
+        return _rule_error(self.where, _line(node) if node is not None else None, fieldname,
+                           problem)
 
     def scalar(self, node: yaml.Node) -> Any:
         if not isinstance(node, yaml.ScalarNode):
             return None
-        return self.loader.construct_object(node)
+        try:
+            return self.loader.construct_object(node)
+        except yaml.YAMLError:
+            raise
+        except Exception as err:  # noqa: BLE001 - e.g. a timestamp 2001-13-45, !!bool maybe
+            kind = str(node.tag).rsplit(":", 1)[-1]
+            detail = "" if isinstance(err, KeyError) else f": {_text(err)}"
+            raise self.error(node, None, f"cannot read {_short(repr(node.value))} as a "
+                             f"{kind}{detail}") from None
 
     def items(self, node: yaml.MappingNode, allowed: Sequence[str], prefix: str
               ) -> dict[str, tuple[yaml.Node, yaml.Node]]:
@@ -245,7 +297,7 @@ class _Reader:
         out: dict[str, tuple[yaml.Node, yaml.Node]] = {}
         for key_node, value_node in node.value:
             key = self.scalar(key_node)
-            name = str(key)
+            name = _text(key)
             if name not in allowed:
                 close = difflib.get_close_matches(name, allowed, n=1)
                 hint = f"did you mean '{close[0]}'? " if close else ""
@@ -264,7 +316,7 @@ class _Reader:
         if isinstance(root, yaml.SequenceNode):
             return self.rule_list(root)
         if isinstance(root, yaml.MappingNode):
-            keys = {str(self.scalar(k)) for k, _ in root.value}
+            keys = {_text(self.scalar(k)) for k, _ in root.value}
             if keys & set(RULE_KEYS) and "rules" not in keys:
                 return [self.rule(root)]  # a file holding a single rule
             entries = self.items(root, ("rules",), "")
@@ -292,8 +344,9 @@ class _Reader:
             raise self.error(node, "kernel", "missing; every rule needs a kernel pattern such "
                              "as 'device::FrP0k5607tPV*' or 're:FrP0k'")
         subject = self.choice(entries.get("match"), "match", SUBJECTS, "demangled")
-        matcher = self.matcher(entries["kernel"][1], subject)
-        name = matcher.pattern
+        matcher = self.matcher(entries["kernel"][1], cast(Subject, subject))
+        action = self.choice(entries.get("action"), "action", ACTIONS, "snapshot")
+        name = matcher.text
         if "name" in entries:
             name_node = entries["name"][1]
             value = self.scalar(name_node)
@@ -301,43 +354,44 @@ class _Reader:
                 raise self.error(name_node, "name",
                                  f"expected a string, got {_kind(name_node, value)}")
             name = value
-        args = self.args(entries.get("args"))
         rule = Rule(
             name=name,
             path=self.path,
             line=_line(node),
             matcher=matcher,
+            action=action,
             skip=self.whole(entries.get("skip"), "skip", 0, 0),
             count=self.whole(entries.get("count"), "count", 1, None),
             every=self.whole(entries.get("every"), "every", 1, 1),
-            args=args,
-            when=self.phases(entries.get("when"), "when", PHASES, "before, after or both"),
-            formats=self.phases(entries.get("format"), "format", FORMATS, "npy, png or both"),
-            overrides=self.overrides(entries.get("overrides"), args),
-            action=self.choice(entries.get("action"), "action", ACTIONS, "snapshot"),
         )
+        if action == "break":
+            self.no_snapshot_keys(entries)
+            rule.when = rule.formats = frozenset()
+            return rule
+        rule.args = self.args(entries.get("args"))
+        rule.when = self.phases(entries.get("when"), "when", PHASES, "before, after or both")
+        rule.formats = self.phases(entries.get("format"), "format", FORMATS, "npy, png or both")
+        rule.overrides = self.overrides(entries.get("overrides"), rule.args)
         return rule
+
+    def no_snapshot_keys(self, entries: dict[str, tuple[yaml.Node, yaml.Node]]) -> None:
+        for key in SNAPSHOT_KEYS:
+            if key in entries:
+                raise self.error(entries[key][0], key,
+                                 "a rule with 'action: break' stops at the launch and takes "
+                                 f"no snapshots; drop '{key}' or use 'action: snapshot'")
 
     # -- fields
 
-    def matcher(self, node: yaml.Node, subject: str) -> Matcher:
+    def matcher(self, node: yaml.Node, subject: Subject) -> KernelPattern:
         value = self.scalar(node)
         if not isinstance(value, str):
             raise self.error(node, "kernel",
                              f"expected a pattern string, got {_kind(node, value)}")
-        if value.startswith("re:"):
-            source = value[3:]
-            if not source:
-                raise self.error(node, "kernel", "empty regular expression after 're:'")
-            try:
-                regex = re.compile(source)
-            except re.error as err:
-                raise self.error(node, "kernel", f"invalid regular expression {source!r}: "
-                                 f"{err.msg} at position {err.pos}") from None
-            return Matcher(value, cast(_Subject, subject), regex, True)
-        if not value.strip():
-            raise self.error(node, "kernel", "empty pattern")
-        return Matcher(value, cast(_Subject, subject), _glob_regex(value), False)
+        try:
+            return KernelPattern(value, subject)
+        except PatternError as err:
+            raise self.error(node, "kernel", str(err)) from None
 
     def choice(self, entry: tuple[yaml.Node, yaml.Node] | None, fieldname: str,
                options: Sequence[str], default: str) -> str:
@@ -367,13 +421,15 @@ class _Reader:
         node = entry[1]
         if isinstance(node, yaml.SequenceNode) and node.value:
             indexes: list[int] = []
+            seen: set[int] = set()
             for item in node.value:
                 value = self.scalar(item)
                 if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                     raise self.error(item, "args", "argument index must be a whole number "
                                      f">= 0, got {_kind(item, value)}")
-                if value in indexes:
+                if value in seen:
                     raise self.error(item, "args", f"argument {value} is listed twice")
+                seen.add(value)
                 indexes.append(value)
             return indexes
         value = self.scalar(node)
@@ -432,9 +488,9 @@ class _Reader:
                              f"({', '.join(OVERRIDE_KEYS)}), got {_kind(node, self.scalar(node))}")
         entries = self.items(node, OVERRIDE_KEYS, prefix + ".")
         result = ArgOverride()
-        for key in ("channels", "width", "height", "pitch", "count"):
+        for key in GEOMETRY_KEYS:
             if key in entries:
-                setattr(result, key, self.expression(entries[key][1], f"{prefix}.{key}"))
+                setattr(result, key, self.geometry(entries[key][1], f"{prefix}.{key}"))
         if "dtype" in entries:
             dnode = entries["dtype"][1]
             value = self.scalar(dnode)
@@ -457,14 +513,39 @@ class _Reader:
         if "range" in entries:
             result.range = self.value_range(entries["range"][1], f"{prefix}.range")
         if "field" in entries:
-            fnode = entries["field"][1]
-            value = self.scalar(fnode)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0 or value % 8:
-                raise self.error(fnode, f"{prefix}.field",
-                                 f"expected the byte offset of a pointer inside the argument "
-                                 f"(0, 8, 16, ...), got {_kind(fnode, value)}")
-            result.field = value
+            result.field = self.field_offset(entries["field"][1], f"{prefix}.field")
         return result
+
+    def field_offset(self, node: yaml.Node, fieldname: str) -> int:
+        value = self.scalar(node)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0 or value % 8:
+            raise self.error(node, fieldname,
+                             f"expected the byte offset of a pointer inside the argument "
+                             f"(0, 8, 16, ...), got {_kind(node, value)}")
+        if value + 8 > MAX_PARAM_BYTES:
+            raise self.error(node, fieldname,
+                             f"byte offset {_kind(node, value)} is beyond the largest kernel "
+                             f"parameter block ({MAX_PARAM_BYTES} bytes)")
+        return value
+
+    def geometry(self, node: yaml.Node, fieldname: str) -> Expr:
+        """An expression for a whole number >= 1; checked now when it is a constant."""
+        expr = self.expression(node, fieldname)
+        try:
+            expr.check()
+            if expr.names():
+                return expr      # its value depends on the launch: checked per launch
+            value = expr.evaluate({})
+        except ExprError as err:
+            raise self.error(node, fieldname,
+                             f"bad expression {_short(repr(expr.text))}: {err}") from None
+        shown = _text(value) if expr.text == _text(value) else f"{expr.text!r} = {value!r}"
+        if not math.isfinite(value) or value != int(value) or value < 1:
+            raise self.error(node, fieldname, f"expected a whole number >= 1, got {shown}")
+        if value > MAX_CONSTANT:
+            raise self.error(node, fieldname, f"{shown} is larger than any device buffer "
+                             f"(at most {MAX_CONSTANT})")
+        return expr
 
     def expression(self, node: yaml.Node, fieldname: str) -> Expr:
         value = self.scalar(node)
@@ -474,14 +555,35 @@ class _Reader:
         try:
             return parse_expr(value)
         except ExprError as err:
-            raise self.error(node, fieldname, f"bad expression {str(value)!r}: {err}") from None
+            if not isinstance(value, str):      # a YAML number: inf, nan, 0x<many digits>
+                raise self.error(node, fieldname,
+                                 f"got {_kind(node, value)}: {err.problem}") from None
+            raise self.error(node, fieldname,
+                             f"bad expression {_kind(node, value)}: {err}") from None
 
     def value_range(self, node: yaml.Node, fieldname: str) -> tuple[float, float]:
-        values = [self.scalar(v) for v in node.value] \
-            if isinstance(node, yaml.SequenceNode) else []
-        numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
-        if len(values) != 2 or len(numbers) != 2 or not numbers[0] < numbers[1]:
-            shown = f"[{', '.join(_kind(v, x) for v, x in zip(node.value, values, strict=True))}]"\
-                if isinstance(node, yaml.SequenceNode) else _kind(node, self.scalar(node))
-            raise self.error(node, fieldname, f"expected [low, high] with low < high, got {shown}")
-        return float(numbers[0]), float(numbers[1])
+        if isinstance(node, yaml.SequenceNode):
+            items = node.value[:3]
+            values = [self.scalar(v) for v in items]
+            shown = ", ".join(_kind(v, x) for v, x in zip(items, values, strict=True))
+            shown = f"[{shown}{', ...' if len(node.value) > 3 else ''}]"
+        else:
+            values, shown = [], _kind(node, self.scalar(node))
+        bounds = [_finite(v) for v in values]
+        if len(values) == 2 and len(node.value) == 2 and None not in bounds:
+            low, high = cast(list[float], bounds)
+            if low < high:
+                return low, high
+        raise self.error(node, fieldname,
+                         f"expected [low, high], finite numbers with low < high, got {shown}")
+
+
+def _finite(value: Any) -> float | None:
+    """A YAML number as a finite float, or None (not a number, infinite, NaN, too large)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None

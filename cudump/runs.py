@@ -5,18 +5,22 @@ Shared by the offline commands (`cudump diff`, `ls`, `show`).
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 
-from cudump.errors import SnapshotError
+from cudump.errors import SnapshotError, UsageError
 from cudump.imaging import read_png
 from cudump.manifest import MANIFEST, SnapshotRecord, read_manifest
+from cudump.pattern import KernelPattern, PatternError
 
 PHASE_ORDER = {"before": 0, "after": 1}
+
+
+NPY_MAGIC = b"\x93NUMPY"
 
 
 def load_array(path: str | Path) -> np.ndarray:
@@ -25,18 +29,34 @@ def load_array(path: str | Path) -> np.ndarray:
     if not path.is_file():
         raise SnapshotError(f"{path}: no such file")
     suffix = path.suffix.lower()
-    try:
-        if suffix == ".npy":
-            # mmap: a diff of two large runs only pages in what it reads, and the page
-            # cache is shared by the worker threads.
-            arr = np.load(path, mmap_mode="r", allow_pickle=False)
-            # asarray drops the memmap subclass, whose per-operation overhead is measurable.
-            return np.asarray(arr)
-        if suffix == ".png":
+    if suffix == ".npy":
+        return _load_npy(path)
+    if suffix == ".png":
+        try:
             return read_png(path)
-    except (OSError, ValueError) as err:
-        raise SnapshotError(f"{path}: cannot read: {err}") from None
+        except (OSError, ValueError, SyntaxError) as err:   # PIL raises all three
+            raise SnapshotError(f"{path}: not a PNG file (or a corrupted one): {err}") from None
     raise SnapshotError(f"{path}: not a .npy or .png file")
+
+
+def _load_npy(path: Path) -> np.ndarray:
+    try:
+        with path.open("rb") as f:
+            magic = f.read(len(NPY_MAGIC))
+    except OSError as err:
+        raise SnapshotError(f"{path}: cannot read: {err.strerror or err}") from None
+    if magic != NPY_MAGIC:
+        raise SnapshotError(f"{path}: not a .npy file (or a corrupted one)")
+    try:
+        # mmap: a diff of two large runs only pages in what it reads, and the page
+        # cache is shared by the worker threads.
+        arr = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError, EOFError) as err:
+        if "object" in str(err).lower() or "pickle" in str(err).lower():
+            raise SnapshotError(f"{path}: holds Python objects, not numeric data") from None
+        raise SnapshotError(f"{path}: corrupted .npy file ({err})") from None
+    # asarray drops the memmap subclass, whose per-operation overhead is measurable.
+    return np.asarray(arr)
 
 
 def short_kernel_name(kernel: str) -> str:
@@ -56,21 +76,35 @@ def short_kernel_name(kernel: str) -> str:
     return name
 
 
-def kernel_matches(pattern: str, kernel: str) -> bool:
-    """Does a user's kernel pattern name this kernel?
+def kernel_pattern(text: str | KernelPattern | None) -> KernelPattern | None:
+    """A user's `--kernel PATTERN` as the KernelPattern every part of cudump uses.
 
-    A pattern with wildcards (* ? [) is a shell-style glob matched against the demangled name
-    with and without its parameter list; a plain word matches any name containing it.
+    See cudump.pattern: a glob matching the demangled name with or without its return type,
+    without its parameters, or the bare function name; `re:` for a regular expression.
     """
-    if any(ch in pattern for ch in "*?["):
-        return fnmatch.fnmatchcase(kernel, pattern) or fnmatch.fnmatchcase(
-            short_kernel_name(kernel), pattern
-        )
-    return pattern in kernel
+    if text is None or isinstance(text, KernelPattern):
+        return text
+    try:
+        return KernelPattern(text)
+    except PatternError as err:
+        raise UsageError(f"bad kernel pattern: {err}") from None
 
 
 def is_run_dir(path: str | Path) -> bool:
     return (Path(path) / MANIFEST).is_file()
+
+
+def confined(run_dir: Path, relative: str) -> Path:
+    """`relative` (a manifest's file or png) as a path inside run_dir; SnapshotError if it
+    is absolute, climbs out with `..`, or resolves (through links) to a place outside."""
+    try:
+        root = run_dir.resolve()
+        target = (run_dir / relative).resolve()
+    except (OSError, ValueError, RuntimeError) as err:   # NUL bytes, link loops
+        raise SnapshotError(f"file {relative!r} cannot be used: {err}") from None
+    if not target.is_relative_to(root) or target == root:
+        raise SnapshotError(f"file {relative!r} is outside the run directory; not read")
+    return target
 
 
 @dataclass
@@ -81,19 +115,43 @@ class Snapshot:
     record: SnapshotRecord
     run_dir: Path
 
+    @cached_property
+    def problem(self) -> str | None:
+        """Why the snapshot cannot be read, or None."""
+        r = self.record
+        if r.status != "ok":
+            return r.reason or "not captured"
+        if r.file is None:
+            return "no file was written"
+        try:
+            confined(self.run_dir, r.file)
+        except SnapshotError as err:
+            return str(err)
+        return None
+
+    @property
+    def captured(self) -> bool:
+        """The program's run captured it (whether or not its file can be read here)."""
+        return self.record.status == "ok"
+
     @property
     def ok(self) -> bool:
-        return self.record.status == "ok" and self.record.file is not None
+        return self.problem is None
 
     @property
     def path(self) -> Path | None:
-        return self.run_dir / self.record.file if self.record.file else None
+        """The .npy inside the run directory; None when there is none or it lies outside."""
+        if self.problem is not None or self.record.file is None:
+            return None
+        return confined(self.run_dir, self.record.file)
 
     def load(self) -> np.ndarray:
-        if not self.ok or self.path is None:
-            why = self.record.reason or "no file was written"
-            raise SnapshotError(f"snapshot #{self.index} was not captured: {why}")
-        return load_array(self.path)
+        path = self.path
+        if path is None:
+            why = self.problem or "no file was written"
+            what = "was not captured" if not self.captured else "cannot be read"
+            raise SnapshotError(f"snapshot #{self.index} {what}: {why}")
+        return load_array(path)
 
     def sort_key(self) -> tuple[int, int, int, int]:
         r = self.record
@@ -120,7 +178,7 @@ class Run:
 
     def select(
         self,
-        kernel: str | None = None,
+        kernel: str | KernelPattern | None = None,
         *,
         arg: int | None = None,
         phase: str | None = None,
@@ -129,8 +187,12 @@ class Run:
         pid: int | None = None,
         index: int | None = None,
     ) -> list[Snapshot]:
-        """Snapshots that satisfy every criterion given (None: any)."""
-        return [s for s in self.snapshots if _wanted(s, kernel, arg, phase, occurrence,
+        """Snapshots that satisfy every criterion given (None: any).
+
+        A kernel given as text is a KernelPattern (UsageError when it is not a valid one).
+        """
+        pattern = kernel_pattern(kernel)
+        return [s for s in self.snapshots if _wanted(s, pattern, arg, phase, occurrence,
                                                       launch, pid, index)]
 
     def by_file(self, file: str | Path) -> Snapshot | None:
@@ -138,14 +200,19 @@ class Run:
         target = Path(file).resolve()
         for snap in self.snapshots:
             for rel in (snap.record.file, snap.record.png):
-                if rel and (self.path / rel).resolve() == target:
-                    return snap
+                if not rel:
+                    continue
+                try:
+                    if confined(self.path, rel) == target:
+                        return snap
+                except SnapshotError:
+                    continue
         return None
 
 
 def _wanted(
     snap: Snapshot,
-    kernel: str | None,
+    kernel: KernelPattern | None,
     arg: int | None,
     phase: str | None,
     occurrence: int | None,
@@ -156,7 +223,7 @@ def _wanted(
     r = snap.record
     return (
         (index is None or snap.index == index)
-        and (kernel is None or kernel_matches(kernel, r.kernel))
+        and (kernel is None or kernel.matches(r.kernel, r.mangled))
         and (arg is None or r.arg == arg)
         and (phase is None or r.phase == phase)
         and (occurrence is None or r.occurrence == occurrence)

@@ -414,6 +414,23 @@ def exit_status_of(returncode: int, program: str) -> int:
     return 128 + signum
 
 
+def _early_interrupt(debugger: DebugController) -> Callable[..., None]:
+    from cudump.prompt.repl import END_MESSAGE, INTERRUPT_MESSAGE
+
+    count = [0]
+
+    def handler(*_: object) -> None:
+        count[0] += 1
+        if count[0] == 1:
+            say(INTERRUPT_MESSAGE)
+            debugger.interrupt()
+        else:
+            say(END_MESSAGE)
+            debugger.end()
+
+    return handler
+
+
 def _peer_uid(sock: socket.socket) -> int | None:
     try:
         data = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
@@ -461,6 +478,14 @@ class Session:
         acceptor.start()
         program = self.options.argv[0]
         debugger = self.controller.debugger
+        if debugger is not None:
+            # Loaded before the target starts: Ctrl-C must find the prompt ready.
+            import cudump.prompt  # noqa: F401
+
+            if sys.stdin.isatty():
+                import prompt_toolkit  # noqa: F401
+            # Until the prompt is ready, Ctrl-C asks for a stop (twice: ends the run).
+            signal.signal(signal.SIGINT, _early_interrupt(debugger))
         try:
             env = preload_env(dict(os.environ), socket_path)
             env["CUDUMP_TOKEN"] = self.controller.token
@@ -492,6 +517,8 @@ class Session:
             summary.write(self.options.run_dir)
             return status
         finally:
+            if debugger is not None:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
             self._server.close()
             self.controller.close()
             shutil.rmtree(self.private, ignore_errors=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -317,3 +318,176 @@ def test_duplicate_keys_from_several_processes_pair_in_order(tmp_path: Path) -> 
                                    {"launch": 1, "phase": "after", "pid": 8, "data": x + 1}])
     result = diff_runs(Run.open(a), Run.open(b))
     assert [p.status for p in result.pairs] == ["equal", "equal"]
+
+
+# ---------------------------------------------------------------------------------------
+# Bad input: one line on stderr, exit status 2 ("trouble"), never a traceback
+
+
+def one_line_trouble(code: int, err: str, *words: str) -> None:
+    assert code == 2, err
+    assert err.startswith("cudump: error:") and len(err.strip().splitlines()) == 1, err
+    for word in words:
+        assert word in err, err
+
+
+@pytest.mark.parametrize("shape", [(0,), (0, 4), (3, 0, 4)])
+def test_zero_length_arrays_are_equal(tmp_path: Path, capsys, shape) -> None:
+    np.save(tmp_path / "a.npy", np.zeros(shape, np.uint8))
+    np.save(tmp_path / "b.npy", np.zeros(shape, np.uint8))
+    code, out, err = run_cli([str(tmp_path / "a.npy"), str(tmp_path / "b.npy")], capsys)
+    assert code == 0 and err == ""
+    assert "differing elements: 0 of 0 (0%)" in out and "equal within tolerance" in out
+
+
+def test_empty_arrays_with_out_are_trouble_before_anything_is_written(tmp_path: Path,
+                                                                      capsys) -> None:
+    np.save(tmp_path / "a.npy", np.zeros((0, 4), np.uint8))
+    code, out, err = run_cli([str(tmp_path / "a.npy"), str(tmp_path / "a.npy"), "--out",
+                              str(tmp_path / "o")], capsys)
+    one_line_trouble(code, err, "--out cannot draw", "empty")
+    assert out == "" and not (tmp_path / "o" / "heatmap.png").exists()
+
+
+def test_five_channels_with_out_suggests_what_exists(tmp_path: Path, capsys) -> None:
+    np.save(tmp_path / "a.npy", np.zeros((4, 4, 5), np.float32))
+    code, _, err = run_cli([str(tmp_path / "a.npy"), str(tmp_path / "a.npy"), "--out",
+                            str(tmp_path / "o")], capsys)
+    one_line_trouble(code, err, "5 channels", "cudump show")
+    assert "choose up to 4 with channels" not in err
+    assert "--channels 0,1,2 --png" in err
+
+
+@pytest.mark.parametrize("jobs", ["-1", "0"])
+def test_jobs_below_one_are_trouble(tmp_path: Path, capsys, jobs) -> None:
+    a = write_run(tmp_path / "a", launches([np.zeros((4, 4, 4), np.uint8)]))
+    code, _, err = run_cli([str(a), str(a), "-j", jobs], capsys)
+    one_line_trouble(code, err, "--jobs")
+
+
+@pytest.mark.parametrize("option", ["--html", "--out"])
+def test_output_that_is_a_regular_file_is_trouble(tmp_path: Path, capsys, option) -> None:
+    target = tmp_path / "taken"
+    target.write_text("keep me")
+    if option == "--html":
+        a = write_run(tmp_path / "a", launches([np.zeros((4, 4, 4), np.uint8)]))
+        b = write_run(tmp_path / "b", launches([np.ones((4, 4, 4), np.uint8)]))
+    else:
+        np.save(tmp_path / "a.npy", np.zeros((4, 4), np.uint8))
+        a = b = tmp_path / "a.npy"
+    code, out, err = run_cli([str(a), str(b), option, str(target)], capsys)
+    one_line_trouble(code, err, option, "not a directory")
+    assert target.read_text() == "keep me"
+    assert "pairs compared" not in out          # refused before comparing anything
+
+
+@pytest.mark.parametrize("option", ["--html", "--out"])
+def test_output_directory_that_cannot_be_made_is_trouble(tmp_path: Path, capsys,
+                                                         option) -> None:
+    (tmp_path / "file").write_text("")
+    inside_a_file = tmp_path / "file" / "sub"
+    np.save(tmp_path / "a.npy", np.zeros((4, 4), np.uint8))
+    a = write_run(tmp_path / "ra", launches([np.zeros((4, 4, 4), np.uint8)]))
+    pair = [str(a), str(a)] if option == "--html" else [str(tmp_path / "a.npy")] * 2
+    code, _, err = run_cli([*pair, option, str(inside_a_file)], capsys)
+    one_line_trouble(code, err, option, "cannot make the directory")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
+@pytest.mark.parametrize("option", ["--html", "--out"])
+def test_unwritable_output_directory_is_trouble(tmp_path: Path, capsys, option) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        np.save(tmp_path / "a.npy", np.zeros((4, 4), np.uint8))
+        a = write_run(tmp_path / "ra", launches([np.zeros((4, 4, 4), np.uint8)]))
+        pair = [str(a), str(a)] if option == "--html" else [str(tmp_path / "a.npy")] * 2
+        code, _, err = run_cli([*pair, option, str(locked / "out")], capsys)
+        one_line_trouble(code, err, option)
+    finally:
+        locked.chmod(0o700)
+
+
+def test_unwritable_output_directory_found_by_access_check(tmp_path: Path, capsys,
+                                                           monkeypatch) -> None:
+    """The same, where root would not be stopped: os.access says no."""
+    import cudump.commands.diff as command
+
+    monkeypatch.setattr(command.os, "access", lambda *_: False)
+    np.save(tmp_path / "a.npy", np.zeros((4, 4), np.uint8))
+    code, _, err = run_cli([str(tmp_path / "a.npy"), str(tmp_path / "a.npy"), "--out",
+                            str(tmp_path / "o")], capsys)
+    one_line_trouble(code, err, "--out", "not writable")
+
+
+@pytest.mark.parametrize("content", [b"hello, not numpy", b"", b"\x93NUMPY\x01\x00garbage",
+                                     b"\x80\x04\x95\x05\x00\x00\x00\x00"])
+def test_a_file_that_is_not_npy_says_so(tmp_path: Path, capsys, content: bytes) -> None:
+    bad = tmp_path / "bad.npy"
+    bad.write_bytes(content)
+    np.save(tmp_path / "a.npy", np.zeros((4, 4), np.uint8))
+    code, _, err = run_cli([str(tmp_path / "a.npy"), str(bad)], capsys)
+    one_line_trouble(code, err, str(bad))
+    assert "pickled" not in err and "allow_pickle" not in err
+    assert "not a .npy file (or a corrupted one)" in err or "corrupted .npy file" in err
+
+
+def test_a_truncated_npy_is_trouble(tmp_path: Path, capsys) -> None:
+    np.save(tmp_path / "a.npy", np.zeros((100, 100), np.float32))
+    data = (tmp_path / "a.npy").read_bytes()
+    (tmp_path / "cut.npy").write_bytes(data[:500])
+    code, _, err = run_cli([str(tmp_path / "a.npy"), str(tmp_path / "cut.npy")], capsys)
+    one_line_trouble(code, err, "corrupted .npy file")
+
+
+def test_npy_of_objects_is_not_unpickled(tmp_path: Path, capsys) -> None:
+    np.save(tmp_path / "obj.npy", np.array([1, None], dtype=object), allow_pickle=True)
+    np.save(tmp_path / "a.npy", np.zeros(2, np.int64))
+    code, _, err = run_cli([str(tmp_path / "a.npy"), str(tmp_path / "obj.npy")], capsys)
+    one_line_trouble(code, err, "Python objects")
+
+
+def test_same_uncapturable_snapshot_on_both_sides_is_equal(tmp_path: Path, capsys) -> None:
+    img = RNG.integers(0, 200, (6, 6, 4), dtype=np.uint8)
+    why = "pointer 0x7f0000001000 is not in any tracked allocation"
+    snaps = [{"launch": 1, "phase": "before", "data": img},
+             {"launch": 1, "phase": "after", "data": None, "reason": why}]
+    a = write_run(tmp_path / "a", snaps)
+    b_snaps = [dict(snaps[0]), dict(snaps[1], reason=why.replace("1000", "2000"))]
+    b = write_run(tmp_path / "b", b_snaps)      # the same failure, at another address
+    result = diff_runs(Run.open(a), Run.open(b))
+    assert [p.status for p in result.pairs] == ["equal", "uncaptured"]
+    assert result.exit_code == 0 and not result.errors and result.first_divergent is None
+    code, out, err = run_cli([str(a), str(b)], capsys)
+    assert code == 0 and err == ""
+    assert "not captured on either side (1):" in out
+    assert "1 pairs compared, 0 differ, 0 could not be compared" in out
+    assert "1 not captured on either side" in out
+
+
+def test_different_failures_on_both_sides_are_still_trouble(tmp_path: Path, capsys) -> None:
+    a = write_run(tmp_path / "a", [{"launch": 1, "phase": "after", "data": None,
+                                    "reason": "copy failed"}])
+    b = write_run(tmp_path / "b", [{"launch": 1, "phase": "after", "data": None,
+                                    "reason": "the staging area is full"}])
+    code, _, err = run_cli([str(a), str(b)], capsys)
+    one_line_trouble(code, err, "could not be compared")
+
+
+def test_run_kernel_pattern_allows_for_the_return_type(tmp_path: Path, capsys) -> None:
+    zed = ("void device::FrP0k5607tPV<(sl::YUV_CONVENTION)2>(uchar4*, int, device::uchar8*, "
+           "device::uchar8*, int, int, int, float)")
+    imgs = [np.zeros((4, 4, 4), np.uint8)]
+    a = write_run(tmp_path / "a", launches(imgs, kernel=zed) + launches(imgs))
+    for pattern in ("device::FrP0k5607tPV*", "FrP0k5607tPV", "*FrP0k*", "re:^device::"):
+        assert len(align(Run.open(a), Run.open(a), pattern)) == 2, pattern
+    assert align(Run.open(a), Run.open(a), "FrP0k") == []   # a word is a name, not a substring
+    code, out, _ = run_cli([str(a), str(a), "--kernel", "device::FrP0k5607tPV*"], capsys)
+    assert code == 0 and "2 pairs compared" in out
+
+
+def test_bad_kernel_pattern_is_trouble(tmp_path: Path, capsys) -> None:
+    a = write_run(tmp_path / "a", launches([np.zeros((4, 4, 4), np.uint8)]))
+    code, _, err = run_cli([str(a), str(a), "--kernel", "re:(a+)+$"], capsys)
+    one_line_trouble(code, err, "bad kernel pattern", "repeats a group")

@@ -98,3 +98,71 @@ def test_non_numbers_are_rejected(value):
 def test_expression_is_value_like():
     assert parse_expr("arg1 + 1") == parse_expr("arg1 + 1")
     assert parse_expr("arg1 + 1") != parse_expr("arg1+1")
+
+
+# ---------------------------------------------------------------- hostile input
+
+
+@pytest.mark.parametrize("text", [
+    "(" * 250 + "1" + ")" * 250,          # a RecursionError before nesting was bounded
+    "(" * 5000 + "1" + ")" * 5000,
+    "-" * 5000 + "1",
+    "min(" * 300 + "1" + ")" * 300,
+])
+def test_deep_nesting_is_an_expression_error(text):
+    with pytest.raises(ExprError) as info:
+        parse_expr(text)
+    assert "nested too deeply" in str(info.value)
+
+
+def test_nesting_up_to_the_limit_is_fine():
+    from cudump.expr import MAX_NESTING
+
+    assert parse_expr("(" * MAX_NESTING + "arg1" + ")" * MAX_NESTING).evaluate(VALUES) == 4096
+    assert parse_expr("-" * MAX_NESTING + "3").evaluate({}) == 3
+
+
+def test_long_flat_sums_and_products_need_no_recursion():
+    text = " + ".join(["arg5"] * 20000)
+    assert parse_expr(text).evaluate(VALUES) == 1920 * 20000
+    assert parse_expr(" * ".join(["1"] * 20000)).evaluate({}) == 1
+
+
+@pytest.mark.parametrize("text", ["1" * 5000, "0x" + "f" * 5000, "9" * 41, "1e999", "1.5e400"])
+def test_numbers_too_large_are_expression_errors(text):
+    with pytest.raises(ExprError) as info:
+        parse_expr(text)
+    assert str(info.value).startswith("number too large")
+
+
+@pytest.mark.parametrize("text,values", [
+    ("0x" + "f" * 32 + " * 0x" + "f" * 32, {}),        # int beyond 2**128
+    ("arg0 * arg0 * arg0 * arg0 * arg0", {"arg0": 1 << 40}),
+    ("-(0x" + "f" * 32 + " * 2)", {}),
+])
+def test_results_too_large_are_expression_errors(text, values):
+    with pytest.raises(ExprError) as info:
+        parse_expr(text).evaluate(values)
+    assert "number too large" in str(info.value)
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), 1 << 200])
+def test_yaml_numbers_that_are_not_usable(value):
+    with pytest.raises(ExprError):
+        parse_expr(value)
+
+
+@pytest.mark.parametrize("text,message", [
+    ("4 // 0 * arg1", "division by zero at column 3"),
+    ("arg1 % (2 - 2)", "division by zero at column 6"),
+    ("max(arg1, 1 / 0)", "division by zero at column 13"),
+])
+def test_check_finds_what_fails_for_any_argument_values(text, message):
+    with pytest.raises(ExprError) as info:
+        parse_expr(text).check()
+    assert str(info.value) == message
+
+
+def test_check_accepts_what_depends_on_the_launch():
+    parse_expr("arg1 // (arg2 - 1)").check()
+    parse_expr("(arg5 * 4 + 255) // 256 * 256").check()

@@ -166,3 +166,72 @@ def test_render_pair_shares_the_float_range_and_side_by_side_sizes() -> None:
     canvas = side_by_side([left, right, heat], ["A", "B", "diff"], gap=2)
     assert canvas.width == 5 * 3 + 2 * 4
     assert canvas.height >= 4
+
+
+# ---------------------------------------------------------------------------------------
+# What cannot be drawn or read
+
+
+def png_header_only(path, width: int, height: int) -> None:
+    """A PNG that claims width x height RGB pixels in a few dozen bytes (no pixel data)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr)
+                     + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b""))
+
+
+@pytest.mark.parametrize("side", [19000, 9000])      # PIL refuses the first, not the second
+def test_huge_png_is_refused_before_decoding(tmp_path, side) -> None:
+    from cudump.errors import SnapshotError
+
+    path = tmp_path / "bomb.png"
+    png_header_only(path, side, side)
+    with pytest.raises(SnapshotError) as info:
+        read_png(path)
+    assert "too large" in str(info.value) and str(path) in str(info.value)
+
+
+@pytest.mark.parametrize("shape", [(0,), (0, 4), (3, 0, 4), (2, 0, 0, 1)])
+def test_empty_arrays_are_not_drawn(shape) -> None:
+    from cudump.imaging import CannotDraw
+
+    with pytest.raises(CannotDraw) as info:
+        render(np.zeros(shape, np.float32))
+    assert "empty" in str(info.value)
+
+
+def test_too_many_channels_without_a_choice_names_no_command_option() -> None:
+    from cudump.imaging import TooManyChannels
+
+    data = RNG.random((4, 5, 6)).astype(np.float32)
+    with pytest.raises(TooManyChannels) as info:
+        render(data)
+    assert "6 channels" in str(info.value) and "--" not in str(info.value)
+    picked = render(data, channels="0,4,5")           # choosing channels works
+    assert picked.channels == (0, 4, 5) and picked.image.size == (5, 4)
+
+
+def test_data_beyond_the_pixel_limit_is_not_drawn(monkeypatch) -> None:
+    import cudump.imaging as imaging
+
+    monkeypatch.setattr(imaging, "MAX_PIXELS", 100)
+    with pytest.raises(imaging.CannotDraw) as info:
+        render(np.zeros((11, 10), np.uint8))
+    assert "too large" in str(info.value)
+    with pytest.raises(imaging.CannotDraw):
+        render(np.zeros(101, np.uint8))
+    assert render(np.zeros((10, 10), np.uint8)).image.size == (10, 10)
+    assert not is_image_like(np.uint8, (11, 10)) and is_image_like(np.uint8, (10, 10))
+
+
+def test_non_numeric_data_is_not_drawn() -> None:
+    from cudump.imaging import CannotDraw
+
+    with pytest.raises(CannotDraw):
+        render(np.array([["a", "b"], ["c", "d"]]))

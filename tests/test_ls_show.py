@@ -148,3 +148,126 @@ def test_snapshot_stats_per_channel() -> None:
     assert [s.label for s in stats] == ["all", "ch 0 (r)", "ch 1 (g)"]
     assert stats[1].maximum == 0 and stats[2].minimum == 5 and stats[0].mean == 2.5
     assert stats[1].zeros == 9
+
+
+# ---------------------------------------------------------------------------------------
+# --kernel: the same patterns as rules
+
+
+ZED = ("void device::FrP0k5607tPV<(sl::YUV_CONVENTION)2>(uchar4*, int, device::uchar8*, "
+       "device::uchar8*, int, int, int, float)")
+
+
+def zed_run(root: Path) -> Path:
+    root.mkdir()
+    writer = ManifestWriter(root)
+    for n, kernel in enumerate((ZED, "nv12_to_uyvy(unsigned char const*, unsigned int)")):
+        np.save(root / f"s{n}.npy", np.zeros((4, 4, 4), np.uint8))
+        writer.append(SnapshotRecord(
+            kernel=kernel, mangled=f"_Z{n}", launch=n + 1, occurrence=1, pid=7,
+            grid=[1, 1, 1], block=[1, 1, 1], stream="0x0", arg=0, type="uchar4*",
+            phase="after", address="0x1000", dtype="uint8", shape=[4, 4, 4], file=f"s{n}.npy"))
+    writer.close()
+    return root
+
+
+@pytest.mark.parametrize("pattern,found", [
+    ("device::FrP0k5607tPV*", 1),       # found nothing before: the name starts with "void "
+    ("void device::FrP0k5607tPV*", 1),
+    ("device::FrP0k5607tPV<(sl::YUV_CONVENTION)2>", 1),
+    ("FrP0k5607tPV", 1),
+    ("FrP0k", 0),                       # a plain word names a kernel, it is not a substring
+    ("*FrP0k*", 1),
+    ("nv12_to_uyvy", 1),
+    ("re:uyvy|FrP0k", 2),
+    ("*", 2),
+])
+def test_ls_kernel_pattern_matches_like_a_rule(tmp_path: Path, capsys, pattern, found) -> None:
+    run = zed_run(tmp_path / "run")
+    code, out, _ = run_cli(LsCommand(), [str(run), "--kernel", pattern], capsys)
+    assert code == 0 and f"{found} of 2 snapshots" in out
+    code, out, _ = run_cli(ShowCommand(), [str(run), pattern], capsys)
+    assert code == (0 if found == 1 else 2)
+
+
+def test_bad_kernel_pattern_is_a_usage_error(tmp_path: Path, capsys) -> None:
+    run = zed_run(tmp_path / "run")
+    for command in (LsCommand(), ShowCommand()):
+        argv = [str(run), "--kernel", "re:(x*)*"] if command.name == "ls" else [str(run),
+                                                                                "re:(x*)*"]
+        code, _, err = run_cli(command, argv, capsys)
+        assert code == 2 and "bad kernel pattern" in err
+
+
+# ---------------------------------------------------------------------------------------
+# Paths in a manifest stay inside the run
+
+
+@pytest.mark.parametrize("escape", ["../../../../etc/passwd", "/etc/hostname", "../secret.npy",
+                                    "link.npy"])
+def test_manifest_paths_outside_the_run_are_not_opened(tmp_path: Path, capsys,
+                                                       escape: str) -> None:
+    secret = tmp_path / "secret.npy"
+    np.save(secret, np.arange(6, dtype=np.uint8))
+    root = tmp_path / "run"
+    root.mkdir()
+    (root / "link.npy").symlink_to(secret)
+    writer = ManifestWriter(root)
+    writer.append(SnapshotRecord(
+        kernel=KERNEL, mangled="_Z5paint", launch=1, occurrence=1, pid=1, grid=[1, 1, 1],
+        block=[1, 1, 1], stream="0x0", arg=0, type="uchar4*", phase="after", address="0x0",
+        dtype="uint8", shape=[6], file=escape, png=escape))
+    writer.close()
+
+    code, out, _ = run_cli(LsCommand(), [str(root)], capsys)
+    assert code == 0 and "outside the run directory" in out and "1 unreadable" in out
+    code, out, err = run_cli(ShowCommand(), [str(root), "--index", "0"], capsys)
+    assert code == 2 and "cannot be read" in err and "outside the run directory" in err
+    assert "data:" not in out
+
+    from cudump.commands.diff import DiffCommand
+    code, _, err = run_cli(DiffCommand(), [str(root), str(root)], capsys)
+    assert code == 2 and "outside the run directory" in err
+
+
+# ---------------------------------------------------------------------------------------
+# Bad data
+
+
+def test_show_png_of_an_empty_array_is_an_error(tmp_path: Path, capsys) -> None:
+    np.save(tmp_path / "e.npy", np.zeros((0, 3), np.float32))
+    code, out, err = run_cli(ShowCommand(), [str(tmp_path / "e.npy"), "--png",
+                                             str(tmp_path / "e.png")], capsys)
+    assert code == 2 and err.startswith("cudump: error:") and "empty" in err
+    assert "data: float32 [0, 3]" in out and not (tmp_path / "e.png").exists()
+
+
+def test_show_png_of_many_channels_names_its_option(tmp_path: Path, capsys) -> None:
+    np.save(tmp_path / "c.npy", np.zeros((3, 3, 6), np.float32))
+    png = tmp_path / "c.png"
+    code, _, err = run_cli(ShowCommand(), [str(tmp_path / "c.npy"), "--png", str(png)], capsys)
+    assert code == 2 and "6 channels" in err and "--channels" in err
+    code, _, _ = run_cli(ShowCommand(), [str(tmp_path / "c.npy"), "--png", str(png),
+                                         "--channels", "0,5"], capsys)
+    assert code == 0 and png.is_file()
+
+
+def test_show_of_a_file_that_is_not_npy(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "x.npy"
+    bad.write_text("just text")
+    code, _, err = run_cli(ShowCommand(), [str(bad)], capsys)
+    assert code == 2 and "not a .npy file (or a corrupted one)" in err and "pickle" not in err
+
+
+def test_show_of_strings_is_an_error(tmp_path: Path, capsys) -> None:
+    np.save(tmp_path / "s.npy", np.array(["a", "b"]))
+    code, _, err = run_cli(ShowCommand(), [str(tmp_path / "s.npy")], capsys)
+    assert code == 2 and "not numbers" in err
+
+
+def test_show_png_to_an_unwritable_place(tmp_path: Path, capsys) -> None:
+    np.save(tmp_path / "a.npy", np.zeros((3, 3), np.uint8))
+    (tmp_path / "file").write_text("")
+    code, _, err = run_cli(ShowCommand(), [str(tmp_path / "a.npy"), "--png",
+                                           str(tmp_path / "file" / "x.png")], capsys)
+    assert code == 2 and "cannot write" in err

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import html
 import os
 import re
 import shutil
 import subprocess
+from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
@@ -104,3 +106,55 @@ def test_format_table_aligns_and_fit_keeps_both_ends() -> None:
     assert lines == ["  n  name", "  1  a", "100  long name"]
     short = fit("namespace::very_long_kernel_name<int, float>", 20)
     assert len(short) == 20 and short.startswith("namesp") and short.endswith("float>")
+
+
+HOSTILE = '<img src=x onerror="alert(1)">'
+
+
+class _Tags(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+
+def test_html_report_escapes_every_manifest_field(tmp_path: Path) -> None:
+    """A manifest is data, possibly from someone else: nothing in it may become markup."""
+    images = {}
+    for side, value in (("a", 10), ("b", 20)):
+        root = tmp_path / side
+        root.mkdir()
+        writer = ManifestWriter(root)
+        for phase in (f"before{HOSTILE}", f"../../after'\"{HOSTILE}"):
+            name = f"{len(images)}.npy"
+            images[name] = np.full((4, 4, 4), value, np.uint8)
+            np.save(root / name, images[name])
+            writer.append(SnapshotRecord(
+                kernel=f"ns::k{HOSTILE}<int>(float*)", mangled=HOSTILE, launch=1,
+                occurrence=1, pid=1, grid=[1, 1, 1], block=[1, 1, 1], stream=HOSTILE, arg=0,
+                type=f"uchar4*{HOSTILE}", phase=phase, address=HOSTILE, dtype="uint8",
+                shape=[4, 4, 4], file=name, reason=HOSTILE))
+        writer.close()
+    result = diff_runs(Run.open(tmp_path / "a"), Run.open(tmp_path / "b"))
+    assert result.exit_code == 1
+    index = HtmlReport(tmp_path / "html", result, f"a{HOSTILE}", f"b{HOSTILE}",
+                       Tolerance()).write()
+    page = index.read_text()
+    assert HOSTILE not in page and "onerror=\"alert" not in page
+    assert html.escape(HOSTILE, quote=True) in page
+    parser = _Tags()
+    parser.feed(page)
+    allowed = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "div", "table",
+               "tr", "th", "td", "b", "a", "span", "section", "figure", "figcaption", "img",
+               "p", "ul", "li"}
+    assert {tag for tag, _ in parser.tags} <= allowed
+    for tag, attrs in parser.tags:
+        assert not any(name.startswith("on") for name in attrs), (tag, attrs)
+        if tag == "img":
+            assert attrs["src"] is not None and attrs["src"].startswith("img/")
+            assert ".." not in attrs["src"]
+    # Images are written inside the report, whatever the phase says.
+    written = {p.relative_to(tmp_path) for p in tmp_path.rglob("*.png")}
+    assert written and all(p.parts[:2] == ("html", "img") for p in written)

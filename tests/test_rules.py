@@ -86,18 +86,18 @@ def test_list_and_single_rule_files(tmp_path):
         - kernel: b*
           when: [before, after]
         """)
-    assert [r.matcher.pattern for r in listed] == ["a*", "b*"]
+    assert [r.matcher.text for r in listed] == ["a*", "b*"]
     assert [r.line for r in listed] == [1, 2]
     assert listed[1].when == {"before", "after"}
     (single,) = load(tmp_path, "kernel: nv12*\nformat: npy\n")
-    assert single.matcher.pattern == "nv12*" and single.formats == {"npy"}
+    assert single.matcher.text == "nv12*" and single.formats == {"npy"}
 
 
 def test_several_files_in_order(tmp_path):
     a = write(tmp_path, "- kernel: a\n", "a.yaml")
     b = write(tmp_path, "- kernel: b\n- kernel: c\n", "b.yaml")
     rules = load_rules([a, b])
-    assert [(r.path.name, r.matcher.pattern, r.line) for r in rules] == [
+    assert [(r.path.name, r.matcher.text, r.line) for r in rules] == [
         ("a.yaml", "a", 1), ("b.yaml", "b", 1), ("b.yaml", "c", 2)]
 
 
@@ -107,7 +107,12 @@ def test_several_files_in_order(tmp_path):
 @pytest.mark.parametrize("pattern,match,expected", [
     ("device::FrP0k5607tPV*", "demangled", True),     # without the return type
     ("void device::FrP0k5607tPV*", "demangled", True),  # with it
-    ("FrP0k5607tPV*", "demangled", False),            # a glob matches the whole name
+    ("FrP0k5607tPV*", "demangled", True),             # ... or the bare function name
+    ("FrP0k5607tPV", "demangled", True),
+    ("device::FrP0k5607tPV<(sl::YUV_CONVENTION)2>", "demangled", True),  # without params
+    ("FrP0k", "demangled", False),                    # a plain word is not a substring
+    ("*FrP0k5607*", "demangled", True),
+    ("*tPV", "demangled", True),
     ("*FrP0k5607tPV*", "demangled", True),
     ("device::FrP0k5607tPV<(sl::YUV_CONVENTION)?>(*", "demangled", True),
     ("*(uchar4*, int, device::uchar8*, device::uchar8*, int, int, int, float)", "demangled",
@@ -266,7 +271,7 @@ ERRORS = [
     ("rules:\n  - kernel: a\n    kernel: b\n", 3, "kernel", "appears twice"),
     ("rules:\n  - kernel: 12\n", 2, "kernel", "expected a pattern string, got 12"),
     ("rules:\n  - kernel: [a]\n", 2, "kernel", "expected a pattern string, got a list"),
-    ("rules:\n  - kernel: ''\n", 2, "kernel", "empty pattern"),
+    ("rules:\n  - kernel: ''\n", 2, "kernel", "empty kernel pattern"),
     ("rules:\n  - kernel: 're:'\n", 2, "kernel", "empty regular expression after 're:'"),
     ("rules:\n  - kernel: 're:foo(bar'\n", 2, "kernel",
      "invalid regular expression 'foo(bar': missing ), unterminated subpattern at position 3"),
@@ -339,11 +344,11 @@ ERRORS = [
      "overrides.2.count", "cannot be combined with width, height or pitch; use count for 1-D "
      "buffers and width/height/pitch for images"),
     ("rules:\n  - kernel: a\n    overrides:\n      2: {range: [1, 0]}\n", 4,
-     "overrides.2.range", "expected [low, high] with low < high, got [1, 0]"),
+     "overrides.2.range", "expected [low, high], finite numbers with low < high, got [1, 0]"),
     ("rules:\n  - kernel: a\n    overrides:\n      2: {range: [0, x, 2]}\n", 4,
-     "overrides.2.range", "expected [low, high] with low < high, got [0, 'x', 2]"),
+     "overrides.2.range", "expected [low, high], finite numbers with low < high, got [0, 'x', 2]"),
     ("rules:\n  - kernel: a\n    overrides:\n      2: {range: 1}\n", 4,
-     "overrides.2.range", "expected [low, high] with low < high, got 1"),
+     "overrides.2.range", "expected [low, high], finite numbers with low < high, got 1"),
     ("rules:\n  - kernel: a\n    overrides:\n      2: {field: 4}\n", 4,
      "overrides.2.field",
      "expected the byte offset of a pointer inside the argument (0, 8, 16, ...), got 4"),
@@ -366,3 +371,156 @@ def test_first_bad_file_is_named(tmp_path):
     with pytest.raises(RuleError) as info:
         load_rules([good, bad])
     assert str(info.value) == f"{bad}:3: field 'skip': expected a whole number >= 0, got 'x'"
+
+
+# ---------------------------------------------------------------- action
+
+
+def test_action_defaults_to_snapshot(tmp_path):
+    (rule,) = load(tmp_path, "- kernel: k\n")
+    assert rule.action == "snapshot" and not rule.is_break
+    assert rule.when == {"before", "after"} and rule.formats == {"npy", "png"}
+
+
+def test_break_rule_needs_no_snapshot_fields(tmp_path):
+    (rule,) = load(tmp_path, """
+        rules:
+          - kernel: "device::FrP0k5607tPV*"
+            action: break
+            skip: 1
+            count: 2
+        """)
+    assert rule.action == "break" and rule.is_break
+    assert rule.matches(ZED, ZED_MANGLED)
+    assert [n for n in range(1, 6) if rule.selects(n)] == [2, 3]
+    # A break rule takes no snapshots, even for a consumer that forgets to check action.
+    assert rule.when == frozenset() and rule.formats == frozenset() and rule.overrides == {}
+
+
+@pytest.mark.parametrize("key,value", [("args", "[0]"), ("when", "after"),
+                                       ("format", "npy"), ("overrides", "{0: {count: 4}}")])
+def test_break_rule_refuses_snapshot_fields(tmp_path, key, value):
+    err = error(tmp_path, f"- kernel: k\n  action: break\n  {key}: {value}\n")
+    assert (err.line, err.field) == (3, key)
+    assert "takes no snapshots" in err.problem and f"drop '{key}'" in err.problem
+
+
+def test_unknown_action(tmp_path):
+    err = error(tmp_path, "- kernel: k\n  action: stop\n")
+    assert (err.line, err.field) == (2, "action")
+    assert err.problem == "expected one of snapshot, break, got 'stop'"
+
+
+# ---------------------------------------------------------------- checked before running
+
+
+CONSTANT_ERRORS = [
+    # (override settings, field, problem)
+    ("{width: -3}", "width", "expected a whole number >= 1, got -3"),
+    ("{height: 0}", "height", "expected a whole number >= 1, got 0"),
+    ("{pitch: '-1'}", "pitch", "expected a whole number >= 1, got -1"),
+    ("{count: 0}", "count", "expected a whole number >= 1, got 0"),
+    ("{channels: 0}", "channels", "expected a whole number >= 1, got 0"),
+    ("{width: 2.5}", "width", "expected a whole number >= 1, got 2.5"),
+    ("{height: '2 - 5'}", "height", "expected a whole number >= 1, got '2 - 5' = -3"),
+    ("{width: '1/0'}", "width", "bad expression '1/0': division by zero at column 2"),
+    ("{count: '(4 // 0) * arg5'}", "count",
+     "bad expression '(4 // 0) * arg5': division by zero at column 4"),
+    ("{pitch: 'arg4 % 0'}", "pitch", "bad expression 'arg4 % 0': division by zero at column 6"),
+    ("{width: 1.0e+400}", "width", "got inf: not a finite number"),
+    ("{width: .nan}", "width", "got nan: not a finite number"),
+    ("{count: 1000000000000000}", "count",
+     "1000000000000000 is larger than any device buffer (at most 281474976710656)"),
+    ("{width: '" + "9" * 400 + "'}", "width", None),           # too large, not a crash
+    ("{range: [0, .inf]}", "range",
+     "expected [low, high], finite numbers with low < high, got [0, inf]"),
+    ("{range: [.nan, 1]}", "range",
+     "expected [low, high], finite numbers with low < high, got [nan, 1]"),
+    ("{range: [-.inf, 0]}", "range",
+     "expected [low, high], finite numbers with low < high, got [-inf, 0]"),
+    ("{range: [1, 1]}", "range",
+     "expected [low, high], finite numbers with low < high, got [1, 1]"),
+    ("{range: [0, 0x" + "f" * 300 + "]}", "range", None),        # beyond a float
+    ("{field: -8}", "field",
+     "expected the byte offset of a pointer inside the argument (0, 8, 16, ...), got -8"),
+    ("{field: 40000}", "field",
+     "byte offset 40000 is beyond the largest kernel parameter block (32764 bytes)"),
+]
+
+
+@pytest.mark.parametrize("settings,key,problem", CONSTANT_ERRORS)
+def test_constant_bad_values_are_refused_before_running(tmp_path, settings, key, problem):
+    err = error(tmp_path, f"- kernel: k\n  overrides:\n    0: {settings}\n")
+    assert (err.path, err.line, err.field) == (str(tmp_path / P), 3, f"overrides.0.{key}")
+    if problem is not None:
+        assert err.problem == problem
+    assert "\n" not in str(err) and len(str(err)) < 400
+
+
+@pytest.mark.parametrize("settings", [
+    "{width: arg5, height: 'arg6 - 2000', pitch: 'arg4 * -1'}",   # per launch: fine now
+    "{count: '8 / 2'}", "{channels: 4.0}", "{range: [-1.5, 0x10]}", "{field: 32752}",
+    "{width: '" + "+".join(["1"] * 2000) + "'}",                    # a long flat sum
+])
+def test_values_that_can_only_be_checked_per_launch_or_are_fine(tmp_path, settings):
+    (rule,) = load(tmp_path, f"- kernel: k\n  overrides:\n    0: {settings}\n")
+    assert 0 in rule.overrides
+
+
+def test_nested_repetition_regex_is_a_rule_error(tmp_path):
+    # Without the check, `re:(a+)+$` takes seconds per kernel name at every launch.
+    err = error(tmp_path, "rules:\n  - name: slow\n    kernel: 're:(a+)+$'\n")
+    assert (err.path, err.line, err.field) == (str(tmp_path / P), 3, "kernel")
+    assert "repeats a group that itself repeats" in err.problem
+
+
+def test_expression_nested_too_deeply_is_a_rule_error(tmp_path):
+    deep = "(" * 300 + "arg1" + ")" * 300
+    err = error(tmp_path, f"- kernel: k\n  overrides:\n    0:\n      width: '{deep}'\n")
+    assert (err.line, err.field) == (4, "overrides.0.width")
+    assert "nested too deeply" in err.problem and len(str(err)) < 400
+
+
+@pytest.mark.parametrize("text", [
+    "rules: " + "[" * 1000 + "]" * 1000 + "\n",
+    "rules:\n" + "".join("  " * i + "- \n" for i in range(1000)),
+    "rules:\n  - kernel: k\n    overrides: " + "{a: " * 1000 + "1" + "}" * 1000 + "\n",
+])
+def test_yaml_nested_too_deeply_is_a_rule_error(tmp_path, text):
+    err = error(tmp_path, text)
+    assert "nested too deeply" in err.problem
+    assert err.line is not None and str(err).startswith(f"{tmp_path / P}:{err.line}:")
+
+
+@pytest.mark.parametrize("text,problem", [
+    ("- kernel: k\n  skip: 2001-13-45\n", "cannot read '2001-13-45' as a timestamp"),
+    ("- kernel: k\n  skip: !!bool maybe\n", "cannot read 'maybe' as a bool"),
+    ("- kernel: k\n  overrides: {0: {width: 0x" + "f" * 5000 + "}}\n",
+     "got a number too large to show: number too large"),
+])
+def test_values_yaml_cannot_construct_are_rule_errors(tmp_path, text, problem):
+    err = error(tmp_path, text)
+    assert err.line == 2 and problem in err.problem
+
+
+def test_errors_stay_on_one_line(tmp_path):
+    err = error(tmp_path, '- kernel: k\n  "bad\\nkey\\u0007": 1\n')
+    assert "\n" not in str(err) and "\x07" not in str(err)
+    assert err.field == "bad\\nkey\\x07"
+
+
+def test_rules_and_offline_tools_share_the_pattern_semantics(tmp_path):
+    from cudump.runs import kernel_pattern
+
+    for pattern in ("device::FrP0k5607tPV*", "void device::*", "FrP0k5607tPV", "FrP0k",
+                    "*uchar8*", "re:^device::", "nv12_to_uyvy", "re:YUV_CONVENTION\\)2"):
+        (rule,) = load(tmp_path, f"- kernel: '{pattern}'\n")
+        offline = kernel_pattern(pattern)
+        assert offline is not None
+        for name, mangled in ((ZED, ZED_MANGLED), (NV12, NV12_MANGLED)):
+            assert rule.matches(name, mangled) == offline.matches(name, mangled), pattern
+
+
+def test_control_characters_are_a_rule_error_with_a_line(tmp_path):
+    err = error(tmp_path, "rules:\n  - kernel: k\x07\n")
+    assert err.line == 2 and err.problem.startswith("YAML syntax error: character #x0007")

@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
+import numpy as np
+from PIL import Image
+
 from cudump.diff import RunDiff, Tolerance, align, compare_arrays, compare_pairs
 from cudump.errors import CudumpError, DiffTrouble, SnapshotError
-from cudump.imaging import render_pair, save_png, side_by_side
+from cudump.imaging import (
+    CannotDraw,
+    Rendered,
+    TooManyChannels,
+    render_pair,
+    save_png,
+    side_by_side,
+)
 from cudump.report import HtmlReport, PairTable, file_report, fmt_tol, run_summary
-from cudump.runs import Run, is_run_dir, load_array
+from cudump.runs import Run, is_run_dir, kernel_pattern, load_array
 
 EPILOG = """\
 A and B are each a .npy file, a .png file or a run directory (both of one kind).
@@ -20,7 +31,12 @@ infinities are equal. Mean, RMSE and the largest difference cover elements whose
 is finite. PSNR's peak is the dtype maximum for integers and A's data range for floats.
 
 Runs are aligned by (kernel, occurrence, argument, phase); pairs are listed in A's launch
-order, then snapshots present in one run only.
+order, then snapshots present in one run only. A snapshot neither run could capture, for
+the same reason, is listed as not captured on either side and is not a difference.
+
+--kernel PATTERN is a glob (* and ?) matching the demangled name with or without its
+return type, the name without its parameters (ns::k<int>) or the bare name (k); write
+*word* for a substring, re:REGEX for a regular expression.
 
 Exit status: 0 equal within tolerance, 1 different, 2 trouble (one-line reason on stderr).
 """
@@ -40,7 +56,8 @@ class DiffCommand:
         parser.add_argument("--rtol", type=float, default=0.0,
                             help="relative tolerance, times |B| (default 0)")
         parser.add_argument("--kernel", metavar="PATTERN",
-                            help="runs: only kernels matching PATTERN (glob, or a substring)")
+                            help="runs: only kernels matching PATTERN (glob such as "
+                                 "'ns::k*', a kernel name, or re:REGEX)")
         parser.add_argument("--brief", action="store_true",
                             help="runs: print only pairs that are not equal")
         parser.add_argument("--out", metavar="DIR", type=Path,
@@ -52,6 +69,8 @@ class DiffCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         tol = Tolerance(args.atol, args.rtol)
+        if args.jobs is not None and args.jobs < 1:
+            raise DiffTrouble(f"-j/--jobs must be 1 or more, not {args.jobs}")
         a, b = Path(args.a), Path(args.b)
         for p in (a, b):
             if not p.exists():
@@ -65,21 +84,27 @@ class DiffCommand:
         return self._files(a, b, tol, args)
 
     def _files(self, a: Path, b: Path, tol: Tolerance, args: argparse.Namespace) -> int:
+        if args.out is not None:
+            output_dir(args.out, "--out")
         try:
             arr_a, arr_b = load_array(a), load_array(b)
         except SnapshotError as err:
             raise DiffTrouble(str(err)) from None
         metrics = compare_arrays(arr_a, arr_b, tol)
+        pictures = _pictures(arr_a, arr_b, a) if args.out is not None else None
         for line in file_report(str(a), str(b), metrics, tol):
             print(line)
-        if args.out is not None:
-            args.out.mkdir(parents=True, exist_ok=True)
-            left, right, heat = render_pair(arr_a, arr_b)
+        if pictures is not None:
+            heat, both = pictures
             text = {"a": str(a), "b": str(b)}
-            save_png(heat, args.out / "heatmap.png", text)
-            save_png(side_by_side([left, right, heat], ["A", "B", "|A-B|"]),
-                     args.out / "side_by_side.png", text)
-            print(f"wrote {args.out / 'heatmap.png'} and {args.out / 'side_by_side.png'}")
+            written = [args.out / "heatmap.png", args.out / "side_by_side.png"]
+            try:
+                save_png(heat, written[0], text)
+                save_png(both, written[1], text)
+            except OSError as err:
+                raise DiffTrouble(f"--out {args.out}: cannot write: "
+                                  f"{err.strerror or err}") from None
+            print(f"wrote {written[0]} and {written[1]}")
         return 0 if metrics.equal else 1
 
     def _runs(self, a: Path, b: Path, tol: Tolerance, args: argparse.Namespace) -> int:
@@ -89,10 +114,13 @@ class DiffCommand:
         if args.out is not None:
             raise DiffTrouble("--out is for two files; use --html DIR for runs")
         try:
+            pattern = kernel_pattern(args.kernel)
             run_a, run_b = Run.open(a), Run.open(b)
         except CudumpError as err:
             raise DiffTrouble(str(err)) from None
-        pairs = align(run_a, run_b, args.kernel)
+        if args.html is not None:
+            output_dir(args.html, "--html")
+        pairs = align(run_a, run_b, pattern)
         if not pairs:
             only = f" for kernel '{args.kernel}'" if args.kernel else ""
             raise DiffTrouble(f"no snapshots to compare{only}")
@@ -107,12 +135,50 @@ class DiffCommand:
         for line in run_summary(result):
             print(line)
         if args.html is not None:
-            index = HtmlReport(args.html, result, str(a), str(b), tol, args.jobs).write()
-            print(f"report: {index}")
+            self._report(args.html, result, a, b, tol, args.jobs)
         sys.stdout.flush()
         if result.errors:
             first = result.errors[0]
             raise DiffTrouble(f"{len(result.errors)} pair(s) could not be compared; first: "
                               f"{first.reason}")
         return result.exit_code
+
+    @staticmethod
+    def _report(out: Path, result: RunDiff, a: Path, b: Path, tol: Tolerance,
+                jobs: int | None) -> None:
+        try:
+            index = HtmlReport(out, result, str(a), str(b), tol, jobs).write()
+        except OSError as err:
+            raise DiffTrouble(f"--html {out}: cannot write the report: "
+                              f"{err.strerror or err}") from None
+        print(f"report: {index}")
+
+
+def output_dir(path: Path, option: str) -> Path:
+    """A directory to write into, made if need be; DiffTrouble (before any work) if it is a
+    file, cannot be made, or cannot be written."""
+    if path.exists() and not path.is_dir():
+        raise DiffTrouble(f"{option} {path}: exists and is not a directory; give a directory "
+                          "(it is made if need be)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise DiffTrouble(f"{option} {path}: cannot make the directory: "
+                          f"{err.strerror or err}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise DiffTrouble(f"{option} {path}: the directory is not writable")
+    return path
+
+
+def _pictures(arr_a: np.ndarray, arr_b: np.ndarray, a: Path) -> tuple[Rendered, Image.Image]:
+    """The heatmap and the side-by-side view for --out; DiffTrouble if the data has no
+    picture."""
+    try:
+        left, right, heat = render_pair(arr_a, arr_b)
+    except TooManyChannels as err:
+        raise DiffTrouble(f"--out cannot draw this data: {err}; `cudump show {a} --channels "
+                          "0,1,2 --png FILE` draws chosen channels") from None
+    except CannotDraw as err:
+        raise DiffTrouble(f"--out cannot draw this data: {err}") from None
+    return heat, side_by_side([left, right, heat], ["A", "B", "|A-B|"])
 

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from cudump.report import LS_HEADERS, LS_RIGHT, format_table, snapshot_rows
-from cudump.runs import Run
+from cudump.runs import Run, kernel_pattern
 
 
 class LsCommand:
@@ -15,21 +15,28 @@ class LsCommand:
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.epilog = ("The # column is the snapshot's index in manifest.jsonl (from 0); "
-                         "`cudump show RUN --index N` shows that snapshot.")
+                         "`cudump show RUN --index N` shows that snapshot. --kernel PATTERN "
+                         "is a glob matching the demangled name with or without its return "
+                         "type, without its parameters, or the bare function name (write "
+                         "*word* for a substring), or re:REGEX.")
         parser.add_argument("run", type=Path, help="run directory (holds manifest.jsonl)")
         parser.add_argument("--kernel", metavar="PATTERN",
-                            help="only kernels matching PATTERN (glob, or a substring)")
+                            help="only kernels matching PATTERN (glob such as 'ns::k*', a "
+                                 "kernel name, or re:REGEX)")
         parser.add_argument("--arg", type=int, help="only this argument index")
         parser.add_argument("--phase", choices=("before", "after"), help="only this phase")
         parser.add_argument("--full-names", action="store_true",
                             help="print whole demangled signatures, not shortened names")
 
     def run(self, args: argparse.Namespace) -> int:
+        pattern = kernel_pattern(args.kernel)
         run = Run.open(args.run)
-        snaps = run.select(args.kernel, arg=args.arg, phase=args.phase)
+        snaps = run.select(pattern, arg=args.arg, phase=args.phase)
         for line in format_table(LS_HEADERS, snapshot_rows(snaps, args.full_names), LS_RIGHT):
             print(line)
-        errors = sum(1 for s in snaps if not s.ok)
-        tail = f", {errors} not captured" if errors else ""
+        missing = sum(1 for s in snaps if not s.captured)
+        unreadable = sum(1 for s in snaps if s.captured and not s.ok)
+        tail = (f", {missing} not captured" if missing else "") + \
+            (f", {unreadable} unreadable" if unreadable else "")
         print(f"{len(snaps)} of {len(run.snapshots)} snapshots{tail}")
         return 0

@@ -10,10 +10,10 @@ import numpy as np
 
 from cudump.diff import channel_count
 from cudump.errors import UsageError
-from cudump.imaging import CHANNEL_NAMES, render, save_png
+from cudump.imaging import CHANNEL_NAMES, TooManyChannels, render, save_png
 from cudump.manifest import MANIFEST
 from cudump.report import LS_HEADERS, LS_RIGHT, fmt_num, format_table, snapshot_rows
-from cudump.runs import Run, Snapshot, is_run_dir, load_array
+from cudump.runs import Run, Snapshot, is_run_dir, kernel_pattern, load_array
 
 EPILOG = """\
 Choosing a snapshot:
@@ -21,6 +21,9 @@ Choosing a snapshot:
   cudump show RUN --index 12           (the # column of `cudump ls RUN`)
   cudump show RUN/some_snapshot.npy    (or any .npy/.png file)
 The criteria given must leave exactly one snapshot; otherwise the candidates are listed.
+KERNEL-PATTERN is a glob matching the demangled name with or without its return type, the
+name without its parameters (cam::paint<int>) or the bare name (paint); write *word* for a
+substring, re:REGEX for a regular expression.
 
 Rendering:
   --png out.png --range=-1:1 --channels r,g,b
@@ -91,7 +94,7 @@ class ShowCommand:
         parser.epilog = EPILOG
         parser.add_argument("target", type=Path, help="run directory, or a .npy/.png file")
         parser.add_argument("kernel", nargs="?", metavar="KERNEL-PATTERN",
-                            help="kernel name: glob (cam::paint*) or a substring")
+                            help="kernel: a glob (cam::paint*), a kernel name, or re:REGEX")
         parser.add_argument("--arg", type=int, help="argument index")
         parser.add_argument("--phase", choices=("before", "after"), help="before or after")
         parser.add_argument("--occurrence", type=int, help="n-th launch of the kernel (from 1)")
@@ -105,8 +108,11 @@ class ShowCommand:
                             help="channels to draw: 0 | 0,1,2 | r,g,b | a ...")
 
     def run(self, args: argparse.Namespace) -> int:
+        value_range = parse_range(args.range)
         snap, path = self._choose(args)
         arr = load_array(path)
+        if arr.dtype.kind not in "uifb":
+            raise UsageError(f"{path}: holds {arr.dtype} data, not numbers; nothing to show")
         if snap is not None:
             r = snap.record
             print(f"snapshot #{snap.index}: {r.kernel}")
@@ -125,12 +131,19 @@ class ShowCommand:
         for line in format_table(headers, rows, [False] + [True] * 8):
             print(line)
         if args.png is not None:
-            drawn = render(arr, value_range=parse_range(args.range), channels=args.channels)
+            try:
+                drawn = render(arr, value_range=value_range, channels=args.channels)
+            except TooManyChannels as err:
+                raise UsageError(f"{err}; choose up to 4 with --channels") from None
             text = {"source": str(path)}
             if snap is not None:
                 text.update(kernel=snap.record.kernel, arg=str(snap.record.arg),
                             phase=snap.record.phase)
-            save_png(drawn, args.png, text)
+            try:
+                save_png(drawn, args.png, text)
+            except OSError as err:
+                raise UsageError(f"--png {args.png}: cannot write: {err.strerror or err}"
+                                 ) from None
             how = ("values as stored" if drawn.value_range is None else
                    f"range {fmt_num(drawn.value_range[0])}..{fmt_num(drawn.value_range[1])}")
             print(f"wrote {args.png} ({drawn.image.mode}, {how}"
@@ -143,8 +156,9 @@ class ShowCommand:
             return _record_for_file(target), target
         if not is_run_dir(target):
             raise UsageError(f"{target} is neither a snapshot file nor a run directory")
+        pattern = kernel_pattern(args.kernel)
         run = Run.open(target)
-        found = run.select(args.kernel, arg=args.arg, phase=args.phase,
+        found = run.select(pattern, arg=args.arg, phase=args.phase,
                            occurrence=args.occurrence, launch=args.launch, pid=args.pid,
                            index=args.index)
         if not found:
@@ -156,9 +170,9 @@ class ShowCommand:
             raise UsageError(f"{len(found)} snapshots match{more}; narrow with --arg, "
                              "--phase, --occurrence or --index")
         snap = found[0]
-        if not snap.ok or snap.path is None:
-            raise UsageError(f"snapshot #{snap.index} was not captured: "
-                             f"{snap.record.reason or 'no file'}")
+        if snap.path is None:
+            what = "was not captured" if not snap.captured else "cannot be read"
+            raise UsageError(f"snapshot #{snap.index} {what}: {snap.problem or 'no file'}")
         return snap, snap.path
 
 

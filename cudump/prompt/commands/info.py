@@ -1,0 +1,121 @@
+"""`info args|allocs|kernels|breakpoints|launch` (`args` is short for `info args`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from cudump.pattern import name_forms
+from cudump.prompt.context import Context
+from cudump.prompt.display import arg_lines, dims
+from cudump.prompt.registry import (
+    REGISTRY,
+    STOPPED,
+    make_parser,
+    prefix_command,
+    subcommand,
+)
+from cudump.report import format_table
+
+INFO = prefix_command(
+    make_parser("info", "The launch, its arguments and allocations, kernels, breakpoints.",
+                "A unique prefix names a subcommand (info b); 'args' is short for 'info args'.",
+                usage="info SUBCOMMAND"),
+    aliases=("i",))
+REGISTRY.alias("args", "info args")
+
+
+@subcommand(INFO, make_parser("info args", "The launch's arguments and the allocations they "
+                              "point into."), requires=(STOPPED,))
+def info_args(ctx: Context, args: argparse.Namespace) -> None:
+    for line in arg_lines(ctx.stopped, ctx.allocation_for):
+        ctx.say(line)
+
+
+@subcommand(INFO, make_parser("info allocs", "The process's live device allocations."),
+            requires=(STOPPED,))
+def info_allocs(ctx: Context, args: argparse.Namespace) -> None:
+    stop = ctx.stopped
+    allocs = stop.allocations()
+    if not allocs:
+        ctx.say("no live device allocations")
+        return
+    users: dict[int, list[str]] = {}
+    for arg in stop.info.args:
+        for (index, offset), alloc in stop.info.pointers.items():
+            if index == arg.index:
+                users.setdefault(alloc.base, []).append(
+                    f"arg{index}" if offset == 0 else f"arg{index}+{offset}")
+        alloc = ctx.allocation_for(arg)
+        if alloc is not None and (arg.index, 0) not in stop.info.pointers:
+            users.setdefault(alloc.base, []).append(f"arg{arg.index}")
+    rows = []
+    for a in sorted(allocs, key=lambda a: a.base):
+        pitched = a.kind == "pitched" and a.pitch > 0
+        rows.append([f"0x{a.base:x}", str(a.size), a.kind,
+                     str(a.pitch) if pitched else "-",
+                     str(a.width_bytes) if pitched else "-",
+                     str(a.height) if pitched else "-",
+                     ", ".join(users.get(a.base, []))])
+    lines = format_table(["base", "size", "kind", "pitch", "width", "height", "args"], rows,
+                         [False, True, False, True, True, True, False])
+    for line in lines:
+        ctx.say(line)
+    total = sum(a.size for a in allocs)
+    ctx.say(f"{len(allocs)} allocations, {total} bytes")
+
+
+@subcommand(INFO, make_parser("info kernels", "Kernels seen so far, with launch counts per "
+                              "process."))
+def info_kernels(ctx: Context, args: argparse.Namespace) -> None:
+    seen = ctx.debugger.kernels()
+    if not seen:
+        ctx.say("no kernels seen yet")
+        return
+    rows = [[str(k.pid), str(k.launches), k.kernel] for k in seen]
+    for line in format_table(["pid", "launches", "kernel"], rows, [True, True, False]):
+        ctx.say(line)
+
+
+@subcommand(INFO, make_parser("info breakpoints", "The breakpoint table."))
+def info_breakpoints(ctx: Context, args: argparse.Namespace) -> None:
+    table = list(ctx.debugger.breakpoints)
+    if not table:
+        ctx.say("No breakpoints.")
+        return
+    rows = []
+    for bp in table:
+        what = bp.pattern.text
+        if bp.condition is not None:
+            what += f" if {bp.condition.text}"
+        rows.append([str(bp.number), "tbreak" if bp.temporary else "break",
+                     "y" if bp.enabled else "n", str(bp.hits), str(bp.ignore), what])
+    for line in format_table(["Num", "Type", "Enb", "Hits", "Ignore", "What"], rows,
+                             [False, False, False, True, True, False]):
+        ctx.say(line)
+
+
+@subcommand(INFO, make_parser("info launch", "Where and why the program stopped."),
+            requires=(STOPPED,))
+def info_launch(ctx: Context, args: argparse.Namespace) -> None:
+    info = ctx.stopped.info
+    blocks = info.grid[0] * info.grid[1] * info.grid[2]
+    threads = info.block[0] * info.block[1] * info.block[2]
+    phase = ("before (the kernel has not run yet)" if info.phase == "before"
+             else "after (the kernel has run)")
+    rows = [
+        ("kernel", info.kernel),
+        ("short", name_forms(info.kernel)[2]),
+        ("mangled", info.mangled),
+        ("launch", f"{info.launch} (occurrence {info.occurrence} of this kernel)"),
+        ("phase", phase),
+        ("reason", info.reason),
+        ("process", f"pid {info.pid} thread {info.tid}"),
+        ("device", str(info.device)),
+        ("grid", f"{dims(info.grid)} = {blocks} blocks"),
+        ("block", f"{dims(info.block)} = {threads} threads"),
+        ("smem", f"{info.smem} bytes"),
+        ("stream", info.stream),
+        ("api", info.api),
+    ]
+    for key, value in rows:
+        ctx.say(f"{key:<8} {value}")

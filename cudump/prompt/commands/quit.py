@@ -1,0 +1,19 @@
+"""`quit` (`q`): leave cudump; a run still going is killed (as `kill`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from cudump.prompt.commands.kill import kill_now
+from cudump.prompt.context import Context, Outcome
+from cudump.prompt.registry import command, make_parser
+
+parser = make_parser("quit", "Leave cudump; a program still running is killed.",
+                     "What was captured is kept. Interactively you are asked first.")
+
+
+@command(parser, category="running", aliases=("q", "exit"))
+def quit_(ctx: Context, args: argparse.Namespace) -> Outcome | None:
+    if ctx.stop is None and ctx.debugger.finished:
+        return Outcome.ENDED
+    return kill_now(ctx)

@@ -1,0 +1,119 @@
+"""`x/NFU ADDRESS`: examine device memory, as gdb's x."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+import numpy as np
+
+from cudump.prompt.context import CommandError, Context
+from cudump.prompt.display import float_text
+from cudump.prompt.memory import read, whole
+from cudump.prompt.registry import STOPPED, command, make_parser
+
+UNITS = {"b": 1, "h": 2, "w": 4, "g": 8}
+PER_LINE = {"b": 8, "h": 8, "w": 4, "g": 2}
+FORMATS = "xdufc"
+MAX_BYTES = 1 << 20
+_SIGNED = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
+_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+_FLOATS = {2: np.float16, 4: np.float32, 8: np.float64}
+_ESCAPES = {0: "\\000", 7: "\\a", 8: "\\b", 9: "\\t", 10: "\\n", 11: "\\v", 12: "\\f",
+            13: "\\r", 27: "\\033", 39: "\\'", 92: "\\\\"}
+
+parser = make_parser(
+    "x", "Examine device memory: x/NFU ADDRESS.",
+    "N is how many units to show (default 1), F the format and U the unit size:\n"
+    "  formats  x hex, d signed decimal, u unsigned decimal, f float, c char\n"
+    "  units    b byte, h halfword (2), w word (4), g giant (8)\n"
+    "Format and unit default to the last ones used (at first x and w); c defaults to b.\n"
+    "ADDRESS is a number or an expression over argument values: arg0, arg0+16,\n"
+    "arg0 + arg1*4, 0x7f0000000000. Without one, x goes on after the last memory shown.",
+    usage="x[/NFU] [ADDRESS]")
+parser.add_argument("address", nargs="?", metavar="ADDRESS",
+                    help="number or expression over argN (default: after the last x)")
+
+_SPEC = re.compile(r"^(\d*)([a-z]*)$")
+
+
+def parse_spec(spec: str | None, last_format: str, last_unit: str) -> tuple[int, str, str]:
+    """`/4xw` -> (4, "x", "w"); missing parts come from the last x."""
+    if spec is None or spec == "":
+        return 1, last_format, last_unit
+    m = _SPEC.match(spec)
+    if m is None:
+        raise CommandError(f"x: bad format '/{spec}' (write /NFU, e.g. /4xw)")
+    count = int(m.group(1)) if m.group(1) else 1
+    fmt = unit = None
+    for letter in m.group(2):
+        if letter in UNITS:
+            if unit is not None:
+                raise CommandError(f"x: two unit sizes in '/{spec}'")
+            unit = letter
+        elif letter in FORMATS:
+            if fmt is not None:
+                raise CommandError(f"x: two formats in '/{spec}'")
+            fmt = letter
+        else:
+            raise CommandError(f"x: unknown format or unit '{letter}' in '/{spec}' "
+                               "(formats x d u f c, units b h w g)")
+    fmt = fmt or last_format
+    if unit is None:
+        unit = "b" if fmt == "c" else last_unit
+        if fmt == "f" and unit == "b":
+            unit = "w"
+    if count < 1:
+        raise CommandError("x: the count must be at least 1")
+    if fmt == "f" and unit == "b":
+        raise CommandError("x: floats need unit h, w or g")
+    return count, fmt, unit
+
+
+def format_char(value: int) -> str:
+    code = value & 0xFF
+    if code in _ESCAPES:
+        shown = _ESCAPES[code]
+    elif 32 <= code < 127:
+        shown = chr(code)
+    else:
+        shown = f"\\{code:03o}"
+    return f"{value} '{shown}'"
+
+
+def format_units(data: bytes, fmt: str, size: int) -> list[str]:
+    if fmt == "x":
+        return [f"0x{int(v):0{2 * size}x}" for v in np.frombuffer(data, _UNSIGNED[size])]
+    if fmt == "u":
+        return [str(int(v)) for v in np.frombuffer(data, _UNSIGNED[size])]
+    if fmt == "d":
+        return [str(int(v)) for v in np.frombuffer(data, _SIGNED[size])]
+    if fmt == "c":
+        return [format_char(int(v)) for v in np.frombuffer(data, _SIGNED[size])]
+    return [float_text(v) for v in np.frombuffer(data, _FLOATS[size])]
+
+
+@command(parser, requires=(STOPPED,), raw=True, slash=True, complete="args")
+def x(ctx: Context, args: argparse.Namespace) -> None:
+    count, fmt, unit = parse_spec(args.slash, ctx.x_format, ctx.x_unit)
+    if args.address is not None:
+        address = whole(args.address, ctx.values(), "address")
+    elif ctx.x_next is not None:
+        address = ctx.x_next
+    else:
+        raise CommandError("x: give an address: argN, argN+OFFSET or a number")
+    size = UNITS[unit]
+    nbytes = count * size
+    if nbytes > MAX_BYTES:
+        raise CommandError(f"x: {nbytes} bytes asked for; at most {MAX_BYTES} at a time "
+                           "(dump writes whole buffers to files)")
+    data = read(ctx.stopped, address, nbytes)
+    cells = format_units(data, fmt, size)
+    width = max(len(c) for c in cells)
+    per_line = PER_LINE[unit]
+    for start in range(0, count, per_line):
+        row = cells[start:start + per_line]
+        text = "  ".join(row if fmt in "xc" else (c.rjust(width) for c in row))
+        ctx.say(f"0x{address + start * size:x}:  {text}".rstrip())
+    ctx.x_format, ctx.x_unit = fmt, unit
+    ctx.x_next = address + nbytes

@@ -1,0 +1,99 @@
+"""What the prompt's commands share: the debugger, the current stop, where output goes."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from cudump.args import ArgValue, arg_values
+from cudump.geometry import Allocation, CopyPlan
+from cudump.target import Debugger, StoppedLaunch, TargetError
+
+Out = Callable[[str], None]
+Number = int | float
+
+
+class CommandError(Exception):
+    """A command that cannot do what was asked; printed as one `error: ...` line."""
+
+
+class Outcome(enum.Enum):
+    """What a command did to the held launch."""
+
+    RESUMED = "resumed"   # the launch was let go: wait for the next stop
+    ENDED = "ended"       # detach, kill, quit: the prompt stops reading
+
+
+@dataclass
+class KeptArg:
+    """One argument's buffer read before a step and again after it."""
+
+    plan: CopyPlan
+    channels: int          # values per element (uchar4: 4)
+    before: bytes
+    after: bytes | None = None
+
+
+@dataclass
+class Kept:
+    """Buffers kept across `step` for one launch (identified by pid and launch number)."""
+
+    pid: int
+    launch: int
+    args: dict[int, KeptArg] = field(default_factory=dict)
+    skipped: dict[int, str] = field(default_factory=dict)   # arg index -> why not kept
+
+
+@dataclass
+class Context:
+    debugger: Debugger
+    out: Out
+    confirm: Callable[[str], bool] = lambda question: True
+    stop: StoppedLaunch | None = None
+    kept: Kept | None = None
+    # gdb's `x` remembers its last format, unit and the address after the last one shown.
+    x_format: str = "x"
+    x_unit: str = "w"
+    x_next: int | None = None
+
+    def say(self, line: str = "") -> None:
+        self.out(line)
+
+    def set_stop(self, stop: StoppedLaunch | None) -> None:
+        """A new stop from wait_for_stop: what was kept for an earlier launch is dropped."""
+        self.stop = stop
+        self.kept = None
+        self.x_next = None
+
+    @property
+    def stopped(self) -> StoppedLaunch:
+        """The held launch; commands guarded by STOPPED can rely on it."""
+        if self.stop is None:
+            raise CommandError("the program is not stopped at a launch")
+        return self.stop
+
+    def arg(self, index: int) -> ArgValue:
+        args = self.stopped.info.args
+        if not 0 <= index < len(args):
+            have = f"arg0..arg{len(args) - 1}" if args else "none"
+            raise CommandError(f"the kernel has no arg{index} (arguments: {have})")
+        return args[index]
+
+    def values(self) -> dict[str, Number]:
+        return arg_values(self.stopped.info.args)
+
+    def allocation_for(self, arg: ArgValue) -> Allocation | None:
+        """The allocation an argument points into: as the shim resolved it at the launch,
+        else (typed non-null pointers only) as the target finds it now."""
+        stop = self.stopped
+        alloc = stop.info.allocation_of(arg.index)
+        if alloc is not None:
+            return alloc
+        if (arg.type is not None and arg.type.is_pointer and not arg.type.function
+                and isinstance(arg.value, int) and arg.value != 0):
+            try:
+                return stop.allocation(arg.value)
+            except TargetError:
+                return None
+        return None

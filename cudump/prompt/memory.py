@@ -1,0 +1,91 @@
+"""Reading device memory for the prompt: chunked to the target's largest read, typed by the
+signature."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from cudump.args import ArgValue
+from cudump.elements import ElementType, element_type
+from cudump.expr import ExprError, parse_expr
+from cudump.geometry import CopyPlan
+from cudump.prompt.context import CommandError
+from cudump.target import StoppedLaunch
+
+Number = int | float
+
+
+@dataclass(frozen=True)
+class Pointee:
+    """What a pointer argument points to, as `print` reads it."""
+
+    elem: ElementType
+    hexadecimal: bool = False    # pointers to pointers: elements are addresses
+
+
+def pointee(arg: ArgValue) -> Pointee:
+    """The element type of a pointer argument, from its signature type."""
+    ptype = arg.type
+    name = f"arg{arg.index}"
+    if ptype is None:
+        raise CommandError(f"{name} has no type (the kernel has no signature); "
+                           f"use x/FMT {name} to see its memory")
+    if not ptype.is_pointer or ptype.function:
+        raise CommandError(f"{name} is not a pointer to data (its type is {ptype.text})")
+    if ptype.pointer_depth >= 2:
+        return Pointee(ElementType("uint64", 1), hexadecimal=True)
+    elem = element_type(ptype.base)
+    if elem is None:
+        raise CommandError(f"{name} points to '{ptype.base}', a type cudump does not know; "
+                           f"use x/FMT {name}, or dump {name} as TYPE ...")
+    return Pointee(elem)
+
+
+def read(stop: StoppedLaunch, address: int, nbytes: int) -> bytes:
+    """`nbytes` from `address`, in reads of at most stop.max_read bytes."""
+    step = max(int(stop.max_read), 1)
+    parts = []
+    done = 0
+    while done < nbytes:
+        n = min(step, nbytes - done)
+        parts.append(stop.read(address + done, n))
+        done += n
+    return b"".join(parts)
+
+
+def read_plan(stop: StoppedLaunch, plan: CopyPlan) -> bytes:
+    """The bytes a copy plan names (rows of width_bytes at pitch, padding dropped),
+    in reads of at most stop.max_read bytes."""
+    step = max(int(stop.max_read), 1)
+    width, height, pitch = plan.width_bytes, plan.height, plan.pitch
+    if height == 1 or pitch == width:
+        return read(stop, plan.address, width * height)
+    if width > step:
+        return b"".join(read(stop, plan.address + row * pitch, width) for row in range(height))
+    rows_per_read = step // width
+    parts = []
+    for row in range(0, height, rows_per_read):
+        rows = min(rows_per_read, height - row)
+        parts.append(stop.read2d(plan.address + row * pitch, width, rows, pitch))
+    return b"".join(parts)
+
+
+def evaluate(text: str, values: Mapping[str, Number], what: str) -> Number:
+    try:
+        return parse_expr(text).evaluate(values)
+    except ExprError as err:
+        raise CommandError(f"{what} '{text}': {err}") from None
+    except (ZeroDivisionError, OverflowError) as err:
+        raise CommandError(f"{what} '{text}': {err}") from None
+
+
+def whole(text: str, values: Mapping[str, Number], what: str, minimum: int = 0) -> int:
+    value = evaluate(text, values, what)
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise CommandError(f"{what} '{text}' is {value}, not a whole number")
+        value = int(value)
+    if value < minimum:
+        raise CommandError(f"{what} '{text}' is {value}; it must be >= {minimum}")
+    return int(value)

@@ -1,0 +1,261 @@
+"""The prompt's loop: wait for a stop, show it, read commands until one lets the launch go.
+
+Input comes from one of three readers:
+- a terminal: prompt_toolkit with history (~/.cudump_history or $CUDUMP_HISTORY) and
+  completion; cudump's other messages are printed above the line being typed;
+- a pipe or file on stdin: plain lines, each echoed after the prompt text;
+- `--batch FILE`: the file's lines (blank ones and `#` comments skipped), echoed likewise.
+When the input runs out, the launch is let go with `detach`: the program runs to its end
+without stopping, and a line says so.
+
+Ctrl-C while the program runs asks it to stop at the next launch; a second Ctrl-C ends
+the run. Ctrl-C at the prompt only cancels the line; Ctrl-D there prints a hint.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+import cudump.prompt.commands  # noqa: F401  (registers the commands)
+from cudump.console import console
+from cudump.errors import UsageError
+from cudump.prompt.commands.detach import detach_now
+from cudump.prompt.context import Context, Out, Outcome
+from cudump.prompt.display import banner
+from cudump.prompt.registry import execute
+from cudump.target import Debugger, StoppedLaunch
+
+if TYPE_CHECKING:
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.input import Input
+    from prompt_toolkit.output import Output
+
+PROMPT = "(cudump) "
+POLL_SECONDS = 0.2
+INTERRUPT_MESSAGE = "cudump: interrupt: stopping at the next launch (Ctrl-C again to end the run)"
+END_MESSAGE = "cudump: interrupt: ending the run"
+CTRL_D_HINT = "(use 'continue', 'step', 'detach' or 'kill'; 'help' lists the commands)"
+
+
+def read_batch_file(path: Path) -> list[str]:
+    """The commands of a batch file; raises UsageError when it cannot be read (check it
+    before the program starts)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such batch file") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise UsageError(f"{path}: cannot read the batch file: {err}") from None
+    return [line.strip() for line in text.splitlines()
+            if line.strip() and not line.strip().startswith("#")]
+
+
+class Reader:
+    """Where commands come from. `read` returns a line, or None when input has ended."""
+
+    end_message = "cudump: end of input: detaching, the program runs to its end without stopping"
+
+    def read(self) -> str | None:
+        raise NotImplementedError
+
+    def confirm(self, question: str) -> bool:
+        return True
+
+
+class LinesReader(Reader):
+    """Batch-file lines, echoed after the prompt text as if typed."""
+
+    end_message = ("cudump: end of batch file: detaching, the program runs to its end "
+                   "without stopping")
+
+    def __init__(self, lines: list[str], out: Out) -> None:
+        self._lines: Iterator[str] = iter(lines)
+        self.out = out
+
+    def read(self) -> str | None:
+        line = next(self._lines, None)
+        if line is not None:
+            self.out(f"{PROMPT}{line}")
+        return line
+
+
+class StreamReader(Reader):
+    """Plain lines from a pipe or a file (no terminal): no escape sequences, each echoed."""
+
+    def __init__(self, stream: TextIO, out: Out) -> None:
+        self.stream = stream
+        self.out = out
+
+    def read(self) -> str | None:
+        while True:
+            try:
+                line = self.stream.readline()
+            except KeyboardInterrupt:
+                continue          # cancels the line, never the target
+            if not line:
+                return None
+            text = line.rstrip("\r\n")
+            self.out(f"{PROMPT}{text}")
+            return text
+
+
+class TerminalReader(Reader):
+    """prompt_toolkit on a terminal: history, completion, messages above the input line."""
+
+    def __init__(self, ctx: Context, out: Out, *, pt_input: Input | None = None,
+                 pt_output: Output | None = None, history_path: str | None = None) -> None:
+        from prompt_toolkit import PromptSession
+        from prompt_toolkit.history import FileHistory, History, InMemoryHistory
+        from prompt_toolkit.output import create_output
+
+        from cudump.prompt.completion import PromptCompleter
+
+        self.out = out
+        if history_path is None:
+            history_path = (os.environ.get("CUDUMP_HISTORY")
+                            or str(Path.home() / ".cudump_history"))
+        history: History
+        try:
+            Path(history_path).touch(exist_ok=True)
+            history = FileHistory(history_path)
+        except OSError:
+            history = InMemoryHistory()
+        # cudump's lines go to stderr (the program's stdout is its own); so does the prompt.
+        output = pt_output
+        if output is None and sys.stderr.isatty():
+            output = create_output(stdout=sys.stderr)
+        self.session: PromptSession[str] = PromptSession(
+            history=history, completer=PromptCompleter(ctx), complete_while_typing=False,
+            input=pt_input, output=output)
+        # Answers to questions (y or n) stay out of the command history.
+        self.asking: PromptSession[str] = PromptSession(
+            history=InMemoryHistory(), input=self.session.input, output=self.session.output)
+
+    def _prompt(self, session: PromptSession[str], message: str) -> str:
+        from prompt_toolkit.application import create_app_session
+        from prompt_toolkit.patch_stdout import StdoutProxy
+
+        with create_app_session(input=session.input, output=session.output), \
+                StdoutProxy(raw=True) as proxy:
+            def sink(line: str) -> None:
+                proxy.write(line + "\n")
+                proxy.flush()
+
+            console.redirect(sink)
+            try:
+                return session.prompt(message)
+            finally:
+                console.redirect(None)
+
+    def read(self) -> str | None:
+        while True:
+            try:
+                return self._prompt(self.session, PROMPT)
+            except KeyboardInterrupt:
+                continue                  # Ctrl-C cancels the line only
+            except EOFError:
+                self.out(CTRL_D_HINT)     # Ctrl-D never lets the target go by itself
+
+    def confirm(self, question: str) -> bool:
+        try:
+            answer = self._prompt(self.asking, question)
+        except (KeyboardInterrupt, EOFError):
+            return False
+        return answer.strip().lower() in ("y", "yes")
+
+
+def wait_for_stop(debugger: Debugger, out: Out, poll: float = POLL_SECONDS
+                  ) -> StoppedLaunch | None:
+    """The next stop, or None when the run has ended. Ctrl-C (KeyboardInterrupt in this
+    thread) asks for a stop at the next launch; a second one ends the run."""
+    interrupts = 0
+    while True:
+        try:
+            stop = debugger.wait_for_stop(timeout=poll)
+            if stop is not None:
+                if interrupts >= 2:         # the run is ending: nothing more to inspect
+                    debugger.resume(stop, "kill")
+                    continue
+                return stop
+            if debugger.finished:
+                return None
+        except KeyboardInterrupt:
+            interrupts += 1
+            if interrupts == 1:
+                out(INTERRUPT_MESSAGE)
+                debugger.interrupt()
+            elif interrupts == 2:
+                out(END_MESSAGE)
+                debugger.end()
+
+
+def run_prompt(debugger: Debugger, *, batch: Path | list[str] | None = None,
+               stdin_is_tty: bool | None = None, stdin: TextIO | None = None,
+               out: Callable[[str], None] | None = None) -> None:
+    """Drive a run from the prompt until it ends, or until detach, kill or quit.
+
+    `batch`: a batch file (or its lines) to read commands from instead of stdin.
+    `stdin_is_tty`: use the interactive prompt (default: whether stdin is a terminal).
+    `stdin`, `out`: where lines come from and go to (default sys.stdin, and console.say).
+    """
+    # By default through the console: whole lines under its lock, on stderr (the program's
+    # stdout is its own), never failing on a closed stderr.
+    write: Out = out or console.say
+    source = stdin if stdin is not None else sys.stdin
+    if stdin_is_tty is None:
+        stdin_is_tty = stdin is None and source.isatty()
+    ctx = Context(debugger, write)
+    reader: Reader
+    if batch is not None:
+        lines = batch if isinstance(batch, list) else read_batch_file(batch)
+        reader = LinesReader(lines, write)
+    elif stdin_is_tty:
+        reader = TerminalReader(ctx, write)
+    else:
+        reader = StreamReader(source, write)
+    # From here Ctrl-C is the prompt's (KeyboardInterrupt in this thread); until now the
+    # session's early handler took it (the program was already running).
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    drive(ctx, reader)
+
+
+def drive(ctx: Context, reader: Reader) -> None:
+    """Stops and commands until the run ends or a command ends the prompt."""
+    ctx.confirm = reader.confirm
+    while True:
+        stop = wait_for_stop(ctx.debugger, ctx.out)
+        if stop is None:
+            return
+        ctx.set_stop(stop)
+        try:
+            for line in banner(stop, ctx.allocation_for):
+                ctx.say(line)
+        except KeyboardInterrupt:
+            pass
+        except Exception as err:  # the stop is still there to inspect
+            ctx.say(f"error: cannot show the stop: {type(err).__name__}: {err}")
+        if command_loop(ctx, reader) is Outcome.ENDED:
+            return
+
+
+def command_loop(ctx: Context, reader: Reader) -> Outcome:
+    """Commands at one stop, until one lets the launch go (or input ends: detach)."""
+    while True:
+        line = reader.read()
+        if line is None:
+            if ctx.stop is not None:
+                detach_now(ctx, None)
+            ctx.say(reader.end_message)
+            return Outcome.ENDED
+        outcome = execute(ctx, line)
+        if outcome is not None:
+            return outcome
+        if ctx.stop is None:   # a step whose launch did not come back
+            return Outcome.RESUMED
