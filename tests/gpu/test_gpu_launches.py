@@ -34,7 +34,7 @@ ZED = {
                     "device::uchar8*, device::uchar8*, int, int, int, float)",
 }
 STDERR_LAUNCH = re.compile(
-    r"^cudump: #(\d+) pid=(\d+) (.+) grid=\((\d+),(\d+),(\d+)\) block=\((\d+),(\d+),(\d+)\) "
+    r"^cudump: #(\d+) pid=(\d+) dev=0 (.+) grid=\((\d+),(\d+),(\d+)\) block=\((\d+),(\d+),(\d+)\) "
     r"smem=(\d+) stream=(0x[0-9a-f]+)$")
 
 
@@ -65,6 +65,7 @@ def check_counts(stdout: str, names: dict[str, str], runs: RunDir, stderr: str) 
     assert sorted(e["launch"] for e in events) == list(range(1, total + 1))
     assert {e["pid"] for e in events} == set(summary["pids"])
     assert not any(e["captured"] for e in events)
+    assert {e["device"] for e in events} == {0}
     assert all(e["mangled"].startswith("_Z") for e in events)
 
     lines = [m for m in map(STDERR_LAUNCH.match, stderr.splitlines()) if m]

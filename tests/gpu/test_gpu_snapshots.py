@@ -87,6 +87,7 @@ def test_zed_snapshots_match_reference(program, workdir, tmp_path):
                 record = table[key]
                 assert record.launch == 2 * occurrence      # nv12_to_uyvy runs first each frame
                 assert record.grid == [20, 45, 1] and record.block == [32, 8, 1]
+                assert record.device == 0
                 assert record.dtype == "uint8"
 
         source = npy(out, table[occurrence, 0, "before"])

@@ -1,0 +1,100 @@
+"""Breakpoints on a GPU: `x`, `print` and `dump` show exactly the bytes the kernel read and
+wrote (checked against numpy references and the programs' own dumps), `step` runs the
+kernel and shows what changed, `bt` shows the host frames, and the program's output and
+exit status are its own."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zedref
+from gpurun import run, sample, under_cudump
+
+from cudump.manifest import read_manifest
+
+pytestmark = pytest.mark.gpu
+
+FRP0K = ("void device::FrP0k5607tPV<(sl::YUV_CONVENTION)2>(uchar4*, int, device::uchar8*, "
+         "device::uchar8*, int, int, int, float)")
+
+
+def debug_run(cmd: list[str], breaks: list[str], commands: list[str], workdir: Path,
+              tmp_path: Path):
+    batch = tmp_path / "commands.txt"
+    batch.write_text("\n".join(commands) + "\n")
+    out = tmp_path / "run"
+    extra: list[str] = ["--batch", str(batch)]
+    for pattern in breaks:
+        extra += ["--break", pattern]
+    bare = run(cmd, workdir)
+    assert bare.returncode == 0, bare.stderr
+    ran = run(under_cudump(cmd, out, extra=extra), workdir)
+    assert ran.returncode == 0, ran.stderr[-4000:]
+    assert ran.stdout == bare.stdout
+    return out, ran.stderr.splitlines()
+
+
+@pytest.mark.parametrize("program", ["zed_camera", "zed_camera.py"])
+def test_pitched_uchar4_kernel_at_a_breakpoint(program, workdir, tmp_path):
+    width, height = zedref.DEFAULT_WIDTH, zedref.DEFAULT_HEIGHT
+    out, lines = debug_run(
+        [*sample(program), "2"], ["device::FrP0k5607tPV*"],
+        ["info args", "x/16xb arg0", "dump arg0 src.npy", "dump arg2 left-before.npy", "step",
+         "dump arg2 left-after.npy", "dump arg3 right-after.npy", "bt", "continue"],
+        workdir, tmp_path)
+    uyvy, left, right = zedref.pipeline(width, height, 0)
+    assert lines[0] == f"Breakpoint 1, launch 2 (occurrence 1) of {FRP0K}"
+    assert re.match(r"  pid \d+ thread \d+ device 0 grid \(20,45,1\) block \(32,8,1\) smem 0 "
+                    r"stream 0x[0-9a-f]+$", lines[1])
+    first = "  ".join(f"0x{b:02x}" for b in uyvy.reshape(-1)[:8])
+    assert any(line.split(":  ", 1)[-1].startswith(first) for line in lines), "x/16xb arg0"
+    assert np.array_equal(np.load(out / "src.npy").reshape(height, -1), uyvy)
+    assert not np.load(out / "left-before.npy").any()
+    assert np.array_equal(np.load(out / "left-after.npy"), left.reshape(height, -1))
+    assert np.array_equal(np.load(out / "right-after.npy"), right.reshape(height, -1))
+    changed = int((left.reshape(height, -1) != 0).sum())
+    assert f"arg2 (device::uchar8*): {changed} of {height * width * 4} elements changed" in lines
+    at = lines.index("(cudump) bt")
+    frames = [ln for ln in lines[at + 1:] if re.match(r"#\d+ ", ln)]
+    assert frames, "no host frames"
+    assert any("libcuda" in f or "libcudart" in f or program.split(".")[0] in f for f in frames)
+    dumps = [r for r in read_manifest(out) if r.extra.get("source") == "dump"]
+    assert [r.file for r in dumps] == ["src.npy", "left-before.npy", "left-after.npy",
+                                       "right-after.npy"]
+
+
+def test_runtime_api_kernel_print_and_step(workdir, tmp_path):
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    n = 4096
+    out, lines = debug_run(
+        [*sample("runtime_app"), "--dump", str(dump), "--n", str(n)], ["ns::saxpy*"],
+        ["p arg0", "p arg3", "p arg2[0]@4", f"dump arg2 y-before.npy as float32 {n}", "step",
+         f"dump arg2 y-after.npy as float32 {n}", "bt", "delete", "continue"],
+        workdir, tmp_path)
+    y0, y1 = np.load(dump / "y0.npy"), np.load(dump / "y1.npy")
+    assert np.array_equal(np.load(out / "y-before.npy").view(np.uint32), y0.view(np.uint32))
+    assert np.array_equal(np.load(out / "y-after.npy").view(np.uint32), y1.view(np.uint32))
+    assert f"arg3 = {n}" in lines
+    at = lines.index("(cudump) p arg2[0]@4")
+    values = [float(v) for v in re.findall(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?", lines[at + 1])[-4:]]
+    assert np.allclose(values, y0[:4])
+    at = lines.index("(cudump) bt")
+    frames = [ln for ln in lines[at + 1:] if re.match(r"#\d+ ", ln)]
+    assert any(" in main" in f for f in frames), frames  # symbolised from the executable
+
+
+def test_pytorch_elementwise_kernel_at_a_breakpoint(workdir, tmp_path):
+    pytest.importorskip("torch")
+    out, lines = debug_run([*sample("torch_ops.py")], ["*elementwise_kernel*"],
+                           ["info launch", "info args", "bt", "delete", "continue"],
+                           workdir, tmp_path)
+    assert lines[0].startswith("Breakpoint 1, launch ")
+    assert "elementwise_kernel" in lines[0]
+    at = lines.index("(cudump) bt")
+    frames = [ln for ln in lines[at + 1:] if re.match(r"#\d+ ", ln)]
+    assert any("libtorch" in f or "libc10" in f for f in frames), frames
+    assert any("python" in f.lower() for f in frames), frames
