@@ -167,6 +167,22 @@ class RemoteStop:
             items = list(self.proc.allocations.values())
         return sorted((a for a in items if a.kind != "host"), key=lambda a: a.base)
 
+    def refresh_counts(self) -> None:
+        """Asks the held process how often each of its functions has launched."""
+
+        def do() -> bytes:
+            rc, data = self.conn.request(p.Kind.COUNTS)
+            if rc != 0:
+                raise TargetError("the shim could not count launches")
+            return data
+
+        data = self._call(do)
+        for pos in range(0, len(data) - p.COUNT.size + 1, p.COUNT.size):
+            c = p.COUNT.unpack(data, pos)
+            func = self.proc.funcs.get(c["id"])
+            if func is not None:
+                func.launches = c["launches"]
+
     def backtrace(self) -> list[Frame]:
         def do() -> bytes:
             rc, data = self.conn.request(p.Kind.BACKTRACE)
@@ -229,6 +245,15 @@ class DebugController:
         return self._finished.is_set()
 
     def kernels(self) -> list[KernelSeen]:
+        # A held process can say exactly how often each of its functions launched; the
+        # others report as they go (launches the controller saw).
+        with self._lock:
+            lives = [s for stops in self._live.values() for s in stops]
+        for stop in lives:
+            try:
+                stop.refresh_counts()
+            except TargetError:
+                pass
         seen = []
         with self.controller.lock:
             procs = list(self.controller.processes)

@@ -12,7 +12,7 @@ import socket
 import struct
 from dataclasses import dataclass
 from enum import IntEnum, IntFlag
-from typing import Any
+from typing import Any, Protocol
 
 VERSION = 2
 MAGIC = 0x50445543
@@ -47,6 +47,7 @@ class Kind(IntEnum):
     QUERY = 41
     BACKTRACE = 42
     RESUME = 43
+    COUNTS = 44
 
 
 class Want(IntFlag):
@@ -212,27 +213,49 @@ class Message:
     payload: bytes
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
-    chunks: list[bytes] = []
-    while n > 0:
-        chunk = sock.recv(min(n, 1 << 20))
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
+class Reader(Protocol):
+    def read(self, n: int, /) -> bytes: ...
 
 
-def read_message(sock: socket.socket) -> Message | None:
-    """The next message, or None at the end of the connection. Raises ProtocolError."""
-    head = _recv_exact(sock, HEADER.size)
+class _Unbuffered:
+    """Reads exactly what is asked of a socket, nothing beyond (for one-off exchanges)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+
+    def read(self, n: int, /) -> bytes:
+        chunks: list[bytes] = []
+        while n > 0:
+            chunk = self.sock.recv(min(n, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
+
+
+def _read_exact(source: Reader, n: int) -> bytes | None:
+    data = source.read(n)
+    if data is None or len(data) < n:
+        return None
+    return data
+
+
+def read_message(source: socket.socket | Reader) -> Message | None:
+    """The next message, or None at the end of the connection. Raises ProtocolError.
+
+    `source` is a buffered reader over the socket (`sock.makefile("rb")`), so that many
+    small messages cost one system call, or a socket (read through a new buffer)."""
+    if isinstance(source, socket.socket):
+        return read_message(_Unbuffered(source))
+    head = _read_exact(source, HEADER.size)
     if head is None:
         return None
     h = HEADER.unpack(head)
     size = h["size"]
     if size < HEADER.size or size > MAX_MESSAGE:
         raise ProtocolError(f"message size {size} out of bounds")
-    payload = _recv_exact(sock, size - HEADER.size) if size > HEADER.size else b""
+    payload = _read_exact(source, size - HEADER.size) if size > HEADER.size else b""
     if payload is None:
         return None
     return Message(h["kind"], h["tag"], payload)

@@ -184,7 +184,7 @@ def _load_file(path: Path) -> list[Rule]:
     except OSError as err:
         raise RuleError(where, None, None, f"cannot read: {err.strerror}") from None
     try:
-        loader = yaml.SafeLoader(text)
+        loader = _Loader(text)
     except yaml.reader.ReaderError as err:     # a control character, refused up front
         line = text.count("\n", 0, max(err.position, 0)) + 1
         raise _rule_error(where, line, None, f"YAML syntax error: character "
@@ -192,6 +192,8 @@ def _load_file(path: Path) -> list[Rule]:
     try:
         root = loader.get_single_node()
         return _Reader(where, path, loader).file(root)
+    except _TooDeep as err:
+        raise _rule_error(where, err.mark.line + 1, None, str(err)) from None
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         line = mark.line + 1 if mark is not None else None
@@ -206,6 +208,39 @@ def _load_file(path: Path) -> list[Rule]:
                           "nested too deeply; a rule file needs only a few levels") from None
     finally:
         loader.dispose()
+
+
+MAX_YAML_DEPTH = 64          # a rule file needs about 6 levels
+
+
+class _TooDeep(yaml.YAMLError):
+    def __init__(self, mark: yaml.Mark) -> None:
+        super().__init__(f"nested too deeply (more than {MAX_YAML_DEPTH} levels); a rule file "
+                         "needs only a few")
+        self.mark = mark
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that refuses deep nesting early: PyYAML scans `[[[[...` in quadratic time
+    and composes nested nodes recursively."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.depth = 0
+
+    def fetch_flow_collection_start(self, TokenClass: Any) -> None:  # noqa: N803 - PyYAML's
+        if self.flow_level >= MAX_YAML_DEPTH:
+            raise _TooDeep(self.get_mark())
+        super().fetch_flow_collection_start(TokenClass)
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        self.depth += 1
+        try:
+            if self.depth > MAX_YAML_DEPTH:
+                raise _TooDeep(self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
 
 def _one_line(text: str, limit: int = 200) -> str:

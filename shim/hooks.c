@@ -21,6 +21,7 @@ static void after_fork_child(void)
     functab_reset_after_fork();
     alloctab_reset_after_fork();
     launch_reset_after_fork();
+    launch_forget_tid();
     atomic_store(&shim_stats.seq, 0);
     atomic_store(&shim_stats.captured, 0);
     atomic_store(&shim_stats.graph_launches, 0);

@@ -53,6 +53,22 @@ struct func_entry *launch_slow(struct func_entry *e, unsigned *wants, bool *inte
     return e;
 }
 
+/* gettid is a system call: asked once per thread. The child of a fork gets a
+ * copy of the forking thread's value, so the fork handler clears it. */
+static SHIM_TLS uint64_t tid;
+
+void launch_forget_tid(void)
+{
+    tid = 0;
+}
+
+static uint64_t current_tid(void)
+{
+    if (!tid)
+        tid = (uint64_t)syscall(SYS_gettid);
+    return tid;
+}
+
 static int current_device(void)
 {
     CUdevice dev = -1;
@@ -71,7 +87,7 @@ void launch_before(struct launch_info *li)
     else
         li->occurrence = atomic_fetch_add(&li->e->launches, 1) + 1;
     li->device = current_device();
-    li->tid = (uint64_t)syscall(SYS_gettid);
+    li->tid = current_tid();
     li->armed = false;
     li->step = false;
     /* Copies would invalidate a capture or land in the graph, and a captured

@@ -68,6 +68,7 @@ void launch_before(struct launch_info *li);
 void launch_after(struct launch_info *li, CUresult rc);
 void launch_graph(CUgraphExec exec, CUstream stream, int ptsz);
 void launch_reset_after_fork(void);
+void launch_forget_tid(void);
 
 /* ---- snapshot.c: MSG_BEGIN, copies, MSG_END -------------------------------- */
 

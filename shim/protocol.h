@@ -61,6 +61,7 @@ enum proto_kind {
     MSG_BACKTRACE = 42, /* no payload; MSG_RESULT with text, one frame per line:
                          * "0xADDR\tMODULE\tSYMBOL\tOFFSET" */
     MSG_RESUME = 43,   /* proto_resume: let the held launch go */
+    MSG_COUNTS = 44,   /* no payload; MSG_RESULT with a proto_count per launched function */
 };
 
 /* ---- bits and codes ------------------------------------------------------------ */

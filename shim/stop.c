@@ -33,6 +33,8 @@ static CUresult quiesce(const struct launch_info *li)
 
 static bool reply_result(CUresult rc, const void *data, size_t len)
 {
+    if (len > PROTO_MAX_MESSAGE - 64)
+        len = 0, rc = -1; /* never more than one message can carry */
     char stack[256];
     struct msg m;
     msg_init(&m, stack, sizeof stack, MSG_RESULT, 0);
@@ -85,8 +87,9 @@ static bool serve_backtrace(void)
     int n = backtrace(frames, (int)(sizeof frames / sizeof frames[0]));
     Dl_info self;
     bool have_self = dladdr((void *)serve_backtrace, &self) != 0;
-    char text[PROTO_MAX_FRAMES * 320];
-    size_t used = 0;
+    struct strbuf text;
+    char stack[4096];
+    sb_init(&text, stack, sizeof stack);
     int kept = 0;
     for (int i = 0; i < n && kept < PROTO_MAX_FRAMES; i++) {
         Dl_info info;
@@ -97,15 +100,39 @@ static bool serve_backtrace(void)
         const char *module = known && info.dli_fname ? info.dli_fname : "?";
         const char *symbol = known && info.dli_sname ? info.dli_sname : "";
         uintptr_t base = known ? (uintptr_t)(info.dli_saddr ? info.dli_saddr : info.dli_fbase) : 0;
-        int w = snprintf(text + used, sizeof text - used, "0x%llx\t%.200s\t%.80s\t%llu\n",
-                         (unsigned long long)(uintptr_t)frames[i], module, symbol,
-                         (unsigned long long)((uintptr_t)frames[i] - base));
-        if (w < 0 || (size_t)w >= sizeof text - used)
-            break;
-        used += (size_t)w;
+        /* C++ symbols run long; 4 KiB each keeps a reply of 64 frames well bounded. */
+        sb_printf(&text, "0x%llx\t%.1024s\t%.4096s\t%llu\n",
+                  (unsigned long long)(uintptr_t)frames[i], module, symbol,
+                  (unsigned long long)((uintptr_t)frames[i] - base));
         kept++;
     }
-    return reply_result(CUDA_SUCCESS, text, used);
+    bool ok = reply_result(text.oom ? -1 : CUDA_SUCCESS, text.data, text.oom ? 0 : text.len);
+    sb_free(&text);
+    return ok;
+}
+
+struct counts_ctx {
+    struct strbuf *sb;
+};
+
+static void add_count(struct func_entry *e, void *ctx)
+{
+    struct counts_ctx *c = ctx;
+    struct proto_count count = {.id = e->id, .launches = (uint64_t)atomic_load(&e->launches)};
+    sb_append(c->sb, &count, sizeof count);
+}
+
+/* How often each function of this process has launched so far. */
+static bool serve_counts(void)
+{
+    struct strbuf sb;
+    char stack[4096];
+    sb_init(&sb, stack, sizeof stack);
+    struct counts_ctx ctx = {&sb};
+    functab_each(add_count, &ctx);
+    bool ok = reply_result(sb.oom ? -1 : CUDA_SUCCESS, sb.data, sb.oom ? 0 : sb.len);
+    sb_free(&sb);
+    return ok;
 }
 
 enum proto_resume_mode stop_serve(struct launch_info *li, enum proto_phase phase,
@@ -141,6 +168,8 @@ enum proto_resume_mode stop_serve(struct launch_info *li, enum proto_phase phase
             up = serve_query(payload, len);
         else if (kind == MSG_BACKTRACE)
             up = serve_backtrace();
+        else if (kind == MSG_COUNTS)
+            up = serve_counts();
         else
             up = reply_result(-1, NULL, 0);
     }

@@ -60,7 +60,9 @@ def test_pitched_uchar4_kernel_at_a_breakpoint(program, workdir, tmp_path):
     at = lines.index("(cudump) bt")
     frames = [ln for ln in lines[at + 1:] if re.match(r"#\d+ ", ln)]
     assert frames, "no host frames"
-    assert any("libcuda" in f or "libcudart" in f or program.split(".")[0] in f for f in frames)
+    # The launching code: the binary (static cudart inside it), or Python and cuda.bindings.
+    host = "python" if program.endswith(".py") else "zed_camera"
+    assert any(host in f for f in frames), frames
     dumps = [r for r in read_manifest(out) if r.extra.get("source") == "dump"]
     assert [r.file for r in dumps] == ["src.npy", "left-before.npy", "left-after.npy",
                                        "right-after.npy"]
@@ -92,8 +94,8 @@ def test_pytorch_elementwise_kernel_at_a_breakpoint(workdir, tmp_path):
     out, lines = debug_run([*sample("torch_ops.py")], ["*elementwise_kernel*"],
                            ["info launch", "info args", "bt", "delete", "continue"],
                            workdir, tmp_path)
-    assert lines[0].startswith("Breakpoint 1, launch ")
-    assert "elementwise_kernel" in lines[0]
+    stops = [ln for ln in lines if ln.startswith("Breakpoint 1, launch ")]
+    assert stops and "elementwise_kernel" in stops[0], lines[:20]
     at = lines.index("(cudump) bt")
     frames = [ln for ln in lines[at + 1:] if re.match(r"#\d+ ", ln)]
     assert any("libtorch" in f or "libc10" in f for f in frames), frames
