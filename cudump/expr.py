@@ -1,13 +1,19 @@
-"""Arithmetic over kernel argument values, for rule geometry (`height: arg6`).
+"""Arithmetic over kernel argument values, for rule geometry (`height: arg6`) and
+breakpoint conditions (`break k if arg5 > 1000 && arg6 != 0`).
 
 Grammar (parsed here, never handed to eval()):
 
-    expr  := term (("+" | "-") term)*
+    expr  := conj ("||" conj)*
+    conj  := cmp ("&&" cmp)*
+    cmp   := sum [("<" | "<=" | ">" | ">=" | "==" | "!=") sum]
+    sum   := term (("+" | "-") term)*
     term  := unary (("*" | "/" | "//" | "%") unary)*
     unary := ("-" | "+") unary | atom
     atom  := INT | HEX | FLOAT | argN | ("min" | "max") "(" expr ("," expr)* ")" | "(" expr ")"
 
 `argN` is the value of argument N (0-based) as decoded from the launch.
+Comparisons, `&&` and `||` give 1 (true) or 0 (false); a condition is true
+when its value is not 0.
 Division: `/` is exact division - the integer quotient when both sides are
 integers and it divides evenly, else a float; `//` is floor division and `%`
 the matching remainder (both round toward minus infinity, as in Python).
@@ -30,7 +36,7 @@ from dataclasses import dataclass, field
 
 Number = int | float
 
-MAX_NESTING = 100           # parentheses, unary signs and calls inside one another
+MAX_NESTING = 64            # parentheses, unary signs and calls inside one another
 MAX_INT = 1 << 128          # |integers| written or computed; far beyond any geometry
 _MAX_DIGITS = 40            # a decimal literal longer than this is beyond MAX_INT
 
@@ -92,7 +98,7 @@ _TOKEN = re.compile(
     r"|(?P<float>(?:\d+\.\d*|\.\d+)(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)"
     r"|(?P<int>\d+)"
     r"|(?P<name>[A-Za-z_][A-Za-z0-9_]*)"
-    r"|(?P<op>//|[-+*/%(),])"
+    r"|(?P<op>//|<=|>=|==|!=|&&|\|\||[-+*/%(),<>])"
 )
 
 
@@ -161,6 +167,20 @@ class _Parser:
         return _Chain(first, tuple(rest)) if rest else first
 
     def expr(self) -> _Node:
+        return self.chain(self.conj, ("||",))
+
+    def conj(self) -> _Node:
+        return self.chain(self.cmp, ("&&",))
+
+    def cmp(self) -> _Node:
+        left = self.sum()
+        tok = self.peek()
+        if tok.kind == "op" and tok.text in _RELATIONS:
+            self.take()
+            return _Chain(left, ((tok.text, self.sum(), tok.pos),))
+        return left
+
+    def sum(self) -> _Node:
         return self.chain(self.term, ("+", "-"))
 
     def term(self) -> _Node:
@@ -235,7 +255,17 @@ def _divide(a: Number, b: Number) -> Number:
     return a / b
 
 
+_RELATIONS = ("<", "<=", ">", ">=", "==", "!=")
+
 _BINARY: dict[str, Callable[[Number, Number], Number]] = {
+    "<": lambda a, b: int(a < b),
+    "<=": lambda a, b: int(a <= b),
+    ">": lambda a, b: int(a > b),
+    ">=": lambda a, b: int(a >= b),
+    "==": lambda a, b: int(a == b),
+    "!=": lambda a, b: int(a != b),
+    "&&": lambda a, b: int(bool(a) and bool(b)),
+    "||": lambda a, b: int(bool(a) or bool(b)),
     "+": lambda a, b: a + b,
     "-": lambda a, b: a - b,
     "*": lambda a, b: a * b,

@@ -16,13 +16,11 @@ from __future__ import annotations
 import hmac
 import os
 import secrets
-import shutil
 import signal
 import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -73,9 +71,8 @@ class RunOptions:
 class Controller:
     """State shared by all connections of one run."""
 
-    def __init__(self, options: RunOptions, private: Path) -> None:
+    def __init__(self, options: RunOptions) -> None:
         self.options = options
-        self.private = private
         self.token = secrets.token_hex(p.TOKEN_SIZE // 2)
         self.trace = TraceWriter(options.run_dir) if options.trace else None
         self.lock = threading.Lock()
@@ -254,13 +251,17 @@ class Connection:
             raise p.ProtocolError("hello without this run's token or protocol version")
         exe = msg.payload[p.HELLO.size:].decode("utf-8", "replace")
         self.proc = ProcessState(hello["pid"], hello["ppid"], exe)
-        self.shared = SharedFile(ctl.private / f"shared-{self.proc.pid}-{id(self):x}",
-                                 ctl.options.staging_bytes)
+        try:
+            self.shared = SharedFile(f"cudump-{self.proc.pid}", ctl.options.staging_bytes)
+        except OSError as err:
+            raise p.ProtocolError(f"no shared memory of {ctl.options.staging_bytes} bytes for "
+                                  f"it ({err.strerror}); try a smaller --staging") from None
         ctl.add_process(self.proc, self.shared)
         options = p.Option.TRACE_GRAPHS if ctl.options.trace else p.Option(0)
         payload = p.WELCOME.pack(version=p.VERSION, options=int(options),
                                  staging_size=self.shared.staging_size)
-        self.send(p.Kind.WELCOME, payload + str(self.shared.path).encode() + b"\0")
+        socket.send_fds(self.sock, [p.encode(p.Kind.WELCOME, payload)], [self.shared.fd])
+        self.shared.handed_over()
 
     def _wants_reply(self, func: FuncInfo) -> None:
         ctl = self.controller
@@ -450,12 +451,7 @@ class Session:
         self._threads: list[threading.Thread] = []
         self._server: socket.socket | None = None
         self.child: subprocess.Popen[bytes] | None = None
-        # Private to this user (mode 0700); in shared memory where there is
-        # some, since the shared staging files live here too.
-        shm = Path("/dev/shm")
-        where = str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
-        self.private = Path(tempfile.mkdtemp(prefix="cudump-", dir=where))
-        self.controller = Controller(options, self.private)
+        self.controller = Controller(options)
 
     def _accept_loop(self) -> None:
         assert self._server is not None
@@ -473,9 +469,11 @@ class Session:
             thread.start()
 
     def run(self) -> int:
-        socket_path = self.private / "ctl.sock"
+        # The abstract namespace: no file to leave behind, whatever happens to cudump.
+        # Who may connect is checked on each connection (uid, then the run's token).
+        name = f"cudump-{os.getpid()}-{secrets.token_hex(8)}"
         self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._server.bind(str(socket_path))
+        self._server.bind("\0" + name)
         self._server.listen(64)
         acceptor = threading.Thread(target=self._accept_loop, name="cudump-accept", daemon=True)
         acceptor.start()
@@ -490,7 +488,7 @@ class Session:
             # Until the prompt is ready, Ctrl-C asks for a stop (twice: ends the run).
             signal.signal(signal.SIGINT, _early_interrupt(debugger))
         try:
-            env = preload_env(dict(os.environ), socket_path)
+            env = preload_env(dict(os.environ), "@" + name)
             env["CUDUMP_TOKEN"] = self.controller.token
             env["CUDUMP_CONTROLLER_PID"] = str(os.getpid())
             try:
@@ -524,7 +522,6 @@ class Session:
                 signal.signal(signal.SIGINT, signal.default_int_handler)
             self._server.close()
             self.controller.close()
-            shutil.rmtree(self.private, ignore_errors=True)
 
     def _debug(self, debugger: DebugController, child: subprocess.Popen[bytes]) -> int:
         from cudump.prompt import run_prompt

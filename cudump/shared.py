@@ -1,6 +1,7 @@
-"""The shared-memory file of one target process: the control page, then the staging area.
+"""The shared memory of one target process: the control page, then the staging area.
 
-The controller creates it when the process says hello and the shim maps it.
+The controller creates it (an anonymous memfd: nothing in the file system) when
+the process says hello, and passes its descriptor to the shim, which maps it.
 The control page (protocol.CONTROL) carries what the shim checks on every
 launch — the generation of the controller's wants, `hold` (another launch is
 stopped: wait) and `interrupt` (stop at the next launch). The staging area
@@ -13,7 +14,6 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-from pathlib import Path
 
 from cudump import protocol as p
 
@@ -21,15 +21,15 @@ _U32 = struct.Struct("<I")
 
 
 class SharedFile:
-    def __init__(self, path: Path, staging_size: int) -> None:
-        self.path = path
+    def __init__(self, name: str, staging_size: int) -> None:
         self.staging_size = staging_size
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        self.fd = os.memfd_create(name, os.MFD_CLOEXEC)
         try:
-            os.ftruncate(fd, p.CONTROL_SIZE + staging_size)
-            self._map = mmap.mmap(fd, p.CONTROL_SIZE + staging_size)
-        finally:
-            os.close(fd)
+            os.ftruncate(self.fd, p.CONTROL_SIZE + staging_size)
+            self._map = mmap.mmap(self.fd, p.CONTROL_SIZE + staging_size)
+        except OSError:
+            os.close(self.fd)
+            raise
         head = p.CONTROL.pack(magic=p.MAGIC, version=p.VERSION, generation=1, hold=0,
                               interrupt=0)
         self._map[:len(head)] = head
@@ -62,12 +62,15 @@ class SharedFile:
         start = p.CONTROL_SIZE + offset
         return memoryview(self._map)[start:start + nbytes]
 
+    def handed_over(self) -> None:
+        """The shim has its own mapping now: the descriptor is no longer needed here."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
     def close(self) -> None:
+        self.handed_over()
         try:
             self._map.close()
         except BufferError:
             pass  # a view is still alive; the mapping goes with the process
-        try:
-            os.unlink(self.path)
-        except OSError:
-            pass

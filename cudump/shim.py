@@ -22,11 +22,11 @@ def shim_path() -> Path:
     return path
 
 
-def preload_env(base: dict[str, str], socket_path: Path) -> dict[str, str]:
+def preload_env(base: dict[str, str], socket_name: str) -> dict[str, str]:
     """`base` with the shim first in LD_PRELOAD and the controller's socket named."""
     env = dict(base)
     shim = str(shim_path())
     existing = [p for p in env.get("LD_PRELOAD", "").replace(":", " ").split() if p != shim]
     env["LD_PRELOAD"] = " ".join([shim, *existing])
-    env["CUDUMP_SOCKET"] = str(socket_path)
+    env["CUDUMP_SOCKET"] = socket_name  # "@name": the abstract namespace
     return env

@@ -9,10 +9,16 @@
  * checked with SO_PEERCRED, as is its uid), so a process started after the
  * controller has gone never talks to whatever appears later at that path.
  * The controller in turn checks the session token (CUDUMP_TOKEN) in HELLO.
+ *
+ * The socket lives in the abstract namespace (CUDUMP_SOCKET starts with '@')
+ * and the shared memory arrives as a file descriptor with the WELCOME
+ * (SCM_RIGHTS): nothing of cudump's is left in the file system, even if the
+ * controller is killed.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,9 +40,10 @@ static _Atomic int state = CH_NEW;
 static int fd = -1;
 static pid_t controller_pid;
 static unsigned options;
-static char shared_path[512];
 static size_t staging_size;
-static void *control_map;
+/* The control page and the staging area right after it, mapped at greeting. */
+static void *shared_map;
+static size_t shared_size;
 
 static void go_down_locked(void)
 {
@@ -81,6 +88,32 @@ static bool read_all_locked(void *data, size_t len)
         len -= (size_t)n;
     }
     return true;
+}
+
+/* Reads the first bytes of a message that carries a file descriptor. */
+static bool read_with_fd_locked(void *data, size_t len, int *passed)
+{
+    *passed = -1;
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } control;
+    struct iovec iov = {data, len};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+                        .msg_controllen = sizeof control.buf};
+    ssize_t n;
+    do
+        n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+    while (n < 0 && errno == EINTR);
+    if (n <= 0) {
+        go_down_locked();
+        return false;
+    }
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+            c->cmsg_len == CMSG_LEN(sizeof(int)))
+            memcpy(passed, CMSG_DATA(c), sizeof(int));
+    return read_all_locked((char *)data + n, len - (size_t)n);
 }
 
 /* Discards n bytes of a payload the caller has no room for. */
@@ -212,21 +245,22 @@ static bool peer_is_controller(int s)
     return cred.pid == controller_pid && cred.uid == geteuid();
 }
 
-static bool map_control(void)
+static bool map_shared(int sfd)
 {
-    int cfd = open(shared_path, O_RDWR | O_CLOEXEC);
-    if (cfd < 0)
+    if (staging_size > SIZE_MAX - PROTO_CONTROL_SIZE)
         return false;
-    void *p = mmap(NULL, PROTO_CONTROL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, cfd, 0);
-    close(cfd);
+    size_t size = PROTO_CONTROL_SIZE + staging_size;
+    /* Address space only: pages exist once something is copied into them. */
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, sfd, 0);
     if (p == MAP_FAILED)
         return false;
     const volatile struct proto_control *c = p;
     if (c->magic != PROTO_MAGIC || c->version != PROTO_VERSION) {
-        munmap(p, PROTO_CONTROL_SIZE);
+        munmap(p, size);
         return false;
     }
-    control_map = p;
+    shared_map = p;
+    shared_size = size;
     return true;
 }
 
@@ -246,21 +280,23 @@ static bool greet_locked(void)
     msg_init(&m, stack, sizeof stack, MSG_HELLO, 0);
     msg_add(&m, &hello, sizeof hello);
     msg_add(&m, exe, strlen(exe));
-    unsigned char reply[sizeof(struct proto_welcome) + sizeof shared_path];
-    size_t len = 0;
-    bool ok = request_locked(&m, MSG_WELCOME, reply, sizeof reply, &len);
+    bool sent = channel_send_locked(&m);
     msg_free(&m);
-    if (!ok || len <= sizeof(struct proto_welcome))
-        return false;
+    struct proto_header h;
     struct proto_welcome w;
-    memcpy(&w, reply, sizeof w);
-    size_t plen = len - sizeof w;
-    if (w.version != PROTO_VERSION || reply[len - 1] != '\0' || plen > sizeof shared_path)
+    int sfd = -1;
+    if (!sent || !read_with_fd_locked(&h, sizeof h, &sfd))
         return false;
-    memcpy(shared_path, reply + sizeof w, plen);
-    options = w.options;
-    staging_size = (size_t)w.staging_size;
-    return map_control();
+    bool ok = h.kind == MSG_WELCOME && h.size == sizeof h + sizeof w && sfd >= 0 &&
+              read_all_locked(&w, sizeof w) && w.version == PROTO_VERSION;
+    if (ok) {
+        options = w.options;
+        staging_size = (size_t)w.staging_size;
+        ok = map_shared(sfd);
+    }
+    if (sfd >= 0)
+        close(sfd);
+    return ok;
 }
 
 void channel_connect(void)
@@ -275,9 +311,14 @@ void channel_connect(void)
         return;
     }
     strcpy(addr.sun_path, path);
+    socklen_t addr_len = sizeof addr;
+    if (path[0] == '@') { /* the abstract namespace: no file anywhere */
+        addr.sun_path[0] = '\0';
+        addr_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(path));
+    }
     /* CLOEXEC: a child that execs connects on its own. */
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s < 0 || connect(s, (struct sockaddr *)&addr, sizeof addr) != 0 || !peer_is_controller(s)) {
+    if (s < 0 || connect(s, (struct sockaddr *)&addr, addr_len) != 0 || !peer_is_controller(s)) {
         if (s >= 0)
             close(s);
         atomic_store(&state, CH_DOWN);
@@ -287,7 +328,7 @@ void channel_connect(void)
     fd = s;
     if (greet_locked()) {
         atomic_store(&state, CH_UP);
-        atomic_store_explicit(&channel_control_page, control_map, memory_order_release);
+        atomic_store_explicit(&channel_control_page, shared_map, memory_order_release);
     } else {
         go_down_locked();
     }
@@ -296,12 +337,12 @@ void channel_connect(void)
 
 volatile struct proto_control *channel_control_rw(void)
 {
-    return channel_up() ? control_map : NULL;
+    return channel_up() ? shared_map : NULL;
 }
 
-const char *channel_shared_path(void)
+char *channel_staging(void)
 {
-    return shared_path[0] ? shared_path : NULL;
+    return shared_map ? (char *)shared_map + PROTO_CONTROL_SIZE : NULL;
 }
 
 size_t channel_staging_size(void)
@@ -328,9 +369,10 @@ void channel_reset_after_fork(void)
     if (fd >= 0)
         close(fd);
     fd = -1;
-    if (control_map)
-        munmap(control_map, PROTO_CONTROL_SIZE);
-    control_map = NULL;
-    shared_path[0] = '\0';
+    /* The parent's shared memory: the child gets its own when it connects. */
+    if (shared_map)
+        munmap(shared_map, shared_size);
+    shared_map = NULL;
+    shared_size = 0;
     atomic_store(&state, CH_NEW);
 }

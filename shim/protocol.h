@@ -10,9 +10,10 @@
  * endian (every CUDA host is); structs have explicit padding only, so that
  * Python's struct module with '<' reads them field by field.
  *
- * Bulk bytes never travel here: the controller creates one shared-memory file
- * per process, a control page (struct proto_control) followed by the staging
- * area that snapshot and read copies land in.
+ * Bulk bytes never travel here: the controller creates one shared-memory
+ * object per process (memfd), a control page (struct proto_control) followed
+ * by the staging area that snapshot and read copies land in, and passes its
+ * file descriptor with MSG_WELCOME (SCM_RIGHTS).
  */
 #ifndef CUDUMP_PROTOCOL_H
 #define CUDUMP_PROTOCOL_H
@@ -51,7 +52,7 @@ enum proto_kind {
     MSG_RESULT = 11,   /* proto_result + data: answer to a command while held */
 
     /* controller -> shim */
-    MSG_WELCOME = 32,  /* proto_welcome + staging file path (NUL-terminated) */
+    MSG_WELCOME = 32,  /* proto_welcome, with the shared memory's descriptor attached */
     MSG_WANTS = 33,    /* proto_wants */
     MSG_PLAN = 34,     /* proto_plan + ncopies x proto_copy */
     MSG_ACK = 35,      /* empty */
@@ -133,7 +134,6 @@ struct proto_welcome {
     uint32_t version;
     uint32_t options;       /* enum proto_option */
     uint64_t staging_size;  /* bytes after the control page */
-    /* followed by the path of the shared file, NUL-terminated */
 };
 
 /* Written by the controller, read by the shim on every launch. */

@@ -136,8 +136,8 @@ static inline bool channel_up(void)
 /* The control page, writable: only for the `interrupt` handshake. */
 volatile struct proto_control *channel_control_rw(void);
 unsigned channel_options(void);
-/* The shared file (control page + staging area) and the staging size. */
-const char *channel_shared_path(void);
+/* The staging area after the control page (mapped, not yet pinned), its size. */
+char *channel_staging(void);
 size_t channel_staging_size(void);
 /* Whether the controller process still exists (a held thread polls it). */
 bool channel_controller_alive(void);

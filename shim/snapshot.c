@@ -5,9 +5,8 @@
  * allocation behind every pointer-sized word of them; the controller answers
  * with a plan of 2-D copies (source, width in bytes, rows, source pitch,
  * offset in the staging area) and whether to hold the launch. The staging
- * area follows the control page in the shared file the controller created
- * for this process; it is mapped here on first use and registered as pinned
- * memory, so one DMA moves the bytes to where the controller reads them:
+ * area follows the control page in the shared memory the controller created
+ * for this process; it is registered as pinned memory on first use, so one DMA moves the bytes to where the controller reads them:
  * bulk data never goes through the socket.
  *
  * "before" copies are enqueued on the launch stream ahead of the launch and
@@ -16,11 +15,9 @@
  * mode so that they can never invalidate another thread's stream capture.
  * Every plan is bounds-checked before any copy.
  */
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "launch.h"
@@ -36,50 +33,30 @@ static pthread_mutex_t snap_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct copy copies[PROTO_MAX_COPIES];
 static unsigned ncopies;
 static CUstreamCaptureMode saved_mode;
-
-static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
-static char *staging;
-static size_t staging_bytes;
-static bool staging_failed;
+static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool pinned;
 
 void launch_reset_after_fork(void)
 {
     pthread_mutex_init(&snap_lock, NULL);
-    pthread_mutex_init(&map_lock, NULL);
-    /* The mapping belongs to the parent's shared file. */
-    if (staging)
-        munmap(staging, staging_bytes);
-    staging = NULL;
-    staging_bytes = 0;
-    staging_failed = false;
+    pthread_mutex_init(&pin_lock, NULL);
+    pinned = false;
 }
 
 char *staging_area(size_t *size)
 {
-    pthread_mutex_lock(&map_lock);
-    if (!staging && !staging_failed) {
-        const char *path = channel_shared_path();
-        size_t want = channel_staging_size();
-        int fd = path && want ? open(path, O_RDWR | O_CLOEXEC) : -1;
-        void *p = fd >= 0 ? mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-                                 PROTO_CONTROL_SIZE)
-                          : MAP_FAILED;
-        if (fd >= 0)
-            close(fd);
-        if (p == MAP_FAILED) {
-            staging_failed = true;
-        } else {
-            staging = p;
-            staging_bytes = want;
-            /* Pinned, so the copies are real async DMAs. If pinning fails the
-             * copies still work, through the driver's own bounce buffers. */
-            if (real_cuMemHostRegister_v2)
-                real_cuMemHostRegister_v2(staging, staging_bytes, CU_MEMHOSTREGISTER_PORTABLE);
-        }
+    char *area = channel_staging();
+    *size = area ? channel_staging_size() : 0;
+    pthread_mutex_lock(&pin_lock);
+    if (area && *size && !pinned) {
+        /* Pinned on first use, so the copies are real async DMAs. If pinning
+         * fails the copies still work, through the driver's bounce buffers. */
+        pinned = true;
+        if (real_cuMemHostRegister_v2)
+            real_cuMemHostRegister_v2(area, *size, CU_MEMHOSTREGISTER_PORTABLE);
     }
-    pthread_mutex_unlock(&map_lock);
-    *size = staging_bytes;
-    return staging;
+    pthread_mutex_unlock(&pin_lock);
+    return area;
 }
 
 /* The bytes of parameter i, from kernelParams or from the `extra` buffer. */

@@ -122,7 +122,7 @@ def test_a_condition_decides_per_launch(fake, cudump_run, tmp_path):
     program = [str(fake.programs["zed"]), "4", "--size", f"{W}x{H}"]
     commands = batch(tmp_path, "continue", "continue", "continue")
     # arg7 is the gain: 1.00 on even frames, 1.25 on odd ones. Stop only where it is not 1.
-    ran = cudump_run(program, "--break", "FrP0k5607tPV if (arg7 - 1) * 4", "--batch",
+    ran = cudump_run(program, "--break", "FrP0k5607tPV if arg7 > 1 && arg5 == 64", "--batch",
                      str(commands))
     assert ran.returncode == 0, ran.stderr
     stops = [ln.split(" of ")[0] for ln in transcript(ran.stderr) if ln.startswith("Breakpoint")]

@@ -551,10 +551,13 @@ def test_breakpoint_commands(prompt: Prompt) -> None:
 
 @pytest.mark.parametrize(("line", "expected"), [
     ("break", "error: break: the following arguments are required: PATTERN [if EXPR]"),
-    ("break k if arg1 >", "error: bad condition 'arg1 >': unexpected character '>' at column 6"),
+    ("break k if arg1 >", "error: bad condition 'arg1 >': expected a number, argN or '(', found "
+                          "end of expression at column 7"),
+    ("break k if arg1 =< 2", "error: bad condition 'arg1 =< 2': unexpected character '=' at "
+                             "column 6"),
     ("break re:(a+)+", "error: regular expression '(a+)+' repeats a group that itself repeats "
-                       "(like '(a+)+'), which can take exponential time; drop the inner or the "
-                       "outer repetition"),
+                       "or has alternatives (like '(a+)+' or '(a|aa)+'), which can take "
+                       "exponential time; drop the inner or the outer repetition, or use a glob"),
     ("ignore 1", "error: ignore: the following arguments are required: COUNT"),
     ("ignore 7 2", "error: no breakpoint number 7 (see 'info breakpoints')"),
     ("ignore x 2", "error: 'x' is not a breakpoint number (see 'info breakpoints')"),

@@ -174,15 +174,17 @@ def test_controller_gone_mid_run_target_carries_on(fake, shim_lib, bare_run, tmp
 
     path = tmp_path / "ctl.sock"
     server = _listener(path)
-    shared = SharedFile(tmp_path / "shared", 1 << 16)
+    shared = SharedFile("test", 1 << 16)
     heard: list[int] = []
 
     def greet_and_leave() -> None:
+        import socket
+
         conn, _ = server.accept()
         msg = p.read_message(conn)
         heard.append(msg.kind if msg else -1)
         welcome = p.WELCOME.pack(version=p.VERSION, options=0, staging_size=1 << 16)
-        conn.sendall(p.encode(p.Kind.WELCOME, welcome + str(shared.path).encode() + b"\0"))
+        socket.send_fds(conn, [p.encode(p.Kind.WELCOME, welcome)], [shared.fd])
         conn.close()
 
     thread = threading.Thread(target=greet_and_leave, daemon=True)

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from cudump.elements import NUMPY_DTYPES, element_type
+from cudump.errors import CudumpError
 from cudump.expr import Expr, ExprError, parse_expr
 from cudump.geometry import CopyPlan, GeometryError, plan_copy
 from cudump.imaging import is_image_like, render, save_png
@@ -210,7 +211,7 @@ def dump(ctx: Context, args: argparse.Namespace) -> None:
                 record.range = [float(rendered.value_range[0]),
                                 float(rendered.value_range[1])]
             written.append(png)
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, CudumpError) as err:
         raise CommandError(f"dump: cannot write: {err}") from None
     ctx.debugger.record_dump(record)
     shape = ", ".join(str(d) for d in plan.shape)
