@@ -6,7 +6,9 @@ tools (`cudump diff`, `ls`, `show`).
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import threading
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
@@ -165,19 +167,31 @@ def _decode_line(raw: bytes) -> Any:
 
 
 class ManifestWriter:
-    """Appends records to manifest.jsonl, flushing each so a killed run keeps what it wrote."""
+    """Appends records to manifest.jsonl, one whole line per write, so that a killed run
+    keeps what it wrote and a full disk never leaves half a line."""
 
     def __init__(self, run_dir: Path) -> None:
         self.path = Path(run_dir) / MANIFEST
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = self.path.open("a", encoding="utf-8")
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
+                           0o644)
         self._lock = threading.Lock()
 
     def append(self, record: SnapshotRecord) -> None:
-        line = record.to_json() + "\n"
+        data = (record.to_json() + "\n").encode("utf-8")
         with self._lock:  # the writer thread, connections and the prompt all append
-            self._file.write(line)
-            self._file.flush()
+            if self._fd < 0:
+                raise OSError(errno.EBADF, "the manifest is closed")
+            start = os.lseek(self._fd, 0, os.SEEK_END)
+            try:
+                if os.write(self._fd, data) != len(data):
+                    raise OSError(errno.ENOSPC, "no space left for a whole line")
+            except OSError:
+                os.ftruncate(self._fd, start)  # never half a line
+                raise
 
     def close(self) -> None:
-        self._file.close()
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1

@@ -515,7 +515,11 @@ class Session:
             self.controller.close()  # waits for the last snapshots to be written
             summary = self.controller.summary(status)
             say(summary.line())
-            summary.write(self.options.run_dir)
+            try:
+                summary.write(self.options.run_dir)
+            except OSError as err:
+                warn(f"could not write {self.options.run_dir / 'summary.json'}: "
+                     f"{err.strerror or err}")
             return status
         finally:
             if debugger is not None:

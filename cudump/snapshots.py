@@ -11,9 +11,11 @@ manifest record. PNG encoding never happens while the target waits.
 
 from __future__ import annotations
 
+import os
 import queue
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -90,6 +92,7 @@ class Snapshotter:
         self.stopped = False
         self.written = 0
         self.failed = 0
+        self.disk_failed: str | None = None
         self.bytes_written = 0
         self.manifest = manifest
         self.jobs: queue.Queue[WriteJob | None] = queue.Queue(maxsize=64)
@@ -278,32 +281,64 @@ class Snapshotter:
             job = self.jobs.get()
             if job is None:
                 return
+            if self.disk_failed is not None:
+                self._drop(job.record, f"not written: {self.disk_failed}")
+                continue
             try:
                 self._write(job)
+            except OSError as err:
+                # The disk is full or the directory went away: stop writing (once, with
+                # one warning); the program carries on and the manifest stays true.
+                self.disk_failed = f"writing snapshots stopped: {err.strerror or err}"
+                self.stopped = True
+                warn(f"{self.disk_failed} ({self.run_dir}); no more snapshots, the program "
+                     "carries on")
+                self._drop(job.record, self.disk_failed)
             except Exception as err:  # a bad write must not stop the others
                 job.record.png = None
                 self._fail(job.record, f"could not write the snapshot: {err}")
+
+    def _drop(self, record: SnapshotRecord, reason: str) -> None:
+        """A snapshot that cannot be written: recorded if the manifest still can be."""
+        record.status, record.reason, record.file, record.png = "error", reason, None, None
+        with self.lock:
+            self.failed += 1
+            try:
+                self.manifest.append(record)
+            except OSError:
+                pass  # the manifest keeps only whole lines (see ManifestWriter)
 
     def _write(self, job: WriteJob) -> None:
         record = job.record
         assert record.file is not None
         npy = self.run_dir / record.file
-        np.save(npy, job.array)
-        if "png" in job.formats and is_image_like(job.array.dtype, job.array.shape):
-            rendered = render(job.array, value_range=job.value_range)
-            png = npy.with_suffix(".png")
-            save_png(rendered, png, {"kernel": record.kernel, "arg": str(record.arg),
-                                     "phase": record.phase, "launch": str(record.launch)})
-            record.png = png.name
-            if rendered.value_range is not None and job.array.dtype.kind == "f":
-                record.range = [float(rendered.value_range[0]), float(rendered.value_range[1])]
-        if "npy" not in job.formats:
-            npy.unlink()
-            record.file = None
-        with self.lock:
-            self.written += 1
-            self.bytes_written += job.array.nbytes
-            self.manifest.append(record)
+        png = npy.with_suffix(".png")
+        written: list[Path] = []
+        try:
+            if "npy" in job.formats:
+                _save_whole(npy, lambda tmp: _save_npy(tmp, job.array))
+                written.append(npy)
+            else:
+                record.file = None
+            if "png" in job.formats and is_image_like(job.array.dtype, job.array.shape):
+                rendered = render(job.array, value_range=job.value_range)
+                info = {"kernel": record.kernel, "arg": str(record.arg),
+                        "phase": record.phase, "launch": str(record.launch)}
+                _save_whole(png, lambda f: save_png(rendered, f, info))
+                written.append(png)
+                record.png = png.name
+                if rendered.value_range is not None and job.array.dtype.kind == "f":
+                    record.range = [float(rendered.value_range[0]),
+                                    float(rendered.value_range[1])]
+            with self.lock:
+                self.manifest.append(record)
+                self.written += 1
+                self.bytes_written += job.array.nbytes
+        except BaseException:
+            # No file without its manifest line, and no line without its file.
+            for path in written:
+                path.unlink(missing_ok=True)
+            raise
 
     def fill(self, summary: RunSummary) -> None:
         summary.snapshots = self.written
@@ -313,6 +348,21 @@ class Snapshotter:
     def close(self) -> None:
         self.jobs.put(None)
         self.writer.join()
+
+
+def _save_npy(path: Path, array: np.ndarray) -> None:
+    with open(path, "wb") as f:  # a file object: np.save would add ".npy" to the name
+        np.save(f, array)
+
+
+def _save_whole(path: Path, write: Callable[[Path], None]) -> None:
+    """Writes through a temporary name and renames: a reader never sees half a file."""
+    tmp = path.with_name(f".{path.name}.part")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 class ReadStaging(Protocol):

@@ -19,6 +19,10 @@ def human_bytes(n: int) -> str:
     return f"{n} B"
 
 
+def plural(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
 @dataclass
 class RunSummary:
     processes: int = 0
@@ -37,13 +41,14 @@ class RunSummary:
     def line(self) -> str:
         procs = f"{self.processes} process" + ("" if self.processes == 1 else "es")
         text = (
-            f"cudump: {procs}, {self.launches} launches ({self.graph_launches} graph launches, "
-            f"{self.captured_launches} captured), {len(self.kernels)} kernels, "
-            f"{self.allocations} allocations (peak {human_bytes(self.peak_bytes)})"
+            f"cudump: {procs}, {plural(self.launches, 'launch', 'launches')} "
+            f"({plural(self.graph_launches, 'graph launch', 'graph launches')}, "
+            f"{self.captured_launches} captured), {plural(len(self.kernels), 'kernel')}, "
+            f"{plural(self.allocations, 'allocation')} (peak {human_bytes(self.peak_bytes)})"
         )
         if self.snapshots or self.snapshot_errors:
             text += (
-                f", {self.snapshots} snapshots ({human_bytes(self.snapshot_bytes)}"
+                f", {plural(self.snapshots, 'snapshot')} ({human_bytes(self.snapshot_bytes)}"
                 + (f", {self.snapshot_errors} failed" if self.snapshot_errors else "")
                 + ")"
             )

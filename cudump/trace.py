@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from cudump.console import say
+from cudump.console import say, warn
 
 TRACE_FILE = "trace.jsonl"
 
@@ -45,6 +45,7 @@ class TraceWriter:
         self._lock = threading.Lock()
         self._file = (run_dir / TRACE_FILE).open("a", encoding="utf-8")
         self._closed = False
+        self._failed = False
 
     def write(self, record: dict[str, Any]) -> None:
         line = format_launch(record)
@@ -52,10 +53,19 @@ class TraceWriter:
         with self._lock:
             if self._closed:
                 return
-            self._file.write(data + "\n")
+            if not self._failed:
+                try:
+                    self._file.write(data + "\n")
+                except OSError as err:
+                    # A full disk ends the file, not the trace (nor the run).
+                    self._failed = True
+                    warn(f"{TRACE_FILE} stopped: {err.strerror or err}; trace lines go on")
             say(line)
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            self._file.close()
+            try:
+                self._file.close()
+            except OSError:
+                pass

@@ -57,10 +57,42 @@ class RunCommand:
             parse_break_spec(spec)
         if args.batch is not None and not args.batch.is_file():
             raise UsageError(f"--batch {args.batch}: no such file")
-        run_dir: Path = args.out if args.out else default_run_dir()
-        run_dir.mkdir(parents=True, exist_ok=True)
+        created = args.out is None or not args.out.exists()
+        run_dir = _prepare_out(args.out) if args.out else default_run_dir()
         options = RunOptions(argv=[args.program, *args.args], run_dir=run_dir, trace=args.trace,
                              rules=rules, max_bytes=args.max_bytes,
                              staging_bytes=args.staging, breaks=list(args.breaks),
                              batch=args.batch)
-        return Session(options).run()
+        session = Session(options)
+        try:
+            return session.run()
+        finally:
+            _remove_if_empty(run_dir, created)
+
+
+RUN_FILES = ("manifest.jsonl", "summary.json", "trace.jsonl")
+
+
+def _prepare_out(out: Path) -> Path:
+    """--out DIR: a new or empty directory, never one that holds a run already."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out}: exists and is not a directory")
+    held = [name for name in RUN_FILES if (out / name).exists()]
+    if held:
+        raise UsageError(f"--out {out} already holds a run ({', '.join(held)}); give a new "
+                         "directory, or leave --out out for a fresh cudump-out/<n>/")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UsageError(f"--out {out}: cannot create it: {err.strerror}") from None
+    return out
+
+
+def _remove_if_empty(run_dir: Path, created: bool) -> None:
+    """A program that could not start leaves no empty run directory behind."""
+    if not created:
+        return
+    try:
+        run_dir.rmdir()  # only succeeds when empty
+    except OSError:
+        pass

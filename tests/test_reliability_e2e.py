@@ -1,0 +1,210 @@
+"""Faults, load and bad input at run time, on the stand-in driver: the program keeps its
+semantics and exit status, what is on disk is complete and true, and cudump says what
+happened in one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from zedref import pipeline
+
+ROOT = Path(__file__).resolve().parent.parent
+ZED_RULE = ROOT / "rules" / "zed.yaml"
+W, H = 64, 48
+
+
+def manifest(run_dir: Path) -> list[dict]:
+    path = run_dir / "manifest.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def cudump_env(fake, shim_lib) -> dict[str, str]:
+    env = fake.env()
+    env["CUDUMP_SHIM"] = str(shim_lib)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def test_two_rules_on_the_same_argument_write_two_files(fake, cudump_run, tmp_path):
+    rules = tmp_path / "two.yaml"
+    rules.write_text(
+        'rules:\n'
+        '  - kernel: "device::FrP0k5607tPV*"\n    args: [2]\n    when: after\n'
+        '    format: npy\n    overrides:\n      2: {dtype: uint8, channels: 4, width: arg5, '
+        'height: arg6, pitch: arg4}\n'
+        '  - kernel: "device::FrP0k5607tPV*"\n    args: [2]\n    when: after\n'
+        '    format: npy\n    overrides:\n      2: {dtype: float32, count: 100}\n')
+    ran = cudump_run([str(fake.programs["zed"]), "1", "--size", f"{W}x{H}"], "--rule",
+                     str(rules))
+    assert ran.returncode == 0, ran.stderr
+    records = manifest(ran.run_dir)
+    assert len(records) == 2 and len({r["file"] for r in records}) == 2
+    _, left, _ = pipeline(W, H, 0)
+    for r in records:
+        array = np.load(ran.run_dir / r["file"])
+        assert [r["dtype"], r["shape"]] == [str(array.dtype), list(array.shape)]
+    image = next(r for r in records if r["dtype"] == "uint8")
+    assert np.array_equal(np.load(ran.run_dir / image["file"]), left)
+
+
+def test_out_naming_an_existing_run_is_refused(fake, cudump_run, tmp_path):
+    first = cudump_run([str(fake.programs["linked"])])
+    assert first.returncode == 0
+    again = cudump_run([str(fake.programs["linked"])], run_dir=first.run_dir)
+    assert again.returncode == 2
+    assert again.stdout == ""  # nothing ran
+    assert again.stderr.strip().splitlines()[-1].startswith(
+        f"cudump: error: --out {first.run_dir} already holds a run")
+
+
+def test_a_program_that_cannot_start_leaves_no_run_directory(shim_lib, fake, tmp_path):
+    done = subprocess.run([sys.executable, "-m", "cudump", str(tmp_path / "missing")],
+                          env=cudump_env(fake, shim_lib), capture_output=True, text=True,
+                          cwd=tmp_path, timeout=60)
+    assert done.returncode == 127
+    assert list((tmp_path / "cudump-out").iterdir()) == []
+
+
+@pytest.mark.parametrize("value", ["foo", "0", "99999999999999999999G", "-5"])
+def test_bad_sizes_are_one_line_errors(value, fake, cudump_run):
+    ran = cudump_run([str(fake.programs["linked"])], "--staging", value)
+    assert ran.returncode == 2
+    lines = ran.stderr.strip().splitlines()
+    assert "Traceback" not in ran.stderr and "--staging" in lines[-1]
+
+
+def test_closing_stderr_does_not_end_the_run(shim_lib, fake, tmp_path):
+    """`cudump --trace prog 2>&1 | head -1`: the program finishes, the run is complete."""
+    program = [str(fake.programs["threads"]), "50"]
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "cudump", "--trace", "--out", str(out), "--",
+                             *program], env=cudump_env(fake, shim_lib), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, cwd=tmp_path)
+    assert proc.stderr is not None
+    proc.stderr.readline()
+    proc.stderr.close()  # the reader goes away
+    assert proc.wait(timeout=60) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["launches"] == 8 * 50
+    lines = (out / "trace.jsonl").read_text().splitlines()
+    assert len(lines) == 8 * 50 and all(json.loads(line) for line in lines)
+
+
+def test_controller_killed_mid_run_leaves_the_program_and_nothing_else(shim_lib, fake,
+                                                                        tmp_path):
+    status = tmp_path / "status"
+    script = tmp_path / "target.sh"
+    script.write_text(f"#!/bin/sh\n{fake.programs['threads']} 3000 > {tmp_path / 'out'}\n"
+                      f"echo $? > {status}\n")
+    script.chmod(0o755)
+    shm_before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    proc = subprocess.Popen([sys.executable, "-m", "cudump", "--trace", "--out",
+                             str(tmp_path / "run"), str(script)], env=cudump_env(fake, shim_lib),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
+    time.sleep(1.5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    deadline = time.monotonic() + 60
+    while not status.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert status.read_text().strip() == "0"
+    assert (tmp_path / "out").read_text() == subprocess.run(
+        [str(fake.programs["threads"]), "3000"], env=fake.env(), capture_output=True,
+        text=True, timeout=60).stdout
+    shm_after = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    assert not [n for n in shm_after - shm_before if "cudump" in n]
+
+
+def _can_mount_tmpfs(tmp_path: Path) -> bool:
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    done = subprocess.run(["unshare", "-rm", "sh", "-c",
+                           f"mount -t tmpfs -o size=64k tmpfs {probe}"],
+                          capture_output=True, timeout=30)
+    return done.returncode == 0
+
+
+def test_a_full_disk_stops_snapshots_not_the_program(shim_lib, fake, bare_run, tmp_path):
+    """The run directory on a 150 KB tmpfs (in a private mount namespace): the disk fills up
+    partway through the run."""
+    if not _can_mount_tmpfs(tmp_path):
+        pytest.skip("cannot mount a tmpfs in a user namespace here (unshare -rm)")
+    program = [str(fake.programs["zed"]), "10", "--size", f"{W}x{H}"]
+    disk, copy = tmp_path / "disk", tmp_path / "copy"
+    disk.mkdir()
+    cudump = " ".join([sys.executable, "-m", "cudump", "--out", f"{disk}/run", "--rule",
+                       str(ZED_RULE), "--", *program])
+    script = (f"mount -t tmpfs -o size=150k tmpfs {disk} || exit 99; {cudump} "
+              f"> {tmp_path / 'stdout'} 2> {tmp_path / 'stderr'}; status=$?; "
+              f"cp -r {disk}/run {copy}; exit $status")
+    done = subprocess.run(["unshare", "-rm", "sh", "-c", script], env=cudump_env(fake, shim_lib),
+                          cwd=tmp_path, timeout=120)
+    stderr = (tmp_path / "stderr").read_text()
+    assert done.returncode == 0, stderr
+    assert (tmp_path / "stdout").read_text() == bare_run(program).stdout
+    assert stderr.count("writing snapshots stopped") == 1, stderr
+    records = manifest(copy)  # every line whole JSON
+    ok = [r for r in records if r["status"] == "ok"]
+    assert 0 < len(ok) < 60
+    for r in ok:  # every record that says ok has its files, readable
+        assert np.load(copy / r["file"]).shape == tuple(r["shape"])
+    on_disk = {p.name for p in copy.iterdir() if p.suffix in (".npy", ".png")}
+    assert on_disk == {r["file"] for r in ok} | {r["png"] for r in ok if r["png"]}
+    assert not [p for p in copy.iterdir() if p.name.endswith(".part")]
+
+
+def test_eight_threads_with_rules_every_snapshot_belongs_to_its_launch(fake, cudump_run,
+                                                                        tmp_path):
+    rules = tmp_path / "vecadd.yaml"
+    rules.write_text('rules:\n  - kernel: vecAdd\n    args: [2]\n    when: after\n'
+                     '    format: npy\n    overrides:\n      2: {dtype: float32, count: arg3}\n')
+    repeats = 20
+    ran = cudump_run([str(fake.programs["threads"]), str(repeats)], "--rule", str(rules),
+                     timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    records = manifest(ran.run_dir)
+    assert len(records) == 8 * repeats and all(r["status"] == "ok" for r in records)
+    seen: Counter[tuple[int, int]] = Counter()
+    i = np.arange(4096, dtype=np.float32)
+    for r in records:
+        c = np.load(ran.run_dir / r["file"])
+        # Thread t adds b = (i + t) % 5 to c = a = i + t at each of its launches.
+        found = [(t, k) for t in range(8) for k in range(1, repeats + 1)
+                 if np.array_equal(c, (i + t) + k * ((i + t) % 5))]
+        assert len(found) == 1, r["launch"]
+        seen[found[0]] += 1
+    assert seen == Counter({(t, k): 1 for t in range(8) for k in range(1, repeats + 1)})
+    assert sorted(r["occurrence"] for r in records) == list(range(1, 8 * repeats + 1))
+
+
+def test_processes_each_snapshot_under_their_own_pid(fake, cudump_run, tmp_path):
+    script = tmp_path / "twice.sh"
+    zed = fake.programs["zed"]
+    script.write_text(f"#!/bin/sh\n{zed} 1 --size {W}x{H}\n{zed} 2 --size {W}x{H}\n")
+    script.chmod(0o755)
+    ran = cudump_run([str(script)], "--rule", str(ZED_RULE))
+    assert ran.returncode == 0, ran.stderr
+    records = manifest(ran.run_dir)
+    by_pid = Counter(r["pid"] for r in records)
+    assert sorted(by_pid.values()) == [6, 12]
+    assert len({r["file"] for r in records}) == len(records)
+    for r in records:
+        _, left, _ = pipeline(W, H, r["occurrence"] - 1)
+        if r["arg"] == 2 and r["phase"] == "after":
+            assert np.array_equal(np.load(ran.run_dir / r["file"]), left)
+
+
+def test_summary_line_counts_in_words(fake, cudump_run):
+    ran = cudump_run([str(fake.programs["exitcode"]), "0"])
+    assert ran.stderr.strip().splitlines()[-1] == (
+        "cudump: 1 process, 1 launch (0 graph launches, 0 captured), 1 kernel, 0 allocations "
+        "(peak 0 B)")
