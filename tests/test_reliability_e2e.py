@@ -208,3 +208,27 @@ def test_summary_line_counts_in_words(fake, cudump_run):
     assert ran.stderr.strip().splitlines()[-1] == (
         "cudump: 1 process, 1 launch (0 graph launches, 0 captured), 1 kernel, 0 allocations "
         "(peak 0 B)")
+
+
+def test_a_held_launch_goes_on_when_cudump_is_killed(shim_lib, fake, tmp_path):
+    """Stopped at a breakpoint, cudump dies: the program is not left hanging."""
+    status = tmp_path / "status"
+    zed = fake.programs["zed"]
+    script = tmp_path / "target.sh"
+    script.write_text(f"#!/bin/sh\n{zed} 3 --size {W}x{H} > {tmp_path / 'out'}\n"
+                      f"echo $? > {status}\n")
+    script.chmod(0o755)
+    proc = subprocess.Popen([sys.executable, "-m", "cudump", "--out", str(tmp_path / "run"),
+                             "--break", "FrP0k5607tPV", str(script)],
+                            env=cudump_env(fake, shim_lib), stdin=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path)
+    assert proc.stderr is not None
+    line = proc.stderr.readline().decode()
+    assert line.startswith("Breakpoint 1, launch 2"), line
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    deadline = time.monotonic() + 60
+    while not status.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert status.read_text().strip() == "0"
+    assert "verified 3 frames" in (tmp_path / "out").read_text()
