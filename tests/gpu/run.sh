@@ -36,10 +36,16 @@ echo "== benchmark"
 timeout 150 python3 tests/benchmarks/launch_overhead.py --reps 5 >"$LOGS/benchmark.txt" 2>&1
 bench_status=$?
 
+echo "== memory over a million traced launches"
+timeout 240 python3 bench/trace_memory.py >"$LOGS/trace-memory.txt" 2>&1
+memory_status=$?
+
 echo "== summary"
 grep -E "^(FAILED|ERROR) " "$LOGS/gpu-tests.log" || true
 grep -E "^=+ .*(passed|failed|error|skipped|no tests ran).* =+$" "$LOGS/gpu-tests.log" | tail -1 \
     || echo "pytest status $tests_status (timeout or crash: see gpu-tests.log)"
 cat "$LOGS/benchmark.txt"
 [ "$bench_status" -eq 0 ] || echo "benchmark status $bench_status"
+cat "$LOGS/trace-memory.txt"
+[ "$memory_status" -eq 0 ] || echo "memory benchmark status $memory_status"
 exit "$tests_status"
