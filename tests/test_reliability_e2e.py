@@ -232,3 +232,25 @@ def test_a_held_launch_goes_on_when_cudump_is_killed(shim_lib, fake, tmp_path):
         time.sleep(0.1)
     assert status.read_text().strip() == "0"
     assert "verified 3 frames" in (tmp_path / "out").read_text()
+
+
+def test_odd_input_never_stops_the_connection(fake, cudump_run, tmp_path):
+    """A program path that is not UTF-8 and a 5000-term expression: the trace, the snapshots
+    and the summary stay whole."""
+    odd = tmp_path / "zed-\udcff"  # the byte 0xff in the file name
+    os.symlink(fake.programs["zed"], os.fsencode(odd))
+    terms = " + ".join(["arg6"] * 5000)
+    rules = tmp_path / "long.yaml"
+    rules.write_text('rules:\n  - kernel: "FrP0k5607tPV"\n    args: [2]\n    when: after\n'
+                     f'    format: npy\n    overrides:\n      2: {{dtype: uint8, width: "arg5 * 4",'
+                     f' height: "({terms}) // 5000", pitch: arg4}}\n')
+    ran = cudump_run([str(odd), "3", "--size", f"{W}x{H}"], "--trace", "--rule", str(rules))
+    assert ran.returncode == 0, ran.stderr
+    summary = json.loads((ran.run_dir / "summary.json").read_text())
+    assert summary["processes"] == 1 and summary["launches"] == 6
+    assert len((ran.run_dir / "trace.jsonl").read_text().splitlines()) == 6
+    records = manifest(ran.run_dir)
+    assert len(records) == 3 and all(r["status"] == "ok" for r in records)
+    for r in records:
+        _, left, _ = pipeline(W, H, r["occurrence"] - 1)
+        assert np.array_equal(np.load(ran.run_dir / r["file"]), left.reshape(H, -1))
