@@ -37,6 +37,17 @@ class Console:
                     self._sink = None
             self._write(sys.stderr, line)
 
+    def say_lines(self, lines: list[str]) -> None:
+        """Many lines at once (a batch of trace events): one write when nothing redirects."""
+        if not lines:
+            return
+        with self._lock:
+            if self._sink is None:
+                self._write(sys.stderr, "\n".join(lines))
+                return
+        for line in lines:
+            self.say(line)
+
     def _write(self, stream: TextIO, line: str) -> None:
         if self._broken:
             return
@@ -58,6 +69,10 @@ console = Console()
 
 def say(line: str) -> None:
     console.say(line)
+
+
+def say_lines(lines: list[str]) -> None:
+    console.say_lines(lines)
 
 
 def warn(message: str) -> None:

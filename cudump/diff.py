@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -102,8 +103,8 @@ class _Totals:
     differing: int = 0
     per_channel: list[int] = field(default_factory=list)
     pixels: int = 0
-    sum_abs: float = 0.0
-    sum_sq: float = 0.0
+    sum_abs: int | float = 0    # exact integers for integers of up to 16 bits
+    sum_sq: int | float = 0
     invalid: int = 0            # elements whose |a - b| is not finite
     nonfinite_mismatch: int = 0
     max_abs: float = 0.0
@@ -113,85 +114,191 @@ class _Totals:
         self.per_channel = [0] * self.channels
 
 
-def _abs_difference(ac: np.ndarray, bc: np.ndarray) -> np.ndarray:
-    kind, size = ac.dtype.kind, ac.dtype.itemsize
-    if ac.dtype == np.uint8:
-        d = np.maximum(ac, bc)
-        d -= np.minimum(ac, bc)          # never wraps: max >= min
-        return d
-    if kind in "ui" and size <= 2:
-        d = ac.astype(np.int32)
-        d -= bc
-        np.abs(d, out=d)
-        return d
-    d = ac.astype(np.float64)
+# ---------------------------------------------------------------------------------------
+# Scratch memory: each thread keeps its chunk-sized temporaries and reuses them, chunk after
+# chunk and pair after pair (fresh memory would cost a page fault per page, every chunk).
+
+_scratch = threading.local()
+
+
+def _buffer(name: str, n: int, dtype: np.dtype | type) -> np.ndarray:
+    """This thread's scratch array `name`: n elements of dtype, contents undefined."""
+    cache: dict[tuple[str, np.dtype], np.ndarray] | None = getattr(_scratch, "buffers", None)
+    if cache is None:
+        cache = _scratch.buffers = {}
+    key = (name, np.dtype(dtype))
+    buf = cache.get(key)
+    if buf is None or buf.size < n:
+        buf = cache[key] = np.empty(n, dtype)
+    return buf[:n]
+
+
+# Columns of the blocks that sums and counts are reduced in: numpy adds a block's rows into one
+# row, in a wider type (its casting loop is fast where a same-type reduction along axis 0 is
+# not), and then that row.
+COLUMNS = 4096
+
+_WIDER = {np.dtype(np.uint8): np.dtype(np.uint16), np.dtype(np.uint16): np.dtype(np.uint32),
+          np.dtype(np.uint32): np.dtype(np.uint64)}
+
+
+def _exact_sum(x: np.ndarray, bound: int) -> int:
+    """The exact sum of unsigned integers x (each at most `bound` >= 1), as a Python int."""
+    acc = _WIDER[x.dtype]
+    rows = x.size // COLUMNS
+    total = 0
+    if rows:
+        block = max(int(np.iinfo(acc).max) // bound, 1)    # rows summed without overflow
+        body = x[:rows * COLUMNS].reshape(rows, COLUMNS)
+        for r in range(0, rows, block):
+            total += int(np.add.reduce(body[r:r + block], axis=0, dtype=acc).sum(dtype=np.uint64))
+    if rows * COLUMNS < x.size:
+        total += int(x[rows * COLUMNS:].sum(dtype=np.uint64))
+    return total
+
+
+def _count_channels(mask: np.ndarray, t: _Totals) -> None:
+    """Add the true elements of a chunk's mask per channel, and its pixels with any."""
+    c = t.channels
+    if c == 1:
+        t.per_channel[0] += int(np.count_nonzero(mask))
+        return
+    cols = COLUMNS // c * c             # whole pixels per row: column j is channel j % c
+    rows = mask.size // cols
+    per = np.zeros(c, np.int64)
+    body = mask[:rows * cols].reshape(rows, cols)
+    for r in range(0, rows, 255):       # up to 255 rows of 0/1 add up in uint8
+        row = np.add.reduce(body[r:r + 255], axis=0, dtype=np.uint8)
+        per += row.reshape(-1, c).sum(axis=0, dtype=np.int64)
+    per += mask[rows * cols:].reshape(-1, c).sum(axis=0, dtype=np.int64)
+    for ch in range(c):
+        t.per_channel[ch] += int(per[ch])
+    if c in (2, 4):   # one flag byte per channel: a pixel differs if its word is non-zero
+        t.pixels += int(np.count_nonzero(mask.view(np.uint16 if c == 2 else np.uint32)))
+    else:
+        any_ = np.logical_or(mask[0::3], mask[1::3], out=_buffer("pixels", mask.size // 3, bool))
+        np.logical_or(any_, mask[2::3], out=any_)
+        t.pixels += int(np.count_nonzero(any_))
+
+
+def _count_all(n: int, t: _Totals) -> None:
+    """Every element of a chunk of n elements (whole pixels) differs."""
+    c = t.channels
+    for ch in range(c):
+        t.per_channel[ch] += n // c
+    if c > 1:
+        t.pixels += n // c
+
+
+def _allowed(bc: np.ndarray, tol: Tolerance) -> np.ndarray:
+    """atol + rtol * |b| in float64, as numpy.isclose allows."""
+    allowed = _buffer("allowed", bc.size, np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
-        d -= bc
+        np.copyto(allowed, bc, casting="unsafe")
+        np.abs(allowed, out=allowed)
+        allowed *= tol.rtol
+        allowed += tol.atol
+    return allowed
+
+
+def _small_int_chunk(ac: np.ndarray, bc: np.ndarray, start: int, tol: Tolerance,
+                     t: _Totals) -> bool:
+    """A chunk of integers of 1 or 2 bytes, in exact integer arithmetic, wide only where it
+    must be. False if its elements are all equal."""
+    n = ac.size
+    u = np.dtype(f"u{ac.dtype.itemsize}")       # |a - b| always fits the unsigned type
+    hi = np.maximum(ac, bc, out=_buffer("hi", n, ac.dtype))
+    lo = np.minimum(ac, bc, out=_buffer("lo", n, ac.dtype))
+    d = np.subtract(hi.view(u), lo.view(u), out=hi.view(u))   # hi - lo, never wraps
+    top = int(d.max())
+    if top == 0:
+        return False
+    mask: np.ndarray | None = None
+    if tol.rtol == 0:
+        # Integer differences: d > atol  <=>  d > floor(atol), compared in d's own type.
+        limit = math.floor(min(tol.atol, 2.0**62))
+        if limit >= top:
+            count = 0
+        elif limit == 0:
+            count = int(np.count_nonzero(d))
+        else:
+            mask = np.greater(d, limit, out=_buffer("mask", n, bool))
+            count = int(np.count_nonzero(mask))
+    else:
+        mask = np.greater(d, _allowed(bc, tol), out=_buffer("mask", n, bool))
+        count = int(np.count_nonzero(mask))
+    t.differing += count
+    if count == n:
+        _count_all(n, t)
+    elif count:
+        if mask is None:
+            mask = np.greater(d, 0, out=_buffer("mask", n, bool))
+        _count_channels(mask, t)
+    t.sum_abs += _exact_sum(d, top)
+    if top * top <= np.iinfo(u).max:            # squares fit d's own type
+        sq = np.square(d, out=_buffer("square", n, u))
+    else:
+        sq = np.square(d, dtype=_WIDER[u], out=_buffer("square", n, _WIDER[u]))
+    t.sum_sq += _exact_sum(sq, top * top)
+    if top > t.max_abs:
+        t.max_abs = float(top)
+        t.max_flat = start + int(np.argmax(d))
+    return True
+
+
+def _float_chunk(ac: np.ndarray, bc: np.ndarray, start: int, tol: Tolerance,
+                 t: _Totals) -> bool:
+    """A chunk of floats or wide integers, in float64. False if it holds no difference."""
+    n = ac.size
+    d = _buffer("float", n, np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        np.subtract(ac, bc, out=d, dtype=np.float64)
     np.abs(d, out=d)
-    return d
-
-
-def _chunk(ac: np.ndarray, bc: np.ndarray, start: int, tol: Tolerance, t: _Totals) -> None:
-    d = _abs_difference(ac, bc)
     top = d.max()
-    bad: np.ndarray | None = None
     mismatch: np.ndarray | None = None
-    if d.dtype.kind == "f" and not math.isfinite(top):
+    if not math.isfinite(top):
         bad = ~np.isfinite(d)
         fa, fb = ac[bad].astype(np.float64), bc[bad].astype(np.float64)
         same = (np.isnan(fa) & np.isnan(fb)) | (fa == fb)
         mismatch = np.zeros(d.shape, dtype=bool)
         mismatch[np.flatnonzero(bad)[~same]] = True
-        t.invalid += int(bad.sum())
-        t.nonfinite_mismatch += int((~same).sum())
+        t.invalid += int(np.count_nonzero(bad))
+        t.nonfinite_mismatch += int(np.count_nonzero(~same))
         d[bad] = 0.0
         top = d.max()
     if top == 0 and mismatch is None:
-        return
+        return False
+    mask = _buffer("mask", n, bool)
     if tol.rtol == 0:
-        if d.dtype.kind == "f":
-            mask = d > tol.atol
-        else:
-            # Integer differences: d > atol  <=>  d > floor(atol), compared in d's own type.
-            limit = math.floor(min(tol.atol, 2.0**62))
-            mask = d > limit if limit < np.iinfo(d.dtype).max else np.zeros(d.shape, bool)
+        np.greater(d, tol.atol, out=mask)
     else:
-        with np.errstate(invalid="ignore", over="ignore"):
-            allowed = np.abs(bc.astype(np.float64))
-            allowed *= tol.rtol
-            allowed += tol.atol
-        mask = d > allowed
+        np.greater(d, _allowed(bc, tol), out=mask)
     if mismatch is not None:
         mask |= mismatch
     count = int(np.count_nonzero(mask))
     t.differing += count
-    if count and t.channels > 1:
-        c = t.channels
-        for ch in range(c):
-            t.per_channel[ch] += int(np.count_nonzero(mask[ch::c]))
-        if c in (2, 4):   # one flag byte per channel: a pixel differs if its word is non-zero
-            t.pixels += int(np.count_nonzero(mask.view(np.uint16 if c == 2 else np.uint32)))
-        else:
-            t.pixels += int(np.count_nonzero(mask[0::3] | mask[1::3] | mask[2::3]))
+    if count == n:
+        _count_all(n, t)
     elif count:
-        t.per_channel[0] += count
-    if d.dtype == np.uint8:
-        t.sum_abs += int(d.sum(dtype=np.uint64))
-        t.sum_sq += int(np.square(d, dtype=np.uint16).sum(dtype=np.uint64))
-    elif d.dtype == np.int32:
-        t.sum_abs += int(d.sum(dtype=np.int64))
-        t.sum_sq += int(np.square(d, dtype=np.int64).sum())
-    else:
-        t.sum_abs += float(d.sum())
-        t.sum_sq += float(np.dot(d, d))
+        _count_channels(mask, t)
+    t.sum_abs += float(d.sum())
+    t.sum_sq += float(np.dot(d, d))
     if top > t.max_abs:
         t.max_abs = float(top)
         t.max_flat = start + int(np.argmax(d))
+    return True
 
 
 def _bytes_equal(ac: np.ndarray, bc: np.ndarray) -> bool:
     wide = np.uint64 if ac.nbytes % 8 == 0 else np.uint8
-    return bool(np.array_equal(ac.view(wide), bc.view(wide)))
+    wa, wb = ac.view(wide), bc.view(wide)
+    return not np.not_equal(wa, wb, out=_buffer("equal", wa.size, bool)).any()
+
+
+def _step(channels: int, elements: int) -> int:
+    """Chunk length: whole pixels and whole 8-byte words, so channel strides and word views
+    line up."""
+    return max(elements // (8 * channels), 1) * 8 * channels
 
 
 def compare_arrays(a: np.ndarray, b: np.ndarray, tol: Tolerance | None = None) -> Metrics:
@@ -207,12 +314,18 @@ def compare_arrays(a: np.ndarray, b: np.ndarray, tol: Tolerance | None = None) -
         fa, fb = fa.view(np.uint8), fb.view(np.uint8)
     channels = channel_count(a.shape)
     totals = _Totals(channels)
-    # Whole pixels and whole 8-byte words per chunk, so channel strides and word views line up.
-    step = max(CHUNK_ELEMENTS // (8 * channels), 1) * 8 * channels
+    if fa.dtype.kind in "ui" and fa.dtype.itemsize <= 2:
+        chunk, step = _small_int_chunk, _step(channels, CHUNK_ELEMENTS // 4)
+    else:
+        chunk, step = _float_chunk, _step(channels, CHUNK_ELEMENTS)
+    # A chunk that differs is usually followed by more: compare those right away, and check
+    # for identical bytes again (one cheap pass) only after a chunk without differences.
+    check = True
     for start in range(0, fa.size, step):
         ac, bc = fa[start:start + step], fb[start:start + step]
-        if not _bytes_equal(ac, bc):
-            _chunk(ac, bc, start, tol, totals)
+        if check and _bytes_equal(ac, bc):
+            continue
+        check = not chunk(ac, bc, start, tol, totals)
     return _metrics(a, b, totals)
 
 

@@ -25,6 +25,7 @@ MAX_PARAMS = 256
 CONTROL_SIZE = 4096
 STAGING_ALIGN = 256
 TOKEN_SIZE = 32
+RING_SLOT_SIZE = 128
 
 
 class Kind(IntEnum):
@@ -123,7 +124,7 @@ class Layout:
     def pack(self, **values: Any) -> bytes:
         flat: list[Any] = []
         for name, code in self.fields:
-            value = values.get(name, 0)
+            value = values.get(name, b"" if code.endswith("s") else 0)
             if code[0].isdigit() and code[-1] != "s":
                 flat.extend(value if value else [0] * int(code[:-1]))
             else:
@@ -156,7 +157,9 @@ HELLO = _layout("proto_hello", ("magic", "I"), ("version", "I"), ("pid", "i"), (
                 ("token", f"{TOKEN_SIZE}s"))
 WELCOME = _layout("proto_welcome", ("version", "I"), ("options", "I"), ("staging_size", "Q"))
 CONTROL = _layout("proto_control", ("magic", "I"), ("version", "I"), ("generation", "I"),
-                  ("hold", "I"), ("interrupt", "I"), ("reserved", "I"))
+                  ("hold", "I"), ("interrupt", "I"), ("ring_slots", "I"), ("pad0", "40s"),
+                  ("ring_head", "Q"), ("pad1", "56s"), ("ring_tail", "Q"), ("pad2", "56s"),
+                  ("ring_dropped", "Q"), ("pad3", "56s"))
 PARAM = _layout("proto_param", ("offset", "I"), ("size", "I"))
 FUNC = _layout("proto_func", ("id", "I"), ("nparams", "i"), ("handle", "Q"))
 ASK = _layout("proto_ask", ("id", "I"), ("reserved", "I"))
@@ -165,6 +168,9 @@ LAUNCH = _layout("proto_launch", ("seq", "Q"), ("occurrence", "Q"), ("stream", "
                  ("tid", "Q"), ("id", "I"), ("device", "i"), ("grid", "3I"), ("block", "3I"),
                  ("smem", "I"), ("api", "I"), ("flags", "I"), ("rc", "i"), ("nparams", "i"),
                  ("nptrs", "I"))
+RING_SLOT = _layout("proto_ring_slot", ("ready", "Q"), ("reserved", "Q"),
+                    *[(f"event.{name}", code) for name, code in LAUNCH.fields],
+                    ("pad", f"{RING_SLOT_SIZE - 16 - LAUNCH.size}s"))
 POINTER = _layout("proto_pointer", ("arg", "I"), ("offset", "I"), ("base", "Q"), ("size", "Q"),
                   ("pitch", "Q"), ("width", "Q"), ("height", "Q"), ("elem", "I"),
                   ("kind", "I"))
@@ -189,7 +195,8 @@ QUERY = _layout("proto_query", ("address", "Q"))
 RESUME = _layout("proto_resume", ("mode", "I"), ("reserved", "I"))
 RESULT = _layout("proto_result", ("rc", "i"), ("reserved", "I"), ("nbytes", "Q"))
 
-LAYOUTS = (HEADER, HELLO, WELCOME, CONTROL, PARAM, FUNC, ASK, WANTS, LAUNCH, POINTER, MEMORY,
+LAYOUTS = (HEADER, HELLO, WELCOME, CONTROL, PARAM, FUNC, ASK, WANTS, LAUNCH, RING_SLOT, POINTER,
+           MEMORY,
            GRAPH, COUNT, STATS, COPY, PLAN, END, STOPPED, READ, QUERY, RESUME, RESULT)
 
 # Byte offsets of the control page's fields, for the controller's stores.

@@ -44,11 +44,14 @@ from cudump.shared import SharedFile
 from cudump.shim import preload_env
 from cudump.snapshots import Snapshotter
 from cudump.summary import RunSummary
-from cudump.trace import TraceWriter
+from cudump.trace import TraceDrain, TraceWriter
 
 # How long to wait, once the target has exited, for its processes' last
 # messages (children that outlive it are not waited for longer than this).
 DRAIN_SECONDS = 5.0
+# Slots of each process's trace ring (128 bytes each): 16 MiB of shared memory, touched
+# only as far as the trace ever runs ahead of the controller.
+TRACE_RING_SLOTS = 1 << 17
 _UCRED = struct.Struct("3i")
 
 
@@ -62,6 +65,7 @@ class RunOptions:
     staging_bytes: int = 256 << 20
     breaks: list[str] = field(default_factory=list)
     batch: Path | None = None
+    ring_slots: int = TRACE_RING_SLOTS
 
     @property
     def debugging(self) -> bool:
@@ -75,6 +79,7 @@ class Controller:
         self.options = options
         self.token = secrets.token_hex(p.TOKEN_SIZE // 2)
         self.trace = TraceWriter(options.run_dir) if options.trace else None
+        self.drain = TraceDrain(self.trace) if self.trace is not None else None
         self.lock = threading.Lock()
         self.processes: list[ProcessState] = []
         self.shared: dict[int, SharedFile] = {}
@@ -127,6 +132,8 @@ class Controller:
             self.processes.append(proc)
             self.shared[proc.pid] = shared
             shared.set_generation(self.generation)
+        if self.drain is not None:
+            self.drain.add(proc, shared)
 
     def on_memory(self, proc: ProcessState, fields: dict[str, int]) -> None:
         op, base = fields["op"], fields["base"]
@@ -165,6 +172,8 @@ class Controller:
                         result.launches += n
         if self.snapshots is not None:
             self.snapshots.fill(result)
+        if self.drain is not None:
+            result.trace_dropped = self.drain.dropped()
         return result
 
     def close(self) -> None:
@@ -173,6 +182,8 @@ class Controller:
         self._closed = True
         if self.debugger is not None:
             self.debugger.close()
+        if self.drain is not None:
+            self.drain.close()
         if self.trace is not None:
             self.trace.close()
         if self.snapshots is not None:
@@ -252,7 +263,8 @@ class Connection:
         exe = msg.payload[p.HELLO.size:].decode("utf-8", "replace")
         self.proc = ProcessState(hello["pid"], hello["ppid"], exe)
         try:
-            self.shared = SharedFile(f"cudump-{self.proc.pid}", ctl.options.staging_bytes)
+            self.shared = SharedFile(f"cudump-{self.proc.pid}", ctl.options.staging_bytes,
+                                     ctl.options.ring_slots if ctl.trace is not None else 0)
         except OSError as err:
             raise p.ProtocolError(f"no shared memory of {ctl.options.staging_bytes} bytes for "
                                   f"it ({err.strerror}); try a smaller --staging") from None

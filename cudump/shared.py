@@ -18,20 +18,27 @@ import struct
 from cudump import protocol as p
 
 _U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
 
 
 class SharedFile:
-    def __init__(self, name: str, staging_size: int) -> None:
+    def __init__(self, name: str, staging_size: int, ring_slots: int = 0) -> None:
+        if ring_slots & (ring_slots - 1):
+            raise ValueError("the trace ring's size must be a power of two")
         self.staging_size = staging_size
+        self.ring_slots = ring_slots
+        self.staging_offset = p.CONTROL_SIZE + ring_slots * p.RING_SLOT_SIZE
+        size = self.staging_offset + staging_size
         self.fd = os.memfd_create(name, os.MFD_CLOEXEC)
         try:
-            os.ftruncate(self.fd, p.CONTROL_SIZE + staging_size)
-            self._map = mmap.mmap(self.fd, p.CONTROL_SIZE + staging_size)
+            os.ftruncate(self.fd, size)
+            self._map = mmap.mmap(self.fd, size)
         except OSError:
             os.close(self.fd)
             raise
         head = p.CONTROL.pack(magic=p.MAGIC, version=p.VERSION, generation=1, hold=0,
-                              interrupt=0)
+                              interrupt=0, ring_slots=ring_slots, pad0=b"", pad1=b"",
+                              pad2=b"", pad3=b"")
         self._map[:len(head)] = head
 
     def _store(self, name: str, value: int) -> None:
@@ -54,12 +61,29 @@ class SharedFile:
     def interrupt(self) -> bool:
         return self._load("interrupt") != 0
 
+    # -- the trace ring (protocol.h): the shim produces, this side consumes -----
+
+    def ring_bytes(self) -> memoryview:
+        return memoryview(self._map)[p.CONTROL_SIZE:self.staging_offset]
+
+    @property
+    def ring_head(self) -> int:
+        return int(_U64.unpack_from(self._map, p.CONTROL_OFFSETS["ring_head"])[0])
+
+    @property
+    def ring_dropped(self) -> int:
+        return int(_U64.unpack_from(self._map, p.CONTROL_OFFSETS["ring_dropped"])[0])
+
+    def set_ring_tail(self, tail: int) -> None:
+        # One aligned 8-byte store; the shim reads it with one load.
+        _U64.pack_into(self._map, p.CONTROL_OFFSETS["ring_tail"], tail)
+
     def staging(self, offset: int, nbytes: int) -> memoryview:
         """A view of staging bytes; the caller copies what it keeps."""
         if offset < 0 or nbytes < 0 or offset + nbytes > self.staging_size:
             raise ValueError(f"{nbytes} bytes at {offset} are outside the staging area "
                              f"of {self.staging_size} bytes")
-        start = p.CONTROL_SIZE + offset
+        start = self.staging_offset + offset
         return memoryview(self._map)[start:start + nbytes]
 
     def handed_over(self) -> None:

@@ -36,6 +36,7 @@ class RunSummary:
     snapshots: int = 0
     snapshot_errors: int = 0
     snapshot_bytes: int = 0
+    trace_dropped: int = 0         # trace events the ring had no room for
     exit_status: int = 0
 
     def line(self) -> str:
@@ -52,6 +53,9 @@ class RunSummary:
                 + (f", {self.snapshot_errors} failed" if self.snapshot_errors else "")
                 + ")"
             )
+        if self.trace_dropped:
+            text += (f", {plural(self.trace_dropped, 'trace event')} dropped (the controller "
+                     "fell behind)")
         return text
 
     def write(self, run_dir: Path) -> None:

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cudump.console import say, warn
+import numpy as np
+
+from cudump import protocol as p
+from cudump.console import say_lines, warn
+from cudump.process import ProcessState
+from cudump.shared import SharedFile
 
 TRACE_FILE = "trace.jsonl"
 
@@ -48,19 +54,21 @@ class TraceWriter:
         self._failed = False
 
     def write(self, record: dict[str, Any]) -> None:
-        line = format_launch(record)
-        data = json.dumps(record, separators=(",", ":"))
+        self.write_lines([json.dumps(record, separators=(",", ":"))], [format_launch(record)])
+
+    def write_lines(self, records: list[str], lines: list[str]) -> None:
+        """Already formatted JSON records and their stderr lines, in order."""
         with self._lock:
             if self._closed:
                 return
             if not self._failed:
                 try:
-                    self._file.write(data + "\n")
+                    self._file.write("\n".join(records) + "\n")
                 except OSError as err:
                     # A full disk ends the file, not the trace (nor the run).
                     self._failed = True
                     warn(f"{TRACE_FILE} stopped: {err.strerror or err}; trace lines go on")
-            say(line)
+            say_lines(lines)
 
     def close(self) -> None:
         with self._lock:
@@ -69,3 +77,130 @@ class TraceWriter:
                 self._file.close()
             except OSError:
                 pass
+
+
+# ---------------------------------------------------------------- the trace ring
+
+
+def _slot_dtype() -> np.dtype:
+    names, formats, offsets = [], [], []
+    for name, offset in p.RING_SLOT.offsets().items():
+        code = dict(p.RING_SLOT.fields)[name]
+        if code.endswith("s"):
+            continue
+        base = {"Q": "<u8", "I": "<u4", "i": "<i4"}[code[-1]]
+        names.append(name.removeprefix("event."))
+        formats.append((base, int(code[:-1])) if code[0].isdigit() else base)
+        offsets.append(offset)
+    return np.dtype({"names": names, "formats": formats, "offsets": offsets,
+                     "itemsize": p.RING_SLOT_SIZE})
+
+
+SLOT = _slot_dtype()
+BATCH = 1 << 16
+
+
+@dataclass
+class _Ring:
+    proc: ProcessState
+    shared: SharedFile
+    slots: np.ndarray
+    tail: int = 0
+    closed: bool = False
+
+
+class TraceDrain:
+    """Consumes every process's trace ring on one thread, in batches, off the target's path.
+
+    The shim writes each traced launch into its process's ring (no system call); this thread
+    takes what is ready in order, frees the slots, and formats the batch: the JSON records of
+    trace.jsonl and the stderr lines, each written with one call.
+    """
+
+    def __init__(self, writer: TraceWriter) -> None:
+        self.writer = writer
+        self._rings: list[_Ring] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="cudump-trace", daemon=True)
+        self._thread.start()
+
+    def add(self, proc: ProcessState, shared: SharedFile) -> None:
+        slots = np.frombuffer(shared.ring_bytes(), dtype=SLOT)
+        with self._lock:
+            self._rings.append(_Ring(proc, shared, slots))
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            if self.drain_once() == 0:
+                self._stop.wait(0.002)
+
+    def drain_once(self) -> int:
+        with self._lock:
+            rings = list(self._rings)
+        return sum(self._drain(ring) for ring in rings)
+
+    def _drain(self, ring: _Ring) -> int:
+        n = len(ring.slots)
+        available = ring.shared.ring_head - ring.tail
+        if available <= 0:
+            return 0
+        take = min(available, BATCH)
+        positions = ring.tail + np.arange(take, dtype=np.uint64)
+        index = (positions & np.uint64(n - 1)).astype(np.intp)
+        ready = ring.slots["ready"][index] == positions + np.uint64(1)
+        count = take if ready.all() else int(np.argmin(ready))
+        if count == 0:
+            return 0
+        events = ring.slots[index[:count]].copy()  # out of the ring before it is reused
+        ring.tail += count
+        ring.shared.set_ring_tail(ring.tail)
+        self._write(ring.proc, events)
+        return count
+
+    def _write(self, proc: ProcessState, events: np.ndarray) -> None:
+        records: list[str] = []
+        lines: list[str] = []
+        names: dict[int, tuple[str, str, str]] = {}
+        pid = proc.pid
+        columns = [events[f].tolist() for f in ("seq", "id", "device", "grid", "block", "smem",
+                                                "stream", "api", "flags", "rc")]
+        for seq, fid, dev, grid, block, smem, stream, api, flags, rc in zip(*columns,
+                                                                            strict=True):
+            if rc != 0:
+                continue
+            func = proc.funcs.get(fid)
+            if func is None:
+                continue
+            captured = bool(flags & p.LaunchFlag.CAPTURED)
+            if not captured:
+                func.launches += 1
+            name = names.get(fid)
+            if name is None:
+                name = names[fid] = (func.demangled, json.dumps(func.demangled),
+                                     json.dumps(func.mangled))
+            gx, gy, gz = grid
+            bx, by, bz = block
+            api_name = p.api_name(api)
+            records.append(
+                f'{{"event":"launch","launch":{seq},"pid":{pid},"device":{dev},'
+                f'"kernel":{name[1]},"mangled":{name[2]},"grid":[{gx},{gy},{gz}],'
+                f'"block":[{bx},{by},{bz}],"smem":{smem},"stream":"0x{stream:x}",'
+                f'"api":"{api_name}","captured":{"true" if captured else "false"}}}')
+            device = f" dev={dev}" if dev >= 0 else ""
+            lines.append(f"cudump: #{seq} pid={pid}{device} {name[0]} grid=({gx},{gy},{gz}) "
+                         f"block=({bx},{by},{bz}) smem={smem} stream=0x{stream:x}"
+                         + (" captured" if captured else ""))
+        if records:
+            self.writer.write_lines(records, lines)
+
+    def dropped(self) -> int:
+        with self._lock:
+            return sum(r.shared.ring_dropped for r in self._rings)
+
+    def close(self) -> None:
+        """Takes what is left in every ring, then stops."""
+        self._stop.set()
+        self._thread.join()
+        while self.drain_once():
+            pass

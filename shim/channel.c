@@ -41,7 +41,8 @@ static int fd = -1;
 static pid_t controller_pid;
 static unsigned options;
 static size_t staging_size;
-/* The control page and the staging area right after it, mapped at greeting. */
+static uint32_t ring_slots;
+/* The control page, the trace ring and the staging area, mapped at greeting. */
 static void *shared_map;
 static size_t shared_size;
 
@@ -245,17 +246,24 @@ static bool peer_is_controller(int s)
     return cred.pid == controller_pid && cred.uid == geteuid();
 }
 
+static size_t ring_bytes(void)
+{
+    return (size_t)ring_slots * PROTO_RING_SLOT_SIZE;
+}
+
 static bool map_shared(int sfd)
 {
-    if (staging_size > SIZE_MAX - PROTO_CONTROL_SIZE)
+    if (staging_size > SIZE_MAX - PROTO_CONTROL_SIZE - ring_bytes())
         return false;
-    size_t size = PROTO_CONTROL_SIZE + staging_size;
+    size_t size = PROTO_CONTROL_SIZE + ring_bytes() + staging_size;
     /* Address space only: pages exist once something is copied into them. */
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, sfd, 0);
     if (p == MAP_FAILED)
         return false;
     const volatile struct proto_control *c = p;
-    if (c->magic != PROTO_MAGIC || c->version != PROTO_VERSION) {
+    ring_slots = c->ring_slots;
+    if (c->magic != PROTO_MAGIC || c->version != PROTO_VERSION ||
+        (ring_slots & (ring_slots - 1)) != 0 || size != PROTO_CONTROL_SIZE + ring_bytes() + staging_size) {
         munmap(p, size);
         return false;
     }
@@ -292,7 +300,11 @@ static bool greet_locked(void)
     if (ok) {
         options = w.options;
         staging_size = (size_t)w.staging_size;
-        ok = map_shared(sfd);
+        /* The ring's size is on the control page itself: read it before mapping all. */
+        struct proto_control head;
+        ok = pread(sfd, &head, sizeof head, 0) == (ssize_t)sizeof head;
+        ring_slots = ok ? head.ring_slots : 0;
+        ok = ok && ring_slots <= (1u << 24) && map_shared(sfd);
     }
     if (sfd >= 0)
         close(sfd);
@@ -342,7 +354,15 @@ volatile struct proto_control *channel_control_rw(void)
 
 char *channel_staging(void)
 {
-    return shared_map ? (char *)shared_map + PROTO_CONTROL_SIZE : NULL;
+    return shared_map ? (char *)shared_map + PROTO_CONTROL_SIZE + ring_bytes() : NULL;
+}
+
+struct proto_ring_slot *channel_ring(uint32_t *slots)
+{
+    *slots = ring_slots;
+    return shared_map && ring_slots ? (struct proto_ring_slot *)((char *)shared_map +
+                                                                 PROTO_CONTROL_SIZE)
+                                    : NULL;
 }
 
 size_t channel_staging_size(void)
@@ -374,5 +394,6 @@ void channel_reset_after_fork(void)
         munmap(shared_map, shared_size);
     shared_map = NULL;
     shared_size = 0;
+    ring_slots = 0;
     atomic_store(&state, CH_NEW);
 }

@@ -3,6 +3,7 @@
  * holding while another launch is stopped, and (snapshot.c, stop.c) copies
  * and stops around the launch.
  */
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -97,6 +98,43 @@ void launch_before(struct launch_info *li)
     shim_busy--;
 }
 
+/* Puts a launch event into the trace ring: no system call, no lock. Returns
+ * false only when there is no ring (the event then goes over the socket). */
+static bool ring_push(const struct proto_launch *ev)
+{
+    uint32_t slots;
+    struct proto_ring_slot *ring = channel_ring(&slots);
+    volatile struct proto_control *ctl = channel_control_rw();
+    if (!ring || !ctl)
+        return false;
+    uint64_t pos = __atomic_load_n(&ctl->ring_head, __ATOMIC_RELAXED);
+    int waited = 0;
+    for (;;) {
+        uint64_t tail = __atomic_load_n(&ctl->ring_tail, __ATOMIC_ACQUIRE);
+        if (pos - tail < slots) {
+            if (__atomic_compare_exchange_n(&ctl->ring_head, &pos, pos + 1, true,
+                                            __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+                break;
+            continue; /* another thread took `pos`: pos now holds the current head */
+        }
+        /* Full: the controller is behind. Wait for it a while (bounded, and not at
+         * all once it is gone); then count the event as dropped. */
+        if (waited >= 20000 || !channel_controller_alive()) {
+            __atomic_fetch_add(&ctl->ring_dropped, 1, __ATOMIC_RELAXED);
+            return true;
+        }
+        if (waited++ < 64)
+            sched_yield();
+        else
+            usleep(50);
+        pos = __atomic_load_n(&ctl->ring_head, __ATOMIC_RELAXED);
+    }
+    struct proto_ring_slot *slot = &ring[pos & (slots - 1)];
+    slot->event = *ev;
+    __atomic_store_n(&slot->ready, pos + 1, __ATOMIC_RELEASE);
+    return true;
+}
+
 static void send_launch_event(const struct launch_info *li, CUresult rc)
 {
     struct proto_launch ev = {
@@ -106,6 +144,8 @@ static void send_launch_event(const struct launch_info *li, CUresult rc)
         .block = {li->block[0], li->block[1], li->block[2]}, .smem = li->smem, .api = li->api,
         .flags = (li->captured ? LAUNCH_CAPTURED : 0u), .rc = rc, .nparams = -1, .nptrs = 0,
     };
+    if (ring_push(&ev))
+        return;
     char stack[128];
     struct msg m;
     msg_init(&m, stack, sizeof stack, MSG_LAUNCH, li->seq);

@@ -11,9 +11,18 @@
  * Python's struct module with '<' reads them field by field.
  *
  * Bulk bytes never travel here: the controller creates one shared-memory
- * object per process (memfd), a control page (struct proto_control) followed
- * by the staging area that snapshot and read copies land in, and passes its
- * file descriptor with MSG_WELCOME (SCM_RIGHTS).
+ * object per process (memfd) and passes its file descriptor with MSG_WELCOME
+ * (SCM_RIGHTS). It holds, in this order: the control page (struct
+ * proto_control, PROTO_CONTROL_SIZE bytes), the trace ring (ring_slots slots
+ * of PROTO_RING_SLOT_SIZE bytes; none without --trace), and the staging area
+ * that snapshot and read copies land in.
+ *
+ * The trace ring carries MSG_LAUNCH events without a system call: many
+ * launching threads reserve slots by compare-and-swap on ring_head (never
+ * past ring_tail + ring_slots), fill them, and publish each by storing its
+ * position + 1 in the slot's `ready`; the controller consumes slots in order
+ * and advances ring_tail. A full ring makes the launching thread wait
+ * (bounded); what it then still cannot write is counted in ring_dropped.
  */
 #ifndef CUDUMP_PROTOCOL_H
 #define CUDUMP_PROTOCOL_H
@@ -33,6 +42,7 @@ enum {
     PROTO_CONTROL_SIZE = 4096,     /* the control page at the start of the shared file */
     PROTO_STAGING_ALIGN = 256,     /* copies start at multiples of this in staging */
     PROTO_TOKEN_SIZE = 32,         /* bytes of the session token (hex characters) */
+    PROTO_RING_SLOT_SIZE = 128,    /* bytes of one trace ring slot (two cache lines) */
 };
 
 /* ---- message kinds ----------------------------------------------------------- */
@@ -133,10 +143,12 @@ struct proto_hello {
 struct proto_welcome {
     uint32_t version;
     uint32_t options;       /* enum proto_option */
-    uint64_t staging_size;  /* bytes after the control page */
+    uint64_t staging_size;  /* bytes of the staging area, after the control page and ring */
 };
 
-/* Written by the controller, read by the shim on every launch. */
+/* Written by the controller, read by the shim on every launch. The ring's
+ * words sit on cache lines of their own: producers and the consumer do not
+ * share one. */
 struct proto_control {
     uint32_t magic;
     uint32_t version;
@@ -144,8 +156,16 @@ struct proto_control {
     uint32_t hold;          /* nonzero: wait at the next launch (another one is held) */
     uint32_t interrupt;     /* nonzero: hold the next launch of any kernel (Ctrl-C);
                              * the shim that takes it sets it back to 0 */
-    uint32_t reserved;
+    uint32_t ring_slots;    /* slots in the trace ring (a power of two), 0: no ring */
+    uint8_t pad0[40];
+    uint64_t ring_head;     /* shim: next position to reserve */
+    uint8_t pad1[56];
+    uint64_t ring_tail;     /* controller: next position to consume */
+    uint8_t pad2[56];
+    uint64_t ring_dropped;  /* shim: events the ring had no room for */
+    uint8_t pad3[56];
 };
+
 
 struct proto_param {
     uint32_t offset;
@@ -184,6 +204,14 @@ struct proto_launch {
     int32_t rc;             /* the launch's result (MSG_LAUNCH only) */
     int32_t nparams;        /* MSG_BEGIN: parameters described, -1 if unknown */
     uint32_t nptrs;         /* MSG_BEGIN: proto_pointer entries */
+};
+
+/* One slot of the trace ring. */
+struct proto_ring_slot {
+    uint64_t ready;         /* position + 1 once the event is written */
+    uint64_t reserved;
+    struct proto_launch event;
+    uint8_t pad[PROTO_RING_SLOT_SIZE - 16 - 88];
 };
 
 struct proto_pointer {

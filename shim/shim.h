@@ -139,6 +139,8 @@ unsigned channel_options(void);
 /* The staging area after the control page (mapped, not yet pinned), its size. */
 char *channel_staging(void);
 size_t channel_staging_size(void);
+/* The trace ring's slots (NULL and 0 without --trace). */
+struct proto_ring_slot *channel_ring(uint32_t *slots);
 /* Whether the controller process still exists (a held thread polls it). */
 bool channel_controller_alive(void);
 

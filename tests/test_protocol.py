@@ -22,7 +22,8 @@ CONSTANTS: dict[str, int] = {
     "PROTO_MAX_REPLY": p.MAX_REPLY, "PROTO_MAX_COPIES": p.MAX_COPIES,
     "PROTO_MAX_FRAMES": p.MAX_FRAMES, "PROTO_MAX_PARAMS": p.MAX_PARAMS,
     "PROTO_CONTROL_SIZE": p.CONTROL_SIZE, "PROTO_STAGING_ALIGN": p.STAGING_ALIGN,
-    "PROTO_TOKEN_SIZE": p.TOKEN_SIZE, "API_COUNT": len(p.APIS),
+    "PROTO_TOKEN_SIZE": p.TOKEN_SIZE, "PROTO_RING_SLOT_SIZE": p.RING_SLOT_SIZE,
+    "API_COUNT": len(p.APIS),
 }
 ENUMS: list[tuple[type[Enum], str]] = [
     (p.Kind, "MSG_"), (p.Want, "WANT_"), (p.Option, "OPTION_"), (p.LaunchFlag, "LAUNCH_"),

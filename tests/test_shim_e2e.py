@@ -244,3 +244,20 @@ def test_children_connect_on_their_own(fake, cudump_run, tmp_path):
     assert summary["processes"] == 2
     assert len(set(summary["pids"])) == 2
     assert by_base_name(summary["kernels"]) == made  # both runs' launches, summed
+
+
+def test_trace_ring_wraps_around_many_times_and_loses_nothing(fake, cudump_run, bare_run):
+    """Eight threads push 4,000 events through a ring of 16 slots."""
+    program = [str(fake.programs["threads"]), "500"]
+    ran = cudump_run(program, "--trace", "--trace-ring", "16", timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == bare_run(program).stdout
+    launches = [r for r in trace_records(ran.run_dir) if r["event"] == "launch"]
+    assert len(launches) == 8 * 500
+    assert sorted(r["launch"] for r in launches) == sorted({r["launch"] for r in launches})
+    assert {r["device"] for r in launches} == {0}
+    lines = [ln for ln in ran.stderr.splitlines() if re.match(r"cudump: #\d+ pid=\d+ dev=0 ", ln)]
+    assert len(lines) == 8 * 500
+    summary = json.loads((ran.run_dir / "summary.json").read_text())
+    assert summary["launches"] == 8 * 500 and summary["trace_dropped"] == 0
+    assert "dropped" not in ran.stderr

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from cudump.errors import UsageError
 from cudump.rules import load_rules
-from cudump.session import RunOptions, Session, default_run_dir
+from cudump.session import TRACE_RING_SLOTS, RunOptions, Session, default_run_dir
 from cudump.sizes import size_arg
 
 MAX_STAGING = 64 << 30
@@ -33,6 +33,10 @@ class RunCommand:
                                  "prompt (repeatable; 'PATTERN if EXPR' for a condition)")
         parser.add_argument("--batch", "-x", type=Path, metavar="FILE",
                             help="run prompt commands from FILE instead of the terminal")
+        parser.add_argument("--trace-ring", type=_ring_slots, default=TRACE_RING_SLOTS,
+                            metavar="SLOTS",
+                            help=f"events each process's trace ring holds (a power of two, "
+                                 f"default {TRACE_RING_SLOTS}); a launch waits while it is full")
         parser.add_argument("--max-bytes", type=size_arg(1), metavar="SIZE",
                             help="stop taking snapshots once this much has been planned "
                                  "(e.g. 2G); the program carries on")
@@ -62,12 +66,23 @@ class RunCommand:
         options = RunOptions(argv=[args.program, *args.args], run_dir=run_dir, trace=args.trace,
                              rules=rules, max_bytes=args.max_bytes,
                              staging_bytes=args.staging, breaks=list(args.breaks),
-                             batch=args.batch)
+                             batch=args.batch, ring_slots=args.trace_ring)
         session = Session(options)
         try:
             return session.run()
         finally:
             _remove_if_empty(run_dir, created)
+
+
+def _ring_slots(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 2 or value > 1 << 24 or value & (value - 1):
+        raise argparse.ArgumentTypeError(f"bad ring size '{text}': a power of two from 2 "
+                                         f"to {1 << 24}")
+    return value
 
 
 RUN_FILES = ("manifest.jsonl", "summary.json", "trace.jsonl")
