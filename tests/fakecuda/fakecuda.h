@@ -15,16 +15,19 @@
 #include "cudecl.h"
 
 typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphNode_st *CUgraphNode;
 
 /* Error codes the stand-in returns that cudecl.h does not name. */
 #define FC_ERROR_INVALID_DEVICE 101
 #define FC_ERROR_INVALID_CONTEXT 201
 #define FC_ERROR_ILLEGAL_STATE 401
+#define FC_ERROR_LOSSY_QUERY 402
 #define FC_ERROR_HOST_MEMORY_ALREADY_REGISTERED 712
 #define FC_ERROR_HOST_MEMORY_NOT_REGISTERED 713
 #define FC_ERROR_STREAM_CAPTURE_UNSUPPORTED 900
 #define FC_ERROR_STREAM_CAPTURE_INVALIDATED 901
 #define FC_ERROR_STREAM_CAPTURE_WRONG_THREAD 908
+#define FC_ERROR_GRAPH_EXEC_UPDATE_FAILURE 910
 #define FC_ERROR_UNKNOWN 999
 
 #define FC_STREAM_NON_BLOCKING 0x1
@@ -38,6 +41,115 @@ typedef struct CUgraph_st *CUgraph;
 #define FC_MEM_LOCATION_TYPE_DEVICE 1
 #define FC_MEM_ACCESS_FLAGS_PROT_READWRITE 3
 #define FC_MEM_HANDLE_TYPE_NONE 0
+
+/* CUgraphNodeType */
+#define FC_GRAPH_NODE_TYPE_KERNEL 0
+#define FC_GRAPH_NODE_TYPE_MEMCPY 1
+#define FC_GRAPH_NODE_TYPE_MEMSET 2
+#define FC_GRAPH_NODE_TYPE_HOST 3
+#define FC_GRAPH_NODE_TYPE_GRAPH 4
+#define FC_GRAPH_NODE_TYPE_EMPTY 5
+
+/* CUgraphExecUpdateResult */
+#define FC_GRAPH_EXEC_UPDATE_SUCCESS 0
+#define FC_GRAPH_EXEC_UPDATE_ERROR 1
+#define FC_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED 2
+#define FC_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED 3
+#define FC_GRAPH_EXEC_UPDATE_ERROR_FUNCTION_CHANGED 4
+#define FC_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED 5
+#define FC_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED 6
+
+/* The `extra` launch-parameter keys (CU_LAUNCH_PARAM_*). */
+#define FC_LAUNCH_PARAM_END ((void *)0x00)
+#define FC_LAUNCH_PARAM_BUFFER_POINTER ((void *)0x01)
+#define FC_LAUNCH_PARAM_BUFFER_SIZE ((void *)0x02)
+
+/* Layout of CUDA_KERNEL_NODE_PARAMS_v1 (cuGraphAddKernelNode and the other
+ * unsuffixed kernel-node entry points). */
+struct fc_kernel_node_params_v1 {
+    CUfunction func;
+    unsigned int gridDimX;
+    unsigned int gridDimY;
+    unsigned int gridDimZ;
+    unsigned int blockDimX;
+    unsigned int blockDimY;
+    unsigned int blockDimZ;
+    unsigned int sharedMemBytes;
+    void **kernelParams;
+    void **extra;
+};
+
+/* Layout of CUDA_KERNEL_NODE_PARAMS_v2, which CUDA_KERNEL_NODE_PARAMS names
+ * since CUDA 12.0: the v1 fields, then the kernel used when func is NULL and
+ * the context (NULL: the current one). */
+struct fc_kernel_node_params {
+    CUfunction func;
+    unsigned int gridDimX;
+    unsigned int gridDimY;
+    unsigned int gridDimZ;
+    unsigned int blockDimX;
+    unsigned int blockDimY;
+    unsigned int blockDimZ;
+    unsigned int sharedMemBytes;
+    void **kernelParams;
+    void **extra;
+    CUkernel kern;
+    CUcontext ctx;
+};
+
+/* Layout of CUDA_MEMCPY3D (CUDA_MEMCPY3D_v2). */
+struct fc_memcpy3d {
+    size_t srcXInBytes;
+    size_t srcY;
+    size_t srcZ;
+    size_t srcLOD;
+    CUmemorytype srcMemoryType;
+    const void *srcHost;
+    CUdeviceptr srcDevice;
+    CUarray srcArray;
+    void *reserved0;
+    size_t srcPitch;
+    size_t srcHeight;
+    size_t dstXInBytes;
+    size_t dstY;
+    size_t dstZ;
+    size_t dstLOD;
+    CUmemorytype dstMemoryType;
+    void *dstHost;
+    CUdeviceptr dstDevice;
+    CUarray dstArray;
+    void *reserved1;
+    size_t dstPitch;
+    size_t dstHeight;
+    size_t WidthInBytes;
+    size_t Height;
+    size_t Depth;
+};
+
+/* Layout of CUDA_MEMSET_NODE_PARAMS (v1). */
+struct fc_memset_node_params {
+    CUdeviceptr dst;
+    size_t pitch;
+    unsigned int value;
+    unsigned int elementSize;
+    size_t width;
+    size_t height;
+};
+
+/* Layout of CUgraphEdgeData. */
+struct fc_graph_edge_data {
+    unsigned char from_port;
+    unsigned char to_port;
+    unsigned char type;
+    unsigned char reserved[5];
+};
+
+/* Layout of CUgraphExecUpdateResultInfo (v1). */
+struct fc_graph_exec_update_result_info {
+    int result;
+    CUgraphNode errorNode;
+    CUgraphNode errorFromNode;
+};
 
 /* Layouts of CUmemLocation, CUmemAllocationProp and CUmemAccessDesc. */
 struct fc_mem_location {
@@ -125,6 +237,10 @@ CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost, s
                                    CUstream hStream);
 CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N);
 CUresult cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N);
+CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream);
+CUresult cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream);
+CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream);
+CUresult cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream);
 CUresult cuMemAllocHost_v2(void **pp, size_t bytesize);
 CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags);
 CUresult cuMemFreeHost(void *p);
@@ -188,7 +304,7 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, uns
                                         unsigned int sharedMemBytes, CUstream hStream,
                                         void **kernelParams);
 
-/* Streams, events, capture, graphs. */
+/* Streams, events, capture. */
 CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags);
 CUresult cuStreamDestroy_v2(CUstream hStream);
 CUresult cuStreamSynchronize(CUstream hStream);
@@ -201,13 +317,37 @@ CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode);
 CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode);
 CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph);
 CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph);
+CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph,
+                                     const CUgraphNode *dependencies,
+                                     const struct fc_graph_edge_data *dependencyData,
+                                     size_t numDependencies, CUstreamCaptureMode mode);
+CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph,
+                                          const CUgraphNode *dependencies,
+                                          const struct fc_graph_edge_data *dependencyData,
+                                          size_t numDependencies, CUstreamCaptureMode mode);
+CUresult cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                cuuint64_t *id_out);
+CUresult cuStreamGetCaptureInfo_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                     cuuint64_t *id_out);
+CUresult cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                   cuuint64_t *id_out, CUgraph *graph_out,
+                                   const CUgraphNode **dependencies_out,
+                                   size_t *numDependencies_out);
+CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                        cuuint64_t *id_out, CUgraph *graph_out,
+                                        const CUgraphNode **dependencies_out,
+                                        size_t *numDependencies_out);
+CUresult cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                   cuuint64_t *id_out, CUgraph *graph_out,
+                                   const CUgraphNode **dependencies_out,
+                                   const struct fc_graph_edge_data **edgeData_out,
+                                   size_t *numDependencies_out);
+CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                        cuuint64_t *id_out, CUgraph *graph_out,
+                                        const CUgraphNode **dependencies_out,
+                                        const struct fc_graph_edge_data **edgeData_out,
+                                        size_t *numDependencies_out);
 CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode);
-CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
-                                     unsigned long long flags);
-CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream);
-CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream);
-CUresult cuGraphExecDestroy(CUgraphExec hGraphExec);
-CUresult cuGraphDestroy(CUgraph hGraph);
 CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags);
 CUresult cuEventRecord(CUevent hEvent, CUstream hStream);
 CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream);
@@ -215,5 +355,88 @@ CUresult cuEventSynchronize(CUevent hEvent);
 CUresult cuEventDestroy_v2(CUevent hEvent);
 CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags);
 CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags);
+
+/* Graphs: construction and queries. */
+CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags);
+CUresult cuGraphDestroy(CUgraph hGraph);
+CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph);
+CUresult cuGraphNodeFindInClone(CUgraphNode *phNode, CUgraphNode hOriginalNode,
+                                CUgraph hClonedGraph);
+CUresult cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                              const CUgraphNode *dependencies, size_t numDependencies,
+                              const struct fc_kernel_node_params_v1 *nodeParams);
+CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                 const CUgraphNode *dependencies, size_t numDependencies,
+                                 const struct fc_kernel_node_params *nodeParams);
+CUresult cuGraphKernelNodeGetParams(CUgraphNode hNode, struct fc_kernel_node_params_v1 *nodeParams);
+CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, struct fc_kernel_node_params *nodeParams);
+CUresult cuGraphKernelNodeSetParams(CUgraphNode hNode,
+                                    const struct fc_kernel_node_params_v1 *nodeParams);
+CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode hNode,
+                                       const struct fc_kernel_node_params *nodeParams);
+CUresult cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                              const CUgraphNode *dependencies, size_t numDependencies,
+                              const struct fc_memcpy3d *copyParams, CUcontext ctx);
+CUresult cuGraphMemcpyNodeGetParams(CUgraphNode hNode, struct fc_memcpy3d *nodeParams);
+CUresult cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const struct fc_memcpy3d *nodeParams);
+CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                              const CUgraphNode *dependencies, size_t numDependencies,
+                              const struct fc_memset_node_params *memsetParams, CUcontext ctx);
+CUresult cuGraphMemsetNodeGetParams(CUgraphNode hNode, struct fc_memset_node_params *nodeParams);
+CUresult cuGraphMemsetNodeSetParams(CUgraphNode hNode,
+                                    const struct fc_memset_node_params *nodeParams);
+CUresult cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                             const CUgraphNode *dependencies, size_t numDependencies);
+CUresult cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                  const CUgraphNode *dependencies, size_t numDependencies,
+                                  CUgraph childGraph);
+CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph);
+CUresult cuGraphDestroyNode(CUgraphNode hNode);
+CUresult cuGraphNodeGetType(CUgraphNode hNode, int *type);
+CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes);
+CUresult cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode *rootNodes, size_t *numRootNodes);
+CUresult cuGraphGetEdges(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, size_t *numEdges);
+CUresult cuGraphGetEdges_v2(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to,
+                            struct fc_graph_edge_data *edgeData, size_t *numEdges);
+CUresult cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode *dependencies,
+                                    size_t *numDependencies);
+CUresult cuGraphNodeGetDependencies_v2(CUgraphNode hNode, CUgraphNode *dependencies,
+                                       struct fc_graph_edge_data *edgeData,
+                                       size_t *numDependencies);
+CUresult cuGraphNodeGetDependentNodes(CUgraphNode hNode, CUgraphNode *dependentNodes,
+                                      size_t *numDependentNodes);
+CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode hNode, CUgraphNode *dependentNodes,
+                                         struct fc_graph_edge_data *edgeData,
+                                         size_t *numDependentNodes);
+CUresult cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to,
+                                size_t numDependencies);
+CUresult cuGraphAddDependencies_v2(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to,
+                                   const struct fc_graph_edge_data *edgeData,
+                                   size_t numDependencies);
+CUresult cuGraphRemoveDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to,
+                                   size_t numDependencies);
+CUresult cuGraphRemoveDependencies_v2(CUgraph hGraph, const CUgraphNode *from,
+                                      const CUgraphNode *to,
+                                      const struct fc_graph_edge_data *edgeData,
+                                      size_t numDependencies);
+
+/* Executable graphs. */
+CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+                            char *logBuffer, size_t bufferSize);
+CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+                               char *logBuffer, size_t bufferSize);
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                     unsigned long long flags);
+CUresult cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                        const struct fc_kernel_node_params_v1 *nodeParams);
+CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                           const struct fc_kernel_node_params *nodeParams);
+CUresult cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphNode *hErrorNode_out,
+                           int *updateResult_out);
+CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph,
+                              struct fc_graph_exec_update_result_info *resultInfo);
+CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream);
+CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream);
+CUresult cuGraphExecDestroy(CUgraphExec hGraphExec);
 
 #endif

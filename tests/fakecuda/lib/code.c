@@ -41,6 +41,21 @@ FC_HIDDEN const struct fc_builtin *fc_launchable(CUfunction f)
     return k ? k : builtin_of(f, kernels);
 }
 
+FC_HIDDEN const struct fc_builtin *fc_function_builtin(CUfunction f)
+{
+    return builtin_of(f, functions);
+}
+
+FC_HIDDEN const struct fc_builtin *fc_kernel_builtin(CUkernel k)
+{
+    return builtin_of(k, kernels);
+}
+
+FC_HIDDEN CUfunction fc_function_handle(const struct fc_builtin *k)
+{
+    return (CUfunction)&functions[index_of(k)];
+}
+
 static void *new_object(unsigned int magic)
 {
     struct fc_handle *h = malloc(sizeof *h);

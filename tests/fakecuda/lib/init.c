@@ -32,6 +32,11 @@ FC_HIDDEN CUresult fc_require_context(void)
     return current_ctx ? CUDA_SUCCESS : FC_ERROR_INVALID_CONTEXT;
 }
 
+FC_HIDDEN CUcontext fc_current_context(void)
+{
+    return (CUcontext)current_ctx;
+}
+
 CUresult cuInit(unsigned int Flags)
 {
     if (Flags != 0)
@@ -227,6 +232,8 @@ static const struct fc_error_text error_texts[] = {
     {201, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
     {400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
     {401, "CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed in the present state"},
+    {402, "CUDA_ERROR_LOSSY_QUERY",
+     "attempted introspection would be semantically lossy"},
     {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {712, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
      "part or all of the requested memory range is already mapped"},
@@ -241,6 +248,9 @@ static const struct fc_error_text error_texts[] = {
      "operation would make the legacy stream depend on a capturing blocking stream"},
     {908, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD",
      "attempt to terminate a thread-local capture sequence from another thread"},
+    {910, "CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE",
+     "the graph update was not performed because it included changes which violated "
+     "constraints specific to instantiated graph update"},
     {999, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 

@@ -26,11 +26,14 @@ enum {
     FC_MAGIC_MODULE = 0x4d4f444cu,
     FC_MAGIC_LIBRARY = 0x4c494252u,
     FC_MAGIC_CONTEXT = 0x43545854u,
+    FC_MAGIC_NODE = 0x4e4f4445u,
+    FC_MAGIC_EMBEDDED = 0x454d4244u, /* a child graph inside an executable graph */
 };
 
 /* ---- init.c ---- */
 extern atomic_bool fc_initialized;
 FC_HIDDEN CUresult fc_require_context(void);
+FC_HIDDEN CUcontext fc_current_context(void);
 
 /* ---- kernels.c: the built-in kernels ---- */
 #define FC_MAX_PARAMS 12
@@ -61,10 +64,17 @@ FC_HIDDEN void fc_builtin_run(const struct fc_builtin *k, const unsigned char *a
                               struct fc_dim3 grid, struct fc_dim3 block);
 
 /* ---- code.c: function and kernel handles ---- */
+/* What a launch accepts: a CUfunction, or a CUkernel passed as one. */
 FC_HIDDEN const struct fc_builtin *fc_launchable(CUfunction f);
+/* A CUfunction only / a CUkernel only: NULL for anything else. */
+FC_HIDDEN const struct fc_builtin *fc_function_builtin(CUfunction f);
+FC_HIDDEN const struct fc_builtin *fc_kernel_builtin(CUkernel k);
+/* The CUfunction handle of a built-in kernel. */
+FC_HIDDEN CUfunction fc_function_handle(const struct fc_builtin *k);
 
-/* ---- capture.c: streams, capture, graphs ---- */
+/* ---- stream.c: streams, events, capture ---- */
 struct fc_graph;
+struct fc_node;
 
 struct fc_stream {
     unsigned int magic;
@@ -75,37 +85,71 @@ struct fc_stream {
     CUstreamCaptureMode mode;
     pthread_t owner;
     struct fc_graph *graph;
+    bool own_graph;          /* made by the capture (not cuStreamBeginCaptureToGraph) */
+    unsigned long long capture_id;
+    /* The nodes the next captured operation will depend on. */
+    struct fc_node **deps;
+    struct fc_graph_edge_data *dep_edges; /* as many zeroed entries as deps can hold */
+    size_t ndeps, deps_cap;
 };
 
-/* An operation submitted to a stream: run now, or recorded into a graph. */
-enum fc_op_kind { FC_OP_LAUNCH, FC_OP_COPY, FC_OP_COPY2D, FC_OP_MEMSET };
+/* A kernel launch with its parameters packed by the kernel's layout. */
+struct fc_launch {
+    const struct fc_builtin *kernel;
+    CUfunction func; /* the function handle launched, NULL if launched by kern */
+    CUkernel kern;   /* the kernel handle launched, if it was one */
+    CUcontext ctx;
+    struct fc_dim3 grid, block;
+    unsigned int smem;
+    const unsigned char *args; /* kernel->args_size bytes */
+};
+
+/* An operation submitted to a stream: run now, or recorded into a graph
+ * as a node while the stream captures. */
+enum fc_op_kind { FC_OP_LAUNCH, FC_OP_MEMCPY, FC_OP_MEMSET };
 
 struct fc_op {
     enum fc_op_kind kind;
-    /* FC_OP_LAUNCH */
-    const struct fc_builtin *kernel;
-    struct fc_dim3 grid, block;
-    unsigned char *args; /* owned copy of the packed parameters */
-    /* FC_OP_COPY / FC_OP_MEMSET */
-    void *dst;
-    const void *src;
-    size_t bytes;
-    unsigned char value;
-    /* FC_OP_COPY2D */
-    CUDA_MEMCPY2D copy2d;
+    struct fc_launch launch;          /* FC_OP_LAUNCH */
+    struct fc_memcpy3d copy;          /* FC_OP_MEMCPY: 1-D and 2-D copies too */
+    struct fc_memset_node_params set; /* FC_OP_MEMSET */
 };
 
 FC_HIDDEN CUresult fc_resolve_stream(CUstream h, bool per_thread, struct fc_stream **out);
 FC_HIDDEN CUresult fc_submit(struct fc_stream *s, const struct fc_op *op);
-FC_HIDDEN void fc_op_execute(const struct fc_op *op);
+FC_HIDDEN CUresult fc_op_execute(const struct fc_op *op);
+/* Work that a capture cannot record (a graph launch) is refused on a
+ * capturing stream, whose capture it invalidates, and on the legacy stream
+ * while a blocking stream captures. */
+FC_HIDDEN CUresult fc_uncapturable_work(struct fc_stream *s);
 /* The check a potentially unsafe call makes while a capture may be active:
  * returns CUDA_SUCCESS or CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (and then has
  * invalidated the captures the call interfered with). */
 FC_HIDDEN CUresult fc_capture_check_unsafe(void);
 FC_HIDDEN extern atomic_int fc_active_captures;
 
+/* ---- graph.c ---- */
+FC_HIDDEN struct fc_graph *fc_graph_new(void);
+FC_HIDDEN void fc_graph_free(struct fc_graph *g);
+/* Empties g and makes its handle invalid, keeping the object itself (never
+ * freed) so that the program's stale handle stays safe to check. */
+FC_HIDDEN void fc_graph_discard(struct fc_graph *g);
+/* A graph handle a program may use (not executable, not freed). */
+FC_HIDDEN struct fc_graph *fc_graph_from_handle(CUgraph h);
+/* Whether node is a live node of g. */
+FC_HIDDEN bool fc_graph_has_node(const struct fc_graph *g, const struct fc_node *node);
+/* Records op as a new node of g that depends on deps (capture). */
+FC_HIDDEN CUresult fc_graph_record(struct fc_graph *g, struct fc_node *const *deps, size_t ndeps,
+                                   const struct fc_op *op, struct fc_node **out);
+
 /* ---- memory.c ---- */
+FC_HIDDEN CUresult fc_check_device(CUdeviceptr p, size_t n);
 FC_HIDDEN CUresult fc_copy2d(const CUDA_MEMCPY2D *c, bool unaligned);
 FC_HIDDEN CUresult fc_copy2d_check(const CUDA_MEMCPY2D *c);
+FC_HIDDEN void fc_copy2d_to_3d(const CUDA_MEMCPY2D *c, struct fc_memcpy3d *out);
+FC_HIDDEN CUresult fc_copy3d_check(const struct fc_memcpy3d *c);
+FC_HIDDEN CUresult fc_copy3d(const struct fc_memcpy3d *c);
+FC_HIDDEN CUresult fc_memset_check(const struct fc_memset_node_params *m);
+FC_HIDDEN CUresult fc_memset(const struct fc_memset_node_params *m);
 
 #endif

@@ -9,8 +9,8 @@
 
 #include "internal.h"
 
-static CUresult launch(CUfunction f, struct fc_dim3 grid, struct fc_dim3 block, CUstream hStream,
-                       void **kernelParams, void **extra, bool per_thread)
+static CUresult launch(CUfunction f, struct fc_dim3 grid, struct fc_dim3 block, unsigned int smem,
+                       CUstream hStream, void **kernelParams, void **extra, bool per_thread)
 {
     CUresult r = fc_require_context();
     if (r != CUDA_SUCCESS)
@@ -39,8 +39,18 @@ static CUresult launch(CUfunction f, struct fc_dim3 grid, struct fc_dim3 block, 
             return CUDA_ERROR_INVALID_VALUE;
         memcpy(args + k->offsets[i], kernelParams[i], k->sizes[i]);
     }
-    struct fc_op op = {.kind = FC_OP_LAUNCH, .kernel = k, .grid = grid, .block = block,
-                       .args = args};
+    /* A CUkernel passed as the function is recorded as such, which a
+     * captured kernel node reports in its `kern` field. */
+    bool by_kernel = fc_function_builtin(f) == NULL;
+    struct fc_op op = {.kind = FC_OP_LAUNCH,
+                       .launch = {.kernel = k,
+                                  .func = by_kernel ? NULL : f,
+                                  .kern = by_kernel ? (CUkernel)f : NULL,
+                                  .ctx = fc_current_context(),
+                                  .grid = grid,
+                                  .block = block,
+                                  .smem = smem,
+                                  .args = args}};
     return fc_submit(s, &op);
 }
 
@@ -51,9 +61,8 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
                         unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                         void **kernelParams, void **extra)
 {
-    (void)sharedMemBytes;
     return launch(f, DIM(gridDimX, gridDimY, gridDimZ), DIM(blockDimX, blockDimY, blockDimZ),
-                  hStream, kernelParams, extra, false);
+                  sharedMemBytes, hStream, kernelParams, extra, false);
 }
 
 CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -61,9 +70,8 @@ CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int g
                              unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                              void **kernelParams, void **extra)
 {
-    (void)sharedMemBytes;
     return launch(f, DIM(gridDimX, gridDimY, gridDimZ), DIM(blockDimX, blockDimY, blockDimZ),
-                  hStream, kernelParams, extra, true);
+                  sharedMemBytes, hStream, kernelParams, extra, true);
 }
 
 static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, void **kernelParams, void **extra,
@@ -72,8 +80,8 @@ static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, void **kernelPa
     if (!c)
         return CUDA_ERROR_INVALID_VALUE;
     return launch(f, DIM(c->gridDimX, c->gridDimY, c->gridDimZ),
-                  DIM(c->blockDimX, c->blockDimY, c->blockDimZ), c->hStream, kernelParams, extra,
-                  per_thread);
+                  DIM(c->blockDimX, c->blockDimY, c->blockDimZ), c->sharedMemBytes, c->hStream,
+                  kernelParams, extra, per_thread);
 }
 
 CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
@@ -94,9 +102,8 @@ CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned
                                    unsigned int sharedMemBytes, CUstream hStream,
                                    void **kernelParams)
 {
-    (void)sharedMemBytes;
     return launch(f, DIM(gridDimX, gridDimY, gridDimZ), DIM(blockDimX, blockDimY, blockDimZ),
-                  hStream, kernelParams, NULL, false);
+                  sharedMemBytes, hStream, kernelParams, NULL, false);
 }
 
 CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -105,7 +112,6 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, uns
                                         unsigned int sharedMemBytes, CUstream hStream,
                                         void **kernelParams)
 {
-    (void)sharedMemBytes;
     return launch(f, DIM(gridDimX, gridDimY, gridDimZ), DIM(blockDimX, blockDimY, blockDimZ),
-                  hStream, kernelParams, NULL, true);
+                  sharedMemBytes, hStream, kernelParams, NULL, true);
 }

@@ -147,6 +147,11 @@ static CUresult check_device(CUdeviceptr p, size_t n)
                                                            : CUDA_ERROR_INVALID_VALUE;
 }
 
+FC_HIDDEN CUresult fc_check_device(CUdeviceptr p, size_t n)
+{
+    return check_device(p, n);
+}
+
 static CUresult allocate(CUdeviceptr *dptr, size_t bytesize, enum fc_mem_kind kind, bool unsafe)
 {
     CUresult r = fc_require_context();
@@ -410,7 +415,8 @@ static CUresult copy2d_async(const CUDA_MEMCPY2D *c, CUstream hStream, bool per_
         r = fc_resolve_stream(hStream, per_thread, &s);
     if (r != CUDA_SUCCESS)
         return r;
-    struct fc_op op = {.kind = FC_OP_COPY2D, .copy2d = *c};
+    struct fc_op op = {.kind = FC_OP_MEMCPY};
+    fc_copy2d_to_3d(c, &op.copy);
     return fc_submit(s, &op);
 }
 
@@ -424,41 +430,244 @@ CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
     return copy2d_async(pCopy, hStream, true);
 }
 
-static CUresult copy_async(void *dst, const void *src, size_t n, CUdeviceptr dev, CUstream hStream,
-                           bool per_thread)
+/* A 1-D copy as the CUDA_MEMCPY3D a graph's memcpy node holds (what the
+ * real driver records when it captures one: Height and Depth 1, no pitch). */
+static void linear_copy(CUmemorytype dst_type, void *dst, CUmemorytype src_type, const void *src,
+                        size_t n, struct fc_memcpy3d *c)
+{
+    memset(c, 0, sizeof *c);
+    c->srcMemoryType = src_type;
+    if (src_type == CU_MEMORYTYPE_HOST)
+        c->srcHost = src;
+    else
+        c->srcDevice = (CUdeviceptr)(uintptr_t)src;
+    c->dstMemoryType = dst_type;
+    if (dst_type == CU_MEMORYTYPE_HOST)
+        c->dstHost = dst;
+    else
+        c->dstDevice = (CUdeviceptr)(uintptr_t)dst;
+    c->WidthInBytes = n;
+    c->Height = 1;
+    c->Depth = 1;
+}
+
+static CUresult copy_async(CUmemorytype dst_type, void *dst, CUmemorytype src_type,
+                           const void *src, size_t n, CUstream hStream, bool per_thread)
 {
     struct fc_stream *s;
-    CUresult r = check_device(dev, n);
+    struct fc_op op = {.kind = FC_OP_MEMCPY};
+    linear_copy(dst_type, dst, src_type, src, n, &op.copy);
+    CUresult r = fc_copy3d_check(&op.copy);
     if (r == CUDA_SUCCESS)
         r = fc_resolve_stream(hStream, per_thread, &s);
     if (r != CUDA_SUCCESS)
         return r;
-    struct fc_op op = {.kind = FC_OP_COPY, .dst = dst, .src = src, .bytes = n};
     return fc_submit(s, &op);
 }
+
+#define HOST CU_MEMORYTYPE_HOST
+#define DEVICE CU_MEMORYTYPE_DEVICE
 
 CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
                               CUstream hStream)
 {
-    return copy_async(dstHost, (void *)(uintptr_t)srcDevice, ByteCount, srcDevice, hStream, false);
+    return copy_async(HOST, dstHost, DEVICE, (void *)(uintptr_t)srcDevice, ByteCount, hStream,
+                      false);
 }
 
 CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
                                    CUstream hStream)
 {
-    return copy_async(dstHost, (void *)(uintptr_t)srcDevice, ByteCount, srcDevice, hStream, true);
+    return copy_async(HOST, dstHost, DEVICE, (void *)(uintptr_t)srcDevice, ByteCount, hStream,
+                      true);
 }
 
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
                               CUstream hStream)
 {
-    return copy_async((void *)(uintptr_t)dstDevice, srcHost, ByteCount, dstDevice, hStream, false);
+    return copy_async(DEVICE, (void *)(uintptr_t)dstDevice, HOST, srcHost, ByteCount, hStream,
+                      false);
 }
 
 CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
                                    CUstream hStream)
 {
-    return copy_async((void *)(uintptr_t)dstDevice, srcHost, ByteCount, dstDevice, hStream, true);
+    return copy_async(DEVICE, (void *)(uintptr_t)dstDevice, HOST, srcHost, ByteCount, hStream,
+                      true);
+}
+
+#undef HOST
+#undef DEVICE
+
+/* One side of a 3-D copy: where it starts, and the strides of a row and of
+ * a slice. A zero pitch means packed rows, a zero height packed slices. */
+struct copy_side {
+    uintptr_t start;
+    size_t pitch, slice;
+};
+
+static CUresult side3d(CUmemorytype type, const void *host, CUdeviceptr dev, const void *reserved,
+                       size_t x, size_t y, size_t z, size_t lod, size_t pitch, size_t height,
+                       const struct fc_memcpy3d *c, struct copy_side *out)
+{
+    if (reserved || lod)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t p = pitch ? pitch : c->WidthInBytes;
+    size_t h = height ? height : c->Height;
+    if ((c->Height > 1 || c->Depth > 1) && p < c->WidthInBytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (c->Depth > 1 && h < c->Height)
+        return CUDA_ERROR_INVALID_VALUE;
+    uintptr_t base;
+    switch (type) {
+    case CU_MEMORYTYPE_HOST:
+        base = (uintptr_t)host;
+        break;
+    case CU_MEMORYTYPE_DEVICE:
+    case CU_MEMORYTYPE_UNIFIED:
+        base = (uintptr_t)dev;
+        break;
+    default:
+        return CUDA_ERROR_NOT_SUPPORTED; /* arrays are not modelled */
+    }
+    bool empty = !c->WidthInBytes || !c->Height || !c->Depth;
+    if (!base && !empty)
+        return CUDA_ERROR_INVALID_VALUE;
+    out->pitch = p;
+    out->slice = p * h;
+    out->start = base + z * out->slice + y * p + x;
+    size_t extent = empty ? 0 : ((c->Depth - 1) * h + (c->Height - 1)) * p + c->WidthInBytes;
+    if (type == CU_MEMORYTYPE_DEVICE)
+        return check_device((CUdeviceptr)out->start, extent);
+    return CUDA_SUCCESS;
+}
+
+static CUresult sides3d(const struct fc_memcpy3d *c, struct copy_side *src, struct copy_side *dst)
+{
+    if (!c)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = side3d(c->srcMemoryType, c->srcHost, c->srcDevice, c->reserved0, c->srcXInBytes,
+                        c->srcY, c->srcZ, c->srcLOD, c->srcPitch, c->srcHeight, c, src);
+    if (r == CUDA_SUCCESS)
+        r = side3d(c->dstMemoryType, c->dstHost, c->dstDevice, c->reserved1, c->dstXInBytes,
+                   c->dstY, c->dstZ, c->dstLOD, c->dstPitch, c->dstHeight, c, dst);
+    return r;
+}
+
+FC_HIDDEN CUresult fc_copy3d_check(const struct fc_memcpy3d *c)
+{
+    struct copy_side src, dst;
+    return sides3d(c, &src, &dst);
+}
+
+FC_HIDDEN CUresult fc_copy3d(const struct fc_memcpy3d *c)
+{
+    struct copy_side src, dst;
+    CUresult r = sides3d(c, &src, &dst);
+    if (r != CUDA_SUCCESS)
+        return r;
+    for (size_t z = 0; z < c->Depth; z++)
+        for (size_t y = 0; y < c->Height; y++)
+            memmove((void *)(dst.start + z * dst.slice + y * dst.pitch),
+                    (const void *)(src.start + z * src.slice + y * src.pitch), c->WidthInBytes);
+    return CUDA_SUCCESS;
+}
+
+FC_HIDDEN void fc_copy2d_to_3d(const CUDA_MEMCPY2D *c, struct fc_memcpy3d *out)
+{
+    memset(out, 0, sizeof *out);
+    out->srcXInBytes = c->srcXInBytes;
+    out->srcY = c->srcY;
+    out->srcMemoryType = c->srcMemoryType;
+    out->srcHost = c->srcHost;
+    out->srcDevice = c->srcDevice;
+    out->srcArray = c->srcArray;
+    out->srcPitch = c->srcPitch;
+    out->dstXInBytes = c->dstXInBytes;
+    out->dstY = c->dstY;
+    out->dstMemoryType = c->dstMemoryType;
+    out->dstHost = c->dstHost;
+    out->dstDevice = c->dstDevice;
+    out->dstArray = c->dstArray;
+    out->dstPitch = c->dstPitch;
+    out->WidthInBytes = c->WidthInBytes;
+    out->Height = c->Height;
+    out->Depth = 1;
+}
+
+/* ---- memsets (CUDA_MEMSET_NODE_PARAMS: rows of 1-, 2- or 4-byte elements) ---- */
+
+FC_HIDDEN CUresult fc_memset_check(const struct fc_memset_node_params *m)
+{
+    if (!m)
+        return CUDA_ERROR_INVALID_VALUE;
+    unsigned int es = m->elementSize;
+    if (es != 1 && es != 2 && es != 4)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (m->dst % es)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t row = m->width * es;
+    if (m->height > 1 && m->pitch < row)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t extent = m->width && m->height ? (m->height - 1) * m->pitch + row : 0;
+    return check_device(m->dst, extent);
+}
+
+FC_HIDDEN CUresult fc_memset(const struct fc_memset_node_params *m)
+{
+    CUresult r = fc_memset_check(m);
+    if (r != CUDA_SUCCESS)
+        return r;
+    unsigned char *base = (unsigned char *)(uintptr_t)m->dst;
+    for (size_t y = 0; y < m->height; y++) {
+        unsigned char *row = base + y * m->pitch;
+        for (size_t x = 0; x < m->width; x++) {
+            if (m->elementSize == 1) {
+                row[x] = (unsigned char)m->value;
+            } else if (m->elementSize == 2) {
+                unsigned short v = (unsigned short)m->value;
+                memcpy(row + 2 * x, &v, 2);
+            } else {
+                memcpy(row + 4 * x, &m->value, 4);
+            }
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult memset_async(CUdeviceptr dst, unsigned int value, unsigned int element_size,
+                             size_t n, CUstream hStream, bool per_thread)
+{
+    struct fc_stream *s;
+    struct fc_op op = {.kind = FC_OP_MEMSET,
+                       .set = {.dst = dst, .value = value, .elementSize = element_size,
+                               .width = n, .height = 1}};
+    CUresult r = fc_memset_check(&op.set);
+    if (r == CUDA_SUCCESS)
+        r = fc_resolve_stream(hStream, per_thread, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return fc_submit(s, &op);
+}
+
+CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
+{
+    return memset_async(dstDevice, uc, 1, N, hStream, false);
+}
+
+CUresult cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
+{
+    return memset_async(dstDevice, uc, 1, N, hStream, true);
+}
+
+CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream)
+{
+    return memset_async(dstDevice, ui, 4, N, hStream, false);
+}
+
+CUresult cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream)
+{
+    return memset_async(dstDevice, ui, 4, N, hStream, true);
 }
 
 CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)

@@ -1,24 +1,18 @@
 /*
- * Streams, events, stream capture and graphs.
+ * Streams, events and stream capture (graphs themselves are in graph.c).
  *
  * All work runs synchronously on the calling thread, so streams and events
  * carry no queue. What they do carry is capture state, because capture is
  * where a tool inside the process can most easily break an application:
  * while a stream captures, work submitted to it is recorded into a graph
- * instead of running, and the calls the real driver forbids during a capture
- * invalidate it here too.
+ * instead of running (each operation a node that depends on the one before,
+ * as the real driver records a single stream), and the calls the real driver
+ * forbids during a capture invalidate it here too.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
-
-struct fc_graph {
-    unsigned int magic;
-    size_t count, cap;
-    struct fc_op *ops;
-    bool invalid; /* an unsafe call broke the capture that builds it */
-};
 
 struct fc_event {
     unsigned int magic;
@@ -34,6 +28,7 @@ static _Thread_local CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GL
 static pthread_mutex_t capture_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct fc_stream *capturing[FC_MAX_CAPTURES];
 FC_HIDDEN atomic_int fc_active_captures;
+static atomic_ullong capture_ids; /* the last capture's id: ids start at 1 */
 
 FC_HIDDEN CUresult fc_resolve_stream(CUstream h, bool per_thread, struct fc_stream **out)
 {
@@ -55,8 +50,6 @@ FC_HIDDEN CUresult fc_resolve_stream(CUstream h, bool per_thread, struct fc_stre
 static void invalidate_locked(struct fc_stream *s)
 {
     s->status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
-    if (s->graph)
-        s->graph->invalid = true;
 }
 
 static bool same_thread(pthread_t a)
@@ -109,44 +102,62 @@ static CUresult legacy_conflict(bool invalidate)
     return r;
 }
 
-static CUresult record_locked(struct fc_graph *g, const struct fc_op *op)
+/* Makes deps the dependency set of the next captured node. Lock held. */
+static CUresult set_deps_locked(struct fc_stream *s, struct fc_node *const *deps, size_t n)
 {
-    if (g->count == g->cap) {
-        size_t cap = g->cap ? 2 * g->cap : 8;
-        struct fc_op *ops = realloc(g->ops, cap * sizeof *ops);
-        if (!ops)
+    if (n > s->deps_cap) {
+        size_t cap = n < 4 ? 4 : n;
+        struct fc_node **d = realloc(s->deps, cap * sizeof *d);
+        if (!d)
             return CUDA_ERROR_OUT_OF_MEMORY;
-        g->ops = ops;
-        g->cap = cap;
-    }
-    struct fc_op copy = *op;
-    if (op->kind == FC_OP_LAUNCH) {
-        /* Parameters are captured by value, as the real driver does. */
-        copy.args = malloc(op->kernel->args_size ? op->kernel->args_size : 1);
-        if (!copy.args)
+        s->deps = d;
+        struct fc_graph_edge_data *e = realloc(s->dep_edges, cap * sizeof *e);
+        if (!e)
             return CUDA_ERROR_OUT_OF_MEMORY;
-        memcpy(copy.args, op->args, op->kernel->args_size);
+        memset(e, 0, cap * sizeof *e);
+        s->dep_edges = e;
+        s->deps_cap = cap;
     }
-    g->ops[g->count++] = copy;
+    if (n)
+        memmove(s->deps, deps, n * sizeof *deps);
+    s->ndeps = n;
     return CUDA_SUCCESS;
 }
 
-FC_HIDDEN void fc_op_execute(const struct fc_op *op)
+static void clear_capture_locked(struct fc_stream *s)
+{
+    free(s->deps);
+    free(s->dep_edges);
+    s->deps = NULL;
+    s->dep_edges = NULL;
+    s->ndeps = s->deps_cap = 0;
+    s->graph = NULL;
+    s->own_graph = false;
+}
+
+/* A captured operation becomes a node that depends on the stream's last
+ * one(s) and is the next one's dependency. Lock held. */
+static CUresult record_locked(struct fc_stream *s, const struct fc_op *op)
+{
+    struct fc_node *node;
+    CUresult r = fc_graph_record(s->graph, s->deps, s->ndeps, op, &node);
+    if (r == CUDA_SUCCESS)
+        r = set_deps_locked(s, &node, 1);
+    return r;
+}
+
+FC_HIDDEN CUresult fc_op_execute(const struct fc_op *op)
 {
     switch (op->kind) {
     case FC_OP_LAUNCH:
-        fc_builtin_run(op->kernel, op->args, op->grid, op->block);
-        break;
-    case FC_OP_COPY:
-        memmove(op->dst, op->src, op->bytes);
-        break;
-    case FC_OP_COPY2D:
-        fc_copy2d(&op->copy2d, true);
-        break;
+        fc_builtin_run(op->launch.kernel, op->launch.args, op->launch.grid, op->launch.block);
+        return CUDA_SUCCESS;
+    case FC_OP_MEMCPY:
+        return fc_copy3d(&op->copy);
     case FC_OP_MEMSET:
-        memset(op->dst, op->value, op->bytes);
-        break;
+        return fc_memset(&op->set);
     }
+    return CUDA_ERROR_INVALID_VALUE;
 }
 
 FC_HIDDEN CUresult fc_submit(struct fc_stream *s, const struct fc_op *op)
@@ -161,7 +172,7 @@ FC_HIDDEN CUresult fc_submit(struct fc_stream *s, const struct fc_op *op)
         CUresult r = CUDA_SUCCESS;
         bool recorded = false;
         if (s->status == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
-            r = record_locked(s->graph, op);
+            r = record_locked(s, op);
             recorded = true;
         } else if (s->status == CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
             r = FC_ERROR_STREAM_CAPTURE_INVALIDATED;
@@ -171,8 +182,28 @@ FC_HIDDEN CUresult fc_submit(struct fc_stream *s, const struct fc_op *op)
         if (recorded)
             return r;
     }
-    fc_op_execute(op);
-    return CUDA_SUCCESS;
+    return fc_op_execute(op);
+}
+
+FC_HIDDEN CUresult fc_uncapturable_work(struct fc_stream *s)
+{
+    if (atomic_load(&fc_active_captures) == 0)
+        return CUDA_SUCCESS;
+    if (s->legacy) {
+        CUresult r = legacy_conflict(true);
+        if (r != CUDA_SUCCESS)
+            return r;
+    }
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&capture_lock);
+    if (s->status == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
+        invalidate_locked(s);
+        r = FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    } else if (s->status == CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
+        r = FC_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
+    pthread_mutex_unlock(&capture_lock);
+    return r;
 }
 
 CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
@@ -259,20 +290,32 @@ CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captu
     return is_capturing(hStream, captureStatus, true);
 }
 
-static CUresult begin_capture(CUstream hStream, CUstreamCaptureMode mode, bool per_thread)
+/* Starts capturing into graph (a new one when NULL) after the given nodes. */
+static CUresult begin_capture(CUstream hStream, struct fc_graph *graph,
+                              const CUgraphNode *dependencies,
+                              const struct fc_graph_edge_data *dependencyData, size_t numDependencies,
+                              CUstreamCaptureMode mode, bool per_thread)
 {
     struct fc_stream *s;
-    if (mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+    if (mode > CU_STREAM_CAPTURE_MODE_RELAXED || (numDependencies && !dependencies))
         return CUDA_ERROR_INVALID_VALUE;
     CUresult r = fc_resolve_stream(hStream, per_thread, &s);
     if (r != CUDA_SUCCESS)
         return r;
     if (s->legacy)
         return FC_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    struct fc_graph *g = calloc(1, sizeof *g);
+    for (size_t i = 0; graph && i < numDependencies; i++) {
+        if (!fc_graph_has_node(graph, (const struct fc_node *)dependencies[i]))
+            return CUDA_ERROR_INVALID_VALUE;
+        /* Only default edges (full completion) are modelled. */
+        static const struct fc_graph_edge_data zero;
+        if (dependencyData && memcmp(&dependencyData[i], &zero, sizeof zero) != 0)
+            return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    bool own = graph == NULL;
+    struct fc_graph *g = own ? fc_graph_new() : graph;
     if (!g)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    g->magic = FC_MAGIC_GRAPH;
     pthread_mutex_lock(&capture_lock);
     size_t slot = FC_MAX_CAPTURES;
     for (size_t i = 0; i < FC_MAX_CAPTURES && slot == FC_MAX_CAPTURES; i++)
@@ -282,53 +325,73 @@ static CUresult begin_capture(CUstream hStream, CUstreamCaptureMode mode, bool p
         r = FC_ERROR_ILLEGAL_STATE;
     else if (slot == FC_MAX_CAPTURES)
         r = CUDA_ERROR_OUT_OF_MEMORY;
+    else
+        r = set_deps_locked(s, (struct fc_node *const *)dependencies, graph ? numDependencies : 0);
     if (r == CUDA_SUCCESS) {
         s->status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
         s->mode = mode;
         s->owner = pthread_self();
         s->graph = g;
+        s->own_graph = own;
+        s->capture_id = atomic_fetch_add(&capture_ids, 1) + 1;
         capturing[slot] = s;
         atomic_fetch_add(&fc_active_captures, 1);
     }
     pthread_mutex_unlock(&capture_lock);
-    if (r != CUDA_SUCCESS)
-        free(g);
+    if (r != CUDA_SUCCESS && own)
+        fc_graph_free(g);
     return r;
 }
 
 CUresult cuStreamBeginCapture(CUstream hStream)
 {
-    return begin_capture(hStream, CU_STREAM_CAPTURE_MODE_GLOBAL, false);
+    return begin_capture(hStream, NULL, NULL, NULL, 0, CU_STREAM_CAPTURE_MODE_GLOBAL, false);
 }
 
 CUresult cuStreamBeginCapture_ptsz(CUstream hStream)
 {
-    return begin_capture(hStream, CU_STREAM_CAPTURE_MODE_GLOBAL, true);
+    return begin_capture(hStream, NULL, NULL, NULL, 0, CU_STREAM_CAPTURE_MODE_GLOBAL, true);
 }
 
 CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
 {
-    return begin_capture(hStream, mode, false);
+    return begin_capture(hStream, NULL, NULL, NULL, 0, mode, false);
 }
 
 CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
 {
-    return begin_capture(hStream, mode, true);
+    return begin_capture(hStream, NULL, NULL, NULL, 0, mode, true);
 }
 
-static void free_ops(struct fc_op *ops, size_t count)
+static CUresult begin_capture_to_graph(CUstream hStream, CUgraph hGraph,
+                                       const CUgraphNode *dependencies,
+                                       const struct fc_graph_edge_data *dependencyData,
+                                       size_t numDependencies, CUstreamCaptureMode mode,
+                                       bool per_thread)
 {
-    for (size_t i = 0; i < count; i++)
-        if (ops[i].kind == FC_OP_LAUNCH)
-            free(ops[i].args);
-    free(ops);
+    struct fc_graph *g = fc_graph_from_handle(hGraph);
+    if (!g)
+        return CUDA_ERROR_INVALID_VALUE;
+    return begin_capture(hStream, g, dependencies, dependencyData, numDependencies, mode,
+                         per_thread);
 }
 
-static void free_graph(struct fc_graph *g)
+CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph,
+                                     const CUgraphNode *dependencies,
+                                     const struct fc_graph_edge_data *dependencyData,
+                                     size_t numDependencies, CUstreamCaptureMode mode)
 {
-    g->magic = 0;
-    free_ops(g->ops, g->count);
-    free(g);
+    return begin_capture_to_graph(hStream, hGraph, dependencies, dependencyData, numDependencies,
+                                  mode, false);
+}
+
+CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph,
+                                          const CUgraphNode *dependencies,
+                                          const struct fc_graph_edge_data *dependencyData,
+                                          size_t numDependencies, CUstreamCaptureMode mode)
+{
+    return begin_capture_to_graph(hStream, hGraph, dependencies, dependencyData, numDependencies,
+                                  mode, true);
 }
 
 static CUresult end_capture(CUstream hStream, CUgraph *phGraph, bool per_thread)
@@ -340,6 +403,7 @@ static CUresult end_capture(CUstream hStream, CUgraph *phGraph, bool per_thread)
     if (r != CUDA_SUCCESS)
         return r;
     struct fc_graph *g = NULL;
+    bool own = false;
     pthread_mutex_lock(&capture_lock);
     if (s->status == CU_STREAM_CAPTURE_STATUS_NONE) {
         r = FC_ERROR_ILLEGAL_STATE;
@@ -347,10 +411,11 @@ static CUresult end_capture(CUstream hStream, CUgraph *phGraph, bool per_thread)
         r = FC_ERROR_STREAM_CAPTURE_WRONG_THREAD;
     } else {
         g = s->graph;
+        own = s->own_graph;
         if (s->status == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
             r = FC_ERROR_STREAM_CAPTURE_INVALIDATED;
         s->status = CU_STREAM_CAPTURE_STATUS_NONE;
-        s->graph = NULL;
+        clear_capture_locked(s);
         for (size_t i = 0; i < FC_MAX_CAPTURES; i++)
             if (capturing[i] == s)
                 capturing[i] = NULL;
@@ -358,7 +423,12 @@ static CUresult end_capture(CUstream hStream, CUgraph *phGraph, bool per_thread)
     }
     pthread_mutex_unlock(&capture_lock);
     if (r == FC_ERROR_STREAM_CAPTURE_INVALIDATED) {
-        free_graph(g);
+        /* A graph given to cuStreamBeginCaptureToGraph is lost too: a real
+         * driver answers CUDA_ERROR_INVALID_VALUE for its handle afterwards. */
+        if (own)
+            fc_graph_free(g);
+        else
+            fc_graph_discard(g);
         g = NULL;
     }
     if (r == CUDA_SUCCESS || r == FC_ERROR_STREAM_CAPTURE_INVALIDATED)
@@ -376,6 +446,92 @@ CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
     return end_capture(hStream, phGraph, true);
 }
 
+/* What cuStreamGetCaptureInfo reports. The dependency and edge arrays are
+ * the stream's own, valid until its next captured operation. */
+static CUresult capture_info(CUstream hStream, bool per_thread, CUstreamCaptureStatus *status_out,
+                             cuuint64_t *id_out, CUgraph *graph_out,
+                             const CUgraphNode **dependencies_out,
+                             const struct fc_graph_edge_data **edgeData_out,
+                             size_t *numDependencies_out)
+{
+    struct fc_stream *s;
+    if (!status_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = fc_resolve_stream(hStream, per_thread, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (s->legacy && (r = legacy_conflict(false)) != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&capture_lock);
+    *status_out = s->status;
+    /* The rest is reported only while the capture is active: after an
+     * invalidation, a real driver leaves even the id unwritten. */
+    if (s->status == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
+        if (id_out)
+            *id_out = s->capture_id;
+        if (graph_out)
+            *graph_out = (CUgraph)s->graph;
+        if (dependencies_out)
+            *dependencies_out = s->ndeps ? (const CUgraphNode *)s->deps : NULL;
+        if (edgeData_out)
+            *edgeData_out = s->ndeps ? s->dep_edges : NULL;
+        if (numDependencies_out)
+            *numDependencies_out = s->ndeps;
+    }
+    pthread_mutex_unlock(&capture_lock);
+    return r;
+}
+
+CUresult cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                cuuint64_t *id_out)
+{
+    return capture_info(hStream, false, captureStatus_out, id_out, NULL, NULL, NULL, NULL);
+}
+
+CUresult cuStreamGetCaptureInfo_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                     cuuint64_t *id_out)
+{
+    return capture_info(hStream, true, captureStatus_out, id_out, NULL, NULL, NULL, NULL);
+}
+
+CUresult cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                   cuuint64_t *id_out, CUgraph *graph_out,
+                                   const CUgraphNode **dependencies_out,
+                                   size_t *numDependencies_out)
+{
+    return capture_info(hStream, false, captureStatus_out, id_out, graph_out, dependencies_out,
+                        NULL, numDependencies_out);
+}
+
+CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                        cuuint64_t *id_out, CUgraph *graph_out,
+                                        const CUgraphNode **dependencies_out,
+                                        size_t *numDependencies_out)
+{
+    return capture_info(hStream, true, captureStatus_out, id_out, graph_out, dependencies_out,
+                        NULL, numDependencies_out);
+}
+
+CUresult cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                   cuuint64_t *id_out, CUgraph *graph_out,
+                                   const CUgraphNode **dependencies_out,
+                                   const struct fc_graph_edge_data **edgeData_out,
+                                   size_t *numDependencies_out)
+{
+    return capture_info(hStream, false, captureStatus_out, id_out, graph_out, dependencies_out,
+                        edgeData_out, numDependencies_out);
+}
+
+CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                        cuuint64_t *id_out, CUgraph *graph_out,
+                                        const CUgraphNode **dependencies_out,
+                                        const struct fc_graph_edge_data **edgeData_out,
+                                        size_t *numDependencies_out)
+{
+    return capture_info(hStream, true, captureStatus_out, id_out, graph_out, dependencies_out,
+                        edgeData_out, numDependencies_out);
+}
+
 CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
 {
     if (!mode || *mode > CU_STREAM_CAPTURE_MODE_RELAXED)
@@ -383,74 +539,6 @@ CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
     CUstreamCaptureMode old = thread_mode;
     thread_mode = *mode;
     *mode = old;
-    return CUDA_SUCCESS;
-}
-
-CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
-                                     unsigned long long flags)
-{
-    (void)flags;
-    struct fc_graph *g = (struct fc_graph *)hGraph;
-    if (!phGraphExec)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!g || g->magic != FC_MAGIC_GRAPH)
-        return CUDA_ERROR_INVALID_HANDLE;
-    /* An executable graph owns a copy, so destroying the graph leaves it
-     * runnable, as with the real driver. */
-    struct fc_graph *e = calloc(1, sizeof *e);
-    if (!e)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    e->magic = FC_MAGIC_EXEC;
-    for (size_t i = 0; i < g->count; i++) {
-        if (record_locked(e, &g->ops[i]) != CUDA_SUCCESS) {
-            free_graph(e);
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        }
-    }
-    *phGraphExec = (CUgraphExec)e;
-    return CUDA_SUCCESS;
-}
-
-static CUresult graph_launch(CUgraphExec hGraphExec, CUstream hStream, bool per_thread)
-{
-    struct fc_graph *e = (struct fc_graph *)hGraphExec;
-    if (!e || e->magic != FC_MAGIC_EXEC)
-        return CUDA_ERROR_INVALID_HANDLE;
-    struct fc_stream *s;
-    CUresult r = fc_resolve_stream(hStream, per_thread, &s);
-    if (r != CUDA_SUCCESS)
-        return r;
-    /* Replayed work never passes the launch entry points, as on a GPU. */
-    for (size_t i = 0; i < e->count && r == CUDA_SUCCESS; i++)
-        r = fc_submit(s, &e->ops[i]);
-    return r;
-}
-
-CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
-{
-    return graph_launch(hGraphExec, hStream, false);
-}
-
-CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
-{
-    return graph_launch(hGraphExec, hStream, true);
-}
-
-CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
-{
-    struct fc_graph *e = (struct fc_graph *)hGraphExec;
-    if (!e || e->magic != FC_MAGIC_EXEC)
-        return CUDA_ERROR_INVALID_HANDLE;
-    free_graph(e);
-    return CUDA_SUCCESS;
-}
-
-CUresult cuGraphDestroy(CUgraph hGraph)
-{
-    struct fc_graph *g = (struct fc_graph *)hGraph;
-    if (!g || g->magic != FC_MAGIC_GRAPH)
-        return CUDA_ERROR_INVALID_HANDLE;
-    free_graph(g);
     return CUDA_SUCCESS;
 }
 
