@@ -95,6 +95,12 @@ def check_comparable(a: np.ndarray, b: np.ndarray, what: str = "") -> None:
         raise DiffTrouble(f"{where}dtypes differ: {a.dtype} vs {b.dtype}")
 
 
+# Columns of the blocks that sums and counts are reduced in: numpy adds a block's rows into one
+# row in a wider type (its casting loop is fast, where a same-type reduction along axis 0 is
+# slow), and the rows of successive chunks are added up column by column.
+COLUMNS = 4096
+
+
 @dataclass
 class _Totals:
     """Running sums over the chunks of one comparison."""
@@ -109,9 +115,19 @@ class _Totals:
     nonfinite_mismatch: int = 0
     max_abs: float = 0.0
     max_flat: int | None = None
+    # Differing elements by column of COLUMNS // channels * channels (so column j holds
+    # channel j % channels), for chunks where some but not all elements differ.
+    columns: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.per_channel = [0] * self.channels
+
+    def channel_counts(self) -> list[int]:
+        counts = list(self.per_channel)
+        if self.columns is not None:
+            for ch, n in enumerate(self.columns.reshape(-1, self.channels).sum(axis=0)):
+                counts[ch] += int(n)
+        return counts
 
 
 # ---------------------------------------------------------------------------------------
@@ -133,13 +149,9 @@ def _buffer(name: str, n: int, dtype: np.dtype | type) -> np.ndarray:
     return buf[:n]
 
 
-# Columns of the blocks that sums and counts are reduced in: numpy adds a block's rows into one
-# row, in a wider type (its casting loop is fast where a same-type reduction along axis 0 is
-# not), and then that row.
-COLUMNS = 4096
-
-_WIDER = {np.dtype(np.uint8): np.dtype(np.uint16), np.dtype(np.uint16): np.dtype(np.uint32),
-          np.dtype(np.uint32): np.dtype(np.uint64)}
+_U8, _U16, _U32, _U64 = (np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64))
+_WIDER = {_U8: _U16, _U16: _U32, _U32: _U64}
+_MAX = {t: int(np.iinfo(t).max) for t in (_U8, _U16, _U32, _U64)}
 
 
 def _exact_sum(x: np.ndarray, bound: int) -> int:
@@ -148,31 +160,31 @@ def _exact_sum(x: np.ndarray, bound: int) -> int:
     rows = x.size // COLUMNS
     total = 0
     if rows:
-        block = max(int(np.iinfo(acc).max) // bound, 1)    # rows summed without overflow
+        block = max(_MAX[acc] // bound, 1)      # rows that add up without overflow
         body = x[:rows * COLUMNS].reshape(rows, COLUMNS)
         for r in range(0, rows, block):
-            total += int(np.add.reduce(body[r:r + block], axis=0, dtype=acc).sum(dtype=np.uint64))
+            row = np.add.reduce(body[r:r + block], axis=0, dtype=acc)
+            total += int(np.add.reduce(row, dtype=_U64))
     if rows * COLUMNS < x.size:
-        total += int(x[rows * COLUMNS:].sum(dtype=np.uint64))
+        total += int(np.add.reduce(x[rows * COLUMNS:], dtype=_U64))
     return total
 
 
 def _count_channels(mask: np.ndarray, t: _Totals) -> None:
-    """Add the true elements of a chunk's mask per channel, and its pixels with any."""
+    """Add a chunk's mask of differing elements per channel, and its pixels with any."""
     c = t.channels
     if c == 1:
         t.per_channel[0] += int(np.count_nonzero(mask))
         return
     cols = COLUMNS // c * c             # whole pixels per row: column j is channel j % c
+    if t.columns is None:
+        t.columns = np.zeros(cols, np.int64)
     rows = mask.size // cols
-    per = np.zeros(c, np.int64)
     body = mask[:rows * cols].reshape(rows, cols)
     for r in range(0, rows, 255):       # up to 255 rows of 0/1 add up in uint8
-        row = np.add.reduce(body[r:r + 255], axis=0, dtype=np.uint8)
-        per += row.reshape(-1, c).sum(axis=0, dtype=np.int64)
-    per += mask[rows * cols:].reshape(-1, c).sum(axis=0, dtype=np.int64)
-    for ch in range(c):
-        t.per_channel[ch] += int(per[ch])
+        np.add(t.columns, np.add.reduce(body[r:r + 255], axis=0, dtype=_U8), out=t.columns)
+    tail = mask[rows * cols:]
+    np.add(t.columns[:tail.size], tail, out=t.columns[:tail.size])
     if c in (2, 4):   # one flag byte per channel: a pixel differs if its word is non-zero
         t.pixels += int(np.count_nonzero(mask.view(np.uint16 if c == 2 else np.uint32)))
     else:
@@ -203,13 +215,13 @@ def _allowed(bc: np.ndarray, tol: Tolerance) -> np.ndarray:
 
 def _small_int_chunk(ac: np.ndarray, bc: np.ndarray, start: int, tol: Tolerance,
                      t: _Totals) -> bool:
-    """A chunk of integers of 1 or 2 bytes, in exact integer arithmetic, wide only where it
-    must be. False if its elements are all equal."""
+    """A chunk of integers of 1 or 2 bytes, in exact integer arithmetic, widened only where
+    it must be. False if its elements are all equal."""
     n = ac.size
-    u = np.dtype(f"u{ac.dtype.itemsize}")       # |a - b| always fits the unsigned type
+    u = _U8 if ac.dtype.itemsize == 1 else _U16     # |a - b| always fits the unsigned type
     hi = np.maximum(ac, bc, out=_buffer("hi", n, ac.dtype))
     lo = np.minimum(ac, bc, out=_buffer("lo", n, ac.dtype))
-    d = np.subtract(hi.view(u), lo.view(u), out=hi.view(u))   # hi - lo, never wraps
+    d = np.subtract(hi.view(u), lo.view(u), out=hi.view(u))   # hi - lo: never wraps
     top = int(d.max())
     if top == 0:
         return False
@@ -219,6 +231,8 @@ def _small_int_chunk(ac: np.ndarray, bc: np.ndarray, start: int, tol: Tolerance,
         limit = math.floor(min(tol.atol, 2.0**62))
         if limit >= top:
             count = 0
+        elif int(d.min()) > limit:
+            count = n
         elif limit == 0:
             count = int(np.count_nonzero(d))
         else:
@@ -235,7 +249,7 @@ def _small_int_chunk(ac: np.ndarray, bc: np.ndarray, start: int, tol: Tolerance,
             mask = np.greater(d, 0, out=_buffer("mask", n, bool))
         _count_channels(mask, t)
     t.sum_abs += _exact_sum(d, top)
-    if top * top <= np.iinfo(u).max:            # squares fit d's own type
+    if top * top <= _MAX[u]:                     # squares fit d's own type
         sq = np.square(d, out=_buffer("square", n, u))
     else:
         sq = np.square(d, dtype=_WIDER[u], out=_buffer("square", n, _WIDER[u]))
@@ -314,18 +328,30 @@ def compare_arrays(a: np.ndarray, b: np.ndarray, tol: Tolerance | None = None) -
         fa, fb = fa.view(np.uint8), fb.view(np.uint8)
     channels = channel_count(a.shape)
     totals = _Totals(channels)
+    # Spans of CHUNK_ELEMENTS are checked for identical bytes (one cheap pass); one that
+    # differs is compared chunk by chunk, as are the spans after a chunk that differs
+    # (differences come in runs) until a span ends in a chunk without any.
+    span = _step(channels, CHUNK_ELEMENTS)
     if fa.dtype.kind in "ui" and fa.dtype.itemsize <= 2:
         chunk, step = _small_int_chunk, _step(channels, CHUNK_ELEMENTS // 4)
     else:
-        chunk, step = _float_chunk, _step(channels, CHUNK_ELEMENTS)
-    # A chunk that differs is usually followed by more: compare those right away, and check
-    # for identical bytes again (one cheap pass) only after a chunk without differences.
+        chunk, step = _float_chunk, span
     check = True
-    for start in range(0, fa.size, step):
-        ac, bc = fa[start:start + step], fb[start:start + step]
-        if check and _bytes_equal(ac, bc):
+    skipped: list[int] = []
+    for start in range(0, fa.size, span):
+        sa, sb = fa[start:start + span], fb[start:start + span]
+        if check and _bytes_equal(sa, sb):
+            skipped.append(start)
             continue
-        check = not chunk(ac, bc, start, tol, totals)
+        for sub in range(0, sa.size, step):
+            check = not chunk(sa[sub:sub + step], sb[sub:sub + step], start + sub, tol, totals)
+    if fa.dtype.kind == "f" and totals.sum_abs:
+        # NaN or Inf against the same is equal but has no finite |a - b|: it is left out of
+        # the means, so identical spans count too (only needed when the means are not 0).
+        for start in skipped:
+            sa = fa[start:start + span]
+            totals.invalid += sa.size - int(np.count_nonzero(
+                np.isfinite(sa, out=_buffer("finite", sa.size, bool))))
     return _metrics(a, b, totals)
 
 
@@ -362,7 +388,7 @@ def _metrics(a: np.ndarray, b: np.ndarray, t: _Totals) -> Metrics:
         elements=n,
         differing=t.differing,
         channels=t.channels,
-        channel_differing=list(t.per_channel) if multi else None,
+        channel_differing=t.channel_counts() if multi else None,
         pixels_differing=t.pixels if multi else None,
         max_abs=t.max_abs,
         max_index=where,

@@ -40,6 +40,7 @@ class Kind(IntEnum):
     END = 9
     STOPPED = 10
     RESULT = 11
+    PIECE = 12
     WELCOME = 32
     WANTS = 33
     PLAN = 34
@@ -73,6 +74,10 @@ class PlanFlag(IntFlag):
 class Phase(IntEnum):
     BEFORE = 0
     AFTER = 1
+
+
+class CopyFlag(IntFlag):
+    PIECE = 1
 
 
 class ResumeMode(IntEnum):
@@ -182,9 +187,10 @@ GRAPH = _layout("proto_graph", ("seq", "Q"), ("exec", "Q"), ("stream", "Q"), ("a
 COUNT = _layout("proto_count", ("id", "I"), ("reserved", "I"), ("launches", "Q"))
 STATS = _layout("proto_stats", ("seq", "Q"), ("captured", "Q"), ("graph_launches", "Q"),
                 ("nfuncs", "I"), ("reserved", "I"))
-COPY = _layout("proto_copy", ("phase", "I"), ("reserved", "I"), ("src", "Q"), ("width", "Q"),
+COPY = _layout("proto_copy", ("phase", "I"), ("flags", "I"), ("src", "Q"), ("width", "Q"),
                ("height", "Q"), ("pitch", "Q"), ("offset", "Q"))
 PLAN = _layout("proto_plan", ("flags", "I"), ("ncopies", "I"))
+PIECE = _layout("proto_piece", ("index", "I"), ("rc", "i"))
 END = _layout("proto_end", ("launch_rc", "i"), ("sync_rc", "i"), ("ncopies", "I"),
               ("reserved", "I"))
 STOPPED = _layout("proto_stopped", ("phase", "I"), ("sync_rc", "i"), ("launch_rc", "i"),
@@ -197,7 +203,7 @@ RESULT = _layout("proto_result", ("rc", "i"), ("reserved", "I"), ("nbytes", "Q")
 
 LAYOUTS = (HEADER, HELLO, WELCOME, CONTROL, PARAM, FUNC, ASK, WANTS, LAUNCH, RING_SLOT, POINTER,
            MEMORY,
-           GRAPH, COUNT, STATS, COPY, PLAN, END, STOPPED, READ, QUERY, RESUME, RESULT)
+           GRAPH, COUNT, STATS, COPY, PLAN, PIECE, END, STOPPED, READ, QUERY, RESUME, RESULT)
 
 # Byte offsets of the control page's fields, for the controller's stores.
 CONTROL_OFFSETS = CONTROL.offsets()

@@ -218,6 +218,7 @@ class Connection:
             p.Kind.STATS: self.on_stats,
             p.Kind.BEGIN: self.on_begin,
             p.Kind.END: self.on_end,
+            p.Kind.PIECE: self.on_piece,
             p.Kind.STOPPED: self.on_stopped,
         }
 
@@ -349,24 +350,37 @@ class Connection:
         assert self.proc is not None and self.shared is not None
         event = decode_launch(msg.payload)
         func = self.proc.funcs.get(event.func_id)
-        copies = []
+        planned = None
         halt = None
         if func is not None:
             func.launches = max(func.launches, event.occurrence)
             snapshots = self.controller.snapshots
             if snapshots is not None and func.wants & p.Want.SNAPSHOT:
                 try:
-                    copies = snapshots.plan(self.proc, func, event, self.shared.staging_size)
+                    planned = snapshots.plan(self.proc, func, event, self.shared.staging_size)
                 except Exception as err:  # one failing launch never stops the others
                     warn(f"no snapshots of launch {event.seq} of {func.demangled}: {err}")
-                    copies = []
+                    planned = None
             debugger = self.controller.debugger
             if debugger is not None:
                 halt = debugger.decide_halt(self, func, event)
         flags = p.PlanFlag.HALT if halt else p.PlanFlag(0)
-        payload = p.PLAN.pack(flags=int(flags), ncopies=len(copies))
-        payload += b"".join(c.wire() for c in copies)
+        count = len(planned.entries) if planned is not None else 0
+        payload = p.PLAN.pack(flags=int(flags), ncopies=count)
+        if planned is not None:
+            payload += planned.wire()
         self.send(p.Kind.PLAN, payload, tag=event.seq)
+
+    def on_piece(self, msg: p.Message) -> None:
+        assert self.proc is not None and self.shared is not None
+        piece = p.PIECE.unpack(msg.payload)
+        if self.controller.snapshots is not None:
+            try:
+                self.controller.snapshots.piece(self.proc, msg.tag, piece["index"], piece["rc"],
+                                                self.shared.staging)
+            except Exception as err:
+                warn(f"a piece of a snapshot of launch {msg.tag} is lost: {err}")
+        self.send(p.Kind.ACK, tag=msg.tag)
 
     def on_end(self, msg: p.Message) -> None:
         assert self.proc is not None and self.shared is not None

@@ -42,19 +42,64 @@ def safe_name(text: str, limit: int = 60) -> str:
     return name[:limit] or "kernel"
 
 
+@dataclass(frozen=True)
+class Piece:
+    """Rows [row, row + rows) of a 2-D copy (or bytes of a 1-D one) streamed on their own."""
+
+    src: int
+    width: int
+    height: int
+    pitch: int
+    dst: int            # byte offset in the snapshot's array
+    offset: int         # in the staging area
+
+
 @dataclass
 class PlannedCopy:
     plan: CopyPlan
     phase: str          # "before" | "after"
-    offset: int         # in the staging area
+    offset: int         # in the staging area (whole copies)
     rule: Rule
     record: SnapshotRecord
+    pieces: list[Piece] | None = None   # streamed through staging instead of whole
+    target: np.ndarray | None = None    # the .npy being filled piece by piece
+    failed: str | None = None
+
+    def wire(self) -> list[bytes]:
+        phase = int(p.Phase.BEFORE if self.phase == "before" else p.Phase.AFTER)
+        pl = self.plan
+        if self.pieces is None:
+            return [p.COPY.pack(phase=phase, flags=0, src=pl.address, width=pl.width_bytes,
+                                height=pl.height, pitch=pl.pitch, offset=self.offset)]
+        return [p.COPY.pack(phase=phase, flags=int(p.CopyFlag.PIECE), src=c.src, width=c.width,
+                            height=c.height, pitch=c.pitch, offset=c.offset)
+                for c in self.pieces]
+
+
+@dataclass
+class PlannedLaunch:
+    """What one launch's plan holds: copies, and which copy each wire entry belongs to."""
+
+    copies: list[PlannedCopy]
+    entries: list[tuple[PlannedCopy, Piece | None]]
 
     def wire(self) -> bytes:
-        pl = self.plan
-        return p.COPY.pack(phase=int(p.Phase.BEFORE if self.phase == "before" else p.Phase.AFTER),
-                           src=pl.address, width=pl.width_bytes, height=pl.height,
-                           pitch=pl.pitch, offset=self.offset)
+        return b"".join(w for c in self.copies for w in c.wire())
+
+
+def split_pieces(plan: CopyPlan, offset: int, free: int) -> list[Piece] | None:
+    """Pieces of at most `free` bytes (whole rows), or None if not one row fits."""
+    if plan.height == 1:
+        step = free
+        return [Piece(plan.address + start, min(step, plan.width_bytes - start), 1,
+                      min(step, plan.width_bytes - start), start, offset)
+                for start in range(0, plan.width_bytes, step)] if step > 0 else None
+    rows = free // plan.width_bytes
+    if rows < 1:
+        return None
+    return [Piece(plan.address + row * plan.pitch, plan.width_bytes, min(rows, plan.height - row),
+                  plan.pitch, row * plan.width_bytes, offset)
+            for row in range(0, plan.height, rows)]
 
 
 @dataclass
@@ -66,7 +111,7 @@ class FuncRules:
 @dataclass
 class ProcessSnapshots:
     matches: dict[int, int] = field(default_factory=dict)   # id(rule) -> matching launches
-    pending: dict[int, list[PlannedCopy]] = field(default_factory=dict)  # seq -> copies
+    pending: dict[int, PlannedLaunch] = field(default_factory=dict)  # seq -> plan
     rules: dict[int, FuncRules] = field(default_factory=dict)  # function id -> rules
 
 
@@ -76,6 +121,7 @@ class WriteJob:
     array: np.ndarray
     formats: frozenset[str]
     value_range: tuple[float, float] | None
+    streamed: bool = False   # the array is the .npy itself, filled piece by piece
 
 
 class Snapshotter:
@@ -113,12 +159,15 @@ class Snapshotter:
         return True
 
     def plan(self, proc: ProcessState, func: FuncInfo, event: LaunchEvent,
-             staging_size: int) -> list[PlannedCopy]:
-        """The copies to make around this launch (remembered until `collect`)."""
+             staging_size: int) -> PlannedLaunch | None:
+        """The copies to make around this launch (remembered until `collect`).
+
+        Buffers are placed whole in the staging area while they fit; the rest are streamed
+        through what is left of it in pieces, each handed over before the next."""
         ps = self._proc(proc.pid)
         fr = ps.rules.get(func.id)
         if fr is None:
-            return []
+            return None
         taken: list[Rule] = []
         for rule in fr.rules:
             n = ps.matches.get(id(rule), 0) + 1
@@ -126,19 +175,18 @@ class Snapshotter:
             if rule.selects(n):
                 taken.append(rule)
         if not taken or self.stopped:
-            return []
+            return None
         ctx = _Launch(proc, func, event)
         if event.raw_args is None:
             for rule in taken:
                 self._error(ctx, None, "before", rule,
                             "the driver gave no parameter layout for this kernel "
                             "(cuFuncGetParamInfo needs driver 12.4 or newer)")
-            return []
+            return None
         args = decode_args(fr.signature, event.raw_args)
         values = arg_values(args)
         copies: list[PlannedCopy] = []
         stems: set[str] = set()
-        offset = 0
         for rule in taken:
             for index in rule.selected_args(args):
                 override = rule.overrides.get(index)
@@ -159,27 +207,84 @@ class Snapshotter:
                     except (GeometryError, ArithmeticError, RecursionError) as err:
                         self._error(ctx, args[index], phase, rule, str(err))
                         continue
-                    if len(copies) >= p.MAX_COPIES:
-                        self._error(ctx, args[index], phase, rule,
-                                    f"more than {p.MAX_COPIES} buffers in one launch; narrow "
-                                    "the rule's args")
-                        continue
-                    if offset + plan.nbytes > staging_size:
-                        self._error(ctx, args[index], phase, rule,
-                                    f"{plan.nbytes} bytes do not fit the staging area "
-                                    f"({staging_size} bytes, {staging_size - offset} free for "
-                                    "this launch); raise --staging")
-                        continue
                     if not self._budget(plan.nbytes):
                         self._error(ctx, args[index], phase, rule,
                                     f"--max-bytes {self.max_bytes} reached")
                         continue
                     record = self._record(ctx, plan.arg, phase, plan, stems=stems, rule=rule)
-                    copies.append(PlannedCopy(plan, phase, offset, rule, record))
-                    offset += -(-plan.nbytes // p.STAGING_ALIGN) * p.STAGING_ALIGN
-        if copies:
-            ps.pending[event.seq] = copies
-        return copies
+                    copies.append(PlannedCopy(plan, phase, 0, rule, record))
+        placed = self._place(ctx, copies, staging_size)
+        if placed is not None:
+            ps.pending[event.seq] = placed
+        return placed
+
+    def _place(self, ctx: _Launch, copies: list[PlannedCopy],
+               staging_size: int) -> PlannedLaunch | None:
+        offset = 0
+        whole: list[PlannedCopy] = []
+        streamed: list[PlannedCopy] = []
+        for copy in copies:
+            if offset + copy.plan.nbytes <= staging_size:
+                copy.offset = offset
+                offset += -(-copy.plan.nbytes // p.STAGING_ALIGN) * p.STAGING_ALIGN
+                whole.append(copy)
+            else:
+                streamed.append(copy)
+        free = staging_size - min(offset, staging_size)
+        entries: list[tuple[PlannedCopy, Piece | None]] = [(c, None) for c in whole]
+        kept = list(whole)
+        for copy in streamed:
+            pieces = split_pieces(copy.plan, offset, free)
+            if pieces is None or len(entries) + len(pieces) > p.MAX_COPIES:
+                why = (f"a row of {copy.plan.width_bytes} bytes does not fit the "
+                       f"{free} bytes of staging left" if pieces is None else
+                       f"it needs {len(pieces)} pieces, more than a launch can take")
+                self._fail(copy.record, f"{why}; raise --staging")
+                continue
+            try:
+                copy.target = self._open_target(copy)
+            except OSError as err:
+                self._fail(copy.record, f"cannot create its file: {err.strerror or err}")
+                continue
+            copy.pieces = pieces
+            entries.extend((copy, piece) for piece in pieces)
+            kept.append(copy)
+        if len(entries) > p.MAX_COPIES:
+            for copy, _ in entries[p.MAX_COPIES:]:
+                self._fail(copy.record, f"more than {p.MAX_COPIES} buffers in one launch; "
+                           "narrow the rule's args")
+            entries = entries[:p.MAX_COPIES]
+            kept = [c for c in kept if any(e[0] is c for e in entries)]
+        if not entries:
+            return None
+        return PlannedLaunch(kept, entries)
+
+    def _open_target(self, copy: PlannedCopy) -> np.ndarray:
+        """The .npy a streamed copy is written into, piece by piece (under a temporary name)."""
+        assert copy.record.file is not None
+        path = self.run_dir / f".{copy.record.file}.part"
+        return np.lib.format.open_memmap(path, mode="w+", dtype=np.dtype(copy.plan.dtype),
+                                         shape=copy.plan.shape)
+
+    def piece(self, proc: ProcessState, seq: int, index: int, rc: int,
+              read: ReadStaging) -> None:
+        """One piece of a streamed copy is in staging: take it before the shim reuses it."""
+        pending = self._proc(proc.pid).pending.get(seq)
+        if pending is None or not 0 <= index < len(pending.entries):
+            return
+        copy, piece = pending.entries[index]
+        if piece is None or copy.target is None or copy.failed:
+            return
+        if rc != 0:
+            copy.failed = f"the copy failed with CUDA error {rc}"
+            return
+        nbytes = piece.width * piece.height
+        flat = copy.target.reshape(-1).view(np.uint8)
+        try:
+            flat[piece.dst:piece.dst + nbytes] = np.frombuffer(read(piece.offset, nbytes),
+                                                               dtype=np.uint8)
+        except OSError as err:
+            copy.failed = f"could not write the snapshot: {err.strerror or err}"
 
     def _budget(self, nbytes: int) -> bool:
         with self.lock:
@@ -201,27 +306,44 @@ class Snapshotter:
         pending = self._proc(proc.pid).pending.pop(seq, None)
         if pending is None:
             return
-        for i, copy in enumerate(pending):
+        results: dict[int, int] = {}
+        for i, (copy, _) in enumerate(pending.entries):
             rc = codes[i] if i < len(codes) else -1
+            if results.get(id(copy), 0) == 0:
+                results[id(copy)] = rc  # the first failure of any piece decides
+        for copy in pending.copies:
+            rc = results.get(id(copy), -1)
             record = copy.record
+            failure = None
             if rc == -1:
-                why = (f"the launch failed with CUDA error {launch_rc}, so there is nothing "
-                       "after it to copy") if launch_rc else "the copy was not made"
-                self._fail(record, why)
+                failure = (f"the launch failed with CUDA error {launch_rc}, so there is "
+                           "nothing after it to copy") if launch_rc else "the copy was not made"
+            elif rc != 0:
+                failure = f"the copy failed with CUDA error {rc}"
+            elif sync_rc != 0:
+                failure = f"waiting for the copy failed with CUDA error {sync_rc}"
+            elif copy.failed:
+                failure = copy.failed
+            if failure is not None:
+                self._discard_target(copy)
+                self._fail(record, failure)
                 continue
-            if rc != 0:
-                self._fail(record, f"the copy failed with CUDA error {rc}")
-                continue
-            if sync_rc != 0:
-                self._fail(record, f"waiting for the copy failed with CUDA error {sync_rc}")
+            override = copy.rule.overrides.get(copy.plan.arg)
+            value_range = override.range if override is not None else None
+            if copy.target is not None:
+                self.jobs.put(WriteJob(record, copy.target, copy.rule.formats, value_range,
+                                       streamed=True))
                 continue
             plan = copy.plan
             data = np.frombuffer(read(copy.offset, plan.nbytes), dtype=np.uint8)
             array = data.view(np.dtype(plan.dtype)).reshape(plan.shape).copy()
             del data
-            override = copy.rule.overrides.get(plan.arg)
-            value_range = override.range if override is not None else None
             self.jobs.put(WriteJob(record, array, copy.rule.formats, value_range))
+
+    def _discard_target(self, copy: PlannedCopy) -> None:
+        if copy.target is not None and copy.record.file is not None:
+            copy.target = None
+            (self.run_dir / f".{copy.record.file}.part").unlink(missing_ok=True)
 
     def _record(self, ctx: _Launch, arg: int, phase: str, plan: CopyPlan | None,
                 type_text: str | None = None, stems: set[str] | None = None,
@@ -315,7 +437,15 @@ class Snapshotter:
         png = npy.with_suffix(".png")
         written: list[Path] = []
         try:
-            if "npy" in job.formats:
+            if job.streamed:
+                part = npy.with_name(f".{npy.name}.part")
+                job.array.flush()  # type: ignore[attr-defined]
+                if "npy" in job.formats:
+                    os.replace(part, npy)
+                    written.append(npy)
+                else:
+                    record.file = None
+            elif "npy" in job.formats:
                 _save_whole(npy, lambda tmp: _save_npy(tmp, job.array))
                 written.append(npy)
             else:
@@ -339,6 +469,9 @@ class Snapshotter:
             for path in written:
                 path.unlink(missing_ok=True)
             raise
+        finally:
+            if job.streamed:
+                npy.with_name(f".{npy.name}.part").unlink(missing_ok=True)
 
     def fill(self, summary: RunSummary) -> None:
         summary.snapshots = self.written

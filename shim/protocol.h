@@ -60,6 +60,8 @@ enum proto_kind {
     MSG_END = 9,       /* proto_end + ncopies x int32 result; reply MSG_ACK */
     MSG_STOPPED = 10,  /* proto_stopped: held; commands follow until MSG_RESUME */
     MSG_RESULT = 11,   /* proto_result + data: answer to a command while held */
+    MSG_PIECE = 12,    /* proto_piece: one piece of a streamed copy is in staging; reply
+                        * MSG_ACK once the controller has taken it */
 
     /* controller -> shim */
     MSG_WELCOME = 32,  /* proto_welcome, with the shared memory's descriptor attached */
@@ -96,6 +98,12 @@ enum proto_plan_flag {     /* proto_plan.flags */
 };
 
 enum proto_phase { PHASE_BEFORE = 0, PHASE_AFTER = 1 };
+
+enum proto_copy_flag {     /* proto_copy.flags */
+    COPY_PIECE = 1,        /* one piece of a buffer larger than the free staging area: made
+                            * on its own, waited for, and handed over with MSG_PIECE before
+                            * the next piece reuses the same staging bytes */
+};
 
 enum proto_resume_mode {
     RESUME_CONTINUE = 0,
@@ -262,7 +270,7 @@ struct proto_stats {
 
 struct proto_copy {
     uint32_t phase;         /* enum proto_phase */
-    uint32_t reserved;
+    uint32_t flags;         /* enum proto_copy_flag */
     uint64_t src;
     uint64_t width;         /* bytes per row */
     uint64_t height;        /* rows */
@@ -273,6 +281,11 @@ struct proto_copy {
 struct proto_plan {
     uint32_t flags;         /* enum proto_plan_flag */
     uint32_t ncopies;
+};
+
+struct proto_piece {
+    uint32_t index;         /* of the copy in the plan */
+    int32_t rc;             /* the copy's result */
 };
 
 struct proto_end {

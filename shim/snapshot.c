@@ -145,7 +145,8 @@ static bool accept_plan(const unsigned char *reply, size_t len, uint32_t *flags)
         struct proto_copy c;
         memcpy(&c, reply + sizeof plan + i * sizeof c, sizeof c);
         uint64_t bytes, end;
-        if ((c.phase != PHASE_BEFORE && c.phase != PHASE_AFTER) || c.width == 0 || c.height == 0 ||
+        if ((c.phase != PHASE_BEFORE && c.phase != PHASE_AFTER) || (c.flags & ~COPY_PIECE) ||
+            c.width == 0 || c.height == 0 ||
             (c.height > 1 && c.pitch < c.width) ||
             __builtin_mul_overflow(c.width, c.height, &bytes) ||
             __builtin_add_overflow(c.offset, bytes, &end) || end > size)
@@ -164,7 +165,7 @@ static void enqueue_copies(const struct launch_info *li, enum proto_phase phase)
     char *area = staging_area(&size);
     for (unsigned i = 0; i < ncopies; i++) {
         struct copy *c = &copies[i];
-        if (c->c.phase != phase)
+        if (c->c.phase != phase || (c->c.flags & COPY_PIECE))
             continue;
         CUDA_MEMCPY2D m;
         memset(&m, 0, sizeof m);
@@ -177,6 +178,29 @@ static void enqueue_copies(const struct launch_info *li, enum proto_phase phase)
         m.WidthInBytes = c->c.width;
         m.Height = c->c.height;
         c->rc = copy2d && area ? copy2d(&m, li->stream) : CUDA_ERROR_NOT_FOUND;
+    }
+}
+
+/* Pieces of buffers larger than the free staging area: each is copied, waited
+ * for and handed over before the next one reuses the same staging bytes. */
+static void run_pieces(const struct launch_info *li, enum proto_phase phase)
+{
+    for (unsigned i = 0; i < ncopies; i++) {
+        struct copy *c = &copies[i];
+        if (c->c.phase != phase || !(c->c.flags & COPY_PIECE))
+            continue;
+        c->rc = stop_copy_wait(li, c->c.src, c->c.width, c->c.height, c->c.pitch, c->c.offset);
+        char stack[64];
+        struct msg m;
+        msg_init(&m, stack, sizeof stack, MSG_PIECE, li->seq);
+        struct proto_piece piece = {.index = i, .rc = c->rc};
+        msg_add(&m, &piece, sizeof piece);
+        char ack[16];
+        size_t len = 0;
+        bool ok = channel_request(&m, MSG_ACK, ack, sizeof ack, &len);
+        msg_free(&m);
+        if (!ok)
+            return; /* the controller is gone: nobody would take the rest */
     }
 }
 
@@ -211,8 +235,10 @@ bool launch_begin(struct launch_info *li)
     msg_free(&m);
     if (ok && (flags & PLAN_HALT))
         li->step = stop_serve(li, PHASE_BEFORE, CUDA_SUCCESS) == RESUME_STEP;
-    if (ok && ncopies)
+    if (ok && ncopies) {
         enqueue_copies(li, PHASE_BEFORE);
+        run_pieces(li, PHASE_BEFORE);
+    }
     if (ok && (ncopies || li->step))
         return true; /* snap_lock and the capture mode stay until launch_finish */
     unrelax(saved_mode);
@@ -259,8 +285,10 @@ CUresult stop_copy_wait(const struct launch_info *li, CUdeviceptr src, size_t wi
 
 void launch_finish(struct launch_info *li, CUresult launch_rc)
 {
-    if (launch_rc == CUDA_SUCCESS)
+    if (launch_rc == CUDA_SUCCESS) {
         enqueue_copies(li, PHASE_AFTER);
+        run_pieces(li, PHASE_AFTER);
+    }
     /* Wait for the kernel and every copy: the controller reads the staging
      * area as soon as it hears back. */
     CUresult sync_rc = launch_wait_stream(li);

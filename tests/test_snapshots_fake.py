@@ -144,3 +144,37 @@ def test_untyped_pointers_are_recognised_by_their_allocation(fake, cudump_run, t
         before, after = (np.load(ran.run_dir / r["file"]).view(np.float32) for r in sorted(
             (r for r in records if r["launch"] == launch), key=lambda r: r["phase"] != "before"))
         assert before.shape == after.shape and not np.array_equal(before, after)
+
+
+@pytest.mark.parametrize("staging", ["4K", "10000"])
+def test_buffers_larger_than_the_staging_area_are_streamed(fake, cudump_run, staging):
+    """--staging tunes speed, not correctness: 12 KB images through a 4 KB staging area."""
+    ran = cudump_run([str(fake.programs["zed"]), "2", "--size", f"{W}x{H}"], "--rule",
+                     str(ZED_RULE), "--staging", staging)
+    assert ran.returncode == 0, ran.stderr
+    records = manifest(ran.run_dir)
+    assert len(records) == 12 and all(r["status"] == "ok" for r in records), records
+    for r in records:
+        uyvy, left, right = pipeline(W, H, r["occurrence"] - 1)
+        array = np.load(ran.run_dir / r["file"])
+        if r["phase"] == "after":
+            want = {0: uyvy.reshape(array.shape), 2: left, 3: right}[r["arg"]]
+            assert np.array_equal(array, want), (r["arg"], r["phase"])
+    assert not list(ran.run_dir.glob(".*.part"))
+
+
+def test_a_linear_buffer_larger_than_staging_is_streamed_byte_exact(fake, cudump_run, tmp_path):
+    rules = tmp_path / "vec.yaml"
+    rules.write_text('rules:\n  - kernel: vecAdd\n    args: [2]\n    count: 3\n    format: npy\n'
+                     '    overrides:\n      2: {dtype: float32, count: arg3}\n')
+    ran = cudump_run([str(fake.programs["threads"]), "3"], "--rule", str(rules), "--staging",
+                     "5000")
+    assert ran.returncode == 0, ran.stderr
+    records = manifest(ran.run_dir)
+    assert len(records) == 6 and all(r["status"] == "ok" for r in records)
+    i = np.arange(4096, dtype=np.float32)
+    for r in records:
+        c = np.load(ran.run_dir / r["file"])
+        assert c.shape == (4096,)
+        assert any(np.array_equal(c, (i + t) + k * ((i + t) % 5))
+                   for t in range(8) for k in range(0, 4))
