@@ -227,6 +227,9 @@ def test_a_held_launch_goes_on_when_cudump_is_killed(shim_lib, fake, tmp_path):
     assert line.startswith("Breakpoint 1, launch 2"), line
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
+    proc.stderr.close()
+    assert proc.stdin is not None
+    proc.stdin.close()
     deadline = time.monotonic() + 60
     while not status.exists() and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -40,6 +40,10 @@ echo "== memory over a million traced launches"
 timeout 240 python3 bench/trace_memory.py >"$LOGS/trace-memory.txt" 2>&1
 memory_status=$?
 
+echo "== snapshot speed"
+timeout 180 python3 bench/snapshot_speed.py >"$LOGS/snapshot-speed.txt" 2>&1
+speed_status=$?
+
 echo "== summary"
 grep -E "^(FAILED|ERROR) " "$LOGS/gpu-tests.log" || true
 grep -E "^=+ .*(passed|failed|error|skipped|no tests ran).* =+$" "$LOGS/gpu-tests.log" | tail -1 \
@@ -47,5 +51,7 @@ grep -E "^=+ .*(passed|failed|error|skipped|no tests ran).* =+$" "$LOGS/gpu-test
 cat "$LOGS/benchmark.txt"
 [ "$bench_status" -eq 0 ] || echo "benchmark status $bench_status"
 cat "$LOGS/trace-memory.txt"
+cat "$LOGS/snapshot-speed.txt"
+[ "$speed_status" -eq 0 ] || echo "snapshot speed status $speed_status"
 [ "$memory_status" -eq 0 ] || echo "memory benchmark status $memory_status"
 exit "$tests_status"

@@ -147,3 +147,24 @@ def test_torch_elementwise_output_round_trips(workdir, tmp_path):
     got = npy(out, first)
     assert got.dtype == np.float32
     assert np.array_equal(got.reshape(-1).view(np.uint32), want.reshape(-1).view(np.uint32))
+
+
+def test_buffers_larger_than_staging_stream_byte_exact(workdir, tmp_path):
+    """512 MiB, twice the default staging area, before and after: streamed in pieces."""
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    rule = tmp_path / "big.yaml"
+    rule.write_text('rules:\n  - kernel: add_one\n    match: base\n    args: [0]\n'
+                    '    count: 1\n    format: npy\n'
+                    '    overrides:\n      0: {dtype: float32, count: arg1}\n')
+    out = tmp_path / "run"
+    ran = run(under_cudump([*sample("big_buffer"), "512", "2", "--dump", str(dump)], out,
+                           rules=[rule]), workdir)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    records = read_manifest(out)
+    assert [(r.phase, r.status) for r in records] == [("before", "ok"), ("after", "ok")]
+    for r in records:
+        got = np.load(out / r.file, mmap_mode="r")
+        want = np.load(dump / f"{r.phase}.npy", mmap_mode="r")
+        assert got.shape == (512 << 18,)
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), r.phase

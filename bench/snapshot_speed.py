@@ -1,0 +1,90 @@
+"""Snapshot speed: how long a launch is held when a rule copies a large buffer before and after
+it, against a pinned device-to-host copy of the same bytes measured in the same program, and
+the end-to-end rate into .npy files on tmpfs against plain file-write bandwidth.
+
+usage: python3 bench/snapshot_speed.py [--mib 256] [--launches 6]   (GPU, built samples)
+Goals (issue: performance): held <= 1.25x the two pinned copies; end to end >= 80% of the
+lesser of pinned D2H and file-write bandwidth.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "gpu"))
+
+from gpurun import run, sample, under_cudump  # noqa: E402
+
+LAUNCH = re.compile(r"^launch (\d+) ms ([\d.]+)$", re.MULTILINE)
+D2H = re.compile(r"^d2h_ms ([\d.]+)$", re.MULTILINE)
+
+
+def launch_ms(stdout: str) -> list[float]:
+    return [float(ms) for k, ms in LAUNCH.findall(stdout) if int(k) > 1]  # first: warm-up
+
+
+def write_bandwidth(where: Path, mib: int) -> float:
+    """GB/s of np.save of `mib` MiB into `where` (tmpfs), median of 3."""
+    data = np.ones(mib << 18, np.float32)
+    times = []
+    for i in range(3):
+        t = time.perf_counter()
+        np.save(where / f"w{i}.npy", data)
+        times.append(time.perf_counter() - t)
+        (where / f"w{i}.npy").unlink()
+    return data.nbytes / statistics.median(times) / 1e9
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mib", type=int, default=256)
+    parser.add_argument("--launches", type=int, default=6)
+    args = parser.parse_args()
+    program = [*sample("big_buffer"), str(args.mib), str(args.launches)]
+    with tempfile.TemporaryDirectory(prefix="cudump-snap-", dir="/dev/shm") as tmp:
+        scratch = Path(tmp)
+        rule = scratch / "rule.yaml"
+        rule.write_text('rules:\n  - kernel: add_one\n    match: base\n    args: [0]\n'
+                        '    format: npy\n    overrides:\n'
+                        '      0: {dtype: float32, count: arg1}\n')
+        bare = run(program, scratch)
+        cmd = under_cudump(program, scratch / "run", rules=[rule])
+        t = time.perf_counter()
+        wrapped = run(cmd, scratch)
+        wall = time.perf_counter() - t
+        if bare.returncode or wrapped.returncode:
+            print(bare.stderr[-2000:], wrapped.stderr[-2000:])
+            return 1
+        writes = write_bandwidth(scratch, args.mib)
+    nbytes = args.mib << 20
+    bare_ms = statistics.median(launch_ms(bare.stdout))
+    held_ms = statistics.median(launch_ms(wrapped.stdout)) - bare_ms
+    d2h_ms = float(D2H.search(bare.stdout).group(1))  # type: ignore[union-attr]
+    d2h_gbs = nbytes / d2h_ms / 1e6
+    copies_ms = 2 * d2h_ms
+    e2e_gbs = 2 * nbytes / held_ms / 1e6
+    floor = min(d2h_gbs, writes)
+    print(f"buffer {args.mib} MiB, rule before+after, launches 2..{args.launches} (median)")
+    print(f"{'what':<44}{'value':>12}")
+    print(f"{'launch, bare (ms)':<44}{bare_ms:>12.2f}")
+    print(f"{'held by cudump per launch (ms)':<44}{held_ms:>12.2f}")
+    print(f"{'two pinned D2H copies (ms)':<44}{copies_ms:>12.2f}")
+    print(f"{'held / copies (goal <= 1.25)':<44}{held_ms / copies_ms:>12.2f}")
+    print(f"{'pinned D2H (GB/s)':<44}{d2h_gbs:>12.1f}")
+    print(f"{'np.save to tmpfs (GB/s)':<44}{writes:>12.1f}")
+    print(f"{'end to end into .npy (GB/s)':<44}{e2e_gbs:>12.1f}")
+    print(f"{'end to end / lesser (goal >= 0.80)':<44}{e2e_gbs / floor:>12.2f}")
+    print(f"{'whole run under cudump (s)':<44}{wall:>12.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

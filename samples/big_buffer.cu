@@ -1,0 +1,75 @@
+// A kernel over one large float buffer, for snapshot speed and size: how long
+// the program is held per launch when a debugger copies the buffer before and
+// after, against what a pinned device-to-host copy of the same bytes costs.
+//
+// usage: big_buffer MIB LAUNCHES [--dump DIR]
+//   Each launch adds 1 to every float. Prints `launch K ms T` (launch and
+//   synchronize, host time), `d2h_ms T` (median of 5 pinned copies of the
+//   buffer) and last `launches add_one=LAUNCHES`.
+//   --dump DIR writes DIR/before.npy (before the first launch) and
+//   DIR/after.npy (after it).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "check.h"
+#include "npy.h"
+
+__global__ void add_one(float* p, size_t n)
+{
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i < n)
+        p[i] += 1.0f;
+}
+
+static double ms_since(std::chrono::steady_clock::time_point t)
+{
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
+int main(int argc, char** argv)
+{
+    FAIL_IF(argc < 3, "usage: big_buffer MIB LAUNCHES [--dump DIR]");
+    size_t mib = std::strtoull(argv[1], nullptr, 10);
+    int launches = std::atoi(argv[2]);
+    const char* dump = argc > 4 && !std::strcmp(argv[3], "--dump") ? argv[4] : nullptr;
+    FAIL_IF(mib == 0 || launches <= 0, "MIB and LAUNCHES must be positive");
+    size_t n = mib * (1u << 20) / sizeof(float);
+    float* d = nullptr;
+    CHECK_RT(cudaMalloc(&d, n * sizeof(float)));
+    float* host = nullptr;
+    CHECK_RT(cudaMallocHost(&host, n * sizeof(float)));
+    for (size_t i = 0; i < n; i++)
+        host[i] = (float)(i % 1000);
+    CHECK_RT(cudaMemcpy(d, host, n * sizeof(float), cudaMemcpyHostToDevice));
+    if (dump)
+        FAIL_IF(!write_npy_f32(std::string(dump) + "/before.npy", host, n), "cannot write");
+    unsigned blocks = (unsigned)((n + 255) / 256);
+    for (int k = 1; k <= launches; k++) {
+        auto t = std::chrono::steady_clock::now();
+        add_one<<<blocks, 256>>>(d, n);
+        CHECK_LAUNCH();
+        CHECK_RT(cudaDeviceSynchronize());
+        std::printf("launch %d ms %.3f\n", k, ms_since(t));
+        if (k == 1 && dump) {
+            CHECK_RT(cudaMemcpy(host, d, n * sizeof(float), cudaMemcpyDeviceToHost));
+            FAIL_IF(!write_npy_f32(std::string(dump) + "/after.npy", host, n), "cannot write");
+        }
+    }
+    std::vector<double> d2h;
+    for (int r = 0; r < 5; r++) {
+        auto t = std::chrono::steady_clock::now();
+        CHECK_RT(cudaMemcpy(host, d, n * sizeof(float), cudaMemcpyDeviceToHost));
+        d2h.push_back(ms_since(t));
+    }
+    std::sort(d2h.begin(), d2h.end());
+    std::printf("d2h_ms %.3f\n", d2h[2]);
+    std::printf("launches add_one=%d\n", launches);
+    CHECK_RT(cudaFreeHost(host));
+    CHECK_RT(cudaFree(d));
+    return 0;
+}
