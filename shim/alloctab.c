@@ -3,6 +3,12 @@
  * address so that any interior pointer resolves with a binary search.
  * Allocations are rare next to launches, and lookups happen only for
  * launches someone wants, so one mutex is enough.
+ *
+ * A free only marks its entry dead (size 0), so that freeing in any order
+ * costs a binary search rather than moving the rest of the array; dead
+ * entries are squeezed out once they outnumber the live ones. Allocations
+ * never overlap, so a dead entry just below a pointer means no allocation
+ * holds it.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -12,7 +18,17 @@
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct alloc_info *items;
-static size_t count, capacity;
+static size_t count, capacity, dead;
+
+static void compact_locked(void)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < count; i++)
+        if (items[i].size)
+            items[kept++] = items[i];
+    count = kept;
+    dead = 0;
+}
 
 /* Index of the first allocation whose base is > ptr. */
 static size_t upper_bound(CUdeviceptr ptr)
@@ -33,7 +49,9 @@ void alloctab_add(const struct alloc_info *a)
     pthread_mutex_lock(&lock);
     size_t at = upper_bound(a->base);
     if (at > 0 && items[at - 1].base == a->base) {
-        /* The driver reused an address we never saw freed: replace. */
+        /* The same base again (reused after a free, or never seen freed): replace. */
+        if (!items[at - 1].size && dead)
+            dead--;
         items[at - 1] = *a;
     } else {
         if (count == capacity) {
@@ -58,12 +76,13 @@ bool alloctab_remove(CUdeviceptr base, struct alloc_info *out)
     bool found = false;
     pthread_mutex_lock(&lock);
     size_t at = upper_bound(base);
-    if (at > 0 && items[at - 1].base == base) {
+    if (at > 0 && items[at - 1].base == base && items[at - 1].size) {
         if (out)
             *out = items[at - 1];
-        memmove(&items[at - 1], &items[at], (count - at) * sizeof *items);
-        count--;
+        items[at - 1].size = 0;
         found = true;
+        if (++dead > 1024 && dead > count / 2)
+            compact_locked();
     }
     pthread_mutex_unlock(&lock);
     return found;
@@ -74,7 +93,7 @@ bool alloctab_find(CUdeviceptr ptr, struct alloc_info *out)
     bool found = false;
     pthread_mutex_lock(&lock);
     size_t at = upper_bound(ptr);
-    if (at > 0 && ptr < items[at - 1].base + items[at - 1].size) {
+    if (at > 0 && items[at - 1].size && ptr < items[at - 1].base + items[at - 1].size) {
         *out = items[at - 1];
         found = true;
     }

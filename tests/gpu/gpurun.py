@@ -1,6 +1,6 @@
 """Running the samples bare and under cudump, and reading what cudump wrote.
 
-Shared by the GPU tests and tests/benchmarks/launch_overhead.py.
+Shared by the GPU tests and the benchmarks in bench/.
 """
 
 from __future__ import annotations

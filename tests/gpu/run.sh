@@ -33,7 +33,7 @@ tests_status=$?
 tail -60 "$LOGS/gpu-tests.log"
 
 echo "== benchmark"
-timeout 150 python3 tests/benchmarks/launch_overhead.py --reps 5 >"$LOGS/benchmark.txt" 2>&1
+timeout 150 python3 bench/launch_overhead.py --reps 5 --quick >"$LOGS/benchmark.txt" 2>&1
 bench_status=$?
 
 echo "== memory over a million traced launches"
