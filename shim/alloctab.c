@@ -1,14 +1,17 @@
 /*
- * Device allocations the process made through hooked calls, sorted by base
- * address so that any interior pointer resolves with a binary search.
- * Allocations are rare next to launches, and lookups happen only for
- * launches someone wants, so one mutex is enough.
+ * Device allocations the process made through hooked calls, so that any
+ * interior pointer resolves to its allocation. Allocations are rare next to
+ * launches, and lookups happen only for launches someone wants, so one mutex
+ * is enough; but a program may hold a million allocations, so no operation
+ * may cost a pass over all of them:
  *
- * A free only marks its entry dead (size 0), so that freeing in any order
- * costs a binary search rather than moving the rest of the array; dead
- * entries are squeezed out once they outnumber the live ones. Allocations
- * never overlap, so a dead entry just below a pointer means no allocation
- * holds it.
+ * - `items` is sorted by base; a free only marks its entry dead (size 0), and
+ *   dead entries are squeezed out at the next merge.
+ * - New allocations go to `recent`, unsorted, and are merged into `items`
+ *   (one pass) only when it is full: adding costs O(n / RECENT) amortised.
+ *
+ * Allocations never overlap, so the live entry just below a pointer in
+ * `items`, or the one in `recent` that contains it, is its allocation.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -16,21 +19,15 @@
 
 #include "shim.h"
 
+#define RECENT 4096
+
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct alloc_info *items;
 static size_t count, capacity, dead;
+static struct alloc_info recent[RECENT];
+static size_t nrecent;
 
-static void compact_locked(void)
-{
-    size_t kept = 0;
-    for (size_t i = 0; i < count; i++)
-        if (items[i].size)
-            items[kept++] = items[i];
-    count = kept;
-    dead = 0;
-}
-
-/* Index of the first allocation whose base is > ptr. */
+/* Index of the first entry of `items` whose base is > ptr. */
 static size_t upper_bound(CUdeviceptr ptr)
 {
     size_t lo = 0, hi = count;
@@ -44,29 +41,59 @@ static size_t upper_bound(CUdeviceptr ptr)
     return lo;
 }
 
+static int by_base(const void *a, const void *b)
+{
+    CUdeviceptr x = ((const struct alloc_info *)a)->base, y = ((const struct alloc_info *)b)->base;
+    return (x > y) - (x < y);
+}
+
+/* Sorts `recent` into `items`, dropping dead entries. False without memory
+ * (then `recent` stays as it is). */
+static bool merge_locked(void)
+{
+    size_t want = count - dead + nrecent;
+    struct alloc_info *out = malloc((want ? want : 1) * sizeof *out);
+    if (!out)
+        return false;
+    qsort(recent, nrecent, sizeof recent[0], by_base);
+    size_t i = 0, j = 0, n = 0;
+    while (i < count || j < nrecent) {
+        if (i < count && !items[i].size) {
+            i++;
+            continue;
+        }
+        if (j >= nrecent || (i < count && items[i].base < recent[j].base))
+            out[n++] = items[i++];
+        else
+            out[n++] = recent[j++];
+    }
+    free(items);
+    items = out;
+    count = capacity = n;
+    dead = 0;
+    nrecent = 0;
+    return true;
+}
+
+static struct alloc_info *find_exact_locked(CUdeviceptr base)
+{
+    size_t at = upper_bound(base);
+    if (at > 0 && items[at - 1].base == base && items[at - 1].size)
+        return &items[at - 1];
+    for (size_t k = 0; k < nrecent; k++)
+        if (recent[k].base == base)
+            return &recent[k];
+    return NULL;
+}
+
 void alloctab_add(const struct alloc_info *a)
 {
     pthread_mutex_lock(&lock);
-    size_t at = upper_bound(a->base);
-    if (at > 0 && items[at - 1].base == a->base) {
-        /* The same base again (reused after a free, or never seen freed): replace. */
-        if (!items[at - 1].size && dead)
-            dead--;
-        items[at - 1] = *a;
-    } else {
-        if (count == capacity) {
-            size_t cap = capacity ? capacity * 2 : 256;
-            struct alloc_info *grown = realloc(items, cap * sizeof *items);
-            if (!grown) {
-                pthread_mutex_unlock(&lock);
-                return;
-            }
-            items = grown;
-            capacity = cap;
-        }
-        memmove(&items[at + 1], &items[at], (count - at) * sizeof *items);
-        items[at] = *a;
-        count++;
+    struct alloc_info *same = find_exact_locked(a->base);
+    if (same) {
+        *same = *a; /* the driver reused an address we never saw freed */
+    } else if (nrecent < RECENT || merge_locked()) {
+        recent[nrecent++] = *a;
     }
     pthread_mutex_unlock(&lock);
 }
@@ -80,9 +107,18 @@ bool alloctab_remove(CUdeviceptr base, struct alloc_info *out)
         if (out)
             *out = items[at - 1];
         items[at - 1].size = 0;
+        dead++;
         found = true;
-        if (++dead > 1024 && dead > count / 2)
-            compact_locked();
+    } else {
+        for (size_t k = 0; k < nrecent; k++) {
+            if (recent[k].base == base) {
+                if (out)
+                    *out = recent[k];
+                recent[k] = recent[--nrecent];
+                found = true;
+                break;
+            }
+        }
     }
     pthread_mutex_unlock(&lock);
     return found;
@@ -96,6 +132,12 @@ bool alloctab_find(CUdeviceptr ptr, struct alloc_info *out)
     if (at > 0 && items[at - 1].size && ptr < items[at - 1].base + items[at - 1].size) {
         *out = items[at - 1];
         found = true;
+    }
+    for (size_t k = 0; !found && k < nrecent; k++) {
+        if (recent[k].base <= ptr && ptr < recent[k].base + recent[k].size) {
+            *out = recent[k];
+            found = true;
+        }
     }
     pthread_mutex_unlock(&lock);
     return found;

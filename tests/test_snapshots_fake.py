@@ -178,3 +178,22 @@ def test_a_linear_buffer_larger_than_staging_is_streamed_byte_exact(fake, cudump
         assert c.shape == (4096,)
         assert any(np.array_equal(c, (i + t) + k * ((i + t) % 5))
                    for t in range(8) for k in range(0, 4))
+
+
+def test_pointers_resolve_among_tens_of_thousands_of_allocations(fake, cudump_run, bare_run,
+                                                                 tmp_path):
+    """20,000 live allocations, a third freed in a scrambled order and made again: each
+    pointer of the launch resolves to exactly its allocation (snapshot = whole buffer)."""
+    program = [str(fake.programs["allocs"]), "20000"]
+    bare = bare_run(program)
+    sizes = [int(x) for x in bare.stdout.split("\n")[0].split()[1:]]
+    rule = tmp_path / "vec.yaml"
+    rule.write_text('rules:\n  - kernel: vecAdd\n    when: before\n    format: npy\n')
+    ran = cudump_run(program, "--rule", str(rule))
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == bare.stdout
+    records = sorted(manifest(ran.run_dir), key=lambda r: r["arg"])
+    assert [r["arg"] for r in records] == [0, 1, 2]
+    assert [r["shape"][0] * 4 for r in records] == sizes
+    summary = json.loads((ran.run_dir / "summary.json").read_text())
+    assert summary["allocations"] == 20000 + len(range(0, 20000, 3))
