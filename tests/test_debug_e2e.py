@@ -210,6 +210,8 @@ def test_terminal_session_on_a_breakpoint(spawn, fake, tmp_path):
 
 
 def test_ctrl_c_stops_the_running_program_and_at_the_prompt_only_cancels(spawn, fake):
+    import time
+
     child = spawn("--break", "never_launched_kernel", "--", str(fake.programs["zed"]),
                   "1000000", "--size", "16x8", timeout=60)
     child.expect(r"frame 3 ")          # the program is well under way
@@ -222,6 +224,7 @@ def test_ctrl_c_stops_the_running_program_and_at_the_prompt_only_cancels(spawn, 
     child.sendline("continue")
     child.expect("Continuing.")
     child.expect(r"frame \d+ ")        # running again
+    time.sleep(0.3)
     child.sendintr()
     child.expect(r"Interrupt, launch \d+")
     child.expect_exact("(cudump)")

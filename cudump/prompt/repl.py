@@ -257,5 +257,7 @@ def command_loop(ctx: Context, reader: Reader) -> Outcome:
         outcome = execute(ctx, line)
         if outcome is not None:
             return outcome
+        if getattr(ctx.stop, "resumed", False):
+            return Outcome.RESUMED  # a Ctrl-C cut the command short after it let the launch go
         if ctx.stop is None:   # a step whose launch did not come back
             return Outcome.RESUMED
