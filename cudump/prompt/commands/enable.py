@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from cudump.prompt.commands._numbers import breakpoint_number, joined
+from cudump.prompt.commands._numbers import set_enabled
 from cudump.prompt.context import Context
 from cudump.prompt.registry import command, make_parser
 
@@ -14,17 +14,4 @@ parser.add_argument("numbers", nargs="*", metavar="N", help="breakpoint numbers"
 
 @command(parser, category="breakpoints", complete="breakpoints")
 def enable(ctx: Context, args: argparse.Namespace) -> None:
-    table = ctx.debugger.breakpoints
-    numbers = list(dict.fromkeys(breakpoint_number(n) for n in args.numbers))
-    for number in numbers:
-        table.get(number)     # all exist, or nothing changes
-    done: list[int] = []
-    if not numbers:
-        done = table.set_enabled(None, True)
-    for number in numbers:
-        done += table.set_enabled(number, True)
-    ctx.debugger.changed()
-    if not done:
-        ctx.say("No breakpoints.")
-    else:
-        ctx.say(f"Enabled breakpoint{'s' if len(done) > 1 else ''} {joined(done)}.")
+    set_enabled(ctx, args.numbers, True)
