@@ -181,7 +181,7 @@ class RemoteStop:
             c = p.COUNT.unpack(data, pos)
             func = self.proc.funcs.get(c["id"])
             if func is not None:
-                func.launches = c["launches"]
+                func.launches = c["launches"] + c["graph_launches"]
 
     def backtrace(self) -> list[Frame]:
         def do() -> bytes:

@@ -44,6 +44,9 @@ class LaunchEvent:
     api: str
     flags: int
     rc: int
+    graph: int = 0                                         # LAUNCH_GRAPH: graph, replay, node
+    replay: int = 0
+    node: int = 0
     raw_args: list[bytes] | None = None                    # MSG_BEGIN: parameter bytes
     pointers: dict[tuple[int, int], Allocation] = field(default_factory=dict)
 
@@ -103,7 +106,8 @@ def decode_launch(payload: bytes) -> LaunchEvent:
     event = LaunchEvent(
         seq=h["seq"], occurrence=h["occurrence"], func_id=h["id"], device=h["device"],
         grid=h["grid"], block=h["block"], smem=h["smem"], stream=h["stream"], tid=h["tid"],
-        api=p.api_name(h["api"]), flags=h["flags"], rc=h["rc"])
+        api=p.api_name(h["api"]), flags=h["flags"], rc=h["rc"], graph=h["graph"],
+        replay=h["replay"], node=h["node"])
     nparams, nptrs = h["nparams"], h["nptrs"]
     if nparams > p.MAX_PARAMS or nptrs > p.MAX_PARAMS:
         raise p.ProtocolError(f"{nparams} parameters, {nptrs} pointers")

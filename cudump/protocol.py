@@ -65,6 +65,7 @@ class Option(IntFlag):
 class LaunchFlag(IntFlag):
     CAPTURED = 1
     INTERRUPTED = 2
+    GRAPH = 4
 
 
 class PlanFlag(IntFlag):
@@ -172,7 +173,7 @@ WANTS = _layout("proto_wants", ("wants", "I"), ("generation", "I"))
 LAUNCH = _layout("proto_launch", ("seq", "Q"), ("occurrence", "Q"), ("stream", "Q"),
                  ("tid", "Q"), ("id", "I"), ("device", "i"), ("grid", "3I"), ("block", "3I"),
                  ("smem", "I"), ("api", "I"), ("flags", "I"), ("rc", "i"), ("nparams", "i"),
-                 ("nptrs", "I"))
+                 ("nptrs", "I"), ("graph", "Q"), ("replay", "I"), ("node", "I"))
 RING_SLOT = _layout("proto_ring_slot", ("ready", "Q"), ("reserved", "Q"),
                     *[(f"event.{name}", code) for name, code in LAUNCH.fields],
                     ("pad", f"{RING_SLOT_SIZE - 16 - LAUNCH.size}s"))
@@ -184,7 +185,8 @@ MEMORY = _layout("proto_memory", ("op", "I"), ("kind", "I"), ("base", "Q"), ("si
                  ("device", "i"))
 GRAPH = _layout("proto_graph", ("seq", "Q"), ("exec", "Q"), ("stream", "Q"), ("api", "I"),
                 ("device", "i"))
-COUNT = _layout("proto_count", ("id", "I"), ("reserved", "I"), ("launches", "Q"))
+COUNT = _layout("proto_count", ("id", "I"), ("reserved", "I"), ("launches", "Q"),
+                ("graph_launches", "Q"))
 STATS = _layout("proto_stats", ("seq", "Q"), ("captured", "Q"), ("graph_launches", "Q"),
                 ("nfuncs", "I"), ("reserved", "I"))
 COPY = _layout("proto_copy", ("phase", "I"), ("flags", "I"), ("src", "Q"), ("width", "Q"),

@@ -158,18 +158,21 @@ class Controller:
                 result.processes += 1
                 result.pids.append(proc.pid)
                 if proc.stats is not None:
-                    counts = dict(proc.stats["funcs"])
+                    counts = {fid: (n, g) for fid, n, g in proc.stats["funcs"]}
                     result.captured_launches += int(proc.stats["captured"])
                     result.graph_launches += int(proc.stats["graph_launches"])
                 else:
                     # The process ended without saying goodbye (killed, _exit):
                     # count what it reported as it went.
-                    counts = {fid: f.launches for fid, f in proc.funcs.items()}
-                for fid, n in counts.items():
+                    counts = {fid: (f.launches, 0) for fid, f in proc.funcs.items()}
+                for fid, (n, g) in counts.items():
                     func = proc.funcs.get(fid)
-                    if func is not None and n:
-                        result.kernels[func.demangled] += n
+                    if func is not None and (n or g):
+                        result.kernels[func.demangled] += n + g
                         result.launches += n
+                        if g:
+                            result.graph_kernels[func.demangled] += g
+                            result.graph_kernel_launches += g
         if self.snapshots is not None:
             self.snapshots.fill(result)
         if self.drain is not None:
@@ -308,16 +311,20 @@ class Connection:
         func = self.proc.funcs.get(event.func_id)
         if func is None:
             return
-        if not event.captured and event.rc == 0:
+        graph = bool(event.flags & p.LaunchFlag.GRAPH)
+        if not event.captured and not graph and event.rc == 0:
             func.launches += 1
         trace = self.controller.trace
         if trace is not None and event.rc == 0:
             record = {
-                "event": "launch", "launch": event.seq, "pid": self.proc.pid,
-                "device": event.device, "kernel": func.demangled, "mangled": func.mangled,
-                "grid": list(event.grid), "block": list(event.block), "smem": event.smem,
-                "stream": event.stream_hex, "api": event.api, "captured": event.captured,
+                "event": "graph-kernel" if graph else "launch", "launch": event.seq,
+                "pid": self.proc.pid, "device": event.device, "kernel": func.demangled,
+                "mangled": func.mangled, "grid": list(event.grid), "block": list(event.block),
+                "smem": event.smem, "stream": event.stream_hex, "api": event.api,
+                "captured": event.captured,
             }
+            if graph:
+                record.update(graph=event.graph, replay=event.replay, node=event.node)
             trace.write(record)
 
     def on_graph(self, msg: p.Message) -> None:
@@ -342,7 +349,7 @@ class Connection:
         funcs = []
         for i in range(st["nfuncs"]):
             c = p.COUNT.unpack(msg.payload, p.STATS.size + i * p.COUNT.size)
-            funcs.append((c["id"], c["launches"]))
+            funcs.append((c["id"], c["launches"], c["graph_launches"]))
         st["funcs"] = funcs
         self.proc.stats = st
 

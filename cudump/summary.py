@@ -31,6 +31,8 @@ class RunSummary:
     captured_launches: int = 0     # launches recorded during stream capture
     graph_launches: int = 0
     kernels: Counter[str] = field(default_factory=Counter)  # demangled name -> launches
+    graph_kernel_launches: int = 0  # kernel-node runs of graph launches (in `kernels` too)
+    graph_kernels: Counter[str] = field(default_factory=Counter)  # of which from graphs
     allocations: int = 0           # device allocations made
     peak_bytes: int = 0            # most device memory live at once (all processes)
     snapshots: int = 0
@@ -41,10 +43,13 @@ class RunSummary:
 
     def line(self) -> str:
         procs = f"{self.processes} process" + ("" if self.processes == 1 else "es")
+        graphs = plural(self.graph_launches, "graph launch", "graph launches")
+        if self.graph_kernel_launches:
+            graphs += f" running {plural(self.graph_kernel_launches, 'kernel')}"
         text = (
             f"cudump: {procs}, {plural(self.launches, 'launch', 'launches')} "
-            f"({plural(self.graph_launches, 'graph launch', 'graph launches')}, "
-            f"{self.captured_launches} captured), {plural(len(self.kernels), 'kernel')}, "
+            f"({graphs}, {self.captured_launches} captured), "
+            f"{plural(len(self.kernels), 'kernel')}, "
             f"{plural(self.allocations, 'allocation')} (peak {human_bytes(self.peak_bytes)})"
         )
         if self.snapshots or self.snapshot_errors:
@@ -61,4 +66,6 @@ class RunSummary:
     def write(self, run_dir: Path) -> None:
         data = asdict(self)
         data["kernels"] = dict(sorted(self.kernels.items(), key=lambda kv: (-kv[1], kv[0])))
+        data["graph_kernels"] = dict(sorted(self.graph_kernels.items(),
+                                            key=lambda kv: (-kv[1], kv[0])))
         (run_dir / SUMMARY_FILE).write_text(json.dumps(data, indent=2) + "\n")

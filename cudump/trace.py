@@ -34,8 +34,11 @@ def format_launch(record: dict[str, Any]) -> str:
             f"cudump: #{record['launch']} pid={record['pid']}{_device(record)} graph-launch "
             f"exec={record['graph']} stream={record['stream']}"
         )
+    node = (f" graph={record['graph']} replay={record['replay']} node={record['node']}"
+            if record["event"] == "graph-kernel" else "")
     line = (
-        f"cudump: #{record['launch']} pid={record['pid']}{_device(record)} {record['kernel']} "
+        f"cudump: #{record['launch']} pid={record['pid']}{_device(record)}{node} "
+        f"{record['kernel']} "
         f"grid={_dims(record['grid'])} block={_dims(record['block'])} smem={record['smem']} "
         f"stream={record['stream']}"
     )
@@ -164,16 +167,18 @@ class TraceDrain:
         names: dict[int, tuple[str, str, str]] = {}
         pid = proc.pid
         columns = [events[f].tolist() for f in ("seq", "id", "device", "grid", "block", "smem",
-                                                "stream", "api", "flags", "rc")]
-        for seq, fid, dev, grid, block, smem, stream, api, flags, rc in zip(*columns,
-                                                                            strict=True):
+                                                "stream", "api", "flags", "rc", "graph",
+                                                "replay", "node")]
+        for (seq, fid, dev, grid, block, smem, stream, api, flags, rc, graph, replay,
+             node) in zip(*columns, strict=True):
             if rc != 0:
                 continue
             func = proc.funcs.get(fid)
             if func is None:
                 continue
             captured = bool(flags & p.LaunchFlag.CAPTURED)
-            if not captured:
+            in_graph = bool(flags & p.LaunchFlag.GRAPH)
+            if not captured and not in_graph:
                 func.launches += 1
             name = names.get(fid)
             if name is None:
@@ -182,15 +187,18 @@ class TraceDrain:
             gx, gy, gz = grid
             bx, by, bz = block
             api_name = p.api_name(api)
+            event = "graph-kernel" if in_graph else "launch"
+            where = f',"graph":{graph},"replay":{replay},"node":{node}' if in_graph else ""
             records.append(
-                f'{{"event":"launch","launch":{seq},"pid":{pid},"device":{dev},'
+                f'{{"event":"{event}","launch":{seq},"pid":{pid},"device":{dev},'
                 f'"kernel":{name[1]},"mangled":{name[2]},"grid":[{gx},{gy},{gz}],'
                 f'"block":[{bx},{by},{bz}],"smem":{smem},"stream":"0x{stream:x}",'
-                f'"api":"{api_name}","captured":{"true" if captured else "false"}}}')
+                f'"api":"{api_name}","captured":{"true" if captured else "false"}{where}}}')
             device = f" dev={dev}" if dev >= 0 else ""
-            lines.append(f"cudump: #{seq} pid={pid}{device} {name[0]} grid=({gx},{gy},{gz}) "
-                         f"block=({bx},{by},{bz}) smem={smem} stream=0x{stream:x}"
-                         + (" captured" if captured else ""))
+            node_text = f" graph={graph} replay={replay} node={node}" if in_graph else ""
+            lines.append(f"cudump: #{seq} pid={pid}{device}{node_text} {name[0]} "
+                         f"grid=({gx},{gy},{gz}) block=({bx},{by},{bz}) smem={smem} "
+                         f"stream=0x{stream:x}" + (" captured" if captured else ""))
         if records:
             self.writer.write_lines(records, lines)
 

@@ -85,8 +85,26 @@
 #define CUDUMP_A_cuGraphLaunch (exec, stream)
 #define CUDUMP_P_cuStreamBeginCapture (CUstream stream, CUstreamCaptureMode mode)
 #define CUDUMP_A_cuStreamBeginCapture (stream, mode)
+#define CUDUMP_P_cuStreamBeginCaptureToGraph                                   \
+    (CUstream stream, CUgraph graph, const CUgraphNode *deps, const void *depData,     \
+     size_t numDeps, CUstreamCaptureMode mode)
+#define CUDUMP_A_cuStreamBeginCaptureToGraph (stream, graph, deps, depData, numDeps, mode)
 #define CUDUMP_P_cuStreamEndCapture (CUstream stream, void **graph)
 #define CUDUMP_A_cuStreamEndCapture (stream, graph)
+#define CUDUMP_P_cuGraphInstantiateWithFlags                                    \
+    (CUgraphExec *exec, CUgraph graph, unsigned long long flags)
+#define CUDUMP_A_cuGraphInstantiateWithFlags (exec, graph, flags)
+/* The pre-12.0 form that cuGetProcAddress still gives for "cuGraphInstantiate". */
+#define CUDUMP_P_cuGraphInstantiate                                             \
+    (CUgraphExec *exec, CUgraph graph, CUgraphNode *errorNode, char *log, size_t logSize)
+#define CUDUMP_A_cuGraphInstantiate (exec, graph, errorNode, log, logSize)
+#define CUDUMP_P_cuGraphExecDestroy (CUgraphExec exec)
+#define CUDUMP_A_cuGraphExecDestroy (exec)
+#define CUDUMP_P_cuGraphExecKernelNodeSetParams                                 \
+    (CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *params)
+#define CUDUMP_A_cuGraphExecKernelNodeSetParams (exec, node, params)
+#define CUDUMP_P_cuGraphExecUpdate (CUgraphExec exec, CUgraph graph, void *resultInfo)
+#define CUDUMP_A_cuGraphExecUpdate (exec, graph, resultInfo)
 
 #define CUDUMP_FAMILIES(F)                                                           \
     F(cuInit) F(cuGetProcAddress) F(cuGetProcAddress_v2) F(cuModuleGetFunction)       \
@@ -94,7 +112,10 @@
     F(cuMemAllocManaged) F(cuMemAllocAsync) F(cuMemAllocFromPoolAsync) F(cuMemFree)   \
     F(cuMemFreeAsync) F(cuMemCreate) F(cuMemRelease) F(cuMemMap) F(cuMemUnmap) F(cuMemAllocHost) F(cuMemHostAlloc)   \
     F(cuMemFreeHost) F(cuLaunchKernel) F(cuLaunchCooperativeKernel)                   \
-    F(cuLaunchKernelEx) F(cuGraphLaunch) F(cuStreamBeginCapture) F(cuStreamEndCapture)
+    F(cuLaunchKernelEx) F(cuGraphLaunch) F(cuStreamBeginCapture) F(cuStreamEndCapture)   \
+    F(cuStreamBeginCaptureToGraph)                                                       \
+    F(cuGraphInstantiateWithFlags) F(cuGraphInstantiate) F(cuGraphExecDestroy)          \
+    F(cuGraphExecKernelNodeSetParams) F(cuGraphExecUpdate)
 
 #define CUDUMP_VARIANTS(VARIANT)                                           \
     VARIANT(cuInit, cuInit, 0)                                             \
@@ -130,8 +151,15 @@
     VARIANT(cuGraphLaunch_ptsz, cuGraphLaunch, 1)                          \
     VARIANT(cuStreamBeginCapture_v2, cuStreamBeginCapture, 0)              \
     VARIANT(cuStreamBeginCapture_v2_ptsz, cuStreamBeginCapture, 1)         \
+    VARIANT(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph, 0)   \
+    VARIANT(cuStreamBeginCaptureToGraph_ptsz, cuStreamBeginCaptureToGraph, 1) \
     VARIANT(cuStreamEndCapture, cuStreamEndCapture, 0)                     \
-    VARIANT(cuStreamEndCapture_ptsz, cuStreamEndCapture, 1)
+    VARIANT(cuStreamEndCapture_ptsz, cuStreamEndCapture, 1)                \
+    VARIANT(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 0)   \
+    VARIANT(cuGraphInstantiate_v2, cuGraphInstantiate, 0)                  \
+    VARIANT(cuGraphExecDestroy, cuGraphExecDestroy, 0)                     \
+    VARIANT(cuGraphExecKernelNodeSetParams_v2, cuGraphExecKernelNodeSetParams, 0) \
+    VARIANT(cuGraphExecUpdate_v2, cuGraphExecUpdate, 0)
 
 /*
  * Driver functions the shim calls for its own work but does not wrap.
@@ -156,4 +184,9 @@
     SERVICE(cuEventSynchronize, (CUevent e))                                              \
     SERVICE(cuEventDestroy_v2, (CUevent e))                                               \
     SERVICE(cuCtxGetDevice, (CUdevice *device))                                           \
-    SERVICE(cuCtxSynchronize, (void))
+    SERVICE(cuCtxSynchronize, (void))                                                     \
+    SERVICE(cuGraphGetNodes, (CUgraph g, CUgraphNode *nodes, size_t *count))              \
+    SERVICE(cuGraphGetEdges, (CUgraph g, CUgraphNode *from, CUgraphNode *to, size_t *count)) \
+    SERVICE(cuGraphNodeGetType, (CUgraphNode node, int *type))                            \
+    SERVICE(cuGraphKernelNodeGetParams_v2, (CUgraphNode node, CUDA_KERNEL_NODE_PARAMS *p)) \
+    SERVICE(cuGraphChildGraphNodeGetGraph, (CUgraphNode node, CUgraph *child))

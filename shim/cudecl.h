@@ -25,6 +25,8 @@ typedef struct CUkern_st *CUkernel;
 typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
 typedef struct CUgraphExec_st *CUgraphExec;
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphNode_st *CUgraphNode;
 typedef struct CUmemPoolHandle_st *CUmemoryPool;
 typedef struct CUarray_st *CUarray;
 
@@ -114,6 +116,26 @@ typedef struct {
     CUlaunchAttribute *attrs;
     unsigned int numAttrs;
 } CUlaunchConfig;
+
+/* CUgraphNodeType values cudump looks at. */
+enum { CU_GRAPH_NODE_TYPE_KERNEL = 0, CU_GRAPH_NODE_TYPE_GRAPH = 4 };
+
+/* CUDA_KERNEL_NODE_PARAMS (_v2, CUDA 12 and later): `func`, or `kern` when
+ * func is NULL; kernelParams point at each parameter's value. */
+typedef struct {
+    CUfunction func;
+    unsigned int gridDimX;
+    unsigned int gridDimY;
+    unsigned int gridDimZ;
+    unsigned int blockDimX;
+    unsigned int blockDimY;
+    unsigned int blockDimZ;
+    unsigned int sharedMemBytes;
+    void **kernelParams;
+    void **extra;
+    CUkernel kern;
+    CUcontext ctx;
+} CUDA_KERNEL_NODE_PARAMS;
 
 /* Opaque to cudump: passed through to the real driver untouched. */
 typedef struct CUmemAllocationProp_st CUmemAllocationProp;

@@ -199,7 +199,8 @@ void functab_each(void (*fn)(struct func_entry *, void *), void *ctx)
 {
     for (size_t i = 0; i < FUNCTAB_SIZE; i++)
         if (atomic_load_explicit(&table[i].key, memory_order_acquire) &&
-            atomic_load_explicit(&table[i].launches, memory_order_relaxed))
+            (atomic_load_explicit(&table[i].launches, memory_order_relaxed) ||
+             atomic_load_explicit(&table[i].graph_launches, memory_order_relaxed)))
             fn(&table[i], ctx);
 }
 
@@ -211,6 +212,7 @@ void functab_reset_after_fork(void)
         if (!atomic_load_explicit(&table[i].key, memory_order_relaxed))
             continue;
         atomic_store(&table[i].launches, 0);
+        atomic_store(&table[i].graph_launches, 0);
         int s = atomic_load(&table[i].state);
         if (s == FN_READY || s == FN_PENDING)
             atomic_store(&table[i].state, table[i].name ? FN_NAMED : FN_EMPTY);

@@ -22,6 +22,7 @@ static void after_fork_child(void)
     alloctab_reset_after_fork();
     launch_reset_after_fork();
     launch_forget_tid();
+    graph_reset_after_fork();
     atomic_store(&shim_stats.seq, 0);
     atomic_store(&shim_stats.captured, 0);
     atomic_store(&shim_stats.graph_launches, 0);
@@ -42,7 +43,8 @@ static void add_func_count(struct func_entry *e, void *ctx)
 {
     struct stats_ctx *c = ctx;
     struct proto_count count = {.id = e->id,
-                                .launches = (uint64_t)atomic_load(&e->launches)};
+                                .launches = (uint64_t)atomic_load(&e->launches),
+                                .graph_launches = (uint64_t)atomic_load(&e->graph_launches)};
     msg_add(c->m, &count, sizeof count);
     c->n++;
 }
@@ -51,6 +53,7 @@ __attribute__((destructor)) static void shim_unload(void)
 {
     if (!channel_up())
         return;
+    graph_fold_all();
     char stack[4096];
     struct msg m;
     msg_init(&m, stack, sizeof stack, MSG_STATS, 0);
@@ -294,6 +297,18 @@ CUresult hook_cuStreamBeginCapture(cuStreamBeginCapture_fn real, int ptsz, CUstr
 {
     (void)ptsz;
     CUresult rc = real(stream, mode);
+    if (rc == CUDA_SUCCESS)
+        atomic_fetch_add(&shim_stats.captures_active, 1);
+    return rc;
+}
+
+CUresult hook_cuStreamBeginCaptureToGraph(cuStreamBeginCaptureToGraph_fn real, int ptsz,
+                                          CUstream stream, CUgraph graph, const CUgraphNode *deps,
+                                          const void *depData, size_t numDeps,
+                                          CUstreamCaptureMode mode)
+{
+    (void)ptsz;
+    CUresult rc = real(stream, graph, deps, depData, numDeps, mode);
     if (rc == CUDA_SUCCESS)
         atomic_fetch_add(&shim_stats.captures_active, 1);
     return rc;

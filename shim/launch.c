@@ -135,6 +135,32 @@ static bool ring_push(const struct proto_launch *ev)
     return true;
 }
 
+static void send_event(struct proto_launch *ev, uint64_t seq)
+{
+    if (ring_push(ev))
+        return;
+    char stack[160];
+    struct msg m;
+    msg_init(&m, stack, sizeof stack, MSG_LAUNCH, seq);
+    msg_add(&m, ev, sizeof *ev);
+    channel_send(&m);
+    msg_free(&m);
+}
+
+void launch_graph_kernel(const struct launch_info *li, uint64_t graph, uint32_t replay,
+                         uint32_t node)
+{
+    struct proto_launch ev = {
+        .seq = li->seq, .occurrence = li->occurrence, .stream = (uint64_t)(uintptr_t)li->stream,
+        .tid = current_tid(), .id = li->e->id, .device = current_device(),
+        .grid = {li->grid[0], li->grid[1], li->grid[2]},
+        .block = {li->block[0], li->block[1], li->block[2]}, .smem = li->smem, .api = li->api,
+        .flags = LAUNCH_GRAPH, .rc = 0, .nparams = -1, .nptrs = 0, .graph = graph,
+        .replay = replay, .node = node,
+    };
+    send_event(&ev, li->seq);
+}
+
 static void send_launch_event(const struct launch_info *li, CUresult rc)
 {
     struct proto_launch ev = {
@@ -144,14 +170,7 @@ static void send_launch_event(const struct launch_info *li, CUresult rc)
         .block = {li->block[0], li->block[1], li->block[2]}, .smem = li->smem, .api = li->api,
         .flags = (li->captured ? LAUNCH_CAPTURED : 0u), .rc = rc, .nparams = -1, .nptrs = 0,
     };
-    if (ring_push(&ev))
-        return;
-    char stack[128];
-    struct msg m;
-    msg_init(&m, stack, sizeof stack, MSG_LAUNCH, li->seq);
-    msg_add(&m, &ev, sizeof ev);
-    channel_send(&m);
-    msg_free(&m);
+    send_event(&ev, li->seq);
 }
 
 void launch_after(struct launch_info *li, CUresult rc)
@@ -170,9 +189,14 @@ void launch_graph(CUgraphExec exec, CUstream stream, int ptsz)
 {
     unsigned long long seq = atomic_fetch_add(&shim_stats.seq, 1) + 1;
     atomic_fetch_add(&shim_stats.graph_launches, 1);
-    if (!channel_up() || !(channel_options() & OPTION_TRACE_GRAPHS))
+    if (!channel_up())
         return;
     shim_busy++;
+    if (!(channel_options() & OPTION_TRACE_GRAPHS)) {
+        graph_launched(exec, stream, ptsz, seq);
+        shim_busy--;
+        return;
+    }
     struct proto_graph ev = {.seq = seq, .exec = (uint64_t)(uintptr_t)exec,
                              .stream = (uint64_t)(uintptr_t)stream,
                              .api = ptsz ? API_cuGraphLaunch_ptsz : API_cuGraphLaunch,
@@ -183,5 +207,6 @@ void launch_graph(CUgraphExec exec, CUstream stream, int ptsz)
     msg_add(&m, &ev, sizeof ev);
     channel_send(&m);
     msg_free(&m);
+    graph_launched(exec, stream, ptsz, seq);
     shim_busy--;
 }

@@ -67,6 +67,17 @@ static inline void launch_count(struct func_entry *e, CUstream stream, int ptsz)
 void launch_before(struct launch_info *li);
 void launch_after(struct launch_info *li, CUresult rc);
 void launch_graph(CUgraphExec exec, CUstream stream, int ptsz);
+/* Reports one kernel node of a graph launch (trace). */
+void launch_graph_kernel(const struct launch_info *li, uint64_t graph, uint32_t replay,
+                         uint32_t node);
+
+/* ---- graph.c: executable graphs and their kernels --------------------------- */
+
+/* A graph launch succeeded: count it, and report its kernel nodes when tracing. */
+void graph_launched(CUgraphExec exec, CUstream stream, int ptsz, unsigned long long seq);
+/* Adds every graph's launches so far to its kernels' counts (at exit). */
+void graph_fold_all(void);
+void graph_reset_after_fork(void);
 void launch_reset_after_fork(void);
 void launch_forget_tid(void);
 

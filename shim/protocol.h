@@ -91,6 +91,7 @@ enum proto_option {        /* proto_welcome.options */
 enum proto_launch_flag {   /* proto_launch.flags */
     LAUNCH_CAPTURED = 1,   /* recorded into a graph by stream capture, not run */
     LAUNCH_INTERRUPTED = 2, /* the controller asked for a stop at any launch */
+    LAUNCH_GRAPH = 4,      /* a kernel node run by cuGraphLaunch: graph, replay and node say which */
 };
 
 enum proto_plan_flag {     /* proto_plan.flags */
@@ -212,6 +213,9 @@ struct proto_launch {
     int32_t rc;             /* the launch's result (MSG_LAUNCH only) */
     int32_t nparams;        /* MSG_BEGIN: parameters described, -1 if unknown */
     uint32_t nptrs;         /* MSG_BEGIN: proto_pointer entries */
+    uint64_t graph;         /* LAUNCH_GRAPH: the executable graph's id (per process) */
+    uint32_t replay;        /* LAUNCH_GRAPH: its n-th launch, from 1 */
+    uint32_t node;          /* LAUNCH_GRAPH: the kernel node's index, in run order */
 };
 
 /* One slot of the trace ring. */
@@ -219,7 +223,7 @@ struct proto_ring_slot {
     uint64_t ready;         /* position + 1 once the event is written */
     uint64_t reserved;
     struct proto_launch event;
-    uint8_t pad[PROTO_RING_SLOT_SIZE - 16 - 88];
+    uint8_t pad[PROTO_RING_SLOT_SIZE - 16 - 104];
 };
 
 struct proto_pointer {
@@ -257,7 +261,8 @@ struct proto_graph {
 struct proto_count {
     uint32_t id;
     uint32_t reserved;
-    uint64_t launches;
+    uint64_t launches;      /* launched directly */
+    uint64_t graph_launches; /* run as a kernel node of a graph launch */
 };
 
 struct proto_stats {

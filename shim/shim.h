@@ -55,6 +55,7 @@ struct func_entry {
     _Atomic unsigned wants;     /* enum proto_want bits, valid for generation `gen` */
     _Atomic uint32_t gen;       /* the control generation the wants were given for */
     _Atomic unsigned long long launches;
+    _Atomic unsigned long long graph_launches; /* runs as a kernel node of a graph launch */
     unsigned id;                /* per-process id sent to the controller */
     bool is_kernel;             /* handle is a CUkernel (library API) */
     char *name;                 /* mangled name, owned */

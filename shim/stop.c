@@ -118,7 +118,8 @@ struct counts_ctx {
 static void add_count(struct func_entry *e, void *ctx)
 {
     struct counts_ctx *c = ctx;
-    struct proto_count count = {.id = e->id, .launches = (uint64_t)atomic_load(&e->launches)};
+    struct proto_count count = {.id = e->id, .launches = (uint64_t)atomic_load(&e->launches),
+                                .graph_launches = (uint64_t)atomic_load(&e->graph_launches)};
     sb_append(c->sb, &count, sizeof count);
 }
 

@@ -151,3 +151,8 @@ def test_torch_ops(workdir, tmp_path):
     graphs = runs.graph_launches()
     assert len(graphs) == 10
     assert len({g["graph"] for g in graphs}) == 1
+    # Each replay reports the kernels it runs: what CUPTI saw in the ten replays.
+    nodes = [e for e in runs.trace() if e["event"] == "graph-kernel"]
+    assert Counter(e["kernel"] for e in nodes) == Counter(
+        {k: 10 * n for k, n in expected["captured_kernels"].items()})
+    assert summary["graph_kernel_launches"] == len(nodes)
