@@ -57,6 +57,10 @@ static void add_kernel(struct walk *w, CUgraphNode node)
     struct func_entry *e = functab_get(handle);
     if (!e)
         return;
+    /* A graph node may hold a handle the program never launched directly (the
+     * runtime's per-context function, a CUkernel): name it now, not at exit. */
+    if (atomic_load_explicit(&e->state, memory_order_acquire) != FN_READY)
+        functab_register(e);
     if (w->n == w->cap) {
         size_t cap = w->cap ? w->cap * 2 : 16;
         struct graph_kernel *grown = realloc(w->k, cap * sizeof *grown);

@@ -156,3 +156,17 @@ def test_torch_ops(workdir, tmp_path):
     assert Counter(e["kernel"] for e in nodes) == Counter(
         {k: 10 * n for k, n in expected["captured_kernels"].items()})
     assert summary["graph_kernel_launches"] == len(nodes)
+
+
+def test_torch_graph_kernels_are_counted_without_trace(workdir, tmp_path):
+    pytest.importorskip("torch")
+    out = tmp_path / "run"
+    ran = run(under_cudump(sample("torch_ops.py"), out), workdir)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    expected = json.loads(next(line for line in ran.stdout.splitlines()
+                               if line.startswith("expected ")).removeprefix("expected "))
+    summary = RunDir(out).summary()
+    want = Counter({k: 10 * n for k, n in expected["captured_kernels"].items()})
+    assert Counter(summary["graph_kernels"]) == want
+    assert summary["graph_kernel_launches"] == sum(want.values())
+    assert f"running {sum(want.values())} kernels" in ran.stderr
