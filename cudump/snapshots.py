@@ -82,6 +82,7 @@ class PlannedLaunch:
 
     copies: list[PlannedCopy]
     entries: list[tuple[PlannedCopy, Piece | None]]
+    used: int = 0       # staging bytes taken by whole copies (where the next node starts)
 
     def wire(self) -> bytes:
         return b"".join(w for c in self.copies for w in c.wire())
@@ -162,8 +163,29 @@ class Snapshotter:
              staging_size: int) -> PlannedLaunch | None:
         """The copies to make around this launch (remembered until `collect`).
 
-        Buffers are placed whole in the staging area while they fit; the rest are streamed
-        through what is left of it in pieces, each handed over before the next."""
+        The kernel nodes of one graph launch share its number and are planned one after
+        the other: their copies follow each other in the staging area, none streamed
+        (a graph's copy nodes run without the controller), and one MSG_END reports all."""
+        in_graph = bool(event.flags & p.LaunchFlag.GRAPH)
+        ps = self._proc(proc.pid)
+        earlier = ps.pending.get(event.seq) if in_graph else None
+        base = earlier.used if earlier is not None else 0
+        planned = self._plan(proc, func, event, staging_size, base, not in_graph)
+        if planned is None:
+            return None
+        if earlier is not None:
+            earlier.copies.extend(planned.copies)
+            earlier.entries.extend(planned.entries)
+            earlier.used = planned.used
+        else:
+            ps.pending[event.seq] = planned
+        return planned
+
+    def _plan(self, proc: ProcessState, func: FuncInfo, event: LaunchEvent, staging_size: int,
+              base: int, stream: bool) -> PlannedLaunch | None:
+        """Buffers are placed whole in the staging area (from `base`) while they fit; the rest
+        are streamed through what is left of it in pieces, each handed over before the
+        next, where `stream` allows."""
         ps = self._proc(proc.pid)
         fr = ps.rules.get(func.id)
         if fr is None:
@@ -213,14 +235,11 @@ class Snapshotter:
                         continue
                     record = self._record(ctx, plan.arg, phase, plan, stems=stems, rule=rule)
                     copies.append(PlannedCopy(plan, phase, 0, rule, record))
-        placed = self._place(ctx, copies, staging_size)
-        if placed is not None:
-            ps.pending[event.seq] = placed
-        return placed
+        return self._place(ctx, copies, staging_size, base, stream)
 
-    def _place(self, ctx: _Launch, copies: list[PlannedCopy],
-               staging_size: int) -> PlannedLaunch | None:
-        offset = 0
+    def _place(self, ctx: _Launch, copies: list[PlannedCopy], staging_size: int, base: int,
+               stream: bool) -> PlannedLaunch | None:
+        offset = base
         whole: list[PlannedCopy] = []
         streamed: list[PlannedCopy] = []
         for copy in copies:
@@ -234,6 +253,11 @@ class Snapshotter:
         entries: list[tuple[PlannedCopy, Piece | None]] = [(c, None) for c in whole]
         kept = list(whole)
         for copy in streamed:
+            if not stream:
+                self._fail(copy.record, f"{copy.plan.nbytes} bytes do not fit the "
+                           f"{free} bytes of staging left for this graph launch (inside a "
+                           "graph a buffer is copied whole); raise --staging")
+                continue
             pieces = split_pieces(copy.plan, offset, free)
             if pieces is None or len(entries) + len(pieces) > p.MAX_COPIES:
                 why = (f"a row of {copy.plan.width_bytes} bytes does not fit the "
@@ -257,7 +281,7 @@ class Snapshotter:
             kept = [c for c in kept if any(e[0] is c for e in entries)]
         if not entries:
             return None
-        return PlannedLaunch(kept, entries)
+        return PlannedLaunch(kept, entries, offset)
 
     def _open_target(self, copy: PlannedCopy) -> np.ndarray:
         """The .npy a streamed copy is written into, piece by piece (under a temporary name)."""
@@ -349,7 +373,10 @@ class Snapshotter:
                 type_text: str | None = None, stems: set[str] | None = None,
                 rule: Rule | None = None) -> SnapshotRecord:
         ev, func = ctx.event, ctx.func
-        stem = f"{ev.seq:06d}-{ctx.proc.pid}-{safe_name(_base_name(func))}-arg{arg}-{phase}"
+        where = (f"-g{ev.graph}r{ev.replay}n{ev.node}" if ev.flags & p.LaunchFlag.GRAPH
+                 else "")
+        stem = (f"{ev.seq:06d}-{ctx.proc.pid}{where}-{safe_name(_base_name(func))}-arg{arg}"
+                f"-{phase}")
         if stems is not None:
             # Two rules on the same buffer: each snapshot gets its own file.
             base, n = stem, 2
@@ -369,6 +396,8 @@ class Snapshotter:
         )
         if plan is not None and plan.note:
             record.extra["note"] = plan.note
+        if ev.flags & p.LaunchFlag.GRAPH:
+            record.extra.update(graph=ev.graph, replay=ev.replay, node=ev.node)
         if rule is not None:
             record.extra["rule"] = f"{rule.path}:{rule.line}"
         return record

@@ -189,4 +189,16 @@
     SERVICE(cuGraphGetEdges, (CUgraph g, CUgraphNode *from, CUgraphNode *to, size_t *count)) \
     SERVICE(cuGraphNodeGetType, (CUgraphNode node, int *type))                            \
     SERVICE(cuGraphKernelNodeGetParams_v2, (CUgraphNode node, CUDA_KERNEL_NODE_PARAMS *p)) \
-    SERVICE(cuGraphChildGraphNodeGetGraph, (CUgraphNode node, CUgraph *child))
+    SERVICE(cuGraphChildGraphNodeGetGraph, (CUgraphNode node, CUgraph *child))            \
+    SERVICE(cuGraphClone, (CUgraph *clone, CUgraph original))                             \
+    SERVICE(cuGraphNodeFindInClone, (CUgraphNode *node, CUgraphNode original, CUgraph clone)) \
+    SERVICE(cuGraphKernelNodeSetParams_v2, (CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *p)) \
+    SERVICE(cuGraphAddMemcpyNode,                                                          \
+            (CUgraphNode *node, CUgraph g, const CUgraphNode *deps, size_t ndeps,          \
+             const CUDA_MEMCPY3D *copy, CUcontext ctx))                                    \
+    SERVICE(cuGraphNodeGetDependencies, (CUgraphNode node, CUgraphNode *deps, size_t *count)) \
+    SERVICE(cuGraphNodeGetDependentNodes, (CUgraphNode node, CUgraphNode *deps, size_t *count)) \
+    SERVICE(cuGraphAddDependencies,                                                        \
+            (CUgraph g, const CUgraphNode *from, const CUgraphNode *to, size_t count))     \
+    SERVICE(cuGraphDestroy, (CUgraph g))                                                   \
+    SERVICE(cuCtxGetCurrent, (CUcontext *ctx))

@@ -137,6 +137,35 @@ typedef struct {
     CUcontext ctx;
 } CUDA_KERNEL_NODE_PARAMS;
 
+/* CUDA_MEMCPY3D, for the copy nodes cudump adds to its own copies of graphs. */
+typedef struct {
+    size_t srcXInBytes;
+    size_t srcY;
+    size_t srcZ;
+    size_t srcLOD;
+    CUmemorytype srcMemoryType;
+    const void *srcHost;
+    CUdeviceptr srcDevice;
+    CUarray srcArray;
+    void *reserved0;
+    size_t srcPitch;
+    size_t srcHeight;
+    size_t dstXInBytes;
+    size_t dstY;
+    size_t dstZ;
+    size_t dstLOD;
+    CUmemorytype dstMemoryType;
+    void *dstHost;
+    CUdeviceptr dstDevice;
+    CUarray dstArray;
+    void *reserved1;
+    size_t dstPitch;
+    size_t dstHeight;
+    size_t WidthInBytes;
+    size_t Height;
+    size_t Depth;
+} CUDA_MEMCPY3D;
+
 /* Opaque to cudump: passed through to the real driver untouched. */
 typedef struct CUmemAllocationProp_st CUmemAllocationProp;
 

@@ -12,6 +12,16 @@
  * A graph launch then costs one counter increment; per-node launch counts are
  * folded in when the graph is destroyed or the process ends. Only when the
  * controller traces does each launch report its kernel nodes.
+ *
+ * Snapshots of kernels inside a graph: the shim keeps its own clone of the
+ * graph each executable graph was made from. When a rule wants a kernel node
+ * of a launch, the launch runs an instrumented copy of that clone instead of
+ * the application's executable graph: the same nodes with the same
+ * parameters, plus copy nodes that take the planned buffers into the pinned
+ * staging area — "before" copies between the node and what it depends on,
+ * "after" copies between it and everything that depends on it — so the
+ * numerics are those of graph mode and the application's graphs are never
+ * touched. Kernels inside child graphs are traced and counted, not copied.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -23,10 +33,15 @@ struct graph_kernel {
     CUgraphNode node;           /* in the graph it was instantiated from */
     struct func_entry *e;
     unsigned grid[3], block[3], smem;
+    bool top;                   /* a node of the graph itself, not of a child graph */
+    CUgraphNode clone_node;     /* the same node in the shim's clone (top nodes) */
+    unsigned char *params;      /* the parameter values, at the layout's offsets */
+    void **argv;                /* kernelParams-style pointers into `params` */
 };
 
 struct graph_exec {
     CUgraphExec exec;
+    CUgraph src;                /* the shim's clone of the graph it was made from */
     uint64_t id;                /* per process, from 1 */
     _Atomic unsigned long long replays;
     unsigned long long counted; /* replays already folded into the functions' counts */
@@ -47,7 +62,46 @@ struct walk {
     bool failed;
 };
 
-static void add_kernel(struct walk *w, CUgraphNode node)
+/* Copies a kernel node's parameter values (for MSG_BEGIN when a rule wants it). */
+static void keep_params(struct graph_kernel *gk, void **kernelParams)
+{
+    struct func_entry *e = gk->e;
+    free(gk->params);
+    free(gk->argv);
+    gk->params = NULL;
+    gk->argv = NULL;
+    if (!kernelParams || e->nparams <= 0)
+        return;
+    size_t size = 0;
+    for (int i = 0; i < e->nparams; i++)
+        if (e->param_offset[i] + e->param_size[i] > size)
+            size = e->param_offset[i] + e->param_size[i];
+    gk->params = calloc(size ? size : 1, 1);
+    gk->argv = calloc((size_t)e->nparams, sizeof *gk->argv);
+    if (!gk->params || !gk->argv) {
+        free(gk->params);
+        free(gk->argv);
+        gk->params = NULL;
+        gk->argv = NULL;
+        return;
+    }
+    for (int i = 0; i < e->nparams; i++) {
+        gk->argv[i] = gk->params + e->param_offset[i];
+        if (kernelParams[i])
+            memcpy(gk->argv[i], kernelParams[i], e->param_size[i]);
+    }
+}
+
+static void free_kernels(struct graph_kernel *k, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(k[i].params);
+        free(k[i].argv);
+    }
+    free(k);
+}
+
+static void add_kernel(struct walk *w, CUgraphNode node, bool top)
 {
     CUDA_KERNEL_NODE_PARAMS p;
     memset(&p, 0, sizeof p);
@@ -71,9 +125,11 @@ static void add_kernel(struct walk *w, CUgraphNode node)
         w->k = grown;
         w->cap = cap;
     }
-    w->k[w->n++] = (struct graph_kernel){node, e, {p.gridDimX, p.gridDimY, p.gridDimZ},
-                                         {p.blockDimX, p.blockDimY, p.blockDimZ},
-                                         p.sharedMemBytes};
+    w->k[w->n] = (struct graph_kernel){node, e, {p.gridDimX, p.gridDimY, p.gridDimZ},
+                                       {p.blockDimX, p.blockDimY, p.blockDimZ},
+                                       p.sharedMemBytes, top, NULL, NULL, NULL};
+    keep_params(&w->k[w->n], p.kernelParams);
+    w->n++;
 }
 
 /* Appends the graph's kernel nodes, child graphs flattened in place, in a
@@ -111,7 +167,7 @@ static void walk_graph(struct walk *w, CUgraph graph, int depth)
         if (real_cuGraphNodeGetType && real_cuGraphNodeGetType(nodes[j], &type) == CUDA_SUCCESS) {
             CUgraph child = NULL;
             if (type == CU_GRAPH_NODE_TYPE_KERNEL)
-                add_kernel(w, nodes[j]);
+                add_kernel(w, nodes[j], depth == 0);
             else if (type == CU_GRAPH_NODE_TYPE_GRAPH && real_cuGraphChildGraphNodeGetGraph &&
                      real_cuGraphChildGraphNodeGetGraph(nodes[j], &child) == CUDA_SUCCESS)
                 walk_graph(w, child, depth + 1);
@@ -139,13 +195,20 @@ static void fold_counts_locked(struct graph_exec *g)
         atomic_fetch_add(&g->kernels[i].e->graph_launches, add);
 }
 
+static void free_graph(struct graph_exec *g)
+{
+    if (g->src && real_cuGraphDestroy)
+        real_cuGraphDestroy(g->src);
+    free_kernels(g->kernels, g->nkernels);
+    free(g);
+}
+
 static void forget_locked(CUgraphExec exec)
 {
     for (size_t i = 0; i < ngraphs; i++) {
         if (graphs[i]->exec == exec) {
             fold_counts_locked(graphs[i]);
-            free(graphs[i]->kernels);
-            free(graphs[i]);
+            free_graph(graphs[i]);
             graphs[i] = graphs[--ngraphs];
             return;
         }
@@ -162,6 +225,14 @@ static void remember(CUgraphExec exec, CUgraph graph)
         real_cuThreadExchangeStreamCaptureMode(&mode);
     struct walk w = {0};
     walk_graph(&w, graph, 0);
+    CUgraph src = NULL;
+    if (real_cuGraphClone && real_cuGraphNodeFindInClone &&
+        real_cuGraphClone(&src, graph) == CUDA_SUCCESS) {
+        for (size_t i = 0; i < w.n; i++)
+            if (w.k[i].top &&
+                real_cuGraphNodeFindInClone(&w.k[i].clone_node, w.k[i].node, src) != CUDA_SUCCESS)
+                w.k[i].clone_node = NULL;
+    }
     if (real_cuThreadExchangeStreamCaptureMode)
         real_cuThreadExchangeStreamCaptureMode(&mode);
     struct graph_exec *g = calloc(1, sizeof *g);
@@ -177,6 +248,8 @@ static void remember(CUgraphExec exec, CUgraph graph)
     }
     if (g && !w.failed && ngraphs < graphs_cap) {
         g->exec = exec;
+        g->src = src;
+        src = NULL;
         g->id = ++next_graph_id;
         g->nkernels = w.n;
         g->kernels = w.k;
@@ -186,7 +259,10 @@ static void remember(CUgraphExec exec, CUgraph graph)
     }
     pthread_mutex_unlock(&graphs_lock);
     free(g);
-    free(w.k);
+    if (w.k)
+        free_kernels(w.k, w.n);
+    if (src && real_cuGraphDestroy)
+        real_cuGraphDestroy(src);
     shim_busy--;
 }
 
@@ -264,36 +340,190 @@ CUresult hook_cuGraphExecKernelNodeSetParams(cuGraphExecKernelNodeSetParams_fn r
             gk->block[0] = params->blockDimX, gk->block[1] = params->blockDimY;
             gk->block[2] = params->blockDimZ;
             gk->smem = params->sharedMemBytes;
+            keep_params(gk, params->kernelParams);
+            /* The shim's clone follows, so an instrumented launch runs these too. */
+            if (gk->clone_node && real_cuGraphKernelNodeSetParams_v2)
+                real_cuGraphKernelNodeSetParams_v2(gk->clone_node, params);
         }
     }
     pthread_mutex_unlock(&graphs_lock);
     return rc;
 }
 
-void graph_launched(CUgraphExec exec, CUstream stream, int ptsz, unsigned long long seq)
+static bool wants_copies(struct graph_exec *g)
 {
-    bool trace = channel_up() && (channel_options() & OPTION_TRACE_GRAPHS);
+    const volatile struct proto_control *ctl = channel_control();
+    bool any = false;
+    for (size_t k = 0; ctl && k < g->nkernels; k++) {
+        struct graph_kernel *gk = &g->kernels[k];
+        if (!gk->top || !gk->clone_node || !gk->argv)
+            continue;
+        struct func_entry *e = gk->e;
+        if (atomic_load_explicit(&e->state, memory_order_acquire) != FN_READY)
+            functab_register(e);
+        else if (atomic_load_explicit(&e->gen, memory_order_relaxed) != ctl->generation)
+            functab_refresh(e);
+        if (atomic_load_explicit(&e->wants, memory_order_relaxed) & WANT_SNAPSHOT)
+            any = true;
+    }
+    return any;
+}
+
+static struct launch_info node_launch(struct graph_exec *g, size_t k, CUstream stream, int ptsz,
+                                      unsigned long long seq, unsigned long long replay)
+{
+    struct graph_kernel *gk = &g->kernels[k];
+    struct launch_info li = {gk->e, atomic_load(&gk->e->wants),
+                             {gk->grid[0], gk->grid[1], gk->grid[2]},
+                             {gk->block[0], gk->block[1], gk->block[2]}, gk->smem, stream,
+                             gk->argv, NULL, ptsz,
+                             ptsz ? API_cuGraphLaunch_ptsz : API_cuGraphLaunch,
+                             false, seq, replay, -1, 0, false, false, false,
+                             g->id, (uint32_t)replay, (uint32_t)k};
+    return li;
+}
+
+/* One copy node in the instrumented graph, ordered around kernel node kn. */
+static CUresult add_copy(CUgraph graph, CUgraphNode kn, const struct proto_copy *c, char *area,
+                         CUcontext ctx)
+{
+    CUDA_MEMCPY3D m;
+    memset(&m, 0, sizeof m);
+    m.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    m.srcDevice = c->src;
+    m.srcPitch = c->pitch;
+    m.srcHeight = c->height;
+    m.dstMemoryType = CU_MEMORYTYPE_HOST;
+    m.dstHost = area + c->offset;
+    m.dstPitch = c->width;
+    m.dstHeight = c->height;
+    m.WidthInBytes = c->width;
+    m.Height = c->height;
+    m.Depth = 1;
+    CUgraphNode deps[64], cn;
+    size_t n = 64;
+    CUresult rc;
+    if (c->phase == PHASE_BEFORE) {
+        rc = real_cuGraphNodeGetDependencies(kn, deps, &n);
+        if (rc == CUDA_SUCCESS)
+            rc = real_cuGraphAddMemcpyNode(&cn, graph, deps, n, &m, ctx);
+        if (rc == CUDA_SUCCESS)
+            rc = real_cuGraphAddDependencies(graph, &cn, &kn, 1);
+        return rc;
+    }
+    rc = real_cuGraphAddMemcpyNode(&cn, graph, &kn, 1, &m, ctx);
+    if (rc == CUDA_SUCCESS)
+        rc = real_cuGraphNodeGetDependentNodes(kn, deps, &n);
+    for (size_t i = 0; rc == CUDA_SUCCESS && i < n; i++)
+        if (deps[i] != cn)
+            rc = real_cuGraphAddDependencies(graph, &cn, &deps[i], 1);
+    return rc;
+}
+
+static bool have_graph_services(void)
+{
+    return real_cuGraphClone && real_cuGraphNodeFindInClone && real_cuGraphAddMemcpyNode &&
+           real_cuGraphNodeGetDependencies && real_cuGraphNodeGetDependentNodes &&
+           real_cuGraphAddDependencies && real_cuGraphDestroy && real_cuCtxGetCurrent &&
+           shim_real_cuGraphInstantiateWithFlags() && shim_real_cuGraphExecDestroy();
+}
+
+/* The launch with copy nodes; falls back to the application's graph if the
+ * instrumented one cannot be made (its copies are then reported as failed). */
+static CUresult run_instrumented(cuGraphLaunch_fn real, struct graph_exec *g, CUstream stream,
+                                 int ptsz, unsigned long long seq, unsigned long long replay)
+{
+    unsigned char node_of[PROTO_MAX_COPIES];
+    snap_begin();
+    for (size_t k = 0; k < g->nkernels; k++) {
+        struct graph_kernel *gk = &g->kernels[k];
+        if (!gk->top || !gk->clone_node || !gk->argv ||
+            !(atomic_load(&gk->e->wants) & WANT_SNAPSHOT))
+            continue;
+        struct launch_info li = node_launch(g, k, stream, ptsz, seq, replay);
+        unsigned first = snap_count(), added = snap_plan_node(&li);
+        for (unsigned c = first; c < first + added; c++)
+            node_of[c] = (unsigned char)(k < 255 ? k : 255);
+    }
+    unsigned total = snap_count();
+    if (total == 0) {
+        snap_end(seq, CUDA_SUCCESS, CUDA_SUCCESS);
+        return real(g->exec, stream);
+    }
+    CUresult build = have_graph_services() ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
+    CUgraph graph = NULL;
+    CUgraphExec instrumented = NULL;
+    CUcontext ctx = NULL;
+    size_t size = 0;
+    char *area = staging_area(&size);
+    if (build == CUDA_SUCCESS && !area)
+        build = CUDA_ERROR_NOT_SUPPORTED;
+    if (build == CUDA_SUCCESS)
+        build = real_cuGraphClone(&graph, g->src);
+    if (build == CUDA_SUCCESS)
+        build = real_cuCtxGetCurrent(&ctx);
+    for (unsigned c = 0; build == CUDA_SUCCESS && c < total; c++) {
+        const struct proto_copy *copy = snap_copy(c);
+        CUgraphNode kn = NULL;
+        CUresult rc = (copy->flags & COPY_PIECE) || node_of[c] >= g->nkernels
+                          ? CUDA_ERROR_NOT_SUPPORTED /* no streaming inside a graph */
+                          : real_cuGraphNodeFindInClone(&kn, g->kernels[node_of[c]].clone_node,
+                                                        graph);
+        if (rc == CUDA_SUCCESS)
+            rc = add_copy(graph, kn, copy, area, ctx);
+        snap_set_rc(c, rc);
+    }
+    if (build == CUDA_SUCCESS)
+        build = shim_real_cuGraphInstantiateWithFlags()(&instrumented, graph, 0);
+    CUresult launch_rc, sync_rc = CUDA_SUCCESS;
+    if (build == CUDA_SUCCESS) {
+        launch_rc = real(instrumented, stream);
+        struct launch_info li = node_launch(g, 0, stream, ptsz, seq, replay);
+        if (launch_rc == CUDA_SUCCESS)
+            sync_rc = launch_wait_stream(&li);
+        shim_real_cuGraphExecDestroy()(instrumented);
+    } else {
+        for (unsigned c = 0; c < total; c++)
+            snap_set_rc(c, build);
+        launch_rc = real(g->exec, stream);
+    }
+    if (graph)
+        real_cuGraphDestroy(graph);
+    snap_end(seq, launch_rc, sync_rc);
+    return launch_rc;
+}
+
+CUresult graph_run(cuGraphLaunch_fn real, CUgraphExec exec, CUstream stream, int ptsz)
+{
+    unsigned long long seq = atomic_fetch_add(&shim_stats.seq, 1) + 1;
     pthread_mutex_lock(&graphs_lock);
     struct graph_exec *g = NULL;
     for (size_t i = 0; i < ngraphs && !g; i++)
         if (graphs[i]->exec == exec)
             g = graphs[i];
-    unsigned long long replay = g ? atomic_fetch_add(&g->replays, 1) + 1 : 0;
-    for (size_t k = 0; trace && g && k < g->nkernels; k++) {
-        struct graph_kernel *gk = &g->kernels[k];
-        struct func_entry *e = gk->e;
-        if (atomic_load_explicit(&e->state, memory_order_acquire) != FN_READY)
-            functab_register(e);
-        struct launch_info li = {e, 0, {gk->grid[0], gk->grid[1], gk->grid[2]},
-                                 {gk->block[0], gk->block[1], gk->block[2]}, gk->smem, stream,
-                                 NULL, NULL, ptsz,
-                                 ptsz ? API_cuGraphLaunch_ptsz : API_cuGraphLaunch,
-                                 false, 0, 0, 0, 0, false, false, false};
-        li.seq = seq;
-        li.occurrence = replay;
-        launch_graph_kernel(&li, g->id, (uint32_t)replay, (uint32_t)k);
+    unsigned long long replay = g ? atomic_load(&g->replays) + 1 : 0;
+    /* While the stream captures, the launch becomes a node of the captured graph:
+     * nothing runs now, so nothing is copied. */
+    bool instrument = g && g->src && !launch_stream_capturing(stream, ptsz) && wants_copies(g);
+    CUresult rc = instrument ? run_instrumented(real, g, stream, ptsz, seq, replay)
+                             : real(exec, stream);
+    if (rc == CUDA_SUCCESS) {
+        atomic_fetch_add(&shim_stats.graph_launches, 1);
+        if (g)
+            atomic_fetch_add(&g->replays, 1);
+        if (channel_options() & OPTION_TRACE_GRAPHS) {
+            launch_graph_event(exec, stream, ptsz, seq);
+            for (size_t k = 0; g && k < g->nkernels; k++) {
+                struct graph_kernel *gk = &g->kernels[k];
+                if (atomic_load_explicit(&gk->e->state, memory_order_acquire) != FN_READY)
+                    functab_register(gk->e);
+                struct launch_info li = node_launch(g, k, stream, ptsz, seq, replay);
+                launch_graph_kernel(&li, g->id, (uint32_t)replay, (uint32_t)k);
+            }
+        }
     }
     pthread_mutex_unlock(&graphs_lock);
+    return rc;
 }
 
 void graph_fold_all(void)
@@ -308,8 +538,9 @@ void graph_reset_after_fork(void)
 {
     /* The child has no executable graphs of its own yet: the parent's are not its. */
     pthread_mutex_init(&graphs_lock, NULL);
+    /* The clones are the parent's driver objects: not freed through the driver here. */
     for (size_t i = 0; i < ngraphs; i++) {
-        free(graphs[i]->kernels);
+        free_kernels(graphs[i]->kernels, graphs[i]->nkernels);
         free(graphs[i]);
     }
     ngraphs = 0;

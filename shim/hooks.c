@@ -344,7 +344,7 @@ CUresult hook_cuStreamEndCapture(cuStreamEndCapture_fn real, int ptsz, CUstream 
         return rc;                                                           \
     }                                                                        \
     struct launch_info li = {e, wants, __VA_ARGS__, interrupted, 0, 0, 0, 0, \
-                             false, false, false};                           \
+                             false, false, false, 0, 0, 0};                  \
     launch_before(&li);                                                      \
     CUresult rc = call;                                                      \
     launch_after(&li, rc);                                                   \
@@ -384,8 +384,5 @@ CUresult hook_cuLaunchKernelEx(cuLaunchKernelEx_fn real, int ptsz, const CUlaunc
 
 CUresult hook_cuGraphLaunch(cuGraphLaunch_fn real, int ptsz, CUgraphExec exec, CUstream stream)
 {
-    CUresult rc = real(exec, stream);
-    if (rc == CUDA_SUCCESS)
-        launch_graph(exec, stream, ptsz);
-    return rc;
+    return launch_graph(real, exec, stream, ptsz);
 }

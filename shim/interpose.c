@@ -23,6 +23,12 @@ SHIM_TLS int shim_busy;
 CUDUMP_VARIANTS(DEFINE_REAL)
 #undef DEFINE_REAL
 
+/* The shim's own calls of functions it also wraps go to the real pointers. */
+#define DEFINE_GETTER(sym, family, ptsz) \
+    family##_fn shim_real_##sym(void) { return atomic_load_explicit(&real_##sym, memory_order_relaxed); }
+CUDUMP_VARIANTS(DEFINE_GETTER)
+#undef DEFINE_GETTER
+
 #define DEFINE_SERVICE(sym, params) sym##_fn real_##sym;
 CUDUMP_SERVICES(DEFINE_SERVICE)
 #undef DEFINE_SERVICE

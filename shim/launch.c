@@ -185,18 +185,8 @@ void launch_after(struct launch_info *li, CUresult rc)
     shim_busy--;
 }
 
-void launch_graph(CUgraphExec exec, CUstream stream, int ptsz)
+void launch_graph_event(CUgraphExec exec, CUstream stream, int ptsz, unsigned long long seq)
 {
-    unsigned long long seq = atomic_fetch_add(&shim_stats.seq, 1) + 1;
-    atomic_fetch_add(&shim_stats.graph_launches, 1);
-    if (!channel_up())
-        return;
-    shim_busy++;
-    if (!(channel_options() & OPTION_TRACE_GRAPHS)) {
-        graph_launched(exec, stream, ptsz, seq);
-        shim_busy--;
-        return;
-    }
     struct proto_graph ev = {.seq = seq, .exec = (uint64_t)(uintptr_t)exec,
                              .stream = (uint64_t)(uintptr_t)stream,
                              .api = ptsz ? API_cuGraphLaunch_ptsz : API_cuGraphLaunch,
@@ -207,6 +197,20 @@ void launch_graph(CUgraphExec exec, CUstream stream, int ptsz)
     msg_add(&m, &ev, sizeof ev);
     channel_send(&m);
     msg_free(&m);
-    graph_launched(exec, stream, ptsz, seq);
+}
+
+CUresult launch_graph(cuGraphLaunch_fn real, CUgraphExec exec, CUstream stream, int ptsz)
+{
+    if (!channel_up()) {
+        CUresult rc = real(exec, stream);
+        if (rc == CUDA_SUCCESS) {
+            atomic_fetch_add(&shim_stats.seq, 1);
+            atomic_fetch_add(&shim_stats.graph_launches, 1);
+        }
+        return rc;
+    }
+    shim_busy++;
+    CUresult rc = graph_run(real, exec, stream, ptsz);
     shim_busy--;
+    return rc;
 }

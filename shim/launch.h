@@ -24,6 +24,9 @@ struct launch_info {
     bool captured;
     bool armed;                 /* MSG_BEGIN answered: copies and/or a stop after */
     bool step;                  /* hold again once the kernel has run */
+    /* a kernel node of a graph launch */
+    uint64_t graph;
+    uint32_t replay, node;
 };
 
 bool launch_stream_capturing(CUstream stream, int ptsz);
@@ -66,15 +69,18 @@ static inline void launch_count(struct func_entry *e, CUstream stream, int ptsz)
 
 void launch_before(struct launch_info *li);
 void launch_after(struct launch_info *li, CUresult rc);
-void launch_graph(CUgraphExec exec, CUstream stream, int ptsz);
+/* cuGraphLaunch: counted, traced, and run instrumented where kernels inside want snapshots. */
+CUresult launch_graph(cuGraphLaunch_fn real, CUgraphExec exec, CUstream stream, int ptsz);
+void launch_graph_event(CUgraphExec exec, CUstream stream, int ptsz, unsigned long long seq);
 /* Reports one kernel node of a graph launch (trace). */
 void launch_graph_kernel(const struct launch_info *li, uint64_t graph, uint32_t replay,
                          uint32_t node);
 
 /* ---- graph.c: executable graphs and their kernels --------------------------- */
 
-/* A graph launch succeeded: count it, and report its kernel nodes when tracing. */
-void graph_launched(CUgraphExec exec, CUstream stream, int ptsz, unsigned long long seq);
+/* Launches a graph: counted, its kernel nodes reported when tracing, and, when a
+ * kernel inside wants snapshots, an instrumented copy launched instead. */
+CUresult graph_run(cuGraphLaunch_fn real, CUgraphExec exec, CUstream stream, int ptsz);
 /* Adds every graph's launches so far to its kernels' counts (at exit). */
 void graph_fold_all(void);
 void graph_reset_after_fork(void);
@@ -91,6 +97,17 @@ bool launch_begin(struct launch_info *li);
 void launch_finish(struct launch_info *li, CUresult rc);
 /* Waits for everything queued on the launch's stream so far. */
 CUresult launch_wait_stream(const struct launch_info *li);
+
+/* The copies of a graph launch's kernel nodes: planned node by node (one
+ * MSG_BEGIN each, copies appended), made by copy nodes of an instrumented
+ * graph, reported with one MSG_END. */
+void snap_begin(void);
+/* Appends the copies the controller plans for this kernel node; returns how many. */
+unsigned snap_plan_node(const struct launch_info *li);
+unsigned snap_count(void);
+const struct proto_copy *snap_copy(unsigned i);
+void snap_set_rc(unsigned i, CUresult rc);
+void snap_end(uint64_t seq, CUresult launch_rc, CUresult sync_rc);
 
 /* ---- stop.c: a held launch --------------------------------------------------- */
 

@@ -26,6 +26,11 @@ CUDUMP_FAMILIES(DECLARE_FAMILY_TYPE)
 CUDUMP_SERVICES(DECLARE_SERVICE)
 #undef DECLARE_SERVICE
 
+/* The real pointer of a wrapped variant, for the shim's own calls. */
+#define DECLARE_GETTER(sym, family, ptsz) family##_fn shim_real_##sym(void);
+CUDUMP_VARIANTS(DECLARE_GETTER)
+#undef DECLARE_GETTER
+
 /* Resolves every real pointer once libcuda.so.1 is loaded. Returns false
  * (and may be called again later) while it is not. */
 bool shim_resolve_real(void);

@@ -109,8 +109,9 @@ static void build_begin(struct msg *m, const struct launch_info *li)
         .tid = li->tid, .id = e->id, .device = li->device,
         .grid = {li->grid[0], li->grid[1], li->grid[2]},
         .block = {li->block[0], li->block[1], li->block[2]}, .smem = li->smem, .api = li->api,
-        .flags = li->interrupted ? LAUNCH_INTERRUPTED : 0u, .rc = 0, .nparams = nparams,
-        .nptrs = nptrs};
+        .flags = (li->interrupted ? LAUNCH_INTERRUPTED : 0u) | (li->graph ? LAUNCH_GRAPH : 0u),
+        .rc = 0, .nparams = nparams, .nptrs = nptrs, .graph = li->graph, .replay = li->replay,
+        .node = li->node};
     msg_add(m, &head, sizeof head);
     for (int i = 0; i < nparams; i++) {
         struct proto_param p = {e->param_offset[i], e->param_size[i]};
@@ -129,13 +130,14 @@ static void build_begin(struct msg *m, const struct launch_info *li)
 }
 
 /* Checks a plan against the staging area before anything is copied. */
-static bool accept_plan(const unsigned char *reply, size_t len, uint32_t *flags)
+static bool accept_plan(const unsigned char *reply, size_t len, uint32_t *flags, unsigned base)
 {
     struct proto_plan plan;
     if (len < sizeof plan)
         return false;
     memcpy(&plan, reply, sizeof plan);
-    if (plan.ncopies > PROTO_MAX_COPIES || len != sizeof plan + plan.ncopies * sizeof(struct proto_copy))
+    if (plan.ncopies > PROTO_MAX_COPIES - base ||
+        len != sizeof plan + plan.ncopies * sizeof(struct proto_copy))
         return false;
     size_t size = 0;
     char *area = plan.ncopies ? staging_area(&size) : NULL;
@@ -151,9 +153,9 @@ static bool accept_plan(const unsigned char *reply, size_t len, uint32_t *flags)
             __builtin_mul_overflow(c.width, c.height, &bytes) ||
             __builtin_add_overflow(c.offset, bytes, &end) || end > size)
             return false;
-        copies[i] = (struct copy){c, CUDA_SUCCESS};
+        copies[base + i] = (struct copy){c, CUDA_SUCCESS};
     }
-    ncopies = plan.ncopies;
+    ncopies = base + plan.ncopies;
     *flags = plan.flags;
     return true;
 }
@@ -218,6 +220,75 @@ static void unrelax(CUstreamCaptureMode mode)
         real_cuThreadExchangeStreamCaptureMode(&mode);
 }
 
+static void send_end(uint64_t seq, CUresult launch_rc, CUresult sync_rc)
+{
+    char stack[64 + PROTO_MAX_COPIES * sizeof(int32_t)];
+    struct msg m;
+    msg_init(&m, stack, sizeof stack, MSG_END, seq);
+    struct proto_end end = {.launch_rc = launch_rc, .sync_rc = sync_rc, .ncopies = ncopies};
+    msg_add(&m, &end, sizeof end);
+    for (unsigned i = 0; i < ncopies; i++) {
+        int32_t rc = copies[i].rc;
+        if (copies[i].c.phase == PHASE_AFTER && launch_rc != CUDA_SUCCESS)
+            rc = -1; /* not attempted: the launch failed */
+        msg_add(&m, &rc, sizeof rc);
+    }
+    size_t len = 0;
+    char ack[16];
+    channel_request(&m, MSG_ACK, ack, sizeof ack, &len);
+    msg_free(&m);
+    ncopies = 0;
+}
+
+/* ---- graph launches: copies by copy nodes (graph.c builds the graph) ---- */
+
+void snap_begin(void)
+{
+    pthread_mutex_lock(&snap_lock);
+    saved_mode = relax();
+    ncopies = 0;
+}
+
+unsigned snap_plan_node(const struct launch_info *li)
+{
+    char stack[4096];
+    struct msg m;
+    msg_init(&m, stack, sizeof stack, MSG_BEGIN, li->seq);
+    build_begin(&m, li);
+    unsigned char reply[sizeof(struct proto_plan) + PROTO_MAX_COPIES * sizeof(struct proto_copy)];
+    size_t len = 0;
+    uint32_t flags = 0;
+    unsigned before = ncopies;
+    if (!channel_request(&m, MSG_PLAN, reply, sizeof reply, &len) ||
+        !accept_plan(reply, len, &flags, before))
+        ncopies = before;
+    msg_free(&m);
+    return ncopies - before;
+}
+
+unsigned snap_count(void)
+{
+    return ncopies;
+}
+
+const struct proto_copy *snap_copy(unsigned i)
+{
+    return &copies[i].c;
+}
+
+void snap_set_rc(unsigned i, CUresult rc)
+{
+    copies[i].rc = rc;
+}
+
+void snap_end(uint64_t seq, CUresult launch_rc, CUresult sync_rc)
+{
+    if (ncopies)
+        send_end(seq, launch_rc, sync_rc);
+    unrelax(saved_mode);
+    pthread_mutex_unlock(&snap_lock);
+}
+
 bool launch_begin(struct launch_info *li)
 {
     pthread_mutex_lock(&snap_lock);
@@ -231,7 +302,7 @@ bool launch_begin(struct launch_info *li)
     size_t len = 0;
     uint32_t flags = 0;
     bool ok = channel_request(&m, MSG_PLAN, reply, sizeof reply, &len) &&
-              accept_plan(reply, len, &flags);
+              accept_plan(reply, len, &flags, 0);
     msg_free(&m);
     if (ok && (flags & PLAN_HALT))
         li->step = stop_serve(li, PHASE_BEFORE, CUDA_SUCCESS) == RESUME_STEP;
@@ -292,24 +363,8 @@ void launch_finish(struct launch_info *li, CUresult launch_rc)
     /* Wait for the kernel and every copy: the controller reads the staging
      * area as soon as it hears back. */
     CUresult sync_rc = launch_wait_stream(li);
-    if (ncopies) {
-        char stack[64 + PROTO_MAX_COPIES * sizeof(int32_t)];
-        struct msg m;
-        msg_init(&m, stack, sizeof stack, MSG_END, li->seq);
-        struct proto_end end = {.launch_rc = launch_rc, .sync_rc = sync_rc, .ncopies = ncopies};
-        msg_add(&m, &end, sizeof end);
-        for (unsigned i = 0; i < ncopies; i++) {
-            int32_t rc = copies[i].rc;
-            if (copies[i].c.phase == PHASE_AFTER && launch_rc != CUDA_SUCCESS)
-                rc = -1; /* not attempted: the launch failed */
-            msg_add(&m, &rc, sizeof rc);
-        }
-        size_t len = 0;
-        char ack[16];
-        channel_request(&m, MSG_ACK, ack, sizeof ack, &len);
-        msg_free(&m);
-        ncopies = 0;
-    }
+    if (ncopies)
+        send_end(li->seq, launch_rc, sync_rc);
     /* After MSG_END: the staging area is free again for the stop's reads. */
     if (li->step)
         stop_serve(li, PHASE_AFTER, launch_rc);

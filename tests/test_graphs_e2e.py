@@ -73,3 +73,72 @@ def test_graph_kernels_are_counted_without_trace(fake, cudump_run, bare_run):
     summary = json.loads((ran.run_dir / "summary.json").read_text())
     assert Counter({base(k): n for k, n in summary["kernels"].items()}) == tally(
         bare_run(program).stdout)
+
+
+def manifest(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "manifest.jsonl").read_text().splitlines()]
+
+
+def test_snapshots_of_a_kernel_inside_a_replayed_graph(fake, cudump_run, bare_run, tmp_path):
+    """capture.c replays scale(x, 2) -> vecAdd(x, y, x) -> scale(x, 0.5) ten times: the copy
+    nodes around vecAdd see 2x before and 2x + y after, replay by replay, and the program's
+    own result (checked against the host) is unchanged."""
+    import numpy as np
+
+    rule = tmp_path / "vec.yaml"
+    rule.write_text('rules:\n  - kernel: vecAdd\n    args: [0, 1, 2]\n    format: npy\n'
+                    '    overrides:\n      0: {dtype: float32, count: arg3}\n'
+                    '      1: {dtype: float32, count: arg3}\n'
+                    '      2: {dtype: float32, count: arg3}\n')
+    program = [str(fake.programs["capture"])]
+    ran = cudump_run(program, "--rule", str(rule))
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == bare_run(program).stdout
+    records = manifest(ran.run_dir)
+    assert all(r["status"] == "ok" for r in records), [r["reason"] for r in records]
+    assert Counter((r["phase"], r["arg"]) for r in records) == Counter(
+        {(phase, arg): 10 for phase in ("before", "after") for arg in (0, 1, 2)})
+    i = np.arange(256, dtype=np.float32)
+    y = (2 * (i.astype(int) % 7)).astype(np.float32)
+    for r in records:
+        assert (r["graph"], r["node"]) == (1, 1) and r["replay"] in range(1, 11)
+        x = i + (r["replay"] - 1) * y / 2         # x before this replay
+        got = np.load(ran.run_dir / r["file"])
+        if r["arg"] == 1:
+            assert np.array_equal(got, y)
+        elif r["phase"] == "before":
+            assert np.array_equal(got, 2 * x)
+        else:
+            assert np.array_equal(got, 2 * x + y)
+    assert sorted(r["replay"] for r in records if r["arg"] == 2 and r["phase"] == "after") == \
+        list(range(1, 11))
+
+
+def test_snapshot_filters_count_node_executions(fake, cudump_run, tmp_path):
+    rule = tmp_path / "vec.yaml"
+    rule.write_text('rules:\n  - kernel: vecAdd\n    args: [2]\n    when: after\n    skip: 2\n'
+                    '    every: 3\n    format: npy\n'
+                    '    overrides:\n      2: {dtype: float32, count: arg3}\n')
+    ran = cudump_run([str(fake.programs["capture"])], "--rule", str(rule))
+    assert ran.returncode == 0, ran.stderr
+    assert sorted(r["replay"] for r in manifest(ran.run_dir)) == [3, 6, 9]
+
+
+def test_set_params_between_replays_changes_what_is_snapshotted(fake, cudump_run, tmp_path):
+    """graphs.c changes the scale factor of an executable graph's node between replays
+    (1.5, 2.5, 3.5), then changes the graph it was made from to 100 and replays once more:
+    the snapshots follow the executable graph (3.5 again), never the application's graph."""
+    import numpy as np
+
+    rule = tmp_path / "scale.yaml"
+    rule.write_text('rules:\n  - kernel: scale\n    args: [0]\n    when: after\n    format: npy\n'
+                    '    overrides:\n      0: {dtype: float32, count: arg2}\n')
+    ran = cudump_run([str(fake.programs["graphs"])], "--rule", str(rule))
+    assert ran.returncode == 0, ran.stderr
+    constant = []
+    for r in manifest(ran.run_dir):
+        assert r["status"] == "ok", r["reason"]
+        got = np.load(ran.run_dir / r["file"])
+        if (got == got[0]).all():
+            constant.append(float(got[0]))
+    assert [v for v in constant if v in (1.5, 2.5, 3.5, 100.0)] == [1.5, 2.5, 3.5, 3.5]
