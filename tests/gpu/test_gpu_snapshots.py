@@ -179,7 +179,7 @@ def test_torch_graph_kernels_snapshot_each_replay(workdir, tmp_path):
     bare_dir.mkdir()
     dump.mkdir()
     rule = tmp_path / "add.yaml"
-    rule.write_text('rules:\n  - kernel: "*elementwise_kernel<*CUDAFunctor_add<float>*"\n'
+    rule.write_text('rules:\n  - kernel: "*elementwise_kernel<*_add<float>*"\n'
                     '    args: [2]\n    when: after\n    format: npy\n    overrides:\n'
                     '      2: {field: 0, dtype: float32, count: arg0}\n')
     bare = run([*sample("torch_graph.py"), str(bare_dir)], workdir)
