@@ -408,6 +408,8 @@ class DebugController:
             reason="step" if phase == "after" else halt.reason, breakpoint=halt.breakpoint,
             signature=sig, args=decode_args(sig, event.raw_args or []),
             pointers=dict(event.pointers))
+        if event.flags & p.LaunchFlag.GRAPH:
+            info.graph, info.replay, info.node = event.graph, event.replay, event.node
         if phase == "after" and stopped["launch_rc"] != 0:
             warn(f"launch {event.seq} of {func.demangled} failed with CUDA error "
                  f"{stopped['launch_rc']}")

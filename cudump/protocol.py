@@ -66,6 +66,7 @@ class LaunchFlag(IntFlag):
     CAPTURED = 1
     INTERRUPTED = 2
     GRAPH = 4
+    STOP_ONLY = 8
 
 
 class PlanFlag(IntFlag):

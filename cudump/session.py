@@ -362,7 +362,8 @@ class Connection:
         if func is not None:
             func.launches = max(func.launches, event.occurrence)
             snapshots = self.controller.snapshots
-            if snapshots is not None and func.wants & p.Want.SNAPSHOT:
+            stop_only = bool(event.flags & p.LaunchFlag.STOP_ONLY)
+            if snapshots is not None and func.wants & p.Want.SNAPSHOT and not stop_only:
                 try:
                     planned = snapshots.plan(self.proc, func, event, self.shared.staging_size)
                 except Exception as err:  # one failing launch never stops the others

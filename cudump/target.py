@@ -61,6 +61,10 @@ class StopInfo:
     # Allocation behind each pointer-sized word of the parameters the shim
     # resolved: (argument index, byte offset inside it) -> allocation.
     pointers: dict[tuple[int, int], Allocation] = field(default_factory=dict)
+    # A kernel node of a graph launch: which graph, replay and node (None otherwise).
+    graph: int | None = None
+    replay: int | None = None
+    node: int | None = None
 
     def allocation_of(self, index: int, offset: int = 0) -> Allocation | None:
         return self.pointers.get((index, offset))

@@ -24,6 +24,8 @@
  * touched. Kernels inside child graphs are traced and counted, not copied.
  */
 #include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -350,7 +352,26 @@ CUresult hook_cuGraphExecKernelNodeSetParams(cuGraphExecKernelNodeSetParams_fn r
     return rc;
 }
 
-static bool wants_copies(struct graph_exec *g)
+static struct launch_info node_launch(struct graph_exec *g, size_t k, CUstream stream, int ptsz,
+                                      unsigned long long seq, unsigned long long replay)
+{
+    struct graph_kernel *gk = &g->kernels[k];
+    struct launch_info li = {gk->e, atomic_load(&gk->e->wants),
+                             {gk->grid[0], gk->grid[1], gk->grid[2]},
+                             {gk->block[0], gk->block[1], gk->block[2]}, gk->smem, stream,
+                             gk->argv, NULL, ptsz,
+                             ptsz ? API_cuGraphLaunch_ptsz : API_cuGraphLaunch,
+                             false, seq, replay, -1, 0, false, false, false,
+                             g->id, (uint32_t)replay, (uint32_t)k, false};
+    CUdevice dev;
+    if (real_cuCtxGetDevice && real_cuCtxGetDevice(&dev) == CUDA_SUCCESS)
+        li.device = dev;
+    li.tid = (uint64_t)syscall(SYS_gettid);
+    return li;
+}
+
+/* Whether any top-level kernel node wants `want` (wants refreshed as a launch would). */
+static bool nodes_want(struct graph_exec *g, unsigned want)
 {
     const volatile struct proto_control *ctl = channel_control();
     bool any = false;
@@ -363,24 +384,28 @@ static bool wants_copies(struct graph_exec *g)
             functab_register(e);
         else if (atomic_load_explicit(&e->gen, memory_order_relaxed) != ctl->generation)
             functab_refresh(e);
-        if (atomic_load_explicit(&e->wants, memory_order_relaxed) & WANT_SNAPSHOT)
+        if (atomic_load_explicit(&e->wants, memory_order_relaxed) & want)
             any = true;
     }
     return any;
 }
 
-static struct launch_info node_launch(struct graph_exec *g, size_t k, CUstream stream, int ptsz,
-                                      unsigned long long seq, unsigned long long replay)
+/* Breakpoints on kernels inside the graph: the launch is held before the graph
+ * runs, once per node that stops. Returns true if one asked to step (hold again
+ * once the graph has run). */
+static long stop_nodes(struct graph_exec *g, CUstream stream, int ptsz, unsigned long long seq,
+                       unsigned long long replay)
 {
-    struct graph_kernel *gk = &g->kernels[k];
-    struct launch_info li = {gk->e, atomic_load(&gk->e->wants),
-                             {gk->grid[0], gk->grid[1], gk->grid[2]},
-                             {gk->block[0], gk->block[1], gk->block[2]}, gk->smem, stream,
-                             gk->argv, NULL, ptsz,
-                             ptsz ? API_cuGraphLaunch_ptsz : API_cuGraphLaunch,
-                             false, seq, replay, -1, 0, false, false, false,
-                             g->id, (uint32_t)replay, (uint32_t)k};
-    return li;
+    long step = -1;
+    for (size_t k = 0; k < g->nkernels; k++) {
+        struct graph_kernel *gk = &g->kernels[k];
+        if (!gk->top || !gk->argv || !(atomic_load(&gk->e->wants) & WANT_STOP))
+            continue;
+        struct launch_info li = node_launch(g, k, stream, ptsz, seq, replay);
+        if (graph_node_stop(&li) == RESUME_STEP && step < 0)
+            step = (long)k;
+    }
+    return step;
 }
 
 /* One copy node in the instrumented graph, ordered around kernel node kn. */
@@ -504,9 +529,18 @@ CUresult graph_run(cuGraphLaunch_fn real, CUgraphExec exec, CUstream stream, int
     unsigned long long replay = g ? atomic_load(&g->replays) + 1 : 0;
     /* While the stream captures, the launch becomes a node of the captured graph:
      * nothing runs now, so nothing is copied. */
-    bool instrument = g && g->src && !launch_stream_capturing(stream, ptsz) && wants_copies(g);
+    bool capturing = launch_stream_capturing(stream, ptsz);
+    long step = g && !capturing && nodes_want(g, WANT_STOP)
+                    ? stop_nodes(g, stream, ptsz, seq, replay) : -1;
+    bool instrument = g && g->src && !capturing && nodes_want(g, WANT_SNAPSHOT);
     CUresult rc = instrument ? run_instrumented(real, g, stream, ptsz, seq, replay)
                              : real(exec, stream);
+    if (step >= 0) {
+        /* `step` at a node inside a graph: the whole graph runs, then that node
+         * is held again to show what the graph left. */
+        struct launch_info li = node_launch(g, (size_t)step, stream, ptsz, seq, replay);
+        graph_node_stop_after(&li, rc);
+    }
     if (rc == CUDA_SUCCESS) {
         atomic_fetch_add(&shim_stats.graph_launches, 1);
         if (g)

@@ -27,6 +27,7 @@ struct launch_info {
     /* a kernel node of a graph launch */
     uint64_t graph;
     uint32_t replay, node;
+    bool stop_only;             /* MSG_BEGIN asks only whether to hold */
 };
 
 bool launch_stream_capturing(CUstream stream, int ptsz);
@@ -108,6 +109,11 @@ unsigned snap_count(void);
 const struct proto_copy *snap_copy(unsigned i);
 void snap_set_rc(unsigned i, CUresult rc);
 void snap_end(uint64_t seq, CUresult launch_rc, CUresult sync_rc);
+/* A graph's kernel node with a breakpoint: asks whether to hold, and holds.
+ * Returns the resume mode (RESUME_CONTINUE when not held). */
+enum proto_resume_mode graph_node_stop(struct launch_info *li);
+/* After the graph ran: holds that node again (the answer to `step`). */
+void graph_node_stop_after(struct launch_info *li, CUresult launch_rc);
 
 /* ---- stop.c: a held launch --------------------------------------------------- */
 

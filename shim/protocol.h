@@ -92,6 +92,8 @@ enum proto_launch_flag {   /* proto_launch.flags */
     LAUNCH_CAPTURED = 1,   /* recorded into a graph by stream capture, not run */
     LAUNCH_INTERRUPTED = 2, /* the controller asked for a stop at any launch */
     LAUNCH_GRAPH = 4,      /* a kernel node run by cuGraphLaunch: graph, replay and node say which */
+    LAUNCH_STOP_ONLY = 8,  /* MSG_BEGIN that only asks whether to hold (a graph's kernel node:
+                            * its copies are planned by a MSG_BEGIN of their own) */
 };
 
 enum proto_plan_flag {     /* proto_plan.flags */

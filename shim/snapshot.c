@@ -109,7 +109,8 @@ static void build_begin(struct msg *m, const struct launch_info *li)
         .tid = li->tid, .id = e->id, .device = li->device,
         .grid = {li->grid[0], li->grid[1], li->grid[2]},
         .block = {li->block[0], li->block[1], li->block[2]}, .smem = li->smem, .api = li->api,
-        .flags = (li->interrupted ? LAUNCH_INTERRUPTED : 0u) | (li->graph ? LAUNCH_GRAPH : 0u),
+        .flags = (li->interrupted ? LAUNCH_INTERRUPTED : 0u) | (li->graph ? LAUNCH_GRAPH : 0u) |
+                 (li->stop_only ? LAUNCH_STOP_ONLY : 0u),
         .rc = 0, .nparams = nparams, .nptrs = nptrs, .graph = li->graph, .replay = li->replay,
         .node = li->node};
     msg_add(m, &head, sizeof head);
@@ -264,6 +265,39 @@ unsigned snap_plan_node(const struct launch_info *li)
         ncopies = before;
     msg_free(&m);
     return ncopies - before;
+}
+
+enum proto_resume_mode graph_node_stop(struct launch_info *li)
+{
+    pthread_mutex_lock(&snap_lock);
+    CUstreamCaptureMode mode = relax();
+    li->stop_only = true;
+    char stack[4096];
+    struct msg m;
+    msg_init(&m, stack, sizeof stack, MSG_BEGIN, li->seq);
+    build_begin(&m, li);
+    struct proto_plan plan = {0};
+    size_t len = 0;
+    enum proto_resume_mode how = RESUME_CONTINUE;
+    if (channel_request(&m, MSG_PLAN, &plan, sizeof plan, &len) && len == sizeof plan &&
+        (plan.flags & PLAN_HALT))
+        how = stop_serve(li, PHASE_BEFORE, CUDA_SUCCESS);
+    msg_free(&m);
+    li->stop_only = false;
+    unrelax(mode);
+    pthread_mutex_unlock(&snap_lock);
+    return how;
+}
+
+void graph_node_stop_after(struct launch_info *li, CUresult launch_rc)
+{
+    pthread_mutex_lock(&snap_lock);
+    CUstreamCaptureMode mode = relax();
+    if (launch_rc == CUDA_SUCCESS)
+        launch_wait_stream(li);
+    stop_serve(li, PHASE_AFTER, launch_rc);
+    unrelax(mode);
+    pthread_mutex_unlock(&snap_lock);
 }
 
 unsigned snap_count(void)

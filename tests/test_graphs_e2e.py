@@ -142,3 +142,23 @@ def test_set_params_between_replays_changes_what_is_snapshotted(fake, cudump_run
         if (got == got[0]).all():
             constant.append(float(got[0]))
     assert [v for v in constant if v in (1.5, 2.5, 3.5, 100.0)] == [1.5, 2.5, 3.5, 3.5]
+
+
+def test_a_breakpoint_on_a_kernel_inside_a_graph_holds_the_graph_launch(fake, cudump_run,
+                                                                         bare_run, tmp_path):
+    """The launch is held before the graph runs: memory is as the graph will find it; `step`
+    runs the whole graph and holds again; the results are the program's own."""
+    commands = tmp_path / "commands.txt"
+    commands.write_text("x/4fw arg0\nstep\nx/4fw arg0\ncontinue\ndelete\ncontinue\n")
+    program = [str(fake.programs["capture"])]
+    ran = cudump_run(program, "--break", "vecAdd", "--batch", str(commands))
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == bare_run(program).stdout
+    lines = ran.stderr.splitlines()
+    stops = [ln.split(" of ")[0] for ln in lines if " of vecAdd(" in ln]
+    assert stops == ["Breakpoint 1, graph launch 4 (graph 1, replay 1, node 1)",
+                     "Step, after graph launch 4 (graph 1, replay 1, node 1)",
+                     "Breakpoint 1, graph launch 5 (graph 1, replay 2, node 1)"]
+    reads = [ln.split(":  ", 1)[1].split() for ln in lines if ln.startswith("0x") and ":  " in ln]
+    # x before replay 1 is 0 1 2 3; after it, x + y/2 with y = 2 * (i % 7): 0 2 4 6.
+    assert reads == [["0", "1", "2", "3"], ["0", "2", "4", "6"]]

@@ -46,6 +46,10 @@ def arg_label(arg: ArgValue) -> str:
 
 def headline(info: StopInfo) -> str:
     reason = info.reason[:1].upper() + info.reason[1:] if info.reason else "Stopped"
+    if info.graph is not None:
+        where = "after graph launch" if info.phase == "after" else "graph launch"
+        return (f"{reason}, {where} {info.launch} (graph {info.graph}, replay {info.replay}, "
+                f"node {info.node}) of {info.kernel}")
     where = "after launch" if info.phase == "after" else "launch"
     return f"{reason}, {where} {info.launch} (occurrence {info.occurrence}) of {info.kernel}"
 
