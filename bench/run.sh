@@ -29,6 +29,7 @@ part() {  # part NAME TIMEOUT COMMAND...
 part launch-overhead 300 python3 bench/launch_overhead.py --reps 5
 part trace-memory 240 python3 bench/trace_memory.py
 part snapshot-speed 180 python3 bench/snapshot_speed.py
+part graph-replay 200 python3 bench/graph_replay.py
 part training-step 400 python3 bench/training_step.py --steps 300 --reps 3
 part scaling 400 python3 bench/scaling.py
 if [ -f bench/bench_diff.py ]; then

@@ -67,6 +67,7 @@ class LaunchFlag(IntFlag):
     INTERRUPTED = 2
     GRAPH = 4
     STOP_ONLY = 8
+    UNSAFE_GRAPH = 16
 
 
 class PlanFlag(IntFlag):

@@ -140,6 +140,7 @@ class Snapshotter:
         self.written = 0
         self.failed = 0
         self.disk_failed: str | None = None
+        self.unsafe_warned: set[tuple[int, int]] = set()
         self.bytes_written = 0
         self.manifest = manifest
         self.jobs: queue.Queue[WriteJob | None] = queue.Queue(maxsize=64)
@@ -168,6 +169,13 @@ class Snapshotter:
         (a graph's copy nodes run without the controller), and one MSG_END reports all."""
         in_graph = bool(event.flags & p.LaunchFlag.GRAPH)
         ps = self._proc(proc.pid)
+        if event.flags & p.LaunchFlag.UNSAFE_GRAPH:
+            if (proc.pid, event.graph) not in self.unsafe_warned:
+                self.unsafe_warned.add((proc.pid, event.graph))
+                warn(f"graph {event.graph} of process {proc.pid} has memory-allocation or "
+                     f"conditional nodes: cudump runs it unchanged, and takes no snapshots of "
+                     f"its kernels (here {func.demangled})")
+            return None
         earlier = ps.pending.get(event.seq) if in_graph else None
         base = earlier.used if earlier is not None else 0
         planned = self._plan(proc, func, event, staging_size, base, not in_graph)

@@ -118,7 +118,10 @@ typedef struct {
 } CUlaunchConfig;
 
 /* CUgraphNodeType values cudump looks at. */
-enum { CU_GRAPH_NODE_TYPE_KERNEL = 0, CU_GRAPH_NODE_TYPE_GRAPH = 4 };
+enum {
+    CU_GRAPH_NODE_TYPE_KERNEL = 0, CU_GRAPH_NODE_TYPE_GRAPH = 4, CU_GRAPH_NODE_TYPE_MEM_ALLOC = 10,
+    CU_GRAPH_NODE_TYPE_MEM_FREE = 11, CU_GRAPH_NODE_TYPE_CONDITIONAL = 13,
+};
 
 /* CUDA_KERNEL_NODE_PARAMS (_v2, CUDA 12 and later): `func`, or `kern` when
  * func is NULL; kernelParams point at each parameter's value. */

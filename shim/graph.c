@@ -46,6 +46,7 @@ struct graph_exec {
     CUgraph src;                /* the shim's clone of the graph it was made from */
     uint64_t id;                /* per process, from 1 */
     _Atomic unsigned long long replays;
+    bool unsafe;                /* never instrumented: see LAUNCH_UNSAFE_GRAPH */
     unsigned long long counted; /* replays already folded into the functions' counts */
     size_t nkernels;
     struct graph_kernel *kernels;
@@ -62,6 +63,7 @@ struct walk {
     struct graph_kernel *k;
     size_t n, cap;
     bool failed;
+    bool unsafe;                /* memory-allocation or conditional nodes */
 };
 
 /* Copies a kernel node's parameter values (for MSG_BEGIN when a rule wants it). */
@@ -168,6 +170,9 @@ static void walk_graph(struct walk *w, CUgraph graph, int depth)
         int type = -1;
         if (real_cuGraphNodeGetType && real_cuGraphNodeGetType(nodes[j], &type) == CUDA_SUCCESS) {
             CUgraph child = NULL;
+            if (type == CU_GRAPH_NODE_TYPE_MEM_ALLOC || type == CU_GRAPH_NODE_TYPE_MEM_FREE ||
+                type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
+                w->unsafe = true;
             if (type == CU_GRAPH_NODE_TYPE_KERNEL)
                 add_kernel(w, nodes[j], depth == 0);
             else if (type == CU_GRAPH_NODE_TYPE_GRAPH && real_cuGraphChildGraphNodeGetGraph &&
@@ -252,6 +257,7 @@ static void remember(CUgraphExec exec, CUgraph graph)
         g->exec = exec;
         g->src = src;
         src = NULL;
+        g->unsafe = w.unsafe;
         g->id = ++next_graph_id;
         g->nkernels = w.n;
         g->kernels = w.k;
@@ -352,6 +358,18 @@ CUresult hook_cuGraphExecKernelNodeSetParams(cuGraphExecKernelNodeSetParams_fn r
     return rc;
 }
 
+/* The launching thread and its device, asked once per graph launch. */
+static SHIM_TLS int here_device = -1;
+static SHIM_TLS uint64_t here_tid;
+
+static void learn_here(void)
+{
+    CUdevice dev;
+    here_device = real_cuCtxGetDevice && real_cuCtxGetDevice(&dev) == CUDA_SUCCESS ? dev : -1;
+    if (!here_tid)
+        here_tid = (uint64_t)syscall(SYS_gettid);
+}
+
 static struct launch_info node_launch(struct graph_exec *g, size_t k, CUstream stream, int ptsz,
                                       unsigned long long seq, unsigned long long replay)
 {
@@ -361,12 +379,8 @@ static struct launch_info node_launch(struct graph_exec *g, size_t k, CUstream s
                              {gk->block[0], gk->block[1], gk->block[2]}, gk->smem, stream,
                              gk->argv, NULL, ptsz,
                              ptsz ? API_cuGraphLaunch_ptsz : API_cuGraphLaunch,
-                             false, seq, replay, -1, 0, false, false, false,
-                             g->id, (uint32_t)replay, (uint32_t)k, false};
-    CUdevice dev;
-    if (real_cuCtxGetDevice && real_cuCtxGetDevice(&dev) == CUDA_SUCCESS)
-        li.device = dev;
-    li.tid = (uint64_t)syscall(SYS_gettid);
+                             false, seq, replay, here_device, here_tid, false, false, false,
+                             g->id, (uint32_t)replay, (uint32_t)k, false, false};
     return li;
 }
 
@@ -466,12 +480,13 @@ static CUresult run_instrumented(cuGraphLaunch_fn real, struct graph_exec *g, CU
             !(atomic_load(&gk->e->wants) & WANT_SNAPSHOT))
             continue;
         struct launch_info li = node_launch(g, k, stream, ptsz, seq, replay);
+        li.unsafe_graph = g->unsafe;
         unsigned first = snap_count(), added = snap_plan_node(&li);
         for (unsigned c = first; c < first + added; c++)
             node_of[c] = (unsigned char)(k < 255 ? k : 255);
     }
     unsigned total = snap_count();
-    if (total == 0) {
+    if (total == 0 || g->unsafe) {
         snap_end(seq, CUDA_SUCCESS, CUDA_SUCCESS);
         return real(g->exec, stream);
     }
@@ -521,6 +536,7 @@ static CUresult run_instrumented(cuGraphLaunch_fn real, struct graph_exec *g, CU
 CUresult graph_run(cuGraphLaunch_fn real, CUgraphExec exec, CUstream stream, int ptsz)
 {
     unsigned long long seq = atomic_fetch_add(&shim_stats.seq, 1) + 1;
+    learn_here();
     pthread_mutex_lock(&graphs_lock);
     struct graph_exec *g = NULL;
     for (size_t i = 0; i < ngraphs && !g; i++)
@@ -570,6 +586,7 @@ void graph_fold_all(void)
 
 void graph_reset_after_fork(void)
 {
+    here_tid = 0;
     /* The child has no executable graphs of its own yet: the parent's are not its. */
     pthread_mutex_init(&graphs_lock, NULL);
     /* The clones are the parent's driver objects: not freed through the driver here. */

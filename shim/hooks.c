@@ -344,7 +344,7 @@ CUresult hook_cuStreamEndCapture(cuStreamEndCapture_fn real, int ptsz, CUstream 
         return rc;                                                           \
     }                                                                        \
     struct launch_info li = {e, wants, __VA_ARGS__, interrupted, 0, 0, 0, 0, \
-                             false, false, false, 0, 0, 0, false};           \
+                             false, false, false, 0, 0, 0, false, false};    \
     launch_before(&li);                                                      \
     CUresult rc = call;                                                      \
     launch_after(&li, rc);                                                   \

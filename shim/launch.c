@@ -152,7 +152,7 @@ void launch_graph_kernel(const struct launch_info *li, uint64_t graph, uint32_t 
 {
     struct proto_launch ev = {
         .seq = li->seq, .occurrence = li->occurrence, .stream = (uint64_t)(uintptr_t)li->stream,
-        .tid = current_tid(), .id = li->e->id, .device = current_device(),
+        .tid = li->tid, .id = li->e->id, .device = li->device,
         .grid = {li->grid[0], li->grid[1], li->grid[2]},
         .block = {li->block[0], li->block[1], li->block[2]}, .smem = li->smem, .api = li->api,
         .flags = LAUNCH_GRAPH, .rc = 0, .nparams = -1, .nptrs = 0, .graph = graph,

@@ -28,6 +28,7 @@ struct launch_info {
     uint64_t graph;
     uint32_t replay, node;
     bool stop_only;             /* MSG_BEGIN asks only whether to hold */
+    bool unsafe_graph;          /* its graph is run unchanged (see LAUNCH_UNSAFE_GRAPH) */
 };
 
 bool launch_stream_capturing(CUstream stream, int ptsz);

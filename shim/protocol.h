@@ -94,6 +94,8 @@ enum proto_launch_flag {   /* proto_launch.flags */
     LAUNCH_GRAPH = 4,      /* a kernel node run by cuGraphLaunch: graph, replay and node say which */
     LAUNCH_STOP_ONLY = 8,  /* MSG_BEGIN that only asks whether to hold (a graph's kernel node:
                             * its copies are planned by a MSG_BEGIN of their own) */
+    LAUNCH_UNSAFE_GRAPH = 16, /* the node's graph has memory-allocation or conditional nodes:
+                               * cudump runs it unchanged, without copy nodes */
 };
 
 enum proto_plan_flag {     /* proto_plan.flags */

@@ -110,7 +110,8 @@ static void build_begin(struct msg *m, const struct launch_info *li)
         .grid = {li->grid[0], li->grid[1], li->grid[2]},
         .block = {li->block[0], li->block[1], li->block[2]}, .smem = li->smem, .api = li->api,
         .flags = (li->interrupted ? LAUNCH_INTERRUPTED : 0u) | (li->graph ? LAUNCH_GRAPH : 0u) |
-                 (li->stop_only ? LAUNCH_STOP_ONLY : 0u),
+                 (li->stop_only ? LAUNCH_STOP_ONLY : 0u) |
+                 (li->unsafe_graph ? LAUNCH_UNSAFE_GRAPH : 0u),
         .rc = 0, .nparams = nparams, .nptrs = nptrs, .graph = li->graph, .replay = li->replay,
         .node = li->node};
     msg_add(m, &head, sizeof head);
