@@ -17,20 +17,28 @@ Semantics (stated once, used by `cudump diff` and the HTML report):
   as a difference and not as trouble. Captured on one side only, or for different reasons,
   it cannot be compared (trouble).
 
-Work is done in chunks of about a million elements so temporaries stay in cache; a chunk
-whose bytes are identical costs one comparison. Pairs of a run are compared on a thread pool:
-numpy releases the GIL in all the loops used here.
+Work is done in chunks of about a million elements, whose temporaries stay in cache and are
+reused (one set per thread); a stretch whose bytes are identical costs one comparison.
+Integers of up to 16 bits never leave integer arithmetic: |a - b| is max - min in the
+unsigned type of their width, sums are added in place, half onto half, while the type holds
+them, and only what is left is widened; a chunk where every element differs is counted
+without a mask. Pairs of a run are compared `jobs` at a time, in worker processes when there
+is much to compare (see parallel_kind), on threads otherwise.
 """
 
 from __future__ import annotations
 
 import math
+import multiprocessing as mp
 import os
 import re
+import signal
+import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -132,7 +140,8 @@ class _Totals:
 
 # ---------------------------------------------------------------------------------------
 # Scratch memory: each thread keeps its chunk-sized temporaries and reuses them, chunk after
-# chunk and pair after pair (fresh memory would cost a page fault per page, every chunk).
+# chunk and pair after pair (fresh memory would cost a page fault per page, every chunk). At
+# most a few arrays of CHUNK_ELEMENTS each, freed with the thread.
 
 _scratch = threading.local()
 
@@ -168,6 +177,18 @@ def _exact_sum(x: np.ndarray, bound: int) -> int:
     if rows * COLUMNS < x.size:
         total += int(np.add.reduce(x[rows * COLUMNS:], dtype=_U64))
     return total
+
+
+def _fold_sum(x: np.ndarray, bound: int) -> int:
+    """The exact sum of scratch array x, unsigned integers each at most `bound`, which it
+    overwrites: its second half is added onto its first (native SIMD adds, nothing widened)
+    while the type holds the sums, and what is left is summed by _exact_sum."""
+    n, top = x.size, _MAX[x.dtype]
+    while n % 2 == 0 and n > COLUMNS and 2 * bound <= top:
+        n //= 2
+        np.add(x[:n], x[n:2 * n], out=x[:n])
+        bound *= 2
+    return _exact_sum(x[:n], bound)
 
 
 def _count_channels(mask: np.ndarray, t: _Totals) -> None:
@@ -214,55 +235,68 @@ def _allowed(bc: np.ndarray, tol: Tolerance) -> np.ndarray:
 
 
 def _small_int_chunk(ac: np.ndarray, bc: np.ndarray, start: int, tol: Tolerance,
-                     t: _Totals) -> bool:
+                     t: _Totals) -> int:
     """A chunk of integers of 1 or 2 bytes, in exact integer arithmetic, widened only where
-    it must be. False if its elements are all equal."""
+    it must be. Returns how many of its elements differ."""
     n = ac.size
     u = _U8 if ac.dtype.itemsize == 1 else _U16     # |a - b| always fits the unsigned type
+    # Two scratch arrays: |a - b| in one, then the mask and the squares in the other.
     hi = np.maximum(ac, bc, out=_buffer("hi", n, ac.dtype))
     lo = np.minimum(ac, bc, out=_buffer("lo", n, ac.dtype))
     d = np.subtract(hi.view(u), lo.view(u), out=hi.view(u))   # hi - lo: never wraps
-    top = int(d.max())
+    spare = lo.view(u)
+    top = int(np.maximum.reduce(d))
     if top == 0:
-        return False
+        return 0
+    low = int(np.minimum.reduce(d))
+    nonzero = n if low else None                # elements that are not equal, when known
     mask: np.ndarray | None = None
     if tol.rtol == 0:
         # Integer differences: d > atol  <=>  d > floor(atol), compared in d's own type.
         limit = math.floor(min(tol.atol, 2.0**62))
         if limit >= top:
             count = 0
-        elif int(d.min()) > limit:
+        elif low > limit:
             count = n
         elif limit == 0:
-            count = int(np.count_nonzero(d))
+            count = nonzero = int(np.count_nonzero(d))
         else:
-            mask = np.greater(d, limit, out=_buffer("mask", n, bool))
+            mask = np.greater(d, limit, out=spare.view(bool)[:n])
             count = int(np.count_nonzero(mask))
     else:
-        mask = np.greater(d, _allowed(bc, tol), out=_buffer("mask", n, bool))
+        mask = np.greater(d, _allowed(bc, tol), out=spare.view(bool)[:n])
         count = int(np.count_nonzero(mask))
     t.differing += count
     if count == n:
         _count_all(n, t)
     elif count:
         if mask is None:
-            mask = np.greater(d, 0, out=_buffer("mask", n, bool))
+            mask = np.greater(d, 0, out=spare.view(bool)[:n])
         _count_channels(mask, t)
-    t.sum_abs += _exact_sum(d, top)
-    if top * top <= _MAX[u]:                     # squares fit d's own type
-        sq = np.square(d, out=_buffer("square", n, u))
-    else:
-        sq = np.square(d, dtype=_WIDER[u], out=_buffer("square", n, _WIDER[u]))
-    t.sum_sq += _exact_sum(sq, top * top)
     if top > t.max_abs:
         t.max_abs = float(top)
         t.max_flat = start + int(np.argmax(d))
-    return True
+    if top <= 2:
+        # |a - b| is 0, 1 or 2, so its square is 3 |a - b| - 2 where it is not 0.
+        if nonzero is None:
+            nonzero = int(np.count_nonzero(d))
+        total = nonzero if top == 1 else _fold_sum(d, top)
+        t.sum_abs += total
+        t.sum_sq += 3 * total - 2 * nonzero
+        return count
+    if top * top <= _MAX[u]:                    # squares fit d's own type
+        sq = np.square(d, out=spare)
+    else:
+        sq = np.square(d, dtype=_WIDER[u], out=_buffer("square", n, _WIDER[u]))
+    t.sum_abs += _fold_sum(d, top)
+    t.sum_sq += _fold_sum(sq, top * top)
+    return count
 
 
 def _float_chunk(ac: np.ndarray, bc: np.ndarray, start: int, tol: Tolerance,
-                 t: _Totals) -> bool:
-    """A chunk of floats or wide integers, in float64. False if it holds no difference."""
+                 t: _Totals) -> int:
+    """A chunk of floats or wide integers, in float64. Returns how many of its elements
+    differ."""
     n = ac.size
     d = _buffer("float", n, np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
@@ -281,7 +315,7 @@ def _float_chunk(ac: np.ndarray, bc: np.ndarray, start: int, tol: Tolerance,
         d[bad] = 0.0
         top = d.max()
     if top == 0 and mismatch is None:
-        return False
+        return 0
     mask = _buffer("mask", n, bool)
     if tol.rtol == 0:
         np.greater(d, tol.atol, out=mask)
@@ -300,7 +334,7 @@ def _float_chunk(ac: np.ndarray, bc: np.ndarray, start: int, tol: Tolerance,
     if top > t.max_abs:
         t.max_abs = float(top)
         t.max_flat = start + int(np.argmax(d))
-    return True
+    return count
 
 
 def _bytes_equal(ac: np.ndarray, bc: np.ndarray) -> bool:
@@ -328,30 +362,35 @@ def compare_arrays(a: np.ndarray, b: np.ndarray, tol: Tolerance | None = None) -
         fa, fb = fa.view(np.uint8), fb.view(np.uint8)
     channels = channel_count(a.shape)
     totals = _Totals(channels)
-    # Spans of CHUNK_ELEMENTS are checked for identical bytes (one cheap pass); one that
-    # differs is compared chunk by chunk, as are the spans after a chunk that differs
-    # (differences come in runs) until a span ends in a chunk without any.
-    span = _step(channels, CHUNK_ELEMENTS)
+    # Unless most of the last chunk differed, the next stretch (a probe) is first checked for
+    # identical bytes, one cheap pass, and skipped if so; a chunk is compared from where a
+    # probe found a difference, and after a chunk mostly different the next one is compared
+    # right away (such differences go on). Floats: a probe is a whole chunk, so chunks start
+    # at fixed places and float sums do not depend on where the differences are.
+    step = _step(channels, CHUNK_ELEMENTS)
     if fa.dtype.kind in "ui" and fa.dtype.itemsize <= 2:
-        chunk, step = _small_int_chunk, _step(channels, CHUNK_ELEMENTS // 4)
+        chunk, probe = _small_int_chunk, _step(channels, CHUNK_ELEMENTS // 4)
     else:
-        chunk, step = _float_chunk, span
+        chunk, probe = _float_chunk, step
     check = True
-    skipped: list[int] = []
-    for start in range(0, fa.size, span):
-        sa, sb = fa[start:start + span], fb[start:start + span]
-        if check and _bytes_equal(sa, sb):
-            skipped.append(start)
-            continue
-        for sub in range(0, sa.size, step):
-            check = not chunk(sa[sub:sub + step], sb[sub:sub + step], start + sub, tol, totals)
+    skipped: list[np.ndarray] = []
+    pos, n = 0, fa.size
+    while pos < n:
+        if check:
+            end = min(pos + probe, n)
+            if _bytes_equal(fa[pos:end], fb[pos:end]):
+                skipped.append(fa[pos:end])
+                pos = end
+                continue
+        end = min(pos + step, n)
+        check = 2 * chunk(fa[pos:end], fb[pos:end], pos, tol, totals) < end - pos
+        pos = end
     if fa.dtype.kind == "f" and totals.sum_abs:
         # NaN or Inf against the same is equal but has no finite |a - b|: it is left out of
         # the means, so identical spans count too (only needed when the means are not 0).
-        for start in skipped:
-            sa = fa[start:start + span]
-            totals.invalid += sa.size - int(np.count_nonzero(
-                np.isfinite(sa, out=_buffer("finite", sa.size, bool))))
+        for same in skipped:
+            finite = np.isfinite(same, out=_buffer("finite", same.size, bool))
+            totals.invalid += same.size - int(np.count_nonzero(finite))
     return _metrics(a, b, totals)
 
 
@@ -500,20 +539,95 @@ def compare_pair(pair: PairResult, tol: Tolerance) -> PairResult:
     return pair
 
 
+# Pairs holding at least this many bytes (both sides) are compared in worker processes.
+PROCESS_MIN_BYTES = 64 << 20
+
+
+def _snapshot_bytes(snap: Snapshot | None) -> int:
+    r = snap.record if snap is not None else None
+    if r is None or r.dtype is None or r.shape is None:
+        return 0
+    try:
+        return int(np.dtype(r.dtype).itemsize * math.prod(r.shape))
+    except (TypeError, ValueError):
+        return 0
+
+
+def parallel_kind(pairs: Sequence[PairResult], jobs: int) -> str:
+    """How compare_pairs spreads `pairs` over `jobs`: "serial", "threads" or "processes".
+
+    numpy releases the GIL in its loops, but a pair takes a few hundred of them, and threads
+    handing the GIL to each other that often mostly wait: on 2 cores, 2 threads compared
+    1920x1080 RGBA pairs no faster than 1 (4.6 against 4.5-4.8 ms a pair), 2 processes in
+    2.5 ms. Worker processes are forked (nothing to import again), when there is enough to
+    compare to repay starting them (about 10 ms) and only from a process running one thread
+    (forking copies no other)."""
+    todo = [p for p in pairs if p.a is not None and p.b is not None]
+    if jobs == 1 or len(todo) <= 1:
+        return "serial"
+    size = sum(_snapshot_bytes(p.a) + _snapshot_bytes(p.b) for p in todo)
+    if (size >= PROCESS_MIN_BYTES and sys.platform == "linux"
+            and threading.active_count() == 1):
+        return "processes"
+    return "threads"
+
+
+def _worker_start() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is for the parent to handle
+
+
+def _compare_in_worker(pair: PairResult, tol: Tolerance) -> tuple[str, Metrics | None,
+                                                                  str | None]:
+    done = compare_pair(pair, tol)
+    return done.status, done.metrics, done.reason
+
+
+def _in_processes(pairs: Sequence[PairResult], tol: Tolerance,
+                  jobs: int) -> tuple[Executor, Iterator[PairResult]] | None:
+    """Pairs compared in worker processes, or None if they cannot be started."""
+    pool = ProcessPoolExecutor(jobs, mp_context=mp.get_context("fork"),
+                               initializer=_worker_start)
+    batch = max(1, min(8, len(pairs) // (8 * jobs)))
+    try:
+        results = pool.map(_compare_in_worker, pairs, [tol] * len(pairs), chunksize=batch)
+    except OSError:                 # no fork: out of memory or of processes
+        pool.shutdown(wait=True, cancel_futures=True)
+        return None
+
+    def filled() -> Iterator[PairResult]:
+        for pair, result in zip(pairs, results, strict=True):
+            pair.status, pair.metrics, pair.reason = result
+            yield pair
+
+    return pool, filled()
+
+
 def compare_pairs(
     pairs: Sequence[PairResult], tol: Tolerance, jobs: int | None = None
 ) -> Iterator[PairResult]:
-    """Compare pairs on a thread pool; results come back in the order given."""
+    """Compare pairs `jobs` at a time (default: one per CPU); results come back in the order
+    given, as they are ready."""
     if jobs is not None and jobs < 1:
         raise DiffTrouble(f"jobs must be 1 or more, not {jobs}")
     jobs = jobs or os.cpu_count() or 1
-    todo = [p for p in pairs if p.a is not None and p.b is not None]
-    if jobs == 1 or len(todo) <= 1:
+    kind = parallel_kind(pairs, jobs)
+    if kind == "serial":
         for pair in pairs:
             yield compare_pair(pair, tol)
         return
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        yield from pool.map(lambda p: compare_pair(p, tol), pairs)
+    started = _in_processes(pairs, tol, jobs) if kind == "processes" else None
+    if started is None:
+        threads = ThreadPoolExecutor(max_workers=jobs)
+        started = threads, threads.map(lambda p: compare_pair(p, tol), pairs)
+    pool, results = started
+    try:
+        yield from results
+    except BrokenProcessPool as err:
+        raise DiffTrouble(f"a worker process comparing pairs died ({err}); "
+                          "-j 1 compares in this process") from None
+    finally:
+        # Not waiting for pairs nobody will see (Ctrl-C, a closed pipe).
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 @dataclass

@@ -7,6 +7,7 @@ import argparse
 import math
 import os
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -111,6 +112,203 @@ def test_metrics_are_the_same_across_chunk_boundaries(monkeypatch) -> None:
     chunked = compare_arrays(a, b)
     assert chunked == whole
     assert chunked.differing == expected_metrics(a, b)["differing"]
+
+
+# Integers of up to 16 bits take a path of their own (exact integer sums, widened only where
+# they must be, halves added in place, all-different chunks counted without a mask): these
+# check it against exact integer arithmetic, across chunk sizes, at the types' extremes.
+
+def exact_integer_metrics(a: np.ndarray, b: np.ndarray, atol: float = 0.0,
+                          rtol: float = 0.0) -> dict:
+    d = np.abs(a.astype(np.int64) - b.astype(np.int64))
+    close = d <= atol + rtol * np.abs(b.astype(np.float64))
+    s1, s2 = int(d.sum()), int((d * d).sum())
+    n = a.size
+    out = {
+        "differing": int((~close).sum()),
+        "max_abs": float(d.max()),
+        "max_index": (tuple(int(i) for i in np.unravel_index(np.argmax(d), a.shape))
+                      if d.max() > 0 else None),
+        "mean_abs": s1 / n,
+        "rmse": math.sqrt(s2 / n),
+    }
+    if diffmod.channel_count(a.shape) > 1:
+        out["channel_differing"] = [int((~close[..., c]).sum()) for c in range(a.shape[-1])]
+        out["pixels_differing"] = int((~close).any(axis=-1).sum())
+    return out
+
+
+def assert_exact(a: np.ndarray, b: np.ndarray, atol: float = 0.0, rtol: float = 0.0):
+    m = compare_arrays(a, b, Tolerance(atol, rtol))
+    for key, value in exact_integer_metrics(a, b, atol, rtol).items():
+        assert getattr(m, key) == value, (key, a.dtype, atol, rtol)
+    return m
+
+
+CHUNKS = [1 << 20, 1 << 14, 96]
+
+
+@pytest.mark.parametrize("chunk", CHUNKS)
+def test_uint8_every_element_differs(monkeypatch, chunk: int) -> None:
+    monkeypatch.setattr(diffmod, "CHUNK_ELEMENTS", chunk)
+    a = RNG.integers(0, 256, (120, 160, 4), dtype=np.uint8)
+    small = a ^ RNG.integers(1, 4, a.shape, dtype=np.uint8)        # |a - b| up to 3
+    m = assert_exact(a, small)
+    assert m.differing == a.size and m.pixels_differing == a.size // 4
+    assert m.channel_differing == [a.size // 4] * 4
+    large = (a.astype(np.int16) + RNG.integers(1, 256, a.shape)) % 256  # never equal
+    assert_exact(a, large.astype(np.uint8))
+    assert_exact(a, RNG.integers(0, 256, a.shape, dtype=np.uint8))     # some equal
+    assert_exact(np.zeros_like(a), np.full_like(a, 255))               # the extremes
+
+
+@pytest.mark.parametrize("chunk", CHUNKS)
+def test_differences_of_one_and_two(monkeypatch, chunk: int) -> None:
+    """|a - b| of at most 2 is summed without squaring: d^2 = 3d - 2 where d > 0."""
+    monkeypatch.setattr(diffmod, "CHUNK_ELEMENTS", chunk)
+    a = RNG.integers(0, 254, (90, 70, 4), dtype=np.uint8)
+    m = assert_exact(a, a + 1)
+    assert m.mean_abs == 1 and m.rmse == 1 and m.differing == a.size
+    b = a.copy()
+    b[RNG.random(a.shape) < 0.3] += 1
+    assert_exact(a, b)
+    assert_exact(a, b, atol=1)                # within tolerance: equal, metrics kept
+    assert compare_arrays(a, b, Tolerance(1)).equal
+    two = a + RNG.integers(0, 3, a.shape, dtype=np.uint8)     # 0, 1 or 2, some zeros
+    assert_exact(a, two)
+    assert_exact(two, a, atol=1)
+    m = assert_exact(a, a + RNG.integers(1, 3, a.shape, dtype=np.uint8))   # 1 or 2, none 0
+    assert m.differing == a.size
+    assert_exact(a.view(np.int8), (a + 2).view(np.int8))      # wraps past 127: not 2 apart
+
+
+@pytest.mark.parametrize("chunk", CHUNKS)
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.uint16, np.int16])
+def test_small_integers_at_their_extremes(monkeypatch, chunk: int, dtype) -> None:
+    monkeypatch.setattr(diffmod, "CHUNK_ELEMENTS", chunk)
+    info = np.iinfo(dtype)
+    shape = (50, 40, 3)
+    a = np.where(RNG.random(shape) < 0.5, info.min, info.max).astype(dtype)
+    b = np.where(RNG.random(shape) < 0.5, info.min, info.max).astype(dtype)
+    m = assert_exact(a, b)
+    assert m.max_abs == info.max - info.min
+    assert_exact(a, RNG.integers(info.min, info.max, shape, dtype=dtype, endpoint=True))
+    c = a.copy()
+    c[::7] = RNG.integers(info.min, info.max, c[::7].shape, dtype=dtype, endpoint=True)
+    for atol, rtol in [(0, 0), (3.5, 0), (0, 0.25), (2, 0.01), (info.max - info.min, 0)]:
+        assert_exact(a, c, atol, rtol)
+
+
+def test_bool_arrays() -> None:
+    a = RNG.random((33, 17, 2)) < 0.5
+    b = a.copy()
+    b[RNG.random(a.shape) < 0.2] ^= True
+    m = compare_arrays(a, b)
+    e = exact_integer_metrics(a.astype(np.uint8), b.astype(np.uint8))
+    assert {k: getattr(m, k) for k in e} == e
+    assert m.peak == 1.0 and m.mean_abs == pytest.approx(m.rmse ** 2)
+    assert compare_arrays(a, ~a).mean_abs == 1
+
+
+def test_int64_extremes_are_compared_in_float64() -> None:
+    big = np.iinfo(np.int64)
+    a = np.array([[big.max, 0, big.min], [5, big.max, 1]], dtype=np.int64)
+    b = np.array([[big.min, 0, big.max], [5, big.max - 1, 1]], dtype=np.int64)
+    m = compare_arrays(a, b)
+    assert m.differing == 2                  # max vs max - 1: equal in float64 (documented)
+    assert m.max_abs == float(2**64) and m.max_index == (0, 0)   # float64, not wrapped
+    assert m.nonfinite_mismatch == 0
+    e = expected_metrics(a, b)
+    assert m.mean_abs == pytest.approx(e["mean"]) and m.rmse == pytest.approx(e["rmse"])
+    u = np.array([0, np.iinfo(np.uint64).max], dtype=np.uint64)
+    assert compare_arrays(u, u[::-1]).max_abs == float(2**64)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_narrow_floats_match_an_independent_computation(dtype) -> None:
+    a = (RNG.standard_normal((60, 50, 4)) * 100).astype(dtype)
+    b = a.copy()
+    b[RNG.random(a.shape) < 0.4] += dtype(1.5)
+    m = compare_arrays(a, b)
+    e = expected_metrics(a, b)
+    assert m.differing == e["differing"] > 0
+    assert m.channel_differing == e["per_channel"] and m.pixels_differing == e["pixels"]
+    assert m.max_abs == e["max"] and m.max_index == e["where"]
+    assert m.mean_abs == pytest.approx(e["mean"], rel=1e-12)
+    assert m.rmse == pytest.approx(e["rmse"], rel=1e-12)
+
+
+@pytest.mark.parametrize("chunk", CHUNKS)
+def test_nan_and_inf_in_identical_stretches_are_left_out_of_the_means(monkeypatch,
+                                                                        chunk: int) -> None:
+    """NaN against NaN is equal but has no finite |a - b|, wherever it lies: chunks whose
+    bytes are identical (skipped without a comparison) count it too."""
+    monkeypatch.setattr(diffmod, "CHUNK_ELEMENTS", chunk)
+    a = RNG.standard_normal((200, 100)).astype(np.float32)
+    a[:50:3, ::7] = np.nan
+    a[10:20, 5] = np.inf
+    b = a.copy()
+    b[150:, :] += 1                            # differences only far from the NaNs
+    b[190, 3] = -np.inf                        # and one disagreeing infinity
+    m = compare_arrays(a, b)
+    e = expected_metrics(a, b)
+    assert m.differing == e["differing"] and m.nonfinite_mismatch == 1
+    assert m.mean_abs == pytest.approx(e["mean"], rel=1e-6)
+    assert m.rmse == pytest.approx(e["rmse"], rel=1e-6)
+
+
+def test_rows_of_partly_different_chunks_count_channels_and_pixels(monkeypatch) -> None:
+    monkeypatch.setattr(diffmod, "CHUNK_ELEMENTS", 1 << 14)
+    for channels in (2, 3, 4):
+        a = RNG.integers(0, 256, (70, 90, channels), dtype=np.uint8)
+        b = a.copy()
+        b[RNG.random(a.shape) < 0.5] ^= 0x40
+        b[:5] = a[:5] ^ 0xFF                   # a stretch where every element differs
+        m = assert_exact(a, b)
+        assert len(m.channel_differing) == channels
+
+
+def test_pairs_compared_in_worker_processes_as_in_this_one(tmp_path: Path,
+                                                           monkeypatch) -> None:
+    imgs = [RNG.integers(0, 200, (30, 40, 4), dtype=np.uint8) for _ in range(6)]
+    changed = [x.copy() for x in imgs]
+    changed[2][1, 1, 0] += 9
+    changed[4] ^= 1
+    a = write_run(tmp_path / "a", launches(imgs))
+    b = write_run(tmp_path / "b", launches(changed[:5]))
+    here = diff_runs(Run.open(a), Run.open(b), jobs=1)
+    monkeypatch.setattr(diffmod, "PROCESS_MIN_BYTES", 0)
+    pairs = align(Run.open(a), Run.open(b))
+    if threading.active_count() == 1 and sys.platform == "linux":
+        assert diffmod.parallel_kind(pairs, 2) == "processes"
+    there = diff_runs(Run.open(a), Run.open(b), jobs=2)
+    assert [(p.key, p.status, p.metrics, p.reason) for p in there.pairs] == \
+        [(p.key, p.status, p.metrics, p.reason) for p in here.pairs]
+    assert there.exit_code == 1 and len(there.only_a) == 2
+    assert diffmod.parallel_kind(pairs, 1) == "serial"
+    monkeypatch.setattr(diffmod, "PROCESS_MIN_BYTES", 1 << 60)
+    assert diffmod.parallel_kind(pairs, 2) == "threads"
+
+
+def test_worker_processes_stop_early_or_give_way_to_threads(tmp_path: Path,
+                                                             monkeypatch) -> None:
+    imgs = [RNG.integers(0, 200, (16, 16, 4), dtype=np.uint8) for _ in range(20)]
+    a = write_run(tmp_path / "a", launches(imgs))
+    b = write_run(tmp_path / "b", launches([x ^ 1 for x in imgs]))
+    monkeypatch.setattr(diffmod, "PROCESS_MIN_BYTES", 0)
+    pairs = align(Run.open(a), Run.open(b))
+    results = diffmod.compare_pairs(pairs, Tolerance(), jobs=2)
+    assert next(results).status == "differ"
+    results.close()                          # a reader that stops: the rest is dropped
+
+    class NoFork(diffmod.ProcessPoolExecutor):
+        def map(self, *args, **kwargs):
+            raise OSError("fork: Resource temporarily unavailable")
+
+    monkeypatch.setattr(diffmod, "ProcessPoolExecutor", NoFork)
+    pairs = align(Run.open(a), Run.open(b))
+    assert [p.status for p in diffmod.compare_pairs(pairs, Tolerance(), jobs=2)] == \
+        ["differ"] * 40
 
 
 def test_identical_inputs_are_equal_with_infinite_psnr() -> None:
