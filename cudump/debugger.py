@@ -35,7 +35,7 @@ from cudump.manifest import SnapshotRecord
 from cudump.process import FuncInfo, LaunchEvent, ProcessState, pointer_allocation
 from cudump.signature import parse_signature
 from cudump.symbols import symbolize
-from cudump.target import Frame, KernelSeen, ResumeMode, StopInfo, TargetError
+from cudump.target import Frame, GraphNode, KernelSeen, ResumeMode, StopInfo, TargetError
 
 if TYPE_CHECKING:
     from cudump.session import Connection, Controller
@@ -182,6 +182,26 @@ class RemoteStop:
             func = self.proc.funcs.get(c["id"])
             if func is not None:
                 func.launches = c["launches"] + c["graph_launches"]
+
+    def graph_nodes(self) -> list[GraphNode]:
+        """The kernel nodes of the graph whose launch is held, in run order."""
+        if self.info.graph is None:
+            raise TargetError("this stop is not at a graph launch")
+
+        def do() -> bytes:
+            rc, data = self.conn.request(p.Kind.GRAPH_NODES)
+            if rc != 0:
+                raise TargetError("the shim knows no kernel nodes of this graph")
+            return data
+
+        data = self._call(do)
+        nodes = []
+        for pos in range(0, len(data) - p.GRAPH_NODE.size + 1, p.GRAPH_NODE.size):
+            n = p.GRAPH_NODE.unpack(data, pos)
+            func = self.proc.funcs.get(n["id"])
+            nodes.append(GraphNode(n["node"], func.demangled if func else f"function {n['id']}",
+                                   n["grid"], n["block"], n["smem"], bool(n["child"])))
+        return nodes
 
     def backtrace(self) -> list[Frame]:
         def do() -> bytes:

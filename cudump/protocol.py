@@ -50,6 +50,7 @@ class Kind(IntEnum):
     BACKTRACE = 42
     RESUME = 43
     COUNTS = 44
+    GRAPH_NODES = 45
 
 
 class Want(IntFlag):
@@ -187,6 +188,8 @@ MEMORY = _layout("proto_memory", ("op", "I"), ("kind", "I"), ("base", "Q"), ("si
                  ("device", "i"))
 GRAPH = _layout("proto_graph", ("seq", "Q"), ("exec", "Q"), ("stream", "Q"), ("api", "I"),
                 ("device", "i"))
+GRAPH_NODE = _layout("proto_graph_node", ("node", "I"), ("id", "I"), ("grid", "3I"),
+                     ("block", "3I"), ("smem", "I"), ("child", "I"))
 COUNT = _layout("proto_count", ("id", "I"), ("reserved", "I"), ("launches", "Q"),
                 ("graph_launches", "Q"))
 STATS = _layout("proto_stats", ("seq", "Q"), ("captured", "Q"), ("graph_launches", "Q"),
@@ -206,8 +209,8 @@ RESUME = _layout("proto_resume", ("mode", "I"), ("reserved", "I"))
 RESULT = _layout("proto_result", ("rc", "i"), ("reserved", "I"), ("nbytes", "Q"))
 
 LAYOUTS = (HEADER, HELLO, WELCOME, CONTROL, PARAM, FUNC, ASK, WANTS, LAUNCH, RING_SLOT, POINTER,
-           MEMORY,
-           GRAPH, COUNT, STATS, COPY, PLAN, PIECE, END, STOPPED, READ, QUERY, RESUME, RESULT)
+           MEMORY, GRAPH, GRAPH_NODE, COUNT, STATS, COPY, PLAN, PIECE, END, STOPPED, READ, QUERY,
+           RESUME, RESULT)
 
 # Byte offsets of the control page's fields, for the controller's stores.
 CONTROL_OFFSETS = CONTROL.offsets()

@@ -37,6 +37,18 @@ class Frame:
     offset: int | None        # from the symbol (or from the module when there is no symbol)
 
 
+@dataclass(frozen=True)
+class GraphNode:
+    """One kernel node of a graph whose launch is held."""
+
+    node: int                 # index in run order
+    kernel: str               # demangled
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    smem: int
+    child: bool               # inside a child graph
+
+
 @dataclass
 class StopInfo:
     """Where and why the target stopped."""
@@ -100,6 +112,10 @@ class StoppedLaunch(Protocol):
         ...
 
     def backtrace(self) -> list[Frame]: ...
+
+    def graph_nodes(self) -> list[GraphNode]:
+        """At a graph launch: its kernel nodes, in run order (TargetError otherwise)."""
+        ...
 
 
 @dataclass(frozen=True)

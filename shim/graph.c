@@ -358,6 +358,23 @@ CUresult hook_cuGraphExecKernelNodeSetParams(cuGraphExecKernelNodeSetParams_fn r
     return rc;
 }
 
+/* The graph whose launch this thread holds at a breakpoint (for MSG_GRAPH_NODES). */
+static SHIM_TLS struct graph_exec *held_graph;
+
+size_t graph_held_nodes(struct proto_graph_node *out, size_t cap)
+{
+    struct graph_exec *g = held_graph;
+    size_t n = 0;
+    for (size_t k = 0; g && k < g->nkernels && n < cap; k++, n++) {
+        struct graph_kernel *gk = &g->kernels[k];
+        out[n] = (struct proto_graph_node){(uint32_t)k, gk->e->id,
+                                           {gk->grid[0], gk->grid[1], gk->grid[2]},
+                                           {gk->block[0], gk->block[1], gk->block[2]},
+                                           gk->smem, gk->top ? 0u : 1u};
+    }
+    return n;
+}
+
 /* The launching thread and its device, asked once per graph launch. */
 static SHIM_TLS int here_device = -1;
 static SHIM_TLS uint64_t here_tid;
@@ -546,6 +563,7 @@ CUresult graph_run(cuGraphLaunch_fn real, CUgraphExec exec, CUstream stream, int
     /* While the stream captures, the launch becomes a node of the captured graph:
      * nothing runs now, so nothing is copied. */
     bool capturing = launch_stream_capturing(stream, ptsz);
+    held_graph = g;
     long step = g && !capturing && nodes_want(g, WANT_STOP)
                     ? stop_nodes(g, stream, ptsz, seq, replay) : -1;
     bool instrument = g && g->src && !capturing && nodes_want(g, WANT_SNAPSHOT);
@@ -557,6 +575,7 @@ CUresult graph_run(cuGraphLaunch_fn real, CUgraphExec exec, CUstream stream, int
         struct launch_info li = node_launch(g, (size_t)step, stream, ptsz, seq, replay);
         graph_node_stop_after(&li, rc);
     }
+    held_graph = NULL;
     if (rc == CUDA_SUCCESS) {
         atomic_fetch_add(&shim_stats.graph_launches, 1);
         if (g)

@@ -86,6 +86,8 @@ CUresult graph_run(cuGraphLaunch_fn real, CUgraphExec exec, CUstream stream, int
 /* Adds every graph's launches so far to its kernels' counts (at exit). */
 void graph_fold_all(void);
 void graph_reset_after_fork(void);
+/* The kernel nodes of the graph whose launch this thread holds; 0 if none. */
+size_t graph_held_nodes(struct proto_graph_node *out, size_t cap);
 void launch_reset_after_fork(void);
 void launch_forget_tid(void);
 

@@ -75,6 +75,8 @@ enum proto_kind {
                          * "0xADDR\tMODULE\tSYMBOL\tOFFSET" */
     MSG_RESUME = 43,   /* proto_resume: let the held launch go */
     MSG_COUNTS = 44,   /* no payload; MSG_RESULT with a proto_count per launched function */
+    MSG_GRAPH_NODES = 45, /* no payload; at a graph launch's stop: MSG_RESULT with a
+                           * proto_graph_node per kernel node of the graph, in run order */
 };
 
 /* ---- bits and codes ------------------------------------------------------------ */
@@ -260,6 +262,15 @@ struct proto_graph {
     uint64_t stream;
     uint32_t api;
     int32_t device;
+};
+
+struct proto_graph_node {
+    uint32_t node;          /* index in run order */
+    uint32_t id;            /* function id */
+    uint32_t grid[3];
+    uint32_t block[3];
+    uint32_t smem;
+    uint32_t child;         /* 1: inside a child graph */
 };
 
 struct proto_count {

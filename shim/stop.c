@@ -16,6 +16,7 @@
 #include <execinfo.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -136,6 +137,17 @@ static bool serve_counts(void)
     return ok;
 }
 
+/* The kernels of the graph whose launch is held, in run order. */
+static bool serve_graph_nodes(void)
+{
+    enum { MAX_NODES = 4096 }; /* 160 KiB: well inside one message */
+    struct proto_graph_node *nodes = malloc(MAX_NODES * sizeof *nodes);
+    size_t n = nodes ? graph_held_nodes(nodes, MAX_NODES) : 0;
+    bool ok = reply_result(n ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND, nodes, n * sizeof *nodes);
+    free(nodes);
+    return ok;
+}
+
 enum proto_resume_mode stop_serve(struct launch_info *li, enum proto_phase phase,
                                   CUresult launch_rc)
 {
@@ -171,6 +183,8 @@ enum proto_resume_mode stop_serve(struct launch_info *li, enum proto_phase phase
             up = serve_backtrace();
         else if (kind == MSG_COUNTS)
             up = serve_counts();
+        else if (kind == MSG_GRAPH_NODES)
+            up = serve_graph_nodes();
         else
             up = reply_result(-1, NULL, 0);
     }

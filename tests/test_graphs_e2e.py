@@ -149,7 +149,8 @@ def test_a_breakpoint_on_a_kernel_inside_a_graph_holds_the_graph_launch(fake, cu
     """The launch is held before the graph runs: memory is as the graph will find it; `step`
     runs the whole graph and holds again; the results are the program's own."""
     commands = tmp_path / "commands.txt"
-    commands.write_text("x/4fw arg0\nstep\nx/4fw arg0\ncontinue\ndelete\ncontinue\n")
+    commands.write_text("info graph\nx/4fw arg0\nstep\nx/4fw arg0\ncontinue\ndelete\n"
+                        "continue\n")
     program = [str(fake.programs["capture"])]
     ran = cudump_run(program, "--break", "vecAdd", "--batch", str(commands))
     assert ran.returncode == 0, ran.stderr
@@ -159,6 +160,13 @@ def test_a_breakpoint_on_a_kernel_inside_a_graph_holds_the_graph_launch(fake, cu
     assert stops == ["Breakpoint 1, graph launch 4 (graph 1, replay 1, node 1)",
                      "Step, after graph launch 4 (graph 1, replay 1, node 1)",
                      "Breakpoint 1, graph launch 5 (graph 1, replay 2, node 1)"]
+    at = lines.index("(cudump) info graph")
+    assert lines[at + 1:at + 5] == [
+        "graph 1, replay 1: 3 kernel nodes",
+        "  node 0   grid (4,1,1) block (64,1,1) smem 0  scale",
+        "* node 1   grid (4,1,1) block (64,1,1) smem 0  vecAdd(float const*, float const*, "
+        "float*, int)",
+        "  node 2   grid (4,1,1) block (64,1,1) smem 0  scale"]
     reads = [ln.split(":  ", 1)[1].split() for ln in lines if ln.startswith("0x") and ":  " in ln]
     # x before replay 1 is 0 1 2 3; after it, x + y/2 with y = 2 * (i % 7): 0 2 4 6.
     assert reads == [["0", "1", "2", "3"], ["0", "2", "4", "6"]]

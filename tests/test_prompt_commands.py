@@ -602,8 +602,9 @@ def test_kill_asks_when_interactive(debugger: FakeDebugger) -> None:
 @pytest.mark.parametrize(("line", "expected"), [
     ("foo", "error: unknown command 'foo' (try 'help')"),
     ("de 1", "error: ambiguous command 'de': delete, detach"),
-    ("info", "error: info needs a subcommand: allocs, args, breakpoints, kernels, launch"),
+    ("info", "error: info needs a subcommand: allocs, args, breakpoints, graph, kernels, launch"),
     ("info zork", "error: info: unknown subcommand 'zork' (one of allocs, args, breakpoints, "
+                  "graph, "
                   "kernels, launch)"),
     ("info a", "error: info: ambiguous subcommand 'a': allocs, args"),
     ("bt x", "error: bt: argument N: invalid int value: 'x'"),
@@ -659,10 +660,11 @@ def test_help(prompt: Prompt) -> None:
     assert prompt.run("help args")[0] == "usage: info args [-h]"
     info_help = prompt.run("help info")
     assert info_help[0] == "usage: info SUBCOMMAND"
-    assert info_help[-5:] == [
+    assert info_help[-6:] == [
         "  allocs       The process's live device allocations.",
         "  args         The launch's arguments and the allocations they point into.",
         "  breakpoints  The breakpoint table.",
+        "  graph        At a graph launch: its kernels in run order.",
         "  kernels      Kernels seen so far, with launch counts per process.",
         "  launch       Where and why the program stopped.",
     ]

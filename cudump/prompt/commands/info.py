@@ -1,11 +1,11 @@
-"""`info args|allocs|kernels|breakpoints|launch` (`args` is short for `info args`)."""
+"""`info args|allocs|kernels|graph|breakpoints|launch` (`args` is short for `info args`)."""
 
 from __future__ import annotations
 
 import argparse
 
 from cudump.pattern import name_forms
-from cudump.prompt.context import Context
+from cudump.prompt.context import CommandError, Context
 from cudump.prompt.display import arg_lines, dims
 from cudump.prompt.registry import (
     REGISTRY,
@@ -74,6 +74,22 @@ def info_kernels(ctx: Context, args: argparse.Namespace) -> None:
     rows = [[str(k.pid), str(k.launches), k.kernel] for k in seen]
     for line in format_table(["pid", "launches", "kernel"], rows, [True, True, False]):
         ctx.say(line)
+
+
+@subcommand(INFO, make_parser("info graph", "At a graph launch: its kernels in run order."),
+            requires=(STOPPED,))
+def info_graph(ctx: Context, args: argparse.Namespace) -> None:
+    info = ctx.stopped.info
+    if info.graph is None:
+        raise CommandError("this stop is not at a graph launch (info graph is for breakpoints "
+                           "on kernels inside CUDA graphs)")
+    nodes = ctx.stopped.graph_nodes()
+    ctx.say(f"graph {info.graph}, replay {info.replay}: {len(nodes)} kernel nodes")
+    for n in nodes:
+        mark = "*" if n.node == info.node else " "
+        where = " (in a child graph)" if n.child else ""
+        ctx.say(f"{mark} node {n.node:<3} grid {dims(n.grid)} block {dims(n.block)} smem "
+                f"{n.smem}  {n.kernel}{where}")
 
 
 @subcommand(INFO, make_parser("info breakpoints", "The breakpoint table."))
