@@ -141,6 +141,7 @@ class Snapshotter:
         self.failed = 0
         self.disk_failed: str | None = None
         self.unsafe_warned: set[tuple[int, int]] = set()
+        self.said_no_buffer: set[tuple[int, str]] = set()
         self.bytes_written = 0
         self.manifest = manifest
         self.jobs: queue.Queue[WriteJob | None] = queue.Queue(maxsize=64)
@@ -218,12 +219,10 @@ class Snapshotter:
         copies: list[PlannedCopy] = []
         stems: set[str] = set()
         for rule in taken:
-            for index in rule.selected_args(args):
-                override = rule.overrides.get(index)
-                if (rule.args == "pointers" and args[index].type is None and override is None
-                        and (index, 0) not in event.pointers):
-                    continue  # an untyped word that points nowhere is not a pointer
-                arg, where = _pointer_of(args[index], override)
+            targets = self._targets(rule, args, event)
+            if not targets:
+                self._no_buffer(ctx, rule)
+            for index, arg, where, override in targets:
                 for phase in ("before", "after"):
                     if phase not in rule.when:
                         continue
@@ -232,8 +231,8 @@ class Snapshotter:
                             raise GeometryError(
                                 f"argument {index} has {len(args[index].raw)} bytes, so there "
                                 f"is no pointer at byte {where}")
-                        plan = plan_copy(arg, event.pointers.get((index, where)), override,
-                                         values)
+                        alloc = event.pointers.get((index, where))
+                        plan = plan_copy(arg, alloc, override, values)
                     except (GeometryError, ArithmeticError, RecursionError) as err:
                         self._error(ctx, args[index], phase, rule, str(err))
                         continue
@@ -241,9 +240,55 @@ class Snapshotter:
                         self._error(ctx, args[index], phase, rule,
                                     f"--max-bytes {self.max_bytes} reached")
                         continue
-                    record = self._record(ctx, plan.arg, phase, plan, stems=stems, rule=rule)
+                    record = self._record(ctx, plan.arg, phase, plan, stems=stems, rule=rule,
+                                          offset=where)
+                    if (override is None or override.count is None and not override.is_2d) \
+                            and alloc is not None and alloc.kind != "pitched":
+                        # From the pointer to the end of its allocation: with a caching
+                        # allocator that may run past the tensor; a rule's count narrows it.
+                        record.extra["extent"] = "allocation-rest"
                     copies.append(PlannedCopy(plan, phase, 0, rule, record))
         return self._place(ctx, copies, staging_size, base, stream)
+
+    @staticmethod
+    def _targets(rule: Rule, args: list[ArgValue], event: LaunchEvent
+                 ) -> list[tuple[int, ArgValue | None, int, ArgOverride | None]]:
+        """(argument, the pointer value, byte offset inside the argument, override) of every
+        buffer the rule takes. `args: pointers` takes typed pointers, untyped 8-byte words in
+        a tracked allocation, and every pointer-sized word inside a by-value argument (a
+        struct such as PyTorch's std::array<char*, N>) that falls in a tracked allocation."""
+        targets: list[tuple[int, ArgValue | None, int, ArgOverride | None]] = []
+        for index in rule.selected_args(args):
+            override = rule.overrides.get(index)
+            if (rule.args == "pointers" and args[index].type is None and override is None
+                    and (index, 0) not in event.pointers):
+                continue  # an untyped word that points nowhere is not a pointer
+            arg, where = _pointer_of(args[index], override)
+            targets.append((index, arg, where, override))
+        if rule.args != "pointers":
+            return targets
+        taken = {t[0] for t in targets}
+        for (index, where) in sorted(event.pointers):
+            if index in taken or index in rule.overrides or index >= len(args):
+                continue
+            raw = args[index].raw[where:where + 8]
+            if len(raw) != 8 or args[index].looks_like_pointer:
+                continue
+            word = ArgValue(index, None, raw, int.from_bytes(raw, "little"))
+            targets.append((index, word, where, None))
+        return targets
+
+    def _no_buffer(self, ctx: _Launch, rule: Rule) -> None:
+        """A rule that matches launches but finds nothing to copy says so once per kernel."""
+        key = (id(rule), ctx.func.mangled)
+        with self.lock:
+            if key in self.said_no_buffer:
+                return
+            self.said_no_buffer.add(key)
+        warn(f"rule {rule.name} ({rule.path}:{rule.line}) matches {ctx.func.demangled} but "
+             "finds no buffer in its arguments (no pointer into a tracked allocation); name "
+             "one with args: [N] and an override such as {N: {field: 0, dtype: float32, "
+             "count: argK}}")
 
     def _place(self, ctx: _Launch, copies: list[PlannedCopy], staging_size: int, base: int,
                stream: bool) -> PlannedLaunch | None:
@@ -379,12 +424,13 @@ class Snapshotter:
 
     def _record(self, ctx: _Launch, arg: int, phase: str, plan: CopyPlan | None,
                 type_text: str | None = None, stems: set[str] | None = None,
-                rule: Rule | None = None) -> SnapshotRecord:
+                rule: Rule | None = None, offset: int = 0) -> SnapshotRecord:
         ev, func = ctx.event, ctx.func
         where = (f"-g{ev.graph}r{ev.replay}n{ev.node}" if ev.flags & p.LaunchFlag.GRAPH
                  else "")
+        inside = f"-off{offset}" if offset else ""
         stem = (f"{ev.seq:06d}-{ctx.proc.pid}{where}-{safe_name(_base_name(func))}-arg{arg}"
-                f"-{phase}")
+                f"{inside}-{phase}")
         if stems is not None:
             # Two rules on the same buffer: each snapshot gets its own file.
             base, n = stem, 2
@@ -404,6 +450,8 @@ class Snapshotter:
         )
         if plan is not None and plan.note:
             record.extra["note"] = plan.note
+        if offset:
+            record.extra["offset"] = offset   # byte offset of the pointer inside the argument
         if ev.flags & p.LaunchFlag.GRAPH:
             record.extra.update(graph=ev.graph, replay=ev.replay, node=ev.node)
         if rule is not None:

@@ -197,3 +197,54 @@ def test_pointers_resolve_among_tens_of_thousands_of_allocations(fake, cudump_ru
     assert [r["shape"][0] * 4 for r in records] == sizes
     summary = json.loads((ran.run_dir / "summary.json").read_text())
     assert summary["allocations"] == 20000 + len(range(0, 20000, 3))
+
+
+def test_args_pointers_finds_buffers_inside_by_value_structs(fake, cudump_run, tmp_path):
+    """add3(std::array<float*, 3ul>, int), its three buffers pieces of one allocation: each
+    pointer word inside the struct is a buffer, from the pointer to the end of the
+    allocation, recorded with its byte offset."""
+    rule = tmp_path / "add3.yaml"
+    rule.write_text('rules:\n  - kernel: add3\n    format: npy\n')
+    ran = cudump_run([str(fake.programs["structs"])], "--rule", str(rule))
+    assert ran.returncode == 0, ran.stderr
+    records = manifest(ran.run_dir)
+    assert all(r["status"] == "ok" for r in records)
+    by_key = {(r.get("offset", 0), r["phase"]): r for r in records}
+    assert sorted(by_key) == [(off, ph) for off in (0, 8, 16) for ph in ("after", "before")]
+    n = 256
+    for off, floats in ((0, 3 * n), (8, 2 * n), (16, n)):
+        r = by_key[(off, "after")]
+        assert r["arg"] == 0 and r["dtype"] == "uint8" and r["shape"] == [4 * floats]
+        assert r["extent"] == "allocation-rest"
+        assert r["type"] is None  # inside a struct: no type from the signature
+    out = np.load(ran.run_dir / by_key[(0, "after")]["file"]).view(np.float32)[:n]
+    assert np.array_equal(out, 1.5 * np.arange(n, dtype=np.float32))
+    before = np.load(ran.run_dir / by_key[(0, "before")]["file"]).view(np.float32)[:n]
+    assert not before.any()
+    b = np.load(ran.run_dir / by_key[(16, "before")]["file"]).view(np.float32)
+    assert np.array_equal(b, 0.5 * np.arange(n, dtype=np.float32))
+
+
+def test_a_rule_that_finds_no_buffer_says_so_once(tmp_path, capsys):
+    """A kernel of plain numbers: the rule matches every launch, finds nothing to copy, and
+    says so once for that kernel, with how to name a buffer."""
+    from cudump.manifest import ManifestWriter
+    from cudump.process import FuncInfo, LaunchEvent, ProcessState
+    from cudump.rules import load_rules
+    from cudump.snapshots import Snapshotter
+
+    rule_file = tmp_path / "r.yaml"
+    rule_file.write_text('rules:\n  - kernel: "count*"\n')
+    snapshots = Snapshotter(load_rules([rule_file]), tmp_path, None, ManifestWriter(tmp_path))
+    proc = ProcessState(1, 0, "prog")
+    func = FuncInfo(1, 0x1000, "_Z5countii", "count(int, int)", [(0, 4), (4, 4)])
+    assert snapshots.wants(proc, func)
+    for seq in (1, 2, 3):
+        event = LaunchEvent(seq=seq, occurrence=seq, func_id=1, device=0, grid=(1, 1, 1),
+                            block=(1, 1, 1), smem=0, stream=0, tid=1, api="cuLaunchKernel",
+                            flags=0, rc=0, raw_args=[b"\x07\0\0\0", b"\x09\0\0\0"])
+        assert snapshots.plan(proc, func, event, 1 << 20) is None
+    snapshots.close()
+    said = [ln for ln in capsys.readouterr().err.splitlines() if "finds no buffer" in ln]
+    assert len(said) == 1
+    assert "count(int, int)" in said[0] and "args: [N]" in said[0]

@@ -28,7 +28,7 @@ static const struct fc_builtin *self(size_t i)
     return fc_builtin_at(i);
 }
 
-enum { K_VECADD, K_SCALE, K_EMPTY, K_FILL, K_NV12, K_FRP0K, K_COUNT };
+enum { K_VECADD, K_SCALE, K_EMPTY, K_FILL, K_NV12, K_FRP0K, K_ADD3, K_COUNT };
 
 /* vecAdd(float const* a, float const* b, float* c, int n) */
 static void vec_add(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
@@ -146,7 +146,23 @@ static void frp0k(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
     yuv_to_rgba(y1, u, v, gi, row + 4 * (size_t)(cx + 1));
 }
 
-/* Sizes listed per parameter; offsets are filled in by natural alignment. */
+/* add3(std::array<float*, 3ul> p, int n): p[0][i] = p[1][i] + p[2][i], PyTorch's way of
+ * passing an output and two inputs in one by-value struct. */
+static void add3(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t, struct fc_dim3 d,
+                 struct fc_dim3 g)
+{
+    (void)g;
+    const struct fc_builtin *k = self(K_ADD3);
+    float *p[3];
+    memcpy(p, args + k->offsets[0], sizeof p);
+    ARG(int, args, k, 1, n);
+    unsigned int i = gx(b, t, d);
+    if ((long long)i < n)
+        p[0][i] = p[1][i] + p[2][i];
+}
+
+/* Sizes listed per parameter; offsets are filled in by natural alignment (a struct's
+ * alignment is its size's, capped at 8). */
 static struct fc_builtin builtins[K_COUNT] = {
     [K_VECADD] = {"_Z6vecAddPKfS0_Pfi", "vecAdd", 4, {8, 8, 8, 4}, {0}, 0, vec_add},
     [K_SCALE] = {"scale", "scale", 3, {8, 4, 4}, {0}, 0, scale},
@@ -156,6 +172,7 @@ static struct fc_builtin builtins[K_COUNT] = {
                 nv12_to_uyvy},
     [K_FRP0K] = {"_ZN6device12FrP0k5607tPVILN2sl14YUV_CONVENTIONE2EEEvP6uchar4iPNS_6uchar8ES6_iiif",
                  "FrP0k5607tPV", 8, {8, 4, 8, 8, 4, 4, 4, 4}, {0}, 0, frp0k},
+    [K_ADD3] = {"_Z4add3St5arrayIPfLm3EEi", "add3", 2, {24, 4}, {0}, 0, add3},
 };
 
 FC_HIDDEN const size_t fc_builtin_count = K_COUNT;
@@ -167,7 +184,7 @@ __attribute__((constructor)) static void compute_layouts(void)
         struct fc_builtin *k = &builtins[i];
         size_t end = 0;
         for (unsigned int p = 0; p < k->nparams; p++) {
-            size_t align = k->sizes[p];
+            size_t align = k->sizes[p] > 8 ? 8 : k->sizes[p];
             end = (end + align - 1) / align * align;
             k->offsets[p] = end;
             end += k->sizes[p];
