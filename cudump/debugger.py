@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from cudump import protocol as p
 from cudump.args import arg_values, decode_args
-from cudump.breakpoints import BreakpointError, Breakpoints
+from cudump.breakpoints import Breakpoints
 from cudump.console import warn
 from cudump.demangle import demangle
 from cudump.geometry import Allocation
@@ -490,4 +490,4 @@ class DebugController:
             stop._resume(p.ResumeMode.CONTINUE)
 
 
-__all__ = ["BreakpointError", "DebugController", "RemoteStop"]
+__all__ = ["DebugController", "RemoteStop"]

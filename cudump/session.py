@@ -44,7 +44,7 @@ from cudump.shared import SharedFile
 from cudump.shim import preload_env
 from cudump.snapshots import Snapshotter
 from cudump.summary import RunSummary
-from cudump.trace import TraceDrain, TraceWriter
+from cudump.trace import EVENT_FIELDS, TraceDrain, TraceWriter, format_events
 
 # How long to wait, once the target has exited, for its processes' last
 # messages (children that outlive it are not waited for longer than this).
@@ -307,31 +307,16 @@ class Connection:
 
     def on_launch(self, msg: p.Message) -> None:
         assert self.proc is not None
-        event = decode_launch(msg.payload)
-        func = self.proc.funcs.get(event.func_id)
-        if func is None:
-            return
-        graph = bool(event.flags & p.LaunchFlag.GRAPH)
-        if not event.captured and not graph and event.rc == 0:
-            func.launches += 1
-        trace = self.controller.trace
-        if trace is not None and event.rc == 0:
-            record = {
-                "event": "graph-kernel" if graph else "launch", "launch": event.seq,
-                "pid": self.proc.pid, "device": event.device, "kernel": func.demangled,
-                "mangled": func.mangled, "grid": list(event.grid), "block": list(event.block),
-                "smem": event.smem, "stream": event.stream_hex, "api": event.api,
-                "captured": event.captured,
-            }
-            if graph:
-                record.update(graph=event.graph, replay=event.replay, node=event.node)
-            trace.write(record)
+        h = p.LAUNCH.unpack(msg.payload)
+        records, lines = format_events(self.proc, [[h[f] for f in EVENT_FIELDS]])
+        if self.controller.trace is not None and records:
+            self.controller.trace.write_lines(records, lines)
 
     def on_graph(self, msg: p.Message) -> None:
         assert self.proc is not None
         g = p.GRAPH.unpack(msg.payload)
         if self.controller.trace is not None:
-            self.controller.trace.write({
+            self.controller.trace.write_graph_launch({
                 "event": "graph-launch", "launch": g["seq"], "pid": self.proc.pid,
                 "device": g["device"], "graph": f"0x{g['exec']:x}",
                 "stream": f"0x{g['stream']:x}", "api": p.api_name(g["api"]),

@@ -36,9 +36,8 @@ class SharedFile:
         except OSError:
             os.close(self.fd)
             raise
-        head = p.CONTROL.pack(magic=p.MAGIC, version=p.VERSION, generation=1, hold=0,
-                              interrupt=0, ring_slots=ring_slots, pad0=b"", pad1=b"",
-                              pad2=b"", pad3=b"")
+        head = p.CONTROL.pack(magic=p.MAGIC, version=p.VERSION, generation=1,
+                              ring_slots=ring_slots)
         self._map[:len(head)] = head
 
     def _store(self, name: str, value: int) -> None:

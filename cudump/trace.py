@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,33 +19,58 @@ from cudump.shared import SharedFile
 TRACE_FILE = "trace.jsonl"
 
 
-def _dims(values: list[int]) -> str:
-    return "(" + ",".join(str(v) for v in values) + ")"
-
-
-def _device(record: dict[str, Any]) -> str:
+def format_graph_launch(record: dict[str, Any]) -> str:
+    """The stderr line of a graph-launch record (as written to trace.jsonl)."""
     device = record.get("device")
-    return f" dev={device}" if isinstance(device, int) and device >= 0 else ""
+    dev = f" dev={device}" if isinstance(device, int) and device >= 0 else ""
+    return (f"cudump: #{record['launch']} pid={record['pid']}{dev} graph-launch "
+            f"exec={record['graph']} stream={record['stream']}")
 
 
-def format_launch(record: dict[str, Any]) -> str:
-    """The stderr line for one launch record (as written to trace.jsonl)."""
-    if record["event"] == "graph-launch":
-        return (
-            f"cudump: #{record['launch']} pid={record['pid']}{_device(record)} graph-launch "
-            f"exec={record['graph']} stream={record['stream']}"
-        )
-    node = (f" graph={record['graph']} replay={record['replay']} node={record['node']}"
-            if record["event"] == "graph-kernel" else "")
-    line = (
-        f"cudump: #{record['launch']} pid={record['pid']}{_device(record)}{node} "
-        f"{record['kernel']} "
-        f"grid={_dims(record['grid'])} block={_dims(record['block'])} smem={record['smem']} "
-        f"stream={record['stream']}"
-    )
-    if record.get("captured"):
-        line += " captured"
-    return line
+# The proto_launch fields a launch's trace record is made of, in `format_events`'s order.
+EVENT_FIELDS = ("seq", "id", "device", "grid", "block", "smem", "stream", "api", "flags", "rc",
+                "graph", "replay", "node")
+
+
+def format_events(proc: ProcessState, rows: Iterable[Sequence[Any]]) -> tuple[list[str], list[str]]:
+    """The trace.jsonl records and stderr lines of launch events (rows of EVENT_FIELDS), for
+    the ring's batches and single MSG_LAUNCH messages alike. Launches that failed are left
+    out; each direct launch is counted on its function."""
+    records: list[str] = []
+    lines: list[str] = []
+    names: dict[int, tuple[str, str, str]] = {}
+    pid = proc.pid
+    for (seq, fid, dev, grid, block, smem, stream, api, flags, rc, graph, replay,
+         node) in rows:
+        if rc != 0:
+            continue
+        func = proc.funcs.get(fid)
+        if func is None:
+            continue
+        captured = bool(flags & p.LaunchFlag.CAPTURED)
+        in_graph = bool(flags & p.LaunchFlag.GRAPH)
+        if not captured and not in_graph:
+            func.launches += 1
+        name = names.get(fid)
+        if name is None:
+            name = names[fid] = (func.demangled, json.dumps(func.demangled),
+                                 json.dumps(func.mangled))
+        gx, gy, gz = grid
+        bx, by, bz = block
+        api_name = p.api_name(api)
+        event = "graph-kernel" if in_graph else "launch"
+        where = f',"graph":{graph},"replay":{replay},"node":{node}' if in_graph else ""
+        records.append(
+            f'{{"event":"{event}","launch":{seq},"pid":{pid},"device":{dev},'
+            f'"kernel":{name[1]},"mangled":{name[2]},"grid":[{gx},{gy},{gz}],'
+            f'"block":[{bx},{by},{bz}],"smem":{smem},"stream":"0x{stream:x}",'
+            f'"api":"{api_name}","captured":{"true" if captured else "false"}{where}}}')
+        device = f" dev={dev}" if dev >= 0 else ""
+        node_text = f" graph={graph} replay={replay} node={node}" if in_graph else ""
+        lines.append(f"cudump: #{seq} pid={pid}{device}{node_text} {name[0]} "
+                     f"grid=({gx},{gy},{gz}) block=({bx},{by},{bz}) smem={smem} "
+                     f"stream=0x{stream:x}" + (" captured" if captured else ""))
+    return records, lines
 
 
 class TraceWriter:
@@ -56,8 +82,9 @@ class TraceWriter:
         self._closed = False
         self._failed = False
 
-    def write(self, record: dict[str, Any]) -> None:
-        self.write_lines([json.dumps(record, separators=(",", ":"))], [format_launch(record)])
+    def write_graph_launch(self, record: dict[str, Any]) -> None:
+        self.write_lines([json.dumps(record, separators=(",", ":"))],
+                         [format_graph_launch(record)])
 
     def write_lines(self, records: list[str], lines: list[str]) -> None:
         """Already formatted JSON records and their stderr lines, in order."""
@@ -162,43 +189,8 @@ class TraceDrain:
         return count
 
     def _write(self, proc: ProcessState, events: np.ndarray) -> None:
-        records: list[str] = []
-        lines: list[str] = []
-        names: dict[int, tuple[str, str, str]] = {}
-        pid = proc.pid
-        columns = [events[f].tolist() for f in ("seq", "id", "device", "grid", "block", "smem",
-                                                "stream", "api", "flags", "rc", "graph",
-                                                "replay", "node")]
-        for (seq, fid, dev, grid, block, smem, stream, api, flags, rc, graph, replay,
-             node) in zip(*columns, strict=True):
-            if rc != 0:
-                continue
-            func = proc.funcs.get(fid)
-            if func is None:
-                continue
-            captured = bool(flags & p.LaunchFlag.CAPTURED)
-            in_graph = bool(flags & p.LaunchFlag.GRAPH)
-            if not captured and not in_graph:
-                func.launches += 1
-            name = names.get(fid)
-            if name is None:
-                name = names[fid] = (func.demangled, json.dumps(func.demangled),
-                                     json.dumps(func.mangled))
-            gx, gy, gz = grid
-            bx, by, bz = block
-            api_name = p.api_name(api)
-            event = "graph-kernel" if in_graph else "launch"
-            where = f',"graph":{graph},"replay":{replay},"node":{node}' if in_graph else ""
-            records.append(
-                f'{{"event":"{event}","launch":{seq},"pid":{pid},"device":{dev},'
-                f'"kernel":{name[1]},"mangled":{name[2]},"grid":[{gx},{gy},{gz}],'
-                f'"block":[{bx},{by},{bz}],"smem":{smem},"stream":"0x{stream:x}",'
-                f'"api":"{api_name}","captured":{"true" if captured else "false"}{where}}}')
-            device = f" dev={dev}" if dev >= 0 else ""
-            node_text = f" graph={graph} replay={replay} node={node}" if in_graph else ""
-            lines.append(f"cudump: #{seq} pid={pid}{device}{node_text} {name[0]} "
-                         f"grid=({gx},{gy},{gz}) block=({bx},{by},{bz}) smem={smem} "
-                         f"stream=0x{stream:x}" + (" captured" if captured else ""))
+        columns = [events[f].tolist() for f in EVENT_FIELDS]
+        records, lines = format_events(proc, zip(*columns, strict=True))
         if records:
             self.writer.write_lines(records, lines)
 
