@@ -2,8 +2,9 @@
 bare, under cudump with no rules, under `cudump --trace`, and with a rule that snapshots one
 kernel's output every 100th launch; interleaved, median of the repetitions.
 
-Goals: no rules <= 1.02x bare, --trace <= 1.10x; the snapshot rule's cost explained by the
-bytes it moves.
+Also `--digest` (every buffer of every kernel, before and after) and `--check-nan`.
+Goals: no rules <= 1.02x bare, --trace <= 1.10x, --digest and --check-nan <= 1.5x; the
+snapshot rule's cost explained by the bytes it moves.
 
 usage: python3 bench/training_step.py [--steps 300] [--reps 3]
 """
@@ -34,13 +35,18 @@ RULE = """rules:
 """
 
 
+GPU_TOOLS = ("digest", "check-nan")   # modes that are a cudump option of that name
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--modes", default="bare,cudump,trace,rule,digest,check-nan",
+                        help="comma-separated subset of bare,cudump,trace,rule,digest,check-nan")
     args = parser.parse_args()
     program = [*sample("torch_train.py"), str(args.steps)]
-    modes = ["bare", "cudump", "trace", "rule"]
+    modes = ["bare", *[m for m in args.modes.split(",") if m != "bare"]]
     step_ms: dict[str, list[float]] = {m: [] for m in modes}
     losses: set[str] = set()
     snapshot_bytes: list[int] = []
@@ -54,7 +60,8 @@ def main() -> int:
                 out = scratch / f"{mode}-{rep}"
                 cmd = (program if mode == "bare" else
                        under_cudump(program, out, trace=mode == "trace",
-                                    rules=[rule] if mode == "rule" else []))
+                                    rules=[rule] if mode == "rule" else [],
+                                    extra=[f"--{mode}"] if mode in GPU_TOOLS else []))
                 done = run(cmd, scratch, stderr_path=scratch / f"{mode}-{rep}.err")
                 if done.returncode != 0:
                     print((scratch / f"{mode}-{rep}.err").read_text()[-3000:])
@@ -69,7 +76,8 @@ def main() -> int:
     print(f"training step, {args.steps} steps, ~{per_step} kernel launches per step, "
           f"median of {args.reps}")
     labels = {"bare": "bare", "cudump": "cudump (no rules)", "trace": "cudump --trace",
-              "rule": "rule: every 100th"}
+              "rule": "rule: every 100th", "digest": "cudump --digest",
+              "check-nan": "cudump --check-nan"}
     print(f"{'mode':<22}{'ms/step':>10}{'x bare':>9}")
     for mode in modes:
         ms = statistics.median(step_ms[mode])
@@ -77,7 +85,9 @@ def main() -> int:
     print(f"same loss in every run: {'yes' if len(losses) == 1 else 'NO: ' + str(losses)}")
     if snapshot_bytes:
         print(f"rule wrote {statistics.median(snapshot_bytes) / 2**20:.1f} MiB per run")
-    for mode, goal in (("cudump", 1.02), ("trace", 1.10)):
+    for mode, goal in (("cudump", 1.02), ("trace", 1.10), ("digest", 1.5), ("check-nan", 1.5)):
+        if mode not in step_ms:
+            continue
         x = statistics.median(step_ms[mode]) / bare
         print(f"goal: {labels[mode]} <= {goal:.2f}x: {'met' if x <= goal else 'NOT met'} "
               f"({x:.3f}x)")

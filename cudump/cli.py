@@ -18,8 +18,10 @@ from cudump.commands import Command
 from cudump.errors import CudumpError
 
 USAGE = ("usage: cudump [--trace] [--rule FILE]... [--break PATTERN]... [--] PROGRAM "
-         "[ARGS...], or cudump diff|ls|show ... (cudump --help, cudump diff --help)")
-OFFLINE = frozenset({"diff", "ls", "show"})
+         "[ARGS...], or cudump diff|ls|show|bisect ... (cudump --help, cudump diff --help)")
+# Subcommands whose unexpected exceptions are one line, not a traceback (bisect runs its
+# programs as cudump subprocesses, so it is one of them).
+OFFLINE = frozenset({"diff", "ls", "show", "bisect"})
 SIGPIPE_STATUS = 141            # 128 + SIGPIPE, as a program killed by it would exit
 
 
@@ -38,12 +40,14 @@ def version() -> str:
 
 def _commands() -> dict[str, Command]:
     # Imported here so that `cudump diff` does not pay for the controller's imports.
+    from cudump.commands.bisect import BisectCommand
     from cudump.commands.diff import DiffCommand
     from cudump.commands.ls import LsCommand
     from cudump.commands.run import RunCommand
     from cudump.commands.show import ShowCommand
 
-    return {c.name: c for c in (RunCommand(), DiffCommand(), LsCommand(), ShowCommand())}
+    return {c.name: c for c in (RunCommand(), DiffCommand(), LsCommand(), ShowCommand(),
+                                BisectCommand())}
 
 
 class _ArgumentParser(argparse.ArgumentParser):

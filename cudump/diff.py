@@ -16,6 +16,13 @@ Semantics (stated once, used by `cudump diff` and the HTML report):
   reason (device addresses aside), is "not captured on either side": reported, not counted
   as a difference and not as trouble. Captured on one side only, or for different reasons,
   it cannot be compared (trouble).
+- Digests (`cudump --digest`, `format: digest`): two digest records compare by digest, byte
+  count and geometry, exactly (tolerances do not apply: a digest says only whether the bytes
+  are the same). A digest against an .npy compares by digesting the array's bytes the way
+  the digest was taken (cudump.digest, rows of the digest's `row_bytes`).
+- A run diff names its first divergent launch: launches in order (processes in the order
+  they first appear in A's manifest, each one's launches in sequence), the first with a pair
+  whose buffers differ, and how many launches before it matched.
 
 Work is done in chunks of about a million elements, whose temporaries stay in cache and are
 reused (one set per thread); a stretch whose bytes are identical costs one comparison.
@@ -43,9 +50,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from cudump import digest as digests
 from cudump.errors import CudumpError, DiffTrouble
 from cudump.pattern import KernelPattern
-from cudump.runs import Run, Snapshot, in_launch_order, kernel_pattern
+from cudump.runs import Digest, Run, Snapshot, in_launch_order, kernel_pattern
 
 CHUNK_ELEMENTS = 1 << 20
 
@@ -458,6 +466,7 @@ class PairResult:
     status: str = "pending"
     metrics: Metrics | None = None
     reason: str | None = None
+    digests: tuple[str, str] | None = None     # A's and B's, when compared by digest
 
     @property
     def different(self) -> bool:
@@ -513,6 +522,64 @@ def same_failure(a: Snapshot, b: Snapshot) -> bool:
     return reason_a == reason_b
 
 
+def _geometry(snap: Snapshot) -> str | None:
+    """dtype[shape] as a record states it, None when it does not."""
+    r = snap.record
+    return None if r.dtype is None or r.shape is None else f"{r.dtype}{list(r.shape)}"
+
+
+def _digest_mismatch(a: Snapshot, da: Digest, b: Snapshot, db: Digest) -> str | None:
+    """Why two digested buffers are not the same kind of data, or None."""
+    ga, gb = _geometry(a), _geometry(b)
+    if ga is not None and gb is not None and ga != gb:
+        return f"{ga} vs {gb}"
+    if da.bytes != db.bytes:
+        return f"{da.bytes} vs {db.bytes} bytes"
+    if da.row_bytes != db.row_bytes:
+        return f"rows of {da.row_bytes} vs {db.row_bytes} bytes"
+    return None
+
+
+def _digest_of_file(snap: Snapshot, like: Digest) -> Digest:
+    """The digest of a snapshot file's bytes, taken as `like` was (rows of its row_bytes)."""
+    if like.algorithm != digests.ALGORITHM:
+        raise DiffTrouble(f"cannot digest a file the way '{like.algorithm}' does (cudump "
+                          f"computes {digests.ALGORITHM})")
+    array = snap.load()
+    size = int(array.nbytes)
+    if size != like.bytes or (like.row_bytes and size % like.row_bytes):
+        return Digest("", size, like.row_bytes, None, like.algorithm)
+    value = digests.digest_hex(digests.digest(array, like.row_bytes or None))
+    return Digest(value, size, like.row_bytes, size // like.row_bytes if like.row_bytes
+                  else 0, like.algorithm)
+
+
+def compare_digests(pair: PairResult) -> PairResult:
+    """A pair of which one side or both hold a digest only: by digest, never loading a digest
+    side (a file side is digested the way the other side's digest was taken)."""
+    a, b = pair.a, pair.b
+    assert a is not None and b is not None
+    da = a.digest if a.digest_only else None
+    db = b.digest if b.digest_only else None
+    if da is None and db is None:
+        raise DiffTrouble("neither side holds a digest")
+    if da is None:
+        assert db is not None
+        da = _digest_of_file(a, db)
+    elif db is None:
+        db = _digest_of_file(b, da)
+    if da.algorithm != db.algorithm:
+        raise DiffTrouble(f"digests by different algorithms: {da.algorithm} vs {db.algorithm}")
+    mismatch = _digest_mismatch(a, da, b, db)
+    if mismatch is not None:
+        pair.status, pair.reason = "mismatch", mismatch
+        return pair
+    pair.digests = (da.value, db.value)
+    pair.status = "equal" if da.value == db.value else "differ"
+    pair.reason = None if pair.status == "equal" else "digest differs"
+    return pair
+
+
 def compare_pair(pair: PairResult, tol: Tolerance) -> PairResult:
     """Fill in a pair's status and metrics; problems become status "error" with a reason."""
     if pair.a is None or pair.b is None:
@@ -522,6 +589,8 @@ def compare_pair(pair: PairResult, tol: Tolerance) -> PairResult:
         pair.reason = f"not captured on either side: {pair.a.record.reason or 'no reason given'}"
         return pair
     try:
+        if pair.a.digest_only or pair.b.digest_only:
+            return compare_digests(pair)
         arr_a, arr_b = pair.a.load(), pair.b.load()
         if arr_a.shape != arr_b.shape or arr_a.dtype != arr_b.dtype:
             pair.status = "mismatch"
@@ -545,7 +614,7 @@ PROCESS_MIN_BYTES = 64 << 20
 
 def _snapshot_bytes(snap: Snapshot | None) -> int:
     r = snap.record if snap is not None else None
-    if r is None or r.dtype is None or r.shape is None:
+    if r is None or r.dtype is None or r.shape is None or snap is None or snap.digest_only:
         return 0
     try:
         return int(np.dtype(r.dtype).itemsize * math.prod(r.shape))
@@ -576,10 +645,12 @@ def _worker_start() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is for the parent to handle
 
 
-def _compare_in_worker(pair: PairResult, tol: Tolerance) -> tuple[str, Metrics | None,
-                                                                  str | None]:
+_Outcome = tuple[str, Metrics | None, str | None, tuple[str, str] | None]
+
+
+def _compare_in_worker(pair: PairResult, tol: Tolerance) -> _Outcome:
     done = compare_pair(pair, tol)
-    return done.status, done.metrics, done.reason
+    return done.status, done.metrics, done.reason, done.digests
 
 
 def _in_processes(pairs: Sequence[PairResult], tol: Tolerance,
@@ -596,7 +667,7 @@ def _in_processes(pairs: Sequence[PairResult], tol: Tolerance,
 
     def filled() -> Iterator[PairResult]:
         for pair, result in zip(pairs, results, strict=True):
-            pair.status, pair.metrics, pair.reason = result
+            pair.status, pair.metrics, pair.reason, pair.digests = result
             yield pair
 
     return pool, filled()
@@ -630,6 +701,47 @@ def compare_pairs(
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+DIVERGED = ("differ", "mismatch")
+MATCHED = ("equal", "uncaptured")
+
+
+@dataclass(frozen=True)
+class DivergentLaunch:
+    """The first launch (in A's launch order) with a pair whose buffers differ."""
+
+    pair: PairResult          # its first such pair (before ahead of after, then by argument)
+    matched: int              # launches before it whose every pair was equal
+    process: int              # its process's place among A's processes, from 1
+    processes: int            # A's processes
+
+    @property
+    def snapshot(self) -> Snapshot:
+        return self.pair.launch_snapshot
+
+
+def _launches(pairs: Sequence[PairResult]) -> list[list[PairResult]]:
+    """A's launches in order, each as its pairs in order (pairs only B has are left out)."""
+    by_launch: dict[tuple[int, int, int, int], list[PairResult]] = {}
+    for pair in sorted((p for p in pairs if p.a is not None),
+                       key=lambda p: p.launch_snapshot.sort_key()):
+        by_launch.setdefault(pair.launch_snapshot.launch_key(), []).append(pair)
+    return list(by_launch.values())
+
+
+def first_divergent_launch(pairs: Sequence[PairResult]) -> DivergentLaunch | None:
+    processes = max((p.a.process for p in pairs if p.a is not None), default=0)
+    matched = 0
+    for launch in _launches(pairs):
+        differing = [p for p in launch if p.status in DIVERGED]
+        if differing:
+            return DivergentLaunch(differing[0], matched, differing[0].launch_snapshot.process,
+                                   processes)
+        if all(p.status in MATCHED for p in launch) and any(p.status == "equal"
+                                                            for p in launch):
+            matched += 1
+    return None
+
+
 @dataclass
 class RunDiff:
     """The outcome of comparing two runs."""
@@ -660,10 +772,13 @@ class RunDiff:
     @property
     def first_divergent(self) -> PairResult | None:
         """The earliest pair (in A's launch order) whose buffers differ."""
-        for pair in self.compared:
-            if pair.status in ("differ", "mismatch"):
-                return pair
-        return None
+        launch = self.first_divergent_launch
+        return launch.pair if launch is not None else None
+
+    @property
+    def first_divergent_launch(self) -> DivergentLaunch | None:
+        """The first launch with a pair whose buffers differ, and how many matched before."""
+        return first_divergent_launch(self.pairs)
 
     @property
     def exit_code(self) -> int:

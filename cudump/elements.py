@@ -12,6 +12,7 @@ rule states.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,7 +36,7 @@ class ElementType:
         return np.dtype(self.dtype).itemsize * self.channels
 
 
-_BF16 = "bfloat16 stored as its uint16 bits (numpy has no bfloat16)"
+_BF16 = BF16_NOTE = "bfloat16 stored as its uint16 bits (numpy has no bfloat16)"
 _FP8 = "8-bit float stored as its uint8 bits (numpy has no fp8)"
 
 _SCALARS: dict[str, tuple[str, str | None]] = {
@@ -105,3 +106,17 @@ def element_type(base: str) -> ElementType | None:
     if name and name[-1] in "1234" and name[:-1] in _VECTOR_PREFIXES:
         return ElementType(_VECTOR_PREFIXES[name[:-1]], int(name[-1]))
     return None
+
+
+_FLOAT_NAMES = re.compile(r"(?<![\w:])(?:(?:c10|at)::(?:Half|BFloat16)|__nv_bfloat16|__half|half|"
+                          r"float|double)(?![\w:])")
+
+
+def float_type_in_name(name: str) -> ElementType | None:
+    """The one floating-point element type a kernel's name mentions (its template
+    arguments: `CUDAFunctor_add<float>`), or None if it names none or several."""
+    found = {_SCALARS[m.group(0)] for m in _FLOAT_NAMES.finditer(name)}
+    if len(found) != 1:
+        return None
+    dtype, note = found.pop()
+    return ElementType(dtype, 1, note)

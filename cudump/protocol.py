@@ -26,6 +26,8 @@ CONTROL_SIZE = 4096
 STAGING_ALIGN = 256
 TOKEN_SIZE = 32
 RING_SLOT_SIZE = 128
+TOOL_RESULT = 16          # staging bytes a CopyFlag.TOOL result takes
+TOOL_MODE_SHIFT = 8
 
 
 class Kind(IntEnum):
@@ -82,6 +84,16 @@ class Phase(IntEnum):
 
 class CopyFlag(IntFlag):
     PIECE = 1
+    TOOL = 2        # run cudump's kernel over the buffer (mode << TOOL_MODE_SHIFT)
+
+
+class ToolMode(IntEnum):
+    DIGEST = 0
+    SCAN_F32 = 1
+    SCAN_F64 = 2
+    SCAN_F16 = 3
+    SCAN_BF16 = 4
+    MODES = 5
 
 
 class ResumeMode(IntEnum):

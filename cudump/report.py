@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cudump.diff import Metrics, PairResult, RunDiff, Tolerance
+from cudump.diff import DivergentLaunch, Metrics, PairResult, RunDiff, Tolerance
 from cudump.errors import CudumpError
 from cudump.imaging import Rendered, render, render_pair, save_png
 from cudump.runs import Snapshot, short_kernel_name
@@ -190,12 +190,20 @@ class PairTable:
             return render_line(self.columns, head + tail)
         # No metrics: the reason takes the place of the numbers.
         text = render_line(self.columns[:6], head)
-        reason = pair.reason or ""
+        reason = digest_text(pair) or pair.reason or ""
         if pair.status == "only-a":
             reason = "no such snapshot in B"
         elif pair.status == "only-b":
             reason = "no such snapshot in A"
         return f"{text.ljust(sum(c.width + 2 for c in self.columns[:6]))}{reason}"
+
+
+def digest_text(pair: PairResult) -> str | None:
+    """How a pair compared by digest, in a few words; None when it was not."""
+    if pair.digests is None:
+        return None
+    a, b = pair.digests
+    return f"digest {a}" if a == b else f"digest differs: A {a}, B {b}"
 
 
 def describe_pair(pair: PairResult) -> str:
@@ -204,17 +212,48 @@ def describe_pair(pair: PairResult) -> str:
             f"arg {r.arg} {r.phase}")
 
 
+def _graph_place(snap: Snapshot) -> str:
+    extra = snap.record.extra
+    if snap.node < 0:
+        return ""
+    return f" (graph {extra.get('graph', '?')} replay {extra.get('replay', '?')} node {snap.node})"
+
+
+def plural(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def divergent_line(first: DivergentLaunch) -> str:
+    """The first divergent launch in one line: `first divergent: launch 17 of void
+    k(float*, int) (occurrence 3, process 2 of 2), arg 0 after; 16 launches matched before
+    it`."""
+    snap = first.snapshot
+    r = snap.record
+    where = f"occurrence {r.occurrence}"
+    if first.processes > 1:
+        where += f", process {first.process} of {first.processes} (pid {r.pid})"
+    matched = plural(first.matched, "launch", "launches")
+    return (f"first divergent: launch {r.launch}{_graph_place(snap)} of {r.kernel} ({where}), "
+            f"arg {r.arg} {r.phase}; {matched} matched before it")
+
+
+def pair_detail(pair: PairResult) -> str | None:
+    """How a differing pair differs, in one line; None when there is nothing to add."""
+    if pair.metrics is not None:
+        m = pair.metrics
+        return (f"{fmt_count(m.differing)} elements ({fmt_share(m.share)}) differ, "
+                f"largest {fmt_num(m.max_abs)} at {fmt_where(m.max_index)}")
+    return digest_text(pair) or pair.reason
+
+
 def run_summary(result: RunDiff) -> list[str]:
     lines: list[str] = []
-    first = result.first_divergent
+    first = result.first_divergent_launch
     if first is not None:
-        lines.append(f"first divergent: {describe_pair(first)}")
-        if first.metrics is not None:
-            m = first.metrics
-            lines.append(f"  {fmt_count(m.differing)} elements ({fmt_share(m.share)}) differ, "
-                         f"largest {fmt_num(m.max_abs)} at {fmt_where(m.max_index)}")
-        elif first.reason:
-            lines.append(f"  {first.reason}")
+        lines.append(divergent_line(first))
+        detail = pair_detail(first.pair)
+        if detail:
+            lines.append(f"  {detail}")
     for title, group in (("only in A", result.only_a), ("only in B", result.only_b),
                          ("not captured on either side", result.uncaptured)):
         if group:
@@ -241,7 +280,12 @@ def snapshot_rows(snapshots: Sequence[Snapshot], full_names: bool = False) -> li
         r = s.record
         name = r.kernel if full_names else fit(short_kernel_name(r.kernel), 48)
         shape = "x".join(str(n) for n in r.shape) if r.shape else "-"
-        where = r.file if s.ok and r.file else f"error: {s.problem or 'not captured'}"
+        if s.ok and r.file:
+            where = r.file
+        elif s.ok and s.digest is not None:
+            where = f"digest {s.digest.value}"
+        else:
+            where = f"error: {s.problem or 'not captured'}"
         rows.append([str(s.index), str(r.pid), str(r.launch), name, str(r.occurrence),
                      str(r.arg), r.type or "-", r.phase, r.dtype or "-", shape, where])
     return rows
@@ -280,6 +324,7 @@ figcaption { font-size: 12px; color: #444; margin-bottom: 4px; }
 .same { color: #2a7a2a; } .diff { color: #c02020; font-weight: 600; }
 .none { font-size: 12px; color: #888; padding: 20px 0; }
 ul.side { font-family: ui-monospace, monospace; font-size: 13px; }
+.note { margin: -12px 0 18px; font-size: 14px; font-family: ui-monospace, monospace; }
 """
 
 
@@ -290,7 +335,11 @@ def _metrics_rows(pair: PairResult | None) -> list[tuple[str, str]]:
     rows = [("status", status)]
     m = pair.metrics
     if m is None:
-        if pair.reason:
+        if pair.digests is not None:
+            rows += [("digest A", pair.digests[0]), ("digest B", pair.digests[1])]
+            if pair.status == "differ":
+                rows.append(("compared", "by digest: the bytes differ"))
+        elif pair.reason:
             rows.append(("reason", pair.reason))
         return rows
     rows += [
@@ -315,6 +364,7 @@ def _metrics_rows(pair: PairResult | None) -> list[tuple[str, str]]:
 class _Figure:
     caption: str
     file: str | None      # relative to the report directory
+    missing: str = "no image"   # what is shown instead when there is no file
 
 
 @dataclass
@@ -349,26 +399,41 @@ def _esc(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
+@dataclass
+class PageOptions:
+    """Where a report goes and what it says besides the comparison."""
+
+    index: str = "index.html"      # the page's file name in the report directory
+    images: str = "img"            # the directory of its images, beside the page
+    title: str = "cudump diff"
+    notes: tuple[str, ...] = ()    # lines shown under the title
+    divergent: bool = True         # name the first divergent launch under them
+
+
 class HtmlReport:
     """A static page: per launch with a differing buffer, each phase's A, B and heatmap."""
 
     def __init__(self, out_dir: Path, result: RunDiff, name_a: str, name_b: str,
-                 tol: Tolerance, jobs: int | None = None) -> None:
+                 tol: Tolerance, jobs: int | None = None,
+                 page: PageOptions | None = None) -> None:
         self.out = Path(out_dir)
         self.result = result
         self.name_a, self.name_b = name_a, name_b
         self.tol = tol
         self.jobs = jobs or os.cpu_count() or 1
+        self.options = page or PageOptions()
         self._anchor: dict[int, int] = {}      # id(pair) -> its section number
+        self._first: DivergentLaunch | None = None
 
     def write(self) -> Path:
-        (self.out / "img").mkdir(parents=True, exist_ok=True)
+        (self.out / self.options.images).mkdir(parents=True, exist_ok=True)
+        self._first = self.result.first_divergent_launch
         groups = self._groups()
         self._anchor = {id(p): n for n, g in enumerate(groups) for p in g}
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
             sections = list(pool.map(lambda item: self._section(*item), enumerate(groups)))
         page = self._page(sections)
-        index = self.out / "index.html"
+        index = self.out / self.options.index
         index.write_text(page, encoding="utf-8")
         return index
 
@@ -390,7 +455,7 @@ class HtmlReport:
             phase = pair.key[3]
             figures = self._figures(f"{number:05d}-{position}", phase, pair)
             phases.append(_Phase(phase, pair, figures))
-        first = self.result.first_divergent
+        first = self._first.pair if self._first is not None else None
         is_first = first is not None and any(p is first for p in group)
         head = group[0].launch_snapshot.record
         title = (f"launch {head.launch} · {short_kernel_name(head.kernel)} · occurrence "
@@ -408,7 +473,7 @@ class HtmlReport:
                     parts.append(f'<img src="{_esc(fig.file)}" '
                                  f'alt="{_esc(fig.caption)}">')
                 else:
-                    parts.append('<div class="none">no image</div>')
+                    parts.append(f'<div class="none">{_esc(fig.missing)}</div>')
                 parts.append("</figure>")
             rows = "".join(f"<tr><td>{_esc(k)}</td><td>{_esc(v)}</td></tr>"
                            for k, v in _metrics_rows(ph.pair))
@@ -424,6 +489,12 @@ class HtmlReport:
         File names come from the section's number and the position of the phase in it, never
         from manifest text, so no manifest can make the report write outside its directory.
         """
+        if any(s is not None and s.digest_only for s in (pair.a, pair.b)):
+            # A digest has no pixels: nothing to draw, for either side.
+            return [_Figure(f"A · {phase}", None, "digest only: no image"),
+                    _Figure(f"B · {phase}", None, "digest only: no image"),
+                    _Figure("|A − B| heatmap", None,
+                            "digest differs" if pair.status == "differ" else "no image")]
         arrays: list[np.ndarray | None] = []
         for snap in (pair.a, pair.b):
             try:
@@ -434,7 +505,7 @@ class HtmlReport:
         for i, (suffix, pic) in enumerate(zip(("a", "b", "diff"), _drawings(*arrays),
                                               strict=True)):
             if pic is not None:
-                name = f"img/{stem}-{suffix}.png"
+                name = f"{self.options.images}/{stem}-{suffix}.png"
                 save_png(pic, self.out / name)
                 files[i] = name
         return [
@@ -455,8 +526,13 @@ class HtmlReport:
             if id(p) in self._anchor:
                 launch = f"<a href='#l{self._anchor[id(p)]}'>{launch}</a>"
             cells = [short_kernel_name(p.key[0]), p.key[1], p.key[2], p.key[3]]
-            numbers = [fmt_count(m.differing), fmt_share(m.share), fmt_num(m.max_abs),
-                       fmt_psnr(m.psnr)] if m else ["-"] * 4
+            if m is not None:
+                numbers = [fmt_count(m.differing), fmt_share(m.share), fmt_num(m.max_abs),
+                           fmt_psnr(m.psnr)]
+            elif p.status == "differ" and p.digests is not None:
+                numbers = ["digest differs", "-", "-", "-"]
+            else:
+                numbers = ["-"] * 4
             rows.append(
                 f"<tr><td class='n'>{launch}</td>"
                 f"<td>{_esc(cells[0])}</td><td class='n'>{_esc(cells[1])}</td>"
@@ -474,10 +550,15 @@ class HtmlReport:
         meta = (f"A: {_esc(self.name_a)} &nbsp; B: {_esc(self.name_b)} &nbsp; "
                 f"{_esc(fmt_tol(self.tol))} &nbsp; {compared} pairs compared, "
                 f"{differ} differ, {len(r.only_a)} only in A, {len(r.only_b)} only in B")
+        lines = list(self.options.notes)
+        if self._first is not None and self.options.divergent:
+            lines.append(divergent_line(self._first))
+        notes = "".join(f"<div class='note'>{_esc(n)}</div>" for n in lines)
+        title = _esc(self.options.title)
         return (
             "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
-            "<title>cudump diff</title>"
+            f"<title>{title}</title>"
             f"<style>{_CSS}</style></head><body>"
-            f"<h1>cudump diff</h1><div class='meta'>{meta}</div>"
+            f"<h1>{title}</h1><div class='meta'>{meta}</div>{notes}"
             f"{summary}{''.join(sections)}</body></html>\n"
         )

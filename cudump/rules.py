@@ -12,7 +12,7 @@ rules, or a single rule mapping, is accepted too::
         count: 10                        # ... at most N of them (default: no limit)
         args: [0, 2, 3]                  # argument indexes, or `pointers` (the default)
         when: both                       # before | after | both (default)
-        format: both                     # npy | png | both (default)
+        format: both                     # npy | png | both (default) | digest | check-nan
         overrides:                       # per argument index: how to read its buffer
           2: {dtype: uint8, channels: 4, width: arg5, height: arg6, pitch: arg4}
           7: {dtype: float32, count: "arg5 * arg6", range: [0, 1]}
@@ -35,6 +35,12 @@ matches `void device::k(int)`); a regular expression that repeats a group that
 itself repeats (`(a+)+`), which can take exponential time, is refused.
 
 `action: snapshot` (the default) copies the buffers as described below.
+`format: digest` copies nothing: cudump's own kernel computes a 64-bit content
+hash of each buffer on the GPU (cudump.digest), and the manifest records it;
+`cudump diff` of two digest runs names the first launch that differs.
+`format: check-nan` scans the floating-point buffers (float, double, half,
+bfloat16) before and after each launch on the GPU and reports the launches
+that leave NaN or Inf in a buffer that had none (as `--check-nan`).
 `action: break` makes the interactive prompt stop at the launches the rule
 selects (`skip`, `every` and `count` apply); it takes no snapshots, so it has
 no `args`, `when`, `format` or `overrides`.
@@ -80,6 +86,11 @@ from cudump.pattern import SUBJECTS, KernelPattern, PatternError, Subject
 
 PHASES = frozenset({"before", "after"})
 FORMATS = frozenset({"npy", "png"})
+# `format: digest`: a content hash computed on the GPU instead of a copy (cudump.digest).
+DIGEST_FORMATS = frozenset({"digest"})
+# `format: check-nan`: scan floating-point buffers for NaN/Inf on the GPU, before and after.
+SCAN_FORMATS = frozenset({"check-nan"})
+STANDALONE_FORMATS = {"digest": DIGEST_FORMATS, "check-nan": SCAN_FORMATS}
 ACTIONS = ("snapshot", "break")
 RULE_KEYS = ("name", "kernel", "match", "skip", "count", "every", "args", "when", "format",
              "overrides", "action")
@@ -128,6 +139,12 @@ class Rule:
     # "snapshot", or "break": the prompt stops at the launches the rule selects. A break
     # rule takes no snapshots: its `when` and `formats` are empty.
     action: str = "snapshot"
+    # The command-line option that made the rule (--digest, --check-nan), not a file.
+    option: str | None = None
+
+    @property
+    def origin(self) -> str:
+        return self.option or f"{self.path}:{self.line}"
 
     @property
     def pattern(self) -> KernelPattern:
@@ -136,6 +153,14 @@ class Rule:
     @property
     def is_break(self) -> bool:
         return self.action == "break"
+
+    @property
+    def is_digest(self) -> bool:
+        return self.formats == DIGEST_FORMATS
+
+    @property
+    def is_scan(self) -> bool:
+        return self.formats == SCAN_FORMATS
 
     def matches(self, demangled: str, mangled: str) -> bool:
         """Whether the rule wants this function; the caller caches it per function."""
@@ -158,6 +183,12 @@ class Rule:
             return [a.index for a in args if a.looks_like_pointer or a.index in self.overrides]
         present = {a.index for a in args}
         return [i for i in self.args if i in present]
+
+
+def option_rule(option: str, formats: frozenset[str], pattern: str = "*") -> Rule:
+    """The rule a command-line option stands for: every buffer of every matching kernel."""
+    return Rule(name=option, path=Path(option), line=0, matcher=KernelPattern(pattern),
+                formats=formats, option=option)
 
 
 # ---------------------------------------------------------------- loading
@@ -405,7 +436,7 @@ class _Reader:
             return rule
         rule.args = self.args(entries.get("args"))
         rule.when = self.phases(entries.get("when"), "when", PHASES, "before, after or both")
-        rule.formats = self.phases(entries.get("format"), "format", FORMATS, "npy, png or both")
+        rule.formats = self.formats(entries.get("format"))
         rule.overrides = self.overrides(entries.get("overrides"), rule.args)
         return rule
 
@@ -491,6 +522,20 @@ class _Reader:
         if not chosen:
             raise self.error(node, fieldname, f"expected {spelled}, got an empty list")
         return frozenset(chosen)
+
+    def formats(self, entry: tuple[yaml.Node, yaml.Node] | None) -> frozenset[str]:
+        """npy, png, both; or digest or check-nan, which stand alone (they write no files)."""
+        value = self.scalar(entry[1]) if entry is not None else None
+        if isinstance(value, str) and value in STANDALONE_FORMATS:
+            return STANDALONE_FORMATS[value]
+        if entry is not None and isinstance(entry[1], yaml.SequenceNode):
+            for item in entry[1].value:
+                alone = self.scalar(item)
+                if isinstance(alone, str) and alone in STANDALONE_FORMATS:
+                    raise self.error(item, "format", f"{alone} stands alone (it writes no "
+                                     f"files); write format: {alone}, or npy/png in a rule "
+                                     "of its own")
+        return self.phases(entry, "format", FORMATS, "npy, png, both, digest or check-nan")
 
     def overrides(self, entry: tuple[yaml.Node, yaml.Node] | None,
                   args: list[int] | Literal["pointers"]) -> dict[int, ArgOverride]:

@@ -5,13 +5,16 @@ Shared by the offline commands (`cudump diff`, `ls`, `show`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from cudump.digest import ALGORITHM
 from cudump.errors import SnapshotError, UsageError
 from cudump.imaging import read_png
 from cudump.manifest import MANIFEST, SnapshotRecord, read_manifest
@@ -21,6 +24,50 @@ PHASE_ORDER = {"before": 0, "after": 1}
 
 
 NPY_MAGIC = b"\x93NUMPY"
+DIGEST_TEXT = re.compile(r"[0-9a-f]{16}")
+
+
+@dataclass(frozen=True)
+class Digest:
+    """A buffer's content digest as a digest run records it (see cudump.digest): `value` over
+    `bytes` bytes read as rows of `row_bytes`, by `algorithm`."""
+
+    value: str                 # 16 lowercase hex digits
+    bytes: int
+    row_bytes: int
+    rows: int | None
+    algorithm: str
+
+    @classmethod
+    def from_extra(cls, extra: dict[str, Any]) -> Digest | None:
+        """The digest of a manifest record's extra keys; None when it has none; SnapshotError
+        when the keys are there but malformed."""
+        if "digest" not in extra:
+            return None
+        value = extra.get("digest")
+        if not isinstance(value, str) or not DIGEST_TEXT.fullmatch(value):
+            raise SnapshotError(f"digest should be 16 lowercase hex digits, got {value!r:.40}")
+        size, width, rows = (extra.get(k) for k in ("bytes", "row_bytes", "rows"))
+        if not _whole(size, 0):
+            raise SnapshotError(f"digest record: 'bytes' should be a whole number >= 0, got "
+                                f"{size!r:.40}")
+        if width is None:
+            width = size
+        if not _whole(width, 0) or (size and not width) or (width and size % width):
+            raise SnapshotError(f"digest record: 'row_bytes' {width!r:.40} does not divide "
+                                f"'bytes' {size}")
+        if rows is not None and not _whole(rows, 0):
+            raise SnapshotError(f"digest record: 'rows' should be a whole number, got "
+                                f"{rows!r:.40}")
+        algorithm = extra.get("algorithm", ALGORITHM)
+        if not isinstance(algorithm, str):
+            raise SnapshotError(f"digest record: 'algorithm' should be a string, got "
+                                f"{algorithm!r:.40}")
+        return cls(value, size, width, rows, algorithm)
+
+
+def _whole(value: Any, minimum: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
 
 
 def load_array(path: str | Path) -> np.ndarray:
@@ -114,15 +161,34 @@ class Snapshot:
     index: int                 # position in manifest.jsonl, from 0 (as `cudump ls` shows)
     record: SnapshotRecord
     run_dir: Path
+    process: int = 0           # the process's place in its run, from 1 (0: unknown)
+
+    @cached_property
+    def digest(self) -> Digest | None:
+        """The content digest a digest run recorded instead of a file (malformed: None, and
+        `problem` says why)."""
+        try:
+            return Digest.from_extra(self.record.extra)
+        except SnapshotError:
+            return None
+
+    @property
+    def digest_only(self) -> bool:
+        """A digest and no file: compared by digest, never loaded."""
+        return self.digest is not None and self.record.file is None
 
     @cached_property
     def problem(self) -> str | None:
-        """Why the snapshot cannot be read, or None."""
+        """Why the snapshot cannot be read (nor compared by digest), or None."""
         r = self.record
         if r.status != "ok":
             return r.reason or "not captured"
         if r.file is None:
-            return "no file was written"
+            try:
+                digest = Digest.from_extra(r.extra)
+            except SnapshotError as err:
+                return str(err)
+            return None if digest is not None else "no file was written"
         try:
             confined(self.run_dir, r.file)
         except SnapshotError as err:
@@ -147,15 +213,33 @@ class Snapshot:
 
     def load(self) -> np.ndarray:
         path = self.path
+        if path is None and self.digest_only:
+            raise SnapshotError(f"snapshot #{self.index} holds a digest only, no data (run "
+                                "with a snapshot rule to get the data)")
         if path is None:
             why = self.problem or "no file was written"
             what = "was not captured" if not self.captured else "cannot be read"
             raise SnapshotError(f"snapshot #{self.index} {what}: {why}")
         return load_array(path)
 
-    def sort_key(self) -> tuple[int, int, int, int]:
+    @property
+    def node(self) -> int:
+        """The kernel node of a graph launch this snapshot is of (-1: not in a graph)."""
+        node = self.record.extra.get("node")
+        return node if isinstance(node, int) and not isinstance(node, bool) else -1
+
+    def launch_key(self) -> tuple[int, int, int, int]:
+        """Which kernel launch of the run: process, pid, launch number and graph node (the
+        kernel nodes of one graph launch share its number)."""
         r = self.record
-        return (r.pid, r.launch, PHASE_ORDER.get(r.phase, 2), r.arg)
+        return (self.process, r.pid, r.launch, self.node)
+
+    def sort_key(self) -> tuple[int, int, int, int, int, int]:
+        """Launch order: processes in the order they first appear in the manifest (by pid
+        where unknown), each one's launches in sequence (a graph launch's kernels by node),
+        before then after, by argument."""
+        r = self.record
+        return (*self.launch_key(), PHASE_ORDER.get(r.phase, 2), r.arg)
 
     def describe(self) -> str:
         r = self.record
@@ -174,7 +258,15 @@ class Run:
     def open(cls, path: str | Path) -> Run:
         path = Path(path)
         records = read_manifest(path)
-        return cls(path, [Snapshot(i, r, path) for i, r in enumerate(records)])
+        order: dict[int, int] = {}
+        for r in records:
+            order.setdefault(r.pid, len(order) + 1)
+        return cls(path, [Snapshot(i, r, path, order[r.pid]) for i, r in enumerate(records)])
+
+    @property
+    def processes(self) -> list[int]:
+        """The run's pids in the order they first appear in its manifest."""
+        return list(dict.fromkeys(s.record.pid for s in self.snapshots))
 
     def select(
         self,

@@ -382,13 +382,19 @@ class Connection:
         if n > p.MAX_COPIES or len(msg.payload) < p.END.size + 4 * n:
             raise p.ProtocolError("end message with a bad copy count")
         codes = list(struct.unpack_from(f"<{n}i", msg.payload, p.END.size))
+        follow = None
         if self.controller.snapshots is not None:
             try:
-                self.controller.snapshots.collect(self.proc, msg.tag, end["launch_rc"],
-                                                  end["sync_rc"], codes, self.shared.staging)
+                follow = self.controller.snapshots.collect(
+                    self.proc, msg.tag, end["launch_rc"], end["sync_rc"], codes,
+                    self.shared.staging)
             except Exception as err:
                 warn(f"snapshots of launch {msg.tag} are lost: {err}")
-        self.send(p.Kind.ACK, tag=msg.tag)
+        # Usually nothing follows; copies that do are taken after the launch, as it left them.
+        payload = p.PLAN.pack(flags=0, ncopies=len(follow.entries) if follow else 0)
+        if follow is not None:
+            payload += follow.wire()
+        self.send(p.Kind.PLAN, payload, tag=msg.tag)
 
     def on_stopped(self, msg: p.Message) -> None:
         stopped = p.STOPPED.unpack(msg.payload)

@@ -16,24 +16,29 @@ import queue
 import re
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
 from cudump import protocol as p
-from cudump.args import ArgValue, arg_values, decode_args
-from cudump.console import warn
+from cudump.args import ArgValue, Number, arg_values, decode_args
+from cudump.console import say, warn
+from cudump.digest import ALGORITHM as DIGEST_ALGORITHM
+from cudump.digest import Scan, digest_hex
+from cudump.elements import BF16_NOTE, float_type_in_name
 from cudump.geometry import CopyPlan, GeometryError, plan_copy
 from cudump.imaging import is_image_like, render, save_png
 from cudump.manifest import ManifestWriter, SnapshotRecord
 from cudump.process import FuncInfo, LaunchEvent, ProcessState
-from cudump.rules import ArgOverride, Rule
+from cudump.rules import FORMATS, ArgOverride, Rule, option_rule
 from cudump.signature import Signature, parse_signature
 from cudump.summary import RunSummary
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+CUDA_ERROR_INVALID_VALUE = 1
+CUDA_ERROR_NOT_SUPPORTED = 801
 
 
 def safe_name(text: str, limit: int = 60) -> str:
@@ -64,10 +69,19 @@ class PlannedCopy:
     pieces: list[Piece] | None = None   # streamed through staging instead of whole
     target: np.ndarray | None = None    # the .npy being filled piece by piece
     failed: str | None = None
+    tool: p.ToolMode | None = None      # cudump's kernel runs over the buffer instead
+
+    @property
+    def staging_bytes(self) -> int:
+        return p.TOOL_RESULT if self.tool is not None else self.plan.nbytes
 
     def wire(self) -> list[bytes]:
         phase = int(p.Phase.BEFORE if self.phase == "before" else p.Phase.AFTER)
         pl = self.plan
+        if self.tool is not None:
+            flags = int(p.CopyFlag.TOOL) | int(self.tool) << p.TOOL_MODE_SHIFT
+            return [p.COPY.pack(phase=phase, flags=flags, src=pl.address, width=pl.width_bytes,
+                                height=pl.height, pitch=pl.pitch, offset=self.offset)]
         if self.pieces is None:
             return [p.COPY.pack(phase=phase, flags=0, src=pl.address, width=pl.width_bytes,
                                 height=pl.height, pitch=pl.pitch, offset=self.offset)]
@@ -83,6 +97,11 @@ class PlannedLaunch:
     copies: list[PlannedCopy]
     entries: list[tuple[PlannedCopy, Piece | None]]
     used: int = 0       # staging bytes taken by whole copies (where the next node starts)
+    # what the plan was made from, for copies that follow once the launch has run
+    ctx: _Launch | None = None
+    staging_size: int = 0
+    args: list[ArgValue] = field(default_factory=list)
+    values: dict[str, Number] = field(default_factory=dict)
 
     def wire(self) -> bytes:
         return b"".join(w for c in self.copies for w in c.wire())
@@ -143,6 +162,9 @@ class Snapshotter:
         self.unsafe_warned: set[tuple[int, int]] = set()
         self.said_no_buffer: set[tuple[int, str]] = set()
         self.bytes_written = 0
+        self.digests = 0
+        self.nan_producers = 0
+        self.nan_snapshotted: set[str] = set()   # kernels whose NaN producer was snapshotted
         self.manifest = manifest
         self.jobs: queue.Queue[WriteJob | None] = queue.Queue(maxsize=64)
         self.writer = threading.Thread(target=self._write_loop, name="cudump-writer", daemon=True)
@@ -219,36 +241,69 @@ class Snapshotter:
         copies: list[PlannedCopy] = []
         stems: set[str] = set()
         for rule in taken:
-            targets = self._targets(rule, args, event)
-            if not targets:
-                self._no_buffer(ctx, rule)
-            for index, arg, where, override in targets:
-                for phase in ("before", "after"):
-                    if phase not in rule.when:
-                        continue
-                    try:
-                        if arg is None:
-                            raise GeometryError(
-                                f"argument {index} has {len(args[index].raw)} bytes, so there "
-                                f"is no pointer at byte {where}")
-                        alloc = event.pointers.get((index, where))
-                        plan = plan_copy(arg, alloc, override, values)
-                    except (GeometryError, ArithmeticError, RecursionError) as err:
-                        self._error(ctx, args[index], phase, rule, str(err))
-                        continue
-                    if not self._budget(plan.nbytes):
-                        self._error(ctx, args[index], phase, rule,
-                                    f"--max-bytes {self.max_bytes} reached")
-                        continue
-                    record = self._record(ctx, plan.arg, phase, plan, stems=stems, rule=rule,
-                                          offset=where)
-                    if (override is None or override.count is None and not override.is_2d) \
-                            and alloc is not None and alloc.kind != "pitched":
-                        # From the pointer to the end of its allocation: with a caching
-                        # allocator that may run past the tensor; a rule's count narrows it.
-                        record.extra["extent"] = "allocation-rest"
-                    copies.append(PlannedCopy(plan, phase, 0, rule, record))
-        return self._place(ctx, copies, staging_size, base, stream)
+            copies.extend(self._rule_copies(ctx, rule, args, values, stems))
+        planned = self._place(ctx, copies, staging_size, base, stream)
+        if planned is not None:
+            planned.ctx, planned.staging_size = ctx, staging_size
+            planned.args, planned.values = args, values
+        return planned
+
+    def _rule_copies(self, ctx: _Launch, rule: Rule, args: list[ArgValue],
+                     values: dict[str, Number], stems: set[str]) -> list[PlannedCopy]:
+        """The copies (or digests, or scans) one rule takes of one launch's buffers."""
+        func, event = ctx.func, ctx.event
+        copies: list[PlannedCopy] = []
+        targets = self._targets(rule, args, event)
+        if not targets:
+            self._no_buffer(ctx, rule)
+        starts = _pointer_values(args, event)
+        for index, arg, where, override in targets:
+            for phase in ("before", "after"):
+                if phase not in rule.when:
+                    continue
+                try:
+                    if arg is None:
+                        raise GeometryError(
+                            f"argument {index} has {len(args[index].raw)} bytes, so there "
+                            f"is no pointer at byte {where}")
+                    alloc = event.pointers.get((index, where))
+                    plan = plan_copy(arg, alloc, override, values)
+                except (GeometryError, ArithmeticError, RecursionError) as err:
+                    self._error(ctx, args[index], phase, rule, str(err))
+                    continue
+                rest = (override is None or override.count is None and not override.is_2d) \
+                    and alloc is not None and alloc.kind != "pitched"
+                extent = "allocation-rest"
+                if rest:
+                    # Another buffer of this launch further into the same allocation (a
+                    # caching allocator's neighbouring tensor) ends this one.
+                    cut = _up_to_next(plan, starts)
+                    if cut is not plan:
+                        plan, extent = cut, "to-next-buffer"
+                tool = _tool_of(rule, plan, func)
+                if rule.is_scan and tool is None:
+                    continue  # not floating point: nothing to scan
+                if tool is not None:
+                    plan = _whole_elements(plan, tool)
+                elif not self._budget(plan.nbytes):
+                    self._error(ctx, args[index], phase, rule,
+                                f"--max-bytes {self.max_bytes} reached")
+                    continue
+                record = self._record(ctx, plan.arg, phase, plan, stems=stems, rule=rule,
+                                      offset=where)
+                if tool is not None:
+                    record.file = None
+                    if rest:
+                        record.extra["extent"] = extent
+                    copies.append(PlannedCopy(plan, phase, 0, rule, record, tool=tool))
+                    continue
+                if rest:
+                    # From the pointer to the end of its allocation (or to the next buffer):
+                    # with a caching allocator that may run past the tensor; a rule's count
+                    # narrows it.
+                    record.extra["extent"] = extent
+                copies.append(PlannedCopy(plan, phase, 0, rule, record))
+        return copies
 
     @staticmethod
     def _targets(rule: Rule, args: list[ArgValue], event: LaunchEvent
@@ -280,6 +335,8 @@ class Snapshotter:
 
     def _no_buffer(self, ctx: _Launch, rule: Rule) -> None:
         """A rule that matches launches but finds nothing to copy says so once per kernel."""
+        if rule.option is not None:
+            return  # --digest and the like take what there is, and say nothing of the rest
         key = (id(rule), ctx.func.mangled)
         with self.lock:
             if key in self.said_no_buffer:
@@ -296,10 +353,13 @@ class Snapshotter:
         whole: list[PlannedCopy] = []
         streamed: list[PlannedCopy] = []
         for copy in copies:
-            if offset + copy.plan.nbytes <= staging_size:
+            nbytes = copy.staging_bytes
+            if offset + nbytes <= staging_size:
                 copy.offset = offset
-                offset += -(-copy.plan.nbytes // p.STAGING_ALIGN) * p.STAGING_ALIGN
+                offset += -(-nbytes // p.STAGING_ALIGN) * p.STAGING_ALIGN
                 whole.append(copy)
+            elif copy.tool is not None:
+                self._fail(copy.record, "no staging left for its result; raise --staging")
             else:
                 streamed.append(copy)
         free = staging_size - min(offset, staging_size)
@@ -378,11 +438,13 @@ class Snapshotter:
     # -- results ------------------------------------------------------------------
 
     def collect(self, proc: ProcessState, seq: int, launch_rc: int, sync_rc: int,
-                codes: list[int], read: ReadStaging) -> None:
-        """The shim finished the copies of launch `seq`: take the bytes, queue the writes."""
+                codes: list[int], read: ReadStaging) -> PlannedLaunch | None:
+        """The shim finished the copies of launch `seq`: take the bytes, queue the writes.
+        Returns copies to make now, after the launch, if what came back asks for them."""
         pending = self._proc(proc.pid).pending.pop(seq, None)
         if pending is None:
-            return
+            return None
+        scans: dict[tuple[int, int], dict[str, tuple[PlannedCopy, Scan]]] = {}
         results: dict[int, int] = {}
         for i, (copy, _) in enumerate(pending.entries):
             rc = codes[i] if i < len(codes) else -1
@@ -403,7 +465,17 @@ class Snapshotter:
                 failure = copy.failed
             if failure is not None:
                 self._discard_target(copy)
-                self._fail(record, failure)
+                self._fail(record, _tool_failure(copy, rc, failure))
+                continue
+            if copy.tool is not None and copy.tool != p.ToolMode.DIGEST:
+                result = bytes(read(copy.offset, p.TOOL_RESULT))
+                found = Scan.from_words(int.from_bytes(result[:8], "little"),
+                                        int.from_bytes(result[8:16], "little"))
+                where = (record.arg, int(record.extra.get("offset", 0)))
+                scans.setdefault(where, {})[copy.phase] = (copy, found)
+                continue
+            if copy.tool is not None:
+                self._tool_result(copy, bytes(read(copy.offset, p.TOOL_RESULT)))
                 continue
             override = copy.rule.overrides.get(copy.plan.arg)
             value_range = override.range if override is not None else None
@@ -416,6 +488,65 @@ class Snapshotter:
             array = data.view(np.dtype(plan.dtype)).reshape(plan.shape).copy()
             del data
             self.jobs.put(WriteJob(record, array, copy.rule.formats, value_range))
+        return self._nan_producers(pending, scans) if scans else None
+
+    def _nan_producers(self, pending: PlannedLaunch,
+                       scans: dict[tuple[int, int], dict[str, tuple[PlannedCopy, Scan]]]
+                       ) -> PlannedLaunch | None:
+        """Buffers this launch left NaN or Inf in that held none before: each is reported
+        (a warning and a manifest record); the first launch of each kernel that does so
+        has every buffer snapshotted now, as the launch left them."""
+        found = False
+        for phases in scans.values():
+            if "after" not in phases or "before" not in phases:
+                continue
+            copy, after = phases["after"]
+            _, before = phases["before"]
+            if after.count == 0 or before.count != 0:
+                continue
+            found = True
+            record = copy.record
+            elements = copy.plan.width_bytes * copy.plan.height // max(
+                1, np.dtype(copy.plan.dtype).itemsize)
+            record.extra.update(nonfinite=after.count, first_nonfinite=after.first,
+                                nonfinite_before=0, elements=elements)
+            record.extra["nan_producer"] = True
+            with self.lock:
+                self.manifest.append(record)
+                self.nan_producers += 1
+            inside = f" (the pointer at byte {record.extra['offset']})" \
+                if record.extra.get("offset") else ""
+            say(f"cudump: NaN/Inf: launch {record.launch} of {record.kernel} (occurrence "
+                 f"{record.occurrence}, process {record.pid}) left {after.count} of {elements} "
+                 f"elements of arg {record.arg}{inside} non-finite, the first at index "
+                 f"{after.first}; there were none before it")
+        ctx = pending.ctx
+        if not found or ctx is None:
+            return None
+        with self.lock:
+            if ctx.func.mangled in self.nan_snapshotted or len(self.nan_snapshotted) >= 8:
+                return None
+            self.nan_snapshotted.add(ctx.func.mangled)
+        rule = option_rule("--check-nan", FORMATS)
+        rule.when = frozenset({"after"})
+        copies = self._rule_copies(ctx, rule, pending.args, pending.values, set())
+        for copy in copies:
+            copy.record.extra["nan_producer"] = True
+        follow = self._place(ctx, copies, pending.staging_size, 0, True)
+        if follow is not None:
+            self._proc(ctx.proc.pid).pending[ctx.event.seq] = follow
+        return follow
+
+    def _tool_result(self, copy: PlannedCopy, result: bytes) -> None:
+        """What cudump's kernel computed over a buffer, into its manifest record."""
+        record, plan = copy.record, copy.plan
+        if copy.tool == p.ToolMode.DIGEST:
+            record.extra.update(digest=digest_hex(int.from_bytes(result[:8], "little")),
+                                bytes=plan.width_bytes * plan.height, row_bytes=plan.width_bytes,
+                                rows=plan.height, algorithm=DIGEST_ALGORITHM)
+        with self.lock:
+            self.manifest.append(record)
+            self.digests += 1
 
     def _discard_target(self, copy: PlannedCopy) -> None:
         if copy.target is not None and copy.record.file is not None:
@@ -455,7 +586,7 @@ class Snapshotter:
         if ev.flags & p.LaunchFlag.GRAPH:
             record.extra.update(graph=ev.graph, replay=ev.replay, node=ev.node)
         if rule is not None:
-            record.extra["rule"] = f"{rule.path}:{rule.line}"
+            record.extra["rule"] = rule.origin
         return record
 
     def _error(self, ctx: _Launch, arg: ArgValue | None, phase: str, rule: Rule,
@@ -467,7 +598,7 @@ class Snapshotter:
             record.extra["arg_unknown"] = True
         if arg is not None and isinstance(arg.value, int):
             record.address = f"0x{arg.value:x}"
-        record.extra["rule"] = f"{rule.path}:{rule.line}"
+        record.extra["rule"] = rule.origin
         self._fail(record, reason)
 
     def _fail(self, record: SnapshotRecord, reason: str) -> None:
@@ -562,6 +693,8 @@ class Snapshotter:
         summary.snapshots = self.written
         summary.snapshot_errors = self.failed
         summary.snapshot_bytes = self.bytes_written
+        summary.digests = self.digests
+        summary.nan_producers = self.nan_producers
 
     def close(self) -> None:
         self.jobs.put(None)
@@ -592,6 +725,75 @@ class _Launch:
     proc: ProcessState
     func: FuncInfo
     event: LaunchEvent
+
+
+def _pointer_values(args: list[ArgValue], event: LaunchEvent) -> list[int]:
+    """Every address the launch's arguments hold that lies in a known allocation."""
+    values = []
+    for index, where in event.pointers:
+        if index < len(args):
+            raw = args[index].raw[where:where + 8]
+            if len(raw) == 8:
+                values.append(int.from_bytes(raw, "little"))
+    return values
+
+
+def _up_to_next(plan: CopyPlan, starts: list[int]) -> CopyPlan:
+    """A 1-D plan cut short where another of the launch's buffers begins inside it."""
+    end = plan.address + plan.nbytes
+    inside = [v for v in starts if plan.address < v < end]
+    if not inside or plan.height != 1:
+        return plan
+    element = max(1, plan.nbytes // max(1, plan.shape[0]))
+    count = (min(inside) - plan.address) // element
+    if count < 1:
+        return plan
+    return replace(plan, width_bytes=count * element, pitch=count * element,
+                   shape=(count, *plan.shape[1:]))
+
+
+_SCAN_MODES = {"float32": p.ToolMode.SCAN_F32, "float64": p.ToolMode.SCAN_F64,
+               "float16": p.ToolMode.SCAN_F16}
+
+
+def _tool_of(rule: Rule, plan: CopyPlan, func: FuncInfo) -> p.ToolMode | None:
+    """What cudump's kernel computes for this buffer, if anything: a digest, or a scan of
+    floating-point elements (from the signature, the rule, or else the one float type
+    the kernel's name mentions, as PyTorch's `CUDAFunctor_add<float>`)."""
+    if rule.is_digest:
+        return p.ToolMode.DIGEST
+    if not rule.is_scan:
+        return None
+    dtype, note = plan.dtype, plan.note
+    if dtype == "uint8" and plan.type_text is None:
+        guessed = float_type_in_name(func.demangled)
+        if guessed is None:
+            return None
+        dtype, note = guessed.dtype, guessed.note
+    if dtype == "uint16" and note == BF16_NOTE:
+        return p.ToolMode.SCAN_BF16
+    return _SCAN_MODES.get(dtype)
+
+
+def _whole_elements(plan: CopyPlan, tool: p.ToolMode) -> CopyPlan:
+    """A scan reads whole elements: rows cut down to a multiple of the element size."""
+    size = {p.ToolMode.SCAN_F64: 8, p.ToolMode.SCAN_F16: 2, p.ToolMode.SCAN_BF16: 2,
+            p.ToolMode.SCAN_F32: 4}.get(tool)
+    if size is None or plan.width_bytes % size == 0:
+        return plan
+    return replace(plan, width_bytes=plan.width_bytes - plan.width_bytes % size)
+
+
+def _tool_failure(copy: PlannedCopy, rc: int, failure: str) -> str:
+    """Why cudump's kernel did not run, in the words of what it was asked to do."""
+    if copy.tool is None:
+        return failure
+    if rc == CUDA_ERROR_INVALID_VALUE:
+        return ("the buffer does not lie inside one allocation cudump knows (or is not "
+                "aligned to its elements), so cudump's kernel does not read it")
+    if rc == CUDA_ERROR_NOT_SUPPORTED and copy.record.extra.get("graph") is not None:
+        return "digests and scans of kernels inside graph launches are not supported"
+    return failure.replace("the copy", "cudump's kernel")
 
 
 def _pointer_of(arg: ArgValue, override: ArgOverride | None) -> tuple[ArgValue | None, int]:

@@ -38,6 +38,8 @@ class RunSummary:
     snapshots: int = 0
     snapshot_errors: int = 0
     snapshot_bytes: int = 0
+    digests: int = 0               # buffers digested on the GPU (format: digest)
+    nan_producers: int = 0         # buffers a launch left NaN/Inf in (--check-nan)
     trace_dropped: int = 0         # trace events the ring had no room for
     exit_status: int = 0
 
@@ -58,6 +60,10 @@ class RunSummary:
                 + (f", {self.snapshot_errors} failed" if self.snapshot_errors else "")
                 + ")"
             )
+        if self.digests:
+            text += f", {plural(self.digests, 'digest')}"
+        if self.nan_producers:
+            text += f", {plural(self.nan_producers, 'buffer')} turned NaN/Inf"
         if self.trace_dropped:
             text += (f", {plural(self.trace_dropped, 'trace event')} dropped (the controller "
                      "fell behind)")

@@ -201,4 +201,14 @@
     SERVICE(cuGraphAddDependencies,                                                        \
             (CUgraph g, const CUgraphNode *from, const CUgraphNode *to, size_t count))     \
     SERVICE(cuGraphDestroy, (CUgraph g))                                                   \
-    SERVICE(cuCtxGetCurrent, (CUcontext *ctx))
+    SERVICE(cuCtxGetCurrent, (CUcontext *ctx))                                            \
+    SERVICE(cuCtxPushCurrent_v2, (CUcontext ctx))                                          \
+    SERVICE(cuCtxPopCurrent_v2, (CUcontext *ctx))                                          \
+    SERVICE(cuStreamGetCtx, (CUstream s, CUcontext *ctx))                                  \
+    SERVICE(cuStreamGetCtx_ptsz, (CUstream s, CUcontext *ctx))                             \
+    SERVICE(cuDeviceGetAttribute, (int *value, int attribute, CUdevice device))            \
+    SERVICE(cuModuleLoadData, (CUmodule *module, const void *image))                       \
+    SERVICE(cuMemsetD8Async, (CUdeviceptr p, unsigned char value, size_t n, CUstream s))   \
+    SERVICE(cuMemsetD8Async_ptsz, (CUdeviceptr p, unsigned char value, size_t n, CUstream s)) \
+    SERVICE(cuMemcpyDtoHAsync_v2, (void *dst, CUdeviceptr src, size_t n, CUstream s))      \
+    SERVICE(cuMemcpyDtoHAsync_v2_ptsz, (void *dst, CUdeviceptr src, size_t n, CUstream s))

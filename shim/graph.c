@@ -522,8 +522,8 @@ static CUresult run_instrumented(cuGraphLaunch_fn real, struct graph_exec *g, CU
     for (unsigned c = 0; build == CUDA_SUCCESS && c < total; c++) {
         const struct proto_copy *copy = snap_copy(c);
         CUgraphNode kn = NULL;
-        CUresult rc = (copy->flags & COPY_PIECE) || node_of[c] >= g->nkernels
-                          ? CUDA_ERROR_NOT_SUPPORTED /* no streaming inside a graph */
+        CUresult rc = (copy->flags & (COPY_PIECE | COPY_TOOL)) || node_of[c] >= g->nkernels
+                          ? CUDA_ERROR_NOT_SUPPORTED /* no streaming or tools inside a graph */
                           : real_cuGraphNodeFindInClone(&kn, g->kernels[node_of[c]].clone_node,
                                                         graph);
         if (rc == CUDA_SUCCESS)

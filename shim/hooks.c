@@ -23,6 +23,7 @@ static void after_fork_child(void)
     launch_reset_after_fork();
     launch_forget_tid();
     graph_reset_after_fork();
+    tools_reset_after_fork();
     atomic_store(&shim_stats.seq, 0);
     atomic_store(&shim_stats.captured, 0);
     atomic_store(&shim_stats.graph_launches, 0);

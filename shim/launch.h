@@ -102,6 +102,12 @@ void launch_finish(struct launch_info *li, CUresult rc);
 /* Waits for everything queued on the launch's stream so far. */
 CUresult launch_wait_stream(const struct launch_info *li);
 
+/* Runs cudump's kernel for a COPY_TOOL copy (slot: its index in the plan) on
+ * the launch's stream; the result lands at dst, in staging (tools.c). */
+CUresult tool_enqueue(const struct launch_info *li, unsigned slot, const struct proto_copy *c,
+                      void *dst);
+void tools_reset_after_fork(void);
+
 /* The copies of a graph launch's kernel nodes: planned node by node (one
  * MSG_BEGIN each, copies appended), made by copy nodes of an instrumented
  * graph, reported with one MSG_END. */

@@ -43,6 +43,7 @@ enum {
     PROTO_STAGING_ALIGN = 256,     /* copies start at multiples of this in staging */
     PROTO_TOKEN_SIZE = 32,         /* bytes of the session token (hex characters) */
     PROTO_RING_SLOT_SIZE = 128,    /* bytes of one trace ring slot (two cache lines) */
+    PROTO_TOOL_RESULT = 16,        /* staging bytes a COPY_TOOL result takes */
 };
 
 /* ---- message kinds ----------------------------------------------------------- */
@@ -57,7 +58,10 @@ enum proto_kind {
     MSG_STATS = 7,     /* proto_stats + nfuncs x proto_count, at exit (event) */
     MSG_BEGIN = 8,     /* proto_launch + nparams x proto_param + parameter bytes
                         * (padded to 8) + nptrs x proto_pointer; reply MSG_PLAN */
-    MSG_END = 9,       /* proto_end + ncopies x int32 result; reply MSG_ACK */
+    MSG_END = 9,       /* proto_end + ncopies x int32 result; reply MSG_PLAN: follow-up
+                        * copies (phase after only) and PLAN_HALT to hold the launch now
+                        * that it has run, usually neither; a follow-up ends with
+                        * MSG_END of its own */
     MSG_STOPPED = 10,  /* proto_stopped: held; commands follow until MSG_RESUME */
     MSG_RESULT = 11,   /* proto_result + data: answer to a command while held */
     MSG_PIECE = 12,    /* proto_piece: one piece of a streamed copy is in staging; reply
@@ -110,6 +114,18 @@ enum proto_copy_flag {     /* proto_copy.flags */
     COPY_PIECE = 1,        /* one piece of a buffer larger than the free staging area: made
                             * on its own, waited for, and handed over with MSG_PIECE before
                             * the next piece reuses the same staging bytes */
+    COPY_TOOL = 2,         /* not a copy: run cudump's kernel (shim/gpu/tools.cu) over the
+                            * buffer on the launch stream, mode in bits 8-15, and put its
+                            * PROTO_TOOL_RESULT bytes at `offset` in staging */
+};
+#define PROTO_TOOL_MODE_SHIFT 8
+enum proto_tool_mode {     /* what COPY_TOOL computes (tools.cu's `mode`) */
+    TOOL_DIGEST = 0,       /* result: uint64 digest */
+    TOOL_SCAN_F32 = 1,     /* result: uint64 non-finite count, uint64 max(~index) */
+    TOOL_SCAN_F64 = 2,
+    TOOL_SCAN_F16 = 3,
+    TOOL_SCAN_BF16 = 4,
+    TOOL_MODES = 5,
 };
 
 enum proto_resume_mode {

@@ -149,11 +149,15 @@ static bool accept_plan(const unsigned char *reply, size_t len, uint32_t *flags,
         struct proto_copy c;
         memcpy(&c, reply + sizeof plan + i * sizeof c, sizeof c);
         uint64_t bytes, end;
-        if ((c.phase != PHASE_BEFORE && c.phase != PHASE_AFTER) || (c.flags & ~COPY_PIECE) ||
+        bool tool = c.flags & COPY_TOOL;
+        uint32_t known = tool ? COPY_TOOL | 0xffu << PROTO_TOOL_MODE_SHIFT : COPY_PIECE;
+        if ((c.phase != PHASE_BEFORE && c.phase != PHASE_AFTER) || (c.flags & ~known) ||
             c.width == 0 || c.height == 0 ||
             (c.height > 1 && c.pitch < c.width) ||
             __builtin_mul_overflow(c.width, c.height, &bytes) ||
-            __builtin_add_overflow(c.offset, bytes, &end) || end > size)
+            /* a tool leaves only its result in staging */
+            __builtin_add_overflow(c.offset, tool ? PROTO_TOOL_RESULT : bytes, &end) ||
+            end > size)
             return false;
         copies[base + i] = (struct copy){c, CUDA_SUCCESS};
     }
@@ -171,6 +175,10 @@ static void enqueue_copies(const struct launch_info *li, enum proto_phase phase)
         struct copy *c = &copies[i];
         if (c->c.phase != phase || (c->c.flags & COPY_PIECE))
             continue;
+        if (c->c.flags & COPY_TOOL) {
+            c->rc = area ? tool_enqueue(li, i, &c->c, area + c->c.offset) : CUDA_ERROR_NOT_FOUND;
+            continue;
+        }
         CUDA_MEMCPY2D m;
         memset(&m, 0, sizeof m);
         m.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
@@ -222,7 +230,11 @@ static void unrelax(CUstreamCaptureMode mode)
         real_cuThreadExchangeStreamCaptureMode(&mode);
 }
 
-static void send_end(uint64_t seq, CUresult launch_rc, CUresult sync_rc)
+/* Reports the copies; the controller answers with a plan of follow-up copies
+ * (after the launch: say, every buffer of a launch that just produced a NaN)
+ * and PLAN_HALT to hold the launch now that it has run. Returns whether it
+ * asked for either; the follow-up copies then replace the reported ones. */
+static bool send_end(uint64_t seq, CUresult launch_rc, CUresult sync_rc, uint32_t *flags)
 {
     char stack[64 + PROTO_MAX_COPIES * sizeof(int32_t)];
     struct msg m;
@@ -235,11 +247,19 @@ static void send_end(uint64_t seq, CUresult launch_rc, CUresult sync_rc)
             rc = -1; /* not attempted: the launch failed */
         msg_add(&m, &rc, sizeof rc);
     }
+    unsigned char reply[sizeof(struct proto_plan) + PROTO_MAX_COPIES * sizeof(struct proto_copy)];
     size_t len = 0;
-    char ack[16];
-    channel_request(&m, MSG_ACK, ack, sizeof ack, &len);
-    msg_free(&m);
+    *flags = 0;
     ncopies = 0;
+    bool ok = channel_request(&m, MSG_PLAN, reply, sizeof reply, &len) &&
+              accept_plan(reply, len, flags, 0);
+    msg_free(&m);
+    for (unsigned i = 0; ok && i < ncopies; i++)
+        if (copies[i].c.phase != PHASE_AFTER)
+            ok = false; /* the launch has run: there is no "before" any more */
+    if (!ok)
+        ncopies = *flags = 0;
+    return ok && (ncopies || (*flags & PLAN_HALT));
 }
 
 /* ---- graph launches: copies by copy nodes (graph.c builds the graph) ---- */
@@ -318,8 +338,10 @@ void snap_set_rc(unsigned i, CUresult rc)
 
 void snap_end(uint64_t seq, CUresult launch_rc, CUresult sync_rc)
 {
+    uint32_t flags;
     if (ncopies)
-        send_end(seq, launch_rc, sync_rc);
+        send_end(seq, launch_rc, sync_rc, &flags); /* no follow-ups for graph launches */
+    ncopies = 0;
     unrelax(saved_mode);
     pthread_mutex_unlock(&snap_lock);
 }
@@ -398,8 +420,20 @@ void launch_finish(struct launch_info *li, CUresult launch_rc)
     /* Wait for the kernel and every copy: the controller reads the staging
      * area as soon as it hears back. */
     CUresult sync_rc = launch_wait_stream(li);
-    if (ncopies)
-        send_end(li->seq, launch_rc, sync_rc);
+    /* Follow-up rounds are bounded: the controller asks for them once per finding. */
+    for (int round = 0; ncopies && round < 4; round++) {
+        uint32_t flags;
+        if (!send_end(li->seq, launch_rc, sync_rc, &flags))
+            break;
+        if (flags & PLAN_HALT)
+            li->step = true;
+        if (!ncopies)
+            break;
+        enqueue_copies(li, PHASE_AFTER);
+        run_pieces(li, PHASE_AFTER);
+        sync_rc = launch_wait_stream(li);
+    }
+    ncopies = 0;
     /* After MSG_END: the staging area is free again for the stop's reads. */
     if (li->step)
         stop_serve(li, PHASE_AFTER, launch_rc);

@@ -302,7 +302,7 @@ ERRORS = [
     ("rules:\n  - kernel: a\n    when: []\n", 3, "when",
      "expected before, after or both, got an empty list"),
     ("rules:\n  - kernel: a\n    format: jpg\n", 3, "format",
-     "expected npy, png or both, got 'jpg'"),
+     "expected npy, png, both, digest or check-nan, got 'jpg'"),
     ("rules:\n  - kernel: a\n    overrides: [2]\n", 3, "overrides",
      "expected a mapping from argument index to settings, e.g. {2: {dtype: uint8}}, "
      "got a list"),

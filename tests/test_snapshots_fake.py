@@ -201,8 +201,9 @@ def test_pointers_resolve_among_tens_of_thousands_of_allocations(fake, cudump_ru
 
 def test_args_pointers_finds_buffers_inside_by_value_structs(fake, cudump_run, tmp_path):
     """add3(std::array<float*, 3ul>, int), its three buffers pieces of one allocation: each
-    pointer word inside the struct is a buffer, from the pointer to the end of the
-    allocation, recorded with its byte offset."""
+    pointer word inside the struct is a buffer, from the pointer to where the next of the
+    launch's buffers begins in the same allocation (or to its end), recorded with its byte
+    offset."""
     rule = tmp_path / "add3.yaml"
     rule.write_text('rules:\n  - kernel: add3\n    format: npy\n')
     ran = cudump_run([str(fake.programs["structs"])], "--rule", str(rule))
@@ -212,10 +213,10 @@ def test_args_pointers_finds_buffers_inside_by_value_structs(fake, cudump_run, t
     by_key = {(r.get("offset", 0), r["phase"]): r for r in records}
     assert sorted(by_key) == [(off, ph) for off in (0, 8, 16) for ph in ("after", "before")]
     n = 256
-    for off, floats in ((0, 3 * n), (8, 2 * n), (16, n)):
+    for off, extent in ((0, "to-next-buffer"), (8, "to-next-buffer"), (16, "allocation-rest")):
         r = by_key[(off, "after")]
-        assert r["arg"] == 0 and r["dtype"] == "uint8" and r["shape"] == [4 * floats]
-        assert r["extent"] == "allocation-rest"
+        assert r["arg"] == 0 and r["dtype"] == "uint8" and r["shape"] == [4 * n]
+        assert r["extent"] == extent
         assert r["type"] is None  # inside a struct: no type from the signature
     out = np.load(ran.run_dir / by_key[(0, "after")]["file"]).view(np.float32)[:n]
     assert np.array_equal(out, 1.5 * np.arange(n, dtype=np.float32))

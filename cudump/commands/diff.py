@@ -33,6 +33,13 @@ is finite. PSNR's peak is the dtype maximum for integers and A's data range for 
 Runs are aligned by (kernel, occurrence, argument, phase); pairs are listed in A's launch
 order, then snapshots present in one run only. A snapshot neither run could capture, for
 the same reason, is listed as not captured on either side and is not a difference.
+Processes are taken in the order they first appear in the manifest; the first divergent
+launch is the first launch, in that order, with a pair that differs, and the line naming it
+says how many launches (with snapshots or digests) matched before it.
+
+Runs taken with --digest (or rules with format: digest) hold a digest per buffer instead
+of its data: two digests compare by digest, exactly (--atol/--rtol do not apply); a digest
+against a .npy compares by digesting the array's bytes the same way.
 
 --kernel PATTERN is a glob (* and ?) matching the demangled name with or without its
 return type, the name without its parameters (ns::k<int>) or the bare name (k); write

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from cudump.errors import UsageError
-from cudump.rules import load_rules
+from cudump.rules import DIGEST_FORMATS, SCAN_FORMATS, load_rules, option_rule
 from cudump.session import TRACE_RING_SLOTS, RunOptions, Session, default_run_dir
 from cudump.sizes import size_arg
 
@@ -17,7 +17,7 @@ class RunCommand:
     name = "run"
     help = ("Run a CUDA program under cudump: trace its launches, snapshot kernel "
             "argument buffers, or stop at kernel launches and inspect them. "
-            "Subcommands: diff, ls, show (cudump SUBCOMMAND --help).")
+            "Subcommands: bisect, diff, ls, show (cudump SUBCOMMAND --help).")
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--trace", action="store_true",
@@ -27,6 +27,16 @@ class RunCommand:
         parser.add_argument("--rule", action="append", type=Path, default=[], metavar="FILE",
                             help="YAML rule file naming the kernels and arguments to snapshot "
                                  "(repeatable)")
+        parser.add_argument("--digest", action="store_true",
+                            help="record a GPU content digest of every buffer of every kernel, "
+                                 "before and after each launch, instead of copying it "
+                                 "(cudump diff of two such runs names the first launch "
+                                 "that differs)")
+        parser.add_argument("--check-nan", action="store_true",
+                            help="scan the floating-point buffers of every kernel for NaN/Inf "
+                                 "on the GPU before and after each launch; report each launch "
+                                 "that leaves some where there were none, and snapshot the "
+                                 "first of each kernel")
         parser.add_argument("--break", dest="breaks", action="append", default=[],
                             metavar="PATTERN",
                             help="stop at launches of kernels matching PATTERN and open the "
@@ -55,6 +65,10 @@ class RunCommand:
                              "(cudump --help for the options)")
         # Rules and breakpoints are checked before anything runs.
         rules = load_rules(args.rule) if args.rule else []
+        if args.digest:
+            rules.append(option_rule("--digest", DIGEST_FORMATS))
+        if args.check_nan:
+            rules.append(option_rule("--check-nan", SCAN_FORMATS))
         from cudump.breakpoints import parse_break_spec
 
         for spec in args.breaks:

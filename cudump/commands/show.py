@@ -170,6 +170,10 @@ class ShowCommand:
             raise UsageError(f"{len(found)} snapshots match{more}; narrow with --arg, "
                              "--phase, --occurrence or --index")
         snap = found[0]
+        if snap.path is None and "digest" in snap.record.extra:
+            raise UsageError(f"snapshot #{snap.index} is a digest ({snap.record.extra['digest']}"
+                             f" of {snap.record.extra.get('bytes')} bytes): it has no data to "
+                             "show; snapshot that launch with format: npy to see it")
         if snap.path is None:
             what = "was not captured" if not snap.captured else "cannot be read"
             raise UsageError(f"snapshot #{snap.index} {what}: {snap.problem or 'no file'}")

@@ -1,0 +1,73 @@
+"""`cudump bisect`: find the first launch where two runs diverge, and show its buffers."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from cudump.bisect import BisectOptions, bisect, make_sides
+from cudump.errors import UsageError
+
+EPILOG = """\
+Runs both sides with a digest of every buffer of every launch (or of the buffers the
+--rule files name), finds the first launch whose digests differ (launches in order,
+processes in the order they first appear), runs both again with snapshots of just that
+launch, before and after, and prints the diff of each buffer that differs: the metrics of
+`cudump diff` and the elements that differ. Buffers compare exactly (a digest tells only
+whether the bytes are the same).
+
+Sides: two programs (-- PROGRAM_A ARGS... -- PROGRAM_B ARGS...), or one program run with
+--env-a and --env-b settings (either may be left out; the other side then runs in this
+environment). The second '--' separates the two programs.
+
+The work directory (--out DIR, a new or empty one; default: a temporary directory, removed
+at the end unless --keep, or something went wrong) holds a-digest/, b-digest/, a-snap/,
+b-snap/ (run directories for cudump ls/show/diff), rules/ and logs/ (each run's output).
+
+Exit status: 0 no divergence, 1 divergence found (and shown), 2 trouble (one line on
+stderr: bad arguments, a side cudump could not run), 3 the snapshot re-runs did not
+reproduce the divergence (the program is not deterministic).
+"""
+
+
+class BisectCommand:
+    name = "bisect"
+    help = ("Run two versions of a program (or one in two environments), find the first "
+            "kernel launch whose buffers differ, and show how they differ.")
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.formatter_class = argparse.RawDescriptionHelpFormatter
+        parser.epilog = EPILOG
+        parser.usage = ("cudump bisect [--rule FILE]... [--env-a NAME=VALUE]... "
+                        "[--env-b NAME=VALUE]... [--out DIR] [--html FILE] [--keep] "
+                        "-- PROGRAM_A [ARGS...] [-- PROGRAM_B [ARGS...]]")
+        parser.add_argument("--rule", action="append", type=Path, default=[], metavar="FILE",
+                            help="digest (then snapshot) only the buffers these rule files "
+                                 "name (repeatable; default: every buffer of every launch)")
+        parser.add_argument("--env-a", action="append", default=[], metavar="NAME=VALUE",
+                            help="set in A's environment (repeatable)")
+        parser.add_argument("--env-b", action="append", default=[], metavar="NAME=VALUE",
+                            help="set in B's environment (repeatable)")
+        parser.add_argument("--out", type=Path, metavar="DIR",
+                            help="work directory for the runs, kept (a new or empty one)")
+        parser.add_argument("--html", type=Path, metavar="FILE",
+                            help="write a report of the divergent launch: FILE.html (images "
+                                 "beside it), or a directory (index.html)")
+        parser.add_argument("--keep", action="store_true",
+                            help="keep the temporary work directory")
+        parser.add_argument("-j", "--jobs", type=int, default=None,
+                            help="workers comparing pairs (default: CPU count)")
+        parser.add_argument("command", nargs=argparse.REMAINDER, metavar="PROGRAM",
+                            help="-- PROGRAM_A ARGS... [-- PROGRAM_B ARGS...]")
+
+    def run(self, args: argparse.Namespace) -> int:
+        if args.jobs is not None and args.jobs < 1:
+            raise UsageError(f"-j/--jobs must be 1 or more, not {args.jobs}")
+        sides = make_sides(args.command, args.env_a, args.env_b)
+        options = BisectOptions(sides=sides, rules=list(args.rule), out=args.out,
+                                keep=args.keep, html=args.html, jobs=args.jobs)
+        return bisect(options, _say)
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Regenerates shim/tools_ptx.h from shim/gpu/tools.cu (needs nvcc; run on a
+# machine with the CUDA toolkit and commit the result). The PTX targets
+# compute_75 so that the driver can JIT it for every GPU CUDA 13 supports.
+set -eu
+cd "$(dirname "$0")/.."
+tmp=$(mktemp -d)
+nvcc -ptx -arch=compute_75 -O3 -o "$tmp/tools.ptx" gpu/tools.cu
+python3 gpu/embed_ptx.py gpu/tools.cu "$tmp/tools.ptx" tools_ptx.h
+rm -rf "$tmp"

@@ -1,0 +1,107 @@
+// cudump's own kernels: content digests and non-finite scans of a buffer, run
+// on the launch's stream instead of copying the bytes to the host.
+//
+// The shim does not need a CUDA toolkit: shim/tools_ptx.h holds this file
+// compiled to PTX (shim/gpu/make_ptx.sh), which the shim loads with
+// cuModuleLoadData in each context that needs it. cudump/digest.py holds the
+// same definitions in numpy; the tests check one against the other.
+//
+// A buffer is `height` rows of `width` bytes, `pitch` bytes apart.
+//
+// mode 0, digest: each row is cut into 32-bit little-endian words, the last
+// one zero-padded; word i of the buffer (rows one after the other) adds
+// mix(word + i * GOLDEN) to a 64-bit sum. The sum is the digest.
+//
+// modes 1-4, scan for NaN/Inf in float32, float64, float16, bfloat16
+// elements: out[0] += how many, out[1] = max(~index) over those found (so the
+// first index is ~out[1]; 0 means none, and out can start zeroed).
+//
+// The shim only runs it over bytes inside one allocation it knows, with
+// scans aligned to their element size; the kernel still reads misaligned
+// digest words byte by byte rather than trust that.
+#include <stdint.h>
+
+#define GOLDEN 0x9E3779B97F4A7C15ull
+
+__device__ __forceinline__ unsigned long long mix(unsigned long long x)
+{
+    x ^= x >> 30;
+    x *= 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 27;
+    x *= 0x94D049BB133111EBull;
+    x ^= x >> 31;
+    return x;
+}
+
+__device__ __forceinline__ unsigned int word_at(const unsigned char *row, unsigned long long width,
+                                                unsigned long long c)
+{
+    unsigned long long b = c * 4;
+    if (b + 4 <= width && ((uintptr_t)(row + b) & 3) == 0)
+        return *(const unsigned int *)(row + b);
+    unsigned int w = 0;
+    for (int k = 0; k < 4; k++)
+        if (b + k < width)
+            w |= (unsigned int)row[b + k] << (8 * k);
+    return w;
+}
+
+__device__ __forceinline__ bool nonfinite(const unsigned char *p, unsigned int mode)
+{
+    switch (mode) {
+    case 1: return (*(const unsigned int *)p & 0x7f800000u) == 0x7f800000u;
+    case 2: return (*(const unsigned long long *)p & 0x7ff0000000000000ull) == 0x7ff0000000000000ull;
+    case 3: return (*(const unsigned short *)p & 0x7c00u) == 0x7c00u;
+    default: return (*(const unsigned short *)p & 0x7f80u) == 0x7f80u;
+    }
+}
+
+extern "C" __global__ void cudump_tool(const unsigned char *base, unsigned long long width,
+                                       unsigned long long height, unsigned long long pitch,
+                                       unsigned long long *out, unsigned int mode)
+{
+    const unsigned long long first = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+    const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+    const bool packed = height == 1 || pitch == width;
+    unsigned long long a = 0, b = 0;
+    if (mode == 0) {
+        const unsigned long long wpr = (width + 3) / 4, total = wpr * height;
+        unsigned long long done = 0;
+        if (packed && width % 4 == 0 && ((uintptr_t)base & 15) == 0) {
+            const uint4 *v = (const uint4 *)base;
+            const unsigned long long quads = total / 4;
+            for (unsigned long long q = first; q < quads; q += stride) {
+                uint4 x = v[q];
+                unsigned long long n = q * 4;
+                a += mix(x.x + n * GOLDEN) + mix(x.y + (n + 1) * GOLDEN) +
+                     mix(x.z + (n + 2) * GOLDEN) + mix(x.w + (n + 3) * GOLDEN);
+            }
+            done = quads * 4;
+        }
+        for (unsigned long long i = done + first; i < total; i += stride) {
+            unsigned long long r = i / wpr, c = i - r * wpr;
+            a += mix(word_at(base + r * pitch, width, c) + i * GOLDEN);
+        }
+    } else if (mode <= 4) {
+        const unsigned int esize = mode == 2 ? 8 : mode >= 3 ? 2 : 4;
+        if (((uintptr_t)base | pitch) % esize)
+            return;
+        const unsigned long long epr = width / esize, total = epr * height;
+        for (unsigned long long i = first; i < total; i += stride) {
+            unsigned long long r = packed ? 0 : i / epr, c = packed ? i : i - r * epr;
+            if (nonfinite(base + r * pitch + c * esize, mode)) {
+                a += 1;
+                b = max(b, ~i);
+            }
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        a += __shfl_down_sync(0xffffffffu, a, o);
+        b = max(b, __shfl_down_sync(0xffffffffu, b, o));
+    }
+    if ((threadIdx.x & 31) == 0 && a) {
+        atomicAdd(out, a);
+        if (mode != 0)
+            atomicMax(out + 1, b);
+    }
+}

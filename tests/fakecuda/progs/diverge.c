@@ -1,0 +1,109 @@
+/*
+ * Many launches of three kernels, all the same from run to run unless the
+ * environment says otherwise: the test program of `cudump bisect`.
+ *
+ *   diverge [ROUNDS]                 (default 8)
+ *
+ * Each round r (from 1) launches, on N floats:
+ *   fill<int>(tag, r, N)             a per-round tag
+ *   vecAdd(a, b, c, n)               c = a + b
+ *   scale(c, r, N)                   c *= r
+ *   vecAdd(acc, c, acc, N)           acc += c
+ * and prints the sum of acc at the end.
+ *
+ * DIVERGE_AT=K makes round K's first vecAdd cover n = N - DIVERGE_SHORT elements
+ * (default 3): the last ones keep the previous round's value, and every
+ * launch after that which reads them differs; the first divergent launch is
+ * round K's first vecAdd (launch 4K - 2, occurrence 2K - 1), arg 2 after.
+ * DIVERGE_ONCE=FILE makes DIVERGE_AT apply only while FILE does not exist,
+ * and creates it: the next run does not diverge (a program that is not
+ * deterministic, deterministically).
+ */
+#include "progcommon.h"
+
+#define N 1000
+
+static int env_int(const char *name, int fallback)
+{
+    const char *text = getenv(name);
+    return text && *text ? atoi(text) : fallback;
+}
+
+int main(int argc, char **argv)
+{
+    int rounds = argc > 1 ? atoi(argv[1]) : 8;
+    int at = env_int("DIVERGE_AT", 0);
+    int shorter = env_int("DIVERGE_SHORT", 3);
+    const char *once = getenv("DIVERGE_ONCE");
+    if (once && *once) {
+        FILE *mark = fopen(once, "r");
+        if (mark) {
+            fclose(mark);
+            at = 0;
+        } else if ((mark = fopen(once, "w")) != NULL) {
+            fclose(mark);
+        }
+    }
+    struct tally t = {0};
+    CUdevice dev;
+    CUcontext ctx;
+    CUmodule mod;
+    CUfunction vec_add, scale, fill;
+    CHECK(cuInit(0));
+    CHECK(cuDeviceGet(&dev, 0));
+    CHECK(cuCtxCreate_v4(&ctx, NULL, 0, dev));
+    CHECK(cuModuleLoadData(&mod, prog_image));
+    CHECK(cuModuleGetFunction(&vec_add, mod, "_Z6vecAddPKfS0_Pfi"));
+    CHECK(cuModuleGetFunction(&scale, mod, "scale"));
+    CHECK(cuModuleGetFunction(&fill, mod, "_Z4fillIiEvPT_S0_i"));
+
+    static float a[N], b[N], acc[N];
+    for (int i = 0; i < N; i++) {
+        a[i] = (float)i;
+        b[i] = (float)(2 * i + 1);
+    }
+    CUdeviceptr da, db, dc, dacc, dtag;
+    CHECK(cuMemAlloc_v2(&da, sizeof a));
+    CHECK(cuMemAlloc_v2(&db, sizeof b));
+    CHECK(cuMemAlloc_v2(&dc, sizeof a));
+    CHECK(cuMemAlloc_v2(&dacc, sizeof acc));
+    CHECK(cuMemAlloc_v2(&dtag, N * sizeof(int)));
+    for (int i = 0; i < 5; i++)
+        tally_alloc(&t, sizeof a);
+    CHECK(cuMemcpyHtoD_v2(da, a, sizeof a));
+    CHECK(cuMemcpyHtoD_v2(db, b, sizeof b));
+    CHECK(cuMemsetD8_v2(dc, 0, sizeof a));
+    CHECK(cuMemsetD8_v2(dacc, 0, sizeof acc));
+
+    int n_all = N;
+    unsigned int blocks = (N + 255) / 256;
+    for (int r = 1; r <= rounds; r++) {
+        int n = r == at ? N - shorter : N;
+        float s = (float)r;
+        void *pf[] = {&dtag, &r, &n_all};
+        void *p1[] = {&da, &db, &dc, &n};
+        void *ps[] = {&dc, &s, &n_all};
+        void *p2[] = {&dacc, &dc, &dacc, &n_all};
+        CHECK(cuLaunchKernel(fill, blocks, 1, 1, 256, 1, 1, 0, NULL, pf, NULL));
+        CHECK(cuLaunchKernel(vec_add, blocks, 1, 1, 256, 1, 1, 0, NULL, p1, NULL));
+        CHECK(cuLaunchKernel(scale, blocks, 1, 1, 256, 1, 1, 0, NULL, ps, NULL));
+        CHECK(cuLaunchKernel(vec_add, blocks, 1, 1, 256, 1, 1, 0, NULL, p2, NULL));
+    }
+    tally_launch(&t, "fill", (unsigned long)rounds);
+    tally_launch(&t, "vecAdd", 2 * (unsigned long)rounds);
+    tally_launch(&t, "scale", (unsigned long)rounds);
+    CHECK(cuCtxSynchronize());
+    CHECK(cuMemcpyDtoH_v2(acc, dacc, sizeof acc));
+    double sum = 0;
+    for (int i = 0; i < N; i++)
+        sum += acc[i];
+    printf("sum %.1f\n", sum);
+    CHECK(cuMemFree_v2(da));
+    CHECK(cuMemFree_v2(db));
+    CHECK(cuMemFree_v2(dc));
+    CHECK(cuMemFree_v2(dacc));
+    CHECK(cuMemFree_v2(dtag));
+    CHECK(cuModuleUnload(mod));
+    tally_print(&t);
+    return 0;
+}

@@ -1,0 +1,100 @@
+"""GPU digests and NaN scans: cudump's own kernel (shim/gpu/tools.cu as PTX, JIT-compiled
+by the driver) against the numpy definition over snapshots of the same launches."""
+
+from __future__ import annotations
+
+import fnmatch
+
+import numpy as np
+import pytest
+from gpurun import RULES, run, sample, under_cudump
+
+from cudump.digest import digest, digest_hex
+from cudump.manifest import read_manifest
+
+pytestmark = pytest.mark.gpu
+
+
+def key(r) -> tuple:
+    return (r.occurrence, r.arg, r.extra.get("offset", 0), r.phase)
+
+
+def test_pitched_image_digests_equal_their_snapshots(workdir, tmp_path):
+    """zed_camera's pitched uchar4 images (rows narrower than the pitch, unaligned widths
+    for the fast path): each digest equals the numpy digest of the snapshot's bytes."""
+    cmd = [*sample("zed_camera"), "3"]
+    snap, dig = tmp_path / "snap", tmp_path / "dig"
+    rule = tmp_path / "zed-digest.yaml"
+    rule.write_text((RULES / "zed.yaml").read_text().replace("format: both", "format: digest"))
+    assert "format: digest" in rule.read_text()
+    a = run(under_cudump(cmd, snap, rules=[RULES / "zed.yaml"]), workdir)
+    b = run(under_cudump(cmd, dig, rules=[rule]), workdir)
+    assert a.returncode == 0 and b.returncode == 0, b.stderr[-3000:]
+    assert a.stdout == b.stdout
+    snaps = {key(r): r for r in read_manifest(snap)}
+    digests = {key(r): r for r in read_manifest(dig)}
+    assert snaps.keys() == digests.keys() and digests
+    for k, r in digests.items():
+        assert r.status == "ok" and r.file is None, r.reason
+        array = np.load(snap / snaps[k].file)
+        row_bytes = r.extra["row_bytes"]
+        assert row_bytes * r.extra["rows"] == array.nbytes
+        assert r.extra["digest"] == digest_hex(digest(array.tobytes(), row_bytes)), k
+
+
+def test_large_buffer_digest_equals_host_digest(workdir, tmp_path):
+    """64 MiB of floats, aligned: the vectorised path, before and after one launch."""
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    rule = tmp_path / "d.yaml"
+    rule.write_text("rules:\n  - kernel: add_one\n    match: base\n    args: [0]\n"
+                    "    count: 1\n    format: digest\n"
+                    "    overrides:\n      0: {dtype: float32, count: arg1}\n")
+    out = tmp_path / "run"
+    ran = run(under_cudump([*sample("big_buffer"), "64", "2", "--dump", str(dump)], out,
+                           rules=[rule]), workdir)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    records = read_manifest(out)
+    assert [r.phase for r in records] == ["before", "after"]
+    for r in records:
+        want = np.load(dump / f"{r.phase}.npy")
+        assert r.extra["bytes"] == want.nbytes == 64 << 20
+        assert r.extra["digest"] == digest_hex(digest(want.tobytes())), r.phase
+
+
+def test_torch_fill_pointer_discovery_and_check_nan(workdir, tmp_path):
+    """PyTorch passes tensors inside std::array<char*, N>: `args: pointers` finds the fill's
+    output (snapshot equals the tensor), and --check-nan finds the multiply that overflows,
+    its float type guessed from the kernel's name."""
+    pytest.importorskip("torch")
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    fill_rule = tmp_path / "fill.yaml"
+    fill_rule.write_text('rules:\n  - kernel: "*FillFunctor*"\n    when: after\n'
+                         '    format: npy\n')
+    out = tmp_path / "run"
+    cmd = [*sample("torch_nan.py"), "12", "7", "--dump", str(dump)]
+    ran = run(under_cudump(cmd, out, rules=[fill_rule], extra=["--check-nan"]), workdir)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert "inf at step 7: 3000" in ran.stdout
+    records = read_manifest(out)
+    fills = [r for r in records if fnmatch.fnmatchcase(r.kernel, "*FillFunctor*") and r.file]
+    assert fills, [r.kernel for r in records]
+    x = np.load(dump / "x.npy")
+    got = np.load(out / fills[0].file).view(np.float32)[: x.size]
+    assert np.array_equal(got.view(np.uint32), x.view(np.uint32))
+    assert fills[0].extra.get("extent") == "allocation-rest"
+    # the multiply first; then torch.isinf's own kernels (abs of y) leave Inf in their
+    # outputs too, and are reported as producers of their own, all at step 7
+    producers = sorted((r for r in records if "nonfinite" in r.extra), key=lambda r: r.launch)
+    assert producers, "no producer found"
+    p = producers[0]
+    assert "MulFunctor" in p.kernel and p.occurrence == 7, [r.kernel for r in producers]
+    assert all("MulFunctor" not in r.kernel for r in producers[1:])
+    assert p.extra["first_nonfinite"] == 0 and p.extra["nonfinite"] >= 3000
+    assert "cudump: NaN/Inf: launch" in ran.stderr
+    after = [r for r in records if r.extra.get("nan_producer") and r.file
+             and r.extra.get("offset") == p.extra.get("offset") and r.arg == p.arg]
+    assert after, "the producer's buffers were not snapshotted"
+    y = np.load(out / after[0].file).view(np.float32)[: x.size]
+    assert np.isinf(y).all()

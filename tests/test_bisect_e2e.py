@@ -1,0 +1,266 @@
+"""`cudump bisect` and the diff of digest runs end to end on the stand-in driver, with
+tests/fakecuda/progs/diverge.c: rounds of fill<int>, vecAdd, scale and vecAdd, where
+DIVERGE_AT=K makes round K's first vecAdd (launch 4K - 2, occurrence 2K - 1) leave the
+last DIVERGE_SHORT elements of its output (arg 2) unwritten."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ADD = "vecAdd(float const*, float const*, float*, int)"
+
+
+@dataclass
+class Done:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+Cudump = Callable[..., Done]
+
+
+@pytest.fixture
+def cudump(shim_lib: Path, fake, tmp_path: Path) -> Cudump:
+    """`python -m cudump ARGS...` on the stand-in driver, with extra environment settings."""
+
+    def run(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> Done:
+        full = fake.env()
+        full["CUDUMP_SHIM"] = str(shim_lib)
+        full["PYTHONPATH"] = str(ROOT) + os.pathsep + full.get("PYTHONPATH", "")
+        full["TMPDIR"] = str(tmp_path / "tmp")
+        (tmp_path / "tmp").mkdir(exist_ok=True)
+        full.update(env or {})
+        done = subprocess.run([sys.executable, "-m", "cudump", *args], env=full,
+                              capture_output=True, text=True, timeout=timeout, cwd=tmp_path)
+        return Done(done.returncode, done.stdout, done.stderr)
+
+    return run
+
+
+@pytest.fixture
+def diverge(fake) -> str:
+    return str(fake.programs["diverge"])
+
+
+def first_line(out: str) -> str:
+    return next(line.strip() for line in out.splitlines()
+                if line.strip().startswith("first divergent:"))
+
+
+def one_line_error(done: Done, *words: str) -> None:
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("cudump: error:"), done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+# ---------------------------------------------------------------------------------------
+# cudump diff of digest runs
+
+
+def test_diff_of_digest_runs_finds_the_changed_launch(cudump: Cudump, diverge: str,
+                                                      tmp_path: Path) -> None:
+    a, b, full = tmp_path / "a", tmp_path / "b", tmp_path / "full"
+    assert cudump("--digest", "--out", str(a), "--", diverge).returncode == 0
+    ran = cudump("--digest", "--out", str(b), "--", diverge, env={"DIVERGE_AT": "5"})
+    assert ran.returncode == 0, ran.stderr
+    done = cudump("diff", str(a), str(b))
+    assert done.returncode == 1, done.stderr
+    # 8 rounds of 4 launches; round 5's first vecAdd is launch 18, occurrence 9.
+    assert first_line(done.stdout) == (
+        f"first divergent: launch 18 of {ADD} (occurrence 9), arg 2 after; 17 launches "
+        "matched before it")
+    assert "digest differs: A " in done.stdout
+
+    # Full snapshots of A's program compare with its digests, pair by pair, by digesting
+    # the arrays: equal with A, and the same first divergent launch against B.
+    rule = tmp_path / "all.yaml"
+    rule.write_text("rules:\n  - kernel: '*'\n    format: npy\n")
+    assert cudump("--rule", str(rule), "--out", str(full), "--", diverge).returncode == 0
+    same = cudump("diff", str(a), str(full))
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "128 pairs compared, 0 differ" in same.stdout
+    against = cudump("diff", str(full), str(b))
+    assert against.returncode == 1
+    assert first_line(against.stdout) == first_line(done.stdout)
+
+
+# ---------------------------------------------------------------------------------------
+# cudump bisect
+
+
+def test_bisect_one_program_two_environments(cudump: Cudump, diverge: str,
+                                             tmp_path: Path) -> None:
+    work, report = tmp_path / "work", tmp_path / "report.html"
+    done = cudump("bisect", "--env-b", "DIVERGE_AT=5", "--out", str(work), "--html",
+                  str(report), "--", diverge)
+    assert done.returncode == 1, done.stdout + done.stderr
+    out = done.stdout
+    assert first_line(out) == (f"first divergent: launch 18 of {ADD} (occurrence 9), arg 2 "
+                               "after; 17 launches matched before it")
+    assert "step 3: snapshots of launch 18 (vecAdd, occurrence 9), before and after" in out
+    # Only that launch was snapshotted: its three buffers, before and after.
+    for side in ("a-snap", "b-snap"):
+        records = [json.loads(x) for x in (work / side / "manifest.jsonl").read_text()
+                   .splitlines()]
+        assert {(r["launch"], r["occurrence"]) for r in records} == {(18, 9)}
+        assert len(records) == 6
+    rows = [line.split() for line in out.splitlines() if re.match(r"\s+18\s+vecAdd", line)]
+    assert [(r[3], r[4], r[5]) for r in rows] == [
+        ("0", "before", "same"), ("1", "before", "same"), ("2", "before", "same"),
+        ("0", "after", "same"), ("1", "after", "same"), ("2", "after", "DIFF")]
+    # The differing elements, named: the last three of 1,000, each a round behind in A.
+    assert "differing elements: 3 of 1,000 (0.3%)" in out
+    assert ("elements that differ: (997) A=2992 B=11968; (998) A=2995 B=11980; (999) "
+            "A=2998 B=11992") in out
+    assert "all of them within [997:1000]" in out
+    a_npy = next((work / "a-snap").glob("*-arg2-after.npy"))
+    b_npy = next((work / "b-snap").glob("*-arg2-after.npy"))
+    differ = np.flatnonzero(np.load(a_npy) != np.load(b_npy))
+    assert differ.tolist() == [997, 998, 999]
+    # The report: the launch's images, beside the page.
+    page = report.read_text()
+    assert "first divergent" in page and "DIVERGE_AT=5" in page
+    assert len(list((tmp_path / "report-img").glob("*.png"))) == 6
+    assert f"report: {report}" in out and f"work directory: {work}" in out
+
+
+def test_bisect_two_programs_finds_the_launch_in_the_second_process(
+        cudump: Cudump, diverge: str, tmp_path: Path) -> None:
+    """Each side runs the program twice (two processes); only B's second diverges."""
+    scripts = []
+    for name, at in (("a.sh", "0"), ("b.sh", "3")):
+        script = tmp_path / name
+        script.write_text(f"#!/bin/sh\n{diverge} 4\nDIVERGE_AT={at} {diverge} 4\n")
+        script.chmod(0o755)
+        scripts.append(str(script))
+    done = cudump("bisect", "--", scripts[0], "--", scripts[1])
+    assert done.returncode == 1, done.stdout + done.stderr
+    line = first_line(done.stdout)
+    # Process 1: 16 launches; process 2: round 3's first vecAdd is launch 10.
+    assert line.startswith(f"first divergent: launch 10 of {ADD} (occurrence 5, process 2 of "
+                           "2 (pid ")
+    assert line.endswith("), arg 2 after; 25 launches matched before it")
+    assert "all of them within [997:1000]" in done.stdout
+    assert "now removed" in done.stdout
+    assert not list((tmp_path / "tmp").iterdir())      # the temporary work directory
+
+
+def test_bisect_with_rules_keeps_their_geometry(cudump: Cudump, diverge: str,
+                                                tmp_path: Path) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(
+        "rules:\n"
+        "  - kernel: vecAdd\n"
+        "    args: [2]\n"
+        "    overrides:\n"
+        "      2: {dtype: float32, width: 100, height: 10}\n"
+        "  - kernel: 'fill*'\n"
+        "    action: break\n")
+    work = tmp_path / "work"
+    done = cudump("bisect", "--rule", str(rules), "--env-b", "DIVERGE_AT=3", "--out",
+                  str(work), "--", diverge, "3")
+    assert done.returncode == 1, done.stdout + done.stderr
+    # Only vecAdd's arg 2 is digested: launches 2, 4, 6 and 8 of rounds 1 and 2, then 10.
+    assert first_line(done.stdout) == (
+        f"first divergent: launch 10 of {ADD} (occurrence 5), arg 2 after; 4 launches matched "
+        "before it")
+    assert "(rules with 'action: break' are left out)" in done.stdout
+    assert "data: float32 [10, 100], 1,000 elements" in done.stdout
+    assert "all of them within [9:10, 97:100]" in done.stdout
+    records = [json.loads(x) for x in (work / "a-digest" / "manifest.jsonl").read_text()
+               .splitlines()]
+    assert {(r["kernel"], r["arg"]) for r in records} == {(ADD, 2)}
+    assert all(r["file"] is None and len(r["digest"]) == 16 for r in records)
+
+
+def test_bisect_with_no_divergence_says_so(cudump: Cudump, diverge: str,
+                                           tmp_path: Path) -> None:
+    done = cudump("bisect", "--env-a", "UNRELATED=1", "--env-b", "UNRELATED=2", "--",
+                  diverge, "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no divergence: every buffer has the same digest in A and B" in done.stdout
+    assert "step 3" not in done.stdout
+    assert not list((tmp_path / "tmp").iterdir())
+
+
+def test_bisect_says_when_the_rerun_does_not_reproduce(cudump: Cudump, diverge: str,
+                                                       tmp_path: Path) -> None:
+    once = tmp_path / "once"
+    done = cudump("bisect", "--env-b", "DIVERGE_AT=3", "--env-b", f"DIVERGE_ONCE={once}",
+                  "--", diverge, "3")
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "first divergent: launch 10 of" in done.stdout
+    assert "B's re-run gave other bytes at this buffer than its digest run" in done.stdout
+    one_line_error(done, "did not reproduce the divergence at launch 10", "B changed",
+                   "not deterministic")
+    assert "work directory (kept, with the runs' logs)" in done.stdout
+
+
+def test_a_failing_side_is_reported(cudump: Cudump, diverge: str, tmp_path: Path) -> None:
+    failing = tmp_path / "fails.sh"
+    failing.write_text(f"#!/bin/sh\nDIVERGE_AT=3 {diverge} 3\nexit 3\n")
+    failing.chmod(0o755)
+    done = cudump("bisect", "--", diverge, "3", "--", str(failing))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "note: B: the program exited with status 3" in done.stdout
+    assert "first divergent: launch 10 of" in done.stdout
+
+    same = tmp_path / "same.sh"
+    same.write_text(f"#!/bin/sh\n{diverge} 2\nexit 4\n")
+    same.chmod(0o755)
+    done = cudump("bisect", "--", diverge, "2", "--", str(same))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no divergence: every buffer has the same digest in A and B, but the programs' " \
+        "exit statuses differ (A 0, B 4)" in done.stdout
+
+    missing = cudump("bisect", "--", diverge, "2", "--", str(tmp_path / "no-such-program"))
+    assert missing.returncode == 2
+    one_line_error(missing, "B:", "did not run under cudump", "no-such-program")
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--", "prog"], ["--env-a/--env-b"]),
+    (["--", "prog", "--"], ["nothing after the second '--'"]),
+    ([], ["no program given"]),
+    (["--env-a", "NOEQUALS", "--", "prog"], ["--env-a 'NOEQUALS'", "NAME=VALUE"]),
+    (["--env-a", "X=1", "--env-b", "X=1", "--", "prog"], ["the same command"]),
+    (["--rule", "/nonexistent.yaml", "--env-b", "X=1", "--", "prog"], ["no such rule file"]),
+])
+def test_bad_arguments_are_one_line(cudump: Cudump, tmp_path: Path, args: list[str],
+                                    words: list[str]) -> None:
+    done = cudump("bisect", *args)
+    assert done.returncode == 2
+    one_line_error(done, *words)
+    assert done.stdout == ""                 # nothing was run, nothing made
+    assert not list((tmp_path / "tmp").iterdir())
+
+
+def test_unusable_output_places_are_refused_before_anything_runs(cudump: Cudump, diverge: str,
+                                                                 tmp_path: Path) -> None:
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "something").write_text("x")
+    done = cudump("bisect", "--env-b", "DIVERGE_AT=3", "--out", str(busy), "--", diverge)
+    assert done.returncode == 2 and done.stdout == ""
+    one_line_error(done, "--out", "new or empty directory")
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    done = cudump("bisect", "--env-b", "DIVERGE_AT=3", "--html", str(blocker / "r.html"), "--",
+                  diverge)
+    assert done.returncode == 2 and done.stdout == ""
+    one_line_error(done, "--html")
+    assert not list((tmp_path / "tmp").iterdir())

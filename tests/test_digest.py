@@ -1,0 +1,175 @@
+"""GPU digests (format: digest, --digest): the definition, and the shim's kernel on the
+stand-in driver, which runs the same per-thread code as shim/gpu/tools.cu."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cudump.digest import GOLDEN, Scan, digest, digest_hex, scan, words
+from cudump.errors import RuleError
+from cudump.rules import load_rules
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from zedref import pipeline  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+ZED_RULE = ROOT / "rules" / "zed.yaml"
+W, H = 64, 48
+MASK = (1 << 64) - 1
+
+
+def slow_digest(data: bytes, width: int) -> int:
+    """The definition with Python integers, word by word, for checking the numpy one."""
+    def mix(x: int) -> int:
+        x ^= x >> 30
+        x = (x * 0xBF58476D1CE4E5B9) & MASK
+        x ^= x >> 27
+        x = (x * 0x94D049BB133111EB) & MASK
+        return x ^ (x >> 31)
+
+    total, i = 0, 0
+    for start in range(0, len(data), width):
+        row = data[start:start + width]
+        row += bytes(-len(row) % 4)
+        for k in range(0, len(row), 4):
+            total = (total + mix((int.from_bytes(row[k:k + 4], "little") + i * GOLDEN) & MASK)) \
+                & MASK
+            i += 1
+    return total
+
+
+@pytest.mark.parametrize("width,rows", [(1, 1), (3, 5), (4, 4), (7, 3), (64, 2), (1000, 1)])
+def test_numpy_digest_matches_the_definition(width, rows):
+    data = np.random.default_rng(width * rows).integers(0, 256, width * rows,
+                                                        dtype=np.uint8).tobytes()
+    assert digest(data, width) == slow_digest(data, width)
+
+
+def test_digest_sees_position_and_row_padding():
+    one_two, two_one = bytes([1, 0, 0, 0, 2, 0, 0, 0]), bytes([2, 0, 0, 0, 1, 0, 0, 0])
+    assert digest(one_two) != digest(two_one)
+    # three rows of three bytes are three zero-padded words, not 9 packed bytes
+    assert words(bytes(range(9)), 3).tolist() == [0x020100, 0x050403, 0x080706]
+    assert digest(bytes(range(1, 10)), 3) != digest(bytes(range(1, 10)))
+    assert digest(b"") == 0 and digest_hex(5) == "0000000000000005"
+
+
+def test_scan_finds_the_first_nonfinite():
+    assert scan(np.array([1, np.nan, 2, -np.inf], np.float32)) == Scan(2, 1)
+    assert scan(np.ones(4, np.float16)) == Scan(0, None)
+    assert scan(np.array([0x3F80, 0x7FC0, 0xFF80], np.uint16)) == Scan(2, 1)  # bfloat16 bits
+    assert Scan.from_words(3, ~7 & MASK) == Scan(3, 7)
+
+
+def test_digest_format_stands_alone(tmp_path):
+    good = tmp_path / "good.yaml"
+    good.write_text("rules:\n  - kernel: k\n    format: digest\n")
+    (rule,) = load_rules([good])
+    assert rule.is_digest and rule.formats == frozenset({"digest"})
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("rules:\n  - kernel: k\n    format: [digest, npy]\n")
+    with pytest.raises(RuleError) as err:
+        load_rules([bad])
+    assert "bad.yaml:3" in str(err.value) and "format" in str(err.value)
+    assert "digest stands alone" in str(err.value)
+
+
+def manifest(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "manifest.jsonl").read_text().splitlines()]
+
+
+def key(r: dict) -> tuple:
+    return (r["occurrence"], r["arg"], r.get("offset", 0), r["phase"])
+
+
+def test_digests_of_pitched_images_equal_digests_of_their_snapshots(fake, cudump_run, tmp_path):
+    """The shim's kernel, over pitched rows of uchar4 (width not the pitch), agrees with the
+    numpy definition over the bytes a snapshot of the same launch copied."""
+    program = [str(fake.programs["zed"]), "2", "--size", f"{W}x{H}"]
+    snap = cudump_run(program, "--rule", str(ZED_RULE), run_dir=tmp_path / "snap")
+    rule = tmp_path / "zed-digest.yaml"
+    rule.write_text(ZED_RULE.read_text().replace("format: both", "format: digest"))
+    dig = cudump_run(program, "--rule", str(rule), run_dir=tmp_path / "dig")
+    assert snap.returncode == 0 and dig.returncode == 0, dig.stderr
+    summary = dig.stderr.splitlines()[-1]
+    assert "12 digests" in summary and "snapshot" not in summary
+    snaps = {key(r): r for r in manifest(snap.run_dir)}
+    digests = {key(r): r for r in manifest(dig.run_dir)}
+    assert snaps.keys() == digests.keys() and len(digests) == 12
+    assert not list(dig.run_dir.glob("*.npy"))
+    for k, r in digests.items():
+        array = np.load(snap.run_dir / snaps[k]["file"])
+        row_bytes = array.shape[1] * array.shape[2] * array.itemsize
+        assert (r["status"], r["file"], r["algorithm"]) == ("ok", None, "cudump-sum64")
+        assert (r["row_bytes"], r["rows"], r["bytes"]) == (row_bytes, H, row_bytes * H)
+        assert r["digest"] == digest_hex(digest(array.tobytes(), row_bytes)), k
+    # the frames differ, and so do their digests
+    uyvy0, _, _ = pipeline(W, H, 0)
+    first = digests[(1, 0, 0, "before")]
+    assert first["digest"] == digest_hex(digest(uyvy0.tobytes(), W * 4))
+    assert first["digest"] != digests[(2, 0, 0, "before")]["digest"]
+
+
+def test_digest_option_takes_words_inside_structs(fake, cudump_run):
+    """--digest: every kernel, every buffer, before and after; the values follow the data."""
+    ran = cudump_run([str(fake.programs["structs"])], "--digest")
+    assert ran.returncode == 0, ran.stderr
+    records = {(r["offset"] if "offset" in r else 0, r["phase"]): r for r in manifest(ran.run_dir)}
+    assert len(records) == 6 and "6 digests" in ran.stderr
+    n = 256
+    a = np.arange(n, dtype=np.float32)
+    # each piece runs to where the next begins: the output, then the two inputs, unchanged
+    assert records[(0, "before")]["digest"] == digest_hex(digest(np.zeros(n, np.float32)))
+    assert records[(0, "after")]["digest"] == digest_hex(digest((1.5 * a).tobytes()))
+    assert records[(8, "before")]["digest"] == digest_hex(digest(a.tobytes()))
+    assert records[(8, "after")]["digest"] == records[(8, "before")]["digest"]
+    assert records[(16, "after")]["digest"] == digest_hex(digest((0.5 * a).tobytes()))
+    assert [records[(k, "after")]["extent"] for k in (0, 8, 16)] == [
+        "to-next-buffer", "to-next-buffer", "allocation-rest"]
+    assert all(r["bytes"] == n * 4 for r in records.values())
+
+
+def test_a_digest_outside_its_allocation_is_refused(fake, cudump_run, tmp_path):
+    """cudump's kernel never reads past an allocation (that would fault the program's
+    context): the plan refuses it (and the shim would too), the record says why, and the
+    program runs on."""
+    rule = tmp_path / "over.yaml"
+    rule.write_text("rules:\n  - kernel: add3\n    args: [0]\n    when: after\n"
+                    "    format: digest\n    overrides:\n"
+                    "      0: {field: 16, dtype: float32, count: 100000}\n")
+    ran = cudump_run([str(fake.programs["structs"])], "--rule", str(rule))
+    assert ran.returncode == 0, ran.stderr
+    (record,) = manifest(ran.run_dir)
+    assert record["status"] == "error"
+    assert "but the allocation has 1024 left" in record["reason"]
+    assert "launches add3=1" in ran.stdout
+
+
+def test_embedded_ptx_is_compiled_from_the_current_kernel_source():
+    """shim/tools_ptx.h is generated (shim/gpu/make_ptx.sh, needs nvcc): its stamp must be
+    the hash of shim/gpu/tools.cu, or the shim runs an older kernel than the source says."""
+    import hashlib
+
+    header = (ROOT / "shim" / "tools_ptx.h").read_text()
+    source = hashlib.sha256((ROOT / "shim" / "gpu" / "tools.cu").read_bytes()).hexdigest()
+    assert f"source sha256 {source}" in header, "run shim/gpu/make_ptx.sh and commit the result"
+    assert ".entry cudump_tool(" in header
+
+
+def test_show_of_a_digest_says_there_is_no_data(fake, cudump_run):
+    import subprocess
+
+    ran = cudump_run([str(fake.programs["structs"])], "--digest")
+    assert ran.returncode == 0, ran.stderr
+    shown = subprocess.run([sys.executable, "-m", "cudump", "show", str(ran.run_dir),
+                            "--index", "0"], capture_output=True, text=True, cwd=ROOT)
+    assert shown.returncode == 2
+    first = manifest(ran.run_dir)[0]
+    assert shown.stderr.strip() == (f"cudump: error: snapshot #0 is a digest ({first['digest']} of "
+                                    "1024 bytes): it has no data to show; snapshot that launch "
+                                    "with format: npy to see it")
