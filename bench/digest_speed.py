@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
 import sys
 import tempfile
@@ -18,15 +17,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "gpu"))
 
-from gpurun import run, sample, under_cudump  # noqa: E402
-
-LAUNCH = re.compile(r"^launch (\d+) ms ([\d.]+)$", re.MULTILINE)
-RULE = ("rules:\n  - kernel: add_one\n    match: base\n    args: [0]\n    format: {fmt}\n"
-        "    overrides:\n      0: {{dtype: float32, count: arg1}}\n")
+from gpurun import big_buffer_launch_ms, big_buffer_rule, run, sample, under_cudump  # noqa: E402,E501
 
 
 def launch_ms(stdout: str) -> float:
-    return statistics.median(float(ms) for k, ms in LAUNCH.findall(stdout) if int(k) > 1)
+    return statistics.median(big_buffer_launch_ms(stdout))
 
 
 def main() -> int:
@@ -46,8 +41,7 @@ def main() -> int:
         print(f"{'bare (add_one: r+w)':<28}{bare:>10.3f}{'':>10}{hbm:>9.0f}{'':>8}")
         share = 0.0
         for fmt in ("digest", "check-nan"):
-            rule = scratch / f"{fmt}.yaml"
-            rule.write_text(RULE.format(fmt=fmt))
+            rule = big_buffer_rule(scratch / f"{fmt}.yaml", fmt)
             out = scratch / fmt
             done = run(under_cudump(program, out, rules=[rule]), scratch)
             if done.returncode != 0:

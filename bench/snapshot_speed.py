@@ -21,14 +21,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "gpu"))
 
-from gpurun import run, sample, under_cudump  # noqa: E402
+from gpurun import big_buffer_launch_ms, big_buffer_rule, run, sample, under_cudump  # noqa: E402,E501
 
-LAUNCH = re.compile(r"^launch (\d+) ms ([\d.]+)$", re.MULTILINE)
 D2H = re.compile(r"^d2h_ms ([\d.]+)$", re.MULTILINE)
-
-
-def launch_ms(stdout: str) -> list[float]:
-    return [float(ms) for k, ms in LAUNCH.findall(stdout) if int(k) > 1]  # first: warm-up
 
 
 def write_bandwidth(where: Path, mib: int) -> float:
@@ -51,10 +46,7 @@ def main() -> int:
     program = [*sample("big_buffer"), str(args.mib), str(args.launches)]
     with tempfile.TemporaryDirectory(prefix="cudump-snap-", dir="/dev/shm") as tmp:
         scratch = Path(tmp)
-        rule = scratch / "rule.yaml"
-        rule.write_text('rules:\n  - kernel: add_one\n    match: base\n    args: [0]\n'
-                        '    format: npy\n    overrides:\n'
-                        '      0: {dtype: float32, count: arg1}\n')
+        rule = big_buffer_rule(scratch / "rule.yaml", "npy")
         bare = run(program, scratch)
         cmd = under_cudump(program, scratch / "run", rules=[rule])
         t = time.perf_counter()
@@ -65,8 +57,8 @@ def main() -> int:
             return 1
         writes = write_bandwidth(scratch, args.mib)
     nbytes = args.mib << 20
-    bare_ms = statistics.median(launch_ms(bare.stdout))
-    held_ms = statistics.median(launch_ms(wrapped.stdout)) - bare_ms
+    bare_ms = statistics.median(big_buffer_launch_ms(bare.stdout))
+    held_ms = statistics.median(big_buffer_launch_ms(wrapped.stdout)) - bare_ms
     d2h_ms = float(D2H.search(bare.stdout).group(1))  # type: ignore[union-attr]
     d2h_gbs = nbytes / d2h_ms / 1e6
     copies_ms = 2 * d2h_ms

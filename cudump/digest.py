@@ -17,16 +17,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cudump.protocol import ToolMode
+
 ALGORITHM = "cudump-sum64"
 GOLDEN = 0x9E3779B97F4A7C15
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 _CHUNK = 1 << 22   # words per step: bounded temporary memory for large buffers
 
-# Float formats the scan knows, by numpy dtype name -> (mode, element size): the
-# kernel's `mode` argument and what the plan must align to.
-SCAN_FORMATS: dict[str, tuple[int, int]] = {
-    "float32": (1, 4), "float64": (2, 8), "float16": (3, 2), "bfloat16": (4, 2),
+# The float formats the scan knows, by element type name: the kernel's `mode`, and the
+# element size a scanned row must be a whole number of.
+SCAN_MODES: dict[str, ToolMode] = {
+    "float32": ToolMode.SCAN_F32, "float64": ToolMode.SCAN_F64,
+    "float16": ToolMode.SCAN_F16, "bfloat16": ToolMode.SCAN_BF16,
+}
+SCAN_ELEMENT_SIZE: dict[ToolMode, int] = {
+    ToolMode.SCAN_F32: 4, ToolMode.SCAN_F64: 8, ToolMode.SCAN_F16: 2, ToolMode.SCAN_BF16: 2,
 }
 
 

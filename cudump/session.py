@@ -42,7 +42,7 @@ from cudump.process import (
 from cudump.rules import Rule
 from cudump.shared import SharedFile
 from cudump.shim import preload_env
-from cudump.snapshots import Snapshotter
+from cudump.snapshots import Snapshotter, plan_payload
 from cudump.summary import RunSummary
 from cudump.trace import EVENT_FIELDS, TraceDrain, TraceWriter, format_events
 
@@ -358,11 +358,7 @@ class Connection:
             if debugger is not None:
                 halt = debugger.decide_halt(self, func, event)
         flags = p.PlanFlag.HALT if halt else p.PlanFlag(0)
-        count = len(planned.entries) if planned is not None else 0
-        payload = p.PLAN.pack(flags=int(flags), ncopies=count)
-        if planned is not None:
-            payload += planned.wire()
-        self.send(p.Kind.PLAN, payload, tag=event.seq)
+        self.send(p.Kind.PLAN, plan_payload(planned, flags), tag=event.seq)
 
     def on_piece(self, msg: p.Message) -> None:
         assert self.proc is not None and self.shared is not None
@@ -391,10 +387,7 @@ class Connection:
             except Exception as err:
                 warn(f"snapshots of launch {msg.tag} are lost: {err}")
         # Usually nothing follows; copies that do are taken after the launch, as it left them.
-        payload = p.PLAN.pack(flags=0, ncopies=len(follow.entries) if follow else 0)
-        if follow is not None:
-            payload += follow.wire()
-        self.send(p.Kind.PLAN, payload, tag=msg.tag)
+        self.send(p.Kind.PLAN, plan_payload(follow), tag=msg.tag)
 
     def on_stopped(self, msg: p.Message) -> None:
         stopped = p.STOPPED.unpack(msg.payload)

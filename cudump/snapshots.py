@@ -26,7 +26,7 @@ from cudump import protocol as p
 from cudump.args import ArgValue, Number, arg_values, decode_args
 from cudump.console import say, warn
 from cudump.digest import ALGORITHM as DIGEST_ALGORITHM
-from cudump.digest import Scan, digest_hex
+from cudump.digest import SCAN_ELEMENT_SIZE, SCAN_MODES, Scan, digest_hex
 from cudump.elements import BF16_NOTE, float_type_in_name
 from cudump.geometry import CopyPlan, GeometryError, plan_copy
 from cudump.imaging import is_image_like, render, save_png
@@ -105,6 +105,12 @@ class PlannedLaunch:
 
     def wire(self) -> bytes:
         return b"".join(w for c in self.copies for w in c.wire())
+
+
+def plan_payload(planned: PlannedLaunch | None, flags: int = 0) -> bytes:
+    """The MSG_PLAN payload: its copies (none without a plan) and flags (p.PlanFlag)."""
+    count = len(planned.entries) if planned is not None else 0
+    return p.PLAN.pack(flags=int(flags), ncopies=count) + (planned.wire() if planned else b"")
 
 
 def split_pieces(plan: CopyPlan, offset: int, free: int) -> list[Piece] | None:
@@ -752,10 +758,6 @@ def _up_to_next(plan: CopyPlan, starts: list[int]) -> CopyPlan:
                    shape=(count, *plan.shape[1:]))
 
 
-_SCAN_MODES = {"float32": p.ToolMode.SCAN_F32, "float64": p.ToolMode.SCAN_F64,
-               "float16": p.ToolMode.SCAN_F16}
-
-
 def _tool_of(rule: Rule, plan: CopyPlan, func: FuncInfo) -> p.ToolMode | None:
     """What cudump's kernel computes for this buffer, if anything: a digest, or a scan of
     floating-point elements (from the signature, the rule, or else the one float type
@@ -770,15 +772,12 @@ def _tool_of(rule: Rule, plan: CopyPlan, func: FuncInfo) -> p.ToolMode | None:
         if guessed is None:
             return None
         dtype, note = guessed.dtype, guessed.note
-    if dtype == "uint16" and note == BF16_NOTE:
-        return p.ToolMode.SCAN_BF16
-    return _SCAN_MODES.get(dtype)
+    return SCAN_MODES.get("bfloat16" if dtype == "uint16" and note == BF16_NOTE else dtype)
 
 
 def _whole_elements(plan: CopyPlan, tool: p.ToolMode) -> CopyPlan:
     """A scan reads whole elements: rows cut down to a multiple of the element size."""
-    size = {p.ToolMode.SCAN_F64: 8, p.ToolMode.SCAN_F16: 2, p.ToolMode.SCAN_BF16: 2,
-            p.ToolMode.SCAN_F32: 4}.get(tool)
+    size = SCAN_ELEMENT_SIZE.get(tool)
     if size is None or plan.width_bytes % size == 0:
         return plan
     return replace(plan, width_bytes=plan.width_bytes - plan.width_bytes % size)

@@ -166,6 +166,19 @@ static bool accept_plan(const unsigned char *reply, size_t len, uint32_t *flags,
     return true;
 }
 
+/* Sends m (MSG_BEGIN or MSG_END), frees it, and takes the MSG_PLAN answer into
+ * copies[base...]; false, with no copies added, if none came or it was refused. */
+static bool request_plan(struct msg *m, unsigned base, uint32_t *flags)
+{
+    unsigned char reply[sizeof(struct proto_plan) + PROTO_MAX_COPIES * sizeof(struct proto_copy)];
+    size_t len = 0;
+    *flags = 0;
+    bool ok = channel_request(m, MSG_PLAN, reply, sizeof reply, &len) &&
+              accept_plan(reply, len, flags, base);
+    msg_free(m);
+    return ok;
+}
+
 static void enqueue_copies(const struct launch_info *li, enum proto_phase phase)
 {
     cuMemcpy2DAsync_v2_fn copy2d = li->ptsz ? real_cuMemcpy2DAsync_v2_ptsz : real_cuMemcpy2DAsync_v2;
@@ -247,13 +260,8 @@ static bool send_end(uint64_t seq, CUresult launch_rc, CUresult sync_rc, uint32_
             rc = -1; /* not attempted: the launch failed */
         msg_add(&m, &rc, sizeof rc);
     }
-    unsigned char reply[sizeof(struct proto_plan) + PROTO_MAX_COPIES * sizeof(struct proto_copy)];
-    size_t len = 0;
-    *flags = 0;
     ncopies = 0;
-    bool ok = channel_request(&m, MSG_PLAN, reply, sizeof reply, &len) &&
-              accept_plan(reply, len, flags, 0);
-    msg_free(&m);
+    bool ok = request_plan(&m, 0, flags);
     for (unsigned i = 0; ok && i < ncopies; i++)
         if (copies[i].c.phase != PHASE_AFTER)
             ok = false; /* the launch has run: there is no "before" any more */
@@ -277,14 +285,9 @@ unsigned snap_plan_node(const struct launch_info *li)
     struct msg m;
     msg_init(&m, stack, sizeof stack, MSG_BEGIN, li->seq);
     build_begin(&m, li);
-    unsigned char reply[sizeof(struct proto_plan) + PROTO_MAX_COPIES * sizeof(struct proto_copy)];
-    size_t len = 0;
-    uint32_t flags = 0;
+    uint32_t flags;
     unsigned before = ncopies;
-    if (!channel_request(&m, MSG_PLAN, reply, sizeof reply, &len) ||
-        !accept_plan(reply, len, &flags, before))
-        ncopies = before;
-    msg_free(&m);
+    request_plan(&m, before, &flags); /* refused: ncopies stays as it was */
     return ncopies - before;
 }
 
@@ -355,12 +358,8 @@ bool launch_begin(struct launch_info *li)
     struct msg m;
     msg_init(&m, stack, sizeof stack, MSG_BEGIN, li->seq);
     build_begin(&m, li);
-    unsigned char reply[sizeof(struct proto_plan) + PROTO_MAX_COPIES * sizeof(struct proto_copy)];
-    size_t len = 0;
-    uint32_t flags = 0;
-    bool ok = channel_request(&m, MSG_PLAN, reply, sizeof reply, &len) &&
-              accept_plan(reply, len, &flags, 0);
-    msg_free(&m);
+    uint32_t flags;
+    bool ok = request_plan(&m, 0, &flags);
     if (ok && (flags & PLAN_HALT))
         li->step = stop_serve(li, PHASE_BEFORE, CUDA_SUCCESS) == RESUME_STEP;
     if (ok && ncopies) {
@@ -413,25 +412,24 @@ CUresult stop_copy_wait(const struct launch_info *li, CUdeviceptr src, size_t wi
 
 void launch_finish(struct launch_info *li, CUresult launch_rc)
 {
-    if (launch_rc == CUDA_SUCCESS) {
-        enqueue_copies(li, PHASE_AFTER);
-        run_pieces(li, PHASE_AFTER);
-    }
-    /* Wait for the kernel and every copy: the controller reads the staging
-     * area as soon as it hears back. */
-    CUresult sync_rc = launch_wait_stream(li);
-    /* Follow-up rounds are bounded: the controller asks for them once per finding. */
-    for (int round = 0; ncopies && round < 4; round++) {
+    /* Each round makes the "after" copies, waits for the kernel and them (the
+     * controller reads the staging area as soon as it hears back) and reports
+     * them; the answer may ask for follow-up copies, which make the next round.
+     * The controller asks once per finding; the bound only keeps a confused
+     * one from holding the launch: copies it asks for past it are not made. */
+    for (int round = 0;; round++) {
+        if (launch_rc == CUDA_SUCCESS) {
+            enqueue_copies(li, PHASE_AFTER);
+            run_pieces(li, PHASE_AFTER);
+        }
+        CUresult sync_rc = launch_wait_stream(li);
         uint32_t flags;
-        if (!send_end(li->seq, launch_rc, sync_rc, &flags))
+        if (!ncopies || !send_end(li->seq, launch_rc, sync_rc, &flags))
             break;
         if (flags & PLAN_HALT)
             li->step = true;
-        if (!ncopies)
+        if (round == 4)
             break;
-        enqueue_copies(li, PHASE_AFTER);
-        run_pieces(li, PHASE_AFTER);
-        sync_rc = launch_wait_stream(li);
     }
     ncopies = 0;
     /* After MSG_END: the staging area is free again for the stop's reads. */

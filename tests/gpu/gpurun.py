@@ -23,6 +23,21 @@ RULES = Path(__file__).resolve().parent / "rules"
 TIMEOUT_S = 300
 
 LAUNCHES_LINE = re.compile(r"^launches((?: \S+=\d+)+)$")
+BIG_BUFFER_LAUNCH = re.compile(r"^launch (\d+) ms ([\d.]+)$", re.MULTILINE)
+
+
+def big_buffer_rule(path: Path, fmt: str, count: int | None = None) -> Path:
+    """A rule on samples/big_buffer.cu's add_one: its float buffer, whole, in format `fmt`."""
+    limit = f"    count: {count}\n" if count is not None else ""
+    path.write_text(f"rules:\n  - kernel: add_one\n    match: base\n    args: [0]\n{limit}"
+                    f"    format: {fmt}\n    overrides:\n"
+                    "      0: {dtype: float32, count: arg1}\n")
+    return path
+
+
+def big_buffer_launch_ms(stdout: str) -> list[float]:
+    """big_buffer's `launch K ms T` times, without the first (warm-up) launch."""
+    return [float(ms) for k, ms in BIG_BUFFER_LAUNCH.findall(stdout) if int(k) > 1]
 
 
 def cudump_command() -> list[str]:

@@ -7,7 +7,7 @@ import fnmatch
 
 import numpy as np
 import pytest
-from gpurun import RULES, run, sample, under_cudump
+from gpurun import RULES, big_buffer_rule, run, sample, under_cudump
 
 from cudump.digest import digest, digest_hex
 from cudump.manifest import read_manifest
@@ -46,10 +46,7 @@ def test_large_buffer_digest_equals_host_digest(workdir, tmp_path):
     """64 MiB of floats, aligned: the vectorised path, before and after one launch."""
     dump = tmp_path / "dump"
     dump.mkdir()
-    rule = tmp_path / "d.yaml"
-    rule.write_text("rules:\n  - kernel: add_one\n    match: base\n    args: [0]\n"
-                    "    count: 1\n    format: digest\n"
-                    "    overrides:\n      0: {dtype: float32, count: arg1}\n")
+    rule = big_buffer_rule(tmp_path / "d.yaml", "digest", count=1)
     out = tmp_path / "run"
     ran = run(under_cudump([*sample("big_buffer"), "64", "2", "--dump", str(dump)], out,
                            rules=[rule]), workdir)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zedref
-from gpurun import RULES, launches_printed, run, sample, under_cudump
+from gpurun import RULES, big_buffer_rule, launches_printed, run, sample, under_cudump
 from PIL import Image
 
 from cudump.manifest import SnapshotRecord, read_manifest
@@ -153,10 +153,7 @@ def test_buffers_larger_than_staging_stream_byte_exact(workdir, tmp_path):
     """512 MiB, twice the default staging area, before and after: streamed in pieces."""
     dump = tmp_path / "dump"
     dump.mkdir()
-    rule = tmp_path / "big.yaml"
-    rule.write_text('rules:\n  - kernel: add_one\n    match: base\n    args: [0]\n'
-                    '    count: 1\n    format: npy\n'
-                    '    overrides:\n      0: {dtype: float32, count: arg1}\n')
+    rule = big_buffer_rule(tmp_path / "big.yaml", "npy", count=1)
     out = tmp_path / "run"
     ran = run(under_cudump([*sample("big_buffer"), "512", "2", "--dump", str(dump)], out,
                            rules=[rule]), workdir)
