@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -112,6 +113,7 @@ _FLOAT_NAMES = re.compile(r"(?<![\w:])(?:(?:c10|at)::(?:Half|BFloat16)|__nv_bflo
                           r"float|double)(?![\w:])")
 
 
+@lru_cache(maxsize=4096)
 def float_type_in_name(name: str) -> ElementType | None:
     """The one floating-point element type a kernel's name mentions (its template
     arguments: `CUDAFunctor_add<float>`), or None if it names none or several."""

@@ -10,7 +10,7 @@ import errno
 import json
 import os
 import threading
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +44,10 @@ class SnapshotRecord:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
-        data = asdict(self)
-        extra = data.pop("extra")
-        data.update(extra)
+        # Field by field: dataclasses.asdict deep-copies every value, and a manifest
+        # line is written for every digest of every launch.
+        data = {name: getattr(self, name) for name in _RECORD_FIELDS}
+        data.update(self.extra)
         return json.dumps(data, separators=(",", ":"))
 
     @classmethod
@@ -66,6 +67,7 @@ class SnapshotRecord:
         return cls(**known, extra=extra)
 
 
+_RECORD_FIELDS = tuple(f.name for f in fields(SnapshotRecord) if f.name != "extra")
 # What each field of a manifest line must hold, so that the offline tools can trust it.
 _STR, _INT, _INTS, _NUMBERS = "a string", "a whole number", "a list of whole numbers", \
     "a list of numbers"
@@ -178,7 +180,11 @@ class ManifestWriter:
         self._lock = threading.Lock()
 
     def append(self, record: SnapshotRecord) -> None:
-        data = (record.to_json() + "\n").encode("utf-8")
+        self.append_lines([record.to_json()])
+
+    def append_lines(self, lines: list[str]) -> None:
+        """Whole lines in one write (repeat.py makes digest lines from templates)."""
+        data = "".join(line + "\n" for line in lines).encode("utf-8")
         with self._lock:  # the writer thread, connections and the prompt all append
             if self._fd < 0:
                 raise OSError(errno.EBADF, "the manifest is closed")

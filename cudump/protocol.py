@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 from typing import Any, Protocol
 
-VERSION = 2
+VERSION = 3
 MAGIC = 0x50445543
 
 MAX_MESSAGE = 1 << 20
@@ -26,7 +26,11 @@ CONTROL_SIZE = 4096
 STAGING_ALIGN = 256
 TOKEN_SIZE = 32
 RING_SLOT_SIZE = 128
-TOOL_RESULT = 16          # staging bytes a CopyFlag.TOOL result takes
+TOOL_RESULT = 32          # staging bytes a CopyFlag.TOOL result takes
+MAX_REPEAT = 16           # copies in a plan the shim may repeat (PlanFlag.REPEAT)
+REPEAT_WAYS = 32          # repeated plans the shim keeps per function
+MAX_KEYS = 256            # byte ranges a repeated plan is kept by
+RESULT_SLOT_SIZE = 640
 TOOL_MODE_SHIFT = 8
 
 
@@ -43,6 +47,7 @@ class Kind(IntEnum):
     STOPPED = 10
     RESULT = 11
     PIECE = 12
+    REPEAT = 13
     WELCOME = 32
     WANTS = 33
     PLAN = 34
@@ -75,6 +80,11 @@ class LaunchFlag(IntFlag):
 
 class PlanFlag(IntFlag):
     HALT = 1
+    REPEAT = 2      # the shim repeats the plan on its own; results come through the ring
+
+
+class ResultFlag(IntFlag):
+    TAKEN = 1       # reported by Kind.REPEAT instead of the ring
 
 
 class Phase(IntEnum):
@@ -178,9 +188,11 @@ HELLO = _layout("proto_hello", ("magic", "I"), ("version", "I"), ("pid", "i"), (
                 ("token", f"{TOKEN_SIZE}s"))
 WELCOME = _layout("proto_welcome", ("version", "I"), ("options", "I"), ("staging_size", "Q"))
 CONTROL = _layout("proto_control", ("magic", "I"), ("version", "I"), ("generation", "I"),
-                  ("hold", "I"), ("interrupt", "I"), ("ring_slots", "I"), ("pad0", "40s"),
+                  ("hold", "I"), ("interrupt", "I"), ("ring_slots", "I"),
+                  ("results_slots", "I"), ("reserved", "I"), ("pad0", "32s"),
                   ("ring_head", "Q"), ("pad1", "56s"), ("ring_tail", "Q"), ("pad2", "56s"),
-                  ("ring_dropped", "Q"), ("pad3", "56s"))
+                  ("ring_dropped", "Q"), ("pad3", "56s"), ("results_head", "Q"),
+                  ("pad4", "56s"), ("results_tail", "Q"), ("pad5", "56s"))
 PARAM = _layout("proto_param", ("offset", "I"), ("size", "I"))
 FUNC = _layout("proto_func", ("id", "I"), ("nparams", "i"), ("handle", "Q"))
 ASK = _layout("proto_ask", ("id", "I"), ("reserved", "I"))
@@ -208,7 +220,15 @@ STATS = _layout("proto_stats", ("seq", "Q"), ("captured", "Q"), ("graph_launches
                 ("nfuncs", "I"), ("reserved", "I"))
 COPY = _layout("proto_copy", ("phase", "I"), ("flags", "I"), ("src", "Q"), ("width", "Q"),
                ("height", "Q"), ("pitch", "Q"), ("offset", "Q"))
-PLAN = _layout("proto_plan", ("flags", "I"), ("ncopies", "I"))
+PLAN = _layout("proto_plan", ("flags", "I"), ("ncopies", "I"), ("id", "I"), ("nkeys", "I"))
+KEY = _layout("proto_key", ("offset", "I"), ("size", "I"))
+TOOL_OUT = _layout("proto_tool_result", ("words", "2Q"), ("done", "Q"), ("rc", "i"),
+                   ("reserved", "I"))
+RESULT_SLOT = _layout("proto_result_slot", ("ready", "Q"), ("plan", "I"), ("ncopies", "I"),
+                      ("launch_rc", "i"), ("flags", "I"),
+                      *[(f"event.{name}", code) for name, code in LAUNCH.fields],
+                      *[(f"results[{i}].{name}", code) for i in range(MAX_REPEAT)
+                        for name, code in TOOL_OUT.fields])
 PIECE = _layout("proto_piece", ("index", "I"), ("rc", "i"))
 END = _layout("proto_end", ("launch_rc", "i"), ("sync_rc", "i"), ("ncopies", "I"),
               ("reserved", "I"))
@@ -221,8 +241,8 @@ RESUME = _layout("proto_resume", ("mode", "I"), ("reserved", "I"))
 RESULT = _layout("proto_result", ("rc", "i"), ("reserved", "I"), ("nbytes", "Q"))
 
 LAYOUTS = (HEADER, HELLO, WELCOME, CONTROL, PARAM, FUNC, ASK, WANTS, LAUNCH, RING_SLOT, POINTER,
-           MEMORY, GRAPH, GRAPH_NODE, COUNT, STATS, COPY, PLAN, PIECE, END, STOPPED, READ, QUERY,
-           RESUME, RESULT)
+           MEMORY, GRAPH, GRAPH_NODE, COUNT, STATS, COPY, PLAN, KEY, TOOL_OUT, RESULT_SLOT,
+           PIECE, END, STOPPED, READ, QUERY, RESUME, RESULT)
 
 # Byte offsets of the control page's fields, for the controller's stores.
 CONTROL_OFFSETS = CONTROL.offsets()

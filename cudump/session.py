@@ -27,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from cudump import protocol as p
 from cudump.console import say, warn
 from cudump.debugger import DebugController
@@ -39,6 +41,7 @@ from cudump.process import (
     decode_launch,
     pointer_allocation,
 )
+from cudump.repeat import SLOT as RESULT_SLOT
 from cudump.rules import Rule
 from cudump.shared import SharedFile
 from cudump.shim import preload_env
@@ -52,6 +55,9 @@ DRAIN_SECONDS = 5.0
 # Slots of each process's trace ring (128 bytes each): 16 MiB of shared memory, touched
 # only as far as the trace ever runs ahead of the controller.
 TRACE_RING_SLOTS = 1 << 17
+# Slots of each process's result ring (640 bytes each): launches whose digests and scans
+# may be on their way at once before the shim waits for the controller.
+RESULT_RING_SLOTS = 1 << 12
 _UCRED = struct.Struct("3i")
 
 
@@ -134,6 +140,8 @@ class Controller:
             shared.set_generation(self.generation)
         if self.drain is not None:
             self.drain.add(proc, shared)
+        if self.snapshots is not None:
+            self.snapshots.attach(proc, shared)
 
     def on_memory(self, proc: ProcessState, fields: dict[str, int]) -> None:
         op, base = fields["op"], fields["base"]
@@ -222,6 +230,7 @@ class Connection:
             p.Kind.BEGIN: self.on_begin,
             p.Kind.END: self.on_end,
             p.Kind.PIECE: self.on_piece,
+            p.Kind.REPEAT: self.on_repeat,
             p.Kind.STOPPED: self.on_stopped,
         }
 
@@ -268,7 +277,8 @@ class Connection:
         self.proc = ProcessState(hello["pid"], hello["ppid"], exe)
         try:
             self.shared = SharedFile(f"cudump-{self.proc.pid}", ctl.options.staging_bytes,
-                                     ctl.options.ring_slots if ctl.trace is not None else 0)
+                                     ctl.options.ring_slots if ctl.trace is not None else 0,
+                                     RESULT_RING_SLOTS if ctl.snapshots is not None else 0)
         except OSError as err:
             raise p.ProtocolError(f"no shared memory of {ctl.options.staging_bytes} bytes for "
                                   f"it ({err.strerror}); try a smaller --staging") from None
@@ -344,13 +354,17 @@ class Connection:
         func = self.proc.funcs.get(event.func_id)
         planned = None
         halt = None
+        repeat = None
         if func is not None:
             func.launches = max(func.launches, event.occurrence)
             snapshots = self.controller.snapshots
             stop_only = bool(event.flags & p.LaunchFlag.STOP_ONLY)
             if snapshots is not None and func.wants & p.Want.SNAPSHOT and not stop_only:
+                failures = snapshots.failed
                 try:
                     planned = snapshots.plan(self.proc, func, event, self.shared.staging_size)
+                    if not func.wants & p.Want.STOP:
+                        repeat = snapshots.repeat_id(self.proc, func, event, planned, failures)
                 except Exception as err:  # one failing launch never stops the others
                     warn(f"no snapshots of launch {event.seq} of {func.demangled}: {err}")
                     planned = None
@@ -358,7 +372,9 @@ class Connection:
             if debugger is not None:
                 halt = debugger.decide_halt(self, func, event)
         flags = p.PlanFlag.HALT if halt else p.PlanFlag(0)
-        self.send(p.Kind.PLAN, plan_payload(planned, flags), tag=event.seq)
+        if repeat is not None and not halt:
+            flags |= p.PlanFlag.REPEAT
+        self.send(p.Kind.PLAN, plan_payload(planned, flags, repeat), tag=event.seq)
 
     def on_piece(self, msg: p.Message) -> None:
         assert self.proc is not None and self.shared is not None
@@ -387,6 +403,20 @@ class Connection:
             except Exception as err:
                 warn(f"snapshots of launch {msg.tag} are lost: {err}")
         # Usually nothing follows; copies that do are taken after the launch, as it left them.
+        self.send(p.Kind.PLAN, plan_payload(follow), tag=msg.tag)
+
+    def on_repeat(self, msg: p.Message) -> None:
+        """A launch made with a repeated plan whose scans found something: as MSG_END."""
+        assert self.proc is not None
+        if len(msg.payload) != p.RESULT_SLOT_SIZE:
+            raise p.ProtocolError("a repeated launch's report of the wrong size")
+        slot = np.frombuffer(msg.payload, dtype=RESULT_SLOT)[0]
+        follow = None
+        if self.controller.snapshots is not None:
+            try:
+                follow = self.controller.snapshots.repeat_report(self.proc, slot)
+            except Exception as err:
+                warn(f"snapshots of launch {msg.tag} are lost: {err}")
         self.send(p.Kind.PLAN, plan_payload(follow), tag=msg.tag)
 
     def on_stopped(self, msg: p.Message) -> None:

@@ -1,10 +1,12 @@
-"""The shared memory of one target process: the control page, then the staging area.
+"""The shared memory of one target process: the control page, the rings, the staging area.
 
 The controller creates it (an anonymous memfd: nothing in the file system) when
 the process says hello, and passes its descriptor to the shim, which maps it.
 The control page (protocol.CONTROL) carries what the shim checks on every
 launch — the generation of the controller's wants, `hold` (another launch is
-stopped: wait) and `interrupt` (stop at the next launch). The staging area
+stopped: wait) and `interrupt` (stop at the next launch). The trace ring
+carries launch events, the result ring the digests and scans of launches the
+shim planned itself (protocol.h says how both work). The staging area
 receives the bytes of snapshot and read copies; it stays sparse until the
 shim writes into it.
 """
@@ -22,12 +24,15 @@ _U64 = struct.Struct("<Q")
 
 
 class SharedFile:
-    def __init__(self, name: str, staging_size: int, ring_slots: int = 0) -> None:
-        if ring_slots & (ring_slots - 1):
-            raise ValueError("the trace ring's size must be a power of two")
+    def __init__(self, name: str, staging_size: int, ring_slots: int = 0,
+                 results_slots: int = 0) -> None:
+        if ring_slots & (ring_slots - 1) or results_slots & (results_slots - 1):
+            raise ValueError("a ring's size must be a power of two")
         self.staging_size = staging_size
         self.ring_slots = ring_slots
-        self.staging_offset = p.CONTROL_SIZE + ring_slots * p.RING_SLOT_SIZE
+        self.results_slots = results_slots
+        self.results_offset = p.CONTROL_SIZE + ring_slots * p.RING_SLOT_SIZE
+        self.staging_offset = self.results_offset + results_slots * p.RESULT_SLOT_SIZE
         size = self.staging_offset + staging_size
         self.fd = os.memfd_create(name, os.MFD_CLOEXEC)
         try:
@@ -37,7 +42,7 @@ class SharedFile:
             os.close(self.fd)
             raise
         head = p.CONTROL.pack(magic=p.MAGIC, version=p.VERSION, generation=1,
-                              ring_slots=ring_slots)
+                              ring_slots=ring_slots, results_slots=results_slots)
         self._map[:len(head)] = head
 
     def _store(self, name: str, value: int) -> None:
@@ -63,7 +68,7 @@ class SharedFile:
     # -- the trace ring (protocol.h): the shim produces, this side consumes -----
 
     def ring_bytes(self) -> memoryview:
-        return memoryview(self._map)[p.CONTROL_SIZE:self.staging_offset]
+        return memoryview(self._map)[p.CONTROL_SIZE:self.results_offset]
 
     @property
     def ring_head(self) -> int:
@@ -76,6 +81,18 @@ class SharedFile:
     def set_ring_tail(self, tail: int) -> None:
         # One aligned 8-byte store; the shim reads it with one load.
         _U64.pack_into(self._map, p.CONTROL_OFFSETS["ring_tail"], tail)
+
+    # -- the result ring: the shim and the GPU produce, this side consumes -------
+
+    def results_bytes(self) -> memoryview:
+        return memoryview(self._map)[self.results_offset:self.staging_offset]
+
+    @property
+    def results_head(self) -> int:
+        return int(_U64.unpack_from(self._map, p.CONTROL_OFFSETS["results_head"])[0])
+
+    def set_results_tail(self, tail: int) -> None:
+        _U64.pack_into(self._map, p.CONTROL_OFFSETS["results_tail"], tail)
 
     def staging(self, offset: int, nbytes: int) -> memoryview:
         """A view of staging bytes; the caller copies what it keeps."""

@@ -11,6 +11,7 @@ manifest record. PNG encoding never happens while the target waits.
 
 from __future__ import annotations
 
+import collections
 import os
 import queue
 import re
@@ -31,8 +32,11 @@ from cudump.elements import BF16_NOTE, float_type_in_name
 from cudump.geometry import CopyPlan, GeometryError, plan_copy
 from cudump.imaging import is_image_like, render, save_png
 from cudump.manifest import ManifestWriter, SnapshotRecord
+from cudump.pattern import name_forms
 from cudump.process import FuncInfo, LaunchEvent, ProcessState
+from cudump.repeat import RepeatCopy, RepeatTemplate, ResultDrain, event_of
 from cudump.rules import FORMATS, ArgOverride, Rule, option_rule
+from cudump.shared import SharedFile
 from cudump.signature import Signature, parse_signature
 from cudump.summary import RunSummary
 
@@ -107,10 +111,25 @@ class PlannedLaunch:
         return b"".join(w for c in self.copies for w in c.wire())
 
 
-def plan_payload(planned: PlannedLaunch | None, flags: int = 0) -> bytes:
-    """The MSG_PLAN payload: its copies (none without a plan) and flags (p.PlanFlag)."""
+@dataclass(frozen=True)
+class Repeat:
+    """A plan the shim may repeat: its number, and the byte ranges of the parameters it
+    depends on (offset, size; none: all of them)."""
+
+    plan_id: int
+    keys: tuple[tuple[int, int], ...] = ()
+
+
+def plan_payload(planned: PlannedLaunch | None, flags: int = 0,
+                 repeat: Repeat | None = None) -> bytes:
+    """The MSG_PLAN payload: its copies (none without a plan), flags (p.PlanFlag) and, for
+    a plan the shim may repeat, its number and keys."""
     count = len(planned.entries) if planned is not None else 0
-    return p.PLAN.pack(flags=int(flags), ncopies=count) + (planned.wire() if planned else b"")
+    keys = repeat.keys if repeat is not None else ()
+    return (p.PLAN.pack(flags=int(flags), ncopies=count,
+                        id=repeat.plan_id if repeat is not None else 0, nkeys=len(keys))
+            + (planned.wire() if planned else b"")
+            + b"".join(p.KEY.pack(offset=o, size=n) for o, n in keys))
 
 
 def split_pieces(plan: CopyPlan, offset: int, free: int) -> list[Piece] | None:
@@ -139,6 +158,9 @@ class ProcessSnapshots:
     matches: dict[int, int] = field(default_factory=dict)   # id(rule) -> matching launches
     pending: dict[int, PlannedLaunch] = field(default_factory=dict)  # seq -> plan
     rules: dict[int, FuncRules] = field(default_factory=dict)  # function id -> rules
+    templates: dict[int, RepeatTemplate] = field(default_factory=dict)  # plan id -> plan
+    template_ids: dict[int, collections.deque[int]] = field(default_factory=dict)  # per function
+    last_template: int = 0
 
 
 @dataclass
@@ -167,11 +189,14 @@ class Snapshotter:
         self.disk_failed: str | None = None
         self.unsafe_warned: set[tuple[int, int]] = set()
         self.said_no_buffer: set[tuple[int, str]] = set()
+        self.said_failures: set[tuple[str, str, str]] = set()
         self.bytes_written = 0
         self.digests = 0
         self.nan_producers = 0
+        self.repeated = 0
         self.nan_snapshotted: set[str] = set()   # kernels whose NaN producer was snapshotted
         self.manifest = manifest
+        self.results = ResultDrain(manifest.append_lines, self._unusual, self._count)
         self.jobs: queue.Queue[WriteJob | None] = queue.Queue(maxsize=64)
         self.writer = threading.Thread(target=self._write_loop, name="cudump-writer", daemon=True)
         self.writer.start()
@@ -179,6 +204,10 @@ class Snapshotter:
     def _proc(self, pid: int) -> ProcessSnapshots:
         with self.lock:
             return self.processes.setdefault(pid, ProcessSnapshots())
+
+    def attach(self, proc: ProcessState, shared: SharedFile) -> None:
+        """A new process: its result ring is drained from now on."""
+        self.results.add(proc, shared, self._proc(proc.pid).templates)
 
     # -- decisions ----------------------------------------------------------------
 
@@ -217,6 +246,99 @@ class Snapshotter:
         else:
             ps.pending[event.seq] = planned
         return planned
+
+    def repeat_id(self, proc: ProcessState, func: FuncInfo, event: LaunchEvent,
+                  planned: PlannedLaunch | None, failures_before: int) -> Repeat | None:
+        """Whether the shim may repeat this launch's plan on its own (p.PlanFlag.REPEAT) for
+        launches with the same parameter bytes: digests and scans only, every rule of the
+        function taking every launch, nothing that failed or streams. Without overrides
+        the plan depends only on the pointer words and small scalars: those are its keys,
+        and a seed or step count elsewhere may change."""
+        ps = self._proc(proc.pid)
+        fr = ps.rules.get(func.id)
+        unusual = (p.LaunchFlag.GRAPH | p.LaunchFlag.STOP_ONLY | p.LaunchFlag.INTERRUPTED
+                   | p.LaunchFlag.UNSAFE_GRAPH)
+        if (fr is None or event.flags & unusual or event.raw_args is None or self.stopped
+                or self.failed != failures_before
+                or not all(r.skip == 0 and r.count is None and r.every == 1 for r in fr.rules)):
+            return None
+        copies = planned.copies if planned is not None else []
+        if (len(copies) > p.MAX_REPEAT or any(c.tool is None for c in copies)
+                or (planned is not None and len(planned.entries) != len(copies))):
+            return None
+        made = []
+        for copy in copies:
+            assert copy.tool is not None
+            record = None
+            if copy.tool == p.ToolMode.DIGEST:
+                record = replace(copy.record, extra=dict(copy.record.extra))
+                record.extra.update(_digest_fields(copy.plan, 0))
+            made.append(RepeatCopy(copy.tool, copy.phase, record))
+        first = None
+        if planned is not None:
+            # Its own records: those of this launch are filled in when its results come.
+            kept = [replace(c, record=replace(c.record, extra=dict(c.record.extra)))
+                    for c in copies]
+            first = PlannedLaunch(kept, [(c, None) for c in kept], ctx=planned.ctx,
+                                  staging_size=planned.staging_size, args=planned.args,
+                                  values=planned.values)
+        ps.last_template += 1
+        plan_id = ps.last_template
+        ps.templates[plan_id] = RepeatTemplate(plan_id, made, (func, first))
+        # The shim keeps a few plans per function; the controller keeps twice as many.
+        kept_ids = ps.template_ids.setdefault(func.id, collections.deque())
+        kept_ids.append(plan_id)
+        if len(kept_ids) > 2 * p.REPEAT_WAYS:
+            ps.templates.pop(kept_ids.popleft(), None)
+        if any(r.overrides for r in fr.rules):
+            return Repeat(plan_id)
+        return Repeat(plan_id, _repeat_keys(event))
+
+    def repeat_report(self, proc: ProcessState, slot: np.void) -> PlannedLaunch | None:
+        """A launch made with a repeated plan, taken the ordinary way (a scan found something,
+        or a kernel failed): its records and findings, and copies to follow it, if any."""
+        template = self._proc(proc.pid).templates.get(int(slot["plan"]))
+        if template is None:
+            return None
+        with self.lock:
+            self.repeated += 1
+        func, first = template.state  # type: ignore[misc]
+        if first is None:
+            return None
+        assert isinstance(first, PlannedLaunch) and first.ctx is not None
+        event = event_of(slot)
+        ctx = _Launch(proc, func, replace(event, raw_args=first.ctx.event.raw_args,
+                                          pointers=first.ctx.event.pointers))
+        copies = []
+        for k, copy in enumerate(first.copies):
+            record = replace(copy.record, launch=event.seq, occurrence=event.occurrence,
+                             grid=list(event.grid), block=list(event.block),
+                             stream=event.stream_hex,
+                             device=event.device if event.device >= 0 else None,
+                             extra=dict(copy.record.extra))
+            copies.append(replace(copy, offset=k * p.TOOL_RESULT, record=record))
+        launch = PlannedLaunch(copies, [(c, None) for c in copies], ctx=ctx,
+                               staging_size=first.staging_size, args=first.args,
+                               values=first.values)
+        self._proc(proc.pid).pending[event.seq] = launch
+        results = slot["results"]
+        codes = [int(results[k]["rc"]) for k in range(len(copies))]
+        data = results.tobytes()
+        return self.collect(proc, event.seq, int(slot["launch_rc"]), 0, codes,
+                            lambda offset, nbytes: memoryview(data)[offset:offset + nbytes])
+
+    def _unusual(self, proc: ProcessState, template: RepeatTemplate, slot: np.void) -> None:
+        seq = int(slot["event"]["seq"])
+        try:
+            self.repeat_report(proc, slot)
+        except Exception as err:
+            warn(f"results of launch {seq} are lost: {err}")
+        self._proc(proc.pid).pending.pop(seq, None)   # too late for copies to follow it
+
+    def _count(self, launches: int, digests: int) -> None:
+        with self.lock:
+            self.repeated += launches
+            self.digests += digests
 
     def _plan(self, proc: ProcessState, func: FuncInfo, event: LaunchEvent, staging_size: int,
               base: int, stream: bool) -> PlannedLaunch | None:
@@ -547,9 +669,7 @@ class Snapshotter:
         """What cudump's kernel computed over a buffer, into its manifest record."""
         record, plan = copy.record, copy.plan
         if copy.tool == p.ToolMode.DIGEST:
-            record.extra.update(digest=digest_hex(int.from_bytes(result[:8], "little")),
-                                bytes=plan.width_bytes * plan.height, row_bytes=plan.width_bytes,
-                                rows=plan.height, algorithm=DIGEST_ALGORITHM)
+            record.extra.update(_digest_fields(plan, int.from_bytes(result[:8], "little")))
         with self.lock:
             self.manifest.append(record)
             self.digests += 1
@@ -612,10 +732,18 @@ class Snapshotter:
         record.reason = reason
         record.file = None
         what = f"arg {record.arg}" if not record.extra.get("arg_unknown") else "its arguments"
-        warn(f"no snapshot of {record.kernel} {what} ({record.phase}, launch "
-             f"{record.launch}): {reason}")
         with self.lock:
             self.failed += 1
+            # Said once per kernel, argument and reason (a rule on every launch of a kernel
+            # would say it thousands of times); the manifest has every one.
+            said = (record.kernel, what, reason)
+            first = said not in self.said_failures
+            if first and len(self.said_failures) < 100_000:
+                self.said_failures.add(said)
+        if first:
+            warn(f"no snapshot of {record.kernel} {what} ({record.phase}, launch "
+                 f"{record.launch}): {reason}")
+        with self.lock:
             self.manifest.append(record)
 
     # -- writing ------------------------------------------------------------------
@@ -701,8 +829,10 @@ class Snapshotter:
         summary.snapshot_bytes = self.bytes_written
         summary.digests = self.digests
         summary.nan_producers = self.nan_producers
+        summary.repeated_launches = self.repeated
 
     def close(self) -> None:
+        self.results.close()
         self.jobs.put(None)
         self.writer.join()
 
@@ -731,6 +861,27 @@ class _Launch:
     proc: ProcessState
     func: FuncInfo
     event: LaunchEvent
+
+
+def _repeat_keys(event: LaunchEvent) -> tuple[tuple[int, int], ...]:
+    """Byte ranges of the launch's parameters (one after the other) a plan without
+    overrides depends on: every pointer word it found, and every parameter of 8 bytes
+    or fewer (a lone pointer or count)."""
+    assert event.raw_args is not None
+    starts = [0]
+    for raw in event.raw_args:
+        starts.append(starts[-1] + len(raw))
+    keys = {(starts[i], len(raw)) for i, raw in enumerate(event.raw_args) if 0 < len(raw) <= 8}
+    keys |= {(starts[i] + where, 8) for i, where in event.pointers
+             if i < len(event.raw_args) and where + 8 <= len(event.raw_args[i])}
+    ordered = tuple(sorted(keys))
+    return ordered if len(ordered) <= p.MAX_KEYS else ()
+
+
+def _digest_fields(plan: CopyPlan, words: int) -> dict[str, object]:
+    """What a digest record holds beyond the snapshot fields."""
+    return {"digest": digest_hex(words), "bytes": plan.width_bytes * plan.height,
+            "row_bytes": plan.width_bytes, "rows": plan.height, "algorithm": DIGEST_ALGORITHM}
 
 
 def _pointer_values(args: list[ArgValue], event: LaunchEvent) -> list[int]:
@@ -807,7 +958,5 @@ def _pointer_of(arg: ArgValue, override: ArgOverride | None) -> tuple[ArgValue |
 
 
 def _base_name(func: FuncInfo) -> str:
-    try:
-        return parse_signature(func.demangled).base_name
-    except Exception:
-        return func.mangled
+    base = name_forms(func.demangled)[3]   # cached: a PyTorch name takes ~1 ms to parse
+    return func.mangled if base == func.demangled.strip() and "(" in base else base

@@ -40,6 +40,7 @@ class RunSummary:
     snapshot_bytes: int = 0
     digests: int = 0               # buffers digested on the GPU (format: digest)
     nan_producers: int = 0         # buffers a launch left NaN/Inf in (--check-nan)
+    repeated_launches: int = 0     # launches the shim planned itself (a repeated plan)
     trace_dropped: int = 0         # trace events the ring had no room for
     exit_status: int = 0
 

@@ -26,6 +26,14 @@ static struct alloc_info *items;
 static size_t count, capacity, dead;
 static struct alloc_info recent[RECENT];
 static size_t nrecent;
+/* Moves on with every change, so that what was worked out from the table (a
+ * repeated plan's extents) can tell it may be out of date. */
+static _Atomic unsigned long long epoch = 1;
+
+unsigned long long alloctab_epoch(void)
+{
+    return atomic_load_explicit(&epoch, memory_order_acquire);
+}
 
 /* Index of the first entry of `items` whose base is > ptr. */
 static size_t upper_bound(CUdeviceptr ptr)
@@ -95,6 +103,7 @@ void alloctab_add(const struct alloc_info *a)
     } else if (nrecent < RECENT || merge_locked()) {
         recent[nrecent++] = *a;
     }
+    atomic_fetch_add_explicit(&epoch, 1, memory_order_release);
     pthread_mutex_unlock(&lock);
 }
 
@@ -120,6 +129,8 @@ bool alloctab_remove(CUdeviceptr base, struct alloc_info *out)
             }
         }
     }
+    if (found)
+        atomic_fetch_add_explicit(&epoch, 1, memory_order_release);
     pthread_mutex_unlock(&lock);
     return found;
 }

@@ -210,5 +210,4 @@
     SERVICE(cuModuleLoadData, (CUmodule *module, const void *image))                       \
     SERVICE(cuMemsetD8Async, (CUdeviceptr p, unsigned char value, size_t n, CUstream s))   \
     SERVICE(cuMemsetD8Async_ptsz, (CUdeviceptr p, unsigned char value, size_t n, CUstream s)) \
-    SERVICE(cuMemcpyDtoHAsync_v2, (void *dst, CUdeviceptr src, size_t n, CUstream s))      \
-    SERVICE(cuMemcpyDtoHAsync_v2_ptsz, (void *dst, CUdeviceptr src, size_t n, CUstream s))
+    SERVICE(cuMemHostGetDevicePointer_v2, (CUdeviceptr *dptr, void *p, unsigned int flags))

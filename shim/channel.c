@@ -42,6 +42,7 @@ static pid_t controller_pid;
 static unsigned options;
 static size_t staging_size;
 static uint32_t ring_slots;
+static uint32_t results_slots;
 /* The control page, the trace ring and the staging area, mapped at greeting. */
 static void *shared_map;
 static size_t shared_size;
@@ -246,24 +247,29 @@ static bool peer_is_controller(int s)
     return cred.pid == controller_pid && cred.uid == geteuid();
 }
 
+/* Bytes of the two rings, which lie between the control page and staging. */
 static size_t ring_bytes(void)
 {
     return (size_t)ring_slots * PROTO_RING_SLOT_SIZE;
 }
 
+static size_t rings_bytes(void)
+{
+    return ring_bytes() + (size_t)results_slots * PROTO_RESULT_SLOT_SIZE;
+}
+
 static bool map_shared(int sfd)
 {
-    if (staging_size > SIZE_MAX - PROTO_CONTROL_SIZE - ring_bytes())
+    if (staging_size > SIZE_MAX - PROTO_CONTROL_SIZE - rings_bytes())
         return false;
-    size_t size = PROTO_CONTROL_SIZE + ring_bytes() + staging_size;
+    size_t size = PROTO_CONTROL_SIZE + rings_bytes() + staging_size;
     /* Address space only: pages exist once something is copied into them. */
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, sfd, 0);
     if (p == MAP_FAILED)
         return false;
     const volatile struct proto_control *c = p;
-    ring_slots = c->ring_slots;
-    if (c->magic != PROTO_MAGIC || c->version != PROTO_VERSION ||
-        (ring_slots & (ring_slots - 1)) != 0 || size != PROTO_CONTROL_SIZE + ring_bytes() + staging_size) {
+    if (c->magic != PROTO_MAGIC || c->version != PROTO_VERSION || c->ring_slots != ring_slots ||
+        c->results_slots != results_slots) {
         munmap(p, size);
         return false;
     }
@@ -300,11 +306,14 @@ static bool greet_locked(void)
     if (ok) {
         options = w.options;
         staging_size = (size_t)w.staging_size;
-        /* The ring's size is on the control page itself: read it before mapping all. */
+        /* The rings' sizes are on the control page itself: read them before mapping all. */
         struct proto_control head;
         ok = pread(sfd, &head, sizeof head, 0) == (ssize_t)sizeof head;
         ring_slots = ok ? head.ring_slots : 0;
-        ok = ok && ring_slots <= (1u << 24) && map_shared(sfd);
+        results_slots = ok ? head.results_slots : 0;
+        ok = ok && ring_slots <= (1u << 24) && (ring_slots & (ring_slots - 1)) == 0 &&
+             results_slots <= (1u << 20) && (results_slots & (results_slots - 1)) == 0 &&
+             map_shared(sfd);
     }
     if (sfd >= 0)
         close(sfd);
@@ -354,7 +363,7 @@ volatile struct proto_control *channel_control_rw(void)
 
 char *channel_staging(void)
 {
-    return shared_map ? (char *)shared_map + PROTO_CONTROL_SIZE + ring_bytes() : NULL;
+    return shared_map ? (char *)shared_map + PROTO_CONTROL_SIZE + rings_bytes() : NULL;
 }
 
 struct proto_ring_slot *channel_ring(uint32_t *slots)
@@ -363,6 +372,15 @@ struct proto_ring_slot *channel_ring(uint32_t *slots)
     return shared_map && ring_slots ? (struct proto_ring_slot *)((char *)shared_map +
                                                                  PROTO_CONTROL_SIZE)
                                     : NULL;
+}
+
+struct proto_result_slot *channel_results(uint32_t *slots)
+{
+    *slots = results_slots;
+    return shared_map && results_slots
+               ? (struct proto_result_slot *)((char *)shared_map + PROTO_CONTROL_SIZE +
+                                              ring_bytes())
+               : NULL;
 }
 
 size_t channel_staging_size(void)
@@ -394,6 +412,6 @@ void channel_reset_after_fork(void)
         munmap(shared_map, shared_size);
     shared_map = NULL;
     shared_size = 0;
-    ring_slots = 0;
+    ring_slots = results_slots = 0;
     atomic_store(&state, CH_NEW);
 }

@@ -76,6 +76,7 @@ typedef enum {
 #define CU_STREAM_LEGACY ((CUstream)0x1)
 #define CU_STREAM_PER_THREAD ((CUstream)0x2)
 #define CU_MEMHOSTREGISTER_PORTABLE 0x01
+#define CU_MEMHOSTREGISTER_DEVICEMAP 0x02
 #define CU_EVENT_DISABLE_TIMING 0x2
 
 typedef struct {

@@ -24,6 +24,7 @@ static void after_fork_child(void)
     launch_forget_tid();
     graph_reset_after_fork();
     tools_reset_after_fork();
+    repeat_reset_after_fork();
     atomic_store(&shim_stats.seq, 0);
     atomic_store(&shim_stats.captured, 0);
     atomic_store(&shim_stats.graph_launches, 0);
@@ -345,7 +346,8 @@ CUresult hook_cuStreamEndCapture(cuStreamEndCapture_fn real, int ptsz, CUstream 
         return rc;                                                           \
     }                                                                        \
     struct launch_info li = {e, wants, __VA_ARGS__, interrupted, 0, 0, 0, 0, \
-                             false, false, false, 0, 0, 0, false, false};    \
+                             false, false, false, 0, 0, 0, false, false,     \
+                             NULL, NULL, 0};                                 \
     launch_before(&li);                                                      \
     CUresult rc = call;                                                      \
     launch_after(&li, rc);                                                   \

@@ -29,6 +29,10 @@ struct launch_info {
     uint32_t replay, node;
     bool stop_only;             /* MSG_BEGIN asks only whether to hold */
     bool unsafe_graph;          /* its graph is run unchanged (see LAUNCH_UNSAFE_GRAPH) */
+    /* a launch made with a repeated plan (repeat.c) */
+    const struct repeat_plan *repeat;
+    struct proto_result_slot *slot;
+    uint64_t slot_pos;
 };
 
 bool launch_stream_capturing(CUstream stream, int ptsz);
@@ -102,10 +106,19 @@ void launch_finish(struct launch_info *li, CUresult rc);
 /* Waits for everything queued on the launch's stream so far. */
 CUresult launch_wait_stream(const struct launch_info *li);
 
-/* Runs cudump's kernel for a COPY_TOOL copy (slot: its index in the plan) on
- * the launch's stream; the result lands at dst, in staging (tools.c). */
-CUresult tool_enqueue(const struct launch_info *li, unsigned slot, const struct proto_copy *c,
-                      void *dst);
+/* One COPY_TOOL copy for cudump's kernel (tools.c). */
+struct tool_request {
+    const struct proto_copy *copy;
+    struct proto_tool_result *result;   /* in staging or the result ring */
+    unsigned acc;                       /* its accumulator in the context's scratch: the
+                                         * copy's index in a plan, or PROTO_MAX_COPIES +
+                                         * a ring slot's index * PROTO_MAX_REPEAT + its own */
+    uint64_t tag;                       /* written to result->done after the result */
+};
+/* Runs cudump's kernel over the buffers of n tool copies on the launch's stream
+ * (as few launches as it takes); sets each result's rc. The kernel writes the
+ * words and `done` once the stream gets there. */
+void tools_run(const struct launch_info *li, struct tool_request *reqs, unsigned n);
 void tools_reset_after_fork(void);
 
 /* The copies of a graph launch's kernel nodes: planned node by node (one
@@ -124,6 +137,27 @@ enum proto_resume_mode graph_node_stop(struct launch_info *li);
 /* After the graph ran: holds that node again (the answer to `step`). */
 void graph_node_stop_after(struct launch_info *li, CUresult launch_rc);
 
+/* ---- repeat.c: plans the shim repeats on its own, and the result ring ------ */
+
+struct repeat_plan;
+enum { REPEAT_MAX_BYTES = 4096 }; /* launches with more parameter bytes are always asked about */
+/* The plan kept for a launch of e with these parameter bytes, if it still holds. */
+const struct repeat_plan *repeat_find(const struct func_entry *e, const unsigned char *bytes,
+                                      size_t n, uint32_t gen);
+/* Keeps a plan the controller marked PLAN_REPEAT (its copies, by pointer, and keys). */
+void repeat_store(struct func_entry *e, const unsigned char *bytes, size_t n, uint32_t gen,
+                  unsigned long long epoch, uint32_t id, const struct proto_copy *const *copies,
+                  unsigned ncopies, const struct proto_key *keys, unsigned nkeys);
+unsigned repeat_copies(const struct repeat_plan *p);
+/* Takes a result ring slot for the launch and runs the plan's "before" tools;
+ * false if the ring has no room (ask the controller instead). */
+bool repeat_start(struct launch_info *li, const struct repeat_plan *p);
+/* Runs the "after" tools and hands the slot to the ring's reader. Returns true
+ * if a scan found new non-finite values: the slot is then appended to
+ * `report` (a MSG_REPEAT) for the caller to send. */
+bool repeat_end(struct launch_info *li, CUresult launch_rc, struct msg *report);
+void repeat_reset_after_fork(void);
+
 /* ---- stop.c: a held launch --------------------------------------------------- */
 
 /* Makes the device quiescent for the launch, reports the stop and serves the
@@ -136,5 +170,7 @@ CUresult stop_copy_wait(const struct launch_info *li, CUdeviceptr src, size_t wi
                         size_t pitch, size_t offset);
 /* The staging area (mapped and pinned on first use); NULL if unavailable. */
 char *staging_area(size_t *size);
+/* The result ring (pinned on first use); NULL and 0 slots without one. */
+struct proto_result_slot *results_ring(uint32_t *slots);
 
 #endif

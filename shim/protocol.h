@@ -14,7 +14,8 @@
  * object per process (memfd) and passes its file descriptor with MSG_WELCOME
  * (SCM_RIGHTS). It holds, in this order: the control page (struct
  * proto_control, PROTO_CONTROL_SIZE bytes), the trace ring (ring_slots slots
- * of PROTO_RING_SLOT_SIZE bytes; none without --trace), and the staging area
+ * of PROTO_RING_SLOT_SIZE bytes; none without --trace), the result ring
+ * (results_slots slots of PROTO_RESULT_SLOT_SIZE bytes) and the staging area
  * that snapshot and read copies land in.
  *
  * The trace ring carries MSG_LAUNCH events without a system call: many
@@ -23,13 +24,22 @@
  * position + 1 in the slot's `ready`; the controller consumes slots in order
  * and advances ring_tail. A full ring makes the launching thread wait
  * (bounded); what it then still cannot write is counted in ring_dropped.
+ *
+ * The result ring carries the digests and scans of launches the shim planned
+ * itself, repeating a plan the controller marked PLAN_REPEAT: no message per
+ * launch, and no waiting for the GPU. The shim reserves a slot the same way
+ * (results_head), writes the launch and the state of each result, and
+ * publishes it with `ready`; cudump's kernel writes each result's words and
+ * then its `done` (position + 1) into the slot itself, from the GPU, whenever
+ * it gets there. The controller consumes a slot once it is ready and every
+ * result in it is done or failed, and advances results_tail.
  */
 #ifndef CUDUMP_PROTOCOL_H
 #define CUDUMP_PROTOCOL_H
 
 #include <stdint.h>
 
-#define PROTO_VERSION 2
+#define PROTO_VERSION 3
 #define PROTO_MAGIC 0x50445543u /* "CUDP" */
 
 /* ---- limits ---------------------------------------------------------------- */
@@ -43,7 +53,11 @@ enum {
     PROTO_STAGING_ALIGN = 256,     /* copies start at multiples of this in staging */
     PROTO_TOKEN_SIZE = 32,         /* bytes of the session token (hex characters) */
     PROTO_RING_SLOT_SIZE = 128,    /* bytes of one trace ring slot (two cache lines) */
-    PROTO_TOOL_RESULT = 16,        /* staging bytes a COPY_TOOL result takes */
+    PROTO_TOOL_RESULT = 32,        /* staging bytes a COPY_TOOL result takes */
+    PROTO_MAX_REPEAT = 16,         /* copies in a plan the shim may repeat (PLAN_REPEAT) */
+    PROTO_REPEAT_WAYS = 32,        /* repeated plans the shim keeps per function */
+    PROTO_MAX_KEYS = 256,          /* byte ranges a repeated plan is kept by */
+    PROTO_RESULT_SLOT_SIZE = 640,  /* bytes of one result ring slot */
 };
 
 /* ---- message kinds ----------------------------------------------------------- */
@@ -66,11 +80,15 @@ enum proto_kind {
     MSG_RESULT = 11,   /* proto_result + data: answer to a command while held */
     MSG_PIECE = 12,    /* proto_piece: one piece of a streamed copy is in staging; reply
                         * MSG_ACK once the controller has taken it */
+    MSG_REPEAT = 13,   /* proto_result_slot: a launch made with a repeated plan whose scans
+                        * found non-finite values that were not there before it, reported
+                        * at once instead of through the result ring; reply MSG_PLAN, as
+                        * to MSG_END (follow-up copies, which end with MSG_END) */
 
     /* controller -> shim */
     MSG_WELCOME = 32,  /* proto_welcome, with the shared memory's descriptor attached */
     MSG_WANTS = 33,    /* proto_wants */
-    MSG_PLAN = 34,     /* proto_plan + ncopies x proto_copy */
+    MSG_PLAN = 34,     /* proto_plan + ncopies x proto_copy + nkeys x proto_key */
     MSG_ACK = 35,      /* empty */
     MSG_READ = 40,     /* proto_read: copy device memory into staging; MSG_RESULT */
     MSG_QUERY = 41,    /* proto_query: the allocation holding an address; MSG_RESULT
@@ -106,6 +124,17 @@ enum proto_launch_flag {   /* proto_launch.flags */
 
 enum proto_plan_flag {     /* proto_plan.flags */
     PLAN_HALT = 1,         /* hold the launch before it runs */
+    PLAN_REPEAT = 2,       /* the shim may make these copies (COPY_TOOL only; none is fine)
+                            * again, without asking, for every launch of this function with
+                            * the same parameter bytes in the plan's keys (all of them when
+                            * it has none) and no other word pointing into an allocation the
+                            * shim tracks, while the control generation and the allocations
+                            * stay the same; results go through the result ring, tagged with
+                            * the plan's id */
+};
+
+enum proto_result_flag {   /* proto_result_slot.flags */
+    RESULT_TAKEN = 1,      /* reported by MSG_REPEAT instead: the ring's reader skips it */
 };
 
 enum proto_phase { PHASE_BEFORE = 0, PHASE_AFTER = 1 };
@@ -188,13 +217,19 @@ struct proto_control {
     uint32_t interrupt;     /* nonzero: hold the next launch of any kernel (Ctrl-C);
                              * the shim that takes it sets it back to 0 */
     uint32_t ring_slots;    /* slots in the trace ring (a power of two), 0: no ring */
-    uint8_t pad0[40];
+    uint32_t results_slots; /* slots in the result ring (a power of two), 0: no ring */
+    uint32_t reserved;
+    uint8_t pad0[32];
     uint64_t ring_head;     /* shim: next position to reserve */
     uint8_t pad1[56];
     uint64_t ring_tail;     /* controller: next position to consume */
     uint8_t pad2[56];
     uint64_t ring_dropped;  /* shim: events the ring had no room for */
     uint8_t pad3[56];
+    uint64_t results_head;  /* shim: next result slot to reserve */
+    uint8_t pad4[56];
+    uint64_t results_tail;  /* controller: next result slot to consume */
+    uint8_t pad5[56];
 };
 
 
@@ -317,6 +352,36 @@ struct proto_copy {
 struct proto_plan {
     uint32_t flags;         /* enum proto_plan_flag */
     uint32_t ncopies;
+    uint32_t id;            /* PLAN_REPEAT: the plan's number, per process */
+    uint32_t nkeys;         /* PLAN_REPEAT: proto_key entries after the copies */
+};
+
+/* Bytes of a launch's parameters (all of them one after the other, in order)
+ * that a repeated plan depends on: its pointer words and small scalars. */
+struct proto_key {
+    uint32_t offset;
+    uint32_t size;
+};
+
+/* What cudump's kernel computed over one buffer (COPY_TOOL), in staging or in
+ * a result ring slot. The kernel writes `words`, then `done`; `rc` is the
+ * shim's. */
+struct proto_tool_result {
+    uint64_t words[2];      /* digest: words[0]; scans: count, max(~index) of the first */
+    uint64_t done;          /* nonzero once words hold the result (the job's tag) */
+    int32_t rc;             /* running the kernel: CUresult; -1: not run (the launch failed) */
+    uint32_t reserved;
+};
+
+/* One slot of the result ring: a launch made with a repeated plan. */
+struct proto_result_slot {
+    uint64_t ready;         /* position + 1 once the shim has written the slot */
+    uint32_t plan;          /* the repeated plan's id */
+    uint32_t ncopies;       /* results in use, in the plan's order */
+    int32_t launch_rc;
+    uint32_t flags;         /* enum proto_result_flag */
+    struct proto_launch event;
+    struct proto_tool_result results[PROTO_MAX_REPEAT];
 };
 
 struct proto_piece {

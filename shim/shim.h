@@ -67,6 +67,7 @@ struct func_entry {
     int nparams;                /* -1 when the driver cannot say */
     uint32_t *param_offset;
     uint32_t *param_size;
+    struct repeat_cache *repeats; /* plans the shim repeats on its own (snapshot.c) */
 };
 
 /* Returns the entry for a handle, creating it if needed; NULL if the table
@@ -104,6 +105,8 @@ struct alloc_info {
 void alloctab_add(const struct alloc_info *a);
 /* Removes the allocation that starts at base; returns false if unknown. */
 bool alloctab_remove(CUdeviceptr base, struct alloc_info *out);
+/* A number that changes whenever an allocation is added or removed. */
+unsigned long long alloctab_epoch(void);
 /* Finds the allocation containing ptr. */
 bool alloctab_find(CUdeviceptr ptr, struct alloc_info *out);
 /* alloctab_find, else the driver's cuMemGetAddressRange (kind AK_RANGE). */
@@ -147,6 +150,8 @@ char *channel_staging(void);
 size_t channel_staging_size(void);
 /* The trace ring's slots (NULL and 0 without --trace). */
 struct proto_ring_slot *channel_ring(uint32_t *slots);
+/* The result ring's slots (NULL and 0 without one). */
+struct proto_result_slot *channel_results(uint32_t *slots);
 /* Whether the controller process still exists (a held thread polls it). */
 bool channel_controller_alive(void);
 

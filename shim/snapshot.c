@@ -14,6 +14,12 @@
  * what it leaves. The shim's own driver calls run in the RELAXED capture
  * mode so that they can never invalidate another thread's stream capture.
  * Every plan is bounds-checked before any copy.
+ *
+ * A plan of digests and scans only may come back marked PLAN_REPEAT: the shim
+ * keeps it with the function, keyed by the launch's parameter bytes, and the
+ * next launches with the same bytes (a training loop's, step after step) run
+ * it without a word to the controller and without waiting for the GPU: their
+ * results go through the result ring (repeat.c holds that path).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -32,31 +38,49 @@ struct copy {
 static pthread_mutex_t snap_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct copy copies[PROTO_MAX_COPIES];
 static unsigned ncopies;
+/* The keys of the plan last accepted (PLAN_REPEAT). */
+static struct proto_key plan_keys[PROTO_MAX_KEYS];
+static unsigned nplan_keys;
 static CUstreamCaptureMode saved_mode;
 static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
-static bool pinned;
+static bool staging_pinned, results_pinned;
 
 void launch_reset_after_fork(void)
 {
     pthread_mutex_init(&snap_lock, NULL);
     pthread_mutex_init(&pin_lock, NULL);
-    pinned = false;
+    staging_pinned = results_pinned = false;
+}
+
+/* Pins an area of the shared memory on first use: copies into it are then real
+ * async DMAs, and cudump's kernel can write its results into it (mapped). If
+ * pinning fails copies still work, through the driver's bounce buffers, and
+ * the kernel's results are refused. */
+static void pin_once(void *area, size_t size, bool *pinned)
+{
+    pthread_mutex_lock(&pin_lock);
+    if (area && size && !*pinned) {
+        *pinned = true;
+        if (real_cuMemHostRegister_v2)
+            real_cuMemHostRegister_v2(area, size,
+                                      CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
+    }
+    pthread_mutex_unlock(&pin_lock);
 }
 
 char *staging_area(size_t *size)
 {
     char *area = channel_staging();
     *size = area ? channel_staging_size() : 0;
-    pthread_mutex_lock(&pin_lock);
-    if (area && *size && !pinned) {
-        /* Pinned on first use, so the copies are real async DMAs. If pinning
-         * fails the copies still work, through the driver's bounce buffers. */
-        pinned = true;
-        if (real_cuMemHostRegister_v2)
-            real_cuMemHostRegister_v2(area, *size, CU_MEMHOSTREGISTER_PORTABLE);
-    }
-    pthread_mutex_unlock(&pin_lock);
+    pin_once(area, *size, &staging_pinned);
     return area;
+}
+
+struct proto_result_slot *results_ring(uint32_t *slots)
+{
+    struct proto_result_slot *ring = channel_results(slots);
+    pin_once(ring, (size_t)*slots * sizeof *ring, &results_pinned);
+    return ring;
 }
 
 /* The bytes of parameter i, from kernelParams or from the `extra` buffer. */
@@ -131,16 +155,23 @@ static void build_begin(struct msg *m, const struct launch_info *li)
     msg_add(m, ptrs, nptrs * sizeof ptrs[0]);
 }
 
+static bool follow_ups(bool ok, uint32_t *flags);
+
 /* Checks a plan against the staging area before anything is copied. */
-static bool accept_plan(const unsigned char *reply, size_t len, uint32_t *flags, unsigned base)
+static bool accept_plan(const unsigned char *reply, size_t len, uint32_t *flags, uint32_t *id,
+                        unsigned base)
 {
     struct proto_plan plan;
     if (len < sizeof plan)
         return false;
     memcpy(&plan, reply, sizeof plan);
-    if (plan.ncopies > PROTO_MAX_COPIES - base ||
-        len != sizeof plan + plan.ncopies * sizeof(struct proto_copy))
+    if (plan.ncopies > PROTO_MAX_COPIES - base || plan.nkeys > PROTO_MAX_KEYS ||
+        len != sizeof plan + plan.ncopies * sizeof(struct proto_copy) +
+                   plan.nkeys * sizeof(struct proto_key))
         return false;
+    memcpy(plan_keys, reply + sizeof plan + plan.ncopies * sizeof(struct proto_copy),
+           plan.nkeys * sizeof(struct proto_key));
+    nplan_keys = plan.nkeys;
     size_t size = 0;
     char *area = plan.ncopies ? staging_area(&size) : NULL;
     if (plan.ncopies && !area)
@@ -163,20 +194,29 @@ static bool accept_plan(const unsigned char *reply, size_t len, uint32_t *flags,
     }
     ncopies = base + plan.ncopies;
     *flags = plan.flags;
+    *id = plan.id;
     return true;
 }
 
-/* Sends m (MSG_BEGIN or MSG_END), frees it, and takes the MSG_PLAN answer into
- * copies[base...]; false, with no copies added, if none came or it was refused. */
-static bool request_plan(struct msg *m, unsigned base, uint32_t *flags)
+/* Sends m (MSG_BEGIN, MSG_END or MSG_REPEAT), frees it, and takes the MSG_PLAN
+ * answer into copies[base...]; false, with no copies added, if none came or it
+ * was refused. */
+static bool request_plan_id(struct msg *m, unsigned base, uint32_t *flags, uint32_t *id)
 {
-    unsigned char reply[sizeof(struct proto_plan) + PROTO_MAX_COPIES * sizeof(struct proto_copy)];
+    unsigned char reply[sizeof(struct proto_plan) + PROTO_MAX_COPIES * sizeof(struct proto_copy) +
+                        PROTO_MAX_KEYS * sizeof(struct proto_key)];
     size_t len = 0;
-    *flags = 0;
+    *flags = *id = 0;
     bool ok = channel_request(m, MSG_PLAN, reply, sizeof reply, &len) &&
-              accept_plan(reply, len, flags, base);
+              accept_plan(reply, len, flags, id, base);
     msg_free(m);
     return ok;
+}
+
+static bool request_plan(struct msg *m, unsigned base, uint32_t *flags)
+{
+    uint32_t id;
+    return request_plan_id(m, base, flags, &id);
 }
 
 static void enqueue_copies(const struct launch_info *li, enum proto_phase phase)
@@ -184,12 +224,19 @@ static void enqueue_copies(const struct launch_info *li, enum proto_phase phase)
     cuMemcpy2DAsync_v2_fn copy2d = li->ptsz ? real_cuMemcpy2DAsync_v2_ptsz : real_cuMemcpy2DAsync_v2;
     size_t size;
     char *area = staging_area(&size);
+    struct tool_request tools[PROTO_MAX_COPIES];
+    unsigned ntools = 0;
     for (unsigned i = 0; i < ncopies; i++) {
         struct copy *c = &copies[i];
         if (c->c.phase != phase || (c->c.flags & COPY_PIECE))
             continue;
         if (c->c.flags & COPY_TOOL) {
-            c->rc = area ? tool_enqueue(li, i, &c->c, area + c->c.offset) : CUDA_ERROR_NOT_FOUND;
+            /* All of a phase's in one go: one launch of cudump's kernel. */
+            if (area)
+                tools[ntools++] = (struct tool_request){
+                    &c->c, (struct proto_tool_result *)(area + c->c.offset), i, 1};
+            else
+                c->rc = CUDA_ERROR_NOT_FOUND;
             continue;
         }
         CUDA_MEMCPY2D m;
@@ -204,6 +251,9 @@ static void enqueue_copies(const struct launch_info *li, enum proto_phase phase)
         m.Height = c->c.height;
         c->rc = copy2d && area ? copy2d(&m, li->stream) : CUDA_ERROR_NOT_FOUND;
     }
+    tools_run(li, tools, ntools);
+    for (unsigned k = 0; k < ntools; k++)
+        copies[tools[k].acc].rc = tools[k].result->rc;
 }
 
 /* Pieces of buffers larger than the free staging area: each is copied, waited
@@ -261,13 +311,35 @@ static bool send_end(uint64_t seq, CUresult launch_rc, CUresult sync_rc, uint32_
         msg_add(&m, &rc, sizeof rc);
     }
     ncopies = 0;
-    bool ok = request_plan(&m, 0, flags);
+    return follow_ups(request_plan(&m, 0, flags), flags);
+}
+
+/* Takes the answer to MSG_END or MSG_REPEAT: copies to make now that the
+ * launch has run, and whether to hold it. Returns whether there are either. */
+static bool follow_ups(bool ok, uint32_t *flags)
+{
     for (unsigned i = 0; ok && i < ncopies; i++)
         if (copies[i].c.phase != PHASE_AFTER)
             ok = false; /* the launch has run: there is no "before" any more */
     if (!ok)
         ncopies = *flags = 0;
     return ok && (ncopies || (*flags & PLAN_HALT));
+}
+
+/* A launch made with a repeated plan: its results go to the ring's reader,
+ * unless a scan found something, which is reported and answered at once. */
+static bool repeat_finish(struct launch_info *li, CUresult launch_rc, uint32_t *flags)
+{
+    char stack[sizeof(struct proto_header) + sizeof(struct proto_result_slot)];
+    struct msg m;
+    msg_init(&m, stack, sizeof stack, MSG_REPEAT, li->seq);
+    ncopies = 0;
+    *flags = 0;
+    if (!repeat_end(li, launch_rc, &m)) {
+        msg_free(&m);
+        return false;
+    }
+    return follow_ups(request_plan(&m, 0, flags), flags);
 }
 
 /* ---- graph launches: copies by copy nodes (graph.c builds the graph) ---- */
@@ -349,17 +421,72 @@ void snap_end(uint64_t seq, CUresult launch_rc, CUresult sync_rc)
     pthread_mutex_unlock(&snap_lock);
 }
 
+/* The launch's parameter bytes, one after the other: what a repeated plan is
+ * kept by. False if the launch gave none or they do not fit. */
+static bool param_key(const struct launch_info *li, unsigned char *key, size_t *n)
+{
+    const struct func_entry *e = li->e;
+    size_t total = 0;
+    if (e->nparams < 0 || !(li->params || li->extra))
+        return false;
+    for (int i = 0; i < e->nparams; i++) {
+        const unsigned char *p = param_bytes(li, i);
+        if (!p || e->param_size[i] > REPEAT_MAX_BYTES - total)
+            return false;
+        memcpy(key + total, p, e->param_size[i]);
+        total += e->param_size[i];
+    }
+    *n = total;
+    return true;
+}
+
+/* Keeps the plan just received if the controller said it may be repeated
+ * (digests and scans only; a plan that holds the launch never is). */
+static void keep_plan(struct launch_info *li, const unsigned char *key, size_t nkey,
+                      uint32_t gen, unsigned long long epoch, uint32_t id)
+{
+    const struct proto_copy *kept[PROTO_MAX_REPEAT];
+    if (ncopies > PROTO_MAX_REPEAT)
+        return;
+    for (unsigned i = 0; i < ncopies; i++) {
+        if (!(copies[i].c.flags & COPY_TOOL))
+            return;
+        kept[i] = &copies[i].c;
+    }
+    repeat_store(li->e, key, nkey, gen, epoch, id, kept, ncopies, plan_keys, nplan_keys);
+}
+
 bool launch_begin(struct launch_info *li)
 {
     pthread_mutex_lock(&snap_lock);
     saved_mode = relax();
     ncopies = 0;
+    li->repeat = NULL;
+    /* A launch the controller only wants digests or scans of may be one it
+     * planned before, byte for byte: then it is not asked again. */
+    unsigned char key[REPEAT_MAX_BYTES];
+    size_t nkey = 0;
+    const volatile struct proto_control *ctl = channel_control();
+    uint32_t gen = ctl ? ctl->generation : 0;
+    unsigned long long epoch = alloctab_epoch();
+    bool keyed = !(li->wants & WANT_STOP) && !li->interrupted && !li->graph &&
+                 param_key(li, key, &nkey);
+    const struct repeat_plan *known = keyed ? repeat_find(li->e, key, nkey, gen) : NULL;
+    if (known && (!repeat_copies(known) || repeat_start(li, known))) {
+        if (li->repeat)
+            return true; /* snap_lock and the capture mode stay until launch_finish */
+        unrelax(saved_mode);
+        pthread_mutex_unlock(&snap_lock);
+        return false; /* nothing is wanted of this launch */
+    }
     char stack[4096];
     struct msg m;
     msg_init(&m, stack, sizeof stack, MSG_BEGIN, li->seq);
     build_begin(&m, li);
-    uint32_t flags;
-    bool ok = request_plan(&m, 0, &flags);
+    uint32_t flags, id;
+    bool ok = request_plan_id(&m, 0, &flags, &id);
+    if (ok && keyed && (flags & PLAN_REPEAT) && !(flags & PLAN_HALT))
+        keep_plan(li, key, nkey, gen, epoch, id);
     if (ok && (flags & PLAN_HALT))
         li->step = stop_serve(li, PHASE_BEFORE, CUDA_SUCCESS) == RESUME_STEP;
     if (ok && ncopies) {
@@ -416,8 +543,18 @@ void launch_finish(struct launch_info *li, CUresult launch_rc)
      * controller reads the staging area as soon as it hears back) and reports
      * them; the answer may ask for follow-up copies, which make the next round.
      * The controller asks once per finding; the bound only keeps a confused
-     * one from holding the launch: copies it asks for past it are not made. */
-    for (int round = 0;; round++) {
+     * one from holding the launch: copies it asks for past it are not made.
+     * A repeated plan's launch reports nothing unless a scan found something. */
+    int round = 0;
+    bool more = true;
+    if (li->repeat) {
+        uint32_t flags;
+        more = repeat_finish(li, launch_rc, &flags);
+        if (flags & PLAN_HALT)
+            li->step = true;
+        round = 1;
+    }
+    for (; more; round++) {
         if (launch_rc == CUDA_SUCCESS) {
             enqueue_copies(li, PHASE_AFTER);
             run_pieces(li, PHASE_AFTER);

@@ -1,13 +1,18 @@
 /*
- * cudump's own kernel (shim/gpu/tools.cu): a content digest or a NaN/Inf scan
- * of a buffer, run on the launch's stream in place of a copy (COPY_TOOL), so
- * that only PROTO_TOOL_RESULT bytes cross the bus.
+ * cudump's own kernel (shim/gpu/tools.cu): content digests and NaN/Inf scans
+ * of buffers, run on the launch's stream in place of copies (COPY_TOOL), so
+ * that only a struct proto_tool_result per buffer crosses the bus.
  *
  * The module is loaded from PTX once per context, with the driver's own JIT:
  * no toolkit is needed where the shim is built or run. Each context also gets
- * a small device scratch area, one PROTO_TOOL_RESULT slot per copy of a plan,
- * which the kernel accumulates into (zeroed first) and which is then copied
- * into the staging area behind it on the same stream.
+ * device scratch for the kernel's accumulators (shim/tooljob.h): one per copy
+ * of a plan, and PROTO_MAX_REPEAT per slot of the result ring, so that the
+ * launches of repeated plans, which nobody waits for, never share one. The
+ * kernel zeroes an accumulator after use; the scratch is zeroed once, here.
+ *
+ * Results are written by the kernel straight into host memory (the staging
+ * area, the result ring), pinned and mapped: no copy and no memset per
+ * launch, one kernel launch for up to TOOL_JOBS buffers.
  *
  * A copy that reads outside an allocation fails with an error code; a kernel
  * that does faults the whole context. So a tool only runs over a byte range
@@ -19,20 +24,31 @@
 #include <string.h>
 
 #include "launch.h"
+#include "tooljob.h"
 #include "tools_ptx.h"
+
+_Static_assert(sizeof(struct proto_tool_result) == PROTO_TOOL_RESULT, "tool result size");
+_Static_assert(sizeof(struct proto_result_slot) == PROTO_RESULT_SLOT_SIZE, "result slot size");
+_Static_assert(sizeof(struct tool_job) == 64, "tool_job has no implicit padding");
 
 enum {
     MAX_TOOL_CONTEXTS = 32,
-    TOOL_THREADS = 256,
     CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+    ACC_BYTES = TOOL_ACC_WORDS * 8,
 };
 
 struct tool_ctx {
     CUcontext ctx;
     CUresult rc;            /* why the module or scratch could not be had */
     CUfunction fn;
-    CUdeviceptr scratch;    /* PROTO_MAX_COPIES x PROTO_TOOL_RESULT bytes */
-    unsigned max_blocks;
+    CUdeviceptr scratch;    /* accumulators: PROTO_MAX_COPIES, then the ring's */
+    unsigned accs;          /* how many */
+    unsigned max_blocks;    /* per job: enough blocks in flight to fill the GPU */
+    struct view {           /* where the device sees the staging area and the result ring */
+        char *host;
+        size_t size;
+        CUdeviceptr dev;
+    } views[2];
 };
 
 /* Contexts the kernel is loaded in: a handful per process at most. */
@@ -52,8 +68,64 @@ static unsigned element_size(unsigned mode)
     return mode == TOOL_SCAN_F64 ? 8 : mode == TOOL_SCAN_F16 || mode == TOOL_SCAN_BF16 ? 2 : 4;
 }
 
-/* Loads the module into ctx (current on this thread) on first use. */
-static const struct tool_ctx *tool_context(CUcontext ctx)
+static void load_kernel(struct tool_ctx *t, const struct launch_info *li)
+{
+    CUmodule module = NULL;
+    cuModuleGetFunction_fn get = shim_real_cuModuleGetFunction();
+    cuMemAlloc_fn alloc = shim_real_cuMemAlloc_v2();
+    cuMemsetD8Async_fn zero = li->ptsz ? real_cuMemsetD8Async_ptsz : real_cuMemsetD8Async;
+    uint32_t slots = 0;
+    struct proto_result_slot *ring = results_ring(&slots);
+    t->accs = PROTO_MAX_COPIES + slots * PROTO_MAX_REPEAT;
+    size_t bytes = (size_t)t->accs * ACC_BYTES;
+    t->rc = real_cuModuleLoadData && get && alloc && zero ? CUDA_SUCCESS
+                                                           : CUDA_ERROR_NOT_SUPPORTED;
+    if (t->rc == CUDA_SUCCESS)
+        t->rc = real_cuModuleLoadData(&module, tools_ptx);
+    if (t->rc == CUDA_SUCCESS)
+        t->rc = get(&t->fn, module, "cudump_tools");
+    if (t->rc == CUDA_SUCCESS)
+        t->rc = alloc(&t->scratch, bytes);
+    /* Zeroed before any kernel of this context can use it: ordered on this
+     * stream, and waited for, since later kernels may run on other streams. */
+    if (t->rc == CUDA_SUCCESS)
+        t->rc = zero(t->scratch, 0, bytes, li->stream);
+    if (t->rc == CUDA_SUCCESS)
+        t->rc = launch_wait_stream(li);
+    CUdevice dev;
+    int sms = 0;
+    if (t->rc == CUDA_SUCCESS && real_cuCtxGetDevice && real_cuDeviceGetAttribute &&
+        real_cuCtxGetDevice(&dev) == CUDA_SUCCESS &&
+        real_cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) ==
+            CUDA_SUCCESS &&
+        sms > 0)
+        t->max_blocks = (unsigned)sms * 8;
+    /* Results are written into these two areas only: their device addresses,
+     * asked for once per context rather than per result. */
+    t->views[0].host = staging_area(&t->views[0].size);
+    t->views[1] = (struct view){(char *)ring, (size_t)slots * sizeof *ring, 0};
+    for (int i = 0; i < 2 && t->rc == CUDA_SUCCESS; i++) {
+        if (t->views[i].host && real_cuMemHostGetDevicePointer_v2 &&
+            real_cuMemHostGetDevicePointer_v2(&t->views[i].dev, t->views[i].host, 0) !=
+                CUDA_SUCCESS)
+            t->views[i].dev = 0;
+    }
+}
+
+/* The device's address of a result in staging or the result ring; 0 if none. */
+static CUdeviceptr device_address(const struct tool_ctx *t, const void *host)
+{
+    for (int i = 0; i < 2; i++) {
+        const struct view *v = &t->views[i];
+        if (v->dev && (const char *)host >= v->host &&
+            (const char *)host + sizeof(struct proto_tool_result) <= v->host + v->size)
+            return v->dev + (CUdeviceptr)((const char *)host - v->host);
+    }
+    return 0;
+}
+
+/* The context's kernel and scratch, loaded on first use (ctx is current). */
+static const struct tool_ctx *tool_context(CUcontext ctx, const struct launch_info *li)
 {
     pthread_mutex_lock(&tools_lock);
     struct tool_ctx *t = NULL;
@@ -63,24 +135,7 @@ static const struct tool_ctx *tool_context(CUcontext ctx)
     if (!t && ntools < MAX_TOOL_CONTEXTS) {
         t = &tools[ntools++];
         *t = (struct tool_ctx){.ctx = ctx, .max_blocks = 256};
-        CUmodule module = NULL;
-        cuModuleGetFunction_fn get = shim_real_cuModuleGetFunction();
-        cuMemAlloc_fn alloc = shim_real_cuMemAlloc_v2();
-        t->rc = real_cuModuleLoadData && get && alloc ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
-        if (t->rc == CUDA_SUCCESS)
-            t->rc = real_cuModuleLoadData(&module, tools_ptx);
-        if (t->rc == CUDA_SUCCESS)
-            t->rc = get(&t->fn, module, "cudump_tool");
-        if (t->rc == CUDA_SUCCESS)
-            t->rc = alloc(&t->scratch, (size_t)PROTO_MAX_COPIES * PROTO_TOOL_RESULT);
-        CUdevice dev;
-        int sms = 0;
-        if (t->rc == CUDA_SUCCESS && real_cuCtxGetDevice && real_cuDeviceGetAttribute &&
-            real_cuCtxGetDevice(&dev) == CUDA_SUCCESS &&
-            real_cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) ==
-                CUDA_SUCCESS &&
-            sms > 0)
-            t->max_blocks = (unsigned)sms * 8; /* enough blocks in flight to fill the GPU */
+        load_kernel(t, li);
     }
     pthread_mutex_unlock(&tools_lock);
     return t;
@@ -110,13 +165,67 @@ static CUresult tool_check(const struct proto_copy *c, unsigned mode)
     return inside_allocation(c) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-CUresult tool_enqueue(const struct launch_info *li, unsigned slot, const struct proto_copy *c,
-                      void *dst)
+static unsigned job_blocks(const struct proto_copy *c, unsigned mode, unsigned max_blocks)
 {
-    unsigned mode = (c->flags >> PROTO_TOOL_MODE_SHIFT) & 0xff;
-    CUresult rc = slot < PROTO_MAX_COPIES ? tool_check(c, mode) : CUDA_ERROR_INVALID_VALUE;
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    uint64_t units = mode == TOOL_DIGEST ? (c->width + 3) / 4 * c->height / 4 + 1
+                                         : c->width / element_size(mode) * c->height;
+    uint64_t blocks = (units + TOOL_THREADS - 1) / TOOL_THREADS;
+    return blocks < 1 ? 1 : blocks > max_blocks ? max_blocks : (unsigned)blocks;
+}
+
+/* Launches the kernel over the jobs gathered so far. */
+static CUresult launch_jobs(const struct launch_info *li, const struct tool_ctx *t,
+                           struct tool_jobs *jobs, unsigned grid)
+{
+    cuLaunchKernel_fn launch =
+        li->ptsz ? shim_real_cuLaunchKernel_ptsz() : shim_real_cuLaunchKernel();
+    if (!launch)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    void *params[] = {jobs};
+    return launch(t->fn, grid, 1, 1, TOOL_THREADS, 1, 1, 0, li->stream, params, NULL);
+}
+
+static void run_on(const struct launch_info *li, const struct tool_ctx *t,
+                   struct tool_request *reqs, unsigned n)
+{
+    struct tool_jobs jobs;
+    memset(&jobs, 0, sizeof jobs);
+    struct tool_request *batch[TOOL_JOBS];
+    unsigned grid = 0;
+    for (unsigned i = 0; i <= n; i++) {
+        if (i == n || jobs.njobs == TOOL_JOBS) {
+            CUresult rc = jobs.njobs ? launch_jobs(li, t, &jobs, grid) : CUDA_SUCCESS;
+            for (unsigned k = 0; k < jobs.njobs; k++)
+                batch[k]->result->rc = rc;
+            memset(&jobs, 0, sizeof jobs);
+            grid = 0;
+            if (i == n)
+                break;
+        }
+        struct tool_request *r = &reqs[i];
+        const struct proto_copy *c = r->copy;
+        unsigned mode = (c->flags >> PROTO_TOOL_MODE_SHIFT) & 0xff;
+        CUdeviceptr result = device_address(t, r->result);
+        CUresult rc = r->acc >= t->accs ? CUDA_ERROR_INVALID_VALUE
+                      : !result         ? CUDA_ERROR_NOT_SUPPORTED /* not pinned and mapped */
+                                        : tool_check(c, mode);
+        r->result->rc = rc;
+        if (rc != CUDA_SUCCESS)
+            continue;
+        unsigned blocks = job_blocks(c, mode, t->max_blocks);
+        jobs.job[jobs.njobs] = (struct tool_job){
+            .src = c->src, .width = c->width, .height = c->height, .pitch = c->pitch,
+            .result = result, .acc = t->scratch + (CUdeviceptr)r->acc * ACC_BYTES,
+            .tag = r->tag, .mode = mode, .blocks = blocks};
+        batch[jobs.njobs++] = r;
+        grid += blocks;
+    }
+}
+
+void tools_run(const struct launch_info *li, struct tool_request *reqs, unsigned n)
+{
+    if (!n)
+        return;
     /* The stream's context, made current for the calls below if it is not. */
     CUcontext ctx = NULL, current = NULL;
     cuStreamGetCtx_fn stream_ctx = li->ptsz ? real_cuStreamGetCtx_ptsz : real_cuStreamGetCtx;
@@ -124,39 +233,20 @@ CUresult tool_enqueue(const struct launch_info *li, unsigned slot, const struct 
         real_cuCtxGetCurrent(&current);
     if (!stream_ctx || stream_ctx(li->stream, &ctx) != CUDA_SUCCESS || !ctx)
         ctx = current;
-    if (!ctx)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    bool pushed = ctx != current && real_cuCtxPushCurrent_v2 && real_cuCtxPopCurrent_v2 &&
+    bool pushed = ctx && ctx != current && real_cuCtxPushCurrent_v2 && real_cuCtxPopCurrent_v2 &&
                   real_cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS;
-    if (ctx != current && !pushed)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    const struct tool_ctx *t = tool_context(ctx);
-    rc = t ? t->rc : CUDA_ERROR_OUT_OF_MEMORY;
-    cuMemsetD8Async_fn zero = li->ptsz ? real_cuMemsetD8Async_ptsz : real_cuMemsetD8Async;
-    cuMemcpyDtoHAsync_v2_fn back =
-        li->ptsz ? real_cuMemcpyDtoHAsync_v2_ptsz : real_cuMemcpyDtoHAsync_v2;
-    cuLaunchKernel_fn launch =
-        li->ptsz ? shim_real_cuLaunchKernel_ptsz() : shim_real_cuLaunchKernel();
-    if (rc == CUDA_SUCCESS && (!zero || !back || !launch))
-        rc = CUDA_ERROR_NOT_SUPPORTED;
+    const struct tool_ctx *t = NULL;
+    CUresult rc = !ctx || (ctx != current && !pushed) ? CUDA_ERROR_INVALID_CONTEXT
+                  : (t = tool_context(ctx, li)) == NULL ? CUDA_ERROR_OUT_OF_MEMORY
+                                                        : t->rc;
     if (rc == CUDA_SUCCESS) {
-        CUdeviceptr out = t->scratch + (CUdeviceptr)slot * PROTO_TOOL_RESULT;
-        uint64_t units = mode == TOOL_DIGEST ? (c->width + 3) / 4 * c->height / 4 + 1
-                                             : c->width / element_size(mode) * c->height;
-        uint64_t blocks = (units + TOOL_THREADS - 1) / TOOL_THREADS;
-        unsigned grid = blocks < 1 ? 1 : blocks > t->max_blocks ? t->max_blocks : (unsigned)blocks;
-        CUdeviceptr src = c->src;
-        unsigned long long width = c->width, height = c->height, pitch = c->pitch;
-        void *params[] = {&src, &width, &height, &pitch, &out, &mode};
-        rc = zero(out, 0, PROTO_TOOL_RESULT, li->stream);
-        if (rc == CUDA_SUCCESS)
-            rc = launch(t->fn, grid, 1, 1, TOOL_THREADS, 1, 1, 0, li->stream, params, NULL);
-        if (rc == CUDA_SUCCESS)
-            rc = back(dst, out, PROTO_TOOL_RESULT, li->stream);
+        run_on(li, t, reqs, n);
+    } else {
+        for (unsigned i = 0; i < n; i++)
+            reqs[i].result->rc = rc;
     }
     if (pushed) {
         CUcontext popped;
         real_cuCtxPopCurrent_v2(&popped);
     }
-    return rc;
 }

@@ -152,13 +152,17 @@ def test_a_digest_outside_its_allocation_is_refused(fake, cudump_run, tmp_path):
 
 def test_embedded_ptx_is_compiled_from_the_current_kernel_source():
     """shim/tools_ptx.h is generated (shim/gpu/make_ptx.sh, needs nvcc): its stamp must be
-    the hash of shim/gpu/tools.cu, or the shim runs an older kernel than the source says."""
+    the hash of shim/gpu/tools.cu and shim/tooljob.h, or the shim runs an older kernel than
+    the sources say."""
     import hashlib
 
     header = (ROOT / "shim" / "tools_ptx.h").read_text()
-    source = hashlib.sha256((ROOT / "shim" / "gpu" / "tools.cu").read_bytes()).hexdigest()
-    assert f"source sha256 {source}" in header, "run shim/gpu/make_ptx.sh and commit the result"
-    assert ".entry cudump_tool(" in header
+    digest = hashlib.sha256()
+    for name in ("gpu/tools.cu", "tooljob.h"):
+        digest.update((ROOT / "shim" / name).read_bytes())
+    assert f"source sha256 {digest.hexdigest()}" in header, \
+        "run shim/gpu/make_ptx.sh and commit the result"
+    assert ".entry cudump_tools(" in header
 
 
 def test_show_of_a_digest_says_there_is_no_data(fake, cudump_run):

@@ -24,11 +24,14 @@ CONSTANTS: dict[str, int] = {
     "PROTO_CONTROL_SIZE": p.CONTROL_SIZE, "PROTO_STAGING_ALIGN": p.STAGING_ALIGN,
     "PROTO_TOKEN_SIZE": p.TOKEN_SIZE, "PROTO_RING_SLOT_SIZE": p.RING_SLOT_SIZE,
     "PROTO_TOOL_RESULT": p.TOOL_RESULT, "PROTO_TOOL_MODE_SHIFT": p.TOOL_MODE_SHIFT,
+    "PROTO_MAX_REPEAT": p.MAX_REPEAT, "PROTO_REPEAT_WAYS": p.REPEAT_WAYS,
+    "PROTO_MAX_KEYS": p.MAX_KEYS, "PROTO_RESULT_SLOT_SIZE": p.RESULT_SLOT_SIZE,
     "API_COUNT": len(p.APIS),
 }
 ENUMS: list[tuple[type[Enum], str]] = [
     (p.Kind, "MSG_"), (p.Want, "WANT_"), (p.Option, "OPTION_"), (p.LaunchFlag, "LAUNCH_"),
-    (p.PlanFlag, "PLAN_"), (p.Phase, "PHASE_"), (p.CopyFlag, "COPY_"), (p.ResumeMode, "RESUME_"),
+    (p.PlanFlag, "PLAN_"), (p.ResultFlag, "RESULT_"), (p.Phase, "PHASE_"), (p.CopyFlag, "COPY_"),
+    (p.ResumeMode, "RESUME_"),
     (p.MemoryOp, "MEM_"), (p.ToolMode, "TOOL_"),
 ]
 for enum, prefix in ENUMS:

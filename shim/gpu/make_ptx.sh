@@ -6,5 +6,5 @@ set -eu
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
 nvcc -ptx -arch=compute_75 -O3 -o "$tmp/tools.ptx" gpu/tools.cu
-python3 gpu/embed_ptx.py gpu/tools.cu "$tmp/tools.ptx" tools_ptx.h
+python3 gpu/embed_ptx.py "$tmp/tools.ptx" tools_ptx.h
 rm -rf "$tmp"

@@ -8,18 +8,24 @@
 //
 // A buffer is `height` rows of `width` bytes, `pitch` bytes apart.
 //
+// One launch serves up to TOOL_JOBS buffers (shim/tooljob.h says how); each
+// result is written straight into host memory the device can reach, its
+// `done` word last.
+//
 // mode 0, digest: each row is cut into 32-bit little-endian words, the last
 // one zero-padded; word i of the buffer (rows one after the other) adds
 // mix(word + i * GOLDEN) to a 64-bit sum. The sum is the digest.
 //
 // modes 1-4, scan for NaN/Inf in float32, float64, float16, bfloat16
-// elements: out[0] += how many, out[1] = max(~index) over those found (so the
-// first index is ~out[1]; 0 means none, and out can start zeroed).
+// elements: result[0] = how many, result[1] = max(~index) over those found (so
+// the first index is ~result[1]; 0 means none).
 //
 // The shim only runs it over bytes inside one allocation it knows, with
 // scans aligned to their element size; the kernel still reads misaligned
 // digest words byte by byte rather than trust that.
 #include <stdint.h>
+
+#include "../tooljob.h"
 
 #define GOLDEN 0x9E3779B97F4A7C15ull
 
@@ -56,15 +62,16 @@ __device__ __forceinline__ bool nonfinite(const unsigned char *p, unsigned int m
     }
 }
 
-extern "C" __global__ void cudump_tool(const unsigned char *base, unsigned long long width,
-                                       unsigned long long height, unsigned long long pitch,
-                                       unsigned long long *out, unsigned int mode)
+// What one block finds in its share of one job's buffer: a digest sum, or a
+// count of non-finite elements and max(~index) of them.
+__device__ void accumulate(const struct tool_job &j, unsigned long long first,
+                           unsigned long long stride, unsigned long long &a,
+                           unsigned long long &b)
 {
-    const unsigned long long first = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
-    const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+    const unsigned char *base = (const unsigned char *)j.src;
+    const unsigned long long width = j.width, height = j.height, pitch = j.pitch;
     const bool packed = height == 1 || pitch == width;
-    unsigned long long a = 0, b = 0;
-    if (mode == 0) {
+    if (j.mode == 0) {
         const unsigned long long wpr = (width + 3) / 4, total = wpr * height;
         unsigned long long done = 0;
         if (packed && width % 4 == 0 && ((uintptr_t)base & 15) == 0) {
@@ -82,26 +89,51 @@ extern "C" __global__ void cudump_tool(const unsigned char *base, unsigned long 
             unsigned long long r = i / wpr, c = i - r * wpr;
             a += mix(word_at(base + r * pitch, width, c) + i * GOLDEN);
         }
-    } else if (mode <= 4) {
-        const unsigned int esize = mode == 2 ? 8 : mode >= 3 ? 2 : 4;
+    } else if (j.mode <= 4) {
+        const unsigned int esize = j.mode == 2 ? 8 : j.mode >= 3 ? 2 : 4;
         if (((uintptr_t)base | pitch) % esize)
             return;
         const unsigned long long epr = width / esize, total = epr * height;
         for (unsigned long long i = first; i < total; i += stride) {
             unsigned long long r = packed ? 0 : i / epr, c = packed ? i : i - r * epr;
-            if (nonfinite(base + r * pitch + c * esize, mode)) {
+            if (nonfinite(base + r * pitch + c * esize, j.mode)) {
                 a += 1;
                 b = max(b, ~i);
             }
         }
     }
+}
+
+extern "C" __global__ void cudump_tools(const struct tool_jobs jobs)
+{
+    // Which job this block works on, and which of that job's blocks it is.
+    unsigned int n = 0, block = blockIdx.x;
+    while (n + 1 < jobs.njobs && block >= jobs.job[n].blocks)
+        block -= jobs.job[n++].blocks;
+    const struct tool_job &j = jobs.job[n];
+    unsigned long long a = 0, b = 0;
+    accumulate(j, block * (unsigned long long)blockDim.x + threadIdx.x,
+               (unsigned long long)j.blocks * blockDim.x, a, b);
     for (int o = 16; o > 0; o >>= 1) {
         a += __shfl_down_sync(0xffffffffu, a, o);
         b = max(b, __shfl_down_sync(0xffffffffu, b, o));
     }
+    unsigned long long *acc = (unsigned long long *)j.acc;
     if ((threadIdx.x & 31) == 0 && a) {
-        atomicAdd(out, a);
-        if (mode != 0)
-            atomicMax(out + 1, b);
+        atomicAdd(acc, a);
+        if (j.mode != 0)
+            atomicMax(acc + 1, b);
     }
+    __threadfence();   // this warp's sums are in the accumulator before the block counts as done
+    __syncthreads();
+    if (threadIdx.x != 0 || atomicAdd(acc + 2, 1ull) != j.blocks - 1)
+        return;
+    // The last block of the job: every other block's sums are in.
+    __threadfence();
+    volatile unsigned long long *result = (volatile unsigned long long *)j.result;
+    result[0] = atomicExch(acc, 0ull);
+    result[1] = atomicExch(acc + 1, 0ull);
+    acc[2] = 0;
+    __threadfence_system();   // the result reaches the host before `done` does
+    result[2] = j.tag;
 }

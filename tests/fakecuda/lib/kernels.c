@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "tooljob.h"
 
 #define ARG(type, args, k, i, name)                                                                \
     type name;                                                                                     \
@@ -28,7 +29,7 @@ static const struct fc_builtin *self(size_t i)
     return fc_builtin_at(i);
 }
 
-enum { K_VECADD, K_SCALE, K_EMPTY, K_FILL, K_NV12, K_FRP0K, K_ADD3, K_TOOL, K_COUNT };
+enum { K_VECADD, K_SCALE, K_EMPTY, K_FILL, K_NV12, K_FRP0K, K_ADD3, K_TOOLS, K_COUNT };
 
 /* vecAdd(float const* a, float const* b, float* c, int n) */
 static void vec_add(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
@@ -161,9 +162,12 @@ static void add3(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t, 
         p[0][i] = p[1][i] + p[2][i];
 }
 
-/* cudump_tool(const unsigned char *base, u64 width, u64 height, u64 pitch, u64 *out,
- * unsigned mode): the kernel the shim loads as PTX (shim/gpu/tools.cu), thread by
- * thread the same way: a grid-stride loop per thread, then one atomic add. */
+/* cudump_tools(struct tool_jobs): the kernel the shim loads as PTX
+ * (shim/gpu/tools.cu), thread by thread the same way: each block works on its
+ * job with a grid-stride loop per thread and adds what it found to the job's
+ * accumulator; the last block of the job to finish moves the accumulator into
+ * the result, then writes `done`. Blocks and threads run one after the other
+ * here, so a block is done when its last thread is. */
 static uint64_t tool_mix(uint64_t x)
 {
     x ^= x >> 30;
@@ -195,36 +199,48 @@ static int tool_nonfinite(const unsigned char *p, unsigned mode)
     }
 }
 
-static void tool(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t, struct fc_dim3 d,
-                 struct fc_dim3 g)
+static void tools(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
+                  struct fc_dim3 d, struct fc_dim3 g)
 {
-    const struct fc_builtin *k = self(K_TOOL);
-    ARG(const unsigned char *, args, k, 0, base);
-    ARG(uint64_t, args, k, 1, width);
-    ARG(uint64_t, args, k, 2, height);
-    ARG(uint64_t, args, k, 3, pitch);
-    ARG(uint64_t *, args, k, 4, out);
-    ARG(unsigned int, args, k, 5, mode);
-    uint64_t first = gx(b, t, d), stride = (uint64_t)g.x * d.x, a = 0, mark = 0;
-    if (mode == 0) {
+    (void)g;
+    const struct fc_builtin *k = self(K_TOOLS);
+    struct tool_jobs jobs;
+    memcpy(&jobs, args + k->offsets[0], sizeof jobs);
+    unsigned n = 0, block = b.x;
+    while (n + 1 < jobs.njobs && block >= jobs.job[n].blocks)
+        block -= jobs.job[n++].blocks;
+    const struct tool_job *j = &jobs.job[n];
+    const unsigned char *base = (const unsigned char *)(uintptr_t)j->src;
+    uint64_t width = j->width, height = j->height, pitch = j->pitch;
+    uint64_t first = (uint64_t)block * d.x + t.x, stride = (uint64_t)j->blocks * d.x;
+    uint64_t a = 0, mark = 0;
+    if (j->mode == 0) {
         uint64_t wpr = (width + 3) / 4;
         for (uint64_t i = first; i < wpr * height; i += stride)
             a += tool_mix(tool_word(base + i / wpr * pitch, width, i % wpr) +
                           i * 0x9E3779B97F4A7C15ull);
-    } else if (mode <= 4) {
-        unsigned esize = mode == 2 ? 8 : mode >= 3 ? 2 : 4;
+    } else if (j->mode <= 4) {
+        unsigned esize = j->mode == 2 ? 8 : j->mode >= 3 ? 2 : 4;
         uint64_t epr = width / esize;
-        for (uint64_t i = first; i < epr * height; i += stride)
-            if (tool_nonfinite(base + i / epr * pitch + i % epr * esize, mode)) {
+        for (uint64_t i = first; ((uintptr_t)base | pitch) % esize == 0 && i < epr * height;
+             i += stride)
+            if (tool_nonfinite(base + i / epr * pitch + i % epr * esize, j->mode)) {
                 a++;
                 mark = ~i > mark ? ~i : mark;
             }
     }
-    if (a) {
-        __atomic_fetch_add(&out[0], a, __ATOMIC_RELAXED);
-        if (mode != 0 && mark > out[1])
-            out[1] = mark;
-    }
+    uint64_t *acc = (uint64_t *)(uintptr_t)j->acc;
+    acc[0] += a;
+    if (mark > acc[1])
+        acc[1] = mark;
+    if (t.x != d.x - 1 || ++acc[2] != j->blocks)
+        return;
+    volatile uint64_t *result = (volatile uint64_t *)(uintptr_t)j->result;
+    result[0] = acc[0];
+    result[1] = acc[1];
+    acc[0] = acc[1] = acc[2] = 0;
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    result[2] = j->tag;
 }
 
 /* Sizes listed per parameter; offsets are filled in by natural alignment (a struct's
@@ -239,7 +255,7 @@ static struct fc_builtin builtins[K_COUNT] = {
     [K_FRP0K] = {"_ZN6device12FrP0k5607tPVILN2sl14YUV_CONVENTIONE2EEEvP6uchar4iPNS_6uchar8ES6_iiif",
                  "FrP0k5607tPV", 8, {8, 4, 8, 8, 4, 4, 4, 4}, {0}, 0, frp0k},
     [K_ADD3] = {"_Z4add3St5arrayIPfLm3EEi", "add3", 2, {24, 4}, {0}, 0, add3},
-    [K_TOOL] = {"cudump_tool", "cudump_tool", 6, {8, 8, 8, 8, 8, 4}, {0}, 0, tool},
+    [K_TOOLS] = {"cudump_tools", "cudump_tools", 1, {sizeof(struct tool_jobs)}, {0}, 0, tools},
 };
 
 FC_HIDDEN const size_t fc_builtin_count = K_COUNT;

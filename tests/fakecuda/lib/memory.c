@@ -748,6 +748,18 @@ CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
     return cuMemHostRegister_v2(p, bytesize, Flags);
 }
 
+/* Registered host memory is mapped, at the same address (unified addressing). */
+CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
+{
+    CUresult r = fc_require_context();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pdptr || Flags != 0 || !table_find((uintptr_t)p, 1, match_host_any, NULL))
+        return CUDA_ERROR_INVALID_VALUE;
+    *pdptr = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
 CUresult cuMemHostUnregister(void *p)
 {
     return table_remove((uintptr_t)p, match_registered, NULL)

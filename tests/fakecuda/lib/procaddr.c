@@ -81,6 +81,7 @@ static const struct fc_proc procs[] = {
     P("cuMemFreeHost", cuMemFreeHost, 2000),
     P("cuMemHostRegister", cuMemHostRegister, 4000),
     P("cuMemHostRegister", cuMemHostRegister_v2, 6050),
+    P("cuMemHostGetDevicePointer", cuMemHostGetDevicePointer_v2, 3020),
     P("cuMemHostUnregister", cuMemHostUnregister, 4000),
     P("cuPointerGetAttribute", cuPointerGetAttribute, 4000),
     P("cuMemAddressReserve", cuMemAddressReserve, 10020),

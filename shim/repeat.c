@@ -1,0 +1,278 @@
+/*
+ * Plans the shim repeats on its own (PLAN_REPEAT), and the result ring.
+ *
+ * A launch that only wants digests and scans costs, asked about, two round
+ * trips to the controller and a wait for the GPU: far more than the launch.
+ * Most launches of a training loop repeat one another byte for byte (the same
+ * kernels over the same buffers, step after step), so the controller may mark
+ * such a plan repeatable. The shim keeps it with the function, keyed by the
+ * parameter bytes, and a later launch with the same bytes, under the same
+ * control generation and allocation table, runs the same tool copies with no
+ * message at all: the launch goes into a slot of the result ring, and cudump's
+ * kernel writes each result, then its `done`, into that slot from the GPU.
+ *
+ * Scans are the exception that must wait: a launch that leaves NaN or Inf
+ * where there was none is worth snapshotting as it left its buffers, which
+ * only the launching thread can still do. So with scans the shim waits for
+ * the results (the small read the check costs), and if one shows a new
+ * non-finite value it reports the launch at once (MSG_REPEAT), which the
+ * controller answers with the copies to make, as it answers MSG_END.
+ *
+ * Everything here runs under snapshot.c's lock, one wanted launch at a time.
+ */
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "launch.h"
+
+enum { REPEAT_WAYS = PROTO_REPEAT_WAYS };
+
+struct repeat_plan {
+    unsigned lineage;           /* a forked child plans anew: its buffers are not these */
+    uint32_t gen;               /* the control generation it was planned under */
+    uint32_t id;                /* the controller's number for it */
+    unsigned long long epoch;   /* the allocation table it was planned against */
+    size_t nbytes;
+    unsigned char *bytes;       /* the parameter bytes, owned */
+    unsigned nkeys;             /* 0: every byte counts */
+    struct proto_key *keys;     /* owned */
+    unsigned ncopies;
+    struct proto_copy copies[PROTO_MAX_REPEAT];
+};
+
+struct repeat_cache {
+    struct repeat_plan way[REPEAT_WAYS];
+    unsigned next;              /* the way the next new plan replaces */
+};
+
+static unsigned lineage;
+
+void repeat_reset_after_fork(void)
+{
+    lineage++;
+}
+
+static bool in_keys(const struct repeat_plan *p, size_t at)
+{
+    for (unsigned k = 0; k < p->nkeys; k++)
+        if (at >= p->keys[k].offset && at + 8 <= (size_t)p->keys[k].offset + p->keys[k].size)
+            return true;
+    return false;
+}
+
+static bool keys_match(const struct repeat_plan *p, const unsigned char *bytes)
+{
+    for (unsigned k = 0; k < p->nkeys; k++)
+        if (memcmp(p->bytes + p->keys[k].offset, bytes + p->keys[k].offset, p->keys[k].size))
+            return false;
+    return true;
+}
+
+/* With keys, the other bytes may differ (a seed, a step count), but none of
+ * their words may point into a tracked allocation: that would be a buffer the
+ * plan does not know. Words are taken per parameter, as MSG_BEGIN takes them. */
+static bool no_other_buffer(const struct func_entry *e, const struct repeat_plan *p,
+                            const unsigned char *bytes)
+{
+    size_t at = 0;
+    for (int i = 0; i < e->nparams; i++) {
+        for (size_t off = 0; off + 8 <= e->param_size[i]; off += 8) {
+            CUdeviceptr v;
+            struct alloc_info a;
+            memcpy(&v, bytes + at + off, sizeof v);
+            if (v && !in_keys(p, at + off) && alloctab_find(v, &a))
+                return false;
+        }
+        at += e->param_size[i];
+    }
+    return true;
+}
+
+const struct repeat_plan *repeat_find(const struct func_entry *e, const unsigned char *bytes,
+                                      size_t n, uint32_t gen)
+{
+    const struct repeat_cache *c = e->repeats;
+    if (!c)
+        return NULL;
+    unsigned long long epoch = alloctab_epoch();
+    for (unsigned i = 0; i < REPEAT_WAYS; i++) {
+        const struct repeat_plan *p = &c->way[i];
+        if (!p->bytes || p->nbytes != n || p->gen != gen || p->epoch != epoch ||
+            p->lineage != lineage)
+            continue;
+        if (!p->nkeys ? memcmp(p->bytes, bytes, n) == 0 : keys_match(p, bytes))
+            return !p->nkeys || no_other_buffer(e, p, bytes) ? p : NULL;
+    }
+    return NULL;
+}
+
+void repeat_store(struct func_entry *e, const unsigned char *bytes, size_t n, uint32_t gen,
+                  unsigned long long epoch, uint32_t id, const struct proto_copy *const *copies,
+                  unsigned ncopies, const struct proto_key *keys, unsigned nkeys)
+{
+    if (n > REPEAT_MAX_BYTES || ncopies > PROTO_MAX_REPEAT)
+        return;
+    for (unsigned k = 0; k < nkeys; k++)
+        if (keys[k].size > n || keys[k].offset > n - keys[k].size)
+            return; /* a key outside the bytes: not a plan to trust */
+    if (!e->repeats && !(e->repeats = calloc(1, sizeof *e->repeats)))
+        return;
+    struct repeat_cache *c = e->repeats;
+    struct repeat_plan *p = &c->way[c->next];
+    c->next = (c->next + 1) % REPEAT_WAYS;
+    unsigned char *owned = realloc(p->bytes, n ? n : 1);
+    struct proto_key *owned_keys = realloc(p->keys, (nkeys ? nkeys : 1) * sizeof *keys);
+    if (!owned || !owned_keys) {
+        free(owned ? owned : p->bytes);
+        free(owned_keys ? owned_keys : p->keys);
+        memset(p, 0, sizeof *p);
+        return;
+    }
+    memcpy(owned, bytes, n);
+    memcpy(owned_keys, keys, nkeys * sizeof *keys);
+    *p = (struct repeat_plan){.lineage = lineage, .gen = gen, .id = id, .epoch = epoch,
+                              .nbytes = n, .bytes = owned, .nkeys = nkeys, .keys = owned_keys,
+                              .ncopies = ncopies};
+    for (unsigned i = 0; i < ncopies; i++)
+        p->copies[i] = *copies[i];
+}
+
+unsigned repeat_copies(const struct repeat_plan *p)
+{
+    return p->ncopies;
+}
+
+/* ---- the result ring ---------------------------------------------------- */
+
+/* Reserves the next slot: many threads may, though snapshot.c's lock makes it
+ * one at a time today. A full ring means the controller is behind; wait for
+ * it a while, then give up (the launch is then asked about instead). */
+static struct proto_result_slot *reserve(uint64_t *pos_out)
+{
+    uint32_t slots;
+    struct proto_result_slot *ring = results_ring(&slots);
+    volatile struct proto_control *ctl = channel_control_rw();
+    if (!ring || !ctl)
+        return NULL;
+    uint64_t pos = __atomic_load_n(&ctl->results_head, __ATOMIC_RELAXED);
+    for (int waited = 0;;) {
+        uint64_t tail = __atomic_load_n(&ctl->results_tail, __ATOMIC_ACQUIRE);
+        if (pos - tail < slots) {
+            if (__atomic_compare_exchange_n(&ctl->results_head, &pos, pos + 1, true,
+                                            __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+                break;
+            continue;
+        }
+        if (waited >= 2000 || !channel_controller_alive())
+            return NULL;
+        if (waited++ < 64)
+            sched_yield();
+        else
+            usleep(100);
+        pos = __atomic_load_n(&ctl->results_head, __ATOMIC_RELAXED);
+    }
+    *pos_out = pos;
+    return &ring[pos & (slots - 1)];
+}
+
+static void run_phase(struct launch_info *li, enum proto_phase phase)
+{
+    const struct repeat_plan *p = li->repeat;
+    struct proto_result_slot *slot = li->slot;
+    uint32_t slots;
+    results_ring(&slots);
+    struct tool_request reqs[PROTO_MAX_REPEAT];
+    unsigned n = 0;
+    for (unsigned k = 0; k < p->ncopies; k++)
+        if (p->copies[k].phase == phase)
+            reqs[n++] = (struct tool_request){
+                &p->copies[k], &slot->results[k],
+                PROTO_MAX_COPIES + (unsigned)(li->slot_pos & (slots - 1)) * PROTO_MAX_REPEAT + k,
+                li->slot_pos + 1};
+    tools_run(li, reqs, n);
+}
+
+bool repeat_start(struct launch_info *li, const struct repeat_plan *p)
+{
+    uint64_t pos;
+    struct proto_result_slot *slot = reserve(&pos);
+    if (!slot)
+        return false;
+    slot->plan = p->id;
+    slot->ncopies = p->ncopies;
+    slot->launch_rc = 0;
+    slot->flags = 0;
+    slot->event = (struct proto_launch){
+        .seq = li->seq, .occurrence = li->occurrence,
+        .stream = (uint64_t)(uintptr_t)li->stream, .tid = li->tid, .id = li->e->id,
+        .device = li->device, .grid = {li->grid[0], li->grid[1], li->grid[2]},
+        .block = {li->block[0], li->block[1], li->block[2]}, .smem = li->smem, .api = li->api,
+        .nparams = -1};
+    for (unsigned k = 0; k < p->ncopies; k++)
+        slot->results[k] = (struct proto_tool_result){.rc = -1};
+    li->repeat = p;
+    li->slot = slot;
+    li->slot_pos = pos;
+    run_phase(li, PHASE_BEFORE);
+    return true;
+}
+
+static bool same_buffer(const struct proto_copy *a, const struct proto_copy *b)
+{
+    return a->src == b->src && a->width == b->width && a->height == b->height &&
+           a->pitch == b->pitch && a->flags == b->flags;
+}
+
+/* Whether a scan found non-finite values after the launch in a buffer that
+ * had none before it (or that was not scanned before it). */
+static bool new_nonfinite(const struct repeat_plan *p, const struct proto_result_slot *slot)
+{
+    for (unsigned k = 0; k < p->ncopies; k++) {
+        const struct proto_copy *c = &p->copies[k];
+        unsigned mode = (c->flags >> PROTO_TOOL_MODE_SHIFT) & 0xff;
+        if (c->phase != PHASE_AFTER || mode == TOOL_DIGEST || slot->results[k].rc != 0 ||
+            slot->results[k].words[0] == 0)
+            continue;
+        bool before_clean = true;
+        for (unsigned b = 0; b < p->ncopies; b++)
+            if (p->copies[b].phase == PHASE_BEFORE && same_buffer(&p->copies[b], c))
+                before_clean = slot->results[b].rc != 0 || slot->results[b].words[0] == 0;
+        if (before_clean)
+            return true;
+    }
+    return false;
+}
+
+static bool has_scans(const struct repeat_plan *p)
+{
+    for (unsigned k = 0; k < p->ncopies; k++)
+        if (((p->copies[k].flags >> PROTO_TOOL_MODE_SHIFT) & 0xff) != TOOL_DIGEST)
+            return true;
+    return false;
+}
+
+bool repeat_end(struct launch_info *li, CUresult launch_rc, struct msg *report)
+{
+    struct proto_result_slot *slot = li->slot;
+    slot->launch_rc = launch_rc;
+    if (launch_rc == CUDA_SUCCESS)
+        run_phase(li, PHASE_AFTER);
+    bool found = false;
+    if (has_scans(li->repeat)) {
+        /* The results are written from the GPU: once the stream is through,
+         * they are all there. */
+        found = launch_wait_stream(li) == CUDA_SUCCESS && new_nonfinite(li->repeat, slot);
+        if (found)
+            slot->flags |= RESULT_TAKEN;
+    }
+    if (found) {
+        msg_add(report, slot, sizeof *slot);
+        slot->ncopies = 0; /* the ring's reader has nothing left to wait for in it */
+    }
+    __atomic_store_n(&slot->ready, li->slot_pos + 1, __ATOMIC_RELEASE);
+    li->repeat = NULL;
+    li->slot = NULL;
+    return found;
+}
