@@ -14,7 +14,6 @@ the ordinary way, through Snapshotter.collect.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ import numpy as np
 from cudump import protocol as p
 from cudump.console import warn
 from cudump.digest import digest_hex
+from cudump.drain import RingDrain, leading, window
 from cudump.manifest import SnapshotRecord
 from cudump.process import LaunchEvent, ProcessState
 from cudump.shared import SharedFile
@@ -131,7 +131,7 @@ class _Ring:
     tail: int = 0
 
 
-class ResultDrain:
+class ResultDrain(RingDrain[_Ring]):
     """Consumes every process's result ring on one thread, in batches."""
 
     def __init__(self, write_lines: Callable[[list[str]], None], unusual: Unusual,
@@ -139,39 +139,17 @@ class ResultDrain:
         self._write_lines = write_lines
         self._unusual = unusual
         self._counted = counted
-        self._rings: list[_Ring] = []
         self._failed = False
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="cudump-results", daemon=True)
-        self._thread.start()
+        super().__init__("cudump-results")
 
     def add(self, proc: ProcessState, shared: SharedFile,
             templates: dict[int, RepeatTemplate]) -> None:
-        if not shared.results_slots:
-            return
-        slots = np.frombuffer(shared.results_bytes(), dtype=SLOT)
-        with self._lock:
-            self._rings.append(_Ring(proc, shared, slots, templates))
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            if self.drain_once() == 0:
-                self._stop.wait(0.002)
-
-    def drain_once(self) -> int:
-        with self._lock:
-            rings = list(self._rings)
-        return sum(self._drain(ring) for ring in rings)
+        if shared.results_slots:
+            self._add(_Ring(proc, shared, np.frombuffer(shared.results_bytes(), dtype=SLOT),
+                            templates))
 
     def _drain(self, ring: _Ring) -> int:
-        n = len(ring.slots)
-        available = ring.shared.results_head - ring.tail
-        if available <= 0:
-            return 0
-        take = min(available, BATCH)
-        positions = ring.tail + np.arange(take, dtype=np.uint64)
-        index = (positions & np.uint64(n - 1)).astype(np.intp)
+        positions, index = window(len(ring.slots), ring.tail, ring.shared.results_head, BATCH)
         view = ring.slots[index]
         tag = positions + np.uint64(1)
         ready = view["ready"] == tag
@@ -179,8 +157,7 @@ class ResultDrain:
         results = view["results"]
         used = np.arange(p.MAX_REPEAT)[None, :] < view["ncopies"][:, None]
         settled = (~used | (results["rc"] != 0) | (results["done"] == tag[:, None])).all(axis=1)
-        complete = ready & settled
-        count = take if complete.all() else int(np.argmin(complete))
+        count = leading(ready & settled)
         if count == 0:
             return 0
         taken = ring.slots[index[:count]].copy()   # out of the ring before it is reused
@@ -223,13 +200,11 @@ class ResultDrain:
 
     def close(self) -> None:
         """Takes what is left in every ring (waiting a little for the GPU), then stops."""
-        self._stop.set()
-        self._thread.join()
+        self._stop_thread()
         deadline = time.monotonic() + GRACE_SECONDS
         while True:
             moved = self.drain_once()
-            with self._lock:
-                left = sum(r.shared.results_head - r.tail for r in self._rings)
+            left = sum(r.shared.results_head - r.tail for r in self._each())
             if not left:
                 return
             if not moved:

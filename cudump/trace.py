@@ -13,6 +13,7 @@ import numpy as np
 
 from cudump import protocol as p
 from cudump.console import say_lines, warn
+from cudump.drain import RingDrain, leading, window
 from cudump.process import ProcessState
 from cudump.shared import SharedFile
 
@@ -139,7 +140,7 @@ class _Ring:
     closed: bool = False
 
 
-class TraceDrain:
+class TraceDrain(RingDrain["_Ring"]):
     """Consumes every process's trace ring on one thread, in batches, off the target's path.
 
     The shim writes each traced launch into its process's ring (no system call); this thread
@@ -149,37 +150,14 @@ class TraceDrain:
 
     def __init__(self, writer: TraceWriter) -> None:
         self.writer = writer
-        self._rings: list[_Ring] = []
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="cudump-trace", daemon=True)
-        self._thread.start()
+        super().__init__("cudump-trace")
 
     def add(self, proc: ProcessState, shared: SharedFile) -> None:
-        slots = np.frombuffer(shared.ring_bytes(), dtype=SLOT)
-        with self._lock:
-            self._rings.append(_Ring(proc, shared, slots))
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            if self.drain_once() == 0:
-                self._stop.wait(0.002)
-
-    def drain_once(self) -> int:
-        with self._lock:
-            rings = list(self._rings)
-        return sum(self._drain(ring) for ring in rings)
+        self._add(_Ring(proc, shared, np.frombuffer(shared.ring_bytes(), dtype=SLOT)))
 
     def _drain(self, ring: _Ring) -> int:
-        n = len(ring.slots)
-        available = ring.shared.ring_head - ring.tail
-        if available <= 0:
-            return 0
-        take = min(available, BATCH)
-        positions = ring.tail + np.arange(take, dtype=np.uint64)
-        index = (positions & np.uint64(n - 1)).astype(np.intp)
-        ready = ring.slots["ready"][index] == positions + np.uint64(1)
-        count = take if ready.all() else int(np.argmin(ready))
+        positions, index = window(len(ring.slots), ring.tail, ring.shared.ring_head, BATCH)
+        count = leading(ring.slots["ready"][index] == positions + np.uint64(1))
         if count == 0:
             return 0
         events = ring.slots[index[:count]].copy()  # out of the ring before it is reused
@@ -195,12 +173,10 @@ class TraceDrain:
             self.writer.write_lines(records, lines)
 
     def dropped(self) -> int:
-        with self._lock:
-            return sum(r.shared.ring_dropped for r in self._rings)
+        return sum(r.shared.ring_dropped for r in self._each())
 
     def close(self) -> None:
         """Takes what is left in every ring, then stops."""
-        self._stop.set()
-        self._thread.join()
+        self._stop_thread()
         while self.drain_once():
             pass

@@ -98,6 +98,33 @@ void launch_before(struct launch_info *li)
     shim_busy--;
 }
 
+bool ring_reserve(volatile uint64_t *head, volatile uint64_t *tail, uint32_t slots,
+                  int patience, uint64_t *pos_out)
+{
+    uint64_t pos = __atomic_load_n(head, __ATOMIC_RELAXED);
+    int waited = 0;
+    for (;;) {
+        uint64_t done = __atomic_load_n(tail, __ATOMIC_ACQUIRE);
+        if (pos - done < slots) {
+            if (__atomic_compare_exchange_n(head, &pos, pos + 1, true, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_RELAXED))
+                break;
+            continue; /* another thread took `pos`: pos now holds the current head */
+        }
+        /* Full: the controller is behind. Wait for it a while (bounded, and not at
+         * all once it is gone). */
+        if (waited >= patience || !channel_controller_alive())
+            return false;
+        if (waited++ < 64)
+            sched_yield();
+        else
+            usleep(50);
+        pos = __atomic_load_n(head, __ATOMIC_RELAXED);
+    }
+    *pos_out = pos;
+    return true;
+}
+
 /* Puts a launch event into the trace ring: no system call, no lock. Returns
  * false only when there is no ring (the event then goes over the socket). */
 static bool ring_push(const struct proto_launch *ev)
@@ -107,27 +134,10 @@ static bool ring_push(const struct proto_launch *ev)
     volatile struct proto_control *ctl = channel_control_rw();
     if (!ring || !ctl)
         return false;
-    uint64_t pos = __atomic_load_n(&ctl->ring_head, __ATOMIC_RELAXED);
-    int waited = 0;
-    for (;;) {
-        uint64_t tail = __atomic_load_n(&ctl->ring_tail, __ATOMIC_ACQUIRE);
-        if (pos - tail < slots) {
-            if (__atomic_compare_exchange_n(&ctl->ring_head, &pos, pos + 1, true,
-                                            __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-                break;
-            continue; /* another thread took `pos`: pos now holds the current head */
-        }
-        /* Full: the controller is behind. Wait for it a while (bounded, and not at
-         * all once it is gone); then count the event as dropped. */
-        if (waited >= 20000 || !channel_controller_alive()) {
-            __atomic_fetch_add(&ctl->ring_dropped, 1, __ATOMIC_RELAXED);
-            return true;
-        }
-        if (waited++ < 64)
-            sched_yield();
-        else
-            usleep(50);
-        pos = __atomic_load_n(&ctl->ring_head, __ATOMIC_RELAXED);
+    uint64_t pos;
+    if (!ring_reserve(&ctl->ring_head, &ctl->ring_tail, slots, 20000, &pos)) {
+        __atomic_fetch_add(&ctl->ring_dropped, 1, __ATOMIC_RELAXED); /* about 1 s waited */
+        return true;
     }
     struct proto_ring_slot *slot = &ring[pos & (slots - 1)];
     slot->event = *ev;

@@ -74,6 +74,12 @@ static inline void launch_count(struct func_entry *e, CUstream stream, int ptsz)
 }
 
 void launch_before(struct launch_info *li);
+/* Reserves the next position of a shared-memory ring (trace or result ring):
+ * many producers, by compare-and-swap on `head`, never more than `slots` past
+ * the controller's `tail`. Waits up to `patience` rounds (about 50 us each)
+ * while the ring is full and the controller alive; false if it stays full. */
+bool ring_reserve(volatile uint64_t *head, volatile uint64_t *tail, uint32_t slots,
+                  int patience, uint64_t *pos);
 void launch_after(struct launch_info *li, CUresult rc);
 /* cuGraphLaunch: counted, traced, and run instrumented where kernels inside want snapshots. */
 CUresult launch_graph(cuGraphLaunch_fn real, CUgraphExec exec, CUstream stream, int ptsz);

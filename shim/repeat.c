@@ -20,10 +20,8 @@
  *
  * Everything here runs under snapshot.c's lock, one wanted launch at a time.
  */
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "launch.h"
 
@@ -146,35 +144,16 @@ unsigned repeat_copies(const struct repeat_plan *p)
 
 /* ---- the result ring ---------------------------------------------------- */
 
-/* Reserves the next slot: many threads may, though snapshot.c's lock makes it
- * one at a time today. A full ring means the controller is behind; wait for
- * it a while, then give up (the launch is then asked about instead). */
-static struct proto_result_slot *reserve(uint64_t *pos_out)
+/* Reserves the next slot. A full ring means the controller is behind; after
+ * waiting about 0.2 s for it the launch is asked about instead. */
+static struct proto_result_slot *reserve(uint64_t *pos)
 {
     uint32_t slots;
     struct proto_result_slot *ring = results_ring(&slots);
     volatile struct proto_control *ctl = channel_control_rw();
-    if (!ring || !ctl)
+    if (!ring || !ctl || !ring_reserve(&ctl->results_head, &ctl->results_tail, slots, 4000, pos))
         return NULL;
-    uint64_t pos = __atomic_load_n(&ctl->results_head, __ATOMIC_RELAXED);
-    for (int waited = 0;;) {
-        uint64_t tail = __atomic_load_n(&ctl->results_tail, __ATOMIC_ACQUIRE);
-        if (pos - tail < slots) {
-            if (__atomic_compare_exchange_n(&ctl->results_head, &pos, pos + 1, true,
-                                            __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-                break;
-            continue;
-        }
-        if (waited >= 2000 || !channel_controller_alive())
-            return NULL;
-        if (waited++ < 64)
-            sched_yield();
-        else
-            usleep(100);
-        pos = __atomic_load_n(&ctl->results_head, __ATOMIC_RELAXED);
-    }
-    *pos_out = pos;
-    return &ring[pos & (slots - 1)];
+    return &ring[*pos & (slots - 1)];
 }
 
 static void run_phase(struct launch_info *li, enum proto_phase phase)
