@@ -12,8 +12,28 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
+from cudump import protocol as p
+
 Ring = TypeVar("Ring")
 IDLE_SECONDS = 0.002
+_NUMPY = {"Q": "<u8", "I": "<u4", "i": "<i4", "H": "<u2"}
+
+
+def layout_dtype(layout: p.Layout, strip: str = "") -> np.dtype:
+    """A numpy dtype over a protocol.h struct, at its offsets, to read its slots in bulk:
+    byte-string fields (padding) left out, `strip` taken off the front of names."""
+    names, formats, offsets = [], [], []
+    codes = dict(layout.fields)
+    for name, offset in layout.offsets().items():
+        code = codes[name]
+        if code.endswith("s"):
+            continue
+        base = _NUMPY[code[-1]]
+        names.append(name.removeprefix(strip))
+        formats.append((base, (int(code[:-1]),)) if code[0].isdigit() else base)
+        offsets.append(offset)
+    return np.dtype({"names": names, "formats": formats, "offsets": offsets,
+                     "itemsize": layout.size})
 
 
 def window(nslots: int, tail: int, head: int, batch: int) -> tuple[np.ndarray, np.ndarray]:

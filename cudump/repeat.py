@@ -23,26 +23,19 @@ import numpy as np
 from cudump import protocol as p
 from cudump.console import warn
 from cudump.digest import digest_hex
-from cudump.drain import RingDrain, leading, window
+from cudump.drain import RingDrain, layout_dtype, leading, window
 from cudump.manifest import SnapshotRecord
-from cudump.process import LaunchEvent, ProcessState
+from cudump.process import FuncInfo, LaunchEvent, ProcessState
 from cudump.shared import SharedFile
 
 BATCH = 4096
 # How long the rings are waited on at the end of a run for results still on the GPU.
 GRACE_SECONDS = 2.0
 
-_TOOL = np.dtype([("words", "<u8", (2,)), ("done", "<u8"), ("rc", "<i4"), ("reserved", "<u4")])
-_EVENT = np.dtype({
-    "names": [name for name, _ in p.LAUNCH.fields],
-    "formats": ["<u8", "<u8", "<u8", "<u8", "<u4", "<i4", ("<u4", (3,)), ("<u4", (3,)), "<u4",
-                "<u4", "<u4", "<i4", "<i4", "<u4", "<u8", "<u4", "<u4"],
-    "offsets": list(p.LAUNCH.offsets().values()),
-    "itemsize": p.LAUNCH.size,
-})
 SLOT = np.dtype({
     "names": ["ready", "plan", "ncopies", "launch_rc", "flags", "event", "results"],
-    "formats": ["<u8", "<u4", "<u4", "<i4", "<u4", _EVENT, (_TOOL, (p.MAX_REPEAT,))],
+    "formats": ["<u8", "<u4", "<u4", "<i4", "<u4", layout_dtype(p.LAUNCH),
+                (layout_dtype(p.TOOL_OUT), (p.MAX_REPEAT,))],
     "offsets": [p.RESULT_SLOT.offsets()[f] for f in
                 ("ready", "plan", "ncopies", "launch_rc", "flags", "event.seq",
                  "results[0].words")],
@@ -89,11 +82,16 @@ class RepeatCopy:
 
 @dataclass
 class RepeatTemplate:
-    plan_id: int
     copies: list[RepeatCopy]
-    state: object                  # what Snapshotter needs to take a launch the ordinary way
+    func: FuncInfo
+    first: object       # the first launch's PlannedLaunch (snapshots.py), None if no copies
 
 
+def slot_of(payload: bytes) -> np.void:
+    """A result ring slot sent whole (MSG_REPEAT)."""
+    if len(payload) != p.RESULT_SLOT_SIZE:
+        raise p.ProtocolError("a repeated launch's report of the wrong size")
+    return np.frombuffer(payload, dtype=SLOT)[0]
 
 
 def event_of(slot: np.void) -> LaunchEvent:

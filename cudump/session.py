@@ -27,8 +27,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from cudump import protocol as p
 from cudump.console import say, warn
 from cudump.debugger import DebugController
@@ -41,7 +39,7 @@ from cudump.process import (
     decode_launch,
     pointer_allocation,
 )
-from cudump.repeat import SLOT as RESULT_SLOT
+from cudump.repeat import slot_of
 from cudump.rules import Rule
 from cudump.shared import SharedFile
 from cudump.shim import preload_env
@@ -408,9 +406,7 @@ class Connection:
     def on_repeat(self, msg: p.Message) -> None:
         """A launch made with a repeated plan whose scans found something: as MSG_END."""
         assert self.proc is not None
-        if len(msg.payload) != p.RESULT_SLOT_SIZE:
-            raise p.ProtocolError("a repeated launch's report of the wrong size")
-        slot = np.frombuffer(msg.payload, dtype=RESULT_SLOT)[0]
+        slot = slot_of(msg.payload)
         follow = None
         if self.controller.snapshots is not None:
             try:

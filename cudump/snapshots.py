@@ -284,7 +284,7 @@ class Snapshotter:
                                   values=planned.values)
         ps.last_template += 1
         plan_id = ps.last_template
-        ps.templates[plan_id] = RepeatTemplate(plan_id, made, (func, first))
+        ps.templates[plan_id] = RepeatTemplate(made, func, first)
         # The shim keeps a few plans per function; the controller keeps twice as many.
         kept_ids = ps.template_ids.setdefault(func.id, collections.deque())
         kept_ids.append(plan_id)
@@ -302,7 +302,7 @@ class Snapshotter:
             return None
         with self.lock:
             self.repeated += 1
-        func, first = template.state  # type: ignore[misc]
+        first, func = template.first, template.func
         if first is None:
             return None
         assert isinstance(first, PlannedLaunch) and first.ctx is not None

@@ -13,7 +13,7 @@ import numpy as np
 
 from cudump import protocol as p
 from cudump.console import say_lines, warn
-from cudump.drain import RingDrain, leading, window
+from cudump.drain import RingDrain, layout_dtype, leading, window
 from cudump.process import ProcessState
 from cudump.shared import SharedFile
 
@@ -113,21 +113,7 @@ class TraceWriter:
 # ---------------------------------------------------------------- the trace ring
 
 
-def _slot_dtype() -> np.dtype:
-    names, formats, offsets = [], [], []
-    for name, offset in p.RING_SLOT.offsets().items():
-        code = dict(p.RING_SLOT.fields)[name]
-        if code.endswith("s"):
-            continue
-        base = {"Q": "<u8", "I": "<u4", "i": "<i4"}[code[-1]]
-        names.append(name.removeprefix("event."))
-        formats.append((base, int(code[:-1])) if code[0].isdigit() else base)
-        offsets.append(offset)
-    return np.dtype({"names": names, "formats": formats, "offsets": offsets,
-                     "itemsize": p.RING_SLOT_SIZE})
-
-
-SLOT = _slot_dtype()
+SLOT = layout_dtype(p.RING_SLOT, strip="event.")
 BATCH = 1 << 16
 
 

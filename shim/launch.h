@@ -112,6 +112,12 @@ void launch_finish(struct launch_info *li, CUresult rc);
 /* Waits for everything queued on the launch's stream so far. */
 CUresult launch_wait_stream(const struct launch_info *li);
 
+/* What a COPY_TOOL copy asks cudump's kernel to compute (enum proto_tool_mode). */
+static inline unsigned tool_mode(const struct proto_copy *c)
+{
+    return (c->flags >> PROTO_TOOL_MODE_SHIFT) & 0xff;
+}
+
 /* One COPY_TOOL copy for cudump's kernel (tools.c). */
 struct tool_request {
     const struct proto_copy *copy;

@@ -210,8 +210,7 @@ static bool new_nonfinite(const struct repeat_plan *p, const struct proto_result
 {
     for (unsigned k = 0; k < p->ncopies; k++) {
         const struct proto_copy *c = &p->copies[k];
-        unsigned mode = (c->flags >> PROTO_TOOL_MODE_SHIFT) & 0xff;
-        if (c->phase != PHASE_AFTER || mode == TOOL_DIGEST || slot->results[k].rc != 0 ||
+        if (c->phase != PHASE_AFTER || tool_mode(c) == TOOL_DIGEST || slot->results[k].rc != 0 ||
             slot->results[k].words[0] == 0)
             continue;
         bool before_clean = true;
@@ -227,7 +226,7 @@ static bool new_nonfinite(const struct repeat_plan *p, const struct proto_result
 static bool has_scans(const struct repeat_plan *p)
 {
     for (unsigned k = 0; k < p->ncopies; k++)
-        if (((p->copies[k].flags >> PROTO_TOOL_MODE_SHIFT) & 0xff) != TOOL_DIGEST)
+        if (tool_mode(&p->copies[k]) != TOOL_DIGEST)
             return true;
     return false;
 }

@@ -199,24 +199,21 @@ static bool accept_plan(const unsigned char *reply, size_t len, uint32_t *flags,
 }
 
 /* Sends m (MSG_BEGIN, MSG_END or MSG_REPEAT), frees it, and takes the MSG_PLAN
- * answer into copies[base...]; false, with no copies added, if none came or it
- * was refused. */
-static bool request_plan_id(struct msg *m, unsigned base, uint32_t *flags, uint32_t *id)
+ * answer into copies[base...] (and its id, if asked); false, with no copies
+ * added, if none came or it was refused. */
+static bool request_plan(struct msg *m, unsigned base, uint32_t *flags, uint32_t *id)
 {
     unsigned char reply[sizeof(struct proto_plan) + PROTO_MAX_COPIES * sizeof(struct proto_copy) +
                         PROTO_MAX_KEYS * sizeof(struct proto_key)];
     size_t len = 0;
-    *flags = *id = 0;
+    uint32_t plan_id = 0;
+    *flags = 0;
     bool ok = channel_request(m, MSG_PLAN, reply, sizeof reply, &len) &&
-              accept_plan(reply, len, flags, id, base);
+              accept_plan(reply, len, flags, &plan_id, base);
+    if (id)
+        *id = plan_id;
     msg_free(m);
     return ok;
-}
-
-static bool request_plan(struct msg *m, unsigned base, uint32_t *flags)
-{
-    uint32_t id;
-    return request_plan_id(m, base, flags, &id);
 }
 
 static void enqueue_copies(const struct launch_info *li, enum proto_phase phase)
@@ -311,7 +308,7 @@ static bool send_end(uint64_t seq, CUresult launch_rc, CUresult sync_rc, uint32_
         msg_add(&m, &rc, sizeof rc);
     }
     ncopies = 0;
-    return follow_ups(request_plan(&m, 0, flags), flags);
+    return follow_ups(request_plan(&m, 0, flags, NULL), flags);
 }
 
 /* Takes the answer to MSG_END or MSG_REPEAT: copies to make now that the
@@ -339,7 +336,7 @@ static bool repeat_finish(struct launch_info *li, CUresult launch_rc, uint32_t *
         msg_free(&m);
         return false;
     }
-    return follow_ups(request_plan(&m, 0, flags), flags);
+    return follow_ups(request_plan(&m, 0, flags, NULL), flags);
 }
 
 /* ---- graph launches: copies by copy nodes (graph.c builds the graph) ---- */
@@ -359,7 +356,7 @@ unsigned snap_plan_node(const struct launch_info *li)
     build_begin(&m, li);
     uint32_t flags;
     unsigned before = ncopies;
-    request_plan(&m, before, &flags); /* refused: ncopies stays as it was */
+    request_plan(&m, before, &flags, NULL); /* refused: ncopies stays as it was */
     return ncopies - before;
 }
 
@@ -484,7 +481,7 @@ bool launch_begin(struct launch_info *li)
     msg_init(&m, stack, sizeof stack, MSG_BEGIN, li->seq);
     build_begin(&m, li);
     uint32_t flags, id;
-    bool ok = request_plan_id(&m, 0, &flags, &id);
+    bool ok = request_plan(&m, 0, &flags, &id);
     if (ok && keyed && (flags & PLAN_REPEAT) && !(flags & PLAN_HALT))
         keep_plan(li, key, nkey, gen, epoch, id);
     if (ok && (flags & PLAN_HALT))

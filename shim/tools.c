@@ -204,7 +204,7 @@ static void run_on(const struct launch_info *li, const struct tool_ctx *t,
         }
         struct tool_request *r = &reqs[i];
         const struct proto_copy *c = r->copy;
-        unsigned mode = (c->flags >> PROTO_TOOL_MODE_SHIFT) & 0xff;
+        unsigned mode = tool_mode(c);
         CUdeviceptr result = device_address(t, r->result);
         CUresult rc = r->acc >= t->accs ? CUDA_ERROR_INVALID_VALUE
                       : !result         ? CUDA_ERROR_NOT_SUPPORTED /* not pinned and mapped */
