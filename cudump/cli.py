@@ -21,7 +21,7 @@ USAGE = ("usage: cudump [--trace] [--rule FILE]... [--break PATTERN]... [--] PRO
          "[ARGS...], or cudump diff|ls|show|bisect ... (cudump --help, cudump diff --help)")
 # Subcommands whose unexpected exceptions are one line, not a traceback (bisect runs its
 # programs as cudump subprocesses, so it is one of them).
-OFFLINE = frozenset({"diff", "ls", "show", "bisect"})
+OFFLINE = frozenset({"diff", "ls", "show", "bisect", "replay", "extract"})
 SIGPIPE_STATUS = 141            # 128 + SIGPIPE, as a program killed by it would exit
 
 
@@ -42,12 +42,14 @@ def _commands() -> dict[str, Command]:
     # Imported here so that `cudump diff` does not pay for the controller's imports.
     from cudump.commands.bisect import BisectCommand
     from cudump.commands.diff import DiffCommand
+    from cudump.commands.extract import ExtractCommand
     from cudump.commands.ls import LsCommand
+    from cudump.commands.replay import ReplayCommand
     from cudump.commands.run import RunCommand
     from cudump.commands.show import ShowCommand
 
     return {c.name: c for c in (RunCommand(), DiffCommand(), LsCommand(), ShowCommand(),
-                                BisectCommand())}
+                                BisectCommand(), ReplayCommand(), ExtractCommand())}
 
 
 class _ArgumentParser(argparse.ArgumentParser):

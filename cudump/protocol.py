@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 from typing import Any, Protocol
 
-VERSION = 3
+VERSION = 4
 MAGIC = 0x50445543
 
 MAX_MESSAGE = 1 << 20
@@ -31,6 +31,7 @@ MAX_REPEAT = 16           # copies in a plan the shim may repeat (PlanFlag.REPEA
 REPEAT_WAYS = 32          # repeated plans the shim keeps per function
 MAX_KEYS = 256            # byte ranges a repeated plan is kept by
 RESULT_SLOT_SIZE = 640
+IMAGE_CHUNK = 512 << 10    # image bytes in one Kind.IMAGE message
 TOOL_MODE_SHIFT = 8
 
 
@@ -48,6 +49,7 @@ class Kind(IntEnum):
     RESULT = 11
     PIECE = 12
     REPEAT = 13
+    IMAGE = 14
     WELCOME = 32
     WANTS = 33
     PLAN = 34
@@ -64,10 +66,12 @@ class Want(IntFlag):
     TRACE = 1
     SNAPSHOT = 2
     STOP = 4
+    CAPTURE = 8     # send the function's module image before its first MSG_BEGIN
 
 
 class Option(IntFlag):
     TRACE_GRAPHS = 1
+    CAPTURE = 2     # keep module images for Want.CAPTURE
 
 
 class LaunchFlag(IntFlag):
@@ -120,6 +124,7 @@ class MemoryOp(IntEnum):
     UNMAP = 3
 
 
+IMAGE_FORMATS = ("unknown", "cubin", "fatbin", "ptx")   # proto_image.format
 ALLOC_KINDS = ("linear", "pitched", "managed", "async", "vmm", "host", "range")
 APIS = ("cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchCooperativeKernel",
         "cuLaunchCooperativeKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz",
@@ -229,6 +234,8 @@ RESULT_SLOT = _layout("proto_result_slot", ("ready", "Q"), ("plan", "I"), ("ncop
                       *[(f"event.{name}", code) for name, code in LAUNCH.fields],
                       *[(f"results[{i}].{name}", code) for i in range(MAX_REPEAT)
                         for name, code in TOOL_OUT.fields])
+IMAGE = _layout("proto_image", ("module", "Q"), ("size", "Q"), ("offset", "Q"), ("id", "I"),
+                ("format", "I"))
 PIECE = _layout("proto_piece", ("index", "I"), ("rc", "i"))
 END = _layout("proto_end", ("launch_rc", "i"), ("sync_rc", "i"), ("ncopies", "I"),
               ("reserved", "I"))
@@ -242,7 +249,7 @@ RESULT = _layout("proto_result", ("rc", "i"), ("reserved", "I"), ("nbytes", "Q")
 
 LAYOUTS = (HEADER, HELLO, WELCOME, CONTROL, PARAM, FUNC, ASK, WANTS, LAUNCH, RING_SLOT, POINTER,
            MEMORY, GRAPH, GRAPH_NODE, COUNT, STATS, COPY, PLAN, KEY, TOOL_OUT, RESULT_SLOT,
-           PIECE, END, STOPPED, READ, QUERY, RESUME, RESULT)
+           IMAGE, PIECE, END, STOPPED, READ, QUERY, RESUME, RESULT)
 
 # Byte offsets of the control page's fields, for the controller's stores.
 CONTROL_OFFSETS = CONTROL.offsets()

@@ -80,7 +80,7 @@ import yaml
 
 from cudump.args import ArgValue
 from cudump.elements import NUMPY_DTYPES, element_type
-from cudump.errors import RuleError
+from cudump.errors import RuleError, UsageError
 from cudump.expr import Expr, ExprError, parse_expr
 from cudump.pattern import SUBJECTS, KernelPattern, PatternError, Subject
 
@@ -93,9 +93,9 @@ SCAN_FORMATS = frozenset({"check-nan"})
 STANDALONE_FORMATS = {"digest": DIGEST_FORMATS, "check-nan": SCAN_FORMATS}
 ACTIONS = ("snapshot", "break")
 RULE_KEYS = ("name", "kernel", "match", "skip", "count", "every", "args", "when", "format",
-             "overrides", "action")
+             "overrides", "action", "replay")
 # Keys that only make sense for a rule that takes snapshots.
-SNAPSHOT_KEYS = ("args", "when", "format", "overrides")
+SNAPSHOT_KEYS = ("args", "when", "format", "overrides", "replay")
 OVERRIDE_KEYS = ("dtype", "channels", "width", "height", "pitch", "count", "range", "field")
 GEOMETRY_KEYS = ("channels", "width", "height", "pitch", "count")
 MAX_CONSTANT = 1 << 48       # a constant width, count ... beyond this fits no device buffer
@@ -141,6 +141,9 @@ class Rule:
     action: str = "snapshot"
     # The command-line option that made the rule (--digest, --check-nan), not a file.
     option: str | None = None
+    # Capture the launches it takes for `cudump replay`: the module image, the parameter
+    # bytes and every buffer before and after (args: pointers, when: both, .npy).
+    replay: bool = False
 
     @property
     def origin(self) -> str:
@@ -185,10 +188,19 @@ class Rule:
         return [i for i in self.args if i in present]
 
 
-def option_rule(option: str, formats: frozenset[str], pattern: str = "*") -> Rule:
+def option_rule(option: str, formats: frozenset[str], pattern: str = "*",
+                replay: bool = False) -> Rule:
     """The rule a command-line option stands for: every buffer of every matching kernel."""
     return Rule(name=option, path=Path(option), line=0, matcher=KernelPattern(pattern),
-                formats=formats, option=option)
+                formats=formats, option=option, replay=replay)
+
+
+def capture_rule(pattern: str) -> Rule:
+    """--capture-launch PATTERN: every launch of matching kernels, captured for replay."""
+    try:
+        return option_rule("--capture-launch", frozenset({"npy"}), pattern, replay=True)
+    except PatternError as err:
+        raise UsageError(f"--capture-launch {pattern}: {err}") from None
 
 
 # ---------------------------------------------------------------- loading
@@ -438,7 +450,30 @@ class _Reader:
         rule.when = self.phases(entries.get("when"), "when", PHASES, "before, after or both")
         rule.formats = self.formats(entries.get("format"))
         rule.overrides = self.overrides(entries.get("overrides"), rule.args)
+        if "replay" in entries:
+            self.replay(rule, entries)
         return rule
+
+    def replay(self, rule: Rule, entries: dict[str, tuple[yaml.Node, yaml.Node]]) -> None:
+        """replay: true takes every buffer before and after as .npy; args and when would
+        leave the replay without some of what it needs."""
+        node = entries["replay"][1]
+        value = self.scalar(node)
+        if not isinstance(value, bool):
+            raise self.error(node, "replay", f"expected true or false, got {_kind(node, value)}")
+        if not value:
+            return
+        for name in ("args", "when"):
+            if name in entries:
+                raise self.error(entries[name][0], name,
+                                 "a rule with 'replay: true' takes every buffer of the launch, "
+                                 f"before and after; drop '{name}' (or write a second rule)")
+        if rule.formats & (DIGEST_FORMATS | SCAN_FORMATS):
+            raise self.error(entries["format"][1], "format",
+                             "'replay: true' needs the buffers' bytes; use npy or png, not "
+                             f"{next(iter(rule.formats))}")
+        rule.replay = True
+        rule.formats = rule.formats | {"npy"}
 
     def no_snapshot_keys(self, entries: dict[str, tuple[yaml.Node, yaml.Node]]) -> None:
         for key in SNAPSHOT_KEYS:

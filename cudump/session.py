@@ -112,6 +112,8 @@ class Controller:
         wants = p.Want.TRACE if self.options.trace else p.Want(0)
         if self.snapshots is not None and self.snapshots.wants(proc, func):
             wants |= p.Want.SNAPSHOT
+            if self.snapshots.captures_launches(proc, func):
+                wants |= p.Want.CAPTURE
         if self.debugger is not None and self.debugger.wants_stop(func):
             wants |= p.Want.STOP
         return int(wants)
@@ -230,6 +232,7 @@ class Connection:
             p.Kind.PIECE: self.on_piece,
             p.Kind.REPEAT: self.on_repeat,
             p.Kind.STOPPED: self.on_stopped,
+            p.Kind.IMAGE: self.on_image,
         }
 
     def send(self, kind: p.Kind, payload: bytes = b"", tag: int = 0) -> None:
@@ -282,6 +285,8 @@ class Connection:
                                   f"it ({err.strerror}); try a smaller --staging") from None
         ctl.add_process(self.proc, self.shared)
         options = p.Option.TRACE_GRAPHS if ctl.options.trace else p.Option(0)
+        if any(r.replay for r in ctl.options.rules):
+            options |= p.Option.CAPTURE
         payload = p.WELCOME.pack(version=p.VERSION, options=int(options),
                                  staging_size=self.shared.staging_size)
         socket.send_fds(self.sock, [p.encode(p.Kind.WELCOME, payload)], [self.shared.fd])
@@ -373,6 +378,15 @@ class Connection:
         if repeat is not None and not halt:
             flags |= p.PlanFlag.REPEAT
         self.send(p.Kind.PLAN, plan_payload(planned, flags, repeat), tag=event.seq)
+
+    def on_image(self, msg: p.Message) -> None:
+        assert self.proc is not None
+        if self.controller.snapshots is None:
+            raise p.ProtocolError("a module image nobody asked for")
+        try:
+            self.controller.snapshots.images.receive(self.proc.pid, msg.payload)
+        except OSError as err:
+            warn(f"a module image of process {self.proc.pid} is lost: {err.strerror or err}")
 
     def on_piece(self, msg: p.Message) -> None:
         assert self.proc is not None and self.shared is not None

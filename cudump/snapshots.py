@@ -25,6 +25,13 @@ import numpy as np
 
 from cudump import protocol as p
 from cudump.args import ArgValue, Number, arg_values, decode_args
+from cudump.capture import (
+    CapturedBuffer,
+    CaptureWriter,
+    ImageStore,
+    launch_problems,
+    pointer_json,
+)
 from cudump.console import say, warn
 from cudump.digest import ALGORITHM as DIGEST_ALGORITHM
 from cudump.digest import SCAN_ELEMENT_SIZE, SCAN_MODES, Scan, digest_hex
@@ -106,6 +113,7 @@ class PlannedLaunch:
     staging_size: int = 0
     args: list[ArgValue] = field(default_factory=list)
     values: dict[str, Number] = field(default_factory=dict)
+    capture: list[PlannedCopy] | None = None   # the copies of a launch captured for replay
 
     def wire(self) -> bytes:
         return b"".join(w for c in self.copies for w in c.wire())
@@ -196,6 +204,8 @@ class Snapshotter:
         self.repeated = 0
         self.nan_snapshotted: set[str] = set()   # kernels whose NaN producer was snapshotted
         self.manifest = manifest
+        self.images = ImageStore(run_dir)
+        self.captures = CaptureWriter(run_dir)
         self.results = ResultDrain(manifest.append_lines, self._unusual, self._count)
         self.jobs: queue.Queue[WriteJob | None] = queue.Queue(maxsize=64)
         self.writer = threading.Thread(target=self._write_loop, name="cudump-writer", daemon=True)
@@ -217,6 +227,11 @@ class Snapshotter:
             return False
         self._proc(proc.pid).rules[func.id] = FuncRules(parse_signature(func.demangled), matched)
         return True
+
+    def captures_launches(self, proc: ProcessState, func: FuncInfo) -> bool:
+        """Whether a rule captures this function's launches for replay (after `wants`)."""
+        fr = self._proc(proc.pid).rules.get(func.id)
+        return fr is not None and any(r.replay for r in fr.rules)
 
     def plan(self, proc: ProcessState, func: FuncInfo, event: LaunchEvent,
              staging_size: int) -> PlannedLaunch | None:
@@ -367,13 +382,22 @@ class Snapshotter:
         args = decode_args(fr.signature, event.raw_args)
         values = arg_values(args)
         copies: list[PlannedCopy] = []
+        capture: list[PlannedCopy] | None = None
         stems: set[str] = set()
         for rule in taken:
-            copies.extend(self._rule_copies(ctx, rule, args, values, stems))
+            made = self._rule_copies(ctx, rule, args, values, stems)
+            if rule.replay and not event.flags & p.LaunchFlag.GRAPH:
+                capture = (capture or []) + made
+                for copy in made:
+                    copy.record.extra["capture"] = True
+            copies.extend(made)
         planned = self._place(ctx, copies, staging_size, base, stream)
         if planned is not None:
             planned.ctx, planned.staging_size = ctx, staging_size
             planned.args, planned.values = args, values
+            planned.capture = capture
+        elif capture is not None:
+            self._write_capture(ctx, args, capture, {})
         return planned
 
     def _rule_copies(self, ctx: _Launch, rule: Rule, args: list[ArgValue],
@@ -574,6 +598,7 @@ class Snapshotter:
             return None
         scans: dict[tuple[int, int], dict[str, tuple[PlannedCopy, Scan]]] = {}
         results: dict[int, int] = {}
+        outcomes: dict[int, str | None] = {}   # id(copy) -> why it failed (None: it did not)
         for i, (copy, _) in enumerate(pending.entries):
             rc = codes[i] if i < len(codes) else -1
             if results.get(id(copy), 0) == 0:
@@ -591,6 +616,7 @@ class Snapshotter:
                 failure = f"waiting for the copy failed with CUDA error {sync_rc}"
             elif copy.failed:
                 failure = copy.failed
+            outcomes[id(copy)] = failure
             if failure is not None:
                 self._discard_target(copy)
                 self._fail(record, _tool_failure(copy, rc, failure))
@@ -616,7 +642,55 @@ class Snapshotter:
             array = data.view(np.dtype(plan.dtype)).reshape(plan.shape).copy()
             del data
             self.jobs.put(WriteJob(record, array, copy.rule.formats, value_range))
+        if pending.capture is not None and pending.ctx is not None:
+            self._write_capture(pending.ctx, pending.args, pending.capture, outcomes)
         return self._nan_producers(pending, scans) if scans else None
+
+    def _write_capture(self, ctx: _Launch, args: list[ArgValue], copies: list[PlannedCopy],
+                       outcomes: dict[int, str | None]) -> None:
+        """One line of captures.jsonl: what a replay of this launch needs, and what of it
+        is missing."""
+        ev, func = ctx.event, ctx.func
+        image = self.images.of(ctx.proc.pid, func.id)
+        problems = launch_problems(ev.api, ev.flags)
+        if image.problem is not None:
+            problems.append(f"no module image: {image.problem}")
+        buffers: dict[tuple[int, int], CapturedBuffer] = {}
+        for copy in copies:
+            rec, plan = copy.record, copy.plan
+            where = int(rec.extra.get("offset", 0))
+            failure = outcomes.get(id(copy), rec.reason or "it was not copied")
+            if failure is not None:
+                at = f" (the pointer at byte {where})" if where else ""
+                problems.append(f"arg {plan.arg}{at}: no {copy.phase} snapshot: {failure}")
+                continue
+            buf = buffers.setdefault((plan.arg, where), CapturedBuffer(
+                plan.arg, where, plan.address, plan.width_bytes, plan.height, plan.pitch,
+                plan.dtype, list(plan.shape)))
+            setattr(buf, copy.phase, rec.file)
+        raw = ev.raw_args or []
+        pointers = []
+        for (index, where), alloc in sorted(ev.pointers.items()):
+            if index < len(raw) and where + 8 <= len(raw[index]):
+                value = int.from_bytes(raw[index][where:where + 8], "little")
+                pointers.append(pointer_json(index, where, value, alloc))
+        for arg in args:
+            if (arg.type is not None and arg.looks_like_pointer and isinstance(arg.value, int)
+                    and arg.value and (arg.index, 0) not in ev.pointers):
+                problems.append(f"arg {arg.index} points to 0x{arg.value:x}, outside every "
+                                "allocation cudump tracks, so its memory was not captured")
+        self.captures.append({
+            "pid": ctx.proc.pid, "launch": ev.seq, "occurrence": ev.occurrence,
+            "kernel": func.demangled, "mangled": func.mangled, "grid": list(ev.grid),
+            "block": list(ev.block), "smem": ev.smem, "api": ev.api,
+            "device": ev.device if ev.device >= 0 else None, "stream": ev.stream_hex,
+            "image": image.file, "image_format": image.format,
+            "params": b"".join(raw).hex(),
+            "layout": [list(x) for x in func.params] if func.params is not None else None,
+            "pointers": pointers,
+            "buffers": [b.to_json() for b in buffers.values()],
+            "problems": problems,
+        })
 
     def _nan_producers(self, pending: PlannedLaunch,
                        scans: dict[tuple[int, int], dict[str, tuple[PlannedCopy, Scan]]]
@@ -830,6 +904,7 @@ class Snapshotter:
         summary.digests = self.digests
         summary.nan_producers = self.nan_producers
         summary.repeated_launches = self.repeated
+        summary.replay_captures = self.captures.count
 
     def close(self) -> None:
         self.results.close()

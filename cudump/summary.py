@@ -41,6 +41,7 @@ class RunSummary:
     digests: int = 0               # buffers digested on the GPU (format: digest)
     nan_producers: int = 0         # buffers a launch left NaN/Inf in (--check-nan)
     repeated_launches: int = 0     # launches the shim planned itself (a repeated plan)
+    replay_captures: int = 0       # launches captured for replay (captures.jsonl)
     trace_dropped: int = 0         # trace events the ring had no room for
     exit_status: int = 0
 
@@ -63,6 +64,9 @@ class RunSummary:
             )
         if self.digests:
             text += f", {plural(self.digests, 'digest')}"
+        if self.replay_captures:
+            text += (f", {plural(self.replay_captures, 'launch', 'launches')} captured for "
+                     "replay")
         if self.nan_producers:
             text += f", {plural(self.nan_producers, 'buffer')} turned NaN/Inf"
         if self.trace_dropped:

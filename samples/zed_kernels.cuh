@@ -78,6 +78,12 @@ __global__ void FrP0k5607tPV(uchar4* src, int src_pitch, uchar8* left, uchar8* r
     uchar8* eye = x0 < width ? left : right;
     int cx = x0 < width ? x0 : x0 - width;
     uchar8* row = (uchar8*)((char*)eye + (long long)y * dst_pitch);
+#ifdef ZED_POKE_ROW
+    // Test builds only (tests/gpu/test_gpu_replay.py): the red of the left image's first
+    // pixel in row ZED_POKE_ROW inverted, a one-pixel change for `cudump replay --ptx`.
+    if (m == 0 && y == ZED_POKE_ROW)
+        out.v[0] = (unsigned char)(255 - out.v[0]);
+#endif
     row[cx / 2] = out;
 }
 

@@ -31,6 +31,30 @@
 #define CUDUMP_A_cuModuleGetFunction (hfunc, hmod, name)
 #define CUDUMP_P_cuLibraryGetKernel (CUkernel *pKernel, CUlibrary library, const char *name)
 #define CUDUMP_A_cuLibraryGetKernel (pKernel, library, name)
+#define CUDUMP_P_cuModuleLoadData (CUmodule *module, const void *image)
+#define CUDUMP_A_cuModuleLoadData (module, image)
+#define CUDUMP_P_cuModuleLoadDataEx                                             \
+    (CUmodule *module, const void *image, unsigned int numOptions, int *options, \
+     void **optionValues)
+#define CUDUMP_A_cuModuleLoadDataEx (module, image, numOptions, options, optionValues)
+#define CUDUMP_P_cuModuleLoadFatBinary (CUmodule *module, const void *fatCubin)
+#define CUDUMP_A_cuModuleLoadFatBinary (module, fatCubin)
+#define CUDUMP_P_cuModuleLoad (CUmodule *module, const char *fname)
+#define CUDUMP_A_cuModuleLoad (module, fname)
+#define CUDUMP_P_cuLibraryLoadData                                              \
+    (CUlibrary *library, const void *code, int *jitOptions, void **jitOptionsValues, \
+     unsigned int numJitOptions, int *libraryOptions, void **libraryOptionValues,   \
+     unsigned int numLibraryOptions)
+#define CUDUMP_A_cuLibraryLoadData                                              \
+    (library, code, jitOptions, jitOptionsValues, numJitOptions, libraryOptions,   \
+     libraryOptionValues, numLibraryOptions)
+#define CUDUMP_P_cuLibraryLoadFromFile                                          \
+    (CUlibrary *library, const char *fileName, int *jitOptions, void **jitOptionsValues, \
+     unsigned int numJitOptions, int *libraryOptions, void **libraryOptionValues,   \
+     unsigned int numLibraryOptions)
+#define CUDUMP_A_cuLibraryLoadFromFile                                          \
+    (library, fileName, jitOptions, jitOptionsValues, numJitOptions, libraryOptions, \
+     libraryOptionValues, numLibraryOptions)
 #define CUDUMP_P_cuKernelGetFunction (CUfunction *pFunc, CUkernel kernel)
 #define CUDUMP_A_cuKernelGetFunction (pFunc, kernel)
 #define CUDUMP_P_cuMemAlloc (CUdeviceptr *dptr, size_t bytesize)
@@ -108,6 +132,8 @@
 
 #define CUDUMP_FAMILIES(F)                                                           \
     F(cuInit) F(cuGetProcAddress) F(cuGetProcAddress_v2) F(cuModuleGetFunction)       \
+    F(cuModuleLoadData) F(cuModuleLoadDataEx) F(cuModuleLoadFatBinary) F(cuModuleLoad)  \
+    F(cuLibraryLoadData) F(cuLibraryLoadFromFile)                                      \
     F(cuLibraryGetKernel) F(cuKernelGetFunction) F(cuMemAlloc) F(cuMemAllocPitch)     \
     F(cuMemAllocManaged) F(cuMemAllocAsync) F(cuMemAllocFromPoolAsync) F(cuMemFree)   \
     F(cuMemFreeAsync) F(cuMemCreate) F(cuMemRelease) F(cuMemMap) F(cuMemUnmap) F(cuMemAllocHost) F(cuMemHostAlloc)   \
@@ -123,6 +149,12 @@
     VARIANT(cuGetProcAddress_v2, cuGetProcAddress_v2, 0)                   \
     VARIANT(cuModuleGetFunction, cuModuleGetFunction, 0)                   \
     VARIANT(cuLibraryGetKernel, cuLibraryGetKernel, 0)                     \
+    VARIANT(cuModuleLoadData, cuModuleLoadData, 0)                         \
+    VARIANT(cuModuleLoadDataEx, cuModuleLoadDataEx, 0)                     \
+    VARIANT(cuModuleLoadFatBinary, cuModuleLoadFatBinary, 0)               \
+    VARIANT(cuModuleLoad, cuModuleLoad, 0)                                 \
+    VARIANT(cuLibraryLoadData, cuLibraryLoadData, 0)                       \
+    VARIANT(cuLibraryLoadFromFile, cuLibraryLoadFromFile, 0)               \
     VARIANT(cuKernelGetFunction, cuKernelGetFunction, 0)                   \
     VARIANT(cuMemAlloc_v2, cuMemAlloc, 0)                                  \
     VARIANT(cuMemAllocPitch_v2, cuMemAllocPitch, 0)                        \
@@ -207,7 +239,8 @@
     SERVICE(cuStreamGetCtx, (CUstream s, CUcontext *ctx))                                  \
     SERVICE(cuStreamGetCtx_ptsz, (CUstream s, CUcontext *ctx))                             \
     SERVICE(cuDeviceGetAttribute, (int *value, int attribute, CUdevice device))            \
-    SERVICE(cuModuleLoadData, (CUmodule *module, const void *image))                       \
+    SERVICE(cuFuncGetModule, (CUmodule *module, CUfunction f))                             \
+    SERVICE(cuKernelGetLibrary, (CUlibrary *library, CUkernel k))                          \
     SERVICE(cuMemsetD8Async, (CUdeviceptr p, unsigned char value, size_t n, CUstream s))   \
     SERVICE(cuMemsetD8Async_ptsz, (CUdeviceptr p, unsigned char value, size_t n, CUstream s)) \
     SERVICE(cuMemHostGetDevicePointer_v2, (CUdeviceptr *dptr, void *p, unsigned int flags))

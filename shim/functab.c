@@ -81,6 +81,13 @@ void functab_name(uintptr_t key, const char *name, bool is_kernel)
     atomic_store_explicit(&e->state, FN_NAMED, memory_order_release);
 }
 
+void functab_module(uintptr_t key, uintptr_t module)
+{
+    struct func_entry *e = functab_get(key);
+    if (e && module)
+        atomic_store_explicit(&e->module, module, memory_order_relaxed);
+}
+
 static void learn_layout(struct func_entry *e, uintptr_t key)
 {
     size_t offsets[PROTO_MAX_PARAMS], sizes[PROTO_MAX_PARAMS];
@@ -217,5 +224,6 @@ void functab_reset_after_fork(void)
         if (s == FN_READY || s == FN_PENDING)
             atomic_store(&table[i].state, table[i].name ? FN_NAMED : FN_EMPTY);
         atomic_store(&table[i].gen, 0);
+        atomic_store(&table[i].image_sent, false);
     }
 }

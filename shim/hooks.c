@@ -25,6 +25,7 @@ static void after_fork_child(void)
     graph_reset_after_fork();
     tools_reset_after_fork();
     repeat_reset_after_fork();
+    modules_reset_after_fork();
     atomic_store(&shim_stats.seq, 0);
     atomic_store(&shim_stats.captured, 0);
     atomic_store(&shim_stats.graph_launches, 0);
@@ -91,8 +92,10 @@ CUresult hook_cuModuleGetFunction(cuModuleGetFunction_fn real, int ptsz, CUfunct
 {
     (void)ptsz;
     CUresult rc = real(hfunc, hmod, name);
-    if (rc == CUDA_SUCCESS && hfunc)
+    if (rc == CUDA_SUCCESS && hfunc) {
         functab_name((uintptr_t)*hfunc, name, false);
+        functab_module((uintptr_t)*hfunc, (uintptr_t)hmod);
+    }
     return rc;
 }
 
@@ -101,8 +104,10 @@ CUresult hook_cuLibraryGetKernel(cuLibraryGetKernel_fn real, int ptsz, CUkernel 
 {
     (void)ptsz;
     CUresult rc = real(pKernel, library, name);
-    if (rc == CUDA_SUCCESS && pKernel)
+    if (rc == CUDA_SUCCESS && pKernel) {
         functab_name((uintptr_t)*pKernel, name, true);
+        functab_module((uintptr_t)*pKernel, (uintptr_t)library);
+    }
     return rc;
 }
 
@@ -115,6 +120,8 @@ CUresult hook_cuKernelGetFunction(cuKernelGetFunction_fn real, int ptsz, CUfunct
         struct func_entry *k = functab_find((uintptr_t)kernel);
         if (k && atomic_load_explicit(&k->state, memory_order_acquire) >= FN_NAMED && k->name)
             functab_name((uintptr_t)*pFunc, k->name, false);
+        if (k)
+            functab_module((uintptr_t)*pFunc, atomic_load(&k->module));
     }
     return rc;
 }

@@ -39,7 +39,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 3
+#define PROTO_VERSION 4
 #define PROTO_MAGIC 0x50445543u /* "CUDP" */
 
 /* ---- limits ---------------------------------------------------------------- */
@@ -58,6 +58,7 @@ enum {
     PROTO_REPEAT_WAYS = 32,        /* repeated plans the shim keeps per function */
     PROTO_MAX_KEYS = 256,          /* byte ranges a repeated plan is kept by */
     PROTO_RESULT_SLOT_SIZE = 640,  /* bytes of one result ring slot */
+    PROTO_IMAGE_CHUNK = 512 << 10, /* image bytes in one MSG_IMAGE */
 };
 
 /* ---- message kinds ----------------------------------------------------------- */
@@ -84,6 +85,11 @@ enum proto_kind {
                         * found non-finite values that were not there before it, reported
                         * at once instead of through the result ring; reply MSG_PLAN, as
                         * to MSG_END (follow-up copies, which end with MSG_END) */
+    MSG_IMAGE = 14,    /* proto_image + up to PROTO_IMAGE_CHUNK bytes of the module image a
+                        * function came from (event, no reply): sent before the MSG_BEGIN of
+                        * the first launch of a function that WANT_CAPTURE covers; an image
+                        * goes over once per process, in chunks, and later functions of the
+                        * same module send the header alone */
 
     /* controller -> shim */
     MSG_WELCOME = 32,  /* proto_welcome, with the shared memory's descriptor attached */
@@ -106,11 +112,23 @@ enum proto_want {          /* what the controller wants of a function */
     WANT_TRACE = 1,        /* send MSG_LAUNCH after each launch */
     WANT_SNAPSHOT = 2,     /* send MSG_BEGIN before each launch (copies may follow) */
     WANT_STOP = 4,         /* send MSG_BEGIN before each launch (it may be held) */
+    WANT_CAPTURE = 8,      /* send the function's module image (MSG_IMAGE) before its first
+                            * MSG_BEGIN: a launch the controller captures for replay */
 };
 
 enum proto_option {        /* proto_welcome.options */
     OPTION_TRACE_GRAPHS = 1,
+    OPTION_CAPTURE = 2,    /* keep module images (a copy where the loader's memory may go
+                            * away) so that WANT_CAPTURE can send them */
 };
+
+enum proto_image_format {  /* proto_image.format */
+    IMAGE_UNKNOWN = 0,     /* the shim did not see the module load, or cannot tell its size */
+    IMAGE_CUBIN = 1,       /* an ELF file */
+    IMAGE_FATBIN = 2,
+    IMAGE_PTX = 3,         /* text, NUL-terminated */
+};
+#define PROTO_IMAGE_FORMATS(X) X(unknown) X(cubin) X(fatbin) X(ptx)
 
 enum proto_launch_flag {   /* proto_launch.flags */
     LAUNCH_CAPTURED = 1,   /* recorded into a graph by stream capture, not run */
@@ -382,6 +400,15 @@ struct proto_result_slot {
     uint32_t flags;         /* enum proto_result_flag */
     struct proto_launch event;
     struct proto_tool_result results[PROTO_MAX_REPEAT];
+};
+
+struct proto_image {
+    uint64_t module;        /* the CUmodule or CUlibrary handle */
+    uint64_t size;          /* bytes of the whole image; 0: not available (see format) */
+    uint64_t offset;        /* of this chunk's bytes in the image; == size: header only */
+    uint32_t id;            /* the function whose launch asked for it */
+    uint32_t format;        /* enum proto_image_format */
+    /* followed by the chunk's bytes */
 };
 
 struct proto_piece {

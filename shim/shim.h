@@ -68,6 +68,8 @@ struct func_entry {
     uint32_t *param_offset;
     uint32_t *param_size;
     struct repeat_cache *repeats; /* plans the shim repeats on its own (snapshot.c) */
+    _Atomic(uintptr_t) module;  /* the CUmodule or CUlibrary it came from; 0: not seen */
+    _Atomic bool image_sent;    /* its module image went to the controller (MSG_IMAGE) */
 };
 
 /* Returns the entry for a handle, creating it if needed; NULL if the table
@@ -77,6 +79,8 @@ struct func_entry *functab_get(uintptr_t key);
 struct func_entry *functab_find(uintptr_t key);
 /* Records a name learned from cuModuleGetFunction/cuLibraryGetKernel. */
 void functab_name(uintptr_t key, const char *name, bool is_kernel);
+/* Records the module (or library) a function or kernel handle came from. */
+void functab_module(uintptr_t key, uintptr_t module);
 /* Makes an entry FN_READY: learns name and layout, asks the controller. */
 void functab_register(struct func_entry *e);
 /* Asks the controller again what it wants of a registered function (the
@@ -85,6 +89,15 @@ void functab_refresh(struct func_entry *e);
 /* Calls fn for every entry that has launched. */
 void functab_each(void (*fn)(struct func_entry *, void *), void *ctx);
 void functab_reset_after_fork(void);
+
+/* ---- module images (modules.c) ----------------------------------------- */
+
+/* Keeps what a module load was given (OPTION_CAPTURE only). */
+void modules_add(uintptr_t handle, const void *image, const char *path);
+/* Sends the image of e's module to the controller (once per module; a header
+ * alone for later functions of the same module). */
+void modules_send(struct func_entry *e);
+void modules_reset_after_fork(void);
 
 /* ---- allocations (alloctab.c) ----------------------------------------- */
 

@@ -104,7 +104,8 @@ static const unsigned char zeros[8];
 static void build_begin(struct msg *m, const struct launch_info *li)
 {
     struct func_entry *e = li->e;
-    bool have_args = e->nparams >= 0 && (li->params || li->extra);
+    /* A kernel without parameters may be launched with neither. */
+    bool have_args = e->nparams == 0 || (e->nparams > 0 && (li->params || li->extra));
     int nparams = have_args ? e->nparams : -1;
     struct proto_pointer ptrs[PROTO_MAX_PARAMS];
     uint32_t nptrs = 0;
@@ -476,6 +477,8 @@ bool launch_begin(struct launch_info *li)
         pthread_mutex_unlock(&snap_lock);
         return false; /* nothing is wanted of this launch */
     }
+    if (li->wants & WANT_CAPTURE)
+        modules_send(li->e);
     char stack[4096];
     struct msg m;
     msg_init(&m, stack, sizeof stack, MSG_BEGIN, li->seq);

@@ -78,10 +78,10 @@ static void load_kernel(struct tool_ctx *t, const struct launch_info *li)
     struct proto_result_slot *ring = results_ring(&slots);
     t->accs = PROTO_MAX_COPIES + slots * PROTO_MAX_REPEAT;
     size_t bytes = (size_t)t->accs * ACC_BYTES;
-    t->rc = real_cuModuleLoadData && get && alloc && zero ? CUDA_SUCCESS
-                                                           : CUDA_ERROR_NOT_SUPPORTED;
+    cuModuleLoadData_fn load = shim_real_cuModuleLoadData();
+    t->rc = load && get && alloc && zero ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
     if (t->rc == CUDA_SUCCESS)
-        t->rc = real_cuModuleLoadData(&module, tools_ptx);
+        t->rc = load(&module, tools_ptx);
     if (t->rc == CUDA_SUCCESS)
         t->rc = get(&t->fn, module, "cudump_tools");
     if (t->rc == CUDA_SUCCESS)

@@ -26,7 +26,7 @@ CONSTANTS: dict[str, int] = {
     "PROTO_TOOL_RESULT": p.TOOL_RESULT, "PROTO_TOOL_MODE_SHIFT": p.TOOL_MODE_SHIFT,
     "PROTO_MAX_REPEAT": p.MAX_REPEAT, "PROTO_REPEAT_WAYS": p.REPEAT_WAYS,
     "PROTO_MAX_KEYS": p.MAX_KEYS, "PROTO_RESULT_SLOT_SIZE": p.RESULT_SLOT_SIZE,
-    "API_COUNT": len(p.APIS),
+    "PROTO_IMAGE_CHUNK": p.IMAGE_CHUNK, "API_COUNT": len(p.APIS),
 }
 ENUMS: list[tuple[type[Enum], str]] = [
     (p.Kind, "MSG_"), (p.Want, "WANT_"), (p.Option, "OPTION_"), (p.LaunchFlag, "LAUNCH_"),
@@ -39,6 +39,8 @@ for enum, prefix in ENUMS:
         CONSTANTS[prefix + str(member.name)] = int(member.value)
 for code, kind in enumerate(p.ALLOC_KINDS):
     CONSTANTS[f"KIND_{kind.upper()}"] = code
+for code, fmt in enumerate(p.IMAGE_FORMATS):
+    CONSTANTS[f"IMAGE_{fmt.upper()}"] = code
 for code, api in enumerate(p.APIS):
     CONSTANTS[f"API_{api}"] = code
 
@@ -59,6 +61,9 @@ def probe_source() -> str:
     lines.append("#undef NAME")
     lines.append("#define NAME(x) printf(\"apiname %s\\n\", #x);")
     lines.append("    PROTO_APIS(NAME)")
+    lines.append("#undef NAME")
+    lines.append("#define NAME(x) printf(\"imagename %s\\n\", #x);")
+    lines.append("    PROTO_IMAGE_FORMATS(NAME)")
     lines.append("    return 0;\n}")
     return "\n".join(lines) + "\n"
 
@@ -91,6 +96,8 @@ def test_struct_layouts_agree(probed: list[str]) -> None:
 def test_name_tables_agree(probed: list[str]) -> None:
     assert tuple(ln.split()[1] for ln in probed if ln.startswith("kindname ")) == p.ALLOC_KINDS
     assert tuple(ln.split()[1] for ln in probed if ln.startswith("apiname ")) == p.APIS
+    assert tuple(ln.split()[1] for ln in probed
+                 if ln.startswith("imagename ")) == p.IMAGE_FORMATS
 
 
 def test_every_header_struct_is_mirrored() -> None:

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from cudump.errors import UsageError
-from cudump.rules import DIGEST_FORMATS, SCAN_FORMATS, load_rules, option_rule
+from cudump.rules import DIGEST_FORMATS, SCAN_FORMATS, capture_rule, load_rules, option_rule
 from cudump.session import TRACE_RING_SLOTS, RunOptions, Session, default_run_dir
 from cudump.sizes import size_arg
 
@@ -17,7 +17,8 @@ class RunCommand:
     name = "run"
     help = ("Run a CUDA program under cudump: trace its launches, snapshot kernel "
             "argument buffers, or stop at kernel launches and inspect them. "
-            "Subcommands: bisect, diff, ls, show (cudump SUBCOMMAND --help).")
+            "Subcommands: bisect, diff, extract, ls, replay, show (cudump SUBCOMMAND "
+            "--help).")
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--trace", action="store_true",
@@ -37,6 +38,12 @@ class RunCommand:
                                  "on the GPU before and after each launch; report each launch "
                                  "that leaves some where there were none, and snapshot the "
                                  "first of each kernel")
+        parser.add_argument("--capture-launch", action="append", default=[],
+                            metavar="PATTERN",
+                            help="capture every launch of kernels matching PATTERN for "
+                                 "`cudump replay`: the module image, the parameters and every "
+                                 "buffer before and after (repeatable; a rule file's "
+                                 "'replay: true' and count: choose launches more finely)")
         parser.add_argument("--break", dest="breaks", action="append", default=[],
                             metavar="PATTERN",
                             help="stop at launches of kernels matching PATTERN and open the "
@@ -69,6 +76,8 @@ class RunCommand:
             rules.append(option_rule("--digest", DIGEST_FORMATS))
         if args.check_nan:
             rules.append(option_rule("--check-nan", SCAN_FORMATS))
+        for pattern in args.capture_launch:
+            rules.append(capture_rule(pattern))
         from cudump.breakpoints import parse_break_spec
 
         for spec in args.breaks:

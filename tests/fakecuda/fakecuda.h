@@ -42,6 +42,15 @@ typedef struct CUgraphNode_st *CUgraphNode;
 #define FC_MEM_ACCESS_FLAGS_PROT_READWRITE 3
 #define FC_MEM_HANDLE_TYPE_NONE 0
 
+/* CUfunction_attribute (the ones the stand-in answers). */
+#define FC_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK 0
+#define FC_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES 1
+#define FC_FUNC_ATTRIBUTE_CONST_SIZE_BYTES 2
+#define FC_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES 3
+#define FC_FUNC_ATTRIBUTE_NUM_REGS 4
+#define FC_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES 8
+#define FC_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT 9
+
 /* CUgraphNodeType */
 #define FC_GRAPH_NODE_TYPE_KERNEL 0
 #define FC_GRAPH_NODE_TYPE_MEMCPY 1
@@ -265,6 +274,11 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const struct fc_mem_access
 
 /* Code: modules, libraries, functions, kernels. */
 CUresult cuModuleLoadData(CUmodule *module, const void *image);
+CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
+                            int *options, void **optionValues);
+CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin);
+CUresult cuModuleLoad(CUmodule *module, const char *fname);
+CUresult cuFuncGetModule(CUmodule *hmod, CUfunction hfunc);
 CUresult cuModuleUnload(CUmodule hmod);
 CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name);
 CUresult cuLibraryLoadData(CUlibrary *library, const void *code, int *jitOptions,
@@ -304,6 +318,8 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, uns
                                         unsigned int blockDimY, unsigned int blockDimZ,
                                         unsigned int sharedMemBytes, CUstream hStream,
                                         void **kernelParams);
+CUresult cuFuncGetAttribute(int *pi, int attrib, CUfunction hfunc);
+CUresult cuFuncSetAttribute(CUfunction hfunc, int attrib, int value);
 
 /* Streams, events, capture. */
 CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags);

@@ -5,6 +5,7 @@
  * driver, so that a tool cannot get away with confusing the two.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "internal.h"
@@ -87,6 +88,39 @@ CUresult cuModuleLoadData(CUmodule *module, const void *image)
         return CUDA_ERROR_INVALID_VALUE;
     *module = new_object(FC_MAGIC_MODULE);
     return *module ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
+                            int *options, void **optionValues)
+{
+    (void)numOptions;
+    (void)options;
+    (void)optionValues;
+    return cuModuleLoadData(module, image);
+}
+
+CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
+{
+    return cuModuleLoadData(module, fatCubin);
+}
+
+CUresult cuModuleLoad(CUmodule *module, const char *fname)
+{
+    if (!fname)
+        return CUDA_ERROR_INVALID_VALUE;
+    FILE *f = fopen(fname, "rb");
+    if (!f)
+        return CUDA_ERROR_NOT_FOUND;
+    fclose(f);
+    return cuModuleLoadData(module, fname);
+}
+
+CUresult cuFuncGetModule(CUmodule *hmod, CUfunction hfunc)
+{
+    /* Functions are shared by every module here: there is no one module to name. */
+    (void)hmod;
+    (void)hfunc;
+    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 CUresult cuModuleUnload(CUmodule hmod)

@@ -115,3 +115,72 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, uns
     return launch(f, DIM(gridDimX, gridDimY, gridDimZ), DIM(blockDimX, blockDimY, blockDimZ),
                   sharedMemBytes, hStream, kernelParams, NULL, true);
 }
+
+/* Function attributes (cuFuncGetAttribute / cuFuncSetAttribute), for the
+ * built-ins: fixed answers, except the dynamic shared memory limit a program
+ * raises before launching with more than 48 KiB, which is kept per kernel. */
+#define FC_MAX_ATTR_KERNELS 32
+#define FC_DEFAULT_DYNAMIC_SMEM 49152
+#define FC_MAX_OPTIN_DYNAMIC_SMEM 232448 /* 227 KiB, as an H100 allows */
+static atomic_int max_dynamic_smem[FC_MAX_ATTR_KERNELS];
+static atomic_int smem_carveout[FC_MAX_ATTR_KERNELS];
+
+static int attr_slot(CUfunction f)
+{
+    const struct fc_builtin *k = fc_launchable(f);
+    for (size_t i = 0; k && i < fc_builtin_count && i < FC_MAX_ATTR_KERNELS; i++)
+        if (fc_builtin_at(i) == k)
+            return (int)i;
+    return -1;
+}
+
+CUresult cuFuncGetAttribute(int *pi, int attrib, CUfunction hfunc)
+{
+    if (!atomic_load(&fc_initialized))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!pi)
+        return CUDA_ERROR_INVALID_VALUE;
+    int slot = attr_slot(hfunc);
+    if (slot < 0)
+        return CUDA_ERROR_INVALID_HANDLE;
+    int stored;
+    /* Both stored attributes are kept plus one, so that zero means "never set". */
+    switch (attrib) {
+    case FC_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
+    case FC_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES:
+    case FC_FUNC_ATTRIBUTE_CONST_SIZE_BYTES:
+    case FC_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: *pi = 0; break;
+    case FC_FUNC_ATTRIBUTE_NUM_REGS: *pi = 32; break;
+    case FC_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+        stored = atomic_load(&max_dynamic_smem[slot]);
+        *pi = stored ? stored - 1 : FC_DEFAULT_DYNAMIC_SMEM;
+        break;
+    case FC_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+        *pi = atomic_load(&smem_carveout[slot]) - 1;
+        break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult cuFuncSetAttribute(CUfunction hfunc, int attrib, int value)
+{
+    if (!atomic_load(&fc_initialized))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    int slot = attr_slot(hfunc);
+    if (slot < 0)
+        return CUDA_ERROR_INVALID_HANDLE;
+    switch (attrib) {
+    case FC_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+        if (value < 0 || value > FC_MAX_OPTIN_DYNAMIC_SMEM)
+            return CUDA_ERROR_INVALID_VALUE;
+        atomic_store(&max_dynamic_smem[slot], value + 1);
+        return CUDA_SUCCESS;
+    case FC_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+        if (value < -1 || value > 100)
+            return CUDA_ERROR_INVALID_VALUE;
+        atomic_store(&smem_carveout[slot], value + 1);
+        return CUDA_SUCCESS;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+}

@@ -93,6 +93,10 @@ static const struct fc_proc procs[] = {
     P("cuMemSetAccess", cuMemSetAccess, 10020),
 
     P("cuModuleLoadData", cuModuleLoadData, 2000),
+    P("cuModuleLoadDataEx", cuModuleLoadDataEx, 2010),
+    P("cuModuleLoadFatBinary", cuModuleLoadFatBinary, 2000),
+    P("cuModuleLoad", cuModuleLoad, 2000),
+    P("cuFuncGetModule", cuFuncGetModule, 11000),
     P("cuModuleUnload", cuModuleUnload, 2000),
     P("cuModuleGetFunction", cuModuleGetFunction, 2000),
     P("cuLibraryLoadData", cuLibraryLoadData, 12000),
@@ -110,6 +114,8 @@ static const struct fc_proc procs[] = {
     T("cuLaunchKernelEx", cuLaunchKernelEx_ptsz, 11060),
     P("cuLaunchCooperativeKernel", cuLaunchCooperativeKernel, 9000),
     T("cuLaunchCooperativeKernel", cuLaunchCooperativeKernel_ptsz, 9000),
+    P("cuFuncGetAttribute", cuFuncGetAttribute, 2020),
+    P("cuFuncSetAttribute", cuFuncSetAttribute, 9000),
 
     P("cuStreamCreate", cuStreamCreate, 2000),
     P("cuStreamDestroy", cuStreamDestroy_v2, 4000),
