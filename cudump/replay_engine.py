@@ -548,54 +548,48 @@ class Replayer:
 
     # ---- copies
 
-    def _copy_in(self, buffer: Buffer, data: bytes) -> None:
+    def _copy(self, buffer: Buffer, host: int, to_device: bool) -> None:
+        """Moves a buffer between host memory (rows packed) and its place in its region (rows
+        `pitch` apart), either way."""
         cu = self._cu
-        dst = self.region_addresses[buffer.region] + buffer.delta
-        host = np.frombuffer(data, np.uint8)  # no copy: the driver only reads it
-        src = host.ctypes.data
-        what = f"copying {buffer.label} in"
+        device = self.region_addresses[buffer.region] + buffer.delta
+        what = f"copying {buffer.label} in" if to_device else f"reading {buffer.label} back"
+        name, one = (("cuMemcpyHtoD", cu.cuMemcpyHtoD) if to_device
+                     else ("cuMemcpyDtoH", cu.cuMemcpyDtoH))
+
+        def rows(first: int, nbytes: int) -> tuple[int, int, int]:
+            dev, mem = device + first * buffer.pitch, host + first * buffer.width
+            return (dev, mem, nbytes) if to_device else (mem, dev, nbytes)
+
         if buffer.height == 1 or buffer.pitch == buffer.width:
-            self._call(f"cuMemcpyHtoD({what})", cu.cuMemcpyHtoD, dst, src, len(data))
+            self._call(f"{name}({what})", one, *rows(0, buffer.width * buffer.height))
             return
+        kind = cu.CUmemorytype
         copy = cu.CUDA_MEMCPY2D()
-        copy.srcMemoryType = cu.CUmemorytype.CU_MEMORYTYPE_HOST
-        copy.srcHost = src
-        copy.srcPitch = buffer.width
-        copy.dstMemoryType = cu.CUmemorytype.CU_MEMORYTYPE_DEVICE
-        copy.dstDevice = dst
-        copy.dstPitch = buffer.pitch
+        if to_device:
+            copy.srcMemoryType, copy.srcHost, copy.srcPitch = kind.CU_MEMORYTYPE_HOST, host, \
+                buffer.width
+            copy.dstMemoryType, copy.dstDevice, copy.dstPitch = kind.CU_MEMORYTYPE_DEVICE, \
+                device, buffer.pitch
+        else:
+            copy.srcMemoryType, copy.srcDevice, copy.srcPitch = kind.CU_MEMORYTYPE_DEVICE, \
+                device, buffer.pitch
+            copy.dstMemoryType, copy.dstHost, copy.dstPitch = kind.CU_MEMORYTYPE_HOST, host, \
+                buffer.width
         copy.WidthInBytes = buffer.width
         copy.Height = buffer.height
         if int(cu.cuMemcpy2D(copy)[0]) == 0:
             return
         for row in range(buffer.height):  # pitches cuMemcpy2D refuses: one row at a time
-            self._call(f"cuMemcpyHtoD({what}, row {row})", cu.cuMemcpyHtoD,
-                       dst + row * buffer.pitch, src + row * buffer.width, buffer.width)
+            self._call(f"{name}({what}, row {row})", one, *rows(row, buffer.width))
+
+    def _copy_in(self, buffer: Buffer, data: bytes) -> None:
+        host = np.frombuffer(data, np.uint8)  # no copy: the driver only reads it
+        self._copy(buffer, host.ctypes.data, True)
 
     def _copy_out(self, buffer: Buffer) -> np.ndarray:
-        cu = self._cu
-        src = self.region_addresses[buffer.region] + buffer.delta
-        size = buffer.width * buffer.height
-        host = np.empty(size, np.uint8)
-        dst = host.ctypes.data
-        what = f"reading {buffer.label} back"
-        if buffer.height == 1 or buffer.pitch == buffer.width:
-            self._call(f"cuMemcpyDtoH({what})", cu.cuMemcpyDtoH, dst, src, size)
-        else:
-            copy = cu.CUDA_MEMCPY2D()
-            copy.srcMemoryType = cu.CUmemorytype.CU_MEMORYTYPE_DEVICE
-            copy.srcDevice = src
-            copy.srcPitch = buffer.pitch
-            copy.dstMemoryType = cu.CUmemorytype.CU_MEMORYTYPE_HOST
-            copy.dstHost = dst
-            copy.dstPitch = buffer.width
-            copy.WidthInBytes = buffer.width
-            copy.Height = buffer.height
-            if int(cu.cuMemcpy2D(copy)[0]) != 0:
-                for row in range(buffer.height):
-                    self._call(f"cuMemcpyDtoH({what}, row {row})", cu.cuMemcpyDtoH,
-                               dst + row * buffer.width, src + row * buffer.pitch,
-                               buffer.width)
+        host = np.empty(buffer.width * buffer.height, np.uint8)
+        self._copy(buffer, host.ctypes.data, False)
         return host.view(np.dtype(buffer.dtype)).reshape(buffer.shape)
 
     # ---- the launch
