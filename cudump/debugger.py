@@ -53,6 +53,7 @@ class _Halt:
     event: LaunchEvent
     reason: str
     breakpoint: int | None
+    after: bool = False     # decided after the launch ran (its reason is not a step)
 
 
 class RemoteStop:
@@ -394,6 +395,19 @@ class DebugController:
         self._set_hold(True)  # before the reply: no other launch slips past
         return reason
 
+    def halt_after(self, conn: Connection, func: FuncInfo, event: LaunchEvent,
+                   reason: str) -> bool:
+        """Holds a launch that has run, for a reason found after it (--break-on-nan); the
+        shim stops it once its follow-up copies are made. False when detached."""
+        if self.detached:
+            return False
+        key = (id(conn), event.seq)
+        with self._lock:
+            self._stepping[id(conn)] = _Halt(func, event, reason, None, after=True)
+            self._held.add(key)
+        self._set_hold(True)
+        return True
+
     def _rule_halt(self, conn: Connection, func: FuncInfo) -> str | None:
         assert conn.proc is not None
         for rule in self.break_rules:
@@ -425,7 +439,8 @@ class DebugController:
             launch=event.seq, occurrence=event.occurrence, device=event.device,
             grid=tuple(event.grid), block=tuple(event.block),  # type: ignore[arg-type]
             smem=event.smem, stream=event.stream_hex, api=event.api, phase=phase,
-            reason="step" if phase == "after" else halt.reason, breakpoint=halt.breakpoint,
+            reason="step" if phase == "after" and not halt.after else halt.reason,
+            breakpoint=halt.breakpoint,
             signature=sig, args=decode_args(sig, event.raw_args or []),
             pointers=dict(event.pointers))
         if event.flags & p.LaunchFlag.GRAPH:

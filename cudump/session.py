@@ -70,10 +70,12 @@ class RunOptions:
     breaks: list[str] = field(default_factory=list)
     batch: Path | None = None
     ring_slots: int = TRACE_RING_SLOTS
+    break_on_nan: bool = False
 
     @property
     def debugging(self) -> bool:
-        return bool(self.breaks or self.batch or any(r.action == "break" for r in self.rules))
+        return bool(self.breaks or self.batch or self.break_on_nan
+                    or any(r.action == "break" for r in self.rules))
 
 
 class Controller:
@@ -92,6 +94,7 @@ class Controller:
         self.live_bytes = 0
         self.peak_bytes = 0
         self.protocol_errors = 0
+        self.nan_halted = False      # --break-on-nan stops once, at the first producer
         self._manifest: ManifestWriter | None = None
         snapshot_rules = [r for r in options.rules if r.action == "snapshot"]
         self.snapshots = (Snapshotter(snapshot_rules, options.run_dir, options.max_bytes,
@@ -415,7 +418,23 @@ class Connection:
             except Exception as err:
                 warn(f"snapshots of launch {msg.tag} are lost: {err}")
         # Usually nothing follows; copies that do are taken after the launch, as it left them.
-        self.send(p.Kind.PLAN, plan_payload(follow), tag=msg.tag)
+        self.send(p.Kind.PLAN, plan_payload(follow, self._nan_halt(msg.tag)), tag=msg.tag)
+
+    def _nan_halt(self, seq: int) -> p.PlanFlag:
+        """--break-on-nan: hold the first launch found to leave NaN/Inf, once it has run
+        (and its buffers are copied)."""
+        ctl = self.controller
+        assert self.proc is not None
+        found = ctl.snapshots.take_nan(self.proc.pid, seq) if ctl.snapshots else None
+        if found is None or not ctl.options.break_on_nan or ctl.debugger is None:
+            return p.PlanFlag(0)
+        with ctl.lock:
+            if ctl.nan_halted:
+                return p.PlanFlag(0)
+            ctl.nan_halted = True
+        func, event, reason = found
+        return p.PlanFlag.HALT if ctl.debugger.halt_after(self, func, event, reason) \
+            else p.PlanFlag(0)
 
     def on_repeat(self, msg: p.Message) -> None:
         """A launch made with a repeated plan whose scans found something: as MSG_END."""
@@ -427,7 +446,7 @@ class Connection:
                 follow = self.controller.snapshots.repeat_report(self.proc, slot)
             except Exception as err:
                 warn(f"snapshots of launch {msg.tag} are lost: {err}")
-        self.send(p.Kind.PLAN, plan_payload(follow), tag=msg.tag)
+        self.send(p.Kind.PLAN, plan_payload(follow, self._nan_halt(msg.tag)), tag=msg.tag)
 
     def on_stopped(self, msg: p.Message) -> None:
         stopped = p.STOPPED.unpack(msg.payload)

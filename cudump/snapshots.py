@@ -203,6 +203,8 @@ class Snapshotter:
         self.nan_producers = 0
         self.repeated = 0
         self.nan_snapshotted: set[str] = set()   # kernels whose NaN producer was snapshotted
+        # (pid, launch) -> the launch and what it did, for --break-on-nan (taken by the session)
+        self.nan_found: dict[tuple[int, int], tuple[FuncInfo, LaunchEvent, str]] = {}
         self.manifest = manifest
         self.images = ImageStore(run_dir)
         self.captures = CaptureWriter(run_dir)
@@ -722,6 +724,12 @@ class Snapshotter:
                  f"{record.occurrence}, process {record.pid}) left {after.count} of {elements} "
                  f"elements of arg {record.arg}{inside} non-finite, the first at index "
                  f"{after.first}; there were none before it")
+            if pending.ctx is not None:
+                with self.lock:
+                    self.nan_found.setdefault((record.pid, record.launch), (
+                        pending.ctx.func, pending.ctx.event,
+                        f"NaN/Inf in arg {record.arg}{inside}: {after.count} of {elements} "
+                        f"elements, the first at index {after.first}"))
         ctx = pending.ctx
         if not found or ctx is None:
             return None
@@ -738,6 +746,11 @@ class Snapshotter:
         if follow is not None:
             self._proc(ctx.proc.pid).pending[ctx.event.seq] = follow
         return follow
+
+    def take_nan(self, pid: int, launch: int) -> tuple[FuncInfo, LaunchEvent, str] | None:
+        """The NaN/Inf this launch was found to produce, if any (once)."""
+        with self.lock:
+            return self.nan_found.pop((pid, launch), None)
 
     def _tool_result(self, copy: PlannedCopy, result: bytes) -> None:
         """What cudump's kernel computed over a buffer, into its manifest record."""

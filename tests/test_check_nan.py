@@ -71,3 +71,27 @@ def test_check_nan_rule_format(tmp_path):
     rule.write_text("- kernel: vecAdd\n  format: [npy, check-nan]\n")
     with pytest.raises(RuleError, match="check-nan stands alone"):
         load_rules([rule])
+
+
+def test_break_on_nan_stops_after_the_producer_and_carries_on(fake, cudump_run, bare_run,
+                                                                tmp_path):
+    program = [str(fake.programs["nans"]), "40", str(INDEX), "23"]
+    commands = tmp_path / "commands.txt"
+    commands.write_text(f"x/1f arg2+{4 * INDEX}\np arg3\ncontinue\n")
+    ran = cudump_run(program, "--break-on-nan", "--batch", str(commands))
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == bare_run(program).stdout
+    lines = ran.stderr.splitlines()
+    kernel = "vecAdd(float const*, float const*, float*, int)"
+    stop = lines.index(f"NaN/Inf in arg 2: 1 of 1024 elements, the first at index {INDEX}, "
+                       f"after launch 23 (occurrence 23) of {kernel}")
+    assert lines[stop - 1].startswith("cudump: NaN/Inf: launch 23 of ")
+    value = lines[lines.index(f"(cudump) x/1f arg2+{4 * INDEX}") + 1]
+    assert value.endswith(":  nan") or value.endswith(":  inf"), value
+    assert lines[lines.index("(cudump) p arg3") + 1] == "arg3 = 1024"
+    assert "Continuing." in lines
+    assert sum(1 for ln in lines if ln.startswith("NaN/Inf in arg")) == 1
+    # the producer's buffers, as it left them, are on disk as with --check-nan alone
+    records = manifest(ran.run_dir)
+    assert sorted((r["arg"], r["phase"]) for r in records if "file" in r and r["file"]) == [
+        (0, "after"), (1, "after"), (2, "after")]

@@ -38,6 +38,10 @@ class RunCommand:
                                  "on the GPU before and after each launch; report each launch "
                                  "that leaves some where there were none, and snapshot the "
                                  "first of each kernel")
+        parser.add_argument("--break-on-nan", action="store_true",
+                            help="with --check-nan (implied): stop at the first launch that "
+                                 "leaves NaN/Inf where there was none, once it has run, and "
+                                 "open the prompt")
         parser.add_argument("--capture-launch", action="append", default=[],
                             metavar="PATTERN",
                             help="capture every launch of kernels matching PATTERN for "
@@ -74,7 +78,7 @@ class RunCommand:
         rules = load_rules(args.rule) if args.rule else []
         if args.digest:
             rules.append(option_rule("--digest", DIGEST_FORMATS))
-        if args.check_nan:
+        if args.check_nan or args.break_on_nan:
             rules.append(option_rule("--check-nan", SCAN_FORMATS))
         for pattern in args.capture_launch:
             rules.append(capture_rule(pattern))
@@ -89,7 +93,8 @@ class RunCommand:
         options = RunOptions(argv=[args.program, *args.args], run_dir=run_dir, trace=args.trace,
                              rules=rules, max_bytes=args.max_bytes,
                              staging_bytes=args.staging, breaks=list(args.breaks),
-                             batch=args.batch, ring_slots=args.trace_ring)
+                             batch=args.batch, ring_slots=args.trace_ring,
+                             break_on_nan=args.break_on_nan)
         session = Session(options)
         try:
             return session.run()

@@ -95,3 +95,22 @@ def test_torch_fill_pointer_discovery_and_check_nan(workdir, tmp_path):
     assert after, "the producer's buffers were not snapshotted"
     y = np.load(out / after[0].file).view(np.float32)[: x.size]
     assert np.isinf(y).all()
+
+
+def test_torch_break_on_nan_stops_once_at_the_first_producer(workdir, tmp_path):
+    """--break-on-nan on PyTorch: the prompt opens after the multiply that overflows (its
+    launch made with a plan the shim repeats, reported by MSG_REPEAT), once, and the program
+    runs on to its own end."""
+    pytest.importorskip("torch")
+    commands = tmp_path / "commands.txt"
+    commands.write_text("info args\ncontinue\n")
+    cmd = [*sample("torch_nan.py"), "12", "7"]
+    ran = run(under_cudump(cmd, tmp_path / "run",
+                           extra=["--break-on-nan", "--batch", str(commands)]), workdir)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert "inf at step 7: 3000" in ran.stdout
+    lines = ran.stderr.splitlines()
+    stops = [i for i, ln in enumerate(lines) if ln.startswith("NaN/Inf in arg 2: 3000 of ")]
+    assert len(stops) == 1, ran.stderr[-3000:]
+    assert "MulFunctor<float>" in lines[stops[0]] and "(occurrence 7)" in lines[stops[0]]
+    assert "(cudump) info args" in lines and "Continuing." in lines
