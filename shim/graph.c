@@ -50,6 +50,13 @@ struct graph_exec {
     unsigned long long counted; /* replays already folded into the functions' counts */
     size_t nkernels;
     struct graph_kernel *kernels;
+    /* The last instrumented copy (the clone plus copy nodes, instantiated), kept for
+     * the next replay that plans the same copies: a rule on every replay then costs
+     * its copies, not a clone and an instantiation each time. */
+    CUgraphExec cached;
+    unsigned ncached;
+    struct proto_copy *cached_copies;
+    unsigned char *cached_nodes;
 };
 
 /* Executable graphs are few and long-lived; launches look them up under one
@@ -202,8 +209,22 @@ static void fold_counts_locked(struct graph_exec *g)
         atomic_fetch_add(&g->kernels[i].e->graph_launches, add);
 }
 
+/* The instrumented copy no longer matches (parameters changed, or the graph goes). */
+static void drop_cached(struct graph_exec *g)
+{
+    if (g->cached && shim_real_cuGraphExecDestroy())
+        shim_real_cuGraphExecDestroy()(g->cached);
+    g->cached = NULL;
+    g->ncached = 0;
+    free(g->cached_copies);
+    free(g->cached_nodes);
+    g->cached_copies = NULL;
+    g->cached_nodes = NULL;
+}
+
 static void free_graph(struct graph_exec *g)
 {
+    drop_cached(g);
     if (g->src && real_cuGraphDestroy)
         real_cuGraphDestroy(g->src);
     free_kernels(g->kernels, g->nkernels);
@@ -352,6 +373,7 @@ CUresult hook_cuGraphExecKernelNodeSetParams(cuGraphExecKernelNodeSetParams_fn r
             /* The shim's clone follows, so an instrumented launch runs these too. */
             if (gk->clone_node && real_cuGraphKernelNodeSetParams_v2)
                 real_cuGraphKernelNodeSetParams_v2(gk->clone_node, params);
+            drop_cached(graphs[i]);
         }
     }
     pthread_mutex_unlock(&graphs_lock);
@@ -484,6 +506,72 @@ static bool have_graph_services(void)
            shim_real_cuGraphInstantiateWithFlags() && shim_real_cuGraphExecDestroy();
 }
 
+/* Whether the cached instrumented copy makes exactly the copies planned now. */
+static bool same_plan(const struct graph_exec *g, unsigned total, const unsigned char *node_of)
+{
+    if (!g->cached || g->ncached != total)
+        return false;
+    for (unsigned c = 0; c < total; c++)
+        if (g->cached_nodes[c] != node_of[c] ||
+            memcmp(&g->cached_copies[c], snap_copy(c), sizeof g->cached_copies[c]) != 0)
+            return false;
+    return true;
+}
+
+static void keep_cached(struct graph_exec *g, CUgraphExec exec, unsigned total,
+                        const unsigned char *node_of)
+{
+    g->cached_copies = malloc(total * sizeof *g->cached_copies);
+    g->cached_nodes = malloc(total);
+    if (!g->cached_copies || !g->cached_nodes) {
+        drop_cached(g);
+        shim_real_cuGraphExecDestroy()(exec);
+        return;
+    }
+    for (unsigned c = 0; c < total; c++)
+        g->cached_copies[c] = *snap_copy(c);
+    memcpy(g->cached_nodes, node_of, total);
+    g->cached = exec;
+    g->ncached = total;
+}
+
+/* The clone of the application's graph with copy nodes, instantiated; sets each copy's
+ * result. All copies must have their node for the result to be worth keeping. */
+static CUresult build_instrumented(struct graph_exec *g, unsigned total,
+                                   const unsigned char *node_of, CUgraphExec *out, bool *whole)
+{
+    CUresult build = have_graph_services() ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
+    CUgraph graph = NULL;
+    CUcontext ctx = NULL;
+    size_t size = 0;
+    char *area = staging_area(&size);
+    *whole = true;
+    if (build == CUDA_SUCCESS && !area)
+        build = CUDA_ERROR_NOT_SUPPORTED;
+    if (build == CUDA_SUCCESS)
+        build = real_cuGraphClone(&graph, g->src);
+    if (build == CUDA_SUCCESS)
+        build = real_cuCtxGetCurrent(&ctx);
+    for (unsigned c = 0; build == CUDA_SUCCESS && c < total; c++) {
+        const struct proto_copy *copy = snap_copy(c);
+        CUgraphNode kn = NULL;
+        CUresult rc = (copy->flags & (COPY_PIECE | COPY_TOOL)) || node_of[c] >= g->nkernels
+                          ? CUDA_ERROR_NOT_SUPPORTED /* no streaming or tools inside a graph */
+                          : real_cuGraphNodeFindInClone(&kn, g->kernels[node_of[c]].clone_node,
+                                                        graph);
+        if (rc == CUDA_SUCCESS)
+            rc = add_copy(graph, kn, copy, area, ctx);
+        if (rc != CUDA_SUCCESS)
+            *whole = false;
+        snap_set_rc(c, rc);
+    }
+    if (build == CUDA_SUCCESS)
+        build = shim_real_cuGraphInstantiateWithFlags()(out, graph, 0);
+    if (graph)
+        real_cuGraphDestroy(graph);
+    return build;
+}
+
 /* The launch with copy nodes; falls back to the application's graph if the
  * instrumented one cannot be made (its copies are then reported as failed). */
 static CUresult run_instrumented(cuGraphLaunch_fn real, struct graph_exec *g, CUstream stream,
@@ -507,45 +595,34 @@ static CUresult run_instrumented(cuGraphLaunch_fn real, struct graph_exec *g, CU
         snap_end(seq, CUDA_SUCCESS, CUDA_SUCCESS);
         return real(g->exec, stream);
     }
-    CUresult build = have_graph_services() ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
-    CUgraph graph = NULL;
     CUgraphExec instrumented = NULL;
-    CUcontext ctx = NULL;
-    size_t size = 0;
-    char *area = staging_area(&size);
-    if (build == CUDA_SUCCESS && !area)
-        build = CUDA_ERROR_NOT_SUPPORTED;
-    if (build == CUDA_SUCCESS)
-        build = real_cuGraphClone(&graph, g->src);
-    if (build == CUDA_SUCCESS)
-        build = real_cuCtxGetCurrent(&ctx);
-    for (unsigned c = 0; build == CUDA_SUCCESS && c < total; c++) {
-        const struct proto_copy *copy = snap_copy(c);
-        CUgraphNode kn = NULL;
-        CUresult rc = (copy->flags & (COPY_PIECE | COPY_TOOL)) || node_of[c] >= g->nkernels
-                          ? CUDA_ERROR_NOT_SUPPORTED /* no streaming or tools inside a graph */
-                          : real_cuGraphNodeFindInClone(&kn, g->kernels[node_of[c]].clone_node,
-                                                        graph);
-        if (rc == CUDA_SUCCESS)
-            rc = add_copy(graph, kn, copy, area, ctx);
-        snap_set_rc(c, rc);
+    CUresult build = CUDA_SUCCESS;
+    bool whole = true;
+    if (same_plan(g, total, node_of)) {
+        instrumented = g->cached;
+        for (unsigned c = 0; c < total; c++)
+            snap_set_rc(c, CUDA_SUCCESS);
+    } else {
+        drop_cached(g);
+        build = build_instrumented(g, total, node_of, &instrumented, &whole);
     }
-    if (build == CUDA_SUCCESS)
-        build = shim_real_cuGraphInstantiateWithFlags()(&instrumented, graph, 0);
     CUresult launch_rc, sync_rc = CUDA_SUCCESS;
     if (build == CUDA_SUCCESS) {
         launch_rc = real(instrumented, stream);
         struct launch_info li = node_launch(g, 0, stream, ptsz, seq, replay);
         if (launch_rc == CUDA_SUCCESS)
             sync_rc = launch_wait_stream(&li);
-        shim_real_cuGraphExecDestroy()(instrumented);
+        if (instrumented != g->cached) {
+            if (whole && launch_rc == CUDA_SUCCESS)
+                keep_cached(g, instrumented, total, node_of);
+            else
+                shim_real_cuGraphExecDestroy()(instrumented);
+        }
     } else {
         for (unsigned c = 0; c < total; c++)
             snap_set_rc(c, build);
         launch_rc = real(g->exec, stream);
     }
-    if (graph)
-        real_cuGraphDestroy(graph);
     snap_end(seq, launch_rc, sync_rc);
     return launch_rc;
 }
@@ -611,6 +688,8 @@ void graph_reset_after_fork(void)
     /* The clones are the parent's driver objects: not freed through the driver here. */
     for (size_t i = 0; i < ngraphs; i++) {
         free_kernels(graphs[i]->kernels, graphs[i]->nkernels);
+        free(graphs[i]->cached_copies);
+        free(graphs[i]->cached_nodes);
         free(graphs[i]);
     }
     ngraphs = 0;

@@ -114,6 +114,29 @@ def test_snapshots_of_a_kernel_inside_a_replayed_graph(fake, cudump_run, bare_ru
         list(range(1, 11))
 
 
+def test_the_instrumented_graph_is_made_once_while_the_plan_stays_the_same(
+        fake, cudump_run, tmp_path, monkeypatch):
+    """Ten replays with the same copies: the program's instantiation and one of cudump's,
+    reused (the snapshots still follow the replays, as the test above shows). When a rule
+    stops wanting a replay, the application's graph runs; when it wants one again with the
+    same copies, the kept copy runs again."""
+    stats = tmp_path / "stats.txt"
+    monkeypatch.setenv("FAKECUDA_STATS", str(stats))
+    rule = tmp_path / "vec.yaml"
+    rule.write_text('rules:\n  - kernel: vecAdd\n    args: [2]\n    when: both\n'
+                    '    format: npy\n    overrides:\n      2: {dtype: float32, count: arg3}\n')
+    ran = cudump_run([str(fake.programs["capture"])], "--rule", str(rule))
+    assert ran.returncode == 0, ran.stderr
+    assert len(manifest(ran.run_dir)) == 20
+    assert stats.read_text() == "graph_instantiations 2\n"
+    rule.write_text('rules:\n  - kernel: vecAdd\n    args: [2]\n    when: after\n    every: 3\n'
+                    '    format: npy\n    overrides:\n      2: {dtype: float32, count: arg3}\n')
+    ran = cudump_run([str(fake.programs["capture"])], "--rule", str(rule),
+                     run_dir=tmp_path / "every3")
+    assert sorted(r["replay"] for r in manifest(ran.run_dir)) == [1, 4, 7, 10]
+    assert stats.read_text() == "graph_instantiations 2\n"
+
+
 def test_snapshot_filters_count_node_executions(fake, cudump_run, tmp_path):
     rule = tmp_path / "vec.yaml"
     rule.write_text('rules:\n  - kernel: vecAdd\n    args: [2]\n    when: after\n    skip: 2\n'
