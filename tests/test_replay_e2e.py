@@ -110,6 +110,11 @@ def test_aliased_pointers_share_one_buffer_in_the_replay(fake, cudump_run, offli
     assert "cudump diff" in done.stdout.splitlines()[-1]
     diff = offline("diff", str(ran.run_dir), str(tmp_path / "again"), "--kernel", "vecAdd")
     assert "0 differ" in diff.stdout
+    twice = offline("replay", str(ran.run_dir), "--launch", str(second["launch"]), "--out",
+                    str(tmp_path / "again"))
+    assert twice.returncode == 2
+    assert twice.stderr == (f"cudump: error: --out {tmp_path / 'again'} already holds a run; "
+                            "give a new or empty directory\n")
 
 
 def test_pitched_images_replay_and_a_changed_pixel_is_named(fake, cudump_run, offline):

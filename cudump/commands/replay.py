@@ -93,6 +93,9 @@ class ReplayCommand:
                 output_dir(args.out, "--out")
             except DiffTrouble as err:
                 raise ReplayTrouble(str(err)) from None
+            if (args.out / "manifest.jsonl").exists():
+                raise ReplayTrouble(f"--out {args.out} already holds a run; give a new or "
+                                    "empty directory")
         try:
             with Replayer(spec, image, args.device) as replayer:
                 print(f"replay: {capture.describe()} on GPU {args.device} "
