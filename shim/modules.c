@@ -87,6 +87,15 @@ static size_t elf_size(const unsigned char *p)
     return end <= MAX_IMAGE ? (size_t)end : 0;
 }
 
+/* What image bytes are, by their first four (at least four there): a fat binary, an ELF
+ * cubin, or else PTX text. */
+static enum proto_image_format magic_format(const unsigned char *p)
+{
+    if (read_u32(p) == FATBIN_MAGIC)
+        return IMAGE_FATBIN;
+    return memcmp(p, "\177ELF", 4) == 0 ? IMAGE_CUBIN : IMAGE_PTX;
+}
+
 /* What an image in memory is and how many bytes it takes. A runtime wrapper
  * is followed to the fat binary it points to (*image moves there). */
 static enum proto_image_format measure(const unsigned char **image, size_t *size)
@@ -95,37 +104,40 @@ static enum proto_image_format measure(const unsigned char **image, size_t *size
     *size = 0;
     if (!p)
         return IMAGE_UNKNOWN;
-    if (strnlen((const char *)p, 4) < 4) /* too short for a magic number: text */
-        goto text;
-    if (read_u32(p) == FATBIN_WRAPPER_MAGIC) {
-        const unsigned char *data;
-        memcpy(&data, p + 8, sizeof data);
-        if (!data || read_u32(data) != FATBIN_MAGIC)
-            return IMAGE_UNKNOWN;
-        *image = p = data;
+    enum proto_image_format format = IMAGE_PTX; /* too short for a magic number: text */
+    if (strnlen((const char *)p, 4) == 4) {
+        if (read_u32(p) == FATBIN_WRAPPER_MAGIC) {
+            const unsigned char *data;
+            memcpy(&data, p + 8, sizeof data);
+            if (!data || read_u32(data) != FATBIN_MAGIC)
+                return IMAGE_UNKNOWN;
+            *image = p = data;
+        }
+        format = magic_format(p);
     }
-    if (read_u32(p) == FATBIN_MAGIC) {
-        uint64_t total = (uint64_t)read_u16(p + 6) + read_u64(p + 8);
-        *size = total <= MAX_IMAGE ? (size_t)total : 0;
-        return *size ? IMAGE_FATBIN : IMAGE_UNKNOWN;
+    uint64_t total;
+    switch (format) {
+    case IMAGE_FATBIN:
+        total = (uint64_t)read_u16(p + 6) + read_u64(p + 8);
+        break;
+    case IMAGE_CUBIN:
+        total = elf_size(p);
+        break;
+    default:
+        /* PTX, which the driver reads as a NUL-terminated string. */
+        total = strnlen((const char *)p, MAX_IMAGE) + 1;
+        break;
     }
-    if (memcmp(p, "\177ELF", 4) == 0) {
-        *size = elf_size(p);
-        return *size ? IMAGE_CUBIN : IMAGE_UNKNOWN;
-    }
-text:
-    /* Otherwise PTX, which the driver reads as a NUL-terminated string. */
-    *size = strnlen((const char *)p, MAX_IMAGE) + 1;
-    return *size <= MAX_IMAGE ? IMAGE_PTX : IMAGE_UNKNOWN;
+    *size = total && total <= MAX_IMAGE ? (size_t)total : 0;
+    return *size ? format : IMAGE_UNKNOWN;
 }
 
+/* What a file load's bytes are (the file's size is the image's). */
 static enum proto_image_format format_of(const unsigned char *p, size_t n)
 {
-    if (n >= 4 && read_u32(p) == FATBIN_MAGIC)
-        return IMAGE_FATBIN;
-    if (n >= 4 && memcmp(p, "\177ELF", 4) == 0)
-        return IMAGE_CUBIN;
-    return n ? IMAGE_PTX : IMAGE_UNKNOWN;
+    if (n == 0)
+        return IMAGE_UNKNOWN;
+    return n >= 4 ? magic_format(p) : IMAGE_PTX;
 }
 
 static bool in_loaded_object(const void *p)
