@@ -329,8 +329,8 @@ def _fields(names: dict[str, str], constants: dict[str, str]) -> str:
     return "\n    ".join(lines)
 
 
-OWN = {"KNP": "struct fc_kernel_node_params", "KNP1": "struct fc_kernel_node_params_v1",
-       "M3D": "struct fc_memcpy3d", "MSP": "struct fc_memset_node_params",
+OWN = {"KNP": "CUDA_KERNEL_NODE_PARAMS", "KNP1": "struct fc_kernel_node_params_v1",
+       "M3D": "CUDA_MEMCPY3D", "MSP": "struct fc_memset_node_params",
        "EDGE": "struct fc_graph_edge_data", "INFO": "struct fc_graph_exec_update_result_info"}
 REAL = {"KNP": "CUDA_KERNEL_NODE_PARAMS", "KNP1": "CUDA_KERNEL_NODE_PARAMS_v1",
         "M3D": "CUDA_MEMCPY3D", "MSP": "CUDA_MEMSET_NODE_PARAMS", "EDGE": "CUgraphEdgeData",

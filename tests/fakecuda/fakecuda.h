@@ -5,9 +5,10 @@
  * Each prototype follows the real driver's ABI (cuda.h, CUDA 13) so that a
  * program built against this header calls the real driver correctly, and a
  * pointer handed out by the stand-in is called with the arguments the real
- * one would take. Types that cudecl.h lacks and that carry a struct body get
- * an fc_ prefix, so that this header stays compatible with a cudecl.h that
- * grows; identical typedefs may be repeated in C11.
+ * one would take. Structs cudecl.h declares (CUDA_KERNEL_NODE_PARAMS,
+ * CUDA_MEMCPY3D) are used from there; types it lacks and that carry a struct
+ * body get an fc_ prefix, so that this header stays compatible with a
+ * cudecl.h that grows; identical typedefs may be repeated in C11.
  */
 #ifndef FAKECUDA_H
 #define FAKECUDA_H
@@ -86,53 +87,6 @@ struct fc_kernel_node_params_v1 {
     unsigned int sharedMemBytes;
     void **kernelParams;
     void **extra;
-};
-
-/* Layout of CUDA_KERNEL_NODE_PARAMS_v2, which CUDA_KERNEL_NODE_PARAMS names
- * since CUDA 12.0: the v1 fields, then the kernel used when func is NULL and
- * the context (NULL: the current one). */
-struct fc_kernel_node_params {
-    CUfunction func;
-    unsigned int gridDimX;
-    unsigned int gridDimY;
-    unsigned int gridDimZ;
-    unsigned int blockDimX;
-    unsigned int blockDimY;
-    unsigned int blockDimZ;
-    unsigned int sharedMemBytes;
-    void **kernelParams;
-    void **extra;
-    CUkernel kern;
-    CUcontext ctx;
-};
-
-/* Layout of CUDA_MEMCPY3D (CUDA_MEMCPY3D_v2). */
-struct fc_memcpy3d {
-    size_t srcXInBytes;
-    size_t srcY;
-    size_t srcZ;
-    size_t srcLOD;
-    CUmemorytype srcMemoryType;
-    const void *srcHost;
-    CUdeviceptr srcDevice;
-    CUarray srcArray;
-    void *reserved0;
-    size_t srcPitch;
-    size_t srcHeight;
-    size_t dstXInBytes;
-    size_t dstY;
-    size_t dstZ;
-    size_t dstLOD;
-    CUmemorytype dstMemoryType;
-    void *dstHost;
-    CUdeviceptr dstDevice;
-    CUarray dstArray;
-    void *reserved1;
-    size_t dstPitch;
-    size_t dstHeight;
-    size_t WidthInBytes;
-    size_t Height;
-    size_t Depth;
 };
 
 /* Layout of CUDA_MEMSET_NODE_PARAMS (v1). */
@@ -384,18 +338,18 @@ CUresult cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                               const struct fc_kernel_node_params_v1 *nodeParams);
 CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
                                  const CUgraphNode *dependencies, size_t numDependencies,
-                                 const struct fc_kernel_node_params *nodeParams);
+                                 const CUDA_KERNEL_NODE_PARAMS *nodeParams);
 CUresult cuGraphKernelNodeGetParams(CUgraphNode hNode, struct fc_kernel_node_params_v1 *nodeParams);
-CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, struct fc_kernel_node_params *nodeParams);
+CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *nodeParams);
 CUresult cuGraphKernelNodeSetParams(CUgraphNode hNode,
                                     const struct fc_kernel_node_params_v1 *nodeParams);
 CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode hNode,
-                                       const struct fc_kernel_node_params *nodeParams);
+                                       const CUDA_KERNEL_NODE_PARAMS *nodeParams);
 CUresult cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                               const CUgraphNode *dependencies, size_t numDependencies,
-                              const struct fc_memcpy3d *copyParams, CUcontext ctx);
-CUresult cuGraphMemcpyNodeGetParams(CUgraphNode hNode, struct fc_memcpy3d *nodeParams);
-CUresult cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const struct fc_memcpy3d *nodeParams);
+                              const CUDA_MEMCPY3D *copyParams, CUcontext ctx);
+CUresult cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams);
+CUresult cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3D *nodeParams);
 CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                               const CUgraphNode *dependencies, size_t numDependencies,
                               const struct fc_memset_node_params *memsetParams, CUcontext ctx);
@@ -447,7 +401,7 @@ CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
 CUresult cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
                                         const struct fc_kernel_node_params_v1 *nodeParams);
 CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode hNode,
-                                           const struct fc_kernel_node_params *nodeParams);
+                                           const CUDA_KERNEL_NODE_PARAMS *nodeParams);
 CUresult cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphNode *hErrorNode_out,
                            int *updateResult_out);
 CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph,

@@ -51,7 +51,7 @@ struct fc_node {
     struct fc_launch launch;
     void **params; /* nparams pointers to the values, then the packed values */
     /* FC_GRAPH_NODE_TYPE_MEMCPY / MEMSET */
-    struct fc_memcpy3d copy;
+    CUDA_MEMCPY3D copy;
     struct fc_memset_node_params set;
     /* FC_GRAPH_NODE_TYPE_GRAPH: the embedded graph, owned by the node. */
     struct fc_graph *child;
@@ -292,7 +292,7 @@ static CUresult read_extra(const struct fc_builtin *k, void **extra, unsigned ch
 
 /* Checks a CUDA_KERNEL_NODE_PARAMS and packs its parameters into args
  * (256 bytes, as a launch takes at most). */
-static CUresult launch_from_params(const struct fc_kernel_node_params *p, struct fc_launch *l,
+static CUresult launch_from_params(const CUDA_KERNEL_NODE_PARAMS *p, struct fc_launch *l,
                                    unsigned char *args)
 {
     if (!p)
@@ -347,13 +347,13 @@ static CUresult launch_from_params(const struct fc_kernel_node_params *p, struct
 }
 
 static void params_from_v1(const struct fc_kernel_node_params_v1 *v1,
-                           struct fc_kernel_node_params *p)
+                           CUDA_KERNEL_NODE_PARAMS *p)
 {
     memset(p, 0, sizeof *p);
     memcpy(p, v1, sizeof *v1); /* v2 begins with the v1 layout */
 }
 
-static void params_of(const struct fc_node *n, struct fc_kernel_node_params *p)
+static void params_of(const struct fc_node *n, CUDA_KERNEL_NODE_PARAMS *p)
 {
     p->func = n->launch.func;
     p->gridDimX = n->launch.grid.x;
@@ -559,7 +559,7 @@ CUresult cuGraphNodeFindInClone(CUgraphNode *phNode, CUgraphNode hOriginalNode,
 
 CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
                                  const CUgraphNode *dependencies, size_t numDependencies,
-                                 const struct fc_kernel_node_params *nodeParams)
+                                 const CUDA_KERNEL_NODE_PARAMS *nodeParams)
 {
     unsigned char args[256];
     struct fc_launch l;
@@ -580,7 +580,7 @@ CUresult cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                               const CUgraphNode *dependencies, size_t numDependencies,
                               const struct fc_kernel_node_params_v1 *nodeParams)
 {
-    struct fc_kernel_node_params p;
+    CUDA_KERNEL_NODE_PARAMS p;
     if (!nodeParams)
         return CUDA_ERROR_INVALID_VALUE;
     params_from_v1(nodeParams, &p);
@@ -593,7 +593,7 @@ static struct fc_node *typed_node(CUgraphNode hNode, int type)
     return n && n->type == type ? n : NULL;
 }
 
-CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, struct fc_kernel_node_params *nodeParams)
+CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *nodeParams)
 {
     struct fc_node *n = typed_node(hNode, FC_GRAPH_NODE_TYPE_KERNEL);
     if (!n || !nodeParams)
@@ -604,7 +604,7 @@ CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, struct fc_kernel_node_
 
 CUresult cuGraphKernelNodeGetParams(CUgraphNode hNode, struct fc_kernel_node_params_v1 *nodeParams)
 {
-    struct fc_kernel_node_params p;
+    CUDA_KERNEL_NODE_PARAMS p;
     CUresult r = nodeParams ? cuGraphKernelNodeGetParams_v2(hNode, &p) : CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS)
         memcpy(nodeParams, &p, sizeof *nodeParams);
@@ -612,7 +612,7 @@ CUresult cuGraphKernelNodeGetParams(CUgraphNode hNode, struct fc_kernel_node_par
 }
 
 /* New parameters for kernel node n (of a graph or of an executable graph). */
-static CUresult set_kernel_params(struct fc_node *n, const struct fc_kernel_node_params *p)
+static CUresult set_kernel_params(struct fc_node *n, const CUDA_KERNEL_NODE_PARAMS *p)
 {
     unsigned char args[256];
     struct fc_launch l;
@@ -621,7 +621,7 @@ static CUresult set_kernel_params(struct fc_node *n, const struct fc_kernel_node
 }
 
 CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode hNode,
-                                       const struct fc_kernel_node_params *nodeParams)
+                                       const CUDA_KERNEL_NODE_PARAMS *nodeParams)
 {
     struct fc_node *n = typed_node(hNode, FC_GRAPH_NODE_TYPE_KERNEL);
     if (!n)
@@ -632,7 +632,7 @@ CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode hNode,
 CUresult cuGraphKernelNodeSetParams(CUgraphNode hNode,
                                     const struct fc_kernel_node_params_v1 *nodeParams)
 {
-    struct fc_kernel_node_params p;
+    CUDA_KERNEL_NODE_PARAMS p;
     if (!nodeParams)
         return CUDA_ERROR_INVALID_VALUE;
     params_from_v1(nodeParams, &p);
@@ -641,7 +641,7 @@ CUresult cuGraphKernelNodeSetParams(CUgraphNode hNode,
 
 CUresult cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                               const CUgraphNode *dependencies, size_t numDependencies,
-                              const struct fc_memcpy3d *copyParams, CUcontext ctx)
+                              const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
 {
     (void)ctx;
     CUresult r = fc_copy3d_check(copyParams);
@@ -654,7 +654,7 @@ CUresult cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph,
     return add_node(phGraphNode, hGraph, dependencies, numDependencies, n);
 }
 
-CUresult cuGraphMemcpyNodeGetParams(CUgraphNode hNode, struct fc_memcpy3d *nodeParams)
+CUresult cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams)
 {
     struct fc_node *n = typed_node(hNode, FC_GRAPH_NODE_TYPE_MEMCPY);
     if (!n || !nodeParams)
@@ -663,7 +663,7 @@ CUresult cuGraphMemcpyNodeGetParams(CUgraphNode hNode, struct fc_memcpy3d *nodeP
     return CUDA_SUCCESS;
 }
 
-CUresult cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const struct fc_memcpy3d *nodeParams)
+CUresult cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3D *nodeParams)
 {
     struct fc_node *n = typed_node(hNode, FC_GRAPH_NODE_TYPE_MEMCPY);
     if (!n)
@@ -1115,7 +1115,7 @@ static struct fc_graph *exec_of(CUgraphExec h)
 }
 
 CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode hNode,
-                                           const struct fc_kernel_node_params *nodeParams)
+                                           const CUDA_KERNEL_NODE_PARAMS *nodeParams)
 {
     struct fc_graph *e = exec_of(hGraphExec);
     struct fc_node *orig = node_of(hNode);
@@ -1132,7 +1132,7 @@ CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode h
 CUresult cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
                                         const struct fc_kernel_node_params_v1 *nodeParams)
 {
-    struct fc_kernel_node_params p;
+    CUDA_KERNEL_NODE_PARAMS p;
     if (!nodeParams)
         return CUDA_ERROR_INVALID_VALUE;
     params_from_v1(nodeParams, &p);

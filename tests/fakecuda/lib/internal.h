@@ -111,7 +111,7 @@ enum fc_op_kind { FC_OP_LAUNCH, FC_OP_MEMCPY, FC_OP_MEMSET };
 struct fc_op {
     enum fc_op_kind kind;
     struct fc_launch launch;          /* FC_OP_LAUNCH */
-    struct fc_memcpy3d copy;          /* FC_OP_MEMCPY: 1-D and 2-D copies too */
+    CUDA_MEMCPY3D copy;          /* FC_OP_MEMCPY: 1-D and 2-D copies too */
     struct fc_memset_node_params set; /* FC_OP_MEMSET */
 };
 
@@ -146,9 +146,9 @@ FC_HIDDEN CUresult fc_graph_record(struct fc_graph *g, struct fc_node *const *de
 FC_HIDDEN CUresult fc_check_device(CUdeviceptr p, size_t n);
 FC_HIDDEN CUresult fc_copy2d(const CUDA_MEMCPY2D *c, bool unaligned);
 FC_HIDDEN CUresult fc_copy2d_check(const CUDA_MEMCPY2D *c);
-FC_HIDDEN void fc_copy2d_to_3d(const CUDA_MEMCPY2D *c, struct fc_memcpy3d *out);
-FC_HIDDEN CUresult fc_copy3d_check(const struct fc_memcpy3d *c);
-FC_HIDDEN CUresult fc_copy3d(const struct fc_memcpy3d *c);
+FC_HIDDEN void fc_copy2d_to_3d(const CUDA_MEMCPY2D *c, CUDA_MEMCPY3D *out);
+FC_HIDDEN CUresult fc_copy3d_check(const CUDA_MEMCPY3D *c);
+FC_HIDDEN CUresult fc_copy3d(const CUDA_MEMCPY3D *c);
 FC_HIDDEN CUresult fc_memset_check(const struct fc_memset_node_params *m);
 FC_HIDDEN CUresult fc_memset(const struct fc_memset_node_params *m);
 

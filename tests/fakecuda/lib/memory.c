@@ -433,7 +433,7 @@ CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
 /* A 1-D copy as the CUDA_MEMCPY3D a graph's memcpy node holds (what the
  * real driver records when it captures one: Height and Depth 1, no pitch). */
 static void linear_copy(CUmemorytype dst_type, void *dst, CUmemorytype src_type, const void *src,
-                        size_t n, struct fc_memcpy3d *c)
+                        size_t n, CUDA_MEMCPY3D *c)
 {
     memset(c, 0, sizeof *c);
     c->srcMemoryType = src_type;
@@ -508,7 +508,7 @@ struct copy_side {
 
 static CUresult side3d(CUmemorytype type, const void *host, CUdeviceptr dev, const void *reserved,
                        size_t x, size_t y, size_t z, size_t lod, size_t pitch, size_t height,
-                       const struct fc_memcpy3d *c, struct copy_side *out)
+                       const CUDA_MEMCPY3D *c, struct copy_side *out)
 {
     if (reserved || lod)
         return CUDA_ERROR_INVALID_VALUE;
@@ -542,7 +542,7 @@ static CUresult side3d(CUmemorytype type, const void *host, CUdeviceptr dev, con
     return CUDA_SUCCESS;
 }
 
-static CUresult sides3d(const struct fc_memcpy3d *c, struct copy_side *src, struct copy_side *dst)
+static CUresult sides3d(const CUDA_MEMCPY3D *c, struct copy_side *src, struct copy_side *dst)
 {
     if (!c)
         return CUDA_ERROR_INVALID_VALUE;
@@ -554,13 +554,13 @@ static CUresult sides3d(const struct fc_memcpy3d *c, struct copy_side *src, stru
     return r;
 }
 
-FC_HIDDEN CUresult fc_copy3d_check(const struct fc_memcpy3d *c)
+FC_HIDDEN CUresult fc_copy3d_check(const CUDA_MEMCPY3D *c)
 {
     struct copy_side src, dst;
     return sides3d(c, &src, &dst);
 }
 
-FC_HIDDEN CUresult fc_copy3d(const struct fc_memcpy3d *c)
+FC_HIDDEN CUresult fc_copy3d(const CUDA_MEMCPY3D *c)
 {
     struct copy_side src, dst;
     CUresult r = sides3d(c, &src, &dst);
@@ -573,7 +573,7 @@ FC_HIDDEN CUresult fc_copy3d(const struct fc_memcpy3d *c)
     return CUDA_SUCCESS;
 }
 
-FC_HIDDEN void fc_copy2d_to_3d(const CUDA_MEMCPY2D *c, struct fc_memcpy3d *out)
+FC_HIDDEN void fc_copy2d_to_3d(const CUDA_MEMCPY2D *c, CUDA_MEMCPY3D *out)
 {
     memset(out, 0, sizeof *out);
     out->srcXInBytes = c->srcXInBytes;

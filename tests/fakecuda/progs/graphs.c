@@ -63,9 +63,9 @@ static void expect_floats(const char *what, const float *got, const float *want,
             FAIL("%s: [%zu] = %g, expected %g", what, i, got[i], want[i]);
 }
 
-static struct fc_kernel_node_params kernel_params(CUfunction f, void **params)
+static CUDA_KERNEL_NODE_PARAMS kernel_params(CUfunction f, void **params)
 {
-    struct fc_kernel_node_params p = {.func = f,
+    CUDA_KERNEL_NODE_PARAMS p = {.func = f,
                                       .gridDimX = N / THREADS,
                                       .gridDimY = 1,
                                       .gridDimZ = 1,
@@ -198,7 +198,7 @@ static void part_capture(struct captured *c)
     printf("capture: nodes %zu edges %zu roots %zu types %s\n", n, ne, nr, types);
 
     /* The parameters read back are the values launched, by the layout. */
-    struct fc_kernel_node_params p;
+    CUDA_KERNEL_NODE_PARAMS p;
     CHECK(cuGraphKernelNodeGetParams_v2(c->nodes[0], &p));
     CUdeviceptr x_arg;
     float s_arg;
@@ -249,7 +249,7 @@ static void part_explicit(void)
     /* The child: copy in -> z, then z *= 3. */
     CUgraph child;
     CHECK(cuGraphCreate(&child, 0));
-    struct fc_memcpy3d up = {.srcMemoryType = CU_MEMORYTYPE_HOST,
+    CUDA_MEMCPY3D up = {.srcMemoryType = CU_MEMORYTYPE_HOST,
                              .srcHost = in,
                              .dstMemoryType = CU_MEMORYTYPE_DEVICE,
                              .dstDevice = dz,
@@ -259,7 +259,7 @@ static void part_explicit(void)
     CUgraphNode copy_in, scale_node;
     CHECK(cuGraphAddMemcpyNode(&copy_in, child, NULL, 0, &up, NULL));
     void *s[] = {&dz, &three, &n};
-    struct fc_kernel_node_params sp = kernel_params(scale_fn, s);
+    CUDA_KERNEL_NODE_PARAMS sp = kernel_params(scale_fn, s);
     CHECK(cuGraphAddKernelNode_v2(&scale_node, child, &copy_in, 1, &sp));
 
     /* The parent, nodes added before the edges that order them:
@@ -267,7 +267,7 @@ static void part_explicit(void)
     CUgraph g;
     CHECK(cuGraphCreate(&g, 0));
     void *v[] = {&dz, &dv, &dz, &n};
-    struct fc_kernel_node_params vp = kernel_params(vec_add_fn, v);
+    CUDA_KERNEL_NODE_PARAMS vp = kernel_params(vec_add_fn, v);
     CUgraphNode add, child_node, set, copy_out;
     CHECK(cuGraphAddKernelNode_v2(&add, g, NULL, 0, &vp));
     CHECK(cuGraphAddChildGraphNode(&child_node, g, NULL, 0, child));
@@ -277,7 +277,7 @@ static void part_explicit(void)
     struct fc_memset_node_params ms = {.dst = dv, .elementSize = 4, .width = N, .height = 1};
     memcpy(&ms.value, &one, sizeof one);
     CHECK(cuGraphAddMemsetNode(&set, g, NULL, 0, &ms, NULL));
-    struct fc_memcpy3d block = {.srcXInBytes = BX * sizeof(float),
+    CUDA_MEMCPY3D block = {.srcXInBytes = BX * sizeof(float),
                                 .srcY = BY,
                                 .srcMemoryType = CU_MEMORYTYPE_DEVICE,
                                 .srcDevice = dz,
@@ -373,7 +373,7 @@ static void part_setparams(void)
     CUgraphNode set, scale_node;
     CHECK(cuGraphAddMemsetNode(&set, g, NULL, 0, &ms, NULL));
     void *params[] = {&dq, &s, &n};
-    struct fc_kernel_node_params p = kernel_params(scale_fn, params);
+    CUDA_KERNEL_NODE_PARAMS p = kernel_params(scale_fn, params);
     CHECK(cuGraphAddKernelNode_v2(&scale_node, g, &set, 1, &p));
     /* The node holds copies: changing the variables changes nothing. */
     s = 99.0f;
@@ -385,7 +385,7 @@ static void part_setparams(void)
     for (int r = 0; r < 3; r++) {
         float f = factors[r];
         void *np[] = {&dq, &f, &n};
-        struct fc_kernel_node_params update = kernel_params(scale_fn, np);
+        CUDA_KERNEL_NODE_PARAMS update = kernel_params(scale_fn, np);
         CHECK(cuGraphExecKernelNodeSetParams_v2(exec, scale_node, &update));
         launch_graph(exec);
         download(q, dq, N);
@@ -398,7 +398,7 @@ static void part_setparams(void)
     tally_launch(&t, "scale", 3);
 
     /* The graph's own node kept its parameters... */
-    struct fc_kernel_node_params back;
+    CUDA_KERNEL_NODE_PARAMS back;
     CHECK(cuGraphKernelNodeGetParams_v2(scale_node, &back));
     float kept;
     memcpy(&kept, back.kernelParams[1], sizeof kept);
@@ -407,7 +407,7 @@ static void part_setparams(void)
     /* ...and changing it leaves the executable graph alone. */
     float big = 100.0f;
     void *bp[] = {&dq, &big, &n};
-    struct fc_kernel_node_params bigger = kernel_params(scale_fn, bp);
+    CUDA_KERNEL_NODE_PARAMS bigger = kernel_params(scale_fn, bp);
     CHECK(cuGraphKernelNodeSetParams_v2(scale_node, &bigger));
     launch_graph(exec);
     tally_launch(&t, "scale", 1);
@@ -451,7 +451,7 @@ static void part_update(struct captured *c)
     CUgraphNode new_nodes[2];
     char types[64];
     list_nodes(again, new_nodes, 2, types, sizeof types);
-    struct fc_kernel_node_params p;
+    CUDA_KERNEL_NODE_PARAMS p;
     CHECK(cuGraphKernelNodeGetParams_v2(new_nodes[0], &p));
     CUresult by_new = cuGraphExecKernelNodeSetParams_v2(c->exec, new_nodes[0], &p);
     CUresult by_old = cuGraphExecKernelNodeSetParams_v2(c->exec, c->nodes[0], &p);
