@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import ctypes
-import functools
-import os
 import re
 import shutil
 import signal
 import subprocess
-import traceback
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 import zedref
 from fakecuda_build import FakeCuda, build_fakecuda
+from forked import isolated
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler (cc)")
 
@@ -35,34 +32,6 @@ FRP0K = b"_ZN6device12FrP0k5607tPVILN2sl14YUV_CONVENTIONE2EEEvP6uchar4iPNS_6ucha
 @pytest.fixture(scope="session")
 def fake() -> FakeCuda:
     return build_fakecuda()
-
-
-def isolated(test: Callable[..., None]) -> Callable[..., None]:
-    """Runs a test in a forked child. The stand-in's soname is libcuda.so.1:
-    once loaded into the pytest process, it would stand in for the real
-    driver in every later test of the session."""
-
-    @functools.wraps(test)
-    def wrapper(*args: object, **kwargs: object) -> None:
-        read_end, write_end = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(read_end)
-            status, message = 0, b""
-            try:
-                test(*args, **kwargs)
-            except BaseException:
-                status, message = 1, traceback.format_exc().encode()
-            os.write(write_end, message[-60000:])
-            os._exit(status)
-        os.close(write_end)
-        with os.fdopen(read_end, "rb") as pipe:
-            message = pipe.read()
-        _, status = os.waitpid(pid, 0)
-        if status != 0:
-            pytest.fail(message.decode() or f"test process ended with wait status {status}")
-
-    return wrapper
 
 
 def load(fake: FakeCuda) -> ctypes.CDLL:

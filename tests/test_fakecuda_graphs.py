@@ -4,17 +4,14 @@
 from __future__ import annotations
 
 import ctypes
-import functools
-import os
 import re
 import shutil
 import subprocess
-import traceback
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from fakecuda_build import FakeCuda
+from forked import isolated
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler (cc)")
 
@@ -93,33 +90,6 @@ MEMCPY3D_OFFSETS = {
 MEMSET_OFFSETS = {"dst": 0, "pitch": 8, "value": 16, "elementSize": 20, "width": 24, "height": 32}
 SIZES = {"kernel_v2": 72, "kernel_v1": 56, "memcpy3d": 200, "memset": 40, "edge": 8,
          "update_info": 24}
-
-
-def isolated(test: Callable[..., None]) -> Callable[..., None]:
-    """Runs a test in a forked child, so that the stand-in (soname libcuda.so.1) is never
-    loaded into the pytest process."""
-
-    @functools.wraps(test)
-    def wrapper(*args: object, **kwargs: object) -> None:
-        read_end, write_end = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(read_end)
-            status, message = 0, b""
-            try:
-                test(*args, **kwargs)
-            except BaseException:
-                status, message = 1, traceback.format_exc().encode()
-            os.write(write_end, message[-60000:])
-            os._exit(status)
-        os.close(write_end)
-        with os.fdopen(read_end, "rb") as pipe:
-            message = pipe.read()
-        _, status = os.waitpid(pid, 0)
-        if status != 0:
-            pytest.fail(message.decode() or f"test process ended with wait status {status}")
-
-    return wrapper
 
 
 class Driver:
