@@ -25,7 +25,6 @@ from cudump.geometry import Allocation
 
 CAPTURES = "captures.jsonl"
 MODULES = "modules"
-EXTENSIONS = {"cubin": "cubin", "fatbin": "fatbin", "ptx": "ptx"}
 
 
 @dataclass(frozen=True)
@@ -99,7 +98,7 @@ class ImageStore:
 
     def _finish(self, key: tuple[int, int], part: _Partial) -> None:
         digest = hashlib.sha256(part.path.read_bytes()).hexdigest()[:16]
-        name = f"{MODULES}/{digest}.{EXTENSIONS[part.format]}"
+        name = f"{MODULES}/{digest}.{part.format}"   # the format names the extension
         final = self.run_dir / name
         if final.exists():
             part.path.unlink(missing_ok=True)   # the same image from another process

@@ -22,7 +22,7 @@ import numpy as np
 
 from cudump.capture import CAPTURES
 from cudump.errors import CudumpError
-from cudump.pattern import KernelPattern
+from cudump.pattern import KernelPattern, name_forms
 from cudump.replay_engine import LaunchSpec, ReplayError
 from cudump.runs import confined, load_array
 
@@ -95,15 +95,36 @@ def select_capture(captures: list[Capture], launch: int | None, pid: int | None,
              and (pattern is None or pattern.matches(c.kernel, str(c.data["mangled"])))
              and (occurrence is None or c.occurrence == occurrence)]
     if not found:
-        listed = ", ".join(f"{c.launch} ({_short(c.kernel)})" for c in captures[:8])
+        listed = ", ".join(f"{c.launch} ({name_forms(c.kernel)[3]})" for c in captures[:8])
         raise ReplayTrouble(f"no captured launch matches; the run has {len(captures)}: "
                             f"{listed}{' ...' if len(captures) > 8 else ''}")
     return found[0], len(found)
 
 
-def _short(kernel: str) -> str:
-    name = kernel.split("(", 1)[0]
-    return name if len(name) <= 60 else name[:57] + "..."
+@dataclass
+class _Span:
+    """What a launch reaches of one allocation: bytes [low, high), as the capture saw them."""
+
+    alloc: dict[str, Any]
+    low: int
+    high: int
+
+    @property
+    def pitched(self) -> bool:
+        a = self.alloc
+        return a["kind"] == "pitched" and bool(a["pitch"]) and bool(a["height"])
+
+    @property
+    def start(self) -> int:
+        """Where the replay's region begins: the allocation's base for a pitched one."""
+        return int(self.alloc["base"]) if self.pitched else self.low
+
+    def region(self) -> dict[str, Any]:
+        a = self.alloc
+        size = int(a["pitch"]) * int(a["height"]) if self.pitched else self.high - self.low
+        return {"kind": "pitched" if self.pitched else "linear", "size": size,
+                "pitch": int(a["pitch"]), "width": int(a["width"]),
+                "height": int(a["height"]), "elem": int(a["elem"])}
 
 
 def launch_spec(capture: Capture, image: str | None = None,
@@ -113,27 +134,17 @@ def launch_spec(capture: Capture, image: str | None = None,
     if d.get("layout") is None:
         raise ReplayTrouble(f"{capture.describe()}: the driver gave no parameter layout, so "
                             "its parameters cannot be rebuilt")
-    regions: list[dict[str, Any]] = []
-    where: dict[int, int] = {}      # allocation base -> region index
-    lows: list[int] = []
     pointers: list[dict[str, Any]] = d.get("pointers") or []
     alloc_of = {(ptr["arg"], ptr["offset"]): ptr["alloc"] for ptr in pointers}
+    # The bytes of each allocation the launch reaches, by its base: every buffer and every
+    # pointer value in it (a pitched allocation is taken whole, so that it keeps its pitch).
+    spans: dict[int, _Span] = {}
 
-    def region_of(alloc: dict[str, Any], low: int, high: int) -> int:
+    def reach(alloc: dict[str, Any], low: int, high: int) -> int:
         base = int(alloc["base"])
-        if base not in where:
-            where[base] = len(regions)
-            pitched = alloc["kind"] == "pitched" and alloc["pitch"] and alloc["height"]
-            regions.append({"kind": "pitched" if pitched else "linear",
-                            "pitch": int(alloc["pitch"]), "width": int(alloc["width"]),
-                            "height": int(alloc["height"]), "elem": int(alloc["elem"]),
-                            "_low": base if pitched else low,
-                            "_high": base + int(alloc["pitch"]) * int(alloc["height"])
-                            if pitched else high})
-        r = regions[where[base]]
-        if r["kind"] == "linear":
-            r["_low"], r["_high"] = min(r["_low"], low), max(r["_high"], high)
-        return where[base]
+        span = spans.setdefault(base, _Span(alloc, low, high))
+        span.low, span.high = min(span.low, low), max(span.high, high)
+        return base
 
     buffers = []
     for buf in d.get("buffers") or []:
@@ -142,12 +153,11 @@ def launch_spec(capture: Capture, image: str | None = None,
         alloc = alloc_of.get((buf["arg"], buf["offset"])) or {
             "base": start, "size": end - start, "kind": "linear", "pitch": 0, "width": 0,
             "height": 0, "elem": 0}
-        buffers.append((region_of(alloc, start, end), buf))
+        buffers.append((reach(alloc, start, end), buf))
     for ptr in pointers:
-        region_of(ptr["alloc"], int(ptr["value"]), int(ptr["value"]) + 1)
-    lows = [r.pop("_low") for r in regions]
-    for r, low in zip(regions, lows, strict=True):
-        r["size"] = r.pop("_high") - low
+        reach(ptr["alloc"], int(ptr["value"]), int(ptr["value"]) + 1)
+    index = {base: i for i, base in enumerate(spans)}
+    low = {base: span.start for base, span in spans.items()}
     return LaunchSpec.from_json({
         "format": SPEC_FORMAT,
         "kernel": d["kernel"], "mangled": d["mangled"],
@@ -155,17 +165,17 @@ def launch_spec(capture: Capture, image: str | None = None,
         "image_format": image_format or d.get("image_format") or "unknown",
         "grid": d["grid"], "block": d["block"], "smem": d.get("smem", 0),
         "params": d.get("params", ""), "layout": d["layout"],
-        "regions": regions,
+        "regions": [span.region() for span in spans.values()],
         "pointers": [{"arg": ptr["arg"], "offset": ptr["offset"],
-                      "region": where[int(ptr["alloc"]["base"])],
-                      "delta": int(ptr["value"]) - lows[where[int(ptr["alloc"]["base"])]]}
+                      "region": index[int(ptr["alloc"]["base"])],
+                      "delta": int(ptr["value"]) - low[int(ptr["alloc"]["base"])]}
                      for ptr in pointers],
-        "buffers": [{"arg": buf["arg"], "offset": buf["offset"], "region": r,
-                     "delta": int(buf["address"]) - lows[r], "width": buf["width"],
+        "buffers": [{"arg": buf["arg"], "offset": buf["offset"], "region": index[base],
+                     "delta": int(buf["address"]) - low[base], "width": buf["width"],
                      "height": buf["height"], "pitch": buf["pitch"], "dtype": buf["dtype"],
                      "shape": buf["shape"], "before": buf.get("before"),
                      "after": buf.get("after")}
-                    for r, buf in buffers],
+                    for base, buf in buffers],
     })
 
 

@@ -162,8 +162,7 @@ def report(spec: LaunchSpec, after: list[np.ndarray | None], got: list[np.ndarra
         if want is None:
             continue
         compared += 1
-        metrics = compare_arrays(want, have.reshape(want.shape) if have.size == want.size
-                                 else have, tol)
+        metrics = compare_arrays(want, have, tol)   # both of the buffer's dtype and shape
         if metrics.equal:
             print(f"{buffer.describe()}: equal to the captured after")
             continue
