@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 from typing import Any, Protocol
 
-VERSION = 4
+VERSION = 5
 MAGIC = 0x50445543
 
 MAX_MESSAGE = 1 << 20
@@ -50,6 +50,7 @@ class Kind(IntEnum):
     PIECE = 12
     REPEAT = 13
     IMAGE = 14
+    NOTICE = 15
     WELCOME = 32
     WANTS = 33
     PLAN = 34
@@ -72,6 +73,10 @@ class Want(IntFlag):
 class Option(IntFlag):
     TRACE_GRAPHS = 1
     CAPTURE = 2     # keep module images for Want.CAPTURE
+
+
+class NoticeKind(IntEnum):
+    DEVICE_GRAPH = 1    # a graph instantiated for device launch
 
 
 class LaunchFlag(IntFlag):
@@ -217,6 +222,7 @@ MEMORY = _layout("proto_memory", ("op", "I"), ("kind", "I"), ("base", "Q"), ("si
                  ("device", "i"))
 GRAPH = _layout("proto_graph", ("seq", "Q"), ("exec", "Q"), ("stream", "Q"), ("api", "I"),
                 ("device", "i"))
+NOTICE = _layout("proto_notice", ("kind", "I"), ("reserved", "I"), ("graph", "Q"))
 GRAPH_NODE = _layout("proto_graph_node", ("node", "I"), ("id", "I"), ("grid", "3I"),
                      ("block", "3I"), ("smem", "I"), ("child", "I"))
 COUNT = _layout("proto_count", ("id", "I"), ("reserved", "I"), ("launches", "Q"),
@@ -248,7 +254,7 @@ RESUME = _layout("proto_resume", ("mode", "I"), ("reserved", "I"))
 RESULT = _layout("proto_result", ("rc", "i"), ("reserved", "I"), ("nbytes", "Q"))
 
 LAYOUTS = (HEADER, HELLO, WELCOME, CONTROL, PARAM, FUNC, ASK, WANTS, LAUNCH, RING_SLOT, POINTER,
-           MEMORY, GRAPH, GRAPH_NODE, COUNT, STATS, COPY, PLAN, KEY, TOOL_OUT, RESULT_SLOT,
+           MEMORY, GRAPH, NOTICE, GRAPH_NODE, COUNT, STATS, COPY, PLAN, KEY, TOOL_OUT, RESULT_SLOT,
            IMAGE, PIECE, END, STOPPED, READ, QUERY, RESUME, RESULT)
 
 # Byte offsets of the control page's fields, for the controller's stores.

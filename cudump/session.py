@@ -236,6 +236,7 @@ class Connection:
             p.Kind.REPEAT: self.on_repeat,
             p.Kind.STOPPED: self.on_stopped,
             p.Kind.IMAGE: self.on_image,
+            p.Kind.NOTICE: self.on_notice,
         }
 
     def send(self, kind: p.Kind, payload: bytes = b"", tag: int = 0) -> None:
@@ -337,6 +338,14 @@ class Connection:
                 "device": g["device"], "graph": f"0x{g['exec']:x}",
                 "stream": f"0x{g['stream']:x}", "api": p.api_name(g["api"]),
             })
+
+    def on_notice(self, msg: p.Message) -> None:
+        assert self.proc is not None
+        n = p.NOTICE.unpack(msg.payload)
+        if n["kind"] == p.NoticeKind.DEVICE_GRAPH:
+            warn(f"graph {n['graph']} of process {self.proc.pid} was instantiated for device "
+                 f"launch: cudump sees its launches from the host only; launches from device "
+                 f"code are neither traced nor snapshotted")
 
     def on_memory(self, msg: p.Message) -> None:
         assert self.proc is not None

@@ -122,6 +122,9 @@
 #define CUDUMP_P_cuGraphInstantiate                                             \
     (CUgraphExec *exec, CUgraph graph, CUgraphNode *errorNode, char *log, size_t logSize)
 #define CUDUMP_A_cuGraphInstantiate (exec, graph, errorNode, log, logSize)
+#define CUDUMP_P_cuGraphInstantiateWithParams                                   \
+    (CUgraphExec *exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS *params)
+#define CUDUMP_A_cuGraphInstantiateWithParams (exec, graph, params)
 #define CUDUMP_P_cuGraphExecDestroy (CUgraphExec exec)
 #define CUDUMP_A_cuGraphExecDestroy (exec)
 #define CUDUMP_P_cuGraphExecKernelNodeSetParams                                 \
@@ -140,7 +143,8 @@
     F(cuMemFreeHost) F(cuLaunchKernel) F(cuLaunchCooperativeKernel)                   \
     F(cuLaunchKernelEx) F(cuGraphLaunch) F(cuStreamBeginCapture) F(cuStreamEndCapture)   \
     F(cuStreamBeginCaptureToGraph)                                                       \
-    F(cuGraphInstantiateWithFlags) F(cuGraphInstantiate) F(cuGraphExecDestroy)          \
+    F(cuGraphInstantiateWithFlags) F(cuGraphInstantiate) F(cuGraphInstantiateWithParams)  \
+    F(cuGraphExecDestroy)                                                                \
     F(cuGraphExecKernelNodeSetParams) F(cuGraphExecUpdate)
 
 #define CUDUMP_VARIANTS(VARIANT)                                           \
@@ -189,6 +193,8 @@
     VARIANT(cuStreamEndCapture_ptsz, cuStreamEndCapture, 1)                \
     VARIANT(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 0)   \
     VARIANT(cuGraphInstantiate_v2, cuGraphInstantiate, 0)                  \
+    VARIANT(cuGraphInstantiateWithParams, cuGraphInstantiateWithParams, 0) \
+    VARIANT(cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams, 1) \
     VARIANT(cuGraphExecDestroy, cuGraphExecDestroy, 0)                     \
     VARIANT(cuGraphExecKernelNodeSetParams_v2, cuGraphExecKernelNodeSetParams, 0) \
     VARIANT(cuGraphExecUpdate_v2, cuGraphExecUpdate, 0)

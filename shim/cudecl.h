@@ -125,6 +125,17 @@ enum {
     CU_GRAPH_NODE_TYPE_MEM_FREE = 11, CU_GRAPH_NODE_TYPE_CONDITIONAL = 13,
 };
 
+/* CUDA_GRAPH_INSTANTIATE_PARAMS, for cuGraphInstantiateWithParams. */
+typedef struct {
+    unsigned long long flags;       /* CUDA_GRAPH_INSTANTIATE_FLAG_* */
+    CUstream hUploadStream;
+    CUgraphNode hErrNode_out;
+    int result_out;                 /* CUgraphInstantiateResult */
+} CUDA_GRAPH_INSTANTIATE_PARAMS;
+
+/* A graph instantiated with this flag may be launched from device code. */
+enum { CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH = 4 };
+
 /* CUDA_KERNEL_NODE_PARAMS (_v2, CUDA 12 and later): `func`, or `kern` when
  * func is NULL; kernelParams point at each parameter's value. */
 typedef struct {

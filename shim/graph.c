@@ -21,7 +21,11 @@
  * staging area — "before" copies between the node and what it depends on,
  * "after" copies between it and everything that depends on it — so the
  * numerics are those of graph mode and the application's graphs are never
- * touched. Kernels inside child graphs are traced and counted, not copied.
+ * touched. A kernel inside a child graph gets its copy nodes in the clone's
+ * copy of that child graph, found by the node's route (below).
+ *
+ * A graph instantiated for device launch may also be launched by kernels,
+ * which the shim never sees: the controller is told once, when it is made.
  */
 #include <pthread.h>
 #include <sys/syscall.h>
@@ -31,12 +35,23 @@
 
 #include "launch.h"
 
+/* Child graphs nested deeper than this are not looked into. */
+enum { GRAPH_MAX_DEPTH = 16 };
+
 struct graph_kernel {
     CUgraphNode node;           /* in the graph it was instantiated from */
     struct func_entry *e;
     unsigned grid[3], block[3], smem;
     bool top;                   /* a node of the graph itself, not of a child graph */
-    CUgraphNode clone_node;     /* the same node in the shim's clone (top nodes) */
+    /* Where the node sits, so that it can be found in copies of the graph: `anchor` is
+     * the node of the graph itself that is the kernel node or holds it (a child graph
+     * node), and route[l] its index among cuGraphGetNodes of the child graph at level
+     * l + 1. cuGraphNodeFindInClone finds the anchor in a copy; the route does the rest. */
+    CUgraphNode anchor;
+    unsigned depth;
+    unsigned route[GRAPH_MAX_DEPTH];
+    CUgraphNode clone_anchor;   /* the anchor in the shim's clone */
+    CUgraphNode clone_node;     /* the kernel node in the shim's clone; NULL: not found */
     unsigned char *params;      /* the parameter values, at the layout's offsets */
     void **argv;                /* kernelParams-style pointers into `params` */
 };
@@ -56,7 +71,7 @@ struct graph_exec {
     CUgraphExec cached;
     unsigned ncached;
     struct proto_copy *cached_copies;
-    unsigned char *cached_nodes;
+    uint32_t *cached_nodes;       /* the kernel each copy is ordered around */
 };
 
 /* Executable graphs are few and long-lived; launches look them up under one
@@ -71,6 +86,8 @@ struct walk {
     size_t n, cap;
     bool failed;
     bool unsafe;                /* memory-allocation or conditional nodes */
+    CUgraphNode anchor;         /* of the nodes being walked (see graph_kernel) */
+    unsigned route[GRAPH_MAX_DEPTH];
 };
 
 /* Copies a kernel node's parameter values (for MSG_BEGIN when a rule wants it). */
@@ -112,7 +129,7 @@ static void free_kernels(struct graph_kernel *k, size_t n)
     free(k);
 }
 
-static void add_kernel(struct walk *w, CUgraphNode node, bool top)
+static void add_kernel(struct walk *w, CUgraphNode node, unsigned depth)
 {
     CUDA_KERNEL_NODE_PARAMS p;
     memset(&p, 0, sizeof p);
@@ -136,19 +153,24 @@ static void add_kernel(struct walk *w, CUgraphNode node, bool top)
         w->k = grown;
         w->cap = cap;
     }
-    w->k[w->n] = (struct graph_kernel){node, e, {p.gridDimX, p.gridDimY, p.gridDimZ},
-                                       {p.blockDimX, p.blockDimY, p.blockDimZ},
-                                       p.sharedMemBytes, top, NULL, NULL, NULL};
+    struct graph_kernel *gk = &w->k[w->n];
+    memset(gk, 0, sizeof *gk);
+    *gk = (struct graph_kernel){.node = node, .e = e,
+                                .grid = {p.gridDimX, p.gridDimY, p.gridDimZ},
+                                .block = {p.blockDimX, p.blockDimY, p.blockDimZ},
+                                .smem = p.sharedMemBytes, .top = depth == 0,
+                                .anchor = w->anchor, .depth = depth};
+    memcpy(gk->route, w->route, depth * sizeof *gk->route);
     keep_params(&w->k[w->n], p.kernelParams);
     w->n++;
 }
 
 /* Appends the graph's kernel nodes, child graphs flattened in place, in a
  * topological order (Kahn's algorithm; ties in the order the graph lists). */
-static void walk_graph(struct walk *w, CUgraph graph, int depth)
+static void walk_graph(struct walk *w, CUgraph graph, unsigned depth)
 {
     size_t n = 0, ne = 0;
-    if (depth > 16 || !real_cuGraphGetNodes || real_cuGraphGetNodes(graph, NULL, &n) != CUDA_SUCCESS ||
+    if (depth > GRAPH_MAX_DEPTH || !real_cuGraphGetNodes || real_cuGraphGetNodes(graph, NULL, &n) != CUDA_SUCCESS ||
         n == 0)
         return;
     CUgraphNode *nodes = calloc(n, sizeof *nodes);
@@ -174,6 +196,10 @@ static void walk_graph(struct walk *w, CUgraph graph, int depth)
         if (j == n)
             break; /* a cycle: the driver refuses it anyway */
         done[j] = true;
+        if (depth == 0)
+            w->anchor = nodes[j];
+        else
+            w->route[depth - 1] = (unsigned)j;
         int type = -1;
         if (real_cuGraphNodeGetType && real_cuGraphNodeGetType(nodes[j], &type) == CUDA_SUCCESS) {
             CUgraph child = NULL;
@@ -181,7 +207,7 @@ static void walk_graph(struct walk *w, CUgraph graph, int depth)
                 type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
                 w->unsafe = true;
             if (type == CU_GRAPH_NODE_TYPE_KERNEL)
-                add_kernel(w, nodes[j], depth == 0);
+                add_kernel(w, nodes[j], depth);
             else if (type == CU_GRAPH_NODE_TYPE_GRAPH && real_cuGraphChildGraphNodeGetGraph &&
                      real_cuGraphChildGraphNodeGetGraph(nodes[j], &child) == CUDA_SUCCESS)
                 walk_graph(w, child, depth + 1);
@@ -243,7 +269,94 @@ static void forget_locked(CUgraphExec exec)
     }
 }
 
-static void remember(CUgraphExec exec, CUgraph graph)
+/* Whether `node` is the kernel node gk describes: same function, shape and parameters. */
+static bool same_kernel(const struct graph_kernel *gk, CUgraphNode node)
+{
+    int type = -1;
+    CUDA_KERNEL_NODE_PARAMS p;
+    memset(&p, 0, sizeof p);
+    if (!node || real_cuGraphNodeGetType(node, &type) != CUDA_SUCCESS ||
+        type != CU_GRAPH_NODE_TYPE_KERNEL ||
+        real_cuGraphKernelNodeGetParams_v2(node, &p) != CUDA_SUCCESS)
+        return false;
+    uintptr_t handle = p.func ? (uintptr_t)p.func : (uintptr_t)p.kern;
+    if (functab_get(handle) != gk->e || p.gridDimX != gk->grid[0] || p.gridDimY != gk->grid[1] ||
+        p.gridDimZ != gk->grid[2] || p.blockDimX != gk->block[0] ||
+        p.blockDimY != gk->block[1] || p.blockDimZ != gk->block[2] ||
+        p.sharedMemBytes != gk->smem)
+        return false;
+    for (int i = 0; gk->argv && p.kernelParams && i < gk->e->nparams; i++)
+        if (p.kernelParams[i] && memcmp(p.kernelParams[i], gk->argv[i], gk->e->param_size[i]))
+            return false;
+    return true;
+}
+
+/* The node of child graph `child` at route index `index`; at the last level, if that
+ * is not gk (a driver may list a copy's nodes in another order), the one node of the
+ * child graph that is. */
+static CUgraphNode child_node_at(const struct graph_kernel *gk, CUgraph child, unsigned index,
+                                 bool last)
+{
+    size_t count = 0;
+    if (real_cuGraphGetNodes(child, NULL, &count) != CUDA_SUCCESS || count == 0)
+        return NULL;
+    CUgraphNode *nodes = calloc(count, sizeof *nodes), found = NULL;
+    if (!nodes || real_cuGraphGetNodes(child, nodes, &count) != CUDA_SUCCESS) {
+        free(nodes);
+        return NULL;
+    }
+    if (index < count)
+        found = nodes[index];
+    if (last && !same_kernel(gk, found)) {
+        found = NULL;
+        for (size_t i = 0; i < count; i++) {
+            if (!same_kernel(gk, nodes[i]))
+                continue;
+            if (found) { /* two alike: no telling which */
+                found = NULL;
+                break;
+            }
+            found = nodes[i];
+        }
+    }
+    free(nodes);
+    return found;
+}
+
+/* gk's node in `copy`, a clone of the graph that `anchor` (gk's anchor, or its own copy
+ * in the graph `copy` was cloned from) belongs to; *owner is the graph holding it, for
+ * nodes added next to it. NULL if it cannot be found for certain. */
+static CUgraphNode locate(const struct graph_kernel *gk, CUgraphNode anchor, CUgraph copy,
+                          CUgraph *owner)
+{
+    CUgraphNode n = NULL;
+    if (!anchor || real_cuGraphNodeFindInClone(&n, anchor, copy) != CUDA_SUCCESS)
+        return NULL;
+    *owner = copy;
+    for (unsigned l = 0; n && l < gk->depth; l++) {
+        CUgraph child = NULL;
+        if (!real_cuGraphChildGraphNodeGetGraph ||
+            real_cuGraphChildGraphNodeGetGraph(n, &child) != CUDA_SUCCESS)
+            return NULL;
+        *owner = child;
+        n = child_node_at(gk, child, gk->route[l], l + 1 == gk->depth);
+    }
+    return same_kernel(gk, n) ? n : NULL;
+}
+
+/* Tells the controller about a graph made for device launch (see the top). */
+static void notice_device_graph(uint64_t id)
+{
+    struct proto_notice ev = {.kind = NOTICE_DEVICE_GRAPH, .graph = id};
+    char stack[64];
+    struct msg m;
+    msg_init(&m, stack, sizeof stack, MSG_NOTICE, 0);
+    msg_add(&m, &ev, sizeof ev);
+    channel_send(&m);
+    msg_free(&m);
+}
+
+static void remember(CUgraphExec exec, CUgraph graph, unsigned long long flags)
 {
     if (!exec)
         return;
@@ -254,12 +367,16 @@ static void remember(CUgraphExec exec, CUgraph graph)
     struct walk w = {0};
     walk_graph(&w, graph, 0);
     CUgraph src = NULL;
-    if (real_cuGraphClone && real_cuGraphNodeFindInClone &&
+    if (real_cuGraphClone && real_cuGraphNodeFindInClone && real_cuGraphGetNodes &&
+        real_cuGraphNodeGetType && real_cuGraphKernelNodeGetParams_v2 &&
         real_cuGraphClone(&src, graph) == CUDA_SUCCESS) {
-        for (size_t i = 0; i < w.n; i++)
-            if (w.k[i].top &&
-                real_cuGraphNodeFindInClone(&w.k[i].clone_node, w.k[i].node, src) != CUDA_SUCCESS)
-                w.k[i].clone_node = NULL;
+        for (size_t i = 0; i < w.n; i++) {
+            struct graph_kernel *gk = &w.k[i];
+            CUgraph owner = NULL;
+            if (real_cuGraphNodeFindInClone(&gk->clone_anchor, gk->anchor, src) != CUDA_SUCCESS)
+                gk->clone_anchor = NULL;
+            gk->clone_node = gk->clone_anchor ? locate(gk, gk->anchor, src, &owner) : NULL;
+        }
     }
     if (real_cuThreadExchangeStreamCaptureMode)
         real_cuThreadExchangeStreamCaptureMode(&mode);
@@ -274,12 +391,15 @@ static void remember(CUgraphExec exec, CUgraph graph)
             graphs_cap = cap;
         }
     }
+    uint64_t device_graph = 0;
     if (g && !w.failed && ngraphs < graphs_cap) {
         g->exec = exec;
         g->src = src;
         src = NULL;
         g->unsafe = w.unsafe;
         g->id = ++next_graph_id;
+        if (flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH)
+            device_graph = g->id;
         g->nkernels = w.n;
         g->kernels = w.k;
         graphs[ngraphs++] = g;
@@ -292,6 +412,8 @@ static void remember(CUgraphExec exec, CUgraph graph)
         free_kernels(w.k, w.n);
     if (src && real_cuGraphDestroy)
         real_cuGraphDestroy(src);
+    if (device_graph)
+        notice_device_graph(device_graph);
     shim_busy--;
 }
 
@@ -301,7 +423,18 @@ CUresult hook_cuGraphInstantiateWithFlags(cuGraphInstantiateWithFlags_fn real, i
     (void)ptsz;
     CUresult rc = real(exec, graph, flags);
     if (rc == CUDA_SUCCESS && exec && channel_up())
-        remember(*exec, graph);
+        remember(*exec, graph, flags);
+    return rc;
+}
+
+CUresult hook_cuGraphInstantiateWithParams(cuGraphInstantiateWithParams_fn real, int ptsz,
+                                           CUgraphExec *exec, CUgraph graph,
+                                           CUDA_GRAPH_INSTANTIATE_PARAMS *params)
+{
+    (void)ptsz;
+    CUresult rc = real(exec, graph, params);
+    if (rc == CUDA_SUCCESS && exec && channel_up())
+        remember(*exec, graph, params ? params->flags : 0);
     return rc;
 }
 
@@ -311,7 +444,7 @@ CUresult hook_cuGraphInstantiate(cuGraphInstantiate_fn real, int ptsz, CUgraphEx
     (void)ptsz;
     CUresult rc = real(exec, graph, errorNode, log, logSize);
     if (rc == CUDA_SUCCESS && exec && channel_up())
-        remember(*exec, graph);
+        remember(*exec, graph, 0);
     return rc;
 }
 
@@ -337,7 +470,7 @@ CUresult hook_cuGraphExecUpdate(cuGraphExecUpdate_fn real, int ptsz, CUgraphExec
             if (graphs[i]->exec == exec)
                 fold_counts_locked(graphs[i]);
         pthread_mutex_unlock(&graphs_lock);
-        remember(exec, graph);
+        remember(exec, graph, 0);
     }
     return rc;
 }
@@ -423,14 +556,14 @@ static struct launch_info node_launch(struct graph_exec *g, size_t k, CUstream s
     return li;
 }
 
-/* Whether any top-level kernel node wants `want` (wants refreshed as a launch would). */
+/* Whether any kernel node wants `want` (wants refreshed as a launch would). */
 static bool nodes_want(struct graph_exec *g, unsigned want)
 {
     const volatile struct proto_control *ctl = channel_control();
     bool any = false;
     for (size_t k = 0; ctl && k < g->nkernels; k++) {
         struct graph_kernel *gk = &g->kernels[k];
-        if (!gk->top || !gk->clone_node || !gk->argv)
+        if (!gk->argv || (want == WANT_SNAPSHOT && !gk->clone_node))
             continue;
         struct func_entry *e = gk->e;
         if (atomic_load_explicit(&e->state, memory_order_acquire) != FN_READY)
@@ -452,7 +585,7 @@ static long stop_nodes(struct graph_exec *g, CUstream stream, int ptsz, unsigned
     long step = -1;
     for (size_t k = 0; k < g->nkernels; k++) {
         struct graph_kernel *gk = &g->kernels[k];
-        if (!gk->top || !gk->argv || !(atomic_load(&gk->e->wants) & WANT_STOP))
+        if (!gk->argv || !(atomic_load(&gk->e->wants) & WANT_STOP))
             continue;
         struct launch_info li = node_launch(g, k, stream, ptsz, seq, replay);
         if (graph_node_stop(&li) == RESUME_STEP && step < 0)
@@ -507,7 +640,7 @@ static bool have_graph_services(void)
 }
 
 /* Whether the cached instrumented copy makes exactly the copies planned now. */
-static bool same_plan(const struct graph_exec *g, unsigned total, const unsigned char *node_of)
+static bool same_plan(const struct graph_exec *g, unsigned total, const uint32_t *node_of)
 {
     if (!g->cached || g->ncached != total)
         return false;
@@ -519,10 +652,10 @@ static bool same_plan(const struct graph_exec *g, unsigned total, const unsigned
 }
 
 static void keep_cached(struct graph_exec *g, CUgraphExec exec, unsigned total,
-                        const unsigned char *node_of)
+                        const uint32_t *node_of)
 {
     g->cached_copies = malloc(total * sizeof *g->cached_copies);
-    g->cached_nodes = malloc(total);
+    g->cached_nodes = malloc(total * sizeof *g->cached_nodes);
     if (!g->cached_copies || !g->cached_nodes) {
         drop_cached(g);
         shim_real_cuGraphExecDestroy()(exec);
@@ -530,7 +663,7 @@ static void keep_cached(struct graph_exec *g, CUgraphExec exec, unsigned total,
     }
     for (unsigned c = 0; c < total; c++)
         g->cached_copies[c] = *snap_copy(c);
-    memcpy(g->cached_nodes, node_of, total);
+    memcpy(g->cached_nodes, node_of, total * sizeof *node_of);
     g->cached = exec;
     g->ncached = total;
 }
@@ -538,7 +671,7 @@ static void keep_cached(struct graph_exec *g, CUgraphExec exec, unsigned total,
 /* The clone of the application's graph with copy nodes, instantiated; sets each copy's
  * result. All copies must have their node for the result to be worth keeping. */
 static CUresult build_instrumented(struct graph_exec *g, unsigned total,
-                                   const unsigned char *node_of, CUgraphExec *out, bool *whole)
+                                   const uint32_t *node_of, CUgraphExec *out, bool *whole)
 {
     CUresult build = have_graph_services() ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
     CUgraph graph = NULL;
@@ -555,12 +688,15 @@ static CUresult build_instrumented(struct graph_exec *g, unsigned total,
     for (unsigned c = 0; build == CUDA_SUCCESS && c < total; c++) {
         const struct proto_copy *copy = snap_copy(c);
         CUgraphNode kn = NULL;
+        CUgraph owner = NULL;
         CUresult rc = (copy->flags & (COPY_PIECE | COPY_TOOL)) || node_of[c] >= g->nkernels
                           ? CUDA_ERROR_NOT_SUPPORTED /* no streaming or tools inside a graph */
-                          : real_cuGraphNodeFindInClone(&kn, g->kernels[node_of[c]].clone_node,
-                                                        graph);
-        if (rc == CUDA_SUCCESS)
-            rc = add_copy(graph, kn, copy, area, ctx);
+                          : CUDA_SUCCESS;
+        if (rc == CUDA_SUCCESS) {
+            const struct graph_kernel *gk = &g->kernels[node_of[c]];
+            kn = locate(gk, gk->clone_anchor, graph, &owner);
+            rc = kn ? add_copy(owner, kn, copy, area, ctx) : CUDA_ERROR_NOT_FOUND;
+        }
         if (rc != CUDA_SUCCESS)
             *whole = false;
         snap_set_rc(c, rc);
@@ -577,18 +713,17 @@ static CUresult build_instrumented(struct graph_exec *g, unsigned total,
 static CUresult run_instrumented(cuGraphLaunch_fn real, struct graph_exec *g, CUstream stream,
                                  int ptsz, unsigned long long seq, unsigned long long replay)
 {
-    unsigned char node_of[PROTO_MAX_COPIES];
+    uint32_t node_of[PROTO_MAX_COPIES];
     snap_begin();
     for (size_t k = 0; k < g->nkernels; k++) {
         struct graph_kernel *gk = &g->kernels[k];
-        if (!gk->top || !gk->clone_node || !gk->argv ||
-            !(atomic_load(&gk->e->wants) & WANT_SNAPSHOT))
+        if (!gk->clone_node || !gk->argv || !(atomic_load(&gk->e->wants) & WANT_SNAPSHOT))
             continue;
         struct launch_info li = node_launch(g, k, stream, ptsz, seq, replay);
         li.unsafe_graph = g->unsafe;
         unsigned first = snap_count(), added = snap_plan_node(&li);
         for (unsigned c = first; c < first + added; c++)
-            node_of[c] = (unsigned char)(k < 255 ? k : 255);
+            node_of[c] = (uint32_t)k;
     }
     unsigned total = snap_count();
     if (total == 0 || g->unsafe) {

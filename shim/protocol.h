@@ -39,7 +39,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 4
+#define PROTO_VERSION 5
 #define PROTO_MAGIC 0x50445543u /* "CUDP" */
 
 /* ---- limits ---------------------------------------------------------------- */
@@ -90,6 +90,8 @@ enum proto_kind {
                         * the first launch of a function that WANT_CAPTURE covers; an image
                         * goes over once per process, in chunks, and later functions of the
                         * same module send the header alone */
+    MSG_NOTICE = 15,   /* proto_notice: something the user should know that no launch
+                        * carries (event, no reply) */
 
     /* controller -> shim */
     MSG_WELCOME = 32,  /* proto_welcome, with the shared memory's descriptor attached */
@@ -129,6 +131,11 @@ enum proto_image_format {  /* proto_image.format */
     IMAGE_PTX = 3,         /* text, NUL-terminated */
 };
 #define PROTO_IMAGE_FORMATS(X) X(unknown) X(cubin) X(fatbin) X(ptx)
+
+enum proto_notice_kind {  /* proto_notice.kind */
+    NOTICE_DEVICE_GRAPH = 1,  /* graph `graph` was instantiated for device launch: launches
+                               * of it from device code never reach the shim */
+};
 
 enum proto_launch_flag {   /* proto_launch.flags */
     LAUNCH_CAPTURED = 1,   /* recorded into a graph by stream capture, not run */
@@ -331,6 +338,12 @@ struct proto_graph {
     uint64_t stream;
     uint32_t api;
     int32_t device;
+};
+
+struct proto_notice {
+    uint32_t kind;          /* enum proto_notice_kind */
+    uint32_t reserved;
+    uint64_t graph;         /* the per-process graph number, as in proto_launch.graph */
 };
 
 struct proto_graph_node {

@@ -225,9 +225,10 @@ def test_graphs_program(fake: FakeCuda, bare_run) -> None:
         "update: other topology -> 910 result 2",
         "tograph: nodes 2 types memset,kernel r[0]=28",
         "tograph: graph launch in capture -> 900, end capture -> 901",
+        "device: replays 2 q[0]=4",
         "verified graphs",
-        "launches scale=18 vecAdd=13 graph=18",
-        "allocs 8 bytes 7424",
+        "launches scale=20 vecAdd=13 graph=20",
+        "allocs 9 bytes 8448",
     ]
     for line in expected:
         assert line in lines, done.stdout

@@ -193,3 +193,66 @@ def test_a_breakpoint_on_a_kernel_inside_a_graph_holds_the_graph_launch(fake, cu
     reads = [ln.split(":  ", 1)[1].split() for ln in lines if ln.startswith("0x") and ":  " in ln]
     # x before replay 1 is 0 1 2 3; after it, x + y/2 with y = 2 * (i % 7): 0 2 4 6.
     assert reads == [["0", "1", "2", "3"], ["0", "2", "4", "6"]]
+
+
+def test_snapshots_of_a_kernel_inside_a_child_graph(fake, cudump_run, bare_run, tmp_path):
+    """graphs.c's explicit graph (its 2nd) holds a child graph: copy `in` -> z, then
+    scale(z, 3). The copy nodes go into cudump's copy of the child graph, around scale:
+    before each of the 2 replays z is `in`, after it 3 * `in`; the program's results are
+    its own. The graph is instantiated with cuGraphInstantiateWithParams."""
+    import numpy as np
+
+    rule = tmp_path / "scale.yaml"
+    rule.write_text('rules:\n  - kernel: scale\n    args: [0]\n    when: both\n    format: npy\n'
+                    '    overrides:\n      0: {dtype: float32, count: arg2}\n')
+    program = [str(fake.programs["graphs"])]
+    ran = cudump_run(program, "--rule", str(rule))
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == bare_run(program).stdout
+    inner = [r for r in manifest(ran.run_dir) if r["graph"] == 2]
+    assert sorted((r["replay"], r["phase"]) for r in inner) == [
+        (1, "after"), (1, "before"), (2, "after"), (2, "before")]
+    given = (np.arange(256) % 17 - 4).astype(np.float32)
+    for r in inner:
+        assert r["status"] == "ok" and r["node"] == 0, r
+        got = np.load(ran.run_dir / r["file"])
+        assert np.array_equal(got, given if r["phase"] == "before" else 3 * given), r
+
+
+def test_a_graph_made_for_device_launch_is_named_once(fake, cudump_run, bare_run):
+    """cuGraphInstantiateWithParams with the device-launch flag: one warning that launches
+    from device code are not seen; its host launches are counted and run as before."""
+    program = [str(fake.programs["graphs"])]
+    ran = cudump_run(program)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == bare_run(program).stdout
+    warnings = [ln for ln in ran.stderr.splitlines() if "device launch" in ln]
+    assert len(warnings) == 1, ran.stderr
+    assert warnings[0].startswith("cudump: warning: graph 6 of process ")
+    assert warnings[0].endswith("was instantiated for device launch: cudump sees its launches "
+                                "from the host only; launches from device code are neither "
+                                "traced nor snapshotted")
+    assert "device: replays 2" in ran.stdout
+
+
+def test_a_breakpoint_on_a_kernel_inside_a_child_graph(fake, cudump_run, bare_run, tmp_path):
+    """scale(z, 3.0f) sits in the explicit graph's child graph: the stop shows it, marked
+    as in a child graph; before the graph runs z is the program's zeros, after `step`
+    3 * in + 1 with in = -4, -3, -2, -1."""
+    commands = tmp_path / "commands.txt"
+    commands.write_text("info graph\nx/4fw arg0\nstep\nx/4fw arg0\ndelete\ncontinue\n")
+    program = [str(fake.programs["graphs"])]
+    three = 0x40400000  # 3.0f: scale's extern "C" parameters are raw words
+    ran = cudump_run(program, "--break", f"scale if arg1 == {three}", "--batch", str(commands))
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == bare_run(program).stdout
+    lines = ran.stderr.splitlines()
+    assert [ln for ln in lines if ln.startswith(("Breakpoint", "Step"))] == [
+        "Breakpoint 1, graph launch 13 (graph 2, replay 1, node 0) of scale",
+        "Step, after graph launch 13 (graph 2, replay 1, node 0) of scale"]
+    at = lines.index("(cudump) info graph")
+    assert lines[at + 1:at + 3] == [
+        "graph 2, replay 1: 2 kernel nodes",
+        "* node 0   grid (4,1,1) block (64,1,1) smem 0  scale (in a child graph)"]
+    reads = [ln.split(":  ", 1)[1].split() for ln in lines if ln.startswith("0x") and ":  " in ln]
+    assert reads == [["0", "0", "0", "0"], ["-11", "-8", "-5", "-2"]]

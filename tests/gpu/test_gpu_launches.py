@@ -170,3 +170,17 @@ def test_torch_graph_kernels_are_counted_without_trace(workdir, tmp_path):
     assert Counter(summary["graph_kernels"]) == want
     assert summary["graph_kernel_launches"] == sum(want.values())
     assert f"running {sum(want.values())} kernels" in ran.stderr
+
+
+def test_kernels_in_nested_child_graphs_are_traced_and_counted(workdir, tmp_path):
+    """graph_nodes: kernels two child graphs deep are reported with each replay, in run
+    order, and counted as graph kernels; the program's own count is the reference."""
+    bare, wrapped, runs = traced(sample("graph_nodes"), workdir, tmp_path)
+    made = launches_printed(bare.stdout)
+    graphs = made.pop("graph")
+    summary = runs.summary()
+    assert summary["graph_launches"] == graphs == 6
+    assert {k.split("(")[0]: n for k, n in summary["graph_kernels"].items()} == made
+    nodes = [e for e in runs.trace() if e["event"] == "graph-kernel"]
+    first = [e["kernel"].split("(")[0] for e in nodes if e["graph"] == 1 and e["replay"] == 1]
+    assert first == ["bump", "fill", "scale", "offset"]

@@ -222,3 +222,46 @@ def test_torch_compile_reduce_overhead_kernels_snapshot_inside_graph_replays(wor
         outputs += got in ys
     # every replay's output pointer shows one step's y (inputs and scratch show other bytes)
     assert outputs >= len({r.extra["replay"] for r in in_graph})
+
+
+def test_kernels_in_nested_child_graphs_snapshot_each_replay(workdir, tmp_path):
+    """graph_nodes: bump -> child { fill -> child { scale(z, 3) } } -> offset(z, d), replayed
+    4 times. The copy nodes go into cudump's copies of the child graphs: fill leaves
+    0.5 i + r, scale finds that and leaves 3 times it, replay by replay; offset adds 1, and
+    5 in replay 4 (cudaGraphExecKernelNodeSetParams). The program's results are its own. A
+    graph made for device launch is named once."""
+    rule = tmp_path / "nested.yaml"
+    rule.write_text("rules:\n"
+                    "  - kernel: scale\n    args: [0]\n    when: both\n    format: npy\n"
+                    "    overrides:\n      0: {count: arg2}\n"
+                    "  - kernel: fill\n    args: [0]\n    when: after\n    format: npy\n"
+                    "    overrides:\n      0: {count: arg2}\n"
+                    "  - kernel: offset\n    args: [0]\n    when: after\n    format: npy\n"
+                    "    overrides:\n      0: {count: arg2}\n")
+    bare = run(sample("graph_nodes"), workdir)
+    assert bare.returncode == 0, bare.stderr
+    out = tmp_path / "run"
+    ran = run(under_cudump(sample("graph_nodes"), out, rules=[rule]), workdir)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert ran.stdout == bare.stdout
+    records = read_manifest(out)
+    assert all(r.status == "ok" for r in records), [r.reason for r in records]
+    seen = sorted((r.kernel.split("(")[0], r.extra["replay"], r.extra["node"], r.phase)
+                  for r in records)
+    replays = (1, 2, 3, 4)
+    assert seen == sorted([("fill", k, 1, "after") for k in replays]
+                          + [("offset", k, 3, "after") for k in replays]
+                          + [("scale", k, 2, phase) for k in replays
+                             for phase in ("before", "after")])
+    i = np.arange(1024, dtype=np.float32)
+    for r in records:
+        assert r.extra["graph"] == 1
+        filled = 0.5 * i + r.extra["replay"]
+        want = filled
+        if r.kernel.startswith("scale") and r.phase == "after":
+            want = 3 * filled
+        elif r.kernel.startswith("offset"):
+            want = 3 * filled + (5 if r.extra["replay"] == 4 else 1)
+        assert np.array_equal(npy(out, r), want.astype(np.float32)), (r.kernel, r.phase)
+    warnings = [ln for ln in ran.stderr.splitlines() if "device launch" in ln]
+    assert len(warnings) == 1 and warnings[0].startswith("cudump: warning: graph 2 of process")

@@ -178,6 +178,8 @@ static const struct fc_proc procs[] = {
     P("cuGraphInstantiate", cuGraphInstantiate, 10000),
     P("cuGraphInstantiate", cuGraphInstantiate_v2, 11000),
     P("cuGraphInstantiateWithFlags", cuGraphInstantiateWithFlags, 11040),
+    P("cuGraphInstantiateWithParams", cuGraphInstantiateWithParams, 12000),
+    T("cuGraphInstantiateWithParams", cuGraphInstantiateWithParams_ptsz, 12000),
     P("cuGraphExecKernelNodeSetParams", cuGraphExecKernelNodeSetParams, 10010),
     P("cuGraphExecKernelNodeSetParams", cuGraphExecKernelNodeSetParams_v2, 12000),
     P("cuGraphExecUpdate", cuGraphExecUpdate, 10020),

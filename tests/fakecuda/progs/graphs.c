@@ -10,7 +10,9 @@
  *   update     cuGraphExecUpdate with a graph captured again, and with one
  *              of another shape;
  *   tograph    cuStreamBeginCaptureToGraph after a node of an existing graph,
- *              and a graph launch into a capturing stream (refused).
+ *              and a graph launch into a capturing stream (refused);
+ *   device     a graph instantiated for device launch (cuGraphInstantiateWithParams),
+ *              launched twice from the host.
  * Every result is checked against the host's; the program exits 1 on the
  * first mismatch. Launch counts are kernel-node executions per kernel, plus
  * graph=<cuGraphLaunch calls>.
@@ -331,7 +333,8 @@ static void part_explicit(void)
     CHECK(cuGraphDestroy(copy));
 
     CUgraphExec exec;
-    CHECK(cuGraphInstantiateWithFlags(&exec, g, 0));
+    CUDA_GRAPH_INSTANTIATE_PARAMS ip = {.flags = 0};
+    CHECK(cuGraphInstantiateWithParams(&exec, g, &ip));
     CHECK(cuGraphDestroy(g));
     for (int r = 0; r < 2; r++) {
         CHECK(cuMemsetD8_v2(dz, 0, N * sizeof(float)));
@@ -523,6 +526,40 @@ static void part_tograph(struct captured *c)
     CHECK(cuGraphDestroy(g));
 }
 
+/* ---- device: q = 1 then q *= 4, in a graph made for device launch ---- */
+
+static void part_device(void)
+{
+    static int n = N;
+    static float four = 4.0f;
+    CUdeviceptr dq = alloc_floats(N);
+    CUgraph g;
+    CHECK(cuGraphCreate(&g, 0));
+    float one = 1.0f;
+    struct fc_memset_node_params ms = {.dst = dq, .elementSize = 4, .width = N, .height = 1};
+    memcpy(&ms.value, &one, sizeof one);
+    CUgraphNode set, scale_node;
+    CHECK(cuGraphAddMemsetNode(&set, g, NULL, 0, &ms, NULL));
+    void *params[] = {&dq, &four, &n};
+    CUDA_KERNEL_NODE_PARAMS p = kernel_params(scale_fn, params);
+    CHECK(cuGraphAddKernelNode_v2(&scale_node, g, &set, 1, &p));
+    CUgraphExec exec;
+    CUDA_GRAPH_INSTANTIATE_PARAMS ip = {.flags = CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH};
+    CHECK(cuGraphInstantiateWithParams(&exec, g, &ip));
+    float q[N];
+    for (int r = 0; r < 2; r++) {
+        launch_graph(exec);
+        download(q, dq, N);
+        for (int i = 0; i < N; i++)
+            if (q[i] != 4.0f)
+                FAIL("device graph replay %d: q[%d] = %g", r + 1, i, (double)q[i]);
+    }
+    tally_launch(&t, "scale", 2);
+    printf("device: replays 2 q[0]=%g\n", (double)q[0]);
+    CHECK(cuGraphExecDestroy(exec));
+    CHECK(cuGraphDestroy(g));
+}
+
 int main(void)
 {
     CUcontext ctx;
@@ -545,6 +582,7 @@ int main(void)
     part_setparams();
     part_update(&c);
     part_tograph(&c);
+    part_device();
 
     CHECK(cuGraphExecDestroy(c.exec));
     CHECK(cuGraphDestroy(c.graph));
