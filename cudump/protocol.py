@@ -90,6 +90,7 @@ class LaunchFlag(IntFlag):
 class PlanFlag(IntFlag):
     HALT = 1
     REPEAT = 2      # the shim repeats the plan on its own; results come through the ring
+    DEFER = 4       # the shim may let the launch go before the copies reach staging
 
 
 class ResultFlag(IntFlag):
@@ -199,7 +200,7 @@ HELLO = _layout("proto_hello", ("magic", "I"), ("version", "I"), ("pid", "i"), (
 WELCOME = _layout("proto_welcome", ("version", "I"), ("options", "I"), ("staging_size", "Q"))
 CONTROL = _layout("proto_control", ("magic", "I"), ("version", "I"), ("generation", "I"),
                   ("hold", "I"), ("interrupt", "I"), ("ring_slots", "I"),
-                  ("results_slots", "I"), ("reserved", "I"), ("pad0", "32s"),
+                  ("results_slots", "I"), ("scratch_mib", "I"), ("pad0", "32s"),
                   ("ring_head", "Q"), ("pad1", "56s"), ("ring_tail", "Q"), ("pad2", "56s"),
                   ("ring_dropped", "Q"), ("pad3", "56s"), ("results_head", "Q"),
                   ("pad4", "56s"), ("results_tail", "Q"), ("pad5", "56s"))

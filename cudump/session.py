@@ -56,6 +56,8 @@ TRACE_RING_SLOTS = 1 << 17
 # Slots of each process's result ring (640 bytes each): launches whose digests and scans
 # may be on their way at once before the shim waits for the controller.
 RESULT_RING_SLOTS = 1 << 12
+# Device memory each process may lend a launch's snapshot copies (see --scratch).
+DEFAULT_SCRATCH = 1 << 30
 _UCRED = struct.Struct("3i")
 
 
@@ -67,6 +69,7 @@ class RunOptions:
     rules: list[Rule] = field(default_factory=list)
     max_bytes: int | None = None
     staging_bytes: int = 256 << 20
+    scratch_bytes: int = DEFAULT_SCRATCH
     breaks: list[str] = field(default_factory=list)
     batch: Path | None = None
     ring_slots: int = TRACE_RING_SLOTS
@@ -283,7 +286,8 @@ class Connection:
         try:
             self.shared = SharedFile(f"cudump-{self.proc.pid}", ctl.options.staging_bytes,
                                      ctl.options.ring_slots if ctl.trace is not None else 0,
-                                     RESULT_RING_SLOTS if ctl.snapshots is not None else 0)
+                                     RESULT_RING_SLOTS if ctl.snapshots is not None else 0,
+                                     scratch_mib=ctl.options.scratch_bytes >> 20)
         except OSError as err:
             raise p.ProtocolError(f"no shared memory of {ctl.options.staging_bytes} bytes for "
                                   f"it ({err.strerror}); try a smaller --staging") from None
@@ -389,6 +393,10 @@ class Connection:
         flags = p.PlanFlag.HALT if halt else p.PlanFlag(0)
         if repeat is not None and not halt:
             flags |= p.PlanFlag.REPEAT
+        if (planned is not None and planned.copies and not halt
+                and all(c.tool is None for c in planned.copies)):
+            # Plain copies: their MSG_END is answered with nothing, whenever it comes.
+            flags |= p.PlanFlag.DEFER
         self.send(p.Kind.PLAN, plan_payload(planned, flags, repeat), tag=event.seq)
 
     def on_image(self, msg: p.Message) -> None:

@@ -25,7 +25,7 @@ _U64 = struct.Struct("<Q")
 
 class SharedFile:
     def __init__(self, name: str, staging_size: int, ring_slots: int = 0,
-                 results_slots: int = 0) -> None:
+                 results_slots: int = 0, scratch_mib: int = 0) -> None:
         if ring_slots & (ring_slots - 1) or results_slots & (results_slots - 1):
             raise ValueError("a ring's size must be a power of two")
         self.staging_size = staging_size
@@ -42,7 +42,8 @@ class SharedFile:
             os.close(self.fd)
             raise
         head = p.CONTROL.pack(magic=p.MAGIC, version=p.VERSION, generation=1,
-                              ring_slots=ring_slots, results_slots=results_slots)
+                              ring_slots=ring_slots, results_slots=results_slots,
+                              scratch_mib=min(scratch_mib, 0xFFFFFFFF))
         self._map[:len(head)] = head
 
     def _store(self, name: str, value: int) -> None:

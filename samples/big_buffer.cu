@@ -2,18 +2,21 @@
 // the program is held per launch when a debugger copies the buffer before and
 // after, against what a pinned device-to-host copy of the same bytes costs.
 //
-// usage: big_buffer MIB LAUNCHES [--dump DIR]
+// usage: big_buffer MIB LAUNCHES [--dump DIR] [--gap MS]
 //   Each launch adds 1 to every float. Prints `launch K ms T` (launch and
 //   synchronize, host time), `d2h_ms T` (median of 5 pinned copies of the
 //   buffer) and last `launches add_one=LAUNCHES`.
 //   --dump DIR writes DIR/before.npy (before the first launch) and
 //   DIR/after.npy (after it).
+//   --gap MS sleeps MS milliseconds between launches, outside the timed part:
+//   a program with other work to do between the launches a debugger copies.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "check.h"
@@ -33,10 +36,19 @@ static double ms_since(std::chrono::steady_clock::time_point t)
 
 int main(int argc, char** argv)
 {
-    FAIL_IF(argc < 3, "usage: big_buffer MIB LAUNCHES [--dump DIR]");
+    FAIL_IF(argc < 3, "usage: big_buffer MIB LAUNCHES [--dump DIR] [--gap MS]");
     size_t mib = std::strtoull(argv[1], nullptr, 10);
     int launches = std::atoi(argv[2]);
-    const char* dump = argc > 4 && !std::strcmp(argv[3], "--dump") ? argv[4] : nullptr;
+    const char* dump = nullptr;
+    int gap_ms = 0;
+    for (int a = 3; a + 1 < argc; a += 2) {
+        if (!std::strcmp(argv[a], "--dump"))
+            dump = argv[a + 1];
+        else if (!std::strcmp(argv[a], "--gap"))
+            gap_ms = std::atoi(argv[a + 1]);
+        else
+            FAIL_IF(true, "unknown option %s", argv[a]);
+    }
     FAIL_IF(mib == 0 || launches <= 0, "MIB and LAUNCHES must be positive");
     size_t n = mib * (1u << 20) / sizeof(float);
     float* d = nullptr;
@@ -50,6 +62,8 @@ int main(int argc, char** argv)
         FAIL_IF(!write_npy_f32(std::string(dump) + "/before.npy", host, n), "cannot write");
     unsigned blocks = (unsigned)((n + 255) / 256);
     for (int k = 1; k <= launches; k++) {
+        if (k > 1 && gap_ms > 0)
+            std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms));
         auto t = std::chrono::steady_clock::now();
         add_one<<<blocks, 256>>>(d, n);
         CHECK_LAUNCH();

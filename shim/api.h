@@ -249,4 +249,9 @@
     SERVICE(cuKernelGetLibrary, (CUlibrary *library, CUkernel k))                          \
     SERVICE(cuMemsetD8Async, (CUdeviceptr p, unsigned char value, size_t n, CUstream s))   \
     SERVICE(cuMemsetD8Async_ptsz, (CUdeviceptr p, unsigned char value, size_t n, CUstream s)) \
-    SERVICE(cuMemHostGetDevicePointer_v2, (CUdeviceptr *dptr, void *p, unsigned int flags))
+    SERVICE(cuMemHostGetDevicePointer_v2, (CUdeviceptr *dptr, void *p, unsigned int flags)) \
+    SERVICE(cuMemGetInfo_v2, (size_t *free, size_t *total))                                \
+    SERVICE(cuCtxSetCurrent, (CUcontext ctx))                                              \
+    SERVICE(cuStreamCreate, (CUstream *s, unsigned int flags))                             \
+    SERVICE(cuStreamDestroy_v2, (CUstream s))                                              \
+    SERVICE(cuStreamSynchronize, (CUstream s))

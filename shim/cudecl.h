@@ -78,6 +78,7 @@ typedef enum {
 #define CU_MEMHOSTREGISTER_PORTABLE 0x01
 #define CU_MEMHOSTREGISTER_DEVICEMAP 0x02
 #define CU_EVENT_DISABLE_TIMING 0x2
+#define CU_STREAM_NON_BLOCKING 0x1
 
 typedef struct {
     size_t srcXInBytes;

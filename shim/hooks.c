@@ -26,6 +26,7 @@ static void after_fork_child(void)
     tools_reset_after_fork();
     repeat_reset_after_fork();
     modules_reset_after_fork();
+    drain_reset_after_fork();
     atomic_store(&shim_stats.seq, 0);
     atomic_store(&shim_stats.captured, 0);
     atomic_store(&shim_stats.graph_launches, 0);
@@ -354,7 +355,7 @@ CUresult hook_cuStreamEndCapture(cuStreamEndCapture_fn real, int ptsz, CUstream 
     }                                                                        \
     struct launch_info li = {e, wants, __VA_ARGS__, interrupted, 0, 0, 0, 0, \
                              false, false, false, 0, 0, 0, false, false,     \
-                             NULL, NULL, 0};                                 \
+                             NULL, NULL, 0, false};                          \
     launch_before(&li);                                                      \
     CUresult rc = call;                                                      \
     launch_after(&li, rc);                                                   \

@@ -33,6 +33,7 @@ struct launch_info {
     const struct repeat_plan *repeat;
     struct proto_result_slot *slot;
     uint64_t slot_pos;
+    bool deferred;              /* its copies go through scratch and the drain (drain.c) */
 };
 
 bool launch_stream_capturing(CUstream stream, int ptsz);
@@ -148,6 +149,24 @@ void snap_end(uint64_t seq, CUresult launch_rc, CUresult sync_rc);
 enum proto_resume_mode graph_node_stop(struct launch_info *li);
 /* After the graph ran: holds that node again (the answer to `step`). */
 void graph_node_stop_after(struct launch_info *li, CUresult launch_rc);
+
+/* Hands one piece of a streamed copy over (MSG_PIECE) and waits until it is taken;
+ * false if the controller is gone. */
+bool snap_send_piece(uint64_t seq, unsigned index, CUresult rc);
+/* Reports a launch's copies (MSG_END) and waits for the answer, which is not used. */
+void snap_send_end(uint64_t seq, CUresult launch_rc, CUresult sync_rc,
+                   const struct proto_copy *const *cs, const int32_t *rcs, unsigned n);
+
+/* ---- drain.c: deferred copies (PLAN_DEFER) ------------------------------------ */
+
+/* Waits until no deferred launch is being drained: the staging area is free. */
+void drain_wait_idle(void);
+/* Takes scratch memory for a PLAN_DEFER plan's n plain copies and copies the "before"
+ * buffers into it on the launch stream; false (nothing done) if it cannot. */
+bool drain_start(struct launch_info *li, const struct proto_copy *const *copies, unsigned n);
+/* Copies the "after" buffers into scratch and hands the launch to the drain thread. */
+void drain_finish(struct launch_info *li, CUresult launch_rc);
+void drain_reset_after_fork(void);
 
 /* ---- repeat.c: plans the shim repeats on its own, and the result ring ------ */
 

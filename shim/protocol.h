@@ -156,6 +156,11 @@ enum proto_plan_flag {     /* proto_plan.flags */
                             * shim tracks, while the control generation and the allocations
                             * stay the same; results go through the result ring, tagged with
                             * the plan's id */
+    PLAN_DEFER = 4,        /* the answer to this launch's MSG_END will carry nothing: the shim
+                            * may copy the buffers device-to-device into scratch memory on
+                            * the launch stream, let the launch go, and move them through
+                            * staging (MSG_PIECE, MSG_END) from another thread later; a
+                            * MSG_BEGIN waits until that is done */
 };
 
 enum proto_result_flag {   /* proto_result_slot.flags */
@@ -243,7 +248,9 @@ struct proto_control {
                              * the shim that takes it sets it back to 0 */
     uint32_t ring_slots;    /* slots in the trace ring (a power of two), 0: no ring */
     uint32_t results_slots; /* slots in the result ring (a power of two), 0: no ring */
-    uint32_t reserved;
+    uint32_t scratch_mib;   /* device memory the shim may borrow for a PLAN_DEFER launch's
+                             * copies, in MiB; 0: none (never more than a quarter of what is
+                             * free on the device) */
     uint8_t pad0[32];
     uint64_t ring_head;     /* shim: next position to reserve */
     uint8_t pad1[56];

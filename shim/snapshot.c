@@ -263,17 +263,37 @@ static void run_pieces(const struct launch_info *li, enum proto_phase phase)
         if (c->c.phase != phase || !(c->c.flags & COPY_PIECE))
             continue;
         c->rc = stop_copy_wait(li, c->c.src, c->c.width, c->c.height, c->c.pitch, c->c.offset);
-        char stack[64];
-        struct msg m;
-        msg_init(&m, stack, sizeof stack, MSG_PIECE, li->seq);
-        struct proto_piece piece = {.index = i, .rc = c->rc};
-        msg_add(&m, &piece, sizeof piece);
-        char ack[16];
-        size_t len = 0;
-        bool ok = channel_request(&m, MSG_ACK, ack, sizeof ack, &len);
-        msg_free(&m);
-        if (!ok)
+        if (!snap_send_piece(li->seq, i, c->rc))
             return; /* the controller is gone: nobody would take the rest */
+    }
+}
+
+bool snap_send_piece(uint64_t seq, unsigned index, CUresult rc)
+{
+    char stack[64];
+    struct msg m;
+    msg_init(&m, stack, sizeof stack, MSG_PIECE, seq);
+    struct proto_piece piece = {.index = index, .rc = rc};
+    msg_add(&m, &piece, sizeof piece);
+    char ack[16];
+    size_t len = 0;
+    bool ok = channel_request(&m, MSG_ACK, ack, sizeof ack, &len);
+    msg_free(&m);
+    return ok;
+}
+
+/* MSG_END with each copy's result, -1 for an "after" copy of a failed launch (not
+ * attempted). */
+static void end_message(struct msg *m, char *stack, size_t cap, uint64_t seq, CUresult launch_rc,
+                        CUresult sync_rc, const struct proto_copy *const *cs, const int32_t *rcs,
+                        unsigned n)
+{
+    msg_init(m, stack, cap, MSG_END, seq);
+    struct proto_end end = {.launch_rc = launch_rc, .sync_rc = sync_rc, .ncopies = n};
+    msg_add(m, &end, sizeof end);
+    for (unsigned i = 0; i < n; i++) {
+        int32_t rc = cs[i]->phase == PHASE_AFTER && launch_rc != CUDA_SUCCESS ? -1 : rcs[i];
+        msg_add(m, &rc, sizeof rc);
     }
 }
 
@@ -299,17 +319,28 @@ static bool send_end(uint64_t seq, CUresult launch_rc, CUresult sync_rc, uint32_
 {
     char stack[64 + PROTO_MAX_COPIES * sizeof(int32_t)];
     struct msg m;
-    msg_init(&m, stack, sizeof stack, MSG_END, seq);
-    struct proto_end end = {.launch_rc = launch_rc, .sync_rc = sync_rc, .ncopies = ncopies};
-    msg_add(&m, &end, sizeof end);
+    const struct proto_copy *cs[PROTO_MAX_COPIES];
+    int32_t rcs[PROTO_MAX_COPIES];
     for (unsigned i = 0; i < ncopies; i++) {
-        int32_t rc = copies[i].rc;
-        if (copies[i].c.phase == PHASE_AFTER && launch_rc != CUDA_SUCCESS)
-            rc = -1; /* not attempted: the launch failed */
-        msg_add(&m, &rc, sizeof rc);
+        cs[i] = &copies[i].c;
+        rcs[i] = copies[i].rc;
     }
+    end_message(&m, stack, sizeof stack, seq, launch_rc, sync_rc, cs, rcs, ncopies);
     ncopies = 0;
     return follow_ups(request_plan(&m, 0, flags, NULL), flags);
+}
+
+/* The drain's MSG_END. Its answer is empty (PLAN_DEFER). */
+void snap_send_end(uint64_t seq, CUresult launch_rc, CUresult sync_rc,
+                   const struct proto_copy *const *cs, const int32_t *rcs, unsigned n)
+{
+    char stack[64 + PROTO_MAX_COPIES * sizeof(int32_t)];
+    struct msg m;
+    end_message(&m, stack, sizeof stack, seq, launch_rc, sync_rc, cs, rcs, n);
+    unsigned char reply[sizeof(struct proto_plan)];
+    size_t len = 0;
+    channel_request(&m, MSG_PLAN, reply, sizeof reply, &len);
+    msg_free(&m);
 }
 
 /* Takes the answer to MSG_END or MSG_REPEAT: copies to make now that the
@@ -345,6 +376,7 @@ static bool repeat_finish(struct launch_info *li, CUresult launch_rc, uint32_t *
 void snap_begin(void)
 {
     pthread_mutex_lock(&snap_lock);
+    drain_wait_idle();
     saved_mode = relax();
     ncopies = 0;
 }
@@ -364,6 +396,7 @@ unsigned snap_plan_node(const struct launch_info *li)
 enum proto_resume_mode graph_node_stop(struct launch_info *li)
 {
     pthread_mutex_lock(&snap_lock);
+    drain_wait_idle();
     CUstreamCaptureMode mode = relax();
     li->stop_only = true;
     char stack[4096];
@@ -457,6 +490,7 @@ static void keep_plan(struct launch_info *li, const unsigned char *key, size_t n
 bool launch_begin(struct launch_info *li)
 {
     pthread_mutex_lock(&snap_lock);
+    drain_wait_idle(); /* the staging area is the drain's until then */
     saved_mode = relax();
     ncopies = 0;
     li->repeat = NULL;
@@ -489,7 +523,14 @@ bool launch_begin(struct launch_info *li)
         keep_plan(li, key, nkey, gen, epoch, id);
     if (ok && (flags & PLAN_HALT))
         li->step = stop_serve(li, PHASE_BEFORE, CUDA_SUCCESS) == RESUME_STEP;
-    if (ok && ncopies) {
+    li->deferred = false;
+    if (ok && ncopies && (flags & PLAN_DEFER) && !li->step) {
+        const struct proto_copy *cs[PROTO_MAX_COPIES];
+        for (unsigned i = 0; i < ncopies; i++)
+            cs[i] = &copies[i].c;
+        li->deferred = drain_start(li, cs, ncopies);
+    }
+    if (ok && ncopies && !li->deferred) {
         enqueue_copies(li, PHASE_BEFORE);
         run_pieces(li, PHASE_BEFORE);
     }
@@ -547,6 +588,10 @@ void launch_finish(struct launch_info *li, CUresult launch_rc)
      * A repeated plan's launch reports nothing unless a scan found something. */
     int round = 0;
     bool more = true;
+    if (li->deferred) {
+        drain_finish(li, launch_rc); /* the launch goes on; the drain reports it */
+        more = false;
+    }
     if (li->repeat) {
         uint32_t flags;
         more = repeat_finish(li, launch_rc, &flags);

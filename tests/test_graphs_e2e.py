@@ -128,13 +128,13 @@ def test_the_instrumented_graph_is_made_once_while_the_plan_stays_the_same(
     ran = cudump_run([str(fake.programs["capture"])], "--rule", str(rule))
     assert ran.returncode == 0, ran.stderr
     assert len(manifest(ran.run_dir)) == 20
-    assert stats.read_text() == "graph_instantiations 2\n"
+    assert stats.read_text().splitlines()[0] == "graph_instantiations 2"
     rule.write_text('rules:\n  - kernel: vecAdd\n    args: [2]\n    when: after\n    every: 3\n'
                     '    format: npy\n    overrides:\n      2: {dtype: float32, count: arg3}\n')
     ran = cudump_run([str(fake.programs["capture"])], "--rule", str(rule),
                      run_dir=tmp_path / "every3")
     assert sorted(r["replay"] for r in manifest(ran.run_dir)) == [1, 4, 7, 10]
-    assert stats.read_text() == "graph_instantiations 2\n"
+    assert stats.read_text().splitlines()[0] == "graph_instantiations 2"
 
 
 def test_snapshot_filters_count_node_executions(fake, cudump_run, tmp_path):

@@ -249,3 +249,36 @@ def test_a_rule_that_finds_no_buffer_says_so_once(tmp_path, capsys):
     said = [ln for ln in capsys.readouterr().err.splitlines() if "finds no buffer" in ln]
     assert len(said) == 1
     assert "count(int, int)" in said[0] and "args: [N]" in said[0]
+
+
+@pytest.mark.parametrize(("options", "env", "borrowed"), [
+    ((), {}, 2),                                   # each launch borrows scratch once
+    (("--staging", "4K"), {}, 2),                  # and streams it through staging from there
+    (("--scratch", "0"), {}, 0),                   # off
+    ((), {"FAKECUDA_DEVICE_MIB": "0"}, 0),          # not a quarter of what is free
+])
+def test_launches_are_let_go_after_a_copy_into_scratch(fake, cudump_run, tmp_path, monkeypatch,
+                                                       options, env, borrowed):
+    """A plan of plain copies is deferred: the buffers are copied device to device into
+    memory borrowed on the launch stream, the launch goes on, and the shim's drain thread
+    hands them over. The files are the same, byte for byte, whichever way they went, and
+    the last launch's are written before the program's exit completes."""
+    stats = tmp_path / "stats.txt"
+    monkeypatch.setenv("FAKECUDA_STATS", str(stats))
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    ran = cudump_run([str(fake.programs["zed"]), "2", "--size", f"{W}x{H}"], "--rule",
+                     str(ZED_RULE), *options)
+    assert ran.returncode == 0, ran.stderr
+    # The stand-in writes its counters at exit once anything counted happened.
+    counted = stats.read_text().splitlines() if stats.exists() else ["async_allocations 0"]
+    assert f"async_allocations {borrowed}" in counted
+    records = manifest(ran.run_dir)
+    assert len(records) == 12 and all(r["status"] == "ok" for r in records), records
+    for r in records:
+        uyvy, left, right = pipeline(W, H, r["occurrence"] - 1)
+        array = np.load(ran.run_dir / r["file"])
+        if r["arg"] == 0:
+            assert np.array_equal(array, uyvy.reshape(array.shape))
+        elif r["phase"] == "after":
+            assert np.array_equal(array, left if r["arg"] == 2 else right)

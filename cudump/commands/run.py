@@ -7,7 +7,13 @@ from pathlib import Path
 
 from cudump.errors import UsageError
 from cudump.rules import DIGEST_FORMATS, SCAN_FORMATS, capture_rule, load_rules, option_rule
-from cudump.session import TRACE_RING_SLOTS, RunOptions, Session, default_run_dir
+from cudump.session import (
+    DEFAULT_SCRATCH,
+    TRACE_RING_SLOTS,
+    RunOptions,
+    Session,
+    default_run_dir,
+)
 from cudump.sizes import size_arg
 
 MAX_STAGING = 64 << 30
@@ -66,6 +72,12 @@ class RunCommand:
                             help="shared staging area per process (default 256M): the largest "
                                  "set of buffers one launch can snapshot, and the largest read "
                                  "at the prompt")
+        parser.add_argument("--scratch", type=size_arg(0, MAX_STAGING), default=DEFAULT_SCRATCH,
+                            metavar="SIZE",
+                            help="device memory a process may lend its snapshot copies "
+                                 "(default 1G, never more than a quarter of what is free): "
+                                 "the launch is held only for a copy into it, and the bytes "
+                                 "reach the files while the program runs on; 0 turns it off")
         parser.add_argument("program", metavar="PROGRAM", nargs="?", help="the program to run")
         parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
                             help="its arguments")
@@ -92,7 +104,8 @@ class RunCommand:
         run_dir = _prepare_out(args.out) if args.out else default_run_dir()
         options = RunOptions(argv=[args.program, *args.args], run_dir=run_dir, trace=args.trace,
                              rules=rules, max_bytes=args.max_bytes,
-                             staging_bytes=args.staging, breaks=list(args.breaks),
+                             staging_bytes=args.staging, scratch_bytes=args.scratch,
+                             breaks=list(args.breaks),
                              batch=args.batch, ring_slots=args.trace_ring,
                              break_on_nan=args.break_on_nan)
         session = Session(options)

@@ -278,6 +278,7 @@ CUresult cuFuncSetAttribute(CUfunction hfunc, int attrib, int value);
 /* Streams, events, capture. */
 CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags);
 CUresult cuStreamDestroy_v2(CUstream hStream);
+CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes);
 CUresult cuStreamSynchronize(CUstream hStream);
 CUresult cuStreamSynchronize_ptsz(CUstream hStream);
 CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus);

@@ -1036,27 +1036,35 @@ CUresult cuGraphRemoveDependencies(CUgraph hGraph, const CUgraphNode *from, cons
 
 /* ---------------------------------------------------------------- executable graphs */
 
-/* Instantiations made, written at exit to the file FAKECUDA_STATS names (if any): tests
- * see how often a tool instantiates graphs of its own. */
+/* Instantiations and stream-ordered allocations made, written at exit to the file
+ * FAKECUDA_STATS names (if any): tests see how often a tool instantiates graphs, or
+ * borrows memory, of its own. */
 static _Atomic unsigned long instantiations;
+_Atomic unsigned long fc_async_allocations;
 
 static void write_stats(void)
 {
     const char *path = getenv("FAKECUDA_STATS");
     FILE *f = path ? fopen(path, "w") : NULL;
     if (f) {
-        fprintf(f, "graph_instantiations %lu\n", atomic_load(&instantiations));
+        fprintf(f, "graph_instantiations %lu\nasync_allocations %lu\n",
+                atomic_load(&instantiations), atomic_load(&fc_async_allocations));
         fclose(f);
     }
+}
+
+void fc_stats_at_exit(void)
+{
+    static atomic_flag registered = ATOMIC_FLAG_INIT;
+    if (!atomic_flag_test_and_set(&registered))
+        atexit(write_stats);
 }
 
 static CUresult instantiate(CUgraphExec *phGraphExec, CUgraph hGraph)
 {
     if (!phGraphExec)
         return CUDA_ERROR_INVALID_VALUE;
-    static atomic_flag registered = ATOMIC_FLAG_INIT;
-    if (!atomic_flag_test_and_set(&registered))
-        atexit(write_stats);
+    fc_stats_at_exit();
     atomic_fetch_add(&instantiations, 1);
     struct fc_graph *g = fc_graph_from_handle(hGraph);
     if (!g)

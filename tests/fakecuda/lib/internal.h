@@ -32,6 +32,9 @@ enum {
 
 /* ---- init.c ---- */
 extern atomic_bool fc_initialized;
+/* Counters written at exit to the file FAKECUDA_STATS names (graph.c). */
+extern _Atomic unsigned long fc_async_allocations;
+void fc_stats_at_exit(void);
 FC_HIDDEN CUresult fc_require_context(void);
 FC_HIDDEN CUcontext fc_current_context(void);
 

@@ -208,6 +208,8 @@ static CUresult allocate_async(CUdeviceptr *dptr, size_t bytesize, CUstream hStr
     CUresult r = fc_resolve_stream(hStream, per_thread, &s);
     if (r != CUDA_SUCCESS)
         return r;
+    fc_stats_at_exit();
+    atomic_fetch_add(&fc_async_allocations, 1);
     return allocate(dptr, bytesize, MEM_POOL, false);
 }
 
@@ -932,4 +934,18 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const struct fc_mem_access
     }
     return mprotect((void *)(uintptr_t)ptr, size, prot) == 0 ? CUDA_SUCCESS
                                                              : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Host memory has no fixed size: report a device of FAKECUDA_DEVICE_MIB (default 16 GiB),
+ * all of it free, so that a caller's "a quarter of what is free" can be set by a test. */
+CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
+{
+    if (!atomic_load(&fc_initialized))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!free_bytes || !total_bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    const char *mib = getenv("FAKECUDA_DEVICE_MIB");
+    size_t size = (mib && *mib ? (size_t)strtoull(mib, NULL, 10) : 16384) << 20;
+    *free_bytes = *total_bytes = size;
+    return CUDA_SUCCESS;
 }

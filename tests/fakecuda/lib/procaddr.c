@@ -46,6 +46,7 @@ static const struct fc_proc procs[] = {
     P("cuMemAlloc", cuMemAlloc_v2, 3020),
     P("cuMemAllocPitch", cuMemAllocPitch_v2, 3020),
     P("cuMemAllocManaged", cuMemAllocManaged, 6000),
+    P("cuMemGetInfo", cuMemGetInfo_v2, 3020),
     P("cuMemAllocAsync", cuMemAllocAsync, 11020),
     T("cuMemAllocAsync", cuMemAllocAsync_ptsz, 11020),
     P("cuMemAllocFromPoolAsync", cuMemAllocFromPoolAsync, 11020),

@@ -1,0 +1,294 @@
+/*
+ * Deferred snapshot copies (PLAN_DEFER).
+ *
+ * Handing a large buffer to the controller holds the program for the copy to
+ * the host and for the controller's file writes (a 256 MiB buffer: ~5 ms of
+ * copy, ~35 ms of writing). For a plan of plain copies the controller may
+ * allow the shim to defer: the buffers are then copied device-to-device into
+ * scratch memory on the launch stream (before the kernel, and after it),
+ * which takes a fraction of a millisecond, and the launch goes on. A thread
+ * of the shim waits for those copies, moves the bytes through the staging
+ * area exactly as the launching thread would have (whole copies first, then
+ * the pieces, each handed over with MSG_PIECE), and sends MSG_END.
+ *
+ * One deferred launch at a time per process, because there is one staging
+ * area: the next launch that needs the controller's plan waits until the
+ * drain is done. The scratch memory is stream-ordered (cuMemAllocAsync on the
+ * launch stream, cuMemFreeAsync on the drain's own stream), so it costs the
+ * program no synchronisation; it is bounded by the controller's scratch
+ * limit and by a quarter of the device's free memory, and a launch that does
+ * not fit is copied the ordinary way.
+ *
+ * At exit the drain finishes before the CUDA runtime tears its contexts
+ * down: its atexit handler is registered after the runtime's (at the first
+ * deferred launch), so it runs first.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "launch.h"
+
+struct drain_copy {
+    struct proto_copy c;
+    size_t at;          /* offset in scratch */
+    CUresult rc;
+};
+
+/* The one deferred launch of this process (see above: one staging area). */
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    bool busy;          /* from drain_start until its MSG_END is answered */
+    bool queued;        /* the launch has run: the thread may take it */
+    bool thread_up;
+    uint64_t seq;
+    CUcontext ctx;
+    CUevent done;       /* on the launch stream, after the last scratch copy */
+    CUdeviceptr scratch;
+    CUresult launch_rc;
+    unsigned n;
+    struct drain_copy copies[PROTO_MAX_COPIES];
+} dr = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+
+void drain_wait_idle(void)
+{
+    pthread_mutex_lock(&dr.lock);
+    while (dr.busy)
+        pthread_cond_wait(&dr.cond, &dr.lock);
+    pthread_mutex_unlock(&dr.lock);
+}
+
+static void drain_at_exit(void)
+{
+    drain_wait_idle();
+}
+
+static void register_exit(void)
+{
+    atexit(drain_at_exit);
+}
+
+static void set_idle(void)
+{
+    pthread_mutex_lock(&dr.lock);
+    dr.busy = dr.queued = false;
+    pthread_cond_broadcast(&dr.cond);
+    pthread_mutex_unlock(&dr.lock);
+}
+
+/* Device-to-device into scratch, on the launch stream. */
+static CUresult to_scratch(const struct launch_info *li, struct drain_copy *d)
+{
+    cuMemcpy2DAsync_v2_fn copy2d = li->ptsz ? real_cuMemcpy2DAsync_v2_ptsz : real_cuMemcpy2DAsync_v2;
+    if (!copy2d)
+        return CUDA_ERROR_NOT_FOUND;
+    CUDA_MEMCPY2D m;
+    memset(&m, 0, sizeof m);
+    m.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
+    m.srcDevice = d->c.src;
+    m.srcPitch = d->c.pitch;
+    m.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    m.dstDevice = dr.scratch + d->at;
+    m.dstPitch = d->c.width;
+    m.WidthInBytes = d->c.width;
+    m.Height = d->c.height;
+    return copy2d(&m, li->stream);
+}
+
+static void copy_phase(const struct launch_info *li, enum proto_phase phase)
+{
+    for (unsigned i = 0; i < dr.n; i++)
+        if (dr.copies[i].c.phase == phase)
+            dr.copies[i].rc = to_scratch(li, &dr.copies[i]);
+}
+
+bool drain_start(struct launch_info *li, const struct proto_copy *const *copies, unsigned n)
+{
+    const volatile struct proto_control *ctl = channel_control();
+    cuMemAllocAsync_fn alloc = li->ptsz ? shim_real_cuMemAllocAsync_ptsz() : shim_real_cuMemAllocAsync();
+    cuStreamGetCtx_fn stream_ctx = li->ptsz ? real_cuStreamGetCtx_ptsz : real_cuStreamGetCtx;
+    if (!ctl || !ctl->scratch_mib || !n || n > PROTO_MAX_COPIES || !alloc ||
+        !shim_real_cuMemFreeAsync() || !real_cuMemGetInfo_v2 || !real_cuCtxSetCurrent ||
+        !real_cuStreamCreate || !real_cuEventCreate || li->captured)
+        return false;
+    size_t total = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (copies[i]->flags & COPY_TOOL)
+            return false;
+        size_t bytes = copies[i]->width * copies[i]->height;
+        if (copies[i]->height && bytes / copies[i]->height != copies[i]->width)
+            return false;
+        dr.copies[i] = (struct drain_copy){*copies[i], total, CUDA_SUCCESS};
+        total += (bytes + PROTO_STAGING_ALIGN - 1) / PROTO_STAGING_ALIGN * PROTO_STAGING_ALIGN;
+    }
+    size_t free_bytes = 0, total_bytes = 0;
+    if (total == 0 || total > (size_t)ctl->scratch_mib << 20 ||
+        real_cuMemGetInfo_v2(&free_bytes, &total_bytes) != CUDA_SUCCESS || total > free_bytes / 4)
+        return false;
+    /* The drain thread works in the stream's context (the current one where the driver
+     * cannot say). */
+    CUcontext ctx = NULL;
+    if ((!stream_ctx || stream_ctx(li->stream, &ctx) != CUDA_SUCCESS) &&
+        (!real_cuCtxGetCurrent || real_cuCtxGetCurrent(&ctx) != CUDA_SUCCESS))
+        return false;
+    if (!ctx)
+        return false;
+    CUdeviceptr scratch = 0;
+    if (alloc(&scratch, total, li->stream) != CUDA_SUCCESS)
+        return false;
+    pthread_once(&exit_once, register_exit);
+    pthread_mutex_lock(&dr.lock);
+    dr.busy = true;
+    dr.queued = false;
+    dr.seq = li->seq;
+    dr.ctx = ctx;
+    dr.scratch = scratch;
+    dr.n = n;
+    dr.done = NULL;
+    pthread_mutex_unlock(&dr.lock);
+    copy_phase(li, PHASE_BEFORE);
+    return true;
+}
+
+/* Copies scratch -> staging on the drain's stream and waits. */
+static CUresult to_staging(CUstream side, const struct drain_copy *d, char *area)
+{
+    CUDA_MEMCPY2D m;
+    memset(&m, 0, sizeof m);
+    m.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    m.srcDevice = dr.scratch + d->at;
+    m.srcPitch = d->c.width;
+    m.dstMemoryType = CU_MEMORYTYPE_HOST;
+    m.dstHost = area + d->c.offset;
+    m.dstPitch = d->c.width;
+    m.WidthInBytes = d->c.width;
+    m.Height = d->c.height;
+    CUresult rc = real_cuMemcpy2DAsync_v2(&m, side);
+    return rc == CUDA_SUCCESS ? real_cuStreamSynchronize(side) : rc;
+}
+
+static void send_end(CUresult sync_rc)
+{
+    const struct proto_copy *cs[PROTO_MAX_COPIES];
+    int32_t rcs[PROTO_MAX_COPIES];
+    for (unsigned i = 0; i < dr.n; i++) {
+        cs[i] = &dr.copies[i].c;
+        rcs[i] = dr.copies[i].rc;
+    }
+    snap_send_end(dr.seq, dr.launch_rc, sync_rc, cs, rcs, dr.n);
+}
+
+/* Whether copy d was made into scratch (an "after" copy of a failed launch is not). */
+static bool made(const struct drain_copy *d)
+{
+    return d->rc == CUDA_SUCCESS && !(d->c.phase == PHASE_AFTER && dr.launch_rc != CUDA_SUCCESS);
+}
+
+static void drain_one(void)
+{
+    CUcontext was = NULL;
+    if (real_cuCtxGetCurrent)
+        real_cuCtxGetCurrent(&was);
+    real_cuCtxSetCurrent(dr.ctx);
+    CUresult sync_rc = real_cuEventSynchronize(dr.done);
+    real_cuEventDestroy_v2(dr.done);
+    CUstream side = NULL;
+    size_t size = 0;
+    char *area = staging_area(&size);
+    if (real_cuStreamCreate(&side, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+        side = NULL;
+    for (unsigned i = 0; i < dr.n; i++) {
+        struct drain_copy *d = &dr.copies[i];
+        if (made(d) && !(d->c.flags & COPY_PIECE))
+            d->rc = sync_rc != CUDA_SUCCESS ? sync_rc
+                    : side && area               ? to_staging(side, d, area)
+                                                 : CUDA_ERROR_NOT_FOUND;
+    }
+    /* Pieces after the whole copies, in the plan's order, each taken before the next. */
+    bool up = true;
+    for (unsigned i = 0; up && i < dr.n; i++) {
+        struct drain_copy *d = &dr.copies[i];
+        if (!(d->c.flags & COPY_PIECE) || (d->c.phase == PHASE_AFTER && dr.launch_rc))
+            continue;
+        if (made(d))
+            d->rc = sync_rc != CUDA_SUCCESS ? sync_rc
+                    : side && area               ? to_staging(side, d, area)
+                                                 : CUDA_ERROR_NOT_FOUND;
+        up = snap_send_piece(dr.seq, i, d->rc);
+    }
+    if (side) {
+        shim_real_cuMemFreeAsync()(dr.scratch, side);
+        real_cuStreamDestroy_v2(side);
+    }
+    if (up)
+        send_end(sync_rc);
+    real_cuCtxSetCurrent(was);
+}
+
+static void *drain_main(void *arg)
+{
+    (void)arg;
+    shim_busy++; /* this thread's driver calls are the shim's own */
+    for (;;) {
+        pthread_mutex_lock(&dr.lock);
+        while (!dr.queued)
+            pthread_cond_wait(&dr.cond, &dr.lock);
+        pthread_mutex_unlock(&dr.lock);
+        drain_one();
+        set_idle();
+    }
+    return NULL;
+}
+
+void drain_finish(struct launch_info *li, CUresult launch_rc)
+{
+    cuEventRecord_fn record = li->ptsz ? real_cuEventRecord_ptsz : real_cuEventRecord;
+    if (launch_rc == CUDA_SUCCESS)
+        copy_phase(li, PHASE_AFTER);
+    CUevent ev = NULL;
+    bool ok = real_cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
+    if (ok && (!record || record(ev, li->stream) != CUDA_SUCCESS)) {
+        real_cuEventDestroy_v2(ev);
+        ok = false;
+    }
+    pthread_mutex_lock(&dr.lock);
+    dr.launch_rc = launch_rc;
+    dr.done = ev;
+    if (ok && !dr.thread_up) {
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        dr.thread_up = pthread_create(&t, &attr, drain_main, NULL) == 0;
+        pthread_attr_destroy(&attr);
+    }
+    if (ok && dr.thread_up) {
+        dr.queued = true;
+        pthread_cond_broadcast(&dr.cond);
+        pthread_mutex_unlock(&dr.lock);
+        return;
+    }
+    pthread_mutex_unlock(&dr.lock);
+    /* No thread to hand it to: drain it here, as the launch would have waited anyway. */
+    if (ev)
+        drain_one();
+    else {
+        launch_wait_stream(li);
+        for (unsigned i = 0; i < dr.n; i++)
+            dr.copies[i].rc = CUDA_ERROR_NOT_FOUND;
+        shim_real_cuMemFreeAsync()(dr.scratch, li->stream);
+        send_end(CUDA_SUCCESS);
+    }
+    set_idle();
+}
+
+void drain_reset_after_fork(void)
+{
+    /* The parent's drain thread does not exist here, and its launch is not this process's. */
+    pthread_mutex_init(&dr.lock, NULL);
+    pthread_cond_init(&dr.cond, NULL);
+    dr.busy = dr.queued = dr.thread_up = false;
+}
