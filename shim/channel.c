@@ -197,6 +197,17 @@ void channel_unlock(void)
     pthread_mutex_unlock(&io_lock);
 }
 
+bool channel_send_event(enum proto_kind kind, uint64_t tag, const void *payload, size_t size)
+{
+    char stack[256];
+    struct msg m;
+    msg_init(&m, stack, sizeof stack, kind, tag);
+    msg_add(&m, payload, size);
+    bool ok = channel_send(&m);
+    msg_free(&m);
+    return ok;
+}
+
 bool channel_send(struct msg *m)
 {
     if (!channel_up())

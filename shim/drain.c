@@ -85,16 +85,8 @@ static CUresult to_scratch(const struct launch_info *li, struct drain_copy *d)
     cuMemcpy2DAsync_v2_fn copy2d = li->ptsz ? real_cuMemcpy2DAsync_v2_ptsz : real_cuMemcpy2DAsync_v2;
     if (!copy2d)
         return CUDA_ERROR_NOT_FOUND;
-    CUDA_MEMCPY2D m;
-    memset(&m, 0, sizeof m);
-    m.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
-    m.srcDevice = d->c.src;
-    m.srcPitch = d->c.pitch;
-    m.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-    m.dstDevice = dr.scratch + d->at;
-    m.dstPitch = d->c.width;
-    m.WidthInBytes = d->c.width;
-    m.Height = d->c.height;
+    CUDA_MEMCPY2D m = rows_copy(d->c.src, d->c.pitch, NULL, dr.scratch + d->at, d->c.width,
+                                d->c.height);
     return copy2d(&m, li->stream);
 }
 
@@ -156,16 +148,8 @@ bool drain_start(struct launch_info *li, const struct proto_copy *const *copies,
 /* Copies scratch -> staging on the drain's stream and waits. */
 static CUresult to_staging(CUstream side, const struct drain_copy *d, char *area)
 {
-    CUDA_MEMCPY2D m;
-    memset(&m, 0, sizeof m);
-    m.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-    m.srcDevice = dr.scratch + d->at;
-    m.srcPitch = d->c.width;
-    m.dstMemoryType = CU_MEMORYTYPE_HOST;
-    m.dstHost = area + d->c.offset;
-    m.dstPitch = d->c.width;
-    m.WidthInBytes = d->c.width;
-    m.Height = d->c.height;
+    CUDA_MEMCPY2D m = rows_copy(dr.scratch + d->at, d->c.width, area + d->c.offset, 0,
+                                d->c.width, d->c.height);
     CUresult rc = real_cuMemcpy2DAsync_v2(&m, side);
     return rc == CUDA_SUCCESS ? real_cuStreamSynchronize(side) : rc;
 }

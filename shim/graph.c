@@ -348,12 +348,7 @@ static CUgraphNode locate(const struct graph_kernel *gk, CUgraphNode anchor, CUg
 static void notice_device_graph(uint64_t id)
 {
     struct proto_notice ev = {.kind = NOTICE_DEVICE_GRAPH, .graph = id};
-    char stack[64];
-    struct msg m;
-    msg_init(&m, stack, sizeof stack, MSG_NOTICE, 0);
-    msg_add(&m, &ev, sizeof ev);
-    channel_send(&m);
-    msg_free(&m);
+    channel_send_event(MSG_NOTICE, 0, &ev, sizeof ev);
 }
 
 static void remember(CUgraphExec exec, CUgraph graph, unsigned long long flags)

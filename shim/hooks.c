@@ -141,12 +141,7 @@ static void send_memory_event(enum proto_memory_op op, enum alloc_kind kind,
     struct proto_memory ev = {.op = op, .kind = (uint32_t)kind, .base = base, .size = size,
                               .pitch = pitch, .width = width, .height = height, .elem = elem,
                               .device = -1};
-    char stack[128];
-    struct msg m;
-    msg_init(&m, stack, sizeof stack, MSG_MEMORY, 0);
-    msg_add(&m, &ev, sizeof ev);
-    channel_send(&m);
-    msg_free(&m);
+    channel_send_event(MSG_MEMORY, 0, &ev, sizeof ev);
 }
 
 static void track_alloc(enum alloc_kind kind, CUdeviceptr base, size_t size, size_t pitch,

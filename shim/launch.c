@@ -149,12 +149,7 @@ static void send_event(struct proto_launch *ev, uint64_t seq)
 {
     if (ring_push(ev))
         return;
-    char stack[160];
-    struct msg m;
-    msg_init(&m, stack, sizeof stack, MSG_LAUNCH, seq);
-    msg_add(&m, ev, sizeof *ev);
-    channel_send(&m);
-    msg_free(&m);
+    channel_send_event(MSG_LAUNCH, seq, ev, sizeof *ev);
 }
 
 void launch_graph_kernel(const struct launch_info *li, uint64_t graph, uint32_t replay,
@@ -201,12 +196,7 @@ void launch_graph_event(CUgraphExec exec, CUstream stream, int ptsz, unsigned lo
                              .stream = (uint64_t)(uintptr_t)stream,
                              .api = ptsz ? API_cuGraphLaunch_ptsz : API_cuGraphLaunch,
                              .device = current_device()};
-    char stack[96];
-    struct msg m;
-    msg_init(&m, stack, sizeof stack, MSG_GRAPH, seq);
-    msg_add(&m, &ev, sizeof ev);
-    channel_send(&m);
-    msg_free(&m);
+    channel_send_event(MSG_GRAPH, seq, &ev, sizeof ev);
 }
 
 CUresult launch_graph(cuGraphLaunch_fn real, CUgraphExec exec, CUstream stream, int ptsz)

@@ -110,6 +110,23 @@ void launch_forget_tid(void);
 bool launch_begin(struct launch_info *li);
 /* Copies after the launch, hands the bytes over, holds again for a step. */
 void launch_finish(struct launch_info *li, CUresult rc);
+/* The shim's one kind of copy: `height` rows of `width` bytes from device memory (rows
+ * `src_pitch` apart) to host memory at dst_host, or else device memory at dst_dev, rows
+ * packed. */
+static inline CUDA_MEMCPY2D rows_copy(CUdeviceptr src, size_t src_pitch, void *dst_host,
+                                      CUdeviceptr dst_dev, size_t width, size_t height)
+{
+    return (CUDA_MEMCPY2D){.srcMemoryType = CU_MEMORYTYPE_UNIFIED,
+                           .srcDevice = src,
+                           .srcPitch = src_pitch,
+                           .dstMemoryType = dst_host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE,
+                           .dstHost = dst_host,
+                           .dstDevice = dst_host ? 0 : dst_dev,
+                           .dstPitch = width,
+                           .WidthInBytes = width,
+                           .Height = height};
+}
+
 /* Waits for everything queued on the launch's stream so far. */
 CUresult launch_wait_stream(const struct launch_info *li);
 

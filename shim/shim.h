@@ -176,6 +176,8 @@ void msg_init(struct msg *m, char *stack, size_t cap, enum proto_kind kind, uint
 void msg_add(struct msg *m, const void *data, size_t len);
 /* Sends a finished message; no reply. False if the controller is gone. */
 bool channel_send(struct msg *m);
+/* Sends an event of one struct (no reply). */
+bool channel_send_event(enum proto_kind kind, uint64_t tag, const void *payload, size_t size);
 /* Sends a message and reads the reply, which must be of kind `expect`, into
  * reply[cap]; *len is the payload size. False if the controller is gone or
  * broke the protocol (the shim then passes everything through). */

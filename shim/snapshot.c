@@ -237,17 +237,13 @@ static void enqueue_copies(const struct launch_info *li, enum proto_phase phase)
                 c->rc = CUDA_ERROR_NOT_FOUND;
             continue;
         }
-        CUDA_MEMCPY2D m;
-        memset(&m, 0, sizeof m);
-        m.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
-        m.srcDevice = c->c.src;
-        m.srcPitch = c->c.pitch;
-        m.dstMemoryType = CU_MEMORYTYPE_HOST;
-        m.dstHost = area + c->c.offset;
-        m.dstPitch = c->c.width;
-        m.WidthInBytes = c->c.width;
-        m.Height = c->c.height;
-        c->rc = copy2d && area ? copy2d(&m, li->stream) : CUDA_ERROR_NOT_FOUND;
+        if (!copy2d || !area) {
+            c->rc = CUDA_ERROR_NOT_FOUND;
+            continue;
+        }
+        CUDA_MEMCPY2D m = rows_copy(c->c.src, c->c.pitch, area + c->c.offset, 0, c->c.width,
+                                    c->c.height);
+        c->rc = copy2d(&m, li->stream);
     }
     tools_run(li, tools, ntools);
     for (unsigned k = 0; k < ntools; k++)
@@ -564,16 +560,7 @@ CUresult stop_copy_wait(const struct launch_info *li, CUdeviceptr src, size_t wi
     cuMemcpy2DAsync_v2_fn copy2d = li->ptsz ? real_cuMemcpy2DAsync_v2_ptsz : real_cuMemcpy2DAsync_v2;
     if (!area || !copy2d)
         return CUDA_ERROR_NOT_FOUND;
-    CUDA_MEMCPY2D m;
-    memset(&m, 0, sizeof m);
-    m.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
-    m.srcDevice = src;
-    m.srcPitch = pitch;
-    m.dstMemoryType = CU_MEMORYTYPE_HOST;
-    m.dstHost = area + offset;
-    m.dstPitch = width;
-    m.WidthInBytes = width;
-    m.Height = height;
+    CUDA_MEMCPY2D m = rows_copy(src, pitch, area + offset, 0, width, height);
     CUresult rc = copy2d(&m, li->stream);
     return rc == CUDA_SUCCESS ? launch_wait_stream(li) : rc;
 }
