@@ -165,10 +165,20 @@ static void send_end(CUresult sync_rc)
     snap_send_end(dr.seq, dr.launch_rc, sync_rc, cs, rcs, dr.n);
 }
 
-/* Whether copy d was made into scratch (an "after" copy of a failed launch is not). */
-static bool made(const struct drain_copy *d)
+/* Whether copy d was attempted: an "after" copy of a failed launch is not. */
+static bool attempted(const struct drain_copy *d)
 {
-    return d->rc == CUDA_SUCCESS && !(d->c.phase == PHASE_AFTER && dr.launch_rc != CUDA_SUCCESS);
+    return !(d->c.phase == PHASE_AFTER && dr.launch_rc != CUDA_SUCCESS);
+}
+
+/* Moves copy d from scratch to its place in staging, if it reached scratch. */
+static void move(struct drain_copy *d, CUresult sync_rc, CUstream side, char *area)
+{
+    if (d->rc != CUDA_SUCCESS || !attempted(d))
+        return;
+    d->rc = sync_rc != CUDA_SUCCESS ? sync_rc
+            : side && area           ? to_staging(side, d, area)
+                                     : CUDA_ERROR_NOT_FOUND;
 }
 
 static void drain_one(void)
@@ -184,29 +194,22 @@ static void drain_one(void)
     char *area = staging_area(&size);
     if (real_cuStreamCreate(&side, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
         side = NULL;
-    for (unsigned i = 0; i < dr.n; i++) {
-        struct drain_copy *d = &dr.copies[i];
-        if (made(d) && !(d->c.flags & COPY_PIECE))
-            d->rc = sync_rc != CUDA_SUCCESS ? sync_rc
-                    : side && area               ? to_staging(side, d, area)
-                                                 : CUDA_ERROR_NOT_FOUND;
-    }
+    for (unsigned i = 0; i < dr.n; i++)
+        if (!(dr.copies[i].c.flags & COPY_PIECE))
+            move(&dr.copies[i], sync_rc, side, area);
     /* Pieces after the whole copies, in the plan's order, each taken before the next. */
     bool up = true;
     for (unsigned i = 0; up && i < dr.n; i++) {
         struct drain_copy *d = &dr.copies[i];
-        if (!(d->c.flags & COPY_PIECE) || (d->c.phase == PHASE_AFTER && dr.launch_rc))
+        if (!(d->c.flags & COPY_PIECE) || !attempted(d))
             continue;
-        if (made(d))
-            d->rc = sync_rc != CUDA_SUCCESS ? sync_rc
-                    : side && area               ? to_staging(side, d, area)
-                                                 : CUDA_ERROR_NOT_FOUND;
+        move(d, sync_rc, side, area);
         up = snap_send_piece(dr.seq, i, d->rc);
     }
-    if (side) {
-        shim_real_cuMemFreeAsync()(dr.scratch, side);
+    /* Without a stream of its own the legacy stream frees it: rare, and never leaked. */
+    shim_real_cuMemFreeAsync()(dr.scratch, side);
+    if (side)
         real_cuStreamDestroy_v2(side);
-    }
     if (up)
         send_end(sync_rc);
     real_cuCtxSetCurrent(was);
