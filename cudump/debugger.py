@@ -45,6 +45,9 @@ _MODES: dict[str, p.ResumeMode] = {
     "detach": p.ResumeMode.DETACH, "kill": p.ResumeMode.KILL,
 }
 END_GRACE_SECONDS = 2.0
+# A held launch told to kill its process does so itself (SIGKILL); it is given this long
+# before the run is ended from outside, so that it is not a SIGTERM that ends the program.
+KILL_WAIT_SECONDS = 2.0
 
 
 @dataclass
@@ -308,6 +311,9 @@ class DebugController:
             self.changed()
         stop._resume(_MODES["continue" if mode == "step" and waiter is None else mode])
         if mode == "kill":
+            deadline = time.monotonic() + KILL_WAIT_SECONDS
+            while stop.alive and not self.finished and time.monotonic() < deadline:
+                time.sleep(0.01)
             self.end()
             return None
         if waiter is None:

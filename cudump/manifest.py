@@ -2,6 +2,12 @@
 
 This is the output contract shared by the snapshot writer and the offline
 tools (`cudump diff`, `ls`, `show`).
+
+The digests of launches the shim repeated on its own (repeat.py) are many, and alike: they
+take two kinds of line instead. A template line (`digest_template`) holds one plan's records
+without the fields of a launch; each launch made with it is one line (`digests_of`) with
+those fields and its digests, in the template's order. read_manifest gives them back as
+records like any other.
 """
 
 from __future__ import annotations
@@ -139,6 +145,7 @@ def read_manifest(run_dir: Path) -> list[SnapshotRecord]:
     while lines and not lines[-1].strip():
         lines.pop()
     records: list[SnapshotRecord] = []
+    templates: dict[str, list[dict[str, Any]]] = {}
     for number, raw in enumerate(lines, 1):
         if not raw.strip():
             continue
@@ -149,10 +156,68 @@ def read_manifest(run_dir: Path) -> list[SnapshotRecord]:
                 break                      # torn: the run was killed while writing it
             raise SnapshotError(f"{path}:{number}: {err}") from None
         try:
-            records.append(SnapshotRecord.from_dict(data))
+            if isinstance(data, dict) and TEMPLATE in data:
+                key, template = _template(data)
+                templates[key] = template
+            elif isinstance(data, dict) and GROUP in data:
+                records.extend(_group(data, templates))
+            else:
+                records.append(SnapshotRecord.from_dict(data))
         except SnapshotError as err:
             raise SnapshotError(f"{path}:{number}: {err}") from None
     return records
+
+
+TEMPLATE = "digest_template"
+GROUP = "digests_of"
+# What a launch of a repeated plan gives each of its records.
+_LAUNCH_FIELDS = ("launch", "occurrence", "grid", "block", "stream", "device")
+
+
+def template_line(key: str, records: list[SnapshotRecord]) -> str:
+    """The line that holds a repeated plan's digest records, without a launch's fields."""
+    data = []
+    for record in records:
+        fields_ = json.loads(record.to_json())
+        for name in (*_LAUNCH_FIELDS, "digest"):
+            fields_.pop(name, None)
+        data.append(fields_)
+    return json.dumps({TEMPLATE: key, "records": data}, separators=(",", ":"))
+
+
+def group_line(key: str, launch: int, occurrence: int, grid: list[int], block: list[int],
+               stream: int, device: int, digests: list[str]) -> str:
+    """One launch made with a repeated plan: its fields and digests (template order)."""
+    joined = '","'.join(digests)
+    where = device if device >= 0 else "null"
+    return (f'{{"{GROUP}":"{key}","launch":{launch},"occurrence":{occurrence},'
+            f'"grid":[{grid[0]},{grid[1]},{grid[2]}],"block":[{block[0]},{block[1]},{block[2]}],'
+            f'"stream":"0x{stream:x}","device":{where},"digests":["{joined}"]}}')
+
+
+def _template(data: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    key, records = data[TEMPLATE], data.get("records")
+    if not isinstance(key, str):
+        raise SnapshotError(f"field '{TEMPLATE}' should be a string, got {_json_kind(key)}")
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise SnapshotError(f"field 'records' should be a list of objects, got "
+                            f"{_json_kind(records)}")
+    return key, records
+
+
+def _group(data: dict[str, Any], templates: dict[str, list[dict[str, Any]]]
+           ) -> list[SnapshotRecord]:
+    key, digests = data[GROUP], data.get("digests")
+    template = templates.get(key) if isinstance(key, str) else None
+    if template is None:
+        raise SnapshotError(f"field '{GROUP}' names no template of an earlier line")
+    if (not isinstance(digests, list) or len(digests) != len(template)
+            or not all(isinstance(d, str) for d in digests)):
+        raise SnapshotError(f"field 'digests' should be a list of {len(template)} strings, "
+                            f"got {_json_kind(digests)}")
+    launch = {name: data.get(name) for name in _LAUNCH_FIELDS}
+    return [SnapshotRecord.from_dict({**record, **launch, "digest": digest})
+            for record, digest in zip(template, digests, strict=True)]
 
 
 def _decode_line(raw: bytes) -> Any:

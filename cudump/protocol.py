@@ -19,7 +19,7 @@ MAGIC = 0x50445543
 
 MAX_MESSAGE = 1 << 20
 MAX_REPLY = 64 << 10
-MAX_COPIES = 128
+MAX_COPIES = 256
 MAX_FRAMES = 64
 MAX_PARAMS = 256
 CONTROL_SIZE = 4096
@@ -27,10 +27,10 @@ STAGING_ALIGN = 256
 TOKEN_SIZE = 32
 RING_SLOT_SIZE = 128
 TOOL_RESULT = 32          # staging bytes a CopyFlag.TOOL result takes
-MAX_REPEAT = 16           # copies in a plan the shim may repeat (PlanFlag.REPEAT)
-REPEAT_WAYS = 32          # repeated plans the shim keeps per function
+MAX_REPEAT = 256          # copies in a plan the shim may repeat (PlanFlag.REPEAT)
+REPEAT_WAYS = 64          # repeated plans the shim keeps per function
 MAX_KEYS = 256            # byte ranges a repeated plan is kept by
-RESULT_SLOT_SIZE = 640
+RESULT_SLOT_SIZE = 8320
 IMAGE_CHUNK = 512 << 10    # image bytes in one Kind.IMAGE message
 TOOL_MODE_SHIFT = 8
 

@@ -5,15 +5,15 @@ every launch with the same parameter bytes. The controller numbers it and marks 
 PlanFlag.REPEAT; the shim keeps it and runs it for later launches without asking, and
 cudump's kernel writes their results into the process's result ring (protocol.h). This
 module keeps the plans (RepeatTemplate) and drains the rings on one thread, in batches:
-a digest becomes its manifest line from a template made once per plan, so that every
-buffer of every kernel of a training loop can be digested without the controller falling
-behind. Anything out of the ordinary (a failed kernel, a scan that found something) goes
-the ordinary way, through Snapshotter.collect.
+a plan's digest records become one template line, written once, and each launch made with
+it one short line of its own fields and digests (manifest.py), so that every buffer of
+every kernel of a training loop can be digested without the controller falling behind.
+Anything out of the ordinary (a failed kernel, a scan that found something) goes the
+ordinary way, through Snapshotter.collect.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,7 +24,7 @@ from cudump import protocol as p
 from cudump.console import warn
 from cudump.digest import digest_hex
 from cudump.drain import RingDrain, layout_dtype, leading, window
-from cudump.manifest import SnapshotRecord
+from cudump.manifest import SnapshotRecord, group_line, template_line
 from cudump.process import FuncInfo, LaunchEvent, ProcessState
 from cudump.shared import SharedFile
 
@@ -42,42 +42,18 @@ SLOT = np.dtype({
     "itemsize": p.RESULT_SLOT_SIZE,
 })
 
-# Fields of a record that differ from launch to launch of one repeated plan.
-_DYNAMIC = ("launch", "occurrence", "grid", "block", "stream", "device", "digest")
-
-
-def _line_format(record: SnapshotRecord) -> str:
-    """The record's manifest line as a str.format template over _DYNAMIC."""
-    data = json.loads(record.to_json())
-    marks = {name: f"\ue000{name}" for name in _DYNAMIC}
-    data.update(marks)
-    text = json.dumps(data, separators=(",", ":")).replace("{", "{{").replace("}", "}}")
-    for name, mark in marks.items():
-        text = text.replace(json.dumps(mark), "{" + name + "}")
-    return text
-
-
 @dataclass
 class RepeatCopy:
     """One copy of a repeated plan: what it computes, when, and for a digest the record of
-    the first launch (its digest fields in) that its manifest lines are made from."""
+    the first launch (its digest fields in) that the plan's template line is made from."""
 
     tool: p.ToolMode
     phase: str
     record: SnapshotRecord | None = None
-    _line: str | None = None
 
     @property
     def is_digest(self) -> bool:
         return self.tool == p.ToolMode.DIGEST
-
-    @property
-    def line(self) -> str:
-        """The line template, made when a launch first repeats the plan."""
-        if self._line is None:
-            assert self.record is not None
-            self._line = _line_format(self.record)
-        return self._line
 
 
 @dataclass
@@ -85,6 +61,18 @@ class RepeatTemplate:
     copies: list[RepeatCopy]
     func: FuncInfo
     first: object       # the first launch's PlannedLaunch (snapshots.py), None if no copies
+    written: bool = False   # its template line is in the manifest
+
+    def __post_init__(self) -> None:
+        self.digests = [k for k, c in enumerate(self.copies) if c.is_digest]
+        # scans after the launch: a launch is plain when these found nothing
+        self.after_scans = [k for k, c in enumerate(self.copies)
+                            if not c.is_digest and c.phase == "after"]
+
+    def template_line(self, key: str) -> str:
+        records = [self.copies[k].record for k in self.digests]
+        assert all(r is not None for r in records)
+        return template_line(key, records)  # type: ignore[arg-type]
 
 
 def slot_of(payload: bytes) -> np.void:
@@ -103,17 +91,6 @@ def event_of(slot: np.void) -> LaunchEvent:
         block=tuple(int(v) for v in ev["block"]),  # type: ignore[arg-type]
         smem=int(ev["smem"]), stream=int(ev["stream"]), tid=int(ev["tid"]),
         api=p.api_name(int(ev["api"])), flags=int(ev["flags"]), rc=0)
-
-
-def digest_line(copy: RepeatCopy, slot: np.void, words: int) -> str:
-    ev = slot["event"]
-    g, b = ev["grid"], ev["block"]
-    device = int(ev["device"])
-    return copy.line.format(
-        launch=int(ev["seq"]), occurrence=int(ev["occurrence"]),
-        grid=f"[{g[0]},{g[1]},{g[2]}]", block=f"[{b[0]},{b[1]},{b[2]}]",
-        stream=f'"0x{int(ev["stream"]):x}"', device=device if device >= 0 else "null",
-        digest=f'"{digest_hex(words)}"')
 
 
 # (process, template, slot) -> handled the ordinary way (Snapshotter.collect)
@@ -165,36 +142,48 @@ class ResultDrain(RingDrain[_Ring]):
         return count
 
     def _handle(self, ring: _Ring, taken: np.ndarray) -> None:
+        """Each plain launch (it and every tool ran, no scan found anything) becomes one
+        manifest line if it has digests; anything else goes the ordinary way."""
         lines: list[str] = []
-        plain_launches = 0
-        for slot in taken:
-            if int(slot["flags"]) & p.ResultFlag.TAKEN:
+        plain_launches = digests = 0
+        event = taken["event"]
+        seqs, occurrences = event["seq"].tolist(), event["occurrence"].tolist()
+        grids, blocks = event["grid"].tolist(), event["block"].tolist()
+        streams, devices = event["stream"].tolist(), event["device"].tolist()
+        plans, flags, launch_rcs = (taken["plan"].tolist(), taken["flags"].tolist(),
+                                    taken["launch_rc"].tolist())
+        codes = taken["results"]["rc"].tolist()
+        words = taken["results"]["words"][:, :, 0].tolist()
+        pid = ring.proc.pid
+        for i, plan in enumerate(plans):
+            if flags[i] & p.ResultFlag.TAKEN:
                 continue   # reported with MSG_REPEAT
-            template = ring.templates.get(int(slot["plan"]))
+            template = ring.templates.get(plan)
             if template is None:
                 continue
-            results = slot["results"]
-            launch_rc = int(slot["launch_rc"])
-            plain = launch_rc == 0 and all(
-                int(results[k]["rc"]) == 0 and (c.is_digest or c.phase == "before"
-                                                or int(results[k]["words"][0]) == 0)
-                for k, c in enumerate(template.copies))
-            if not plain:
-                self._unusual(ring.proc, template, slot)
+            rcs, found = codes[i], words[i]
+            if (launch_rcs[i] != 0 or any(rcs[k] for k in range(len(template.copies)))
+                    or any(found[k] for k in template.after_scans)):
+                self._unusual(ring.proc, template, taken[i])
                 continue
             plain_launches += 1
-            for k, copy in enumerate(template.copies):
-                if copy.is_digest:
-                    lines.append(digest_line(copy, slot, int(results[k]["words"][0])))
-        written = 0
+            if not template.digests:
+                continue
+            key = f"{pid}.{plan}"
+            if not template.written:
+                lines.append(template.template_line(key))
+                template.written = True
+            lines.append(group_line(key, seqs[i], occurrences[i], grids[i], blocks[i],
+                                    streams[i], devices[i],
+                                    [digest_hex(found[k]) for k in template.digests]))
+            digests += len(template.digests)
         if lines and not self._failed:
             try:
                 self._write_lines(lines)
-                written = len(lines)
             except OSError as err:
                 self._failed = True   # once: the program carries on, the manifest stays whole
                 warn(f"digests are no longer written: {err.strerror or err}")
-        self._counted(plain_launches, written)
+        self._counted(plain_launches, digests if not self._failed else 0)
 
     def close(self) -> None:
         """Takes what is left in every ring (waiting a little for the GPU), then stops."""

@@ -53,9 +53,9 @@ DRAIN_SECONDS = 5.0
 # Slots of each process's trace ring (128 bytes each): 16 MiB of shared memory, touched
 # only as far as the trace ever runs ahead of the controller.
 TRACE_RING_SLOTS = 1 << 17
-# Slots of each process's result ring (640 bytes each): launches whose digests and scans
+# Slots of each process's result ring (8,320 bytes each): launches whose digests and scans
 # may be on their way at once before the shim waits for the controller.
-RESULT_RING_SLOTS = 1 << 12
+RESULT_RING_SLOTS = 1 << 10
 # Device memory each process may lend a launch's snapshot copies (see --scratch).
 DEFAULT_SCRATCH = 1 << 30
 _UCRED = struct.Struct("3i")

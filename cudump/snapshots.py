@@ -269,8 +269,8 @@ class Snapshotter:
         """Whether the shim may repeat this launch's plan on its own (p.PlanFlag.REPEAT) for
         launches with the same parameter bytes: digests and scans only, every rule of the
         function taking every launch, nothing that failed or streams. Without overrides
-        the plan depends only on the pointer words and small scalars: those are its keys,
-        and a seed or step count elsewhere may change."""
+        the plan depends only on the pointer words: those are its keys, and a seed or step
+        count elsewhere may change."""
         ps = self._proc(proc.pid)
         fr = ps.rules.get(func.id)
         unusual = (p.LaunchFlag.GRAPH | p.LaunchFlag.STOP_ONLY | p.LaunchFlag.INTERRUPTED
@@ -465,13 +465,16 @@ class Snapshotter:
         """(argument, the pointer value, byte offset inside the argument, override) of every
         buffer the rule takes. `args: pointers` takes typed pointers, untyped 8-byte words in
         a tracked allocation, and every pointer-sized word inside a by-value argument (a
-        struct such as PyTorch's std::array<char*, N>) that falls in a tracked allocation."""
+        struct such as PyTorch's std::array<char*, N>) that falls in a tracked allocation.
+        A null pointer there is an argument left out (a bias, a mask), not a buffer; and
+        --digest and --check-nan take what is tracked, and say nothing of the rest."""
         targets: list[tuple[int, ArgValue | None, int, ArgOverride | None]] = []
         for index in rule.selected_args(args):
             override = rule.overrides.get(index)
-            if (rule.args == "pointers" and args[index].type is None and override is None
-                    and (index, 0) not in event.pointers):
-                continue  # an untyped word that points nowhere is not a pointer
+            if (rule.args == "pointers" and override is None and (index, 0) not in event.pointers
+                    and (args[index].type is None or not args[index].value
+                         or rule.option is not None)):
+                continue  # a word that points nowhere is not a buffer
             arg, where = _pointer_of(args[index], override)
             targets.append((index, arg, where, override))
         if rule.args != "pointers":
@@ -953,15 +956,15 @@ class _Launch:
 
 def _repeat_keys(event: LaunchEvent) -> tuple[tuple[int, int], ...]:
     """Byte ranges of the launch's parameters (one after the other) a plan without
-    overrides depends on: every pointer word it found, and every parameter of 8 bytes
-    or fewer (a lone pointer or count)."""
+    overrides depends on: every pointer word it found. Scalars are not among them: without
+    overrides no extent or type comes from a value, so an optimizer's step count or a
+    dropout seed may change from launch to launch."""
     assert event.raw_args is not None
     starts = [0]
     for raw in event.raw_args:
         starts.append(starts[-1] + len(raw))
-    keys = {(starts[i], len(raw)) for i, raw in enumerate(event.raw_args) if 0 < len(raw) <= 8}
-    keys |= {(starts[i] + where, 8) for i, where in event.pointers
-             if i < len(event.raw_args) and where + 8 <= len(event.raw_args[i])}
+    keys = {(starts[i] + where, 8) for i, where in event.pointers
+            if i < len(event.raw_args) and where + 8 <= len(event.raw_args[i])}
     ordered = tuple(sorted(keys))
     return ordered if len(ordered) <= p.MAX_KEYS else ()
 

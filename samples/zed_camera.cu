@@ -7,6 +7,10 @@
 //   launches nv12_to_uyvy=F FrP0k5607tPV=F
 //
 // usage: zed_camera [FRAMES [WIDTH HEIGHT]]   (defaults 2, 640, 360; per eye)
+//
+// The gain of the second kernel is 1.0 on even frames and 1.25 on odd ones;
+// ZED_GAIN_FROM=F:G (e.g. 1:1.5) makes it G from frame F on, so that two runs
+// differ in that one parameter (tests/gpu/test_gpu_bisect.py).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -76,6 +80,13 @@ int main(int argc, char** argv)
     FAIL_IF(frames <= 0 || g.w <= 0 || g.h <= 0 || g.w % 2 || g.h % 2,
             "usage: zed_camera [FRAMES [WIDTH HEIGHT]] (WIDTH and HEIGHT even)");
     g.tw = 2 * g.w;
+    int gain_from = frames;  // ZED_GAIN_FROM=F:G: gain_to from frame gain_from on
+    float gain_to = 1.0f;
+    if (const char* from = std::getenv("ZED_GAIN_FROM")) {
+        char rest;
+        FAIL_IF(std::sscanf(from, "%d:%f%c", &gain_from, &gain_to, &rest) != 2 || gain_from < 0,
+                "ZED_GAIN_FROM=%s: expected FRAME:GAIN", from);
+    }
 
     unsigned char *nv12, *uyvy;
     size_t nv12_pitch, uyvy_pitch, left_pitch, right_pitch;
@@ -95,7 +106,7 @@ int main(int argc, char** argv)
         std::vector<unsigned char> frame = synth_nv12(g, f);
         CHECK_RT(cudaMemcpy2D(nv12, nv12_pitch, frame.data(), g.tw, g.tw, g.h * 3 / 2,
                               cudaMemcpyHostToDevice));
-        float gain = f % 2 ? 1.25f : 1.0f;
+        float gain = f >= gain_from ? gain_to : (f % 2 ? 1.25f : 1.0f);
         nv12_to_uyvy<<<grid, block>>>(nv12, (unsigned int)nv12_pitch, uyvy,
                                       (unsigned int)uyvy_pitch, g.tw, g.h);
         CHECK_LAUNCH();

@@ -46,7 +46,7 @@
 enum {
     PROTO_MAX_MESSAGE = 1 << 20,   /* largest message either side accepts */
     PROTO_MAX_REPLY = 64 << 10,    /* largest message the shim reads */
-    PROTO_MAX_COPIES = 128,        /* copies in one plan */
+    PROTO_MAX_COPIES = 256,        /* copies in one plan */
     PROTO_MAX_FRAMES = 64,         /* host stack frames in a backtrace */
     PROTO_MAX_PARAMS = 256,        /* kernel parameters the shim describes */
     PROTO_CONTROL_SIZE = 4096,     /* the control page at the start of the shared file */
@@ -54,10 +54,10 @@ enum {
     PROTO_TOKEN_SIZE = 32,         /* bytes of the session token (hex characters) */
     PROTO_RING_SLOT_SIZE = 128,    /* bytes of one trace ring slot (two cache lines) */
     PROTO_TOOL_RESULT = 32,        /* staging bytes a COPY_TOOL result takes */
-    PROTO_MAX_REPEAT = 16,         /* copies in a plan the shim may repeat (PLAN_REPEAT) */
-    PROTO_REPEAT_WAYS = 32,        /* repeated plans the shim keeps per function */
+    PROTO_MAX_REPEAT = 256,        /* copies in a plan the shim may repeat (PLAN_REPEAT) */
+    PROTO_REPEAT_WAYS = 64,        /* repeated plans the shim keeps per function */
     PROTO_MAX_KEYS = 256,          /* byte ranges a repeated plan is kept by */
-    PROTO_RESULT_SLOT_SIZE = 640,  /* bytes of one result ring slot */
+    PROTO_RESULT_SLOT_SIZE = 8320, /* bytes of one result ring slot */
     PROTO_IMAGE_CHUNK = 512 << 10, /* image bytes in one MSG_IMAGE */
 };
 
@@ -395,7 +395,7 @@ struct proto_plan {
 };
 
 /* Bytes of a launch's parameters (all of them one after the other, in order)
- * that a repeated plan depends on: its pointer words and small scalars. */
+ * that a repeated plan depends on: its pointer words. */
 struct proto_key {
     uint32_t offset;
     uint32_t size;

@@ -37,12 +37,14 @@ struct repeat_plan {
     unsigned nkeys;             /* 0: every byte counts */
     struct proto_key *keys;     /* owned */
     unsigned ncopies;
-    struct proto_copy copies[PROTO_MAX_REPEAT];
+    struct proto_copy *copies;  /* owned: up to PROTO_MAX_REPEAT (a multi-tensor kernel's hundreds) */
 };
 
 struct repeat_cache {
     struct repeat_plan way[REPEAT_WAYS];
     unsigned next;              /* the way the next new plan replaces */
+    unsigned last;              /* the way last found: a loop's launches come in the order
+                                 * their plans were stored, so the search starts after it */
 };
 
 static unsigned lineage;
@@ -91,17 +93,22 @@ static bool no_other_buffer(const struct func_entry *e, const struct repeat_plan
 const struct repeat_plan *repeat_find(const struct func_entry *e, const unsigned char *bytes,
                                       size_t n, uint32_t gen)
 {
-    const struct repeat_cache *c = e->repeats;
+    struct repeat_cache *c = e->repeats;
     if (!c)
         return NULL;
     unsigned long long epoch = alloctab_epoch();
-    for (unsigned i = 0; i < REPEAT_WAYS; i++) {
+    for (unsigned k = 1; k <= REPEAT_WAYS; k++) {
+        unsigned i = (c->last + k) % REPEAT_WAYS;
         const struct repeat_plan *p = &c->way[i];
         if (!p->bytes || p->nbytes != n || p->gen != gen || p->epoch != epoch ||
             p->lineage != lineage)
             continue;
-        if (!p->nkeys ? memcmp(p->bytes, bytes, n) == 0 : keys_match(p, bytes))
-            return !p->nkeys || no_other_buffer(e, p, bytes) ? p : NULL;
+        if (!p->nkeys ? memcmp(p->bytes, bytes, n) == 0 : keys_match(p, bytes)) {
+            if (p->nkeys && !no_other_buffer(e, p, bytes))
+                return NULL;
+            c->last = i;
+            return p;
+        }
     }
     return NULL;
 }
@@ -122,19 +129,22 @@ void repeat_store(struct func_entry *e, const unsigned char *bytes, size_t n, ui
     c->next = (c->next + 1) % REPEAT_WAYS;
     unsigned char *owned = realloc(p->bytes, n ? n : 1);
     struct proto_key *owned_keys = realloc(p->keys, (nkeys ? nkeys : 1) * sizeof *keys);
-    if (!owned || !owned_keys) {
+    struct proto_copy *owned_copies =
+        realloc(p->copies, (ncopies ? ncopies : 1) * sizeof *owned_copies);
+    if (!owned || !owned_keys || !owned_copies) {
         free(owned ? owned : p->bytes);
         free(owned_keys ? owned_keys : p->keys);
+        free(owned_copies ? owned_copies : p->copies);
         memset(p, 0, sizeof *p);
         return;
     }
     memcpy(owned, bytes, n);
     memcpy(owned_keys, keys, nkeys * sizeof *keys);
+    for (unsigned i = 0; i < ncopies; i++)
+        owned_copies[i] = *copies[i];
     *p = (struct repeat_plan){.lineage = lineage, .gen = gen, .id = id, .epoch = epoch,
                               .nbytes = n, .bytes = owned, .nkeys = nkeys, .keys = owned_keys,
-                              .ncopies = ncopies};
-    for (unsigned i = 0; i < ncopies; i++)
-        p->copies[i] = *copies[i];
+                              .ncopies = ncopies, .copies = owned_copies};
 }
 
 unsigned repeat_copies(const struct repeat_plan *p)

@@ -204,8 +204,11 @@ static bool accept_plan(const unsigned char *reply, size_t len, uint32_t *flags,
  * added, if none came or it was refused. */
 static bool request_plan(struct msg *m, unsigned base, uint32_t *flags, uint32_t *id)
 {
-    unsigned char reply[sizeof(struct proto_plan) + PROTO_MAX_COPIES * sizeof(struct proto_copy) +
-                        PROTO_MAX_KEYS * sizeof(struct proto_key)];
+    /* Under snap_lock, like every caller: one buffer serves them all, off the
+     * program's stack (it is 14 KB). */
+    static unsigned char reply[sizeof(struct proto_plan) +
+                               PROTO_MAX_COPIES * sizeof(struct proto_copy) +
+                               PROTO_MAX_KEYS * sizeof(struct proto_key)];
     size_t len = 0;
     uint32_t plan_id = 0;
     *flags = 0;
@@ -355,7 +358,7 @@ static bool follow_ups(bool ok, uint32_t *flags)
  * unless a scan found something, which is reported and answered at once. */
 static bool repeat_finish(struct launch_info *li, CUresult launch_rc, uint32_t *flags)
 {
-    char stack[sizeof(struct proto_header) + sizeof(struct proto_result_slot)];
+    char stack[256]; /* the slot itself (8 KB) goes on the heap: this is rare */
     struct msg m;
     msg_init(&m, stack, sizeof stack, MSG_REPEAT, li->seq);
     ncopies = 0;

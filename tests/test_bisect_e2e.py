@@ -5,7 +5,6 @@ last DIVERGE_SHORT elements of its output (arg 2) unwritten."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from records import manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 ADD = "vecAdd(float const*, float const*, float*, int)"
@@ -114,8 +114,7 @@ def test_bisect_one_program_two_environments(cudump: Cudump, diverge: str,
     assert "step 3: snapshots of launch 18 (vecAdd, occurrence 9), before and after" in out
     # Only that launch was snapshotted: its three buffers, before and after.
     for side in ("a-snap", "b-snap"):
-        records = [json.loads(x) for x in (work / side / "manifest.jsonl").read_text()
-                   .splitlines()]
+        records = manifest(work / side)
         assert {(r["launch"], r["occurrence"]) for r in records} == {(18, 9)}
         assert len(records) == 6
     rows = [line.split() for line in out.splitlines() if re.match(r"\s+18\s+vecAdd", line)]
@@ -181,8 +180,7 @@ def test_bisect_with_rules_keeps_their_geometry(cudump: Cudump, diverge: str,
     assert "(rules with 'action: break' are left out)" in done.stdout
     assert "data: float32 [10, 100], 1,000 elements" in done.stdout
     assert "all of them within [9:10, 97:100]" in done.stdout
-    records = [json.loads(x) for x in (work / "a-digest" / "manifest.jsonl").read_text()
-               .splitlines()]
+    records = manifest(work / "a-digest")
     assert {(r["kernel"], r["arg"]) for r in records} == {(ADD, 2)}
     assert all(r["file"] is None and len(r["digest"]) == 16 for r in records)
 

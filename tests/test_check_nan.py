@@ -3,20 +3,15 @@ kernel on the stand-in driver, reported, and its buffers snapshotted as it left 
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import numpy as np
 import pytest
+from records import manifest
 
 from cudump.errors import RuleError
 from cudump.rules import load_rules
 
 INDEX = 37
 
-
-def manifest(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "manifest.jsonl").read_text().splitlines()]
 
 
 def test_the_producer_among_many_launches(fake, cudump_run):

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from records import manifest
 from zedref import pipeline
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,10 +41,6 @@ def batch(tmp_path: Path, *commands: str) -> Path:
     path.write_text("\n".join(commands) + "\n")
     return path
 
-
-def manifest(run_dir: Path) -> list[dict]:
-    path = run_dir / "manifest.jsonl"
-    return [json.loads(ln) for ln in path.read_text().splitlines()] if path.exists() else []
 
 
 def test_batch_session_reads_dumps_and_steps_a_pitched_image_kernel(fake, cudump_run, bare_run,

@@ -3,7 +3,6 @@ stand-in driver, which runs the same per-thread code as shim/gpu/tools.cu."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from cudump.errors import RuleError
 from cudump.rules import load_rules
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from records import manifest
 from zedref import pipeline  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,9 +78,6 @@ def test_digest_format_stands_alone(tmp_path):
     assert "bad.yaml:3" in str(err.value) and "format" in str(err.value)
     assert "digest stands alone" in str(err.value)
 
-
-def manifest(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "manifest.jsonl").read_text().splitlines()]
 
 
 def key(r: dict) -> tuple:

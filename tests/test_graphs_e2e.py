@@ -8,6 +8,8 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from records import manifest
+
 from cudump.signature import parse_signature
 
 
@@ -74,9 +76,6 @@ def test_graph_kernels_are_counted_without_trace(fake, cudump_run, bare_run):
     assert Counter({base(k): n for k, n in summary["kernels"].items()}) == tally(
         bare_run(program).stdout)
 
-
-def manifest(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "manifest.jsonl").read_text().splitlines()]
 
 
 def test_snapshots_of_a_kernel_inside_a_replayed_graph(fake, cudump_run, bare_run, tmp_path):

@@ -22,7 +22,14 @@ from hypothesis import strategies as st
 from cudump import __version__
 from cudump.cli import main
 from cudump.errors import SnapshotError
-from cudump.manifest import MANIFEST, ManifestWriter, SnapshotRecord, read_manifest
+from cudump.manifest import (
+    MANIFEST,
+    ManifestWriter,
+    SnapshotRecord,
+    group_line,
+    read_manifest,
+    template_line,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = "void cam::paint<2>(uchar4*, int)"
@@ -186,6 +193,11 @@ BAD_LINES = [
     (json.dumps(record(device="0")).encode(), "field 'device' should be a whole number or null"),
     (b'{"kernel": "k"}', "record lacks the field 'mangled'"),
     (b'{"launch": 1' + b"0" * 5000 + b"}", "not valid JSON"),
+    (b'{"digests_of": "9.1", "launch": 2, "digests": []}',
+     "field 'digests_of' names no template of an earlier line"),
+    (b'{"digest_template": "9.1", "records": 5}',
+     "field 'records' should be a list of objects, got a number"),
+    (b'{"digest_template": 1, "records": []}', "field 'digest_template' should be a string"),
 ]
 
 
@@ -201,6 +213,34 @@ def test_bad_manifest_lines_name_the_file_and_line(tmp_path: Path, capsys, line:
                  ["diff", str(run), str(run)]):
         code, _, err = cli(argv, capsys)
         assert_one_line_error(code, err, f"{MANIFEST}:2:")
+
+
+def digest_record(launch: int, arg: int, value: str) -> SnapshotRecord:
+    return SnapshotRecord.from_dict(record(launch=launch, occurrence=launch, arg=arg, file=None,
+                                           device=0, digest=value, bytes=64))
+
+
+def test_repeated_digests_are_read_back_as_the_records_they_stand_for(tmp_path: Path) -> None:
+    """A repeated plan's template line and its launches' lines give the same records as one
+    line per digest would."""
+    first = [digest_record(3, arg, f"{arg:016x}") for arg in (0, 2)]
+    later = [digest_record(7, arg, f"{arg + 10:016x}") for arg in (0, 2)]
+    lines = [line.encode() for line in (
+        first[0].to_json(), first[1].to_json(), template_line("9.1", first),
+        group_line("9.1", 7, 7, [1, 1, 1], [32, 1, 1], 0, 0, [r.extra["digest"] for r in later]))]
+    run = write_run(tmp_path / "run", lines)
+    assert ([json.loads(r.to_json()) for r in read_manifest(run)]
+            == [json.loads(r.to_json()) for r in first + later])
+
+
+def test_a_launch_line_with_the_wrong_number_of_digests(tmp_path: Path) -> None:
+    template = template_line("9.1", [digest_record(3, 0, "0" * 16)]).encode()
+    run = write_run(tmp_path / "run", [template, group_line(
+        "9.1", 4, 4, [1, 1, 1], [1, 1, 1], 0, 0, ["1" * 16, "2" * 16]).encode(), record()])
+    with pytest.raises(SnapshotError) as info:
+        read_manifest(run)
+    assert str(info.value) == (f"{run / MANIFEST}:2: field 'digests' should be a list of 1 "
+                               "strings, got a list")
 
 
 def test_a_torn_last_line_is_still_skipped(tmp_path: Path) -> None:

@@ -15,16 +15,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from records import manifest
 from zedref import pipeline
 
 ROOT = Path(__file__).resolve().parent.parent
 ZED_RULE = ROOT / "rules" / "zed.yaml"
 W, H = 64, 48
 
-
-def manifest(run_dir: Path) -> list[dict]:
-    path = run_dir / "manifest.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def cudump_env(fake, shim_lib) -> dict[str, str]:

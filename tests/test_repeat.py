@@ -9,12 +9,9 @@ import json
 from pathlib import Path
 
 import numpy as np
+from records import manifest
 
 from cudump.digest import digest, digest_hex
-
-
-def manifest(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "manifest.jsonl").read_text().splitlines()]
 
 
 def summary(run_dir: Path) -> dict:
@@ -51,8 +48,13 @@ def test_repeated_launches_digest_what_snapshots_copy(fake, cudump_run, tmp_path
         assert r["digest"] == digest_hex(digest(array.tobytes(), r["row_bytes"])), k
         assert (r["occurrence"], r["kernel"]) == (snaps[k]["occurrence"], snaps[k]["kernel"])
         assert r["grid"] == snaps[k]["grid"] and r["stream"] == snaps[k]["stream"]
-    # two vecAdds a round, the same each round: rounds 2-6 repeat them
-    assert summary(dig.run_dir)["repeated_launches"] == 10
+    # four launches a round over the same buffers each round (fill and scale also take the
+    # round's number, which a plan without overrides does not depend on): rounds 2-6 repeat
+    assert summary(dig.run_dir)["repeated_launches"] == 20
+    # one line per repeated launch, after one template line per plan
+    raw = [json.loads(line) for line in (dig.run_dir / "manifest.jsonl").read_text().splitlines()]
+    assert sum("digests_of" in line for line in raw) == 20
+    assert sum("digest_template" in line for line in raw) == 4
     assert summary(dig.run_dir)["digests"] == len(digests)
 
 
@@ -79,3 +81,28 @@ def test_a_rule_that_skips_launches_is_asked_every_time(fake, cudump_run, tmp_pa
     assert sorted({r["occurrence"] for r in records}) == [1, 3, 5, 7, 9]
     assert len(records) == 5 * 3 * 2
     assert summary(ran.run_dir)["repeated_launches"] == 0
+
+
+def test_a_plan_of_many_buffers_is_repeated(fake, cudump_run):
+    """sum24 takes 24 buffers in one by-value struct (as a multi-tensor optimizer kernel
+    does): 48 digests a launch, before and after. The first launch is planned by the
+    controller, the next two by the shim; every digest is that of the bytes the launch
+    saw or left."""
+    ran = cudump_run([str(fake.programs["structs"]), "wide", "3"], "--digest")
+    assert ran.returncode == 0, ran.stderr
+    assert summary(ran.run_dir)["repeated_launches"] == 2
+    records = manifest(ran.run_dir)
+    assert len(records) == 3 * 48
+    i = np.arange(256, dtype=np.float32)
+    total = (276 + 23 * i).astype(np.float32)
+    for r in records:
+        j = r.get("offset", 0) // 8
+        if j:
+            expected = (j + i).astype(np.float32)
+        else:
+            expected = np.zeros(256, np.float32) if (r["launch"], r["phase"]) == (1, "before") \
+                else total
+        assert r["status"] == "ok" and r["bytes"] == 1024, r
+        assert r["digest"] == digest_hex(digest(expected.tobytes(), 1024)), (r["launch"], j)
+    assert sorted({(r["launch"], r["phase"]) for r in records}) == [
+        (n, phase) for n in (1, 2, 3) for phase in ("after", "before")]

@@ -9,15 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+from records import manifest
 from zedref import pipeline
 
 ROOT = Path(__file__).resolve().parent.parent
 ZED_RULE = ROOT / "rules" / "zed.yaml"
 W, H = 64, 48
 
-
-def manifest(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "manifest.jsonl").read_text().splitlines()]
 
 
 def test_zed_rule_snapshots_equal_the_reference(fake, cudump_run):

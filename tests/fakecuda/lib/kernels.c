@@ -29,7 +29,7 @@ static const struct fc_builtin *self(size_t i)
     return fc_builtin_at(i);
 }
 
-enum { K_VECADD, K_SCALE, K_EMPTY, K_FILL, K_NV12, K_FRP0K, K_ADD3, K_TOOLS, K_COUNT };
+enum { K_VECADD, K_SCALE, K_EMPTY, K_FILL, K_NV12, K_FRP0K, K_ADD3, K_SUM24, K_TOOLS, K_COUNT };
 
 /* vecAdd(float const* a, float const* b, float* c, int n) */
 static void vec_add(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
@@ -162,6 +162,25 @@ static void add3(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t, 
         p[0][i] = p[1][i] + p[2][i];
 }
 
+/* sum24(std::array<float*, 24ul> p, int n): p[0][i] = p[1][i] + ... + p[23][i], a kernel
+ * with as many buffers as a multi-tensor optimizer kernel passes in one struct. */
+static void sum24(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t, struct fc_dim3 d,
+                  struct fc_dim3 g)
+{
+    (void)g;
+    const struct fc_builtin *k = self(K_SUM24);
+    float *p[24];
+    memcpy(p, args + k->offsets[0], sizeof p);
+    ARG(int, args, k, 1, n);
+    unsigned int i = gx(b, t, d);
+    if ((long long)i >= n)
+        return;
+    float s = 0;
+    for (int j = 1; j < 24; j++)
+        s += p[j][i];
+    p[0][i] = s;
+}
+
 /* cudump_tools(struct tool_jobs): the kernel the shim loads as PTX
  * (shim/gpu/tools.cu), thread by thread the same way: each block works on its
  * job with a grid-stride loop per thread and adds what it found to the job's
@@ -255,6 +274,7 @@ static struct fc_builtin builtins[K_COUNT] = {
     [K_FRP0K] = {"_ZN6device12FrP0k5607tPVILN2sl14YUV_CONVENTIONE2EEEvP6uchar4iPNS_6uchar8ES6_iiif",
                  "FrP0k5607tPV", 8, {8, 4, 8, 8, 4, 4, 4, 4}, {0}, 0, frp0k},
     [K_ADD3] = {"_Z4add3St5arrayIPfLm3EEi", "add3", 2, {24, 4}, {0}, 0, add3},
+    [K_SUM24] = {"_Z5sum24St5arrayIPfLm24EEi", "sum24", 2, {192, 4}, {0}, 0, sum24},
     [K_TOOLS] = {"cudump_tools", "cudump_tools", 1, {sizeof(struct tool_jobs)}, {0}, 0, tools},
 };
 

@@ -3,12 +3,43 @@
  * struct, all three pieces of one allocation (as a caching allocator hands them out).
  * Usage: structs
  * Prints the three pieces' offsets in floats and `launches add3=1`.
+ *
+ * Usage: structs wide ROUNDS
+ * sum24(std::array<float*, 24ul>, int) ROUNDS times over the same 24 allocations of N floats
+ * (buffer j holds j + i, buffer 0 their sum); prints `launches sum24=ROUNDS`.
  */
 #include "progcommon.h"
 
 #define N 256
 
-int main(void)
+static int wide(CUmodule mod, int rounds)
+{
+    struct tally t = {0};
+    CUfunction sum24;
+    CHECK(cuModuleGetFunction(&sum24, mod, "_Z5sum24St5arrayIPfLm24EEi"));
+    CUdeviceptr p[24];
+    static float host[N], out[N];
+    for (int j = 0; j < 24; j++) {
+        for (int i = 0; i < N; i++)
+            host[i] = j ? (float)(j + i) : 0.0f;
+        CHECK(cuMemAlloc_v2(&p[j], sizeof host));
+        tally_alloc(&t, sizeof host);
+        CHECK(cuMemcpyHtoD_v2(p[j], host, sizeof host));
+    }
+    int n = N;
+    void *args[] = {p, &n};
+    for (int r = 0; r < rounds; r++)
+        CHECK(cuLaunchKernel(sum24, N / 64, 1, 1, 64, 1, 1, 0, NULL, args, NULL));
+    tally_launch(&t, "sum24", (unsigned long)rounds);
+    CHECK(cuMemcpyDtoH_v2(out, p[0], sizeof out));
+    for (int i = 0; i < N && rounds > 0; i++)
+        if (out[i] != (float)(276 + 23 * i))
+            FAIL("out[%d] = %g", i, (double)out[i]);
+    tally_print(&t);
+    return 0;
+}
+
+int main(int argc, char **argv)
 {
     struct tally t = {0};
     CUcontext ctx;
@@ -18,6 +49,8 @@ int main(void)
     CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
     CHECK(cuCtxSetCurrent(ctx));
     CHECK(cuModuleLoadData(&mod, prog_image));
+    if (argc > 2 && strcmp(argv[1], "wide") == 0)
+        return wide(mod, atoi(argv[2]));
     CHECK(cuModuleGetFunction(&add3, mod, "_Z4add3St5arrayIPfLm3EEi"));
     static float host[3 * N], out[N];
     for (int i = 0; i < N; i++) {

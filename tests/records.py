@@ -1,0 +1,16 @@
+"""A run directory's manifest as the JSON objects of its records, the way read_manifest
+gives them (template and per-launch digest lines expanded)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cudump.manifest import MANIFEST, read_manifest
+
+
+def manifest(run_dir: Path) -> list[dict]:
+    """Every record, in order; none if the run wrote no manifest."""
+    if not (Path(run_dir) / MANIFEST).exists():
+        return []
+    return [json.loads(r.to_json()) for r in read_manifest(run_dir)]
