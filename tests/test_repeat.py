@@ -106,3 +106,25 @@ def test_a_plan_of_many_buffers_is_repeated(fake, cudump_run):
         assert r["digest"] == digest_hex(digest(expected.tobytes(), 1024)), (r["launch"], j)
     assert sorted({(r["launch"], r["phase"]) for r in records}) == [
         (n, phase) for n in (1, 2, 3) for phase in ("after", "before")]
+
+
+def test_a_null_pointer_argument_is_no_buffer(fake, cudump_run, tmp_path):
+    """vecAdd(a, NULL, c, 0): the null input is an argument left out, not a buffer that
+    failed, so neither --digest nor a rule with args: pointers records it, and the plan is
+    repeated from the second launch on."""
+    program = [str(fake.programs["structs"]), "null", "4"]
+    ran = cudump_run(program, "--digest", run_dir=tmp_path / "dig")
+    assert ran.returncode == 0, ran.stderr
+    records = manifest(ran.run_dir)
+    assert all(r["status"] == "ok" for r in records)
+    assert sorted({(r["arg"], r["phase"]) for r in records}) == [
+        (0, "after"), (0, "before"), (2, "after"), (2, "before")]
+    assert len(records) == 4 * 4
+    assert summary(ran.run_dir)["repeated_launches"] == 3
+    rule = tmp_path / "all.yaml"
+    rule.write_text(SNAPSHOT_ALL)
+    ran = cudump_run(program, "--rule", str(rule), run_dir=tmp_path / "snap")
+    assert ran.returncode == 0, ran.stderr
+    records = manifest(ran.run_dir)
+    assert {r["arg"] for r in records} == {0, 2} and all(r["status"] == "ok" for r in records)
+    assert "warning" not in ran.stderr

@@ -7,6 +7,10 @@
  * Usage: structs wide ROUNDS
  * sum24(std::array<float*, 24ul>, int) ROUNDS times over the same 24 allocations of N floats
  * (buffer j holds j + i, buffer 0 their sum); prints `launches sum24=ROUNDS`.
+ *
+ * Usage: structs null ROUNDS
+ * vecAdd(a, NULL, c, 0) ROUNDS times: a typed pointer left null (an optional input), on
+ * no elements; prints `launches vecAdd=ROUNDS`.
  */
 #include "progcommon.h"
 
@@ -39,6 +43,25 @@ static int wide(CUmodule mod, int rounds)
     return 0;
 }
 
+static int null_input(CUmodule mod, int rounds)
+{
+    struct tally t = {0};
+    CUfunction vec_add;
+    CHECK(cuModuleGetFunction(&vec_add, mod, "_Z6vecAddPKfS0_Pfi"));
+    CUdeviceptr a, none = 0, c;
+    CHECK(cuMemAlloc_v2(&a, N * sizeof(float)));
+    CHECK(cuMemAlloc_v2(&c, N * sizeof(float)));
+    tally_alloc(&t, N * sizeof(float));
+    tally_alloc(&t, N * sizeof(float));
+    int n = 0;
+    void *args[] = {&a, &none, &c, &n};
+    for (int r = 0; r < rounds; r++)
+        CHECK(cuLaunchKernel(vec_add, 1, 1, 1, 64, 1, 1, 0, NULL, args, NULL));
+    tally_launch(&t, "vecAdd", (unsigned long)rounds);
+    tally_print(&t);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct tally t = {0};
@@ -51,6 +74,8 @@ int main(int argc, char **argv)
     CHECK(cuModuleLoadData(&mod, prog_image));
     if (argc > 2 && strcmp(argv[1], "wide") == 0)
         return wide(mod, atoi(argv[2]));
+    if (argc > 2 && strcmp(argv[1], "null") == 0)
+        return null_input(mod, atoi(argv[2]));
     CHECK(cuModuleGetFunction(&add3, mod, "_Z4add3St5arrayIPfLm3EEi"));
     static float host[3 * N], out[N];
     for (int i = 0; i < N; i++) {
