@@ -3,7 +3,6 @@ exit statuses, and the alignment of two runs."""
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import sys
@@ -12,13 +11,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from clirun import run_cli as run_command
 from PIL import Image
 
 import cudump.diff as diffmod
-from cudump.cli import _parser
 from cudump.commands.diff import DiffCommand
 from cudump.diff import Tolerance, align, compare_arrays, diff_runs
-from cudump.errors import CudumpError, DiffTrouble
+from cudump.errors import DiffTrouble
 from cudump.manifest import ManifestWriter, SnapshotRecord
 from cudump.runs import Run
 
@@ -27,15 +26,7 @@ RNG = np.random.default_rng(1234)
 
 def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
     """`cudump diff ...` as cli.main runs it, without needing the other subcommands."""
-    command = DiffCommand()
-    args: argparse.Namespace = _parser(command).parse_args(argv)
-    try:
-        code = command.run(args)
-    except CudumpError as err:
-        print(f"cudump: error: {err}", file=sys.stderr)
-        code = err.exit_code
-    out, err_text = capsys.readouterr()
-    return code, out, err_text
+    return run_command(DiffCommand(), argv, capsys)
 
 
 def expected_metrics(a: np.ndarray, b: np.ndarray, atol: float = 0.0, rtol: float = 0.0):

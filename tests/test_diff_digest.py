@@ -4,21 +4,18 @@ before it."""
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from clirun import run_cli
 
 import cudump.diff as diffmod
-from cudump.cli import _parser
 from cudump.commands.diff import DiffCommand
 from cudump.commands.ls import LsCommand
 from cudump.diff import Tolerance, align, compare_pairs, diff_runs
 from cudump.digest import ALGORITHM, digest, digest_hex
-from cudump.errors import CudumpError
 from cudump.report import HtmlReport, divergent_line
 from cudump.runs import Run
 
@@ -29,15 +26,6 @@ SCALE = "scale"
 MANGLED = {FILL: "_Z4fillIiEvPT_S0_i", ADD: "_Z6vecAddPKfS0_Pfi", SCALE: "scale"}
 
 
-def run_cli(command, argv: list[str], capsys) -> tuple[int, str, str]:
-    args: argparse.Namespace = _parser(command).parse_args(argv)
-    try:
-        code = command.run(args)
-    except CudumpError as err:
-        print(f"cudump: error: {err}", file=sys.stderr)
-        code = err.exit_code
-    out, err_text = capsys.readouterr()
-    return code, out, err_text
 
 
 def record(kernel: str, launch: int, occ: int, arg: int, phase: str, data: np.ndarray, *,

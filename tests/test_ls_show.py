@@ -2,32 +2,21 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from clirun import run_cli
 from PIL import Image
 
-from cudump.cli import _parser
 from cudump.commands.ls import LsCommand
 from cudump.commands.show import ShowCommand, snapshot_stats
-from cudump.errors import CudumpError
 from cudump.imaging import NONFINITE_RGB
 from cudump.manifest import ManifestWriter, SnapshotRecord
 
 KERNEL = "cam::paint<(sl::YUV_CONVENTION)2>(uchar4*, int, float*)"
 
 
-def run_cli(command, argv: list[str], capsys) -> tuple[int, str, str]:
-    args = _parser(command).parse_args(argv)
-    try:
-        code = command.run(args)
-    except CudumpError as err:
-        print(f"cudump: error: {err}", file=sys.stderr)
-        code = err.exit_code
-    out, err_text = capsys.readouterr()
-    return code, out, err_text
 
 
 @pytest.fixture
