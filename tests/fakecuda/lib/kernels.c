@@ -147,19 +147,30 @@ static void frp0k(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
     yuv_to_rgba(y1, u, v, gi, row + 4 * (size_t)(cx + 1));
 }
 
-/* add3(std::array<float*, 3ul> p, int n): p[0][i] = p[1][i] + p[2][i], PyTorch's way of
- * passing an output and two inputs in one by-value struct. */
+/* p[0][i] = p[1][i] + ... + p[count - 1][i] over a by-value std::array<float*, count> p
+ * followed by int n: PyTorch's way of passing an output and its inputs in one struct. */
+static void sum_into_first(size_t kernel, unsigned count, const unsigned char *args,
+                           struct fc_dim3 b, struct fc_dim3 t, struct fc_dim3 d)
+{
+    const struct fc_builtin *k = self(kernel);
+    float *p[24]; /* count is 3 or 24 */
+    memcpy(p, args + k->offsets[0], count * sizeof p[0]);
+    ARG(int, args, k, 1, n);
+    unsigned int i = gx(b, t, d);
+    if ((long long)i >= n)
+        return;
+    float s = 0;
+    for (unsigned j = 1; j < count; j++)
+        s += p[j][i];
+    p[0][i] = s;
+}
+
+/* add3(std::array<float*, 3ul> p, int n): p[0][i] = p[1][i] + p[2][i]. */
 static void add3(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t, struct fc_dim3 d,
                  struct fc_dim3 g)
 {
     (void)g;
-    const struct fc_builtin *k = self(K_ADD3);
-    float *p[3];
-    memcpy(p, args + k->offsets[0], sizeof p);
-    ARG(int, args, k, 1, n);
-    unsigned int i = gx(b, t, d);
-    if ((long long)i < n)
-        p[0][i] = p[1][i] + p[2][i];
+    sum_into_first(K_ADD3, 3, args, b, t, d);
 }
 
 /* sum24(std::array<float*, 24ul> p, int n): p[0][i] = p[1][i] + ... + p[23][i], a kernel
@@ -168,17 +179,7 @@ static void sum24(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
                   struct fc_dim3 g)
 {
     (void)g;
-    const struct fc_builtin *k = self(K_SUM24);
-    float *p[24];
-    memcpy(p, args + k->offsets[0], sizeof p);
-    ARG(int, args, k, 1, n);
-    unsigned int i = gx(b, t, d);
-    if ((long long)i >= n)
-        return;
-    float s = 0;
-    for (int j = 1; j < 24; j++)
-        s += p[j][i];
-    p[0][i] = s;
+    sum_into_first(K_SUM24, 24, args, b, t, d);
 }
 
 /* cudump_tools(struct tool_jobs): the kernel the shim loads as PTX
