@@ -86,7 +86,8 @@ def main() -> int:
                     if mode == "rule":
                         snapshot_bytes.append(summary["snapshot_bytes"])
                     tools[mode] = (summary["launches"], summary.get("repeated_launches", 0),
-                                   summary.get("digests", 0))
+                                   summary.get("digests", 0),
+                                   summary.get("planned_launches", 0))
     bare = statistics.median(step_ms["bare"])
     print(f"training step, {args.steps} steps, ~{per_step} kernel launches per step, "
           f"median of {args.reps}")
@@ -99,13 +100,17 @@ def main() -> int:
         ms = statistics.median(step_ms[mode])
         print(f"{labels[mode]:<22}{ms:>10.3f}{ms / bare:>9.3f}")
     print(f"same loss in every run: {'yes' if len(losses) == 1 else 'NO: ' + str(losses)}")
-    for mode in ("digest", "outputs", "check-nan"):
+    for mode in ("rule", "digest", "outputs", "check-nan"):
         if mode in tools:
-            launches, repeated, digests = tools[mode]
-            print(f"{labels[mode]}: {launches} launches, {repeated} planned by the shim "
-                  f"itself (repeated plans), {digests} digests")
+            launches, repeated, digests, asked = tools[mode]
+            print(f"{labels[mode]}: {launches} launches, {asked} asked about (a round trip "
+                  f"each), {repeated} planned by the shim itself (repeated plans), "
+                  f"{digests} digests")
     if snapshot_bytes:
-        print(f"rule wrote {statistics.median(snapshot_bytes) / 2**20:.1f} MiB per run")
+        written = statistics.median(snapshot_bytes)
+        extra_s = (statistics.median(step_ms["rule"]) - bare) * args.steps / 1e3
+        print(f"rule wrote {written / 2**20:.1f} MiB per run; its cost over bare, "
+              f"{extra_s:.2f} s, is {written / 2**20 / max(extra_s, 1e-9):.0f} MiB/s written")
     for mode, goal in (("cudump", 1.02), ("trace", 1.10), ("digest", 1.5), ("outputs", 1.5),
                        ("check-nan", 1.5)):
         if mode not in step_ms:

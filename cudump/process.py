@@ -49,6 +49,7 @@ class LaunchEvent:
     node: int = 0
     raw_args: list[bytes] | None = None                    # MSG_BEGIN: parameter bytes
     pointers: dict[tuple[int, int], Allocation] = field(default_factory=dict)
+    counted: dict[int, int] = field(default_factory=dict)   # MSG_BEGIN: counter -> n-th launch
 
     @property
     def captured(self) -> bool:
@@ -129,4 +130,10 @@ def decode_launch(payload: bytes) -> LaunchEvent:
         fields = p.POINTER.unpack(payload, pos)
         pos += p.POINTER.size
         event.pointers[(fields["arg"], fields["offset"])] = pointer_allocation(fields)
+    if (len(payload) - pos) % p.COUNTED.size:
+        raise p.ProtocolError("a launch's rule counts do not fill the rest of the message")
+    while pos < len(payload):
+        fields = p.COUNTED.unpack(payload, pos)
+        pos += p.COUNTED.size
+        event.counted[fields["counter"]] = fields["n"]
     return event

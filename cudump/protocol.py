@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import socket
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 from typing import Any, Protocol
 
-VERSION = 5
+VERSION = 6
 MAGIC = 0x50445543
 
 MAX_MESSAGE = 1 << 20
 MAX_REPLY = 64 << 10
-MAX_COPIES = 256
+MAX_COPIES = 512
 MAX_FRAMES = 64
 MAX_PARAMS = 256
 CONTROL_SIZE = 4096
@@ -27,12 +28,15 @@ STAGING_ALIGN = 256
 TOKEN_SIZE = 32
 RING_SLOT_SIZE = 128
 TOOL_RESULT = 32          # staging bytes a CopyFlag.TOOL result takes
-MAX_REPEAT = 256          # copies in a plan the shim may repeat (PlanFlag.REPEAT)
+MAX_REPEAT = 512          # copies in a plan the shim may repeat (PlanFlag.REPEAT)
 REPEAT_WAYS = 64          # repeated plans the shim keeps per function
-MAX_KEYS = 256            # byte ranges a repeated plan is kept by
-RESULT_SLOT_SIZE = 8320
+MAX_KEYS = 512            # byte ranges a repeated plan is kept by
+RESULT_SLOT_SIZE = 16512
 IMAGE_CHUNK = 512 << 10    # image bytes in one Kind.IMAGE message
 TOOL_MODE_SHIFT = 8
+MAX_COUNTERS = 64          # rules whose matching launches the shim counts
+MAX_SELECTORS = 8          # counted rules one function's launches count for
+NO_LIMIT = (1 << 64) - 1   # proto_selector.count of a rule without `count`
 
 
 class Kind(IntEnum):
@@ -68,6 +72,7 @@ class Want(IntFlag):
     SNAPSHOT = 2
     STOP = 4
     CAPTURE = 8     # send the function's module image before its first MSG_BEGIN
+    COUNTED = 16    # SNAPSHOT only for launches a selector of the WANTS reply takes
 
 
 class Option(IntFlag):
@@ -203,11 +208,38 @@ CONTROL = _layout("proto_control", ("magic", "I"), ("version", "I"), ("generatio
                   ("results_slots", "I"), ("scratch_mib", "I"), ("pad0", "32s"),
                   ("ring_head", "Q"), ("pad1", "56s"), ("ring_tail", "Q"), ("pad2", "56s"),
                   ("ring_dropped", "Q"), ("pad3", "56s"), ("results_head", "Q"),
-                  ("pad4", "56s"), ("results_tail", "Q"), ("pad5", "56s"))
+                  ("pad4", "56s"), ("results_tail", "Q"), ("pad5", "56s"),
+                  *[(f"rule_counts[{i}]", "Q") for i in range(MAX_COUNTERS)])
 PARAM = _layout("proto_param", ("offset", "I"), ("size", "I"))
 FUNC = _layout("proto_func", ("id", "I"), ("nparams", "i"), ("handle", "Q"))
 ASK = _layout("proto_ask", ("id", "I"), ("reserved", "I"))
-WANTS = _layout("proto_wants", ("wants", "I"), ("generation", "I"))
+SELECTOR = _layout("proto_selector", ("counter", "I"), ("every", "I"), ("skip", "Q"),
+                   ("count", "Q"))
+WANTS = _layout("proto_wants", ("wants", "I"), ("generation", "I"), ("nselectors", "I"),
+                ("reserved", "I"),
+                *[(f"sel[{i}].{name}", code) for i in range(MAX_SELECTORS)
+                  for name, code in SELECTOR.fields])
+COUNTED = _layout("proto_counted", ("counter", "I"), ("reserved", "I"), ("n", "Q"))
+
+
+@dataclass(frozen=True)
+class Selector:
+    """A counted rule, as proto_selector gives it to the shim."""
+
+    counter: int
+    every: int
+    skip: int
+    count: int      # NO_LIMIT: no limit
+
+
+def wants_payload(wants: int, generation: int, selectors: Sequence[Selector] = ()) -> bytes:
+    """MSG_WANTS: what is wanted of a function, and its counted rules."""
+    fields: dict[str, Any] = {"wants": wants, "generation": generation,
+                              "nselectors": len(selectors)}
+    for i, s in enumerate(selectors[:MAX_SELECTORS]):
+        fields.update({f"sel[{i}].counter": s.counter, f"sel[{i}].every": s.every,
+                       f"sel[{i}].skip": s.skip, f"sel[{i}].count": s.count})
+    return WANTS.pack(**fields)
 LAUNCH = _layout("proto_launch", ("seq", "Q"), ("occurrence", "Q"), ("stream", "Q"),
                  ("tid", "Q"), ("id", "I"), ("device", "i"), ("grid", "3I"), ("block", "3I"),
                  ("smem", "I"), ("api", "I"), ("flags", "I"), ("rc", "i"), ("nparams", "i"),
@@ -254,9 +286,9 @@ QUERY = _layout("proto_query", ("address", "Q"))
 RESUME = _layout("proto_resume", ("mode", "I"), ("reserved", "I"))
 RESULT = _layout("proto_result", ("rc", "i"), ("reserved", "I"), ("nbytes", "Q"))
 
-LAYOUTS = (HEADER, HELLO, WELCOME, CONTROL, PARAM, FUNC, ASK, WANTS, LAUNCH, RING_SLOT, POINTER,
-           MEMORY, GRAPH, NOTICE, GRAPH_NODE, COUNT, STATS, COPY, PLAN, KEY, TOOL_OUT, RESULT_SLOT,
-           IMAGE, PIECE, END, STOPPED, READ, QUERY, RESUME, RESULT)
+LAYOUTS = (HEADER, HELLO, WELCOME, CONTROL, PARAM, FUNC, ASK, SELECTOR, WANTS, COUNTED, LAUNCH,
+           RING_SLOT, POINTER, MEMORY, GRAPH, NOTICE, GRAPH_NODE, COUNT, STATS, COPY, PLAN, KEY,
+           TOOL_OUT, RESULT_SLOT, IMAGE, PIECE, END, STOPPED, READ, QUERY, RESUME, RESULT)
 
 # Byte offsets of the control page's fields, for the controller's stores.
 CONTROL_OFFSETS = CONTROL.offsets()

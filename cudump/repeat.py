@@ -98,6 +98,17 @@ Unusual = Callable[[ProcessState, RepeatTemplate, np.void], None]
 
 
 @dataclass
+class _Taken:
+    """The fields of a batch of ring slots the drain reads, copied out of the ring."""
+
+    event: np.ndarray
+    plan: np.ndarray
+    flags: np.ndarray
+    launch_rc: np.ndarray
+    results: np.ndarray     # (slots, the widest plan's results)
+
+
+@dataclass
 class _Ring:
     proc: ProcessState
     shared: SharedFile
@@ -124,36 +135,58 @@ class ResultDrain(RingDrain[_Ring]):
                             templates))
 
     def _drain(self, ring: _Ring) -> int:
+        """Takes the slots that are ready, in order. A slot is 16 KB, mostly results that
+        no plan uses: only the fields read and the results in use are copied, and only of
+        the slots the shim has finished writing, so that a window of launches still on
+        the GPU costs a few bytes each per look."""
         positions, index = window(len(ring.slots), ring.tail, ring.shared.results_head, BATCH)
-        view = ring.slots[index]
         tag = positions + np.uint64(1)
-        ready = view["ready"] == tag
-        # Every result in use is done (its kernel wrote it) or failed (none will come).
-        results = view["results"]
-        used = np.arange(p.MAX_REPEAT)[None, :] < view["ncopies"][:, None]
-        settled = (~used | (results["rc"] != 0) | (results["done"] == tag[:, None])).all(axis=1)
-        count = leading(ready & settled)
+        count = leading(ring.slots["ready"][index] == tag)
         if count == 0:
             return 0
-        taken = ring.slots[index[:count]].copy()   # out of the ring before it is reused
+        index, tag = index[:count], tag[:count]
+        ncopies = ring.slots["ncopies"][index]
+        width = min(int(ncopies.max()), p.MAX_REPEAT)
+        results = ring.slots["results"][:, :width][index]
+        # Every result in use is done (its kernel wrote it) or failed (none will come).
+        used = np.arange(width)[None, :] < ncopies[:, None]
+        settled = (~used | (results["rc"] != 0) | (results["done"] == tag[:, None])).all(axis=1)
+        count = leading(settled)
+        if count == 0:
+            return 0
+        index = index[:count]
+        # Out of the ring before it is reused: the fields read, and whole slots for the
+        # launches that go the ordinary way.
+        taken = _Taken(ring.slots["event"][index], ring.slots["plan"][index],
+                       ring.slots["flags"][index], ring.slots["launch_rc"][index],
+                       results[:count])
+        lines, plain_launches, digests = self._handle(ring, taken, index)
         ring.tail += count
         ring.shared.set_results_tail(ring.tail)
-        self._handle(ring, taken)
+        if lines and not self._failed:
+            try:
+                self._write_lines(lines)
+            except OSError as err:
+                self._failed = True   # once: the program carries on, the manifest stays whole
+                warn(f"digests are no longer written: {err.strerror or err}")
+        self._counted(plain_launches, digests if not self._failed else 0)
         return count
 
-    def _handle(self, ring: _Ring, taken: np.ndarray) -> None:
+    def _handle(self, ring: _Ring, taken: _Taken, index: np.ndarray
+                ) -> tuple[list[str], int, int]:
         """Each plain launch (it and every tool ran, no scan found anything) becomes one
-        manifest line if it has digests; anything else goes the ordinary way."""
+        manifest line if it has digests; anything else goes the ordinary way. Returns the
+        lines, the plain launches and their digests."""
         lines: list[str] = []
         plain_launches = digests = 0
-        event = taken["event"]
+        event = taken.event
         seqs, occurrences = event["seq"].tolist(), event["occurrence"].tolist()
         grids, blocks = event["grid"].tolist(), event["block"].tolist()
         streams, devices = event["stream"].tolist(), event["device"].tolist()
-        plans, flags, launch_rcs = (taken["plan"].tolist(), taken["flags"].tolist(),
-                                    taken["launch_rc"].tolist())
-        codes = taken["results"]["rc"].tolist()
-        words = taken["results"]["words"][:, :, 0].tolist()
+        plans, flags, launch_rcs = (taken.plan.tolist(), taken.flags.tolist(),
+                                    taken.launch_rc.tolist())
+        codes = taken.results["rc"].tolist()
+        words = taken.results["words"][:, :, 0].tolist()
         pid = ring.proc.pid
         for i, plan in enumerate(plans):
             if flags[i] & p.ResultFlag.TAKEN:
@@ -164,7 +197,7 @@ class ResultDrain(RingDrain[_Ring]):
             rcs, found = codes[i], words[i]
             if (launch_rcs[i] != 0 or any(rcs[k] for k in range(len(template.copies)))
                     or any(found[k] for k in template.after_scans)):
-                self._unusual(ring.proc, template, taken[i])
+                self._unusual(ring.proc, template, ring.slots[index[i]].copy())
                 continue
             plain_launches += 1
             if not template.digests:
@@ -177,13 +210,7 @@ class ResultDrain(RingDrain[_Ring]):
                                     streams[i], devices[i],
                                     [digest_hex(found[k]) for k in template.digests]))
             digests += len(template.digests)
-        if lines and not self._failed:
-            try:
-                self._write_lines(lines)
-            except OSError as err:
-                self._failed = True   # once: the program carries on, the manifest stays whole
-                warn(f"digests are no longer written: {err.strerror or err}")
-        self._counted(plain_launches, digests if not self._failed else 0)
+        return lines, plain_launches, digests
 
     def close(self) -> None:
         """Takes what is left in every ring (waiting a little for the GPU), then stops."""

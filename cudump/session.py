@@ -53,9 +53,9 @@ DRAIN_SECONDS = 5.0
 # Slots of each process's trace ring (128 bytes each): 16 MiB of shared memory, touched
 # only as far as the trace ever runs ahead of the controller.
 TRACE_RING_SLOTS = 1 << 17
-# Slots of each process's result ring (8,320 bytes each): launches whose digests and scans
+# Slots of each process's result ring (16,512 bytes each: 8.1 MiB): launches whose digests and scans
 # may be on their way at once before the shim waits for the controller.
-RESULT_RING_SLOTS = 1 << 10
+RESULT_RING_SLOTS = 1 << 9
 # Device memory each process may lend a launch's snapshot copies (see --scratch).
 DEFAULT_SCRATCH = 1 << 30
 _UCRED = struct.Struct("3i")
@@ -114,15 +114,20 @@ class Controller:
 
     # -- decisions ----------------------------------------------------------------
 
-    def decide(self, proc: ProcessState, func: FuncInfo) -> int:
+    def decide(self, proc: ProcessState, func: FuncInfo) -> tuple[int, list[p.Selector]]:
+        """What is wanted of a function's launches, and its rules the shim counts."""
         wants = p.Want.TRACE if self.options.trace else p.Want(0)
+        selectors: list[p.Selector] = []
         if self.snapshots is not None and self.snapshots.wants(proc, func):
             wants |= p.Want.SNAPSHOT
             if self.snapshots.captures_launches(proc, func):
                 wants |= p.Want.CAPTURE
+            selectors, counted = self.snapshots.selectors(proc, func)
+            if counted:
+                wants |= p.Want.COUNTED
         if self.debugger is not None and self.debugger.wants_stop(func):
             wants |= p.Want.STOP
-        return int(wants)
+        return int(wants), selectors
 
     def bump(self) -> int:
         """Wants may have changed: every process asks again at its next launch."""
@@ -304,12 +309,13 @@ class Connection:
         ctl = self.controller
         assert self.proc is not None
         generation = ctl.generation
+        selectors: list[p.Selector] = []
         try:
-            func.wants = ctl.decide(self.proc, func)
+            func.wants, selectors = ctl.decide(self.proc, func)
         except Exception as err:  # a rule that cannot be applied must not stop the others
             warn(f"cannot decide what to do with {func.demangled}: {err}")
             func.wants = 0
-        self.send(p.Kind.WANTS, p.WANTS.pack(wants=func.wants, generation=generation))
+        self.send(p.Kind.WANTS, p.wants_payload(func.wants, generation, selectors))
 
     def on_func(self, msg: p.Message) -> None:
         assert self.proc is not None
@@ -322,7 +328,7 @@ class Connection:
         fid = p.ASK.unpack(msg.payload)["id"]
         func = self.proc.funcs.get(fid)
         if func is None:
-            self.send(p.Kind.WANTS, p.WANTS.pack(wants=0, generation=self.controller.generation))
+            self.send(p.Kind.WANTS, p.wants_payload(0, self.controller.generation))
             return
         self._wants_reply(func)
 

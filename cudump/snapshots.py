@@ -197,11 +197,15 @@ class Snapshotter:
         self.disk_failed: str | None = None
         self.unsafe_warned: set[tuple[int, int]] = set()
         self.said_no_buffer: set[tuple[int, str]] = set()
+        # id(rule) -> its slot in the control page's rule_counts, for rules that take only
+        # some of the launches they match: the shim counts those launches itself
+        self.counters: dict[int, int] = {}
         self.said_failures: set[tuple[str, str, str]] = set()
         self.bytes_written = 0
         self.digests = 0
         self.nan_producers = 0
         self.repeated = 0
+        self.asked = 0      # launches planned here, each a round trip (MSG_BEGIN)
         self.nan_snapshotted: set[str] = set()   # kernels whose NaN producer was snapshotted
         # (pid, launch) -> the launch and what it did, for --break-on-nan (taken by the session)
         self.nan_found: dict[tuple[int, int], tuple[FuncInfo, LaunchEvent, str]] = {}
@@ -230,6 +234,33 @@ class Snapshotter:
         self._proc(proc.pid).rules[func.id] = FuncRules(parse_signature(func.demangled), matched)
         return True
 
+    def selectors(self, proc: ProcessState, func: FuncInfo) -> tuple[list[p.Selector], bool]:
+        """The rules of this function (after `wants`) that take only some of the launches
+        they match (skip, every, count), as the shim counts them, and whether those are all
+        its rules: then the shim asks only about the launches one of them takes. A rule past
+        the control page's MAX_COUNTERS, or a kernel with more than MAX_SELECTORS of them,
+        is counted here, launch by launch, as before."""
+        fr = self._proc(proc.pid).rules.get(func.id)
+        if fr is None:
+            return [], False
+        selectors = []
+        for rule in fr.rules:
+            counter = self._counter(rule)
+            if counter is not None:
+                selectors.append(p.Selector(counter, rule.every, rule.skip,
+                                            p.NO_LIMIT if rule.count is None else rule.count))
+        every = len(selectors) == len(fr.rules) and len(selectors) <= p.MAX_SELECTORS
+        return selectors[:p.MAX_SELECTORS], every
+
+    def _counter(self, rule: Rule) -> int | None:
+        if rule.skip == 0 and rule.every == 1 and rule.count is None:
+            return None   # it takes every launch: nothing to count
+        with self.lock:
+            counter = self.counters.get(id(rule))
+            if counter is None and len(self.counters) < p.MAX_COUNTERS:
+                counter = self.counters[id(rule)] = len(self.counters)
+            return counter
+
     def captures_launches(self, proc: ProcessState, func: FuncInfo) -> bool:
         """Whether a rule captures this function's launches for replay (after `wants`)."""
         fr = self._proc(proc.pid).rules.get(func.id)
@@ -244,6 +275,8 @@ class Snapshotter:
         (a graph's copy nodes run without the controller), and one MSG_END reports all."""
         in_graph = bool(event.flags & p.LaunchFlag.GRAPH)
         ps = self._proc(proc.pid)
+        with self.lock:
+            self.asked += 1
         if event.flags & p.LaunchFlag.UNSAFE_GRAPH:
             if (proc.pid, event.graph) not in self.unsafe_warned:
                 self.unsafe_warned.add((proc.pid, event.graph))
@@ -368,8 +401,12 @@ class Snapshotter:
             return None
         taken: list[Rule] = []
         for rule in fr.rules:
-            n = ps.matches.get(id(rule), 0) + 1
-            ps.matches[id(rule)] = n
+            counter = self.counters.get(id(rule))
+            if counter is not None and counter in event.counted:
+                n = event.counted[counter]   # counted by the shim, across all its kernels
+            else:
+                n = ps.matches.get(id(rule), 0) + 1
+                ps.matches[id(rule)] = n
             if rule.selects(n):
                 taken.append(rule)
         if not taken or self.stopped:
@@ -407,8 +444,10 @@ class Snapshotter:
         """The copies (or digests, or scans) one rule takes of one launch's buffers."""
         func, event = ctx.func, ctx.event
         copies: list[PlannedCopy] = []
-        targets = self._targets(rule, args, event)
-        if not targets:
+        targets, untracked = self._targets(rule, args, event)
+        for index in untracked:
+            self._untracked(ctx, rule, args[index])
+        if not targets and not untracked:
             self._no_buffer(ctx, rule)
         starts = _pointer_values(args, event)
         for index, arg, where, override in targets:
@@ -461,24 +500,28 @@ class Snapshotter:
 
     @staticmethod
     def _targets(rule: Rule, args: list[ArgValue], event: LaunchEvent
-                 ) -> list[tuple[int, ArgValue | None, int, ArgOverride | None]]:
+                 ) -> tuple[list[tuple[int, ArgValue | None, int, ArgOverride | None]], list[int]]:
         """(argument, the pointer value, byte offset inside the argument, override) of every
-        buffer the rule takes. `args: pointers` takes typed pointers, untyped 8-byte words in
-        a tracked allocation, and every pointer-sized word inside a by-value argument (a
-        struct such as PyTorch's std::array<char*, N>) that falls in a tracked allocation.
-        A null pointer there is an argument left out (a bias, a mask), not a buffer; and
-        --digest and --check-nan take what is tracked, and say nothing of the rest."""
+        buffer the rule takes, and the typed pointers `args: pointers` passed over because
+        they point outside tracked memory. `args: pointers` takes typed pointers, untyped
+        8-byte words in a tracked allocation, and every pointer-sized word inside a by-value
+        argument (a struct such as PyTorch's std::array<char*, N>) that falls in a tracked
+        allocation. A null pointer there is an argument left out (a bias, a mask), and a
+        typed pointer outside tracked memory (cuBLAS's alpha and beta in host memory) is not
+        a buffer cudump can read; a rule that names the argument still gets an error."""
         targets: list[tuple[int, ArgValue | None, int, ArgOverride | None]] = []
+        untracked: list[int] = []
         for index in rule.selected_args(args):
             override = rule.overrides.get(index)
-            if (rule.args == "pointers" and override is None and (index, 0) not in event.pointers
-                    and (args[index].type is None or not args[index].value
-                         or rule.option is not None)):
+            if rule.args == "pointers" and override is None and (index, 0) not in event.pointers:
+                if (args[index].type is not None and args[index].value
+                        and rule.option is None):
+                    untracked.append(index)
                 continue  # a word that points nowhere is not a buffer
             arg, where = _pointer_of(args[index], override)
             targets.append((index, arg, where, override))
         if rule.args != "pointers":
-            return targets
+            return targets, untracked
         taken = {t[0] for t in targets}
         for (index, where) in sorted(event.pointers):
             if index in taken or index in rule.overrides or index >= len(args):
@@ -488,7 +531,20 @@ class Snapshotter:
                 continue
             word = ArgValue(index, None, raw, int.from_bytes(raw, "little"))
             targets.append((index, word, where, None))
-        return targets
+        return targets, untracked
+
+    def _untracked(self, ctx: _Launch, rule: Rule, arg: ArgValue) -> None:
+        """A typed pointer `args: pointers` passes over: said once per kernel and argument."""
+        key = (id(rule), f"{ctx.func.mangled}/{arg.index}")
+        with self.lock:
+            if key in self.said_no_buffer:
+                return
+            self.said_no_buffer.add(key)
+        type_text = arg.type.text if arg.type is not None else "?"
+        warn(f"rule {rule.name} ({rule.path}:{rule.line}): {ctx.func.demangled} arg "
+             f"{arg.index} ({type_text}) holds {int(arg.value or 0):#x}, which is in no tracked "
+             "allocation (host memory, or memory cudump does not see); args: pointers "
+             f"passes over it (name it with args: [{arg.index}] to be told at every launch)")
 
     def _no_buffer(self, ctx: _Launch, rule: Rule) -> None:
         """A rule that matches launches but finds nothing to copy says so once per kernel."""
@@ -920,6 +976,7 @@ class Snapshotter:
         summary.digests = self.digests
         summary.nan_producers = self.nan_producers
         summary.repeated_launches = self.repeated
+        summary.planned_launches = self.asked
         summary.replay_captures = self.captures.count
 
     def close(self) -> None:

@@ -41,6 +41,7 @@ class RunSummary:
     digests: int = 0               # buffers digested on the GPU (format: digest)
     nan_producers: int = 0         # buffers a launch left NaN/Inf in (--check-nan)
     repeated_launches: int = 0     # launches the shim planned itself (a repeated plan)
+    planned_launches: int = 0      # launches the controller was asked about (a round trip)
     replay_captures: int = 0       # launches captured for replay (captures.jsonl)
     trace_dropped: int = 0         # trace events the ring had no room for
     exit_status: int = 0

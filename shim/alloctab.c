@@ -26,13 +26,23 @@ static struct alloc_info *items;
 static size_t count, capacity, dead;
 static struct alloc_info recent[RECENT];
 static size_t nrecent;
-/* Moves on with every change, so that what was worked out from the table (a
- * repeated plan's extents) can tell it may be out of date. */
-static _Atomic unsigned long long epoch = 1;
+/* Move on with every change, and with every removal: what was worked out
+ * from the table (a repeated plan's extents) can tell it may be out of date.
+ * A caching allocator adds segments for a while and then never frees them. */
+static _Atomic unsigned long long epoch = 1, removals = 1;
+/* Every allocation ever added lies in [span_lo, span_hi): most words of a
+ * kernel's parameters (sizes, counts, flags) are rejected by two compares,
+ * without the lock; a multi-tensor kernel's metadata has hundreds of them. */
+static _Atomic CUdeviceptr span_lo = ~(CUdeviceptr)0, span_hi;
 
 unsigned long long alloctab_epoch(void)
 {
     return atomic_load_explicit(&epoch, memory_order_acquire);
+}
+
+unsigned long long alloctab_removals(void)
+{
+    return atomic_load_explicit(&removals, memory_order_acquire);
 }
 
 /* Index of the first entry of `items` whose base is > ptr. */
@@ -100,9 +110,14 @@ void alloctab_add(const struct alloc_info *a)
     struct alloc_info *same = find_exact_locked(a->base);
     if (same) {
         *same = *a; /* the driver reused an address we never saw freed */
+        atomic_fetch_add_explicit(&removals, 1, memory_order_release);
     } else if (nrecent < RECENT || merge_locked()) {
         recent[nrecent++] = *a;
     }
+    if (a->base < atomic_load_explicit(&span_lo, memory_order_relaxed))
+        atomic_store_explicit(&span_lo, a->base, memory_order_relaxed);
+    if (a->base + a->size > atomic_load_explicit(&span_hi, memory_order_relaxed))
+        atomic_store_explicit(&span_hi, a->base + a->size, memory_order_relaxed);
     atomic_fetch_add_explicit(&epoch, 1, memory_order_release);
     pthread_mutex_unlock(&lock);
 }
@@ -129,8 +144,10 @@ bool alloctab_remove(CUdeviceptr base, struct alloc_info *out)
             }
         }
     }
-    if (found)
+    if (found) {
+        atomic_fetch_add_explicit(&removals, 1, memory_order_release);
         atomic_fetch_add_explicit(&epoch, 1, memory_order_release);
+    }
     pthread_mutex_unlock(&lock);
     return found;
 }
@@ -138,6 +155,11 @@ bool alloctab_remove(CUdeviceptr base, struct alloc_info *out)
 bool alloctab_find(CUdeviceptr ptr, struct alloc_info *out)
 {
     bool found = false;
+    /* The bounds grow under the lock as entries are added: a lookup racing
+     * an allocation may miss it, as it could without them. */
+    if (ptr < atomic_load_explicit(&span_lo, memory_order_relaxed) ||
+        ptr >= atomic_load_explicit(&span_hi, memory_order_relaxed))
+        return false;
     pthread_mutex_lock(&lock);
     size_t at = upper_bound(ptr);
     if (at > 0 && items[at - 1].size && ptr < items[at - 1].base + items[at - 1].size) {

@@ -139,6 +139,15 @@ static void store_wants(struct func_entry *e, bool ok, const struct proto_wants 
     const volatile struct proto_control *ctl = channel_control();
     unsigned wants = ok ? w->wants : 0;
     uint32_t gen = ok ? w->generation : (ctl ? ctl->generation : 0);
+    unsigned nsel = 0;
+    for (unsigned i = 0; ok && i < w->nselectors && i < PROTO_MAX_SELECTORS; i++) {
+        if (w->sel[i].counter >= PROTO_MAX_COUNTERS || w->sel[i].every == 0)
+            continue; /* not a selector to trust: the controller counts without it */
+        e->sel[nsel++] = w->sel[i];
+    }
+    if (nsel != (ok ? w->nselectors : 0))
+        wants &= ~(unsigned)WANT_COUNTED;
+    atomic_store_explicit(&e->nselectors, nsel, memory_order_release);
     atomic_store_explicit(&e->wants, wants, memory_order_relaxed);
     atomic_store_explicit(&e->gen, gen, memory_order_relaxed);
 }

@@ -548,7 +548,7 @@ static struct launch_info node_launch(struct graph_exec *g, size_t k, CUstream s
                              ptsz ? API_cuGraphLaunch_ptsz : API_cuGraphLaunch,
                              false, seq, replay, here_device, here_tid, false, false, false,
                              g->id, (uint32_t)replay, (uint32_t)k, false, false, NULL, NULL, 0,
-                             false};
+                             false, 0, {{0}}};
     return li;
 }
 
@@ -717,6 +717,10 @@ static CUresult run_instrumented(cuGraphLaunch_fn real, struct graph_exec *g, CU
             continue;
         struct launch_info li = node_launch(g, k, stream, ptsz, seq, replay);
         li.unsafe_graph = g->unsafe;
+        /* A node's run counts for its rules as a launch does. */
+        launch_select(&li);
+        if (!(li.wants & WANT_SNAPSHOT))
+            continue;
         unsigned first = snap_count(), added = snap_plan_node(&li);
         for (unsigned c = first; c < first + added; c++)
             node_of[c] = (uint32_t)k;

@@ -350,7 +350,7 @@ CUresult hook_cuStreamEndCapture(cuStreamEndCapture_fn real, int ptsz, CUstream 
     }                                                                        \
     struct launch_info li = {e, wants, __VA_ARGS__, interrupted, 0, 0, 0, 0, \
                              false, false, false, 0, 0, 0, false, false,     \
-                             NULL, NULL, 0, false};                          \
+                             NULL, NULL, 0, false, 0, {{0}}};                \
     launch_before(&li);                                                      \
     CUresult rc = call;                                                      \
     launch_after(&li, rc);                                                   \

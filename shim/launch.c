@@ -78,6 +78,33 @@ static int current_device(void)
     return dev;
 }
 
+static bool selects(const struct proto_selector *s, uint64_t n)
+{
+    if (n <= s->skip)
+        return false;
+    uint64_t k = n - s->skip - 1;
+    return k % s->every == 0 && (s->count == UINT64_MAX || k / s->every < s->count);
+}
+
+void launch_select(struct launch_info *li)
+{
+    struct func_entry *e = li->e;
+    unsigned nsel = atomic_load_explicit(&e->nselectors, memory_order_acquire);
+    volatile struct proto_control *ctl = channel_control_rw();
+    li->ncounted = 0;
+    if (!nsel || !ctl || li->captured)
+        return;
+    bool taken = false;
+    for (unsigned i = 0; i < nsel && i < PROTO_MAX_SELECTORS; i++) {
+        const struct proto_selector *s = &e->sel[i];
+        uint64_t n = __atomic_add_fetch(&ctl->rule_counts[s->counter], 1, __ATOMIC_RELAXED);
+        li->counted[li->ncounted++] = (struct proto_counted){.counter = s->counter, .n = n};
+        taken |= selects(s, n);
+    }
+    if ((li->wants & WANT_COUNTED) && !taken)
+        li->wants &= ~(unsigned)WANT_SNAPSHOT;
+}
+
 void launch_before(struct launch_info *li)
 {
     shim_busy++;
@@ -91,6 +118,7 @@ void launch_before(struct launch_info *li)
     li->tid = current_tid();
     li->armed = false;
     li->step = false;
+    launch_select(li);
     /* Copies would invalidate a capture or land in the graph, and a captured
      * launch does not run: while a stream captures, launches are only recorded. */
     if ((li->wants & (WANT_SNAPSHOT | WANT_STOP)) && !li->captured)

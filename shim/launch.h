@@ -34,7 +34,15 @@ struct launch_info {
     struct proto_result_slot *slot;
     uint64_t slot_pos;
     bool deferred;              /* its copies go through scratch and the drain (drain.c) */
+    /* the n-th launch of each counted rule it counts for (launch_select) */
+    unsigned ncounted;
+    struct proto_counted counted[PROTO_MAX_SELECTORS];
 };
+
+/* Counts the launch for its function's counted rules (not a captured one: its
+ * graph's launches count instead); with WANT_COUNTED, drops WANT_SNAPSHOT from
+ * li->wants unless one of them takes this launch. */
+void launch_select(struct launch_info *li);
 
 bool launch_stream_capturing(CUstream stream, int ptsz);
 
@@ -188,14 +196,17 @@ void drain_reset_after_fork(void);
 /* ---- repeat.c: plans the shim repeats on its own, and the result ring ------ */
 
 struct repeat_plan;
-enum { REPEAT_MAX_BYTES = 4096 }; /* launches with more parameter bytes are always asked about */
+/* Launches with more parameter bytes are always asked about: CUDA's limit is
+ * 32,764 (a multi-tensor kernel's metadata takes most of it). */
+enum { REPEAT_MAX_BYTES = 32768 };
 /* The plan kept for a launch of e with these parameter bytes, if it still holds. */
 const struct repeat_plan *repeat_find(const struct func_entry *e, const unsigned char *bytes,
                                       size_t n, uint32_t gen);
 /* Keeps a plan the controller marked PLAN_REPEAT (its copies, by pointer, and keys). */
 void repeat_store(struct func_entry *e, const unsigned char *bytes, size_t n, uint32_t gen,
-                  unsigned long long epoch, uint32_t id, const struct proto_copy *const *copies,
-                  unsigned ncopies, const struct proto_key *keys, unsigned nkeys);
+                  unsigned long long epoch, unsigned long long removals, uint32_t id,
+                  const struct proto_copy *const *copies, unsigned ncopies,
+                  const struct proto_key *keys, unsigned nkeys);
 unsigned repeat_copies(const struct repeat_plan *p);
 /* Takes a result ring slot for the launch and runs the plan's "before" tools;
  * false if the ring has no room (ask the controller instead). */

@@ -39,14 +39,14 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 5
+#define PROTO_VERSION 6
 #define PROTO_MAGIC 0x50445543u /* "CUDP" */
 
 /* ---- limits ---------------------------------------------------------------- */
 enum {
     PROTO_MAX_MESSAGE = 1 << 20,   /* largest message either side accepts */
     PROTO_MAX_REPLY = 64 << 10,    /* largest message the shim reads */
-    PROTO_MAX_COPIES = 256,        /* copies in one plan */
+    PROTO_MAX_COPIES = 512,        /* copies in one plan */
     PROTO_MAX_FRAMES = 64,         /* host stack frames in a backtrace */
     PROTO_MAX_PARAMS = 256,        /* kernel parameters the shim describes */
     PROTO_CONTROL_SIZE = 4096,     /* the control page at the start of the shared file */
@@ -54,11 +54,13 @@ enum {
     PROTO_TOKEN_SIZE = 32,         /* bytes of the session token (hex characters) */
     PROTO_RING_SLOT_SIZE = 128,    /* bytes of one trace ring slot (two cache lines) */
     PROTO_TOOL_RESULT = 32,        /* staging bytes a COPY_TOOL result takes */
-    PROTO_MAX_REPEAT = 256,        /* copies in a plan the shim may repeat (PLAN_REPEAT) */
+    PROTO_MAX_REPEAT = 512,        /* copies in a plan the shim may repeat (PLAN_REPEAT) */
     PROTO_REPEAT_WAYS = 64,        /* repeated plans the shim keeps per function */
-    PROTO_MAX_KEYS = 256,          /* byte ranges a repeated plan is kept by */
-    PROTO_RESULT_SLOT_SIZE = 8320, /* bytes of one result ring slot */
+    PROTO_MAX_KEYS = 512,          /* byte ranges a repeated plan is kept by */
+    PROTO_RESULT_SLOT_SIZE = 16512, /* bytes of one result ring slot */
     PROTO_IMAGE_CHUNK = 512 << 10, /* image bytes in one MSG_IMAGE */
+    PROTO_MAX_COUNTERS = 64,       /* rules whose matching launches the shim counts */
+    PROTO_MAX_SELECTORS = 8,       /* counted rules one function's launches count for */
 };
 
 /* ---- message kinds ----------------------------------------------------------- */
@@ -72,7 +74,8 @@ enum proto_kind {
     MSG_MEMORY = 6,    /* proto_memory: allocation, free, map, unmap (event) */
     MSG_STATS = 7,     /* proto_stats + nfuncs x proto_count, at exit (event) */
     MSG_BEGIN = 8,     /* proto_launch + nparams x proto_param + parameter bytes
-                        * (padded to 8) + nptrs x proto_pointer; reply MSG_PLAN */
+                        * (padded to 8) + nptrs x proto_pointer + one proto_counted
+                        * per selector of the function (the rest); reply MSG_PLAN */
     MSG_END = 9,       /* proto_end + ncopies x int32 result; reply MSG_PLAN: follow-up
                         * copies (phase after only) and PLAN_HALT to hold the launch now
                         * that it has run, usually neither; a follow-up ends with
@@ -116,6 +119,8 @@ enum proto_want {          /* what the controller wants of a function */
     WANT_STOP = 4,         /* send MSG_BEGIN before each launch (it may be held) */
     WANT_CAPTURE = 8,      /* send the function's module image (MSG_IMAGE) before its first
                             * MSG_BEGIN: a launch the controller captures for replay */
+    WANT_COUNTED = 16,     /* WANT_SNAPSHOT holds only for launches a selector of
+                            * proto_wants selects (every rule of the function is counted) */
 };
 
 enum proto_option {        /* proto_welcome.options */
@@ -262,6 +267,9 @@ struct proto_control {
     uint8_t pad4[56];
     uint64_t results_tail;  /* controller: next result slot to consume */
     uint8_t pad5[56];
+    /* shim: launches that matched each counted rule so far (proto_selector.counter),
+     * across every function the rule matches, graph kernel nodes included */
+    uint64_t rule_counts[PROTO_MAX_COUNTERS];
 };
 
 
@@ -282,9 +290,31 @@ struct proto_ask {
     uint32_t reserved;
 };
 
+/* A rule that takes only some of the launches it matches (skip, every, count):
+ * the shim counts its launches itself, so that it asks the controller only
+ * about those it takes. The n-th launch (from 1) is taken when k = n - skip - 1
+ * is >= 0, a multiple of `every`, and k / every < count. */
+struct proto_selector {
+    uint32_t counter;       /* its slot in proto_control.rule_counts */
+    uint32_t every;         /* >= 1 */
+    uint64_t skip;
+    uint64_t count;         /* UINT64_MAX: no limit */
+};
+
 struct proto_wants {
     uint32_t wants;         /* enum proto_want bits */
     uint32_t generation;    /* the control generation the answer holds for */
+    uint32_t nselectors;    /* counted rules of this function, in sel[] */
+    uint32_t reserved;
+    struct proto_selector sel[PROTO_MAX_SELECTORS];
+};
+
+/* After MSG_BEGIN's pointers: one per selector of the function, the n-th
+ * launch this one is of the rule the selector counts. */
+struct proto_counted {
+    uint32_t counter;
+    uint32_t reserved;
+    uint64_t n;
 };
 
 struct proto_launch {

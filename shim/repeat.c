@@ -32,6 +32,7 @@ struct repeat_plan {
     uint32_t gen;               /* the control generation it was planned under */
     uint32_t id;                /* the controller's number for it */
     unsigned long long epoch;   /* the allocation table it was planned against */
+    unsigned long long removals; /* and the table's removals then (alloctab_removals) */
     size_t nbytes;
     unsigned char *bytes;       /* the parameter bytes, owned */
     unsigned nkeys;             /* 0: every byte counts */
@@ -54,12 +55,14 @@ void repeat_reset_after_fork(void)
     lineage++;
 }
 
-static bool in_keys(const struct repeat_plan *p, size_t at)
+/* Whether the word at `at` lies in one of the keys, which are sorted by
+ * offset; *k is where the search starts, and the words are asked about in
+ * order, so a multi-tensor kernel's hundreds of keys cost one pass. */
+static bool in_keys(const struct repeat_plan *p, size_t at, unsigned *k)
 {
-    for (unsigned k = 0; k < p->nkeys; k++)
-        if (at >= p->keys[k].offset && at + 8 <= (size_t)p->keys[k].offset + p->keys[k].size)
-            return true;
-    return false;
+    while (*k < p->nkeys && (size_t)p->keys[*k].offset + p->keys[*k].size < at + 8)
+        ++*k;
+    return *k < p->nkeys && at >= p->keys[*k].offset;
 }
 
 static bool keys_match(const struct repeat_plan *p, const unsigned char *bytes)
@@ -77,12 +80,13 @@ static bool no_other_buffer(const struct func_entry *e, const struct repeat_plan
                             const unsigned char *bytes)
 {
     size_t at = 0;
+    unsigned k = 0;
     for (int i = 0; i < e->nparams; i++) {
         for (size_t off = 0; off + 8 <= e->param_size[i]; off += 8) {
             CUdeviceptr v;
             struct alloc_info a;
             memcpy(&v, bytes + at + off, sizeof v);
-            if (v && !in_keys(p, at + off) && alloctab_find(v, &a))
+            if (v && !in_keys(p, at + off, &k) && alloctab_find(v, &a))
                 return false;
         }
         at += e->param_size[i];
@@ -96,12 +100,17 @@ const struct repeat_plan *repeat_find(const struct func_entry *e, const unsigned
     struct repeat_cache *c = e->repeats;
     if (!c)
         return NULL;
-    unsigned long long epoch = alloctab_epoch();
+    unsigned long long epoch = alloctab_epoch(), removals = alloctab_removals();
     for (unsigned k = 1; k <= REPEAT_WAYS; k++) {
         unsigned i = (c->last + k) % REPEAT_WAYS;
         const struct repeat_plan *p = &c->way[i];
-        if (!p->bytes || p->nbytes != n || p->gen != gen || p->epoch != epoch ||
-            p->lineage != lineage)
+        /* A plan kept by its pointer words holds until an allocation goes away:
+         * its extents end where allocations end, and a word that comes to
+         * point into a new allocation is caught below (no_other_buffer). One
+         * kept by all its bytes (rules with overrides) is planned again after
+         * any change to the table. */
+        if (!p->bytes || p->nbytes != n || p->gen != gen || p->lineage != lineage ||
+            (p->nkeys ? p->removals != removals : p->epoch != epoch))
             continue;
         if (!p->nkeys ? memcmp(p->bytes, bytes, n) == 0 : keys_match(p, bytes)) {
             if (p->nkeys && !no_other_buffer(e, p, bytes))
@@ -113,9 +122,16 @@ const struct repeat_plan *repeat_find(const struct func_entry *e, const unsigned
     return NULL;
 }
 
+static int by_offset(const void *a, const void *b)
+{
+    uint32_t x = ((const struct proto_key *)a)->offset, y = ((const struct proto_key *)b)->offset;
+    return (x > y) - (x < y);
+}
+
 void repeat_store(struct func_entry *e, const unsigned char *bytes, size_t n, uint32_t gen,
-                  unsigned long long epoch, uint32_t id, const struct proto_copy *const *copies,
-                  unsigned ncopies, const struct proto_key *keys, unsigned nkeys)
+                  unsigned long long epoch, unsigned long long removals, uint32_t id,
+                  const struct proto_copy *const *copies, unsigned ncopies,
+                  const struct proto_key *keys, unsigned nkeys)
 {
     if (n > REPEAT_MAX_BYTES || ncopies > PROTO_MAX_REPEAT)
         return;
@@ -140,9 +156,11 @@ void repeat_store(struct func_entry *e, const unsigned char *bytes, size_t n, ui
     }
     memcpy(owned, bytes, n);
     memcpy(owned_keys, keys, nkeys * sizeof *keys);
+    qsort(owned_keys, nkeys, sizeof *owned_keys, by_offset);
     for (unsigned i = 0; i < ncopies; i++)
         owned_copies[i] = *copies[i];
     *p = (struct repeat_plan){.lineage = lineage, .gen = gen, .id = id, .epoch = epoch,
+                              .removals = removals,
                               .nbytes = n, .bytes = owned, .nkeys = nkeys, .keys = owned_keys,
                               .ncopies = ncopies, .copies = owned_copies};
 }
@@ -172,7 +190,7 @@ static void run_phase(struct launch_info *li, enum proto_phase phase)
     struct proto_result_slot *slot = li->slot;
     uint32_t slots;
     results_ring(&slots);
-    struct tool_request reqs[PROTO_MAX_REPEAT];
+    static struct tool_request reqs[PROTO_MAX_REPEAT]; /* under snap_lock; 16 KB */
     unsigned n = 0;
     for (unsigned k = 0; k < p->ncopies; k++)
         if (p->copies[k].phase == phase)

@@ -68,6 +68,10 @@ struct func_entry {
     uint32_t *param_offset;
     uint32_t *param_size;
     struct repeat_cache *repeats; /* plans the shim repeats on its own (snapshot.c) */
+    /* The counted rules its launches count for, given with `wants` (a torn read
+     * while the controller changes rules at the prompt miscounts one launch). */
+    _Atomic unsigned nselectors;
+    struct proto_selector sel[PROTO_MAX_SELECTORS];
     _Atomic(uintptr_t) module;  /* the CUmodule or CUlibrary it came from; 0: not seen */
     _Atomic bool image_sent;    /* its module image went to the controller (MSG_IMAGE) */
 };
@@ -120,6 +124,10 @@ void alloctab_add(const struct alloc_info *a);
 bool alloctab_remove(CUdeviceptr base, struct alloc_info *out);
 /* A number that changes whenever an allocation is added or removed. */
 unsigned long long alloctab_epoch(void);
+/* One that changes only when an allocation goes away (or its address is
+ * reused unseen): what an allocation's extent was worked out to be holds
+ * until then, however many allocations are added. */
+unsigned long long alloctab_removals(void);
 /* Finds the allocation containing ptr. */
 bool alloctab_find(CUdeviceptr ptr, struct alloc_info *out);
 /* alloctab_find, else the driver's cuMemGetAddressRange (kind AK_RANGE). */

@@ -154,6 +154,7 @@ static void build_begin(struct msg *m, const struct launch_info *li)
     }
     msg_add(m, zeros, (8 - param_total % 8) % 8);
     msg_add(m, ptrs, nptrs * sizeof ptrs[0]);
+    msg_add(m, li->counted, li->ncounted * sizeof li->counted[0]);
 }
 
 static bool follow_ups(bool ok, uint32_t *flags);
@@ -205,7 +206,7 @@ static bool accept_plan(const unsigned char *reply, size_t len, uint32_t *flags,
 static bool request_plan(struct msg *m, unsigned base, uint32_t *flags, uint32_t *id)
 {
     /* Under snap_lock, like every caller: one buffer serves them all, off the
-     * program's stack (it is 14 KB). */
+     * program's stack (it is 28 KB). */
     static unsigned char reply[sizeof(struct proto_plan) +
                                PROTO_MAX_COPIES * sizeof(struct proto_copy) +
                                PROTO_MAX_KEYS * sizeof(struct proto_key)];
@@ -225,7 +226,7 @@ static void enqueue_copies(const struct launch_info *li, enum proto_phase phase)
     cuMemcpy2DAsync_v2_fn copy2d = li->ptsz ? real_cuMemcpy2DAsync_v2_ptsz : real_cuMemcpy2DAsync_v2;
     size_t size;
     char *area = staging_area(&size);
-    struct tool_request tools[PROTO_MAX_COPIES];
+    static struct tool_request tools[PROTO_MAX_COPIES]; /* under snap_lock; 16 KB */
     unsigned ntools = 0;
     for (unsigned i = 0; i < ncopies; i++) {
         struct copy *c = &copies[i];
@@ -316,10 +317,11 @@ static void unrelax(CUstreamCaptureMode mode)
  * asked for either; the follow-up copies then replace the reported ones. */
 static bool send_end(uint64_t seq, CUresult launch_rc, CUresult sync_rc, uint32_t *flags)
 {
-    char stack[64 + PROTO_MAX_COPIES * sizeof(int32_t)];
+    /* Under snap_lock: off the program's stack. */
+    static char stack[64 + PROTO_MAX_COPIES * sizeof(int32_t)];
+    static const struct proto_copy *cs[PROTO_MAX_COPIES];
+    static int32_t rcs[PROTO_MAX_COPIES];
     struct msg m;
-    const struct proto_copy *cs[PROTO_MAX_COPIES];
-    int32_t rcs[PROTO_MAX_COPIES];
     for (unsigned i = 0; i < ncopies; i++) {
         cs[i] = &copies[i].c;
         rcs[i] = copies[i].rc;
@@ -473,9 +475,10 @@ static bool param_key(const struct launch_info *li, unsigned char *key, size_t *
 /* Keeps the plan just received if the controller said it may be repeated
  * (digests and scans only; a plan that holds the launch never is). */
 static void keep_plan(struct launch_info *li, const unsigned char *key, size_t nkey,
-                      uint32_t gen, unsigned long long epoch, uint32_t id)
+                      uint32_t gen, unsigned long long epoch, unsigned long long removals,
+                      uint32_t id)
 {
-    const struct proto_copy *kept[PROTO_MAX_REPEAT];
+    static const struct proto_copy *kept[PROTO_MAX_REPEAT]; /* under snap_lock */
     if (ncopies > PROTO_MAX_REPEAT)
         return;
     for (unsigned i = 0; i < ncopies; i++) {
@@ -483,7 +486,8 @@ static void keep_plan(struct launch_info *li, const unsigned char *key, size_t n
             return;
         kept[i] = &copies[i].c;
     }
-    repeat_store(li->e, key, nkey, gen, epoch, id, kept, ncopies, plan_keys, nplan_keys);
+    repeat_store(li->e, key, nkey, gen, epoch, removals, id, kept, ncopies, plan_keys,
+                 nplan_keys);
 }
 
 bool launch_begin(struct launch_info *li)
@@ -495,11 +499,11 @@ bool launch_begin(struct launch_info *li)
     li->repeat = NULL;
     /* A launch the controller only wants digests or scans of may be one it
      * planned before, byte for byte: then it is not asked again. */
-    unsigned char key[REPEAT_MAX_BYTES];
+    static unsigned char key[REPEAT_MAX_BYTES]; /* under snap_lock: off the program's stack */
     size_t nkey = 0;
     const volatile struct proto_control *ctl = channel_control();
     uint32_t gen = ctl ? ctl->generation : 0;
-    unsigned long long epoch = alloctab_epoch();
+    unsigned long long epoch = alloctab_epoch(), removals = alloctab_removals();
     bool keyed = !(li->wants & WANT_STOP) && !li->interrupted && !li->graph &&
                  param_key(li, key, &nkey);
     const struct repeat_plan *known = keyed ? repeat_find(li->e, key, nkey, gen) : NULL;
@@ -519,12 +523,12 @@ bool launch_begin(struct launch_info *li)
     uint32_t flags, id;
     bool ok = request_plan(&m, 0, &flags, &id);
     if (ok && keyed && (flags & PLAN_REPEAT) && !(flags & PLAN_HALT))
-        keep_plan(li, key, nkey, gen, epoch, id);
+        keep_plan(li, key, nkey, gen, epoch, removals, id);
     if (ok && (flags & PLAN_HALT))
         li->step = stop_serve(li, PHASE_BEFORE, CUDA_SUCCESS) == RESUME_STEP;
     li->deferred = false;
     if (ok && ncopies && (flags & PLAN_DEFER) && !li->step) {
-        const struct proto_copy *cs[PROTO_MAX_COPIES];
+        static const struct proto_copy *cs[PROTO_MAX_COPIES]; /* under snap_lock */
         for (unsigned i = 0; i < ncopies; i++)
             cs[i] = &copies[i].c;
         li->deferred = drain_start(li, cs, ncopies);

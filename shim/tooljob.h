@@ -17,7 +17,7 @@
 #define CUDUMP_TOOLJOB_H
 
 enum {
-    TOOL_JOBS = 8,          /* buffers one launch of the kernel serves */
+    TOOL_JOBS = 48,         /* buffers one launch of the kernel serves (3 KB of parameter) */
     TOOL_THREADS = 256,     /* threads per block */
     TOOL_ACC_WORDS = 4,     /* 64-bit words of a job's accumulator: sum, mark, blocks done, - */
 };

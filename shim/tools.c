@@ -165,11 +165,16 @@ static CUresult tool_check(const struct proto_copy *c, unsigned mode)
     return inside_allocation(c) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+/* Blocks for one job: a few units of work per thread (a unit is 16 bytes of a
+ * digest, one element of a scan), so that a block's closing atomics and fences
+ * are spread over more than one load each; at most enough to fill the GPU. */
 static unsigned job_blocks(const struct proto_copy *c, unsigned mode, unsigned max_blocks)
 {
+    enum { UNITS_PER_THREAD = 4 };
     uint64_t units = mode == TOOL_DIGEST ? (c->width + 3) / 4 * c->height / 4 + 1
                                          : c->width / element_size(mode) * c->height;
-    uint64_t blocks = (units + TOOL_THREADS - 1) / TOOL_THREADS;
+    uint64_t per_block = (uint64_t)TOOL_THREADS * UNITS_PER_THREAD;
+    uint64_t blocks = (units + per_block - 1) / per_block;
     return blocks < 1 ? 1 : blocks > max_blocks ? max_blocks : (unsigned)blocks;
 }
 

@@ -84,7 +84,8 @@ def _compile(target: Path, args: list[str]) -> None:
 
 
 def _headers() -> list[Path]:
-    return [*FAKE_DIR.glob("*.h"), *LIB_SRC.glob("*.h"), SHIM_DIR / "cudecl.h"]
+    return [*FAKE_DIR.glob("*.h"), *LIB_SRC.glob("*.h"), SHIM_DIR / "cudecl.h",
+            SHIM_DIR / "tooljob.h"]
 
 
 def build_fakecuda(build_dir: Path = DEFAULT_BUILD_DIR) -> FakeCuda:

@@ -144,6 +144,8 @@ def test_snapshot_filters_count_node_executions(fake, cudump_run, tmp_path):
     ran = cudump_run([str(fake.programs["capture"])], "--rule", str(rule))
     assert ran.returncode == 0, ran.stderr
     assert sorted(r["replay"] for r in manifest(ran.run_dir)) == [3, 6, 9]
+    # The shim counts the node's runs itself: only the three it takes are asked about.
+    assert json.loads((ran.run_dir / "summary.json").read_text())["planned_launches"] == 3
 
 
 def test_set_params_between_replays_changes_what_is_snapshotted(fake, cudump_run, tmp_path):

@@ -27,6 +27,7 @@ CONSTANTS: dict[str, int] = {
     "PROTO_MAX_REPEAT": p.MAX_REPEAT, "PROTO_REPEAT_WAYS": p.REPEAT_WAYS,
     "PROTO_MAX_KEYS": p.MAX_KEYS, "PROTO_RESULT_SLOT_SIZE": p.RESULT_SLOT_SIZE,
     "PROTO_IMAGE_CHUNK": p.IMAGE_CHUNK, "API_COUNT": len(p.APIS),
+    "PROTO_MAX_COUNTERS": p.MAX_COUNTERS, "PROTO_MAX_SELECTORS": p.MAX_SELECTORS,
 }
 ENUMS: list[tuple[type[Enum], str]] = [
     (p.Kind, "MSG_"), (p.Want, "WANT_"), (p.Option, "OPTION_"), (p.LaunchFlag, "LAUNCH_"),
@@ -114,11 +115,16 @@ def test_framing_round_trip() -> None:
 
     a, b = socket.socketpair()
     with a, b:
-        payload = p.WANTS.pack(wants=int(p.Want.TRACE | p.Want.STOP), generation=7)
+        payload = p.wants_payload(int(p.Want.TRACE | p.Want.STOP), 7,
+                                  [p.Selector(3, 100, 2, p.NO_LIMIT)])
         a.sendall(p.encode(p.Kind.WANTS, payload, tag=42))
         msg = p.read_message(b)
         assert msg is not None and msg.kind == p.Kind.WANTS and msg.tag == 42
-        assert p.WANTS.unpack(msg.payload) == {"wants": 5, "generation": 7}
+        fields = p.WANTS.unpack(msg.payload)
+        assert (fields["wants"], fields["generation"], fields["nselectors"]) == (5, 7, 1)
+        assert [fields[f"sel[0].{k}"] for k in ("counter", "every", "skip", "count")] == [
+            3, 100, 2, p.NO_LIMIT]
+        assert fields["sel[1].every"] == 0
         a.sendall(p.HEADER.pack(size=p.MAX_MESSAGE + 1, kind=1, flags=0, tag=0))
         with pytest.raises(p.ProtocolError):
             p.read_message(b)

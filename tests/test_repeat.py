@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 from records import manifest
 
 from cudump.digest import digest, digest_hex
@@ -128,3 +129,47 @@ def test_a_null_pointer_argument_is_no_buffer(fake, cudump_run, tmp_path):
     records = manifest(ran.run_dir)
     assert {r["arg"] for r in records} == {0, 2} and all(r["status"] == "ok" for r in records)
     assert "warning" not in ran.stderr
+
+
+def test_a_host_pointer_argument_is_passed_over_and_said_once(fake, cudump_run, tmp_path):
+    """vecAdd(a, <host address>, c, 0), as cuBLAS passes alpha and beta: args: pointers
+    passes over the typed pointer that is in no tracked allocation, says so once (not at
+    every launch), and the plan of the rest is repeated; a rule naming the argument still
+    gets an error record for it."""
+    program = [str(fake.programs["structs"]), "host", "4"]
+    rule = tmp_path / "outputs.yaml"
+    rule.write_text('rules:\n  - kernel: "*"\n    args: pointers\n    when: after\n'
+                    '    format: digest\n')
+    ran = cudump_run(program, "--rule", str(rule), run_dir=tmp_path / "dig")
+    assert ran.returncode == 0, ran.stderr
+    records = manifest(ran.run_dir)
+    assert sorted({r["arg"] for r in records}) == [0, 2] and len(records) == 2 * 4
+    assert all(r["status"] == "ok" for r in records)
+    [warning] = [line for line in ran.stderr.splitlines() if "warning" in line]
+    assert "vecAdd(float const*, float const*, float*, int) arg 1 (float const*)" in warning
+    assert "in no tracked allocation" in warning and "args: [1]" in warning
+    assert summary(ran.run_dir)["repeated_launches"] == 3
+    named = tmp_path / "named.yaml"
+    named.write_text('rules:\n  - kernel: "*"\n    args: [1]\n    when: after\n'
+                     '    format: digest\n')
+    ran = cudump_run(program, "--rule", str(named), run_dir=tmp_path / "named")
+    records = manifest(ran.run_dir)
+    assert len(records) == 4 and all(r["status"] == "error" for r in records)
+    assert all("not in any tracked allocation" in r["reason"] for r in records)
+
+
+@pytest.mark.parametrize("mode, repeated", [("grow", 5), ("churn", 0)])
+def test_new_allocations_keep_plans_and_frees_end_them(fake, cudump_run, tmp_path, mode,
+                                                       repeated):
+    """vecAdd over the same buffers six times, a new allocation made between launches: a
+    plan kept by its pointer words holds while allocations are only added (a caching
+    allocator growing), and is planned again after one goes away, since an extent ends
+    where an allocation ends."""
+    program = [str(fake.programs["structs"]), mode, "6"]
+    ran = cudump_run(program, "--digest", run_dir=tmp_path / mode)
+    assert ran.returncode == 0, ran.stderr
+    records = manifest(ran.run_dir)
+    assert len(records) == 6 * 6 and all(r["status"] == "ok" for r in records)
+    assert summary(ran.run_dir)["repeated_launches"] == repeated
+    after = [r["digest"] for r in records if r["arg"] == 2 and r["phase"] == "after"]
+    assert len(set(after)) == 1

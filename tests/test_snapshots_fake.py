@@ -96,6 +96,35 @@ def test_launch_filters_pick_the_nth_launches(fake, cudump_run, tmp_path):
     assert np.array_equal(np.load(ran.run_dir / record["file"]), uyvy)
 
 
+@pytest.mark.parametrize("rule, taken", [
+    # every third launch of any kernel: one count across fill, vecAdd and scale
+    ('kernel: "*"\n    every: 3\n', [(n, None) for n in range(1, 21, 3)]),
+    # vecAdd's 2nd, 4th and 6th launches (skip 1, every 2, count 3)
+    ("kernel: vecAdd\n    skip: 1\n    every: 2\n    count: 3\n",
+     [(None, 2), (None, 4), (None, 6)]),
+])
+def test_the_shim_counts_a_rules_launches_and_asks_only_about_those_it_takes(
+        fake, cudump_run, tmp_path, rule, taken):
+    """diverge makes 20 launches of three kernels. A rule that takes some of the launches it
+    matches is counted by the shim (one count per rule, whatever kernel matched), so the
+    controller is asked about the launches the rule takes and no others."""
+    path = tmp_path / "some.yaml"
+    path.write_text(f"rules:\n  - {rule}    args: pointers\n    when: after\n"
+                    "    format: digest\n")
+    ran = cudump_run([str(fake.programs["diverge"]), "5"], "--rule", str(path))
+    assert ran.returncode == 0, ran.stderr
+    records = manifest(ran.run_dir)
+    launches = sorted({(r["launch"], r["occurrence"]) for r in records})
+    assert len(launches) == len(taken)
+    for (launch, occurrence), (want_launch, want_occurrence) in zip(launches, taken,
+                                                                    strict=True):
+        assert want_launch is None or launch == want_launch
+        assert want_occurrence is None or occurrence == want_occurrence
+    assert all(r["status"] == "ok" for r in records)
+    summary = json.loads((ran.run_dir / "summary.json").read_text())
+    assert summary["planned_launches"] == len(taken) and summary["launches"] == 20
+
+
 def test_a_pointer_cudump_cannot_resolve_is_recorded_not_fatal(fake, cudump_run, tmp_path):
     # arg 1 of FrP0k is an int (the pitch), not a buffer: asking for it as a
     # pointer must give a manifest record saying why, and the run goes on.

@@ -4,6 +4,7 @@
  * Each thread function is written the way the CUDA kernel would be, from its
  * global index, so that grid and block sizes matter as they do on a GPU.
  */
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -224,12 +225,19 @@ static void tools(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
 {
     (void)g;
     const struct fc_builtin *k = self(K_TOOLS);
-    struct tool_jobs jobs;
-    memcpy(&jobs, args + k->offsets[0], sizeof jobs);
-    unsigned n = 0, block = b.x;
-    while (n + 1 < jobs.njobs && block >= jobs.job[n].blocks)
-        block -= jobs.job[n++].blocks;
-    const struct tool_job *j = &jobs.job[n];
+    /* Called once per thread: only the job's own 64 bytes are copied out. */
+    const unsigned char *param = args + k->offsets[0];
+    unsigned njobs, n = 0, block = b.x;
+    memcpy(&njobs, param + offsetof(struct tool_jobs, njobs), sizeof njobs);
+    struct tool_job job;
+    for (;;) {
+        memcpy(&job, param + offsetof(struct tool_jobs, job) + n * sizeof job, sizeof job);
+        if (n + 1 >= njobs || block < job.blocks)
+            break;
+        block -= job.blocks;
+        n++;
+    }
+    const struct tool_job *j = &job;
     const unsigned char *base = (const unsigned char *)(uintptr_t)j->src;
     uint64_t width = j->width, height = j->height, pitch = j->pitch;
     uint64_t first = (uint64_t)block * d.x + t.x, stride = (uint64_t)j->blocks * d.x;

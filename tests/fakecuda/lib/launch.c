@@ -31,7 +31,7 @@ static CUresult launch(CUfunction f, struct fc_dim3 grid, struct fc_dim3 block, 
     r = fc_resolve_stream(hStream, per_thread, &s);
     if (r != CUDA_SUCCESS)
         return r;
-    unsigned char args[1024]; /* cudump's own kernel takes a 520-byte struct */
+    unsigned char args[4096]; /* CUDA's limit; cudump's own kernel takes a 3 KB struct */
     if (k->args_size > sizeof args)
         return CUDA_ERROR_NOT_SUPPORTED;
     for (unsigned int i = 0; i < k->nparams; i++) {

@@ -11,6 +11,14 @@
  * Usage: structs null ROUNDS
  * vecAdd(a, NULL, c, 0) ROUNDS times: a typed pointer left null (an optional input), on
  * no elements; prints `launches vecAdd=ROUNDS`.
+ *
+ * Usage: structs host ROUNDS
+ * The same with a host address in place of NULL (as cuBLAS passes alpha and beta).
+ *
+ * Usage: structs grow ROUNDS | structs churn ROUNDS
+ * vecAdd(a, b, c, N) ROUNDS times over the same buffers, with a new allocation of 4 KiB
+ * made between rounds (a caching allocator adding segments); `churn` frees it again before
+ * the next round. Prints `launches vecAdd=ROUNDS`.
  */
 #include "progcommon.h"
 
@@ -43,20 +51,50 @@ static int wide(CUmodule mod, int rounds)
     return 0;
 }
 
-static int null_input(CUmodule mod, int rounds)
+static int odd_input(CUmodule mod, int rounds, CUdeviceptr b)
 {
     struct tally t = {0};
     CUfunction vec_add;
     CHECK(cuModuleGetFunction(&vec_add, mod, "_Z6vecAddPKfS0_Pfi"));
-    CUdeviceptr a, none = 0, c;
+    CUdeviceptr a, c;
     CHECK(cuMemAlloc_v2(&a, N * sizeof(float)));
     CHECK(cuMemAlloc_v2(&c, N * sizeof(float)));
     tally_alloc(&t, N * sizeof(float));
     tally_alloc(&t, N * sizeof(float));
     int n = 0;
-    void *args[] = {&a, &none, &c, &n};
+    void *args[] = {&a, &b, &c, &n};
     for (int r = 0; r < rounds; r++)
         CHECK(cuLaunchKernel(vec_add, 1, 1, 1, 64, 1, 1, 0, NULL, args, NULL));
+    tally_launch(&t, "vecAdd", (unsigned long)rounds);
+    tally_print(&t);
+    return 0;
+}
+
+static int growing(CUmodule mod, int rounds, bool churn)
+{
+    struct tally t = {0};
+    CUfunction vec_add;
+    CHECK(cuModuleGetFunction(&vec_add, mod, "_Z6vecAddPKfS0_Pfi"));
+    CUdeviceptr a, b, c, extra;
+    static float host[N];
+    for (int i = 0; i < N; i++)
+        host[i] = (float)i;
+    CHECK(cuMemAlloc_v2(&a, sizeof host));
+    CHECK(cuMemAlloc_v2(&b, sizeof host));
+    CHECK(cuMemAlloc_v2(&c, sizeof host));
+    CHECK(cuMemcpyHtoD_v2(a, host, sizeof host));
+    CHECK(cuMemcpyHtoD_v2(b, host, sizeof host));
+    for (int k = 0; k < 3; k++)
+        tally_alloc(&t, sizeof host);
+    int n = N;
+    void *args[] = {&a, &b, &c, &n};
+    for (int r = 0; r < rounds; r++) {
+        CHECK(cuLaunchKernel(vec_add, N / 64, 1, 1, 64, 1, 1, 0, NULL, args, NULL));
+        CHECK(cuMemAlloc_v2(&extra, 4096));
+        tally_alloc(&t, 4096);
+        if (churn)
+            CHECK(cuMemFree_v2(extra));
+    }
     tally_launch(&t, "vecAdd", (unsigned long)rounds);
     tally_print(&t);
     return 0;
@@ -75,7 +113,12 @@ int main(int argc, char **argv)
     if (argc > 2 && strcmp(argv[1], "wide") == 0)
         return wide(mod, atoi(argv[2]));
     if (argc > 2 && strcmp(argv[1], "null") == 0)
-        return null_input(mod, atoi(argv[2]));
+        return odd_input(mod, atoi(argv[2]), 0);
+    static float on_host[N];
+    if (argc > 2 && (strcmp(argv[1], "grow") == 0 || strcmp(argv[1], "churn") == 0))
+        return growing(mod, atoi(argv[2]), argv[1][0] == 'c');
+    if (argc > 2 && strcmp(argv[1], "host") == 0)
+        return odd_input(mod, atoi(argv[2]), (CUdeviceptr)(uintptr_t)on_host);
     CHECK(cuModuleGetFunction(&add3, mod, "_Z4add3St5arrayIPfLm3EEi"));
     static float host[3 * N], out[N];
     for (int i = 0; i < N; i++) {
