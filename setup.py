@@ -1,4 +1,5 @@
-"""Build hook: compile the C shim into cudump/_lib/libcudump.so (shim/build.py)."""
+"""Build hook: compile the C shim into cudump/_lib/libcudump.so, and the controller's native diff
+loop into cudump/_lib/libcudumpdiff.so (shim/build.py)."""
 
 import importlib.util
 from pathlib import Path
@@ -17,9 +18,10 @@ _spec.loader.exec_module(shim_build)
 class BuildPyWithShim(build_py):
     def run(self) -> None:
         super().run()
-        shim_build.build_shim(Path(self.build_lib) / "cudump" / "_lib")
-        if self.editable_mode:
-            shim_build.build_shim(ROOT / "cudump" / "_lib")
+        for lib_dir in [Path(self.build_lib) / "cudump" / "_lib",
+                        *([ROOT / "cudump" / "_lib"] if self.editable_mode else [])]:
+            shim_build.build_shim(lib_dir)
+            shim_build.build_diff(lib_dir)
 
 
 class BinaryDistribution(Distribution):

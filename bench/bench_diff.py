@@ -47,6 +47,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from cudump import native  # noqa: E402
 from cudump.cli import main as cudump_main  # noqa: E402
 from cudump.diff import align, parallel_kind  # noqa: E402
 from cudump.manifest import ManifestWriter, SnapshotRecord  # noqa: E402
@@ -185,6 +186,9 @@ def main() -> None:
           f"{cpu_model()}; Python {platform.python_version()}, numpy {np.__version__}")
     print(f"date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}; "
           f"load average {os.getloadavg()[0]:.2f} (other work on the machine skews the numbers)")
+    print("8-bit comparisons: " + ("the native loop (libcudumpdiff.so)" if native.available()
+                                     else "numpy only (libcudumpdiff.so not built: "
+                                          "python3 shim/build.py)"))
     scratch = Path(tempfile.mkdtemp(prefix="cudump-bench-", dir=args.dir))
     try:
         t0 = time.perf_counter()
