@@ -169,6 +169,11 @@ class Rule:
         """Whether the rule wants this function; the caller caches it per function."""
         return self.matcher.matches(demangled, mangled)
 
+    @property
+    def takes_every_launch(self) -> bool:
+        """No skip, every or count: every launch the pattern matches is selected."""
+        return self.skip == 0 and self.every == 1 and self.count is None
+
     def selects(self, match_number: int) -> bool:
         """Whether the n-th matching launch (1-based, per process) is snapshotted."""
         k = match_number - self.skip - 1

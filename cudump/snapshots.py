@@ -253,8 +253,8 @@ class Snapshotter:
         return selectors[:p.MAX_SELECTORS], every
 
     def _counter(self, rule: Rule) -> int | None:
-        if rule.skip == 0 and rule.every == 1 and rule.count is None:
-            return None   # it takes every launch: nothing to count
+        if rule.takes_every_launch:
+            return None   # nothing to count
         with self.lock:
             counter = self.counters.get(id(rule))
             if counter is None and len(self.counters) < p.MAX_COUNTERS:
@@ -310,7 +310,7 @@ class Snapshotter:
                    | p.LaunchFlag.UNSAFE_GRAPH)
         if (fr is None or event.flags & unusual or event.raw_args is None or self.stopped
                 or self.failed != failures_before
-                or not all(r.skip == 0 and r.count is None and r.every == 1 for r in fr.rules)):
+                or not all(r.takes_every_launch for r in fr.rules)):
             return None
         copies = planned.copies if planned is not None else []
         if (len(copies) > p.MAX_REPEAT or any(c.tool is None for c in copies)

@@ -40,7 +40,7 @@ static void scalar(const uint8_t *a, const uint8_t *b, uint64_t from, uint64_t n
 {
     for (uint64_t p = from; p < n; p += channels) {
         unsigned any = 0;
-        for (unsigned ch = 0; ch < channels && p + ch < n; ch++) {
+        for (unsigned ch = 0; ch < channels; ch++) { /* n is whole pixels */
             unsigned d = absdiff(a[p + ch] ^ flip, b[p + ch] ^ flip);
             unsigned differs = d > limit;
             t->sum_abs += d;
