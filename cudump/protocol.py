@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 from typing import Any, Protocol
 
-VERSION = 6
+VERSION = 7
 MAGIC = 0x50445543
 
 MAX_MESSAGE = 1 << 20
@@ -31,7 +31,7 @@ TOOL_RESULT = 32          # staging bytes a CopyFlag.TOOL result takes
 MAX_REPEAT = 512          # copies in a plan the shim may repeat (PlanFlag.REPEAT)
 REPEAT_WAYS = 64          # repeated plans the shim keeps per function
 MAX_KEYS = 512            # byte ranges a repeated plan is kept by
-RESULT_SLOT_SIZE = 16512
+RESULT_SLOT_SIZE = 16520
 IMAGE_CHUNK = 512 << 10    # image bytes in one Kind.IMAGE message
 TOOL_MODE_SHIFT = 8
 MAX_COUNTERS = 64          # rules whose matching launches the shim counts
@@ -96,10 +96,20 @@ class PlanFlag(IntFlag):
     HALT = 1
     REPEAT = 2      # the shim repeats the plan on its own; results come through the ring
     DEFER = 4       # the shim may let the launch go before the copies reach staging
+    GATE = 8        # with REPEAT: the GPU holds the stream when a scan finds something new
 
 
 class ResultFlag(IntFlag):
     TAKEN = 1       # reported by Kind.REPEAT instead of the ring
+
+
+class Gate(IntEnum):
+    """proto_result_slot.gate (protocol.h says how the stream is held)."""
+    NONE = 0
+    HELD = 1        # the stream waits for the shim: the ring's reader waits too
+    ARMED = 2
+    SERVED = 3
+    RELEASED = 4
 
 
 class Phase(IntEnum):
@@ -269,7 +279,7 @@ KEY = _layout("proto_key", ("offset", "I"), ("size", "I"))
 TOOL_OUT = _layout("proto_tool_result", ("words", "2Q"), ("done", "Q"), ("rc", "i"),
                    ("reserved", "I"))
 RESULT_SLOT = _layout("proto_result_slot", ("ready", "Q"), ("plan", "I"), ("ncopies", "I"),
-                      ("launch_rc", "i"), ("flags", "I"),
+                      ("launch_rc", "i"), ("flags", "I"), ("gate", "I"), ("reserved", "I"),
                       *[(f"event.{name}", code) for name, code in LAUNCH.fields],
                       *[(f"results[{i}].{name}", code) for i in range(MAX_REPEAT)
                         for name, code in TOOL_OUT.fields])

@@ -33,11 +33,11 @@ BATCH = 4096
 GRACE_SECONDS = 2.0
 
 SLOT = np.dtype({
-    "names": ["ready", "plan", "ncopies", "launch_rc", "flags", "event", "results"],
-    "formats": ["<u8", "<u4", "<u4", "<i4", "<u4", layout_dtype(p.LAUNCH),
+    "names": ["ready", "plan", "ncopies", "launch_rc", "flags", "gate", "event", "results"],
+    "formats": ["<u8", "<u4", "<u4", "<i4", "<u4", "<u4", layout_dtype(p.LAUNCH),
                 (layout_dtype(p.TOOL_OUT), (p.MAX_REPEAT,))],
     "offsets": [p.RESULT_SLOT.offsets()[f] for f in
-                ("ready", "plan", "ncopies", "launch_rc", "flags", "event.seq",
+                ("ready", "plan", "ncopies", "launch_rc", "flags", "gate", "event.seq",
                  "results[0].words")],
     "itemsize": p.RESULT_SLOT_SIZE,
 })
@@ -151,6 +151,9 @@ class ResultDrain(RingDrain[_Ring]):
         # Every result in use is done (its kernel wrote it) or failed (none will come).
         used = np.arange(width)[None, :] < ncopies[:, None]
         settled = (~used | (results["rc"] != 0) | (results["done"] == tag[:, None])).all(axis=1)
+        # A launch whose stream is held for the shim (a scan found something) is the
+        # shim's to report; it is passed only once the shim has opened the gate.
+        settled &= ring.slots["gate"][index] != p.Gate.HELD
         count = leading(settled)
         if count == 0:
             return 0

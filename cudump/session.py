@@ -385,7 +385,7 @@ class Connection:
             snapshots = self.controller.snapshots
             stop_only = bool(event.flags & p.LaunchFlag.STOP_ONLY)
             if snapshots is not None and func.wants & p.Want.SNAPSHOT and not stop_only:
-                failures = snapshots.failed
+                failures = snapshots.thread_failures()
                 try:
                     planned = snapshots.plan(self.proc, func, event, self.shared.staging_size)
                     if not func.wants & p.Want.STOP:
@@ -399,6 +399,10 @@ class Connection:
         flags = p.PlanFlag.HALT if halt else p.PlanFlag(0)
         if repeat is not None and not halt:
             flags |= p.PlanFlag.REPEAT
+            if not self.controller.options.break_on_nan:
+                # --break-on-nan holds the launching thread at a producer, so its
+                # scans are waited for; otherwise the GPU holds the stream instead.
+                flags |= p.PlanFlag.GATE
         if (planned is not None and planned.copies and not halt
                 and all(c.tool is None for c in planned.copies)):
             # Plain copies: their MSG_END is answered with nothing, whenever it comes.

@@ -36,7 +36,8 @@ from cudump.console import say, warn
 from cudump.digest import ALGORITHM as DIGEST_ALGORITHM
 from cudump.digest import SCAN_ELEMENT_SIZE, SCAN_MODES, Scan, digest_hex
 from cudump.elements import BF16_NOTE, float_type_in_name
-from cudump.geometry import CopyPlan, GeometryError, plan_copy
+from cudump.extents import KnownStarts, cut_at_next
+from cudump.geometry import Allocation, CopyPlan, GeometryError, plan_copy
 from cudump.imaging import is_image_like, render, save_png
 from cudump.manifest import ManifestWriter, SnapshotRecord
 from cudump.pattern import name_forms
@@ -169,6 +170,7 @@ class ProcessSnapshots:
     templates: dict[int, RepeatTemplate] = field(default_factory=dict)  # plan id -> plan
     template_ids: dict[int, collections.deque[int]] = field(default_factory=dict)  # per function
     last_template: int = 0
+    starts: KnownStarts = field(default_factory=KnownStarts)  # where buffers begin (extents)
 
 
 @dataclass
@@ -201,6 +203,9 @@ class Snapshotter:
         # some of the launches they match: the shim counts those launches itself
         self.counters: dict[int, int] = {}
         self.said_failures: set[tuple[str, str, str]] = set()
+        # Failures recorded by each thread: whether planning one launch recorded any is
+        # told apart from failures other threads record meanwhile (the result drain's).
+        self._thread_failures = threading.local()
         self.bytes_written = 0
         self.digests = 0
         self.nan_producers = 0
@@ -301,15 +306,16 @@ class Snapshotter:
                   planned: PlannedLaunch | None, failures_before: int) -> Repeat | None:
         """Whether the shim may repeat this launch's plan on its own (p.PlanFlag.REPEAT) for
         launches with the same parameter bytes: digests and scans only, every rule of the
-        function taking every launch, nothing that failed or streams. Without overrides
-        the plan depends only on the pointer words: those are its keys, and a seed or step
-        count elsewhere may change."""
+        function taking every launch, nothing that failed while planning it (on this
+        thread: `failures_before` is thread_failures() before the plan) or streams.
+        Without overrides the plan depends only on the pointer words: those are its keys,
+        and a seed or step count elsewhere may change."""
         ps = self._proc(proc.pid)
         fr = ps.rules.get(func.id)
         unusual = (p.LaunchFlag.GRAPH | p.LaunchFlag.STOP_ONLY | p.LaunchFlag.INTERRUPTED
                    | p.LaunchFlag.UNSAFE_GRAPH)
         if (fr is None or event.flags & unusual or event.raw_args is None or self.stopped
-                or self.failed != failures_before
+                or self.thread_failures() != failures_before
                 or not all(r.takes_every_launch for r in fr.rules)):
             return None
         copies = planned.copies if planned is not None else []
@@ -420,6 +426,7 @@ class Snapshotter:
             return None
         args = decode_args(fr.signature, event.raw_args)
         values = arg_values(args)
+        ps.starts.learn(_pointer_values(args, event))
         copies: list[PlannedCopy] = []
         capture: list[PlannedCopy] | None = None
         stems: set[str] = set()
@@ -449,7 +456,7 @@ class Snapshotter:
             self._untracked(ctx, rule, args[index])
         if not targets and not untracked:
             self._no_buffer(ctx, rule)
-        starts = _pointer_values(args, event)
+        starts = self._proc(ctx.proc.pid).starts
         for index, arg, where, override in targets:
             for phase in ("before", "after"):
                 if phase not in rule.when:
@@ -468,9 +475,10 @@ class Snapshotter:
                     and alloc is not None and alloc.kind != "pitched"
                 extent = "allocation-rest"
                 if rest:
-                    # Another buffer of this launch further into the same allocation (a
-                    # caching allocator's neighbouring tensor) ends this one.
-                    cut = _up_to_next(plan, starts)
+                    # Another buffer further into the same allocation (a caching
+                    # allocator's neighbouring tensor) ends this one.
+                    assert alloc is not None
+                    cut = cut_at_next(plan, starts.next_after(plan.address, alloc))
                     if cut is not plan:
                         plan, extent = cut, "to-next-buffer"
                 tool = _tool_of(rule, plan, func)
@@ -873,10 +881,15 @@ class Snapshotter:
         record.extra["rule"] = rule.origin
         self._fail(record, reason)
 
+    def thread_failures(self) -> int:
+        """Failures recorded so far by the calling thread."""
+        return int(getattr(self._thread_failures, "count", 0))
+
     def _fail(self, record: SnapshotRecord, reason: str) -> None:
         record.status = "error"
         record.reason = reason
         record.file = None
+        self._thread_failures.count = self.thread_failures() + 1
         what = f"arg {record.arg}" if not record.extra.get("arg_unknown") else "its arguments"
         with self.lock:
             self.failed += 1
@@ -1032,29 +1045,15 @@ def _digest_fields(plan: CopyPlan, words: int) -> dict[str, object]:
             "row_bytes": plan.width_bytes, "rows": plan.height, "algorithm": DIGEST_ALGORITHM}
 
 
-def _pointer_values(args: list[ArgValue], event: LaunchEvent) -> list[int]:
-    """Every address the launch's arguments hold that lies in a known allocation."""
+def _pointer_values(args: list[ArgValue], event: LaunchEvent) -> list[tuple[int, Allocation]]:
+    """Every address the launch's arguments hold that lies in a known allocation, with it."""
     values = []
-    for index, where in event.pointers:
+    for (index, where), alloc in event.pointers.items():
         if index < len(args):
             raw = args[index].raw[where:where + 8]
             if len(raw) == 8:
-                values.append(int.from_bytes(raw, "little"))
+                values.append((int.from_bytes(raw, "little"), alloc))
     return values
-
-
-def _up_to_next(plan: CopyPlan, starts: list[int]) -> CopyPlan:
-    """A 1-D plan cut short where another of the launch's buffers begins inside it."""
-    end = plan.address + plan.nbytes
-    inside = [v for v in starts if plan.address < v < end]
-    if not inside or plan.height != 1:
-        return plan
-    element = max(1, plan.nbytes // max(1, plan.shape[0]))
-    count = (min(inside) - plan.address) // element
-    if count < 1:
-        return plan
-    return replace(plan, width_bytes=count * element, pitch=count * element,
-                   shape=(count, *plan.shape[1:]))
 
 
 def _tool_of(rule: Rule, plan: CopyPlan, func: FuncInfo) -> p.ToolMode | None:
@@ -1066,12 +1065,20 @@ def _tool_of(rule: Rule, plan: CopyPlan, func: FuncInfo) -> p.ToolMode | None:
     if not rule.is_scan:
         return None
     dtype, note = plan.dtype, plan.note
+    guessed = None
     if dtype == "uint8" and plan.type_text is None:
         guessed = float_type_in_name(func.demangled)
         if guessed is None:
             return None
         dtype, note = guessed.dtype, guessed.note
-    return SCAN_MODES.get("bfloat16" if dtype == "uint16" and note == BF16_NOTE else dtype)
+    mode = SCAN_MODES.get("bfloat16" if dtype == "uint16" and note == BF16_NOTE else dtype)
+    size = SCAN_ELEMENT_SIZE.get(mode) if mode is not None else None
+    if guessed is not None and size and (plan.address % size
+                                         or plan.height > 1 and plan.pitch % size):
+        # Not aligned to the type the name mentions: not a buffer of that type (a mask
+        # or an index array of the same kernel), so there is nothing to scan.
+        return None
+    return mode
 
 
 def _whole_elements(plan: CopyPlan, tool: p.ToolMode) -> CopyPlan:

@@ -548,7 +548,7 @@ static struct launch_info node_launch(struct graph_exec *g, size_t k, CUstream s
                              ptsz ? API_cuGraphLaunch_ptsz : API_cuGraphLaunch,
                              false, seq, replay, here_device, here_tid, false, false, false,
                              g->id, (uint32_t)replay, (uint32_t)k, false, false, NULL, NULL, 0,
-                             false, 0, {{0}}};
+                             false, 0, {{0}}, false};
     return li;
 }
 

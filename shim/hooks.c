@@ -25,6 +25,7 @@ static void after_fork_child(void)
     graph_reset_after_fork();
     tools_reset_after_fork();
     repeat_reset_after_fork();
+    gate_reset_after_fork();
     modules_reset_after_fork();
     drain_reset_after_fork();
     atomic_store(&shim_stats.seq, 0);
@@ -350,7 +351,7 @@ CUresult hook_cuStreamEndCapture(cuStreamEndCapture_fn real, int ptsz, CUstream 
     }                                                                        \
     struct launch_info li = {e, wants, __VA_ARGS__, interrupted, 0, 0, 0, 0, \
                              false, false, false, 0, 0, 0, false, false,     \
-                             NULL, NULL, 0, false, 0, {{0}}};                \
+                             NULL, NULL, 0, false, 0, {{0}}, false};         \
     launch_before(&li);                                                      \
     CUresult rc = call;                                                      \
     launch_after(&li, rc);                                                   \

@@ -37,6 +37,7 @@ struct launch_info {
     /* the n-th launch of each counted rule it counts for (launch_select) */
     unsigned ncounted;
     struct proto_counted counted[PROTO_MAX_SELECTORS];
+    bool gated;                 /* a repeated plan's scans not waited for (gate.c) */
 };
 
 /* Counts the launch for its function's counted rules (not a captured one: its
@@ -152,11 +153,16 @@ struct tool_request {
                                          * copy's index in a plan, or PROTO_MAX_COPIES +
                                          * a ring slot's index * PROTO_MAX_REPEAT + its own */
     uint64_t tag;                       /* written to result->done after the result */
+    uint32_t *gate;                     /* a scan after a launch: the slot's gate, or NULL */
+    const struct proto_tool_result *before; /* and the scan before it, or NULL */
 };
 /* Runs cudump's kernel over the buffers of n tool copies on the launch's stream
  * (as few launches as it takes); sets each result's rc. The kernel writes the
- * words and `done` once the stream gets there. */
-void tools_run(const struct launch_info *li, struct tool_request *reqs, unsigned n);
+ * words and `done` once the stream gets there. With `hold`, the stream then
+ * waits on the GPU until that gate is open (at least GATE_ARMED); returns
+ * whether that wait is queued (always true without `hold`). */
+bool tools_run(const struct launch_info *li, struct tool_request *reqs, unsigned n,
+               const uint32_t *hold);
 void tools_reset_after_fork(void);
 
 /* The copies of a graph launch's kernel nodes: planned node by node (one
@@ -204,7 +210,7 @@ const struct repeat_plan *repeat_find(const struct func_entry *e, const unsigned
                                       size_t n, uint32_t gen);
 /* Keeps a plan the controller marked PLAN_REPEAT (its copies, by pointer, and keys). */
 void repeat_store(struct func_entry *e, const unsigned char *bytes, size_t n, uint32_t gen,
-                  unsigned long long epoch, unsigned long long removals, uint32_t id,
+                  unsigned long long epoch, unsigned long long removals, uint32_t id, bool gate,
                   const struct proto_copy *const *copies, unsigned ncopies,
                   const struct proto_key *keys, unsigned nkeys);
 unsigned repeat_copies(const struct repeat_plan *p);
@@ -213,9 +219,35 @@ unsigned repeat_copies(const struct repeat_plan *p);
 bool repeat_start(struct launch_info *li, const struct repeat_plan *p);
 /* Runs the "after" tools and hands the slot to the ring's reader. Returns true
  * if a scan found new non-finite values: the slot is then appended to
- * `report` (a MSG_REPEAT) for the caller to send. */
+ * `report` (a MSG_REPEAT) for the caller to send. A gated launch returns
+ * false at once: gate.c takes it from there. */
 bool repeat_end(struct launch_info *li, CUresult launch_rc, struct msg *report);
 void repeat_reset_after_fork(void);
+
+/* ---- gate.c: launches whose scans nobody waits for (PLAN_GATE) ------------- */
+
+/* Whether another gated launch can be kept track of now (under snap_lock). */
+bool gate_room(void);
+/* Keeps track of a gated launch until its gate is settled (under snap_lock). */
+void gate_add(const struct launch_info *li);
+/* Opens every held gate without copies: for a thread about to wait on the
+ * GPU, which may be waiting behind one. Cheap when nothing is gated. */
+void gate_release_held(void);
+/* Under snap_lock, before a launch: serves the held gates if the newest gated
+ * launch is held (the GPU has caught up with it: its stream would make the
+ * launch wait). One look, so that a launch pays next to nothing. */
+void gate_serve_newest(void);
+/* Waits for an event recorded on a stream the caller waits for: as
+ * cuEventSynchronize, opening held gates meanwhile while any launch is gated. */
+CUresult gate_wait_event(CUevent ev);
+void gate_reset_after_fork(void);
+/* snapshot.c: reports a held launch (MSG_REPEAT with its slot), makes the
+ * copies the answer asks for on `stream`, a stream of the launch's context
+ * that does not wait for the held one. Returns whether the controller took
+ * the report. Under snap_lock. */
+bool snap_serve_gate(struct proto_result_slot *slot, uint64_t seq, CUstream stream);
+/* snapshot.c: runs f(arg) under snap_lock if it can be had within `ms`. */
+bool snap_locked(unsigned ms, void (*f)(void *), void *arg);
 
 /* ---- stop.c: a held launch --------------------------------------------------- */
 

@@ -39,7 +39,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 6
+#define PROTO_VERSION 7
 #define PROTO_MAGIC 0x50445543u /* "CUDP" */
 
 /* ---- limits ---------------------------------------------------------------- */
@@ -57,7 +57,7 @@ enum {
     PROTO_MAX_REPEAT = 512,        /* copies in a plan the shim may repeat (PLAN_REPEAT) */
     PROTO_REPEAT_WAYS = 64,        /* repeated plans the shim keeps per function */
     PROTO_MAX_KEYS = 512,          /* byte ranges a repeated plan is kept by */
-    PROTO_RESULT_SLOT_SIZE = 16512, /* bytes of one result ring slot */
+    PROTO_RESULT_SLOT_SIZE = 16520, /* bytes of one result ring slot */
     PROTO_IMAGE_CHUNK = 512 << 10, /* image bytes in one MSG_IMAGE */
     PROTO_MAX_COUNTERS = 64,       /* rules whose matching launches the shim counts */
     PROTO_MAX_SELECTORS = 8,       /* counted rules one function's launches count for */
@@ -166,10 +166,31 @@ enum proto_plan_flag {     /* proto_plan.flags */
                             * the launch stream, let the launch go, and move them through
                             * staging (MSG_PIECE, MSG_END) from another thread later; a
                             * MSG_BEGIN waits until that is done */
+    PLAN_GATE = 8,         /* with PLAN_REPEAT: the shim need not wait for the scans of a
+                            * launch made with this plan; cudump's kernel holds the stream
+                            * instead when one finds a new NaN or Inf (proto_gate) */
 };
 
 enum proto_result_flag {   /* proto_result_slot.flags */
     RESULT_TAKEN = 1,      /* reported by MSG_REPEAT instead: the ring's reader skips it */
+};
+
+/* proto_result_slot.gate: a launch whose scans nobody waits for (PLAN_GATE).
+ * The stream waits, on the GPU, until the word is at least GATE_ARMED; cudump's
+ * kernel writes GATE_HELD when a scan after the launch finds non-finite values
+ * where the scan before it found none, so the stream stops right after the
+ * launch that produced them, with its buffers as it left them. The shim then
+ * reports the launch (MSG_REPEAT), makes the copies the answer asks for on a
+ * stream of its own, and opens the gate: GATE_SERVED. If it cannot (the
+ * controller is gone, or the shim is busy for too long), it opens it without
+ * copies: GATE_RELEASED, and the ring's reader reports the launch. The reader
+ * never passes a slot whose gate is GATE_HELD. */
+enum proto_gate {
+    GATE_NONE = 0,         /* the shim waited for this launch's scans itself */
+    GATE_HELD = 1,
+    GATE_ARMED = 2,
+    GATE_SERVED = 3,
+    GATE_RELEASED = 4,
 };
 
 enum proto_phase { PHASE_BEFORE = 0, PHASE_AFTER = 1 };
@@ -448,6 +469,8 @@ struct proto_result_slot {
     uint32_t ncopies;       /* results in use, in the plan's order */
     int32_t launch_rc;
     uint32_t flags;         /* enum proto_result_flag */
+    uint32_t gate;          /* enum proto_gate; the device writes it, and waits on it */
+    uint32_t reserved;
     struct proto_launch event;
     struct proto_tool_result results[PROTO_MAX_REPEAT];
 };

@@ -11,12 +11,16 @@
  * message at all: the launch goes into a slot of the result ring, and cudump's
  * kernel writes each result, then its `done`, into that slot from the GPU.
  *
- * Scans are the exception that must wait: a launch that leaves NaN or Inf
- * where there was none is worth snapshotting as it left its buffers, which
- * only the launching thread can still do. So with scans the shim waits for
- * the results (the small read the check costs), and if one shows a new
- * non-finite value it reports the launch at once (MSG_REPEAT), which the
- * controller answers with the copies to make, as it answers MSG_END.
+ * Scans are the exception: a launch that leaves NaN or Inf where there was
+ * none is worth snapshotting as it left its buffers. With PLAN_GATE the
+ * launch goes on at once and the stream waits on the GPU behind cudump's
+ * kernel, which holds it only when a scan finds something new; gate.c then
+ * has the launch reported and its buffers copied before the stream moves on.
+ * Without (--break-on-nan, which holds the launching thread, or a driver
+ * without stream memory operations) the shim waits for the results itself,
+ * and if one shows a new non-finite value it reports the launch at once
+ * (MSG_REPEAT), which the controller answers with the copies to make, as it
+ * answers MSG_END.
  *
  * Everything here runs under snapshot.c's lock, one wanted launch at a time.
  */
@@ -31,6 +35,7 @@ struct repeat_plan {
     unsigned lineage;           /* a forked child plans anew: its buffers are not these */
     uint32_t gen;               /* the control generation it was planned under */
     uint32_t id;                /* the controller's number for it */
+    bool gate;                  /* PLAN_GATE: nobody waits for its scans */
     unsigned long long epoch;   /* the allocation table it was planned against */
     unsigned long long removals; /* and the table's removals then (alloctab_removals) */
     size_t nbytes;
@@ -129,7 +134,7 @@ static int by_offset(const void *a, const void *b)
 }
 
 void repeat_store(struct func_entry *e, const unsigned char *bytes, size_t n, uint32_t gen,
-                  unsigned long long epoch, unsigned long long removals, uint32_t id,
+                  unsigned long long epoch, unsigned long long removals, uint32_t id, bool gate,
                   const struct proto_copy *const *copies, unsigned ncopies,
                   const struct proto_key *keys, unsigned nkeys)
 {
@@ -159,7 +164,8 @@ void repeat_store(struct func_entry *e, const unsigned char *bytes, size_t n, ui
     qsort(owned_keys, nkeys, sizeof *owned_keys, by_offset);
     for (unsigned i = 0; i < ncopies; i++)
         owned_copies[i] = *copies[i];
-    *p = (struct repeat_plan){.lineage = lineage, .gen = gen, .id = id, .epoch = epoch,
+    *p = (struct repeat_plan){.lineage = lineage, .gen = gen, .id = id, .gate = gate,
+                              .epoch = epoch,
                               .removals = removals,
                               .nbytes = n, .bytes = owned, .nkeys = nkeys, .keys = owned_keys,
                               .ncopies = ncopies, .copies = owned_copies};
@@ -184,21 +190,57 @@ static struct proto_result_slot *reserve(uint64_t *pos)
     return &ring[*pos & (slots - 1)];
 }
 
-static void run_phase(struct launch_info *li, enum proto_phase phase)
+static bool same_buffer(const struct proto_copy *a, const struct proto_copy *b)
+{
+    return a->src == b->src && a->width == b->width && a->height == b->height &&
+           a->pitch == b->pitch && a->flags == b->flags;
+}
+
+/* The scan of the same buffer before the launch, if the plan has one. */
+static int scan_before(const struct repeat_plan *p, const struct proto_copy *c)
+{
+    int found = -1;
+    for (unsigned b = 0; b < p->ncopies; b++)
+        if (p->copies[b].phase == PHASE_BEFORE && same_buffer(&p->copies[b], c))
+            found = (int)b;
+    return found;
+}
+
+/* Runs one phase's tools; after a gated launch, the stream then waits on the
+ * gate. Returns whether it does (true where there is no gate to wait on). */
+static bool run_phase(struct launch_info *li, enum proto_phase phase)
 {
     const struct repeat_plan *p = li->repeat;
     struct proto_result_slot *slot = li->slot;
     uint32_t slots;
     results_ring(&slots);
+    bool gated = phase == PHASE_AFTER && li->gated;
     static struct tool_request reqs[PROTO_MAX_REPEAT]; /* under snap_lock; 16 KB */
     unsigned n = 0;
+    for (unsigned k = 0; k < p->ncopies; k++) {
+        const struct proto_copy *c = &p->copies[k];
+        if (c->phase != phase)
+            continue;
+        reqs[n] = (struct tool_request){
+            c, &slot->results[k],
+            PROTO_MAX_COPIES + (unsigned)(li->slot_pos & (slots - 1)) * PROTO_MAX_REPEAT + k,
+            li->slot_pos + 1, NULL, NULL};
+        if (gated && tool_mode(c) != TOOL_DIGEST) {
+            int b = scan_before(p, c);
+            reqs[n].gate = &slot->gate;
+            reqs[n].before = b < 0 ? NULL : &slot->results[b];
+        }
+        n++;
+    }
+    return tools_run(li, reqs, n, gated ? &slot->gate : NULL);
+}
+
+static bool has_scans(const struct repeat_plan *p)
+{
     for (unsigned k = 0; k < p->ncopies; k++)
-        if (p->copies[k].phase == phase)
-            reqs[n++] = (struct tool_request){
-                &p->copies[k], &slot->results[k],
-                PROTO_MAX_COPIES + (unsigned)(li->slot_pos & (slots - 1)) * PROTO_MAX_REPEAT + k,
-                li->slot_pos + 1};
-    tools_run(li, reqs, n);
+        if (tool_mode(&p->copies[k]) != TOOL_DIGEST)
+            return true;
+    return false;
 }
 
 bool repeat_start(struct launch_info *li, const struct repeat_plan *p)
@@ -211,6 +253,8 @@ bool repeat_start(struct launch_info *li, const struct repeat_plan *p)
     slot->ncopies = p->ncopies;
     slot->launch_rc = 0;
     slot->flags = 0;
+    li->gated = p->gate && has_scans(p) && gate_room();
+    slot->gate = li->gated ? GATE_ARMED : GATE_NONE;
     slot->event = (struct proto_launch){
         .seq = li->seq, .occurrence = li->occurrence,
         .stream = (uint64_t)(uintptr_t)li->stream, .tid = li->tid, .id = li->e->id,
@@ -226,12 +270,6 @@ bool repeat_start(struct launch_info *li, const struct repeat_plan *p)
     return true;
 }
 
-static bool same_buffer(const struct proto_copy *a, const struct proto_copy *b)
-{
-    return a->src == b->src && a->width == b->width && a->height == b->height &&
-           a->pitch == b->pitch && a->flags == b->flags;
-}
-
 /* Whether a scan found non-finite values after the launch in a buffer that
  * had none before it (or that was not scanned before it). */
 static bool new_nonfinite(const struct repeat_plan *p, const struct proto_result_slot *slot)
@@ -241,21 +279,10 @@ static bool new_nonfinite(const struct repeat_plan *p, const struct proto_result
         if (c->phase != PHASE_AFTER || tool_mode(c) == TOOL_DIGEST || slot->results[k].rc != 0 ||
             slot->results[k].words[0] == 0)
             continue;
-        bool before_clean = true;
-        for (unsigned b = 0; b < p->ncopies; b++)
-            if (p->copies[b].phase == PHASE_BEFORE && same_buffer(&p->copies[b], c))
-                before_clean = slot->results[b].rc != 0 || slot->results[b].words[0] == 0;
-        if (before_clean)
+        int b = scan_before(p, c);
+        if (b < 0 || slot->results[b].rc != 0 || slot->results[b].words[0] == 0)
             return true;
     }
-    return false;
-}
-
-static bool has_scans(const struct repeat_plan *p)
-{
-    for (unsigned k = 0; k < p->ncopies; k++)
-        if (tool_mode(&p->copies[k]) != TOOL_DIGEST)
-            return true;
     return false;
 }
 
@@ -263,13 +290,24 @@ bool repeat_end(struct launch_info *li, CUresult launch_rc, struct msg *report)
 {
     struct proto_result_slot *slot = li->slot;
     slot->launch_rc = launch_rc;
-    if (launch_rc == CUDA_SUCCESS)
-        run_phase(li, PHASE_AFTER);
+    bool held = launch_rc == CUDA_SUCCESS && run_phase(li, PHASE_AFTER);
+    if (li->gated && held) {
+        /* Nobody waits: the GPU holds the stream if a scan finds something.
+         * (The slot is the reader's first: gate.c knows a slot by its `ready`.) */
+        __atomic_store_n(&slot->ready, li->slot_pos + 1, __ATOMIC_RELEASE);
+        gate_add(li);
+        li->repeat = NULL;
+        li->slot = NULL;
+        return false;
+    }
     bool found = false;
     if (has_scans(li->repeat)) {
         /* The results are written from the GPU: once the stream is through,
          * they are all there. */
         found = launch_wait_stream(li) == CUDA_SUCCESS && new_nonfinite(li->repeat, slot);
+        /* A gate the stream does not wait on (the wait could not be queued):
+         * the kernel may have written it, and the ring's reader would wait. */
+        __atomic_store_n(&slot->gate, GATE_NONE, __ATOMIC_RELEASE);
         if (found)
             slot->flags |= RESULT_TAKEN;
     }

@@ -24,6 +24,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "launch.h"
@@ -236,7 +237,7 @@ static void enqueue_copies(const struct launch_info *li, enum proto_phase phase)
             /* All of a phase's in one go: one launch of cudump's kernel. */
             if (area)
                 tools[ntools++] = (struct tool_request){
-                    &c->c, (struct proto_tool_result *)(area + c->c.offset), i, 1};
+                    &c->c, (struct proto_tool_result *)(area + c->c.offset), i, 1, NULL, NULL};
             else
                 c->rc = CUDA_ERROR_NOT_FOUND;
             continue;
@@ -249,7 +250,7 @@ static void enqueue_copies(const struct launch_info *li, enum proto_phase phase)
                                     c->c.height);
         c->rc = copy2d(&m, li->stream);
     }
-    tools_run(li, tools, ntools);
+    tools_run(li, tools, ntools, NULL);
     for (unsigned k = 0; k < ntools; k++)
         copies[tools[k].acc].rc = tools[k].result->rc;
 }
@@ -476,7 +477,7 @@ static bool param_key(const struct launch_info *li, unsigned char *key, size_t *
  * (digests and scans only; a plan that holds the launch never is). */
 static void keep_plan(struct launch_info *li, const unsigned char *key, size_t nkey,
                       uint32_t gen, unsigned long long epoch, unsigned long long removals,
-                      uint32_t id)
+                      uint32_t id, bool gate)
 {
     static const struct proto_copy *kept[PROTO_MAX_REPEAT]; /* under snap_lock */
     if (ncopies > PROTO_MAX_REPEAT)
@@ -486,7 +487,7 @@ static void keep_plan(struct launch_info *li, const unsigned char *key, size_t n
             return;
         kept[i] = &copies[i].c;
     }
-    repeat_store(li->e, key, nkey, gen, epoch, removals, id, kept, ncopies, plan_keys,
+    repeat_store(li->e, key, nkey, gen, epoch, removals, id, gate, kept, ncopies, plan_keys,
                  nplan_keys);
 }
 
@@ -494,6 +495,7 @@ bool launch_begin(struct launch_info *li)
 {
     pthread_mutex_lock(&snap_lock);
     drain_wait_idle(); /* the staging area is the drain's until then */
+    gate_serve_newest();
     saved_mode = relax();
     ncopies = 0;
     li->repeat = NULL;
@@ -523,7 +525,7 @@ bool launch_begin(struct launch_info *li)
     uint32_t flags, id;
     bool ok = request_plan(&m, 0, &flags, &id);
     if (ok && keyed && (flags & PLAN_REPEAT) && !(flags & PLAN_HALT))
-        keep_plan(li, key, nkey, gen, epoch, removals, id);
+        keep_plan(li, key, nkey, gen, epoch, removals, id, flags & PLAN_GATE);
     if (ok && (flags & PLAN_HALT))
         li->step = stop_serve(li, PHASE_BEFORE, CUDA_SUCCESS) == RESUME_STEP;
     li->deferred = false;
@@ -554,7 +556,7 @@ CUresult launch_wait_stream(const struct launch_info *li)
     cuEventRecord_fn record = li->ptsz ? real_cuEventRecord_ptsz : real_cuEventRecord;
     rc = record ? record(ev, li->stream) : CUDA_ERROR_NOT_FOUND;
     if (rc == CUDA_SUCCESS)
-        rc = real_cuEventSynchronize(ev);
+        rc = gate_wait_event(ev);
     real_cuEventDestroy_v2(ev);
     return rc;
 }
@@ -572,14 +574,36 @@ CUresult stop_copy_wait(const struct launch_info *li, CUdeviceptr src, size_t wi
     return rc == CUDA_SUCCESS ? launch_wait_stream(li) : rc;
 }
 
+/* Each round makes the "after" copies, waits for the kernel and them (the
+ * controller reads the staging area as soon as it hears back) and reports
+ * them; the answer may ask for follow-up copies, which make the next round.
+ * The controller asks once per finding; the bound only keeps a confused one
+ * from holding the launch: copies it asks for past it are not made. Returns
+ * whether an answer asked to hold the launch (PLAN_HALT). */
+static bool after_rounds(struct launch_info *li, CUresult launch_rc, bool more, int round)
+{
+    bool halt = false;
+    for (; more; round++) {
+        if (launch_rc == CUDA_SUCCESS) {
+            enqueue_copies(li, PHASE_AFTER);
+            run_pieces(li, PHASE_AFTER);
+        }
+        CUresult sync_rc = launch_wait_stream(li);
+        uint32_t flags;
+        if (!ncopies || !send_end(li->seq, launch_rc, sync_rc, &flags))
+            break;
+        if (flags & PLAN_HALT)
+            halt = true;
+        if (round == 4)
+            break;
+    }
+    ncopies = 0;
+    return halt;
+}
+
 void launch_finish(struct launch_info *li, CUresult launch_rc)
 {
-    /* Each round makes the "after" copies, waits for the kernel and them (the
-     * controller reads the staging area as soon as it hears back) and reports
-     * them; the answer may ask for follow-up copies, which make the next round.
-     * The controller asks once per finding; the bound only keeps a confused
-     * one from holding the launch: copies it asks for past it are not made.
-     * A repeated plan's launch reports nothing unless a scan found something. */
+    /* A repeated plan's launch reports nothing unless a scan found something. */
     int round = 0;
     bool more = true;
     if (li->deferred) {
@@ -593,24 +617,51 @@ void launch_finish(struct launch_info *li, CUresult launch_rc)
             li->step = true;
         round = 1;
     }
-    for (; more; round++) {
-        if (launch_rc == CUDA_SUCCESS) {
-            enqueue_copies(li, PHASE_AFTER);
-            run_pieces(li, PHASE_AFTER);
-        }
-        CUresult sync_rc = launch_wait_stream(li);
-        uint32_t flags;
-        if (!ncopies || !send_end(li->seq, launch_rc, sync_rc, &flags))
-            break;
-        if (flags & PLAN_HALT)
-            li->step = true;
-        if (round == 4)
-            break;
-    }
-    ncopies = 0;
+    if (after_rounds(li, launch_rc, more, round))
+        li->step = true;
     /* After MSG_END: the staging area is free again for the stop's reads. */
     if (li->step)
         stop_serve(li, PHASE_AFTER, launch_rc);
     unrelax(saved_mode);
     pthread_mutex_unlock(&snap_lock);
+}
+
+bool snap_locked(unsigned ms, void (*f)(void *), void *arg)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    if (pthread_mutex_timedlock(&snap_lock, &until) != 0)
+        return false;
+    f(arg);
+    pthread_mutex_unlock(&snap_lock);
+    return true;
+}
+
+bool snap_serve_gate(struct proto_result_slot *slot, uint64_t seq, CUstream stream)
+{
+    drain_wait_idle(); /* the staging area is the drain's until then */
+    if (__atomic_load_n(&slot->gate, __ATOMIC_ACQUIRE) != GATE_HELD)
+        return false; /* opened meanwhile by a thread that had to wait on the GPU */
+    CUstreamCaptureMode mode = relax();
+    char stack[256]; /* the slot itself (16 KB) goes on the heap: this is rare */
+    struct msg m;
+    msg_init(&m, stack, sizeof stack, MSG_REPEAT, seq);
+    msg_add(&m, slot, sizeof *slot);
+    ncopies = 0;
+    uint32_t flags = 0;
+    bool ok = request_plan(&m, 0, &flags, NULL);
+    if (ok)
+        slot->flags |= RESULT_TAKEN; /* before the gate opens: the ring's reader skips it */
+    /* The launch's own stream is held: the copies go on `stream`. A hold it
+     * asks for (PLAN_HALT) is not kept: the launching thread is long gone. */
+    struct launch_info li = {.stream = stream, .seq = seq};
+    after_rounds(&li, (CUresult)slot->launch_rc, follow_ups(ok, &flags), 1);
+    unrelax(mode);
+    return ok;
 }

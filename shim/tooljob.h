@@ -12,12 +12,17 @@
  * mapped), writes `tag` into the result's `done` after it, and zeroes the
  * accumulator for the next use. So nothing needs zeroing before a launch and
  * nothing needs copying after it: one kernel launch per phase of a launch.
+ *
+ * A scan after a launch may also be given `gate` (a word the stream waits on,
+ * protocol.h's proto_gate) and `before` (the result of the scan of the same
+ * buffer before the launch, or 0): where it finds non-finite values and that
+ * scan found none, the last block writes GATE_HELD into the gate before `done`.
  */
 #ifndef CUDUMP_TOOLJOB_H
 #define CUDUMP_TOOLJOB_H
 
 enum {
-    TOOL_JOBS = 48,         /* buffers one launch of the kernel serves (3 KB of parameter) */
+    TOOL_JOBS = 48,         /* buffers one launch of the kernel serves (4 KB of parameter) */
     TOOL_THREADS = 256,     /* threads per block */
     TOOL_ACC_WORDS = 4,     /* 64-bit words of a job's accumulator: sum, mark, blocks done, - */
 };
@@ -30,6 +35,8 @@ struct tool_job {
     unsigned long long result;  /* device address of its struct proto_tool_result */
     unsigned long long acc;     /* device address of TOOL_ACC_WORDS zeroed words */
     unsigned long long tag;     /* written to the result's `done` once the result is there */
+    unsigned long long gate;    /* scans after a launch: device address of its 32-bit gate, or 0 */
+    unsigned long long before;  /* and of the result of the scan before it, or 0 */
     unsigned int mode;          /* enum proto_tool_mode */
     unsigned int blocks;        /* blocks of the grid that work on it (at least 1) */
 };

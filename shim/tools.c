@@ -29,11 +29,13 @@
 
 _Static_assert(sizeof(struct proto_tool_result) == PROTO_TOOL_RESULT, "tool result size");
 _Static_assert(sizeof(struct proto_result_slot) == PROTO_RESULT_SLOT_SIZE, "result slot size");
-_Static_assert(sizeof(struct tool_job) == 64, "tool_job has no implicit padding");
+_Static_assert(sizeof(struct tool_job) == 80, "tool_job has no implicit padding");
+_Static_assert(sizeof(struct tool_jobs) <= 4096, "the kernel's parameter fits any launch");
 
 enum {
     MAX_TOOL_CONTEXTS = 32,
     CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+    CU_STREAM_WAIT_VALUE_GEQ = 0,
     ACC_BYTES = TOOL_ACC_WORDS * 8,
 };
 
@@ -112,13 +114,15 @@ static void load_kernel(struct tool_ctx *t, const struct launch_info *li)
     }
 }
 
-/* The device's address of a result in staging or the result ring; 0 if none. */
-static CUdeviceptr device_address(const struct tool_ctx *t, const void *host)
+/* The device's address of `size` bytes in staging or the result ring; 0 if none. */
+static CUdeviceptr device_address(const struct tool_ctx *t, const void *host, size_t size)
 {
+    if (!host)
+        return 0;
     for (int i = 0; i < 2; i++) {
         const struct view *v = &t->views[i];
         if (v->dev && (const char *)host >= v->host &&
-            (const char *)host + sizeof(struct proto_tool_result) <= v->host + v->size)
+            (const char *)host + size <= v->host + v->size)
             return v->dev + (CUdeviceptr)((const char *)host - v->host);
     }
     return 0;
@@ -210,7 +214,7 @@ static void run_on(const struct launch_info *li, const struct tool_ctx *t,
         struct tool_request *r = &reqs[i];
         const struct proto_copy *c = r->copy;
         unsigned mode = tool_mode(c);
-        CUdeviceptr result = device_address(t, r->result);
+        CUdeviceptr result = device_address(t, r->result, sizeof *r->result);
         CUresult rc = r->acc >= t->accs ? CUDA_ERROR_INVALID_VALUE
                       : !result         ? CUDA_ERROR_NOT_SUPPORTED /* not pinned and mapped */
                                         : tool_check(c, mode);
@@ -221,16 +225,30 @@ static void run_on(const struct launch_info *li, const struct tool_ctx *t,
         jobs.job[jobs.njobs] = (struct tool_job){
             .src = c->src, .width = c->width, .height = c->height, .pitch = c->pitch,
             .result = result, .acc = t->scratch + (CUdeviceptr)r->acc * ACC_BYTES,
-            .tag = r->tag, .mode = mode, .blocks = blocks};
+            .tag = r->tag, .gate = device_address(t, r->gate, sizeof *r->gate),
+            .before = device_address(t, r->before, sizeof *r->before), .mode = mode,
+            .blocks = blocks};
         batch[jobs.njobs++] = r;
         grid += blocks;
     }
 }
 
-void tools_run(const struct launch_info *li, struct tool_request *reqs, unsigned n)
+/* The stream waits, on the GPU, for the gate to open (PLAN_GATE). */
+static bool hold_stream(const struct launch_info *li, const struct tool_ctx *t,
+                        const uint32_t *gate)
+{
+    cuStreamWaitValue32_v2_fn wait =
+        li->ptsz ? real_cuStreamWaitValue32_v2_ptsz : real_cuStreamWaitValue32_v2;
+    CUdeviceptr at = device_address(t, gate, sizeof *gate);
+    return wait && at &&
+           wait(li->stream, at, GATE_ARMED, CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS;
+}
+
+bool tools_run(const struct launch_info *li, struct tool_request *reqs, unsigned n,
+               const uint32_t *hold)
 {
     if (!n)
-        return;
+        return !hold;
     /* The stream's context, made current for the calls below if it is not. */
     CUcontext ctx = NULL, current = NULL;
     cuStreamGetCtx_fn stream_ctx = li->ptsz ? real_cuStreamGetCtx_ptsz : real_cuStreamGetCtx;
@@ -244,8 +262,10 @@ void tools_run(const struct launch_info *li, struct tool_request *reqs, unsigned
     CUresult rc = !ctx || (ctx != current && !pushed) ? CUDA_ERROR_INVALID_CONTEXT
                   : (t = tool_context(ctx, li)) == NULL ? CUDA_ERROR_OUT_OF_MEMORY
                                                         : t->rc;
+    bool held = !hold;
     if (rc == CUDA_SUCCESS) {
         run_on(li, t, reqs, n);
+        held = held || hold_stream(li, t, hold);
     } else {
         for (unsigned i = 0; i < n; i++)
             reqs[i].result->rc = rc;
@@ -254,4 +274,5 @@ void tools_run(const struct launch_info *li, struct tool_request *reqs, unsigned
         CUcontext popped;
         real_cuCtxPopCurrent_v2(&popped);
     }
+    return held;
 }

@@ -3,12 +3,19 @@ kernel on the stand-in driver, reported, and its buffers snapshotted as it left 
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 from records import manifest
 
+from cudump import protocol as p
 from cudump.errors import RuleError
-from cudump.rules import load_rules
+from cudump.geometry import CopyPlan
+from cudump.manifest import ManifestWriter, SnapshotRecord
+from cudump.process import FuncInfo
+from cudump.rules import SCAN_FORMATS, load_rules, option_rule
+from cudump.snapshots import Snapshotter, _tool_of
 
 INDEX = 37
 
@@ -41,6 +48,24 @@ def test_the_producer_among_many_launches(fake, cudump_run):
     assert np.isposinf(a[INDEX]) and np.isneginf(b[INDEX]) and np.isnan(c[INDEX])
     assert np.isfinite(np.delete(c, INDEX)).all()
     assert np.array_equal(np.delete(c, INDEX), np.delete(a + b, INDEX))
+
+
+@pytest.mark.parametrize("launches", [5, 6])
+def test_the_producer_is_snapshotted_when_no_launch_follows_it(fake, cudump_run, launches):
+    """The program goes on without waiting for the scans: the GPU holds the stream after the
+    producer until cudump has copied its buffers. Here nothing of the program's comes after it
+    on that stream (5: it exits; 6: one more launch, which cudump's kernel must wait behind,
+    and a copy)."""
+    ran = cudump_run([str(fake.programs["nans"]), str(launches), str(INDEX), "5"],
+                     "--check-nan")
+    assert ran.returncode == 0, ran.stderr
+    assert f"launches vecAdd={launches}" in ran.stdout
+    records = manifest(ran.run_dir)
+    assert [r["occurrence"] for r in records if "nonfinite" in r] == [5]
+    snaps = {r["arg"]: r for r in records if r.get("file")}
+    assert sorted(snaps) == [0, 1, 2]
+    c = np.load(ran.run_dir / snaps[2]["file"])
+    assert np.isnan(c[INDEX]) and np.isfinite(np.delete(c, INDEX)).all()
 
 
 def test_every_producer_is_reported_the_first_snapshotted(fake, cudump_run):
@@ -90,3 +115,42 @@ def test_break_on_nan_stops_after_the_producer_and_carries_on(fake, cudump_run, 
     records = manifest(ran.run_dir)
     assert sorted((r["arg"], r["phase"]) for r in records if "file" in r and r["file"]) == [
         (0, "after"), (1, "after"), (2, "after")]
+
+
+def _plan(address: int, nbytes: int) -> CopyPlan:
+    return CopyPlan(arg=0, address=address, width_bytes=nbytes, height=1, pitch=nbytes,
+                    dtype="uint8", shape=(nbytes,), type_text=None)
+
+
+def test_a_word_not_aligned_to_the_type_the_name_mentions_is_not_scanned():
+    """Untyped pointer words of a kernel whose name mentions one float type are scanned as
+    that type, unless the address is not aligned to it: then it is another buffer of the
+    kernel (a mask, an index array), not one of that type, and nothing is scanned. Before,
+    each such launch recorded a failure and was asked about anew."""
+    rule = option_rule("--check-nan", SCAN_FORMATS)
+    func = FuncInfo(1, 0, "_Z1kv", "void k<float>(std::array<char*, 2ul>)", None)
+    assert _tool_of(rule, _plan(0x1000, 64), func) == p.ToolMode.SCAN_F32
+    assert _tool_of(rule, _plan(0x1002, 64), func) is None
+    half = FuncInfo(2, 0, "_Z1hv", "void k<c10::Half>(std::array<char*, 2ul>)", None)
+    assert _tool_of(rule, _plan(0x1002, 64), half) == p.ToolMode.SCAN_F16
+
+
+def test_failures_are_counted_per_thread(tmp_path):
+    """A launch is repeatable only if planning it recorded no failure; failures another
+    thread records meanwhile (the result drain's) do not count against it."""
+    snap = Snapshotter([], tmp_path, None, ManifestWriter(tmp_path))
+    try:
+        def record() -> SnapshotRecord:
+            return SnapshotRecord(kernel="k", mangled="k", launch=1, occurrence=1, pid=1,
+                                  grid=[1, 1, 1], block=[1, 1, 1], stream="0x0", arg=0,
+                                  type=None, phase="after", address="0x0", dtype=None,
+                                  shape=None, file=None)
+        before = snap.thread_failures()
+        worker = threading.Thread(target=snap._fail, args=(record(), "elsewhere"))
+        worker.start()
+        worker.join()
+        assert snap.failed == 1 and snap.thread_failures() == before
+        snap._fail(record(), "here")
+        assert snap.failed == 2 and snap.thread_failures() == before + 1
+    finally:
+        snap.close()

@@ -33,7 +33,7 @@ ENUMS: list[tuple[type[Enum], str]] = [
     (p.Kind, "MSG_"), (p.Want, "WANT_"), (p.Option, "OPTION_"), (p.LaunchFlag, "LAUNCH_"),
     (p.PlanFlag, "PLAN_"), (p.ResultFlag, "RESULT_"), (p.Phase, "PHASE_"), (p.CopyFlag, "COPY_"),
     (p.ResumeMode, "RESUME_"), (p.NoticeKind, "NOTICE_"),
-    (p.MemoryOp, "MEM_"), (p.ToolMode, "TOOL_"),
+    (p.MemoryOp, "MEM_"), (p.ToolMode, "TOOL_"), (p.Gate, "GATE_"),
 ]
 for enum, prefix in ENUMS:
     for member in enum:

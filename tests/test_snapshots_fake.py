@@ -253,6 +253,27 @@ def test_args_pointers_finds_buffers_inside_by_value_structs(fake, cudump_run, t
     assert np.array_equal(b, 0.5 * np.arange(n, dtype=np.float32))
 
 
+def test_a_buffer_ends_where_an_earlier_launch_began_another(fake, cudump_run, tmp_path):
+    """vecAdd(p0, p0, p0, N) in place, after add3 passed the allocation's three pieces: its
+    buffer ends where add3's second piece begins (learned from the earlier launch), not at
+    the end of the allocation."""
+    rule = tmp_path / "all.yaml"
+    rule.write_text('rules:\n  - kernel: "*"\n    format: npy\n')
+    ran = cudump_run([str(fake.programs["structs"]), "pieces"], "--rule", str(rule))
+    assert ran.returncode == 0, ran.stderr
+    assert "launches add3=1 vecAdd=1" in ran.stdout
+    n = 256
+    records = [r for r in manifest(ran.run_dir) if r["kernel"].startswith("vecAdd")]
+    assert sorted((r["arg"], r["phase"]) for r in records) == [
+        (a, ph) for a in range(3) for ph in ("after", "before")]
+    for r in records:
+        assert r["status"] == "ok" and r["shape"] == [n], r
+        assert r["extent"] == "to-next-buffer"
+    out = next(r for r in records if r["arg"] == 2 and r["phase"] == "after")
+    assert np.array_equal(np.load(ran.run_dir / out["file"]),
+                          3.0 * np.arange(n, dtype=np.float32))
+
+
 def test_a_rule_that_finds_no_buffer_says_so_once(tmp_path, capsys):
     """A kernel of plain numbers: the rule matches every launch, finds nothing to copy, and
     says so once for that kernel, with how to name a buffer."""

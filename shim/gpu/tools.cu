@@ -131,9 +131,13 @@ extern "C" __global__ void cudump_tools(const struct tool_jobs jobs)
     // The last block of the job: every other block's sums are in.
     __threadfence();
     volatile unsigned long long *result = (volatile unsigned long long *)j.result;
-    result[0] = atomicExch(acc, 0ull);
+    const unsigned long long found = atomicExch(acc, 0ull);
+    result[0] = found;
     result[1] = atomicExch(acc + 1, 0ull);
     acc[2] = 0;
-    __threadfence_system();   // the result reaches the host before `done` does
+    // A new NaN or Inf: hold the stream (the wait after this kernel) for the shim.
+    if (j.gate && found && (!j.before || ((volatile unsigned long long *)j.before)[0] == 0))
+        *(volatile unsigned int *)j.gate = 1;   // GATE_HELD (protocol.h)
+    __threadfence_system();   // the result and the gate reach the host before `done` does
     result[2] = j.tag;
 }

@@ -80,7 +80,7 @@ def test_torch_fill_pointer_discovery_and_check_nan(workdir, tmp_path):
     x = np.load(dump / "x.npy")
     got = np.load(out / fills[0].file).view(np.float32)[: x.size]
     assert np.array_equal(got.view(np.uint32), x.view(np.uint32))
-    assert fills[0].extra.get("extent") == "allocation-rest"
+    assert fills[0].extra.get("extent") in ("allocation-rest", "to-next-buffer")
     # the multiply first; then torch.isinf's own kernels (abs of y) leave Inf in their
     # outputs too, and are reported as producers of their own, all at step 7
     producers = sorted((r for r in records if "nonfinite" in r.extra), key=lambda r: r.launch)

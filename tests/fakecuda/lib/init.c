@@ -203,8 +203,9 @@ CUresult cuCtxSynchronize(void)
     CUresult r = fc_require_context();
     if (r != CUDA_SUCCESS)
         return r;
-    /* Work runs synchronously, so there is nothing to wait for; but a sync
-     * during a capture breaks it, as on the real driver. */
+    /* Work runs synchronously, so there is nothing to wait for but held
+     * streams; and a sync during a capture breaks it, as on the real driver. */
+    fc_wait_held(NULL);
     return fc_capture_check_unsafe();
 }
 

@@ -119,6 +119,9 @@ struct fc_op {
 };
 
 FC_HIDDEN CUresult fc_resolve_stream(CUstream h, bool per_thread, struct fc_stream **out);
+/* Waits on the calling thread for holds (cuStreamWaitValue32) that work on s
+ * would wait behind on a GPU; NULL: every hold (a context-wide sync). */
+FC_HIDDEN void fc_wait_held(const struct fc_stream *s);
 FC_HIDDEN CUresult fc_submit(struct fc_stream *s, const struct fc_op *op);
 FC_HIDDEN CUresult fc_op_execute(const struct fc_op *op);
 /* Work that a capture cannot record (a graph launch) is refused on a

@@ -225,7 +225,7 @@ static void tools(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
 {
     (void)g;
     const struct fc_builtin *k = self(K_TOOLS);
-    /* Called once per thread: only the job's own 64 bytes are copied out. */
+    /* Called once per thread: only the job's own bytes are copied out. */
     const unsigned char *param = args + k->offsets[0];
     unsigned njobs, n = 0, block = b.x;
     memcpy(&njobs, param + offsetof(struct tool_jobs, njobs), sizeof njobs);
@@ -266,6 +266,8 @@ static void tools(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
     volatile uint64_t *result = (volatile uint64_t *)(uintptr_t)j->result;
     result[0] = acc[0];
     result[1] = acc[1];
+    if (j->gate && acc[0] && (!j->before || ((volatile uint64_t *)(uintptr_t)j->before)[0] == 0))
+        *(volatile uint32_t *)(uintptr_t)j->gate = 1; /* GATE_HELD: a new NaN or Inf */
     acc[0] = acc[1] = acc[2] = 0;
     __atomic_thread_fence(__ATOMIC_RELEASE);
     result[2] = j->tag;

@@ -291,6 +291,7 @@ static CUresult copy_sync(void *dst, const void *src, size_t n)
     CUresult r = fc_capture_check_unsafe();
     if (r != CUDA_SUCCESS)
         return r;
+    fc_wait_held(NULL); /* a synchronous copy goes on the legacy stream */
     memmove(dst, src, n);
     return CUDA_SUCCESS;
 }
@@ -391,6 +392,8 @@ CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy)
     CUresult r = fc_copy2d_check(pCopy);
     if (r == CUDA_SUCCESS)
         r = fc_capture_check_unsafe();
+    if (r == CUDA_SUCCESS)
+        fc_wait_held(NULL);
     return r != CUDA_SUCCESS ? r : fc_copy2d(pCopy, false);
 }
 

@@ -9,14 +9,141 @@
  * as the real driver records a single stream), and the calls the real driver
  * forbids during a capture invalidate it here too.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "internal.h"
 
+/* Streams held by cuStreamWaitValue32 (a condition on a 32-bit word that the
+ * host or a kernel writes): the one place the stand-in does not run work at
+ * once. Work submitted behind a hold, and any wait for it, waits on the
+ * calling thread until the word meets the condition, as the real stream would
+ * on the GPU; a stream does not wait for a non-blocking one or vice versa,
+ * except the streams themselves. An event recorded behind a hold completes
+ * with it (cuEventQuery says CUDA_ERROR_NOT_READY until then). */
+struct fc_hold {
+    const struct fc_stream *stream;
+    const volatile uint32_t *at;
+    uint32_t value;
+    unsigned int flags;
+};
+
 struct fc_event {
     unsigned int magic;
+    bool held;               /* recorded behind `hold` */
+    struct fc_hold hold;
 };
+
+#define FC_MAX_HOLDS 64
+#define FC_HOLD_LIMIT_S 60   /* a hold nobody opens is a bug in the tool: fail loudly */
+static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct fc_hold holds[FC_MAX_HOLDS];
+static atomic_int nholds;
+
+static bool hold_met(const struct fc_hold *h)
+{
+    uint32_t v = __atomic_load_n(h->at, __ATOMIC_ACQUIRE);
+    switch (h->flags & 0xf) {
+    case 0: return (int32_t)(v - h->value) >= 0;   /* CU_STREAM_WAIT_VALUE_GEQ */
+    case 1: return v == h->value;                  /* EQ */
+    case 2: return (v & h->value) != 0;            /* AND */
+    default: return ~(v | h->value) != 0;          /* NOR */
+    }
+}
+
+/* Whether work on s waits for a hold on h (NULL s: every hold). */
+static bool holds_up(const struct fc_stream *h, const struct fc_stream *s)
+{
+    if (!s || h == s)
+        return true;
+    bool nb_h = h->flags & FC_STREAM_NON_BLOCKING, nb_s = s->flags & FC_STREAM_NON_BLOCKING;
+    return (s->legacy && !nb_h) || (h->legacy && !nb_s);
+}
+
+/* The first hold that work on s waits for, removing those met; false if none. */
+static bool pending_hold(const struct fc_stream *s, struct fc_hold *out)
+{
+    if (atomic_load(&nholds) == 0)
+        return false;
+    bool found = false;
+    pthread_mutex_lock(&hold_lock);
+    int n = atomic_load(&nholds);
+    for (int i = 0; i < n && !found;) {
+        if (hold_met(&holds[i])) {
+            holds[i] = holds[--n];
+            continue;
+        }
+        if (holds_up(holds[i].stream, s)) {
+            *out = holds[i];
+            found = true;
+        }
+        i++;
+    }
+    atomic_store(&nholds, n);
+    pthread_mutex_unlock(&hold_lock);
+    return found;
+}
+
+static void wait_for(const struct fc_hold *h)
+{
+    for (long waited_us = 0; !hold_met(h); waited_us += 50) {
+        if (waited_us > FC_HOLD_LIMIT_S * 1000000L) {
+            fprintf(stderr, "fakecuda: a stream held by cuStreamWaitValue32 for %d s: "
+                    "nobody opens it\n", FC_HOLD_LIMIT_S);
+            abort();
+        }
+        struct timespec nap = {0, 50 * 1000};
+        nanosleep(&nap, NULL);
+    }
+}
+
+FC_HIDDEN void fc_wait_held(const struct fc_stream *s)
+{
+    struct fc_hold h;
+    while (pending_hold(s, &h))
+        wait_for(&h);
+}
+
+static CUresult stream_wait_value(CUstream hStream, CUdeviceptr addr, uint32_t value,
+                                  unsigned int flags, bool per_thread)
+{
+    struct fc_stream *s;
+    CUresult r = fc_resolve_stream(hStream, per_thread, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!addr || addr % 4 || (flags & 0xf) > 3)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (s->status != CU_STREAM_CAPTURE_STATUS_NONE)
+        return CUDA_ERROR_NOT_SUPPORTED; /* not needed by any test */
+    fc_wait_held(s); /* one hold per stream at a time: the one before it first */
+    struct fc_hold h = {s, (const volatile uint32_t *)(uintptr_t)addr, value, flags};
+    if (hold_met(&h))
+        return CUDA_SUCCESS;
+    pthread_mutex_lock(&hold_lock);
+    int n = atomic_load(&nholds);
+    if (n == FC_MAX_HOLDS) {
+        pthread_mutex_unlock(&hold_lock);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    holds[n] = h;
+    atomic_store(&nholds, n + 1);
+    pthread_mutex_unlock(&hold_lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamWaitValue32_v2(CUstream hStream, CUdeviceptr addr, uint32_t value,
+                                unsigned int flags)
+{
+    return stream_wait_value(hStream, addr, value, flags, false);
+}
+
+CUresult cuStreamWaitValue32_v2_ptsz(CUstream hStream, CUdeviceptr addr, uint32_t value,
+                                     unsigned int flags)
+{
+    return stream_wait_value(hStream, addr, value, flags, true);
+}
 
 static struct fc_stream legacy_stream = {.magic = FC_MAGIC_STREAM, .legacy = true};
 static _Thread_local struct fc_stream per_thread_stream = {.magic = FC_MAGIC_STREAM};
@@ -182,6 +309,7 @@ FC_HIDDEN CUresult fc_submit(struct fc_stream *s, const struct fc_op *op)
         if (recorded)
             return r;
     }
+    fc_wait_held(s);
     return fc_op_execute(op);
 }
 
@@ -249,6 +377,7 @@ static CUresult stream_synchronize(CUstream hStream, bool per_thread)
     }
     if (s->legacy && (r = legacy_conflict(true)) != CUDA_SUCCESS)
         return r;
+    fc_wait_held(s);
     return fc_capture_check_unsafe();
 }
 
@@ -571,9 +700,23 @@ static CUresult event_record(CUevent hEvent, CUstream hStream, bool per_thread)
     CUresult r = fc_resolve_stream(hStream, per_thread, &s);
     if (r != CUDA_SUCCESS)
         return r;
-    /* Work is already done when it is submitted: the event is complete. */
+    /* Work is already done when it is submitted: the event is complete, unless
+     * the stream is held. */
+    struct fc_event *e = (struct fc_event *)hEvent;
+    e->held = pending_hold(s, &e->hold);
     if (s->legacy)
         return legacy_conflict(true);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuEventQuery(CUevent hEvent)
+{
+    if (!is_event(hEvent))
+        return CUDA_ERROR_INVALID_HANDLE;
+    struct fc_event *e = (struct fc_event *)hEvent;
+    if (e->held && !hold_met(&e->hold))
+        return CUDA_ERROR_NOT_READY;
+    e->held = false;
     return CUDA_SUCCESS;
 }
 
@@ -591,6 +734,10 @@ CUresult cuEventSynchronize(CUevent hEvent)
 {
     if (!is_event(hEvent))
         return CUDA_ERROR_INVALID_HANDLE;
+    struct fc_event *e = (struct fc_event *)hEvent;
+    if (e->held)
+        wait_for(&e->hold);
+    e->held = false;
     return fc_capture_check_unsafe();
 }
 

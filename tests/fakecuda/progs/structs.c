@@ -19,6 +19,11 @@
  * vecAdd(a, b, c, N) ROUNDS times over the same buffers, with a new allocation of 4 KiB
  * made between rounds (a caching allocator adding segments); `churn` frees it again before
  * the next round. Prints `launches vecAdd=ROUNDS`.
+ *
+ * Usage: structs pieces
+ * add3 over the three pieces of one allocation, then vecAdd(p0, p0, p0, N) in place: a
+ * launch whose only buffer begins where add3's did, and ends where add3's next one begins.
+ * Prints `launches add3=1 vecAdd=1`.
  */
 #include "progcommon.h"
 
@@ -134,9 +139,18 @@ int main(int argc, char **argv)
     void *args[] = {p, &n};
     CHECK(cuLaunchKernel(add3, N / 64, 1, 1, 64, 1, 1, 0, NULL, args, NULL));
     tally_launch(&t, "add3", 1);
+    float expect = 1.5f;
+    if (argc > 1 && strcmp(argv[1], "pieces") == 0) {
+        CUfunction vec_add;
+        CHECK(cuModuleGetFunction(&vec_add, mod, "_Z6vecAddPKfS0_Pfi"));
+        void *same[] = {&block, &block, &block, &n};
+        CHECK(cuLaunchKernel(vec_add, N / 64, 1, 1, 64, 1, 1, 0, NULL, same, NULL));
+        tally_launch(&t, "vecAdd", 1);
+        expect = 3.0f;
+    }
     CHECK(cuMemcpyDtoH_v2(out, block, sizeof out));
     for (int i = 0; i < N; i++)
-        if (out[i] != 1.5f * (float)i)
+        if (out[i] != expect * (float)i)
             FAIL("out[%d] = %g", i, (double)out[i]);
     printf("pieces at 0 %d %d\n", N, 2 * N);
     tally_print(&t);

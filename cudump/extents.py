@@ -1,0 +1,62 @@
+"""Where a buffer given only by a pointer ends.
+
+A pointer into a linear allocation says where a buffer begins, not where it
+ends. Without a rule's `count`, cudump takes it to the end of the allocation
+(`extent: allocation-rest`). A caching allocator (PyTorch's, most frameworks')
+hands out many tensors from one large allocation, so that would run over every
+tensor behind this one: a digest or a NaN scan of a 64-byte bias would read
+the rest of a 2 GiB segment, and a NaN in an unrelated tensor would be blamed
+on it. Every buffer a launch passes begins where it is: so a buffer is cut
+where the next buffer cudump has seen, in this launch or an earlier one of the
+same process, begins inside the same allocation (`extent: to-next-buffer`).
+"""
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field, replace
+
+from cudump.geometry import Allocation, CopyPlan
+
+# Buffer starts kept per process: a bound on memory over a long run, not a
+# figure any real program comes near (a training step passes a few hundred).
+MAX_STARTS = 1 << 20
+
+
+@dataclass
+class KnownStarts:
+    """Buffer starts seen in the launches of one process, per allocation (base and size:
+    an allocation freed and made again at the same place and size keeps its starts)."""
+    by_allocation: dict[tuple[int, int], list[int]] = field(default_factory=dict)
+    count: int = 0
+
+    def learn(self, pointers: list[tuple[int, Allocation]]) -> None:
+        """Adds the pointer values of one launch, each with the allocation it lies in."""
+        for value, alloc in pointers:
+            if self.count >= MAX_STARTS:
+                return
+            starts = self.by_allocation.setdefault((alloc.base, alloc.size), [])
+            at = bisect.bisect_left(starts, value)
+            if at == len(starts) or starts[at] != value:
+                starts.insert(at, value)
+                self.count += 1
+
+    def next_after(self, address: int, alloc: Allocation) -> int | None:
+        """The first known start past `address` inside its allocation, if any."""
+        starts = self.by_allocation.get((alloc.base, alloc.size))
+        if not starts:
+            return None
+        at = bisect.bisect_right(starts, address)
+        return starts[at] if at < len(starts) and starts[at] < alloc.end else None
+
+
+def cut_at_next(plan: CopyPlan, next_start: int | None) -> CopyPlan:
+    """A 1-D plan cut short, in whole elements, where another buffer begins inside it."""
+    if next_start is None or plan.height != 1 or not (
+            plan.address < next_start < plan.address + plan.nbytes):
+        return plan
+    element = max(1, plan.nbytes // max(1, plan.shape[0]))
+    count = (next_start - plan.address) // element
+    if count < 1:
+        return plan
+    return replace(plan, width_bytes=count * element, pitch=count * element,
+                   shape=(count, *plan.shape[1:]))

@@ -1,0 +1,321 @@
+/*
+ * Launches whose NaN scans nobody waits for (PLAN_GATE).
+ *
+ * --check-nan scans a launch's buffers before and after it. Waiting for the
+ * results at every launch would make the program wait for the GPU at every
+ * launch, which is what makes a scan costly: the CPU can no longer run ahead.
+ * So the launching thread does not wait. The scan kernel after the launch
+ * writes GATE_HELD into the launch's result slot when it finds non-finite
+ * values in a buffer that had none before, and the stream waits on the GPU
+ * behind it until the gate is open (cuStreamWaitValue32). The buffers then
+ * stay as the launch left them on that stream until someone opens the gate.
+ *
+ * That someone is a thread of the shim's own (watch): it looks at the gates
+ * of launches still in flight, and for a held one it takes the snapshot lock,
+ * reports the launch (MSG_REPEAT) and makes the copies the controller asks
+ * for on a stream of its own that does not wait for the held one, then opens
+ * the gate. The program never waits on the shim for long:
+ *   - a thread of the shim that waits on the GPU itself, holding the lock,
+ *     may be waiting behind a held gate: it opens every held gate first, and
+ *     again while it waits (gate_wait_event), without copies;
+ *   - if the lock cannot be had within a second, the gate is opened without
+ *     copies.
+ * A gate opened without copies is GATE_RELEASED: the controller's ring reader
+ * then reports the launch from its results, with no snapshot of its buffers.
+ * At exit, gated launches still in flight are seen through (gate_at_exit).
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#include "launch.h"
+
+enum {
+    GATE_MAX = 1024,            /* launches in flight kept track of (the ring has fewer slots) */
+    POLL_US = 200,              /* how often the watcher looks while any are in flight */
+    LOCK_MS = 1000,             /* how long it waits for the snapshot lock */
+    MAX_SIDE_STREAMS = 32,      /* contexts served: a handful per process at most */
+};
+
+struct gate_entry {
+    struct proto_result_slot *slot;
+    uint64_t tag;               /* the slot's position + 1: its `ready` and its results' `done` */
+    uint64_t seq;
+    CUcontext ctx;
+};
+
+/* One process's gated launches, in the order they were made. */
+static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cond = PTHREAD_COND_INITIALIZER;
+static struct gate_entry entries[GATE_MAX];
+static unsigned head, count;
+static atomic_uint in_flight;   /* count, read without the lock */
+static bool watching, cannot_watch;
+
+/* The streams copies of held launches go on, one per context (under snap_lock). */
+static struct {
+    CUcontext ctx;
+    CUstream stream;
+} side[MAX_SIDE_STREAMS];
+static unsigned nside;
+
+/* Set while this thread serves a held gate: its own waits are on a side
+ * stream, which no gate holds. */
+static _Thread_local bool serving;
+static _Thread_local bool watcher;   /* this thread is the watcher */
+
+static uint32_t gate_of(const struct gate_entry *g)
+{
+    return __atomic_load_n(&g->slot->gate, __ATOMIC_ACQUIRE);
+}
+
+/* Whether nothing more will happen to the launch's slot: its gate is not held
+ * and every result is in (or will never come). A slot reused by a later launch
+ * is settled for this one. */
+static bool settled(const struct gate_entry *g)
+{
+    const struct proto_result_slot *s = g->slot;
+    if (__atomic_load_n(&s->ready, __ATOMIC_ACQUIRE) != g->tag)
+        return true;
+    if (gate_of(g) == GATE_HELD)
+        return false;
+    unsigned n = s->ncopies < PROTO_MAX_REPEAT ? s->ncopies : PROTO_MAX_REPEAT;
+    for (unsigned k = 0; k < n; k++)
+        if (s->results[k].rc == 0 && __atomic_load_n(&s->results[k].done, __ATOMIC_ACQUIRE) != g->tag)
+            return false;
+    return true;
+}
+
+static void retire_locked(void)
+{
+    while (count && settled(&entries[head])) {
+        head = (head + 1) % GATE_MAX;
+        count--;
+    }
+    atomic_store_explicit(&in_flight, count, memory_order_release);
+}
+
+/* Copies out the held launches (at most cap). */
+static unsigned held_locked(struct gate_entry *out, unsigned cap)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < count && n < cap; i++) {
+        const struct gate_entry *g = &entries[(head + i) % GATE_MAX];
+        if (gate_of(g) == GATE_HELD && __atomic_load_n(&g->slot->ready, __ATOMIC_ACQUIRE) == g->tag)
+            out[n++] = *g;
+    }
+    return n;
+}
+
+static void open_gate(const struct gate_entry *g, uint32_t how)
+{
+    uint32_t held = GATE_HELD;
+    __atomic_compare_exchange_n(&g->slot->gate, &held, how, false, __ATOMIC_RELEASE,
+                                __ATOMIC_RELAXED);
+}
+
+void gate_release_held(void)
+{
+    if (serving || !atomic_load_explicit(&in_flight, memory_order_acquire))
+        return;
+    pthread_mutex_lock(&gate_lock);
+    for (unsigned i = 0; i < count; i++) {
+        const struct gate_entry *g = &entries[(head + i) % GATE_MAX];
+        if (__atomic_load_n(&g->slot->ready, __ATOMIC_ACQUIRE) == g->tag)
+            open_gate(g, GATE_RELEASED);
+    }
+    pthread_mutex_unlock(&gate_lock);
+}
+
+CUresult gate_wait_event(CUevent ev)
+{
+    if (serving || !atomic_load_explicit(&in_flight, memory_order_acquire) || !real_cuEventQuery)
+        return real_cuEventSynchronize(ev);
+    /* The stream waited on may be held, or come to be while we wait. */
+    for (unsigned spin = 0;; spin++) {
+        gate_release_held();
+        CUresult rc = real_cuEventQuery(ev);
+        if (rc != CUDA_ERROR_NOT_READY)
+            return rc;
+        if (spin < 64) {
+            sched_yield();
+        } else {
+            struct timespec nap = {0, 20 * 1000};
+            nanosleep(&nap, NULL);
+        }
+    }
+}
+
+/* A stream of the context that does not wait for the held one (ctx current). */
+static CUstream side_stream(CUcontext ctx)
+{
+    for (unsigned i = 0; i < nside; i++)
+        if (side[i].ctx == ctx)
+            return side[i].stream;
+    CUstream s = NULL;
+    if (nside == MAX_SIDE_STREAMS || !real_cuStreamCreate ||
+        real_cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+        return NULL;
+    side[nside].ctx = ctx;
+    side[nside++].stream = s;
+    return s;
+}
+
+static void serve_held(void *unused)
+{
+    (void)unused;
+    static struct gate_entry held[GATE_MAX]; /* under snap_lock */
+    pthread_mutex_lock(&gate_lock);
+    unsigned n = held_locked(held, GATE_MAX);
+    pthread_mutex_unlock(&gate_lock);
+    serving = true;
+    for (unsigned i = 0; i < n; i++) {
+        const struct gate_entry *g = &held[i];
+        CUcontext current = NULL;
+        if (real_cuCtxGetCurrent)
+            real_cuCtxGetCurrent(&current);
+        /* The watcher's own thread simply makes the context current; a
+         * launching thread gets its own back. */
+        if (g->ctx && g->ctx != current && watcher && real_cuCtxSetCurrent &&
+            real_cuCtxSetCurrent(g->ctx) == CUDA_SUCCESS)
+            current = g->ctx;
+        bool pushed = g->ctx && g->ctx != current && real_cuCtxPushCurrent_v2 &&
+                      real_cuCtxPopCurrent_v2 && real_cuCtxPushCurrent_v2(g->ctx) == CUDA_SUCCESS;
+        CUstream s = g->ctx && (pushed || g->ctx == current) ? side_stream(g->ctx) : NULL;
+        bool served = s && snap_serve_gate(g->slot, g->seq, s);
+        open_gate(g, served ? GATE_SERVED : GATE_RELEASED);
+        if (pushed) {
+            CUcontext popped;
+            real_cuCtxPopCurrent_v2(&popped);
+        }
+    }
+    serving = false;
+}
+
+void gate_serve_newest(void)
+{
+    if (!atomic_load_explicit(&in_flight, memory_order_acquire))
+        return;
+    pthread_mutex_lock(&gate_lock);
+    bool held = count && gate_of(&entries[(head + count - 1) % GATE_MAX]) == GATE_HELD;
+    pthread_mutex_unlock(&gate_lock);
+    if (held)
+        serve_held(NULL);
+}
+
+static void *watch(void *unused)
+{
+    (void)unused;
+    watcher = true;
+    for (;;) {
+        pthread_mutex_lock(&gate_lock);
+        while (!count)
+            pthread_cond_wait(&gate_cond, &gate_lock);
+        retire_locked();
+        struct gate_entry any;
+        bool held = held_locked(&any, 1) > 0;
+        pthread_mutex_unlock(&gate_lock);
+        if (held && !snap_locked(LOCK_MS, serve_held, NULL))
+            gate_release_held(); /* the lock stayed taken: the program must go on */
+        struct timespec nap = {0, POLL_US * 1000};
+        nanosleep(&nap, NULL);
+    }
+    return NULL;
+}
+
+/* At exit, launches still in flight are seen through: a held one would
+ * otherwise never be reported. Registered at the first gated launch, after
+ * the CUDA runtime's own handler, so it runs while contexts still exist; it
+ * gives up after EXIT_WAIT_S (the program's exit goes on regardless). */
+static void gate_at_exit(void)
+{
+    enum { EXIT_WAIT_S = 5 };
+    for (long waited_us = 0; waited_us < EXIT_WAIT_S * 1000000L; waited_us += 100) {
+        pthread_mutex_lock(&gate_lock);
+        retire_locked();
+        struct gate_entry any;
+        unsigned left = count, held = held_locked(&any, 1);
+        pthread_mutex_unlock(&gate_lock);
+        if (!left)
+            return;
+        if (held && !snap_locked(LOCK_MS, serve_held, NULL))
+            gate_release_held();
+        struct timespec nap = {0, 100 * 1000};
+        nanosleep(&nap, NULL);
+    }
+    gate_release_held();
+}
+
+/* Starts the watcher with every signal blocked: they are the program's. */
+static bool start_watching(void)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_attr_t attr;
+    pthread_t thread;
+    bool ok = pthread_attr_init(&attr) == 0;
+    ok = ok && pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) == 0 &&
+         pthread_create(&thread, &attr, watch, NULL) == 0;
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (ok)
+        atexit(gate_at_exit);
+    return ok;
+}
+
+bool gate_room(void)
+{
+    /* The watcher first: a gate nobody opens would hold the stream for good. */
+    pthread_mutex_lock(&gate_lock);
+    if (!watching && !cannot_watch) {
+        watching = start_watching();
+        cannot_watch = !watching;
+    }
+    pthread_mutex_unlock(&gate_lock);
+    return watching;
+}
+
+void gate_add(const struct launch_info *li)
+{
+    CUcontext ctx = NULL;
+    cuStreamGetCtx_fn stream_ctx = li->ptsz ? real_cuStreamGetCtx_ptsz : real_cuStreamGetCtx;
+    if (!stream_ctx || stream_ctx(li->stream, &ctx) != CUDA_SUCCESS || !ctx) {
+        if (real_cuCtxGetCurrent)
+            real_cuCtxGetCurrent(&ctx);
+    }
+    pthread_mutex_lock(&gate_lock);
+    /* Each entry not yet settled has a ring slot of its own, and the ring has
+     * fewer slots than GATE_MAX: once the settled ones are gone there is room.
+     * Should there be none, the held gates are opened until there is. */
+    retire_locked();
+    while (count == GATE_MAX) {
+        pthread_mutex_unlock(&gate_lock);
+        gate_release_held();
+        struct timespec nap = {0, 50 * 1000};
+        nanosleep(&nap, NULL);
+        pthread_mutex_lock(&gate_lock);
+        retire_locked();
+    }
+    entries[(head + count) % GATE_MAX] =
+        (struct gate_entry){li->slot, li->slot_pos + 1, li->seq, ctx};
+    if (count++ == 0)
+        pthread_cond_signal(&gate_cond);
+    atomic_store_explicit(&in_flight, count, memory_order_release);
+    pthread_mutex_unlock(&gate_lock);
+}
+
+void gate_reset_after_fork(void)
+{
+    /* The child has neither the parent's launches in flight nor its watcher. */
+    pthread_mutex_init(&gate_lock, NULL);
+    pthread_cond_init(&gate_cond, NULL);
+    head = count = 0;
+    atomic_store(&in_flight, 0);
+    watching = cannot_watch = false;
+    nside = 0;
+    serving = false;
+}

@@ -1,0 +1,46 @@
+"""Where a buffer given only by a pointer ends (cudump/extents.py)."""
+from cudump import extents
+from cudump.extents import KnownStarts, cut_at_next
+from cudump.geometry import Allocation, CopyPlan
+
+SEG = Allocation(base=0x10000, size=0x1000, kind="linear")
+OTHER = Allocation(base=0x20000, size=0x1000, kind="linear")
+
+
+def plan(address: int, count: int, itemsize: int = 4) -> CopyPlan:
+    return CopyPlan(arg=0, address=address, width_bytes=count * itemsize, height=1,
+                    pitch=count * itemsize, dtype="float32" if itemsize == 4 else "uint8",
+                    shape=(count,), type_text=None)
+
+
+def test_the_next_start_is_the_first_past_the_address_in_the_same_allocation():
+    starts = KnownStarts()
+    starts.learn([(0x10400, SEG), (0x10100, SEG), (0x20010, OTHER), (0x10100, SEG)])
+    assert starts.count == 3   # a start seen twice is kept once
+    assert starts.next_after(0x10000, SEG) == 0x10100
+    assert starts.next_after(0x10100, SEG) == 0x10400
+    assert starts.next_after(0x10400, SEG) is None
+    assert starts.next_after(0x20000, OTHER) == 0x20010
+    # the same place with another size is another allocation
+    assert starts.next_after(0x10000, Allocation(0x10000, 0x2000, "linear")) is None
+
+
+def test_a_plan_is_cut_in_whole_elements_and_only_inside_it():
+    whole = plan(0x10000, 0x400)
+    cut = cut_at_next(whole, 0x10102)
+    assert cut.shape == (0x40,) and cut.width_bytes == 0x100 and cut.pitch == 0x100
+    assert cut_at_next(whole, None) is whole
+    assert cut_at_next(whole, 0x10000) is whole           # not past its start
+    assert cut_at_next(whole, 0x11000) is whole           # at its end: nothing to cut
+    assert cut_at_next(whole, 0x10002) is whole           # less than one element
+    rows = CopyPlan(arg=0, address=0x10000, width_bytes=16, height=4, pitch=32,
+                    dtype="uint8", shape=(4, 16), type_text=None)
+    assert cut_at_next(rows, 0x10010) is rows             # 2-D plans keep their geometry
+
+
+def test_starts_are_bounded(monkeypatch):
+    monkeypatch.setattr(extents, "MAX_STARTS", 3)
+    starts = KnownStarts()
+    starts.learn([(0x10000 + 16 * k, SEG) for k in range(10)])
+    assert starts.count == 3
+    assert starts.next_after(0x10020, SEG) is None
