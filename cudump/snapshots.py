@@ -486,6 +486,10 @@ class Snapshotter:
                     continue  # not floating point: nothing to scan
                 if tool is not None:
                     plan = _whole_elements(plan, tool)
+                    if plan.nbytes == 0:
+                        # Shorter than one element (cut where the next buffer begins): nothing
+                        # to scan, and the shim refuses a plan with an empty copy in it.
+                        continue
                 elif not self._budget(plan.nbytes):
                     self._error(ctx, args[index], phase, rule,
                                 f"--max-bytes {self.max_bytes} reached")

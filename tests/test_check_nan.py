@@ -154,3 +154,35 @@ def test_failures_are_counted_per_thread(tmp_path):
         assert snap.failed == 2 and snap.thread_failures() == before + 1
     finally:
         snap.close()
+
+
+def test_a_buffer_shorter_than_one_element_is_not_scanned(tmp_path):
+    """A buffer that ends, 2 bytes in, where a launch before passed another (a byte buffer):
+    shorter than one float, so it is not scanned. An empty scan would make the shim refuse
+    the whole plan, and ask about the launch again every time."""
+    from cudump.geometry import Allocation
+    from cudump.process import LaunchEvent, ProcessState
+
+    snapshots = Snapshotter([option_rule("--check-nan", SCAN_FORMATS)], tmp_path, None,
+                            ManifestWriter(tmp_path))
+    try:
+        proc = ProcessState(1, 0, "prog")
+        func = FuncInfo(1, 0x1000, "_Z1kv", "void k<float>(std::array<char*, 2ul>)",
+                        [(0, 16)])
+        assert snapshots.wants(proc, func)
+        alloc = Allocation(base=0x10000, size=0x1000, kind="linear")
+        planned = []
+        for seq, first in ((1, 0x10002), (2, 0x10000)):
+            words = first.to_bytes(8, "little") + (0x10100).to_bytes(8, "little")
+            event = LaunchEvent(seq=seq, occurrence=seq, func_id=1, device=0,
+                                grid=(1, 1, 1), block=(1, 1, 1), smem=0, stream=0, tid=1,
+                                api="cuLaunchKernel", flags=0, rc=0, raw_args=[words],
+                                pointers={(0, 0): alloc, (0, 8): alloc})
+            planned.append(snapshots.plan(proc, func, event, 1 << 20))
+        for launch in planned:   # the first's word at 0x10002 is not aligned to a float
+            assert launch is not None
+            assert [(c.record.extra.get("offset", 0), c.phase) for c in launch.copies] == [
+                (8, "before"), (8, "after")]
+            assert all(c.plan.nbytes > 0 for c in launch.copies)
+    finally:
+        snapshots.close()
