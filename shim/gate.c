@@ -53,7 +53,8 @@ static pthread_cond_t gate_cond = PTHREAD_COND_INITIALIZER;
 static struct gate_entry entries[GATE_MAX];
 static unsigned head, count;
 static atomic_uint in_flight;   /* count, read without the lock */
-static bool watching, cannot_watch;
+static atomic_bool watching;    /* set once, under the lock; read without it */
+static bool cannot_watch;
 
 /* The streams copies of held launches go on, one per context (under snap_lock). */
 static struct {
@@ -206,6 +207,21 @@ void gate_serve_newest(void)
         serve_held(NULL);
 }
 
+/* One look at the launches in flight: settled ones are forgotten, held ones
+ * served, or opened without copies if the snapshot lock stays taken (the
+ * program must go on). Returns how many were in flight. */
+static unsigned look(void)
+{
+    pthread_mutex_lock(&gate_lock);
+    retire_locked();
+    struct gate_entry any;
+    unsigned left = count, held = held_locked(&any, 1);
+    pthread_mutex_unlock(&gate_lock);
+    if (held && !snap_locked(LOCK_MS, serve_held, NULL))
+        gate_release_held();
+    return left;
+}
+
 static void *watch(void *unused)
 {
     (void)unused;
@@ -214,12 +230,8 @@ static void *watch(void *unused)
         pthread_mutex_lock(&gate_lock);
         while (!count)
             pthread_cond_wait(&gate_cond, &gate_lock);
-        retire_locked();
-        struct gate_entry any;
-        bool held = held_locked(&any, 1) > 0;
         pthread_mutex_unlock(&gate_lock);
-        if (held && !snap_locked(LOCK_MS, serve_held, NULL))
-            gate_release_held(); /* the lock stayed taken: the program must go on */
+        look();
         struct timespec nap = {0, POLL_US * 1000};
         nanosleep(&nap, NULL);
     }
@@ -234,15 +246,8 @@ static void gate_at_exit(void)
 {
     enum { EXIT_WAIT_S = 5 };
     for (long waited_us = 0; waited_us < EXIT_WAIT_S * 1000000L; waited_us += 100) {
-        pthread_mutex_lock(&gate_lock);
-        retire_locked();
-        struct gate_entry any;
-        unsigned left = count, held = held_locked(&any, 1);
-        pthread_mutex_unlock(&gate_lock);
-        if (!left)
+        if (!look())
             return;
-        if (held && !snap_locked(LOCK_MS, serve_held, NULL))
-            gate_release_held();
         struct timespec nap = {0, 100 * 1000};
         nanosleep(&nap, NULL);
     }
@@ -270,13 +275,16 @@ static bool start_watching(void)
 bool gate_room(void)
 {
     /* The watcher first: a gate nobody opens would hold the stream for good. */
+    if (atomic_load_explicit(&watching, memory_order_acquire))
+        return true;
     pthread_mutex_lock(&gate_lock);
-    if (!watching && !cannot_watch) {
-        watching = start_watching();
-        cannot_watch = !watching;
+    if (!atomic_load(&watching) && !cannot_watch) {
+        bool started = start_watching();
+        atomic_store_explicit(&watching, started, memory_order_release);
+        cannot_watch = !started;
     }
     pthread_mutex_unlock(&gate_lock);
-    return watching;
+    return atomic_load(&watching);
 }
 
 void gate_add(const struct launch_info *li)
@@ -315,7 +323,8 @@ void gate_reset_after_fork(void)
     pthread_cond_init(&gate_cond, NULL);
     head = count = 0;
     atomic_store(&in_flight, 0);
-    watching = cannot_watch = false;
+    atomic_store(&watching, false);
+    cannot_watch = false;
     nside = 0;
     serving = false;
 }

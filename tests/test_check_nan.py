@@ -11,9 +11,9 @@ from records import manifest
 
 from cudump import protocol as p
 from cudump.errors import RuleError
-from cudump.geometry import CopyPlan
+from cudump.geometry import Allocation, CopyPlan
 from cudump.manifest import ManifestWriter, SnapshotRecord
-from cudump.process import FuncInfo
+from cudump.process import FuncInfo, LaunchEvent, ProcessState
 from cudump.rules import SCAN_FORMATS, load_rules, option_rule
 from cudump.snapshots import Snapshotter, _tool_of
 
@@ -160,9 +160,6 @@ def test_a_buffer_shorter_than_one_element_is_not_scanned(tmp_path):
     """A buffer that ends, 2 bytes in, where a launch before passed another (a byte buffer):
     shorter than one float, so it is not scanned. An empty scan would make the shim refuse
     the whole plan, and ask about the launch again every time."""
-    from cudump.geometry import Allocation
-    from cudump.process import LaunchEvent, ProcessState
-
     snapshots = Snapshotter([option_rule("--check-nan", SCAN_FORMATS)], tmp_path, None,
                             ManifestWriter(tmp_path))
     try:
