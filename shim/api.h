@@ -255,7 +255,4 @@
     SERVICE(cuStreamCreate, (CUstream *s, unsigned int flags))                             \
     SERVICE(cuStreamDestroy_v2, (CUstream s))                                              \
     SERVICE(cuStreamSynchronize, (CUstream s))                                           \
-    SERVICE(cuEventQuery, (CUevent e))                                                     \
-    SERVICE(cuStreamWaitValue32_v2, (CUstream s, CUdeviceptr addr, uint32_t value, unsigned int flags)) \
-    SERVICE(cuStreamWaitValue32_v2_ptsz,                                                   \
-            (CUstream s, CUdeviceptr addr, uint32_t value, unsigned int flags))
+    SERVICE(cuEventQuery, (CUevent e))

@@ -6,9 +6,10 @@
  * launch, which is what makes a scan costly: the CPU can no longer run ahead.
  * So the launching thread does not wait. The scan kernel after the launch
  * writes GATE_HELD into the launch's result slot when it finds non-finite
- * values in a buffer that had none before, and the stream waits on the GPU
- * behind it until the gate is open (cuStreamWaitValue32). The buffers then
- * stay as the launch left them on that stream until someone opens the gate.
+ * values in a buffer that had none before, and then waits on the GPU until
+ * the gate is open (tooljob.h), which holds the stream. The buffers stay as
+ * the launch left them on that stream until someone opens the gate (or the
+ * kernel gives up after TOOL_HOLD_NS and opens it itself).
  *
  * That someone is a thread of the shim's own (watch): it looks at the gates
  * of launches still in flight, and for a held one it takes the snapshot lock,

@@ -30,7 +30,7 @@ struct launch_info {
     bool stop_only;             /* MSG_BEGIN asks only whether to hold */
     bool unsafe_graph;          /* its graph is run unchanged (see LAUNCH_UNSAFE_GRAPH) */
     /* a launch made with a repeated plan (repeat.c) */
-    const struct repeat_plan *repeat;
+    struct repeat_plan *repeat;
     struct proto_result_slot *slot;
     uint64_t slot_pos;
     bool deferred;              /* its copies go through scratch and the drain (drain.c) */
@@ -155,14 +155,23 @@ struct tool_request {
     uint64_t tag;                       /* written to result->done after the result */
     uint32_t *gate;                     /* a scan after a launch: the slot's gate, or NULL */
     const struct proto_tool_result *before; /* and the scan before it, or NULL */
+    bool checked;                       /* in: found inside an allocation before, under the
+                                         * same alloctab_removals(), so not looked up again;
+                                         * out: inside a tracked allocation */
+};
+/* Where the stream is held after a gated launch: the slot's gate, and the
+ * slot's index (its word of hold scratch). */
+struct tool_hold {
+    uint32_t *gate;
+    unsigned acc;
 };
 /* Runs cudump's kernel over the buffers of n tool copies on the launch's stream
  * (as few launches as it takes); sets each result's rc. The kernel writes the
- * words and `done` once the stream gets there. With `hold`, the stream then
- * waits on the GPU until that gate is open (at least GATE_ARMED); returns
- * whether that wait is queued (always true without `hold`). */
+ * words and `done` once the stream gets there. With `hold`, the last of those
+ * launches holds the stream while the gate reads GATE_HELD (tooljob.h); returns
+ * whether it was made with it (false without `hold`). */
 bool tools_run(const struct launch_info *li, struct tool_request *reqs, unsigned n,
-               const uint32_t *hold);
+               const struct tool_hold *hold);
 void tools_reset_after_fork(void);
 
 /* The copies of a graph launch's kernel nodes: planned node by node (one
@@ -206,7 +215,7 @@ struct repeat_plan;
  * 32,764 (a multi-tensor kernel's metadata takes most of it). */
 enum { REPEAT_MAX_BYTES = 32768 };
 /* The plan kept for a launch of e with these parameter bytes, if it still holds. */
-const struct repeat_plan *repeat_find(const struct func_entry *e, const unsigned char *bytes,
+struct repeat_plan *repeat_find(const struct func_entry *e, const unsigned char *bytes,
                                       size_t n, uint32_t gen);
 /* Keeps a plan the controller marked PLAN_REPEAT (its copies, by pointer, and keys). */
 void repeat_store(struct func_entry *e, const unsigned char *bytes, size_t n, uint32_t gen,
@@ -216,7 +225,7 @@ void repeat_store(struct func_entry *e, const unsigned char *bytes, size_t n, ui
 unsigned repeat_copies(const struct repeat_plan *p);
 /* Takes a result ring slot for the launch and runs the plan's "before" tools;
  * false if the ring has no room (ask the controller instead). */
-bool repeat_start(struct launch_info *li, const struct repeat_plan *p);
+bool repeat_start(struct launch_info *li, struct repeat_plan *p);
 /* Runs the "after" tools and hands the slot to the ring's reader. Returns true
  * if a scan found new non-finite values: the slot is then appended to
  * `report` (a MSG_REPEAT) for the caller to send. A gated launch returns

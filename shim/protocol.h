@@ -176,14 +176,15 @@ enum proto_result_flag {   /* proto_result_slot.flags */
 };
 
 /* proto_result_slot.gate: a launch whose scans nobody waits for (PLAN_GATE).
- * The stream waits, on the GPU, until the word is at least GATE_ARMED; cudump's
- * kernel writes GATE_HELD when a scan after the launch finds non-finite values
- * where the scan before it found none, so the stream stops right after the
- * launch that produced them, with its buffers as it left them. The shim then
- * reports the launch (MSG_REPEAT), makes the copies the answer asks for on a
- * stream of its own, and opens the gate: GATE_SERVED. If it cannot (the
- * controller is gone, or the shim is busy for too long), it opens it without
- * copies: GATE_RELEASED, and the ring's reader reports the launch. The reader
+ * cudump's kernel writes GATE_HELD when a scan after the launch finds
+ * non-finite values where the scan before it found none, and then waits on the
+ * GPU while the word reads GATE_HELD (shim/tooljob.h), so the stream stops
+ * right after the launch that produced them, with its buffers as it left
+ * them. The shim then reports the launch (MSG_REPEAT), makes the copies the
+ * answer asks for on a stream of its own, and opens the gate: GATE_SERVED. If
+ * it cannot (the controller is gone, or the shim is busy for too long), it
+ * opens it without copies: GATE_RELEASED, as the kernel itself does after
+ * waiting TOOL_HOLD_NS; the ring's reader then reports the launch. The reader
  * never passes a slot whose gate is GATE_HELD. */
 enum proto_gate {
     GATE_NONE = 0,         /* the shim waited for this launch's scans itself */

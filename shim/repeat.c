@@ -13,11 +13,11 @@
  *
  * Scans are the exception: a launch that leaves NaN or Inf where there was
  * none is worth snapshotting as it left its buffers. With PLAN_GATE the
- * launch goes on at once and the stream waits on the GPU behind cudump's
- * kernel, which holds it only when a scan finds something new; gate.c then
- * has the launch reported and its buffers copied before the stream moves on.
- * Without (--break-on-nan, which holds the launching thread, or a driver
- * without stream memory operations) the shim waits for the results itself,
+ * launch goes on at once, and cudump's kernel after it holds the stream on
+ * the GPU when a scan finds something new; gate.c then has the launch
+ * reported and its buffers copied before the stream moves on. Without
+ * (--break-on-nan, which holds the launching thread, or where the watcher
+ * cannot run) the shim waits for the results itself,
  * and if one shows a new non-finite value it reports the launch at once
  * (MSG_REPEAT), which the controller answers with the copies to make, as it
  * answers MSG_END.
@@ -38,12 +38,18 @@ struct repeat_plan {
     bool gate;                  /* PLAN_GATE: nobody waits for its scans */
     unsigned long long epoch;   /* the allocation table it was planned against */
     unsigned long long removals; /* and the table's removals then (alloctab_removals) */
+    unsigned long long seen;    /* the table last found with none of the other words
+                                 * pointing into it, when they were these bytes */
+    unsigned long long checked; /* removals + 1 when its copies were last found inside
+                                 * tracked allocations (tools.c); 0: not yet */
+    bool tracked_before;        /* the launch in progress: so were its copies before it */
     size_t nbytes;
     unsigned char *bytes;       /* the parameter bytes, owned */
     unsigned nkeys;             /* 0: every byte counts */
     struct proto_key *keys;     /* owned */
     unsigned ncopies;
     struct proto_copy *copies;  /* owned: up to PROTO_MAX_REPEAT (a multi-tensor kernel's hundreds) */
+    int *before;                /* owned: per copy, the scan of its buffer before the launch, or -1 */
 };
 
 struct repeat_cache {
@@ -99,8 +105,8 @@ static bool no_other_buffer(const struct func_entry *e, const struct repeat_plan
     return true;
 }
 
-const struct repeat_plan *repeat_find(const struct func_entry *e, const unsigned char *bytes,
-                                      size_t n, uint32_t gen)
+struct repeat_plan *repeat_find(const struct func_entry *e, const unsigned char *bytes, size_t n,
+                                uint32_t gen)
 {
     struct repeat_cache *c = e->repeats;
     if (!c)
@@ -108,7 +114,7 @@ const struct repeat_plan *repeat_find(const struct func_entry *e, const unsigned
     unsigned long long epoch = alloctab_epoch(), removals = alloctab_removals();
     for (unsigned k = 1; k <= REPEAT_WAYS; k++) {
         unsigned i = (c->last + k) % REPEAT_WAYS;
-        const struct repeat_plan *p = &c->way[i];
+        struct repeat_plan *p = &c->way[i];
         /* A plan kept by its pointer words holds until an allocation goes away:
          * its extents end where allocations end, and a word that comes to
          * point into a new allocation is caught below (no_other_buffer). One
@@ -118,13 +124,38 @@ const struct repeat_plan *repeat_find(const struct func_entry *e, const unsigned
             (p->nkeys ? p->removals != removals : p->epoch != epoch))
             continue;
         if (!p->nkeys ? memcmp(p->bytes, bytes, n) == 0 : keys_match(p, bytes)) {
-            if (p->nkeys && !no_other_buffer(e, p, bytes))
-                return NULL;
+            /* The other words are looked up again only when they or the table
+             * changed: in a loop, neither does. */
+            if (p->nkeys && (p->seen != epoch || memcmp(p->bytes, bytes, n) != 0)) {
+                if (!no_other_buffer(e, p, bytes))
+                    return NULL;
+                memcpy(p->bytes, bytes, n); /* the keys are the same */
+                p->seen = epoch;
+            }
             c->last = i;
             return p;
         }
     }
     return NULL;
+}
+
+static bool same_buffer(const struct proto_copy *a, const struct proto_copy *b)
+{
+    return a->src == b->src && a->width == b->width && a->height == b->height &&
+           a->pitch == b->pitch && a->flags == b->flags;
+}
+
+/* The scan of the same buffer before the launch, if the plan has one (found
+ * once, when the plan is kept: a multi-tensor kernel has hundreds of copies). */
+static int scan_before(const struct proto_copy *copies, unsigned n, const struct proto_copy *c)
+{
+    int found = -1;
+    if (c->phase != PHASE_AFTER)
+        return found;
+    for (unsigned b = 0; b < n; b++)
+        if (copies[b].phase == PHASE_BEFORE && same_buffer(&copies[b], c))
+            found = (int)b;
+    return found;
 }
 
 static int by_offset(const void *a, const void *b)
@@ -152,10 +183,12 @@ void repeat_store(struct func_entry *e, const unsigned char *bytes, size_t n, ui
     struct proto_key *owned_keys = realloc(p->keys, (nkeys ? nkeys : 1) * sizeof *keys);
     struct proto_copy *owned_copies =
         realloc(p->copies, (ncopies ? ncopies : 1) * sizeof *owned_copies);
-    if (!owned || !owned_keys || !owned_copies) {
+    int *owned_before = realloc(p->before, (ncopies ? ncopies : 1) * sizeof *owned_before);
+    if (!owned || !owned_keys || !owned_copies || !owned_before) {
         free(owned ? owned : p->bytes);
         free(owned_keys ? owned_keys : p->keys);
         free(owned_copies ? owned_copies : p->copies);
+        free(owned_before ? owned_before : p->before);
         memset(p, 0, sizeof *p);
         return;
     }
@@ -164,11 +197,13 @@ void repeat_store(struct func_entry *e, const unsigned char *bytes, size_t n, ui
     qsort(owned_keys, nkeys, sizeof *owned_keys, by_offset);
     for (unsigned i = 0; i < ncopies; i++)
         owned_copies[i] = *copies[i];
+    for (unsigned i = 0; i < ncopies; i++)
+        owned_before[i] = scan_before(owned_copies, ncopies, &owned_copies[i]);
     *p = (struct repeat_plan){.lineage = lineage, .gen = gen, .id = id, .gate = gate,
-                              .epoch = epoch,
-                              .removals = removals,
+                              .epoch = epoch, .removals = removals, .seen = ~0ull,
                               .nbytes = n, .bytes = owned, .nkeys = nkeys, .keys = owned_keys,
-                              .ncopies = ncopies, .copies = owned_copies};
+                              .ncopies = ncopies, .copies = owned_copies,
+                              .before = owned_before};
 }
 
 unsigned repeat_copies(const struct repeat_plan *p)
@@ -190,49 +225,44 @@ static struct proto_result_slot *reserve(uint64_t *pos)
     return &ring[*pos & (slots - 1)];
 }
 
-static bool same_buffer(const struct proto_copy *a, const struct proto_copy *b)
-{
-    return a->src == b->src && a->width == b->width && a->height == b->height &&
-           a->pitch == b->pitch && a->flags == b->flags;
-}
-
-/* The scan of the same buffer before the launch, if the plan has one. */
-static int scan_before(const struct repeat_plan *p, const struct proto_copy *c)
-{
-    int found = -1;
-    for (unsigned b = 0; b < p->ncopies; b++)
-        if (p->copies[b].phase == PHASE_BEFORE && same_buffer(&p->copies[b], c))
-            found = (int)b;
-    return found;
-}
-
-/* Runs one phase's tools; after a gated launch, the stream then waits on the
- * gate. Returns whether it does (true where there is no gate to wait on). */
+/* Runs one phase's tools; after a gated launch, the last of cudump's kernels
+ * holds the stream if a scan finds something new. Returns whether it will. */
 static bool run_phase(struct launch_info *li, enum proto_phase phase)
 {
-    const struct repeat_plan *p = li->repeat;
+    struct repeat_plan *p = li->repeat;
     struct proto_result_slot *slot = li->slot;
     uint32_t slots;
     results_ring(&slots);
+    unsigned at = (unsigned)(li->slot_pos & (slots - 1));
     bool gated = phase == PHASE_AFTER && li->gated;
-    static struct tool_request reqs[PROTO_MAX_REPEAT]; /* under snap_lock; 16 KB */
+    unsigned long long removals = alloctab_removals();
+    bool checked = p->checked == removals + 1;
+    static struct tool_request reqs[PROTO_MAX_REPEAT]; /* under snap_lock; 28 KB */
     unsigned n = 0;
     for (unsigned k = 0; k < p->ncopies; k++) {
         const struct proto_copy *c = &p->copies[k];
         if (c->phase != phase)
             continue;
-        reqs[n] = (struct tool_request){
-            c, &slot->results[k],
-            PROTO_MAX_COPIES + (unsigned)(li->slot_pos & (slots - 1)) * PROTO_MAX_REPEAT + k,
-            li->slot_pos + 1, NULL, NULL};
+        reqs[n] = (struct tool_request){c, &slot->results[k],
+                                        PROTO_MAX_COPIES + at * PROTO_MAX_REPEAT + k,
+                                        li->slot_pos + 1, NULL, NULL, checked};
         if (gated && tool_mode(c) != TOOL_DIGEST) {
-            int b = scan_before(p, c);
             reqs[n].gate = &slot->gate;
-            reqs[n].before = b < 0 ? NULL : &slot->results[b];
+            reqs[n].before = p->before[k] < 0 ? NULL : &slot->results[p->before[k]];
         }
         n++;
     }
-    return tools_run(li, reqs, n, gated ? &slot->gate : NULL);
+    struct tool_hold hold = {&slot->gate, at};
+    bool held = tools_run(li, reqs, n, gated ? &hold : NULL);
+    /* Copies all found inside tracked allocations stay there until one goes. */
+    bool all = true;
+    for (unsigned k = 0; k < n && all; k++)
+        all = reqs[k].checked;
+    if (phase == PHASE_BEFORE)
+        p->tracked_before = all;
+    else
+        p->checked = all && p->tracked_before ? removals + 1 : 0;
+    return held;
 }
 
 static bool has_scans(const struct repeat_plan *p)
@@ -243,7 +273,7 @@ static bool has_scans(const struct repeat_plan *p)
     return false;
 }
 
-bool repeat_start(struct launch_info *li, const struct repeat_plan *p)
+bool repeat_start(struct launch_info *li, struct repeat_plan *p)
 {
     uint64_t pos;
     struct proto_result_slot *slot = reserve(&pos);
@@ -279,7 +309,7 @@ static bool new_nonfinite(const struct repeat_plan *p, const struct proto_result
         if (c->phase != PHASE_AFTER || tool_mode(c) == TOOL_DIGEST || slot->results[k].rc != 0 ||
             slot->results[k].words[0] == 0)
             continue;
-        int b = scan_before(p, c);
+        int b = p->before[k];
         if (b < 0 || slot->results[b].rc != 0 || slot->results[b].words[0] == 0)
             return true;
     }

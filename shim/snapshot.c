@@ -227,7 +227,7 @@ static void enqueue_copies(const struct launch_info *li, enum proto_phase phase)
     cuMemcpy2DAsync_v2_fn copy2d = li->ptsz ? real_cuMemcpy2DAsync_v2_ptsz : real_cuMemcpy2DAsync_v2;
     size_t size;
     char *area = staging_area(&size);
-    static struct tool_request tools[PROTO_MAX_COPIES]; /* under snap_lock; 16 KB */
+    static struct tool_request tools[PROTO_MAX_COPIES]; /* under snap_lock; 28 KB */
     unsigned ntools = 0;
     for (unsigned i = 0; i < ncopies; i++) {
         struct copy *c = &copies[i];
@@ -237,7 +237,8 @@ static void enqueue_copies(const struct launch_info *li, enum proto_phase phase)
             /* All of a phase's in one go: one launch of cudump's kernel. */
             if (area)
                 tools[ntools++] = (struct tool_request){
-                    &c->c, (struct proto_tool_result *)(area + c->c.offset), i, 1, NULL, NULL};
+                    &c->c, (struct proto_tool_result *)(area + c->c.offset), i, 1, NULL, NULL,
+                    false};
             else
                 c->rc = CUDA_ERROR_NOT_FOUND;
             continue;
@@ -508,7 +509,7 @@ bool launch_begin(struct launch_info *li)
     unsigned long long epoch = alloctab_epoch(), removals = alloctab_removals();
     bool keyed = !(li->wants & WANT_STOP) && !li->interrupted && !li->graph &&
                  param_key(li, key, &nkey);
-    const struct repeat_plan *known = keyed ? repeat_find(li->e, key, nkey, gen) : NULL;
+    struct repeat_plan *known = keyed ? repeat_find(li->e, key, nkey, gen) : NULL;
     if (known && (!repeat_copies(known) || repeat_start(li, known))) {
         if (li->repeat)
             return true; /* snap_lock and the capture mode stay until launch_finish */

@@ -13,10 +13,19 @@
  * accumulator for the next use. So nothing needs zeroing before a launch and
  * nothing needs copying after it: one kernel launch per phase of a launch.
  *
- * A scan after a launch may also be given `gate` (a word the stream waits on,
- * protocol.h's proto_gate) and `before` (the result of the scan of the same
- * buffer before the launch, or 0): where it finds non-finite values and that
- * scan found none, the last block writes GATE_HELD into the gate before `done`.
+ * A scan after a launch may also be given `gate` (the launch's word in the
+ * result ring, protocol.h's proto_gate) and `before` (the result of the scan
+ * of the same buffer before the launch, or 0): where it finds non-finite
+ * values and that scan found none, the last block writes GATE_HELD into the
+ * gate before `done`.
+ *
+ * The last launch of the kernel after such a launch is also given `hold`, the
+ * same gate: the block that finishes its last job then waits while the gate
+ * reads GATE_HELD, so the stream stops there, with the buffers as the launch
+ * left them, until the shim opens the gate (gate.c). It waits TOOL_HOLD_NS at
+ * most, then opens the gate itself (GATE_RELEASED): nothing the shim does, or
+ * fails to do, can hold the program's stream for good. `hold_acc` counts the
+ * jobs finished, so that the hold comes after every gate write of the launch.
  */
 #ifndef CUDUMP_TOOLJOB_H
 #define CUDUMP_TOOLJOB_H
@@ -26,6 +35,10 @@ enum {
     TOOL_THREADS = 256,     /* threads per block */
     TOOL_ACC_WORDS = 4,     /* 64-bit words of a job's accumulator: sum, mark, blocks done, - */
 };
+
+/* How long the kernel holds a stream at most: the shim opens a held gate in
+ * milliseconds, or gives up on it after a second (gate.c). */
+#define TOOL_HOLD_NS 10000000000ull
 
 struct tool_job {
     unsigned long long src;     /* first byte of the buffer */
@@ -45,6 +58,8 @@ struct tool_jobs {
     struct tool_job job[TOOL_JOBS];
     unsigned int njobs;
     unsigned int reserved;
+    unsigned long long hold;     /* device address of the gate to hold the stream at, or 0 */
+    unsigned long long hold_acc; /* with it: a zeroed word of scratch, jobs finished */
 };
 
 #endif

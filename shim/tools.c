@@ -7,8 +7,9 @@
  * no toolkit is needed where the shim is built or run. Each context also gets
  * device scratch for the kernel's accumulators (shim/tooljob.h): one per copy
  * of a plan, and PROTO_MAX_REPEAT per slot of the result ring, so that the
- * launches of repeated plans, which nobody waits for, never share one. The
- * kernel zeroes an accumulator after use; the scratch is zeroed once, here.
+ * launches of repeated plans, which nobody waits for, never share one; and a
+ * word per slot for the launch that holds a gated launch's stream. The
+ * kernel zeroes them after use; the scratch is zeroed once, here.
  *
  * Results are written by the kernel straight into host memory (the staging
  * area, the result ring), pinned and mapped: no copy and no memset per
@@ -18,7 +19,9 @@
  * that does faults the whole context. So a tool only runs over a byte range
  * that lies inside one allocation the shim knows (or the driver reports), and
  * a scan only over elements aligned to their size; anything else is refused
- * with CUDA_ERROR_INVALID_VALUE and the controller reports it.
+ * with CUDA_ERROR_INVALID_VALUE and the controller reports it. A repeated
+ * plan's copies are looked up once: while no tracked allocation goes away they
+ * stay inside theirs (tool_request.checked).
  */
 #include <pthread.h>
 #include <string.h>
@@ -31,11 +34,11 @@ _Static_assert(sizeof(struct proto_tool_result) == PROTO_TOOL_RESULT, "tool resu
 _Static_assert(sizeof(struct proto_result_slot) == PROTO_RESULT_SLOT_SIZE, "result slot size");
 _Static_assert(sizeof(struct tool_job) == 80, "tool_job has no implicit padding");
 _Static_assert(sizeof(struct tool_jobs) <= 4096, "the kernel's parameter fits any launch");
+_Static_assert(PROTO_MAX_COPIES <= PROTO_MAX_REPEAT, "run_on takes any plan's requests");
 
 enum {
     MAX_TOOL_CONTEXTS = 32,
     CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
-    CU_STREAM_WAIT_VALUE_GEQ = 0,
     ACC_BYTES = TOOL_ACC_WORDS * 8,
 };
 
@@ -43,8 +46,10 @@ struct tool_ctx {
     CUcontext ctx;
     CUresult rc;            /* why the module or scratch could not be had */
     CUfunction fn;
-    CUdeviceptr scratch;    /* accumulators: PROTO_MAX_COPIES, then the ring's */
-    unsigned accs;          /* how many */
+    CUdeviceptr scratch;    /* accumulators: PROTO_MAX_COPIES, then the ring's; then
+                             * one word per ring slot for holds (tooljob.h's hold_acc) */
+    unsigned accs;          /* how many accumulators */
+    unsigned holds;         /* and hold words */
     unsigned max_blocks;    /* per job: enough blocks in flight to fill the GPU */
     struct view {           /* where the device sees the staging area and the result ring */
         char *host;
@@ -79,7 +84,8 @@ static void load_kernel(struct tool_ctx *t, const struct launch_info *li)
     uint32_t slots = 0;
     struct proto_result_slot *ring = results_ring(&slots);
     t->accs = PROTO_MAX_COPIES + slots * PROTO_MAX_REPEAT;
-    size_t bytes = (size_t)t->accs * ACC_BYTES;
+    t->holds = slots;
+    size_t bytes = (size_t)(t->accs + t->holds) * ACC_BYTES;
     cuModuleLoadData_fn load = shim_real_cuModuleLoadData();
     t->rc = load && get && alloc && zero ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
     if (t->rc == CUDA_SUCCESS)
@@ -145,8 +151,9 @@ static const struct tool_ctx *tool_context(CUcontext ctx, const struct launch_in
     return t;
 }
 
-/* Whether the bytes a copy reads lie inside one allocation. */
-static bool inside_allocation(const struct proto_copy *c)
+/* Whether the bytes a copy reads lie inside one allocation; *tracked: one
+ * the shim tracks (its removal would be seen), not one the driver reported. */
+static bool inside_allocation(const struct proto_copy *c, bool *tracked)
 {
     struct alloc_info a;
     uint64_t span, end, limit;
@@ -155,10 +162,11 @@ static bool inside_allocation(const struct proto_copy *c)
         __builtin_add_overflow(c->src, span, &end) || !alloc_resolve(c->src, true, &a) ||
         __builtin_add_overflow(a.base, a.size, &limit))
         return false;
+    *tracked = a.kind != AK_RANGE;
     return c->src >= a.base && end <= limit;
 }
 
-static CUresult tool_check(const struct proto_copy *c, unsigned mode)
+static CUresult tool_check(const struct proto_copy *c, unsigned mode, bool *tracked)
 {
     if (mode >= TOOL_MODES)
         return CUDA_ERROR_INVALID_VALUE;
@@ -166,7 +174,7 @@ static CUresult tool_check(const struct proto_copy *c, unsigned mode)
     if (mode != TOOL_DIGEST &&
         (c->src % esize || c->width % esize || (c->height > 1 && c->pitch % esize)))
         return CUDA_ERROR_INVALID_VALUE;
-    return inside_allocation(c) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    return inside_allocation(c, tracked) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* Blocks for one job: a few units of work per thread (a unit is 16 bytes of a
@@ -194,61 +202,72 @@ static CUresult launch_jobs(const struct launch_info *li, const struct tool_ctx 
     return launch(t->fn, grid, 1, 1, TOOL_THREADS, 1, 1, 0, li->stream, params, NULL);
 }
 
-static void run_on(const struct launch_info *li, const struct tool_ctx *t,
-                   struct tool_request *reqs, unsigned n)
+/* The requests whose checks pass, in order, as jobs. */
+static unsigned accept_jobs(const struct tool_ctx *t, struct tool_request *reqs, unsigned n,
+                            struct tool_job *jobs, struct tool_request **of)
 {
-    struct tool_jobs jobs;
-    memset(&jobs, 0, sizeof jobs);
-    struct tool_request *batch[TOOL_JOBS];
-    unsigned grid = 0;
-    for (unsigned i = 0; i <= n; i++) {
-        if (i == n || jobs.njobs == TOOL_JOBS) {
-            CUresult rc = jobs.njobs ? launch_jobs(li, t, &jobs, grid) : CUDA_SUCCESS;
-            for (unsigned k = 0; k < jobs.njobs; k++)
-                batch[k]->result->rc = rc;
-            memset(&jobs, 0, sizeof jobs);
-            grid = 0;
-            if (i == n)
-                break;
-        }
+    unsigned njobs = 0;
+    for (unsigned i = 0; i < n; i++) {
         struct tool_request *r = &reqs[i];
         const struct proto_copy *c = r->copy;
         unsigned mode = tool_mode(c);
         CUdeviceptr result = device_address(t, r->result, sizeof *r->result);
+        bool tracked = false;
         CUresult rc = r->acc >= t->accs ? CUDA_ERROR_INVALID_VALUE
                       : !result         ? CUDA_ERROR_NOT_SUPPORTED /* not pinned and mapped */
-                                        : tool_check(c, mode);
+                      : r->checked      ? CUDA_SUCCESS
+                                        : tool_check(c, mode, &tracked);
         r->result->rc = rc;
+        r->checked = rc == CUDA_SUCCESS && (r->checked || tracked);
         if (rc != CUDA_SUCCESS)
             continue;
-        unsigned blocks = job_blocks(c, mode, t->max_blocks);
-        jobs.job[jobs.njobs] = (struct tool_job){
+        jobs[njobs] = (struct tool_job){
             .src = c->src, .width = c->width, .height = c->height, .pitch = c->pitch,
             .result = result, .acc = t->scratch + (CUdeviceptr)r->acc * ACC_BYTES,
             .tag = r->tag, .gate = device_address(t, r->gate, sizeof *r->gate),
             .before = device_address(t, r->before, sizeof *r->before), .mode = mode,
-            .blocks = blocks};
-        batch[jobs.njobs++] = r;
-        grid += blocks;
+            .blocks = job_blocks(c, mode, t->max_blocks)};
+        of[njobs++] = r;
     }
+    return njobs;
 }
 
-/* The stream waits, on the GPU, for the gate to open (PLAN_GATE). */
-static bool hold_stream(const struct launch_info *li, const struct tool_ctx *t,
-                        const uint32_t *gate)
+/* Runs the accepted jobs, TOOL_JOBS per launch; the last launch holds the
+ * stream at `hold` if it is given. Returns whether that launch was made. */
+static bool run_on(const struct launch_info *li, const struct tool_ctx *t,
+                   struct tool_request *reqs, unsigned n, const struct tool_hold *hold)
 {
-    cuStreamWaitValue32_v2_fn wait =
-        li->ptsz ? real_cuStreamWaitValue32_v2_ptsz : real_cuStreamWaitValue32_v2;
-    CUdeviceptr at = device_address(t, gate, sizeof *gate);
-    return wait && at &&
-           wait(li->stream, at, GATE_ARMED, CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS;
+    static struct tool_job all[PROTO_MAX_REPEAT];      /* under snapshot.c's lock; 40 KB */
+    static struct tool_request *of[PROTO_MAX_REPEAT];
+    unsigned total = accept_jobs(t, reqs, n < PROTO_MAX_REPEAT ? n : PROTO_MAX_REPEAT, all, of);
+    for (unsigned i = PROTO_MAX_REPEAT; i < n; i++)
+        reqs[i].result->rc = CUDA_ERROR_INVALID_VALUE;
+    CUdeviceptr gate = hold ? device_address(t, hold->gate, sizeof *hold->gate) : 0;
+    bool held = false;
+    struct tool_jobs jobs; /* only the jobs used are filled in: the kernel reads no further */
+    for (unsigned first = 0; first < total; first += TOOL_JOBS) {
+        unsigned k = total - first < TOOL_JOBS ? total - first : TOOL_JOBS, grid = 0;
+        bool last = first + k == total;
+        memcpy(jobs.job, all + first, k * sizeof *all);
+        for (unsigned i = 0; i < k; i++)
+            grid += all[first + i].blocks;
+        jobs.njobs = k;
+        jobs.reserved = 0;
+        jobs.hold = last && gate && hold->acc < t->holds ? gate : 0;
+        jobs.hold_acc = jobs.hold ? t->scratch + (CUdeviceptr)(t->accs + hold->acc) * ACC_BYTES : 0;
+        CUresult rc = launch_jobs(li, t, &jobs, grid);
+        for (unsigned i = 0; i < k; i++)
+            of[first + i]->result->rc = rc;
+        held = jobs.hold && rc == CUDA_SUCCESS;
+    }
+    return held;
 }
 
 bool tools_run(const struct launch_info *li, struct tool_request *reqs, unsigned n,
-               const uint32_t *hold)
+               const struct tool_hold *hold)
 {
     if (!n)
-        return !hold;
+        return false;
     /* The stream's context, made current for the calls below if it is not. */
     CUcontext ctx = NULL, current = NULL;
     cuStreamGetCtx_fn stream_ctx = li->ptsz ? real_cuStreamGetCtx_ptsz : real_cuStreamGetCtx;
@@ -262,10 +281,9 @@ bool tools_run(const struct launch_info *li, struct tool_request *reqs, unsigned
     CUresult rc = !ctx || (ctx != current && !pushed) ? CUDA_ERROR_INVALID_CONTEXT
                   : (t = tool_context(ctx, li)) == NULL ? CUDA_ERROR_OUT_OF_MEMORY
                                                         : t->rc;
-    bool held = !hold;
+    bool held = false;
     if (rc == CUDA_SUCCESS) {
-        run_on(li, t, reqs, n);
-        held = held || hold_stream(li, t, hold);
+        held = run_on(li, t, reqs, n, hold);
     } else {
         for (unsigned i = 0; i < n; i++)
             reqs[i].result->rc = rc;

@@ -104,6 +104,35 @@ __device__ void accumulate(const struct tool_job &j, unsigned long long first,
     }
 }
 
+__device__ __forceinline__ unsigned long long globaltimer()
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+// Called by the last block of each job, after its result: the last job of the
+// launch to finish holds the stream while the gate reads GATE_HELD (every job's
+// gate write is in by then), TOOL_HOLD_NS at most.
+__device__ void hold_stream(const struct tool_jobs &jobs)
+{
+    unsigned long long *finished = (unsigned long long *)jobs.hold_acc;
+    if (atomicAdd(finished, 1ull) != jobs.njobs - 1)
+        return;
+    *finished = 0;
+    __threadfence_system();
+    volatile unsigned int *gate = (volatile unsigned int *)jobs.hold;
+    const unsigned long long start = globaltimer();
+    while (*gate == 1) {   // GATE_HELD (protocol.h)
+        __nanosleep(2000);
+        if (globaltimer() - start > TOOL_HOLD_NS) {
+            *gate = 4;     // GATE_RELEASED: nobody came
+            __threadfence_system();
+            break;
+        }
+    }
+}
+
 extern "C" __global__ void cudump_tools(const struct tool_jobs jobs)
 {
     // Which job this block works on, and which of that job's blocks it is.
@@ -135,9 +164,11 @@ extern "C" __global__ void cudump_tools(const struct tool_jobs jobs)
     result[0] = found;
     result[1] = atomicExch(acc + 1, 0ull);
     acc[2] = 0;
-    // A new NaN or Inf: hold the stream (the wait after this kernel) for the shim.
+    // A new NaN or Inf: the stream is to be held for the shim (hold_stream).
     if (j.gate && found && (!j.before || ((volatile unsigned long long *)j.before)[0] == 0))
         *(volatile unsigned int *)j.gate = 1;   // GATE_HELD (protocol.h)
     __threadfence_system();   // the result and the gate reach the host before `done` does
     result[2] = j.tag;
+    if (jobs.hold)
+        hold_stream(jobs);
 }

@@ -273,6 +273,18 @@ static void tools(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
     result[2] = j->tag;
 }
 
+/* The launch holds its stream while the gate reads GATE_HELD (shim/tooljob.h):
+ * here, where a launch runs at once, the stream then waits (fc_hold_stream). */
+FC_HIDDEN volatile uint32_t *fc_tools_hold(const struct fc_builtin *k, const unsigned char *args)
+{
+    if (k != self(K_TOOLS))
+        return NULL;
+    uint64_t gate;
+    memcpy(&gate, args + k->offsets[0] + offsetof(struct tool_jobs, hold), sizeof gate);
+    volatile uint32_t *word = (volatile uint32_t *)(uintptr_t)gate;
+    return word && *word == 1 ? word : NULL; /* GATE_HELD */
+}
+
 /* Sizes listed per parameter; offsets are filled in by natural alignment (a struct's
  * alignment is its size's, capped at 8). */
 static struct fc_builtin builtins[K_COUNT] = {

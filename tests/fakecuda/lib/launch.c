@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "tooljob.h"
 
 static CUresult launch(CUfunction f, struct fc_dim3 grid, struct fc_dim3 block, unsigned int smem,
                        CUstream hStream, void **kernelParams, void **extra, bool per_thread)
@@ -51,7 +52,11 @@ static CUresult launch(CUfunction f, struct fc_dim3 grid, struct fc_dim3 block, 
                                   .block = block,
                                   .smem = smem,
                                   .args = args}};
-    return fc_submit(s, &op);
+    r = fc_submit(s, &op);
+    volatile uint32_t *gate = r == CUDA_SUCCESS ? fc_tools_hold(k, args) : NULL;
+    if (gate)
+        fc_hold_stream(s, gate, 2 /* GATE_ARMED */, TOOL_HOLD_NS, 4 /* GATE_RELEASED */);
+    return r;
 }
 
 #define DIM(x, y, z) ((struct fc_dim3){(x), (y), (z)})

@@ -17,17 +17,19 @@
 #include "internal.h"
 
 /* Streams held by cuStreamWaitValue32 (a condition on a 32-bit word that the
- * host or a kernel writes): the one place the stand-in does not run work at
- * once. Work submitted behind a hold, and any wait for it, waits on the
+ * host or a kernel writes), or by cudump's kernel waiting on its gate
+ * (fc_hold_stream): the one place the stand-in does not run work at once. Work submitted behind a hold, and any wait for it, waits on the
  * calling thread until the word meets the condition, as the real stream would
  * on the GPU; a stream does not wait for a non-blocking one or vice versa,
  * except the streams themselves. An event recorded behind a hold completes
  * with it (cuEventQuery says CUDA_ERROR_NOT_READY until then). */
 struct fc_hold {
     const struct fc_stream *stream;
-    const volatile uint32_t *at;
+    volatile uint32_t *at;
     uint32_t value;
     unsigned int flags;
+    uint64_t give_up_ns;     /* cudump's kernel: when it opens the gate itself (0: never) */
+    uint32_t give_up_value;  /* and what it writes there */
 };
 
 struct fc_event {
@@ -42,7 +44,14 @@ static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct fc_hold holds[FC_MAX_HOLDS];
 static atomic_int nholds;
 
-static bool hold_met(const struct fc_hold *h)
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static bool condition_met(const struct fc_hold *h)
 {
     uint32_t v = __atomic_load_n(h->at, __ATOMIC_ACQUIRE);
     switch (h->flags & 0xf) {
@@ -51,6 +60,16 @@ static bool hold_met(const struct fc_hold *h)
     case 2: return (v & h->value) != 0;            /* AND */
     default: return ~(v | h->value) != 0;          /* NOR */
     }
+}
+
+static bool hold_met(const struct fc_hold *h)
+{
+    if (condition_met(h))
+        return true;
+    if (!h->give_up_ns || now_ns() < h->give_up_ns)
+        return false;
+    __atomic_store_n(h->at, h->give_up_value, __ATOMIC_RELEASE);
+    return true;
 }
 
 /* Whether work on s waits for a hold on h (NULL s: every hold). */
@@ -106,6 +125,25 @@ FC_HIDDEN void fc_wait_held(const struct fc_stream *s)
         wait_for(&h);
 }
 
+/* Holds s until the word meets the condition (the caller checked it is not
+ * capturing): work submitted to it after this waits. */
+static CUresult hold(struct fc_stream *s, const struct fc_hold *h)
+{
+    fc_wait_held(s); /* one hold per stream at a time: the one before it first */
+    if (hold_met(h))
+        return CUDA_SUCCESS;
+    pthread_mutex_lock(&hold_lock);
+    int n = atomic_load(&nholds);
+    if (n == FC_MAX_HOLDS) {
+        pthread_mutex_unlock(&hold_lock);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    holds[n] = *h;
+    atomic_store(&nholds, n + 1);
+    pthread_mutex_unlock(&hold_lock);
+    return CUDA_SUCCESS;
+}
+
 static CUresult stream_wait_value(CUstream hStream, CUdeviceptr addr, uint32_t value,
                                   unsigned int flags, bool per_thread)
 {
@@ -117,20 +155,15 @@ static CUresult stream_wait_value(CUstream hStream, CUdeviceptr addr, uint32_t v
         return CUDA_ERROR_INVALID_VALUE;
     if (s->status != CU_STREAM_CAPTURE_STATUS_NONE)
         return CUDA_ERROR_NOT_SUPPORTED; /* not needed by any test */
-    fc_wait_held(s); /* one hold per stream at a time: the one before it first */
-    struct fc_hold h = {s, (const volatile uint32_t *)(uintptr_t)addr, value, flags};
-    if (hold_met(&h))
-        return CUDA_SUCCESS;
-    pthread_mutex_lock(&hold_lock);
-    int n = atomic_load(&nholds);
-    if (n == FC_MAX_HOLDS) {
-        pthread_mutex_unlock(&hold_lock);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    holds[n] = h;
-    atomic_store(&nholds, n + 1);
-    pthread_mutex_unlock(&hold_lock);
-    return CUDA_SUCCESS;
+    return hold(s, &(struct fc_hold){s, (volatile uint32_t *)(uintptr_t)addr, value, flags, 0, 0});
+}
+
+FC_HIDDEN void fc_hold_stream(struct fc_stream *s, volatile uint32_t *word, uint32_t at_least,
+                              uint64_t give_up_after_ns, uint32_t give_up_value)
+{
+    if (s->status == CU_STREAM_CAPTURE_STATUS_NONE)
+        hold(s, &(struct fc_hold){s, word, at_least, 0, now_ns() + give_up_after_ns,
+                                  give_up_value});
 }
 
 CUresult cuStreamWaitValue32_v2(CUstream hStream, CUdeviceptr addr, uint32_t value,

@@ -1,0 +1,152 @@
+"""cudump's kernel as the shim ships it (shim/tools_ptx.h), launched here by itself: a scan
+that finds a new NaN holds its stream until the gate opens, or opens the gate itself after
+TOOL_HOLD_NS; a scan that finds nothing, or NaN that was there before, holds nothing."""
+
+from __future__ import annotations
+
+import ast
+import ctypes
+import re
+import struct
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cudump.protocol import Gate
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.gpu
+
+TOOL_JOBS = 48
+JOB = struct.Struct("<9Q2I")        # shim/tooljob.h: struct tool_job
+TAIL = struct.Struct("<2I2Q")       # njobs, reserved, hold, hold_acc
+SCAN_F32 = 1
+RESULT = 32                         # struct proto_tool_result
+
+
+def tools_ptx() -> bytes:
+    """The PTX string of shim/tools_ptx.h, as the shim passes it to cuModuleLoadData."""
+    text = (ROOT / "shim" / "tools_ptx.h").read_text()
+    body = text[text.index("tools_ptx[] ="):text.index(";\n#endif")]
+    return "".join(ast.literal_eval(s) for s in re.findall(r'^\s*(".*")\s*$', body, re.M)).encode()
+
+
+def hold_ns() -> int:
+    return int(re.search(r"#define TOOL_HOLD_NS (\d+)ull",
+                         (ROOT / "shim" / "tooljob.h").read_text()).group(1))
+
+
+class Kernel:
+    """A context with cudump's kernel, a stream, and pinned memory the device writes."""
+
+    def __init__(self) -> None:
+        from cuda.bindings import driver as cu
+        self.cu = cu
+        self.ok(cu.cuInit(0))
+        dev = self.ok(cu.cuDeviceGet(0))
+        self.ctx = self.ok(cu.cuDevicePrimaryCtxRetain(dev))
+        self.ok(cu.cuCtxSetCurrent(self.ctx))
+        module = self.ok(cu.cuModuleLoadData(tools_ptx()))
+        self.fn = self.ok(cu.cuModuleGetFunction(module, b"cudump_tools"))
+        self.stream = self.ok(cu.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING))
+        self.host = self.ok(cu.cuMemHostAlloc(4096, cu.CU_MEMHOSTALLOC_DEVICEMAP))
+        self.host_dev = int(self.ok(cu.cuMemHostGetDevicePointer(self.host, 0)))
+        ctypes.memset(self.host, 0, 4096)
+        self.scratch = self.ok(cu.cuMemAlloc(4096))
+        self.ok(cu.cuMemsetD8(self.scratch, 0, 4096))
+        self.buffer = self.ok(cu.cuMemAlloc(4096))
+
+    def ok(self, result):
+        rc, *values = result
+        assert rc == self.cu.CUresult.CUDA_SUCCESS, rc
+        return values[0] if len(values) == 1 else values or None
+
+    def word(self, offset: int, fmt: str = "<I") -> int:
+        return struct.unpack_from(fmt, (ctypes.c_char * 4096).from_address(self.host), offset)[0]
+
+    def set_word(self, offset: int, value: int) -> None:
+        ctypes.c_uint32.from_address(self.host + offset).value = value
+
+    def scan(self, values: np.ndarray, *, before_found: int | None, gate: int = Gate.ARMED):
+        """Scans `values` after a launch, gated and holding; returns an event recorded after."""
+        cu = self.cu
+        data = np.ascontiguousarray(values, dtype=np.float32)
+        self.ok(cu.cuMemcpyHtoD(self.buffer, data.ctypes.data, data.nbytes))
+        GATE, BEFORE, RESULT_AT = 0, 64, 128
+        ctypes.memset(self.host + 64, 0, 4096 - 64)
+        self.set_word(GATE, gate)
+        if before_found is not None:
+            ctypes.c_uint64.from_address(self.host + BEFORE).value = before_found
+        job = JOB.pack(int(self.buffer), data.nbytes, 1, data.nbytes, self.host_dev + RESULT_AT,
+                       int(self.scratch), 7, self.host_dev + GATE,
+                       0 if before_found is None else self.host_dev + BEFORE, SCAN_F32, 2)
+        params = (job + bytes(JOB.size * (TOOL_JOBS - 1))
+                  + TAIL.pack(1, 0, self.host_dev + GATE, int(self.scratch) + 2048))
+        arg = ctypes.create_string_buffer(params, len(params))
+        pointers = (ctypes.c_void_p * 1)(ctypes.addressof(arg))
+        self.ok(cu.cuLaunchKernel(self.fn, 2, 1, 1, 256, 1, 1, 0, self.stream,
+                                  ctypes.addressof(pointers), 0))
+        event = self.ok(cu.cuEventCreate(0))
+        self.ok(cu.cuEventRecord(event, self.stream))
+        self.keep = arg
+        return event
+
+    def ready(self, event) -> bool:
+        rc = self.cu.cuEventQuery(event)[0]
+        assert rc in (self.cu.CUresult.CUDA_SUCCESS, self.cu.CUresult.CUDA_ERROR_NOT_READY), rc
+        return rc == self.cu.CUresult.CUDA_SUCCESS
+
+    def wait(self, event, seconds: float) -> bool:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            if self.ready(event):
+                return True
+            time.sleep(0.01)
+        return self.ready(event)
+
+
+@pytest.fixture(scope="module")
+def kernel() -> Kernel:
+    return Kernel()
+
+
+def nan_at(index: int) -> np.ndarray:
+    values = np.ones(1000, np.float32)
+    values[index] = np.nan
+    return values
+
+
+def test_a_new_nan_holds_the_stream_until_the_gate_opens(kernel):
+    event = kernel.scan(nan_at(321), before_found=0)
+    assert not kernel.wait(event, 0.5)                 # held
+    assert kernel.word(0) == Gate.HELD
+    assert kernel.word(128 + 16, "<Q") == 7            # the result is in, before the hold
+    assert kernel.word(128, "<Q") == 1 and ~kernel.word(128 + 8, "<Q") & (2**64 - 1) == 321
+    kernel.set_word(0, Gate.SERVED)
+    assert kernel.wait(event, 2.0)
+    assert kernel.word(0) == Gate.SERVED
+
+
+def test_nothing_found_or_found_before_holds_nothing(kernel):
+    event = kernel.scan(np.ones(1000, np.float32), before_found=0)
+    assert kernel.wait(event, 2.0)
+    assert kernel.word(0) == Gate.ARMED and kernel.word(128, "<Q") == 0
+    event = kernel.scan(nan_at(5), before_found=1)
+    assert kernel.wait(event, 2.0)
+    assert kernel.word(0) == Gate.ARMED and kernel.word(128, "<Q") == 1
+
+
+def test_a_hold_nobody_opens_ends_by_itself(kernel):
+    start = time.monotonic()
+    event = kernel.scan(nan_at(0), before_found=None)
+    assert kernel.wait(event, hold_ns() / 1e9 + 5)
+    waited = time.monotonic() - start
+    assert kernel.word(0) == Gate.RELEASED
+    assert hold_ns() / 1e9 - 0.5 <= waited <= hold_ns() / 1e9 + 5
+    # The word of hold scratch is zeroed again: the next hold works the same way.
+    event = kernel.scan(nan_at(1), before_found=0)
+    assert not kernel.wait(event, 0.3)
+    kernel.set_word(0, Gate.SERVED)
+    assert kernel.wait(event, 2.0)
