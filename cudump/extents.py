@@ -13,6 +13,7 @@ same process, begins inside the same allocation (`extent: to-next-buffer`).
 from __future__ import annotations
 
 import bisect
+import threading
 from dataclasses import dataclass, field, replace
 
 from cudump.geometry import Allocation, CopyPlan
@@ -24,29 +25,37 @@ MAX_STARTS = 1 << 20
 
 @dataclass
 class KnownStarts:
-    """Buffer starts seen in the launches of one process, per allocation (base and size:
-    an allocation freed and made again at the same place and size keeps its starts)."""
+    """Buffer starts seen in the launches of one process, per allocation (base and size),
+    until the allocation is freed: memory made again at the same place holds other buffers."""
     by_allocation: dict[tuple[int, int], list[int]] = field(default_factory=dict)
     count: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def learn(self, pointers: list[tuple[int, Allocation]]) -> None:
         """Adds the pointer values of one launch, each with the allocation it lies in."""
-        for value, alloc in pointers:
-            if self.count >= MAX_STARTS:
-                return
-            starts = self.by_allocation.setdefault((alloc.base, alloc.size), [])
-            at = bisect.bisect_left(starts, value)
-            if at == len(starts) or starts[at] != value:
-                starts.insert(at, value)
-                self.count += 1
+        with self.lock:
+            for value, alloc in pointers:
+                if self.count >= MAX_STARTS:
+                    return
+                starts = self.by_allocation.setdefault((alloc.base, alloc.size), [])
+                at = bisect.bisect_left(starts, value)
+                if at == len(starts) or starts[at] != value:
+                    starts.insert(at, value)
+                    self.count += 1
+
+    def forget(self, alloc: Allocation) -> None:
+        """The allocation is gone: so are the buffers that began in it."""
+        with self.lock:
+            self.count -= len(self.by_allocation.pop((alloc.base, alloc.size), []))
 
     def next_after(self, address: int, alloc: Allocation) -> int | None:
         """The first known start past `address` inside its allocation, if any."""
-        starts = self.by_allocation.get((alloc.base, alloc.size))
-        if not starts:
-            return None
-        at = bisect.bisect_right(starts, address)
-        return starts[at] if at < len(starts) and starts[at] < alloc.end else None
+        with self.lock:
+            starts = self.by_allocation.get((alloc.base, alloc.size))
+            if not starts:
+                return None
+            at = bisect.bisect_right(starts, address)
+            return starts[at] if at < len(starts) and starts[at] < alloc.end else None
 
 
 def cut_at_next(plan: CopyPlan, next_start: int | None) -> CopyPlan:

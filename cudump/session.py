@@ -31,6 +31,7 @@ from cudump import protocol as p
 from cudump.console import say, warn
 from cudump.debugger import DebugController
 from cudump.errors import CudumpError
+from cudump.geometry import Allocation
 from cudump.manifest import ManifestWriter
 from cudump.process import (
     FuncInfo,
@@ -156,6 +157,7 @@ class Controller:
 
     def on_memory(self, proc: ProcessState, fields: dict[str, int]) -> None:
         op, base = fields["op"], fields["base"]
+        gone: Allocation | None = None
         with self.lock:
             if op in (p.MemoryOp.ALLOC, p.MemoryOp.MAP):
                 alloc = pointer_allocation(fields)
@@ -168,6 +170,8 @@ class Controller:
                 gone = proc.allocations.pop(base, None)
                 if op == p.MemoryOp.FREE and gone is not None and gone.kind != "host":
                     self.live_bytes -= gone.size
+        if gone is not None and self.snapshots is not None:
+            self.snapshots.freed(proc, gone)
 
     def summary(self, exit_status: int) -> RunSummary:
         result = RunSummary(exit_status=exit_status, allocations=self.allocations,

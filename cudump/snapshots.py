@@ -226,6 +226,11 @@ class Snapshotter:
         with self.lock:
             return self.processes.setdefault(pid, ProcessSnapshots())
 
+    def freed(self, proc: ProcessState, alloc: Allocation) -> None:
+        """An allocation of the process is gone: buffers are no longer cut where its own
+        began (extents.py)."""
+        self._proc(proc.pid).starts.forget(alloc)
+
     def attach(self, proc: ProcessState, shared: SharedFile) -> None:
         """A new process: its result ring is drained from now on."""
         self.results.add(proc, shared, self._proc(proc.pid).templates)

@@ -44,3 +44,15 @@ def test_starts_are_bounded(monkeypatch):
     starts.learn([(0x10000 + 16 * k, SEG) for k in range(10)])
     assert starts.count == 3
     assert starts.next_after(0x10020, SEG) is None
+
+
+def test_a_freed_allocation_forgets_its_starts():
+    """Memory made again at the same place and size holds other buffers."""
+    known = KnownStarts()
+    known.learn([(0x10000, SEG), (0x10100, SEG), (0x20010, OTHER)])
+    assert known.next_after(0x10000, SEG) == 0x10100 and known.count == 3
+    known.forget(SEG)
+    assert known.next_after(0x10000, SEG) is None and known.count == 1
+    assert known.next_after(0x20000, OTHER) == 0x20010   # another allocation keeps its own
+    known.forget(SEG)   # twice: nothing left to forget
+    assert known.count == 1

@@ -253,25 +253,42 @@ def test_args_pointers_finds_buffers_inside_by_value_structs(fake, cudump_run, t
     assert np.array_equal(b, 0.5 * np.arange(n, dtype=np.float32))
 
 
-def test_a_buffer_ends_where_an_earlier_launch_began_another(fake, cudump_run, tmp_path):
-    """vecAdd(p0, p0, p0, N) in place, after add3 passed the allocation's three pieces: its
-    buffer ends where add3's second piece begins (learned from the earlier launch), not at
-    the end of the allocation."""
+def vec_add_in_place(fake, cudump_run, tmp_path, mode: str, length: int, extent: str,
+                     count: int) -> np.ndarray:
+    """`structs MODE` with every kernel snapshotted: vecAdd(p0, p0, p0, count)'s six buffers
+    are whole, `length` floats each with `extent`; returns its output's first `count`."""
     rule = tmp_path / "all.yaml"
     rule.write_text('rules:\n  - kernel: "*"\n    format: npy\n')
-    ran = cudump_run([str(fake.programs["structs"]), "pieces"], "--rule", str(rule))
+    ran = cudump_run([str(fake.programs["structs"]), mode], "--rule", str(rule))
     assert ran.returncode == 0, ran.stderr
     assert "launches add3=1 vecAdd=1" in ran.stdout
-    n = 256
     records = [r for r in manifest(ran.run_dir) if r["kernel"].startswith("vecAdd")]
     assert sorted((r["arg"], r["phase"]) for r in records) == [
         (a, ph) for a in range(3) for ph in ("after", "before")]
     for r in records:
-        assert r["status"] == "ok" and r["shape"] == [n], r
-        assert r["extent"] == "to-next-buffer"
+        assert r["status"] == "ok" and r["shape"] == [length], r
+        assert r["extent"] == extent
     out = next(r for r in records if r["arg"] == 2 and r["phase"] == "after")
-    assert np.array_equal(np.load(ran.run_dir / out["file"]),
-                          3.0 * np.arange(n, dtype=np.float32))
+    return np.load(ran.run_dir / out["file"])[:count]
+
+
+def test_a_buffer_ends_where_an_earlier_launch_began_another(fake, cudump_run, tmp_path):
+    """vecAdd(p0, p0, p0, N) in place, after add3 passed the allocation's three pieces: its
+    buffer ends where add3's second piece begins (learned from the earlier launch), not at
+    the end of the allocation."""
+    n = 256
+    out = vec_add_in_place(fake, cudump_run, tmp_path, "pieces", n, "to-next-buffer", n)
+    assert np.array_equal(out, 3.0 * np.arange(n, dtype=np.float32))
+
+
+def test_a_buffer_in_memory_made_again_is_not_cut_where_a_freed_one_began(fake, cudump_run,
+                                                                          tmp_path):
+    """add3 passed three pieces of a mapping; it was unmapped and made again at the same
+    address and size: vecAdd(p0, p0, p0, 3N) there runs to the mapping's end, not to where
+    add3's second piece began in memory that is gone."""
+    n, mapping = 3 * 256, (2 << 20) // 4
+    out = vec_add_in_place(fake, cudump_run, tmp_path, "remade", mapping, "allocation-rest", n)
+    assert np.array_equal(out, 2.0 * np.arange(n, dtype=np.float32))
 
 
 def test_a_rule_that_finds_no_buffer_says_so_once(tmp_path, capsys):

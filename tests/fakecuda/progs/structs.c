@@ -24,6 +24,11 @@
  * add3 over the three pieces of one allocation, then vecAdd(p0, p0, p0, N) in place: a
  * launch whose only buffer begins where add3's did, and ends where add3's next one begins.
  * Prints `launches add3=1 vecAdd=1`.
+ *
+ * Usage: structs remade
+ * add3 over three pieces of a mapping (cuMemMap), which is then unmapped and made again at
+ * the same address and size before vecAdd(p0, p0, p0, 3N): nothing of add3's is left in
+ * it, so the buffer runs to the mapping's end. Prints `launches add3=1 vecAdd=1`.
  */
 #include "progcommon.h"
 
@@ -105,6 +110,59 @@ static int growing(CUmodule mod, int rounds, bool churn)
     return 0;
 }
 
+#define CHUNK (2u << 20)
+
+/* Maps a fresh CHUNK of physical memory at base, readable and writable. */
+static CUmemGenericAllocationHandle map_fresh(CUdeviceptr base, struct tally *t)
+{
+    struct fc_mem_allocation_prop prop = {.type = FC_MEM_ALLOCATION_TYPE_PINNED,
+                                          .location = {FC_MEM_LOCATION_TYPE_DEVICE, 0}};
+    CUmemGenericAllocationHandle handle;
+    CHECK(cuMemCreate(&handle, CHUNK, (const CUmemAllocationProp *)&prop, 0));
+    tally_alloc(t, CHUNK);
+    CHECK(cuMemMap(base, CHUNK, 0, handle, 0));
+    struct fc_mem_access_desc access = {{FC_MEM_LOCATION_TYPE_DEVICE, 0},
+                                        FC_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CHECK(cuMemSetAccess(base, CHUNK, &access, 1));
+    return handle;
+}
+
+static int remade(CUmodule mod, CUfunction add3, struct tally *t)
+{
+    static float host[3 * N], out[3 * N];
+    for (int i = 0; i < 3 * N; i++)
+        host[i] = (float)i;
+    CUdeviceptr base;
+    CHECK(cuMemAddressReserve(&base, CHUNK, CHUNK, 0, 0));
+    CUmemGenericAllocationHandle first = map_fresh(base, t);
+    CHECK(cuMemcpyHtoD_v2(base, host, sizeof host));
+    CUdeviceptr p[3] = {base, base + N * sizeof(float), base + 2 * N * sizeof(float)};
+    int n = N;
+    void *args[] = {p, &n};
+    CHECK(cuLaunchKernel(add3, N / 64, 1, 1, 64, 1, 1, 0, NULL, args, NULL));
+    tally_launch(t, "add3", 1);
+    /* Gone, and made again at the same address and size. */
+    CHECK(cuMemUnmap(base, CHUNK));
+    CHECK(cuMemRelease(first));
+    CUmemGenericAllocationHandle second = map_fresh(base, t);
+    CHECK(cuMemcpyHtoD_v2(base, host, sizeof host));
+    CUfunction vec_add;
+    CHECK(cuModuleGetFunction(&vec_add, mod, "_Z6vecAddPKfS0_Pfi"));
+    int whole = 3 * N;
+    void *same[] = {&base, &base, &base, &whole};
+    CHECK(cuLaunchKernel(vec_add, 3 * N / 64, 1, 1, 64, 1, 1, 0, NULL, same, NULL));
+    tally_launch(t, "vecAdd", 1);
+    CHECK(cuMemcpyDtoH_v2(out, base, sizeof out));
+    for (int i = 0; i < 3 * N; i++)
+        if (out[i] != 2.0f * (float)i)
+            FAIL("out[%d] = %g", i, (double)out[i]);
+    CHECK(cuMemUnmap(base, CHUNK));
+    CHECK(cuMemRelease(second));
+    CHECK(cuMemAddressFree(base, CHUNK));
+    tally_print(t);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct tally t = {0};
@@ -125,6 +183,8 @@ int main(int argc, char **argv)
     if (argc > 2 && strcmp(argv[1], "host") == 0)
         return odd_input(mod, atoi(argv[2]), (CUdeviceptr)(uintptr_t)on_host);
     CHECK(cuModuleGetFunction(&add3, mod, "_Z4add3St5arrayIPfLm3EEi"));
+    if (argc > 1 && strcmp(argv[1], "remade") == 0)
+        return remade(mod, add3, &t);
     static float host[3 * N], out[N];
     for (int i = 0; i < N; i++) {
         host[N + i] = (float)i;          /* a */
