@@ -34,6 +34,39 @@
 
 #define N 256
 
+static CUdeviceptr alloc_tallied(struct tally *t, size_t bytes)
+{
+    CUdeviceptr p;
+    CHECK(cuMemAlloc_v2(&p, bytes));
+    tally_alloc(t, bytes);
+    return p;
+}
+
+static CUfunction vec_add_of(CUmodule mod)
+{
+    CUfunction f;
+    CHECK(cuModuleGetFunction(&f, mod, "_Z6vecAddPKfS0_Pfi"));
+    return f;
+}
+
+/* add3 over the three pieces of N floats that begin at block. */
+static void add3_on_pieces(CUfunction add3, CUdeviceptr block, struct tally *t)
+{
+    CUdeviceptr p[3] = {block, block + N * sizeof(float), block + 2 * N * sizeof(float)};
+    int n = N;
+    void *args[] = {p, &n};
+    CHECK(cuLaunchKernel(add3, N / 64, 1, 1, 64, 1, 1, 0, NULL, args, NULL));
+    tally_launch(t, "add3", 1);
+}
+
+/* vecAdd(p, p, p, n): p doubled in place. */
+static void vec_add_in_place(CUmodule mod, CUdeviceptr p, int n, struct tally *t)
+{
+    void *same[] = {&p, &p, &p, &n};
+    CHECK(cuLaunchKernel(vec_add_of(mod), (unsigned)n / 64, 1, 1, 64, 1, 1, 0, NULL, same, NULL));
+    tally_launch(t, "vecAdd", 1);
+}
+
 static int wide(CUmodule mod, int rounds)
 {
     struct tally t = {0};
@@ -44,8 +77,7 @@ static int wide(CUmodule mod, int rounds)
     for (int j = 0; j < 24; j++) {
         for (int i = 0; i < N; i++)
             host[i] = j ? (float)(j + i) : 0.0f;
-        CHECK(cuMemAlloc_v2(&p[j], sizeof host));
-        tally_alloc(&t, sizeof host);
+        p[j] = alloc_tallied(&t, sizeof host);
         CHECK(cuMemcpyHtoD_v2(p[j], host, sizeof host));
     }
     int n = N;
@@ -64,13 +96,8 @@ static int wide(CUmodule mod, int rounds)
 static int odd_input(CUmodule mod, int rounds, CUdeviceptr b)
 {
     struct tally t = {0};
-    CUfunction vec_add;
-    CHECK(cuModuleGetFunction(&vec_add, mod, "_Z6vecAddPKfS0_Pfi"));
-    CUdeviceptr a, c;
-    CHECK(cuMemAlloc_v2(&a, N * sizeof(float)));
-    CHECK(cuMemAlloc_v2(&c, N * sizeof(float)));
-    tally_alloc(&t, N * sizeof(float));
-    tally_alloc(&t, N * sizeof(float));
+    CUfunction vec_add = vec_add_of(mod);
+    CUdeviceptr a = alloc_tallied(&t, N * sizeof(float)), c = alloc_tallied(&t, N * sizeof(float));
     int n = 0;
     void *args[] = {&a, &b, &c, &n};
     for (int r = 0; r < rounds; r++)
@@ -83,25 +110,19 @@ static int odd_input(CUmodule mod, int rounds, CUdeviceptr b)
 static int growing(CUmodule mod, int rounds, bool churn)
 {
     struct tally t = {0};
-    CUfunction vec_add;
-    CHECK(cuModuleGetFunction(&vec_add, mod, "_Z6vecAddPKfS0_Pfi"));
-    CUdeviceptr a, b, c, extra;
+    CUfunction vec_add = vec_add_of(mod);
     static float host[N];
     for (int i = 0; i < N; i++)
         host[i] = (float)i;
-    CHECK(cuMemAlloc_v2(&a, sizeof host));
-    CHECK(cuMemAlloc_v2(&b, sizeof host));
-    CHECK(cuMemAlloc_v2(&c, sizeof host));
+    CUdeviceptr a = alloc_tallied(&t, sizeof host), b = alloc_tallied(&t, sizeof host);
+    CUdeviceptr c = alloc_tallied(&t, sizeof host);
     CHECK(cuMemcpyHtoD_v2(a, host, sizeof host));
     CHECK(cuMemcpyHtoD_v2(b, host, sizeof host));
-    for (int k = 0; k < 3; k++)
-        tally_alloc(&t, sizeof host);
     int n = N;
     void *args[] = {&a, &b, &c, &n};
     for (int r = 0; r < rounds; r++) {
         CHECK(cuLaunchKernel(vec_add, N / 64, 1, 1, 64, 1, 1, 0, NULL, args, NULL));
-        CHECK(cuMemAlloc_v2(&extra, 4096));
-        tally_alloc(&t, 4096);
+        CUdeviceptr extra = alloc_tallied(&t, 4096);
         if (churn)
             CHECK(cuMemFree_v2(extra));
     }
@@ -136,22 +157,13 @@ static int remade(CUmodule mod, CUfunction add3, struct tally *t)
     CHECK(cuMemAddressReserve(&base, CHUNK, CHUNK, 0, 0));
     CUmemGenericAllocationHandle first = map_fresh(base, t);
     CHECK(cuMemcpyHtoD_v2(base, host, sizeof host));
-    CUdeviceptr p[3] = {base, base + N * sizeof(float), base + 2 * N * sizeof(float)};
-    int n = N;
-    void *args[] = {p, &n};
-    CHECK(cuLaunchKernel(add3, N / 64, 1, 1, 64, 1, 1, 0, NULL, args, NULL));
-    tally_launch(t, "add3", 1);
+    add3_on_pieces(add3, base, t);
     /* Gone, and made again at the same address and size. */
     CHECK(cuMemUnmap(base, CHUNK));
     CHECK(cuMemRelease(first));
     CUmemGenericAllocationHandle second = map_fresh(base, t);
     CHECK(cuMemcpyHtoD_v2(base, host, sizeof host));
-    CUfunction vec_add;
-    CHECK(cuModuleGetFunction(&vec_add, mod, "_Z6vecAddPKfS0_Pfi"));
-    int whole = 3 * N;
-    void *same[] = {&base, &base, &base, &whole};
-    CHECK(cuLaunchKernel(vec_add, 3 * N / 64, 1, 1, 64, 1, 1, 0, NULL, same, NULL));
-    tally_launch(t, "vecAdd", 1);
+    vec_add_in_place(mod, base, 3 * N, t);
     CHECK(cuMemcpyDtoH_v2(out, base, sizeof out));
     for (int i = 0; i < 3 * N; i++)
         if (out[i] != 2.0f * (float)i)
@@ -190,22 +202,12 @@ int main(int argc, char **argv)
         host[N + i] = (float)i;          /* a */
         host[2 * N + i] = 0.5f * (float)i; /* b */
     }
-    CUdeviceptr block;
-    CHECK(cuMemAlloc_v2(&block, sizeof host));
-    tally_alloc(&t, sizeof host);
+    CUdeviceptr block = alloc_tallied(&t, sizeof host);
     CHECK(cuMemcpyHtoD_v2(block, host, sizeof host));
-    CUdeviceptr p[3] = {block, block + N * sizeof(float), block + 2 * N * sizeof(float)};
-    int n = N;
-    void *args[] = {p, &n};
-    CHECK(cuLaunchKernel(add3, N / 64, 1, 1, 64, 1, 1, 0, NULL, args, NULL));
-    tally_launch(&t, "add3", 1);
+    add3_on_pieces(add3, block, &t);
     float expect = 1.5f;
     if (argc > 1 && strcmp(argv[1], "pieces") == 0) {
-        CUfunction vec_add;
-        CHECK(cuModuleGetFunction(&vec_add, mod, "_Z6vecAddPKfS0_Pfi"));
-        void *same[] = {&block, &block, &block, &n};
-        CHECK(cuLaunchKernel(vec_add, N / 64, 1, 1, 64, 1, 1, 0, NULL, same, NULL));
-        tally_launch(&t, "vecAdd", 1);
+        vec_add_in_place(mod, block, N, &t);
         expect = 3.0f;
     }
     CHECK(cuMemcpyDtoH_v2(out, block, sizeof out));
