@@ -325,10 +325,6 @@ CUresult cuEventRecord(CUevent hEvent, CUstream hStream);
 CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream);
 CUresult cuEventSynchronize(CUevent hEvent);
 CUresult cuEventQuery(CUevent hEvent);
-CUresult cuStreamWaitValue32_v2(CUstream hStream, CUdeviceptr addr, uint32_t value,
-                                unsigned int flags);
-CUresult cuStreamWaitValue32_v2_ptsz(CUstream hStream, CUdeviceptr addr, uint32_t value,
-                                     unsigned int flags);
 CUresult cuEventDestroy_v2(CUevent hEvent);
 CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags);
 CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags);

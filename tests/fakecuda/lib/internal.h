@@ -119,13 +119,13 @@ struct fc_op {
 };
 
 FC_HIDDEN CUresult fc_resolve_stream(CUstream h, bool per_thread, struct fc_stream **out);
-/* Waits on the calling thread for holds (cuStreamWaitValue32) that work on s
- * would wait behind on a GPU; NULL: every hold (a context-wide sync). */
+/* Waits on the calling thread for holds (cudump's kernel on its gate) that
+ * work on s would wait behind on a GPU; NULL: every hold (a context-wide sync). */
 FC_HIDDEN void fc_wait_held(const struct fc_stream *s);
-/* The stream waits until *word >= at_least, or until give_up_after_ns have
- * passed, when give_up_value is written there (cudump's kernel holding it). */
-FC_HIDDEN void fc_hold_stream(struct fc_stream *s, volatile uint32_t *word, uint32_t at_least,
-                              uint64_t give_up_after_ns, uint32_t give_up_value);
+/* The stream waits while the gate reads GATE_HELD (cudump's kernel holding
+ * it); after give_up_after_ns the gate gets give_up_value. */
+FC_HIDDEN void fc_hold_gate(struct fc_stream *s, volatile uint32_t *gate,
+                            uint64_t give_up_after_ns, uint32_t give_up_value);
 /* The gate cudump's kernel holds its stream at once this launch ran, or NULL. */
 FC_HIDDEN volatile uint32_t *fc_tools_hold(const struct fc_builtin *k, const unsigned char *args);
 FC_HIDDEN CUresult fc_submit(struct fc_stream *s, const struct fc_op *op);

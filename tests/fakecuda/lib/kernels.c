@@ -274,7 +274,7 @@ static void tools(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
 }
 
 /* The launch holds its stream while the gate reads GATE_HELD (shim/tooljob.h):
- * here, where a launch runs at once, the stream then waits (fc_hold_stream). */
+ * here, where a launch runs at once, the stream then waits (fc_hold_gate). */
 FC_HIDDEN volatile uint32_t *fc_tools_hold(const struct fc_builtin *k, const unsigned char *args)
 {
     if (k != self(K_TOOLS))

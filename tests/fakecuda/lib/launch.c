@@ -55,7 +55,7 @@ static CUresult launch(CUfunction f, struct fc_dim3 grid, struct fc_dim3 block, 
     r = fc_submit(s, &op);
     volatile uint32_t *gate = r == CUDA_SUCCESS ? fc_tools_hold(k, args) : NULL;
     if (gate)
-        fc_hold_stream(s, gate, 2 /* GATE_ARMED */, TOOL_HOLD_NS, 4 /* GATE_RELEASED */);
+        fc_hold_gate(s, gate, TOOL_HOLD_NS, 4 /* GATE_RELEASED */);
     return r;
 }
 

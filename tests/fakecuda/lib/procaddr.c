@@ -194,8 +194,6 @@ static const struct fc_proc procs[] = {
     T("cuEventRecord", cuEventRecord_ptsz, 7000),
     P("cuEventSynchronize", cuEventSynchronize, 2000),
     P("cuEventQuery", cuEventQuery, 2000),
-    P("cuStreamWaitValue32", cuStreamWaitValue32_v2, 11070),
-    T("cuStreamWaitValue32", cuStreamWaitValue32_v2_ptsz, 11070),
     P("cuEventDestroy", cuEventDestroy_v2, 4000),
     P("cuStreamWaitEvent", cuStreamWaitEvent, 3020),
     T("cuStreamWaitEvent", cuStreamWaitEvent_ptsz, 7000),

@@ -16,19 +16,17 @@
 
 #include "internal.h"
 
-/* Streams held by cuStreamWaitValue32 (a condition on a 32-bit word that the
- * host or a kernel writes), or by cudump's kernel waiting on its gate
- * (fc_hold_stream): the one place the stand-in does not run work at once. Work submitted behind a hold, and any wait for it, waits on the
- * calling thread until the word meets the condition, as the real stream would
- * on the GPU; a stream does not wait for a non-blocking one or vice versa,
- * except the streams themselves. An event recorded behind a hold completes
- * with it (cuEventQuery says CUDA_ERROR_NOT_READY until then). */
+/* Streams held by cudump's kernel waiting on its gate (fc_hold_gate): the one
+ * place the stand-in does not run work at once. Work submitted behind a hold,
+ * and any wait for it, waits on the calling thread while the gate reads
+ * GATE_HELD, as the real stream would on the GPU; a stream does not wait for a
+ * non-blocking one or vice versa, except the streams themselves. An event
+ * recorded behind a hold completes with it (cuEventQuery says
+ * CUDA_ERROR_NOT_READY until then). */
 struct fc_hold {
     const struct fc_stream *stream;
-    volatile uint32_t *at;
-    uint32_t value;
-    unsigned int flags;
-    uint64_t give_up_ns;     /* cudump's kernel: when it opens the gate itself (0: never) */
+    volatile uint32_t *gate;
+    uint64_t give_up_ns;     /* when the kernel opens the gate itself */
     uint32_t give_up_value;  /* and what it writes there */
 };
 
@@ -51,24 +49,13 @@ static uint64_t now_ns(void)
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-static bool condition_met(const struct fc_hold *h)
-{
-    uint32_t v = __atomic_load_n(h->at, __ATOMIC_ACQUIRE);
-    switch (h->flags & 0xf) {
-    case 0: return (int32_t)(v - h->value) >= 0;   /* CU_STREAM_WAIT_VALUE_GEQ */
-    case 1: return v == h->value;                  /* EQ */
-    case 2: return (v & h->value) != 0;            /* AND */
-    default: return ~(v | h->value) != 0;          /* NOR */
-    }
-}
-
 static bool hold_met(const struct fc_hold *h)
 {
-    if (condition_met(h))
+    if (__atomic_load_n(h->gate, __ATOMIC_ACQUIRE) != 1) /* GATE_HELD */
         return true;
-    if (!h->give_up_ns || now_ns() < h->give_up_ns)
+    if (now_ns() < h->give_up_ns)
         return false;
-    __atomic_store_n(h->at, h->give_up_value, __ATOMIC_RELEASE);
+    __atomic_store_n(h->gate, h->give_up_value, __ATOMIC_RELEASE);
     return true;
 }
 
@@ -109,7 +96,7 @@ static void wait_for(const struct fc_hold *h)
 {
     for (long waited_us = 0; !hold_met(h); waited_us += 50) {
         if (waited_us > FC_HOLD_LIMIT_S * 1000000L) {
-            fprintf(stderr, "fakecuda: a stream held by cuStreamWaitValue32 for %d s: "
+            fprintf(stderr, "fakecuda: a stream held by cudump's kernel for %d s: "
                     "nobody opens it\n", FC_HOLD_LIMIT_S);
             abort();
         }
@@ -125,57 +112,24 @@ FC_HIDDEN void fc_wait_held(const struct fc_stream *s)
         wait_for(&h);
 }
 
-/* Holds s until the word meets the condition (the caller checked it is not
- * capturing): work submitted to it after this waits. */
-static CUresult hold(struct fc_stream *s, const struct fc_hold *h)
+FC_HIDDEN void fc_hold_gate(struct fc_stream *s, volatile uint32_t *gate,
+                            uint64_t give_up_after_ns, uint32_t give_up_value)
 {
+    if (s->status != CU_STREAM_CAPTURE_STATUS_NONE)
+        return;
     fc_wait_held(s); /* one hold per stream at a time: the one before it first */
-    if (hold_met(h))
-        return CUDA_SUCCESS;
+    struct fc_hold h = {s, gate, now_ns() + give_up_after_ns, give_up_value};
+    if (hold_met(&h))
+        return;
     pthread_mutex_lock(&hold_lock);
     int n = atomic_load(&nholds);
-    if (n == FC_MAX_HOLDS) {
+    if (n == FC_MAX_HOLDS) { /* more than any test holds at once */
         pthread_mutex_unlock(&hold_lock);
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return;
     }
-    holds[n] = *h;
+    holds[n] = h;
     atomic_store(&nholds, n + 1);
     pthread_mutex_unlock(&hold_lock);
-    return CUDA_SUCCESS;
-}
-
-static CUresult stream_wait_value(CUstream hStream, CUdeviceptr addr, uint32_t value,
-                                  unsigned int flags, bool per_thread)
-{
-    struct fc_stream *s;
-    CUresult r = fc_resolve_stream(hStream, per_thread, &s);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!addr || addr % 4 || (flags & 0xf) > 3)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (s->status != CU_STREAM_CAPTURE_STATUS_NONE)
-        return CUDA_ERROR_NOT_SUPPORTED; /* not needed by any test */
-    return hold(s, &(struct fc_hold){s, (volatile uint32_t *)(uintptr_t)addr, value, flags, 0, 0});
-}
-
-FC_HIDDEN void fc_hold_stream(struct fc_stream *s, volatile uint32_t *word, uint32_t at_least,
-                              uint64_t give_up_after_ns, uint32_t give_up_value)
-{
-    if (s->status == CU_STREAM_CAPTURE_STATUS_NONE)
-        hold(s, &(struct fc_hold){s, word, at_least, 0, now_ns() + give_up_after_ns,
-                                  give_up_value});
-}
-
-CUresult cuStreamWaitValue32_v2(CUstream hStream, CUdeviceptr addr, uint32_t value,
-                                unsigned int flags)
-{
-    return stream_wait_value(hStream, addr, value, flags, false);
-}
-
-CUresult cuStreamWaitValue32_v2_ptsz(CUstream hStream, CUdeviceptr addr, uint32_t value,
-                                     unsigned int flags)
-{
-    return stream_wait_value(hStream, addr, value, flags, true);
 }
 
 static struct fc_stream legacy_stream = {.magic = FC_MAGIC_STREAM, .legacy = true};
