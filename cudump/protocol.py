@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 from typing import Any, Protocol
 
-VERSION = 7
+VERSION = 8
 MAGIC = 0x50445543
 
 MAX_MESSAGE = 1 << 20
@@ -110,6 +110,7 @@ class Gate(IntEnum):
     ARMED = 2
     SERVED = 3
     RELEASED = 4
+    SERVING = 5     # the shim is copying its buffers: still held
 
 
 class Phase(IntEnum):

@@ -153,7 +153,8 @@ class ResultDrain(RingDrain[_Ring]):
         settled = (~used | (results["rc"] != 0) | (results["done"] == tag[:, None])).all(axis=1)
         # A launch whose stream is held for the shim (a scan found something) is the
         # shim's to report; it is passed only once the shim has opened the gate.
-        settled &= ring.slots["gate"][index] != p.Gate.HELD
+        gate = ring.slots["gate"][index]
+        settled &= (gate != p.Gate.HELD) & (gate != p.Gate.SERVING)
         count = leading(settled)
         if count == 0:
             return 0

@@ -29,6 +29,11 @@
 
 #include "launch.h"
 
+/* How long the drain waits behind a held gate before it opens it without
+ * copies: long enough for the watcher to serve one whose stream is not the
+ * drain's, short against the kernel's own TOOL_HOLD_NS. */
+enum { DRAIN_GRACE_MS = 500 };
+
 struct drain_copy {
     struct proto_copy c;
     size_t at;          /* offset in scratch */
@@ -187,7 +192,10 @@ static void drain_one(void)
     if (real_cuCtxGetCurrent)
         real_cuCtxGetCurrent(&was);
     real_cuCtxSetCurrent(dr.ctx);
-    CUresult sync_rc = real_cuEventSynchronize(dr.done);
+    /* The launch's stream may be held behind a gated launch whose serving
+     * waits for this drain: held gates are opened (without copies) if the
+     * wait goes on for long. */
+    CUresult sync_rc = gate_wait_event(dr.done, DRAIN_GRACE_MS);
     real_cuEventDestroy_v2(dr.done);
     CUstream side = NULL;
     size_t size = 0;

@@ -13,9 +13,10 @@
  *
  * That someone is a thread of the shim's own (watch): it looks at the gates
  * of launches still in flight, and for a held one it takes the snapshot lock,
- * reports the launch (MSG_REPEAT) and makes the copies the controller asks
- * for on a stream of its own that does not wait for the held one, then opens
- * the gate. The program never waits on the shim for long:
+ * marks the gate GATE_SERVING (the kernel then waits longer), reports the
+ * launch (MSG_REPEAT) and makes the copies the controller asks for on a stream
+ * of its own that does not wait for the held one, then opens the gate. The
+ * program never waits on the shim for long:
  *   - a thread of the shim that waits on the GPU itself, holding the lock,
  *     may be waiting behind a held gate: it opens every held gate first, and
  *     again while it waits (gate_wait_event), without copies;
@@ -33,6 +34,7 @@
 #include <time.h>
 
 #include "launch.h"
+#include "tooljob.h"
 
 enum {
     GATE_MAX = 1024,            /* launches in flight kept track of (the ring has fewer slots) */
@@ -40,12 +42,14 @@ enum {
     LOCK_MS = 1000,             /* how long it waits for the snapshot lock */
     MAX_SIDE_STREAMS = 32,      /* contexts served: a handful per process at most */
 };
+#define SERVE_MARGIN_NS 2000000000ull /* no serve begins later than TOOL_HOLD_NS less this */
 
 struct gate_entry {
     struct proto_result_slot *slot;
     uint64_t tag;               /* the slot's position + 1: its `ready` and its results' `done` */
     uint64_t seq;
     CUcontext ctx;
+    uint64_t added_ns;          /* when the launch was made: its hold began later */
 };
 
 /* One process's gated launches, in the order they were made. */
@@ -82,7 +86,8 @@ static bool settled(const struct gate_entry *g)
     const struct proto_result_slot *s = g->slot;
     if (__atomic_load_n(&s->ready, __ATOMIC_ACQUIRE) != g->tag)
         return true;
-    if (gate_of(g) == GATE_HELD)
+    uint32_t gate = gate_of(g);
+    if (gate == GATE_HELD || gate == GATE_SERVING)
         return false;
     unsigned n = s->ncopies < PROTO_MAX_REPEAT ? s->ncopies : PROTO_MAX_REPEAT;
     for (unsigned k = 0; k < n; k++)
@@ -112,10 +117,23 @@ static unsigned held_locked(struct gate_entry *out, unsigned cap)
     return n;
 }
 
+/* Opens the gate if it is held, or being served. */
 static void open_gate(const struct gate_entry *g, uint32_t how)
 {
+    uint32_t from[] = {GATE_HELD, GATE_SERVING};
+    for (int i = 0; i < 2; i++) {
+        uint32_t was = from[i];
+        if (__atomic_compare_exchange_n(&g->slot->gate, &was, how, false, __ATOMIC_RELEASE,
+                                        __ATOMIC_RELAXED))
+            return;
+    }
+}
+
+/* Opens the gate if it is held and nobody serves it. */
+static void release_gate(const struct gate_entry *g)
+{
     uint32_t held = GATE_HELD;
-    __atomic_compare_exchange_n(&g->slot->gate, &held, how, false, __ATOMIC_RELEASE,
+    __atomic_compare_exchange_n(&g->slot->gate, &held, GATE_RELEASED, false, __ATOMIC_RELEASE,
                                 __ATOMIC_RELAXED);
 }
 
@@ -127,18 +145,27 @@ void gate_release_held(void)
     for (unsigned i = 0; i < count; i++) {
         const struct gate_entry *g = &entries[(head + i) % GATE_MAX];
         if (__atomic_load_n(&g->slot->ready, __ATOMIC_ACQUIRE) == g->tag)
-            open_gate(g, GATE_RELEASED);
+            release_gate(g);
     }
     pthread_mutex_unlock(&gate_lock);
 }
 
-CUresult gate_wait_event(CUevent ev)
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+CUresult gate_wait_event(CUevent ev, unsigned grace_ms)
 {
     if (serving || !atomic_load_explicit(&in_flight, memory_order_acquire) || !real_cuEventQuery)
         return real_cuEventSynchronize(ev);
     /* The stream waited on may be held, or come to be while we wait. */
+    uint64_t opening = now_ns() + (uint64_t)grace_ms * 1000000u;
     for (unsigned spin = 0;; spin++) {
-        gate_release_held();
+        if (!grace_ms || now_ns() >= opening)
+            gate_release_held();
         CUresult rc = real_cuEventQuery(ev);
         if (rc != CUDA_ERROR_NOT_READY)
             return rc;
@@ -187,7 +214,10 @@ static void serve_held(void *unused)
         bool pushed = g->ctx && g->ctx != current && real_cuCtxPushCurrent_v2 &&
                       real_cuCtxPopCurrent_v2 && real_cuCtxPushCurrent_v2(g->ctx) == CUDA_SUCCESS;
         CUstream s = g->ctx && (pushed || g->ctx == current) ? side_stream(g->ctx) : NULL;
-        bool served = s && snap_serve_gate(g->slot, g->seq, s);
+        /* Not begun this close to the time cudump's kernel gives up by itself
+         * (it could let the stream go while the copies are made). */
+        bool late = now_ns() - g->added_ns > TOOL_HOLD_NS - SERVE_MARGIN_NS;
+        bool served = s && !late && snap_serve_gate(g->slot, g->seq, s);
         open_gate(g, served ? GATE_SERVED : GATE_RELEASED);
         if (pushed) {
             CUcontext popped;
@@ -273,8 +303,31 @@ static bool start_watching(void)
     return ok;
 }
 
-bool gate_room(void)
+/* Whether the device ends kernels that run for long (a display's watchdog): a
+ * hold there would end cudump's kernel with an error that ruins the context.
+ * Asked once per device; a device that cannot be asked counts as one. */
+static bool watchdog(int device)
 {
+    enum { KERNEL_EXEC_TIMEOUT = 17, MAX_DEVICES = 64, NOT_ASKED = 0, NO = 1, YES = 2 };
+    static _Atomic unsigned char known[MAX_DEVICES];
+    if (device < 0 || device >= MAX_DEVICES)
+        return true;
+    unsigned char k = atomic_load_explicit(&known[device], memory_order_relaxed);
+    if (k == NOT_ASKED) {
+        int on = 1;
+        if (!real_cuDeviceGetAttribute ||
+            real_cuDeviceGetAttribute(&on, KERNEL_EXEC_TIMEOUT, device) != CUDA_SUCCESS)
+            on = 1;
+        k = on ? YES : NO;
+        atomic_store_explicit(&known[device], k, memory_order_relaxed);
+    }
+    return k == YES;
+}
+
+bool gate_room(int device)
+{
+    if (watchdog(device))
+        return false;
     /* The watcher first: a gate nobody opens would hold the stream for good. */
     if (atomic_load_explicit(&watching, memory_order_acquire))
         return true;
@@ -310,7 +363,7 @@ void gate_add(const struct launch_info *li)
         retire_locked();
     }
     entries[(head + count) % GATE_MAX] =
-        (struct gate_entry){li->slot, li->slot_pos + 1, li->seq, ctx};
+        (struct gate_entry){li->slot, li->slot_pos + 1, li->seq, ctx, now_ns()};
     if (count++ == 0)
         pthread_cond_signal(&gate_cond);
     atomic_store_explicit(&in_flight, count, memory_order_release);

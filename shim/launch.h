@@ -153,7 +153,8 @@ struct tool_request {
                                          * copy's index in a plan, or PROTO_MAX_COPIES +
                                          * a ring slot's index * PROTO_MAX_REPEAT + its own */
     uint64_t tag;                       /* written to result->done after the result */
-    uint32_t *gate;                     /* a scan after a launch: the slot's gate, or NULL */
+    bool marks;                         /* a scan after a gated launch: a new non-finite
+                                         * value it finds holds the stream (tooljob.h) */
     const struct proto_tool_result *before; /* and the scan before it, or NULL */
     bool checked;                       /* in: found inside an allocation before, under the
                                          * same alloctab_removals(), so not looked up again;
@@ -168,8 +169,9 @@ struct tool_hold {
 /* Runs cudump's kernel over the buffers of n tool copies on the launch's stream
  * (as few launches as it takes); sets each result's rc. The kernel writes the
  * words and `done` once the stream gets there. With `hold`, the last of those
- * launches holds the stream while the gate reads GATE_HELD (tooljob.h); returns
- * whether it was made with it (false without `hold`). */
+ * launches holds the stream at the gate if a scan that `marks` finds a new
+ * non-finite value (tooljob.h); returns whether it was made (false without
+ * `hold`). */
 bool tools_run(const struct launch_info *li, struct tool_request *reqs, unsigned n,
                const struct tool_hold *hold);
 void tools_reset_after_fork(void);
@@ -235,8 +237,9 @@ void repeat_reset_after_fork(void);
 
 /* ---- gate.c: launches whose scans nobody waits for (PLAN_GATE) ------------- */
 
-/* Whether another gated launch can be kept track of now (under snap_lock). */
-bool gate_room(void);
+/* Whether a launch on the device may be gated now (under snap_lock): the
+ * watcher runs, and the device has no watchdog that would end a hold. */
+bool gate_room(int device);
 /* Keeps track of a gated launch until its gate is settled (under snap_lock). */
 void gate_add(const struct launch_info *li);
 /* Opens every held gate without copies: for a thread about to wait on the
@@ -247,8 +250,10 @@ void gate_release_held(void);
  * launch wait). One look, so that a launch pays next to nothing. */
 void gate_serve_newest(void);
 /* Waits for an event recorded on a stream the caller waits for: as
- * cuEventSynchronize, opening held gates meanwhile while any launch is gated. */
-CUresult gate_wait_event(CUevent ev);
+ * cuEventSynchronize, opening held gates meanwhile while any launch is gated;
+ * after grace_ms of waiting only (0: at once), for a caller the watcher may
+ * still serve them around. */
+CUresult gate_wait_event(CUevent ev, unsigned grace_ms);
 void gate_reset_after_fork(void);
 /* snapshot.c: reports a held launch (MSG_REPEAT with its slot), makes the
  * copies the answer asks for on `stream`, a stream of the launch's context

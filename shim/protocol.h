@@ -39,7 +39,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 7
+#define PROTO_VERSION 8
 #define PROTO_MAGIC 0x50445543u /* "CUDP" */
 
 /* ---- limits ---------------------------------------------------------------- */
@@ -176,22 +176,25 @@ enum proto_result_flag {   /* proto_result_slot.flags */
 };
 
 /* proto_result_slot.gate: a launch whose scans nobody waits for (PLAN_GATE).
- * cudump's kernel writes GATE_HELD when a scan after the launch finds
- * non-finite values where the scan before it found none, and then waits on the
- * GPU while the word reads GATE_HELD (shim/tooljob.h), so the stream stops
- * right after the launch that produced them, with its buffers as it left
- * them. The shim then reports the launch (MSG_REPEAT), makes the copies the
+ * Once every scan after the launch has its result, cudump's kernel writes
+ * GATE_HELD if one found non-finite values where the scan before it found
+ * none, and then waits on the GPU while the word reads GATE_HELD or
+ * GATE_SERVING (shim/tooljob.h), so the stream stops right after the launch
+ * that produced them, with its buffers as it left them. The shim then marks
+ * the gate GATE_SERVING, reports the launch (MSG_REPEAT), makes the copies the
  * answer asks for on a stream of its own, and opens the gate: GATE_SERVED. If
  * it cannot (the controller is gone, or the shim is busy for too long), it
  * opens it without copies: GATE_RELEASED, as the kernel itself does after
- * waiting TOOL_HOLD_NS; the ring's reader then reports the launch. The reader
- * never passes a slot whose gate is GATE_HELD. */
+ * TOOL_HOLD_NS held and not served (TOOL_SERVE_NS served); the ring's reader
+ * then reports the launch. The reader never passes a slot whose gate is
+ * GATE_HELD or GATE_SERVING. */
 enum proto_gate {
     GATE_NONE = 0,         /* the shim waited for this launch's scans itself */
     GATE_HELD = 1,
     GATE_ARMED = 2,
     GATE_SERVED = 3,
     GATE_RELEASED = 4,
+    GATE_SERVING = 5,      /* the shim is copying its buffers: the kernel waits longer */
 };
 
 enum proto_phase { PHASE_BEFORE = 0, PHASE_AFTER = 1 };

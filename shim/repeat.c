@@ -245,9 +245,9 @@ static bool run_phase(struct launch_info *li, enum proto_phase phase)
             continue;
         reqs[n] = (struct tool_request){c, &slot->results[k],
                                         PROTO_MAX_COPIES + at * PROTO_MAX_REPEAT + k,
-                                        li->slot_pos + 1, NULL, NULL, checked};
+                                        li->slot_pos + 1, false, NULL, checked};
         if (gated && tool_mode(c) != TOOL_DIGEST) {
-            reqs[n].gate = &slot->gate;
+            reqs[n].marks = true;
             reqs[n].before = p->before[k] < 0 ? NULL : &slot->results[p->before[k]];
         }
         n++;
@@ -283,7 +283,7 @@ bool repeat_start(struct launch_info *li, struct repeat_plan *p)
     slot->ncopies = p->ncopies;
     slot->launch_rc = 0;
     slot->flags = 0;
-    li->gated = p->gate && has_scans(p) && gate_room();
+    li->gated = p->gate && has_scans(p) && gate_room(li->device);
     slot->gate = li->gated ? GATE_ARMED : GATE_NONE;
     slot->event = (struct proto_launch){
         .seq = li->seq, .occurrence = li->occurrence,

@@ -237,7 +237,7 @@ static void enqueue_copies(const struct launch_info *li, enum proto_phase phase)
             /* All of a phase's in one go: one launch of cudump's kernel. */
             if (area)
                 tools[ntools++] = (struct tool_request){
-                    &c->c, (struct proto_tool_result *)(area + c->c.offset), i, 1, NULL, NULL,
+                    &c->c, (struct proto_tool_result *)(area + c->c.offset), i, 1, false, NULL,
                     false};
             else
                 c->rc = CUDA_ERROR_NOT_FOUND;
@@ -557,7 +557,7 @@ CUresult launch_wait_stream(const struct launch_info *li)
     cuEventRecord_fn record = li->ptsz ? real_cuEventRecord_ptsz : real_cuEventRecord;
     rc = record ? record(ev, li->stream) : CUDA_ERROR_NOT_FOUND;
     if (rc == CUDA_SUCCESS)
-        rc = gate_wait_event(ev);
+        rc = gate_wait_event(ev, 0); /* under snap_lock: no gate is served meanwhile */
     real_cuEventDestroy_v2(ev);
     return rc;
 }
@@ -647,8 +647,14 @@ bool snap_locked(unsigned ms, void (*f)(void *), void *arg)
 bool snap_serve_gate(struct proto_result_slot *slot, uint64_t seq, CUstream stream)
 {
     drain_wait_idle(); /* the staging area is the drain's until then */
-    if (__atomic_load_n(&slot->gate, __ATOMIC_ACQUIRE) != GATE_HELD)
+    /* From here the kernel waits TOOL_SERVE_NS, not TOOL_HOLD_NS (tooljob.h). */
+    uint32_t held = GATE_HELD;
+    if (!__atomic_compare_exchange_n(&slot->gate, &held, GATE_SERVING, false, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE))
         return false; /* opened meanwhile by a thread that had to wait on the GPU */
+    /* The launch is this thread's to report from now on: the ring's reader
+     * skips it whatever the gate comes to read. */
+    slot->flags |= RESULT_TAKEN;
     CUstreamCaptureMode mode = relax();
     char stack[256]; /* the slot itself (16 KB) goes on the heap: this is rare */
     struct msg m;
@@ -657,8 +663,6 @@ bool snap_serve_gate(struct proto_result_slot *slot, uint64_t seq, CUstream stre
     ncopies = 0;
     uint32_t flags = 0;
     bool ok = request_plan(&m, 0, &flags, NULL);
-    if (ok)
-        slot->flags |= RESULT_TAKEN; /* before the gate opens: the ring's reader skips it */
     /* The launch's own stream is held: the copies go on `stream`. A hold it
      * asks for (PLAN_HALT) is not kept: the launching thread is long gone. */
     struct launch_info li = {.stream = stream, .seq = seq};

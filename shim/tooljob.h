@@ -13,19 +13,25 @@
  * accumulator for the next use. So nothing needs zeroing before a launch and
  * nothing needs copying after it: one kernel launch per phase of a launch.
  *
- * A scan after a launch may also be given `gate` (the launch's word in the
- * result ring, protocol.h's proto_gate) and `before` (the result of the scan
- * of the same buffer before the launch, or 0): where it finds non-finite
- * values and that scan found none, the last block writes GATE_HELD into the
- * gate before `done`.
+ * A scan after a gated launch (PLAN_GATE) is also given `mark` and `before`
+ * (the result of the scan of the same buffer before the launch, or 0): where
+ * it finds non-finite values and that scan found none, the last block sets
+ * the word at `mark`, in device scratch, before `done`.
  *
- * The last launch of the kernel after such a launch is also given `hold`, the
- * same gate: the block that finishes its last job then waits while the gate
- * reads GATE_HELD, so the stream stops there, with the buffers as the launch
- * left them, until the shim opens the gate (gate.c). It waits TOOL_HOLD_NS at
- * most, then opens the gate itself (GATE_RELEASED): nothing the shim does, or
- * fails to do, can hold the program's stream for good. `hold_acc` counts the
- * jobs finished, so that the hold comes after every gate write of the launch.
+ * Every launch of the kernel after such a launch gets `hold_acc`: two zeroed
+ * words of scratch, jobs counted and the word the jobs `mark`. The last of
+ * those launches also gets `hold`, the launch's gate (its word in the result
+ * ring, protocol.h's proto_gate). Each of its jobs counts itself after its
+ * result is written and before its `done`, and the job that finishes last
+ * zeroes both words; if a job marked something it writes GATE_HELD into the
+ * gate (after every result is in) and waits while the gate reads GATE_HELD or
+ * GATE_SERVING. So the stream stops there, with the buffers as the launch left
+ * them, until the shim opens the gate (gate.c). It waits TOOL_HOLD_NS for the
+ * shim to begin and TOOL_SERVE_NS for it to finish at most, then opens the
+ * gate itself (GATE_RELEASED): nothing the shim does, or fails to do, holds the
+ * program's stream for good. Counting before `done` means that once every
+ * `done` of the slot is written nothing touches its scratch words again, so a
+ * reused slot finds them zeroed.
  */
 #ifndef CUDUMP_TOOLJOB_H
 #define CUDUMP_TOOLJOB_H
@@ -36,9 +42,11 @@ enum {
     TOOL_ACC_WORDS = 4,     /* 64-bit words of a job's accumulator: sum, mark, blocks done, - */
 };
 
-/* How long the kernel holds a stream at most: the shim opens a held gate in
- * milliseconds, or gives up on it after a second (gate.c). */
+/* How long the kernel holds a stream at most: the shim begins to serve a held
+ * gate in milliseconds, or gives up on it after a second (gate.c); serving
+ * copies every buffer of the launch, which may be many GB. */
 #define TOOL_HOLD_NS 10000000000ull
+#define TOOL_SERVE_NS 600000000000ull
 
 struct tool_job {
     unsigned long long src;     /* first byte of the buffer */
@@ -48,7 +56,8 @@ struct tool_job {
     unsigned long long result;  /* device address of its struct proto_tool_result */
     unsigned long long acc;     /* device address of TOOL_ACC_WORDS zeroed words */
     unsigned long long tag;     /* written to the result's `done` once the result is there */
-    unsigned long long gate;    /* scans after a launch: device address of its 32-bit gate, or 0 */
+    unsigned long long mark;    /* scans after a gated launch: device address of the word a
+                                 * new non-finite value is marked in (hold_acc + 8), or 0 */
     unsigned long long before;  /* and of the result of the scan before it, or 0 */
     unsigned int mode;          /* enum proto_tool_mode */
     unsigned int blocks;        /* blocks of the grid that work on it (at least 1) */
@@ -59,7 +68,8 @@ struct tool_jobs {
     unsigned int njobs;
     unsigned int reserved;
     unsigned long long hold;     /* device address of the gate to hold the stream at, or 0 */
-    unsigned long long hold_acc; /* with it: a zeroed word of scratch, jobs finished */
+    unsigned long long hold_acc; /* after a gated launch: two zeroed words of scratch, jobs
+                                  * counted and marked, or 0 */
 };
 
 #endif

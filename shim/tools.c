@@ -202,9 +202,10 @@ static CUresult launch_jobs(const struct launch_info *li, const struct tool_ctx 
     return launch(t->fn, grid, 1, 1, TOOL_THREADS, 1, 1, 0, li->stream, params, NULL);
 }
 
-/* The requests whose checks pass, in order, as jobs. */
+/* The requests whose checks pass, in order, as jobs; those that mark, mark at
+ * `mark` (0: none does). */
 static unsigned accept_jobs(const struct tool_ctx *t, struct tool_request *reqs, unsigned n,
-                            struct tool_job *jobs, struct tool_request **of)
+                            CUdeviceptr mark, struct tool_job *jobs, struct tool_request **of)
 {
     unsigned njobs = 0;
     for (unsigned i = 0; i < n; i++) {
@@ -224,12 +225,19 @@ static unsigned accept_jobs(const struct tool_ctx *t, struct tool_request *reqs,
         jobs[njobs] = (struct tool_job){
             .src = c->src, .width = c->width, .height = c->height, .pitch = c->pitch,
             .result = result, .acc = t->scratch + (CUdeviceptr)r->acc * ACC_BYTES,
-            .tag = r->tag, .gate = device_address(t, r->gate, sizeof *r->gate),
+            .tag = r->tag, .mark = r->marks ? mark : 0,
             .before = device_address(t, r->before, sizeof *r->before), .mode = mode,
             .blocks = job_blocks(c, mode, t->max_blocks)};
         of[njobs++] = r;
     }
     return njobs;
+}
+
+static void clear_words(const struct launch_info *li, CUdeviceptr words)
+{
+    cuMemsetD8Async_fn zero = li->ptsz ? real_cuMemsetD8Async_ptsz : real_cuMemsetD8Async;
+    if (zero)
+        zero(words, 0, 2 * sizeof(unsigned long long), li->stream);
 }
 
 /* Runs the accepted jobs, TOOL_JOBS per launch; the last launch holds the
@@ -239,10 +247,14 @@ static bool run_on(const struct launch_info *li, const struct tool_ctx *t,
 {
     static struct tool_job all[PROTO_MAX_REPEAT];      /* under snapshot.c's lock; 40 KB */
     static struct tool_request *of[PROTO_MAX_REPEAT];
-    unsigned total = accept_jobs(t, reqs, n < PROTO_MAX_REPEAT ? n : PROTO_MAX_REPEAT, all, of);
+    CUdeviceptr gate = hold ? device_address(t, hold->gate, sizeof *hold->gate) : 0;
+    CUdeviceptr words = gate && hold->acc < t->holds
+                            ? t->scratch + (CUdeviceptr)(t->accs + hold->acc) * ACC_BYTES
+                            : 0;
+    unsigned total = accept_jobs(t, reqs, n < PROTO_MAX_REPEAT ? n : PROTO_MAX_REPEAT,
+                                 words ? words + 8 : 0, all, of);
     for (unsigned i = PROTO_MAX_REPEAT; i < n; i++)
         reqs[i].result->rc = CUDA_ERROR_INVALID_VALUE;
-    CUdeviceptr gate = hold ? device_address(t, hold->gate, sizeof *hold->gate) : 0;
     bool held = false;
     struct tool_jobs jobs; /* only the jobs used are filled in: the kernel reads no further */
     for (unsigned first = 0; first < total; first += TOOL_JOBS) {
@@ -253,12 +265,16 @@ static bool run_on(const struct launch_info *li, const struct tool_ctx *t,
             grid += all[first + i].blocks;
         jobs.njobs = k;
         jobs.reserved = 0;
-        jobs.hold = last && gate && hold->acc < t->holds ? gate : 0;
-        jobs.hold_acc = jobs.hold ? t->scratch + (CUdeviceptr)(t->accs + hold->acc) * ACC_BYTES : 0;
+        jobs.hold = last && words ? gate : 0;
+        jobs.hold_acc = words;
         CUresult rc = launch_jobs(li, t, &jobs, grid);
         for (unsigned i = 0; i < k; i++)
             of[first + i]->result->rc = rc;
         held = jobs.hold && rc == CUDA_SUCCESS;
+        /* The launch that zeroes the hold's words did not run: a mark an earlier
+         * one left would hold the slot's next gated launch for nothing. */
+        if (last && words && rc != CUDA_SUCCESS && first > 0)
+            clear_words(li, words);
     }
     return held;
 }

@@ -57,9 +57,9 @@ def cudump_run(shim_lib: Path, fake: FakeCuda, tmp_path: Path):
     """Runs `cudump [options] PROGRAM` on the stand-in driver; returns what happened."""
 
     def run(argv: list[str], *options: str, run_dir: Path | None = None,
-            timeout: float = 60) -> Ran:
+            timeout: float = 60, env_extra: dict[str, str] | None = None) -> Ran:
         out = run_dir or tmp_path / "run"
-        env = fake.env()
+        env = fake.env() | (env_extra or {})
         env["CUDUMP_SHIM"] = str(shim_lib)
         env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
         done = subprocess.run([sys.executable, "-m", "cudump", *options, "--out", str(out),

@@ -23,6 +23,21 @@ INDEX = 37
 
 def test_the_producer_among_many_launches(fake, cudump_run):
     ran = cudump_run([str(fake.programs["nans"]), "40", str(INDEX), "23"], "--check-nan")
+    assert_producer_23_found(ran)
+
+
+def test_a_device_with_a_watchdog_is_never_held(fake, cudump_run):
+    """On a GPU whose driver ends kernels that run for long (a display's watchdog), a held
+    stream would end cudump's kernel, and the program's context with it: there the shim waits
+    for the scans itself, and finds the same producer, snapshotted as it left its buffers.
+    (The stand-in aborts the program if cudump's kernel holds a stream on such a device.)"""
+    ran = cudump_run([str(fake.programs["nans"]), "40", str(INDEX), "23"], "--check-nan",
+                     env_extra={"FAKECUDA_WATCHDOG": "1"})
+    assert_producer_23_found(ran)
+
+
+def assert_producer_23_found(ran) -> None:
+    """The nans program's producer (occurrence 23) reported once, its buffers as it left them."""
     assert ran.returncode == 0, ran.stderr
     assert "launches vecAdd=40" in ran.stdout
     records = manifest(ran.run_dir)

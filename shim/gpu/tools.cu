@@ -111,24 +111,45 @@ __device__ __forceinline__ unsigned long long globaltimer()
     return t;
 }
 
-// Called by the last block of each job, after its result: the last job of the
-// launch to finish holds the stream while the gate reads GATE_HELD (every job's
-// gate write is in by then), TOOL_HOLD_NS at most.
+// Called by the last block of each job of a launch with `hold`, after its
+// result and before its `done`: the job that finishes last zeroes the hold's
+// words and, if any job of the phase marked a new NaN or Inf, writes GATE_HELD
+// (every result is in by then) and holds the stream while the gate reads
+// GATE_HELD (TOOL_HOLD_NS at most) or GATE_SERVING (TOOL_SERVE_NS at most).
+// Returns whether this block holds.
+__device__ bool hold_begins(const struct tool_jobs &jobs)
+{
+    unsigned long long *words = (unsigned long long *)jobs.hold_acc;
+    if (atomicAdd(words, 1ull) != jobs.njobs - 1)
+        return false;
+    __threadfence();   // every other job's result and mark are seen from here on
+    words[0] = 0;
+    const bool marked = atomicExch(words + 1, 0ull) != 0;
+    __threadfence();   // zeroed before this job's `done`: the slot may be reused after it
+    if (!marked)
+        return false;
+    *(volatile unsigned int *)jobs.hold = 1;   // GATE_HELD (protocol.h)
+    __threadfence_system();
+    return true;
+}
+
 __device__ void hold_stream(const struct tool_jobs &jobs)
 {
-    unsigned long long *finished = (unsigned long long *)jobs.hold_acc;
-    if (atomicAdd(finished, 1ull) != jobs.njobs - 1)
-        return;
-    *finished = 0;
-    __threadfence_system();
     volatile unsigned int *gate = (volatile unsigned int *)jobs.hold;
     const unsigned long long start = globaltimer();
-    while (*gate == 1) {   // GATE_HELD (protocol.h)
+    unsigned long long serving = 0;
+    for (unsigned int g = *gate; g == 1 || g == 5; g = *gate) {   // GATE_HELD, GATE_SERVING
         __nanosleep(2000);
-        if (globaltimer() - start > TOOL_HOLD_NS) {
-            *gate = 4;     // GATE_RELEASED: nobody came
+        const unsigned long long now = globaltimer();
+        if (g == 5 && !serving)
+            serving = now;
+        // Given up only if the gate still reads what timed out; else look again. (The
+        // shim does not begin to serve a gate this close to TOOL_HOLD_NS: gate.c.)
+        if ((g == 1 ? now - start > TOOL_HOLD_NS : now - serving > TOOL_SERVE_NS) &&
+            *gate == g) {
+            *gate = 4;   // GATE_RELEASED: nobody came, or nobody finished
             __threadfence_system();
-            break;
+            return;
         }
     }
 }
@@ -164,11 +185,12 @@ extern "C" __global__ void cudump_tools(const struct tool_jobs jobs)
     result[0] = found;
     result[1] = atomicExch(acc + 1, 0ull);
     acc[2] = 0;
-    // A new NaN or Inf: the stream is to be held for the shim (hold_stream).
-    if (j.gate && found && (!j.before || ((volatile unsigned long long *)j.before)[0] == 0))
-        *(volatile unsigned int *)j.gate = 1;   // GATE_HELD (protocol.h)
-    __threadfence_system();   // the result and the gate reach the host before `done` does
-    result[2] = j.tag;
-    if (jobs.hold)
+    // A new NaN or Inf: the stream is to be held for the shim (hold_begins).
+    if (j.mark && found && (!j.before || ((volatile unsigned long long *)j.before)[0] == 0))
+        atomicOr((unsigned long long *)j.mark, 1ull);
+    __threadfence_system();   // the result and the mark are in before this job counts
+    const bool holds = jobs.hold && hold_begins(jobs);
+    result[2] = j.tag;        // `done`, after the count: see tooljob.h
+    if (holds)
         hold_stream(jobs);
 }

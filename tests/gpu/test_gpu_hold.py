@@ -1,6 +1,7 @@
 """cudump's kernel as the shim ships it (shim/tools_ptx.h), launched here by itself: a scan
 that finds a new NaN holds its stream until the gate opens, or opens the gate itself after
-TOOL_HOLD_NS; a scan that finds nothing, or NaN that was there before, holds nothing."""
+TOOL_HOLD_NS (but not while the gate says the shim is serving it); a scan that finds nothing,
+or NaN that was there before, holds nothing."""
 
 from __future__ import annotations
 
@@ -36,6 +37,9 @@ def tools_ptx() -> bytes:
 def hold_ns() -> int:
     return int(re.search(r"#define TOOL_HOLD_NS (\d+)ull",
                          (ROOT / "shim" / "tooljob.h").read_text()).group(1))
+
+
+HOLD_WORDS = 2048                   # the hold's two words in scratch: jobs counted, marked
 
 
 class Kernel:
@@ -79,11 +83,12 @@ class Kernel:
         self.set_word(GATE, gate)
         if before_found is not None:
             ctypes.c_uint64.from_address(self.host + BEFORE).value = before_found
+        words = int(self.scratch) + HOLD_WORDS
         job = JOB.pack(int(self.buffer), data.nbytes, 1, data.nbytes, self.host_dev + RESULT_AT,
-                       int(self.scratch), 7, self.host_dev + GATE,
+                       int(self.scratch), 7, words + 8,
                        0 if before_found is None else self.host_dev + BEFORE, SCAN_F32, 2)
         params = (job + bytes(JOB.size * (TOOL_JOBS - 1))
-                  + TAIL.pack(1, 0, self.host_dev + GATE, int(self.scratch) + 2048))
+                  + TAIL.pack(1, 0, self.host_dev + GATE, words))
         arg = ctypes.create_string_buffer(params, len(params))
         pointers = (ctypes.c_void_p * 1)(ctypes.addressof(arg))
         self.ok(cu.cuLaunchKernel(self.fn, 2, 1, 1, 256, 1, 1, 0, self.stream,
@@ -92,6 +97,11 @@ class Kernel:
         self.ok(cu.cuEventRecord(event, self.stream))
         self.keep = arg
         return event
+
+    def hold_words(self) -> list[int]:
+        words = np.zeros(2, np.uint64)
+        self.ok(self.cu.cuMemcpyDtoH(words.ctypes.data, int(self.scratch) + HOLD_WORDS, 16))
+        return words.tolist()
 
     def ready(self, event) -> bool:
         rc = self.cu.cuEventQuery(event)[0]
@@ -127,6 +137,7 @@ def test_a_new_nan_holds_the_stream_until_the_gate_opens(kernel):
     kernel.set_word(0, Gate.SERVED)
     assert kernel.wait(event, 2.0)
     assert kernel.word(0) == Gate.SERVED
+    assert kernel.hold_words() == [0, 0]
 
 
 def test_nothing_found_or_found_before_holds_nothing(kernel):
@@ -136,6 +147,26 @@ def test_nothing_found_or_found_before_holds_nothing(kernel):
     event = kernel.scan(nan_at(5), before_found=1)
     assert kernel.wait(event, 2.0)
     assert kernel.word(0) == Gate.ARMED and kernel.word(128, "<Q") == 1
+
+
+def test_the_hold_words_are_zeroed_after_each_launch(kernel):
+    """A launch that found nothing leaves the scratch words as it found them: the next
+    launch in that slot holds only for its own findings."""
+    event = kernel.scan(np.ones(1000, np.float32), before_found=0)
+    assert kernel.wait(event, 2.0)
+    assert kernel.hold_words() == [0, 0]
+
+
+def test_a_hold_being_served_outlasts_the_wait_for_service(kernel):
+    """Once the shim marks the gate GATE_SERVING, the kernel keeps the stream held past
+    TOOL_HOLD_NS, until the shim opens it."""
+    event = kernel.scan(nan_at(9), before_found=0)
+    assert not kernel.wait(event, 0.3)
+    kernel.set_word(0, Gate.SERVING)
+    assert not kernel.wait(event, hold_ns() / 1e9 + 1)
+    assert kernel.word(0) == Gate.SERVING
+    kernel.set_word(0, Gate.SERVED)
+    assert kernel.wait(event, 2.0)
 
 
 def test_a_hold_nobody_opens_ends_by_itself(kernel):

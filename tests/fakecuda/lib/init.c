@@ -88,6 +88,27 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
+/* Only what the shim asks: whether kernels are ended after a while (a display's
+ * watchdog), which FAKECUDA_WATCHDOG=1 turns on; other attributes are not known. */
+CUresult cuDeviceGetAttribute(int *value, int attribute, CUdevice dev)
+{
+    REQUIRE_INIT();
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev != 0)
+        return FC_ERROR_INVALID_DEVICE;
+    if (attribute != FC_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT)
+        return CUDA_ERROR_INVALID_VALUE;
+    *value = fc_watchdog();
+    return CUDA_SUCCESS;
+}
+
+FC_HIDDEN int fc_watchdog(void)
+{
+    const char *on = getenv("FAKECUDA_WATCHDOG");
+    return on && strcmp(on, "1") == 0;
+}
+
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
     REQUIRE_INIT();

@@ -122,10 +122,15 @@ FC_HIDDEN CUresult fc_resolve_stream(CUstream h, bool per_thread, struct fc_stre
 /* Waits on the calling thread for holds (cudump's kernel on its gate) that
  * work on s would wait behind on a GPU; NULL: every hold (a context-wide sync). */
 FC_HIDDEN void fc_wait_held(const struct fc_stream *s);
-/* The stream waits while the gate reads GATE_HELD (cudump's kernel holding
- * it); after give_up_after_ns the gate gets give_up_value. */
+/* The stream waits while the gate reads GATE_HELD or GATE_SERVING (cudump's
+ * kernel holding it); still GATE_HELD after give_up_after_ns, the gate gets
+ * give_up_value. */
 FC_HIDDEN void fc_hold_gate(struct fc_stream *s, volatile uint32_t *gate,
                             uint64_t give_up_after_ns, uint32_t give_up_value);
+#define FC_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT 17
+/* Whether the device has a display's watchdog (FAKECUDA_WATCHDOG=1): a kernel
+ * that holds its stream there would be ended with an error. */
+FC_HIDDEN int fc_watchdog(void);
 /* The gate cudump's kernel holds its stream at once this launch ran, or NULL. */
 FC_HIDDEN volatile uint32_t *fc_tools_hold(const struct fc_builtin *k, const unsigned char *args);
 FC_HIDDEN CUresult fc_submit(struct fc_stream *s, const struct fc_op *op);

@@ -266,15 +266,28 @@ static void tools(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
     volatile uint64_t *result = (volatile uint64_t *)(uintptr_t)j->result;
     result[0] = acc[0];
     result[1] = acc[1];
-    if (j->gate && acc[0] && (!j->before || ((volatile uint64_t *)(uintptr_t)j->before)[0] == 0))
-        *(volatile uint32_t *)(uintptr_t)j->gate = 1; /* GATE_HELD: a new NaN or Inf */
+    if (j->mark && acc[0] && (!j->before || ((volatile uint64_t *)(uintptr_t)j->before)[0] == 0))
+        *(uint64_t *)(uintptr_t)j->mark |= 1; /* a new NaN or Inf */
     acc[0] = acc[1] = acc[2] = 0;
+    /* With `hold`, the job counts itself before `done`; the last one zeroes the
+     * words and, if anything was marked, holds the stream (fc_tools_hold). */
+    uint64_t hold, words;
+    memcpy(&hold, param + offsetof(struct tool_jobs, hold), sizeof hold);
+    memcpy(&words, param + offsetof(struct tool_jobs, hold_acc), sizeof words);
+    uint64_t *w = (uint64_t *)(uintptr_t)words;
+    if (hold && ++w[0] == njobs) {
+        w[0] = 0;
+        if (w[1])
+            *(volatile uint32_t *)(uintptr_t)hold = 1; /* GATE_HELD */
+        w[1] = 0;
+    }
     __atomic_thread_fence(__ATOMIC_RELEASE);
     result[2] = j->tag;
 }
 
-/* The launch holds its stream while the gate reads GATE_HELD (shim/tooljob.h):
- * here, where a launch runs at once, the stream then waits (fc_hold_gate). */
+/* A launch that wrote GATE_HELD holds its stream while the gate reads GATE_HELD
+ * or GATE_SERVING (shim/tooljob.h): here, where a launch runs at once, the
+ * stream then waits (fc_hold_gate). */
 FC_HIDDEN volatile uint32_t *fc_tools_hold(const struct fc_builtin *k, const unsigned char *args)
 {
     if (k != self(K_TOOLS))

@@ -4,6 +4,7 @@
  * launch is submitted to its stream: run at once, or recorded while the
  * stream captures.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,6 +55,12 @@ static CUresult launch(CUfunction f, struct fc_dim3 grid, struct fc_dim3 block, 
                                   .args = args}};
     r = fc_submit(s, &op);
     volatile uint32_t *gate = r == CUDA_SUCCESS ? fc_tools_hold(k, args) : NULL;
+    if (gate && fc_watchdog()) {
+        /* The real driver would end the kernel with CUDA_ERROR_LAUNCH_TIMEOUT and
+         * the context with it: a test must never get here. */
+        fprintf(stderr, "fakecuda: cudump's kernel held a stream on a device with a watchdog\n");
+        abort();
+    }
     if (gate)
         fc_hold_gate(s, gate, TOOL_HOLD_NS, 4 /* GATE_RELEASED */);
     return r;

@@ -26,6 +26,7 @@ static const struct fc_proc procs[] = {
     P("cuDeviceGet", cuDeviceGet, 2000),
     P("cuDeviceGetCount", cuDeviceGetCount, 2000),
     P("cuDeviceGetName", cuDeviceGetName, 2000),
+    P("cuDeviceGetAttribute", cuDeviceGetAttribute, 2000),
     P("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain, 7000),
     P("cuDevicePrimaryCtxRelease", cuDevicePrimaryCtxRelease, 7000),
     P("cuDevicePrimaryCtxRelease", cuDevicePrimaryCtxRelease_v2, 11000),

@@ -19,14 +19,14 @@
 /* Streams held by cudump's kernel waiting on its gate (fc_hold_gate): the one
  * place the stand-in does not run work at once. Work submitted behind a hold,
  * and any wait for it, waits on the calling thread while the gate reads
- * GATE_HELD, as the real stream would on the GPU; a stream does not wait for a
+ * GATE_HELD or GATE_SERVING, as the real stream would on the GPU; a stream does not wait for a
  * non-blocking one or vice versa, except the streams themselves. An event
  * recorded behind a hold completes with it (cuEventQuery says
  * CUDA_ERROR_NOT_READY until then). */
 struct fc_hold {
     const struct fc_stream *stream;
     volatile uint32_t *gate;
-    uint64_t give_up_ns;     /* when the kernel opens the gate itself */
+    uint64_t give_up_ns;     /* when the kernel opens a gate nobody began to serve */
     uint32_t give_up_value;  /* and what it writes there */
 };
 
@@ -49,14 +49,24 @@ static uint64_t now_ns(void)
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
+static bool gate_open(const struct fc_hold *h)
+{
+    uint32_t v = __atomic_load_n(h->gate, __ATOMIC_ACQUIRE);
+    return v != 1 && v != 5; /* neither GATE_HELD nor GATE_SERVING */
+}
+
+/* The kernel gives up on a gate nobody began to serve (here: not on one being
+ * served, which the tests never leave for long). */
 static bool hold_met(const struct fc_hold *h)
 {
-    if (__atomic_load_n(h->gate, __ATOMIC_ACQUIRE) != 1) /* GATE_HELD */
+    if (gate_open(h))
         return true;
     if (now_ns() < h->give_up_ns)
         return false;
-    __atomic_store_n(h->gate, h->give_up_value, __ATOMIC_RELEASE);
-    return true;
+    uint32_t held = 1; /* GATE_HELD */
+    __atomic_compare_exchange_n(h->gate, &held, h->give_up_value, false, __ATOMIC_ACQ_REL,
+                                __ATOMIC_ACQUIRE);
+    return gate_open(h);
 }
 
 /* Whether work on s waits for a hold on h (NULL s: every hold). */
