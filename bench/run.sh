@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every performance measurement of cudump on a GPU machine, in one table per part:
 # launch overhead against CUPTI and compute-sanitizer, memory over a million traced launches,
-# snapshot speed, a training step, how costs grow, and cudump diff (CPU).
+# snapshot speed, a training step, how costs grow, and cudump diff and planning (CPU).
 # usage: bash bench/run.sh   (writes each part's output to $OUT or a temporary directory)
 set -u
 cd "$(dirname "$0")/.."
@@ -35,4 +35,5 @@ part scaling 400 python3 bench/scaling.py
 if [ -f bench/bench_diff.py ]; then
     part diff 300 python3 bench/bench_diff.py
 fi
+part plan-speed 120 python3 bench/plan_speed.py
 exit $status

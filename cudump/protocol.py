@@ -166,6 +166,11 @@ class Layout:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_struct", struct.Struct("<" + "".join(c for _, c in self.fields)))
+        # Without array fields a struct packs one value per field: the common case, made
+        # quick (a plan packs one copy record per buffer).
+        scalar = all(not (c[0].isdigit() and c[-1] != "s") for _, c in self.fields)
+        defaults = tuple((name, b"" if c.endswith("s") else 0) for name, c in self.fields)
+        object.__setattr__(self, "_defaults", defaults if scalar else None)
 
     @property
     def size(self) -> int:
@@ -180,6 +185,10 @@ class Layout:
         return out
 
     def pack(self, **values: Any) -> bytes:
+        defaults = self._defaults  # type: ignore[attr-defined]
+        if defaults is not None:
+            return self._struct.pack(  # type: ignore[attr-defined,no-any-return]
+                *[values.get(name, default) for name, default in defaults])
         flat: list[Any] = []
         for name, code in self.fields:
             value = values.get(name, b"" if code.endswith("s") else 0)

@@ -12,6 +12,7 @@ manifest record. PNG encoding never happens while the target waits.
 from __future__ import annotations
 
 import collections
+import functools
 import os
 import queue
 import re
@@ -86,6 +87,13 @@ class PlannedCopy:
     @property
     def staging_bytes(self) -> int:
         return p.TOOL_RESULT if self.tool is not None else self.plan.nbytes
+
+    def with_record(self, record: SnapshotRecord) -> PlannedCopy:
+        """The same copy with another record (a shallow copy: plans are not changed)."""
+        new = object.__new__(PlannedCopy)
+        new.__dict__.update(self.__dict__)
+        new.record = record
+        return new
 
     def wire(self) -> list[bytes]:
         phase = int(p.Phase.BEFORE if self.phase == "before" else p.Phase.AFTER)
@@ -332,14 +340,13 @@ class Snapshotter:
             assert copy.tool is not None
             record = None
             if copy.tool == p.ToolMode.DIGEST:
-                record = replace(copy.record, extra=dict(copy.record.extra))
+                record = copy.record.copy()
                 record.extra.update(_digest_fields(copy.plan, 0))
             made.append(RepeatCopy(copy.tool, copy.phase, record))
         first = None
         if planned is not None:
             # Its own records: those of this launch are filled in when its results come.
-            kept = [replace(c, record=replace(c.record, extra=dict(c.record.extra)))
-                    for c in copies]
+            kept = [c.with_record(c.record.copy()) for c in copies]
             first = PlannedLaunch(kept, [(c, None) for c in kept], ctx=planned.ctx,
                                   staging_size=planned.staging_size, args=planned.args,
                                   values=planned.values)
@@ -462,57 +469,54 @@ class Snapshotter:
         if not targets and not untracked:
             self._no_buffer(ctx, rule)
         starts = self._proc(ctx.proc.pid).starts
+        phases = [phase for phase in ("before", "after") if phase in rule.when]
         for index, arg, where, override in targets:
-            for phase in ("before", "after"):
-                if phase not in rule.when:
-                    continue
-                try:
-                    if arg is None:
-                        raise GeometryError(
-                            f"argument {index} has {len(args[index].raw)} bytes, so there "
-                            f"is no pointer at byte {where}")
-                    alloc = event.pointers.get((index, where))
-                    plan = plan_copy(arg, alloc, override, values)
-                except (GeometryError, ArithmeticError, RecursionError) as err:
+            # What is read does not depend on the phase: found once for both.
+            try:
+                if arg is None:
+                    raise GeometryError(
+                        f"argument {index} has {len(args[index].raw)} bytes, so there "
+                        f"is no pointer at byte {where}")
+                alloc = event.pointers.get((index, where))
+                plan = plan_copy(arg, alloc, override, values)
+            except (GeometryError, ArithmeticError, RecursionError) as err:
+                for phase in phases:
                     self._error(ctx, args[index], phase, rule, str(err))
+                continue
+            rest = (override is None or override.count is None and not override.is_2d) \
+                and alloc is not None and alloc.kind != "pitched"
+            extent = "allocation-rest"
+            if rest:
+                # Another buffer further into the same allocation (a caching
+                # allocator's neighbouring tensor) ends this one.
+                assert alloc is not None
+                cut = cut_at_next(plan, starts.next_after(plan.address, alloc))
+                if cut is not plan:
+                    plan, extent = cut, "to-next-buffer"
+            tool = _tool_of(rule, plan, func)
+            if rule.is_scan and tool is None:
+                continue  # not floating point: nothing to scan
+            if tool is not None:
+                plan = _whole_elements(plan, tool)
+                if plan.nbytes == 0:
+                    # Shorter than one element (cut where the next buffer begins): nothing
+                    # to scan, and the shim refuses a plan with an empty copy in it.
                     continue
-                rest = (override is None or override.count is None and not override.is_2d) \
-                    and alloc is not None and alloc.kind != "pitched"
-                extent = "allocation-rest"
-                if rest:
-                    # Another buffer further into the same allocation (a caching
-                    # allocator's neighbouring tensor) ends this one.
-                    assert alloc is not None
-                    cut = cut_at_next(plan, starts.next_after(plan.address, alloc))
-                    if cut is not plan:
-                        plan, extent = cut, "to-next-buffer"
-                tool = _tool_of(rule, plan, func)
-                if rule.is_scan and tool is None:
-                    continue  # not floating point: nothing to scan
-                if tool is not None:
-                    plan = _whole_elements(plan, tool)
-                    if plan.nbytes == 0:
-                        # Shorter than one element (cut where the next buffer begins): nothing
-                        # to scan, and the shim refuses a plan with an empty copy in it.
-                        continue
-                elif not self._budget(plan.nbytes):
+            for phase in phases:
+                if tool is None and not self._budget(plan.nbytes):
                     self._error(ctx, args[index], phase, rule,
                                 f"--max-bytes {self.max_bytes} reached")
                     continue
                 record = self._record(ctx, plan.arg, phase, plan, stems=stems, rule=rule,
                                       offset=where)
-                if tool is not None:
-                    record.file = None
-                    if rest:
-                        record.extra["extent"] = extent
-                    copies.append(PlannedCopy(plan, phase, 0, rule, record, tool=tool))
-                    continue
                 if rest:
                     # From the pointer to the end of its allocation (or to the next buffer):
                     # with a caching allocator that may run past the tensor; a rule's count
                     # narrows it.
                     record.extra["extent"] = extent
-                copies.append(PlannedCopy(plan, phase, 0, rule, record))
+                if tool is not None:
+                    record.file = None
+                copies.append(PlannedCopy(plan, phase, 0, rule, record, tool=tool))
         return copies
 
     @staticmethod
@@ -846,11 +850,9 @@ class Snapshotter:
                 type_text: str | None = None, stems: set[str] | None = None,
                 rule: Rule | None = None, offset: int = 0) -> SnapshotRecord:
         ev, func = ctx.event, ctx.func
-        where = (f"-g{ev.graph}r{ev.replay}n{ev.node}" if ev.flags & p.LaunchFlag.GRAPH
-                 else "")
+        where = f"-g{ev.graph}r{ev.replay}n{ev.node}" if ctx.in_graph else ""
         inside = f"-off{offset}" if offset else ""
-        stem = (f"{ev.seq:06d}-{ctx.proc.pid}{where}-{safe_name(_base_name(func))}-arg{arg}"
-                f"{inside}-{phase}")
+        stem = f"{ev.seq:06d}-{ctx.proc.pid}{where}-{ctx.file_name}-arg{arg}{inside}-{phase}"
         if stems is not None:
             # Two rules on the same buffer: each snapshot gets its own file.
             base, n = stem, 2
@@ -872,7 +874,7 @@ class Snapshotter:
             record.extra["note"] = plan.note
         if offset:
             record.extra["offset"] = offset   # byte offset of the pointer inside the argument
-        if ev.flags & p.LaunchFlag.GRAPH:
+        if ctx.in_graph:
             record.extra.update(graph=ev.graph, replay=ev.replay, node=ev.node)
         if rule is not None:
             record.extra["rule"] = rule.origin
@@ -1031,6 +1033,15 @@ class _Launch:
     proc: ProcessState
     func: FuncInfo
     event: LaunchEvent
+
+    @functools.cached_property
+    def file_name(self) -> str:
+        """The kernel's part of its snapshots' file names."""
+        return safe_name(_base_name(self.func))
+
+    @functools.cached_property
+    def in_graph(self) -> bool:
+        return bool(self.event.flags & p.LaunchFlag.GRAPH)
 
 
 def _repeat_keys(event: LaunchEvent) -> tuple[tuple[int, int], ...]:

@@ -198,3 +198,36 @@ def test_a_buffer_shorter_than_one_element_is_not_scanned(tmp_path):
             assert all(c.plan.nbytes > 0 for c in launch.copies)
     finally:
         snapshots.close()
+
+
+def test_a_repeated_plans_template_keeps_its_own_records(tmp_path):
+    """The template a repeated plan is reported from later is a copy: filling in the first
+    launch's records (its results) does not change what later launches are reported with."""
+    snapshots = Snapshotter([option_rule("--check-nan", SCAN_FORMATS)], tmp_path, None,
+                            ManifestWriter(tmp_path))
+    try:
+        proc = ProcessState(1, 0, "prog")
+        func = FuncInfo(1, 0x1000, "_Z1kv", "void k<float>(std::array<char*, 2ul>)",
+                        [(0, 16)])
+        assert snapshots.wants(proc, func)
+        alloc = Allocation(base=0x10000, size=0x1000, kind="linear")
+        words = (0x10000).to_bytes(8, "little") + (0x10800).to_bytes(8, "little")
+        event = LaunchEvent(seq=1, occurrence=1, func_id=1, device=0, grid=(1, 1, 1),
+                            block=(1, 1, 1), smem=0, stream=0, tid=1, api="cuLaunchKernel",
+                            flags=0, rc=0, raw_args=[words],
+                            pointers={(0, 0): alloc, (0, 8): alloc})
+        failures = snapshots.thread_failures()
+        planned = snapshots.plan(proc, func, event, 1 << 20)
+        repeat = snapshots.repeat_id(proc, func, event, planned, failures)
+        assert planned is not None and repeat is not None and len(planned.copies) == 4
+        template = snapshots._proc(proc.pid).templates[repeat.plan_id].first
+        for copy in planned.copies:
+            copy.record.extra["nonfinite"] = 3
+            copy.record.status = "error"
+        kept = template.copies
+        assert [(c.phase, c.record.extra.get("offset", 0)) for c in kept] == [
+            ("before", 0), ("after", 0), ("before", 8), ("after", 8)]
+        assert all("nonfinite" not in c.record.extra and c.record.status == "ok" for c in kept)
+        assert [c.plan for c in kept] == [c.plan for c in planned.copies]
+    finally:
+        snapshots.close()

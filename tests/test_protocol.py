@@ -128,3 +128,12 @@ def test_framing_round_trip() -> None:
         a.sendall(p.HEADER.pack(size=p.MAX_MESSAGE + 1, kind=1, flags=0, tag=0))
         with pytest.raises(p.ProtocolError):
             p.read_message(b)
+
+
+def test_pack_takes_fields_by_name_and_zeroes_the_rest() -> None:
+    """Both ways of packing (one value per field, and with array fields) agree with unpack."""
+    copy = p.COPY.pack(offset=7, src=0x7F00, phase=1)
+    assert p.COPY.unpack(copy) == {"phase": 1, "flags": 0, "src": 0x7F00, "width": 0,
+                                   "height": 0, "pitch": 0, "offset": 7}
+    out = p.TOOL_OUT.unpack(p.TOOL_OUT.pack(words=[3, 4], rc=-2))
+    assert (tuple(out["words"]), out["done"], out["rc"]) == ((3, 4), 0, -2)
