@@ -171,26 +171,34 @@ def test_failures_are_counted_per_thread(tmp_path):
         snap.close()
 
 
+# A kernel whose two buffers come in a by-value struct, both in one allocation.
+PAIR_FUNC = FuncInfo(1, 0x1000, "_Z1kv", "void k<float>(std::array<char*, 2ul>)", [(0, 16)])
+PAIR_ALLOC = Allocation(base=0x10000, size=0x1000, kind="linear")
+
+
+def _scanning(tmp_path) -> Snapshotter:
+    return Snapshotter([option_rule("--check-nan", SCAN_FORMATS)], tmp_path, None,
+                       ManifestWriter(tmp_path))
+
+
+def _pair_launch(seq: int, first: int, second: int) -> LaunchEvent:
+    words = first.to_bytes(8, "little") + second.to_bytes(8, "little")
+    return LaunchEvent(seq=seq, occurrence=seq, func_id=1, device=0, grid=(1, 1, 1),
+                       block=(1, 1, 1), smem=0, stream=0, tid=1, api="cuLaunchKernel",
+                       flags=0, rc=0, raw_args=[words],
+                       pointers={(0, 0): PAIR_ALLOC, (0, 8): PAIR_ALLOC})
+
+
 def test_a_buffer_shorter_than_one_element_is_not_scanned(tmp_path):
     """A buffer that ends, 2 bytes in, where a launch before passed another (a byte buffer):
     shorter than one float, so it is not scanned. An empty scan would make the shim refuse
     the whole plan, and ask about the launch again every time."""
-    snapshots = Snapshotter([option_rule("--check-nan", SCAN_FORMATS)], tmp_path, None,
-                            ManifestWriter(tmp_path))
+    snapshots = _scanning(tmp_path)
     try:
         proc = ProcessState(1, 0, "prog")
-        func = FuncInfo(1, 0x1000, "_Z1kv", "void k<float>(std::array<char*, 2ul>)",
-                        [(0, 16)])
-        assert snapshots.wants(proc, func)
-        alloc = Allocation(base=0x10000, size=0x1000, kind="linear")
-        planned = []
-        for seq, first in ((1, 0x10002), (2, 0x10000)):
-            words = first.to_bytes(8, "little") + (0x10100).to_bytes(8, "little")
-            event = LaunchEvent(seq=seq, occurrence=seq, func_id=1, device=0,
-                                grid=(1, 1, 1), block=(1, 1, 1), smem=0, stream=0, tid=1,
-                                api="cuLaunchKernel", flags=0, rc=0, raw_args=[words],
-                                pointers={(0, 0): alloc, (0, 8): alloc})
-            planned.append(snapshots.plan(proc, func, event, 1 << 20))
+        assert snapshots.wants(proc, PAIR_FUNC)
+        planned = [snapshots.plan(proc, PAIR_FUNC, _pair_launch(seq, first, 0x10100), 1 << 20)
+                   for seq, first in ((1, 0x10002), (2, 0x10000))]
         for launch in planned:   # the first's word at 0x10002 is not aligned to a float
             assert launch is not None
             assert [(c.record.extra.get("offset", 0), c.phase) for c in launch.copies] == [
@@ -203,22 +211,14 @@ def test_a_buffer_shorter_than_one_element_is_not_scanned(tmp_path):
 def test_a_repeated_plans_template_keeps_its_own_records(tmp_path):
     """The template a repeated plan is reported from later is a copy: filling in the first
     launch's records (its results) does not change what later launches are reported with."""
-    snapshots = Snapshotter([option_rule("--check-nan", SCAN_FORMATS)], tmp_path, None,
-                            ManifestWriter(tmp_path))
+    snapshots = _scanning(tmp_path)
     try:
         proc = ProcessState(1, 0, "prog")
-        func = FuncInfo(1, 0x1000, "_Z1kv", "void k<float>(std::array<char*, 2ul>)",
-                        [(0, 16)])
-        assert snapshots.wants(proc, func)
-        alloc = Allocation(base=0x10000, size=0x1000, kind="linear")
-        words = (0x10000).to_bytes(8, "little") + (0x10800).to_bytes(8, "little")
-        event = LaunchEvent(seq=1, occurrence=1, func_id=1, device=0, grid=(1, 1, 1),
-                            block=(1, 1, 1), smem=0, stream=0, tid=1, api="cuLaunchKernel",
-                            flags=0, rc=0, raw_args=[words],
-                            pointers={(0, 0): alloc, (0, 8): alloc})
+        assert snapshots.wants(proc, PAIR_FUNC)
+        event = _pair_launch(1, 0x10000, 0x10800)
         failures = snapshots.thread_failures()
-        planned = snapshots.plan(proc, func, event, 1 << 20)
-        repeat = snapshots.repeat_id(proc, func, event, planned, failures)
+        planned = snapshots.plan(proc, PAIR_FUNC, event, 1 << 20)
+        repeat = snapshots.repeat_id(proc, PAIR_FUNC, event, planned, failures)
         assert planned is not None and repeat is not None and len(planned.copies) == 4
         template = snapshots._proc(proc.pid).templates[repeat.plan_id].first
         for copy in planned.copies:
