@@ -379,11 +379,10 @@ class Snapshotter:
                                           pointers=first.ctx.event.pointers))
         copies = []
         for k, copy in enumerate(first.copies):
-            record = replace(copy.record, launch=event.seq, occurrence=event.occurrence,
-                             grid=list(event.grid), block=list(event.block),
-                             stream=event.stream_hex,
-                             device=event.device if event.device >= 0 else None,
-                             extra=dict(copy.record.extra))
+            record = copy.record.copy(launch=event.seq, occurrence=event.occurrence,
+                                      grid=list(event.grid), block=list(event.block),
+                                      stream=event.stream_hex,
+                                      device=event.device if event.device >= 0 else None)
             copies.append(replace(copy, offset=k * p.TOOL_RESULT, record=record))
         launch = PlannedLaunch(copies, [(c, None) for c in copies], ctx=ctx,
                                staging_size=first.staging_size, args=first.args,
