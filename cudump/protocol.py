@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 from typing import Any, Protocol
 
-VERSION = 8
+VERSION = 9
 MAGIC = 0x50445543
 
 MAX_MESSAGE = 1 << 20
@@ -101,6 +101,7 @@ class PlanFlag(IntFlag):
 
 class ResultFlag(IntFlag):
     TAKEN = 1       # reported by Kind.REPEAT instead of the ring
+    ASKED = 2       # asked about (Kind.BEGIN), then made with the repeatable plan it got
 
 
 class Gate(IntEnum):

@@ -95,6 +95,7 @@ def event_of(slot: np.void) -> LaunchEvent:
 
 # (process, template, slot) -> handled the ordinary way (Snapshotter.collect)
 Unusual = Callable[[ProcessState, RepeatTemplate, np.void], None]
+Asked = Callable[[ProcessState, int], None]
 
 
 @dataclass
@@ -121,10 +122,11 @@ class ResultDrain(RingDrain[_Ring]):
     """Consumes every process's result ring on one thread, in batches."""
 
     def __init__(self, write_lines: Callable[[list[str]], None], unusual: Unusual,
-                 counted: Callable[[int, int], None]) -> None:
+                 counted: Callable[[int, int], None], asked: Asked) -> None:
         self._write_lines = write_lines
         self._unusual = unusual
         self._counted = counted
+        self._asked = asked
         self._failed = False
         super().__init__("cudump-results")
 
@@ -195,6 +197,9 @@ class ResultDrain(RingDrain[_Ring]):
         for i, plan in enumerate(plans):
             if flags[i] & p.ResultFlag.TAKEN:
                 continue   # reported with MSG_REPEAT
+            asked = bool(flags[i] & p.ResultFlag.ASKED)
+            if asked:
+                self._asked(ring.proc, seqs[i])   # its plan's first launch: counted as asked
             template = ring.templates.get(plan)
             if template is None:
                 continue
@@ -203,7 +208,7 @@ class ResultDrain(RingDrain[_Ring]):
                     or any(found[k] for k in template.after_scans)):
                 self._unusual(ring.proc, template, ring.slots[index[i]].copy())
                 continue
-            plain_launches += 1
+            plain_launches += not asked
             if not template.digests:
                 continue
             key = f"{pid}.{plan}"

@@ -225,7 +225,8 @@ class Snapshotter:
         self.manifest = manifest
         self.images = ImageStore(run_dir)
         self.captures = CaptureWriter(run_dir)
-        self.results = ResultDrain(manifest.append_lines, self._unusual, self._count)
+        self.results = ResultDrain(manifest.append_lines, self._unusual, self._count,
+                                   self._made_as_planned)
         self.jobs: queue.Queue[WriteJob | None] = queue.Queue(maxsize=64)
         self.writer = threading.Thread(target=self._write_loop, name="cudump-writer", daemon=True)
         self.writer.start()
@@ -368,8 +369,9 @@ class Snapshotter:
         template = self._proc(proc.pid).templates.get(int(slot["plan"]))
         if template is None:
             return None
-        with self.lock:
-            self.repeated += 1
+        if not int(slot["flags"]) & p.ResultFlag.ASKED:   # an asked launch is counted so
+            with self.lock:
+                self.repeated += 1
         first, func = template.first, template.func
         if first is None:
             return None
@@ -401,6 +403,11 @@ class Snapshotter:
         except Exception as err:
             warn(f"results of launch {seq} are lost: {err}")
         self._proc(proc.pid).pending.pop(seq, None)   # too late for copies to follow it
+
+    def _made_as_planned(self, proc: ProcessState, seq: int) -> None:
+        """The launch asked about was made with its plan's repeatable form: its results came
+        through the ring, and its ordinary copies will not be reported (no Kind.END)."""
+        self._proc(proc.pid).pending.pop(seq, None)
 
     def _count(self, launches: int, digests: int) -> None:
         with self.lock:

@@ -219,11 +219,13 @@ enum { REPEAT_MAX_BYTES = 32768 };
 /* The plan kept for a launch of e with these parameter bytes, if it still holds. */
 struct repeat_plan *repeat_find(const struct func_entry *e, const unsigned char *bytes,
                                       size_t n, uint32_t gen);
-/* Keeps a plan the controller marked PLAN_REPEAT (its copies, by pointer, and keys). */
-void repeat_store(struct func_entry *e, const unsigned char *bytes, size_t n, uint32_t gen,
-                  unsigned long long epoch, unsigned long long removals, uint32_t id, bool gate,
-                  const struct proto_copy *const *copies, unsigned ncopies,
-                  const struct proto_key *keys, unsigned nkeys);
+/* Keeps a plan the controller marked PLAN_REPEAT (its copies, by pointer, and keys);
+ * returns it, or NULL if it could not be kept. */
+struct repeat_plan *repeat_store(struct func_entry *e, const unsigned char *bytes, size_t n,
+                                 uint32_t gen, unsigned long long epoch,
+                                 unsigned long long removals, uint32_t id, bool gate,
+                                 const struct proto_copy *const *copies, unsigned ncopies,
+                                 const struct proto_key *keys, unsigned nkeys);
 unsigned repeat_copies(const struct repeat_plan *p);
 /* Takes a result ring slot for the launch and runs the plan's "before" tools;
  * false if the ring has no room (ask the controller instead). */

@@ -39,7 +39,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 8
+#define PROTO_VERSION 9
 #define PROTO_MAGIC 0x50445543u /* "CUDP" */
 
 /* ---- limits ---------------------------------------------------------------- */
@@ -173,6 +173,9 @@ enum proto_plan_flag {     /* proto_plan.flags */
 
 enum proto_result_flag {   /* proto_result_slot.flags */
     RESULT_TAKEN = 1,      /* reported by MSG_REPEAT instead: the ring's reader skips it */
+    RESULT_ASKED = 2,      /* the launch was asked about (MSG_BEGIN), then made with the
+                            * repeatable plan it got: the controller forgets the plan's
+                            * ordinary copies (no MSG_END comes) */
 };
 
 /* proto_result_slot.gate: a launch whose scans nobody waits for (PLAN_GATE).

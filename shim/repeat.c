@@ -164,18 +164,19 @@ static int by_offset(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-void repeat_store(struct func_entry *e, const unsigned char *bytes, size_t n, uint32_t gen,
-                  unsigned long long epoch, unsigned long long removals, uint32_t id, bool gate,
-                  const struct proto_copy *const *copies, unsigned ncopies,
-                  const struct proto_key *keys, unsigned nkeys)
+struct repeat_plan *repeat_store(struct func_entry *e, const unsigned char *bytes, size_t n,
+                                 uint32_t gen, unsigned long long epoch,
+                                 unsigned long long removals, uint32_t id, bool gate,
+                                 const struct proto_copy *const *copies, unsigned ncopies,
+                                 const struct proto_key *keys, unsigned nkeys)
 {
     if (n > REPEAT_MAX_BYTES || ncopies > PROTO_MAX_REPEAT)
-        return;
+        return NULL;
     for (unsigned k = 0; k < nkeys; k++)
         if (keys[k].size > n || keys[k].offset > n - keys[k].size)
-            return; /* a key outside the bytes: not a plan to trust */
+            return NULL; /* a key outside the bytes: not a plan to trust */
     if (!e->repeats && !(e->repeats = calloc(1, sizeof *e->repeats)))
-        return;
+        return NULL;
     struct repeat_cache *c = e->repeats;
     struct repeat_plan *p = &c->way[c->next];
     c->next = (c->next + 1) % REPEAT_WAYS;
@@ -190,7 +191,7 @@ void repeat_store(struct func_entry *e, const unsigned char *bytes, size_t n, ui
         free(owned_copies ? owned_copies : p->copies);
         free(owned_before ? owned_before : p->before);
         memset(p, 0, sizeof *p);
-        return;
+        return NULL;
     }
     memcpy(owned, bytes, n);
     memcpy(owned_keys, keys, nkeys * sizeof *keys);
@@ -204,6 +205,7 @@ void repeat_store(struct func_entry *e, const unsigned char *bytes, size_t n, ui
                               .nbytes = n, .bytes = owned, .nkeys = nkeys, .keys = owned_keys,
                               .ncopies = ncopies, .copies = owned_copies,
                               .before = owned_before};
+    return p;
 }
 
 unsigned repeat_copies(const struct repeat_plan *p)

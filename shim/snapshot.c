@@ -475,20 +475,21 @@ static bool param_key(const struct launch_info *li, unsigned char *key, size_t *
 }
 
 /* Keeps the plan just received if the controller said it may be repeated
- * (digests and scans only; a plan that holds the launch never is). */
-static void keep_plan(struct launch_info *li, const unsigned char *key, size_t nkey,
+ * (digests and scans only; a plan that holds the launch never is). Returns
+ * it, or NULL if it was not kept. */
+static struct repeat_plan *keep_plan(struct launch_info *li, const unsigned char *key, size_t nkey,
                       uint32_t gen, unsigned long long epoch, unsigned long long removals,
                       uint32_t id, bool gate)
 {
     static const struct proto_copy *kept[PROTO_MAX_REPEAT]; /* under snap_lock */
     if (ncopies > PROTO_MAX_REPEAT)
-        return;
+        return NULL;
     for (unsigned i = 0; i < ncopies; i++) {
         if (!(copies[i].c.flags & COPY_TOOL))
-            return;
+            return NULL;
         kept[i] = &copies[i].c;
     }
-    repeat_store(li->e, key, nkey, gen, epoch, removals, id, gate, kept, ncopies, plan_keys,
+    return repeat_store(li->e, key, nkey, gen, epoch, removals, id, gate, kept, ncopies, plan_keys,
                  nplan_keys);
 }
 
@@ -525,8 +526,18 @@ bool launch_begin(struct launch_info *li)
     build_begin(&m, li);
     uint32_t flags, id;
     bool ok = request_plan(&m, 0, &flags, &id);
+    struct repeat_plan *kept = NULL;
     if (ok && keyed && (flags & PLAN_REPEAT) && !(flags & PLAN_HALT))
-        keep_plan(li, key, nkey, gen, epoch, removals, id, flags & PLAN_GATE);
+        kept = keep_plan(li, key, nkey, gen, epoch, removals, id, flags & PLAN_GATE);
+    /* This launch is made with the plan just kept, as the launches after it
+     * will be: its results come back through the ring, and the program does
+     * not wait for the stream to report them (only scans that find something
+     * are waited for, as ever). */
+    if (kept && ncopies && repeat_start(li, kept)) {
+        li->slot->flags |= RESULT_ASKED;
+        ncopies = 0;
+        return true; /* snap_lock and the capture mode stay until launch_finish */
+    }
     if (ok && (flags & PLAN_HALT))
         li->step = stop_serve(li, PHASE_BEFORE, CUDA_SUCCESS) == RESUME_STEP;
     li->deferred = false;

@@ -14,3 +14,8 @@ def manifest(run_dir: Path) -> list[dict]:
     if not (Path(run_dir) / MANIFEST).exists():
         return []
     return [json.loads(r.to_json()) for r in read_manifest(run_dir)]
+
+
+def summary(run_dir: Path) -> dict:
+    """The run's summary.json."""
+    return json.loads((Path(run_dir) / "summary.json").read_text())

@@ -7,7 +7,7 @@ import threading
 
 import numpy as np
 import pytest
-from records import manifest
+from records import manifest, summary
 
 from cudump import protocol as p
 from cudump.errors import RuleError
@@ -81,6 +81,25 @@ def test_the_producer_is_snapshotted_when_no_launch_follows_it(fake, cudump_run,
     assert sorted(snaps) == [0, 1, 2]
     c = np.load(ran.run_dir / snaps[2]["file"])
     assert np.isnan(c[INDEX]) and np.isfinite(np.delete(c, INDEX)).all()
+
+
+@pytest.mark.parametrize("launches", [1, 3])
+def test_the_first_launch_asked_about_is_found_as_a_producer(fake, cudump_run, launches):
+    """The first launch of a kernel is asked about, and then made with the plan it got, as the
+    launches after it are: its scans come back through the ring, nobody waits for them, and
+    when one finds a NaN the GPU holds the stream for cudump as for any other launch."""
+    ran = cudump_run([str(fake.programs["nans"]), str(launches), str(INDEX), "1"],
+                     "--check-nan")
+    assert ran.returncode == 0, ran.stderr
+    records = manifest(ran.run_dir)
+    (found,) = [r for r in records if "nonfinite" in r]
+    assert (found["launch"], found["arg"], found["first_nonfinite"]) == (1, 2, INDEX)
+    snaps = {r["arg"]: r for r in records if r.get("file")}
+    assert sorted(snaps) == [0, 1, 2] and all(r["launch"] == 1 for r in snaps.values())
+    c = np.load(ran.run_dir / snaps[2]["file"])
+    assert np.isnan(c[INDEX]) and np.isfinite(np.delete(c, INDEX)).all()
+    totals = summary(ran.run_dir)
+    assert (totals["planned_launches"], totals["repeated_launches"]) == (1, launches - 1)
 
 
 def test_every_producer_is_reported_the_first_snapshotted(fake, cudump_run):

@@ -6,17 +6,12 @@ the controller-planned path gives."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
-from records import manifest
+from records import manifest, summary
 
 from cudump.digest import digest, digest_hex
-
-
-def summary(run_dir: Path) -> dict:
-    return json.loads((run_dir / "summary.json").read_text())
 
 
 def key(r: dict) -> tuple:
@@ -52,9 +47,10 @@ def test_repeated_launches_digest_what_snapshots_copy(fake, cudump_run, tmp_path
     # four launches a round over the same buffers each round (fill and scale also take the
     # round's number, which a plan without overrides does not depend on): rounds 2-6 repeat
     assert summary(dig.run_dir)["repeated_launches"] == 20
-    # one line per repeated launch, after one template line per plan
+    # one line per launch made with a kept plan (the first, asked about, too: it is made with
+    # the plan it got), after one template line per plan
     raw = [json.loads(line) for line in (dig.run_dir / "manifest.jsonl").read_text().splitlines()]
-    assert sum("digests_of" in line for line in raw) == 20
+    assert sum("digests_of" in line for line in raw) == 24
     assert sum("digest_template" in line for line in raw) == 4
     assert summary(dig.run_dir)["digests"] == len(digests)
 
