@@ -366,10 +366,13 @@ class Snapshotter:
     def repeat_report(self, proc: ProcessState, slot: np.void) -> PlannedLaunch | None:
         """A launch made with a repeated plan, taken the ordinary way (a scan found something,
         or a kernel failed): its records and findings, and copies to follow it, if any."""
+        asked = bool(int(slot["flags"]) & p.ResultFlag.ASKED)
+        if asked:   # made with its plan: its ordinary copies are not reported
+            self._made_as_planned(proc, int(slot["event"]["seq"]))
         template = self._proc(proc.pid).templates.get(int(slot["plan"]))
         if template is None:
             return None
-        if not int(slot["flags"]) & p.ResultFlag.ASKED:   # an asked launch is counted so
+        if not asked:   # an asked launch is counted as asked
             with self.lock:
                 self.repeated += 1
         first, func = template.first, template.func

@@ -87,13 +87,7 @@ static bool settled(const struct gate_entry *g)
     if (__atomic_load_n(&s->ready, __ATOMIC_ACQUIRE) != g->tag)
         return true;
     uint32_t gate = gate_of(g);
-    if (gate == GATE_HELD || gate == GATE_SERVING)
-        return false;
-    unsigned n = s->ncopies < PROTO_MAX_REPEAT ? s->ncopies : PROTO_MAX_REPEAT;
-    for (unsigned k = 0; k < n; k++)
-        if (s->results[k].rc == 0 && __atomic_load_n(&s->results[k].done, __ATOMIC_ACQUIRE) != g->tag)
-            return false;
-    return true;
+    return gate != GATE_HELD && gate != GATE_SERVING && repeat_results_in(s, g->tag);
 }
 
 static void retire_locked(void)

@@ -227,9 +227,13 @@ struct repeat_plan *repeat_store(struct func_entry *e, const unsigned char *byte
                                  const struct proto_copy *const *copies, unsigned ncopies,
                                  const struct proto_key *keys, unsigned nkeys);
 unsigned repeat_copies(const struct repeat_plan *p);
+/* Whether every result of the slot (whose `ready` is tag) is in, or will never
+ * come (its tool was not launched). */
+bool repeat_results_in(const struct proto_result_slot *s, uint64_t tag);
 /* Takes a result ring slot for the launch and runs the plan's "before" tools;
- * false if the ring has no room (ask the controller instead). */
-bool repeat_start(struct launch_info *li, struct repeat_plan *p);
+ * false if the ring has no room (ask the controller instead), after waiting a
+ * while for the controller to make some if `wait`. */
+bool repeat_start(struct launch_info *li, struct repeat_plan *p, bool wait);
 /* Runs the "after" tools and hands the slot to the ring's reader. Returns true
  * if a scan found new non-finite values: the slot is then appended to
  * `report` (a MSG_REPEAT) for the caller to send. A gated launch returns

@@ -24,8 +24,10 @@
  *
  * Everything here runs under snapshot.c's lock, one wanted launch at a time.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "launch.h"
 
@@ -216,13 +218,14 @@ unsigned repeat_copies(const struct repeat_plan *p)
 /* ---- the result ring ---------------------------------------------------- */
 
 /* Reserves the next slot. A full ring means the controller is behind; after
- * waiting about 0.2 s for it the launch is asked about instead. */
-static struct proto_result_slot *reserve(uint64_t *pos)
+ * waiting about 0.2 s for it (if `wait`) the launch is asked about instead. */
+static struct proto_result_slot *reserve(uint64_t *pos, bool wait)
 {
     uint32_t slots;
     struct proto_result_slot *ring = results_ring(&slots);
     volatile struct proto_control *ctl = channel_control_rw();
-    if (!ring || !ctl || !ring_reserve(&ctl->results_head, &ctl->results_tail, slots, 4000, pos))
+    if (!ring || !ctl ||
+        !ring_reserve(&ctl->results_head, &ctl->results_tail, slots, wait ? 4000 : 0, pos))
         return NULL;
     return &ring[*pos & (slots - 1)];
 }
@@ -275,10 +278,59 @@ static bool has_scans(const struct repeat_plan *p)
     return false;
 }
 
-bool repeat_start(struct launch_info *li, struct repeat_plan *p)
+bool repeat_results_in(const struct proto_result_slot *s, uint64_t tag)
 {
+    unsigned n = s->ncopies < PROTO_MAX_REPEAT ? s->ncopies : PROTO_MAX_REPEAT;
+    for (unsigned k = 0; k < n; k++)
+        if (s->results[k].rc == 0 && __atomic_load_n(&s->results[k].done, __ATOMIC_ACQUIRE) != tag)
+            return false;
+    return true;
+}
+
+/* Whether every launch handed to the ring and not yet read by the controller
+ * has all its results. */
+static bool ring_settled(void)
+{
+    uint32_t slots;
+    struct proto_result_slot *ring = results_ring(&slots);
+    const volatile struct proto_control *ctl = channel_control();
+    if (!ring || !ctl)
+        return true;
+    uint64_t head = ctl->results_head;
+    for (uint64_t pos = ctl->results_tail; pos < head; pos++) {
+        const struct proto_result_slot *s = &ring[pos & (slots - 1)];
+        /* A slot not yet handed over is a launch still being made: not waited for. */
+        if (__atomic_load_n(&s->ready, __ATOMIC_ACQUIRE) == pos + 1 &&
+            !repeat_results_in(s, pos + 1))
+            return false;
+    }
+    return true;
+}
+
+/* At exit, the results of launches made with kept plans that are still on the
+ * GPU are waited for a while (EXIT_WAIT_S at most, and not at all once the
+ * controller is gone): a program that exits without synchronizing would
+ * otherwise take its last launches' digests and scans with it. Registered
+ * before the gate's own handler (gate.c), so it runs after it: a held gate is
+ * served first, and the launches behind it can finish. */
+static void results_at_exit(void)
+{
+    enum { EXIT_WAIT_S = 5 };
+    for (long waited_us = 0; waited_us < EXIT_WAIT_S * 1000000L; waited_us += 100) {
+        if (!channel_controller_alive() || ring_settled())
+            return;
+        struct timespec nap = {0, 100 * 1000};
+        nanosleep(&nap, NULL);
+    }
+}
+
+bool repeat_start(struct launch_info *li, struct repeat_plan *p, bool wait)
+{
+    static atomic_bool exit_handler;
+    if (!atomic_exchange(&exit_handler, true))
+        atexit(results_at_exit);
     uint64_t pos;
-    struct proto_result_slot *slot = reserve(&pos);
+    struct proto_result_slot *slot = reserve(&pos, wait);
     if (!slot)
         return false;
     slot->plan = p->id;

@@ -511,13 +511,14 @@ bool launch_begin(struct launch_info *li)
     bool keyed = !(li->wants & WANT_STOP) && !li->interrupted && !li->graph &&
                  param_key(li, key, &nkey);
     struct repeat_plan *known = keyed ? repeat_find(li->e, key, nkey, gen) : NULL;
-    if (known && (!repeat_copies(known) || repeat_start(li, known))) {
+    if (known && (!repeat_copies(known) || repeat_start(li, known, true))) {
         if (li->repeat)
             return true; /* snap_lock and the capture mode stay until launch_finish */
         unrelax(saved_mode);
         pthread_mutex_unlock(&snap_lock);
         return false; /* nothing is wanted of this launch */
     }
+    bool ring_full = known != NULL; /* a plan was found, and no room in the ring for it */
     if (li->wants & WANT_CAPTURE)
         modules_send(li->e);
     char stack[4096];
@@ -532,8 +533,9 @@ bool launch_begin(struct launch_info *li)
     /* This launch is made with the plan just kept, as the launches after it
      * will be: its results come back through the ring, and the program does
      * not wait for the stream to report them (only scans that find something
-     * are waited for, as ever). */
-    if (kept && ncopies && repeat_start(li, kept)) {
+     * are waited for, as ever). Not when the ring is full: the copies are
+     * accepted, and made the ordinary way without waiting for room. */
+    if (kept && ncopies && !ring_full && repeat_start(li, kept, false)) {
         li->slot->flags |= RESULT_ASKED;
         ncopies = 0;
         return true; /* snap_lock and the capture mode stay until launch_finish */

@@ -55,6 +55,20 @@ def test_repeated_launches_digest_what_snapshots_copy(fake, cudump_run, tmp_path
     assert summary(dig.run_dir)["digests"] == len(digests)
 
 
+def test_a_launch_asked_about_is_made_with_the_plan_it_got(fake, cudump_run):
+    """The first launch of a kernel is asked about; the plan it gets is kept, and the launch
+    is made with it at once, as the launches after it are: its digests come back through the
+    result ring (one line of the plan's template) instead of the controller's own records,
+    and only the launches after it count as repeated."""
+    ran = cudump_run([str(fake.programs["nans"]), "3", "5"], "--digest")
+    assert ran.returncode == 0, ran.stderr
+    raw = [json.loads(line) for line in (ran.run_dir / "manifest.jsonl").read_text().splitlines()]
+    assert [line["launch"] for line in raw if "digests_of" in line] == [1, 2, 3]
+    assert not [line for line in raw if "digests_of" not in line and "digest_template" not in line]
+    assert summary(ran.run_dir)["repeated_launches"] == 2
+    assert {r["launch"] for r in manifest(ran.run_dir)} == {1, 2, 3}
+
+
 def test_a_nan_producer_among_repeated_launches_is_snapshotted(fake, cudump_run):
     """nans launches vecAdd 40 times with the same arguments; launch 23 makes a NaN. It is
     a repeated launch: the shim sees the scan and reports it at once (MSG_REPEAT), and the

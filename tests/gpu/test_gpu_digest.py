@@ -114,3 +114,30 @@ def test_torch_break_on_nan_stops_once_at_the_first_producer(workdir, tmp_path):
     assert len(stops) == 1, ran.stderr[-3000:]
     assert "MulFunctor<float>" in lines[stops[0]] and "(occurrence 7)" in lines[stops[0]]
     assert "(cudump) info args" in lines and "Continuing." in lines
+
+
+EXITS_EARLY = """
+import torch
+x = torch.ones(4 << 20, device="cuda")     # 16 MiB: an allocation of its own
+torch.cuda.synchronize()
+torch.cuda._sleep(2_000_000_000)          # about a second of GPU time ahead of the multiply
+y = x * 3
+print("queued")
+"""
+
+
+def test_digests_of_a_program_that_exits_without_waiting_for_the_gpu(workdir, tmp_path):
+    """The program queues a multiply behind a second of GPU work and exits without waiting:
+    the multiply's digests are still on the GPU when it ends. cudump waits for them at exit
+    (a few seconds at most), so they are in the manifest, equal to the numpy digest."""
+    pytest.importorskip("torch")
+    out = tmp_path / "run"
+    ran = run(under_cudump(["python3", "-c", EXITS_EARLY], out, extra=["--digest"]), workdir)
+    assert ran.returncode == 0 and "queued" in ran.stdout, ran.stderr[-3000:]
+    assert "never came back" not in ran.stderr, ran.stderr[-3000:]
+    muls = [r for r in read_manifest(out) if "MulFunctor" in r.kernel and r.phase == "after"]
+    assert muls and all(r.status == "ok" for r in muls), [r.reason for r in muls]
+    threes = np.full(4 << 20, 3.0, dtype=np.float32).tobytes()
+    assert any(r.extra["rows"] * r.extra["row_bytes"] == len(threes)
+               and r.extra["digest"] == digest_hex(digest(threes, r.extra["row_bytes"]))
+               for r in muls), [(r.arg, r.extra) for r in muls]
