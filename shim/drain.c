@@ -106,7 +106,6 @@ bool drain_start(struct launch_info *li, const struct proto_copy *const *copies,
 {
     const volatile struct proto_control *ctl = channel_control();
     cuMemAllocAsync_fn alloc = li->ptsz ? shim_real_cuMemAllocAsync_ptsz() : shim_real_cuMemAllocAsync();
-    cuStreamGetCtx_fn stream_ctx = li->ptsz ? real_cuStreamGetCtx_ptsz : real_cuStreamGetCtx;
     if (!ctl || !ctl->scratch_mib || !n || n > PROTO_MAX_COPIES || !alloc ||
         !shim_real_cuMemFreeAsync() || !real_cuMemGetInfo_v2 || !real_cuCtxSetCurrent ||
         !real_cuStreamCreate || !real_cuEventCreate || li->captured)
@@ -125,12 +124,8 @@ bool drain_start(struct launch_info *li, const struct proto_copy *const *copies,
     if (total == 0 || total > (size_t)ctl->scratch_mib << 20 ||
         real_cuMemGetInfo_v2(&free_bytes, &total_bytes) != CUDA_SUCCESS || total > free_bytes / 4)
         return false;
-    /* The drain thread works in the stream's context (the current one where the driver
-     * cannot say). */
-    CUcontext ctx = NULL;
-    if ((!stream_ctx || stream_ctx(li->stream, &ctx) != CUDA_SUCCESS) &&
-        (!real_cuCtxGetCurrent || real_cuCtxGetCurrent(&ctx) != CUDA_SUCCESS))
-        return false;
+    /* The drain thread works in the stream's context. */
+    CUcontext ctx = launch_stream_ctx(li);
     if (!ctx)
         return false;
     CUdeviceptr scratch = 0;

@@ -197,26 +197,18 @@ static void serve_held(void *unused)
     serving = true;
     for (unsigned i = 0; i < n; i++) {
         const struct gate_entry *g = &held[i];
-        CUcontext current = NULL;
-        if (real_cuCtxGetCurrent)
-            real_cuCtxGetCurrent(&current);
         /* The watcher's own thread simply makes the context current; a
          * launching thread gets its own back. */
-        if (g->ctx && g->ctx != current && watcher && real_cuCtxSetCurrent &&
-            real_cuCtxSetCurrent(g->ctx) == CUDA_SUCCESS)
-            current = g->ctx;
-        bool pushed = g->ctx && g->ctx != current && real_cuCtxPushCurrent_v2 &&
-                      real_cuCtxPopCurrent_v2 && real_cuCtxPushCurrent_v2(g->ctx) == CUDA_SUCCESS;
-        CUstream s = g->ctx && (pushed || g->ctx == current) ? side_stream(g->ctx) : NULL;
+        if (g->ctx && watcher && real_cuCtxSetCurrent)
+            real_cuCtxSetCurrent(g->ctx);
+        struct ctx_scope scope = ctx_enter(g->ctx);
+        CUstream s = scope.ok ? side_stream(g->ctx) : NULL;
         /* Not begun this close to the time cudump's kernel gives up by itself
          * (it could let the stream go while the copies are made). */
         bool late = now_ns() - g->added_ns > TOOL_HOLD_NS - SERVE_MARGIN_NS;
         bool served = s && !late && snap_serve_gate(g->slot, g->seq, s);
         open_gate(g, served ? GATE_SERVED : GATE_RELEASED);
-        if (pushed) {
-            CUcontext popped;
-            real_cuCtxPopCurrent_v2(&popped);
-        }
+        ctx_leave(scope);
     }
     serving = false;
 }
@@ -337,12 +329,7 @@ bool gate_room(int device)
 
 void gate_add(const struct launch_info *li)
 {
-    CUcontext ctx = NULL;
-    cuStreamGetCtx_fn stream_ctx = li->ptsz ? real_cuStreamGetCtx_ptsz : real_cuStreamGetCtx;
-    if (!stream_ctx || stream_ctx(li->stream, &ctx) != CUDA_SUCCESS || !ctx) {
-        if (real_cuCtxGetCurrent)
-            real_cuCtxGetCurrent(&ctx);
-    }
+    CUcontext ctx = launch_stream_ctx(li);
     pthread_mutex_lock(&gate_lock);
     /* Each entry not yet settled has a ring slot of its own, and the ring has
      * fewer slots than GATE_MAX: once the settled ones are gone there is room.

@@ -23,6 +23,37 @@ bool launch_stream_capturing(CUstream stream, int ptsz)
     return rc == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
+CUcontext launch_stream_ctx(const struct launch_info *li)
+{
+    CUcontext ctx = NULL;
+    cuStreamGetCtx_fn stream_ctx = li->ptsz ? real_cuStreamGetCtx_ptsz : real_cuStreamGetCtx;
+    if ((!stream_ctx || stream_ctx(li->stream, &ctx) != CUDA_SUCCESS || !ctx) &&
+        (!real_cuCtxGetCurrent || real_cuCtxGetCurrent(&ctx) != CUDA_SUCCESS))
+        return NULL;
+    return ctx;
+}
+
+struct ctx_scope ctx_enter(CUcontext ctx)
+{
+    CUcontext current = NULL;
+    if (!ctx)
+        return (struct ctx_scope){false, false};
+    if (real_cuCtxGetCurrent && real_cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == ctx)
+        return (struct ctx_scope){true, false};
+    /* Pushed only where it can be popped again: a context left current on a
+     * thread of the program would take its next call elsewhere. */
+    bool pushed = real_cuCtxPushCurrent_v2 && real_cuCtxPopCurrent_v2 &&
+                  real_cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS;
+    return (struct ctx_scope){pushed, pushed};
+}
+
+void ctx_leave(struct ctx_scope scope)
+{
+    CUcontext popped;
+    if (scope.pushed)
+        real_cuCtxPopCurrent_v2(&popped);
+}
+
 /* While the controller holds another launch (all-stop), wait here. The
  * controller clears `hold` when the user goes on; if it dies meanwhile the
  * wait ends too, so the target never hangs because of cudump. */

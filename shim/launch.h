@@ -47,6 +47,20 @@ void launch_select(struct launch_info *li);
 
 bool launch_stream_capturing(CUstream stream, int ptsz);
 
+/* The context of the launch's stream: the thread's current one where the
+ * driver cannot say. NULL if neither is known. */
+CUcontext launch_stream_ctx(const struct launch_info *li);
+
+/* A context made current on this thread for a while (ctx_enter), and the
+ * thread's own given back (ctx_leave). The shim's work for a launch goes in
+ * its stream's context, which a thread of the program need not have current. */
+struct ctx_scope {
+    bool ok;                    /* the context is current */
+    bool pushed;                /* by ctx_enter: ctx_leave pops it */
+};
+struct ctx_scope ctx_enter(CUcontext ctx);
+void ctx_leave(struct ctx_scope scope);
+
 /* Registers a function, waits while another launch is held, asks again what
  * is wanted when the control generation moved on, and takes an interrupt. */
 struct func_entry *launch_slow(struct func_entry *e, unsigned *wants, bool *interrupted);

@@ -285,16 +285,10 @@ bool tools_run(const struct launch_info *li, struct tool_request *reqs, unsigned
     if (!n)
         return false;
     /* The stream's context, made current for the calls below if it is not. */
-    CUcontext ctx = NULL, current = NULL;
-    cuStreamGetCtx_fn stream_ctx = li->ptsz ? real_cuStreamGetCtx_ptsz : real_cuStreamGetCtx;
-    if (real_cuCtxGetCurrent)
-        real_cuCtxGetCurrent(&current);
-    if (!stream_ctx || stream_ctx(li->stream, &ctx) != CUDA_SUCCESS || !ctx)
-        ctx = current;
-    bool pushed = ctx && ctx != current && real_cuCtxPushCurrent_v2 && real_cuCtxPopCurrent_v2 &&
-                  real_cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS;
+    CUcontext ctx = launch_stream_ctx(li);
+    struct ctx_scope scope = ctx_enter(ctx);
     const struct tool_ctx *t = NULL;
-    CUresult rc = !ctx || (ctx != current && !pushed) ? CUDA_ERROR_INVALID_CONTEXT
+    CUresult rc = !scope.ok ? CUDA_ERROR_INVALID_CONTEXT
                   : (t = tool_context(ctx, li)) == NULL ? CUDA_ERROR_OUT_OF_MEMORY
                                                         : t->rc;
     bool held = false;
@@ -304,9 +298,6 @@ bool tools_run(const struct launch_info *li, struct tool_request *reqs, unsigned
         for (unsigned i = 0; i < n; i++)
             reqs[i].result->rc = rc;
     }
-    if (pushed) {
-        CUcontext popped;
-        real_cuCtxPopCurrent_v2(&popped);
-    }
+    ctx_leave(scope);
     return held;
 }
