@@ -6,6 +6,7 @@ snapshot planner and the debugger, none of which import each other for it.
 
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,8 +60,9 @@ class LaunchEvent:
     def interrupted(self) -> bool:
         return bool(self.flags & p.LaunchFlag.INTERRUPTED)
 
-    @property
+    @functools.cached_property
     def stream_hex(self) -> str:
+        # cached: every record of a launch's plan (hundreds for a multi-tensor kernel) has it
         return f"0x{self.stream:x}"
 
 

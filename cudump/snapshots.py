@@ -553,11 +553,15 @@ class Snapshotter:
         if rule.args != "pointers":
             return targets, untracked
         taken = {t[0] for t in targets}
+        # Arguments whose words are not looked into: those taken above, those a rule
+        # overrides, and typed pointers (a by-value struct has many words).
+        skipped = {i: i in taken or i in rule.overrides or a.looks_like_pointer
+                   for i, a in enumerate(args)}
         for (index, where) in sorted(event.pointers):
-            if index in taken or index in rule.overrides or index >= len(args):
+            if skipped.get(index, True):
                 continue
             raw = args[index].raw[where:where + 8]
-            if len(raw) != 8 or args[index].looks_like_pointer:
+            if len(raw) != 8:
                 continue
             word = ArgValue(index, None, raw, int.from_bytes(raw, "little"))
             targets.append((index, word, where, None))
