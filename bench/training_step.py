@@ -3,7 +3,8 @@ bare, under cudump with no rules, under `cudump --trace`, and with a rule that s
 kernel's output every 100th launch; interleaved, median of the repetitions.
 
 Also `--digest` (every buffer of every kernel, before and after), a rule digesting every
-kernel's buffers after it ran (its outputs), and `--check-nan`.
+kernel's buffers after it ran (its outputs), and `--check-nan`; on request (--modes)
+`--break-on-nan`, which waits for every launch's scans.
 Goals: no rules <= 1.02x bare, --trace <= 1.10x, digests and --check-nan <= 1.5x; the
 snapshot rule's cost explained by the bytes it moves.
 
@@ -42,7 +43,7 @@ OUTPUTS = """rules:
 """
 
 
-GPU_TOOLS = ("digest", "check-nan")   # modes that are a cudump option of that name
+GPU_TOOLS = ("digest", "check-nan", "break-on-nan")   # modes that are a cudump option of that name
 
 
 def main() -> int:
@@ -51,7 +52,8 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--modes", default="bare,cudump,trace,rule,digest,outputs,check-nan",
                         help="comma-separated subset of bare,cudump,trace,rule,digest,outputs,"
-                             "check-nan")
+                             "check-nan,break-on-nan (not run by default: the program has no "
+                             "NaN, so it measures what waiting for every launch's scans costs)")
     args = parser.parse_args()
     program = [*sample("torch_train.py"), str(args.steps)]
     modes = ["bare", *[m for m in args.modes.split(",") if m != "bare"]]
@@ -94,13 +96,13 @@ def main() -> int:
     labels = {"bare": "bare", "cudump": "cudump (no rules)", "trace": "cudump --trace",
               "rule": "rule: every 100th", "digest": "cudump --digest",
               "outputs": "digest rule, after",
-              "check-nan": "cudump --check-nan"}
+              "check-nan": "cudump --check-nan", "break-on-nan": "cudump --break-on-nan"}
     print(f"{'mode':<22}{'ms/step':>10}{'x bare':>9}")
     for mode in modes:
         ms = statistics.median(step_ms[mode])
         print(f"{labels[mode]:<22}{ms:>10.3f}{ms / bare:>9.3f}")
     print(f"same loss in every run: {'yes' if len(losses) == 1 else 'NO: ' + str(losses)}")
-    for mode in ("rule", "digest", "outputs", "check-nan"):
+    for mode in ("rule", "digest", "outputs", "check-nan", "break-on-nan"):
         if mode in tools:
             launches, repeated, digests, asked = tools[mode]
             print(f"{labels[mode]}: {launches} launches, {asked} asked about (a round trip "
