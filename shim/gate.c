@@ -259,16 +259,15 @@ static void *watch(void *unused)
  * otherwise never be reported. Registered at the first gated launch, after
  * the CUDA runtime's own handler, so it runs while contexts still exist; it
  * gives up after EXIT_WAIT_S (the program's exit goes on regardless). */
+static bool none_in_flight(void)
+{
+    return look() == 0;
+}
+
 static void gate_at_exit(void)
 {
-    enum { EXIT_WAIT_S = 5 };
-    for (long waited_us = 0; waited_us < EXIT_WAIT_S * 1000000L; waited_us += 100) {
-        if (!look())
-            return;
-        struct timespec nap = {0, 100 * 1000};
-        nanosleep(&nap, NULL);
-    }
-    gate_release_held();
+    if (!poll_until(none_in_flight, EXIT_WAIT_S))
+        gate_release_held();
 }
 
 /* Starts the watcher with every signal blocked: they are the program's. */

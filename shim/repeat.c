@@ -24,10 +24,9 @@
  *
  * Everything here runs under snapshot.c's lock, one wanted launch at a time.
  */
-#include <stdatomic.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "launch.h"
 
@@ -313,22 +312,25 @@ static bool ring_settled(void)
  * otherwise take its last launches' digests and scans with it. Registered
  * before the gate's own handler (gate.c), so it runs after it: a held gate is
  * served first, and the launches behind it can finish. */
+static bool results_done(void)
+{
+    return !channel_controller_alive() || ring_settled();
+}
+
 static void results_at_exit(void)
 {
-    enum { EXIT_WAIT_S = 5 };
-    for (long waited_us = 0; waited_us < EXIT_WAIT_S * 1000000L; waited_us += 100) {
-        if (!channel_controller_alive() || ring_settled())
-            return;
-        struct timespec nap = {0, 100 * 1000};
-        nanosleep(&nap, NULL);
-    }
+    poll_until(results_done, EXIT_WAIT_S);
+}
+
+static void register_exit(void)
+{
+    atexit(results_at_exit);
 }
 
 bool repeat_start(struct launch_info *li, struct repeat_plan *p, bool wait)
 {
-    static atomic_bool exit_handler;
-    if (!atomic_exchange(&exit_handler, true))
-        atexit(results_at_exit);
+    static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+    pthread_once(&exit_once, register_exit);
     uint64_t pos;
     struct proto_result_slot *slot = reserve(&pos, wait);
     if (!slot)

@@ -147,6 +147,12 @@ void sb_printf(struct strbuf *sb, const char *fmt, ...) __attribute__((format(pr
 void sb_append(struct strbuf *sb, const void *data, size_t len);
 void sb_free(struct strbuf *sb);
 
+/* How long an exit handler of the shim waits at most for work still on the
+ * GPU: the program's exit goes on regardless. */
+enum { EXIT_WAIT_S = 5 };
+/* Asks `done` every 100 us, for `seconds` at most; whether it said yes. */
+bool poll_until(bool (*done)(void), unsigned seconds);
+
 /* ---- controller connection (channel.c) --------------------------------- */
 
 /* Connects if CUDUMP_SOCKET names a controller (once per process), after

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "shim.h"
 
@@ -75,4 +76,15 @@ void sb_free(struct strbuf *sb)
 {
     if (sb->heap)
         free(sb->data);
+}
+
+bool poll_until(bool (*done)(void), unsigned seconds)
+{
+    for (long waited_us = 0; waited_us < (long)seconds * 1000000L; waited_us += 100) {
+        if (done())
+            return true;
+        struct timespec nap = {0, 100 * 1000};
+        nanosleep(&nap, NULL);
+    }
+    return false;
 }
