@@ -185,6 +185,11 @@ class Layout:
             fmt += code
         return out
 
+    def pack_in_order(self, *values: Any) -> bytes:
+        """Every field, in the struct's order (a struct without array fields): the quick
+        way for a plan's hundreds of copy records."""
+        return self._struct.pack(*values)  # type: ignore[attr-defined,no-any-return]
+
     def pack(self, **values: Any) -> bytes:
         defaults = self._defaults  # type: ignore[attr-defined]
         if defaults is not None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -44,12 +44,20 @@ SLOT = np.dtype({
 
 @dataclass
 class RepeatCopy:
-    """One copy of a repeated plan: what it computes, when, and for a digest the record of
-    the first launch (its digest fields in) that the plan's template line is made from."""
+    """One copy of a repeated plan: what it computes, when, and for a digest how the record
+    of the first launch (its digest fields in) that the plan's template line is made from
+    is made: once, when the line is written."""
 
     tool: p.ToolMode
     phase: str
-    record: SnapshotRecord | None = None
+    make_record: Callable[[], SnapshotRecord] | None = None
+    made: SnapshotRecord | None = field(default=None, repr=False)
+
+    @property
+    def record(self) -> SnapshotRecord | None:
+        if self.made is None and self.make_record is not None:
+            self.made = self.make_record()
+        return self.made
 
     @property
     def is_digest(self) -> bool:

@@ -60,6 +60,12 @@ def safe_name(text: str, limit: int = 60) -> str:
     return name[:limit] or "kernel"
 
 
+_PHASE_BEFORE, _PHASE_AFTER = int(p.Phase.BEFORE), int(p.Phase.AFTER)
+_TOOL_FLAG, _PIECE_FLAG = int(p.CopyFlag.TOOL), int(p.CopyFlag.PIECE)
+# Buffers of one kernel whose plans are kept (FuncRules.buffers), before they are forgotten
+MAX_KNOWN_BUFFERS = 8192
+
+
 @dataclass(frozen=True)
 class Piece:
     """Rows [row, row + rows) of a 2-D copy (or bytes of a 1-D one) streamed on their own."""
@@ -74,39 +80,56 @@ class Piece:
 
 @dataclass
 class PlannedCopy:
+    """One copy (or digest, or scan) of one buffer around a launch.
+
+    Its manifest record is made when first asked for (`record`): a launch the shim asks
+    about waits while it is planned, and a scan that finds nothing, or a plan the shim
+    makes with results that come back through the ring, never needs the records of its
+    hundreds of buffers."""
+
     plan: CopyPlan
     phase: str          # "before" | "after"
     offset: int         # in the staging area (whole copies)
     rule: Rule
-    record: SnapshotRecord
+    make_record: Callable[[], SnapshotRecord]
     pieces: list[Piece] | None = None   # streamed through staging instead of whole
     target: np.ndarray | None = None    # the .npy being filled piece by piece
     failed: str | None = None
     tool: p.ToolMode | None = None      # cudump's kernel runs over the buffer instead
+    at: int = 0         # byte offset of the pointer inside its argument (a by-value struct)
+    made: SnapshotRecord | None = field(default=None, repr=False)
+
+    @property
+    def record(self) -> SnapshotRecord:
+        made = self.made
+        if made is None:
+            made = self.made = self.make_record()
+        return made
 
     @property
     def staging_bytes(self) -> int:
         return p.TOOL_RESULT if self.tool is not None else self.plan.nbytes
 
-    def with_record(self, record: SnapshotRecord) -> PlannedCopy:
-        """The same copy with another record (a shallow copy: plans are not changed)."""
+    def with_record(self, record: SnapshotRecord | None) -> PlannedCopy:
+        """The same copy with another record (a shallow copy: plans are not changed); with
+        None, a record of its own, made as this one's was when first asked for."""
         new = object.__new__(PlannedCopy)
         new.__dict__.update(self.__dict__)
-        new.record = record
+        new.made = record
         return new
 
     def wire(self) -> list[bytes]:
-        phase = int(p.Phase.BEFORE if self.phase == "before" else p.Phase.AFTER)
+        phase = _PHASE_BEFORE if self.phase == "before" else _PHASE_AFTER
         pl = self.plan
+        pack = p.COPY.pack_in_order   # phase, flags, src, width, height, pitch, offset
         if self.tool is not None:
-            flags = int(p.CopyFlag.TOOL) | int(self.tool) << p.TOOL_MODE_SHIFT
-            return [p.COPY.pack(phase=phase, flags=flags, src=pl.address, width=pl.width_bytes,
-                                height=pl.height, pitch=pl.pitch, offset=self.offset)]
+            flags = _TOOL_FLAG | int(self.tool) << p.TOOL_MODE_SHIFT
+            return [pack(phase, flags, pl.address, pl.width_bytes, pl.height, pl.pitch,
+                         self.offset)]
         if self.pieces is None:
-            return [p.COPY.pack(phase=phase, flags=0, src=pl.address, width=pl.width_bytes,
-                                height=pl.height, pitch=pl.pitch, offset=self.offset)]
-        return [p.COPY.pack(phase=phase, flags=int(p.CopyFlag.PIECE), src=c.src, width=c.width,
-                            height=c.height, pitch=c.pitch, offset=c.offset)
+            return [pack(phase, 0, pl.address, pl.width_bytes, pl.height, pl.pitch,
+                         self.offset)]
+        return [pack(phase, _PIECE_FLAG, c.src, c.width, c.height, c.pitch, c.offset)
                 for c in self.pieces]
 
 
@@ -168,6 +191,9 @@ def split_pieces(plan: CopyPlan, offset: int, free: int) -> list[Piece] | None:
 class FuncRules:
     signature: Signature
     rules: list[Rule]
+    # (rule, argument, byte offset, pointer, allocation, next start) -> what is read there
+    buffers: dict[tuple[object, ...], tuple[CopyPlan | None, str | None, p.ToolMode | None]] \
+        = field(default_factory=dict)
 
 
 @dataclass
@@ -339,15 +365,14 @@ class Snapshotter:
         made = []
         for copy in copies:
             assert copy.tool is not None
-            record = None
-            if copy.tool == p.ToolMode.DIGEST:
-                record = copy.record.copy()
-                record.extra.update(_digest_fields(copy.plan, 0))
-            made.append(RepeatCopy(copy.tool, copy.phase, record))
+            made.append(RepeatCopy(copy.tool, copy.phase,
+                                   _digest_record(copy.make_record, copy.plan)
+                                   if copy.tool == p.ToolMode.DIGEST else None))
         first = None
         if planned is not None:
-            # Its own records: those of this launch are filled in when its results come.
-            kept = [c.with_record(c.record.copy()) for c in copies]
+            # Records of its own, made when needed: those of this launch are filled in
+            # when its results come.
+            kept = [c.with_record(None) for c in copies]
             first = PlannedLaunch(kept, [(c, None) for c in kept], ctx=planned.ctx,
                                   staging_size=planned.staging_size, args=planned.args,
                                   values=planned.values)
@@ -388,7 +413,9 @@ class Snapshotter:
                                       grid=list(event.grid), block=list(event.block),
                                       stream=event.stream_hex,
                                       device=event.device if event.device >= 0 else None)
-            copies.append(replace(copy, offset=k * p.TOOL_RESULT, record=record))
+            placed = copy.with_record(record)
+            placed.offset = k * p.TOOL_RESULT
+            copies.append(placed)
         launch = PlannedLaunch(copies, [(c, None) for c in copies], ctx=ctx,
                                staging_size=first.staging_size, args=first.args,
                                values=first.values)
@@ -477,7 +504,13 @@ class Snapshotter:
             self._untracked(ctx, rule, args[index])
         if not targets and not untracked:
             self._no_buffer(ctx, rule)
-        starts = self._proc(ctx.proc.pid).starts
+        ps = self._proc(ctx.proc.pid)
+        fr = ps.rules.get(func.id)
+        # Kept for the function's own rules (a rule made for one launch may share the id
+        # of one made earlier).
+        known = fr.buffers if fr is not None and any(r is rule for r in fr.rules) else {}
+        if len(known) > MAX_KNOWN_BUFFERS:
+            known.clear()
         phases = [phase for phase in ("before", "after") if phase in rule.when]
         for index, arg, where, override in targets:
             # What is read does not depend on the phase: found once for both.
@@ -487,46 +520,65 @@ class Snapshotter:
                         f"argument {index} has {len(args[index].raw)} bytes, so there "
                         f"is no pointer at byte {where}")
                 alloc = event.pointers.get((index, where))
-                plan = plan_copy(arg, alloc, override, values)
+                if override is None and alloc is not None:
+                    # Without an override, what is read follows from the pointer, its
+                    # allocation and where the next known buffer in it begins: a launch
+                    # asked about again because some of its tensors moved plans only those.
+                    key = (id(rule), index, where, arg.value, alloc,
+                           ps.starts.next_after(arg.value, alloc))   # type: ignore[arg-type]
+                    buffer = known.get(key)
+                    if buffer is None:
+                        buffer = known[key] = self._buffer(ctx, rule, arg, alloc, None, values)
+                else:
+                    buffer = self._buffer(ctx, rule, arg, alloc, override, values)
             except (GeometryError, ArithmeticError, RecursionError) as err:
                 for phase in phases:
                     self._error(ctx, args[index], phase, rule, str(err))
                 continue
-            rest = (override is None or override.count is None and not override.is_2d) \
-                and alloc is not None and alloc.kind != "pitched"
-            extent = "allocation-rest"
-            if rest:
-                # Another buffer further into the same allocation (a caching
-                # allocator's neighbouring tensor) ends this one.
-                assert alloc is not None
-                cut = cut_at_next(plan, starts.next_after(plan.address, alloc))
-                if cut is not plan:
-                    plan, extent = cut, "to-next-buffer"
-            tool = _tool_of(rule, plan, func)
-            if rule.is_scan and tool is None:
-                continue  # not floating point: nothing to scan
-            if tool is not None:
-                plan = _whole_elements(plan, tool)
-                if plan.nbytes == 0:
-                    # Shorter than one element (cut where the next buffer begins): nothing
-                    # to scan, and the shim refuses a plan with an empty copy in it.
-                    continue
+            plan, extent, tool = buffer
+            if plan is None:
+                continue
             for phase in phases:
                 if tool is None and not self._budget(plan.nbytes):
                     self._error(ctx, args[index], phase, rule,
                                 f"--max-bytes {self.max_bytes} reached")
                     continue
-                record = self._record(ctx, plan.arg, phase, plan, stems=stems, rule=rule,
-                                      offset=where)
-                if rest:
-                    # From the pointer to the end of its allocation (or to the next buffer):
-                    # with a caching allocator that may run past the tensor; a rule's count
-                    # narrows it.
-                    record.extra["extent"] = extent
-                if tool is not None:
-                    record.file = None
-                copies.append(PlannedCopy(plan, phase, 0, rule, record, tool=tool))
+                # A digest or a scan writes no file, so its name takes none from `stems`.
+                stem = None if tool is not None else self._stem(ctx, plan.arg, phase, where,
+                                                                stems)
+                make = functools.partial(self._record, ctx, plan.arg, phase, plan, None, stem,
+                                         rule, where, extent)
+                copies.append(PlannedCopy(plan, phase, 0, rule, make, tool=tool, at=where))
         return copies
+
+    def _buffer(self, ctx: _Launch, rule: Rule, arg: ArgValue, alloc: Allocation | None,
+                override: ArgOverride | None, values: dict[str, Number]
+                ) -> tuple[CopyPlan | None, str | None, p.ToolMode | None]:
+        """What the rule reads of one buffer: the plan (None: nothing, as a scan of integers),
+        how its extent was found where it runs to the end of its allocation or to the next
+        buffer, and what cudump's kernel computes over it. Raises GeometryError."""
+        plan = plan_copy(arg, alloc, override, values)
+        rest = (override is None or override.count is None and not override.is_2d) \
+            and alloc is not None and alloc.kind != "pitched"
+        extent = None
+        if rest:
+            # Another buffer further into the same allocation (a caching allocator's
+            # neighbouring tensor) ends this one.
+            assert alloc is not None
+            cut = cut_at_next(plan, self._proc(ctx.proc.pid).starts.next_after(plan.address,
+                                                                                alloc))
+            extent = "allocation-rest" if cut is plan else "to-next-buffer"
+            plan = cut
+        tool = _tool_of(rule, plan, ctx.func)
+        if rule.is_scan and tool is None:
+            return None, None, None   # not floating point: nothing to scan
+        if tool is not None:
+            plan = _whole_elements(plan, tool)
+            if plan.nbytes == 0:
+                # Shorter than one element (cut where the next buffer begins): nothing to
+                # scan, and the shim refuses a plan with an empty copy in it.
+                return None, None, None
+        return plan, extent, tool
 
     @staticmethod
     def _targets(rule: Rule, args: list[ArgValue], event: LaunchEvent
@@ -700,7 +752,6 @@ class Snapshotter:
                 results[id(copy)] = rc  # the first failure of any piece decides
         for copy in pending.copies:
             rc = results.get(id(copy), -1)
-            record = copy.record
             failure = None
             if rc == -1:
                 failure = (f"the launch failed with CUDA error {launch_rc}, so there is "
@@ -714,18 +765,18 @@ class Snapshotter:
             outcomes[id(copy)] = failure
             if failure is not None:
                 self._discard_target(copy)
-                self._fail(record, _tool_failure(copy, rc, failure))
+                self._fail(copy.record, _tool_failure(copy, rc, failure))
                 continue
             if copy.tool is not None and copy.tool != p.ToolMode.DIGEST:
                 result = bytes(read(copy.offset, p.TOOL_RESULT))
                 found = Scan.from_words(int.from_bytes(result[:8], "little"),
                                         int.from_bytes(result[8:16], "little"))
-                where = (record.arg, int(record.extra.get("offset", 0)))
-                scans.setdefault(where, {})[copy.phase] = (copy, found)
+                scans.setdefault((copy.plan.arg, copy.at), {})[copy.phase] = (copy, found)
                 continue
             if copy.tool is not None:
                 self._tool_result(copy, bytes(read(copy.offset, p.TOOL_RESULT)))
                 continue
+            record = copy.record
             override = copy.rule.overrides.get(copy.plan.arg)
             value_range = override.range if override is not None else None
             if copy.target is not None:
@@ -859,19 +910,28 @@ class Snapshotter:
             copy.target = None
             (self.run_dir / f".{copy.record.file}.part").unlink(missing_ok=True)
 
-    def _record(self, ctx: _Launch, arg: int, phase: str, plan: CopyPlan | None,
-                type_text: str | None = None, stems: set[str] | None = None,
-                rule: Rule | None = None, offset: int = 0) -> SnapshotRecord:
-        ev, func = ctx.event, ctx.func
+    @staticmethod
+    def _stem(ctx: _Launch, arg: int, phase: str, offset: int, stems: set[str]) -> str:
+        """The file name (less .npy) of a snapshot of one buffer around one launch."""
+        ev = ctx.event
         where = f"-g{ev.graph}r{ev.replay}n{ev.node}" if ctx.in_graph else ""
         inside = f"-off{offset}" if offset else ""
         stem = f"{ev.seq:06d}-{ctx.proc.pid}{where}-{ctx.file_name}-arg{arg}{inside}-{phase}"
-        if stems is not None:
-            # Two rules on the same buffer: each snapshot gets its own file.
-            base, n = stem, 2
-            while stem in stems:
-                stem, n = f"{base}-{n}", n + 1
-            stems.add(stem)
+        # Two rules on the same buffer: each snapshot gets its own file.
+        base, n = stem, 2
+        while stem in stems:
+            stem, n = f"{base}-{n}", n + 1
+        stems.add(stem)
+        return stem
+
+    @staticmethod
+    def _record(ctx: _Launch, arg: int, phase: str, plan: CopyPlan | None,
+                type_text: str | None = None, stem: str | None = None,
+                rule: Rule | None = None, offset: int = 0,
+                extent: str | None = None) -> SnapshotRecord:
+        """The manifest record of one copy (`stem`: the file it is written to, if any), or
+        of one that could not be planned (no `plan`)."""
+        ev, func = ctx.event, ctx.func
         record = SnapshotRecord(
             kernel=func.demangled, mangled=func.mangled, launch=ev.seq,
             occurrence=ev.occurrence, pid=ctx.proc.pid, grid=list(ev.grid),
@@ -880,7 +940,7 @@ class Snapshotter:
             address=f"0x{plan.address:x}" if plan is not None else "",
             dtype=plan.dtype if plan is not None else None,
             shape=list(plan.shape) if plan is not None else None,
-            file=f"{stem}.npy" if plan is not None else None,
+            file=f"{stem}.npy" if stem is not None else None,
             device=ev.device if ev.device >= 0 else None,
         )
         if plan is not None and plan.note:
@@ -891,6 +951,10 @@ class Snapshotter:
             record.extra.update(graph=ev.graph, replay=ev.replay, node=ev.node)
         if rule is not None:
             record.extra["rule"] = rule.origin
+        if extent is not None:
+            # From the pointer to the end of its allocation (or to the next buffer): with a
+            # caching allocator that may run past the tensor; a rule's count narrows it.
+            record.extra["extent"] = extent
         return record
 
     def _error(self, ctx: _Launch, arg: ArgValue | None, phase: str, rule: Rule,
@@ -1055,6 +1119,17 @@ class _Launch:
     @functools.cached_property
     def in_graph(self) -> bool:
         return bool(self.event.flags & p.LaunchFlag.GRAPH)
+
+
+def _digest_record(make: Callable[[], SnapshotRecord], plan: CopyPlan
+                   ) -> Callable[[], SnapshotRecord]:
+    """How a repeated plan's digest record is made (once, for its template line): the
+    first launch's record, with the digest fields."""
+    def made() -> SnapshotRecord:
+        record = make()
+        record.extra.update(_digest_fields(plan, 0))
+        return record
+    return made
 
 
 def _repeat_keys(event: LaunchEvent) -> tuple[tuple[int, int], ...]:

@@ -250,3 +250,29 @@ def test_a_repeated_plans_template_keeps_its_own_records(tmp_path):
         assert [c.plan for c in kept] == [c.plan for c in planned.copies]
     finally:
         snapshots.close()
+
+
+def test_a_launch_asked_about_again_is_planned_from_where_its_buffers_are_now(tmp_path):
+    """What is read of a buffer is kept from one launch of a kernel to the next (a launch
+    of a hundred tensors asked about again because a few moved plans only those), but only
+    for the same pointer in the same allocation with the same next known buffer: a buffer
+    that begins inside another later cuts it short, in later launches too."""
+    snapshots = _scanning(tmp_path)
+    try:
+        proc = ProcessState(1, 0, "prog")
+        assert snapshots.wants(proc, PAIR_FUNC)
+        seen = []
+        for seq, first, second in ((1, 0x10000, 0x10800), (2, 0x10000, 0x10400),
+                                   (3, 0x10000, 0x10800), (4, 0x10000, 0x10800)):
+            planned = snapshots.plan(proc, PAIR_FUNC, _pair_launch(seq, first, second), 1 << 20)
+            assert planned is not None
+            seen.append([(c.record.extra.get("offset", 0), c.plan.address, c.plan.nbytes,
+                          c.record.extra["extent"], c.record.launch)
+                         for c in planned.copies if c.phase == "after"])
+        assert seen == [
+            [(0, 0x10000, 0x800, "to-next-buffer", 1), (8, 0x10800, 0x800, "allocation-rest", 1)],
+            [(0, 0x10000, 0x400, "to-next-buffer", 2), (8, 0x10400, 0x400, "to-next-buffer", 2)],
+            [(0, 0x10000, 0x400, "to-next-buffer", 3), (8, 0x10800, 0x800, "allocation-rest", 3)],
+            [(0, 0x10000, 0x400, "to-next-buffer", 4), (8, 0x10800, 0x800, "allocation-rest", 4)]]
+    finally:
+        snapshots.close()
