@@ -33,6 +33,7 @@ from cudump.debugger import DebugController
 from cudump.errors import CudumpError
 from cudump.geometry import Allocation
 from cudump.manifest import ManifestWriter
+from cudump.pauses import short_collections
 from cudump.process import (
     FuncInfo,
     ProcessState,
@@ -614,10 +615,11 @@ class Session:
             except OSError as err:
                 raise CudumpError(f"cannot run {program}: {err.strerror}",
                                   exit_code=126) from None
-            if debugger is not None:
-                returncode = self._debug(debugger, self.child)
-            else:
-                returncode = self._wait(self.child)
+            with short_collections():
+                if debugger is not None:
+                    returncode = self._debug(debugger, self.child)
+                else:
+                    returncode = self._wait(self.child)
             status = exit_status_of(returncode, program)
             self._drain()
             self.controller.close()  # waits for the last snapshots to be written

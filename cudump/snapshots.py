@@ -366,7 +366,8 @@ class Snapshotter:
         for copy in copies:
             assert copy.tool is not None
             made.append(RepeatCopy(copy.tool, copy.phase,
-                                   _digest_record(copy.make_record, copy.plan)
+                                   functools.partial(_digest_record, copy.make_record,
+                                                     copy.plan)
                                    if copy.tool == p.ToolMode.DIGEST else None))
         first = None
         if planned is not None:
@@ -1121,15 +1122,12 @@ class _Launch:
         return bool(self.event.flags & p.LaunchFlag.GRAPH)
 
 
-def _digest_record(make: Callable[[], SnapshotRecord], plan: CopyPlan
-                   ) -> Callable[[], SnapshotRecord]:
-    """How a repeated plan's digest record is made (once, for its template line): the
-    first launch's record, with the digest fields."""
-    def made() -> SnapshotRecord:
-        record = make()
-        record.extra.update(_digest_fields(plan, 0))
-        return record
-    return made
+def _digest_record(make: Callable[[], SnapshotRecord], plan: CopyPlan) -> SnapshotRecord:
+    """A repeated plan's digest record (made once, for its template line): the first
+    launch's record, with the digest fields."""
+    record = make()
+    record.extra.update(_digest_fields(plan, 0))
+    return record
 
 
 def _repeat_keys(event: LaunchEvent) -> tuple[tuple[int, int], ...]:
