@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import EllipsisType
 from typing import Protocol
 
 import numpy as np
@@ -62,8 +63,8 @@ def safe_name(text: str, limit: int = 60) -> str:
 
 _PHASE_BEFORE, _PHASE_AFTER = int(p.Phase.BEFORE), int(p.Phase.AFTER)
 _TOOL_FLAG, _PIECE_FLAG = int(p.CopyFlag.TOOL), int(p.CopyFlag.PIECE)
-# Buffers of one kernel whose plans are kept (FuncRules.buffers), before they are forgotten
-MAX_KNOWN_BUFFERS = 8192
+# Buffers of one process whose plans are kept (FuncRules.buffers), before they are forgotten
+MAX_KNOWN_BUFFERS = 65536
 
 
 @dataclass(frozen=True)
@@ -146,6 +147,7 @@ class PlannedLaunch:
     args: list[ArgValue] = field(default_factory=list)
     values: dict[str, Number] = field(default_factory=dict)
     capture: list[PlannedCopy] | None = None   # the copies of a launch captured for replay
+    stems: set[str] = field(default_factory=set)   # its snapshots' file names (less .npy)
 
     def wire(self) -> bytes:
         return b"".join(w for c in self.copies for w in c.wire())
@@ -187,13 +189,18 @@ def split_pieces(plan: CopyPlan, offset: int, free: int) -> list[Piece] | None:
             for row in range(0, plan.height, rows)]
 
 
+# What a rule reads of one buffer: the plan (None: nothing), how its extent was found, and
+# what cudump's kernel computes over it (Snapshotter._buffer).
+Buffer = tuple[CopyPlan | None, str | None, p.ToolMode | None]
+# (rule, argument, byte offset, pointer, allocation, next known start) -> what is read there
+KnownBuffers = dict[tuple[object, ...], Buffer]
+
+
 @dataclass
 class FuncRules:
     signature: Signature
     rules: list[Rule]
-    # (rule, argument, byte offset, pointer, allocation, next start) -> what is read there
-    buffers: dict[tuple[object, ...], tuple[CopyPlan | None, str | None, p.ToolMode | None]] \
-        = field(default_factory=dict)
+    buffers: KnownBuffers = field(default_factory=dict)
 
 
 @dataclass
@@ -205,6 +212,7 @@ class ProcessSnapshots:
     template_ids: dict[int, collections.deque[int]] = field(default_factory=dict)  # per function
     last_template: int = 0
     starts: KnownStarts = field(default_factory=KnownStarts)  # where buffers begin (extents)
+    known_buffers: int = 0   # entries of every function's FuncRules.buffers
 
 
 @dataclass
@@ -490,7 +498,7 @@ class Snapshotter:
         if planned is not None:
             planned.ctx, planned.staging_size = ctx, staging_size
             planned.args, planned.values = args, values
-            planned.capture = capture
+            planned.capture, planned.stems = capture, stems
         elif capture is not None:
             self._write_capture(ctx, args, capture, {})
         return planned
@@ -509,9 +517,7 @@ class Snapshotter:
         fr = ps.rules.get(func.id)
         # Kept for the function's own rules (a rule made for one launch may share the id
         # of one made earlier).
-        known = fr.buffers if fr is not None and any(r is rule for r in fr.rules) else {}
-        if len(known) > MAX_KNOWN_BUFFERS:
-            known.clear()
+        known = fr.buffers if fr is not None and any(r is rule for r in fr.rules) else None
         phases = [phase for phase in ("before", "after") if phase in rule.when]
         for index, arg, where, override in targets:
             # What is read does not depend on the phase: found once for both.
@@ -521,15 +527,18 @@ class Snapshotter:
                         f"argument {index} has {len(args[index].raw)} bytes, so there "
                         f"is no pointer at byte {where}")
                 alloc = event.pointers.get((index, where))
-                if override is None and alloc is not None:
+                address = arg.value
+                if (known is not None and override is None and alloc is not None
+                        and isinstance(address, int)):
                     # Without an override, what is read follows from the pointer, its
                     # allocation and where the next known buffer in it begins: a launch
                     # asked about again because some of its tensors moved plans only those.
-                    key = (id(rule), index, where, arg.value, alloc,
-                           ps.starts.next_after(arg.value, alloc))   # type: ignore[arg-type]
+                    next_start = ps.starts.next_after(address, alloc)
+                    key = (id(rule), index, where, address, alloc, next_start)
                     buffer = known.get(key)
                     if buffer is None:
-                        buffer = known[key] = self._buffer(ctx, rule, arg, alloc, None, values)
+                        buffer = self._buffer(ctx, rule, arg, alloc, None, values, next_start)
+                        self._keep_buffer(ps, known, key, buffer)
                 else:
                     buffer = self._buffer(ctx, rule, arg, alloc, override, values)
             except (GeometryError, ArithmeticError, RecursionError) as err:
@@ -552,12 +561,25 @@ class Snapshotter:
                 copies.append(PlannedCopy(plan, phase, 0, rule, make, tool=tool, at=where))
         return copies
 
+    @staticmethod
+    def _keep_buffer(ps: ProcessSnapshots, known: KnownBuffers, key: tuple[object, ...],
+                     buffer: Buffer) -> None:
+        """Keeps what is read of a buffer, forgetting every kernel's once the process has
+        kept MAX_KNOWN_BUFFERS."""
+        if ps.known_buffers >= MAX_KNOWN_BUFFERS:
+            for fr in ps.rules.values():
+                fr.buffers.clear()
+            ps.known_buffers = 0
+        known[key] = buffer
+        ps.known_buffers += 1
+
     def _buffer(self, ctx: _Launch, rule: Rule, arg: ArgValue, alloc: Allocation | None,
-                override: ArgOverride | None, values: dict[str, Number]
-                ) -> tuple[CopyPlan | None, str | None, p.ToolMode | None]:
+                override: ArgOverride | None, values: dict[str, Number],
+                next_start: int | None | EllipsisType = ...) -> Buffer:
         """What the rule reads of one buffer: the plan (None: nothing, as a scan of integers),
         how its extent was found where it runs to the end of its allocation or to the next
-        buffer, and what cudump's kernel computes over it. Raises GeometryError."""
+        buffer, and what cudump's kernel computes over it. `next_start`: where the next
+        known buffer in the allocation begins, if already looked up. Raises GeometryError."""
         plan = plan_copy(arg, alloc, override, values)
         rest = (override is None or override.count is None and not override.is_2d) \
             and alloc is not None and alloc.kind != "pitched"
@@ -566,8 +588,9 @@ class Snapshotter:
             # Another buffer further into the same allocation (a caching allocator's
             # neighbouring tensor) ends this one.
             assert alloc is not None
-            cut = cut_at_next(plan, self._proc(ctx.proc.pid).starts.next_after(plan.address,
-                                                                                alloc))
+            if isinstance(next_start, EllipsisType):
+                next_start = self._proc(ctx.proc.pid).starts.next_after(plan.address, alloc)
+            cut = cut_at_next(plan, next_start)
             extent = "allocation-rest" if cut is plan else "to-next-buffer"
             plan = cut
         tool = _tool_of(rule, plan, ctx.func)
@@ -884,7 +907,8 @@ class Snapshotter:
             self.nan_snapshotted.add(ctx.func.mangled)
         rule = option_rule("--check-nan", FORMATS)
         rule.when = frozenset({"after"})
-        copies = self._rule_copies(ctx, rule, pending.args, pending.values, set())
+        # Named apart from the launch's other snapshots (a rule's, or a capture's).
+        copies = self._rule_copies(ctx, rule, pending.args, pending.values, pending.stems)
         for copy in copies:
             copy.record.extra["nan_producer"] = True
         follow = self._place(ctx, copies, pending.staging_size, 0, True)

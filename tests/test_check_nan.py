@@ -10,11 +10,12 @@ import pytest
 from records import manifest, summary
 
 from cudump import protocol as p
+from cudump import snapshots as snapshots_module
 from cudump.errors import RuleError
 from cudump.geometry import Allocation, CopyPlan
 from cudump.manifest import ManifestWriter, SnapshotRecord
 from cudump.process import FuncInfo, LaunchEvent, ProcessState
-from cudump.rules import SCAN_FORMATS, load_rules, option_rule
+from cudump.rules import SCAN_FORMATS, capture_rule, load_rules, option_rule
 from cudump.snapshots import Snapshotter, _tool_of
 
 INDEX = 37
@@ -274,5 +275,82 @@ def test_a_launch_asked_about_again_is_planned_from_where_its_buffers_are_now(tm
             [(0, 0x10000, 0x400, "to-next-buffer", 2), (8, 0x10400, 0x400, "to-next-buffer", 2)],
             [(0, 0x10000, 0x400, "to-next-buffer", 3), (8, 0x10800, 0x800, "allocation-rest", 3)],
             [(0, 0x10000, 0x400, "to-next-buffer", 4), (8, 0x10800, 0x800, "allocation-rest", 4)]]
+    finally:
+        snapshots.close()
+
+
+def test_a_by_value_argument_named_by_a_rule_is_an_error_of_its_own(tmp_path):
+    """A rule naming a by-value struct (no pointer value of its own, though its first word
+    points into a tracked allocation) gets one error record for it; the launch's other
+    arguments are still planned."""
+    (tmp_path / "r.yaml").write_text("- kernel: k\n  args: [0, 1]\n")
+    func = FuncInfo(1, 0x1000, "_Z1kv", "void k<float>(std::array<char*, 2ul>, float*)",
+                    [(0, 16), (16, 8)])
+    words = (0x10000).to_bytes(8, "little") + (0x10800).to_bytes(8, "little")
+    event = LaunchEvent(seq=1, occurrence=1, func_id=1, device=0, grid=(1, 1, 1),
+                        block=(1, 1, 1), smem=0, stream=0, tid=1, api="cuLaunchKernel",
+                        flags=0, rc=0, raw_args=[words, (0x10400).to_bytes(8, "little")],
+                        pointers={(0, 0): PAIR_ALLOC, (0, 8): PAIR_ALLOC, (1, 0): PAIR_ALLOC})
+    out = tmp_path / "out"
+    out.mkdir()
+    snapshots = Snapshotter(load_rules([tmp_path / "r.yaml"]), out, None, ManifestWriter(out))
+    try:
+        proc = ProcessState(1, 0, "prog")
+        assert snapshots.wants(proc, func)
+        planned = snapshots.plan(proc, func, event, 1 << 20)
+        assert planned is not None
+        assert [(c.plan.arg, c.phase) for c in planned.copies] == [(1, "before"), (1, "after")]
+    finally:
+        snapshots.close()
+    errors = [r for r in manifest(out) if r["status"] == "error"]
+    assert [(r["arg"], r["phase"], r["reason"]) for r in errors] == [
+        (0, phase, "argument 0 has no pointer value") for phase in ("before", "after")]
+
+
+def test_a_nan_producers_snapshots_are_named_apart_from_a_capture_of_the_same_launch(tmp_path):
+    """--check-nan with --capture-launch: the capture snapshots the buffer after the launch,
+    and so do the copies that follow a NaN producer; each gets a file of its own."""
+    func = FuncInfo(1, 0x1000, "_Z1kPf", "k(float*)", [(0, 8)])
+    snapshots = Snapshotter([option_rule("--check-nan", SCAN_FORMATS), capture_rule("*")],
+                            tmp_path, None, ManifestWriter(tmp_path))
+    try:
+        proc = ProcessState(1, 0, "prog")
+        assert snapshots.wants(proc, func)
+        event = LaunchEvent(seq=1, occurrence=1, func_id=1, device=0, grid=(1, 1, 1),
+                            block=(1, 1, 1), smem=0, stream=0, tid=1, api="cuLaunchKernel",
+                            flags=0, rc=0, raw_args=[(0x10000).to_bytes(8, "little")],
+                            pointers={(0, 0): PAIR_ALLOC})
+        planned = snapshots.plan(proc, func, event, 1 << 20)
+        assert planned is not None
+        staging = bytearray(1 << 20)
+        for copy in planned.copies:   # the scan after the launch finds one NaN, at index 5
+            if copy.tool is not None and copy.phase == "after":
+                staging[copy.offset:copy.offset + 16] = (1).to_bytes(8, "little") + (
+                    ~5 & (1 << 64) - 1).to_bytes(8, "little")
+        follow = snapshots.collect(proc, 1, 0, 0, [0] * len(planned.entries),
+                                   lambda offset, n: memoryview(staging)[offset:offset + n])
+        assert follow is not None
+        files = [c.record.file for c in planned.copies + follow.copies if c.record.file]
+        assert len(files) == 3 and len(set(files)) == 3, files
+    finally:
+        snapshots.close()
+
+
+def test_what_is_kept_of_buffers_is_bounded_per_process(tmp_path, monkeypatch):
+    """The buffers kept for launches asked about again are forgotten, every kernel's at
+    once, when a process has kept MAX_KNOWN_BUFFERS; plans made after are the same."""
+    monkeypatch.setattr(snapshots_module, "MAX_KNOWN_BUFFERS", 3)
+    snapshots = _scanning(tmp_path)
+    try:
+        proc = ProcessState(1, 0, "prog")
+        assert snapshots.wants(proc, PAIR_FUNC)
+        for seq in range(1, 6):
+            second = 0x10800 + 0x40 * seq
+            planned = snapshots.plan(proc, PAIR_FUNC, _pair_launch(seq, 0x10000, second), 1 << 20)
+            assert planned is not None
+            assert [c.plan.address for c in planned.copies if c.phase == "after"] == [
+                0x10000, second]
+            kept = snapshots._proc(proc.pid)
+            assert kept.known_buffers == sum(len(fr.buffers) for fr in kept.rules.values()) <= 3
     finally:
         snapshots.close()
