@@ -72,10 +72,13 @@ class RepeatTemplate:
     written: bool = False   # its template line is in the manifest
 
     def __post_init__(self) -> None:
-        self.digests = [k for k, c in enumerate(self.copies) if c.is_digest]
-        # scans after the launch: a launch is plain when these found nothing
-        self.after_scans = [k for k, c in enumerate(self.copies)
-                            if not c.is_digest and c.phase == "after"]
+        self.digests: list[int] = []
+        self.after_scans: list[int] = []  # a launch is plain when these found nothing
+        for k, c in enumerate(self.copies):
+            if c.tool == p.ToolMode.DIGEST:
+                self.digests.append(k)
+            elif c.phase == "after":
+                self.after_scans.append(k)
 
     def template_line(self, key: str) -> str:
         records = [self.copies[k].record for k in self.digests]

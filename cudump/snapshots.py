@@ -171,7 +171,7 @@ def plan_payload(planned: PlannedLaunch | None, flags: int = 0,
     return (p.PLAN.pack(flags=int(flags), ncopies=count,
                         id=repeat.plan_id if repeat is not None else 0, nkeys=len(keys))
             + (planned.wire() if planned else b"")
-            + b"".join(p.KEY.pack(offset=o, size=n) for o, n in keys))
+            + b"".join(p.KEY.pack_in_order(o, n) for o, n in keys))   # offset, size
 
 
 def split_pieces(plan: CopyPlan, offset: int, free: int) -> list[Piece] | None:
@@ -370,19 +370,16 @@ class Snapshotter:
         if (len(copies) > p.MAX_REPEAT or any(c.tool is None for c in copies)
                 or (planned is not None and len(planned.entries) != len(copies))):
             return None
-        made = []
-        for copy in copies:
-            assert copy.tool is not None
-            made.append(RepeatCopy(copy.tool, copy.phase,
-                                   functools.partial(_digest_record, copy.make_record,
-                                                     copy.plan)
-                                   if copy.tool == p.ToolMode.DIGEST else None))
+        digest = p.ToolMode.DIGEST
+        made = [RepeatCopy(c.tool, c.phase,  # type: ignore[arg-type]
+                           functools.partial(_digest_record, c.make_record, c.plan)
+                           if c.tool == digest else None)
+                for c in copies]
         first = None
         if planned is not None:
-            # Records of its own, made when needed: those of this launch are filled in
-            # when its results come.
-            kept = [c.with_record(None) for c in copies]
-            first = PlannedLaunch(kept, [(c, None) for c in kept], ctx=planned.ctx,
+            # The same copies: a later launch's records are made afresh from them
+            # (repeat_report), not from this launch's, which its results fill in.
+            first = PlannedLaunch(list(copies), list(planned.entries), ctx=planned.ctx,
                                   staging_size=planned.staging_size, args=planned.args,
                                   values=planned.values)
         ps.last_template += 1
@@ -418,10 +415,12 @@ class Snapshotter:
                                           pointers=first.ctx.event.pointers))
         copies = []
         for k, copy in enumerate(first.copies):
-            record = copy.record.copy(launch=event.seq, occurrence=event.occurrence,
-                                      grid=list(event.grid), block=list(event.block),
-                                      stream=event.stream_hex,
-                                      device=event.device if event.device >= 0 else None)
+            # Made afresh: the first launch's own record holds its results.
+            record = copy.make_record()
+            record.launch, record.occurrence = event.seq, event.occurrence
+            record.grid, record.block = list(event.grid), list(event.block)
+            record.stream = event.stream_hex
+            record.device = event.device if event.device >= 0 else None
             placed = copy.with_record(record)
             placed.offset = k * p.TOOL_RESULT
             copies.append(placed)

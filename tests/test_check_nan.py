@@ -15,6 +15,7 @@ from cudump.errors import RuleError
 from cudump.geometry import Allocation, CopyPlan
 from cudump.manifest import ManifestWriter, SnapshotRecord
 from cudump.process import FuncInfo, LaunchEvent, ProcessState
+from cudump.repeat import SLOT
 from cudump.rules import SCAN_FORMATS, capture_rule, load_rules, option_rule
 from cudump.snapshots import Snapshotter, _tool_of
 
@@ -228,9 +229,10 @@ def test_a_buffer_shorter_than_one_element_is_not_scanned(tmp_path):
         snapshots.close()
 
 
-def test_a_repeated_plans_template_keeps_its_own_records(tmp_path):
-    """The template a repeated plan is reported from later is a copy: filling in the first
-    launch's records (its results) does not change what later launches are reported with."""
+def test_a_repeated_plans_later_launches_are_reported_with_records_of_their_own(tmp_path):
+    """A launch made with a kept plan whose scan finds something is reported from the
+    plan's template with records made afresh: filling in the first launch's records (its
+    results) does not change what later launches are reported with."""
     snapshots = _scanning(tmp_path)
     try:
         proc = ProcessState(1, 0, "prog")
@@ -239,18 +241,28 @@ def test_a_repeated_plans_template_keeps_its_own_records(tmp_path):
         failures = snapshots.thread_failures()
         planned = snapshots.plan(proc, PAIR_FUNC, event, 1 << 20)
         repeat = snapshots.repeat_id(proc, PAIR_FUNC, event, planned, failures)
-        assert planned is not None and repeat is not None and len(planned.copies) == 4
-        template = snapshots._proc(proc.pid).templates[repeat.plan_id].first
+        assert planned is not None and repeat is not None
+        assert [(c.phase, c.at) for c in planned.copies] == [
+            ("before", 0), ("after", 0), ("before", 8), ("after", 8)]
         for copy in planned.copies:
             copy.record.extra["nonfinite"] = 3
             copy.record.status = "error"
-        kept = template.copies
-        assert [(c.phase, c.record.extra.get("offset", 0)) for c in kept] == [
-            ("before", 0), ("after", 0), ("before", 8), ("after", 8)]
-        assert all("nonfinite" not in c.record.extra and c.record.status == "ok" for c in kept)
-        assert [c.plan for c in kept] == [c.plan for c in planned.copies]
+        # Launch 7, made by the shim with the plan: the scan after it of the buffer at byte
+        # 8 finds one non-finite value, at index 5.
+        slots = np.zeros(1, dtype=SLOT)
+        slots["plan"], slots["ncopies"] = repeat.plan_id, 4
+        for name, value in (("seq", 7), ("occurrence", 7), ("grid", (2, 1, 1)),
+                            ("block", (32, 1, 1)), ("device", 0), ("stream", 0x50)):
+            slots["event"][name] = value
+        slots["results"][0, 3]["words"] = (1, ~5 & (1 << 64) - 1)
+        snapshots.repeat_report(proc, slots[0])
     finally:
         snapshots.close()
+    found = [r for r in manifest(tmp_path) if r.get("nan_producer") and r["phase"] == "after"
+             and "nonfinite" in r]
+    assert [(r["launch"], r["occurrence"], r["grid"], r["block"], r["stream"], r["status"],
+             r["offset"], r["nonfinite"], r["first_nonfinite"]) for r in found] == [
+        (7, 7, [2, 1, 1], [32, 1, 1], "0x50", "ok", 8, 1, 5)]
 
 
 def test_a_launch_asked_about_again_is_planned_from_where_its_buffers_are_now(tmp_path):
