@@ -49,19 +49,6 @@ class SnapshotRecord:
     device: int | None = None        # CUDA device ordinal of the launch
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def copy(self, **changes: Any) -> SnapshotRecord:
-        """A record of its own (its `extra` too) with `changes`: cheaper than
-        dataclasses.replace, which a plan of hundreds of buffers calls hundreds of times."""
-        new = object.__new__(SnapshotRecord)
-        new.__dict__.update(self.__dict__)
-        new.extra = dict(self.extra)
-        if not _RECORD_FIELDS_SET.issuperset(changes):
-            # as dataclasses.replace would: a misspelt field is a bug, not a new attribute
-            unknown = sorted(set(changes) - _RECORD_FIELDS_SET)
-            raise TypeError(f"SnapshotRecord has no field {unknown[0]!r}")
-        new.__dict__.update(changes)
-        return new
-
     def to_json(self) -> str:
         # Field by field: dataclasses.asdict deep-copies every value, and a manifest
         # line is written for every digest of every launch.
@@ -87,7 +74,6 @@ class SnapshotRecord:
 
 
 _RECORD_FIELDS = tuple(f.name for f in fields(SnapshotRecord) if f.name != "extra")
-_RECORD_FIELDS_SET = frozenset(f.name for f in fields(SnapshotRecord))
 # What each field of a manifest line must hold, so that the offline tools can trust it.
 _STR, _INT, _INTS, _NUMBERS = "a string", "a whole number", "a list of whole numbers", \
     "a list of numbers"

@@ -59,10 +59,6 @@ class RepeatCopy:
             self.made = self.make_record()
         return self.made
 
-    @property
-    def is_digest(self) -> bool:
-        return self.tool == p.ToolMode.DIGEST
-
 
 @dataclass
 class RepeatTemplate:

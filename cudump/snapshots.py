@@ -20,7 +20,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import EllipsisType
 from typing import Protocol
 
 import numpy as np
@@ -111,9 +110,8 @@ class PlannedCopy:
     def staging_bytes(self) -> int:
         return p.TOOL_RESULT if self.tool is not None else self.plan.nbytes
 
-    def with_record(self, record: SnapshotRecord | None) -> PlannedCopy:
-        """The same copy with another record (a shallow copy: plans are not changed); with
-        None, a record of its own, made as this one's was when first asked for."""
+    def with_record(self, record: SnapshotRecord) -> PlannedCopy:
+        """The same copy with another record (a shallow copy: plans are not changed)."""
         new = object.__new__(PlannedCopy)
         new.__dict__.update(self.__dict__)
         new.made = record
@@ -527,19 +525,20 @@ class Snapshotter:
                         f"is no pointer at byte {where}")
                 alloc = event.pointers.get((index, where))
                 address = arg.value
-                if (known is not None and override is None and alloc is not None
-                        and isinstance(address, int)):
+                traced, next_start = False, None
+                if alloc is not None and isinstance(address, int):
+                    traced, next_start = True, ps.starts.next_after(address, alloc)
+                if known is not None and override is None and traced:
                     # Without an override, what is read follows from the pointer, its
                     # allocation and where the next known buffer in it begins: a launch
                     # asked about again because some of its tensors moved plans only those.
-                    next_start = ps.starts.next_after(address, alloc)
                     key = (id(rule), index, where, address, alloc, next_start)
                     buffer = known.get(key)
                     if buffer is None:
                         buffer = self._buffer(ctx, rule, arg, alloc, None, values, next_start)
                         self._keep_buffer(ps, known, key, buffer)
                 else:
-                    buffer = self._buffer(ctx, rule, arg, alloc, override, values)
+                    buffer = self._buffer(ctx, rule, arg, alloc, override, values, next_start)
             except (GeometryError, ArithmeticError, RecursionError) as err:
                 for phase in phases:
                     self._error(ctx, args[index], phase, rule, str(err))
@@ -572,13 +571,14 @@ class Snapshotter:
         known[key] = buffer
         ps.known_buffers += 1
 
-    def _buffer(self, ctx: _Launch, rule: Rule, arg: ArgValue, alloc: Allocation | None,
+    @staticmethod
+    def _buffer(ctx: _Launch, rule: Rule, arg: ArgValue, alloc: Allocation | None,
                 override: ArgOverride | None, values: dict[str, Number],
-                next_start: int | None | EllipsisType = ...) -> Buffer:
+                next_start: int | None) -> Buffer:
         """What the rule reads of one buffer: the plan (None: nothing, as a scan of integers),
         how its extent was found where it runs to the end of its allocation or to the next
         buffer, and what cudump's kernel computes over it. `next_start`: where the next
-        known buffer in the allocation begins, if already looked up. Raises GeometryError."""
+        known buffer after the pointer begins in its allocation. Raises GeometryError."""
         plan = plan_copy(arg, alloc, override, values)
         rest = (override is None or override.count is None and not override.is_2d) \
             and alloc is not None and alloc.kind != "pitched"
@@ -586,9 +586,6 @@ class Snapshotter:
         if rest:
             # Another buffer further into the same allocation (a caching allocator's
             # neighbouring tensor) ends this one.
-            assert alloc is not None
-            if isinstance(next_start, EllipsisType):
-                next_start = self._proc(ctx.proc.pid).starts.next_after(plan.address, alloc)
             cut = cut_at_next(plan, next_start)
             extent = "allocation-rest" if cut is plan else "to-next-buffer"
             plan = cut

@@ -233,18 +233,6 @@ def test_repeated_digests_are_read_back_as_the_records_they_stand_for(tmp_path: 
             == [json.loads(r.to_json()) for r in first + later])
 
 
-def test_a_record_copy_is_its_own_and_refuses_a_field_it_lacks() -> None:
-    """SnapshotRecord.copy is the planner's cheap dataclasses.replace: the copy's extra is its
-    own, and a misspelt field is an error rather than a new attribute."""
-    first = digest_record(3, 0, "00000000000000aa")
-    second = first.copy(launch=9, occurrence=4)
-    second.extra["digest"] = "00000000000000bb"
-    assert (first.launch, first.occurrence, first.extra["digest"]) == (3, 3, "00000000000000aa")
-    assert (second.launch, second.occurrence, second.arg) == (9, 4, 0)
-    with pytest.raises(TypeError, match="no field 'lanch'"):
-        first.copy(lanch=9)
-
-
 def test_a_launch_line_with_the_wrong_number_of_digests(tmp_path: Path) -> None:
     template = template_line("9.1", [digest_record(3, 0, "0" * 16)]).encode()
     run = write_run(tmp_path / "run", [template, group_line(
