@@ -18,6 +18,8 @@
 
 #define CUDUMP_APPLY(macro, args) macro args
 #define CUDUMP_UNPAREN(...) __VA_ARGS__
+/* ", a, b" after a hook's own leading parameters; nothing for an empty list. */
+#define CUDUMP_TAIL(...) __VA_OPT__(, ) __VA_ARGS__
 
 #define CUDUMP_P_cuInit (unsigned int flags)
 #define CUDUMP_A_cuInit (flags)
@@ -105,6 +107,18 @@
 #define CUDUMP_P_cuLaunchKernelEx                                               \
     (const CUlaunchConfig *config, CUfunction f, void **params, void **extra)
 #define CUDUMP_A_cuLaunchKernelEx (config, f, params, extra)
+/* The program's waits for the GPU. cuCtxSynchronize takes nothing: its lists
+ * are empty, and the hook's tail (CUDUMP_TAIL in shim.h) leaves the comma out. */
+#define CUDUMP_P_cuCtxSynchronize ()
+#define CUDUMP_A_cuCtxSynchronize ()
+#define CUDUMP_P_cuCtxSynchronize_v2 (CUcontext ctx)
+#define CUDUMP_A_cuCtxSynchronize_v2 (ctx)
+#define CUDUMP_P_cuStreamSynchronize (CUstream stream)
+#define CUDUMP_A_cuStreamSynchronize (stream)
+#define CUDUMP_P_cuEventSynchronize (CUevent event)
+#define CUDUMP_A_cuEventSynchronize (event)
+#define CUDUMP_P_cuMemcpyDtoH (void *dst, CUdeviceptr src, size_t bytes)
+#define CUDUMP_A_cuMemcpyDtoH (dst, src, bytes)
 #define CUDUMP_P_cuGraphLaunch (CUgraphExec exec, CUstream stream)
 #define CUDUMP_A_cuGraphLaunch (exec, stream)
 #define CUDUMP_P_cuStreamBeginCapture (CUstream stream, CUstreamCaptureMode mode)
@@ -145,7 +159,9 @@
     F(cuStreamBeginCaptureToGraph)                                                       \
     F(cuGraphInstantiateWithFlags) F(cuGraphInstantiate) F(cuGraphInstantiateWithParams)  \
     F(cuGraphExecDestroy)                                                                \
-    F(cuGraphExecKernelNodeSetParams) F(cuGraphExecUpdate)
+    F(cuGraphExecKernelNodeSetParams) F(cuGraphExecUpdate)                              \
+    F(cuCtxSynchronize) F(cuCtxSynchronize_v2) F(cuStreamSynchronize) F(cuEventSynchronize) \
+    F(cuMemcpyDtoH)
 
 #define CUDUMP_VARIANTS(VARIANT)                                           \
     VARIANT(cuInit, cuInit, 0)                                             \
@@ -197,7 +213,14 @@
     VARIANT(cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams, 1) \
     VARIANT(cuGraphExecDestroy, cuGraphExecDestroy, 0)                     \
     VARIANT(cuGraphExecKernelNodeSetParams_v2, cuGraphExecKernelNodeSetParams, 0) \
-    VARIANT(cuGraphExecUpdate_v2, cuGraphExecUpdate, 0)
+    VARIANT(cuGraphExecUpdate_v2, cuGraphExecUpdate, 0)                    \
+    VARIANT(cuCtxSynchronize, cuCtxSynchronize, 0)                         \
+    VARIANT(cuCtxSynchronize_v2, cuCtxSynchronize_v2, 0)                   \
+    VARIANT(cuStreamSynchronize, cuStreamSynchronize, 0)                   \
+    VARIANT(cuStreamSynchronize_ptsz, cuStreamSynchronize, 1)              \
+    VARIANT(cuEventSynchronize, cuEventSynchronize, 0)                     \
+    VARIANT(cuMemcpyDtoH_v2, cuMemcpyDtoH, 0)                              \
+    VARIANT(cuMemcpyDtoH_v2_ptds, cuMemcpyDtoH, 1)
 
 /*
  * Driver functions the shim calls for its own work but does not wrap.
@@ -219,10 +242,8 @@
     SERVICE(cuEventCreate, (CUevent *e, unsigned int flags))                              \
     SERVICE(cuEventRecord, (CUevent e, CUstream s))                                       \
     SERVICE(cuEventRecord_ptsz, (CUevent e, CUstream s))                                  \
-    SERVICE(cuEventSynchronize, (CUevent e))                                              \
     SERVICE(cuEventDestroy_v2, (CUevent e))                                               \
     SERVICE(cuCtxGetDevice, (CUdevice *device))                                           \
-    SERVICE(cuCtxSynchronize, (void))                                                     \
     SERVICE(cuGraphGetNodes, (CUgraph g, CUgraphNode *nodes, size_t *count))              \
     SERVICE(cuGraphGetEdges, (CUgraph g, CUgraphNode *from, CUgraphNode *to, size_t *count)) \
     SERVICE(cuGraphNodeGetType, (CUgraphNode node, int *type))                            \
@@ -254,5 +275,4 @@
     SERVICE(cuCtxSetCurrent, (CUcontext ctx))                                              \
     SERVICE(cuStreamCreate, (CUstream *s, unsigned int flags))                             \
     SERVICE(cuStreamDestroy_v2, (CUstream s))                                              \
-    SERVICE(cuStreamSynchronize, (CUstream s))                                           \
     SERVICE(cuEventQuery, (CUevent e))

@@ -26,6 +26,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "launch.h"
 
@@ -63,6 +64,24 @@ void drain_wait_idle(void)
     pthread_mutex_lock(&dr.lock);
     while (dr.busy)
         pthread_cond_wait(&dr.cond, &dr.lock);
+    pthread_mutex_unlock(&dr.lock);
+}
+
+/* A drain that does not end in time is left to itself: the program comes first. */
+enum { SETTLE_WAIT_S = 10 };
+
+void drain_settle(void)
+{
+    /* Unlocked first look: the common case (nothing deferred) is one load. */
+    if (!__atomic_load_n(&dr.busy, __ATOMIC_ACQUIRE))
+        return;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += SETTLE_WAIT_S;
+    pthread_mutex_lock(&dr.lock);
+    while (dr.busy && channel_controller_alive())
+        if (pthread_cond_timedwait(&dr.cond, &dr.lock, &until) != 0)
+            break;
     pthread_mutex_unlock(&dr.lock);
 }
 
@@ -110,6 +129,11 @@ bool drain_start(struct launch_info *li, const struct proto_copy *const *copies,
         !shim_real_cuMemFreeAsync() || !real_cuMemGetInfo_v2 || !real_cuCtxSetCurrent ||
         !real_cuStreamCreate || !real_cuEventCreate || li->captured)
         return false;
+    /* While any stream of the process captures, the launch is copied while it is
+     * held (relaxed, on its own stream) rather than left to a drain that would
+     * still be at work when the program goes on. */
+    if (atomic_load(&shim_stats.captures_active) > 0)
+        return false;
     size_t total = 0;
     for (unsigned i = 0; i < n; i++) {
         if (copies[i]->flags & COPY_TOOL)
@@ -151,7 +175,8 @@ static CUresult to_staging(CUstream side, const struct drain_copy *d, char *area
     CUDA_MEMCPY2D m = rows_copy(dr.scratch + d->at, d->c.width, area + d->c.offset, 0,
                                 d->c.width, d->c.height);
     CUresult rc = real_cuMemcpy2DAsync_v2(&m, side);
-    return rc == CUDA_SUCCESS ? real_cuStreamSynchronize(side) : rc;
+    cuStreamSynchronize_fn sync = shim_real_cuStreamSynchronize();
+    return rc != CUDA_SUCCESS ? rc : sync ? sync(side) : CUDA_ERROR_NOT_FOUND;
 }
 
 static void send_end(CUresult sync_rc)
@@ -222,6 +247,11 @@ static void *drain_main(void *arg)
 {
     (void)arg;
     shim_busy++; /* this thread's driver calls are the shim's own */
+    /* Its waits and its stream must never touch a capture the program makes
+     * meanwhile on another thread (global mode forbids them process-wide). */
+    CUstreamCaptureMode relaxed = CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (real_cuThreadExchangeStreamCaptureMode)
+        real_cuThreadExchangeStreamCaptureMode(&relaxed);
     for (;;) {
         pthread_mutex_lock(&dr.lock);
         while (!dr.queued)

@@ -153,8 +153,9 @@ static uint64_t now_ns(void)
 
 CUresult gate_wait_event(CUevent ev, unsigned grace_ms)
 {
+    cuEventSynchronize_fn sync = shim_real_cuEventSynchronize();
     if (serving || !atomic_load_explicit(&in_flight, memory_order_acquire) || !real_cuEventQuery)
-        return real_cuEventSynchronize(ev);
+        return sync ? sync(ev) : CUDA_ERROR_NOT_FOUND;
     /* The stream waited on may be held, or come to be while we wait. */
     uint64_t opening = now_ns() + (uint64_t)grace_ms * 1000000u;
     for (unsigned spin = 0;; spin++) {
@@ -243,6 +244,11 @@ static void *watch(void *unused)
 {
     (void)unused;
     watcher = true;
+    /* Serving a gate waits on the GPU: never in a way that touches a capture
+     * the program makes meanwhile (global mode forbids it process-wide). */
+    CUstreamCaptureMode relaxed = CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (real_cuThreadExchangeStreamCaptureMode)
+        real_cuThreadExchangeStreamCaptureMode(&relaxed);
     for (;;) {
         pthread_mutex_lock(&gate_lock);
         while (!count)

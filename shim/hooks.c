@@ -334,6 +334,51 @@ CUresult hook_cuStreamEndCapture(cuStreamEndCapture_fn real, int ptsz, CUstream 
     return rc;
 }
 
+/* ---- the program's waits ------------------------------------------------------
+ * Once the program has waited for the GPU, what cudump took of the launches
+ * before the wait must survive whatever comes next (an abort() right after
+ * cudaDeviceSynchronize): copies still on their way through scratch (drain.c)
+ * are handed over before the wait returns. The call itself and its result
+ * are the program's, untouched. */
+
+static CUresult waited(CUresult rc)
+{
+    if (rc == CUDA_SUCCESS)
+        drain_settle();
+    return rc;
+}
+
+CUresult hook_cuCtxSynchronize(cuCtxSynchronize_fn real, int ptsz)
+{
+    (void)ptsz;
+    return waited(real());
+}
+
+CUresult hook_cuCtxSynchronize_v2(cuCtxSynchronize_v2_fn real, int ptsz, CUcontext ctx)
+{
+    (void)ptsz;
+    return waited(real(ctx));
+}
+
+CUresult hook_cuStreamSynchronize(cuStreamSynchronize_fn real, int ptsz, CUstream stream)
+{
+    (void)ptsz;
+    return waited(real(stream));
+}
+
+CUresult hook_cuEventSynchronize(cuEventSynchronize_fn real, int ptsz, CUevent event)
+{
+    (void)ptsz;
+    return waited(real(event));
+}
+
+CUresult hook_cuMemcpyDtoH(cuMemcpyDtoH_fn real, int ptsz, void *dst, CUdeviceptr src,
+                           size_t bytes)
+{
+    (void)ptsz;
+    return waited(real(dst, src, bytes));
+}
+
 /* ---- launches ---------------------------------------------------------------- */
 
 /* The fast path of every launch: one table lookup, one compare with the

@@ -95,7 +95,7 @@ bool shim_resolve_real(void)
         }                                                                              \
         if (shim_busy)                                                                 \
             return real CUDUMP_A_##family;                                             \
-        return hook_##family(real, ptsz, CUDUMP_APPLY(CUDUMP_UNPAREN, CUDUMP_A_##family)); \
+        return hook_##family(real, ptsz CUDUMP_TAIL(CUDUMP_APPLY(CUDUMP_UNPAREN, CUDUMP_A_##family))); \
     }                                                                                  \
     SHIM_EXPORT CUresult sym CUDUMP_P_##family __attribute__((alias("wrap_" #sym)));
 

@@ -217,6 +217,10 @@ void snap_send_end(uint64_t seq, CUresult launch_rc, CUresult sync_rc,
 
 /* Waits until no deferred launch is being drained: the staging area is free. */
 void drain_wait_idle(void);
+/* The program has waited for the GPU: the deferred launch's bytes reach the
+ * controller before it goes on, so that a crash right after loses nothing.
+ * Bounded (and no wait once the controller is gone); one load when idle. */
+void drain_settle(void);
 /* Takes scratch memory for a PLAN_DEFER plan's n plain copies and copies the "before"
  * buffers into it on the launch stream; false (nothing done) if it cannot. */
 bool drain_start(struct launch_info *li, const struct proto_copy *const *copies, unsigned n);

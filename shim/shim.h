@@ -38,7 +38,7 @@ bool shim_resolve_real(void);
 /* ---- hooks (hooks.c): one per family ---------------------------------- */
 
 #define DECLARE_HOOK(name) \
-    CUresult hook_##name(name##_fn real, int ptsz, CUDUMP_APPLY(CUDUMP_UNPAREN, CUDUMP_P_##name));
+    CUresult hook_##name(name##_fn real, int ptsz CUDUMP_TAIL(CUDUMP_APPLY(CUDUMP_UNPAREN, CUDUMP_P_##name)));
 CUDUMP_FAMILIES(DECLARE_HOOK)
 #undef DECLARE_HOOK
 

@@ -27,8 +27,9 @@
  * the launch's own stream. */
 static CUresult quiesce(const struct launch_info *li)
 {
-    if (atomic_load(&shim_stats.captures_active) == 0 && real_cuCtxSynchronize)
-        return real_cuCtxSynchronize();
+    cuCtxSynchronize_fn sync = shim_real_cuCtxSynchronize();
+    if (atomic_load(&shim_stats.captures_active) == 0 && sync)
+        return sync();
     return launch_wait_stream(li);
 }
 
