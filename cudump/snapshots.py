@@ -37,7 +37,7 @@ from cudump.console import say, warn
 from cudump.digest import ALGORITHM as DIGEST_ALGORITHM
 from cudump.digest import SCAN_ELEMENT_SIZE, SCAN_MODES, Scan, digest_hex
 from cudump.elements import BF16_NOTE, float_type_in_name
-from cudump.extents import KnownStarts, cut_at_next
+from cudump.extents import KnownStarts, cap_guess, cut_at_next
 from cudump.geometry import Allocation, CopyPlan, GeometryError, plan_copy
 from cudump.imaging import is_image_like, render, save_png
 from cudump.manifest import ManifestWriter, SnapshotRecord
@@ -172,6 +172,16 @@ def plan_payload(planned: PlannedLaunch | None, flags: int = 0,
             + b"".join(p.KEY.pack_in_order(o, n) for o, n in keys))   # offset, size
 
 
+def _aligned(nbytes: int) -> int:
+    return -(-nbytes // p.STAGING_ALIGN) * p.STAGING_ALIGN
+
+
+def _stream_window(room: int) -> int:
+    """What of `room` bytes of staging is kept for streamed pieces when not every copy fits
+    whole: a quarter, in whole alignment units, and at least one unit."""
+    return max(p.STAGING_ALIGN, room // 4 // p.STAGING_ALIGN * p.STAGING_ALIGN)
+
+
 def split_pieces(plan: CopyPlan, offset: int, free: int) -> list[Piece] | None:
     """Pieces of at most `free` bytes (whole rows), or None if not one row fits."""
     if plan.height == 1:
@@ -226,10 +236,14 @@ class Snapshotter:
     """The snapshot policy of one run: which launches, which copies, and writing them."""
 
     def __init__(self, rules: list[Rule], run_dir: Path, max_bytes: int | None,
-                 manifest: ManifestWriter) -> None:
+                 manifest: ManifestWriter, budget_is_default: bool = False) -> None:
         self.rules = [r for r in rules if r.action == "snapshot"]
         self.run_dir = run_dir
         self.max_bytes = max_bytes
+        # Named in the warning and in the records of snapshots past the budget.
+        self.budget_name = (f"the byte budget {max_bytes} (by default half the disk space free "
+                            "at the start; --max-bytes sets it)" if budget_is_default
+                            else f"--max-bytes {max_bytes}")
         self.lock = threading.Lock()
         self.processes: dict[int, ProcessSnapshots] = {}
         self.planned_bytes = 0
@@ -549,7 +563,7 @@ class Snapshotter:
             for phase in phases:
                 if tool is None and not self._budget(plan.nbytes):
                     self._error(ctx, args[index], phase, rule,
-                                f"--max-bytes {self.max_bytes} reached")
+                                f"{self.budget_name} reached")
                     continue
                 # A digest or a scan writes no file, so its name takes none from `stems`.
                 stem = None if tool is not None else self._stem(ctx, plan.arg, phase, where,
@@ -588,7 +602,9 @@ class Snapshotter:
             # neighbouring tensor) ends this one.
             cut = cut_at_next(plan, next_start)
             extent = "allocation-rest" if cut is plan else "to-next-buffer"
-            plan = cut
+            capped = cap_guess(cut, alloc)
+            extent = extent if capped is cut else "capped"
+            plan = capped
         tool = _tool_of(rule, plan, ctx.func)
         if rule.is_scan and tool is None:
             return None, None, None   # not floating point: nothing to scan
@@ -671,11 +687,17 @@ class Snapshotter:
         offset = base
         whole: list[PlannedCopy] = []
         streamed: list[PlannedCopy] = []
+        # Where some copies cannot all be placed whole, a window is kept free for streaming
+        # the rest in pieces: whole copies that filled the area would leave none, and a
+        # buffer as large as the area (before and after) would fail.
+        limit = staging_size
+        if stream and base + sum(_aligned(c.staging_bytes) for c in copies) > staging_size:
+            limit = max(base, staging_size - _stream_window(staging_size - base))
         for copy in copies:
             nbytes = copy.staging_bytes
-            if offset + nbytes <= staging_size:
+            if offset + nbytes <= (staging_size if copy.tool is not None else limit):
                 copy.offset = offset
-                offset += -(-nbytes // p.STAGING_ALIGN) * p.STAGING_ALIGN
+                offset += _aligned(nbytes)
                 whole.append(copy)
             elif copy.tool is not None:
                 self._fail(copy.record, "no staging left for its result; raise --staging")
@@ -748,7 +770,7 @@ class Snapshotter:
                 return False
             if self.max_bytes is not None and self.planned_bytes + nbytes > self.max_bytes:
                 self.stopped = True
-                warn(f"--max-bytes {self.max_bytes} reached; no more snapshots (the program "
+                warn(f"{self.budget_name} reached; no more snapshots (the program "
                      "carries on)")
                 return False
             self.planned_bytes += nbytes
