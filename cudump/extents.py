@@ -18,6 +18,15 @@ from dataclasses import dataclass, field, replace
 
 from cudump.geometry import Allocation, CopyPlan
 
+# A guessed extent is bounded: a pointer into an arena (JAX reserves most of the GPU's
+# memory as one allocation, and every buffer is a pointer into it) must never mean copying,
+# scanning or writing the rest of the arena. A pointer to the start of an allocation of up
+# to WHOLE_LIMIT bytes takes the allocation whole (one buffer, one allocation, as a plain
+# cudaMalloc gives); any other guess stops after GUESS_LIMIT bytes (`extent: capped`).
+# A rule's `count` gives any length.
+WHOLE_LIMIT = 4 << 30
+GUESS_LIMIT = 256 << 20
+
 # Buffer starts kept per process: a bound on memory over a long run, not a
 # figure any real program comes near (a training step passes a few hundred).
 MAX_STARTS = 1 << 20
@@ -67,5 +76,16 @@ def cut_at_next(plan: CopyPlan, next_start: int | None) -> CopyPlan:
     count = (next_start - plan.address) // element
     if count < 1:
         return plan
+    return replace(plan, width_bytes=count * element, pitch=count * element,
+                   shape=(count, *plan.shape[1:]))
+
+
+def cap_guess(plan: CopyPlan, alloc: Allocation) -> CopyPlan:
+    """A 1-D guessed plan bounded as WHOLE_LIMIT and GUESS_LIMIT say, in whole elements."""
+    if plan.height != 1 or plan.nbytes <= GUESS_LIMIT or (
+            plan.address == alloc.base and alloc.size <= WHOLE_LIMIT):
+        return plan
+    element = max(1, plan.nbytes // max(1, plan.shape[0]))
+    count = max(1, GUESS_LIMIT // element)
     return replace(plan, width_bytes=count * element, pitch=count * element,
                    shape=(count, *plan.shape[1:]))

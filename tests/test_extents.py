@@ -56,3 +56,19 @@ def test_a_freed_allocation_forgets_its_starts():
     assert known.next_after(0x20000, OTHER) == 0x20010   # another allocation keeps its own
     known.forget(SEG)   # twice: nothing left to forget
     assert known.count == 1
+
+
+def test_a_guess_into_an_arena_is_bounded_and_a_whole_allocation_is_not():
+    """JAX's arena: one allocation of most of the GPU, every buffer a pointer into it. The
+    rest of the arena is no extent; a plain allocation pointed at from its start is."""
+    arena = Allocation(base=1 << 40, size=100 << 30, kind="linear")
+    inside = plan(arena.base + 4096, (arena.size - 4096) // 4)
+    capped = extents.cap_guess(inside, arena)
+    assert capped.nbytes == extents.GUESS_LIMIT and capped.shape == (extents.GUESS_LIMIT // 4,)
+    at_start = plan(arena.base, arena.size // 4)
+    assert extents.cap_guess(at_start, arena).nbytes == extents.GUESS_LIMIT
+    plain = Allocation(base=1 << 40, size=1 << 30, kind="linear")
+    whole = plan(plain.base, plain.size // 4)
+    assert extents.cap_guess(whole, plain) is whole
+    small = plan(plain.base + 64, 1000)
+    assert extents.cap_guess(small, plain) is small
