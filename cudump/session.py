@@ -70,6 +70,7 @@ class RunOptions:
     trace: bool = False
     rules: list[Rule] = field(default_factory=list)
     max_bytes: int | None = None
+    max_bytes_default: bool = False   # max_bytes is the default budget, not --max-bytes
     staging_bytes: int = 256 << 20
     scratch_bytes: int = DEFAULT_SCRATCH
     breaks: list[str] = field(default_factory=list)
@@ -103,7 +104,8 @@ class Controller:
         self._manifest: ManifestWriter | None = None
         snapshot_rules = [r for r in options.rules if r.action == "snapshot"]
         self.snapshots = (Snapshotter(snapshot_rules, options.run_dir, options.max_bytes,
-                                      self.manifest) if snapshot_rules else None)
+                                      self.manifest, options.max_bytes_default)
+                          if snapshot_rules else None)
         self.debugger = DebugController(self) if options.debugging else None
         self._closed = False
 

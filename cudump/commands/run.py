@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 from pathlib import Path
 
 from cudump.errors import UsageError
@@ -66,7 +67,8 @@ class RunCommand:
                                  f"default {TRACE_RING_SLOTS}); a launch waits while it is full")
         parser.add_argument("--max-bytes", type=size_arg(1), metavar="SIZE",
                             help="stop taking snapshots once this much has been planned "
-                                 "(e.g. 2G); the program carries on")
+                                 "(e.g. 2G; default: half the disk space free where the run "
+                                 "directory is, at the start); the program carries on")
         parser.add_argument("--staging", type=size_arg(4096, MAX_STAGING), default=256 << 20,
                             metavar="SIZE",
                             help="shared staging area per process (default 256M): the largest "
@@ -102,8 +104,10 @@ class RunCommand:
             raise UsageError(f"--batch {args.batch}: no such file")
         created = args.out is None or not args.out.exists()
         run_dir = _prepare_out(args.out) if args.out else default_run_dir()
+        max_bytes = args.max_bytes if args.max_bytes is not None else default_budget(run_dir)
         options = RunOptions(argv=[args.program, *args.args], run_dir=run_dir, trace=args.trace,
-                             rules=rules, max_bytes=args.max_bytes,
+                             rules=rules, max_bytes=max_bytes,
+                             max_bytes_default=args.max_bytes is None,
                              staging_bytes=args.staging, scratch_bytes=args.scratch,
                              breaks=list(args.breaks),
                              batch=args.batch, ring_slots=args.trace_ring,
@@ -113,6 +117,15 @@ class RunCommand:
             return session.run()
         finally:
             _remove_if_empty(run_dir, created)
+
+
+def default_budget(run_dir: Path) -> int:
+    """What a run may write without --max-bytes: half the disk space free at the start, so
+    that no default run fills a disk."""
+    try:
+        return max(1, shutil.disk_usage(run_dir).free // 2)
+    except OSError:
+        return 1 << 30
 
 
 def _ring_slots(text: str) -> int:
