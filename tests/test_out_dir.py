@@ -4,6 +4,7 @@ a directory cudump cannot write in is one line and exit status 2 before the prog
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -145,6 +146,17 @@ def test_the_trace_file_is_never_written_through_a_symlink(tmp_path):
     assert not os.path.lexists(targets["trace.jsonl"])
 
 
+def test_a_trace_file_that_cannot_be_created_is_a_cudump_error_not_a_traceback(tmp_path):
+    """Should trace.jsonl appear after --out was checked, the controller says so in one
+    line before the program starts (CudumpError, which the CLI prints)."""
+    from cudump.errors import CudumpError
+    from cudump.session import Controller, RunOptions
+
+    plant(tmp_path / "run", tmp_path / "outside", "trace.jsonl")
+    with pytest.raises(CudumpError, match="cannot create .*trace.jsonl: File exists"):
+        Controller(RunOptions(argv=["true"], run_dir=tmp_path / "run", trace=True))
+
+
 def test_the_summary_replaces_a_planted_symlink_with_a_real_file(tmp_path):
     run_dir = tmp_path / "run"
     targets = plant(run_dir, tmp_path / "outside", "summary.json")
@@ -228,3 +240,33 @@ def test_make_dir_refuses_a_symlink_to_a_folder(tmp_path):
         runfiles.make_dir(tmp_path / "link")
     assert runfiles.make_dir(tmp_path / "new").is_dir()
     assert runfiles.make_dir(tmp_path / "new").is_dir()   # a real folder already there
+
+
+def test_a_name_in_the_way_fails_that_snapshot_only(tmp_path, capsys):
+    """A symlink at one snapshot's temporary name: that snapshot has an error record, the
+    next one is written, and writing is not stopped as it is for a full disk."""
+    from cudump.manifest import SnapshotRecord
+    from cudump.snapshots import Snapshotter, WriteJob
+
+    run_dir = tmp_path / "run"
+    targets = plant(run_dir, tmp_path / "outside", ".a.npy.part")
+    snapshots = Snapshotter([], run_dir, None, ManifestWriter(run_dir))
+
+    def record(name: str) -> SnapshotRecord:
+        return SnapshotRecord(kernel="k", mangled="k", launch=1, occurrence=1, pid=1,
+                              grid=[1, 1, 1], block=[1, 1, 1], stream="0x0", arg=0, type=None,
+                              phase="after", address="0x0", dtype="float32", shape=[4],
+                              file=name)
+
+    array = np.arange(4, dtype=np.float32)
+    for name in ("a.npy", "b.npy"):
+        snapshots.jobs.put(WriteJob(record(name), array, frozenset({"npy"}), None))
+    snapshots.close()
+    snapshots.manifest.close()
+    lines = [json.loads(x) for x in (run_dir / "manifest.jsonl").read_text().splitlines()]
+    assert [(r["file"], r["status"]) for r in lines] == [(None, "error"), ("b.npy", "ok")]
+    assert "in the way" in lines[0]["reason"]
+    assert snapshots.disk_failed is None and not snapshots.stopped
+    np.testing.assert_array_equal(np.load(run_dir / "b.npy"), array)
+    assert not os.path.lexists(targets[".a.npy.part"])
+    assert "writing snapshots stopped" not in capsys.readouterr().err
