@@ -14,12 +14,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cudump import protocol as p
+from cudump import runfiles
 from cudump.console import warn
 from cudump.geometry import Allocation
 
@@ -84,26 +86,36 @@ class ImageStore:
         with self.lock:
             part = self.partial.get(key)
             if part is None or offset == 0:
-                folder = self.run_dir / MODULES
-                folder.mkdir(exist_ok=True)
+                if part is not None:        # the image is sent again from its start
+                    part.path.unlink(missing_ok=True)
+                    self.partial.pop(key, None)
+                # A real folder of the run, and a file created new in it (runfiles).
+                folder = runfiles.make_dir(self.run_dir / MODULES)
                 part = _Partial(folder / f".{key[0]}-{key[1]:x}.part", size, fmt)
-                part.path.write_bytes(b"")
+                os.close(runfiles.create(part.path))
                 self.partial[key] = part
-        with open(part.path, "r+b") as f:
-            f.seek(offset)
-            f.write(data)
+        fd = runfiles.reopen(part.path)
+        try:
+            view = memoryview(data)
+            while view:
+                done = os.pwrite(fd, view, offset)
+                view, offset = view[done:], offset + done
+        finally:
+            os.close(fd)
         part.received += len(data)
         if part.received >= part.size:
             self._finish(key, part)
 
     def _finish(self, key: tuple[int, int], part: _Partial) -> None:
-        digest = hashlib.sha256(part.path.read_bytes()).hexdigest()[:16]
+        fd = runfiles.reopen(part.path, os.O_RDONLY)
+        with os.fdopen(fd, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()[:16]
         name = f"{MODULES}/{digest}.{part.format}"   # the format names the extension
         final = self.run_dir / name
-        if final.exists():
+        if _is_file(final):
             part.path.unlink(missing_ok=True)   # the same image from another process
         else:
-            os.replace(part.path, final)
+            os.replace(part.path, final)        # replaces a symlink there; never follows it
         with self.lock:
             self.partial.pop(key, None)
             self.done[key] = Image(name, part.format)
@@ -140,6 +152,14 @@ class CapturedBuffer:
                 "after": self.after}
 
 
+def _is_file(path: Path) -> bool:
+    """A regular file itself there (a symlink, even to one, is not)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 def pointer_json(arg: int, offset: int, value: int, alloc: Allocation) -> dict[str, Any]:
     return {"arg": arg, "offset": offset, "value": value,
             "alloc": {"base": alloc.base, "size": alloc.size, "kind": alloc.kind,
@@ -159,19 +179,35 @@ def launch_problems(api: str, flags: int) -> list[str]:
 
 
 class CaptureWriter:
-    """captures.jsonl, one line per captured launch (any thread)."""
+    """captures.jsonl, one line per captured launch (any thread): created new at the first
+    line, and opened again for each later one, never through a symlink (runfiles)."""
 
     def __init__(self, run_dir: Path) -> None:
         self.path = run_dir / CAPTURES
         self.lock = threading.Lock()
         self.count = 0
         self.warned: set[str] = set()
+        self.created = False
+        self.failed: str | None = None
 
     def append(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record, separators=(",", ":")) + "\n"
+        line = (json.dumps(record, separators=(",", ":")) + "\n").encode("utf-8")
         with self.lock:
-            with open(self.path, "a", encoding="utf-8") as f:
-                f.write(line)
+            if self.failed is not None:
+                return
+            try:
+                fd = (runfiles.reopen(self.path, os.O_WRONLY | os.O_APPEND) if self.created
+                      else runfiles.create(self.path, os.O_WRONLY | os.O_APPEND))
+                self.created = True
+                try:
+                    os.write(fd, line)
+                finally:
+                    os.close(fd)
+            except OSError as err:
+                # Said once; the snapshots go on (a lost line must not drop the process).
+                self.failed = f"{CAPTURES} stopped: {err.strerror or err}"
+                warn(f"{self.failed}; no more launches are captured for replay")
+                return
             self.count += 1
             problems = record.get("problems") or []
             said = f"{record['kernel']}|{problems[0] if problems else ''}"

@@ -25,6 +25,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
@@ -270,14 +271,15 @@ def _finish(rendered: Rendered, pad: int) -> Rendered:
 
 def save_png(
     rendered_or_image: Rendered | Image.Image,
-    path: str | Path,
+    path: str | Path | IO[bytes],
     text: Mapping[str, str] | None = None,
     compress_level: int = 1,
-) -> Path:
+) -> Path | IO[bytes]:
     """Write a PNG with tEXt chunks (how it was rendered, plus `text`, e.g. kernel and arg).
 
     compress_level 1 is the default because encoding at 6 costs ~15x more time for noisy
-    pictures and the .npy, not the PNG, is the lossless record.
+    pictures and the .npy, not the PNG, is the lossless record. `path` may be a binary file
+    open for writing (a run's files are created by cudump.runfiles).
     """
     info = PngInfo()
     entries: dict[str, str] = {}
@@ -289,7 +291,8 @@ def save_png(
     entries.update(text or {})
     for key, value in entries.items():
         info.add_text(str(key), str(value))
-    path = Path(path)
+    if isinstance(path, str | Path):
+        path = Path(path)
     image.save(path, format="PNG", pnginfo=info, compress_level=compress_level)
     return path
 

@@ -20,6 +20,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from cudump import runfiles
 from cudump.errors import SnapshotError
 
 MANIFEST = "manifest.jsonl"
@@ -235,13 +236,15 @@ def _decode_line(raw: bytes) -> Any:
 
 class ManifestWriter:
     """Appends records to manifest.jsonl, one whole line per write, so that a killed run
-    keeps what it wrote and a full disk never leaves half a line."""
+    keeps what it wrote and a full disk never leaves half a line.
+
+    The file is created new (runfiles.create): a manifest, or a symlink, already in the
+    run directory is a FileExistsError, never appended to or written through."""
 
     def __init__(self, run_dir: Path) -> None:
         self.path = Path(run_dir) / MANIFEST
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
-                           0o644)
+        self._fd = runfiles.create(self.path, os.O_WRONLY | os.O_APPEND)
         self._lock = threading.Lock()
 
     def append(self, record: SnapshotRecord) -> None:

@@ -47,7 +47,7 @@ from cudump.shared import SharedFile
 from cudump.shim import preload_env
 from cudump.snapshots import Snapshotter, plan_payload
 from cudump.summary import RunSummary
-from cudump.trace import EVENT_FIELDS, TraceDrain, TraceWriter, format_events
+from cudump.trace import EVENT_FIELDS, TRACE_FILE, TraceDrain, TraceWriter, format_events
 
 # How long to wait, once the target has exited, for its processes' last
 # messages (children that outlive it are not waited for longer than this).
@@ -90,7 +90,11 @@ class Controller:
     def __init__(self, options: RunOptions) -> None:
         self.options = options
         self.token = secrets.token_hex(p.TOKEN_SIZE // 2)
-        self.trace = TraceWriter(options.run_dir) if options.trace else None
+        try:
+            self.trace = TraceWriter(options.run_dir) if options.trace else None
+        except OSError as err:   # before the program starts: one line, not a traceback
+            raise CudumpError(f"cannot create {options.run_dir / TRACE_FILE}: "
+                              f"{err.strerror or err}") from None
         self.drain = TraceDrain(self.trace) if self.trace is not None else None
         self.lock = threading.Lock()
         self.processes: list[ProcessState] = []

@@ -8,7 +8,8 @@ stopped: wait) and `interrupt` (stop at the next launch). The trace ring
 carries launch events, the result ring the digests and scans of launches the
 shim planned itself (protocol.h says how both work). The staging area
 receives the bytes of snapshot and read copies; it stays sparse until the
-shim writes into it.
+shim writes into it. The shim maps it only once it has sealed the file against
+shrinking and seen that it holds everything the control page and WELCOME claim.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ class SharedFile:
         self.results_offset = p.CONTROL_SIZE + ring_slots * p.RING_SLOT_SIZE
         self.staging_offset = self.results_offset + results_slots * p.RESULT_SLOT_SIZE
         size = self.staging_offset + staging_size
-        self.fd = os.memfd_create(name, os.MFD_CLOEXEC)
+        # Sealable: the shim seals it against shrinking before it trusts its size (a
+        # shared mapping touched past the end of its file is a SIGBUS in the program).
+        self.fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         try:
             os.ftruncate(self.fd, size)
             self._map = mmap.mmap(self.fd, size)

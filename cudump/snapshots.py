@@ -20,11 +20,12 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
+from typing import IO, Protocol
 
 import numpy as np
 
 from cudump import protocol as p
+from cudump import runfiles
 from cudump.args import ArgValue, Number, arg_values, decode_args
 from cudump.capture import (
     CapturedBuffer,
@@ -740,9 +741,8 @@ class Snapshotter:
     def _open_target(self, copy: PlannedCopy) -> np.ndarray:
         """The .npy a streamed copy is written into, piece by piece (under a temporary name)."""
         assert copy.record.file is not None
-        path = self.run_dir / f".{copy.record.file}.part"
-        return np.lib.format.open_memmap(path, mode="w+", dtype=np.dtype(copy.plan.dtype),
-                                         shape=copy.plan.shape)
+        return _new_npy_memmap(self.run_dir / f".{copy.record.file}.part",
+                               np.dtype(copy.plan.dtype), tuple(copy.plan.shape))
 
     def piece(self, proc: ProcessState, seq: int, index: int, rc: int,
               read: ReadStaging) -> None:
@@ -1048,6 +1048,12 @@ class Snapshotter:
                 continue
             try:
                 self._write(job)
+            except FileExistsError as err:
+                # Something (a symlink?) is in the run directory under this snapshot's
+                # temporary name: this one is not written; the others go on (runfiles).
+                job.record.png = None
+                self._fail(job.record, f"could not write the snapshot: {err.filename} is "
+                           "in the way")
             except OSError as err:
                 # The disk is full or the directory went away: stop writing (once, with
                 # one warning); the program carries on and the manifest stays true.
@@ -1129,19 +1135,30 @@ class Snapshotter:
         self.writer.join()
 
 
-def _save_npy(path: Path, array: np.ndarray) -> None:
-    with open(path, "wb") as f:  # a file object: np.save would add ".npy" to the name
-        np.save(f, array)
+def _save_npy(f: IO[bytes], array: np.ndarray) -> None:
+    np.save(f, array)  # a file object: np.save would add ".npy" to a name
 
 
-def _save_whole(path: Path, write: Callable[[Path], None]) -> None:
-    """Writes through a temporary name and renames: a reader never sees half a file."""
-    tmp = path.with_name(f".{path.name}.part")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+def _save_whole(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+    """Writes through a temporary name and renames: a reader never sees half a file, and
+    nothing is written through a symlink planted in the run directory (runfiles)."""
+    runfiles.write_whole(path, write)
+
+
+def _new_npy_memmap(path: Path, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    """np.lib.format.open_memmap(path, "w+") on a file created new (runfiles.create_file):
+    it would open `path` by name, twice, following a symlink planted there."""
+    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False,
+              "shape": shape}
+    with runfiles.create_file(path, "w+b") as f:
+        try:
+            np.lib.format.write_array_header_1_0(f, header)
+        except ValueError:   # a header too long for format 1.0
+            f.seek(0)
+            f.truncate()
+            np.lib.format.write_array_header_2_0(f, header)
+        # np.memmap sizes the file and maps it through the descriptor (mmap keeps its own).
+        return np.memmap(f, dtype=dtype, mode="r+", offset=f.tell(), shape=shape)
 
 
 class ReadStaging(Protocol):

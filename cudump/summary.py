@@ -7,6 +7,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from cudump import runfiles
+
 SUMMARY_FILE = "summary.json"
 
 
@@ -80,4 +82,6 @@ class RunSummary:
         data["kernels"] = dict(sorted(self.kernels.items(), key=lambda kv: (-kv[1], kv[0])))
         data["graph_kernels"] = dict(sorted(self.graph_kernels.items(),
                                             key=lambda kv: (-kv[1], kv[0])))
-        (run_dir / SUMMARY_FILE).write_text(json.dumps(data, indent=2) + "\n")
+        text = (json.dumps(data, indent=2) + "\n").encode("utf-8")
+        # Whole, and never through a symlink planted under its name (runfiles).
+        runfiles.write_whole(run_dir / SUMMARY_FILE, lambda f: f.write(text))

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from cudump import protocol as p
+from cudump import runfiles
 from cudump.console import say_lines, warn
 from cudump.drain import RingDrain, layout_dtype, leading, window
 from cudump.process import ProcessState
@@ -79,7 +80,8 @@ class TraceWriter:
 
     def __init__(self, run_dir: Path) -> None:
         self._lock = threading.Lock()
-        self._file = (run_dir / TRACE_FILE).open("a", encoding="utf-8")
+        # Created new: never appended to, nor written through a symlink (runfiles).
+        self._file = runfiles.create_file(run_dir / TRACE_FILE, "w", encoding="utf-8")
         self._closed = False
         self._failed = False
 

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -269,11 +270,49 @@ static size_t rings_bytes(void)
     return ring_bytes() + (size_t)results_slots * PROTO_RESULT_SLOT_SIZE;
 }
 
+/* The file must be (and stay) at least `size` bytes long: touching a page of a
+ * MAP_SHARED mapping past the end of its file raises SIGBUS in the program, so
+ * sizes the controller claims (WELCOME, control page) are believed only as far
+ * as the file really reaches. The shim first seals the file against shrinking
+ * (the controller created it with MFD_ALLOW_SEALING), so that the size checked
+ * here is the size for as long as the mapping lives; a file that cannot be
+ * sealed so could be cut under the program at any time, and is refused. */
+static bool shared_file_holds(int sfd, size_t size)
+{
+    if (fcntl(sfd, F_ADD_SEALS, F_SEAL_SHRINK) != 0 && errno != EPERM)
+        return false; /* EPERM: F_SEAL_SEAL is set; F_GET_SEALS says if SHRINK is too */
+    int seals = fcntl(sfd, F_GET_SEALS);
+    if (seals < 0 || !(seals & F_SEAL_SHRINK))
+        return false;
+    struct stat st;
+    if (fstat(sfd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 0)
+        return false;
+    return (uintmax_t)st.st_size >= (uintmax_t)size;
+}
+
+/* The bytes the control page, the two rings and the staging area take, as the
+ * controller claims them; false if the sum does not fit a size_t. Each product
+ * and sum is checked before it is formed: the sizes come from the other side. */
+static bool claimed_size(size_t *size)
+{
+    size_t total = PROTO_CONTROL_SIZE;
+    if (ring_slots > (SIZE_MAX - total) / PROTO_RING_SLOT_SIZE)
+        return false;
+    total += (size_t)ring_slots * PROTO_RING_SLOT_SIZE;
+    if (results_slots > (SIZE_MAX - total) / PROTO_RESULT_SLOT_SIZE)
+        return false;
+    total += (size_t)results_slots * PROTO_RESULT_SLOT_SIZE;
+    if (staging_size > SIZE_MAX - total)
+        return false;
+    *size = total + staging_size;
+    return true;
+}
+
 static bool map_shared(int sfd)
 {
-    if (staging_size > SIZE_MAX - PROTO_CONTROL_SIZE - rings_bytes())
+    size_t size;
+    if (!claimed_size(&size) || !shared_file_holds(sfd, size))
         return false;
-    size_t size = PROTO_CONTROL_SIZE + rings_bytes() + staging_size;
     /* Address space only: pages exist once something is copied into them. */
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, sfd, 0);
     if (p == MAP_FAILED)

@@ -346,6 +346,23 @@ def test_dump_default_names_npy_png_and_manifest(prompt: Prompt) -> None:
         f"{stem}.npy", "dump-000002-4242-scale-arg0-before.npy", f"{stem}-2.npy"]
 
 
+def test_dump_default_names_never_write_through_a_planted_symlink(prompt: Prompt,
+                                                                   tmp_path: Path) -> None:
+    """Dangling symlinks under the names dump would choose: the names are taken (the next
+    free ones are used) and nothing appears where the links point."""
+    run = prompt.debugger.run_dir
+    run.mkdir(parents=True, exist_ok=True)
+    stem = "dump-000002-4242-scale-arg2-before"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (run / f"{stem}.npy").symlink_to(outside / "a.npy")
+    (run / f"{stem}.png").symlink_to(outside / "a.png")
+    assert prompt.run("dump arg2")[0].endswith(f"{stem}-2.npy and {run}/{stem}-2.png")
+    assert list(outside.iterdir()) == []
+    assert not (run / f"{stem}-2.npy").is_symlink()
+    np.testing.assert_array_equal(np.load(run / f"{stem}-2.npy"), _pixels())
+
+
 def test_dump_as_type_geometry_and_pitch(prompt: Prompt) -> None:
     run = prompt.debugger.run_dir
     out = prompt.run("dump arg2 as uint8 32x2 pitch 64")

@@ -214,3 +214,30 @@ def test_replay_troubles_are_one_line(fake, cudump_run, offline, tmp_path):
     assert gone.returncode == 2
     assert gone.stderr.startswith("cudump: error: arg0: its before snapshot cannot be read:")
     assert gone.stderr.count("\n") == 1
+
+
+def test_replay_out_never_writes_through_planted_symlinks(fake, cudump_run, offline, tmp_path):
+    """A replay's --out is a run too: a dangling symlink named manifest.jsonl, or named like
+    one of the snapshot files it writes, is refused in one line and nothing is created
+    where the links point."""
+    ran = cudump_run([str(fake.programs["linked"])], "--capture-launch", "vecAdd",
+                     run_dir=tmp_path / "cap")
+    first = captures(ran.run_dir)[0]
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    link_manifest, link_files = tmp_path / "m", tmp_path / "f"
+    link_manifest.mkdir()
+    (link_manifest / "manifest.jsonl").symlink_to(outside / "manifest.jsonl")
+    link_files.mkdir()
+    for arg in range(3):
+        for phase in ("before", "after"):
+            name = f"{first['launch']:06d}-{first['pid']}-replay-arg{arg}-{phase}.npy"
+            (link_files / name).symlink_to(outside / name)
+    for out in (link_manifest, link_files):
+        done = offline("replay", str(ran.run_dir), "--launch", str(first["launch"]), "--out",
+                       str(out))
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert done.stderr.startswith(f"cudump: error: --out {out} already ")
+        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert list(outside.iterdir()) == []
+    assert not os.path.lexists(link_files / "manifest.jsonl")

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 import numpy as np
 
+from cudump import runfiles
 from cudump.commands.diff import output_dir
 from cudump.diff import Metrics, Tolerance, compare_arrays
 from cudump.errors import DiffTrouble
@@ -93,7 +95,7 @@ class ReplayCommand:
                 output_dir(args.out, "--out")
             except DiffTrouble as err:
                 raise ReplayTrouble(str(err)) from None
-            if (args.out / "manifest.jsonl").exists():
+            if os.path.lexists(args.out / "manifest.jsonl"):   # a dangling symlink too
                 raise ReplayTrouble(f"--out {args.out} already holds a run; give a new or "
                                     "empty directory")
         try:
@@ -195,20 +197,30 @@ def report_runs(spec: LaunchSpec, results: list[list[np.ndarray]]) -> int:
 
 def write_run(out: Path, capture: Capture, spec: LaunchSpec, before: list[np.ndarray | None],
               after: list[np.ndarray]) -> None:
-    """The replay as a run: each buffer before (as captured) and after (as replayed)."""
-    manifest = ManifestWriter(out)
+    """The replay as a run: each buffer before (as captured) and after (as replayed).
+
+    Every file is created new (runfiles): anything already under one of its names, a
+    symlink included, is one line of trouble before anything is written."""
+    files = [(_record(capture, buffer, phase, array), array)
+             for buffer, first, last in zip(spec.buffers, before, after, strict=True)
+             for phase, array in (("before", first), ("after", last)) if array is not None]
+    taken = [r.file for r, _ in files if r.file and os.path.lexists(out / r.file)]
+    if taken:
+        raise ReplayTrouble(f"--out {out} already has {taken[0]}; give a new or empty "
+                            "directory")
     try:
-        for buffer, first, last in zip(spec.buffers, before, after, strict=True):
-            for phase, array in (("before", first), ("after", last)):
-                if array is None:
-                    continue
-                record = _record(capture, buffer, phase, array)
+        manifest = ManifestWriter(out)
+        try:
+            for record, array in files:
                 assert record.file is not None
-                with open(out / record.file, "wb") as f:
+                with runfiles.create_file(out / record.file) as f:
                     np.save(f, np.asarray(array))
                 manifest.append(record)
-    finally:
-        manifest.close()
+        finally:
+            manifest.close()
+    except OSError as err:
+        what = Path(err.filename).name if err.filename else "its files"
+        raise ReplayTrouble(f"--out {out}: cannot write {what}: {err.strerror or err}") from None
 
 
 def _record(capture: Capture, buffer: Buffer, phase: str, array: np.ndarray) -> SnapshotRecord:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
+import stat
 from pathlib import Path
 
+from cudump import runfiles
 from cudump.errors import UsageError
 from cudump.rules import DIGEST_FORMATS, SCAN_FORMATS, capture_rule, load_rules, option_rule
 from cudump.session import (
@@ -102,8 +105,15 @@ class RunCommand:
             parse_break_spec(spec)
         if args.batch is not None and not args.batch.is_file():
             raise UsageError(f"--batch {args.batch}: no such file")
-        created = args.out is None or not args.out.exists()
-        run_dir = _prepare_out(args.out) if args.out else default_run_dir()
+        created = args.out is None or not os.path.lexists(args.out)
+        if args.out:
+            run_dir = _prepare_out(args.out)
+        else:
+            try:
+                run_dir = default_run_dir()
+            except OSError as err:
+                raise UsageError(f"cannot create a run directory in cudump-out: "
+                                 f"{err.strerror or err} (give --out DIR)") from None
         max_bytes = args.max_bytes if args.max_bytes is not None else default_budget(run_dir)
         options = RunOptions(argv=[args.program, *args.args], run_dir=run_dir, trace=args.trace,
                              rules=rules, max_bytes=max_bytes,
@@ -139,21 +149,41 @@ def _ring_slots(text: str) -> int:
     return value
 
 
-RUN_FILES = ("manifest.jsonl", "summary.json", "trace.jsonl")
+RUN_FILES = ("manifest.jsonl", "summary.json", "trace.jsonl", "captures.jsonl")
 
 
 def _prepare_out(out: Path) -> Path:
-    """--out DIR: a new or empty directory, never one that holds a run already."""
-    if out.exists() and not out.is_dir():
+    """--out DIR: a new directory, or one that holds no run already and that cudump can
+    write in; UsageError (one line, before the program starts) otherwise.
+
+    Anything under the name of a run's file counts, a dangling symlink included: it is
+    refused here, and in any case never written through (cudump.runfiles creates every
+    file of the run new, with O_EXCL | O_NOFOLLOW)."""
+    try:
+        is_dir = stat.S_ISDIR(os.stat(out).st_mode)
+    except FileNotFoundError:
+        is_dir = None
+    except OSError as err:
+        raise UsageError(f"--out {out}: cannot use it: {err.strerror or err}") from None
+    if is_dir is False:
         raise UsageError(f"--out {out}: exists and is not a directory")
-    held = [name for name in RUN_FILES if (out / name).exists()]
+    held = [name for name in RUN_FILES if os.path.lexists(out / name)]
+    links = [name for name in held if (out / name).is_symlink()]
+    if links:
+        raise UsageError(f"--out {out} has symlinks named like the files of a run "
+                         f"({', '.join(links)}); cudump does not write through them: give a "
+                         "new or empty directory")
     if held:
         raise UsageError(f"--out {out} already holds a run ({', '.join(held)}); give a new "
                          "directory, or leave --out out for a fresh cudump-out/<n>/")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise UsageError(f"--out {out}: cannot create it: {err.strerror}") from None
+        raise UsageError(f"--out {out}: cannot create it: {err.strerror or err}") from None
+    try:
+        runfiles.check_writable(out)
+    except OSError as err:
+        raise UsageError(f"--out {out}: cannot write in it: {err.strerror or err}") from None
     return out
 
 

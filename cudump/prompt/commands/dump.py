@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cudump import runfiles
 from cudump.elements import NUMPY_DTYPES, element_type
 from cudump.errors import CudumpError
 from cudump.expr import Expr, ExprError, parse_expr
@@ -139,7 +140,9 @@ def default_stem(info: StopInfo, index: int) -> str:
 def _free_stem(run_dir: Path, stem: str) -> str:
     """The stem, or stem-2, stem-3 ... so that an earlier dump is never overwritten."""
     candidate, n = stem, 1
-    while (run_dir / f"{candidate}.npy").exists() or (run_dir / f"{candidate}.png").exists():
+    # lexists: a dangling symlink under the name is taken too (nothing is written through it).
+    while (os.path.lexists(run_dir / f"{candidate}.npy")
+           or os.path.lexists(run_dir / f"{candidate}.png")):
         n += 1
         candidate = f"{stem}-{n}"
     return candidate
@@ -180,6 +183,9 @@ def dump(ctx: Context, args: argparse.Namespace) -> None:
     data = read_plan(stop, plan)
     array = np.frombuffer(data, dtype=np.dtype(plan.dtype)).reshape(plan.shape)
     run_dir = Path(ctx.debugger.run_dir)
+    # A name cudump chooses is a new file of the run (runfiles: never through a symlink);
+    # a path the user gives is written as they asked.
+    chosen = request.path is None
     if request.path is None:
         run_dir.mkdir(parents=True, exist_ok=True)
         stem = _free_stem(run_dir, default_stem(info, arg.index))
@@ -195,15 +201,24 @@ def dump(ctx: Context, args: argparse.Namespace) -> None:
     written: list[Path] = []
     try:
         if npy is not None:
-            np.save(npy, array)
+            if chosen:
+                with runfiles.create_file(npy) as f:
+                    np.save(f, array)
+            else:
+                np.save(npy, array)
             record.file = _relative(npy, run_dir)
             if record.file is None:
                 record.extra["path"] = str(npy.resolve())
             written.append(npy)
         if png is not None:
             rendered = render(array)
-            save_png(rendered, png, {"kernel": info.kernel, "arg": str(arg.index),
-                                     "phase": info.phase, "launch": str(info.launch)})
+            text = {"kernel": info.kernel, "arg": str(arg.index), "phase": info.phase,
+                    "launch": str(info.launch)}
+            if chosen:
+                with runfiles.create_file(png) as f:
+                    save_png(rendered, f, text)
+            else:
+                save_png(rendered, png, text)
             record.png = _relative(png, run_dir)
             if record.png is None:
                 record.extra["path"] = str(png.resolve())

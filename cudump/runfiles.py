@@ -1,0 +1,91 @@
+"""Creating the files of a run, each one new and inside its run directory.
+
+`--out` may name a directory that exists already, and what is in it is not cudump's: a
+symlink planted under a name the run writes (`manifest.jsonl`, a snapshot's name) must not
+carry the run's bytes to wherever it points, and a file that is there already must not be
+appended to. So:
+
+- every file of a run is created with O_CREAT | O_EXCL | O_NOFOLLOW: never through a
+  symlink, never into a file that was there (FileExistsError instead);
+- a file meant to appear whole is written under a temporary name created the same way and
+  renamed over its final name, which replaces a symlink there rather than following it;
+- a folder the run makes inside itself (`modules/`) must be a real folder, not a symlink;
+- a file the run created and opens again (a module image written chunk by chunk) is
+  reopened with O_NOFOLLOW.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+NEW_FILE = os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def create(path: str | Path, flags: int = os.O_WRONLY, mode: int = 0o644) -> int:
+    """A descriptor of a new file at `path` (FileExistsError if anything is there, a
+    dangling symlink included)."""
+    return os.open(path, flags | NEW_FILE, mode)
+
+
+def create_file(path: str | Path, mode: str = "wb", encoding: str | None = None) -> IO[Any]:
+    """A new file at `path` as a file object; `mode` is "wb", "w+b" or a text mode."""
+    flags = os.O_RDWR if "+" in mode else os.O_WRONLY
+    fd = create(path, flags)
+    try:
+        return os.fdopen(fd, mode, encoding=encoding)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def reopen(path: str | Path, flags: int = os.O_WRONLY) -> int:
+    """A descriptor of a file this run created, opened again; never through a symlink
+    (ELOOP if one took its place)."""
+    return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC)
+
+
+def temporary_name(path: Path) -> Path:
+    """The name a file is written under before it is renamed into place."""
+    return path.with_name(f".{path.name}.part")
+
+
+def write_whole(path: str | Path, write: Callable[[IO[bytes]], None]) -> None:
+    """Writes the file through a temporary name and renames it into place: a reader never
+    sees half a file, and a symlink at `path` is replaced, never followed."""
+    path = Path(path)
+    tmp = temporary_name(path)
+    f = create_file(tmp)
+    try:    # from here on the temporary file is this call's own: removed on any failure
+        with f:
+            write(f)    # closing flushes, and a full disk may say so only then
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def make_dir(path: str | Path) -> Path:
+    """A folder of the run: made, or one that is there already as a real folder (a symlink
+    to one, or anything else, is refused with NotADirectoryError)."""
+    path = Path(path)
+    try:
+        path.mkdir()
+    except FileExistsError:
+        if not stat.S_ISDIR(os.lstat(path).st_mode):
+            raise NotADirectoryError(errno.ENOTDIR, "something that is not a folder is in "
+                                     "the way (a symlink?)", str(path)) from None
+    return path
+
+
+def check_writable(run_dir: Path) -> None:
+    """OSError unless a file can be created in run_dir (a read-only file system, a folder
+    of /proc or /sys, no permission): found before the program starts, not after. Root
+    passes permission checks, so only creating a file tells."""
+    probe = run_dir / f".cudump-probe-{os.getpid()}"
+    os.close(create(probe))
+    os.unlink(probe)
