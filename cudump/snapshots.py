@@ -173,6 +173,14 @@ def plan_payload(planned: PlannedLaunch | None, flags: int = 0,
             + b"".join(p.KEY.pack_in_order(o, n) for o, n in keys))   # offset, size
 
 
+# The shim's word for copies of a launch held on the GPU that could not be made while it
+# was held (the GPU queued them behind it): it let the stream go, so they would show a
+# later state of the buffers.
+CUDA_ERROR_TIMEOUT = 909
+STALLED_COPY = ("not taken: the GPU did not make the copy while the launch's stream was "
+                "held, so cudump let the stream go (the buffers may have changed since)")
+
+
 def _aligned(nbytes: int) -> int:
     return -(-nbytes // p.STAGING_ALIGN) * p.STAGING_ALIGN
 
@@ -754,7 +762,8 @@ class Snapshotter:
         if piece is None or copy.target is None or copy.failed:
             return
         if rc != 0:
-            copy.failed = f"the copy failed with CUDA error {rc}"
+            copy.failed = STALLED_COPY if rc == CUDA_ERROR_TIMEOUT else \
+                f"the copy failed with CUDA error {rc}"
             return
         nbytes = piece.width * piece.height
         flat = copy.target.reshape(-1).view(np.uint8)
@@ -798,6 +807,8 @@ class Snapshotter:
             if rc == -1:
                 failure = (f"the launch failed with CUDA error {launch_rc}, so there is "
                            "nothing after it to copy") if launch_rc else "the copy was not made"
+            elif rc == CUDA_ERROR_TIMEOUT or sync_rc == CUDA_ERROR_TIMEOUT:
+                failure = STALLED_COPY
             elif rc != 0:
                 failure = f"the copy failed with CUDA error {rc}"
             elif sync_rc != 0:

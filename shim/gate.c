@@ -71,6 +71,10 @@ static unsigned nside;
 /* Set while this thread serves a held gate: its own waits are on a side
  * stream, which no gate holds. */
 static _Thread_local bool serving;
+/* The gate it serves, and whether it had to open it before its copies were
+ * done (serve_wait): every copy of that serve is then reported failed. */
+static _Thread_local struct proto_result_slot *serving_slot;
+static _Thread_local bool serve_stalled;
 static _Thread_local bool watcher;   /* this thread is the watcher */
 
 static uint32_t gate_of(const struct gate_entry *g)
@@ -151,9 +155,42 @@ static uint64_t now_ns(void)
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
+/* A serving thread's wait for its copies on the side stream. The GPU does not
+ * promise that they run while the held stream waits: streams share a few
+ * hardware queues, and a side stream's copies seen queued behind the held
+ * kernel would wait for it for good (seen with cuDNN's kernels on an H200).
+ * So a wait that has not ended after SERVE_STALL_MS opens the gate; the copies
+ * then complete, but after whatever the program queued behind the launch, so
+ * they and the rest of the serve are reported failed (CUDA_ERROR_TIMEOUT). */
+enum { SERVE_STALL_MS = 2000 };
+
+static CUresult serve_wait(CUevent ev)
+{
+    uint64_t stall = now_ns() + (uint64_t)SERVE_STALL_MS * 1000000u;
+    for (unsigned spin = 0;; spin++) {
+        CUresult rc = real_cuEventQuery(ev);
+        if (rc != CUDA_ERROR_NOT_READY)
+            return serve_stalled && rc == CUDA_SUCCESS ? CUDA_ERROR_TIMEOUT : rc;
+        if (!serve_stalled && serving_slot && now_ns() >= stall) {
+            uint32_t was = GATE_SERVING;
+            __atomic_compare_exchange_n(&serving_slot->gate, &was, GATE_RELEASED, false,
+                                        __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+            serve_stalled = true;
+        }
+        if (spin < 64) {
+            sched_yield();
+        } else {
+            struct timespec nap = {0, 20 * 1000};
+            nanosleep(&nap, NULL);
+        }
+    }
+}
+
 CUresult gate_wait_event(CUevent ev, unsigned grace_ms)
 {
     cuEventSynchronize_fn sync = shim_real_cuEventSynchronize();
+    if (serving && real_cuEventQuery)
+        return serve_wait(ev);
     if (serving || !atomic_load_explicit(&in_flight, memory_order_acquire) || !real_cuEventQuery)
         return sync ? sync(ev) : CUDA_ERROR_NOT_FOUND;
     /* The stream waited on may be held, or come to be while we wait. */
@@ -207,7 +244,11 @@ static void serve_held(void *unused)
         /* Not begun this close to the time cudump's kernel gives up by itself
          * (it could let the stream go while the copies are made). */
         bool late = now_ns() - g->added_ns > TOOL_HOLD_NS - SERVE_MARGIN_NS;
+        serving_slot = g->slot;
+        serve_stalled = false;
         bool served = s && !late && snap_serve_gate(g->slot, g->seq, s);
+        served = served && !serve_stalled;
+        serving_slot = NULL;
         open_gate(g, served ? GATE_SERVED : GATE_RELEASED);
         ctx_leave(scope);
     }

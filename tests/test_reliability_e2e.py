@@ -130,24 +130,50 @@ def _can_mount_tmpfs(tmp_path: Path) -> bool:
     return done.returncode == 0
 
 
-def test_a_full_disk_stops_snapshots_not_the_program(shim_lib, fake, bare_run, tmp_path):
-    """The run directory on a 150 KB tmpfs (in a private mount namespace): the disk fills up
-    partway through the run."""
+def _on_small_disk(shim_lib, fake, tmp_path: Path, program: list[str],
+                   *options: str) -> tuple[int, str, str, Path]:
+    """cudump with ZED_RULE, its run directory on a 150 KB tmpfs (in a private mount
+    namespace): exit status, stdout, stderr and a copy of the run directory."""
     if not _can_mount_tmpfs(tmp_path):
         pytest.skip("cannot mount a tmpfs in a user namespace here (unshare -rm)")
-    program = [str(fake.programs["zed"]), "10", "--size", f"{W}x{H}"]
     disk, copy = tmp_path / "disk", tmp_path / "copy"
     disk.mkdir()
     cudump = " ".join([sys.executable, "-m", "cudump", "--out", f"{disk}/run", "--rule",
-                       str(ZED_RULE), "--", *program])
+                       str(ZED_RULE), *options, "--", *program])
     script = (f"mount -t tmpfs -o size=150k tmpfs {disk} || exit 99; {cudump} "
               f"> {tmp_path / 'stdout'} 2> {tmp_path / 'stderr'}; status=$?; "
               f"cp -r {disk}/run {copy}; exit $status")
     done = subprocess.run(["unshare", "-rm", "sh", "-c", script], env=cudump_env(fake, shim_lib),
                           cwd=tmp_path, timeout=120)
-    stderr = (tmp_path / "stderr").read_text()
-    assert done.returncode == 0, stderr
-    assert (tmp_path / "stdout").read_text() == bare_run(program).stdout
+    return (done.returncode, (tmp_path / "stdout").read_text(),
+            (tmp_path / "stderr").read_text(), copy)
+
+
+def test_by_default_a_run_stops_snapshots_before_the_disk_is_full(shim_lib, fake, bare_run,
+                                                                   tmp_path):
+    """No --max-bytes: the run may plan half the disk space free at its start, so it stops
+    taking snapshots before the disk fills, and says so."""
+    program = [str(fake.programs["zed"]), "10", "--size", f"{W}x{H}"]
+    status, stdout, stderr, copy = _on_small_disk(shim_lib, fake, tmp_path, program)
+    assert status == 0, stderr
+    assert stdout == bare_run(program).stdout
+    assert "writing snapshots stopped" not in stderr, stderr
+    assert stderr.count("(by default half the disk space free at the start; --max-bytes sets "
+                        "it) reached; no more snapshots") == 1, stderr
+    records = manifest(copy)
+    ok = [r for r in records if r["status"] == "ok"]
+    assert ok and all((copy / r["file"]).is_file() for r in ok)
+    assert any("byte budget" in (r["reason"] or "") for r in records)
+
+
+def test_a_full_disk_stops_snapshots_not_the_program(shim_lib, fake, bare_run, tmp_path):
+    """The run directory on a 150 KB tmpfs, and a byte budget larger than the disk: the disk
+    fills up partway through the run."""
+    program = [str(fake.programs["zed"]), "10", "--size", f"{W}x{H}"]
+    status, stdout, stderr, copy = _on_small_disk(shim_lib, fake, tmp_path, program,
+                                                  "--max-bytes", "1G")
+    assert status == 0, stderr
+    assert stdout == bare_run(program).stdout
     assert stderr.count("writing snapshots stopped") == 1, stderr
     records = manifest(copy)  # every line whole JSON
     ok = [r for r in records if r["status"] == "ok"]
@@ -254,3 +280,19 @@ def test_odd_input_never_stops_the_connection(fake, cudump_run, tmp_path):
     for r in records:
         _, left, _ = pipeline(W, H, r["occurrence"] - 1)
         assert np.array_equal(np.load(ran.run_dir / r["file"]), left.reshape(H, -1))
+
+
+def test_the_snapshot_of_a_synchronised_launch_survives_an_abort(fake, cudump_run, tmp_path):
+    """fill<int>, cuCtxSynchronize, abort(): the program waited for the launch, so its
+    snapshot (made through scratch and the shim's drain thread by default) is on disk and
+    in the manifest although the process dies right after."""
+    rule = tmp_path / "fill.yaml"
+    rule.write_text('rules:\n  - kernel: "fill*"\n    args: [0]\n    when: after\n'
+                    '    format: npy\n')
+    ran = cudump_run([str(fake.programs["exitcode"]), "abort"], "--rule", str(rule))
+    assert ran.returncode == 128 + signal.SIGABRT, ran.stderr
+    assert ran.stdout.endswith("aborting\n")
+    records = [r for r in manifest(ran.run_dir) if r["phase"] == "after"]
+    assert [r["status"] for r in records] == ["ok"], ran.stderr
+    data = np.load(ran.run_dir / records[0]["file"])
+    assert data.dtype == np.int32 and data.shape == (1024,) and (data == 7).all()
