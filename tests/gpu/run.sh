@@ -27,10 +27,16 @@ if ! make -C samples -j"$(nproc)" >"$LOGS/samples-build.log" 2>&1; then
 fi
 
 echo "== GPU tests"
-timeout 360 python3 -m pytest -m gpu tests/gpu -v -rs -p no:cacheprovider \
-    >"$LOGS/gpu-tests.log" 2>&1
+# The real-world matrix runs below, on its own, with its table.
+timeout 420 python3 -m pytest -m gpu tests/gpu -v -rs -p no:cacheprovider \
+    --deselect tests/gpu/test_gpu_matrix.py >"$LOGS/gpu-tests.log" 2>&1
 tests_status=$?
 tail -60 "$LOGS/gpu-tests.log"
+
+echo "== the real-world matrix (programs nobody on the team wrote, under every mode)"
+(cd /tmp && timeout 600 python3 "$OLDPWD/tests/gpu/matrix/matrix.py" --jobs 10 \
+    --json "$LOGS/matrix.json") >"$LOGS/matrix.log" 2>&1
+matrix_status=$?
 
 echo "== benchmark"
 timeout 150 python3 bench/launch_overhead.py --reps 5 --quick >"$LOGS/benchmark.txt" 2>&1
@@ -48,10 +54,13 @@ echo "== summary"
 grep -E "^(FAILED|ERROR) " "$LOGS/gpu-tests.log" || true
 grep -E "^=+ .*(passed|failed|error|skipped|no tests ran).* =+$" "$LOGS/gpu-tests.log" | tail -1 \
     || echo "pytest status $tests_status (timeout or crash: see gpu-tests.log)"
+tail -16 "$LOGS/matrix.log"
+[ "$matrix_status" -eq 0 ] || echo "matrix status $matrix_status (see matrix.log)"
 cat "$LOGS/benchmark.txt"
 [ "$bench_status" -eq 0 ] || echo "benchmark status $bench_status"
 cat "$LOGS/trace-memory.txt"
 cat "$LOGS/snapshot-speed.txt"
 [ "$speed_status" -eq 0 ] || echo "snapshot speed status $speed_status"
 [ "$memory_status" -eq 0 ] || echo "memory benchmark status $memory_status"
-exit "$tests_status"
+[ "$tests_status" -eq 0 ] || exit "$tests_status"
+exit "$matrix_status"
