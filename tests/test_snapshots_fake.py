@@ -190,41 +190,29 @@ def test_buffers_larger_than_the_staging_area_are_streamed(fake, cudump_run, sta
     assert not list(ran.run_dir.glob(".*.part"))
 
 
-def test_a_linear_buffer_larger_than_staging_is_streamed_byte_exact(fake, cudump_run, tmp_path):
+@pytest.mark.parametrize(("repeats", "count", "staging"), [
+    (3, 3, "5000"),   # a 16 KiB buffer through a 5000-byte staging area
+    # As large as the staging area, before and after each launch: the "before" copy placed
+    # whole would leave nothing for the "after" one, so both stream through a window kept
+    # free for them.
+    (2, 4, "16K"),
+])
+def test_a_linear_buffer_larger_than_staging_is_streamed_byte_exact(fake, cudump_run, tmp_path,
+                                                                     repeats, count, staging):
     rules = tmp_path / "vec.yaml"
-    rules.write_text('rules:\n  - kernel: vecAdd\n    args: [2]\n    count: 3\n    format: npy\n'
-                     '    overrides:\n      2: {dtype: float32, count: arg3}\n')
-    ran = cudump_run([str(fake.programs["threads"]), "3"], "--rule", str(rules), "--staging",
-                     "5000")
-    assert ran.returncode == 0, ran.stderr
-    records = manifest(ran.run_dir)
-    assert len(records) == 6 and all(r["status"] == "ok" for r in records)
-    i = np.arange(4096, dtype=np.float32)
-    for r in records:
-        c = np.load(ran.run_dir / r["file"])
-        assert c.shape == (4096,)
-        assert any(np.array_equal(c, (i + t) + k * ((i + t) % 5))
-                   for t in range(8) for k in range(0, 4))
-
-
-def test_a_buffer_as_large_as_staging_is_taken_before_and_after(fake, cudump_run, tmp_path):
-    """A 16 KiB buffer through a 16 KiB staging area, before and after each launch: the
-    "before" copy placed whole would leave nothing for the "after" one, so both stream
-    through a window kept free for them, and every snapshot is on disk, byte exact."""
-    rules = tmp_path / "vec.yaml"
-    rules.write_text('rules:\n  - kernel: vecAdd\n    args: [2]\n    count: 4\n'
+    rules.write_text(f'rules:\n  - kernel: vecAdd\n    args: [2]\n    count: {count}\n'
                      '    format: npy\n    overrides:\n      2: {dtype: float32, count: arg3}\n')
-    ran = cudump_run([str(fake.programs["threads"]), "2"], "--rule", str(rules), "--staging",
-                     "16K")
+    ran = cudump_run([str(fake.programs["threads"]), str(repeats)], "--rule", str(rules),
+                     "--staging", staging)
     assert ran.returncode == 0, ran.stderr
     records = manifest(ran.run_dir)
-    assert len(records) == 8 and all(r["status"] == "ok" for r in records), records
+    assert len(records) == 2 * count and all(r["status"] == "ok" for r in records), records
     i = np.arange(4096, dtype=np.float32)
     for r in records:
         c = np.load(ran.run_dir / r["file"])
         assert c.shape == (4096,)
         assert any(np.array_equal(c, (i + t) + k * ((i + t) % 5))
-                   for t in range(8) for k in range(0, 3))
+                   for t in range(8) for k in range(0, repeats + 1))
 
 
 def test_pointers_resolve_among_tens_of_thousands_of_allocations(fake, cudump_run, bare_run,

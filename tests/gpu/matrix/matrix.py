@@ -55,6 +55,7 @@ class Program:
     drop_lines: str = r"$^"            # stdout lines that differ between runs (timings)
     exclusive: bool = False            # takes most of the GPU's memory: runs alone
     keeps_after: str | None = None     # a kernel whose `after` record must survive
+    gpus: int = 1                      # GPUs it needs
 
     def command(self) -> list[str]:
         head, *rest = self.argv
@@ -71,7 +72,23 @@ class Program:
                 __import__(self.needs)
             except Exception as err:  # noqa: BLE001 - any import failure means "not here"
                 return f"{self.needs} does not import: {type(err).__name__}"
+        if self.gpus > 1 and gpu_count() < self.gpus:
+            return f"needs {self.gpus} GPUs, this machine has {gpu_count()}"
         return None
+
+
+def gpu_count() -> int:
+    """The driver's device count (0 where it does not answer)."""
+    import ctypes
+
+    try:
+        libcuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return 0
+    count = ctypes.c_int(0)
+    if libcuda.cuInit(0) != 0 or libcuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return 0
+    return count.value
 
 
 @dataclass(frozen=True)
@@ -95,6 +112,7 @@ PROGRAMS: tuple[Program, ...] = (
     Program("abort", ("abort_after",), keeps_after="mark"),
     Program("big-256M", ("big_buffer", "256", "4"), drop_lines=r"^(launch \d+ ms|d2h_ms)"),
     Program("big-1G", ("big_buffer", "1024", "4"), drop_lines=r"^(launch \d+ ms|d2h_ms)"),
+    Program("ddp-2gpu", ("py:ddp.py",), needs="torch", exclusive=True, gpus=2),
 )
 
 EVERY_KERNEL_RULE = """rules:
@@ -143,6 +161,7 @@ class Cell:
     failed: Counter[str] = field(default_factory=Counter)
     problems: list[str] = field(default_factory=list)
     summary: str = ""
+    skipped: str | None = None         # not run here, and why
 
     def fail(self, problem: str) -> None:
         self.ok = False
@@ -258,8 +277,7 @@ def run_program(program: Program, all_modes: Sequence[Mode], work: Path, jobs: i
                 report: Callable[[Cell], None]) -> list[Cell]:
     missing = program.missing()
     if missing:
-        cell = Cell(program.name, "bare")
-        cell.fail(f"not run: {missing}")
+        cell = Cell(program.name, "bare", skipped=missing)
         report(cell)
         return [cell]
     bare = run(program.command(), work, 900)
@@ -285,6 +303,9 @@ def table(cells: Sequence[Cell], mode_names: Sequence[str]) -> str:
     rows = [header, ["---"] * len(header)]
     for name in programs:
         bare = by.get((name, "bare"))
+        if bare is not None and bare.skipped:
+            rows.append([name, f"not run: {bare.skipped}", *["-"] * len(mode_names)])
+            continue
         row = [name, f"{bare.seconds:.1f}" if bare and bare.ok else "FAIL"]
         for mode in mode_names:
             cell = by.get((name, mode))
@@ -321,6 +342,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     order = [p for p in programs if not p.exclusive] + [p for p in programs if p.exclusive]
 
     def report(cell: Cell) -> None:
+        if cell.skipped:
+            print(f"{cell.program:14} not run: {cell.skipped}", flush=True)
+            return
         line = (f"{cell.program:14} {cell.mode:10} {'ok  ' if cell.ok else 'FAIL'} "
                 f"{cell.seconds:7.1f}s {cell.ratio:6.2f}x  {cell.summary}")
         print(line, flush=True)
