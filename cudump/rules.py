@@ -32,7 +32,10 @@ names); `match: mangled` only the symbol (`_Z1kPf`). `re:<regex>` is a Python
 regular expression searched anywhere in the full name, with and without the
 return type (`re:FrP0k` matches any name containing FrP0k; `re:^device::`
 matches `void device::k(int)`); a regular expression that repeats a group that
-itself repeats (`(a+)+`), which can take exponential time, is refused.
+itself repeats (`(a+)+`), which can take exponential time, is refused, and so is
+one with more repetitions that can match the same text than two unbounded ones
+and a choice (`.*.*.*`, whose time is a high power of the name's length; see
+cudump.pattern).
 
 `action: snapshot` (the default) copies the buffers as described below.
 `format: digest` copies nothing: cudump's own kernel computes a 64-bit content

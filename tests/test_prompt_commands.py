@@ -558,6 +558,10 @@ def test_breakpoint_commands(prompt: Prompt) -> None:
     ("break re:(a+)+", "error: regular expression '(a+)+' repeats a group that itself repeats "
                        "or has alternatives (like '(a+)+' or '(a|aa)+'), which can take "
                        "exponential time; drop the inner or the outer repetition, or use a glob"),
+    ("break re:.*.*.*.*.*.*.*.*.*.*.*.*Q",
+     "error: regular expression '.*.*.*.*.*.*.*.*.*.*.*.*Q' has too many repetitions that can "
+     "match the same text (like '.*.*.*'), which can take minutes per kernel name; use at most "
+     "two unbounded repetitions ('*', '+', '{n,}') and few optional parts, or a glob"),
     ("ignore 1", "error: ignore: the following arguments are required: COUNT"),
     ("ignore 7 2", "error: no breakpoint number 7 (see 'info breakpoints')"),
     ("ignore x 2", "error: 'x' is not a breakpoint number (see 'info breakpoints')"),

@@ -474,6 +474,26 @@ def test_nested_repetition_regex_is_a_rule_error(tmp_path):
     assert "repeats a group that itself repeats" in err.problem
 
 
+@pytest.mark.parametrize("regex", [
+    ".*.*.*.*.*.*.*.*.*.*.*.*Q",      # minutes per kernel name without the check
+    ".*.*.*", ".+x.+y.+", ".?" * 18, ".{0,100}" * 3, "(?=.*a.*b.*c)",
+    "(?>(a+)+$)", "(a)?(?(1)(a+)+$|b)",   # exponential inside an atomic group or a condition
+])
+def test_regex_with_too_many_ways_to_match_is_a_rule_error(tmp_path, regex):
+    err = error(tmp_path, f"rules:\n  - name: slow\n    kernel: 're:{regex}'\n")
+    assert (err.path, err.line, err.field) == (str(tmp_path / P), 3, "kernel")
+    assert "can take" in err.problem and "\n" not in str(err)
+
+
+@pytest.mark.parametrize("regex", [
+    "FrP0k", "^void device::", "k<\\d+>", "foo.*bar.*baz", "(a|b).*c.*d?", ".*x.*y?",
+    "(?=.*a)(?=.*b).*c", "a{5}.*b{3,7}", "(a.*)?b.*",
+])
+def test_regex_with_few_ways_to_match_is_accepted(tmp_path, regex):
+    (rule,) = load(tmp_path, f"rules:\n  - kernel: 're:{regex}'\n")
+    assert rule.matcher.is_regex
+
+
 def test_expression_nested_too_deeply_is_a_rule_error(tmp_path):
     deep = "(" * 300 + "arg1" + ")" * 300
     err = error(tmp_path, f"- kernel: k\n  overrides:\n    0:\n      width: '{deep}'\n")
