@@ -54,3 +54,61 @@ def test_a_polynomial_regex_at_the_prompt_is_refused_and_the_run_goes_on(
     (line,) = error_lines(ran.stderr)
     assert line.startswith("error: regular expression") and "too many repetitions" in line
     assert ran.stderr.count("Breakpoint 1, launch") == 2      # the one breakpoint there is
+
+
+# ---------------------------------------------------------------- reads at the prompt
+
+
+@pytest.mark.parametrize(("command", "problem"), [
+    # past the end of the 64-bit address space: the connection was dropped, the prompt hung
+    ("x/16xb arg0+18446744073709551615", "do not fit in the 64-bit address space"),
+    ("x/2xg 18446744073709551615", "do not fit in the 64-bit address space"),
+    ("x/1xb 0x10000000000000000", "do not fit in the 64-bit address space"),
+    ("x/1xb 0-1", "it must be >= 0"),
+    ("print arg0[1000000000000000000]@4", "is outside the allocation of arg0"),
+])
+def test_a_read_beyond_the_address_space_is_refused_and_the_process_stays(
+        fake, cudump_run, bare_run, tmp_path, command, problem):
+    commands = batch(tmp_path, command, "x/4xb arg0", "continue")
+    ran = cudump_run(zed(fake, 1), "--break", "FrP0k5607tPV", "--batch", str(commands),
+                     timeout=30)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == bare_run(zed(fake, 1)).stdout
+    assert "dropped the connection" not in ran.stderr and "Traceback" not in ran.stderr
+    (line,) = error_lines(ran.stderr)
+    assert line.startswith("error: ") and problem in line, line
+    at = ran.stderr.splitlines().index("(cudump) x/4xb arg0")
+    assert ran.stderr.splitlines()[at + 1].startswith("0x")   # the next read still works
+
+
+def test_a_request_that_fails_unexpectedly_still_answers_the_prompt():
+    """Whatever goes wrong while the connection's thread serves a request, the prompt gets
+    an error, not a wait for ever, and the next request is served."""
+    import struct
+    import threading
+    from concurrent.futures import Future
+
+    from cudump.debugger import RemoteStop
+    from cudump.target import TargetError
+
+    stop = RemoteStop(conn=None, proc=None, info=None, halt=None)  # type: ignore[arg-type]
+    server = threading.Thread(target=stop.serve, daemon=True)
+    server.start()
+
+    def ask(fn):
+        fut: Future = Future()
+        stop._commands.put((fn, fut))
+        return fut.exception(timeout=30) or fut.result()
+
+    failed = ask(lambda: struct.pack("<Q", 1 << 64))
+    assert isinstance(failed, TargetError) and "struct.error" in str(failed)
+    failed = ask(lambda: {}["missing"])
+    assert isinstance(failed, TargetError) and "KeyError" in str(failed)
+    assert ask(lambda: 42) == 42
+
+    def resume() -> None:
+        stop.resumed = True
+
+    ask(resume)
+    server.join(timeout=30)
+    assert not server.is_alive()
