@@ -62,7 +62,8 @@ rendered with. An override replaces the element type of the signature: a
 `dtype` without `channels` means one channel. `field: N` takes the pointer at
 byte N (0, 8, 16, ...) inside an argument passed by value as a struct.
 
-Everything that can be checked before the program runs is: a geometry value
+Everything that can be checked before the program runs is: `skip`, `every` and
+`count` must fit the shim's counters (below 2**64, 2**32 and 2**64 - 1); a geometry value
 that is a constant (`width: -3`, `count: 0`, `height: "1/0"`, `pitch: 2.5`) must
 be a whole number >= 1 (and below 2**48); a `range` must be two finite numbers,
 low < high; `field` lies inside the largest kernel parameter block. Expressions
@@ -86,6 +87,7 @@ from cudump.elements import NUMPY_DTYPES, element_type
 from cudump.errors import RuleError, UsageError
 from cudump.expr import Expr, ExprError, parse_expr
 from cudump.pattern import SUBJECTS, KernelPattern, PatternError, Subject
+from cudump.protocol import NO_LIMIT
 
 PHASES = frozenset({"before", "after"})
 FORMATS = frozenset({"npy", "png"})
@@ -103,6 +105,10 @@ OVERRIDE_KEYS = ("dtype", "channels", "width", "height", "pitch", "count", "rang
 GEOMETRY_KEYS = ("channels", "width", "height", "pitch", "count")
 MAX_CONSTANT = 1 << 48       # a constant width, count ... beyond this fits no device buffer
 MAX_PARAM_BYTES = 32764      # the largest kernel parameter block (CUDA 12.1+, Volta+)
+# skip, every and count as proto_selector holds them (count NO_LIMIT means no limit).
+MAX_SKIP = (1 << 64) - 1
+MAX_EVERY = (1 << 32) - 1
+MAX_COUNT = NO_LIMIT - 1
 
 
 # ---------------------------------------------------------------- model
@@ -446,9 +452,9 @@ class _Reader:
             line=_line(node),
             matcher=matcher,
             action=action,
-            skip=self.whole(entries.get("skip"), "skip", 0, 0),
-            count=self.whole(entries.get("count"), "count", 1, None),
-            every=self.whole(entries.get("every"), "every", 1, 1),
+            skip=self.whole(entries.get("skip"), "skip", 0, 0, MAX_SKIP),
+            count=self.whole(entries.get("count"), "count", 1, None, MAX_COUNT),
+            every=self.whole(entries.get("every"), "every", 1, 1, MAX_EVERY),
         )
         if action == "break":
             self.no_snapshot_keys(entries)
@@ -514,7 +520,7 @@ class _Reader:
         return str(value)
 
     def whole(self, entry: tuple[yaml.Node, yaml.Node] | None, fieldname: str, minimum: int,
-              default: int | None) -> Any:
+              default: int | None, maximum: int) -> Any:
         if entry is None:
             return default
         node = entry[1]
@@ -522,6 +528,10 @@ class _Reader:
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             raise self.error(node, fieldname, f"expected a whole number >= {minimum}, "
                              f"got {_kind(node, value)}")
+        if value > maximum:
+            raise self.error(node, fieldname, f"{_kind(node, value)} is too large: at most "
+                             f"{maximum} (the shim holds it in {maximum.bit_length()} "
+                             "bits)")
         return value
 
     def args(self, entry: tuple[yaml.Node, yaml.Node] | None) -> list[int] | Literal["pointers"]:

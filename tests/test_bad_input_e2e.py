@@ -4,6 +4,7 @@ connection, and the program runs as it would without cudump."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,34 @@ def test_a_request_that_fails_unexpectedly_still_answers_the_prompt():
     ask(resume)
     server.join(timeout=30)
     assert not server.is_alive()
+
+
+# ---------------------------------------------------------------- rule numbers
+
+
+@pytest.mark.parametrize(("key", "value", "limit"), [
+    ("every", "4294967296", "4294967295"),
+    ("skip", "1" + "0" * 30, "18446744073709551615"),
+    ("count", "18446744073709551615", "18446744073709551614"),
+])
+def test_a_rule_number_no_counter_can_hold_is_refused_before_the_program_runs(
+        fake, cudump_run, tmp_path, key, value, limit):
+    """Accepted, it dropped every process's connection and the run recorded nothing."""
+    rule = tmp_path / "big.yaml"
+    rule.write_text(f"rules:\n  - kernel: vecAdd\n    format: npy\n    {key}: {value}\n")
+    ran = cudump_run([str(fake.programs["linked"])], "--rule", str(rule), timeout=30)
+    assert ran.returncode == 2 and ran.stdout == ""
+    (line,) = ran.stderr.strip().splitlines()
+    assert line == (f"cudump: error: {rule}:4: field '{key}': {value} is too large: at most "
+                    f"{limit} (the shim holds it in {len(bin(int(limit))) - 2} bits)")
+
+
+def test_rule_numbers_at_the_counters_limits_run(fake, cudump_run, tmp_path):
+    rule = tmp_path / "edge.yaml"
+    rule.write_text("rules:\n  - kernel: vecAdd\n    format: npy\n    every: 4294967295\n"
+                    "    count: 18446744073709551614\n")
+    ran = cudump_run([str(fake.programs["linked"])], "--rule", str(rule), timeout=30)
+    assert ran.returncode == 0, ran.stderr
+    assert "dropped the connection" not in ran.stderr
+    summary = json.loads((ran.run_dir / "summary.json").read_text())
+    assert summary["launches"] == 5 and summary["snapshots"] > 0   # the first launch only

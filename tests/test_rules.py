@@ -352,6 +352,19 @@ ERRORS = [
     ("rules:\n  - kernel: a\n    overrides:\n      2: {field: 4}\n", 4,
      "overrides.2.field",
      "expected the byte offset of a pointer inside the argument (0, 8, 16, ...), got 4"),
+    # Numbers the shim's counters cannot hold (proto_selector: every 32 bits, skip and count
+    # 64, count 2**64 - 1 meaning no limit).
+    ("rules:\n  - kernel: a\n    every: 4294967296\n", 3, "every",
+     "4294967296 is too large: at most 4294967295 (the shim holds it in 32 bits)"),
+    ("rules:\n  - kernel: a\n    skip: 18446744073709551616\n", 3, "skip",
+     "18446744073709551616 is too large: at most 18446744073709551615 (the shim holds it in "
+     "64 bits)"),
+    ("rules:\n  - kernel: a\n    count: 18446744073709551615\n", 3, "count",
+     "18446744073709551615 is too large: at most 18446744073709551614 (the shim holds it in "
+     "64 bits)"),
+    ("rules:\n  - kernel: a\n    action: break\n    skip: " + "1" + "0" * 30 + "\n", 4, "skip",
+     "1000000000000000000000000000000 is too large: at most 18446744073709551615 (the shim "
+     "holds it in 64 bits)"),
 ]
 
 
