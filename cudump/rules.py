@@ -231,7 +231,13 @@ def load_rules(paths: Sequence[Path]) -> list[Rule]:
 def _load_file(path: Path) -> list[Rule]:
     where = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as stream:
+            data = stream.read(MAX_RULE_FILE_BYTES + 1)     # a FIFO or /dev/zero ends too
+        if len(data) > MAX_RULE_FILE_BYTES:
+            raise RuleError(where, None, None, f"larger than {MAX_RULE_FILE_BYTES >> 20} MiB; a "
+                            "rule file needs a few kilobytes (is this the right file?)")
+        # As a text-mode read gives it: universal newlines.
+        text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
     except FileNotFoundError:
         raise RuleError(where, None, None, "no such rule file") from None
     except IsADirectoryError:
@@ -268,6 +274,8 @@ def _load_file(path: Path) -> list[Rule]:
 
 
 MAX_YAML_DEPTH = 64          # a rule file needs about 6 levels
+# Checked before parsing: PyYAML takes minutes and gigabytes over a file of tens of megabytes.
+MAX_RULE_FILE_BYTES = 1 << 20
 
 
 class _TooDeep(yaml.YAMLError):

@@ -144,3 +144,15 @@ def test_rule_numbers_at_the_counters_limits_run(fake, cudump_run, tmp_path):
     assert "dropped the connection" not in ran.stderr
     summary = json.loads((ran.run_dir / "summary.json").read_text())
     assert summary["launches"] == 5 and summary["snapshots"] > 0   # the first launch only
+
+
+def test_a_rule_file_of_many_megabytes_is_refused_before_the_program_runs(
+        fake, cudump_run, tmp_path):
+    rule = tmp_path / "huge.yaml"
+    one = "  - kernel: vecAdd\n    every: 2\n"
+    rule.write_text("rules:\n" + one * ((8 << 20) // len(one)))
+    ran = cudump_run([str(fake.programs["linked"])], "--rule", str(rule), timeout=60)
+    assert ran.returncode == 2 and ran.stdout == ""
+    assert ran.stderr.strip().splitlines() == [
+        f"cudump: error: {rule}: larger than 1 MiB; a rule file needs a few kilobytes (is this "
+        "the right file?)"]

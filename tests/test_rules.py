@@ -507,6 +507,30 @@ def test_regex_with_few_ways_to_match_is_accepted(tmp_path, regex):
     assert rule.matcher.is_regex
 
 
+@pytest.mark.parametrize("size", [(1 << 20) + 1, 50 << 20])
+def test_a_rule_file_over_1_mib_is_refused_before_parsing(tmp_path, size):
+    """50 MB of rules took PyYAML five minutes and gigabytes before the program ran."""
+    rule = "  - kernel: k\n    every: 2\n"
+    path = tmp_path / "huge.yaml"
+    path.write_text("rules:\n" + rule * (size // len(rule) + 1))
+    with pytest.raises(RuleError) as info:
+        load_rules([path])
+    assert str(info.value) == (f"{path}: larger than 1 MiB; a rule file needs a few kilobytes "
+                               "(is this the right file?)")
+
+
+def test_a_rule_file_of_1_mib_is_read(tmp_path):
+    path = tmp_path / "big.yaml"
+    head = "rules:\n  - kernel: k\n"
+    path.write_text(head + "#" * ((1 << 20) - len(head) - 1) + "\n")
+    assert [r.matcher.text for r in load_rules([path])] == ["k"]
+
+
+def test_an_endless_rule_file_is_refused(tmp_path):
+    with pytest.raises(RuleError, match="larger than 1 MiB"):
+        load_rules([Path("/dev/zero")])
+
+
 def test_expression_nested_too_deeply_is_a_rule_error(tmp_path):
     deep = "(" * 300 + "arg1" + ")" * 300
     err = error(tmp_path, f"- kernel: k\n  overrides:\n    0:\n      width: '{deep}'\n")
