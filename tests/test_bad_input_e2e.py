@@ -156,3 +156,20 @@ def test_a_rule_file_of_many_megabytes_is_refused_before_the_program_runs(
     assert ran.stderr.strip().splitlines() == [
         f"cudump: error: {rule}: larger than 1 MiB; a rule file needs a few kilobytes (is this "
         "the right file?)"]
+
+
+# ---------------------------------------------------------------- dump at the prompt
+
+
+def test_dump_into_a_folder_that_is_a_file_is_one_line_and_the_session_goes_on(
+        fake, cudump_run, bare_run, tmp_path):
+    (tmp_path / "taken").write_text("not a folder\n")
+    target = tmp_path / "taken" / "left.npy"
+    commands = batch(tmp_path, f"dump arg2 {target}", "dump arg2 left.npy", "continue")
+    ran = cudump_run(zed(fake, 1), "--break", "FrP0k5607tPV", "--batch", str(commands),
+                     timeout=30)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == bare_run(zed(fake, 1)).stdout
+    assert error_lines(ran.stderr) == [
+        f"error: dump: cannot write {target}: {tmp_path / 'taken'} is a file, not a folder"]
+    assert (ran.run_dir / "left.npy").is_file()

@@ -391,6 +391,17 @@ def test_dump_to_a_named_file(prompt: Prompt, tmp_path: Path) -> None:
     assert (record.file, record.png, record.range) == (None, "left.png", [0.0, 7.5])
 
 
+@pytest.mark.parametrize("name", ["taken/frame.npy", "taken/deeper/frame.png"])
+def test_dump_under_a_file_is_an_error_not_a_crash(prompt: Prompt, tmp_path: Path,
+                                                   name: str) -> None:
+    (tmp_path / "taken").write_text("a file where a folder would go\n")
+    target = tmp_path / name
+    assert prompt.run(f"dump arg2 {target}") == [
+        f"error: dump: cannot write {target}: {tmp_path / 'taken'} is a file, not a folder"]
+    assert prompt.debugger.records == []
+    assert prompt.run("dump arg2 ok.npy")[0].endswith("ok.npy")    # the next dump works
+
+
 @pytest.mark.parametrize(("line", "expected"), [
     ("dump arg3", "error: dump: arg3: pointer 0x10 is not in any tracked allocation"),
     ("dump arg4", "error: dump: arg4: argument 4 has no pointer value"),
