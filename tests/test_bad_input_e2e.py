@@ -173,3 +173,93 @@ def test_dump_into_a_folder_that_is_a_file_is_one_line_and_the_session_goes_on(
     assert error_lines(ran.stderr) == [
         f"error: dump: cannot write {target}: {tmp_path / 'taken'} is a file, not a folder"]
     assert (ran.run_dir / "left.npy").is_file()
+
+
+# ---------------------------------------------------------------- captures.jsonl
+
+
+def _spoil(capture: dict, change: str) -> object:
+    """A captured launch with one thing wrong in it."""
+    if change == "a list":
+        return [capture["pid"], capture["launch"]]
+    key, _, value = change.partition("=")
+    target = capture
+    *path, last = key.split(".")
+    for part in path:
+        target = target[int(part)] if part.isdigit() else target[part]
+    if value == "<delete>":
+        del target[int(last) if last.isdigit() else last]
+    else:
+        target[int(last) if last.isdigit() else last] = json.loads(value)
+    return capture
+
+
+CAPTURE_DAMAGE = [
+    ("pid=\"4242\"", "field 'pid': expected a whole number, got \"4242\""),
+    ("kernel=5", "field 'kernel': expected a string, got 5"),
+    ("occurrence=\"first\"", "field 'occurrence': expected a whole number, got \"first\""),
+    ("grid=<delete>", "field 'grid' is missing"),
+    ("block=[1, 2]", "field 'block': expected a list of 3 whole numbers, got [1, 2]"),
+    ("problems=[1]", "field 'problems': expected a list of strings, got [1]"),
+    ("pointers=\"none\"", "field 'pointers': expected a list, got \"none\""),
+    ("pointers.0.offset=<delete>", "field 'pointers[0].offset' is missing"),
+    ("pointers.0.alloc.base=\"0x10\"",
+     "field 'pointers[0].alloc.base': expected a whole number, got \"0x10\""),
+    ("buffers.0=7", "field 'buffers[0]': expected an object, got 7"),
+    ("buffers.0.shape=\"48\"", "field 'buffers[0].shape': expected a list of whole numbers, "
+                               "got \"48\""),
+    ("buffers.0.address=1.5", "field 'buffers[0].address': expected a whole number, got 1.5"),
+    ("a list", "not a captured launch (a JSON list, not an object)"),
+]
+SPEC_DAMAGE = [      # well typed, but no launch the replay can rebuild
+    ("layout=[[0]]", "not a launch that can be replayed: layout[0] must be [offset, size] "
+                     "with size > 0, not [0]"),
+    ("params=\"zz\"", "not a launch that can be replayed: params is not a hex string"),
+    ("buffers.0.dtype=\"uint13\"", "not a launch that can be replayed: buffers[0].dtype "
+                                   "\"uint13\" is not a numpy dtype of plain data"),
+]
+
+
+@pytest.fixture(scope="module")
+def captured_run(shim_lib, fake, tmp_path_factory) -> Path:
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    out = tmp_path_factory.mktemp("captured") / "run"
+    env = fake.env() | {"CUDUMP_SHIM": str(shim_lib),
+                        "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run([sys.executable, "-m", "cudump", "--out", str(out),
+                           "--capture-launch", "vecAdd", "--", str(fake.programs["linked"])],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+@pytest.mark.parametrize("tool", ["replay", "extract"])
+@pytest.mark.parametrize(("change", "problem"), CAPTURE_DAMAGE + SPEC_DAMAGE)
+def test_a_damaged_capture_is_one_line_naming_the_file_line_and_field(
+        captured_run, tmp_path, capsys, tool, change, problem):
+    """Wrong types or missing keys in captures.jsonl were an internal error. A line that is
+    not a captured launch stops the reading of the file, whichever launch is asked for; a
+    well-typed one stops only the launch it is."""
+    import shutil
+
+    from cudump.cli import main
+
+    run = tmp_path / "run"
+    shutil.copytree(captured_run, run)
+    lines = (run / "captures.jsonl").read_text().splitlines()
+    asked = json.loads(lines[0 if (change, problem) in CAPTURE_DAMAGE else 1])["launch"]
+    lines[1] = json.dumps(_spoil(json.loads(lines[1]), change))
+    (run / "captures.jsonl").write_text("\n".join(lines) + "\n")
+    argv = [tool, str(run), "--launch", str(asked)]
+    if tool == "extract":
+        argv.append(str(tmp_path / "folder"))
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 2 and "internal error" not in err and "Traceback" not in err, err
+    if (change, problem) in CAPTURE_DAMAGE and change != "a list":
+        problem = f"not a captured launch: {problem}"
+    assert err == f"cudump: error: {run / 'captures.jsonl'}:2: {problem}\n"
