@@ -263,3 +263,45 @@ def test_a_damaged_capture_is_one_line_naming_the_file_line_and_field(
     if (change, problem) in CAPTURE_DAMAGE and change != "a list":
         problem = f"not a captured launch: {problem}"
     assert err == f"cudump: error: {run / 'captures.jsonl'}:2: {problem}\n"
+
+
+# ---------------------------------------------------------------- escapes typed at the prompt
+
+
+@pytest.mark.parametrize("typed", [
+    "\x1b[31m",          # a colour code, pasted from a program's output
+    "\x1b[<1;2M",        # an SGR mouse report with a field missing
+    "\x1b[Mxyz",         # an X10 mouse report with a button no terminal sends
+])
+def test_an_escape_sequence_typed_at_the_prompt_leaves_it_usable(shim_lib, fake, tmp_path,
+                                                                  typed):
+    """prompt_toolkit took these for mouse reports and printed a traceback, then "Press ENTER
+    to continue" ate the next command."""
+    import os
+    import sys
+
+    pexpect = pytest.importorskip("pexpect")
+    root = Path(__file__).resolve().parent.parent
+    env = fake.env() | {"CUDUMP_SHIM": str(shim_lib), "CUDUMP_HISTORY": str(tmp_path / "h"),
+                        "TERM": "dumb",
+                        "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    child = pexpect.spawn(sys.executable, ["-m", "cudump", "--out", str(tmp_path / "run"),
+                                           "--break", "FrP0k5607tPV", "--", *zed(fake, 1)],
+                          env=env, cwd=str(tmp_path), encoding="utf-8", timeout=30,
+                          dimensions=(50, 250))
+    child.expect(r"Breakpoint 1, launch 2 \(occurrence 1\)")
+    child.expect_exact("(cudump)")
+    child.send(typed)
+    child.sendline("")
+    child.expect_exact("(cudump)")
+    seen = child.before
+    child.sendline("info launch")
+    child.expect(r"launch\s+2\b")
+    child.sendline("continue")
+    child.expect(r"cudump: 1 process, 2 launches")
+    child.expect(pexpect.EOF)
+    seen += child.before
+    child.close()
+    assert child.exitstatus == 0
+    assert "Traceback" not in seen and "Unhandled exception" not in seen
+    assert "Press ENTER" not in seen
