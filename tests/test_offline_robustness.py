@@ -250,6 +250,31 @@ def test_a_torn_last_line_is_still_skipped(tmp_path: Path) -> None:
     assert len(read_manifest(run)) == 1
 
 
+@pytest.mark.parametrize("content", [
+    b"this is not a manifest",                  # no newline: was "0 of 0 snapshots", exit 0
+    b"this is not a manifest\n",
+    b"\x89PNG\r\n\x1a\n\x00\x00",
+    b"   \n\n<html>",
+])
+def test_a_file_of_garbage_is_not_a_manifest(tmp_path: Path, capsys, content: bytes) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / MANIFEST).write_bytes(content)
+    line = 3 if content.startswith(b"   ") else 1
+    for argv in (["ls", str(run)], ["show", str(run), "--index", "0"],
+                 ["diff", str(run), str(run)]):
+        code, out, err = cli(argv, capsys)
+        assert_one_line_error(code, err, f"{run / MANIFEST}:{line}: not a cudump manifest")
+        assert out == ""
+
+
+def test_garbage_after_the_records_is_an_error_not_a_torn_line(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run", [record(), b"garbage"])
+    with pytest.raises(SnapshotError) as info:
+        read_manifest(run)
+    assert str(info.value) == f"{run / MANIFEST}:2: not valid JSON"
+
+
 def test_a_manifest_that_cannot_be_read(tmp_path: Path, capsys) -> None:
     run = tmp_path / "run"
     (run / MANIFEST).mkdir(parents=True)
