@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -106,8 +108,18 @@ def test_controller_killed_mid_run_leaves_the_program_and_nothing_else(shim_lib,
     shm_before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
     proc = subprocess.Popen([sys.executable, "-m", "cudump", "--trace", "--out",
                              str(tmp_path / "run"), str(script)], env=cudump_env(fake, shim_lib),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
-    time.sleep(1.5)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path)
+    # Mid-run: once the trace shows a launch (the program runs, talking to cudump), however
+    # long a loaded machine takes to get there.
+    assert proc.stderr is not None
+    lines: queue.Queue[bytes] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in iter(
+        proc.stderr.readline, b"")] + [lines.put(b"")], daemon=True).start()
+    while True:
+        line = lines.get(timeout=120)
+        assert line, "cudump ended before the program launched a kernel"
+        if line.startswith(b"cudump: #"):
+            break
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
     deadline = time.monotonic() + 60
