@@ -51,8 +51,9 @@ def check_span(address: int, nbytes: int) -> None:
         raise CommandError(f"address {address} is negative")
     if address + nbytes > ADDRESS_SPACE:
         shown = f"0x{address:x}" if address < ADDRESS_SPACE else f"{address} (0x{address:x})"
-        raise CommandError(f"address {shown} and the {nbytes} bytes from it do not fit in the "
-                           "64-bit address space")
+        what = "the byte" if nbytes == 1 else f"the {nbytes} bytes"
+        raise CommandError(f"address {shown} and {what} from it do not fit in the 64-bit "
+                           "address space")
 
 
 def read(stop: StoppedLaunch, address: int, nbytes: int) -> bytes:
