@@ -113,8 +113,9 @@ def test_controller_killed_mid_run_leaves_the_program_and_nothing_else(shim_lib,
     # long a loaded machine takes to get there.
     assert proc.stderr is not None
     lines: queue.Queue[bytes] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in iter(
-        proc.stderr.readline, b"")] + [lines.put(b"")], daemon=True).start()
+    reader = threading.Thread(target=lambda: [lines.put(line) for line in iter(
+        proc.stderr.readline, b"")] + [lines.put(b"")], daemon=True)
+    reader.start()
     while True:
         line = lines.get(timeout=120)
         assert line, "cudump ended before the program launched a kernel"
@@ -122,13 +123,15 @@ def test_controller_killed_mid_run_leaves_the_program_and_nothing_else(shim_lib,
             break
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
-    deadline = time.monotonic() + 60
-    while not status.exists() and time.monotonic() < deadline:
+    deadline = time.monotonic() + 60    # the shell writes the status once the program ends
+    while not (status.exists() and status.read_text()) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert status.read_text().strip() == "0"
     assert (tmp_path / "out").read_text() == subprocess.run(
         [str(fake.programs["threads"]), "3000"], env=fake.env(), capture_output=True,
         text=True, timeout=60).stdout
+    reader.join(timeout=60)             # the program has ended: its stderr too
+    proc.stderr.close()
     shm_after = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
     assert not [n for n in shm_after - shm_before if "cudump" in n]
 
