@@ -632,7 +632,7 @@ def bisect(options: BisectOptions, say: Callable[[str], None] = print) -> int:
 
 
 def _check_html(path: Path) -> None:
-    from cudump.commands.diff import output_dir
+    from cudump.commands.diff import report_dir
 
-    out, _ = html_target(path)
-    output_dir(out, "--html")
+    out, page = html_target(path)
+    report_dir(out, page.index, path)

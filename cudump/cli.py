@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from cudump.commands import Command
+from cudump.console import PrintableWriter, printable
 from cudump.errors import CudumpError
 
 USAGE = ("usage: cudump [--trace] [--rule FILE]... [--break PATTERN]... [--] PROGRAM "
@@ -60,7 +61,7 @@ class _ArgumentParser(argparse.ArgumentParser):
             message = f"no program given; {USAGE}"
         else:
             message = f"{message} (see '{self.prog} --help')"
-        self.exit(2, f"cudump: error: {message}\n")
+        self.exit(2, f"cudump: error: {printable(message)}\n")
 
 
 def _parser(command: Command) -> argparse.ArgumentParser:
@@ -71,7 +72,8 @@ def _parser(command: Command) -> argparse.ArgumentParser:
 
 
 def _one_line(text: object) -> str:
-    return " ".join(str(text).split())
+    """One line, its control characters escaped (a message may quote a run's files)."""
+    return printable(" ".join(str(text).split()))
 
 
 def _error(message: str, status: int = 2) -> int:
@@ -103,8 +105,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         command = commands["run"]
     parser = _parser(command)
+    stdout = sys.stdout
     try:
-        return command.run(parser.parse_args(argv))
+        args = parser.parse_args(argv)
+        if command.name in OFFLINE:
+            # What they print comes from a run's files: shown, never obeyed by the terminal.
+            sys.stdout = PrintableWriter(stdout)  # type: ignore[assignment]
+        return command.run(args)
     except CudumpError as err:
         return _error(str(err), err.exit_code)
     except KeyboardInterrupt:
@@ -120,3 +127,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cudump: internal error: {type(err).__name__}: {_one_line(err)} "
               "(please report)", file=sys.stderr)
         return 2
+    finally:
+        if isinstance(sys.stdout, PrintableWriter):
+            sys.stdout = stdout

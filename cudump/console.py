@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable
-from typing import TextIO
+from typing import Any, TextIO
 
 Sink = Callable[[str], None]
 
@@ -77,3 +77,29 @@ def say_lines(lines: list[str]) -> None:
 
 def warn(message: str) -> None:
     console.say(f"cudump: warning: {message}")
+
+
+# ---------------------------------------------------------------- text from files
+
+def printable(text: str, *, keep_newlines: bool = False) -> str:
+    """`text` with its control characters escaped (`\\x1b`, `\\r`, `\\n`), so that what a run's
+    files hold (a kernel name, a stream, a path) never acts on the terminal it is shown on."""
+    if text.isprintable() or (keep_newlines and text.replace("\n", "").isprintable()):
+        return text
+    if keep_newlines:
+        return "\n".join(printable(part) for part in text.split("\n"))
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+class PrintableWriter:
+    """A text stream that writes through printable(): the offline commands' stdout."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(printable(text, keep_newlines=True))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)

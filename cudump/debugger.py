@@ -94,6 +94,11 @@ class RemoteStop:
                 return
             except TargetError as err:
                 fut.set_exception(err)
+            except Exception as err:  # a bug must not leave the prompt waiting for ever
+                kind = type(err)
+                name = kind.__qualname__ if kind.__module__ == "builtins" \
+                    else f"{kind.__module__}.{kind.__qualname__}"
+                fut.set_exception(TargetError(f"the request failed ({name}: {err})"))
             if self.resumed:
                 return
 
@@ -140,6 +145,10 @@ class RemoteStop:
                               f"({self.max_read}); raise --staging or read less")
         if height > 1 and pitch < width_bytes:
             raise TargetError(f"pitch {pitch} is less than the row width {width_bytes}")
+        end = address + (pitch * (height - 1) + width_bytes if height > 1 else total)
+        if address < 0 or end > 1 << 64:
+            raise TargetError(f"0x{address:x} and the {total} bytes from it do not fit in the "
+                              "64-bit address space")
 
         def do() -> bytes:
             rc, _ = self.conn.request(p.Kind.READ, p.READ.pack(

@@ -131,7 +131,8 @@ def _json_kind(value: Any) -> str:
 
 
 def read_manifest(run_dir: Path) -> list[SnapshotRecord]:
-    """Read a run directory's manifest.jsonl. A torn last line (the run was killed) is skipped.
+    """Read a run directory's manifest.jsonl. A torn last line (the beginning of a record:
+    the run was killed while writing it) is skipped.
 
     Any other line that is not UTF-8, not JSON, not an object or holds a field of the wrong
     type is a SnapshotError naming the file and the line.
@@ -147,15 +148,20 @@ def read_manifest(run_dir: Path) -> list[SnapshotRecord]:
         lines.pop()
     records: list[SnapshotRecord] = []
     templates: dict[str, list[dict[str, Any]]] = {}
+    first = True
     for number, raw in enumerate(lines, 1):
         if not raw.strip():
             continue
         try:
             data = _decode_line(raw)
         except SnapshotError as err:
-            if number == len(lines):
+            if number == len(lines) and raw.lstrip().startswith(b"{"):
                 break                      # torn: the run was killed while writing it
+            if first:                      # nothing in the file is a record
+                raise SnapshotError(f"{path}:{number}: not a cudump manifest ({err}); "
+                                    "is this a run directory?") from None
             raise SnapshotError(f"{path}:{number}: {err}") from None
+        first = False
         try:
             if isinstance(data, dict) and TEMPLATE in data:
                 key, template = _template(data)

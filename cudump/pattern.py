@@ -23,7 +23,10 @@ wildcard matcher (never a backtracking regular expression), and regular
 expressions whose shape makes Python's backtracking engine exponential — a
 repeated group that contains a repetition or an alternative, at any depth,
 such as `(a+)+`, `((a+))+`, `(\\w*)*` or `(a|aa)+` — are refused with a
-message saying how to write them instead.
+message saying how to write them instead. So are those whose repetitions can
+divide a name among themselves in too many ways, which makes the engine's work
+a high power of the name's length: `.*.*.*` (see MAX_WAYS). Two unbounded
+repetitions (`a.*b.*c`) are allowed.
 """
 
 from __future__ import annotations
@@ -89,12 +92,18 @@ class _Glob:
 
 _REPEATS = {_sre_parse.MAX_REPEAT, _sre_parse.MIN_REPEAT}
 _POSSESSIVE = getattr(_sre_parse, "POSSESSIVE_REPEAT", None)
+_ATOMIC = getattr(_sre_parse, "ATOMIC_GROUP", None)
+_GROUPREF_EXISTS = _sre_parse.GROUPREF_EXISTS
+
+
+def _is_repeat(op: object) -> bool:
+    return op in _REPEATS or (_POSSESSIVE is not None and op == _POSSESSIVE)
 
 
 def _risky(items: object, inside_repeat: bool) -> bool:
     """Whether a parsed pattern repeats something that itself repeats or alternates."""
     for op, arg in items:  # type: ignore[attr-defined]
-        if op in _REPEATS or (_POSSESSIVE is not None and op == _POSSESSIVE):
+        if _is_repeat(op):
             low, high, sub = arg
             if inside_repeat:
                 return True
@@ -105,13 +114,69 @@ def _risky(items: object, inside_repeat: bool) -> bool:
                 return True
             if any(_risky(branch, False) for branch in arg[1]):
                 return True
+        elif op == _GROUPREF_EXISTS:     # (?(1)yes|no): two alternatives
+            if inside_repeat:
+                return True
+            if any(_risky(branch, False) for branch in arg[1:] if branch is not None):
+                return True
         elif op == _sre_parse.SUBPATTERN:
             if _risky(arg[-1], inside_repeat):
+                return True
+        elif _ATOMIC is not None and op == _ATOMIC:
+            if _risky(arg, inside_repeat):
                 return True
         elif op in (_sre_parse.ASSERT, _sre_parse.ASSERT_NOT):
             if _risky(arg[1], inside_repeat):
                 return True
     return False
+
+
+# How many ways a regular expression's repetitions may divide a name among themselves (see
+# _ways). Python's engine backtracks through each of them at each position of the name where
+# the rest of the pattern fails, so this bounds its work: an unbounded repetition counts as
+# UNBOUNDED_WAYS (the places it may stop at in a name of that length), `{m,n}` as n - m + 1
+# (so `?` as 2), alternatives add and everything else multiplies. MAX_WAYS allows two
+# unbounded repetitions and one choice more (`(a|b).*c.*`, `.*c.*d?`): about a second at worst
+# on a name of a thousand characters. `.*.*.*` is refused: it takes minutes there.
+UNBOUNDED_WAYS = 256
+MAX_WAYS = 2 * UNBOUNDED_WAYS ** 2
+
+
+def _ways(items: object) -> int:
+    """The ways a parsed pattern's repetitions can divide a text among themselves (capped just
+    above MAX_WAYS): repetitions multiply, alternatives add. Nested repetitions are refused
+    before this (_risky), so a repeated body has no choices of its own unless the repetition
+    is optional or single (`(a.*)?`), or but for a lookaround. A lookaround, an atomic group
+    or a possessive repetition is matched one way only (Python never backtracks into it): its
+    own ways are spent once for each way of what comes before it, and do not multiply what
+    comes after."""
+    total = 1      # ways of the items so far
+    spent = 0      # the work of the atomic parts so far
+    for op, arg in items:  # type: ignore[attr-defined]
+        factor = 1
+        if _POSSESSIVE is not None and op == _POSSESSIVE:
+            spent += total * _ways(arg[2])
+        elif op in _REPEATS:
+            low, high, sub = arg
+            inner = _ways(sub)
+            if high is not _sre_parse.MAXREPEAT and high <= 1:   # absent, or once
+                factor = inner + (1 if low == 0 < high else 0)
+            else:                # a body of one way but for lookarounds (_risky)
+                factor = inner * (UNBOUNDED_WAYS if high is _sre_parse.MAXREPEAT
+                                  else min(high - low + 1, UNBOUNDED_WAYS))
+        elif op == _sre_parse.BRANCH:
+            factor = sum(_ways(branch) for branch in arg[1])
+        elif op == _GROUPREF_EXISTS:
+            factor = sum(_ways(branch) for branch in arg[1:] if branch is not None) or 1
+        elif op == _sre_parse.SUBPATTERN:
+            factor = _ways(arg[-1])
+        elif _ATOMIC is not None and op == _ATOMIC:
+            spent += total * _ways(arg)
+        elif op in (_sre_parse.ASSERT, _sre_parse.ASSERT_NOT):
+            spent += total * _ways(arg[1])
+        total = min(total * factor, MAX_WAYS + 1)
+        spent = min(spent, MAX_WAYS + 1)
+    return min(total + spent, MAX_WAYS + 1)
 
 
 def compile_regex(source: str) -> re.Pattern[str]:
@@ -122,7 +187,9 @@ def compile_regex(source: str) -> re.Pattern[str]:
         raise PatternError("regular expression longer than 4096 characters")
     try:
         compiled = re.compile(source)
-        risky = _risky(_sre_parse.parse(source), False)
+        parsed = _sre_parse.parse(source)
+        risky = _risky(parsed, False)
+        ways = 0 if risky else _ways(parsed)
     except re.error as err:
         raise PatternError(f"invalid regular expression {source!r}: {err.msg} at position "
                            f"{err.pos}") from None
@@ -133,6 +200,11 @@ def compile_regex(source: str) -> re.Pattern[str]:
             f"regular expression {source!r} repeats a group that itself repeats or has "
             "alternatives (like '(a+)+' or '(a|aa)+'), which can take exponential time; "
             "drop the inner or the outer repetition, or use a glob")
+    if ways > MAX_WAYS:
+        raise PatternError(
+            f"regular expression {source!r} has too many repetitions that can match the same "
+            "text (like '.*.*.*'), which can take minutes per kernel name; use at most two "
+            "unbounded repetitions ('*', '+', '{n,}') and few optional parts, or a glob")
     return compiled
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cudump.console import printable
 from cudump.diff import DivergentLaunch, Metrics, PairResult, RunDiff, Tolerance
 from cudump.errors import CudumpError
 from cudump.imaging import Rendered, render, render_pair, save_png
@@ -92,7 +93,8 @@ def render_line(columns: Sequence[Column], values: Sequence[str]) -> str:
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]],
                  right: Sequence[bool]) -> list[str]:
-    """Aligned columns sized to their contents."""
+    """Aligned columns sized to their contents (control characters escaped first)."""
+    rows = [[printable(cell) for cell in row] for row in rows]
     columns = [
         Column(h, max([len(h)] + [len(r[i]) for r in rows]), right[i])
         for i, h in enumerate(headers)

@@ -32,7 +32,10 @@ names); `match: mangled` only the symbol (`_Z1kPf`). `re:<regex>` is a Python
 regular expression searched anywhere in the full name, with and without the
 return type (`re:FrP0k` matches any name containing FrP0k; `re:^device::`
 matches `void device::k(int)`); a regular expression that repeats a group that
-itself repeats (`(a+)+`), which can take exponential time, is refused.
+itself repeats (`(a+)+`), which can take exponential time, is refused, and so is
+one with more repetitions that can match the same text than two unbounded ones
+and a choice (`.*.*.*`, whose time is a high power of the name's length; see
+cudump.pattern).
 
 `action: snapshot` (the default) copies the buffers as described below.
 `format: digest` copies nothing: cudump's own kernel computes a 64-bit content
@@ -59,7 +62,8 @@ rendered with. An override replaces the element type of the signature: a
 `dtype` without `channels` means one channel. `field: N` takes the pointer at
 byte N (0, 8, 16, ...) inside an argument passed by value as a struct.
 
-Everything that can be checked before the program runs is: a geometry value
+Everything that can be checked before the program runs is: `skip`, `every` and
+`count` must fit the shim's counters (below 2**64, 2**32 and 2**64 - 1); a geometry value
 that is a constant (`width: -3`, `count: 0`, `height: "1/0"`, `pitch: 2.5`) must
 be a whole number >= 1 (and below 2**48); a `range` must be two finite numbers,
 low < high; `field` lies inside the largest kernel parameter block. Expressions
@@ -83,6 +87,7 @@ from cudump.elements import NUMPY_DTYPES, element_type
 from cudump.errors import RuleError, UsageError
 from cudump.expr import Expr, ExprError, parse_expr
 from cudump.pattern import SUBJECTS, KernelPattern, PatternError, Subject
+from cudump.protocol import NO_LIMIT
 
 PHASES = frozenset({"before", "after"})
 FORMATS = frozenset({"npy", "png"})
@@ -100,6 +105,10 @@ OVERRIDE_KEYS = ("dtype", "channels", "width", "height", "pitch", "count", "rang
 GEOMETRY_KEYS = ("channels", "width", "height", "pitch", "count")
 MAX_CONSTANT = 1 << 48       # a constant width, count ... beyond this fits no device buffer
 MAX_PARAM_BYTES = 32764      # the largest kernel parameter block (CUDA 12.1+, Volta+)
+# skip, every and count as proto_selector holds them (count NO_LIMIT means no limit).
+MAX_SKIP = (1 << 64) - 1
+MAX_EVERY = (1 << 32) - 1
+MAX_COUNT = NO_LIMIT - 1
 
 
 # ---------------------------------------------------------------- model
@@ -222,7 +231,13 @@ def load_rules(paths: Sequence[Path]) -> list[Rule]:
 def _load_file(path: Path) -> list[Rule]:
     where = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as stream:
+            data = stream.read(MAX_RULE_FILE_BYTES + 1)     # a FIFO or /dev/zero ends too
+        if len(data) > MAX_RULE_FILE_BYTES:
+            raise RuleError(where, None, None, f"larger than {MAX_RULE_FILE_BYTES >> 20} MiB; a "
+                            "rule file needs a few kilobytes (is this the right file?)")
+        # As a text-mode read gives it: universal newlines.
+        text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
     except FileNotFoundError:
         raise RuleError(where, None, None, "no such rule file") from None
     except IsADirectoryError:
@@ -259,6 +274,8 @@ def _load_file(path: Path) -> list[Rule]:
 
 
 MAX_YAML_DEPTH = 64          # a rule file needs about 6 levels
+# Checked before parsing: PyYAML takes minutes and gigabytes over a file of tens of megabytes.
+MAX_RULE_FILE_BYTES = 1 << 20
 
 
 class _TooDeep(yaml.YAMLError):
@@ -443,9 +460,9 @@ class _Reader:
             line=_line(node),
             matcher=matcher,
             action=action,
-            skip=self.whole(entries.get("skip"), "skip", 0, 0),
-            count=self.whole(entries.get("count"), "count", 1, None),
-            every=self.whole(entries.get("every"), "every", 1, 1),
+            skip=self.whole(entries.get("skip"), "skip", 0, 0, MAX_SKIP),
+            count=self.whole(entries.get("count"), "count", 1, None, MAX_COUNT),
+            every=self.whole(entries.get("every"), "every", 1, 1, MAX_EVERY),
         )
         if action == "break":
             self.no_snapshot_keys(entries)
@@ -511,7 +528,7 @@ class _Reader:
         return str(value)
 
     def whole(self, entry: tuple[yaml.Node, yaml.Node] | None, fieldname: str, minimum: int,
-              default: int | None) -> Any:
+              default: int | None, maximum: int) -> Any:
         if entry is None:
             return default
         node = entry[1]
@@ -519,6 +536,10 @@ class _Reader:
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             raise self.error(node, fieldname, f"expected a whole number >= {minimum}, "
                              f"got {_kind(node, value)}")
+        if value > maximum:
+            raise self.error(node, fieldname, f"{_kind(node, value)} is too large: at most "
+                             f"{maximum} (the shim holds it in {maximum.bit_length()} "
+                             "bits)")
         return value
 
     def args(self, entry: tuple[yaml.Node, yaml.Node] | None) -> list[int] | Literal["pointers"]:

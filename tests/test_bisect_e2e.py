@@ -261,4 +261,13 @@ def test_unusable_output_places_are_refused_before_anything_runs(cudump: Cudump,
                   diverge)
     assert done.returncode == 2 and done.stdout == ""
     one_line_error(done, "--html")
+    for report, page in ((tmp_path / "old.html", tmp_path / "old.html"),
+                         (tmp_path / "old", tmp_path / "old" / "index.html")):
+        page.parent.mkdir(exist_ok=True)
+        page.write_text("an earlier report")
+        done = cudump("bisect", "--env-b", "DIVERGE_AT=3", "--html", str(report), "--",
+                      diverge)
+        assert done.returncode == 2 and done.stdout == ""
+        one_line_error(done, "--html", f"{page} already exists")
+        assert page.read_text() == "an earlier report"
     assert not list((tmp_path / "tmp").iterdir())

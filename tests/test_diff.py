@@ -570,6 +570,24 @@ def test_output_that_is_a_regular_file_is_trouble(tmp_path: Path, capsys, option
     assert "pairs compared" not in out          # refused before comparing anything
 
 
+def test_html_into_a_folder_with_a_report_is_refused(tmp_path: Path, capsys) -> None:
+    a = write_run(tmp_path / "a", launches([np.zeros((4, 4, 4), np.uint8)]))
+    b = write_run(tmp_path / "b", launches([np.ones((4, 4, 4), np.uint8)]))
+    report = tmp_path / "report"
+    code, out, err = run_cli([str(a), str(b), "--html", str(report)], capsys)
+    assert code == 1 and f"report: {report / 'index.html'}" in out, err
+    first = (report / "index.html").read_text()
+    code, out, err = run_cli([str(b), str(b), "--html", str(report)], capsys)
+    one_line_trouble(code, err, "--html", f"{report / 'index.html'} already exists")
+    assert "pairs compared" not in out          # refused before comparing anything
+    assert (report / "index.html").read_text() == first
+    (report / "notes.txt").write_text("mine")
+    (report / "index.html").unlink()            # a folder with other files is fine
+    code, _, err = run_cli([str(b), str(b), "--html", str(report)], capsys)
+    assert code == 0, err
+    assert (report / "notes.txt").read_text() == "mine"
+
+
 @pytest.mark.parametrize("option", ["--html", "--out"])
 def test_output_directory_that_cannot_be_made_is_trouble(tmp_path: Path, capsys,
                                                          option) -> None:

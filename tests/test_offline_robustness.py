@@ -250,6 +250,31 @@ def test_a_torn_last_line_is_still_skipped(tmp_path: Path) -> None:
     assert len(read_manifest(run)) == 1
 
 
+@pytest.mark.parametrize("content", [
+    b"this is not a manifest",                  # no newline: was "0 of 0 snapshots", exit 0
+    b"this is not a manifest\n",
+    b"\x89PNG\r\n\x1a\n\x00\x00",
+    b"   \n\n<html>",
+])
+def test_a_file_of_garbage_is_not_a_manifest(tmp_path: Path, capsys, content: bytes) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / MANIFEST).write_bytes(content)
+    line = 3 if content.startswith(b"   ") else 1
+    for argv in (["ls", str(run)], ["show", str(run), "--index", "0"],
+                 ["diff", str(run), str(run)]):
+        code, out, err = cli(argv, capsys)
+        assert_one_line_error(code, err, f"{run / MANIFEST}:{line}: not a cudump manifest")
+        assert out == ""
+
+
+def test_garbage_after_the_records_is_an_error_not_a_torn_line(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run", [record(), b"garbage"])
+    with pytest.raises(SnapshotError) as info:
+        read_manifest(run)
+    assert str(info.value) == f"{run / MANIFEST}:2: not valid JSON"
+
+
 def test_a_manifest_that_cannot_be_read(tmp_path: Path, capsys) -> None:
     run = tmp_path / "run"
     (run / MANIFEST).mkdir(parents=True)
@@ -372,3 +397,50 @@ def test_manifest_writer_round_trip_still_reads(tmp_path: Path) -> None:
     writer.close()
     (rec,) = read_manifest(tmp_path)
     assert rec.device == 1 and rec.range == [0.0, 1.5] and rec.launch == 1
+
+
+# ---------------------------------------------------------------------------------------
+# What a run's files hold is shown, never obeyed by the terminal
+
+EVIL_KERNEL = "void evil\x1b[2J\x1b]0;owned\x07<2>(uchar4*, int)\r"
+CONTROLS = ("\x1b", "\x07", "\r", "\x00", "\x9b")
+
+
+def evil_run(root: Path) -> Path:
+    return write_run(root, [record(kernel=EVIL_KERNEL, type="uchar4*\x1b[31m",
+                                   stream="0x0\x00\x9b", mangled="_Z4evil\x08\x08")])
+
+
+@pytest.mark.parametrize("command", ["ls", "ls-full", "show", "diff", "diff-self"])
+def test_control_characters_in_a_manifest_are_escaped_when_printed(tmp_path: Path, capsys,
+                                                                   command: str) -> None:
+    a = evil_run(tmp_path / "a")
+    b = write_run(tmp_path / "b", [record(kernel=EVIL_KERNEL, type="uchar4*\x1b[31m")],
+                  data=np.ones((4, 4, 4), np.uint8))
+    argv = {"ls": ["ls", str(a)], "ls-full": ["ls", str(a), "--full-names"],
+            "show": ["show", str(a), "--index", "0"], "diff": ["diff", str(a), str(b)],
+            "diff-self": ["diff", str(a), str(a), "--kernel", "*evil*"]}[command]
+    code, out, err = cli(argv, capsys)
+    assert code in (0, 1), err
+    for char in CONTROLS:
+        assert char not in out and char not in err, (char, out)
+    assert "\\x1b[" in out        # shown, escaped
+
+
+def test_a_table_stays_aligned_with_escaped_names(tmp_path: Path, capsys) -> None:
+    run = write_run(tmp_path / "a", [record(type="uchar4*\x1b[31m"), record(launch=2)])
+    code, out, _ = cli(["ls", str(run)], capsys)
+    assert code == 0
+    header, first, second = out.splitlines()[:3]
+    assert first.index("after") == second.index("after") == header.index("phase")
+
+
+def test_control_characters_in_an_error_message_are_escaped(tmp_path: Path, capsys) -> None:
+    run = evil_run(tmp_path / "a")
+    code, _, err = cli(["ls", str(run), "--kernel", "re:[\x1b[2J"], capsys)
+    assert code == 2
+    assert "\x1b" not in err and "\\x1b[2J" in err
+    with pytest.raises(SystemExit):
+        main(["ls", str(run), "--bad\x1b[2J"])
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\\x1b[2J" in err

@@ -408,6 +408,17 @@ def test_dump_to_a_named_file(prompt: Prompt, tmp_path: Path) -> None:
     assert (record.file, record.png, record.range) == (None, "left.png", [0.0, 7.5])
 
 
+@pytest.mark.parametrize("name", ["taken/frame.npy", "taken/deeper/frame.png"])
+def test_dump_under_a_file_is_an_error_not_a_crash(prompt: Prompt, tmp_path: Path,
+                                                   name: str) -> None:
+    (tmp_path / "taken").write_text("a file where a folder would go\n")
+    target = tmp_path / name
+    assert prompt.run(f"dump arg2 {target}") == [
+        f"error: dump: cannot write {target}: {tmp_path / 'taken'} is a file, not a folder"]
+    assert prompt.debugger.records == []
+    assert prompt.run("dump arg2 ok.npy")[0].endswith("ok.npy")    # the next dump works
+
+
 @pytest.mark.parametrize(("line", "expected"), [
     ("dump arg3", "error: dump: arg3: pointer 0x10 is not in any tracked allocation"),
     ("dump arg4", "error: dump: arg4: argument 4 has no pointer value"),
@@ -575,6 +586,10 @@ def test_breakpoint_commands(prompt: Prompt) -> None:
     ("break re:(a+)+", "error: regular expression '(a+)+' repeats a group that itself repeats "
                        "or has alternatives (like '(a+)+' or '(a|aa)+'), which can take "
                        "exponential time; drop the inner or the outer repetition, or use a glob"),
+    ("break re:.*.*.*.*.*.*.*.*.*.*.*.*Q",
+     "error: regular expression '.*.*.*.*.*.*.*.*.*.*.*.*Q' has too many repetitions that can "
+     "match the same text (like '.*.*.*'), which can take minutes per kernel name; use at most "
+     "two unbounded repetitions ('*', '+', '{n,}') and few optional parts, or a glob"),
     ("ignore 1", "error: ignore: the following arguments are required: COUNT"),
     ("ignore 7 2", "error: no breakpoint number 7 (see 'info breakpoints')"),
     ("ignore x 2", "error: 'x' is not a breakpoint number (see 'info breakpoints')"),

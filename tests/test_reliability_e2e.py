@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -106,17 +108,30 @@ def test_controller_killed_mid_run_leaves_the_program_and_nothing_else(shim_lib,
     shm_before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
     proc = subprocess.Popen([sys.executable, "-m", "cudump", "--trace", "--out",
                              str(tmp_path / "run"), str(script)], env=cudump_env(fake, shim_lib),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
-    time.sleep(1.5)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path)
+    # Mid-run: once the trace shows a launch (the program runs, talking to cudump), however
+    # long a loaded machine takes to get there.
+    assert proc.stderr is not None
+    lines: queue.Queue[bytes] = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(line) for line in iter(
+        proc.stderr.readline, b"")] + [lines.put(b"")], daemon=True)
+    reader.start()
+    while True:
+        line = lines.get(timeout=120)
+        assert line, "cudump ended before the program launched a kernel"
+        if line.startswith(b"cudump: #"):
+            break
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
-    deadline = time.monotonic() + 60
-    while not status.exists() and time.monotonic() < deadline:
+    deadline = time.monotonic() + 60    # the shell writes the status once the program ends
+    while not (status.exists() and status.read_text()) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert status.read_text().strip() == "0"
     assert (tmp_path / "out").read_text() == subprocess.run(
         [str(fake.programs["threads"]), "3000"], env=fake.env(), capture_output=True,
         text=True, timeout=60).stdout
+    reader.join(timeout=60)             # the program has ended: its stderr too
+    proc.stderr.close()
     shm_after = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
     assert not [n for n in shm_after - shm_before if "cudump" in n]
 

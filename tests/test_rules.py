@@ -352,6 +352,19 @@ ERRORS = [
     ("rules:\n  - kernel: a\n    overrides:\n      2: {field: 4}\n", 4,
      "overrides.2.field",
      "expected the byte offset of a pointer inside the argument (0, 8, 16, ...), got 4"),
+    # Numbers the shim's counters cannot hold (proto_selector: every 32 bits, skip and count
+    # 64, count 2**64 - 1 meaning no limit).
+    ("rules:\n  - kernel: a\n    every: 4294967296\n", 3, "every",
+     "4294967296 is too large: at most 4294967295 (the shim holds it in 32 bits)"),
+    ("rules:\n  - kernel: a\n    skip: 18446744073709551616\n", 3, "skip",
+     "18446744073709551616 is too large: at most 18446744073709551615 (the shim holds it in "
+     "64 bits)"),
+    ("rules:\n  - kernel: a\n    count: 18446744073709551615\n", 3, "count",
+     "18446744073709551615 is too large: at most 18446744073709551614 (the shim holds it in "
+     "64 bits)"),
+    ("rules:\n  - kernel: a\n    action: break\n    skip: " + "1" + "0" * 30 + "\n", 4, "skip",
+     "1000000000000000000000000000000 is too large: at most 18446744073709551615 (the shim "
+     "holds it in 64 bits)"),
 ]
 
 
@@ -472,6 +485,50 @@ def test_nested_repetition_regex_is_a_rule_error(tmp_path):
     err = error(tmp_path, "rules:\n  - name: slow\n    kernel: 're:(a+)+$'\n")
     assert (err.path, err.line, err.field) == (str(tmp_path / P), 3, "kernel")
     assert "repeats a group that itself repeats" in err.problem
+
+
+@pytest.mark.parametrize("regex", [
+    ".*.*.*.*.*.*.*.*.*.*.*.*Q",      # minutes per kernel name without the check
+    ".*.*.*", ".+x.+y.+", ".?" * 18, ".{0,100}" * 3, "(?=.*a.*b.*c)",
+    "(?>(a+)+$)", "(a)?(?(1)(a+)+$|b)",   # exponential inside an atomic group or a condition
+])
+def test_regex_with_too_many_ways_to_match_is_a_rule_error(tmp_path, regex):
+    err = error(tmp_path, f"rules:\n  - name: slow\n    kernel: 're:{regex}'\n")
+    assert (err.path, err.line, err.field) == (str(tmp_path / P), 3, "kernel")
+    assert "can take" in err.problem and "\n" not in str(err)
+
+
+@pytest.mark.parametrize("regex", [
+    "FrP0k", "^void device::", "k<\\d+>", "foo.*bar.*baz", "(a|b).*c.*d?", ".*x.*y?",
+    "(?=.*a)(?=.*b).*c", "a{5}.*b{3,7}", "(a.*)?b.*",
+])
+def test_regex_with_few_ways_to_match_is_accepted(tmp_path, regex):
+    (rule,) = load(tmp_path, f"rules:\n  - kernel: 're:{regex}'\n")
+    assert rule.matcher.is_regex
+
+
+@pytest.mark.parametrize("size", [(1 << 20) + 1, 50 << 20])
+def test_a_rule_file_over_1_mib_is_refused_before_parsing(tmp_path, size):
+    """50 MB of rules took PyYAML five minutes and gigabytes before the program ran."""
+    rule = "  - kernel: k\n    every: 2\n"
+    path = tmp_path / "huge.yaml"
+    path.write_text("rules:\n" + rule * (size // len(rule) + 1))
+    with pytest.raises(RuleError) as info:
+        load_rules([path])
+    assert str(info.value) == (f"{path}: larger than 1 MiB; a rule file needs a few kilobytes "
+                               "(is this the right file?)")
+
+
+def test_a_rule_file_of_1_mib_is_read(tmp_path):
+    path = tmp_path / "big.yaml"
+    head = "rules:\n  - kernel: k\n"
+    path.write_text(head + "#" * ((1 << 20) - len(head) - 1) + "\n")
+    assert [r.matcher.text for r in load_rules([path])] == ["k"]
+
+
+def test_an_endless_rule_file_is_refused(tmp_path):
+    with pytest.raises(RuleError, match="larger than 1 MiB"):
+        load_rules([Path("/dev/zero")])
 
 
 def test_expression_nested_too_deeply_is_a_rule_error(tmp_path):

@@ -126,7 +126,7 @@ class DiffCommand:
         except CudumpError as err:
             raise DiffTrouble(str(err)) from None
         if args.html is not None:
-            output_dir(args.html, "--html")
+            report_dir(args.html, "index.html")
         pairs = align(run_a, run_b, pattern)
         if not pairs:
             only = f" for kernel '{args.kernel}'" if args.kernel else ""
@@ -174,6 +174,18 @@ def output_dir(path: Path, option: str) -> Path:
                           f"{err.strerror or err}") from None
     if not os.access(path, os.W_OK | os.X_OK):
         raise DiffTrouble(f"{option} {path}: the directory is not writable")
+    return path
+
+
+def report_dir(path: Path, index: str, given: Path | None = None) -> Path:
+    """The directory of an HTML report (--html), made if need be; DiffTrouble before any work
+    if it already holds a page of that name: a report is never written over another."""
+    output_dir(path, "--html")
+    page = path / index
+    if page.exists() or page.is_symlink():
+        shown = given if given is not None else path
+        raise DiffTrouble(f"--html {shown}: {page} already exists; give a new or empty "
+                          "directory (or remove the old report)")
     return path
 
 

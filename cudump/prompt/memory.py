@@ -42,8 +42,23 @@ def pointee(arg: ArgValue) -> Pointee:
     return Pointee(elem)
 
 
+ADDRESS_SPACE = 1 << 64      # device addresses and sizes are 64-bit words in the protocol
+
+
+def check_span(address: int, nbytes: int) -> None:
+    """Refuses a read that the 64-bit address space cannot hold, before anything is sent."""
+    if address < 0:
+        raise CommandError(f"address {address} is negative")
+    if address + nbytes > ADDRESS_SPACE:
+        shown = f"0x{address:x}" if address < ADDRESS_SPACE else f"{address} (0x{address:x})"
+        what = "the byte" if nbytes == 1 else f"the {nbytes} bytes"
+        raise CommandError(f"address {shown} and {what} from it do not fit in the 64-bit "
+                           "address space")
+
+
 def read(stop: StoppedLaunch, address: int, nbytes: int) -> bytes:
     """`nbytes` from `address`, in reads of at most stop.max_read bytes."""
+    check_span(address, nbytes)
     step = max(int(stop.max_read), 1)
     parts = []
     done = 0
@@ -59,6 +74,7 @@ def read_plan(stop: StoppedLaunch, plan: CopyPlan) -> bytes:
     in reads of at most stop.max_read bytes."""
     step = max(int(stop.max_read), 1)
     width, height, pitch = plan.width_bytes, plan.height, plan.pitch
+    check_span(plan.address, pitch * (height - 1) + width if height > 1 else width * height)
     if height == 1 or pitch == width:
         return read(stop, plan.address, width * height)
     if width > step:

@@ -34,6 +34,7 @@ from cudump.target import Debugger, StoppedLaunch
 if TYPE_CHECKING:
     from prompt_toolkit import PromptSession
     from prompt_toolkit.input import Input
+    from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
     from prompt_toolkit.output import Output
 
 PROMPT = "(cudump) "
@@ -105,6 +106,34 @@ class StreamReader(Reader):
             return text
 
 
+def _escape_proof_bindings() -> KeyBindings:
+    """Key bindings that keep typed escape sequences from breaking the prompt.
+
+    prompt_toolkit reads `ESC [ ... m`, `ESC [ < ... M` and `ESC [ M` followed by three bytes
+    as mouse reports, whatever sent them, and its handler fails on the ones no terminal would
+    send (`ESC [ 31 m`, a colour code pasted from a program's output): a traceback, then
+    "Press ENTER to continue" eats the next line. cudump never turns mouse reporting on, so
+    a mouse report can only be typed text: it goes to prompt_toolkit's handler, and is
+    dropped where that handler cannot read it.
+    """
+    from prompt_toolkit.key_binding import KeyBindings
+    from prompt_toolkit.key_binding.bindings.mouse import load_mouse_bindings
+    from prompt_toolkit.keys import Keys
+
+    original = next(b.handler for b in load_mouse_bindings().bindings
+                    if b.keys == (Keys.Vt100MouseEvent,))
+    keys = KeyBindings()
+
+    @keys.add(Keys.Vt100MouseEvent)
+    def _mouse(event: KeyPressEvent) -> object:
+        try:
+            return original(event)
+        except Exception:   # not a mouse report any terminal sends: typed, so ignored
+            return None
+
+    return keys
+
+
 class TerminalReader(Reader):
     """prompt_toolkit on a terminal: history, completion, messages above the input line."""
 
@@ -130,12 +159,14 @@ class TerminalReader(Reader):
         output = pt_output
         if output is None and sys.stderr.isatty():
             output = create_output(stdout=sys.stderr)
+        keys = _escape_proof_bindings()
         self.session: PromptSession[str] = PromptSession(
             history=history, completer=PromptCompleter(ctx), complete_while_typing=False,
-            input=pt_input, output=output)
+            input=pt_input, output=output, key_bindings=keys)
         # Answers to questions (y or n) stay out of the command history.
         self.asking: PromptSession[str] = PromptSession(
-            history=InMemoryHistory(), input=self.session.input, output=self.session.output)
+            history=InMemoryHistory(), input=self.session.input, output=self.session.output,
+            key_bindings=keys)
 
     def _prompt(self, session: PromptSession[str], message: str) -> str:
         from prompt_toolkit.application import create_app_session

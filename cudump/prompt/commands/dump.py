@@ -156,6 +156,18 @@ def _relative(path: Path, run_dir: Path) -> str | None:
         return None
 
 
+def _make_folder(folder: Path, target: Path) -> None:
+    """The folder a dump is written into; CommandError when a file is in the way."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        blocker = next((p for p in (folder, *folder.parents)
+                        if p.exists() and not p.is_dir()), None)
+        why = f"{blocker} is a file, not a folder" if blocker is not None \
+            else err.strerror or str(err)
+        raise CommandError(f"dump: cannot write {target}: {why}") from None
+
+
 def _record(info: StopInfo, plan: CopyPlan) -> SnapshotRecord:
     record = SnapshotRecord(
         kernel=info.kernel, mangled=info.mangled, launch=info.launch,
@@ -187,14 +199,14 @@ def dump(ctx: Context, args: argparse.Namespace) -> None:
     # a path the user gives is written as they asked.
     chosen = request.path is None
     if request.path is None:
-        run_dir.mkdir(parents=True, exist_ok=True)
+        _make_folder(run_dir, run_dir)
         stem = _free_stem(run_dir, default_stem(info, arg.index))
         npy: Path | None = run_dir / f"{stem}.npy"
         png: Path | None = (run_dir / f"{stem}.png"
                             if is_image_like(array.dtype, array.shape) else None)
     else:
         target = request.path if request.path.is_absolute() else run_dir / request.path
-        target.parent.mkdir(parents=True, exist_ok=True)
+        _make_folder(target.parent, target)
         wants_png = target.suffix.lower() == ".png"
         npy, png = (None, target) if wants_png else (target, None)
     record = _record(info, plan)
