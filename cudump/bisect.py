@@ -33,7 +33,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import yaml
 
 import cudump
@@ -60,11 +59,11 @@ from cudump.report import (
 )
 from cudump.rules import Rule, load_rules
 from cudump.runs import Run, Snapshot, short_kernel_name
+from cudump.spots import difference_spots
 from cudump.summary import SUMMARY_FILE
 
 # Exit statuses: 0 no divergence, 1 divergence found (and shown), 2 trouble, 3 not reproduced.
 NO_DIVERGENCE, DIVERGED_STATUS, NOT_REPRODUCED = 0, 1, 3
-SHOWN_ELEMENTS = 10          # differing elements listed per buffer
 
 
 class BisectError(CudumpError):
@@ -322,45 +321,6 @@ DEFAULT_TARGET_RULE: dict[str, Any] = {"name": "cudump bisect", "args": "pointer
 
 # ---------------------------------------------------------------------------------------
 # Showing the differing buffers
-
-
-@dataclass(frozen=True)
-class Spots:
-    """Where two arrays differ: the first few elements and the box holding all of them."""
-
-    count: int
-    first: list[tuple[tuple[int, ...], float, float]]
-    box: list[tuple[int, int]]          # per axis: [start, stop)
-
-    def lines(self) -> list[str]:
-        if not self.count:
-            return []
-        shown = "; ".join(f"({','.join(map(str, i))}) A={_num(a)} B={_num(b)}"
-                          for i, a, b in self.first)
-        more = f" (first {len(self.first)} of {self.count:,})" if self.count > len(self.first) \
-            else ""
-        box = ", ".join(f"{lo}:{hi}" for lo, hi in self.box)
-        return [f"elements that differ: {shown}{more}", f"all of them within [{box}]"]
-
-
-def _num(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:.6g}"
-
-
-def difference_spots(a: np.ndarray, b: np.ndarray, tol: Tolerance,
-                     limit: int = SHOWN_ELEMENTS) -> Spots:
-    """The elements of B that differ from A as cudump.diff counts them."""
-    fa, fb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    with np.errstate(invalid="ignore", over="ignore"):
-        differ = ~np.isclose(fa, fb, atol=tol.atol, rtol=tol.rtol, equal_nan=True)
-    where = np.argwhere(differ)
-    if not len(where):
-        return Spots(0, [], [])
-    first = [(tuple(int(i) for i in w), float(fa[tuple(w)]), float(fb[tuple(w)]))
-             for w in where[:limit]]
-    box = [(int(lo), int(hi) + 1) for lo, hi in zip(where.min(axis=0), where.max(axis=0),
-                                                   strict=True)]
-    return Spots(len(where), first, box)
 
 
 def _shown_path(snap: Snapshot, work: Path, shown: Path | None) -> str:
