@@ -20,7 +20,14 @@ from cudump.imaging import (
     save_png,
     side_by_side,
 )
-from cudump.report import HtmlReport, PairTable, file_report, fmt_tol, run_summary
+from cudump.report import (
+    HtmlReport,
+    PageOptions,
+    PairTable,
+    file_report,
+    fmt_tol,
+    run_summary,
+)
 from cudump.runs import Run, is_run_dir, kernel_pattern, load_array
 
 EPILOG = """\
@@ -71,6 +78,9 @@ class DiffCommand:
                             help="files: write heatmap.png and side_by_side.png (A | B | diff)")
         parser.add_argument("--html", metavar="DIR", type=Path,
                             help="runs: write a static report DIR/index.html")
+        parser.add_argument("--alpha", action="store_true",
+                            help="with --html: draw RGBA data with its alpha channel, over a "
+                                 "checkerboard (default: its colour channels, opaque)")
         parser.add_argument("-j", "--jobs", type=int, default=None,
                             help="threads comparing pairs (default: CPU count)")
 
@@ -88,6 +98,8 @@ class DiffCommand:
             raise DiffTrouble("compare two files or two run directories, not one of each")
         if args.html is not None:
             raise DiffTrouble("--html compares run directories; use --out DIR for two files")
+        if args.alpha:
+            raise DiffTrouble("--alpha is for the --html report of two runs")
         return self._files(a, b, tol, args)
 
     def _files(self, a: Path, b: Path, tol: Tolerance, args: argparse.Namespace) -> int:
@@ -127,6 +139,8 @@ class DiffCommand:
             raise DiffTrouble(str(err)) from None
         if args.html is not None:
             output_dir(args.html, "--html")
+        elif args.alpha:
+            raise DiffTrouble("--alpha is for the --html report; give --html DIR")
         pairs = align(run_a, run_b, pattern)
         if not pairs:
             only = f" for kernel '{args.kernel}'" if args.kernel else ""
@@ -142,7 +156,7 @@ class DiffCommand:
         for line in run_summary(result):
             print(line)
         if args.html is not None:
-            self._report(args.html, result, a, b, tol, args.jobs)
+            self._report(args.html, result, a, b, tol, args.jobs, args.alpha)
         sys.stdout.flush()
         if result.errors:
             first = result.errors[0]
@@ -152,9 +166,10 @@ class DiffCommand:
 
     @staticmethod
     def _report(out: Path, result: RunDiff, a: Path, b: Path, tol: Tolerance,
-                jobs: int | None) -> None:
+                jobs: int | None, alpha: bool) -> None:
         try:
-            index = HtmlReport(out, result, str(a), str(b), tol, jobs).write()
+            index = HtmlReport(out, result, str(a), str(b), tol, jobs,
+                               PageOptions(alpha=alpha)).write()
         except OSError as err:
             raise DiffTrouble(f"--html {out}: cannot write the report: "
                               f"{err.strerror or err}") from None
