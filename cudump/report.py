@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -453,13 +453,18 @@ class HtmlReport:
         self._anchor: dict[int, int] = {}      # id(pair) -> its section number
         self._first: DivergentLaunch | None = None
 
-    def write(self) -> Path:
+    def write(self, progress: Callable[[int, int], None] | None = None) -> Path:
+        """Writes the page and its images; `progress` hears (sections done, sections)."""
         (self.out / self.options.images).mkdir(parents=True, exist_ok=True)
         self._first = self.result.first_divergent_launch
         groups = self._groups()
         self._anchor = {id(p): n for n, g in enumerate(groups) for p in g}
+        sections: list[str] = []
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
-            sections = list(pool.map(lambda item: self._section(*item), enumerate(groups)))
+            for section in pool.map(lambda item: self._section(*item), enumerate(groups)):
+                sections.append(section)
+                if progress is not None:
+                    progress(len(sections), len(groups))
         page = self._page(sections)
         index = self.out / self.options.index
         index.write_text(page, encoding="utf-8")

@@ -20,6 +20,7 @@ from cudump.imaging import (
     save_png,
     side_by_side,
 )
+from cudump.progress import Progress
 from cudump.report import (
     HtmlReport,
     PageOptions,
@@ -148,15 +149,27 @@ class DiffCommand:
         print(f"A: {a}  B: {b}  [{fmt_tol(tol)}]")
         table = PairTable(pairs)
         print(table.header())
+        progress = Progress()            # on stderr, only where it is a terminal
+        total = f"{len(pairs):,}"
+        progress.update(f"diff: 0/{total} pairs")
         # Lines stream in launch order while later pairs are still being compared.
-        for pair in compare_pairs(pairs, tol, args.jobs):
-            if not (args.brief and pair.status == "equal"):
-                print(table.line(pair))
+        try:
+            for done, pair in enumerate(compare_pairs(pairs, tol, args.jobs), 1):
+                if not (args.brief and pair.status == "equal"):
+                    progress.before_output()
+                    print(table.line(pair))
+                progress.update(f"diff: {done:,}/{total} pairs")
+        finally:
+            progress.clear()
         result = RunDiff(pairs)
         for line in run_summary(result):
             print(line)
         if args.html is not None:
-            self._report(args.html, result, a, b, tol, args.jobs, args.alpha)
+            sys.stdout.flush()
+            try:
+                self._report(args.html, result, a, b, tol, args.jobs, args.alpha, progress)
+            finally:
+                progress.clear()
         sys.stdout.flush()
         if result.errors:
             first = result.errors[0]
@@ -166,10 +179,13 @@ class DiffCommand:
 
     @staticmethod
     def _report(out: Path, result: RunDiff, a: Path, b: Path, tol: Tolerance,
-                jobs: int | None, alpha: bool) -> None:
+                jobs: int | None, alpha: bool, progress: Progress) -> None:
+        def drawn(done: int, total: int) -> None:
+            progress.update(f"diff: report: {done:,}/{total:,} launches drawn")
+
         try:
             index = HtmlReport(out, result, str(a), str(b), tol, jobs,
-                               PageOptions(alpha=alpha)).write()
+                               PageOptions(alpha=alpha)).write(drawn)
         except OSError as err:
             raise DiffTrouble(f"--html {out}: cannot write the report: "
                               f"{err.strerror or err}") from None
