@@ -680,7 +680,8 @@ class Session:
             if debugger is not None:
                 signal.signal(signal.SIGINT, signal.default_int_handler)
             self._server.close()
-            self.controller.close(complete=False)
+            # A program that never started leaves no timeline.
+            self.controller.close(complete=self.child is not None)
 
     def _say_timeline(self) -> None:
         timeline = self.controller.timeline
