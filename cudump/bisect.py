@@ -33,7 +33,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import yaml
 
 import cudump
@@ -46,10 +45,10 @@ from cudump.diff import (
     align,
     compare_pair,
     compare_pairs,
-    diff_runs,
 )
 from cudump.errors import CudumpError, UsageError
 from cudump.manifest import MANIFEST, SnapshotRecord
+from cudump.progress import Progress
 from cudump.report import (
     HtmlReport,
     PageOptions,
@@ -59,12 +58,14 @@ from cudump.report import (
     plural,
 )
 from cudump.rules import Rule, load_rules
+from cudump.run_watch import RunProgress, RunWatch
 from cudump.runs import Run, Snapshot, short_kernel_name
+from cudump.spots import difference_spots
 from cudump.summary import SUMMARY_FILE
 
 # Exit statuses: 0 no divergence, 1 divergence found (and shown), 2 trouble, 3 not reproduced.
 NO_DIVERGENCE, DIVERGED_STATUS, NOT_REPRODUCED = 0, 1, 3
-SHOWN_ELEMENTS = 10          # differing elements listed per buffer
+WATCH_SECONDS = 0.2          # how often a side's run is looked at for the progress line
 
 
 class BisectError(CudumpError):
@@ -253,18 +254,21 @@ def _exit_status(run_dir: Path) -> int | None:
     return status if isinstance(status, int) else None
 
 
-def run_side(side: Side, run_dir: Path, log: Path, options: Sequence[str]) -> SideRun:
+def run_side(side: Side, run_dir: Path, log: Path, options: Sequence[str],
+             watch: Callable[[RunProgress], None] | None = None) -> SideRun:
     """`python -m cudump --out RUN_DIR OPTIONS -- PROGRAM...` for one side; BisectError if
-    cudump could not run the program (a program that fails is a SideRun with its status)."""
+    cudump could not run the program (a program that fails is a SideRun with its status).
+    `watch` hears how far the run has got, from the start and then every WATCH_SECONDS."""
     cmd = [sys.executable, "-m", "cudump", "--out", str(run_dir), *options, "--", *side.argv]
     log.parent.mkdir(parents=True, exist_ok=True)
     try:
         with log.open("wb") as out:
-            done = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=out,
-                                  stderr=subprocess.STDOUT, env=side.environment())
+            child = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
+                                     stderr=subprocess.STDOUT, env=side.environment())
     except OSError as err:
         raise BisectError(f"{side.label}: cannot start cudump: {err.strerror or err}") from None
-    ran = SideRun(side, run_dir, log, done.returncode, _exit_status(run_dir))
+    returncode = _wait_for(child, RunWatch(run_dir) if watch is not None else None, watch)
+    ran = SideRun(side, run_dir, log, returncode, _exit_status(run_dir))
     if ran.exit_status is None:
         raise BisectError(f"{side.label}: {side.describe()} did not run under cudump: "
                           f"{_last_error(log)}")
@@ -274,6 +278,25 @@ def run_side(side: Side, run_dir: Path, log: Path, options: Sequence[str]) -> Si
                "no launch had a buffer in its arguments (or the rules matched none)")
         raise BisectError(f"{side.label}: nothing recorded: {why}; its output: {log}")
     return ran
+
+
+def _wait_for(child: subprocess.Popen[bytes], runs: RunWatch | None,
+              watch: Callable[[RunProgress], None] | None) -> int:
+    """The child's exit status; `watch` hears its progress meanwhile. An exception here
+    (Ctrl-C) ends the child first, as subprocess.run would."""
+    try:
+        if runs is None or watch is None:
+            return child.wait()
+        while True:
+            watch(runs.poll())
+            try:
+                return child.wait(timeout=WATCH_SECONDS)
+            except subprocess.TimeoutExpired:
+                pass
+    except BaseException:
+        child.kill()
+        child.wait()
+        raise
 
 
 # ---------------------------------------------------------------------------------------
@@ -322,45 +345,6 @@ DEFAULT_TARGET_RULE: dict[str, Any] = {"name": "cudump bisect", "args": "pointer
 
 # ---------------------------------------------------------------------------------------
 # Showing the differing buffers
-
-
-@dataclass(frozen=True)
-class Spots:
-    """Where two arrays differ: the first few elements and the box holding all of them."""
-
-    count: int
-    first: list[tuple[tuple[int, ...], float, float]]
-    box: list[tuple[int, int]]          # per axis: [start, stop)
-
-    def lines(self) -> list[str]:
-        if not self.count:
-            return []
-        shown = "; ".join(f"({','.join(map(str, i))}) A={_num(a)} B={_num(b)}"
-                          for i, a, b in self.first)
-        more = f" (first {len(self.first)} of {self.count:,})" if self.count > len(self.first) \
-            else ""
-        box = ", ".join(f"{lo}:{hi}" for lo, hi in self.box)
-        return [f"elements that differ: {shown}{more}", f"all of them within [{box}]"]
-
-
-def _num(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:.6g}"
-
-
-def difference_spots(a: np.ndarray, b: np.ndarray, tol: Tolerance,
-                     limit: int = SHOWN_ELEMENTS) -> Spots:
-    """The elements of B that differ from A as cudump.diff counts them."""
-    fa, fb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    with np.errstate(invalid="ignore", over="ignore"):
-        differ = ~np.isclose(fa, fb, atol=tol.atol, rtol=tol.rtol, equal_nan=True)
-    where = np.argwhere(differ)
-    if not len(where):
-        return Spots(0, [], [])
-    first = [(tuple(int(i) for i in w), float(fa[tuple(w)]), float(fb[tuple(w)]))
-             for w in where[:limit]]
-    box = [(int(lo), int(hi) + 1) for lo, hi in zip(where.min(axis=0), where.max(axis=0),
-                                                   strict=True)]
-    return Spots(len(where), first, box)
 
 
 def _shown_path(snap: Snapshot, work: Path, shown: Path | None) -> str:
@@ -432,12 +416,18 @@ class Bisect:
     """Runs the four steps, saying what it does on `say` (one line at a time)."""
 
     def __init__(self, options: BisectOptions, work: Path, user: UserRules,
-                 say: Callable[[str], None] = print) -> None:
+                 say: Callable[[str], None] = print, progress: Progress | None = None) -> None:
         self.options = options
         self.work = work
-        self.say = say
+        self._say = say
         self.user = user
         self.statuses: tuple[int | None, ...] = ()      # the programs' in the digest runs
+        # How far the runs and the digest diff have got, on a terminal's stderr.
+        self.progress = progress if progress is not None else Progress(enabled=False)
+
+    def say(self, line: str) -> None:
+        self.progress.before_output()
+        self._say(line)
 
     # -- steps
 
@@ -484,7 +474,18 @@ class Bisect:
 
     def _run(self, side: Side, step: str, options: list[str]) -> tuple[SideRun, Run]:
         name = f"{side.label.lower()}-{step}"
-        ran = run_side(side, self.work / name, self.work / "logs" / f"{name}.log", options)
+        what = "digests" if step == "digest" else "snapshots"
+
+        def watch(at: RunProgress) -> None:
+            where = (f"launch {at.launch:,} ({at.lines:,} manifest lines)"
+                     if at.launch is not None else "starting")
+            self.progress.update(f"bisect: run {side.label} ({what}): {where}")
+
+        try:
+            ran = run_side(side, self.work / name, self.work / "logs" / f"{name}.log", options,
+                           watch if self.progress.enabled else None)
+        finally:
+            self.progress.clear()
         run = Run.open(ran.run_dir)
         self.say(f"  {side.label}: {plural(len(run.snapshots), 'record', 'records')} in "
                  f"{name}/, exit status {ran.exit_status}")
@@ -495,7 +496,16 @@ class Bisect:
 
     def _diff_digests(self, a: Run, b: Run) -> RunDiff:
         self.say("step 2: first divergent launch")
-        result = diff_runs(a, b, self.options.tol, jobs=self.options.jobs)
+        pairs = align(a, b)
+        total = f"{len(pairs):,}"
+        self.progress.update(f"bisect: comparing digests: 0/{total} pairs")
+        try:
+            for done, _ in enumerate(compare_pairs(pairs, self.options.tol, self.options.jobs),
+                                     1):
+                self.progress.update(f"bisect: comparing digests: {done:,}/{total} pairs")
+        finally:
+            self.progress.clear()
+        result = RunDiff(pairs)
         compared = len(result.compared) - len(result.uncaptured)
         differ = sum(1 for p in result.compared if p.status in DIVERGED)
         self.say(f"  {compared} pairs compared, {differ} differ, {len(result.only_a)} only in "
@@ -611,7 +621,8 @@ class Bisect:
         self.say(f"report: {index}")
 
 
-def bisect(options: BisectOptions, say: Callable[[str], None] = print) -> int:
+def bisect(options: BisectOptions, say: Callable[[str], None] = print,
+           progress: Progress | None = None) -> int:
     """Run a bisection in its work directory. A temporary one is removed afterwards unless
     --keep is given or something went wrong (its logs say what)."""
     user = UserRules.load(options.rules)     # checked before anything is made or run
@@ -619,7 +630,7 @@ def bisect(options: BisectOptions, say: Callable[[str], None] = print) -> int:
         _check_html(options.html)
     work, temporary = prepare_work(options.out)
     try:
-        status = Bisect(options, work, user, say).run()
+        status = Bisect(options, work, user, say, progress).run()
     except BaseException:
         say(f"work directory (kept, with the runs' logs): {work}")
         raise

@@ -460,6 +460,7 @@ class DebugController:
             pointers=dict(event.pointers))
         if event.flags & p.LaunchFlag.GRAPH:
             info.graph, info.replay, info.node = event.graph, event.replay, event.node
+        self.controller.stopped(info)
         if phase == "after" and stopped["launch_rc"] != 0:
             warn(f"launch {event.seq} of {func.demangled} failed with CUDA error "
                  f"{stopped['launch_rc']}")

@@ -401,11 +401,13 @@ def render_pair(
     *,
     value_range: tuple[float, float] | None = None,
     channels: str | Sequence[int] | None = None,
+    alpha: bool = False,
 ) -> tuple[Rendered, Rendered, Rendered]:
     """A, B and the heatmap drawn for comparison: mapped data shares one value range, and
-    4-channel data shows its colour channels (the heatmap still covers alpha)."""
+    4-channel data shows its colour channels, opaque, unless `alpha` keeps its alpha channel
+    (the heatmap covers alpha either way)."""
     ia, _, _ = as_image_array(a)
-    if channels is None and ia.shape[2] == 4:
+    if channels is None and ia.shape[2] == 4 and not alpha:
         channels = (0, 1, 2)
     needs_range = value_range is None and not (
         ia.dtype == np.uint8 or (ia.dtype == np.uint16 and ia.shape[2] == 1)

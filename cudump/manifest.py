@@ -16,6 +16,7 @@ import errno
 import json
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -247,14 +248,18 @@ class ManifestWriter:
     The file is created new (runfiles.create): a manifest, or a symlink, already in the
     run directory is a FileExistsError, never appended to or written through."""
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path,
+                 observer: Callable[[SnapshotRecord], None] | None = None) -> None:
         self.path = Path(run_dir) / MANIFEST
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = runfiles.create(self.path, os.O_WRONLY | os.O_APPEND)
         self._lock = threading.Lock()
+        self._observer = observer      # sees each record once it is written (the timeline)
 
     def append(self, record: SnapshotRecord) -> None:
         self.append_lines([record.to_json()])
+        if self._observer is not None:
+            self._observer(record)
 
     def append_lines(self, lines: list[str]) -> None:
         """Whole lines in one write (repeat.py makes digest lines from templates)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,8 +15,10 @@ import numpy as np
 from cudump.console import printable
 from cudump.diff import DivergentLaunch, Metrics, PairResult, RunDiff, Tolerance
 from cudump.errors import CudumpError
-from cudump.imaging import Rendered, render, render_pair, save_png
+from cudump.imaging import Rendered, as_image_array, render, render_pair, save_png
+from cudump.plot import line_plot, plottable
 from cudump.runs import Snapshot, short_kernel_name
+from cudump.spots import Spots, difference_spots
 
 # ---------------------------------------------------------------------------------------
 # Numbers
@@ -319,6 +321,12 @@ h2 { font-size: 16px; margin: 0 0 10px; font-family: ui-monospace, monospace; }
 figure { margin: 0; }
 figure img { width: 100%; image-rendering: pixelated; background: #222; display: block;
              border: 1px solid #bbb; }
+figure img.alpha { background: repeating-conic-gradient(#bbb 0 25%, #eee 0 50%) 0 0 / 16px 16px; }
+figure.plot { grid-column: span 3; }
+svg.plot { display: block; background: #fafafa; border: 1px solid #bbb; }
+.elements-head { font-size: 12px; color: #444; margin-top: 8px; }
+.elements { font-size: 12px; font-family: ui-monospace, monospace; border-collapse: collapse; }
+.elements th, .elements td { padding: 1px 8px; text-align: right; }
 figcaption { font-size: 12px; color: #444; margin-bottom: 4px; }
 .metrics { font-size: 12px; font-family: ui-monospace, monospace; border-collapse: collapse; }
 .metrics td { padding: 1px 6px; vertical-align: top; }
@@ -370,30 +378,49 @@ class _Figure:
 
 
 @dataclass
+class _Plot:
+    """A 1-D pair: both sides as lines (an <svg>), and where they differ."""
+
+    caption: str
+    svg: str
+    spots: Spots | None
+
+
+@dataclass
 class _Phase:
     phase: str
     pair: PairResult | None
     figures: list[_Figure]
+    plot: _Plot | None = None
 
 
-def _drawable(array: np.ndarray | None) -> Rendered | None:
+def _colours_only(array: np.ndarray, alpha: bool) -> tuple[int, ...] | None:
+    """The channels to draw: RGBA data shows its colour channels, opaque, unless the alpha
+    channel is asked for (then transparent pixels show the page's checkerboard)."""
+    if alpha:
+        return None
+    arr, _, _ = as_image_array(array)
+    return (0, 1, 2) if arr.shape[2] == 4 else None
+
+
+def _drawable(array: np.ndarray | None, alpha: bool = False) -> Rendered | None:
     if array is None:
         return None
     try:
-        return render(array)
+        return render(array, channels=_colours_only(array, alpha))
     except (CudumpError, ValueError, MemoryError):   # empty, too many channels, too large
         return None
 
 
-def _drawings(a: np.ndarray | None, b: np.ndarray | None
+def _drawings(a: np.ndarray | None, b: np.ndarray | None, alpha: bool = False
               ) -> tuple[Rendered | None, Rendered | None, Rendered | None]:
     """A, B and their heatmap as images, each None where it cannot be drawn."""
     if a is not None and b is not None and a.shape == b.shape and a.dtype == b.dtype:
         try:
-            return render_pair(a, b)
+            return render_pair(a, b, alpha=alpha)
         except (CudumpError, ValueError, MemoryError):
             pass
-    return _drawable(a), _drawable(b), None
+    return _drawable(a, alpha), _drawable(b, alpha), None
 
 
 def _esc(value: object) -> str:
@@ -410,6 +437,7 @@ class PageOptions:
     title: str = "cudump diff"
     notes: tuple[str, ...] = ()    # lines shown under the title
     divergent: bool = True         # name the first divergent launch under them
+    alpha: bool = False            # RGBA panels with their alpha, over a checkerboard
 
 
 class HtmlReport:
@@ -427,13 +455,18 @@ class HtmlReport:
         self._anchor: dict[int, int] = {}      # id(pair) -> its section number
         self._first: DivergentLaunch | None = None
 
-    def write(self) -> Path:
+    def write(self, progress: Callable[[int, int], None] | None = None) -> Path:
+        """Writes the page and its images; `progress` hears (sections done, sections)."""
         (self.out / self.options.images).mkdir(parents=True, exist_ok=True)
         self._first = self.result.first_divergent_launch
         groups = self._groups()
         self._anchor = {id(p): n for n, g in enumerate(groups) for p in g}
+        sections: list[str] = []
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
-            sections = list(pool.map(lambda item: self._section(*item), enumerate(groups)))
+            for section in pool.map(lambda item: self._section(*item), enumerate(groups)):
+                sections.append(section)
+                if progress is not None:
+                    progress(len(sections), len(groups))
         page = self._page(sections)
         index = self.out / self.options.index
         index.write_text(page, encoding="utf-8")
@@ -455,8 +488,7 @@ class HtmlReport:
         phases: list[_Phase] = []
         for position, pair in enumerate(group):
             phase = pair.key[3]
-            figures = self._figures(f"{number:05d}-{position}", phase, pair)
-            phases.append(_Phase(phase, pair, figures))
+            phases.append(self._draw(f"{number:05d}-{position}", phase, pair))
         first = self._first.pair if self._first is not None else None
         is_first = first is not None and any(p is first for p in group)
         head = group[0].launch_snapshot.record
@@ -468,11 +500,14 @@ class HtmlReport:
                  + "</h2>"]
         for ph in phases:
             parts.append('<div class="phase">')
+            if ph.plot is not None:
+                parts.append(self._plot_html(ph.plot))
             for fig in ph.figures:
                 parts.append("<figure>")
                 parts.append(f"<figcaption>{_esc(fig.caption)}</figcaption>")
                 if fig.file:
-                    parts.append(f'<img src="{_esc(fig.file)}" '
+                    shown = ' class="alpha"' if self.options.alpha else ""
+                    parts.append(f'<img src="{_esc(fig.file)}"{shown} '
                                  f'alt="{_esc(fig.caption)}">')
                 else:
                     parts.append(f'<div class="none">{_esc(fig.missing)}</div>')
@@ -485,36 +520,75 @@ class HtmlReport:
         parts.append("</section>")
         return "\n".join(parts)
 
-    def _figures(self, stem: str, phase: str, pair: PairResult) -> list[_Figure]:
-        """Write the PNGs of one pair; a side that cannot be drawn gets no image.
+    def _draw(self, stem: str, phase: str, pair: PairResult) -> _Phase:
+        """Write the PNGs of one pair (or plot a 1-D pair); a side that cannot be drawn gets
+        no image.
 
         File names come from the section's number and the position of the phase in it, never
         from manifest text, so no manifest can make the report write outside its directory.
         """
         if any(s is not None and s.digest_only for s in (pair.a, pair.b)):
             # A digest has no pixels: nothing to draw, for either side.
-            return [_Figure(f"A · {phase}", None, "digest only: no image"),
-                    _Figure(f"B · {phase}", None, "digest only: no image"),
-                    _Figure("|A − B| heatmap", None,
-                            "digest differs" if pair.status == "differ" else "no image")]
+            return _Phase(phase, pair, [
+                _Figure(f"A · {phase}", None, "digest only: no image"),
+                _Figure(f"B · {phase}", None, "digest only: no image"),
+                _Figure("|A − B| heatmap", None,
+                        "digest differs" if pair.status == "differ" else "no image")])
         arrays: list[np.ndarray | None] = []
         for snap in (pair.a, pair.b):
             try:
                 arrays.append(snap.load() if snap is not None else None)
             except Exception:  # noqa: BLE001 - an unreadable side is shown as missing
                 arrays.append(None)
+        plot = self._plot(phase, *arrays)
+        if plot is not None:
+            return _Phase(phase, pair, [], plot)
         files: list[str | None] = [None, None, None]
-        for i, (suffix, pic) in enumerate(zip(("a", "b", "diff"), _drawings(*arrays),
+        for i, (suffix, pic) in enumerate(zip(("a", "b", "diff"),
+                                              _drawings(*arrays, alpha=self.options.alpha),
                                               strict=True)):
             if pic is not None:
                 name = f"{self.options.images}/{stem}-{suffix}.png"
                 save_png(pic, self.out / name)
                 files[i] = name
-        return [
+        return _Phase(phase, pair, [
             _Figure(f"A · {phase}", files[0]),
             _Figure(f"B · {phase}", files[1]),
             _Figure("|A − B| heatmap", files[2]),
-        ]
+        ])
+
+    def _plot(self, phase: str, a: np.ndarray | None, b: np.ndarray | None) -> _Plot | None:
+        """1-D data (on every side that could be read) as lines, None for anything else."""
+        present = [x for x in (a, b) if x is not None]
+        if not present or not all(plottable(x) for x in present):
+            return None
+        try:
+            svg = line_plot(a, b, self.tol)
+            spots = (difference_spots(a, b, self.tol)
+                     if a is not None and b is not None and a.shape == b.shape else None)
+        except (ValueError, MemoryError):
+            return None
+        return _Plot(f"A and B · {phase}", svg, spots)
+
+    @staticmethod
+    def _plot_html(plot: _Plot) -> str:
+        """The plot and, under it, the first elements that differ (as bisect lists them)."""
+        parts = ['<figure class="plot">', f"<figcaption>{_esc(plot.caption)}</figcaption>",
+                 plot.svg]
+        spots = plot.spots
+        if spots is not None and spots.count:
+            more = (f"the first {len(spots.first)} of {fmt_count(spots.count)}"
+                    if spots.count > len(spots.first) else f"all {fmt_count(spots.count)}")
+            box = ", ".join(f"{lo}:{hi}" for lo, hi in spots.box)
+            rows = "".join(
+                f"<tr><td>{_esc(fmt_where(index))}</td><td>{_esc(fmt_num(va))}</td>"
+                f"<td>{_esc(fmt_num(vb))}</td></tr>" for index, va, vb in spots.first)
+            parts.append(f'<div class="elements-head">elements that differ: {more}, all of '
+                         f"them within [{_esc(box)}]</div>"
+                         f'<table class="elements"><tr><th>index</th><th>A</th><th>B</th></tr>'
+                         f"{rows}</table>")
+        parts.append("</figure>")
+        return "\n".join(parts)
 
     def _page(self, sections: list[str]) -> str:
         r = self.result

@@ -47,7 +47,16 @@ from cudump.shared import SharedFile
 from cudump.shim import preload_env
 from cudump.snapshots import Snapshotter, plan_payload
 from cudump.summary import RunSummary
-from cudump.trace import EVENT_FIELDS, TRACE_FILE, TraceDrain, TraceWriter, format_events
+from cudump.target import StopInfo
+from cudump.timeline import Timeline
+from cudump.trace import (
+    EVENT_FIELDS,
+    TRACE_FILE,
+    GraphLaunch,
+    LaunchFeed,
+    TraceDrain,
+    TraceWriter,
+)
 
 # How long to wait, once the target has exited, for its processes' last
 # messages (children that outlive it are not waited for longer than this).
@@ -77,6 +86,7 @@ class RunOptions:
     batch: Path | None = None
     ring_slots: int = TRACE_RING_SLOTS
     break_on_nan: bool = False
+    timeline: Path | None = None      # --timeline FILE: the run as trace-event JSON
 
     @property
     def debugging(self) -> bool:
@@ -95,7 +105,19 @@ class Controller:
         except OSError as err:   # before the program starts: one line, not a traceback
             raise CudumpError(f"cannot create {options.run_dir / TRACE_FILE}: "
                               f"{err.strerror or err}") from None
-        self.drain = TraceDrain(self.trace) if self.trace is not None else None
+        self.timeline: Timeline | None = None
+        if options.timeline is not None:
+            try:
+                self.timeline = Timeline(options.timeline, options.argv)
+            except OSError as err:
+                if self.trace is not None:
+                    self.trace.close()
+                raise CudumpError(f"--timeline {options.timeline}: cannot write it: "
+                                  f"{err.strerror or err}") from None
+        sinks = [s for s in (self.trace, self.timeline) if s is not None]
+        # --trace and --timeline take the same launch events from the shim.
+        self.feed = LaunchFeed(sinks) if sinks else None
+        self.drain = TraceDrain(self.feed) if self.feed is not None else None
         self.lock = threading.Lock()
         self.processes: list[ProcessState] = []
         self.shared: dict[int, SharedFile] = {}
@@ -112,19 +134,27 @@ class Controller:
                           if snapshot_rules else None)
         self.debugger = DebugController(self) if options.debugging else None
         self._closed = False
+        self.timeline_written: Path | None = None
 
     @property
     def manifest(self) -> ManifestWriter:
         with self.lock:
             if self._manifest is None:
-                self._manifest = ManifestWriter(self.options.run_dir)
+                self._manifest = ManifestWriter(
+                    self.options.run_dir,
+                    self.timeline.record if self.timeline is not None else None)
             return self._manifest
+
+    @property
+    def traced(self) -> bool:
+        """Whether every launch is reported (--trace, --timeline)."""
+        return self.feed is not None
 
     # -- decisions ----------------------------------------------------------------
 
     def decide(self, proc: ProcessState, func: FuncInfo) -> tuple[int, list[p.Selector]]:
         """What is wanted of a function's launches, and its rules the shim counts."""
-        wants = p.Want.TRACE if self.options.trace else p.Want(0)
+        wants = p.Want.TRACE if self.traced else p.Want(0)
         selectors: list[p.Selector] = []
         if self.snapshots is not None and self.snapshots.wants(proc, func):
             wants |= p.Want.SNAPSHOT
@@ -157,10 +187,17 @@ class Controller:
             self.processes.append(proc)
             self.shared[proc.pid] = shared
             shared.set_generation(self.generation)
+        if self.timeline is not None:
+            self.timeline.process(proc)
         if self.drain is not None:
             self.drain.add(proc, shared)
         if self.snapshots is not None:
             self.snapshots.attach(proc, shared)
+
+    def stopped(self, info: StopInfo) -> None:
+        """A launch is held at the prompt."""
+        if self.timeline is not None:
+            self.timeline.stop(info)
 
     def on_memory(self, proc: ProcessState, fields: dict[str, int]) -> None:
         op, base = fields["op"], fields["base"]
@@ -209,7 +246,9 @@ class Controller:
             result.trace_dropped = self.drain.dropped()
         return result
 
-    def close(self) -> None:
+    def close(self, complete: bool = True) -> None:
+        """Ends the run's writers; `complete` is False when the program never ran (then no
+        timeline is written)."""
         if self._closed:
             return
         self._closed = True
@@ -226,6 +265,9 @@ class Controller:
                 self._manifest.close()
             for shared in self.shared.values():
                 shared.close()
+        if self.timeline is not None:
+            # Last: the snapshots' and the stops' events are in.
+            self.timeline_written = self.timeline.close(complete)
 
 
 Handler = Callable[[p.Message], None]
@@ -301,14 +343,14 @@ class Connection:
         self.proc = ProcessState(hello["pid"], hello["ppid"], exe)
         try:
             self.shared = SharedFile(f"cudump-{self.proc.pid}", ctl.options.staging_bytes,
-                                     ctl.options.ring_slots if ctl.trace is not None else 0,
+                                     ctl.options.ring_slots if ctl.traced else 0,
                                      RESULT_RING_SLOTS if ctl.snapshots is not None else 0,
                                      scratch_mib=ctl.options.scratch_bytes >> 20)
         except OSError as err:
             raise p.ProtocolError(f"no shared memory of {ctl.options.staging_bytes} bytes for "
                                   f"it ({err.strerror}); try a smaller --staging") from None
         ctl.add_process(self.proc, self.shared)
-        options = p.Option.TRACE_GRAPHS if ctl.options.trace else p.Option(0)
+        options = p.Option.TRACE_GRAPHS if ctl.traced else p.Option(0)
         if any(r.replay for r in ctl.options.rules):
             options |= p.Option.CAPTURE
         payload = p.WELCOME.pack(version=p.VERSION, options=int(options),
@@ -346,19 +388,15 @@ class Connection:
     def on_launch(self, msg: p.Message) -> None:
         assert self.proc is not None
         h = p.LAUNCH.unpack(msg.payload)
-        records, lines = format_events(self.proc, [[h[f] for f in EVENT_FIELDS]])
-        if self.controller.trace is not None and records:
-            self.controller.trace.write_lines(records, lines)
+        if self.controller.feed is not None:
+            self.controller.feed.launches(self.proc, [[h[f] for f in EVENT_FIELDS]])
 
     def on_graph(self, msg: p.Message) -> None:
         assert self.proc is not None
         g = p.GRAPH.unpack(msg.payload)
-        if self.controller.trace is not None:
-            self.controller.trace.write_graph_launch({
-                "event": "graph-launch", "launch": g["seq"], "pid": self.proc.pid,
-                "device": g["device"], "graph": f"0x{g['exec']:x}",
-                "stream": f"0x{g['stream']:x}", "api": p.api_name(g["api"]),
-            })
+        if self.controller.feed is not None:
+            self.controller.feed.graph_launch(self.proc, GraphLaunch(
+                g["seq"], g["exec"], g["stream"], p.api_name(g["api"]), g["device"]))
 
     def on_notice(self, msg: p.Message) -> None:
         assert self.proc is not None
@@ -631,6 +669,7 @@ class Session:
             self.controller.close()  # waits for the last snapshots to be written
             summary = self.controller.summary(status)
             say(summary.line())
+            self._say_timeline()
             try:
                 summary.write(self.options.run_dir)
             except OSError as err:
@@ -641,7 +680,17 @@ class Session:
             if debugger is not None:
                 signal.signal(signal.SIGINT, signal.default_int_handler)
             self._server.close()
-            self.controller.close()
+            # A program that never started leaves no timeline.
+            self.controller.close(complete=self.child is not None)
+
+    def _say_timeline(self) -> None:
+        timeline = self.controller.timeline
+        if timeline is None or self.controller.timeline_written is None:
+            return
+        full = (f"; full: events after the first {timeline.limit:,} left out"
+                if timeline.full else "")
+        say(f"cudump: timeline: {self.controller.timeline_written} ({timeline.events:,} "
+            f"events{full})")
 
     def _debug(self, debugger: DebugController, child: subprocess.Popen[bytes]) -> int:
         from cudump.prompt import run_prompt

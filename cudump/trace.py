@@ -1,4 +1,9 @@
-"""The launch trace: one line per launch on stderr, and trace.jsonl in the run directory."""
+"""The launch events: from each process's trace ring (and single messages) to their sinks.
+
+`--trace` writes one line per launch on stderr and trace.jsonl in the run directory
+(TraceWriter); `--timeline` collects the same events into a trace-event file (timeline.py).
+Either turns on the same event stream from the shim (Want.TRACE for every function, graph
+launches with TRACE_GRAPHS)."""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -21,6 +26,22 @@ from cudump.shared import SharedFile
 TRACE_FILE = "trace.jsonl"
 
 
+@dataclass(frozen=True)
+class GraphLaunch:
+    """A cuGraphLaunch as the shim reports it (MSG_GRAPH)."""
+
+    seq: int
+    exec: int          # the executable graph
+    stream: int
+    api: str
+    device: int
+
+    def record(self, pid: int) -> dict[str, Any]:
+        """Its trace.jsonl record."""
+        return {"event": "graph-launch", "launch": self.seq, "pid": pid, "device": self.device,
+                "graph": f"0x{self.exec:x}", "stream": f"0x{self.stream:x}", "api": self.api}
+
+
 def format_graph_launch(record: dict[str, Any]) -> str:
     """The stderr line of a graph-launch record (as written to trace.jsonl)."""
     device = record.get("device")
@@ -29,21 +50,34 @@ def format_graph_launch(record: dict[str, Any]) -> str:
             f"exec={record['graph']} stream={record['stream']}")
 
 
-# The proto_launch fields a launch's trace record is made of, in `format_events`'s order.
+# The proto_launch fields of a launch event, the order of a row's values.
 EVENT_FIELDS = ("seq", "id", "device", "grid", "block", "smem", "stream", "api", "flags", "rc",
-                "graph", "replay", "node")
+                "graph", "replay", "node", "tid")
+_ID, _FLAGS, _RC = (EVENT_FIELDS.index(name) for name in ("id", "flags", "rc"))
+_NOT_DIRECT = p.LaunchFlag.CAPTURED | p.LaunchFlag.GRAPH
+
+
+def count_launches(proc: ProcessState, rows: Iterable[Sequence[Any]]) -> None:
+    """Counts each direct launch that succeeded on its function (what the summary falls back
+    on for a process that ends without saying goodbye)."""
+    funcs = proc.funcs
+    for row in rows:
+        if row[_RC] == 0 and not row[_FLAGS] & _NOT_DIRECT:
+            func = funcs.get(row[_ID])
+            if func is not None:
+                func.launches += 1
 
 
 def format_events(proc: ProcessState, rows: Iterable[Sequence[Any]]) -> tuple[list[str], list[str]]:
     """The trace.jsonl records and stderr lines of launch events (rows of EVENT_FIELDS), for
     the ring's batches and single MSG_LAUNCH messages alike. Launches that failed are left
-    out; each direct launch is counted on its function."""
+    out."""
     records: list[str] = []
     lines: list[str] = []
     names: dict[int, tuple[str, str, str]] = {}
     pid = proc.pid
     for (seq, fid, dev, grid, block, smem, stream, api, flags, rc, graph, replay,
-         node) in rows:
+         node, _tid) in rows:
         if rc != 0:
             continue
         func = proc.funcs.get(fid)
@@ -51,8 +85,6 @@ def format_events(proc: ProcessState, rows: Iterable[Sequence[Any]]) -> tuple[li
             continue
         captured = bool(flags & p.LaunchFlag.CAPTURED)
         in_graph = bool(flags & p.LaunchFlag.GRAPH)
-        if not captured and not in_graph:
-            func.launches += 1
         name = names.get(fid)
         if name is None:
             name = names[fid] = (func.demangled, json.dumps(func.demangled),
@@ -75,6 +107,30 @@ def format_events(proc: ProcessState, rows: Iterable[Sequence[Any]]) -> tuple[li
     return records, lines
 
 
+class LaunchSink(Protocol):
+    """What takes launch events: the trace (TraceWriter) and the timeline."""
+
+    def launches(self, proc: ProcessState, rows: Sequence[Sequence[Any]]) -> None: ...
+
+    def graph_launch(self, proc: ProcessState, launch: GraphLaunch) -> None: ...
+
+
+class LaunchFeed:
+    """Launch events from the rings and from messages, counted once, to every sink."""
+
+    def __init__(self, sinks: Sequence[LaunchSink]) -> None:
+        self.sinks = list(sinks)
+
+    def launches(self, proc: ProcessState, rows: Sequence[Sequence[Any]]) -> None:
+        count_launches(proc, rows)
+        for sink in self.sinks:
+            sink.launches(proc, rows)
+
+    def graph_launch(self, proc: ProcessState, launch: GraphLaunch) -> None:
+        for sink in self.sinks:
+            sink.graph_launch(proc, launch)
+
+
 class TraceWriter:
     """Writes trace records from many connection threads, in arrival order."""
 
@@ -85,7 +141,13 @@ class TraceWriter:
         self._closed = False
         self._failed = False
 
-    def write_graph_launch(self, record: dict[str, Any]) -> None:
+    def launches(self, proc: ProcessState, rows: Sequence[Sequence[Any]]) -> None:
+        records, lines = format_events(proc, rows)
+        if records:
+            self.write_lines(records, lines)
+
+    def graph_launch(self, proc: ProcessState, launch: GraphLaunch) -> None:
+        record = launch.record(proc.pid)
         self.write_lines([json.dumps(record, separators=(",", ":"))],
                          [format_graph_launch(record)])
 
@@ -132,12 +194,12 @@ class TraceDrain(RingDrain["_Ring"]):
     """Consumes every process's trace ring on one thread, in batches, off the target's path.
 
     The shim writes each traced launch into its process's ring (no system call); this thread
-    takes what is ready in order, frees the slots, and formats the batch: the JSON records of
-    trace.jsonl and the stderr lines, each written with one call.
+    takes what is ready in order, frees the slots, and hands the batch to the feed's sinks
+    (trace.jsonl and the stderr lines, each written with one call; the timeline).
     """
 
-    def __init__(self, writer: TraceWriter) -> None:
-        self.writer = writer
+    def __init__(self, feed: LaunchFeed) -> None:
+        self.feed = feed
         super().__init__("cudump-trace")
 
     def add(self, proc: ProcessState, shared: SharedFile) -> None:
@@ -156,9 +218,7 @@ class TraceDrain(RingDrain["_Ring"]):
 
     def _write(self, proc: ProcessState, events: np.ndarray) -> None:
         columns = [events[f].tolist() for f in EVENT_FIELDS]
-        records, lines = format_events(proc, zip(*columns, strict=True))
-        if records:
-            self.writer.write_lines(records, lines)
+        self.feed.launches(proc, list(zip(*columns, strict=True)))
 
     def dropped(self) -> int:
         return sum(r.shared.ring_dropped for r in self._each())

@@ -130,10 +130,12 @@ def test_bisect_one_program_two_environments(cudump: Cudump, diverge: str,
     b_npy = next((work / "b-snap").glob("*-arg2-after.npy"))
     differ = np.flatnonzero(np.load(a_npy) != np.load(b_npy))
     assert differ.tolist() == [997, 998, 999]
-    # The report: the launch's images, beside the page.
+    # The report: the differing buffer (1-D) plotted before and after, with its elements.
     page = report.read_text()
     assert "first divergent" in page and "DIVERGE_AT=5" in page
-    assert len(list((tmp_path / "report-img").glob("*.png"))) == 6
+    assert page.count('<svg class="plot"') == 2
+    assert "elements that differ: all 3, all of them within [997:1000]" in page
+    assert "<tr><td>(999)</td><td>2998</td><td>11992</td></tr>" in page
     assert f"report: {report}" in out and f"work directory: {work}" in out
 
 

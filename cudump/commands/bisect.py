@@ -7,6 +7,7 @@ from pathlib import Path
 
 from cudump.bisect import BisectOptions, bisect, make_sides
 from cudump.errors import UsageError
+from cudump.progress import Progress
 
 EPILOG = """\
 Runs both sides with a digest of every buffer of every launch (or of the buffers the
@@ -66,8 +67,10 @@ class BisectCommand:
         sides = make_sides(args.command, args.env_a, args.env_b)
         options = BisectOptions(sides=sides, rules=list(args.rule), out=args.out,
                                 keep=args.keep, html=args.html, jobs=args.jobs)
-        return bisect(options, _say)
+        progress = Progress()            # on stderr, only where it is a terminal
 
+        def say(line: str) -> None:
+            progress.before_output()
+            print(line, flush=True)
 
-def _say(line: str) -> None:
-    print(line, flush=True)
+        return bisect(options, say, progress)

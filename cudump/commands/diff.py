@@ -20,7 +20,15 @@ from cudump.imaging import (
     save_png,
     side_by_side,
 )
-from cudump.report import HtmlReport, PairTable, file_report, fmt_tol, run_summary
+from cudump.progress import Progress
+from cudump.report import (
+    HtmlReport,
+    PageOptions,
+    PairTable,
+    file_report,
+    fmt_tol,
+    run_summary,
+)
 from cudump.runs import Run, is_run_dir, kernel_pattern, load_array
 
 EPILOG = """\
@@ -71,6 +79,9 @@ class DiffCommand:
                             help="files: write heatmap.png and side_by_side.png (A | B | diff)")
         parser.add_argument("--html", metavar="DIR", type=Path,
                             help="runs: write a static report DIR/index.html")
+        parser.add_argument("--alpha", action="store_true",
+                            help="with --html: draw RGBA data with its alpha channel, over a "
+                                 "checkerboard (default: its colour channels, opaque)")
         parser.add_argument("-j", "--jobs", type=int, default=None,
                             help="threads comparing pairs (default: CPU count)")
 
@@ -88,6 +99,8 @@ class DiffCommand:
             raise DiffTrouble("compare two files or two run directories, not one of each")
         if args.html is not None:
             raise DiffTrouble("--html compares run directories; use --out DIR for two files")
+        if args.alpha:
+            raise DiffTrouble("--alpha is for the --html report of two runs")
         return self._files(a, b, tol, args)
 
     def _files(self, a: Path, b: Path, tol: Tolerance, args: argparse.Namespace) -> int:
@@ -127,6 +140,8 @@ class DiffCommand:
             raise DiffTrouble(str(err)) from None
         if args.html is not None:
             report_dir(args.html, "index.html")
+        elif args.alpha:
+            raise DiffTrouble("--alpha is for the --html report; give --html DIR")
         pairs = align(run_a, run_b, pattern)
         if not pairs:
             only = f" for kernel '{args.kernel}'" if args.kernel else ""
@@ -134,15 +149,27 @@ class DiffCommand:
         print(f"A: {a}  B: {b}  [{fmt_tol(tol)}]")
         table = PairTable(pairs)
         print(table.header())
+        progress = Progress()            # on stderr, only where it is a terminal
+        total = f"{len(pairs):,}"
+        progress.update(f"diff: 0/{total} pairs")
         # Lines stream in launch order while later pairs are still being compared.
-        for pair in compare_pairs(pairs, tol, args.jobs):
-            if not (args.brief and pair.status == "equal"):
-                print(table.line(pair))
+        try:
+            for done, pair in enumerate(compare_pairs(pairs, tol, args.jobs), 1):
+                if not (args.brief and pair.status == "equal"):
+                    progress.before_output()
+                    print(table.line(pair))
+                progress.update(f"diff: {done:,}/{total} pairs")
+        finally:
+            progress.clear()
         result = RunDiff(pairs)
         for line in run_summary(result):
             print(line)
         if args.html is not None:
-            self._report(args.html, result, a, b, tol, args.jobs)
+            sys.stdout.flush()
+            try:
+                self._report(args.html, result, a, b, tol, args.jobs, args.alpha, progress)
+            finally:
+                progress.clear()
         sys.stdout.flush()
         if result.errors:
             first = result.errors[0]
@@ -152,9 +179,13 @@ class DiffCommand:
 
     @staticmethod
     def _report(out: Path, result: RunDiff, a: Path, b: Path, tol: Tolerance,
-                jobs: int | None) -> None:
+                jobs: int | None, alpha: bool, progress: Progress) -> None:
+        def drawn(done: int, total: int) -> None:
+            progress.update(f"diff: report: {done:,}/{total:,} launches drawn")
+
         try:
-            index = HtmlReport(out, result, str(a), str(b), tol, jobs).write()
+            index = HtmlReport(out, result, str(a), str(b), tol, jobs,
+                               PageOptions(alpha=alpha)).write(drawn)
         except OSError as err:
             raise DiffTrouble(f"--html {out}: cannot write the report: "
                               f"{err.strerror or err}") from None

@@ -33,6 +33,11 @@ class RunCommand:
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--trace", action="store_true",
                             help="print one line per kernel launch (and graph launch) on stderr")
+        parser.add_argument("--timeline", type=Path, metavar="FILE",
+                            help="write the run as trace-event JSON (Perfetto, "
+                                 "chrome://tracing): a track per process, host thread and "
+                                 "stream, a slice per launch, snapshots, stops and NaN/Inf "
+                                 "reports as instants; written at the end of the run")
         parser.add_argument("--out", type=Path, metavar="DIR",
                             help="run directory (default: a fresh cudump-out/<n>/)")
         parser.add_argument("--rule", action="append", type=Path, default=[], metavar="FILE",
@@ -105,6 +110,8 @@ class RunCommand:
             parse_break_spec(spec)
         if args.batch is not None and not args.batch.is_file():
             raise UsageError(f"--batch {args.batch}: no such file")
+        if args.timeline is not None:
+            _check_timeline(args.timeline)
         created = args.out is None or not os.path.lexists(args.out)
         if args.out:
             run_dir = _prepare_out(args.out)
@@ -121,7 +128,7 @@ class RunCommand:
                              staging_bytes=args.staging, scratch_bytes=args.scratch,
                              breaks=list(args.breaks),
                              batch=args.batch, ring_slots=args.trace_ring,
-                             break_on_nan=args.break_on_nan)
+                             break_on_nan=args.break_on_nan, timeline=args.timeline)
         session = Session(options)
         try:
             return session.run()
@@ -136,6 +143,18 @@ def default_budget(run_dir: Path) -> int:
         return max(1, shutil.disk_usage(run_dir).free // 2)
     except OSError:
         return 1 << 30
+
+
+def _check_timeline(path: Path) -> None:
+    """--timeline FILE: a file (replaced at the end of the run, if it exists) in a directory
+    cudump can write in; UsageError before anything runs otherwise."""
+    if path.is_dir():
+        raise UsageError(f"--timeline {path}: is a directory; give a file name")
+    folder = path.parent
+    if not folder.is_dir():
+        raise UsageError(f"--timeline {path}: no directory {folder}")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"--timeline {path}: cannot write in {folder}")
 
 
 def _ring_slots(text: str) -> int:
