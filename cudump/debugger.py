@@ -71,6 +71,10 @@ class RemoteStop:
         self._commands: queue.Queue[tuple[Callable[[], Any], Future[Any]]] = queue.Queue()
         self.alive = True
         self.resumed = False
+        # Asked to go on once only: after a detach, the prompt and the controller may both
+        # let the same launch go.
+        self._resume_lock = threading.Lock()
+        self._resume_asked = False
 
     @property
     def max_read(self) -> int:
@@ -111,11 +115,21 @@ class RemoteStop:
         self._commands.put((fn, fut))
         return fut.result()
 
-    def _resume(self, mode: p.ResumeMode) -> None:
+    def _resume(self, mode: p.ResumeMode, wait: bool = True) -> None:
+        """Lets the launch go. `wait=False` only queues it, for the connection's own thread
+        before it serves the stop."""
+        with self._resume_lock:
+            if self._resume_asked:
+                return
+            self._resume_asked = True
+
         def send() -> None:
             self.resumed = True
             self.conn.send(p.Kind.RESUME, p.RESUME.pack(mode=int(mode)))
 
+        if not wait:
+            self._commands.put((send, Future()))
+            return
         try:
             self._call(send)
         except TargetError:
@@ -319,6 +333,8 @@ class DebugController:
             self.detached = True
             self.changed()
         stop._resume(_MODES["continue" if mode == "step" and waiter is None else mode])
+        if mode == "detach":
+            self._let_all_go()
         if mode == "kill":
             deadline = time.monotonic() + KILL_WAIT_SECONDS
             while stop.alive and not self.finished and time.monotonic() < deadline:
@@ -460,6 +476,14 @@ class DebugController:
             pointers=dict(event.pointers))
         if event.flags & p.LaunchFlag.GRAPH:
             info.graph, info.replay, info.node = event.graph, event.replay, event.node
+        if self.detached:
+            # Decided before a detach (another process's stop was let go with it, while
+            # this one was on its way): nothing stops any more, so it goes on at once.
+            stop = RemoteStop(conn, conn.proc, info, halt)
+            self._release((id(conn), seq))
+            stop._resume(p.ResumeMode.CONTINUE, wait=False)
+            stop.serve()
+            return
         self.controller.stopped(info)
         if phase == "after" and stopped["launch_rc"] != 0:
             warn(f"launch {event.seq} of {func.demangled} failed with CUDA error "
@@ -513,6 +537,13 @@ class DebugController:
     def close(self) -> None:
         """The run is over: nothing may stay held."""
         self.detached = True
+        self._let_all_go()
+
+    def _let_all_go(self) -> None:
+        """Detached (or the run is over): every launch still held goes on, those of other
+        processes and threads too, and no launch waits for another any more. A held launch
+        nobody lets go would keep every process of the run waiting (all-stop), and a
+        process waiting for another (a collective) would wait for ever."""
         with self._lock:
             lives = [s for stops in self._live.values() for s in stops]
             self._held.clear()

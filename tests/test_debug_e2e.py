@@ -142,6 +142,19 @@ def test_eight_threads_launching_while_one_is_stopped(fake, cudump_run, bare_run
     assert list(summary["kernels"].values()) == [8 * 200]
 
 
+@pytest.mark.parametrize("ending", [(), ("detach",)])
+def test_processes_that_wait_for_each_other_run_on_after_a_detach(fake, cudump_run, bare_run,
+                                                                  tmp_path, ending):
+    """Two processes meet before every launch, as the ranks of a collective do, so both
+    get stopped at once: letting one go with detach (typed, or the batch running out)
+    lets the other go too. Before, the other's stop kept every process held for good."""
+    program = [str(fake.programs["procs"]), "4"]
+    commands = batch(tmp_path, "info args", "continue", "continue", *ending)
+    ran = cudump_run(program, "--break", "vecAdd", "--batch", str(commands), timeout=30)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == bare_run(program).stdout == "verified 2 processes x 4 launches\n"
+
+
 def test_break_rule_action_stops_like_a_breakpoint(fake, cudump_run, tmp_path):
     rule = tmp_path / "stop.yaml"
     rule.write_text('rules:\n  - kernel: "nv12_to_uyvy"\n    match: base\n    action: break\n'
