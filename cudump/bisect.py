@@ -137,9 +137,8 @@ def split_programs(words: Sequence[str]) -> tuple[list[str], list[str] | None]:
     else:
         a, b = rest, None
     if not a:
-        raise UsageError("no program given; usage: cudump bisect [--rule FILE]... [--env-a "
-                         "NAME=VALUE]... [--env-b NAME=VALUE]... -- PROGRAM_A ARGS... "
-                         "[-- PROGRAM_B ARGS...]")
+        raise UsageError("no program given; usage: cudump bisect [options] -- PROGRAM_A "
+                         "[ARGS...] [-- PROGRAM_B [ARGS...]] (see 'cudump bisect --help')")
     return a, b
 
 

@@ -14,15 +14,13 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from cudump.commands import Command
+from cudump.commands import SUBCOMMANDS, USAGE, Command
 from cudump.console import PrintableWriter, printable
 from cudump.errors import CudumpError
 
-USAGE = ("usage: cudump [--trace] [--rule FILE]... [--break PATTERN]... [--] PROGRAM "
-         "[ARGS...], or cudump diff|ls|show|bisect ... (cudump --help, cudump diff --help)")
 # Subcommands whose unexpected exceptions are one line, not a traceback (bisect runs its
-# programs as cudump subprocesses, so it is one of them).
-OFFLINE = frozenset({"diff", "ls", "show", "bisect", "replay", "extract"})
+# programs as cudump subprocesses, so it is one of them): all of them.
+OFFLINE = frozenset(SUBCOMMANDS)
 SIGPIPE_STATUS = 141            # 128 + SIGPIPE, as a program killed by it would exit
 
 

@@ -531,7 +531,10 @@ class Snapshotter:
         targets, untracked = self._targets(rule, args, event)
         for index in untracked:
             self._untracked(ctx, rule, args[index])
-        if not targets and not untracked:
+        absent = [] if rule.args == "pointers" else [i for i in rule.args if i >= len(args)]
+        if absent:
+            self._no_such_args(ctx, rule, absent, len(args))
+        elif not targets and not untracked:
             self._no_buffer(ctx, rule)
         ps = self._proc(ctx.proc.pid)
         fr = ps.rules.get(func.id)
@@ -547,6 +550,8 @@ class Snapshotter:
                         f"argument {index} has {len(args[index].raw)} bytes, so there "
                         f"is no pointer at byte {where}")
                 alloc = event.pointers.get((index, where))
+                if alloc is None and override_field(override) is None:
+                    _check_is_pointer(ctx.func, args[index])
                 address = arg.value
                 traced, next_start = False, None
                 if alloc is not None and isinstance(address, int):
@@ -676,6 +681,19 @@ class Snapshotter:
              f"{arg.index} ({type_text}) holds {int(arg.value or 0):#x}, which is in no tracked "
              "allocation (host memory, or memory cudump does not see); args: pointers "
              f"passes over it (name it with args: [{arg.index}] to be told at every launch)")
+
+    def _no_such_args(self, ctx: _Launch, rule: Rule, absent: list[int], nargs: int) -> None:
+        """A rule naming arguments past the kernel's last says so once per kernel."""
+        key = (id(rule), f"{ctx.func.mangled}/args")
+        with self.lock:
+            if key in self.said_no_buffer:
+                return
+            self.said_no_buffer.add(key)
+        which = ", ".join(f"arg {i}" for i in absent)
+        have = f" (arg 0 to arg {nargs - 1})" if nargs > 1 else ""
+        warn(f"rule {rule.name} ({rule.path}:{rule.line}): {_base_name(ctx.func)} has "
+             f"{nargs} argument{'' if nargs == 1 else 's'}{have}; args: {list(rule.args)} "
+             f"names {which}, which it does not have")
 
     def _no_buffer(self, ctx: _Launch, rule: Rule) -> None:
         """A rule that matches launches but finds nothing to copy says so once per kernel."""
@@ -1275,6 +1293,24 @@ def _tool_failure(copy: PlannedCopy, rc: int, failure: str) -> str:
     if rc == CUDA_ERROR_NOT_SUPPORTED and copy.record.extra.get("graph") is not None:
         return "digests and scans of kernels inside graph launches are not supported"
     return failure.replace("the copy", "cudump's kernel")
+
+
+def override_field(override: ArgOverride | None) -> int | None:
+    """The byte offset of the pointer inside a by-value argument an override names, or None."""
+    return override.field if override is not None else None
+
+
+def _check_is_pointer(func: FuncInfo, arg: ArgValue) -> None:
+    """GeometryError naming the type when a rule asks for the buffer of an argument that the
+    signature says is no pointer (and whose value is in no tracked allocation)."""
+    ptype = arg.type
+    if ptype is None or ptype.is_pointer or ptype.reference:
+        return
+    article = "an" if ptype.text[:1].lower() in "aeiou" else "a"
+    inside = ("; for a pointer inside it give an override's field: BYTE"
+              if arg.value is None and len(arg.raw) >= 8 else "")
+    raise GeometryError(f"arg {arg.index} of {_base_name(func)} is {article} {ptype.text}, "
+                        f"not a pointer{inside}")
 
 
 def _pointer_of(arg: ArgValue, override: ArgOverride | None) -> tuple[ArgValue | None, int]:

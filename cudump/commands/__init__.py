@@ -6,6 +6,29 @@ from __future__ import annotations
 import argparse
 from typing import Protocol
 
+# The subcommands (`cudump SUBCOMMAND ...`); every other first word is a program to run.
+# cudump.cli maps each to its Command, and a test checks that the two agree.
+SUBCOMMANDS = ("bisect", "diff", "extract", "ls", "replay", "show")
+USAGE = ("usage: cudump [options] [--] PROGRAM [ARGS...], or cudump SUBCOMMAND ... with "
+         f"SUBCOMMAND one of {', '.join(SUBCOMMANDS)} (cudump --help, cudump SUBCOMMAND "
+         "--help)")
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's help, wrapped, except for text written with line breaks (an epilog of
+    examples): that is kept as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" in text:
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+    def _format_args(self, action: argparse.Action, default_metavar: str) -> str:
+        # argparse shows the rest of the command line as a bare '...': say what it holds.
+        if action.nargs == argparse.REMAINDER and isinstance(action.metavar, str):
+            return action.metavar
+        return super()._format_args(action, default_metavar)
+
 
 class Command(Protocol):
     name: str

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from cudump.bisect import BisectOptions, bisect, make_sides
+from cudump.commands import HelpFormatter
 from cudump.errors import UsageError
 from cudump.progress import Progress
 
@@ -37,11 +38,8 @@ class BisectCommand:
             "kernel launch whose buffers differ, and show how they differ.")
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        parser.formatter_class = argparse.RawDescriptionHelpFormatter
+        parser.formatter_class = HelpFormatter
         parser.epilog = EPILOG
-        parser.usage = ("cudump bisect [--rule FILE]... [--env-a NAME=VALUE]... "
-                        "[--env-b NAME=VALUE]... [--out DIR] [--html FILE] [--keep] "
-                        "-- PROGRAM_A [ARGS...] [-- PROGRAM_B [ARGS...]]")
         parser.add_argument("--rule", action="append", type=Path, default=[], metavar="FILE",
                             help="digest (then snapshot) only the buffers these rule files "
                                  "name (repeatable; default: every buffer of every launch)")
@@ -58,8 +56,10 @@ class BisectCommand:
                             help="keep the temporary work directory")
         parser.add_argument("-j", "--jobs", type=int, default=None,
                             help="workers comparing pairs (default: CPU count)")
-        parser.add_argument("command", nargs=argparse.REMAINDER, metavar="PROGRAM",
-                            help="-- PROGRAM_A ARGS... [-- PROGRAM_B ARGS...]")
+        parser.add_argument("command", nargs=argparse.REMAINDER,
+                            metavar="-- PROGRAM_A [ARGS...] [-- PROGRAM_B [ARGS...]]",
+                            help="the program to run (and its arguments), and after a second "
+                                 "'--' another one to compare it with")
 
     def run(self, args: argparse.Namespace) -> int:
         if args.jobs is not None and args.jobs < 1:

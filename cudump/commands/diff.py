@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from cudump.commands import HelpFormatter
 from cudump.diff import RunDiff, Tolerance, align, compare_arrays, compare_pairs
 from cudump.errors import CudumpError, DiffTrouble, SnapshotError
 from cudump.imaging import (
@@ -62,7 +63,7 @@ class DiffCommand:
     help = "Compare two snapshots (.npy/.png) or two run directories."
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        parser.formatter_class = argparse.RawDescriptionHelpFormatter
+        parser.formatter_class = HelpFormatter
         parser.epilog = EPILOG
         parser.add_argument("a", metavar="A", help="a .npy, a .png or a run directory")
         parser.add_argument("b", metavar="B", help="the same kind of thing to compare with")

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from cudump import replay_engine
+from cudump.commands import HelpFormatter
 from cudump.commands.replay import add_selection, choose
 from cudump.replay import Capture, ReplayTrouble, launch_spec, load_snapshots, read_image
 from cudump.replay_engine import LaunchSpec, format_shape
@@ -29,7 +30,7 @@ class ExtractCommand:
     help = "Write one captured launch as a self-contained folder that replays it."
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        parser.formatter_class = argparse.RawDescriptionHelpFormatter
+        parser.formatter_class = HelpFormatter
         parser.epilog = EPILOG
         add_selection(parser)
         parser.add_argument("dir", metavar="DIR", type=Path,

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from cudump import runfiles
+from cudump.commands import HelpFormatter
 from cudump.commands.diff import output_dir
 from cudump.diff import Metrics, Tolerance, compare_arrays
 from cudump.errors import DiffTrouble
@@ -49,7 +50,7 @@ class ReplayCommand:
     help = "Run one captured kernel launch again on its captured inputs and compare."
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        parser.formatter_class = argparse.RawDescriptionHelpFormatter
+        parser.formatter_class = HelpFormatter
         parser.epilog = EPILOG
         add_selection(parser)
         parser.add_argument("--runs", type=int, default=1, metavar="N",

@@ -9,6 +9,7 @@ import stat
 from pathlib import Path
 
 from cudump import runfiles
+from cudump.commands import SUBCOMMANDS, USAGE
 from cudump.errors import UsageError
 from cudump.rules import DIGEST_FORMATS, SCAN_FORMATS, capture_rule, load_rules, option_rule
 from cudump.session import (
@@ -27,8 +28,7 @@ class RunCommand:
     name = "run"
     help = ("Run a CUDA program under cudump: trace its launches, snapshot kernel "
             "argument buffers, or stop at kernel launches and inspect them. "
-            "Subcommands: bisect, diff, extract, ls, replay, show (cudump SUBCOMMAND "
-            "--help).")
+            f"Subcommands: {', '.join(SUBCOMMANDS)} (cudump SUBCOMMAND --help).")
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--trace", action="store_true",
@@ -79,9 +79,11 @@ class RunCommand:
                                  "directory is, at the start); the program carries on")
         parser.add_argument("--staging", type=size_arg(4096, MAX_STAGING), default=256 << 20,
                             metavar="SIZE",
-                            help="shared staging area per process (default 256M): the largest "
-                                 "set of buffers one launch can snapshot, and the largest read "
-                                 "at the prompt")
+                            help="shared staging area per process (default 256M) that "
+                                 "snapshot copies pass through: larger buffers are streamed "
+                                 "through it in pieces, so it tunes speed, not what can be "
+                                 "snapshotted (except inside a CUDA graph, where a buffer is "
+                                 "copied whole); also the largest read at the prompt")
         parser.add_argument("--scratch", type=size_arg(0, MAX_STAGING), default=DEFAULT_SCRATCH,
                             metavar="SIZE",
                             help="device memory a process may lend its snapshot copies "
@@ -94,8 +96,7 @@ class RunCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         if not args.program:
-            raise UsageError("no program given; usage: cudump [options] [--] PROGRAM [ARGS...] "
-                             "(cudump --help for the options)")
+            raise UsageError(f"no program given; {USAGE}")
         # Rules and breakpoints are checked before anything runs.
         rules = load_rules(args.rule) if args.rule else []
         if args.digest:

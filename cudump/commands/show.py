@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cudump.commands import HelpFormatter
 from cudump.diff import channel_count
 from cudump.errors import UsageError
 from cudump.imaging import CHANNEL_NAMES, TooManyChannels, render, save_png
@@ -90,7 +91,7 @@ class ShowCommand:
     help = "Print statistics of one snapshot and optionally render it to PNG."
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        parser.formatter_class = argparse.RawDescriptionHelpFormatter
+        parser.formatter_class = HelpFormatter
         parser.epilog = EPILOG
         parser.add_argument("target", type=Path, help="run directory, or a .npy/.png file")
         parser.add_argument("kernel", nargs="?", metavar="KERNEL-PATTERN",
