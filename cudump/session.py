@@ -16,6 +16,7 @@ from __future__ import annotations
 import hmac
 import os
 import secrets
+import shutil
 import signal
 import socket
 import struct
@@ -644,6 +645,10 @@ class Session:
             env = preload_env(dict(os.environ), "@" + name)
             env["CUDUMP_TOKEN"] = self.controller.token
             env["CUDUMP_CONTROLLER_PID"] = str(os.getpid())
+            # cudump's first line: where the files go (the program's stdout stays its own).
+            # Not for a program that cannot start: its run directory is removed.
+            if shutil.which(program, path=env.get("PATH")) is not None:
+                say(f"cudump: writing to {self.options.run_dir}")
             try:
                 # Under the prompt the target gets its own process group, so that
                 # Ctrl-C in the terminal reaches cudump (which stops the target at
@@ -668,8 +673,9 @@ class Session:
             self._drain()
             self.controller.close()  # waits for the last snapshots to be written
             summary = self.controller.summary(status)
-            say(summary.line())
             self._say_timeline()
+            # The last line: what the run did, and where its files are.
+            say(summary.line(self.options.run_dir))
             try:
                 summary.write(self.options.run_dir)
             except OSError as err:

@@ -48,7 +48,8 @@ class RunSummary:
     trace_dropped: int = 0         # trace events the ring had no room for
     exit_status: int = 0
 
-    def line(self) -> str:
+    def line(self, run_dir: Path | None = None) -> str:
+        """The summary line; with `run_dir`, it ends naming the run directory."""
         procs = f"{self.processes} process" + ("" if self.processes == 1 else "es")
         graphs = plural(self.graph_launches, "graph launch", "graph launches")
         if self.graph_kernel_launches:
@@ -75,6 +76,8 @@ class RunSummary:
         if self.trace_dropped:
             text += (f", {plural(self.trace_dropped, 'trace event')} dropped (the controller "
                      "fell behind)")
+        if run_dir is not None:
+            text += f"; run: {run_dir}"
         return text
 
     def write(self, run_dir: Path) -> None:

@@ -61,7 +61,8 @@ def test_batch_session_reads_dumps_and_steps_a_pitched_image_kernel(fake, cudump
     lines = transcript(ran.stderr)
     first_bytes = "  ".join(f"0x{b:02x}" for b in uyvy.reshape(-1)[:8])
     changed = int((left.reshape(H, -1) != 0).sum())
-    assert lines[:11] == [
+    assert lines[:12] == [
+        f"cudump: writing to {ran.run_dir}",
         f"Breakpoint 1, launch 2 (occurrence 1) of {FRP0K}",
         "  pid N thread N device 0 grid (2,6,1) block (32,8,1) smem 0 stream 0x0",
         "  arg0  uchar4*         = 0xADDR  -> pitched 0xADDR size 24576 pitch 512 width 256 B "

@@ -89,7 +89,8 @@ def test_closing_stderr_does_not_end_the_run(shim_lib, fake, tmp_path):
                              *program], env=cudump_env(fake, shim_lib), stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, cwd=tmp_path)
     assert proc.stderr is not None
-    proc.stderr.readline()
+    assert proc.stderr.readline().startswith(b"cudump: writing to ")
+    assert proc.stderr.readline().startswith(b"cudump: #")   # the program runs
     proc.stderr.close()  # the reader goes away
     assert proc.wait(timeout=60) == 0
     summary = json.loads((out / "summary.json").read_text())
@@ -245,7 +246,26 @@ def test_summary_line_counts_in_words(fake, cudump_run):
     ran = cudump_run([str(fake.programs["exitcode"]), "0"])
     assert ran.stderr.strip().splitlines()[-1] == (
         "cudump: 1 process, 1 launch (0 graph launches, 0 captured), 1 kernel, 0 allocations "
-        "(peak 0 B)")
+        f"(peak 0 B); run: {ran.run_dir}")
+
+
+@pytest.mark.parametrize("out", [True, False])
+def test_the_run_directory_is_named_first_and_last(shim_lib, fake, bare_run, tmp_path, out):
+    """stderr's first line says where the files go, and the summary (the last line) ends with
+    it, for --out DIR and for a fresh cudump-out/<n>; stdout is the program's alone."""
+    program = [str(fake.programs["linked"])]
+    argv = [sys.executable, "-m", "cudump", "--timeline", str(tmp_path / "t.json")]
+    if out:
+        argv += ["--out", str(tmp_path / "mine")]
+    done = subprocess.run([*argv, *program], env=cudump_env(fake, shim_lib),
+                          capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == bare_run(program).stdout
+    run_dir = str(tmp_path / "mine") if out else "cudump-out/1"
+    lines = done.stderr.strip().splitlines()
+    assert lines[0] == f"cudump: writing to {run_dir}"
+    assert lines[-1].startswith("cudump: 1 process, ") and lines[-1].endswith(f"; run: {run_dir}")
+    assert (tmp_path / run_dir / "summary.json").is_file()
 
 
 def test_a_held_launch_goes_on_when_cudump_is_killed(shim_lib, fake, tmp_path):
@@ -261,6 +281,7 @@ def test_a_held_launch_goes_on_when_cudump_is_killed(shim_lib, fake, tmp_path):
                             env=cudump_env(fake, shim_lib), stdin=subprocess.PIPE,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path)
     assert proc.stderr is not None
+    assert proc.stderr.readline().decode() == f"cudump: writing to {tmp_path / 'run'}\n"
     line = proc.stderr.readline().decode()
     assert line.startswith("Breakpoint 1, launch 2"), line
     proc.send_signal(signal.SIGKILL)
