@@ -66,6 +66,33 @@ class Digest:
         return cls(value, size, width, rows, algorithm)
 
 
+@dataclass(frozen=True)
+class NanReport:
+    """What a NaN/Inf scan (--check-nan, format: check-nan) found in a buffer a launch left:
+    `nonfinite` of its `elements` elements, the first at index `first` (None: not said)."""
+
+    nonfinite: int
+    elements: int | None
+    first: int | None
+
+    @classmethod
+    def from_extra(cls, extra: dict[str, Any]) -> NanReport | None:
+        """The report of a manifest record's extra keys; None when it has none, or when they
+        are not whole numbers."""
+        count, elements, first = (extra.get(k) for k in ("nonfinite", "elements",
+                                                          "first_nonfinite"))
+        if not _whole(count, 0):
+            return None
+        return cls(count, elements if _whole(elements, 0) else None,
+                   first if _whole(first, 0) else None)
+
+    def describe(self) -> str:
+        """`NaN/Inf: 3000 of 2084864 elements, first at 0`."""
+        of = f" of {self.elements}" if self.elements is not None else ""
+        at = f", first at {self.first}" if self.first is not None else ""
+        return f"NaN/Inf: {self.nonfinite}{of} elements{at}"
+
+
 def _whole(value: Any, minimum: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
 
@@ -172,6 +199,16 @@ class Snapshot:
         except SnapshotError:
             return None
 
+    @cached_property
+    def nan_report(self) -> NanReport | None:
+        """What a NaN/Inf scan found in the buffer, where the record is such a report."""
+        return NanReport.from_extra(self.record.extra)
+
+    @property
+    def report_only(self) -> bool:
+        """A NaN/Inf scan's report and no file: a finding, with no data to load."""
+        return self.nan_report is not None and self.record.file is None
+
     @property
     def digest_only(self) -> bool:
         """A digest and no file: compared by digest, never loaded."""
@@ -188,7 +225,9 @@ class Snapshot:
                 digest = Digest.from_extra(r.extra)
             except SnapshotError as err:
                 return str(err)
-            return None if digest is not None else "no file was written"
+            if digest is not None or self.nan_report is not None:
+                return None
+            return "no file was written"
         try:
             confined(self.run_dir, r.file)
         except SnapshotError as err:
@@ -216,6 +255,10 @@ class Snapshot:
         if path is None and self.digest_only:
             raise SnapshotError(f"snapshot #{self.index} holds a digest only, no data (run "
                                 "with a snapshot rule to get the data)")
+        if path is None and self.report_only:
+            assert self.nan_report is not None
+            raise SnapshotError(f"snapshot #{self.index} is a report ({self.nan_report.describe()}"
+                                "), no data")
         if path is None:
             why = self.problem or "no file was written"
             what = "was not captured" if not self.captured else "cannot be read"

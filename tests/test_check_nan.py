@@ -67,6 +67,31 @@ def assert_producer_23_found(ran) -> None:
     assert np.array_equal(np.delete(c, INDEX), np.delete(a + b, INDEX))
 
 
+def test_ls_and_show_present_the_report_as_a_finding(fake, cudump_run, capsys):
+    """The producer's record is the run's finding, not a failed snapshot: `ls` shows what the
+    scan found and counts it as a report, `show` prints it (and where its data is), status 0."""
+    from cudump.cli import main
+
+    ran = cudump_run([str(fake.programs["nans"]), "40", str(INDEX), "23"], "--check-nan")
+    assert ran.returncode == 0, ran.stderr
+    records = manifest(ran.run_dir)
+    report = next(i for i, r in enumerate(records) if "nonfinite" in r)
+    assert main(["ls", str(ran.run_dir)]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.split()[:1] == [str(report)])
+    assert row.endswith(f"NaN/Inf: 1 of 1024 elements, first at {INDEX}")
+    assert "error" not in out and "unreadable" not in out
+    assert out.splitlines()[-1] == "4 of 4 snapshots, 1 NaN/Inf report"
+    assert main(["show", str(ran.run_dir), "--index", str(report)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    data = next(i for i, r in enumerate(records) if r.get("file") and r["arg"] == 2)
+    assert out[3:] == [
+        f"NaN/Inf: 1 of 1024 elements, first at {INDEX} (none before the launch): float32 "
+        "[1024], as the launch left it",
+        f"its data: snapshot #{data} ({records[data]['file']}): cudump show {ran.run_dir} "
+        f"--index {data}"]
+
+
 @pytest.mark.parametrize("launches", [5, 6])
 def test_the_producer_is_snapshotted_when_no_launch_follows_it(fake, cudump_run, launches):
     """The program goes on without waiting for the scans: the GPU holds the stream after the

@@ -162,15 +162,22 @@ def test_embedded_ptx_is_compiled_from_the_current_kernel_source():
     assert ".entry cudump_tools(" in header
 
 
-def test_show_of_a_digest_says_there_is_no_data(fake, cudump_run):
+def test_show_of_a_digest_prints_it_and_says_there_is_no_data(fake, cudump_run):
     import subprocess
 
     ran = cudump_run([str(fake.programs["structs"])], "--digest")
     assert ran.returncode == 0, ran.stderr
     shown = subprocess.run([sys.executable, "-m", "cudump", "show", str(ran.run_dir),
                             "--index", "0"], capture_output=True, text=True, cwd=ROOT)
-    assert shown.returncode == 2
+    assert shown.returncode == 0, shown.stderr
     first = manifest(ran.run_dir)[0]
-    assert shown.stderr.strip() == (f"cudump: error: snapshot #0 is a digest ({first['digest']} of "
-                                    "1024 bytes): it has no data to show; snapshot that launch "
-                                    "with format: npy to see it")
+    assert shown.stdout.splitlines()[3:] == [
+        f"digest {first['digest']} (cudump-sum64) of 1024 bytes: {first['dtype']} "
+        f"{first['shape']}",
+        "no data: the GPU digested the buffer and kept no bytes (a rule with format: npy on "
+        "that launch keeps them)"]
+    rendered = subprocess.run([sys.executable, "-m", "cudump", "show", str(ran.run_dir),
+                               "--index", "0", "--png", str(ran.run_dir / "x.png")],
+                              capture_output=True, text=True, cwd=ROOT)
+    assert rendered.returncode == 2
+    assert rendered.stderr == "cudump: error: snapshot #0 holds no data to render (--png)\n"

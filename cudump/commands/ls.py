@@ -7,6 +7,7 @@ from pathlib import Path
 
 from cudump.report import LS_HEADERS, LS_RIGHT, format_table, snapshot_rows
 from cudump.runs import Run, kernel_pattern
+from cudump.summary import plural
 
 
 class LsCommand:
@@ -36,7 +37,9 @@ class LsCommand:
             print(line)
         missing = sum(1 for s in snaps if not s.captured)
         unreadable = sum(1 for s in snaps if s.captured and not s.ok)
-        tail = (f", {missing} not captured" if missing else "") + \
+        reports = sum(1 for s in snaps if s.ok and s.report_only)
+        tail = (f", {plural(reports, 'NaN/Inf report')}" if reports else "") + \
+            (f", {missing} not captured" if missing else "") + \
             (f", {unreadable} unreadable" if unreadable else "")
         print(f"{len(snaps)} of {len(run.snapshots)} snapshots{tail}")
         return 0

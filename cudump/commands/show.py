@@ -111,16 +111,19 @@ class ShowCommand:
     def run(self, args: argparse.Namespace) -> int:
         value_range = parse_range(args.range)
         snap, path = self._choose(args)
+        if path is None:
+            # A record of what the GPU found (a digest, a NaN/Inf report): no data.
+            assert snap is not None
+            if args.png is not None:
+                raise UsageError(f"snapshot #{snap.index} holds no data to render (--png)")
+            _print_record(snap)
+            _print_finding(snap, args.target)
+            return 0
         arr = load_array(path)
         if arr.dtype.kind not in "uifb":
             raise UsageError(f"{path}: holds {arr.dtype} data, not numbers; nothing to show")
         if snap is not None:
-            r = snap.record
-            print(f"snapshot #{snap.index}: {r.kernel}")
-            print(f"  launch {r.launch}, occurrence {r.occurrence}, arg {r.arg}"
-                  f"{f' ({r.type})' if r.type else ''}, {r.phase}")
-            print(f"  pid {r.pid}, grid {r.grid}, block {r.block}, stream {r.stream}, "
-                  f"address {r.address}")
+            _print_record(snap)
         print(f"file: {path}")
         print(f"data: {arr.dtype} {list(arr.shape)}")
         rows = []
@@ -151,7 +154,8 @@ class ShowCommand:
                   + "".join(f"; {n}" for n in drawn.notes) + ")")
         return 0
 
-    def _choose(self, args: argparse.Namespace) -> tuple[Snapshot | None, Path]:
+    def _choose(self, args: argparse.Namespace) -> tuple[Snapshot | None, Path | None]:
+        """The snapshot and its file; no file for a digest or a NaN/Inf report."""
         target: Path = args.target
         if target.is_file():
             return _record_for_file(target), target
@@ -171,14 +175,50 @@ class ShowCommand:
             raise UsageError(f"{len(found)} snapshots match{more}; narrow with --arg, "
                              "--phase, --occurrence or --index")
         snap = found[0]
-        if snap.path is None and "digest" in snap.record.extra:
-            raise UsageError(f"snapshot #{snap.index} is a digest ({snap.record.extra['digest']}"
-                             f" of {snap.record.extra.get('bytes')} bytes): it has no data to "
-                             "show; snapshot that launch with format: npy to see it")
+        if snap.path is None and snap.ok and (snap.digest_only or snap.report_only):
+            return snap, None
         if snap.path is None:
             what = "was not captured" if not snap.captured else "cannot be read"
             raise UsageError(f"snapshot #{snap.index} {what}: {snap.problem or 'no file'}")
         return snap, snap.path
+
+
+def _print_record(snap: Snapshot) -> None:
+    r = snap.record
+    print(f"snapshot #{snap.index}: {r.kernel}")
+    print(f"  launch {r.launch}, occurrence {r.occurrence}, arg {r.arg}"
+          f"{f' ({r.type})' if r.type else ''}, {r.phase}")
+    print(f"  pid {r.pid}, grid {r.grid}, block {r.block}, stream {r.stream}, "
+          f"address {r.address}")
+
+
+def _print_finding(snap: Snapshot, run_dir: Path) -> None:
+    """What a digest or NaN/Inf record says (it holds no data), and where data of that buffer
+    is, if the run kept some."""
+    r = snap.record
+    data = (f"{r.dtype} {list(r.shape)}" if r.dtype is not None and r.shape is not None
+            else "the buffer")
+    if snap.digest_only:
+        d = snap.digest
+        assert d is not None
+        rows = f", {d.rows} rows of {d.row_bytes} bytes" if d.rows and d.rows > 1 else ""
+        print(f"digest {d.value} ({d.algorithm}) of {d.bytes} bytes{rows}: {data}")
+        print("no data: the GPU digested the buffer and kept no bytes (a rule with "
+              "format: npy on that launch keeps them)")
+        return
+    report = snap.nan_report
+    assert report is not None
+    before = r.extra.get("nonfinite_before")
+    since = " (none before the launch)" if before == 0 else ""
+    print(f"{report.describe()}{since}: {data}, as the launch left it")
+    kept = [s for s in Run.open(run_dir).select(pid=r.pid, launch=r.launch, arg=r.arg,
+                                                phase=r.phase)
+            if s.path is not None and s.record.extra.get("offset") == r.extra.get("offset")]
+    if kept:
+        print(f"its data: snapshot #{kept[0].index} ({kept[0].record.file}): cudump show "
+              f"{run_dir} --index {kept[0].index}")
+    else:
+        print("no data: the scan ran on the GPU; the run kept no snapshot of this buffer")
 
 
 def _record_for_file(path: Path) -> Snapshot | None:
