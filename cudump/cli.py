@@ -46,9 +46,11 @@ def _commands() -> dict[str, Command]:
     from cudump.commands.replay import ReplayCommand
     from cudump.commands.run import RunCommand
     from cudump.commands.show import ShowCommand
+    from cudump.commands.stats import StatsCommand
 
     return {c.name: c for c in (RunCommand(), DiffCommand(), LsCommand(), ShowCommand(),
-                                BisectCommand(), ReplayCommand(), ExtractCommand())}
+                                BisectCommand(), ReplayCommand(), ExtractCommand(),
+                                StatsCommand())}
 
 
 class _ArgumentParser(argparse.ArgumentParser):

@@ -8,7 +8,7 @@ from typing import Protocol
 
 # The subcommands (`cudump SUBCOMMAND ...`); every other first word is a program to run.
 # cudump.cli maps each to its Command, and a test checks that the two agree.
-SUBCOMMANDS = ("bisect", "diff", "extract", "ls", "replay", "show")
+SUBCOMMANDS = ("bisect", "diff", "extract", "ls", "replay", "show", "stats")
 USAGE = ("usage: cudump [options] [--] PROGRAM [ARGS...], or cudump SUBCOMMAND ... with "
          f"SUBCOMMAND one of {', '.join(SUBCOMMANDS)} (cudump --help, cudump SUBCOMMAND "
          "--help)")

@@ -5,14 +5,18 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from cudump.commands.stats import stats_lines
+from cudump.manifest import MANIFEST
 from cudump.report import LS_HEADERS, LS_RIGHT, format_table, snapshot_rows
 from cudump.runs import Run, kernel_pattern
+from cudump.stats import run_stats
 from cudump.summary import plural
 
 
 class LsCommand:
     name = "ls"
-    help = "List the snapshots of a run directory."
+    help = ("List the snapshots of a run directory (of a run without any, its kernels, as "
+            "cudump stats shows them).")
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.epilog = ("The # column is the snapshot's index in manifest.jsonl (from 0); "
@@ -20,7 +24,7 @@ class LsCommand:
                          "is a glob matching the demangled name with or without its return "
                          "type, without its parameters, or the bare function name (write "
                          "*word* for a substring), or re:REGEX.")
-        parser.add_argument("run", type=Path, help="run directory (holds manifest.jsonl)")
+        parser.add_argument("run", type=Path, help="run directory")
         parser.add_argument("--kernel", metavar="PATTERN",
                             help="only kernels matching PATTERN (glob such as 'ns::k*', a "
                                  "kernel name, or re:REGEX)")
@@ -31,6 +35,14 @@ class LsCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         pattern = kernel_pattern(args.kernel)
+        if not (args.run / MANIFEST).is_file():
+            # A run no rule took anything of (--trace, or nothing at all): its kernels.
+            stats = run_stats(args.run)
+            for line in stats_lines(stats, stats.select(pattern), args.full_names):
+                print(line)
+            print(f"0 snapshots: {args.run} has no {MANIFEST} (no rule took any); the kernels "
+                  f"above are `cudump stats {args.run}`")
+            return 0
         run = Run.open(args.run)
         snaps = run.select(pattern, arg=args.arg, phase=args.phase)
         for line in format_table(LS_HEADERS, snapshot_rows(snaps, args.full_names), LS_RIGHT):

@@ -15,6 +15,7 @@ from cudump.imaging import CHANNEL_NAMES, TooManyChannels, render, save_png
 from cudump.manifest import MANIFEST
 from cudump.report import LS_HEADERS, LS_RIGHT, fmt_num, format_table, snapshot_rows
 from cudump.runs import Run, Snapshot, is_run_dir, kernel_pattern, load_array
+from cudump.stats import is_any_run
 
 EPILOG = """\
 Choosing a snapshot:
@@ -159,9 +160,12 @@ class ShowCommand:
         target: Path = args.target
         if target.is_file():
             return _record_for_file(target), target
-        if not is_run_dir(target):
+        if not is_any_run(target):
             raise UsageError(f"{target} is neither a snapshot file nor a run directory")
         pattern = kernel_pattern(args.kernel)
+        if not is_run_dir(target):
+            raise UsageError(f"{target} holds no snapshots (no {MANIFEST}: no rule took any); "
+                             f"`cudump stats {target}` shows its kernels")
         run = Run.open(target)
         found = run.select(pattern, arg=args.arg, phase=args.phase,
                            occurrence=args.occurrence, launch=args.launch, pid=args.pid,

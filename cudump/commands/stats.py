@@ -1,0 +1,72 @@
+"""`cudump stats RUN`: per-kernel statistics of any run directory."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from cudump.report import fit, format_table
+from cudump.runs import kernel_pattern, short_kernel_name
+from cudump.stats import TRACE_FILE, KernelStats, RunStats, format_shape, run_stats
+from cudump.summary import plural
+
+HEADERS = ["kernel", "launches", "in graphs", "shapes", "most common grid / block",
+           "snapshots", "failed", "digests", "NaN/Inf"]
+RIGHT = [False, True, True, True, False, True, True, True, True]
+
+
+class StatsCommand:
+    name = "stats"
+    help = ("Per-kernel statistics of a run directory: launches, grid and block shapes, "
+            "snapshots, failed ones, digests and NaN/Inf reports, from whichever of "
+            "summary.json, trace.jsonl and manifest.jsonl it holds.")
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.epilog = ("Launch counts come from summary.json (from trace.jsonl where the run "
+                         "ended before writing it); grid and block shapes need a trace "
+                         "(--trace), '-' without one; snapshots, failed ones, digests and "
+                         "NaN/Inf reports come from manifest.jsonl. --kernel PATTERN is a "
+                         "glob matching the demangled name with or without its return type, "
+                         "without its parameters, or the bare function name (write *word* for "
+                         "a substring), or re:REGEX.")
+        parser.add_argument("run", type=Path,
+                            help="run directory (holds summary.json, trace.jsonl and/or "
+                                 "manifest.jsonl)")
+        parser.add_argument("--kernel", metavar="PATTERN",
+                            help="only kernels matching PATTERN (glob such as 'ns::k*', a "
+                                 "kernel name, or re:REGEX)")
+        parser.add_argument("--full-names", action="store_true",
+                            help="print whole demangled signatures, not shortened names")
+
+    def run(self, args: argparse.Namespace) -> int:
+        pattern = kernel_pattern(args.kernel)
+        stats = run_stats(args.run)
+        for line in stats_lines(stats, stats.select(pattern), args.full_names):
+            print(line)
+        return 0
+
+
+def stats_lines(stats: RunStats, kernels: list[KernelStats],
+                full_names: bool = False) -> list[str]:
+    """The table of `kernels` (KernelStats) and a line saying where the figures come from."""
+    traced = TRACE_FILE in stats.sources
+    rows = []
+    for k in kernels:
+        name = k.kernel if full_names else fit(short_kernel_name(k.kernel), 48)
+        common = k.common_shape()
+        if common is None:
+            shape_count, shape_text = "-", "-"
+        else:
+            shape, n = common
+            shape_count = str(len(k.shapes))
+            shape_text = format_shape(shape) + (f" ({n} of {k.shapes.total()})"
+                                                if len(k.shapes) > 1 else "")
+        rows.append([name, str(k.launches), str(k.graph), shape_count, shape_text,
+                     str(k.snapshots), str(k.failed), str(k.digests), str(k.nan_reports)])
+    lines = format_table(HEADERS, rows, RIGHT) if rows else []
+    total = sum(k.launches for k in kernels)
+    where = ", ".join(stats.sources)
+    note = "" if traced else "; shapes need a trace (--trace)"
+    lines.append(f"{plural(len(kernels), 'kernel')}, {plural(total, 'launch', 'launches')} "
+                 f"(from {where}{note})")
+    return lines
