@@ -710,7 +710,29 @@ class Session:
             run_prompt(debugger, batch=self.options.batch, stdin_is_tty=sys.stdin.isatty())
         finally:
             signal.signal(signal.SIGTERM, old_term)
-        return self._wait(child)
+        return self._wait_on_its_own(child)
+
+    @staticmethod
+    def _wait_on_its_own(child: subprocess.Popen[bytes]) -> int:
+        """After the prompt (detach, its input ran out, kill): the program runs on its own,
+        and, as after gdb's detach, Ctrl-C is the program's. It runs in its own process
+        group (so that the prompt got the terminal's Ctrl-C), so the terminal's SIGINT
+        reaches cudump only: cudump passes it on to the program's process group. SIGTERM
+        is passed on too."""
+        def forward(signum: int, _frame: object) -> None:
+            if child.returncode is None:
+                try:
+                    os.killpg(child.pid, signum)
+                except OSError:
+                    pass
+
+        old_int = signal.signal(signal.SIGINT, forward)
+        old_term = signal.signal(signal.SIGTERM, lambda *_: child.terminate())
+        try:
+            return child.wait()
+        finally:
+            signal.signal(signal.SIGINT, old_int)
+            signal.signal(signal.SIGTERM, old_term)
 
     @staticmethod
     def _wait(child: subprocess.Popen[bytes]) -> int:

@@ -248,6 +248,24 @@ def test_ctrl_c_stops_the_running_program_and_at_the_prompt_only_cancels(spawn, 
     assert child.exitstatus == 128 + 9
 
 
+def test_ctrl_c_after_detach_goes_to_the_program(spawn, fake):
+    """After detach the program runs on its own, and, as after gdb's detach, the terminal's
+    Ctrl-C is the program's: cudump passes it on to the program's process group (before,
+    cudump ignored it and the program ran on)."""
+    child = spawn("--break", "FrP0k5607tPV", "--", str(fake.programs["zed"]), "1000000",
+                  "--size", "16x8", timeout=60)
+    child.expect(r"Breakpoint 1, launch 2 \(occurrence 1\)")
+    child.expect_exact("(cudump)")
+    child.sendline("detach")
+    child.expect("Detaching: the program runs to its end without stopping.")
+    child.expect(r"frame \d+ ")        # running on its own
+    child.sendintr()
+    child.expect(r"was killed by SIGINT \(signal 2\)")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 128 + 2
+
+
 def test_a_second_ctrl_c_while_running_ends_the_run(spawn, tmp_path):
     """No launch comes to take the first Ctrl-C: the second one ends the run cleanly."""
     script = tmp_path / "idle.sh"

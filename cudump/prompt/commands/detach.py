@@ -10,7 +10,9 @@ from cudump.prompt.registry import STOPPED, command, make_parser
 DETACHED = "Detaching: the program runs to its end without stopping."
 
 parser = make_parser("detach", "Stop no more: the program runs to its end; the prompt ends.",
-                     "Breakpoints stop nothing after this; rules still take snapshots.")
+                     "Breakpoints stop nothing after this; rules still take snapshots.\n"
+                     "As after gdb's detach, Ctrl-C is then the program's: cudump passes it\n"
+                     "on to the program.")
 
 
 def detach_now(ctx: Context, message: str | None = DETACHED) -> Outcome:
