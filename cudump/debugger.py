@@ -48,6 +48,30 @@ END_GRACE_SECONDS = 2.0
 # A held launch told to kill its process does so itself (SIGKILL); it is given this long
 # before the run is ended from outside, so that it is not a SIGTERM that ends the program.
 KILL_WAIT_SECONDS = 2.0
+# The program's own process, found dead, is reaped by the watcher thread: how long the
+# prompt waits for it to say how the process ended.
+REAP_WAIT_SECONDS = 2.0
+
+
+def process_lives(pid: int, proc: Path = Path("/proc")) -> bool:
+    """Whether a process is there and not a zombie (dead, waiting to be reaped)."""
+    try:
+        stat = (proc / str(pid) / "stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return False
+    state = stat.rpartition(")")[2].split()[:1]
+    return bool(state) and state[0] not in ("Z", "X", "x")
+
+
+def how_it_ended(pid: int, returncode: int) -> str:
+    """`process 4242 exited with status 3`, `process 4242 was killed by SIGKILL`."""
+    if returncode >= 0:
+        return f"process {pid} exited with status {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    return f"process {pid} was killed by {name}"
 
 
 @dataclass
@@ -349,6 +373,22 @@ class DebugController:
             except queue.Empty:
                 if not stop.alive:
                     return None
+
+    def ended(self, stop: Any) -> str | None:
+        assert isinstance(stop, RemoteStop)
+        pid = stop.info.pid
+        lives = process_lives(pid)
+        if lives and stop.alive:
+            return None
+        child = self.child
+        if child is not None and child.pid == pid:
+            if not lives:
+                self._finished.wait(REAP_WAIT_SECONDS)   # the watcher reaps it
+            if child.returncode is not None:
+                return how_it_ended(pid, child.returncode)
+        if lives:
+            return f"process {pid} no longer answers (its connection to cudump was lost)"
+        return f"process {pid} has ended"
 
     def interrupt(self) -> None:
         self.controller.each_shared(lambda s: s.set_interrupt(True))

@@ -161,6 +161,12 @@ class Debugger(Protocol):
         process went away). The other modes return None at once."""
         ...
 
+    def ended(self, stop: StoppedLaunch) -> str | None:
+        """None while the stopped launch's process lives; once it has gone (killed from
+        outside, or ended by another of its threads while the launch was held), how it
+        ended: "process 4242 exited with status 3", "... was killed by SIGKILL"."""
+        ...
+
     def interrupt(self) -> None:
         """Stop at the next launch of any kernel in any process (Ctrl-C)."""
         ...

@@ -266,6 +266,39 @@ def test_ctrl_c_after_detach_goes_to_the_program(spawn, fake):
     assert child.exitstatus == 128 + 2
 
 
+def _wait_until_dead(pid: int) -> None:
+    """Until the process is gone or a zombie (a condition, not a time)."""
+    import time
+
+    from cudump.debugger import process_lives
+
+    deadline = time.monotonic() + 20
+    while process_lives(pid):
+        assert time.monotonic() < deadline, f"process {pid} still lives"
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("command", ["info launch", "p arg5"])
+def test_a_program_killed_at_a_stop_is_not_being_run(spawn, fake, command):
+    """The program is killed from outside while a launch is held: the next command says
+    that it is not being run, and how it ended, instead of answering from the stop."""
+    import signal
+
+    child = spawn("--break", "FrP0k5607tPV", "--", str(fake.programs["zed"]), "2", "--size",
+                  f"{W}x{H}")
+    child.expect(r"pid (\d+) thread")
+    pid = int(child.match.group(1))
+    child.expect_exact("(cudump)")
+    os.kill(pid, signal.SIGKILL)
+    _wait_until_dead(pid)
+    child.sendline(command)
+    child.expect_exact(f"The program is not being run: process {pid} was killed by SIGKILL.")
+    child.expect(r"was killed by SIGKILL \(signal 9\)")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 128 + 9
+
+
 def test_a_second_ctrl_c_while_running_ends_the_run(spawn, tmp_path):
     """No launch comes to take the first Ctrl-C: the second one ends the run cleanly."""
     script = tmp_path / "idle.sh"

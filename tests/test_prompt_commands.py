@@ -619,6 +619,39 @@ def test_continue_detach_kill_quit(debugger: FakeDebugger) -> None:
     assert debugger.resumes == [(2, "continue"), (3, "detach"), (4, "kill"), (5, "kill")]
 
 
+@pytest.mark.parametrize("line", ["info launch", "p arg3", "info args", "x/4xw arg0", "bt",
+                                  "continue", "step", "detach"])
+def test_a_program_gone_at_a_stop_is_not_being_run(debugger: FakeDebugger, line: str) -> None:
+    """The program ended while a launch was held (killed from outside, or exit() on another
+    thread): commands no longer answer from the stop's cached state."""
+    p = Prompt(debugger, make_stop())
+    debugger.gone = "process 4242 exited with status 3"
+    debugger._finished = True
+    assert p.run(line) == ["The program is not being run: process 4242 exited with status 3."]
+    assert p.outcomes[-1] is Outcome.RESUMED and p.ctx.stop is None
+    assert debugger.resumes == [(2, "continue")]      # nothing of the run stays held
+    assert p.run("info launch") == ["error: info launch: the program is not being run"]
+    assert p.run("info breakpoints") == ["No breakpoints."]
+
+
+def test_a_process_gone_at_a_stop_while_others_run_on(debugger: FakeDebugger) -> None:
+    p = Prompt(debugger, make_stop())
+    debugger.gone = "process 4242 was killed by SIGKILL"
+    assert p.run("p arg3") == ["Launch 2 is no longer held: process 4242 was killed by "
+                               "SIGKILL; the program's other processes run on to the next stop."]
+    assert p.outcomes[-1] is Outcome.RESUMED and p.ctx.stop is None
+
+
+@pytest.mark.parametrize("line", ["kill", "quit"])
+def test_kill_and_quit_once_the_program_is_gone(debugger: FakeDebugger, line: str) -> None:
+    p = Prompt(debugger, make_stop())
+    p.ctx.confirm = lambda q: pytest.fail("nothing is left to kill: no question")
+    debugger.gone = "process 4242 exited with status 3"
+    debugger._finished = True
+    assert p.run(line) == ["The program is not being run: process 4242 exited with status 3."]
+    assert p.outcomes[-1] is Outcome.ENDED and debugger.ends == 0
+
+
 def test_kill_asks_when_interactive(debugger: FakeDebugger) -> None:
     p = Prompt(debugger, make_stop())
     questions: list[str] = []

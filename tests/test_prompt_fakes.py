@@ -164,6 +164,7 @@ class FakeDebugger:
         self._finished = False
         self.waits = 0
         self.on_wait: list[object] = []    # per wait_for_stop call: an exception to raise
+        self.gone: str | None = None       # how the stop's process ended, once it has
 
     @property
     def breakpoints(self) -> Breakpoints:
@@ -206,6 +207,9 @@ class FakeDebugger:
         self.kernel(stop)
         info = replace(stop.info, phase="after", reason="step")
         return FakeStop(info, stop.memory, stop.frames, stop.max_read_bytes)
+
+    def ended(self, stop: FakeStop) -> str | None:  # type: ignore[override]
+        return self.gone
 
     def interrupt(self) -> None:
         self.interrupts += 1

@@ -60,6 +60,26 @@ class Context:
     def say(self, line: str = "") -> None:
         self.out(line)
 
+    def check_gone(self) -> bool:
+        """Whether the held launch's process has gone (killed from outside, or ended by
+        another of its threads while the launch was held): then it says so, as gdb's
+        "The program is not being run.", and drops the stop; nothing is read from the
+        stop's cached state any more."""
+        stop = self.stop
+        if stop is None:
+            return False
+        why = self.debugger.ended(stop)
+        if why is None:
+            return False
+        self.debugger.resume(stop, "continue")   # no launch of the run stays held for it
+        self.set_stop(None)
+        if self.debugger.finished:
+            self.say(f"The program is not being run: {why}.")
+        else:
+            self.say(f"Launch {stop.info.launch} is no longer held: {why}; the program's "
+                     "other processes run on to the next stop.")
+        return True
+
     def set_stop(self, stop: StoppedLaunch | None) -> None:
         """A new stop from wait_for_stop: what was kept for an earlier launch is dropped."""
         self.stop = stop

@@ -74,15 +74,21 @@ class Guard:
     check: Callable[[Context], str | None]
 
 
+def _not_stopped(ctx: Context) -> str:
+    if ctx.debugger.finished:
+        return "the program is not being run"
+    return "the program is not stopped at a launch"
+
+
 def _check_stopped(ctx: Context) -> str | None:
     if ctx.stop is None:
-        return "the program is not stopped at a launch"
+        return _not_stopped(ctx)
     return None
 
 
 def _check_before(ctx: Context) -> str | None:
     if ctx.stop is None:
-        return "the program is not stopped at a launch"
+        return _not_stopped(ctx)
     info = ctx.stop.info
     if info.phase != "before":
         return (f"launch {info.launch} has already run (this is the stop after it); "
@@ -267,6 +273,8 @@ def _execute(ctx: Context, line: str, registry: Registry) -> Outcome | None:
         raise CommandError(f"{cmd.name} takes no /FMT suffix (x/FMT does)")
     args = cmd.parser.parse_args(_argv(cmd, rest))
     args.slash = suffix
+    if cmd.requires and ctx.check_gone():
+        return Outcome.RESUMED      # nothing held: the next stop, or the end of the run
     for guard in cmd.requires:
         problem = guard.check(ctx)
         if problem is not None:

@@ -281,6 +281,8 @@ def command_loop(ctx: Context, reader: Reader) -> Outcome:
     while True:
         line = reader.read()
         if line is None:
+            if ctx.check_gone():   # a next stop, of another process, is let go at once
+                return Outcome.ENDED if ctx.debugger.finished else Outcome.RESUMED
             if ctx.stop is not None:
                 detach_now(ctx, None)
             ctx.say(reader.end_message)

@@ -13,6 +13,11 @@ parser = make_parser("kill", "Kill the program now (what was captured is kept)."
 
 def kill_now(ctx: Context) -> Outcome | None:
     """Kills the run after asking (interactive only); None when the user says no."""
+    if ctx.check_gone() and ctx.debugger.finished:
+        return Outcome.ENDED
+    if ctx.stop is None and ctx.debugger.finished:
+        ctx.say("The program is not being run.")
+        return Outcome.ENDED
     if not ctx.confirm("Kill the program being debugged? (y or n) "):
         ctx.say("Not confirmed.")
         return None

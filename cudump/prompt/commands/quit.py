@@ -14,6 +14,8 @@ parser = make_parser("quit", "Leave cudump; a program still running is killed.",
 
 @command(parser, category="running", aliases=("q", "exit"))
 def quit_(ctx: Context, args: argparse.Namespace) -> Outcome | None:
+    if ctx.check_gone() and ctx.debugger.finished:
+        return Outcome.ENDED
     if ctx.stop is None and ctx.debugger.finished:
         return Outcome.ENDED
     return kill_now(ctx)
