@@ -300,6 +300,35 @@ def test_x_errors(prompt: Prompt, line: str, expected: str) -> None:
     assert prompt.run(line) == [expected]
 
 
+def test_x_past_the_end_of_an_allocation_warns_and_shows_what_can_be_read(
+        prompt: Prompt) -> None:
+    # arg0's allocation is 64 bytes (16 floats); the stand-in refuses bytes past it.
+    out = prompt.run("x/20fw arg0+48")
+    assert out == [
+        "warning: x: the 80 bytes from 0x7f0000000030 run 64 bytes past the end of the "
+        "allocation at 0x7f0000000000 (64 bytes)",
+        "x: cannot read 80 bytes at 0x7f0000000030: not in device memory; showing the 4 "
+        "units inside the allocation",
+        "0x7f0000000030:    6  6.5    7  7.5",
+    ]
+    assert prompt.run("x/1xw") == ["error: cannot read 4 bytes at 0x7f0000000040: not in "
+                                   "device memory"]
+
+
+def test_x_past_the_end_that_the_driver_reads_is_shown_after_the_warning(
+        prompt: Prompt) -> None:
+    # A driver reads past the end when the next bytes are mapped (the same page): shown.
+    stop = prompt.ctx.stopped
+    stop.allocation = lambda address: Allocation(A, 32, "linear")  # type: ignore[method-assign]
+    assert prompt.run("x/12fw arg0") == [
+        "warning: x: the 48 bytes from 0x7f0000000000 run 16 bytes past the end of the "
+        "allocation at 0x7f0000000000 (32 bytes)",
+        "0x7f0000000000:    0  0.5    1  1.5",
+        "0x7f0000000010:    2  2.5    3  3.5",
+        "0x7f0000000020:    4  4.5    5  5.5",
+    ]
+
+
 def test_reads_never_exceed_max_read(prompt: Prompt) -> None:
     stop = prompt.ctx.stopped
     stop.max_read_bytes = 12  # type: ignore[attr-defined]

@@ -8,9 +8,10 @@ import re
 import numpy as np
 
 from cudump.prompt.context import CommandError, Context
-from cudump.prompt.display import float_text
+from cudump.prompt.display import float_text, safe_allocation
 from cudump.prompt.memory import read, whole
 from cudump.prompt.registry import STOPPED, command, make_parser
+from cudump.target import TargetError
 
 UNITS = {"b": 1, "h": 2, "w": 4, "g": 8}
 PER_LINE = {"b": 8, "h": 8, "w": 4, "g": 2}
@@ -29,7 +30,9 @@ parser = make_parser(
     "  units    b byte, h halfword (2), w word (4), g giant (8)\n"
     "Format and unit default to the last ones used (at first x and w); c defaults to b.\n"
     "ADDRESS is a number or an expression over argument values: arg0, arg0+16,\n"
-    "arg0 + arg1*4, 0x7f0000000000. Without one, x goes on after the last memory shown.",
+    "arg0 + arg1*4, 0x7f0000000000 (offsets are in bytes). Without one, x goes on after\n"
+    "the last memory shown. Memory past the end of the allocation that ADDRESS is in is\n"
+    "shown after a warning naming the allocation, as far as the driver lets it be read.",
     usage="x[/NFU] [ADDRESS]")
 parser.add_argument("address", nargs="?", metavar="ADDRESS",
                     help="number or expression over argN (default: after the last x)")
@@ -93,6 +96,26 @@ def format_units(data: bytes, fmt: str, size: int) -> list[str]:
     return [float_text(v) for v in np.frombuffer(data, _FLOATS[size])]
 
 
+def read_checked(ctx: Context, address: int, nbytes: int, size: int) -> bytes:
+    """`nbytes` from `address`; a span that runs past the end of the allocation holding
+    `address` gets a warning naming the allocation, and is read as far as the driver
+    allows: whole, or (when the driver refuses it) the units inside the allocation."""
+    alloc = safe_allocation(ctx.stopped, address)
+    end = address + nbytes
+    if alloc is None or end <= alloc.end:
+        return read(ctx.stopped, address, nbytes)
+    ctx.say(f"warning: x: the {nbytes} bytes from 0x{address:x} run {end - alloc.end} bytes "
+            f"past the end of the allocation at 0x{alloc.base:x} ({alloc.size} bytes)")
+    try:
+        return read(ctx.stopped, address, nbytes)
+    except TargetError as err:
+        inside = (alloc.end - address) // size * size
+        if inside <= 0:
+            raise
+        ctx.say(f"x: {err}; showing the {inside // size} units inside the allocation")
+        return read(ctx.stopped, address, inside)
+
+
 @command(parser, requires=(STOPPED,), raw=True, slash=True, complete="args")
 def x(ctx: Context, args: argparse.Namespace) -> None:
     count, fmt, unit = parse_spec(args.slash, ctx.x_format, ctx.x_unit)
@@ -107,7 +130,8 @@ def x(ctx: Context, args: argparse.Namespace) -> None:
     if nbytes > MAX_BYTES:
         raise CommandError(f"x: {nbytes} bytes asked for; at most {MAX_BYTES} at a time "
                            "(dump writes whole buffers to files)")
-    data = read(ctx.stopped, address, nbytes)
+    data = read_checked(ctx, address, nbytes, size)
+    count = len(data) // size
     cells = format_units(data, fmt, size)
     width = max(len(c) for c in cells)
     per_line = PER_LINE[unit]
@@ -116,4 +140,4 @@ def x(ctx: Context, args: argparse.Namespace) -> None:
         text = "  ".join(row if fmt in "xc" else (c.rjust(width) for c in row))
         ctx.say(f"0x{address + start * size:x}:  {text}".rstrip())
     ctx.x_format, ctx.x_unit = fmt, unit
-    ctx.x_next = address + nbytes
+    ctx.x_next = address + len(data)
