@@ -451,7 +451,8 @@ class DebugController:
             for text in warnings:
                 warn(text)
             if bp is not None:
-                reason, number = f"breakpoint {bp.number}", bp.number
+                kind = "temporary breakpoint" if bp.temporary else "breakpoint"
+                reason, number = f"{kind} {bp.number}", bp.number
                 if bp.temporary:
                     self.changed()
             else:

@@ -66,7 +66,7 @@ class StopInfo:
     stream: str               # hex, "0x0" for the legacy default stream
     api: str                  # the driver entry point used: "cuLaunchKernel", ...
     phase: Phase              # "before": the kernel has not run; "after": it has finished
-    reason: str               # "breakpoint 1", "interrupt", "step"
+    reason: str               # "breakpoint 1", "temporary breakpoint 2", "interrupt", "step"
     breakpoint: int | None
     signature: Signature
     args: list[ArgValue]

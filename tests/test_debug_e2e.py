@@ -105,10 +105,13 @@ def test_breakpoints_set_at_the_prompt_hit_kernels_registered_earlier(fake, cudu
     ran = cudump_run(program, "--break", "FrP0k5607tPV", "--batch", str(commands))
     assert ran.returncode == 0, ran.stderr
     lines = transcript(ran.stderr)
-    stops = [ln for ln in lines if re.match(r"^(Breakpoint|Interrupt|Step) .*, launch ", ln)]
-    # launch 2: FrP0k; launch 3 (nv12 occurrence 2) ignored; launch 5 (occurrence 3) stops.
+    stops = [ln for ln in lines
+             if re.match(r"^(Breakpoint|Temporary breakpoint|Interrupt|Step) .*, launch ", ln)]
+    # launch 2: FrP0k; launch 3 (nv12 occurrence 2) ignored; launch 5 (occurrence 3) stops,
+    # in gdb's words for a tbreak.
     assert [s.split(" of ")[0] for s in stops] == [
-        "Breakpoint 1, launch 2 (occurrence 1)", "Breakpoint 2, launch 5 (occurrence 3)"]
+        "Breakpoint 1, launch 2 (occurrence 1)",
+        "Temporary breakpoint 2, launch 5 (occurrence 3)"]
     assert stops[1].endswith("nv12_to_uyvy(unsigned char const*, unsigned int, unsigned char*, "
                              "unsigned int, unsigned int, unsigned int)")
     # The temporary breakpoint is gone after its stop; the disabled one stays.
