@@ -308,6 +308,53 @@ def _evaluate(node: _Node, values: Mapping[str, Number]) -> Number:
     return result
 
 
+def _scaled(ptr: str, size: int | None, offset: Number, pos: int) -> int:
+    if size is None:
+        raise ExprError(f"{ptr} points to a type of unknown size: no pointer arithmetic",
+                        pos)
+    if not isinstance(offset, int):
+        raise ExprError(f"pointer arithmetic on {ptr} needs a whole number, not {offset}",
+                        pos)
+    return int(_checked(offset * size, pos))
+
+
+def _evaluate_typed(node: _Node, values: Mapping[str, Number],
+                    sizes: Mapping[str, int | None]) -> tuple[Number, str | None]:
+    """As _evaluate, with C's pointer arithmetic for the arguments in `sizes` (name ->
+    the size of what it points to): pointer +/- integer moves by whole elements, and
+    pointer - pointer counts elements. Returns the value and, when it is a pointer, the
+    argument whose type it has. Elsewhere (comparisons, products) pointers are addresses."""
+    if isinstance(node, _Arg):
+        return _evaluate(node, values), (node.name if node.name in sizes else None)
+    if isinstance(node, _Num):
+        return node.value, None
+    if isinstance(node, _Neg):
+        return _checked(-_evaluate_typed(node.operand, values, sizes)[0], node.pos), None
+    if isinstance(node, _Call):
+        return _FUNCTIONS[node.function](
+            [_evaluate_typed(a, values, sizes)[0] for a in node.args]), None
+    result, ptr = _evaluate_typed(node.first, values, sizes)
+    for op, operand, pos in node.rest:
+        right, rptr = _evaluate_typed(operand, values, sizes)
+        if op not in ("+", "-") or (ptr is None and rptr is None):
+            result, ptr = _apply(op, result, right, pos), None
+        elif ptr is not None and rptr is not None:
+            if op == "+":
+                raise ExprError(f"cannot add two pointers ({ptr} and {rptr})", pos)
+            size, rsize = sizes[ptr], sizes[rptr]
+            if size is None or size != rsize:
+                raise ExprError(f"{ptr} and {rptr} point to different types", pos)
+            result, ptr = _apply("/", _apply("-", result, right, pos), size, pos), None
+        elif ptr is not None:
+            result = _apply(op, result, _scaled(ptr, sizes[ptr], right, pos), pos)
+        else:
+            assert rptr is not None
+            if op == "-":
+                raise ExprError(f"cannot subtract a pointer ({rptr}) from a number", pos)
+            result, ptr = _apply("+", _scaled(rptr, sizes[rptr], result, pos), right, pos), rptr
+    return result, ptr
+
+
 def _names(node: _Node) -> frozenset[str]:
     if isinstance(node, _Arg):
         return frozenset({node.name})
@@ -351,6 +398,13 @@ class Expr:
 
     def evaluate(self, values: Mapping[str, Number]) -> Number:
         return _evaluate(self._tree, values)
+
+    def evaluate_typed(self, values: Mapping[str, Number], sizes: Mapping[str, int | None]
+                       ) -> tuple[Number, str | None]:
+        """The value with C's pointer arithmetic for the pointer arguments in `sizes` (the
+        size of what each points to; None: unknown), and the argument whose pointer type
+        the value has (None for a number): `arg0 + 4` on a float* is 16 bytes on."""
+        return _evaluate_typed(self._tree, values, sizes)
 
     def check(self) -> None:
         """Raise ExprError for what fails whatever the argument values (see _check)."""

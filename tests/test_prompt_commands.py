@@ -230,6 +230,72 @@ def test_print(prompt: Prompt, line: str, expected: str) -> None:
     assert prompt.run(line) == [expected]
 
 
+@pytest.mark.parametrize(("line", "expected"), [
+    ("p/x arg3", "arg3 = 0x10"),
+    ("p/d arg3", "arg3 = 16"),
+    ("p/o arg3", "arg3 = 020"),
+    ("p/t arg3", "arg3 = 10000"),
+    ("p/z arg3", "arg3 = 0x00000010"),
+    ("p/c arg3 + 49", "arg3 + 49 = 65 'A'"),
+    ("p/f arg3", "arg3 = 16"),
+    ("p/x arg4", "arg4 = 0x3f000000"),           # a float's bits, as gdb
+    ("p/d arg4", "arg4 = 1056964608"),
+    ("p/f arg4", "arg4 = 0.5"),
+    ("p/x arg0", "arg0 = 0x7f0000000000"),
+    ("p/d arg0", "arg0 = 139637976727552"),
+    ("p/x arg0[1]@3", "arg0[1]@3 = {0x3f000000, 0x3f800000, 0x3fc00000}"),
+    ("p/x arg2[1]", "arg2[1] = {0x0, 0x1, 0x1, 0xff}"),
+    ("p/d arg2[1]", "arg2[1] = {0, 1, 1, -1}"),     # the bits as signed, as gdb's /d
+    ("p/u arg2[1]", "arg2[1] = {0, 1, 1, 255}"),
+    ("p/x -1", "-1 = 0xffffffffffffffff"),
+    ("p/d -arg3", "-arg3 = -16"),
+    ("p/x arg3 * 2", "arg3 * 2 = 0x20"),
+    ("p/x arg4 * 3", "arg4 * 3 = 0x3ff8000000000000"),   # a double's bits
+    ("p/q arg3", "error: print: bad format '/q' (one of the letters x d u o t z c f: p/x "
+                 "arg3)"),
+    ("p/xx arg3", "error: print: bad format '/xx' (one of the letters x d u o t z c f: p/x "
+                  "arg3)"),
+])
+def test_print_formats(prompt: Prompt, line: str, expected: str) -> None:
+    assert prompt.run(line) == [expected]
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("p arg0 + 4", "arg0 + 4 = (float const*) 0x7f0000000010"),   # 4 floats on: 16 bytes
+    ("p 4 + arg0", "4 + arg0 = (float const*) 0x7f0000000010"),
+    ("p arg0 + arg3 - 1", "arg0 + arg3 - 1 = (float const*) 0x7f000000003c"),
+    ("p arg2 + 1", "arg2 + 1 = (uchar4*) 0x7f0000100004"),
+    ("p arg1 - arg0", "arg1 - arg0 = 1024"),                      # elements apart
+    ("p arg0 + 4 == arg0 + 4", "arg0 + 4 == arg0 + 4 = 1"),
+    ("p/x arg0 + 4", "arg0 + 4 = 0x7f0000000010"),
+    ("p *(arg0 + 3)", "*(arg0 + 3) = 1.5"),
+    ("p *(arg2 + 17)", "*(arg2 + 17) = {1, 1, 11, 255}"),
+    ("p/x *(arg0 + 1)", "*(arg0 + 1) = 0x3f000000"),
+    ("p *(arg0 + 16)", "error: *(arg0 + 16) (0x7f0000000040..0x7f0000000044) is outside the "
+                       "allocation of arg0 (0x7f0000000000, 64 bytes)"),
+    ("p *(arg3 + 1)", "error: print: '(arg3 + 1)' is not a pointer: * reads what a pointer "
+                      "expression points to"),
+    ("p arg0 + arg1", "error: expression 'arg0 + arg1': cannot add two pointers (arg0 and "
+                      "arg1) at column 6"),
+    ("p arg0 + 0.5", "error: expression 'arg0 + 0.5': pointer arithmetic on arg0 needs a "
+                     "whole number, not 0.5 at column 6"),
+])
+def test_print_pointer_arithmetic_is_typed(prompt: Prompt, line: str, expected: str) -> None:
+    assert prompt.run(line) == [expected]
+
+
+def test_pointer_arithmetic_on_a_type_of_unknown_size(debugger: FakeDebugger) -> None:
+    sig = parse_signature("void k(device::uchar8*, void*, double**)")
+    raw = [C.to_bytes(8, "little"), A.to_bytes(8, "little"), B.to_bytes(8, "little")]
+    info = replace(make_info(), kernel=sig.demangled, signature=sig,
+                   args=decode_args(sig, raw), pointers={})
+    p = Prompt(debugger, FakeStop(info, make_memory()))
+    assert p.run("p arg0 + 1") == ["error: expression 'arg0 + 1': arg0 points to a type of "
+                                   "unknown size: no pointer arithmetic at column 6"]
+    assert p.run("p arg1 + 3") == ["arg1 + 3 = (void*) 0x7f0000000003"]   # as GNU C
+    assert p.run("p arg2 + 1") == ["arg2 + 1 = (double**) 0x7f0000001008"]
+
+
 def test_print_shows_at_most_200_elements(debugger: FakeDebugger) -> None:
     memory = make_memory()
     memory.add(Allocation(0x7F0000200000, 4 * 300, "linear"),
@@ -294,7 +360,8 @@ def test_x_remembers_format_and_unit(prompt: Prompt) -> None:
     ("x/4xw arg7", "error: address 'arg7': arg7 has no numeric value in this launch at column 1"),
     ("x/300000xg arg0", "error: x: 2400000 bytes asked for; at most 1048576 at a time (dump "
                         "writes whole buffers to files)"),
-    ("p/x arg0", "error: print takes no /FMT suffix (x/FMT does)"),
+    ("info/x args", "error: info takes no /FMT suffix"),
+    ("bt/x", "error: bt takes no /FMT suffix (x/FMT does)"),
 ])
 def test_x_errors(prompt: Prompt, line: str, expected: str) -> None:
     assert prompt.run(line) == [expected]

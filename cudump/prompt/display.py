@@ -28,6 +28,11 @@ from cudump.geometry import Allocation
 from cudump.target import Frame, StopInfo, StoppedLaunch, TargetError
 
 RAW_BYTES_SHOWN = 32
+# print/FMT: gdb's letters. x d u o t z show the value's bits (a float's too), c the value
+# as an integer and its character, f the value as a floating-point number.
+PRINT_FORMATS = "xduotzcf"
+_ESCAPES = {0: "\\000", 7: "\\a", 8: "\\b", 9: "\\t", 10: "\\n", 11: "\\v", 12: "\\f",
+            13: "\\r", 27: "\\033", 39: "\\'", 92: "\\\\"}
 
 AllocationFor = Callable[[ArgValue], Allocation | None]
 
@@ -92,6 +97,54 @@ def format_number(value: int | float, elem: ElementType | None) -> str:
     return str(int(value))
 
 
+def char_text(code: int) -> str:
+    """One byte as C writes it inside quotes: `A`, `\\n`, `\\377`."""
+    code &= 0xFF
+    if code in _ESCAPES:
+        return _ESCAPES[code]
+    if 32 <= code < 127:
+        return chr(code)
+    return f"\\{code:03o}"
+
+
+def format_char(value: int) -> str:
+    """`65 'A'`: the value and its low byte as a character, as gdb's /c."""
+    return f"{value} '{char_text(value)}'"
+
+
+def format_as(value: int | float, dtype: np.dtype, fmt: str) -> str:
+    """One scalar of `dtype` in a print/FMT letter (PRINT_FORMATS)."""
+    kind, size = dtype.kind, dtype.itemsize
+    if fmt == "f":
+        if kind == "f":
+            return format_number(value, ElementType(dtype.name, 1))
+        return float_text(np.float64(value))
+    if fmt == "c":
+        return format_char(int(value))
+    if kind == "f":
+        bits = int(np.array(value, dtype=dtype).view(f"u{size}"))
+    else:
+        bits = int(value) & ((1 << 8 * size) - 1)
+    if fmt == "x":
+        return f"0x{bits:x}"
+    if fmt == "z":
+        return f"0x{bits:0{2 * size}x}"
+    if fmt == "o":
+        return f"0{bits:o}" if bits else "0"
+    if fmt == "t":
+        return f"{bits:b}"
+    if fmt == "d" and bits >> (8 * size - 1):
+        return str(bits - (1 << 8 * size))
+    return str(bits)
+
+
+def number_dtype(value: int | float) -> np.dtype:
+    """The C type an expression's result is printed as: double, long, unsigned long."""
+    if isinstance(value, float):
+        return np.dtype("float64")
+    return np.dtype("int64") if value < 1 << 63 else np.dtype("uint64")
+
+
 def float_text(number: np.floating) -> str:
     """Shortest text that reads back as the same value at its width, `1` for 1.0 as gdb."""
     text = str(number)
@@ -121,10 +174,15 @@ def format_value(arg: ArgValue) -> str:
     return raw_bytes(arg.raw)
 
 
-def format_element(values: np.ndarray, elem: ElementType, hexadecimal: bool = False) -> str:
+def format_element(values: np.ndarray, elem: ElementType, hexadecimal: bool = False,
+                   fmt: str | None = None) -> str:
     """One element: a number, or `{r, g, b, a}` for vector types. bfloat16 bits are shown
-    as the float they hold; `hexadecimal` is for pointers stored in memory."""
+    as the float they hold; `hexadecimal` is for pointers stored in memory; `fmt` a
+    print/FMT letter."""
     flat = [v.item() for v in np.asarray(values).reshape(-1)]
+    if fmt is not None and not (fmt == "f" and elem.note and "bfloat16" in elem.note):
+        texts = [format_as(v, np.dtype(elem.dtype), fmt) for v in flat]
+        return texts[0] if elem.channels == 1 else "{" + ", ".join(texts) + "}"
     if elem.note and "bfloat16" in elem.note:
         bits = np.array(flat, dtype=np.uint32) << np.uint32(16)
         flat = [float(v) for v in bits.view(np.float32)]

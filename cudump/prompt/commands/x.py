@@ -8,7 +8,7 @@ import re
 import numpy as np
 
 from cudump.prompt.context import CommandError, Context
-from cudump.prompt.display import float_text, safe_allocation
+from cudump.prompt.display import float_text, format_char, safe_allocation
 from cudump.prompt.memory import read, whole
 from cudump.prompt.registry import STOPPED, command, make_parser
 from cudump.target import TargetError
@@ -20,8 +20,6 @@ MAX_BYTES = 1 << 20
 _SIGNED = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
 _UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 _FLOATS = {2: np.float16, 4: np.float32, 8: np.float64}
-_ESCAPES = {0: "\\000", 7: "\\a", 8: "\\b", 9: "\\t", 10: "\\n", 11: "\\v", 12: "\\f",
-            13: "\\r", 27: "\\033", 39: "\\'", 92: "\\\\"}
 
 parser = make_parser(
     "x", "Examine device memory: x/NFU ADDRESS.",
@@ -71,17 +69,6 @@ def parse_spec(spec: str | None, last_format: str, last_unit: str) -> tuple[int,
     if fmt == "f" and unit == "b":
         raise CommandError("x: floats need unit h, w or g")
     return count, fmt, unit
-
-
-def format_char(value: int) -> str:
-    code = value & 0xFF
-    if code in _ESCAPES:
-        shown = _ESCAPES[code]
-    elif 32 <= code < 127:
-        shown = chr(code)
-    else:
-        shown = f"\\{code:03o}"
-    return f"{value} '{shown}'"
 
 
 def format_units(data: bytes, fmt: str, size: int) -> list[str]:
