@@ -349,11 +349,11 @@ def test_x_remembers_format_and_unit(prompt: Prompt) -> None:
 
 
 @pytest.mark.parametrize(("line", "expected"), [
-    ("x/zz arg0", "error: x: unknown format or unit 'z' in '/zz' (formats x d u f c, units b h "
-                  "w g)"),
+    ("x/zz arg0", "error: x: unknown format or unit 'z' in '/zz' (formats x d u f c s, units b "
+                  "h w g)"),
     ("x/fb arg0", "error: x: floats need unit h, w or g"),
-    ("x/4q arg0", "error: x: unknown format or unit 'q' in '/4q' (formats x d u f c, units b h "
-                  "w g)"),
+    ("x/4q arg0", "error: x: unknown format or unit 'q' in '/4q' (formats x d u f c s, units b "
+                  "h w g)"),
     ("x/xx arg0", "error: x: two formats in '/xx'"),
     ("x/4xw 0x10", "error: cannot read 16 bytes at 0x10: not in device memory"),
     ("x/4xw", "error: x: give an address: argN, argN+OFFSET or a number"),
@@ -394,6 +394,27 @@ def test_x_past_the_end_that_the_driver_reads_is_shown_after_the_warning(
         "0x7f0000000010:    2  2.5    3  3.5",
         "0x7f0000000020:    4  4.5    5  5.5",
     ]
+
+
+def test_x_s_shows_c_strings(debugger: FakeDebugger) -> None:
+    memory = make_memory()
+    text = b"hello\n\"q'\x00world\x00" + b"z" * 16
+    memory.add(Allocation(0x7F0000300000, 32, "linear"), text)
+    memory.add(Allocation(0x7F0000400000, 300, "linear"), b"a" * 299 + b"\x00")
+    sig = parse_signature("void k(char*, char const*)")
+    info = replace(make_info(), kernel=sig.demangled, signature=sig, pointers={},
+                   args=decode_args(sig, [(0x7F0000300000).to_bytes(8, "little"),
+                                          (0x7F0000400000).to_bytes(8, "little")]))
+    p = Prompt(debugger, FakeStop(info, memory))
+    assert p.run("x/s arg0") == ['0x7f0000300000:  "hello\\n\\"q\'"']
+    assert p.run("x") == ['0x7f000030000a:  "world"']                  # the next string
+    assert p.run("x") == ['0x7f0000300010:  "' + "z" * 16 + '" (no NUL before the end of '
+                          'the allocation at 0x7f0000300000, 32 bytes)']
+    assert p.run("x/2s arg0") == ['0x7f0000300000:  "hello\\n\\"q\'"',
+                                  '0x7f000030000a:  "world"']
+    assert p.run("x/s arg1") == ['0x7f0000400000:  "' + "a" * 200 + '"...']
+    assert p.run("x/2xb arg0") == ["0x7f0000300000:  0x68  0x65"]
+    assert p.run("x/sw arg0") == ["error: x: strings are of bytes (unit b)"]
 
 
 def test_reads_never_exceed_max_read(prompt: Prompt) -> None:

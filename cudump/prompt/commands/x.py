@@ -8,15 +8,16 @@ import re
 import numpy as np
 
 from cudump.prompt.context import CommandError, Context
-from cudump.prompt.display import float_text, format_char, safe_allocation
+from cudump.prompt.display import char_text, float_text, format_char, safe_allocation
 from cudump.prompt.memory import read, whole
 from cudump.prompt.registry import STOPPED, command, make_parser
 from cudump.target import TargetError
 
 UNITS = {"b": 1, "h": 2, "w": 4, "g": 8}
 PER_LINE = {"b": 8, "h": 8, "w": 4, "g": 2}
-FORMATS = "xdufc"
+FORMATS = "xdufcs"
 MAX_BYTES = 1 << 20
+MAX_STRING = 200     # as gdb's `print elements`: a longer string ends in "..."
 _SIGNED = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
 _UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 _FLOATS = {2: np.float16, 4: np.float32, 8: np.float64}
@@ -24,7 +25,8 @@ _FLOATS = {2: np.float16, 4: np.float32, 8: np.float64}
 parser = make_parser(
     "x", "Examine device memory: x/NFU ADDRESS.",
     "N is how many units to show (default 1), F the format and U the unit size:\n"
-    "  formats  x hex, d signed decimal, u unsigned decimal, f float, c char\n"
+    "  formats  x hex, d signed decimal, u unsigned decimal, f float, c char,\n"
+    "           s a C string (bytes up to a NUL, at most 200 shown; N strings)\n"
     "  units    b byte, h halfword (2), w word (4), g giant (8)\n"
     "Format and unit default to the last ones used (at first x and w); c defaults to b.\n"
     "ADDRESS is a number or an expression over argument values: arg0, arg0+16,\n"
@@ -58,17 +60,48 @@ def parse_spec(spec: str | None, last_format: str, last_unit: str) -> tuple[int,
             fmt = letter
         else:
             raise CommandError(f"x: unknown format or unit '{letter}' in '/{spec}' "
-                               "(formats x d u f c, units b h w g)")
+                               "(formats x d u f c s, units b h w g)")
     fmt = fmt or last_format
     if unit is None:
-        unit = "b" if fmt == "c" else last_unit
+        unit = "b" if fmt in "cs" else last_unit
         if fmt == "f" and unit == "b":
             unit = "w"
     if count < 1:
         raise CommandError("x: the count must be at least 1")
     if fmt == "f" and unit == "b":
         raise CommandError("x: floats need unit h, w or g")
+    if fmt == "s" and unit != "b":
+        raise CommandError("x: strings are of bytes (unit b)")
     return count, fmt, unit
+
+
+def string_text(data: bytes) -> str:
+    """Bytes as a C string literal's inside: `a\\n\\"b`."""
+    return "".join('\\"' if b == 34 else "'" if b == 39 else char_text(b) for b in data)
+
+
+def show_strings(ctx: Context, address: int, count: int) -> int:
+    """x/Ns: `count` C strings from `address`, each up to its NUL; returns the address
+    after the last. A string is read no further than the end of its allocation."""
+    for _ in range(count):
+        alloc = safe_allocation(ctx.stopped, address)
+        limit = MAX_STRING + 1
+        if alloc is not None and alloc.base <= address < alloc.end:
+            limit = min(limit, alloc.end - address)
+        data = read(ctx.stopped, address, limit)
+        end = data.find(0)
+        if end >= 0:
+            ctx.say(f'0x{address:x}:  "{string_text(data[:end])}"')
+            address += end + 1
+        elif len(data) > MAX_STRING:
+            ctx.say(f'0x{address:x}:  "{string_text(data[:MAX_STRING])}"...')
+            address += MAX_STRING
+        else:
+            assert alloc is not None
+            ctx.say(f'0x{address:x}:  "{string_text(data)}" (no NUL before the end of the '
+                    f"allocation at 0x{alloc.base:x}, {alloc.size} bytes)")
+            address += len(data)
+    return address
 
 
 def format_units(data: bytes, fmt: str, size: int) -> list[str]:
@@ -112,6 +145,10 @@ def x(ctx: Context, args: argparse.Namespace) -> None:
         address = ctx.x_next
     else:
         raise CommandError("x: give an address: argN, argN+OFFSET or a number")
+    if fmt == "s":
+        ctx.x_next = show_strings(ctx, address, count)
+        ctx.x_format, ctx.x_unit = fmt, unit
+        return
     size = UNITS[unit]
     nbytes = count * size
     if nbytes > MAX_BYTES:
