@@ -223,6 +223,28 @@ def test_terminal_session_on_a_breakpoint(spawn, fake, tmp_path):
     assert child.exitstatus == 0
 
 
+def test_enter_repeats_x_from_the_next_address_in_a_terminal(spawn, fake):
+    child = spawn("--break", "FrP0k5607tPV", "--", str(fake.programs["zed"]), "1", "--size",
+                  f"{W}x{H}")
+    child.expect(r"arg0  uchar4\*\s+= 0x([0-9a-f]+)")
+    arg0 = int(child.match.group(1), 16)
+    child.expect_exact("(cudump)")
+    child.sendline("x/2xw arg0")
+    child.expect(rf"0x{arg0:x}:\s+0x[0-9a-f]{{8}}\s+0x[0-9a-f]{{8}}")
+    child.expect_exact("(cudump)")
+    child.sendline("")                 # Enter: the next two words
+    child.expect(rf"0x{arg0 + 8:x}:\s+0x[0-9a-f]{{8}}\s+0x[0-9a-f]{{8}}")
+    child.expect_exact("(cudump)")
+    child.sendline("")
+    child.expect(rf"0x{arg0 + 16:x}:\s+0x[0-9a-f]{{8}}\s+0x[0-9a-f]{{8}}")
+    child.expect_exact("(cudump)")
+    child.sendline("continue")
+    child.expect(r"cudump: 1 process")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
 def test_ctrl_c_stops_the_running_program_and_at_the_prompt_only_cancels(spawn, fake):
     import time
 

@@ -175,6 +175,39 @@ def test_terminal_ctrl_c_cancels_the_line_and_ctrl_d_gives_a_hint(tmp_path: Path
     assert entries == ["p arg3", "kill", "q"]       # answers are not history
 
 
+def test_terminal_enter_repeats_the_last_command(tmp_path: Path) -> None:
+    # x goes on from the next address; p repeats as typed; an error repeats nothing;
+    # break does not repeat; continue does (and its second stop is the last: the run
+    # ends, and the kill after it is never read).
+    debugger, lines, _ = _terminal(tmp_path, "x/2xw arg0\r\r\rp arg3\r\rp arg9\r\r"
+                                   "break k\r\rc\r\rkill\ry\r", stops=2)
+    assert lines == [
+        *BANNER,
+        "0x7f0000000000:  0x00000000  0x3f000000",
+        "0x7f0000000008:  0x3f800000  0x3fc00000",
+        "0x7f0000000010:  0x40000000  0x40200000",
+        "arg3 = 16",
+        "arg3 = 16",
+        "error: the kernel has no arg9 (arguments: arg0..arg4)",
+        "Breakpoint 1: k",
+        "  (no kernel seen so far matches; it stops when one does)",
+        "Continuing.",
+        *[line.replace("launch 2 ", "launch 3 ") for line in BANNER],
+        "Continuing.",
+    ]
+    assert debugger.resumes == [(2, "continue"), (3, "continue")]
+
+
+def test_enter_repeats_nothing_in_a_batch_or_from_a_pipe(tmp_path: Path) -> None:
+    debugger = FakeDebugger(tmp_path, [make_stop()])
+    lines: list[str] = []
+    run_prompt(debugger, stdin=io.StringIO("x/2xw arg0\n\n"), stdin_is_tty=False,
+               out=lines.append)
+    assert lines[len(BANNER):] == [
+        "(cudump) x/2xw arg0", "0x7f0000000000:  0x00000000  0x3f000000", "(cudump) ",
+        "cudump: end of input: detaching, the program runs to its end without stopping"]
+
+
 def test_terminal_redirects_the_console_while_reading(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[object] = []

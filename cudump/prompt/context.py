@@ -56,6 +56,9 @@ class Context:
     x_format: str = "x"
     x_unit: str = "w"
     x_next: int | None = None
+    # What Enter on an empty line runs (at a terminal), as gdb: the last command, if it is
+    # one that repeats; x sets its own form (no address: it goes on after the last shown).
+    repeat: str | None = None
 
     def say(self, line: str = "") -> None:
         self.out(line)

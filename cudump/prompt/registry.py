@@ -114,6 +114,7 @@ class Command:
     slash: bool = False          # takes gdb's /FMT suffix (`x/4xw`)
     complete: str | None = None  # "args", "kernels", "breakpoints", "commands", "subcommands"
     subcommands: dict[str, Command] = field(default_factory=dict)
+    repeat: bool = False         # Enter on an empty line (at a terminal) runs it again
 
     @property
     def summary(self) -> str:
@@ -170,12 +171,13 @@ REGISTRY = Registry()
 
 def command(parser: CommandParser, *, category: str = "inspecting",
             aliases: tuple[str, ...] = (), requires: tuple[Guard, ...] = (), raw: bool = False,
-            slash: bool = False, complete: str | None = None,
+            slash: bool = False, complete: str | None = None, repeat: bool = False,
             registry: Registry = REGISTRY) -> Callable[[Handler], Handler]:
-    """Register a function as the command `parser.prog`."""
+    """Register a function as the command `parser.prog`; `repeat`: Enter on an empty line
+    runs it again, as gdb's x, step, continue (the command may set ctx.repeat itself)."""
     def register(handler: Handler) -> Handler:
         registry.add(Command(parser.prog, parser, handler, category, aliases, requires, raw,
-                             slash, complete))
+                             slash, complete, repeat=repeat))
         return handler
     return register
 
@@ -254,6 +256,7 @@ def _execute(ctx: Context, line: str, registry: Registry) -> Outcome | None:
     text = line.strip()
     if not text or text.startswith("#"):
         return None
+    ctx.repeat = None
     word, suffix, rest = split_line(text)
     cmd, prefix = registry.resolve(word)
     if prefix:
@@ -280,7 +283,10 @@ def _execute(ctx: Context, line: str, registry: Registry) -> Outcome | None:
         if problem is not None:
             raise CommandError(f"{cmd.name}: {problem}")
     assert cmd.handler is not None
-    return cmd.handler(ctx, args)
+    outcome = cmd.handler(ctx, args)
+    if cmd.repeat and ctx.repeat is None:
+        ctx.repeat = text
+    return outcome
 
 
 def subcommand_help(cmd: Command) -> str:

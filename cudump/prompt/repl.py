@@ -9,7 +9,9 @@ When the input runs out, the launch is let go with `detach`: the program runs to
 without stopping, and a line says so.
 
 Ctrl-C while the program runs asks it to stop at the next launch; a second Ctrl-C ends
-the run. Ctrl-C at the prompt only cancels the line; Ctrl-D there prints a hint.
+the run. Ctrl-C at the prompt only cancels the line; Ctrl-D there prints a hint. At a
+terminal, Enter on an empty line repeats the last command if it is one that repeats (x goes
+on after the memory it showed), as gdb does.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ class Reader:
     """Where commands come from. `read` returns a line, or None when input has ended."""
 
     end_message = "cudump: end of input: detaching, the program runs to its end without stopping"
+    repeats = False      # Enter on an empty line runs the last command again (gdb, at a tty)
 
     def read(self) -> str | None:
         raise NotImplementedError
@@ -136,6 +139,8 @@ def _escape_proof_bindings() -> KeyBindings:
 
 class TerminalReader(Reader):
     """prompt_toolkit on a terminal: history, completion, messages above the input line."""
+
+    repeats = True
 
     def __init__(self, ctx: Context, out: Out, *, pt_input: Input | None = None,
                  pt_output: Output | None = None, history_path: str | None = None) -> None:
@@ -287,6 +292,8 @@ def command_loop(ctx: Context, reader: Reader) -> Outcome:
                 detach_now(ctx, None)
             ctx.say(reader.end_message)
             return Outcome.ENDED
+        if reader.repeats and not line.strip() and ctx.repeat:
+            line = ctx.repeat
         outcome = execute(ctx, line)
         if outcome is not None:
             return outcome

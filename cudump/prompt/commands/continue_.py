@@ -10,7 +10,8 @@ from cudump.prompt.registry import STOPPED, command, make_parser
 parser = make_parser("continue", "Let the launch go; run to the next stop.")
 
 
-@command(parser, category="running", aliases=("c", "cont"), requires=(STOPPED,))
+@command(parser, category="running", aliases=("c", "cont"), requires=(STOPPED,),
+         repeat=True)
 def continue_(ctx: Context, args: argparse.Namespace) -> Outcome:
     ctx.debugger.resume(ctx.stopped, "continue")
     ctx.set_stop(None)

@@ -12,6 +12,6 @@ parser = make_parser("finish", "Run the kernel and stop after it (as step).",
                      "As gdb's finish runs a function to its return: see 'help step'.")
 
 
-@command(parser, category="running", aliases=("fin",), requires=(BEFORE,))
+@command(parser, category="running", aliases=("fin",), requires=(BEFORE,), repeat=True)
 def finish(ctx: Context, args: argparse.Namespace) -> Outcome | None:
     return step_over(ctx)

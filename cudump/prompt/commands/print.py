@@ -183,6 +183,6 @@ def _expression(ctx: Context, text: str, fmt: str | None) -> str:
 
 
 @command(parser, aliases=("p", "inspect"), requires=(STOPPED,), raw=True, slash=True,
-         complete="args")
+         complete="args", repeat=True)
 def print_(ctx: Context, args: argparse.Namespace) -> None:
     ctx.say(print_text(ctx, args.expr, print_format(args.slash)))

@@ -120,6 +120,6 @@ def step_over(ctx: Context) -> Outcome | None:
     return None
 
 
-@command(parser, category="running", aliases=("s",), requires=(BEFORE,))
+@command(parser, category="running", aliases=("s",), requires=(BEFORE,), repeat=True)
 def step(ctx: Context, args: argparse.Namespace) -> Outcome | None:
     return step_over(ctx)

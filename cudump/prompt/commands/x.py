@@ -136,7 +136,7 @@ def read_checked(ctx: Context, address: int, nbytes: int, size: int) -> bytes:
         return read(ctx.stopped, address, inside)
 
 
-@command(parser, requires=(STOPPED,), raw=True, slash=True, complete="args")
+@command(parser, requires=(STOPPED,), raw=True, slash=True, complete="args", repeat=True)
 def x(ctx: Context, args: argparse.Namespace) -> None:
     count, fmt, unit = parse_spec(args.slash, ctx.x_format, ctx.x_unit)
     if args.address is not None:
@@ -148,6 +148,7 @@ def x(ctx: Context, args: argparse.Namespace) -> None:
     if fmt == "s":
         ctx.x_next = show_strings(ctx, address, count)
         ctx.x_format, ctx.x_unit = fmt, unit
+        ctx.repeat = f"x/{count}s"
         return
     size = UNITS[unit]
     nbytes = count * size
@@ -165,3 +166,4 @@ def x(ctx: Context, args: argparse.Namespace) -> None:
         ctx.say(f"0x{address + start * size:x}:  {text}".rstrip())
     ctx.x_format, ctx.x_unit = fmt, unit
     ctx.x_next = address + len(data)
+    ctx.repeat = f"x/{count}{fmt}{unit}"      # Enter: the next `count` units
