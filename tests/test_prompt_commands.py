@@ -192,8 +192,32 @@ def test_bt(prompt: Prompt) -> None:
         "#0  0x00007f1234500010 in cuLaunchKernel+0x10 (/usr/lib/libcuda.so.1)",
         "(more stack frames follow: 2)",
     ]
-    prompt.ctx.stopped.frames.clear()  # type: ignore[attr-defined]
+    stop = make_stop(launch=3)
+    stop.frames.clear()
+    prompt.ctx.set_stop(stop)          # the stack is unwound once per stop
     assert prompt.run("backtrace") == ["no host frames (the stack could not be unwound)"]
+    assert prompt.run("up") == ["error: no host frames (the stack could not be unwound)"]
+
+
+def test_frame_up_and_down_walk_the_host_stack(prompt: Prompt) -> None:
+    f0 = "#0  0x00007f1234500010 in cuLaunchKernel+0x10 (/usr/lib/libcuda.so.1)"
+    f1 = "#1  0x0000000000401136 in run_scale(float*, int)+0x26 (/home/u/app)"
+    f2 = "#2  0x00007f12345ff000 in ?? (/lib/libfoo.so+0x1f000)"
+    assert prompt.run("frame") == [f0]
+    assert prompt.run("up") == [f1]
+    assert prompt.run("frame") == [f1]
+    assert prompt.run("up") == [f2]
+    assert prompt.run("up") == ["error: Initial frame selected; you cannot go up."]
+    assert prompt.run("down 2") == [f0]
+    assert prompt.run("down") == ["error: Bottom (innermost) frame selected; you cannot go "
+                                  "down."]
+    assert prompt.run("up 10") == [f2]              # as far as the stack goes, as gdb
+    assert prompt.run("f 1") == [f1]
+    assert prompt.run("frame 3") == ["error: No frame at level 3 (frames 0..2)."]
+    assert prompt.run("frame") == [f1]
+    assert prompt.ctx.stopped.reads == []  # type: ignore[attr-defined]
+    prompt.ctx.set_stop(make_stop(launch=3))  # a new stop starts at frame 0
+    assert prompt.run("frame") == [f0]
 
 
 # ------------------------------------------------------------------ print

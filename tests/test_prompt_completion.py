@@ -22,7 +22,7 @@ def test_command_names(tmp_path: Path) -> None:
     ctx = _ctx(tmp_path)
     assert complete(ctx, "")[1] == 0
     assert "break" in complete(ctx, "")[0]
-    assert complete(ctx, "d") == (["d", "delete", "detach", "diff", "disable", "dump"], 1)
+    assert complete(ctx, "d") == (["d", "delete", "detach", "diff", "disable", "down", "dump"], 1)
     assert complete(ctx, "  ti") == ([], 2)
     assert complete(ctx, "tb") == (["tbreak"], 2)
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from cudump.args import ArgValue, arg_values
 from cudump.geometry import Allocation, CopyPlan
-from cudump.target import Debugger, StoppedLaunch, TargetError
+from cudump.target import Debugger, Frame, StoppedLaunch, TargetError
 
 Out = Callable[[str], None]
 Number = int | float
@@ -59,6 +59,10 @@ class Context:
     # What Enter on an empty line runs (at a terminal), as gdb: the last command, if it is
     # one that repeats; x sets its own form (no address: it goes on after the last shown).
     repeat: str | None = None
+    # The held launch's host stack, unwound once per stop, and the frame `frame`, `up` and
+    # `down` selected (0: innermost).
+    frames: list[Frame] | None = None
+    frame: int = 0
 
     def say(self, line: str = "") -> None:
         self.out(line)
@@ -88,6 +92,14 @@ class Context:
         self.stop = stop
         self.kept = None
         self.x_next = None
+        self.frames = None
+        self.frame = 0
+
+    def backtrace(self) -> list[Frame]:
+        """The held launch's host stack (unwound at the first use at this stop)."""
+        if self.frames is None:
+            self.frames = self.stopped.backtrace()
+        return self.frames
 
     @property
     def stopped(self) -> StoppedLaunch:

@@ -8,9 +8,11 @@ from cudump.prompt.commands import (  # noqa: F401
     detach,
     diff,
     disable,
+    down,
     dump,
     enable,
     finish,
+    frame,
     help,
     ignore,
     info,
@@ -19,5 +21,6 @@ from cudump.prompt.commands import (  # noqa: F401
     quit,
     step,
     tbreak,
+    up,
     x,
 )

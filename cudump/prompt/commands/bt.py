@@ -9,13 +9,14 @@ from cudump.prompt.display import format_frame
 from cudump.prompt.registry import STOPPED, command, make_parser
 
 parser = make_parser("bt", "The host call stack of the launching thread.",
-                     "Innermost frame first, as the target unwinds it.")
+                     "Innermost frame first, as the target unwinds it; 'frame N', 'up' and\n"
+                     "'down' select one of them.")
 parser.add_argument("limit", nargs="?", type=int, metavar="N", help="show only N frames")
 
 
 @command(parser, aliases=("backtrace", "where"), requires=(STOPPED,))
 def bt(ctx: Context, args: argparse.Namespace) -> None:
-    frames = ctx.stopped.backtrace()
+    frames = ctx.backtrace()
     if not frames:
         ctx.say("no host frames (the stack could not be unwound)")
         return
