@@ -119,6 +119,22 @@ def test_breakpoints_set_at_the_prompt_hit_kernels_registered_earlier(fake, cudu
     assert "tbreak" not in " ".join(lines[last + 1:last + 4])
 
 
+def test_display_is_shown_at_every_stop(fake, cudump_run, tmp_path):
+    program = [str(fake.programs["zed"]), "2", "--size", f"{W}x{H}"]
+    commands = batch(tmp_path, "display arg7", "display/x arg5", "continue", "info display")
+    ran = cudump_run(program, "--break", "FrP0k5607tPV", "--batch", str(commands))
+    assert ran.returncode == 0, ran.stderr
+    lines = transcript(ran.stderr)
+    at = lines.index("(cudump) continue")
+    assert lines[at - 4:at] == ["(cudump) display arg7", "1: arg7 = 1",
+                                "(cudump) display/x arg5", "2: /x arg5 = 0x40"]
+    second = lines.index(f"Breakpoint 1, launch 4 (occurrence 2) of {FRP0K}")
+    assert lines[second + 10:second + 12] == ["1: arg7 = 1.25", "2: /x arg5 = 0x40"]
+    assert lines[second + 12:second + 16] == [
+        "(cudump) info display", "Auto-display expressions now in effect:",
+        "Num Enb Expression", "1:   y  arg7"]
+
+
 def test_a_condition_decides_per_launch(fake, cudump_run, tmp_path):
     program = [str(fake.programs["zed"]), "4", "--size", f"{W}x{H}"]
     commands = batch(tmp_path, "continue", "continue", "continue")

@@ -334,6 +334,54 @@ def test_print_shows_at_most_200_elements(debugger: FakeDebugger) -> None:
     assert p.ctx.stopped.reads == [(0x7F0000200000, 800)]  # type: ignore[attr-defined]
 
 
+def test_display_undisplay_and_info_display(prompt: Prompt) -> None:
+    assert prompt.run("info display") == ["There are no auto-display expressions now."]
+    assert prompt.run("display arg3") == ["1: arg3 = 16"]
+    assert prompt.run("display/x arg0[1]@2") == ["2: /x arg0[1]@2 = {0x3f000000, 0x3f800000}"]
+    assert prompt.run("display arg0 + 1") == ["3: arg0 + 1 = (float const*) 0x7f0000000004"]
+    assert prompt.run("display arg9") == ["error: the kernel has no arg9 (arguments: "
+                                          "arg0..arg4)"]         # not kept
+    assert prompt.run("display") == ["1: arg3 = 16", "2: /x arg0[1]@2 = {0x3f000000, "
+                                      "0x3f800000}", "3: arg0 + 1 = (float const*) "
+                                      "0x7f0000000004"]
+    assert prompt.run("info display") == [
+        "Auto-display expressions now in effect:",
+        "Num Enb Expression",
+        "1:   y  arg3",
+        "2:   y  /x arg0[1]@2",
+        "3:   y  arg0 + 1",
+    ]
+    assert prompt.run("undisplay 2") == []
+    assert prompt.run("undisplay 2") == ["error: undisplay: no display number 2 (see 'info "
+                                         "display')"]
+    assert prompt.run("display/q arg3") == ["error: print: bad format '/q' (one of the "
+                                            "letters x d u o t z c f: p/x arg3)"]
+    assert prompt.run("display arg1[0]") == ["4: arg1[0] = 0"]
+    # after a step: the displays again, read after the kernel
+    out = prompt.run("step")
+    assert out[-3:] == ["1: arg3 = 16", "3: arg0 + 1 = (float const*) 0x7f0000000004",
+                        "4: arg1[0] = 0"]
+    prompt.run("display arg1[1]")
+    assert prompt.run("display")[-1] == "5: arg1[1] = 0.25"
+    questions: list[str] = []
+    prompt.ctx.confirm = lambda q: bool(questions.append(q))
+    assert prompt.run("undisplay") == ["Not confirmed."]
+    prompt.ctx.confirm = lambda q: True
+    assert prompt.run("undisplay") == []
+    assert prompt.run("info display") == ["There are no auto-display expressions now."]
+    assert questions == ["Delete all auto-display expressions? (y or n) "]
+
+
+def test_a_display_that_cannot_be_shown_at_a_stop_says_why(prompt: Prompt) -> None:
+    prompt.run("display arg4")
+    sig = parse_signature("void fill(int*, int)")
+    info = replace(make_info(), kernel=sig.demangled, signature=sig, pointers={},
+                   args=decode_args(sig, [A.to_bytes(8, "little"), (3).to_bytes(4, "little")]))
+    prompt.ctx.set_stop(FakeStop(info, make_memory()))
+    assert prompt.run("display") == ["1: arg4 = <error: the kernel has no arg4 (arguments: "
+                                     "arg0..arg1)>"]
+
+
 # ------------------------------------------------------------------ x
 
 
@@ -808,10 +856,10 @@ def test_kill_asks_when_interactive(debugger: FakeDebugger) -> None:
 @pytest.mark.parametrize(("line", "expected"), [
     ("foo", "error: unknown command 'foo' (try 'help')"),
     ("de 1", "error: ambiguous command 'de': delete, detach"),
-    ("info", "error: info needs a subcommand: allocs, args, breakpoints, graph, kernels, launch"),
+    ("info", "error: info needs a subcommand: allocs, args, breakpoints, display, graph, "
+             "kernels, launch"),
     ("info zork", "error: info: unknown subcommand 'zork' (one of allocs, args, breakpoints, "
-                  "graph, "
-                  "kernels, launch)"),
+                  "display, graph, kernels, launch)"),
     ("info a", "error: info: ambiguous subcommand 'a': allocs, args"),
     ("bt x", "error: bt: argument N: invalid int value: 'x'"),
     ("continue now", "error: continue: unrecognized arguments: now"),
@@ -866,10 +914,11 @@ def test_help(prompt: Prompt) -> None:
     assert prompt.run("help args")[0] == "usage: info args [-h]"
     info_help = prompt.run("help info")
     assert info_help[0] == "usage: info SUBCOMMAND"
-    assert info_help[-6:] == [
+    assert info_help[-7:] == [
         "  allocs       The process's live device allocations.",
         "  args         The launch's arguments and the allocations they point into.",
         "  breakpoints  The breakpoint table.",
+        "  display      The expressions 'display' shows at every stop.",
         "  graph        At a graph launch: its kernels in run order.",
         "  kernels      Kernels seen so far, with launch counts per process.",
         "  launch       Where and why the program stopped.",

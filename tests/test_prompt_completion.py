@@ -22,7 +22,8 @@ def test_command_names(tmp_path: Path) -> None:
     ctx = _ctx(tmp_path)
     assert complete(ctx, "")[1] == 0
     assert "break" in complete(ctx, "")[0]
-    assert complete(ctx, "d") == (["d", "delete", "detach", "diff", "disable", "down", "dump"], 1)
+    assert complete(ctx, "d") == (
+        ["d", "delete", "detach", "diff", "disable", "display", "down", "dump"], 1)
     assert complete(ctx, "  ti") == ([], 2)
     assert complete(ctx, "tb") == (["tbreak"], 2)
 
@@ -30,7 +31,7 @@ def test_command_names(tmp_path: Path) -> None:
 def test_subcommands(tmp_path: Path) -> None:
     ctx = _ctx(tmp_path)
     assert complete(ctx, "info ") == (
-        ["allocs", "args", "breakpoints", "graph", "kernels", "launch"], 0)
+        ["allocs", "args", "breakpoints", "display", "graph", "kernels", "launch"], 0)
     assert complete(ctx, "info b") == (["breakpoints"], 1)
     assert complete(ctx, "i k") == (["kernels"], 1)
 

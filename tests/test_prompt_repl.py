@@ -69,6 +69,16 @@ def test_batch_transcript(tmp_path: Path) -> None:
     assert debugger.resumes == [(2, "step"), (2, "continue"), (7, "detach")]
 
 
+def test_displays_are_shown_at_every_stop(tmp_path: Path) -> None:
+    debugger = FakeDebugger(tmp_path / "run", [make_stop(), make_stop(launch=7, occurrence=2)])
+    lines: list[str] = []
+    run_prompt(debugger, batch=["display/x arg3", "continue"], out=lines.append)
+    assert lines == [*BANNER, "(cudump) display/x arg3", "1: /x arg3 = 0x10",
+                     "(cudump) continue", "Continuing.", *SECOND, "1: /x arg3 = 0x10",
+                     "cudump: end of batch file: detaching, the program runs to its end "
+                     "without stopping"]
+
+
 def test_batch_quit_kills_without_asking(tmp_path: Path) -> None:
     debugger = FakeDebugger(tmp_path, [make_stop(), make_stop(launch=3)])
     lines: list[str] = []

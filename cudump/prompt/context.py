@@ -46,6 +46,15 @@ class Kept:
 
 
 @dataclass
+class Display:
+    """An expression `display` shows at every stop."""
+
+    number: int
+    expr: str
+    fmt: str | None = None      # a print/FMT letter
+
+
+@dataclass
 class Context:
     debugger: Debugger
     out: Out
@@ -63,6 +72,9 @@ class Context:
     # `down` selected (0: innermost).
     frames: list[Frame] | None = None
     frame: int = 0
+    # `display`: shown at every stop, numbered from 1 as gdb numbers them.
+    displays: list[Display] = field(default_factory=list)
+    display_number: int = 0
 
     def say(self, line: str = "") -> None:
         self.out(line)

@@ -28,6 +28,7 @@ import cudump.prompt.commands  # noqa: F401  (registers the commands)
 from cudump.console import console
 from cudump.errors import UsageError
 from cudump.prompt.commands.detach import detach_now
+from cudump.prompt.commands.display import show_displays
 from cudump.prompt.context import Context, Out, Outcome
 from cudump.prompt.display import banner
 from cudump.prompt.registry import execute
@@ -273,6 +274,7 @@ def drive(ctx: Context, reader: Reader) -> None:
         try:
             for line in banner(stop, ctx.allocation_for):
                 ctx.say(line)
+            show_displays(ctx)
         except KeyboardInterrupt:
             pass
         except Exception as err:  # the stop is still there to inspect

@@ -8,6 +8,7 @@ from cudump.prompt.commands import (  # noqa: F401
     detach,
     diff,
     disable,
+    display,
     down,
     dump,
     enable,
@@ -21,6 +22,7 @@ from cudump.prompt.commands import (  # noqa: F401
     quit,
     step,
     tbreak,
+    undisplay,
     up,
     x,
 )

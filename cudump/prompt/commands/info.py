@@ -110,6 +110,19 @@ def info_breakpoints(ctx: Context, args: argparse.Namespace) -> None:
         ctx.say(line)
 
 
+@subcommand(INFO, make_parser("info display", "The expressions 'display' shows at every "
+                              "stop."))
+def info_display(ctx: Context, args: argparse.Namespace) -> None:
+    if not ctx.displays:
+        ctx.say("There are no auto-display expressions now.")
+        return
+    ctx.say("Auto-display expressions now in effect:")
+    ctx.say("Num Enb Expression")
+    for shown in ctx.displays:
+        fmt = f"/{shown.fmt} " if shown.fmt else ""
+        ctx.say(f"{f'{shown.number}:':<4} y  {fmt}{shown.expr}")
+
+
 @subcommand(INFO, make_parser("info launch", "Where and why the program stopped."),
             requires=(STOPPED,))
 def info_launch(ctx: Context, args: argparse.Namespace) -> None:

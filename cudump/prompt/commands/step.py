@@ -14,6 +14,7 @@ import numpy as np
 from cudump.args import ArgValue
 from cudump.elements import element_type
 from cudump.geometry import GeometryError, plan_copy
+from cudump.prompt.commands.display import show_displays
 from cudump.prompt.context import Context, Kept, KeptArg, Outcome
 from cudump.prompt.display import arg_label, headline, placement
 from cudump.prompt.memory import read_plan
@@ -117,6 +118,7 @@ def step_over(ctx: Context) -> Outcome | None:
     if not kept.args and not kept.skipped:
         ctx.say("no argument points into a tracked allocation; nothing to compare")
     ctx.kept = kept
+    show_displays(ctx)
     return None
 
 
