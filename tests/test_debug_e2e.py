@@ -162,6 +162,23 @@ def test_eight_threads_launching_while_one_is_stopped(fake, cudump_run, bare_run
     assert list(summary["kernels"].values()) == [8 * 200]
 
 
+def test_info_threads_marks_the_thread_holding_the_launch(fake, cudump_run, tmp_path):
+    program = [str(fake.programs["threads"]), "3"]
+    commands = batch(tmp_path, "info threads", "delete", "continue")
+    ran = cudump_run(program, "--break", "vecAdd", "--batch", str(commands), timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    lines = ran.stderr.splitlines()
+    pid, tid = map(int, re.search(r"pid (\d+) thread (\d+)", ran.stderr).groups())
+    at = lines.index("(cudump) info threads")
+    assert lines[at + 1].split() == ["Id", "Thread", "Name", "State"]
+    table = lines[at + 2:lines.index("(cudump) delete")]
+    assert tid != pid                    # a worker launches; the main thread waits for it
+    assert table[0].split()[:4] == ["1", "LWP", str(pid), '"threads"']
+    held = [line.split(maxsplit=5) for line in table if line.startswith("*")]
+    assert held == [["*", held[0][1], "LWP", str(tid), '"threads"',
+                     "holds launch 1 (vecAdd)"]]
+
+
 @pytest.mark.parametrize("ending", [(), ("detach",)])
 def test_processes_that_wait_for_each_other_run_on_after_a_detach(fake, cudump_run, bare_run,
                                                                   tmp_path, ending):

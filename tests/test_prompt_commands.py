@@ -182,6 +182,29 @@ def test_info_launch(prompt: Prompt) -> None:
     ]
 
 
+def test_info_threads(prompt: Prompt, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cudump.prompt.commands import info
+
+    for tid, name, state in [(4242, "app", "S"), (4243, "app", "R"), (4250, "worker (x)", "D"),
+                             (4251, "cuda-EvtHandlr", "S")]:
+        task = tmp_path / "proc" / "4242" / "task" / str(tid)
+        task.mkdir(parents=True)
+        (task / "comm").write_text(name + "\n")
+        (task / "stat").write_text(f"{tid} ({name}) {state} 1 2 3\n")
+    monkeypatch.setattr(info, "PROC", tmp_path / "proc")
+    assert prompt.run("info threads") == [
+        "   Id  Thread    Name              State",
+        "   1   LWP 4242  \"app\"             sleeping",
+        "*  2   LWP 4243  \"app\"             holds launch 2 (scale)",
+        "   3   LWP 4250  \"worker (x)\"      waiting (disk)",
+        "   4   LWP 4251  \"cuda-EvtHandlr\"  sleeping",
+    ]
+    monkeypatch.setattr(info, "PROC", tmp_path / "none")
+    assert prompt.run("info threads") == [
+        f"error: cannot list the threads of process 4242 ({tmp_path}/none/4242/task cannot be "
+        "read)"]
+
+
 def test_bt(prompt: Prompt) -> None:
     assert prompt.run("bt") == [
         "#0  0x00007f1234500010 in cuLaunchKernel+0x10 (/usr/lib/libcuda.so.1)",
@@ -857,9 +880,9 @@ def test_kill_asks_when_interactive(debugger: FakeDebugger) -> None:
     ("foo", "error: unknown command 'foo' (try 'help')"),
     ("de 1", "error: ambiguous command 'de': delete, detach"),
     ("info", "error: info needs a subcommand: allocs, args, breakpoints, display, graph, "
-             "kernels, launch"),
+             "kernels, launch, threads"),
     ("info zork", "error: info: unknown subcommand 'zork' (one of allocs, args, breakpoints, "
-                  "display, graph, kernels, launch)"),
+                  "display, graph, kernels, launch, threads)"),
     ("info a", "error: info: ambiguous subcommand 'a': allocs, args"),
     ("bt x", "error: bt: argument N: invalid int value: 'x'"),
     ("continue now", "error: continue: unrecognized arguments: now"),
@@ -914,7 +937,7 @@ def test_help(prompt: Prompt) -> None:
     assert prompt.run("help args")[0] == "usage: info args [-h]"
     info_help = prompt.run("help info")
     assert info_help[0] == "usage: info SUBCOMMAND"
-    assert info_help[-7:] == [
+    assert info_help[-8:] == [
         "  allocs       The process's live device allocations.",
         "  args         The launch's arguments and the allocations they point into.",
         "  breakpoints  The breakpoint table.",
@@ -922,6 +945,8 @@ def test_help(prompt: Prompt) -> None:
         "  graph        At a graph launch: its kernels in run order.",
         "  kernels      Kernels seen so far, with launch counts per process.",
         "  launch       Where and why the program stopped.",
+        "  threads      The host threads of the stopped process; * marks the one holding "
+        "the launch.",
     ]
     assert prompt.run("info -h") == info_help
     assert prompt.run("help nothing") == ["error: unknown command 'nothing' (try 'help')"]

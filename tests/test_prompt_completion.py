@@ -31,7 +31,8 @@ def test_command_names(tmp_path: Path) -> None:
 def test_subcommands(tmp_path: Path) -> None:
     ctx = _ctx(tmp_path)
     assert complete(ctx, "info ") == (
-        ["allocs", "args", "breakpoints", "display", "graph", "kernels", "launch"], 0)
+        ["allocs", "args", "breakpoints", "display", "graph", "kernels", "launch",
+         "threads"], 0)
     assert complete(ctx, "info b") == (["breakpoints"], 1)
     assert complete(ctx, "i k") == (["kernels"], 1)
 

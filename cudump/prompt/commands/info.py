@@ -1,8 +1,10 @@
-"""`info args|allocs|kernels|graph|breakpoints|launch` (`args` is short for `info args`)."""
+"""`info args|allocs|kernels|graph|breakpoints|display|threads|launch` (`args` is short for
+`info args`)."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from cudump.pattern import name_forms
 from cudump.prompt.context import CommandError, Context
@@ -121,6 +123,55 @@ def info_display(ctx: Context, args: argparse.Namespace) -> None:
     for shown in ctx.displays:
         fmt = f"/{shown.fmt} " if shown.fmt else ""
         ctx.say(f"{f'{shown.number}:':<4} y  {fmt}{shown.expr}")
+
+
+PROC = Path("/proc")
+_STATES = {"R": "running", "S": "sleeping", "D": "waiting (disk)", "T": "stopped",
+           "t": "traced", "Z": "zombie", "X": "dead", "I": "idle"}
+
+
+def host_threads(pid: int, proc: Path | None = None) -> list[tuple[int, str, str]]:
+    """(thread id, name, state) of each thread of a process, by thread id, from
+    /proc/PID/task; threads that end while it is read are left out."""
+    proc = PROC if proc is None else proc
+    try:
+        tids = sorted(int(t.name) for t in (proc / str(pid) / "task").iterdir()
+                      if t.name.isdigit())
+    except OSError:
+        return []
+    threads = []
+    for tid in tids:
+        task = proc / str(pid) / "task" / str(tid)
+        try:
+            name = (task / "comm").read_text(encoding="utf-8", errors="replace").rstrip("\n")
+            stat = (task / "stat").read_text(encoding="ascii", errors="replace")
+        except OSError:
+            continue
+        letter = (stat.rpartition(")")[2].split() or ["?"])[0]
+        threads.append((tid, name, _STATES.get(letter, letter)))
+    return threads
+
+
+@subcommand(INFO, make_parser(
+    "info threads", "The host threads of the stopped process; * marks the one holding the "
+    "launch.", "From /proc/PID/task: thread id (LWP), name and state. The other threads run\n"
+    "on (their next launch waits: all-stop); this lists the launching process only."),
+    requires=(STOPPED,))
+def info_threads(ctx: Context, args: argparse.Namespace) -> None:
+    info = ctx.stopped.info
+    threads = host_threads(info.pid)
+    if not threads:
+        raise CommandError(f"cannot list the threads of process {info.pid} "
+                           f"({PROC / str(info.pid) / 'task'} cannot be read)")
+    rows = []
+    for number, (tid, name, state) in enumerate(threads, 1):
+        held = tid == info.tid
+        if held:
+            state = f"holds launch {info.launch} ({name_forms(info.kernel)[2]})"
+        rows.append(["*" if held else "", str(number), f"LWP {tid}", f'"{name}"', state])
+    for line in format_table(["", "Id", "Thread", "Name", "State"], rows,
+                             [False, False, False, False, False]):
+        ctx.say(line.rstrip())
 
 
 @subcommand(INFO, make_parser("info launch", "Where and why the program stopped."),
