@@ -11,7 +11,7 @@ import argparse
 
 from cudump.prompt.commands.print import print_format, print_text
 from cudump.prompt.context import CommandError, Context, Display
-from cudump.prompt.registry import command, make_parser
+from cudump.prompt.registry import STOPPED, command, make_parser
 from cudump.target import TargetError
 
 parser = make_parser(
@@ -39,7 +39,7 @@ def show_displays(ctx: Context) -> None:
         ctx.say(display_line(ctx, shown))
 
 
-@command(parser, raw=True, slash=True, complete="args")
+@command(parser, requires=(STOPPED,), raw=True, slash=True, complete="args")
 def display(ctx: Context, args: argparse.Namespace) -> None:
     fmt = print_format(args.slash)
     if not args.expr:
@@ -48,10 +48,8 @@ def display(ctx: Context, args: argparse.Namespace) -> None:
         show_displays(ctx)
         return
     text = args.expr.strip()
-    if ctx.stop is not None:
-        line = print_text(ctx, text, fmt)          # one that cannot be shown is not kept
+    line = print_text(ctx, text, fmt)          # one that cannot be shown is not kept
     ctx.display_number += 1
     shown = Display(ctx.display_number, text, fmt)
     ctx.displays.append(shown)
-    if ctx.stop is not None:
-        ctx.say(f"{shown.number}: {f'/{fmt} ' if fmt else ''}{line}")
+    ctx.say(f"{shown.number}: {f'/{fmt} ' if fmt else ''}{line}")

@@ -19,7 +19,8 @@ from cudump.prompt.registry import (
 from cudump.report import format_table
 
 INFO = prefix_command(
-    make_parser("info", "The launch, its arguments and allocations, kernels, breakpoints.",
+    make_parser("info", "The launch, arguments, allocations, kernels, breakpoints, threads, "
+                "displays.",
                 "A unique prefix names a subcommand (info b); 'args' is short for 'info args'.",
                 usage="info SUBCOMMAND"),
     aliases=("i",))
