@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from cudump import protocol as p
 from cudump.console import say, warn
@@ -726,19 +727,19 @@ class Session:
                 except OSError:
                     pass
 
-        old_int = signal.signal(signal.SIGINT, forward)
-        old_term = signal.signal(signal.SIGTERM, lambda *_: child.terminate())
-        try:
-            return child.wait()
-        finally:
-            signal.signal(signal.SIGINT, old_int)
-            signal.signal(signal.SIGTERM, old_term)
+        return Session._wait_with(child, forward)
 
     @staticmethod
     def _wait(child: subprocess.Popen[bytes]) -> int:
         # Ctrl-C reaches the target through the terminal; cudump stays to
         # report how it ended. SIGTERM is passed on.
-        old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        return Session._wait_with(child, signal.SIG_IGN)
+
+    @staticmethod
+    def _wait_with(child: subprocess.Popen[bytes],
+                   on_sigint: Callable[[int, Any], Any] | int) -> int:
+        """Waits for the program with SIGINT handled as given and SIGTERM passed on."""
+        old_int = signal.signal(signal.SIGINT, on_sigint)
         old_term = signal.signal(signal.SIGTERM, lambda *_: child.terminate())
         try:
             return child.wait()
