@@ -29,6 +29,17 @@ def select_frame(ctx: Context, number: int) -> None:
     ctx.say(format_frame(frames[number]))
 
 
+def move_frame(ctx: Context, count: int, outward: bool, end: str) -> None:
+    """`up` (outward) and `down`: selects the frame `count` levels on, kept inside the stack;
+    says `end` when the selection is already at that end."""
+    last = len(ctx.backtrace()) - 1
+    at_end = ctx.frame >= last if outward else ctx.frame <= 0
+    if last >= 0 and at_end and count > 0:
+        raise CommandError(end)
+    step = count if outward else -count
+    select_frame(ctx, max(0, min(ctx.frame + step, last)))
+
+
 @command(parser, aliases=("f",), requires=(STOPPED,))
 def frame(ctx: Context, args: argparse.Namespace) -> None:
     select_frame(ctx, ctx.frame if args.number is None else args.number)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from cudump.prompt.commands.frame import select_frame
-from cudump.prompt.context import CommandError, Context
+from cudump.prompt.commands.frame import move_frame
+from cudump.prompt.context import Context
 from cudump.prompt.registry import STOPPED, command, make_parser
 
 parser = make_parser("up", "Select and show the frame N levels outward (default 1).",
@@ -16,7 +16,4 @@ parser.add_argument("count", nargs="?", type=int, default=1, metavar="N", help="
 
 @command(parser, requires=(STOPPED,), repeat=True)
 def up(ctx: Context, args: argparse.Namespace) -> None:
-    last = len(ctx.backtrace()) - 1
-    if last >= 0 and ctx.frame >= last and args.count > 0:
-        raise CommandError("Initial frame selected; you cannot go up.")
-    select_frame(ctx, max(0, min(ctx.frame + args.count, last)))
+    move_frame(ctx, args.count, outward=True, end="Initial frame selected; you cannot go up.")
