@@ -14,6 +14,7 @@ from typing import Any
 from cudump import protocol as p
 from cudump.demangle import demangle
 from cudump.geometry import Allocation
+from cudump.shared import LaunchCounts
 
 
 @dataclass
@@ -73,7 +74,8 @@ class ProcessState:
     exe: str
     funcs: dict[int, FuncInfo] = field(default_factory=dict)
     allocations: dict[int, Allocation] = field(default_factory=dict)  # base -> allocation
-    stats: dict[str, Any] | None = None
+    stats: dict[str, Any] | None = None      # MSG_STATS, at its exit
+    counted: LaunchCounts | None = None      # the shared launch counts, at the run's end
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 

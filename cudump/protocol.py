@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 from typing import Any, Protocol
 
-VERSION = 9
+VERSION = 10
 MAGIC = 0x50445543
 
 MAX_MESSAGE = 1 << 20
@@ -36,6 +36,8 @@ IMAGE_CHUNK = 512 << 10    # image bytes in one Kind.IMAGE message
 TOOL_MODE_SHIFT = 8
 MAX_COUNTERS = 64          # rules whose matching launches the shim counts
 MAX_SELECTORS = 8          # counted rules one function's launches count for
+MAX_FUNCS = 65536          # functions (ids 1 to this) the launch counts count
+COUNTS_ALIGN = 4096        # the launch counts start at a multiple of this
 NO_LIMIT = (1 << 64) - 1   # proto_selector.count of a rule without `count`
 
 
@@ -286,6 +288,10 @@ GRAPH_NODE = _layout("proto_graph_node", ("node", "I"), ("id", "I"), ("grid", "3
                      ("block", "3I"), ("smem", "I"), ("child", "I"))
 COUNT = _layout("proto_count", ("id", "I"), ("reserved", "I"), ("launches", "Q"),
                 ("graph_launches", "Q"))
+FUNC_COUNT = _layout("proto_func_count", ("launches", "Q"), ("graph_launches", "Q"))
+# After the staging area, in shared memory: MSG_STATS's counts as they stand (shared.py).
+COUNTS = _layout("proto_counts", ("captured", "Q"), ("graph_launches", "Q"),
+                 ("funcs", f"{2 * MAX_FUNCS}Q"))
 STATS = _layout("proto_stats", ("seq", "Q"), ("captured", "Q"), ("graph_launches", "Q"),
                 ("nfuncs", "I"), ("reserved", "I"))
 COPY = _layout("proto_copy", ("phase", "I"), ("flags", "I"), ("src", "Q"), ("width", "Q"),
@@ -313,7 +319,8 @@ RESUME = _layout("proto_resume", ("mode", "I"), ("reserved", "I"))
 RESULT = _layout("proto_result", ("rc", "i"), ("reserved", "I"), ("nbytes", "Q"))
 
 LAYOUTS = (HEADER, HELLO, WELCOME, CONTROL, PARAM, FUNC, ASK, SELECTOR, WANTS, COUNTED, LAUNCH,
-           RING_SLOT, POINTER, MEMORY, GRAPH, NOTICE, GRAPH_NODE, COUNT, STATS, COPY, PLAN, KEY,
+           RING_SLOT, POINTER, MEMORY, GRAPH, NOTICE, GRAPH_NODE, COUNT, FUNC_COUNT,
+           COUNTS, STATS, COPY, PLAN, KEY,
            TOOL_OUT, RESULT_SLOT, IMAGE, PIECE, END, STOPPED, READ, QUERY, RESUME, RESULT)
 
 # Byte offsets of the control page's fields, for the controller's stores.

@@ -230,9 +230,14 @@ class Controller:
                     counts = {fid: (n, g) for fid, n, g in proc.stats["funcs"]}
                     result.captured_launches += int(proc.stats["captured"])
                     result.graph_launches += int(proc.stats["graph_launches"])
+                elif proc.counted is not None:
+                    # The process ended without saying goodbye (killed, _exit): its
+                    # counts as the shim left them in shared memory.
+                    counts = dict(proc.counted.funcs)
+                    result.captured_launches += proc.counted.captured
+                    result.graph_launches += proc.counted.graph_launches
                 else:
-                    # The process ended without saying goodbye (killed, _exit):
-                    # count what it reported as it went.
+                    # Nor any shared memory: count what it reported as it went.
                     counts = {fid: (f.launches, 0) for fid, f in proc.funcs.items()}
                 for fid, (n, g) in counts.items():
                     func = proc.funcs.get(fid)
@@ -265,6 +270,11 @@ class Controller:
         with self.lock:
             if self._manifest is not None:
                 self._manifest.close()
+            for proc in self.processes:
+                shared = self.shared.get(proc.pid)
+                if shared is not None and proc.stats is None:
+                    # Kept for the summary: the mapping goes now.
+                    proc.counted = shared.launch_counts(list(proc.funcs))
             for shared in self.shared.values():
                 shared.close()
         if self.timeline is not None:

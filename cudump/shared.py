@@ -8,7 +8,9 @@ stopped: wait) and `interrupt` (stop at the next launch). The trace ring
 carries launch events, the result ring the digests and scans of launches the
 shim planned itself (protocol.h says how both work). The staging area
 receives the bytes of snapshot and read copies; it stays sparse until the
-shim writes into it. The shim maps it only once it has sealed the file against
+shim writes into it. The launch counts after it (protocol.COUNTS) are those MSG_STATS
+reports at exit, as the shim counts them: what the controller has of a process that ended
+without MSG_STATS. The shim maps it only once it has sealed the file against
 shrinking and seen that it holds everything the control page and WELCOME claim.
 """
 
@@ -17,11 +19,25 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from cudump import protocol as p
 
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
+
+
+@dataclass(frozen=True)
+class LaunchCounts:
+    """The shim's launch counts as they stand in shared memory (what MSG_STATS says at exit)."""
+
+    captured: int                          # launches recorded during stream capture
+    graph_launches: int
+    funcs: dict[int, tuple[int, int]]      # function id -> (launches, graph kernel-node runs)
+
+
+_FUNC = struct.Struct("<QQ")
 
 
 class SharedFile:
@@ -34,7 +50,9 @@ class SharedFile:
         self.results_slots = results_slots
         self.results_offset = p.CONTROL_SIZE + ring_slots * p.RING_SLOT_SIZE
         self.staging_offset = self.results_offset + results_slots * p.RESULT_SLOT_SIZE
-        size = self.staging_offset + staging_size
+        self.counts_offset = -(-(self.staging_offset + staging_size) // p.COUNTS_ALIGN) \
+            * p.COUNTS_ALIGN
+        size = self.counts_offset + p.COUNTS.size
         # Sealable: the shim seals it against shrinking before it trusts its size (a
         # shared mapping touched past the end of its file is a SIGBUS in the program).
         self.fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
@@ -105,6 +123,20 @@ class SharedFile:
                              f"of {self.staging_size} bytes")
         start = self.staging_offset + offset
         return memoryview(self._map)[start:start + nbytes]
+
+    def launch_counts(self, ids: Iterable[int]) -> LaunchCounts:
+        """The launch counts of the functions `ids` (and the process's), as the shim keeps
+        them: readable whenever the mapping is, after the process has gone too."""
+        head = p.COUNTS.offsets()
+        captured = int(_U64.unpack_from(self._map, self.counts_offset + head["captured"])[0])
+        graphs = int(_U64.unpack_from(self._map, self.counts_offset + head["graph_launches"])[0])
+        funcs: dict[int, tuple[int, int]] = {}
+        for fid in ids:
+            if 1 <= fid <= p.MAX_FUNCS:
+                at = self.counts_offset + head["funcs"] + (fid - 1) * p.FUNC_COUNT.size
+                launches, graph_runs = _FUNC.unpack_from(self._map, at)
+                funcs[fid] = (int(launches), int(graph_runs))
+        return LaunchCounts(captured, graphs, funcs)
 
     def handed_over(self) -> None:
         """The shim has its own mapping now: the descriptor is no longer needed here."""

@@ -34,6 +34,7 @@
 enum { CH_NEW = 0, CH_CONNECTING, CH_UP, CH_DOWN };
 
 _Atomic(const volatile struct proto_control *) channel_control_page;
+_Atomic(struct proto_counts *) channel_counts_area;
 
 /* The connection is process-wide state by nature: one per process. */
 static pthread_mutex_t io_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -290,9 +291,16 @@ static bool shared_file_holds(int sfd, size_t size)
     return (uintmax_t)st.st_size >= (uintmax_t)size;
 }
 
-/* The bytes the control page, the two rings and the staging area take, as the
- * controller claims them; false if the sum does not fit a size_t. Each product
- * and sum is checked before it is formed: the sizes come from the other side. */
+/* Where the launch counts begin, after what ends at `end`. */
+static size_t counts_offset(size_t end)
+{
+    return (end + PROTO_COUNTS_ALIGN - 1) / PROTO_COUNTS_ALIGN * PROTO_COUNTS_ALIGN;
+}
+
+/* The bytes the control page, the two rings, the staging area and the launch
+ * counts take, as the controller claims them; false if the sum does not fit a
+ * size_t. Each product and sum is checked before it is formed: the sizes come
+ * from the other side. */
 static bool claimed_size(size_t *size)
 {
     size_t total = PROTO_CONTROL_SIZE;
@@ -302,9 +310,10 @@ static bool claimed_size(size_t *size)
     if (results_slots > (SIZE_MAX - total) / PROTO_RESULT_SLOT_SIZE)
         return false;
     total += (size_t)results_slots * PROTO_RESULT_SLOT_SIZE;
-    if (staging_size > SIZE_MAX - total)
+    size_t tail = PROTO_COUNTS_ALIGN + sizeof(struct proto_counts); /* at most */
+    if (total > SIZE_MAX - tail || staging_size > SIZE_MAX - tail - total)
         return false;
-    *size = total + staging_size;
+    *size = counts_offset(total + staging_size) + sizeof(struct proto_counts);
     return true;
 }
 
@@ -399,6 +408,11 @@ void channel_connect(void)
     fd = s;
     if (greet_locked()) {
         atomic_store(&state, CH_UP);
+        /* Before the control page: a launch that sees the page sees the counts. */
+        size_t at = counts_offset(PROTO_CONTROL_SIZE + rings_bytes() + staging_size);
+        atomic_store_explicit(&channel_counts_area,
+                              (struct proto_counts *)((char *)shared_map + at),
+                              memory_order_release);
         atomic_store_explicit(&channel_control_page, shared_map, memory_order_release);
     } else {
         go_down_locked();
@@ -454,6 +468,7 @@ void channel_reset_after_fork(void)
      * write into it. It connects anew when it initialises CUDA itself. */
     pthread_mutex_init(&io_lock, NULL);
     atomic_store(&channel_control_page, NULL);
+    atomic_store(&channel_counts_area, NULL);
     if (fd >= 0)
         close(fd);
     fd = -1;

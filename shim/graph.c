@@ -231,8 +231,10 @@ static void fold_counts_locked(struct graph_exec *g)
     unsigned long long replays = atomic_load(&g->replays);
     unsigned long long add = replays - g->counted;
     g->counted = replays;
-    for (size_t i = 0; add && i < g->nkernels; i++)
+    for (size_t i = 0; add && i < g->nkernels; i++) {
         atomic_fetch_add(&g->kernels[i].e->graph_launches, add);
+        counts_add_func(g->kernels[i].e->id, true, add);
+    }
 }
 
 /* The instrumented copy no longer matches (parameters changed, or the graph goes). */
@@ -790,6 +792,7 @@ CUresult graph_run(cuGraphLaunch_fn real, CUgraphExec exec, CUstream stream, int
     held_graph = NULL;
     if (rc == CUDA_SUCCESS) {
         atomic_fetch_add(&shim_stats.graph_launches, 1);
+        counts_add_process(true);
         if (g)
             atomic_fetch_add(&g->replays, 1);
         if (channel_options() & OPTION_TRACE_GRAPHS) {

@@ -382,7 +382,8 @@ CUresult hook_cuMemcpyDtoH(cuMemcpyDtoH_fn real, int ptsz, void *dst, CUdevicept
 /* ---- launches ---------------------------------------------------------------- */
 
 /* The fast path of every launch: one table lookup, one compare with the
- * control page, the real call, two relaxed counters. Everything else
+ * control page, the real call, three relaxed counters (the third in shared
+ * memory, for the controller). Everything else
  * happens only for wanted functions. */
 #define LAUNCH_HOOK_BODY(f, stream, call, ...)                               \
     unsigned wants;                                                          \

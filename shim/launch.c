@@ -141,10 +141,12 @@ void launch_before(struct launch_info *li)
     shim_busy++;
     li->seq = atomic_fetch_add(&shim_stats.seq, 1) + 1;
     li->captured = launch_stream_capturing(li->stream, li->ptsz);
-    if (li->captured)
+    if (li->captured) {
         atomic_fetch_add(&shim_stats.captured, 1);
-    else
+        counts_add_process(false);
+    } else {
         li->occurrence = atomic_fetch_add(&li->e->launches, 1) + 1;
+    }
     li->device = current_device();
     li->tid = current_tid();
     li->armed = false;
@@ -242,6 +244,8 @@ void launch_after(struct launch_info *li, CUresult rc)
     shim_busy++;
     if (rc != CUDA_SUCCESS && !li->captured)
         atomic_fetch_sub(&li->e->launches, 1);
+    else if (!li->captured)
+        counts_add_func(li->e->id, false, 1); /* once it has run: not a launch killed held */
     if (li->wants & WANT_TRACE)
         send_launch_event(li, rc);
     if (li->armed)

@@ -92,9 +92,11 @@ static inline void launch_count(struct func_entry *e, CUstream stream, int ptsz)
     if (__builtin_expect(atomic_load_explicit(&shim_stats.captures_active, memory_order_relaxed) > 0, 0) &&
         launch_stream_capturing(stream, ptsz)) {
         atomic_fetch_add_explicit(&shim_stats.captured, 1, memory_order_relaxed);
+        counts_add_process(false);
         return;
     }
     atomic_fetch_add_explicit(&e->launches, 1, memory_order_relaxed);
+    counts_add_func(e->id, false, 1);
 }
 
 void launch_before(struct launch_info *li);

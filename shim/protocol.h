@@ -15,8 +15,15 @@
  * (SCM_RIGHTS). It holds, in this order: the control page (struct
  * proto_control, PROTO_CONTROL_SIZE bytes), the trace ring (ring_slots slots
  * of PROTO_RING_SLOT_SIZE bytes; none without --trace), the result ring
- * (results_slots slots of PROTO_RESULT_SLOT_SIZE bytes) and the staging area
- * that snapshot and read copies land in.
+ * (results_slots slots of PROTO_RESULT_SLOT_SIZE bytes), the staging area
+ * that snapshot and read copies land in, and at the next multiple of
+ * PROTO_COUNTS_ALIGN bytes the launch counts (struct proto_counts).
+ *
+ * The launch counts are the counters MSG_STATS reports at exit, kept up to
+ * date by the shim as it counts: the controller reads them there for a process
+ * that ended without MSG_STATS (killed by a signal, ended by _exit). A
+ * function's graph kernel-node runs are added when the shim folds them in (a
+ * graph destroyed or updated, the process's exit), as MSG_STATS's are.
  *
  * The trace ring carries MSG_LAUNCH events without a system call: many
  * launching threads reserve slots by compare-and-swap on ring_head (never
@@ -39,7 +46,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 9
+#define PROTO_VERSION 10
 #define PROTO_MAGIC 0x50445543u /* "CUDP" */
 
 /* ---- limits ---------------------------------------------------------------- */
@@ -61,6 +68,8 @@ enum {
     PROTO_IMAGE_CHUNK = 512 << 10, /* image bytes in one MSG_IMAGE */
     PROTO_MAX_COUNTERS = 64,       /* rules whose matching launches the shim counts */
     PROTO_MAX_SELECTORS = 8,       /* counted rules one function's launches count for */
+    PROTO_MAX_FUNCS = 65536,       /* functions (ids 1 to this) proto_counts counts */
+    PROTO_COUNTS_ALIGN = 4096,     /* proto_counts starts at a multiple of this */
 };
 
 /* ---- message kinds ----------------------------------------------------------- */
@@ -300,6 +309,21 @@ struct proto_control {
     uint64_t rule_counts[PROTO_MAX_COUNTERS];
 };
 
+
+/* The launches of one function, as proto_count says them (launches that failed
+ * are taken back). */
+struct proto_func_count {
+    uint64_t launches;       /* launched directly */
+    uint64_t graph_launches; /* run as a kernel node of a graph launch (folded in) */
+};
+
+/* Written by the shim after the staging area: the counts of MSG_STATS as they
+ * stand (see the top of this file). */
+struct proto_counts {
+    uint64_t captured;       /* launches recorded during stream capture */
+    uint64_t graph_launches; /* graph launches */
+    struct proto_func_count funcs[PROTO_MAX_FUNCS]; /* function id N at funcs[N - 1] */
+};
 
 struct proto_param {
     uint32_t offset;

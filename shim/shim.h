@@ -169,6 +169,30 @@ static inline bool channel_up(void)
 {
     return channel_control() != NULL;
 }
+/* The launch counts in shared memory (proto_counts), from the greeting on;
+ * NULL before it. Each counter of the shim that MSG_STATS reports is added to
+ * here too, as it is counted, so that the controller has them even when the
+ * process ends without MSG_STATS. */
+static inline struct proto_counts *channel_counts(void)
+{
+    extern _Atomic(struct proto_counts *) channel_counts_area;
+    return atomic_load_explicit(&channel_counts_area, memory_order_acquire);
+}
+/* Adds to function `id`'s launches (graph: its graph kernel-node runs) there. */
+static inline void counts_add_func(unsigned id, bool graph, uint64_t n)
+{
+    struct proto_counts *c = channel_counts();
+    if (c && id - 1u < PROTO_MAX_FUNCS)
+        __atomic_fetch_add(graph ? &c->funcs[id - 1].graph_launches : &c->funcs[id - 1].launches,
+                           n, __ATOMIC_RELAXED);
+}
+/* Adds one to the process's captured launches (graph: its graph launches) there. */
+static inline void counts_add_process(bool graph)
+{
+    struct proto_counts *c = channel_counts();
+    if (c)
+        __atomic_fetch_add(graph ? &c->graph_launches : &c->captured, 1, __ATOMIC_RELAXED);
+}
 /* The control page, writable: only for the `interrupt` handshake. */
 volatile struct proto_control *channel_control_rw(void);
 unsigned channel_options(void);

@@ -28,6 +28,7 @@ CONSTANTS: dict[str, int] = {
     "PROTO_MAX_KEYS": p.MAX_KEYS, "PROTO_RESULT_SLOT_SIZE": p.RESULT_SLOT_SIZE,
     "PROTO_IMAGE_CHUNK": p.IMAGE_CHUNK, "API_COUNT": len(p.APIS),
     "PROTO_MAX_COUNTERS": p.MAX_COUNTERS, "PROTO_MAX_SELECTORS": p.MAX_SELECTORS,
+    "PROTO_MAX_FUNCS": p.MAX_FUNCS, "PROTO_COUNTS_ALIGN": p.COUNTS_ALIGN,
 }
 ENUMS: list[tuple[type[Enum], str]] = [
     (p.Kind, "MSG_"), (p.Want, "WANT_"), (p.Option, "OPTION_"), (p.LaunchFlag, "LAUNCH_"),

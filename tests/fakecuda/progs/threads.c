@@ -1,11 +1,13 @@
 /*
  * Eight threads, each with its own stream and buffers, each launching
  * vecAdd N times (c += b) on its stream: launches from many threads at once.
- * Usage: threads [N]
+ * Usage: threads [N [sig SIGNAL]]
+ *   sig: once every launch is made and checked, die by SIGNAL (no exit handlers run).
  */
 #include "progcommon.h"
 
 #include <pthread.h>
+#include <signal.h>
 
 #define THREADS 8
 #define LEN 4096
@@ -59,8 +61,9 @@ static void *work(void *arg)
 int main(int argc, char **argv)
 {
     int repeats = argc > 1 ? atoi(argv[1]) : 100;
-    if (repeats <= 0)
-        FAIL("usage: %s [N > 0]", argv[0]);
+    bool by_signal = argc == 4 && strcmp(argv[2], "sig") == 0;
+    if (repeats <= 0 || (argc > 2 && !by_signal))
+        FAIL("usage: %s [N > 0 [sig SIGNAL]]", argv[0]);
     struct tally t = {0};
     CUcontext ctx;
     CUmodule mod;
@@ -89,5 +92,13 @@ int main(int argc, char **argv)
         return 1;
     printf("verified %d threads x %d launches\n", THREADS, repeats);
     tally_print(&t);
+    if (by_signal) {
+        int value = atoi(argv[3]);
+        printf("raising signal %d\n", value);
+        fflush(stdout);
+        signal(value, SIG_DFL);
+        raise(value);
+        FAIL("signal %d did not end the process", value);
+    }
     return 0;
 }
