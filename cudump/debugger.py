@@ -200,6 +200,28 @@ class RemoteStop:
 
         return self._call(do)  # type: ignore[no-any-return]
 
+    def write(self, address: int, data: bytes) -> None:
+        size = len(data)
+        if size == 0:
+            raise TargetError("nothing to write: the size must be at least one byte")
+        if size > self.max_read:
+            raise TargetError(f"{size} bytes is more than one write can take "
+                              f"({self.max_read}); raise --staging or write less")
+        if address < 0 or address + size > 1 << 64:
+            raise TargetError(f"0x{address:x} and the {size} bytes from it do not fit in the "
+                              "64-bit address space")
+
+        def do() -> None:
+            assert self.conn.shared is not None
+            self.conn.shared.staging(0, size)[:] = data   # staging is this stop's now
+            rc, _ = self.conn.request(p.Kind.WRITE, p.WRITE.pack(dst=address, size=size,
+                                                                 offset=0))
+            if rc != 0:
+                raise TargetError(f"cannot write {size} bytes at 0x{address:x}: "
+                                  + ("refused by the shim" if rc == -1 else f"CUDA error {rc}"))
+
+        self._call(do)
+
     def allocation(self, address: int) -> Allocation | None:
         for alloc in self.allocations():
             if alloc.base <= address < alloc.end:

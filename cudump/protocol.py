@@ -67,6 +67,7 @@ class Kind(IntEnum):
     RESUME = 43
     COUNTS = 44
     GRAPH_NODES = 45
+    WRITE = 46
 
 
 class Want(IntFlag):
@@ -315,13 +316,14 @@ STOPPED = _layout("proto_stopped", ("phase", "I"), ("sync_rc", "i"), ("launch_rc
 READ = _layout("proto_read", ("src", "Q"), ("width", "Q"), ("height", "Q"), ("pitch", "Q"),
                ("offset", "Q"))
 QUERY = _layout("proto_query", ("address", "Q"))
+WRITE = _layout("proto_write", ("dst", "Q"), ("size", "Q"), ("offset", "Q"))
 RESUME = _layout("proto_resume", ("mode", "I"), ("reserved", "I"))
 RESULT = _layout("proto_result", ("rc", "i"), ("reserved", "I"), ("nbytes", "Q"))
 
 LAYOUTS = (HEADER, HELLO, WELCOME, CONTROL, PARAM, FUNC, ASK, SELECTOR, WANTS, COUNTED, LAUNCH,
-           RING_SLOT, POINTER, MEMORY, GRAPH, NOTICE, GRAPH_NODE, COUNT, FUNC_COUNT,
-           COUNTS, STATS, COPY, PLAN, KEY,
-           TOOL_OUT, RESULT_SLOT, IMAGE, PIECE, END, STOPPED, READ, QUERY, RESUME, RESULT)
+           RING_SLOT, POINTER, MEMORY, GRAPH, NOTICE, GRAPH_NODE, COUNT, FUNC_COUNT, COUNTS, STATS,
+           COPY, PLAN, KEY, TOOL_OUT, RESULT_SLOT, IMAGE, PIECE, END, STOPPED, READ, QUERY, WRITE,
+           RESUME, RESULT)
 
 # Byte offsets of the control page's fields, for the controller's stores.
 CONTROL_OFFSETS = CONTROL.offsets()

@@ -103,6 +103,11 @@ class StoppedLaunch(Protocol):
         """`height` rows of `width_bytes` bytes, `pitch` bytes apart, padding dropped."""
         ...
 
+    def write(self, address: int, data: bytes) -> None:
+        """Puts `data` (at most max_read bytes) into device memory at `address`: a
+        synchronous copy on the launch's stream, as reads are."""
+        ...
+
     def allocation(self, address: int) -> Allocation | None:
         """The allocation containing an address (tracked by the shim, or from the driver)."""
         ...

@@ -299,6 +299,9 @@ enum proto_resume_mode stop_serve(struct launch_info *li, enum proto_phase phase
 /* Copies rows of device memory into staging on the launch's stream and waits. */
 CUresult stop_copy_wait(const struct launch_info *li, CUdeviceptr src, size_t width, size_t height,
                         size_t pitch, size_t offset);
+/* Copies `size` staging bytes from `offset` to device memory at `dst` on the launch's
+ * stream and waits. */
+CUresult stop_write_wait(const struct launch_info *li, CUdeviceptr dst, size_t size, size_t offset);
 /* The staging area (mapped and pinned on first use); NULL if unavailable. */
 char *staging_area(size_t *size);
 /* The result ring (pinned on first use); NULL and 0 slots without one. */

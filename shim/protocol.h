@@ -119,6 +119,8 @@ enum proto_kind {
     MSG_COUNTS = 44,   /* no payload; MSG_RESULT with a proto_count per launched function */
     MSG_GRAPH_NODES = 45, /* no payload; at a graph launch's stop: MSG_RESULT with a
                            * proto_graph_node per kernel node of the graph, in run order */
+    MSG_WRITE = 46,    /* proto_write: copy bytes the controller put in staging into device
+                        * memory (`set var` at a stop); MSG_RESULT */
 };
 
 /* ---- bits and codes ------------------------------------------------------------ */
@@ -545,6 +547,12 @@ struct proto_read {
 
 struct proto_query {
     uint64_t address;
+};
+
+struct proto_write {
+    uint64_t dst;           /* device address */
+    uint64_t size;          /* bytes */
+    uint64_t offset;        /* source in the staging area */
 };
 
 struct proto_resume {

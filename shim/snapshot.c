@@ -588,6 +588,27 @@ CUresult stop_copy_wait(const struct launch_info *li, CUdeviceptr src, size_t wi
     return rc == CUDA_SUCCESS ? launch_wait_stream(li) : rc;
 }
 
+CUresult stop_write_wait(const struct launch_info *li, CUdeviceptr dst, size_t size, size_t offset)
+{
+    size_t area_size;
+    char *area = staging_area(&area_size);
+    cuMemcpy2DAsync_v2_fn copy2d = li->ptsz ? real_cuMemcpy2DAsync_v2_ptsz : real_cuMemcpy2DAsync_v2;
+    if (!area || !copy2d)
+        return CUDA_ERROR_NOT_FOUND;
+    /* A device address: the driver refuses one that is not (the controller writes only
+     * inside the device allocations it knows). */
+    CUDA_MEMCPY2D m = {.srcMemoryType = CU_MEMORYTYPE_HOST,
+                       .srcHost = area + offset,
+                       .srcPitch = size,
+                       .dstMemoryType = CU_MEMORYTYPE_DEVICE,
+                       .dstDevice = dst,
+                       .dstPitch = size,
+                       .WidthInBytes = size,
+                       .Height = 1};
+    CUresult rc = copy2d(&m, li->stream);
+    return rc == CUDA_SUCCESS ? launch_wait_stream(li) : rc;
+}
+
 /* Each round makes the "after" copies, waits for the kernel and them (the
  * controller reads the staging area as soon as it hears back) and reports
  * them; the answer may ask for follow-up copies, which make the next round.

@@ -4,8 +4,8 @@
  * The launching thread is where the launch's context and stream are
  * current, so it is the one that serves the controller while the launch is
  * held: it makes the device quiescent for the context, reports MSG_STOPPED,
- * and answers reads, allocation queries and backtrace requests until told to
- * go on. It owns the connection meanwhile, so every other thread of the
+ * and answers reads, writes (`set var`), allocation queries and backtrace
+ * requests until told to go on. It owns the connection meanwhile, so every other thread of the
  * process that needs the controller waits (and the controller holds the
  * launches of all processes through their control pages): all-stop.
  *
@@ -65,6 +65,21 @@ static bool serve_read(const struct launch_info *li, const unsigned char *p, siz
     CUresult rc = stop_copy_wait(li, r.src, r.width, r.height, r.height > 1 ? r.pitch : r.width,
                                  r.offset);
     return reply_result(rc, NULL, 0);
+}
+
+/* `set var` at the prompt: bytes the controller put in staging go to device memory. */
+static bool serve_write(const struct launch_info *li, const unsigned char *p, size_t len)
+{
+    struct proto_write w;
+    if (len != sizeof w)
+        return reply_result(-1, NULL, 0);
+    memcpy(&w, p, sizeof w);
+    size_t size = 0;
+    char *area = staging_area(&size);
+    uint64_t end;
+    if (!area || w.size == 0 || __builtin_add_overflow(w.offset, w.size, &end) || end > size)
+        return reply_result(-1, NULL, 0);
+    return reply_result(stop_write_wait(li, w.dst, w.size, w.offset), NULL, 0);
 }
 
 static bool serve_query(const unsigned char *p, size_t len)
@@ -186,6 +201,8 @@ enum proto_resume_mode stop_serve(struct launch_info *li, enum proto_phase phase
             up = serve_counts();
         else if (kind == MSG_GRAPH_NODES)
             up = serve_graph_nodes();
+        else if (kind == MSG_WRITE)
+            up = serve_write(li, payload, len);
         else
             up = reply_result(-1, NULL, 0);
     }

@@ -135,6 +135,23 @@ def test_display_is_shown_at_every_stop(fake, cudump_run, tmp_path):
         "Num Enb Expression", "1:   y  arg7"]
 
 
+def test_set_var_writes_the_memory_the_kernel_reads(fake, cudump_run, tmp_path):
+    """set var at a stop writes device memory through the shim (MSG_WRITE): read back, and
+    seen by the kernel, whose output the program checks pixel by pixel."""
+    program = [str(fake.programs["zed"]), "1", "--size", f"{W}x{H}"]
+    commands = batch(tmp_path, "set var arg0[0] = {255, 254, 253, 252}", "p arg0[0]@2",
+                     "x/4xb arg0", "set var arg0[0] = {256, 0, 0, 0}", "continue")
+    ran = cudump_run(program, "--break", "FrP0k5607tPV", "--batch", str(commands))
+    lines = transcript(ran.stderr)
+    uyvy, _, _ = pipeline(W, H, 0)
+    second = ", ".join(str(int(v)) for v in uyvy.reshape(-1)[4:8])
+    assert f"arg0[0]@2 = {{{{255, 254, 253, 252}}, {{{second}}}}}" in lines
+    assert "0xADDR:  0xff  0xfe  0xfd  0xfc" in lines
+    assert ("error: set: 256 does not fit in arg0[0] (uint8: 0..255)") in lines
+    assert ran.returncode != 0
+    assert "frame 0 pixel (0, 0) differs" in ran.stderr
+
+
 def test_a_condition_decides_per_launch(fake, cudump_run, tmp_path):
     program = [str(fake.programs["zed"]), "4", "--size", f"{W}x{H}"]
     commands = batch(tmp_path, "continue", "continue", "continue")

@@ -405,6 +405,65 @@ def test_a_display_that_cannot_be_shown_at_a_stop_says_why(prompt: Prompt) -> No
                                      "arg0..arg1)>"]
 
 
+def test_set_var_writes_device_memory(prompt: Prompt) -> None:
+    assert prompt.run("set var arg1[2] = 2.5") == []
+    assert prompt.run("p arg1[1]@3") == ["arg1[1]@3 = {0, 2.5, 0}"]
+    assert prompt.run("set var *arg1 = arg3 * 2 + 0.25") == []
+    assert prompt.run("set arg1[15] = -1") == []                  # `var` may be left out
+    assert prompt.run("set variable *(arg1 + 3) = 7") == []
+    assert prompt.run("p arg1[0]@4") == ["arg1[0]@4 = {32.25, 0, 2.5, 7}"]
+    assert prompt.run("p arg1[15]") == ["arg1[15] = -1"]
+    assert prompt.run("set var arg2[1] = {9, 8, arg3, 255}") == []
+    assert prompt.run("p arg2[0]@2") == ["arg2[0]@2 = {{0, 0, 0, 255}, {9, 8, 16, 255}}"]
+    assert prompt.ctx.stopped.writes == [  # type: ignore[attr-defined]
+        (B + 8, struct.pack("<f", 2.5)), (B, struct.pack("<f", 32.25)),
+        (B + 60, struct.pack("<f", -1)), (B + 12, struct.pack("<f", 7)),
+        (C + 4, bytes([9, 8, 16, 255]))]
+    # a condition that compares is a value, not an assignment
+    assert prompt.run("set var arg1[4] = arg3 == 16") == []
+    assert prompt.run("p arg1[4]") == ["arg1[4] = 1"]
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("set var arg3 = 4", "error: set: arg3 is passed by value: the launch's parameters cannot "
+                         "be changed, only the device memory they point to (set var arg3[I] = "
+                         "VALUE)"),
+    ("set var arg1[16] = 1", "error: set: arg1[16] (0x7f0000001040..0x7f0000001044) is outside "
+                             "the allocation of arg1 (0x7f0000001000, 64 bytes)"),
+    ("set var arg2[0] = 300", "error: set: the element takes 4 values in braces ({0, 0, 0, "
+                              "0}), not 1"),
+    ("set var arg2[0] = {300, 0, 0, 0}", "error: set: 300 does not fit in arg2[0] (uint8: "
+                                         "0..255)"),
+    ("set var arg1[0] = {1, 2}", "error: set: the element takes one value, not 2"),
+    ("set var arg1[0]", "error: set: write set var LVALUE = VALUE (set var arg0[3] = 1.5)"),
+    ("set var arg1[0] == 2", "error: set: write set var LVALUE = VALUE (set var arg0[3] = 1.5)"),
+    ("set var arg3[0] = 1", "error: arg3 is not a pointer to data (its type is int)"),
+    ("set var 5 = 1", "error: set: cannot write to '5' (write argN[I], *argN or *(argN + I))"),
+    ("set var *(arg3 + 1) = 1", "error: set: cannot write to '*(arg3 + 1)' (write argN[I], "
+                                "*argN or *(argN + I))"),
+])
+def test_set_var_errors(prompt: Prompt, line: str, expected: str) -> None:
+    assert prompt.run(line) == [expected]
+    assert prompt.ctx.stopped.writes == []  # type: ignore[attr-defined]
+
+
+def test_set_var_converts_as_c_does(debugger: FakeDebugger) -> None:
+    memory = make_memory()
+    memory.add(Allocation(0x7F0000200000, 16, "linear"))
+    sig = parse_signature("void k(int*, __nv_bfloat16*, bool*)")
+    address = (0x7F0000200000).to_bytes(8, "little")
+    info = replace(make_info(), kernel=sig.demangled, signature=sig, pointers={},
+                   args=decode_args(sig, [address, address, address]))
+    p = Prompt(debugger, FakeStop(info, memory))
+    assert p.run("set var arg0[0] = -2.75") == []          # the fraction dropped
+    assert p.run("p arg0[0]") == ["arg0[0] = -2"]
+    assert p.run("set var arg0[1] = 4294967296") == [
+        "error: set: 4294967296 does not fit in arg0[1] (int32: -2147483648..2147483647)"]
+    assert p.run("set var arg1[4] = 1.5") == []
+    assert p.run("p arg1[4]") == ["arg1[4] = 1.5"]
+    assert p.run("x/2xb arg0+8") == ["0x7f0000200008:  0xc0  0x3f"]   # bfloat16 bits 0x3fc0
+
+
 # ------------------------------------------------------------------ x
 
 

@@ -67,6 +67,7 @@ class FakeStop:
     frames: list[Frame] = field(default_factory=list)
     max_read_bytes: int = 1 << 20
     reads: list[tuple[int, int]] = field(default_factory=list)
+    writes: list[tuple[int, bytes]] = field(default_factory=list)
 
     @property
     def max_read(self) -> int:
@@ -82,6 +83,11 @@ class FakeStop:
         self.reads.append((address, width_bytes * height))
         return b"".join(bytes(self.memory.view(address + r * pitch, width_bytes))
                         for r in range(height))
+
+    def write(self, address: int, data: bytes) -> None:
+        assert 0 < len(data) <= self.max_read_bytes
+        self.writes.append((address, bytes(data)))
+        self.memory.write(address, data)
 
     def allocation(self, address: int) -> Allocation | None:
         return self.memory.find(address)

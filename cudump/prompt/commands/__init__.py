@@ -20,6 +20,7 @@ from cudump.prompt.commands import (  # noqa: F401
     kill,
     print,
     quit,
+    set_,
     step,
     tbreak,
     undisplay,
