@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 from typing import Any, Protocol
 
-VERSION = 10
+VERSION = 11
 MAGIC = 0x50445543
 
 MAX_MESSAGE = 1 << 20

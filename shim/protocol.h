@@ -46,7 +46,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 10
+#define PROTO_VERSION 11
 #define PROTO_MAGIC 0x50445543u /* "CUDP" */
 
 /* ---- limits ---------------------------------------------------------------- */

@@ -892,7 +892,7 @@ def test_continue_detach_kill_quit(debugger: FakeDebugger) -> None:
 
 @pytest.mark.parametrize("line", ["info launch", "p arg3", "info args", "x/4xw arg0", "bt",
                                   "continue", "step", "detach", "display arg3", "info threads",
-                                  "frame"])
+                                  "frame", "set var arg1[0] = 1"])
 def test_a_program_gone_at_a_stop_is_not_being_run(debugger: FakeDebugger, line: str) -> None:
     """The program ended while a launch was held (killed from outside, or exit() on another
     thread): commands no longer answer from the stop's cached state."""
