@@ -25,12 +25,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cudump import protocol as p  # noqa: E402
-from cudump.geometry import Allocation  # noqa: E402
-from cudump.manifest import ManifestWriter  # noqa: E402
-from cudump.process import FuncInfo, LaunchEvent, ProcessState  # noqa: E402
-from cudump.rules import SCAN_FORMATS, option_rule  # noqa: E402
-from cudump.snapshots import Snapshotter, plan_payload  # noqa: E402
+from cudump.controller.process import FuncInfo, LaunchEvent, ProcessState  # noqa: E402
+from cudump.kernels.geometry import Allocation  # noqa: E402
+from cudump.policy.rules import SCAN_FORMATS, option_rule  # noqa: E402
+from cudump.policy.snapshots import Snapshotter, plan_payload  # noqa: E402
+from cudump.rundir.manifest import ManifestWriter  # noqa: E402
+from cudump.wire import protocol as p  # noqa: E402
 
 NAME = ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::"
         "(anonymous namespace)::TensorListMetadata<4>, at::native::(anonymous namespace)::"

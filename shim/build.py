@@ -37,7 +37,7 @@ def build_shim(out_dir: Path) -> Path:
 
 
 def build_diff(out_dir: Path) -> Path:
-    """Builds out_dir/libcudumpdiff.so (cudump/native.py) and returns its path."""
+    """Builds out_dir/libcudumpdiff.so (cudump/analysis/native_diff.py) and returns its path."""
     cc = shlex.split(os.environ.get("CC", "cc"))
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / DIFF_LIBRARY

@@ -1,6 +1,6 @@
 /*
  * The wire protocol between libcudump.so and the cudump controller: the one
- * definition on the C side. cudump/protocol.py is the Python side, and
+ * definition on the C side. cudump/wire/protocol.py is the Python side, and
  * tests/test_protocol.py compiles this header and checks that every constant,
  * size and field offset below agrees with it.
  *

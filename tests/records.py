@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cudump.manifest import MANIFEST, read_manifest
+from cudump.rundir.manifest import MANIFEST, read_manifest
 
 
 def manifest(run_dir: Path) -> list[dict]:

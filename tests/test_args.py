@@ -5,8 +5,8 @@ import struct
 import numpy as np
 import pytest
 
-from cudump.args import arg_values, decode_args
-from cudump.signature import parse_signature
+from cudump.kernels.args import arg_values, decode_args
+from cudump.kernels.signature import parse_signature
 
 ZED = parse_signature(
     "void device::FrP0k5607tPV<(sl::YUV_CONVENTION)2>"

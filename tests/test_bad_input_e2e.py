@@ -89,8 +89,8 @@ def test_a_request_that_fails_unexpectedly_still_answers_the_prompt():
     import threading
     from concurrent.futures import Future
 
-    from cudump.debugger import RemoteStop
-    from cudump.target import TargetError
+    from cudump.controller.debugger import RemoteStop
+    from cudump.controller.target import TargetError
 
     stop = RemoteStop(conn=None, proc=None, info=None, halt=None)  # type: ignore[arg-type]
     server = threading.Thread(target=stop.serve, daemon=True)

@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 from records import manifest, summary
 
-from cudump import protocol as p
-from cudump import snapshots as snapshots_module
+from cudump.controller.process import FuncInfo, LaunchEvent, ProcessState
 from cudump.errors import RuleError
-from cudump.geometry import Allocation, CopyPlan
-from cudump.manifest import ManifestWriter, SnapshotRecord
-from cudump.process import FuncInfo, LaunchEvent, ProcessState
-from cudump.repeat import SLOT
-from cudump.rules import SCAN_FORMATS, capture_rule, load_rules, option_rule
-from cudump.snapshots import Snapshotter, _tool_of
+from cudump.kernels.geometry import Allocation, CopyPlan
+from cudump.policy import snapshots as snapshots_module
+from cudump.policy.repeat import SLOT
+from cudump.policy.rules import SCAN_FORMATS, capture_rule, load_rules, option_rule
+from cudump.policy.snapshots import Snapshotter, _tool_of
+from cudump.rundir.manifest import ManifestWriter, SnapshotRecord
+from cudump.wire import protocol as p
 
 INDEX = 37
 

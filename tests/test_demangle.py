@@ -2,7 +2,7 @@
 
 import pytest
 
-from cudump.demangle import demangle
+from cudump.kernels.demangle import demangle
 
 ZED = "_ZN6device12FrP0k5607tPVILN2sl14YUV_CONVENTIONE2EEEvP6uchar4iPNS_6uchar8ES6_iiif"
 NV12 = "_Z12nv12_to_uyvyPKhjPhjjj"

@@ -14,12 +14,12 @@ import pytest
 from clirun import run_cli as run_command
 from PIL import Image
 
-import cudump.diff as diffmod
+import cudump.analysis.diff as diffmod
+from cudump.analysis.diff import Tolerance, align, compare_arrays, diff_runs
 from cudump.commands.diff import DiffCommand
-from cudump.diff import Tolerance, align, compare_arrays, diff_runs
 from cudump.errors import DiffTrouble
-from cudump.manifest import ManifestWriter, SnapshotRecord
-from cudump.runs import Run
+from cudump.rundir.manifest import ManifestWriter, SnapshotRecord
+from cudump.rundir.runs import Run
 
 RNG = np.random.default_rng(1234)
 

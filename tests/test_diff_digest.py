@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 from clirun import run_cli
 
-import cudump.diff as diffmod
+import cudump.analysis.diff as diffmod
+from cudump.analysis.diff import Tolerance, align, compare_pairs, diff_runs
+from cudump.analysis.report import HtmlReport, divergent_line
 from cudump.commands.diff import DiffCommand
 from cudump.commands.ls import LsCommand
-from cudump.diff import Tolerance, align, compare_pairs, diff_runs
-from cudump.digest import ALGORITHM, digest, digest_hex
-from cudump.report import HtmlReport, divergent_line
-from cudump.runs import Run
+from cudump.policy.digest import ALGORITHM, digest, digest_hex
+from cudump.rundir.runs import Run
 
 RNG = np.random.default_rng(77)
 FILL = "void fill<int>(int*, int, int)"

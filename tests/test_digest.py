@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cudump.digest import GOLDEN, Scan, digest, digest_hex, scan, words
 from cudump.errors import RuleError
-from cudump.rules import load_rules
+from cudump.policy.digest import GOLDEN, Scan, digest, digest_hex, scan, words
+from cudump.policy.rules import load_rules
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from records import manifest

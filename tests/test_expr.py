@@ -2,7 +2,7 @@
 
 import pytest
 
-from cudump.expr import ExprError, parse_expr
+from cudump.kernels.expr import ExprError, parse_expr
 
 VALUES = {"arg0": 0x7F0000001000, "arg1": 4096, "arg4": 7680, "arg5": 1920, "arg6": 1080,
           "arg7": 1.5}
@@ -116,7 +116,7 @@ def test_deep_nesting_is_an_expression_error(text):
 
 
 def test_nesting_up_to_the_limit_is_fine():
-    from cudump.expr import MAX_NESTING
+    from cudump.kernels.expr import MAX_NESTING
 
     assert parse_expr("(" * MAX_NESTING + "arg1" + ")" * MAX_NESTING).evaluate(VALUES) == 4096
     assert parse_expr("-" * MAX_NESTING + "3").evaluate({}) == 3

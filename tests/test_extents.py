@@ -1,7 +1,7 @@
-"""Where a buffer given only by a pointer ends (cudump/extents.py)."""
-from cudump import extents
-from cudump.extents import KnownStarts, cut_at_next
-from cudump.geometry import Allocation, CopyPlan
+"""Where a buffer given only by a pointer ends (cudump/kernels/extents.py)."""
+from cudump.kernels import extents
+from cudump.kernels.extents import KnownStarts, cut_at_next
+from cudump.kernels.geometry import Allocation, CopyPlan
 
 SEG = Allocation(base=0x10000, size=0x1000, kind="linear")
 OTHER = Allocation(base=0x20000, size=0x1000, kind="linear")

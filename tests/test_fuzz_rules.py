@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from cudump.errors import RuleError
-from cudump.expr import Expr, ExprError, parse_expr
-from cudump.rules import OVERRIDE_KEYS, RULE_KEYS, Rule, load_rules
+from cudump.kernels.expr import Expr, ExprError, parse_expr
+from cudump.policy.rules import OVERRIDE_KEYS, RULE_KEYS, Rule, load_rules
 
 # No example database: nothing is written into the checkout.
 FUZZ = settings(max_examples=200, deadline=timedelta(seconds=5), database=None,

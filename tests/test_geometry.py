@@ -6,13 +6,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cudump.args import ArgValue, arg_values, decode_args
-from cudump.elements import ElementType, element_type
 from cudump.errors import CudumpError
-from cudump.expr import parse_expr
-from cudump.geometry import Allocation, CopyPlan, GeometryError, plan_copy
-from cudump.rules import ArgOverride, load_rules
-from cudump.signature import parse_param_type, parse_signature
+from cudump.kernels.args import ArgValue, arg_values, decode_args
+from cudump.kernels.elements import ElementType, element_type
+from cudump.kernels.expr import parse_expr
+from cudump.kernels.geometry import Allocation, CopyPlan, GeometryError, plan_copy
+from cudump.kernels.signature import parse_param_type, parse_signature
+from cudump.policy.rules import ArgOverride, load_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = 0x7F00_0000_0000

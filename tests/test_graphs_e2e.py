@@ -10,7 +10,7 @@ from pathlib import Path
 
 from records import manifest
 
-from cudump.signature import parse_signature
+from cudump.kernels.signature import parse_signature
 
 
 def records(run_dir: Path) -> list[dict]:

@@ -7,7 +7,7 @@ import pytest
 from PIL import Image
 
 from cudump.errors import UsageError
-from cudump.imaging import (
+from cudump.rundir.imaging import (
     MAX_ROW,
     NONFINITE_RGB,
     PADDING_RGB,
@@ -199,7 +199,7 @@ def test_huge_png_is_refused_before_decoding(tmp_path, side) -> None:
 
 @pytest.mark.parametrize("shape", [(0,), (0, 4), (3, 0, 4), (2, 0, 0, 1)])
 def test_empty_arrays_are_not_drawn(shape) -> None:
-    from cudump.imaging import CannotDraw
+    from cudump.rundir.imaging import CannotDraw
 
     with pytest.raises(CannotDraw) as info:
         render(np.zeros(shape, np.float32))
@@ -207,7 +207,7 @@ def test_empty_arrays_are_not_drawn(shape) -> None:
 
 
 def test_too_many_channels_without_a_choice_names_no_command_option() -> None:
-    from cudump.imaging import TooManyChannels
+    from cudump.rundir.imaging import TooManyChannels
 
     data = RNG.random((4, 5, 6)).astype(np.float32)
     with pytest.raises(TooManyChannels) as info:
@@ -218,7 +218,7 @@ def test_too_many_channels_without_a_choice_names_no_command_option() -> None:
 
 
 def test_data_beyond_the_pixel_limit_is_not_drawn(monkeypatch) -> None:
-    import cudump.imaging as imaging
+    import cudump.rundir.imaging as imaging
 
     monkeypatch.setattr(imaging, "MAX_PIXELS", 100)
     with pytest.raises(imaging.CannotDraw) as info:
@@ -231,7 +231,7 @@ def test_data_beyond_the_pixel_limit_is_not_drawn(monkeypatch) -> None:
 
 
 def test_non_numeric_data_is_not_drawn() -> None:
-    from cudump.imaging import CannotDraw
+    from cudump.rundir.imaging import CannotDraw
 
     with pytest.raises(CannotDraw):
         render(np.array([["a", "b"], ["c", "d"]]))

@@ -11,8 +11,8 @@ from PIL import Image
 
 from cudump.commands.ls import LsCommand
 from cudump.commands.show import ShowCommand, snapshot_stats
-from cudump.imaging import NONFINITE_RGB
-from cudump.manifest import ManifestWriter, SnapshotRecord
+from cudump.rundir.imaging import NONFINITE_RGB
+from cudump.rundir.manifest import ManifestWriter, SnapshotRecord
 
 KERNEL = "cam::paint<(sl::YUV_CONVENTION)2>(uchar4*, int, float*)"
 

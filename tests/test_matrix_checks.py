@@ -10,8 +10,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "gpu" / "matrix"))
 
 import matrix  # noqa: E402
 
-from cudump.manifest import MANIFEST, SnapshotRecord  # noqa: E402
-from cudump.snapshots import STALLED_COPY  # noqa: E402
+from cudump.policy.snapshots import STALLED_COPY  # noqa: E402
+from cudump.rundir.manifest import MANIFEST, SnapshotRecord  # noqa: E402
 
 PROGRAM = matrix.Program("prog", ("py:prog.py",))
 MODE = matrix.Mode("check-nan", ("--check-nan",), takes_records=True)

@@ -1,5 +1,6 @@
-"""The native diff loop (shim/diff/absdiff.c, cudump/native.py) against cudump.diff's numpy
-path: every figure of a comparison of 8-bit arrays must be the same either way."""
+"""The native diff loop (shim/diff/absdiff.c, cudump/analysis/native_diff.py) against
+cudump.analysis.diff's numpy path: every figure of a comparison of 8-bit arrays must be the same
+either way."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cudump import native
-from cudump.diff import Tolerance, compare_arrays
+from cudump.analysis import native_diff as native
+from cudump.analysis.diff import Tolerance, compare_arrays
 
 ROOT = Path(__file__).resolve().parent.parent
 

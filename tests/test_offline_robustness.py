@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from cudump import __version__
 from cudump.cli import main
 from cudump.errors import SnapshotError
-from cudump.manifest import (
+from cudump.rundir.manifest import (
     MANIFEST,
     ManifestWriter,
     SnapshotRecord,

@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cudump import runfiles
-from cudump.capture import CaptureWriter, ImageStore
-from cudump.manifest import ManifestWriter
-from cudump.snapshots import _new_npy_memmap, _save_npy, _save_whole
-from cudump.summary import RunSummary
-from cudump.trace import TraceWriter
+from cudump.policy.capture import CaptureWriter, ImageStore
+from cudump.policy.snapshots import _new_npy_memmap, _save_npy, _save_whole
+from cudump.policy.trace import TraceWriter
+from cudump.rundir import files as runfiles
+from cudump.rundir.manifest import ManifestWriter
+from cudump.rundir.summary import RunSummary
 
 ROOT = Path(__file__).resolve().parent.parent
 VECADD_RULE = ('rules:\n  - kernel: "*vecAdd*"\n    args: [2]\n    when: after\n'
@@ -149,8 +149,8 @@ def test_the_trace_file_is_never_written_through_a_symlink(tmp_path):
 def test_a_trace_file_that_cannot_be_created_is_a_cudump_error_not_a_traceback(tmp_path):
     """Should trace.jsonl appear after --out was checked, the controller says so in one
     line before the program starts (CudumpError, which the CLI prints)."""
+    from cudump.controller.session import Controller, RunOptions
     from cudump.errors import CudumpError
-    from cudump.session import Controller, RunOptions
 
     plant(tmp_path / "run", tmp_path / "outside", "trace.jsonl")
     with pytest.raises(CudumpError, match="cannot create .*trace.jsonl: File exists"):
@@ -212,7 +212,7 @@ def test_captures_are_never_appended_through_a_symlink(tmp_path, capsys):
 
 
 def test_module_images_stay_in_a_real_modules_folder(tmp_path):
-    from cudump import protocol as p
+    from cudump.wire import protocol as p
 
     run_dir, outside = tmp_path / "run", tmp_path / "outside"
     run_dir.mkdir()
@@ -245,8 +245,8 @@ def test_make_dir_refuses_a_symlink_to_a_folder(tmp_path):
 def test_a_name_in_the_way_fails_that_snapshot_only(tmp_path, capsys):
     """A symlink at one snapshot's temporary name: that snapshot has an error record, the
     next one is written, and writing is not stopped as it is for a full disk."""
-    from cudump.manifest import SnapshotRecord
-    from cudump.snapshots import Snapshotter, WriteJob
+    from cudump.policy.snapshots import Snapshotter, WriteJob
+    from cudump.rundir.manifest import SnapshotRecord
 
     run_dir = tmp_path / "run"
     targets = plant(run_dir, tmp_path / "outside", ".a.npy.part")

@@ -1,9 +1,9 @@
-"""The controller's garbage collection while a program runs (cudump/pauses.py)."""
+"""The controller's garbage collection while a program runs (cudump/controller/gc_pauses.py)."""
 
 import gc
 import weakref
 
-from cudump.pauses import short_collections
+from cudump.controller.gc_pauses import short_collections
 
 
 class _Node:
@@ -38,7 +38,8 @@ def test_what_exists_and_what_survives_a_full_collection_is_frozen_until_the_run
 
 
 def _freeze_survivors_gone() -> bool:
-    return all(getattr(cb, "__module__", "") != "cudump.pauses" for cb in gc.callbacks)
+    return all(getattr(cb, "__module__", "") != "cudump.controller.gc_pauses"
+               for cb in gc.callbacks)
 
 
 def test_the_freezing_ends_when_the_run_does_even_on_an_error():

@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cudump.manifest import ManifestWriter, SnapshotRecord
-from cudump.progress import Progress
-from cudump.run_watch import RunWatch
+from cudump.analysis.progress import Progress
+from cudump.rundir.manifest import ManifestWriter, SnapshotRecord
+from cudump.rundir.watch import RunWatch
 
 ROOT = Path(__file__).resolve().parent.parent
 PAIRS = 200

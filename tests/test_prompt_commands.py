@@ -24,9 +24,9 @@ from test_prompt_fakes import (
     make_stop,
 )
 
-from cudump.args import decode_args
-from cudump.geometry import Allocation
-from cudump.imaging import read_png
+from cudump.kernels.args import decode_args
+from cudump.kernels.geometry import Allocation
+from cudump.kernels.signature import parse_signature
 from cudump.prompt.context import Context, Outcome
 from cudump.prompt.display import banner
 from cudump.prompt.registry import (
@@ -36,7 +36,7 @@ from cudump.prompt.registry import (
     execute,
     make_parser,
 )
-from cudump.signature import parse_signature
+from cudump.rundir.imaging import read_png
 
 BANNER = [
     f"Breakpoint 1, launch 2 (occurrence 1) of {KERNEL}",

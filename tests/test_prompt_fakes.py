@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cudump.args import decode_args
-from cudump.breakpoints import Breakpoints
-from cudump.geometry import Allocation
-from cudump.manifest import SnapshotRecord
-from cudump.signature import parse_signature
-from cudump.target import Frame, KernelSeen, ResumeMode, StopInfo, TargetError
+from cudump.controller.target import Frame, KernelSeen, ResumeMode, StopInfo, TargetError
+from cudump.kernels.args import decode_args
+from cudump.kernels.geometry import Allocation
+from cudump.kernels.signature import parse_signature
+from cudump.policy.breakpoints import Breakpoints
+from cudump.rundir.manifest import SnapshotRecord
 
 KERNEL = "void scale(float const*, float*, uchar4*, int, float)"
 MANGLED = "_Z5scalePKfPfP6uchar4if"

@@ -1,4 +1,4 @@
-"""shim/protocol.h and cudump/protocol.py are one definition of the wire protocol.
+"""shim/protocol.h and cudump/wire/protocol.py are one definition of the wire protocol.
 
 A C program generated from the Python layouts includes the header and prints
 every constant, struct size and field offset; each must equal Python's. A field
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cudump import protocol as p
+from cudump.wire import protocol as p
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from records import manifest, summary
 
-from cudump.digest import digest, digest_hex
+from cudump.policy.digest import digest, digest_hex
 
 
 def key(r: dict) -> tuple:

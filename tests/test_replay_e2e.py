@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from cudump.errors import RuleError
-from cudump.rules import load_rules
+from cudump.policy.rules import load_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -152,7 +152,7 @@ def test_extracted_folder_runs_on_its_own(fake, cudump_run, offline, tmp_path):
     spec = json.loads((folder / "launch.json").read_text())
     assert (spec["format"], spec["mangled"], spec["grid"], spec["block"]) == (
         "cudump-launch/1", "_Z6vecAddPKfS0_Pfi", [4, 1, 1], [128, 1, 1])
-    assert (folder / "replay.py").read_bytes() == (ROOT / "cudump" / "replay_engine.py"
+    assert (folder / "replay.py").read_bytes() == (ROOT / "cudump" / "analysis" / "replay_engine.py"
                                                    ).read_bytes()
     assert "python replay.py" in (folder / "README.md").read_text()
     elsewhere = tmp_path / "elsewhere"

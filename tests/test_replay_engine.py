@@ -1,4 +1,4 @@
-"""Tests of cudump/replay_engine.py: the launch spec, parameter patching, comparing, and
+"""Tests of cudump/analysis/replay_engine.py: the launch spec, parameter patching, comparing, and
 whole replays on the host-memory stand-in for libcuda.so.1 (in subprocesses: cuda.bindings
 loads the driver once per process, and the stand-in must never enter the test process)."""
 
@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 from fakecuda_build import FakeCuda
 
-from cudump import replay_engine as re_
-from cudump.replay_engine import (
+from cudump.analysis import replay_engine as re_
+from cudump.analysis.replay_engine import (
     Buffer,
     LaunchSpec,
     Pointer,
@@ -33,7 +33,7 @@ from cudump.replay_engine import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-ENGINE = ROOT / "cudump" / "replay_engine.py"
+ENGINE = ROOT / "cudump" / "analysis" / "replay_engine.py"
 
 VECADD = "_Z6vecAddPKfS0_Pfi"
 VECADD_NAME = "vecAdd(float const*, float const*, float*, int)"
@@ -119,12 +119,13 @@ def vecadd_folder(folder: Path, n: int = 1000, seed: int = 0) -> tuple[Path, np.
 
 @pytest.fixture
 def replay_run(fake: FakeCuda, tmp_path: Path):
-    """Runs `python -m cudump.replay_engine ARGS` on the stand-in driver."""
+    """Runs `python -m cudump.analysis.replay_engine ARGS` on the stand-in driver."""
 
     def run(*args: str | Path, module: bool = True) -> subprocess.CompletedProcess[str]:
         env = fake.env()
         env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-        head = [sys.executable, "-m", "cudump.replay_engine"] if module else [sys.executable]
+        head = ([sys.executable, "-m", "cudump.analysis.replay_engine"] if module
+                else [sys.executable])
         return subprocess.run([*head, *map(str, args)], env=env, capture_output=True,
                               text=True, timeout=120, cwd=tmp_path)
 
@@ -267,7 +268,7 @@ PITCHED_SCRIPT = """
 import sys
 from pathlib import Path
 import numpy as np
-from cudump.replay_engine import LaunchSpec, Replayer, main
+from cudump.analysis.replay_engine import LaunchSpec, Replayer, main
 folder = Path(sys.argv[1])
 spec = LaunchSpec.load(folder)
 before = [np.load(folder / b.before) if b.before else None for b in spec.buffers]
@@ -346,7 +347,7 @@ SMEM_SCRIPT = """
 import sys
 from pathlib import Path
 from cuda.bindings import driver
-from cudump.replay_engine import LaunchSpec, Replayer, ReplayError
+from cudump.analysis.replay_engine import LaunchSpec, Replayer, ReplayError
 folder = Path(sys.argv[1])
 spec = LaunchSpec.load(folder)
 attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
@@ -377,7 +378,7 @@ def test_large_dynamic_shared_memory_is_opted_into(python_run, tmp_path: Path) -
 def test_missing_cuda_bindings_is_one_line(tmp_path: Path) -> None:
     folder, _ = vecadd_folder(tmp_path / "vecadd")
     code = ("import sys; sys.modules['cuda.bindings'] = None; sys.modules['cuda'] = None\n"
-            "from cudump.replay_engine import main\n"
+            "from cudump.analysis.replay_engine import main\n"
             "sys.exit(main([sys.argv[1]]))")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     done = subprocess.run([sys.executable, "-c", code, str(folder)], env=env,
@@ -629,8 +630,8 @@ def test_missing_driver_is_one_line(tmp_path: Path) -> None:
     folder, _ = vecadd_folder(tmp_path / "vecadd")
     env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
     env["PYTHONPATH"] = str(ROOT)
-    done = subprocess.run([sys.executable, "-m", "cudump.replay_engine", str(folder)], env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-m", "cudump.analysis.replay_engine", str(folder)],
+                          env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert done.stderr.startswith("replay: cannot load the CUDA driver libcuda.so.1 (")
     assert done.stderr.endswith("): install the NVIDIA driver, or put the folder that holds "
@@ -729,7 +730,7 @@ def gpu_replay(*args: str | Path, code: str | None = None) -> subprocess.Complet
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     head = [sys.executable, "-c", code] if code else [sys.executable, "-m",
-                                                      "cudump.replay_engine"]
+                                                      "cudump.analysis.replay_engine"]
     return subprocess.run([*head, *map(str, args)], env=env, capture_output=True, text=True,
                           timeout=300)
 

@@ -4,7 +4,7 @@ and what the replay cannot restore, found in the image."""
 
 from __future__ import annotations
 
-from cudump.replay import Capture, launch_spec, module_variables, replay_notes
+from cudump.analysis.replay import Capture, launch_spec, module_variables, replay_notes
 
 
 def alloc(base: int, size: int, kind: str = "linear", pitch: int = 0, width: int = 0,

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from cudump.diff import Tolerance, diff_runs
-from cudump.manifest import ManifestWriter, SnapshotRecord
-from cudump.report import HtmlReport, PageOptions, fit, format_table
-from cudump.runs import Run
+from cudump.analysis.diff import Tolerance, diff_runs
+from cudump.analysis.report import HtmlReport, PageOptions, fit, format_table
+from cudump.rundir.manifest import ManifestWriter, SnapshotRecord
+from cudump.rundir.runs import Run
 
 KERNEL = "cam::paint<(sl::YUV_CONVENTION)2>(uchar4*, int)"
 KNOWN = (30, 90, 220)            # a colour the screenshot must show if images load
@@ -200,7 +200,7 @@ def test_html_report_plots_1d_buffers_and_lists_the_differing_elements(tmp_path:
 
 def test_html_report_plot_of_a_long_buffer_is_bounded_and_keeps_a_spike(
         tmp_path: Path) -> None:
-    from cudump.plot import MAX_POINTS
+    from cudump.analysis.plot import MAX_POINTS
 
     a = np.sin(np.arange(1_000_000, dtype=np.float64) / 5000)
     b = a.copy()

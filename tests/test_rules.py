@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from cudump.args import decode_args
 from cudump.errors import RuleError
-from cudump.rules import ArgOverride, load_rules
-from cudump.signature import parse_signature
+from cudump.kernels.args import decode_args
+from cudump.kernels.signature import parse_signature
+from cudump.policy.rules import ArgOverride, load_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 ZED = ("void device::FrP0k5607tPV<(sl::YUV_CONVENTION)2>"
@@ -567,7 +567,7 @@ def test_errors_stay_on_one_line(tmp_path):
 
 
 def test_rules_and_offline_tools_share_the_pattern_semantics(tmp_path):
-    from cudump.runs import kernel_pattern
+    from cudump.rundir.runs import kernel_pattern
 
     for pattern in ("device::FrP0k5607tPV*", "void device::*", "FrP0k5607tPV", "FrP0k",
                     "*uchar8*", "re:^device::", "nv12_to_uyvy", "re:YUV_CONVENTION\\)2"):

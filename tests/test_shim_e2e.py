@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cudump.signature import parse_signature
+from cudump.kernels.signature import parse_signature
 
 PROGRAMS = [
     ["linked"],
@@ -169,8 +169,8 @@ def test_controller_gone_mid_run_target_carries_on(fake, shim_lib, bare_run, tmp
     """A controller that hangs up right after the greeting: the target must finish normally."""
     import threading
 
-    from cudump import protocol as p
-    from cudump.shared import SharedFile
+    from cudump.wire import protocol as p
+    from cudump.wire.shm import SharedFile
 
     path = tmp_path / "ctl.sock"
     server = _listener(path)

@@ -23,7 +23,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Runs `python -m cudump ARGS...` with cudump.shared patched as TEST_SHARED_MODE says:
+# Runs `python -m cudump ARGS...` with cudump.wire.shm patched as TEST_SHARED_MODE says:
 #   page:     the shim gets a memfd of one page (the control page) that claims rings and
 #             a staging area beyond it;
 #   nostage:  the shim gets the control page and the rings, but no staging area;
@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 #             the shim has asked its first question (after the greeting, for certain).
 WRAPPER = r'''
 import os, sys
-from cudump import session, shared
+from cudump.controller import session
+from cudump.wire import shm as shared
 from cudump.cli import main
 
 MODE = os.environ["TEST_SHARED_MODE"]

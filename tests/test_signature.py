@@ -2,8 +2,8 @@
 
 import pytest
 
-from cudump.demangle import demangle
-from cudump.signature import ParamType, parse_param_type, parse_signature
+from cudump.kernels.demangle import demangle
+from cudump.kernels.signature import ParamType, parse_param_type, parse_signature
 
 ZED = ("void device::FrP0k5607tPV<(sl::YUV_CONVENTION)2>"
        "(uchar4*, int, device::uchar8*, device::uchar8*, int, int, int, float)")

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from clirun import run_cli
 
+from cudump.analysis.stats import run_stats
 from cudump.commands.ls import LsCommand
 from cudump.commands.show import ShowCommand
 from cudump.commands.stats import StatsCommand
-from cudump.manifest import ManifestWriter, SnapshotRecord
-from cudump.stats import run_stats
+from cudump.rundir.manifest import ManifestWriter, SnapshotRecord
 
 PAINT = "void cam::paint<2>(uchar4*, int)"
 ADD = "vecAdd(float const*, float const*, float*, int)"

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from cudump import protocol as p
-from cudump.manifest import SnapshotRecord
-from cudump.process import FuncInfo, ProcessState
-from cudump.timeline import STREAM_TIDS, Timeline
-from cudump.trace import EVENT_FIELDS
+from cudump.controller.process import FuncInfo, ProcessState
+from cudump.policy.trace import EVENT_FIELDS
+from cudump.rundir.manifest import SnapshotRecord
+from cudump.rundir.timeline import STREAM_TIDS, Timeline
+from cudump.wire import protocol as p
 
 VEC_ADD = "vecAdd(float const*, float const*, float*, int)"
 NAMES = {"process_name", "thread_name", "process_sort_index", "thread_sort_index",

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cudump.bisect import BisectOptions, bisect, make_sides
+from cudump.analysis.bisect import BisectOptions, bisect, make_sides
+from cudump.analysis.progress import Progress
 from cudump.commands import HelpFormatter
 from cudump.errors import UsageError
-from cudump.progress import Progress
 
 EPILOG = """\
 Runs both sides with a digest of every buffer of every launch (or of the buffers the

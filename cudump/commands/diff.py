@@ -10,19 +10,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from cudump.commands import HelpFormatter
-from cudump.diff import RunDiff, Tolerance, align, compare_arrays, compare_pairs
-from cudump.errors import CudumpError, DiffTrouble, SnapshotError
-from cudump.imaging import (
-    CannotDraw,
-    Rendered,
-    TooManyChannels,
-    render_pair,
-    save_png,
-    side_by_side,
-)
-from cudump.progress import Progress
-from cudump.report import (
+from cudump.analysis.diff import RunDiff, Tolerance, align, compare_arrays, compare_pairs
+from cudump.analysis.progress import Progress
+from cudump.analysis.report import (
     HtmlReport,
     PageOptions,
     PairTable,
@@ -30,7 +20,17 @@ from cudump.report import (
     fmt_tol,
     run_summary,
 )
-from cudump.runs import Run, is_run_dir, kernel_pattern, load_array
+from cudump.commands import HelpFormatter
+from cudump.errors import CudumpError, DiffTrouble, SnapshotError
+from cudump.rundir.imaging import (
+    CannotDraw,
+    Rendered,
+    TooManyChannels,
+    render_pair,
+    save_png,
+    side_by_side,
+)
+from cudump.rundir.runs import Run, is_run_dir, kernel_pattern, load_array
 
 EPILOG = """\
 A and B are each a .npy file, a .png file or a run directory (both of one kind).

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 
-from cudump import replay_engine
+from cudump.analysis import replay_engine
+from cudump.analysis.replay import Capture, ReplayTrouble, launch_spec, load_snapshots, read_image
+from cudump.analysis.replay_engine import LaunchSpec, format_shape
 from cudump.commands import HelpFormatter
 from cudump.commands.replay import add_selection, choose
-from cudump.replay import Capture, ReplayTrouble, launch_spec, load_snapshots, read_image
-from cudump.replay_engine import LaunchSpec, format_shape
 
 EPILOG = """\
 DIR (new or empty) gets: launch.json (the kernel, its grid, block, shared memory, parameter

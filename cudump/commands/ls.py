@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from cudump.analysis.report import LS_HEADERS, LS_RIGHT, format_table, snapshot_rows
+from cudump.analysis.stats import run_stats
 from cudump.commands.stats import stats_lines
-from cudump.manifest import MANIFEST
-from cudump.report import LS_HEADERS, LS_RIGHT, format_table, snapshot_rows
-from cudump.runs import Run, kernel_pattern
-from cudump.stats import run_stats
-from cudump.summary import plural
+from cudump.rundir.manifest import MANIFEST
+from cudump.rundir.runs import Run, kernel_pattern
+from cudump.rundir.summary import plural
 
 
 class LsCommand:

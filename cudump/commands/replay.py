@@ -8,14 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from cudump import runfiles
-from cudump.commands import HelpFormatter
-from cudump.commands.diff import output_dir
-from cudump.diff import Metrics, Tolerance, compare_arrays
-from cudump.errors import DiffTrouble
-from cudump.manifest import ManifestWriter, SnapshotRecord
-from cudump.pattern import name_forms
-from cudump.replay import (
+from cudump.analysis.diff import Metrics, Tolerance, compare_arrays
+from cudump.analysis.replay import (
     Capture,
     ReplayError,
     ReplayTrouble,
@@ -26,9 +20,15 @@ from cudump.replay import (
     replay_notes,
     select_capture,
 )
-from cudump.replay_engine import Buffer, LaunchSpec, Replayer, bit_equal
-from cudump.report import fmt_count, fmt_num, fmt_share, fmt_tol, fmt_where
-from cudump.runs import kernel_pattern
+from cudump.analysis.replay_engine import Buffer, LaunchSpec, Replayer, bit_equal
+from cudump.analysis.report import fmt_count, fmt_num, fmt_share, fmt_tol, fmt_where
+from cudump.commands import HelpFormatter
+from cudump.commands.diff import output_dir
+from cudump.errors import DiffTrouble
+from cudump.policy.pattern import name_forms
+from cudump.rundir import files as runfiles
+from cudump.rundir.manifest import ManifestWriter, SnapshotRecord
+from cudump.rundir.runs import kernel_pattern
 
 EPILOG = """\
 Runs the captured launch in this process, with cuda-python: loads the module image the run

@@ -8,17 +8,17 @@ import shutil
 import stat
 from pathlib import Path
 
-from cudump import runfiles
 from cudump.commands import SUBCOMMANDS, USAGE
-from cudump.errors import UsageError
-from cudump.rules import DIGEST_FORMATS, SCAN_FORMATS, capture_rule, load_rules, option_rule
-from cudump.session import (
+from cudump.controller.session import (
     DEFAULT_SCRATCH,
     TRACE_RING_SLOTS,
     RunOptions,
     Session,
     default_run_dir,
 )
+from cudump.errors import UsageError
+from cudump.policy.rules import DIGEST_FORMATS, SCAN_FORMATS, capture_rule, load_rules, option_rule
+from cudump.rundir import files as runfiles
 from cudump.sizes import size_arg
 
 MAX_STAGING = 64 << 30
@@ -105,7 +105,7 @@ class RunCommand:
             rules.append(option_rule("--check-nan", SCAN_FORMATS))
         for pattern in args.capture_launch:
             rules.append(capture_rule(pattern))
-        from cudump.breakpoints import parse_break_spec
+        from cudump.policy.breakpoints import parse_break_spec
 
         for spec in args.breaks:
             parse_break_spec(spec)
@@ -177,7 +177,7 @@ def _prepare_out(out: Path) -> Path:
     write in; UsageError (one line, before the program starts) otherwise.
 
     Anything under the name of a run's file counts, a dangling symlink included: it is
-    refused here, and in any case never written through (cudump.runfiles creates every
+    refused here, and in any case never written through (cudump.rundir.files creates every
     file of the run new, with O_EXCL | O_NOFOLLOW)."""
     try:
         is_dir = stat.S_ISDIR(os.stat(out).st_mode)

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import numpy as np
 
+from cudump.analysis.diff import channel_count
+from cudump.analysis.report import LS_HEADERS, LS_RIGHT, fmt_num, format_table, snapshot_rows
+from cudump.analysis.stats import is_any_run
 from cudump.commands import HelpFormatter
-from cudump.diff import channel_count
 from cudump.errors import UsageError
-from cudump.imaging import CHANNEL_NAMES, TooManyChannels, render, save_png
-from cudump.manifest import MANIFEST
-from cudump.report import LS_HEADERS, LS_RIGHT, fmt_num, format_table, snapshot_rows
-from cudump.runs import Run, Snapshot, is_run_dir, kernel_pattern, load_array
-from cudump.stats import is_any_run
+from cudump.rundir.imaging import CHANNEL_NAMES, TooManyChannels, render, save_png
+from cudump.rundir.manifest import MANIFEST
+from cudump.rundir.runs import Run, Snapshot, is_run_dir, kernel_pattern, load_array
 
 EPILOG = """\
 Choosing a snapshot:

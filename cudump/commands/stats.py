@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cudump.report import fit, format_table
-from cudump.runs import kernel_pattern, short_kernel_name
-from cudump.stats import TRACE_FILE, KernelStats, RunStats, format_shape, run_stats
-from cudump.summary import plural
+from cudump.analysis.report import fit, format_table
+from cudump.analysis.stats import TRACE_FILE, KernelStats, RunStats, format_shape, run_stats
+from cudump.rundir.runs import kernel_pattern, short_kernel_name
+from cudump.rundir.summary import plural
 
 HEADERS = ["kernel", "launches", "in graphs", "shapes", "most common grid / block",
            "snapshots", "failed", "digests", "NaN/Inf"]

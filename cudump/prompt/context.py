@@ -6,9 +6,9 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from cudump.args import ArgValue, arg_values
-from cudump.geometry import Allocation, CopyPlan
-from cudump.target import Debugger, Frame, StoppedLaunch, TargetError
+from cudump.controller.target import Debugger, Frame, StoppedLaunch, TargetError
+from cudump.kernels.args import ArgValue, arg_values
+from cudump.kernels.geometry import Allocation, CopyPlan
 
 Out = Callable[[str], None]
 Number = int | float

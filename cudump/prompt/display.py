@@ -22,10 +22,10 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from cudump.args import ArgValue
-from cudump.elements import ElementType, element_type
-from cudump.geometry import Allocation
-from cudump.target import Frame, StopInfo, StoppedLaunch, TargetError
+from cudump.controller.target import Frame, StopInfo, StoppedLaunch, TargetError
+from cudump.kernels.args import ArgValue
+from cudump.kernels.elements import ElementType, element_type
+from cudump.kernels.geometry import Allocation
 
 RAW_BYTES_SHOWN = 32
 # print/FMT: gdb's letters. x d u o t z show the value's bits (a float's too), c the value

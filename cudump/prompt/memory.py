@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from cudump.args import ArgValue
-from cudump.elements import ElementType, element_type
-from cudump.expr import ExprError, parse_expr
-from cudump.geometry import CopyPlan
+from cudump.controller.target import StoppedLaunch
+from cudump.kernels.args import ArgValue
+from cudump.kernels.elements import ElementType, element_type
+from cudump.kernels.expr import ExprError, parse_expr
+from cudump.kernels.geometry import CopyPlan
 from cudump.prompt.context import CommandError
-from cudump.target import StoppedLaunch
 
 Number = int | float
 

@@ -18,12 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NoReturn
 
-from cudump.breakpoints import BreakpointError
+from cudump.controller.target import TargetError
 from cudump.errors import CudumpError
-from cudump.expr import ExprError
-from cudump.pattern import PatternError
+from cudump.kernels.expr import ExprError
+from cudump.policy.breakpoints import BreakpointError
+from cudump.policy.pattern import PatternError
 from cudump.prompt.context import CommandError, Context, Outcome
-from cudump.target import TargetError
 
 HELP_WIDTH = 100
 

@@ -19,8 +19,8 @@ import zedref
 from gpurun import RULES, cudump_command, run, sample
 from PIL import Image
 
-from cudump.digest import digest, digest_hex
-from cudump.manifest import SnapshotRecord, read_manifest
+from cudump.policy.digest import digest, digest_hex
+from cudump.rundir.manifest import SnapshotRecord, read_manifest
 
 pytestmark = pytest.mark.gpu
 

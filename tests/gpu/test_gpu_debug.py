@@ -13,7 +13,7 @@ import pytest
 import zedref
 from gpurun import run, sample, under_cudump
 
-from cudump.manifest import read_manifest
+from cudump.rundir.manifest import read_manifest
 
 pytestmark = pytest.mark.gpu
 

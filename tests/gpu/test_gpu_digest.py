@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from gpurun import RULES, big_buffer_rule, run, sample, under_cudump
 
-from cudump.digest import digest, digest_hex
-from cudump.manifest import read_manifest
+from cudump.policy.digest import digest, digest_hex
+from cudump.rundir.manifest import read_manifest
 
 pytestmark = pytest.mark.gpu
 

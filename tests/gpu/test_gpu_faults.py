@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from gpurun import cudump_command, run, sample, under_cudump
 
-from cudump.manifest import read_manifest
+from cudump.rundir.manifest import read_manifest
 
 pytestmark = pytest.mark.gpu
 

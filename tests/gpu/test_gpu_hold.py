@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cudump.protocol import Gate
+from cudump.wire.protocol import Gate
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.gpu

@@ -118,7 +118,7 @@ def test_extracted_folder_replays_without_cudump(workdir, tmp_path):
 def test_module_variables_of_an_nvcc_cubin_are_found(tmp_path):
     """The note `cudump replay` prints for kernels with __device__/__constant__ state reads
     nvcc's real ELF layout (.nv.global*, .nv.constant3 and the symbol table)."""
-    from cudump.replay import module_variables
+    from cudump.analysis.replay import module_variables
 
     src = tmp_path / "state.cu"
     src.write_text("__device__ int frames;\n__device__ float gain = 2.0f;\n"

@@ -12,7 +12,7 @@ import zedref
 from gpurun import RULES, big_buffer_rule, launches_printed, run, sample, under_cudump
 from PIL import Image
 
-from cudump.manifest import SnapshotRecord, read_manifest
+from cudump.rundir.manifest import SnapshotRecord, read_manifest
 
 pytestmark = pytest.mark.gpu
 

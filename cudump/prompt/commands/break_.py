@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from cudump.breakpoints import Breakpoint
+from cudump.policy.breakpoints import Breakpoint
 from cudump.prompt.context import Context
 from cudump.prompt.registry import command, make_parser
 

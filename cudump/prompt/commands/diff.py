@@ -7,10 +7,10 @@ import re
 
 import numpy as np
 
-from cudump.diff import Tolerance, compare_arrays
+from cudump.analysis.diff import Tolerance, compare_arrays
+from cudump.analysis.report import file_report
 from cudump.prompt.context import CommandError, Context, KeptArg
 from cudump.prompt.registry import STOPPED, command, make_parser
-from cudump.report import file_report
 
 parser = make_parser(
     "diff", "Compare an argument's buffer before and after the kernel.",

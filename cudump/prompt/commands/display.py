@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import argparse
 
+from cudump.controller.target import TargetError
 from cudump.prompt.commands.print import print_format, print_text
 from cudump.prompt.context import CommandError, Context, Display
 from cudump.prompt.registry import STOPPED, command, make_parser
-from cudump.target import TargetError
 
 parser = make_parser(
     "display", "Show EXPR (as print does) now and at every stop.",

@@ -19,20 +19,20 @@ from pathlib import Path
 
 import numpy as np
 
-from cudump import runfiles
-from cudump.elements import NUMPY_DTYPES, element_type
+from cudump.controller.target import StopInfo
 from cudump.errors import CudumpError
-from cudump.expr import Expr, ExprError, parse_expr
-from cudump.geometry import CopyPlan, GeometryError, plan_copy
-from cudump.imaging import is_image_like, render, save_png
-from cudump.manifest import SnapshotRecord
-from cudump.pattern import name_forms
+from cudump.kernels.elements import NUMPY_DTYPES, element_type
+from cudump.kernels.expr import Expr, ExprError, parse_expr
+from cudump.kernels.geometry import CopyPlan, GeometryError, plan_copy
+from cudump.policy.pattern import name_forms
+from cudump.policy.rules import ArgOverride
+from cudump.policy.snapshots import safe_name
 from cudump.prompt.context import CommandError, Context
 from cudump.prompt.memory import read_plan
 from cudump.prompt.registry import STOPPED, command, make_parser
-from cudump.rules import ArgOverride
-from cudump.snapshots import safe_name
-from cudump.target import StopInfo
+from cudump.rundir import files as runfiles
+from cudump.rundir.imaging import is_image_like, render, save_png
+from cudump.rundir.manifest import SnapshotRecord
 
 parser = make_parser(
     "dump", "Write an argument's buffer to .npy and/or .png.",

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cudump.pattern import name_forms
+from cudump.analysis.report import format_table
+from cudump.policy.pattern import name_forms
 from cudump.prompt.context import CommandError, Context
 from cudump.prompt.display import arg_lines, dims
 from cudump.prompt.registry import (
@@ -16,7 +17,6 @@ from cudump.prompt.registry import (
     prefix_command,
     subcommand,
 )
-from cudump.report import format_table
 
 INFO = prefix_command(
     make_parser("info", "The launch, arguments, allocations, kernels, breakpoints, threads, "

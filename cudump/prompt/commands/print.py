@@ -7,9 +7,9 @@ import re
 
 import numpy as np
 
-from cudump.args import ArgValue
-from cudump.elements import element_type
-from cudump.expr import ExprError, parse_expr
+from cudump.kernels.args import ArgValue
+from cudump.kernels.elements import element_type
+from cudump.kernels.expr import ExprError, parse_expr
 from cudump.prompt.context import CommandError, Context
 from cudump.prompt.display import (
     PRINT_FORMATS,

@@ -13,8 +13,8 @@ import re
 
 import numpy as np
 
-from cudump.elements import ElementType
-from cudump.expr import ExprError, parse_expr
+from cudump.kernels.elements import ElementType
+from cudump.kernels.expr import ExprError, parse_expr
 from cudump.prompt.commands.print import pointer_sizes
 from cudump.prompt.context import CommandError, Context
 from cudump.prompt.memory import Pointee, evaluate, pointee, whole

@@ -11,15 +11,15 @@ import argparse
 
 import numpy as np
 
-from cudump.args import ArgValue
-from cudump.elements import element_type
-from cudump.geometry import GeometryError, plan_copy
+from cudump.controller.target import StoppedLaunch, TargetError
+from cudump.kernels.args import ArgValue
+from cudump.kernels.elements import element_type
+from cudump.kernels.geometry import GeometryError, plan_copy
 from cudump.prompt.commands.display import show_displays
 from cudump.prompt.context import Context, Kept, KeptArg, Outcome
 from cudump.prompt.display import arg_label, headline, placement
 from cudump.prompt.memory import read_plan
 from cudump.prompt.registry import BEFORE, command, make_parser
-from cudump.target import StoppedLaunch, TargetError
 
 KEEP_LIMIT = 1 << 30   # bytes kept across one step, all arguments together
 

@@ -7,11 +7,11 @@ import re
 
 import numpy as np
 
+from cudump.controller.target import TargetError
 from cudump.prompt.context import CommandError, Context
 from cudump.prompt.display import char_text, float_text, format_char, safe_allocation
 from cudump.prompt.memory import read, whole
 from cudump.prompt.registry import STOPPED, command, make_parser
-from cudump.target import TargetError
 
 UNITS = {"b": 1, "h": 2, "w": 4, "g": 8}
 PER_LINE = {"b": 8, "h": 8, "w": 4, "g": 2}

@@ -210,7 +210,7 @@ def kept_stdout(program: Program, text: str) -> list[str]:
 
 def check_records(cell: Cell, run_dir: Path, program: Program, mode: Mode) -> None:
     from cudump.errors import CudumpError
-    from cudump.manifest import read_manifest
+    from cudump.rundir.manifest import read_manifest
 
     if not (run_dir / "manifest.jsonl").exists():
         records = []

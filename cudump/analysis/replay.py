@@ -1,0 +1,380 @@
+"""Captured launches of a run (captures.jsonl) as launch specs the replay engine runs.
+
+A capture records facts as the shim saw them: device addresses, the
+allocation each pointer word falls in, and the snapshot files of each buffer.
+Replaying needs them the other way round: one device region per allocation
+the launch touched, every pointer word and buffer as an offset into its
+region (so that two pointers into one allocation still alias), and the
+parameter bytes to patch. `launch_spec` makes that translation; the engine
+(replay_engine.py, which also ships in extracted folders) does the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cudump.analysis.replay_engine import SPEC_FILE, LaunchSpec, ReplayError, SpecError
+from cudump.errors import CudumpError
+from cudump.policy.capture import CAPTURES
+from cudump.policy.pattern import KernelPattern, name_forms
+from cudump.rundir.runs import confined, load_array
+
+SPEC_FORMAT = "cudump-launch/1"
+
+
+class ReplayTrouble(CudumpError):
+    """The run has no launch that can be replayed as asked (exit status 2)."""
+
+
+@dataclass
+class Capture:
+    """One line of captures.jsonl (checked by check_capture)."""
+
+    data: dict[str, Any]
+    line: int
+    path: Path | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.path or CAPTURES}:{self.line}"
+
+    @property
+    def pid(self) -> int:
+        return int(self.data["pid"])
+
+    @property
+    def launch(self) -> int:
+        return int(self.data["launch"])
+
+    @property
+    def kernel(self) -> str:
+        return str(self.data["kernel"])
+
+    @property
+    def occurrence(self) -> int:
+        return int(self.data.get("occurrence", 0))
+
+    @property
+    def problems(self) -> list[str]:
+        return list(self.data.get("problems") or [])
+
+    def describe(self) -> str:
+        return (f"launch {self.launch} of {self.kernel} (occurrence {self.occurrence}, "
+                f"process {self.pid})")
+
+
+# What cudump reads of a captured launch, key by key: the type of each value ("int", "str",
+# "int3" a list of 3 whole numbers, "ints" a list of them, "strs" a list of strings, or a
+# nested shape), and whether it may be missing or null. Everything else is left alone.
+_Shape = dict[str, tuple[Any, bool]]
+_ALLOC: _Shape = {"base": ("int", False), "size": ("int", False), "kind": ("str", False),
+                  "pitch": ("int", False), "width": ("int", False), "height": ("int", False),
+                  "elem": ("int", False)}
+_POINTER: _Shape = {"arg": ("int", False), "offset": ("int", False), "value": ("int", False),
+                    "alloc": (_ALLOC, False)}
+_BUFFER: _Shape = {"arg": ("int", False), "offset": ("int", False), "address": ("int", False),
+                   "width": ("int", False), "height": ("int", False), "pitch": ("int", False),
+                   "dtype": ("str", False), "shape": ("ints", False), "before": ("str", True),
+                   "after": ("str", True)}
+_CAPTURE: _Shape = {"pid": ("int", False), "launch": ("int", False), "kernel": ("str", False),
+                    "mangled": ("str", False), "occurrence": ("int", True),
+                    "grid": ("int3", False), "block": ("int3", False), "smem": ("int", True),
+                    "api": ("str", True), "stream": ("str", True), "image": ("str", True),
+                    "image_format": ("str", True), "params": ("str", True),
+                    "layout": ("list", True), "problems": ("strs", True),
+                    "pointers": ([_POINTER], True), "buffers": ([_BUFFER], True)}
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _expected(kind: Any) -> str:
+    if isinstance(kind, dict):
+        return "an object"
+    if isinstance(kind, list):
+        return "a list"
+    return {"int": "a whole number", "str": "a string", "int3": "a list of 3 whole numbers",
+            "ints": "a list of whole numbers", "strs": "a list of strings",
+            "list": "a list"}[kind]
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _check(data: Any, shape: _Shape, prefix: str) -> str | None:
+    """The first field of `data` that does not fit `shape`: "field 'x': expected ..."."""
+    for key, (kind, optional) in shape.items():
+        name = f"{prefix}{key}"
+        if key not in data or data[key] is None:
+            if optional:
+                continue
+            return f"field '{name}' is missing"
+        value = data[key]
+        if isinstance(kind, dict):
+            ok = isinstance(value, dict)
+        elif isinstance(kind, list):
+            ok = isinstance(value, list)
+            if ok:
+                bad = next((i for i, v in enumerate(value) if not isinstance(v, dict)), None)
+                if bad is not None:
+                    return f"field '{name}[{bad}]': expected an object, got {_shown(value[bad])}"
+        else:
+            ok = {"int": _is_int(value), "str": isinstance(value, str),
+                  "int3": isinstance(value, list) and len(value) == 3
+                  and all(_is_int(v) for v in value),
+                  "ints": isinstance(value, list) and all(_is_int(v) for v in value),
+                  "strs": isinstance(value, list) and all(isinstance(v, str) for v in value),
+                  "list": isinstance(value, list)}[kind]
+        if not ok:
+            return f"field '{name}': expected {_expected(kind)}, got {_shown(value)}"
+        if isinstance(kind, dict):
+            problem = _check(value, kind, f"{name}.")
+        elif isinstance(kind, list):
+            problem = next((found for i, item in enumerate(value)
+                            if (found := _check(item, kind[0], f"{name}[{i}]."))), None)
+        else:
+            problem = None
+        if problem:
+            return problem
+    return None
+
+
+def check_capture(data: Any) -> str | None:
+    """Why a line of captures.jsonl is not a captured launch cudump can read, or None."""
+    if not isinstance(data, dict):
+        return f"not a captured launch (a JSON {type(data).__name__}, not an object)"
+    problem = _check(data, _CAPTURE, "")
+    return f"not a captured launch: {problem}" if problem else None
+
+
+def read_captures(run_dir: Path) -> list[Capture]:
+    path = run_dir / CAPTURES
+    if not path.is_file():
+        raise ReplayTrouble(f"{run_dir} holds no captured launch ({CAPTURES}); run the program "
+                            "with --capture-launch PATTERN or a rule with 'replay: true'")
+    captures = []
+    with open(path, encoding="utf-8") as f:
+        for number, text in enumerate(f, 1):
+            if not text.strip():
+                continue
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as err:
+                raise ReplayTrouble(f"{path}:{number}: not JSON ({err.msg})") from None
+            problem = check_capture(data)
+            if problem is not None:
+                raise ReplayTrouble(f"{path}:{number}: {problem}")
+            captures.append(Capture(data, number, path))
+    return captures
+
+
+def select_capture(captures: list[Capture], launch: int | None, pid: int | None,
+                   pattern: KernelPattern | None, occurrence: int | None
+                   ) -> tuple[Capture, int]:
+    """The capture asked for, and how many matched (the first is taken)."""
+    found = [c for c in captures
+             if (launch is None or c.launch == launch) and (pid is None or c.pid == pid)
+             and (pattern is None or pattern.matches(c.kernel, str(c.data["mangled"])))
+             and (occurrence is None or c.occurrence == occurrence)]
+    if not found:
+        listed = ", ".join(f"{c.launch} ({name_forms(c.kernel)[3]})" for c in captures[:8])
+        raise ReplayTrouble(f"no captured launch matches; the run has {len(captures)}: "
+                            f"{listed}{' ...' if len(captures) > 8 else ''}")
+    return found[0], len(found)
+
+
+@dataclass
+class _Span:
+    """What a launch reaches of one allocation: bytes [low, high), as the capture saw them."""
+
+    alloc: dict[str, Any]
+    low: int
+    high: int
+
+    @property
+    def pitched(self) -> bool:
+        a = self.alloc
+        return a["kind"] == "pitched" and bool(a["pitch"]) and bool(a["height"])
+
+    @property
+    def start(self) -> int:
+        """Where the replay's region begins: the allocation's base for a pitched one."""
+        return int(self.alloc["base"]) if self.pitched else self.low
+
+    def region(self) -> dict[str, Any]:
+        a = self.alloc
+        size = int(a["pitch"]) * int(a["height"]) if self.pitched else self.high - self.low
+        return {"kind": "pitched" if self.pitched else "linear", "size": size,
+                "pitch": int(a["pitch"]), "width": int(a["width"]),
+                "height": int(a["height"]), "elem": int(a["elem"])}
+
+
+def launch_spec(capture: Capture, image: str | None = None,
+                image_format: str | None = None) -> LaunchSpec:
+    """The capture as the engine's launch spec (snapshot paths as in the run); ReplayTrouble
+    naming the capture's line where its values do not make one."""
+    try:
+        return _launch_spec(capture, image, image_format)
+    except SpecError as err:
+        problem = str(err).removeprefix(f"{SPEC_FILE}: ")
+        raise ReplayTrouble(f"{capture.where}: not a launch that can be replayed: "
+                            f"{problem}") from None
+    except (KeyError, TypeError, ValueError, IndexError, OverflowError) as err:
+        raise ReplayTrouble(f"{capture.where}: not a launch that can be replayed "
+                            f"({type(err).__name__}: {err})") from None
+
+
+def _launch_spec(capture: Capture, image: str | None, image_format: str | None) -> LaunchSpec:
+    d = capture.data
+    if d.get("layout") is None:
+        raise ReplayTrouble(f"{capture.describe()}: the driver gave no parameter layout, so "
+                            "its parameters cannot be rebuilt")
+    pointers: list[dict[str, Any]] = d.get("pointers") or []
+    alloc_of = {(ptr["arg"], ptr["offset"]): ptr["alloc"] for ptr in pointers}
+    # The bytes of each allocation the launch reaches, by its base: every buffer and every
+    # pointer value in it (a pitched allocation is taken whole, so that it keeps its pitch).
+    spans: dict[int, _Span] = {}
+
+    def reach(alloc: dict[str, Any], low: int, high: int) -> int:
+        base = int(alloc["base"])
+        span = spans.setdefault(base, _Span(alloc, low, high))
+        span.low, span.high = min(span.low, low), max(span.high, high)
+        return base
+
+    buffers = []
+    for buf in d.get("buffers") or []:
+        start = int(buf["address"])
+        end = start + (int(buf["height"]) - 1) * int(buf["pitch"]) + int(buf["width"])
+        alloc = alloc_of.get((buf["arg"], buf["offset"])) or {
+            "base": start, "size": end - start, "kind": "linear", "pitch": 0, "width": 0,
+            "height": 0, "elem": 0}
+        buffers.append((reach(alloc, start, end), buf))
+    for ptr in pointers:
+        reach(ptr["alloc"], int(ptr["value"]), int(ptr["value"]) + 1)
+    index = {base: i for i, base in enumerate(spans)}
+    low = {base: span.start for base, span in spans.items()}
+    return LaunchSpec.from_json({
+        "format": SPEC_FORMAT,
+        "kernel": d["kernel"], "mangled": d["mangled"],
+        "image": image if image is not None else d.get("image") or "",
+        "image_format": image_format or d.get("image_format") or "unknown",
+        "grid": d["grid"], "block": d["block"], "smem": d.get("smem", 0),
+        "params": d.get("params", ""), "layout": d["layout"],
+        "regions": [span.region() for span in spans.values()],
+        "pointers": [{"arg": ptr["arg"], "offset": ptr["offset"],
+                      "region": index[int(ptr["alloc"]["base"])],
+                      "delta": int(ptr["value"]) - low[int(ptr["alloc"]["base"])]}
+                     for ptr in pointers],
+        "buffers": [{"arg": buf["arg"], "offset": buf["offset"], "region": index[base],
+                     "delta": int(buf["address"]) - low[base], "width": buf["width"],
+                     "height": buf["height"], "pitch": buf["pitch"], "dtype": buf["dtype"],
+                     "shape": buf["shape"], "before": buf.get("before"),
+                     "after": buf.get("after")}
+                    for base, buf in buffers],
+    })
+
+
+def load_snapshots(run_dir: Path, spec: LaunchSpec, phase: str) -> list[np.ndarray | None]:
+    """Each buffer's "before" or "after" snapshot from the run (None where there is none)."""
+    arrays: list[np.ndarray | None] = []
+    for buf in spec.buffers:
+        name = buf.before if phase == "before" else buf.after
+        if name is None:
+            arrays.append(None)
+            continue
+        try:
+            arrays.append(np.asarray(load_array(confined(run_dir, name))))
+        except CudumpError as err:
+            raise ReplayTrouble(f"{buf.label}: its {phase} snapshot cannot be read: {err}") \
+                from None
+    return arrays
+
+
+def read_image(run_dir: Path, capture: Capture, override: Path | None) -> bytes:
+    """The kernel's code: a --ptx/--cubin file, or the module image the run saved."""
+    if override is not None:
+        try:
+            return override.read_bytes()
+        except OSError as err:
+            raise ReplayTrouble(f"{override}: cannot read: {err.strerror or err}") from None
+    name = capture.data.get("image")
+    if not name:
+        raise ReplayTrouble(f"{capture.describe()} has no module image; give the kernel's code "
+                            "with --cubin FILE or --ptx FILE")
+    try:
+        return confined(run_dir, str(name)).read_bytes()
+    except (OSError, CudumpError) as err:
+        raise ReplayTrouble(f"{name}: cannot read the module image: {err}") from None
+
+
+__all__ = ["Capture", "ReplayError", "ReplayTrouble", "launch_spec", "load_snapshots",
+           "read_captures", "read_image", "replay_notes", "select_capture"]
+
+
+_PTX_GLOBAL = re.compile(
+    rb"^[ \t]*(?:\.(?:visible|extern|weak)[ \t]+)?\.(?:global|const)[ \t]+"
+    rb"(?:\.align[ \t]+\d+[ \t]+)?(?:\.\w+[ \t]+)+([A-Za-z_$%][\w$]*)", re.MULTILINE)
+_ELF_STATE = (b".nv.global", b".nv.constant3")   # __device__ and __constant__ variables
+
+
+def module_variables(image: bytes) -> list[str] | None:
+    """Names of the module-scope variables (__device__, __constant__) in a PTX or cubin image;
+    None where the image cannot be read for them (a fat binary's compressed entries)."""
+    if image.startswith(b"\x7fELF"):
+        return _elf_variables(image)
+    if image[:4] == b"\x50\xed\x55\xba":
+        return None
+    return sorted({m.group(1).decode() for m in _PTX_GLOBAL.finditer(image)})
+
+
+def _elf_variables(elf: bytes) -> list[str] | None:
+    try:
+        shoff, = struct.unpack_from("<Q", elf, 0x28)
+        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", elf, 0x3A)
+        sections = [struct.unpack_from("<IIQQQQIIQQ", elf, shoff + i * shentsize)
+                    for i in range(shnum)]
+        names_at = sections[shstrndx][4]
+
+        def name(table: int, offset: int) -> bytes:
+            start = table + offset
+            return elf[start:elf.index(b"\0", start)]
+
+        state = {i for i, s in enumerate(sections)
+                 if name(names_at, s[0]).startswith(_ELF_STATE)}
+        found = set()
+        for s in sections:
+            if s[1] != 2:    # SHT_SYMTAB
+                continue
+            strings = sections[s[6]][4]
+            for k in range(s[5] // 24):
+                st_name, st_info, _, st_shndx = struct.unpack_from("<IBBH", elf, s[4] + k * 24)
+                if st_shndx in state and st_info & 0xF == 1:   # STT_OBJECT
+                    found.add(name(strings, st_name).decode(errors="replace"))
+        return sorted(found)
+    except (struct.error, ValueError, IndexError):
+        return None
+
+
+def replay_notes(capture: Capture, image: bytes) -> list[str]:
+    """What the replay does not restore, for this launch and image (one line each)."""
+    notes = []
+    names = module_variables(image)
+    if names:
+        shown = ", ".join(names[:6]) + (" ..." if len(names) > 6 else "")
+        notes.append(f"the module has module-scope variables ({shown}): the replay starts "
+                     "them from the image's initial values, not from what they held at the "
+                     "launch")
+    if str(capture.data.get("api", "")).startswith("cuLaunchKernelEx"):
+        notes.append("launched with cuLaunchKernelEx: its launch attributes (clusters, "
+                     "priorities ...) were not captured; the replay uses cuLaunchKernel")
+    return notes

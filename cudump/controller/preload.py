@@ -1,0 +1,32 @@
+"""Where the native shim library is, and the environment that preloads it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from cudump.errors import ShimNotFound
+
+SHIM_NAME = "libcudump.so"
+
+
+def shim_path() -> Path:
+    """The built shim: CUDUMP_SHIM if set (for development), else the package's own copy."""
+    override = os.environ.get("CUDUMP_SHIM")
+    path = Path(override) if override else Path(__file__).resolve().parents[1] / "_lib" / SHIM_NAME
+    if not path.is_file():
+        raise ShimNotFound(
+            f"the cudump shim is missing at {path}; reinstall with `pip install .` "
+            "(it needs a C compiler) or point CUDUMP_SHIM at a built libcudump.so"
+        )
+    return path
+
+
+def preload_env(base: dict[str, str], socket_name: str) -> dict[str, str]:
+    """`base` with the shim first in LD_PRELOAD and the controller's socket named."""
+    env = dict(base)
+    shim = str(shim_path())
+    existing = [p for p in env.get("LD_PRELOAD", "").replace(":", " ").split() if p != shim]
+    env["LD_PRELOAD"] = " ".join([shim, *existing])
+    env["CUDUMP_SOCKET"] = socket_name  # "@name": the abstract namespace
+    return env

@@ -1,0 +1,143 @@
+"""What the controller knows of each target process: its functions, allocations and launches.
+
+Decoded from the shim's messages (protocol.py). Shared by the session, the
+snapshot planner and the debugger, none of which import each other for it.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from cudump.kernels.demangle import demangle
+from cudump.kernels.geometry import Allocation
+from cudump.wire import protocol as p
+from cudump.wire.shm import LaunchCounts
+
+
+@dataclass
+class FuncInfo:
+    """A kernel function as one process knows it."""
+
+    id: int
+    handle: int
+    mangled: str
+    demangled: str
+    params: list[tuple[int, int]] | None  # (offset, size) per parameter, from the driver
+    wants: int = 0
+    launches: int = 0
+
+
+@dataclass
+class LaunchEvent:
+    """One launch as the shim reports it (MSG_LAUNCH or MSG_BEGIN)."""
+
+    seq: int
+    occurrence: int
+    func_id: int
+    device: int
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    smem: int
+    stream: int
+    tid: int
+    api: str
+    flags: int
+    rc: int
+    graph: int = 0                                         # LAUNCH_GRAPH: graph, replay, node
+    replay: int = 0
+    node: int = 0
+    raw_args: list[bytes] | None = None                    # MSG_BEGIN: parameter bytes
+    pointers: dict[tuple[int, int], Allocation] = field(default_factory=dict)
+    counted: dict[int, int] = field(default_factory=dict)   # MSG_BEGIN: counter -> n-th launch
+
+    @property
+    def captured(self) -> bool:
+        return bool(self.flags & p.LaunchFlag.CAPTURED)
+
+    @property
+    def interrupted(self) -> bool:
+        return bool(self.flags & p.LaunchFlag.INTERRUPTED)
+
+    @functools.cached_property
+    def stream_hex(self) -> str:
+        # cached: every record of a launch's plan (hundreds for a multi-tensor kernel) has it
+        return f"0x{self.stream:x}"
+
+
+@dataclass
+class ProcessState:
+    pid: int
+    ppid: int
+    exe: str
+    funcs: dict[int, FuncInfo] = field(default_factory=dict)
+    allocations: dict[int, Allocation] = field(default_factory=dict)  # base -> allocation
+    stats: dict[str, Any] | None = None      # MSG_STATS, at its exit
+    counted: LaunchCounts | None = None      # the shared launch counts, at the run's end
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+
+def pointer_allocation(fields: dict[str, Any]) -> Allocation:
+    return Allocation(base=fields["base"], size=fields["size"],
+                      kind=p.alloc_kind_name(fields["kind"]), pitch=fields["pitch"],
+                      width_bytes=fields["width"], height=fields["height"],
+                      elem_size=fields["elem"])
+
+
+def decode_func(payload: bytes) -> FuncInfo:
+    head = p.FUNC.unpack(payload)
+    n = head["nparams"]
+    if n > p.MAX_PARAMS:
+        raise p.ProtocolError(f"{n} parameters")
+    pos = p.FUNC.size
+    params = None
+    if n >= 0:
+        params = []
+        for _ in range(n):
+            item = p.PARAM.unpack(payload, pos)
+            params.append((item["offset"], item["size"]))
+            pos += p.PARAM.size
+    mangled = payload[pos:].decode("utf-8", "replace")
+    return FuncInfo(id=head["id"], handle=head["handle"], mangled=mangled,
+                    demangled=demangle(mangled) if mangled else f"0x{head['handle']:x}",
+                    params=params)
+
+
+def decode_launch(payload: bytes) -> LaunchEvent:
+    """MSG_LAUNCH, or MSG_BEGIN with its parameters and pointers."""
+    h = p.LAUNCH.unpack(payload)
+    event = LaunchEvent(
+        seq=h["seq"], occurrence=h["occurrence"], func_id=h["id"], device=h["device"],
+        grid=h["grid"], block=h["block"], smem=h["smem"], stream=h["stream"], tid=h["tid"],
+        api=p.api_name(h["api"]), flags=h["flags"], rc=h["rc"], graph=h["graph"],
+        replay=h["replay"], node=h["node"])
+    nparams, nptrs = h["nparams"], h["nptrs"]
+    if nparams > p.MAX_PARAMS or nptrs > p.MAX_PARAMS:
+        raise p.ProtocolError(f"{nparams} parameters, {nptrs} pointers")
+    pos = p.LAUNCH.size
+    if nparams >= 0:
+        sizes = []
+        for _ in range(nparams):
+            sizes.append(p.PARAM.unpack(payload, pos)["size"])
+            pos += p.PARAM.size
+        raw: list[bytes] = []
+        for size in sizes:
+            if pos + size > len(payload):
+                raise p.ProtocolError("parameter bytes run past the message")
+            raw.append(bytes(payload[pos:pos + size]))
+            pos += size
+        pos += (8 - sum(sizes) % 8) % 8
+        event.raw_args = raw
+    for _ in range(nptrs):
+        fields = p.POINTER.unpack(payload, pos)
+        pos += p.POINTER.size
+        event.pointers[(fields["arg"], fields["offset"])] = pointer_allocation(fields)
+    if (len(payload) - pos) % p.COUNTED.size:
+        raise p.ProtocolError("a launch's rule counts do not fill the rest of the message")
+    while pos < len(payload):
+        fields = p.COUNTED.unpack(payload, pos)
+        pos += p.COUNTED.size
+        event.counted[fields["counter"]] = fields["n"]
+    return event

@@ -1,0 +1,219 @@
+"""Launches captured for replay: module images from the shim, and one record per launch.
+
+A rule with `replay: true` (or `--capture-launch PATTERN`) makes the shim send
+the image of each matching kernel's module (MSG_IMAGE, once per module and
+process) and snapshots every buffer of each launch it takes, before and
+after. Once those copies are in, `captures.jsonl` gets one line per launch:
+what `cudump replay` and `cudump extract` need to run the kernel again —
+the image, the parameter bytes and their layout, every pointer word and the
+allocation it points into, and the snapshot files of each buffer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cudump.console import warn
+from cudump.kernels.geometry import Allocation
+from cudump.rundir import files as runfiles
+from cudump.wire import protocol as p
+
+CAPTURES = "captures.jsonl"
+MODULES = "modules"
+
+
+@dataclass(frozen=True)
+class Image:
+    """Where a function's module image went (a path relative to the run directory), or why
+    there is none."""
+
+    file: str | None
+    format: str
+    problem: str | None = None
+
+
+@dataclass
+class _Partial:
+    path: Path
+    size: int
+    format: str
+    received: int = 0
+
+
+@dataclass
+class ImageStore:
+    """Module images as the shim sends them, saved once per content under modules/."""
+
+    run_dir: Path
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    partial: dict[tuple[int, int], _Partial] = field(default_factory=dict)
+    done: dict[tuple[int, int], Image] = field(default_factory=dict)     # (pid, module)
+    funcs: dict[tuple[int, int], Image] = field(default_factory=dict)    # (pid, function id)
+
+    def receive(self, pid: int, payload: bytes) -> None:
+        """One MSG_IMAGE: a chunk of a module's image, or the header that binds a function to
+        a module sent before."""
+        head = p.IMAGE.unpack(payload)
+        data = payload[p.IMAGE.size:]
+        fmt = p.IMAGE_FORMATS[head["format"]] if head["format"] < len(p.IMAGE_FORMATS) \
+            else "unknown"
+        key, size, offset = (pid, head["module"]), head["size"], head["offset"]
+        if fmt == "unknown" or size == 0:
+            self._bind(pid, head["id"], Image(None, "unknown", (
+                "cudump did not see the load of this kernel's module, or could not tell "
+                "its size; give the code with --cubin or --ptx")))
+            return
+        if offset + len(data) > size or len(data) > p.IMAGE_CHUNK:
+            raise p.ProtocolError(f"image chunk at {offset} of {len(data)} bytes runs past "
+                                  f"{size}")
+        if data:
+            self._chunk(key, size, offset, fmt, data)
+            return
+        with self.lock:
+            image = self.done.get(key)
+        self._bind(pid, head["id"], image if image is not None else Image(
+            None, fmt, "the module's image did not arrive whole"))
+
+    def _chunk(self, key: tuple[int, int], size: int, offset: int, fmt: str,
+               data: bytes) -> None:
+        with self.lock:
+            part = self.partial.get(key)
+            if part is None or offset == 0:
+                if part is not None:        # the image is sent again from its start
+                    part.path.unlink(missing_ok=True)
+                    self.partial.pop(key, None)
+                # A real folder of the run, and a file created new in it (runfiles).
+                folder = runfiles.make_dir(self.run_dir / MODULES)
+                part = _Partial(folder / f".{key[0]}-{key[1]:x}.part", size, fmt)
+                os.close(runfiles.create(part.path))
+                self.partial[key] = part
+        fd = runfiles.reopen(part.path)
+        try:
+            view = memoryview(data)
+            while view:
+                done = os.pwrite(fd, view, offset)
+                view, offset = view[done:], offset + done
+        finally:
+            os.close(fd)
+        part.received += len(data)
+        if part.received >= part.size:
+            self._finish(key, part)
+
+    def _finish(self, key: tuple[int, int], part: _Partial) -> None:
+        fd = runfiles.reopen(part.path, os.O_RDONLY)
+        with os.fdopen(fd, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()[:16]
+        name = f"{MODULES}/{digest}.{part.format}"   # the format names the extension
+        final = self.run_dir / name
+        if _is_file(final):
+            part.path.unlink(missing_ok=True)   # the same image from another process
+        else:
+            os.replace(part.path, final)        # replaces a symlink there; never follows it
+        with self.lock:
+            self.partial.pop(key, None)
+            self.done[key] = Image(name, part.format)
+
+    def _bind(self, pid: int, func_id: int, image: Image) -> None:
+        with self.lock:
+            self.funcs[(pid, func_id)] = image
+
+    def of(self, pid: int, func_id: int) -> Image:
+        with self.lock:
+            return self.funcs.get((pid, func_id), Image(
+                None, "unknown", "the shim sent no image for this kernel"))
+
+
+@dataclass
+class CapturedBuffer:
+    """One snapshot pair of a captured launch: the buffer at byte `offset` of argument `arg`."""
+
+    arg: int
+    offset: int
+    address: int
+    width: int          # bytes per row
+    height: int
+    pitch: int
+    dtype: str
+    shape: list[int]
+    before: str | None = None
+    after: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"arg": self.arg, "offset": self.offset, "address": self.address,
+                "width": self.width, "height": self.height, "pitch": self.pitch,
+                "dtype": self.dtype, "shape": self.shape, "before": self.before,
+                "after": self.after}
+
+
+def _is_file(path: Path) -> bool:
+    """A regular file itself there (a symlink, even to one, is not)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def pointer_json(arg: int, offset: int, value: int, alloc: Allocation) -> dict[str, Any]:
+    return {"arg": arg, "offset": offset, "value": value,
+            "alloc": {"base": alloc.base, "size": alloc.size, "kind": alloc.kind,
+                      "pitch": alloc.pitch, "width": alloc.width_bytes,
+                      "height": alloc.height, "elem": alloc.elem_size}}
+
+
+def launch_problems(api: str, flags: int) -> list[str]:
+    """What keeps a launch from being replayed as it ran, known from how it was made."""
+    problems = []
+    if api.startswith("cuLaunchCooperativeKernel"):
+        problems.append("a cooperative launch (grid-wide synchronisation); cudump replay "
+                        "launches kernels one ordinary launch at a time")
+    if flags & p.LaunchFlag.GRAPH:
+        problems.append("a kernel node of a CUDA graph")
+    return problems
+
+
+class CaptureWriter:
+    """captures.jsonl, one line per captured launch (any thread): created new at the first
+    line, and opened again for each later one, never through a symlink (runfiles)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / CAPTURES
+        self.lock = threading.Lock()
+        self.count = 0
+        self.warned: set[str] = set()
+        self.created = False
+        self.failed: str | None = None
+
+    def append(self, record: dict[str, Any]) -> None:
+        line = (json.dumps(record, separators=(",", ":")) + "\n").encode("utf-8")
+        with self.lock:
+            if self.failed is not None:
+                return
+            try:
+                fd = (runfiles.reopen(self.path, os.O_WRONLY | os.O_APPEND) if self.created
+                      else runfiles.create(self.path, os.O_WRONLY | os.O_APPEND))
+                self.created = True
+                try:
+                    os.write(fd, line)
+                finally:
+                    os.close(fd)
+            except OSError as err:
+                # Said once; the snapshots go on (a lost line must not drop the process).
+                self.failed = f"{CAPTURES} stopped: {err.strerror or err}"
+                warn(f"{self.failed}; no more launches are captured for replay")
+                return
+            self.count += 1
+            problems = record.get("problems") or []
+            said = f"{record['kernel']}|{problems[0] if problems else ''}"
+            first = problems and said not in self.warned
+            if first:
+                self.warned.add(said)
+        if first:
+            warn(f"launch {record['launch']} of {record['kernel']} is captured but cannot be "
+                 f"replayed as it ran: {problems[0]}")

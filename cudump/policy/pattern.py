@@ -1,0 +1,248 @@
+"""Kernel-name patterns: the one matcher used by rules, breakpoints and the offline tools.
+
+A pattern is a glob (`*` any run of characters, `?` one character; every other
+character stands for itself, brackets too, since C++ names hold them) or, with
+a `re:` prefix, a Python regular expression.
+
+With `subject="demangled"` (the default) a glob matches when it matches, as a
+whole, any of these forms of the demangled name:
+
+- the full name                     `void device::k<2>(uchar4*, int)`
+- without the return type           `device::k<2>(uchar4*, int)`
+- without the parameter list        `device::k<2>`
+- the bare function name            `k`
+
+so `device::k*`, `device::k<2>` and `k` all name that kernel, as `break k`
+does in gdb. A regular expression is searched in the full name with and
+without the return type. `subject="base"` matches only the bare name and
+`subject="mangled"` only the symbol (`_Z1kPf`).
+
+Kernel names can be long (thousands of characters for templates), so matching
+must stay cheap whatever the pattern: globs are matched by a linear-time
+wildcard matcher (never a backtracking regular expression), and regular
+expressions whose shape makes Python's backtracking engine exponential — a
+repeated group that contains a repetition or an alternative, at any depth,
+such as `(a+)+`, `((a+))+`, `(\\w*)*` or `(a|aa)+` — are refused with a
+message saying how to write them instead. So are those whose repetitions can
+divide a name among themselves in too many ways, which makes the engine's work
+a high power of the name's length: `.*.*.*` (see MAX_WAYS). Two unbounded
+repetitions (`a.*b.*c`) are allowed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+try:  # the parser of the `re` module: walks a pattern's structure
+    import re._parser as _sre_parse  # type: ignore[import-not-found]
+except ImportError:  # pragma: no cover - Python < 3.11
+    import sre_parse as _sre_parse  # type: ignore[no-redef]
+from functools import lru_cache
+from typing import Literal
+
+from cudump.kernels.signature import parse_signature
+
+Subject = Literal["demangled", "mangled", "base"]
+SUBJECTS: tuple[Subject, ...] = ("demangled", "mangled", "base")
+
+
+class PatternError(ValueError):
+    """A pattern that cannot be used; the message says why and how to fix it."""
+
+
+@lru_cache(maxsize=4096)
+def name_forms(demangled: str) -> tuple[str, str, str, str]:
+    """(full, without return type, without parameters, bare name) of a demangled name."""
+    text = demangled.strip()
+    try:
+        sig = parse_signature(text)
+    except Exception:  # an odd name must never stop matching
+        return text, text, text, text
+    callable_text = text[len(sig.return_type):].lstrip() if sig.return_type else text
+    return text, callable_text, sig.qualified_name or text, sig.base_name or text
+
+
+class _Glob:
+    """A glob matched in O(len(text) * len(pattern)) at worst: `*` any run, `?` one character."""
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = re.sub(r"\*+", "*", pattern)  # runs of `*` are one `*`
+
+    def fullmatch(self, text: str) -> bool:
+        p, t = self.pattern, text
+        i = j = 0
+        star, mark = -1, 0
+        while j < len(t):
+            if i < len(p) and (p[i] == "?" or p[i] == t[j]):
+                i += 1
+                j += 1
+            elif i < len(p) and p[i] == "*":
+                star, mark = i, j
+                i += 1
+            elif star >= 0:
+                i, mark = star + 1, mark + 1
+                j = mark
+            else:
+                return False
+        while i < len(p) and p[i] == "*":
+            i += 1
+        return i == len(p)
+
+
+_REPEATS = {_sre_parse.MAX_REPEAT, _sre_parse.MIN_REPEAT}
+_POSSESSIVE = getattr(_sre_parse, "POSSESSIVE_REPEAT", None)
+_ATOMIC = getattr(_sre_parse, "ATOMIC_GROUP", None)
+_GROUPREF_EXISTS = _sre_parse.GROUPREF_EXISTS
+
+
+def _is_repeat(op: object) -> bool:
+    return op in _REPEATS or (_POSSESSIVE is not None and op == _POSSESSIVE)
+
+
+def _risky(items: object, inside_repeat: bool) -> bool:
+    """Whether a parsed pattern repeats something that itself repeats or alternates."""
+    for op, arg in items:  # type: ignore[attr-defined]
+        if _is_repeat(op):
+            low, high, sub = arg
+            if inside_repeat:
+                return True
+            if _risky(sub, high is _sre_parse.MAXREPEAT or high > 1):
+                return True
+        elif op == _sre_parse.BRANCH:
+            if inside_repeat:
+                return True
+            if any(_risky(branch, False) for branch in arg[1]):
+                return True
+        elif op == _GROUPREF_EXISTS:     # (?(1)yes|no): two alternatives
+            if inside_repeat:
+                return True
+            if any(_risky(branch, False) for branch in arg[1:] if branch is not None):
+                return True
+        elif op == _sre_parse.SUBPATTERN:
+            if _risky(arg[-1], inside_repeat):
+                return True
+        elif _ATOMIC is not None and op == _ATOMIC:
+            if _risky(arg, inside_repeat):
+                return True
+        elif op in (_sre_parse.ASSERT, _sre_parse.ASSERT_NOT):
+            if _risky(arg[1], inside_repeat):
+                return True
+    return False
+
+
+# How many ways a regular expression's repetitions may divide a name among themselves (see
+# _ways). Python's engine backtracks through each of them at each position of the name where
+# the rest of the pattern fails, so this bounds its work: an unbounded repetition counts as
+# UNBOUNDED_WAYS (the places it may stop at in a name of that length), `{m,n}` as n - m + 1
+# (so `?` as 2), alternatives add and everything else multiplies. MAX_WAYS allows two
+# unbounded repetitions and one choice more (`(a|b).*c.*`, `.*c.*d?`): about a second at worst
+# on a name of a thousand characters. `.*.*.*` is refused: it takes minutes there.
+UNBOUNDED_WAYS = 256
+MAX_WAYS = 2 * UNBOUNDED_WAYS ** 2
+
+
+def _ways(items: object) -> int:
+    """The ways a parsed pattern's repetitions can divide a text among themselves (capped just
+    above MAX_WAYS): repetitions multiply, alternatives add. Nested repetitions are refused
+    before this (_risky), so a repeated body has no choices of its own unless the repetition
+    is optional or single (`(a.*)?`), or but for a lookaround. A lookaround, an atomic group
+    or a possessive repetition is matched one way only (Python never backtracks into it): its
+    own ways are spent once for each way of what comes before it, and do not multiply what
+    comes after."""
+    total = 1      # ways of the items so far
+    spent = 0      # the work of the atomic parts so far
+    for op, arg in items:  # type: ignore[attr-defined]
+        factor = 1
+        if _POSSESSIVE is not None and op == _POSSESSIVE:
+            spent += total * _ways(arg[2])
+        elif op in _REPEATS:
+            low, high, sub = arg
+            inner = _ways(sub)
+            if high is not _sre_parse.MAXREPEAT and high <= 1:   # absent, or once
+                factor = inner + (1 if low == 0 < high else 0)
+            else:                # a body of one way but for lookarounds (_risky)
+                factor = inner * (UNBOUNDED_WAYS if high is _sre_parse.MAXREPEAT
+                                  else min(high - low + 1, UNBOUNDED_WAYS))
+        elif op == _sre_parse.BRANCH:
+            factor = sum(_ways(branch) for branch in arg[1])
+        elif op == _GROUPREF_EXISTS:
+            factor = sum(_ways(branch) for branch in arg[1:] if branch is not None) or 1
+        elif op == _sre_parse.SUBPATTERN:
+            factor = _ways(arg[-1])
+        elif _ATOMIC is not None and op == _ATOMIC:
+            spent += total * _ways(arg)
+        elif op in (_sre_parse.ASSERT, _sre_parse.ASSERT_NOT):
+            spent += total * _ways(arg[1])
+        total = min(total * factor, MAX_WAYS + 1)
+        spent = min(spent, MAX_WAYS + 1)
+    return min(total + spent, MAX_WAYS + 1)
+
+
+def compile_regex(source: str) -> re.Pattern[str]:
+    """Compiles a user's regular expression; raises PatternError with the reason."""
+    if not source:
+        raise PatternError("empty regular expression after 're:'")
+    if len(source) > 4096:
+        raise PatternError("regular expression longer than 4096 characters")
+    try:
+        compiled = re.compile(source)
+        parsed = _sre_parse.parse(source)
+        risky = _risky(parsed, False)
+        ways = 0 if risky else _ways(parsed)
+    except re.error as err:
+        raise PatternError(f"invalid regular expression {source!r}: {err.msg} at position "
+                           f"{err.pos}") from None
+    except RecursionError:
+        raise PatternError(f"regular expression {source!r} is nested too deeply") from None
+    if risky:
+        raise PatternError(
+            f"regular expression {source!r} repeats a group that itself repeats or has "
+            "alternatives (like '(a+)+' or '(a|aa)+'), which can take exponential time; "
+            "drop the inner or the outer repetition, or use a glob")
+    if ways > MAX_WAYS:
+        raise PatternError(
+            f"regular expression {source!r} has too many repetitions that can match the same "
+            "text (like '.*.*.*'), which can take minutes per kernel name; use at most two "
+            "unbounded repetitions ('*', '+', '{n,}') and few optional parts, or a glob")
+    return compiled
+
+
+@dataclass(frozen=True)
+class KernelPattern:
+    text: str                       # as written, `re:` prefix included
+    subject: Subject = "demangled"
+    regex: re.Pattern[str] | _Glob = field(init=False, repr=False, compare=False)
+    is_regex: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.subject not in SUBJECTS:
+            raise PatternError(f"unknown subject {self.subject!r}; use one of "
+                               f"{', '.join(SUBJECTS)}")
+        if self.text.startswith("re:"):
+            object.__setattr__(self, "regex", compile_regex(self.text[3:]))
+            object.__setattr__(self, "is_regex", True)
+        else:
+            if not self.text.strip():
+                raise PatternError("empty kernel pattern")
+            object.__setattr__(self, "regex", _Glob(self.text))
+            object.__setattr__(self, "is_regex", False)
+
+    def candidates(self, demangled: str, mangled: str) -> tuple[str, ...]:
+        if self.subject == "mangled":
+            return (mangled,)
+        full, callable_text, qualified, base = name_forms(demangled)
+        if self.subject == "base":
+            return (base,)
+        if self.is_regex:
+            return (full, callable_text)
+        return (full, callable_text, qualified, base)
+
+    def matches(self, demangled: str, mangled: str = "") -> bool:
+        names = self.candidates(demangled, mangled or demangled)
+        if isinstance(self.regex, _Glob):
+            return any(self.regex.fullmatch(c) for c in names)
+        return any(self.regex.search(c) is not None for c in names)
+
+    def __str__(self) -> str:
+        return self.text

@@ -1,0 +1,230 @@
+"""The launch events: from each process's trace ring (and single messages) to their sinks.
+
+`--trace` writes one line per launch on stderr and trace.jsonl in the run directory
+(TraceWriter); `--timeline` collects the same events into a trace-event file (timeline.py).
+Either turns on the same event stream from the shim (Want.TRACE for every function, graph
+launches with TRACE_GRAPHS)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from cudump.console import say_lines, warn
+from cudump.controller.process import ProcessState
+from cudump.rundir import files as runfiles
+from cudump.wire import protocol as p
+from cudump.wire.rings import RingDrain, layout_dtype, leading, window
+from cudump.wire.shm import SharedFile
+
+TRACE_FILE = "trace.jsonl"
+
+
+@dataclass(frozen=True)
+class GraphLaunch:
+    """A cuGraphLaunch as the shim reports it (MSG_GRAPH)."""
+
+    seq: int
+    exec: int          # the executable graph
+    stream: int
+    api: str
+    device: int
+
+    def record(self, pid: int) -> dict[str, Any]:
+        """Its trace.jsonl record."""
+        return {"event": "graph-launch", "launch": self.seq, "pid": pid, "device": self.device,
+                "graph": f"0x{self.exec:x}", "stream": f"0x{self.stream:x}", "api": self.api}
+
+
+def format_graph_launch(record: dict[str, Any]) -> str:
+    """The stderr line of a graph-launch record (as written to trace.jsonl)."""
+    device = record.get("device")
+    dev = f" dev={device}" if isinstance(device, int) and device >= 0 else ""
+    return (f"cudump: #{record['launch']} pid={record['pid']}{dev} graph-launch "
+            f"exec={record['graph']} stream={record['stream']}")
+
+
+# The proto_launch fields of a launch event, the order of a row's values.
+EVENT_FIELDS = ("seq", "id", "device", "grid", "block", "smem", "stream", "api", "flags", "rc",
+                "graph", "replay", "node", "tid")
+_ID, _FLAGS, _RC = (EVENT_FIELDS.index(name) for name in ("id", "flags", "rc"))
+_NOT_DIRECT = p.LaunchFlag.CAPTURED | p.LaunchFlag.GRAPH
+
+
+def count_launches(proc: ProcessState, rows: Iterable[Sequence[Any]]) -> None:
+    """Counts each direct launch that succeeded on its function (what the summary falls back
+    on for a process that ends without saying goodbye)."""
+    funcs = proc.funcs
+    for row in rows:
+        if row[_RC] == 0 and not row[_FLAGS] & _NOT_DIRECT:
+            func = funcs.get(row[_ID])
+            if func is not None:
+                func.launches += 1
+
+
+def format_events(proc: ProcessState, rows: Iterable[Sequence[Any]]) -> tuple[list[str], list[str]]:
+    """The trace.jsonl records and stderr lines of launch events (rows of EVENT_FIELDS), for
+    the ring's batches and single MSG_LAUNCH messages alike. Launches that failed are left
+    out."""
+    records: list[str] = []
+    lines: list[str] = []
+    names: dict[int, tuple[str, str, str]] = {}
+    pid = proc.pid
+    for (seq, fid, dev, grid, block, smem, stream, api, flags, rc, graph, replay,
+         node, _tid) in rows:
+        if rc != 0:
+            continue
+        func = proc.funcs.get(fid)
+        if func is None:
+            continue
+        captured = bool(flags & p.LaunchFlag.CAPTURED)
+        in_graph = bool(flags & p.LaunchFlag.GRAPH)
+        name = names.get(fid)
+        if name is None:
+            name = names[fid] = (func.demangled, json.dumps(func.demangled),
+                                 json.dumps(func.mangled))
+        gx, gy, gz = grid
+        bx, by, bz = block
+        api_name = p.api_name(api)
+        event = "graph-kernel" if in_graph else "launch"
+        where = f',"graph":{graph},"replay":{replay},"node":{node}' if in_graph else ""
+        records.append(
+            f'{{"event":"{event}","launch":{seq},"pid":{pid},"device":{dev},'
+            f'"kernel":{name[1]},"mangled":{name[2]},"grid":[{gx},{gy},{gz}],'
+            f'"block":[{bx},{by},{bz}],"smem":{smem},"stream":"0x{stream:x}",'
+            f'"api":"{api_name}","captured":{"true" if captured else "false"}{where}}}')
+        device = f" dev={dev}" if dev >= 0 else ""
+        node_text = f" graph={graph} replay={replay} node={node}" if in_graph else ""
+        lines.append(f"cudump: #{seq} pid={pid}{device}{node_text} {name[0]} "
+                     f"grid=({gx},{gy},{gz}) block=({bx},{by},{bz}) smem={smem} "
+                     f"stream=0x{stream:x}" + (" captured" if captured else ""))
+    return records, lines
+
+
+class LaunchSink(Protocol):
+    """What takes launch events: the trace (TraceWriter) and the timeline."""
+
+    def launches(self, proc: ProcessState, rows: Sequence[Sequence[Any]]) -> None: ...
+
+    def graph_launch(self, proc: ProcessState, launch: GraphLaunch) -> None: ...
+
+
+class LaunchFeed:
+    """Launch events from the rings and from messages, counted once, to every sink."""
+
+    def __init__(self, sinks: Sequence[LaunchSink]) -> None:
+        self.sinks = list(sinks)
+
+    def launches(self, proc: ProcessState, rows: Sequence[Sequence[Any]]) -> None:
+        count_launches(proc, rows)
+        for sink in self.sinks:
+            sink.launches(proc, rows)
+
+    def graph_launch(self, proc: ProcessState, launch: GraphLaunch) -> None:
+        for sink in self.sinks:
+            sink.graph_launch(proc, launch)
+
+
+class TraceWriter:
+    """Writes trace records from many connection threads, in arrival order."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self._lock = threading.Lock()
+        # Created new: never appended to, nor written through a symlink (runfiles).
+        self._file = runfiles.create_file(run_dir / TRACE_FILE, "w", encoding="utf-8")
+        self._closed = False
+        self._failed = False
+
+    def launches(self, proc: ProcessState, rows: Sequence[Sequence[Any]]) -> None:
+        records, lines = format_events(proc, rows)
+        if records:
+            self.write_lines(records, lines)
+
+    def graph_launch(self, proc: ProcessState, launch: GraphLaunch) -> None:
+        record = launch.record(proc.pid)
+        self.write_lines([json.dumps(record, separators=(",", ":"))],
+                         [format_graph_launch(record)])
+
+    def write_lines(self, records: list[str], lines: list[str]) -> None:
+        """Already formatted JSON records and their stderr lines, in order."""
+        with self._lock:
+            if self._closed:
+                return
+            if not self._failed:
+                try:
+                    self._file.write("\n".join(records) + "\n")
+                except OSError as err:
+                    # A full disk ends the file, not the trace (nor the run).
+                    self._failed = True
+                    warn(f"{TRACE_FILE} stopped: {err.strerror or err}; trace lines go on")
+            say_lines(lines)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            try:
+                self._file.close()
+            except OSError:
+                pass
+
+
+# ---------------------------------------------------------------- the trace ring
+
+
+SLOT = layout_dtype(p.RING_SLOT, strip="event.")
+BATCH = 1 << 16
+
+
+@dataclass
+class _Ring:
+    proc: ProcessState
+    shared: SharedFile
+    slots: np.ndarray
+    tail: int = 0
+    closed: bool = False
+
+
+class TraceDrain(RingDrain["_Ring"]):
+    """Consumes every process's trace ring on one thread, in batches, off the target's path.
+
+    The shim writes each traced launch into its process's ring (no system call); this thread
+    takes what is ready in order, frees the slots, and hands the batch to the feed's sinks
+    (trace.jsonl and the stderr lines, each written with one call; the timeline).
+    """
+
+    def __init__(self, feed: LaunchFeed) -> None:
+        self.feed = feed
+        super().__init__("cudump-trace")
+
+    def add(self, proc: ProcessState, shared: SharedFile) -> None:
+        self._add(_Ring(proc, shared, np.frombuffer(shared.ring_bytes(), dtype=SLOT)))
+
+    def _drain(self, ring: _Ring) -> int:
+        positions, index = window(len(ring.slots), ring.tail, ring.shared.ring_head, BATCH)
+        count = leading(ring.slots["ready"][index] == positions + np.uint64(1))
+        if count == 0:
+            return 0
+        events = ring.slots[index[:count]].copy()  # out of the ring before it is reused
+        ring.tail += count
+        ring.shared.set_ring_tail(ring.tail)
+        self._write(ring.proc, events)
+        return count
+
+    def _write(self, proc: ProcessState, events: np.ndarray) -> None:
+        columns = [events[f].tolist() for f in EVENT_FIELDS]
+        self.feed.launches(proc, list(zip(*columns, strict=True)))
+
+    def dropped(self) -> int:
+        return sum(r.shared.ring_dropped for r in self._each())
+
+    def close(self) -> None:
+        """Takes what is left in every ring, then stops."""
+        self._stop_thread()
+        while self.drain_once():
+            pass

@@ -1,0 +1,282 @@
+"""The run directory's manifest: one JSON object per snapshot in manifest.jsonl.
+
+This is the output contract shared by the snapshot writer and the offline
+tools (`cudump diff`, `ls`, `show`).
+
+The digests of launches the shim repeated on its own (repeat.py) are many, and alike: they
+take two kinds of line instead. A template line (`digest_template`) holds one plan's records
+without the fields of a launch; each launch made with it is one line (`digests_of`) with
+those fields and its digests, in the template's order. read_manifest gives them back as
+records like any other.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import MISSING, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from cudump.errors import SnapshotError
+from cudump.rundir import files as runfiles
+
+MANIFEST = "manifest.jsonl"
+
+
+@dataclass
+class SnapshotRecord:
+    kernel: str                      # demangled name
+    mangled: str
+    launch: int                      # per-process launch sequence number (1-based)
+    occurrence: int                  # n-th launch of this kernel in this process (1-based)
+    pid: int
+    grid: list[int]
+    block: list[int]
+    stream: str                      # hex, e.g. "0x0"
+    arg: int                         # argument index
+    type: str | None                 # type from the signature, e.g. "uchar4*", if known
+    phase: str                       # "before" | "after"
+    address: str                     # hex device address the copy started at
+    dtype: str | None                # numpy dtype name, e.g. "uint8"
+    shape: list[int] | None
+    file: str | None                 # .npy path relative to the run directory
+    png: str | None = None           # .png path relative to the run directory, if written
+    status: str = "ok"               # "ok" or "error"
+    reason: str | None = None        # why, when status is "error"
+    range: list[float] | None = None  # value range a float PNG was rendered with
+    device: int | None = None        # CUDA device ordinal of the launch
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        # Field by field: dataclasses.asdict deep-copies every value, and a manifest
+        # line is written for every digest of every launch.
+        data = {name: getattr(self, name) for name in _RECORD_FIELDS}
+        data.update(self.extra)
+        return json.dumps(data, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, data: Any) -> SnapshotRecord:
+        """A record from one decoded manifest line; SnapshotError says what is wrong."""
+        if not isinstance(data, dict):
+            raise SnapshotError(f"expected a JSON object, got {_json_kind(data)}")
+        names = {f.name for f in fields(cls)} - {"extra"}
+        missing = [f.name for f in fields(cls) if f.name in _REQUIRED and f.name not in data]
+        if missing:
+            raise SnapshotError(f"record lacks the field '{missing[0]}'")
+        for name, value in data.items():
+            if name in _FIELD_TYPES:
+                _check_field(name, value)
+        known = {k: v for k, v in data.items() if k in names}
+        extra = {k: v for k, v in data.items() if k not in names}
+        return cls(**known, extra=extra)
+
+
+_RECORD_FIELDS = tuple(f.name for f in fields(SnapshotRecord) if f.name != "extra")
+# What each field of a manifest line must hold, so that the offline tools can trust it.
+_STR, _INT, _INTS, _NUMBERS = "a string", "a whole number", "a list of whole numbers", \
+    "a list of numbers"
+_FIELD_TYPES: dict[str, tuple[str, bool]] = {       # name -> (kind, may be null)
+    "kernel": (_STR, False), "mangled": (_STR, False), "launch": (_INT, False),
+    "occurrence": (_INT, False), "pid": (_INT, False), "grid": (_INTS, False),
+    "block": (_INTS, False), "stream": (_STR, False), "arg": (_INT, False),
+    "type": (_STR, True), "phase": (_STR, False), "address": (_STR, False),
+    "dtype": (_STR, True), "shape": (_INTS, True), "file": (_STR, True), "png": (_STR, True),
+    "status": (_STR, False), "reason": (_STR, True), "range": (_NUMBERS, True),
+    "device": (_INT, True),
+}
+_REQUIRED = frozenset(f.name for f in fields(SnapshotRecord)
+                      if f.default is MISSING and f.default_factory is MISSING)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_kind(value: Any, kind: str) -> bool:
+    if kind == _STR:
+        return isinstance(value, str)
+    if kind == _INT:
+        return _is_int(value)
+    if not isinstance(value, list):
+        return False
+    if kind == _INTS:
+        return all(_is_int(v) for v in value)
+    return all(_is_int(v) or isinstance(v, float) for v in value)
+
+
+def _check_field(name: str, value: Any) -> None:
+    kind, nullable = _FIELD_TYPES[name]
+    if value is None and nullable:
+        return
+    if not _is_kind(value, kind):
+        raise SnapshotError(f"field '{name}' should be {kind}"
+                            f"{' or null' if nullable else ''}, got {_json_kind(value)}")
+
+
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list" if value else "an empty list"
+    if isinstance(value, str):
+        return "a string"
+    return "a number"
+
+
+def read_manifest(run_dir: Path) -> list[SnapshotRecord]:
+    """Read a run directory's manifest.jsonl. A torn last line (the beginning of a record:
+    the run was killed while writing it) is skipped.
+
+    Any other line that is not UTF-8, not JSON, not an object or holds a field of the wrong
+    type is a SnapshotError naming the file and the line.
+    """
+    path = Path(run_dir) / MANIFEST
+    if not path.is_file():
+        raise SnapshotError(f"{run_dir} is not a cudump run directory (no {MANIFEST})")
+    try:
+        lines = path.read_bytes().split(b"\n")
+    except OSError as err:
+        raise SnapshotError(f"{path}: cannot read: {err.strerror or err}") from None
+    while lines and not lines[-1].strip():
+        lines.pop()
+    records: list[SnapshotRecord] = []
+    templates: dict[str, list[dict[str, Any]]] = {}
+    first = True
+    for number, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        try:
+            data = _decode_line(raw)
+        except SnapshotError as err:
+            if number == len(lines) and raw.lstrip().startswith(b"{"):
+                break                      # torn: the run was killed while writing it
+            if first:                      # nothing in the file is a record
+                raise SnapshotError(f"{path}:{number}: not a cudump manifest ({err}); "
+                                    "is this a run directory?") from None
+            raise SnapshotError(f"{path}:{number}: {err}") from None
+        first = False
+        try:
+            if isinstance(data, dict) and TEMPLATE in data:
+                key, template = _template(data)
+                templates[key] = template
+            elif isinstance(data, dict) and GROUP in data:
+                records.extend(_group(data, templates))
+            else:
+                records.append(SnapshotRecord.from_dict(data))
+        except SnapshotError as err:
+            raise SnapshotError(f"{path}:{number}: {err}") from None
+    return records
+
+
+TEMPLATE = "digest_template"
+GROUP = "digests_of"
+# What a launch of a repeated plan gives each of its records.
+_LAUNCH_FIELDS = ("launch", "occurrence", "grid", "block", "stream", "device")
+
+
+def template_line(key: str, records: list[SnapshotRecord]) -> str:
+    """The line that holds a repeated plan's digest records, without a launch's fields."""
+    data = []
+    for record in records:
+        fields_ = json.loads(record.to_json())
+        for name in (*_LAUNCH_FIELDS, "digest"):
+            fields_.pop(name, None)
+        data.append(fields_)
+    return json.dumps({TEMPLATE: key, "records": data}, separators=(",", ":"))
+
+
+def group_line(key: str, launch: int, occurrence: int, grid: list[int], block: list[int],
+               stream: int, device: int, digests: list[str]) -> str:
+    """One launch made with a repeated plan: its fields and digests (template order)."""
+    joined = '","'.join(digests)
+    where = device if device >= 0 else "null"
+    return (f'{{"{GROUP}":"{key}","launch":{launch},"occurrence":{occurrence},'
+            f'"grid":[{grid[0]},{grid[1]},{grid[2]}],"block":[{block[0]},{block[1]},{block[2]}],'
+            f'"stream":"0x{stream:x}","device":{where},"digests":["{joined}"]}}')
+
+
+def _template(data: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    key, records = data[TEMPLATE], data.get("records")
+    if not isinstance(key, str):
+        raise SnapshotError(f"field '{TEMPLATE}' should be a string, got {_json_kind(key)}")
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise SnapshotError(f"field 'records' should be a list of objects, got "
+                            f"{_json_kind(records)}")
+    return key, records
+
+
+def _group(data: dict[str, Any], templates: dict[str, list[dict[str, Any]]]
+           ) -> list[SnapshotRecord]:
+    key, digests = data[GROUP], data.get("digests")
+    template = templates.get(key) if isinstance(key, str) else None
+    if template is None:
+        raise SnapshotError(f"field '{GROUP}' names no template of an earlier line")
+    if (not isinstance(digests, list) or len(digests) != len(template)
+            or not all(isinstance(d, str) for d in digests)):
+        raise SnapshotError(f"field 'digests' should be a list of {len(template)} strings, "
+                            f"got {_json_kind(digests)}")
+    launch = {name: data.get(name) for name in _LAUNCH_FIELDS}
+    return [SnapshotRecord.from_dict({**record, **launch, "digest": digest})
+            for record, digest in zip(template, digests, strict=True)]
+
+
+def _decode_line(raw: bytes) -> Any:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SnapshotError("not UTF-8 text") from None
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise SnapshotError("not valid JSON (nested too deeply)") from None
+    except ValueError:           # JSONDecodeError, or an integer of thousands of digits
+        raise SnapshotError("not valid JSON") from None
+
+
+class ManifestWriter:
+    """Appends records to manifest.jsonl, one whole line per write, so that a killed run
+    keeps what it wrote and a full disk never leaves half a line.
+
+    The file is created new (runfiles.create): a manifest, or a symlink, already in the
+    run directory is a FileExistsError, never appended to or written through."""
+
+    def __init__(self, run_dir: Path,
+                 observer: Callable[[SnapshotRecord], None] | None = None) -> None:
+        self.path = Path(run_dir) / MANIFEST
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = runfiles.create(self.path, os.O_WRONLY | os.O_APPEND)
+        self._lock = threading.Lock()
+        self._observer = observer      # sees each record once it is written (the timeline)
+
+    def append(self, record: SnapshotRecord) -> None:
+        self.append_lines([record.to_json()])
+        if self._observer is not None:
+            self._observer(record)
+
+    def append_lines(self, lines: list[str]) -> None:
+        """Whole lines in one write (repeat.py makes digest lines from templates)."""
+        data = "".join(line + "\n" for line in lines).encode("utf-8")
+        with self._lock:  # the writer thread, connections and the prompt all append
+            if self._fd < 0:
+                raise OSError(errno.EBADF, "the manifest is closed")
+            start = os.lseek(self._fd, 0, os.SEEK_END)
+            try:
+                if os.write(self._fd, data) != len(data):
+                    raise OSError(errno.ENOSPC, "no space left for a whole line")
+            except OSError:
+                os.ftruncate(self._fd, start)  # never half a line
+                raise
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1

@@ -1,0 +1,371 @@
+"""Reading what a run wrote: its manifest, its snapshot files, and choosing snapshots.
+
+Shared by the offline commands (`cudump diff`, `ls`, `show`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cudump.errors import SnapshotError, UsageError
+from cudump.policy.digest import ALGORITHM
+from cudump.policy.pattern import KernelPattern, PatternError
+from cudump.rundir.imaging import read_png
+from cudump.rundir.manifest import MANIFEST, SnapshotRecord, read_manifest
+
+PHASE_ORDER = {"before": 0, "after": 1}
+
+
+NPY_MAGIC = b"\x93NUMPY"
+DIGEST_TEXT = re.compile(r"[0-9a-f]{16}")
+
+
+@dataclass(frozen=True)
+class Digest:
+    """A buffer's content digest as a digest run records it (see cudump.policy.digest): `value` over
+    `bytes` bytes read as rows of `row_bytes`, by `algorithm`."""
+
+    value: str                 # 16 lowercase hex digits
+    bytes: int
+    row_bytes: int
+    rows: int | None
+    algorithm: str
+
+    @classmethod
+    def from_extra(cls, extra: dict[str, Any]) -> Digest | None:
+        """The digest of a manifest record's extra keys; None when it has none; SnapshotError
+        when the keys are there but malformed."""
+        if "digest" not in extra:
+            return None
+        value = extra.get("digest")
+        if not isinstance(value, str) or not DIGEST_TEXT.fullmatch(value):
+            raise SnapshotError(f"digest should be 16 lowercase hex digits, got {value!r:.40}")
+        size, width, rows = (extra.get(k) for k in ("bytes", "row_bytes", "rows"))
+        if not _whole(size, 0):
+            raise SnapshotError(f"digest record: 'bytes' should be a whole number >= 0, got "
+                                f"{size!r:.40}")
+        if width is None:
+            width = size
+        if not _whole(width, 0) or (size and not width) or (width and size % width):
+            raise SnapshotError(f"digest record: 'row_bytes' {width!r:.40} does not divide "
+                                f"'bytes' {size}")
+        if rows is not None and not _whole(rows, 0):
+            raise SnapshotError(f"digest record: 'rows' should be a whole number, got "
+                                f"{rows!r:.40}")
+        algorithm = extra.get("algorithm", ALGORITHM)
+        if not isinstance(algorithm, str):
+            raise SnapshotError(f"digest record: 'algorithm' should be a string, got "
+                                f"{algorithm!r:.40}")
+        return cls(value, size, width, rows, algorithm)
+
+
+@dataclass(frozen=True)
+class NanReport:
+    """What a NaN/Inf scan (--check-nan, format: check-nan) found in a buffer a launch left:
+    `nonfinite` of its `elements` elements, the first at index `first` (None: not said)."""
+
+    nonfinite: int
+    elements: int | None
+    first: int | None
+
+    @classmethod
+    def from_extra(cls, extra: dict[str, Any]) -> NanReport | None:
+        """The report of a manifest record's extra keys; None when it has none, or when they
+        are not whole numbers."""
+        count, elements, first = (extra.get(k) for k in ("nonfinite", "elements",
+                                                          "first_nonfinite"))
+        if not _whole(count, 0):
+            return None
+        return cls(count, elements if _whole(elements, 0) else None,
+                   first if _whole(first, 0) else None)
+
+    def describe(self) -> str:
+        """`NaN/Inf: 3000 of 2084864 elements, first at 0`."""
+        of = f" of {self.elements}" if self.elements is not None else ""
+        at = f", first at {self.first}" if self.first is not None else ""
+        return f"NaN/Inf: {self.nonfinite}{of} elements{at}"
+
+
+def _whole(value: Any, minimum: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+
+def load_array(path: str | Path) -> np.ndarray:
+    """A snapshot file as an array: .npy memory-mapped (read-only), .png decoded."""
+    path = Path(path)
+    if not path.is_file():
+        raise SnapshotError(f"{path}: no such file")
+    suffix = path.suffix.lower()
+    if suffix == ".npy":
+        return _load_npy(path)
+    if suffix == ".png":
+        try:
+            return read_png(path)
+        except (OSError, ValueError, SyntaxError) as err:   # PIL raises all three
+            raise SnapshotError(f"{path}: not a PNG file (or a corrupted one): {err}") from None
+    raise SnapshotError(f"{path}: not a .npy or .png file")
+
+
+def _load_npy(path: Path) -> np.ndarray:
+    try:
+        with path.open("rb") as f:
+            magic = f.read(len(NPY_MAGIC))
+    except OSError as err:
+        raise SnapshotError(f"{path}: cannot read: {err.strerror or err}") from None
+    if magic != NPY_MAGIC:
+        raise SnapshotError(f"{path}: not a .npy file (or a corrupted one)")
+    try:
+        # mmap: a diff of two large runs only pages in what it reads, and the page
+        # cache is shared by the worker threads.
+        arr = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError, EOFError) as err:
+        if "object" in str(err).lower() or "pickle" in str(err).lower():
+            raise SnapshotError(f"{path}: holds Python objects, not numeric data") from None
+        raise SnapshotError(f"{path}: corrupted .npy file ({err})") from None
+    # asarray drops the memmap subclass, whose per-operation overhead is measurable.
+    return np.asarray(arr)
+
+
+def short_kernel_name(kernel: str) -> str:
+    """The demangled name without its parameter list: `ns::k<2>(float*, int)` -> `ns::k<2>`."""
+    name = kernel.rstrip()
+    if not name.endswith(")"):
+        return name
+    depth = 0
+    for i in range(len(name) - 1, -1, -1):
+        ch = name[i]
+        if ch == ")":
+            depth += 1
+        elif ch == "(":
+            depth -= 1
+            if depth == 0:
+                return name[:i].rstrip() or name
+    return name
+
+
+def kernel_pattern(text: str | KernelPattern | None) -> KernelPattern | None:
+    """A user's `--kernel PATTERN` as the KernelPattern every part of cudump uses.
+
+    See cudump.policy.pattern: a glob matching the demangled name with or without its return type,
+    without its parameters, or the bare function name; `re:` for a regular expression.
+    """
+    if text is None or isinstance(text, KernelPattern):
+        return text
+    try:
+        return KernelPattern(text)
+    except PatternError as err:
+        raise UsageError(f"bad kernel pattern: {err}") from None
+
+
+def is_run_dir(path: str | Path) -> bool:
+    return (Path(path) / MANIFEST).is_file()
+
+
+def confined(run_dir: Path, relative: str) -> Path:
+    """`relative` (a manifest's file or png) as a path inside run_dir; SnapshotError if it
+    is absolute, climbs out with `..`, or resolves (through links) to a place outside."""
+    try:
+        root = run_dir.resolve()
+        target = (run_dir / relative).resolve()
+    except (OSError, ValueError, RuntimeError) as err:   # NUL bytes, link loops
+        raise SnapshotError(f"file {relative!r} cannot be used: {err}") from None
+    if not target.is_relative_to(root) or target == root:
+        raise SnapshotError(f"file {relative!r} is outside the run directory; not read")
+    return target
+
+
+@dataclass
+class Snapshot:
+    """A manifest record with its position in the manifest and the run it belongs to."""
+
+    index: int                 # position in manifest.jsonl, from 0 (as `cudump ls` shows)
+    record: SnapshotRecord
+    run_dir: Path
+    process: int = 0           # the process's place in its run, from 1 (0: unknown)
+
+    @cached_property
+    def digest(self) -> Digest | None:
+        """The content digest a digest run recorded instead of a file (malformed: None, and
+        `problem` says why)."""
+        try:
+            return Digest.from_extra(self.record.extra)
+        except SnapshotError:
+            return None
+
+    @cached_property
+    def nan_report(self) -> NanReport | None:
+        """What a NaN/Inf scan found in the buffer, where the record is such a report."""
+        return NanReport.from_extra(self.record.extra)
+
+    @property
+    def report_only(self) -> bool:
+        """A NaN/Inf scan's report and no file: a finding, with no data to load."""
+        return self.nan_report is not None and self.record.file is None
+
+    @property
+    def digest_only(self) -> bool:
+        """A digest and no file: compared by digest, never loaded."""
+        return self.digest is not None and self.record.file is None
+
+    @cached_property
+    def problem(self) -> str | None:
+        """Why the snapshot cannot be read (nor compared by digest), or None."""
+        r = self.record
+        if r.status != "ok":
+            return r.reason or "not captured"
+        if r.file is None:
+            try:
+                digest = Digest.from_extra(r.extra)
+            except SnapshotError as err:
+                return str(err)
+            if digest is not None or self.nan_report is not None:
+                return None
+            return "no file was written"
+        try:
+            confined(self.run_dir, r.file)
+        except SnapshotError as err:
+            return str(err)
+        return None
+
+    @property
+    def captured(self) -> bool:
+        """The program's run captured it (whether or not its file can be read here)."""
+        return self.record.status == "ok"
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None
+
+    @property
+    def path(self) -> Path | None:
+        """The .npy inside the run directory; None when there is none or it lies outside."""
+        if self.problem is not None or self.record.file is None:
+            return None
+        return confined(self.run_dir, self.record.file)
+
+    def load(self) -> np.ndarray:
+        path = self.path
+        if path is None and self.digest_only:
+            raise SnapshotError(f"snapshot #{self.index} holds a digest only, no data (run "
+                                "with a snapshot rule to get the data)")
+        if path is None and self.report_only:
+            assert self.nan_report is not None
+            raise SnapshotError(f"snapshot #{self.index} is a report ({self.nan_report.describe()}"
+                                "), no data")
+        if path is None:
+            why = self.problem or "no file was written"
+            what = "was not captured" if not self.captured else "cannot be read"
+            raise SnapshotError(f"snapshot #{self.index} {what}: {why}")
+        return load_array(path)
+
+    @property
+    def node(self) -> int:
+        """The kernel node of a graph launch this snapshot is of (-1: not in a graph)."""
+        node = self.record.extra.get("node")
+        return node if isinstance(node, int) and not isinstance(node, bool) else -1
+
+    def launch_key(self) -> tuple[int, int, int, int]:
+        """Which kernel launch of the run: process, pid, launch number and graph node (the
+        kernel nodes of one graph launch share its number)."""
+        r = self.record
+        return (self.process, r.pid, r.launch, self.node)
+
+    def sort_key(self) -> tuple[int, int, int, int, int, int]:
+        """Launch order: processes in the order they first appear in the manifest (by pid
+        where unknown), each one's launches in sequence (a graph launch's kernels by node),
+        before then after, by argument."""
+        r = self.record
+        return (*self.launch_key(), PHASE_ORDER.get(r.phase, 2), r.arg)
+
+    def describe(self) -> str:
+        r = self.record
+        return (
+            f"#{self.index} {short_kernel_name(r.kernel)} occurrence {r.occurrence} "
+            f"arg {r.arg} {r.phase}"
+        )
+
+
+@dataclass
+class Run:
+    path: Path
+    snapshots: list[Snapshot]
+
+    @classmethod
+    def open(cls, path: str | Path) -> Run:
+        path = Path(path)
+        records = read_manifest(path)
+        order: dict[int, int] = {}
+        for r in records:
+            order.setdefault(r.pid, len(order) + 1)
+        return cls(path, [Snapshot(i, r, path, order[r.pid]) for i, r in enumerate(records)])
+
+    @property
+    def processes(self) -> list[int]:
+        """The run's pids in the order they first appear in its manifest."""
+        return list(dict.fromkeys(s.record.pid for s in self.snapshots))
+
+    def select(
+        self,
+        kernel: str | KernelPattern | None = None,
+        *,
+        arg: int | None = None,
+        phase: str | None = None,
+        occurrence: int | None = None,
+        launch: int | None = None,
+        pid: int | None = None,
+        index: int | None = None,
+    ) -> list[Snapshot]:
+        """Snapshots that satisfy every criterion given (None: any).
+
+        A kernel given as text is a KernelPattern (UsageError when it is not a valid one).
+        """
+        pattern = kernel_pattern(kernel)
+        return [s for s in self.snapshots if _wanted(s, pattern, arg, phase, occurrence,
+                                                      launch, pid, index)]
+
+    def by_file(self, file: str | Path) -> Snapshot | None:
+        """The snapshot whose .npy or .png is this file, if any."""
+        target = Path(file).resolve()
+        for snap in self.snapshots:
+            for rel in (snap.record.file, snap.record.png):
+                if not rel:
+                    continue
+                try:
+                    if confined(self.path, rel) == target:
+                        return snap
+                except SnapshotError:
+                    continue
+        return None
+
+
+def _wanted(
+    snap: Snapshot,
+    kernel: KernelPattern | None,
+    arg: int | None,
+    phase: str | None,
+    occurrence: int | None,
+    launch: int | None,
+    pid: int | None,
+    index: int | None,
+) -> bool:
+    r = snap.record
+    return (
+        (index is None or snap.index == index)
+        and (kernel is None or kernel.matches(r.kernel, r.mangled))
+        and (arg is None or r.arg == arg)
+        and (phase is None or r.phase == phase)
+        and (occurrence is None or r.occurrence == occurrence)
+        and (launch is None or r.launch == launch)
+        and (pid is None or r.pid == pid)
+    )
+
+
+def in_launch_order(snapshots: Iterable[Snapshot]) -> list[Snapshot]:
+    return sorted(snapshots, key=Snapshot.sort_key)

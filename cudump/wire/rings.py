@@ -1,0 +1,82 @@
+"""One thread per kind of shared-memory ring, taking what the shims wrote, in batches.
+
+The trace ring (trace.py) and the result ring (repeat.py) are both written by the
+target's processes without a system call; a subclass says how to drain one ring, this
+says when: as long as there is something to take, then every 2 ms.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Generic, TypeVar
+
+import numpy as np
+
+from cudump.wire import protocol as p
+
+Ring = TypeVar("Ring")
+IDLE_SECONDS = 0.002
+_NUMPY = {"Q": "<u8", "I": "<u4", "i": "<i4", "H": "<u2"}
+
+
+def layout_dtype(layout: p.Layout, strip: str = "") -> np.dtype:
+    """A numpy dtype over a protocol.h struct, at its offsets, to read its slots in bulk:
+    byte-string fields (padding) left out, `strip` taken off the front of names."""
+    names, formats, offsets = [], [], []
+    codes = dict(layout.fields)
+    for name, offset in layout.offsets().items():
+        code = codes[name]
+        if code.endswith("s"):
+            continue
+        base = _NUMPY[code[-1]]
+        names.append(name.removeprefix(strip))
+        formats.append((base, (int(code[:-1]),)) if code[0].isdigit() else base)
+        offsets.append(offset)
+    return np.dtype({"names": names, "formats": formats, "offsets": offsets,
+                     "itemsize": layout.size})
+
+
+def window(nslots: int, tail: int, head: int, batch: int) -> tuple[np.ndarray, np.ndarray]:
+    """The positions producers have reserved from `tail` on (at most `batch`), and the
+    indexes of their slots in a ring of `nslots` (a power of two)."""
+    take = max(0, min(head - tail, batch))
+    positions = tail + np.arange(take, dtype=np.uint64)
+    return positions, (positions & np.uint64(nslots - 1)).astype(np.intp)
+
+
+def leading(ok: np.ndarray) -> int:
+    """How many slots from the first are ready: a ring is consumed in order."""
+    return len(ok) if ok.all() else int(np.argmin(ok))
+
+
+class RingDrain(Generic[Ring]):
+    def __init__(self, name: str) -> None:
+        self._rings: list[Ring] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+
+    def _add(self, ring: Ring) -> None:
+        with self._lock:
+            self._rings.append(ring)
+
+    def _each(self) -> list[Ring]:
+        with self._lock:
+            return list(self._rings)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            if self.drain_once() == 0:
+                self._stop.wait(IDLE_SECONDS)
+
+    def drain_once(self) -> int:
+        """Takes what every ring holds now; returns how many slots."""
+        return sum(self._drain(ring) for ring in self._each())
+
+    def _drain(self, ring: Ring) -> int:
+        raise NotImplementedError
+
+    def _stop_thread(self) -> None:
+        self._stop.set()
+        self._thread.join()

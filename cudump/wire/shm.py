@@ -1,0 +1,152 @@
+"""The shared memory of one target process: the control page, the rings, the staging area.
+
+The controller creates it (an anonymous memfd: nothing in the file system) when
+the process says hello, and passes its descriptor to the shim, which maps it.
+The control page (protocol.CONTROL) carries what the shim checks on every
+launch — the generation of the controller's wants, `hold` (another launch is
+stopped: wait) and `interrupt` (stop at the next launch). The trace ring
+carries launch events, the result ring the digests and scans of launches the
+shim planned itself (protocol.h says how both work). The staging area
+receives the bytes of snapshot and read copies; it stays sparse until the
+shim writes into it. The launch counts after it (protocol.COUNTS) are those MSG_STATS
+reports at exit, as the shim counts them: what the controller has of a process that ended
+without MSG_STATS. The shim maps it only once it has sealed the file against
+shrinking and seen that it holds everything the control page and WELCOME claim.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from cudump.wire import protocol as p
+
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+
+
+@dataclass(frozen=True)
+class LaunchCounts:
+    """The shim's launch counts as they stand in shared memory (what MSG_STATS says at exit)."""
+
+    captured: int                          # launches recorded during stream capture
+    graph_launches: int
+    funcs: dict[int, tuple[int, int]]      # function id -> (launches, graph kernel-node runs)
+
+
+_FUNC = struct.Struct("<QQ")
+
+
+class SharedFile:
+    def __init__(self, name: str, staging_size: int, ring_slots: int = 0,
+                 results_slots: int = 0, scratch_mib: int = 0) -> None:
+        if ring_slots & (ring_slots - 1) or results_slots & (results_slots - 1):
+            raise ValueError("a ring's size must be a power of two")
+        self.staging_size = staging_size
+        self.ring_slots = ring_slots
+        self.results_slots = results_slots
+        self.results_offset = p.CONTROL_SIZE + ring_slots * p.RING_SLOT_SIZE
+        self.staging_offset = self.results_offset + results_slots * p.RESULT_SLOT_SIZE
+        self.counts_offset = -(-(self.staging_offset + staging_size) // p.COUNTS_ALIGN) \
+            * p.COUNTS_ALIGN
+        size = self.counts_offset + p.COUNTS.size
+        # Sealable: the shim seals it against shrinking before it trusts its size (a
+        # shared mapping touched past the end of its file is a SIGBUS in the program).
+        self.fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        try:
+            os.ftruncate(self.fd, size)
+            self._map = mmap.mmap(self.fd, size)
+        except OSError:
+            os.close(self.fd)
+            raise
+        head = p.CONTROL.pack(magic=p.MAGIC, version=p.VERSION, generation=1,
+                              ring_slots=ring_slots, results_slots=results_slots,
+                              scratch_mib=min(scratch_mib, 0xFFFFFFFF))
+        self._map[:len(head)] = head
+
+    def _store(self, name: str, value: int) -> None:
+        # One aligned 4-byte store: the shim reads each field with one load.
+        _U32.pack_into(self._map, p.CONTROL_OFFSETS[name], value & 0xFFFFFFFF)
+
+    def _load(self, name: str) -> int:
+        return int(_U32.unpack_from(self._map, p.CONTROL_OFFSETS[name])[0])
+
+    def set_generation(self, generation: int) -> None:
+        self._store("generation", generation)
+
+    def set_hold(self, hold: bool) -> None:
+        self._store("hold", 1 if hold else 0)
+
+    def set_interrupt(self, on: bool) -> None:
+        self._store("interrupt", 1 if on else 0)
+
+    @property
+    def interrupt(self) -> bool:
+        return self._load("interrupt") != 0
+
+    # -- the trace ring (protocol.h): the shim produces, this side consumes -----
+
+    def ring_bytes(self) -> memoryview:
+        return memoryview(self._map)[p.CONTROL_SIZE:self.results_offset]
+
+    @property
+    def ring_head(self) -> int:
+        return int(_U64.unpack_from(self._map, p.CONTROL_OFFSETS["ring_head"])[0])
+
+    @property
+    def ring_dropped(self) -> int:
+        return int(_U64.unpack_from(self._map, p.CONTROL_OFFSETS["ring_dropped"])[0])
+
+    def set_ring_tail(self, tail: int) -> None:
+        # One aligned 8-byte store; the shim reads it with one load.
+        _U64.pack_into(self._map, p.CONTROL_OFFSETS["ring_tail"], tail)
+
+    # -- the result ring: the shim and the GPU produce, this side consumes -------
+
+    def results_bytes(self) -> memoryview:
+        return memoryview(self._map)[self.results_offset:self.staging_offset]
+
+    @property
+    def results_head(self) -> int:
+        return int(_U64.unpack_from(self._map, p.CONTROL_OFFSETS["results_head"])[0])
+
+    def set_results_tail(self, tail: int) -> None:
+        _U64.pack_into(self._map, p.CONTROL_OFFSETS["results_tail"], tail)
+
+    def staging(self, offset: int, nbytes: int) -> memoryview:
+        """A view of staging bytes; the caller copies what it keeps."""
+        if offset < 0 or nbytes < 0 or offset + nbytes > self.staging_size:
+            raise ValueError(f"{nbytes} bytes at {offset} are outside the staging area "
+                             f"of {self.staging_size} bytes")
+        start = self.staging_offset + offset
+        return memoryview(self._map)[start:start + nbytes]
+
+    def launch_counts(self, ids: Iterable[int]) -> LaunchCounts:
+        """The launch counts of the functions `ids` (and the process's), as the shim keeps
+        them: readable whenever the mapping is, after the process has gone too."""
+        head = p.COUNTS.offsets()
+        captured = int(_U64.unpack_from(self._map, self.counts_offset + head["captured"])[0])
+        graphs = int(_U64.unpack_from(self._map, self.counts_offset + head["graph_launches"])[0])
+        funcs: dict[int, tuple[int, int]] = {}
+        for fid in ids:
+            if 1 <= fid <= p.MAX_FUNCS:
+                at = self.counts_offset + head["funcs"] + (fid - 1) * p.FUNC_COUNT.size
+                launches, graph_runs = _FUNC.unpack_from(self._map, at)
+                funcs[fid] = (int(launches), int(graph_runs))
+        return LaunchCounts(captured, graphs, funcs)
+
+    def handed_over(self) -> None:
+        """The shim has its own mapping now: the descriptor is no longer needed here."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def close(self) -> None:
+        self.handed_over()
+        try:
+            self._map.close()
+        except BufferError:
+            pass  # a view is still alive; the mapping goes with the process
