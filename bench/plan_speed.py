@@ -7,7 +7,7 @@ the launch under --check-nan. When the caching allocator hands out new addresses
 launch is asked about again (measured on the training step of bench/training_step.py: about
 one launch in every two steps, 5 ms each on an H100 host).
 
-This times the controller's part, in-process: the plan (Snapshotter.plan), its repeat
+This times the controller's part, in-process: the plan (Snapshots.plan), its repeat
 template (repeat_id) and the answer's bytes (plan_payload), for a launch of --pointers
 buffers, each pointer into an allocation of its own; best of --repeat rounds of --launches.
 
@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cudump.controller.process import FuncInfo, LaunchEvent, ProcessState  # noqa: E402
 from cudump.kernels.geometry import Allocation  # noqa: E402
 from cudump.policy.rules import SCAN_FORMATS, option_rule  # noqa: E402
-from cudump.policy.snapshots import Snapshotter, plan_payload  # noqa: E402
+from cudump.policy.snapshot.coordinator import Snapshots  # noqa: E402
+from cudump.policy.snapshot.planned import plan_payload  # noqa: E402
 from cudump.rundir.manifest import ManifestWriter  # noqa: E402
 from cudump.wire import protocol as p  # noqa: E402
 
@@ -51,8 +52,8 @@ def main() -> int:
         parser.error(f"--pointers must be 1 to {STRUCT_BYTES // 8}")
     with tempfile.TemporaryDirectory(prefix="cudump-plan-") as tmp:
         run_dir = Path(tmp)
-        snap = Snapshotter([option_rule("--check-nan", SCAN_FORMATS)], run_dir, None,
-                           ManifestWriter(run_dir))
+        snap = Snapshots([option_rule("--check-nan", SCAN_FORMATS)], run_dir, None,
+                         ManifestWriter(run_dir))
         try:
             best, copies = time_plans(snap, args.pointers, args.launches, args.repeat)
         finally:
@@ -67,7 +68,7 @@ def main() -> int:
     return 0
 
 
-def time_plans(snap: Snapshotter, pointers: int, launches: int,
+def time_plans(snap: Snapshots, pointers: int, launches: int,
                repeat: int) -> tuple[float, int]:
     proc = ProcessState(1, 0, "bench")
     func = FuncInfo(1, 0x1000, "_Z1kv", NAME,

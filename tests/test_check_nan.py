@@ -12,10 +12,11 @@ from records import manifest, summary
 from cudump.controller.process import FuncInfo, LaunchEvent, ProcessState
 from cudump.errors import RuleError
 from cudump.kernels.geometry import Allocation, CopyPlan
-from cudump.policy import snapshots as snapshots_module
-from cudump.policy.repeat import SLOT
 from cudump.policy.rules import SCAN_FORMATS, capture_rule, load_rules, option_rule
-from cudump.policy.snapshots import Snapshotter, _tool_of
+from cudump.policy.snapshot import state as snapshot_state
+from cudump.policy.snapshot.buffers import tool_of
+from cudump.policy.snapshot.coordinator import Snapshots
+from cudump.policy.snapshot.results import SLOT
 from cudump.rundir.manifest import ManifestWriter, SnapshotRecord
 from cudump.wire import protocol as p
 
@@ -190,16 +191,16 @@ def test_a_word_not_aligned_to_the_type_the_name_mentions_is_not_scanned():
     each such launch recorded a failure and was asked about anew."""
     rule = option_rule("--check-nan", SCAN_FORMATS)
     func = FuncInfo(1, 0, "_Z1kv", "void k<float>(std::array<char*, 2ul>)", None)
-    assert _tool_of(rule, _plan(0x1000, 64), func) == p.ToolMode.SCAN_F32
-    assert _tool_of(rule, _plan(0x1002, 64), func) is None
+    assert tool_of(rule, _plan(0x1000, 64), func) == p.ToolMode.SCAN_F32
+    assert tool_of(rule, _plan(0x1002, 64), func) is None
     half = FuncInfo(2, 0, "_Z1hv", "void k<c10::Half>(std::array<char*, 2ul>)", None)
-    assert _tool_of(rule, _plan(0x1002, 64), half) == p.ToolMode.SCAN_F16
+    assert tool_of(rule, _plan(0x1002, 64), half) == p.ToolMode.SCAN_F16
 
 
 def test_failures_are_counted_per_thread(tmp_path):
     """A launch is repeatable only if planning it recorded no failure; failures another
     thread records meanwhile (the result drain's) do not count against it."""
-    snap = Snapshotter([], tmp_path, None, ManifestWriter(tmp_path))
+    snap = Snapshots([], tmp_path, None, ManifestWriter(tmp_path))
     try:
         def record() -> SnapshotRecord:
             return SnapshotRecord(kernel="k", mangled="k", launch=1, occurrence=1, pid=1,
@@ -207,12 +208,12 @@ def test_failures_are_counted_per_thread(tmp_path):
                                   type=None, phase="after", address="0x0", dtype=None,
                                   shape=None, file=None)
         before = snap.thread_failures()
-        worker = threading.Thread(target=snap._fail, args=(record(), "elsewhere"))
+        worker = threading.Thread(target=snap.failures.fail, args=(record(), "elsewhere"))
         worker.start()
         worker.join()
-        assert snap.failed == 1 and snap.thread_failures() == before
-        snap._fail(record(), "here")
-        assert snap.failed == 2 and snap.thread_failures() == before + 1
+        assert snap.state.tally.failed == 1 and snap.thread_failures() == before
+        snap.failures.fail(record(), "here")
+        assert snap.state.tally.failed == 2 and snap.thread_failures() == before + 1
     finally:
         snap.close()
 
@@ -222,8 +223,8 @@ PAIR_FUNC = FuncInfo(1, 0x1000, "_Z1kv", "void k<float>(std::array<char*, 2ul>)"
 PAIR_ALLOC = Allocation(base=0x10000, size=0x1000, kind="linear")
 
 
-def _scanning(tmp_path) -> Snapshotter:
-    return Snapshotter([option_rule("--check-nan", SCAN_FORMATS)], tmp_path, None,
+def _scanning(tmp_path) -> Snapshots:
+    return Snapshots([option_rule("--check-nan", SCAN_FORMATS)], tmp_path, None,
                        ManifestWriter(tmp_path))
 
 
@@ -330,7 +331,7 @@ def test_a_by_value_argument_named_by_a_rule_is_an_error_of_its_own(tmp_path):
                         pointers={(0, 0): PAIR_ALLOC, (0, 8): PAIR_ALLOC, (1, 0): PAIR_ALLOC})
     out = tmp_path / "out"
     out.mkdir()
-    snapshots = Snapshotter(load_rules([tmp_path / "r.yaml"]), out, None, ManifestWriter(out))
+    snapshots = Snapshots(load_rules([tmp_path / "r.yaml"]), out, None, ManifestWriter(out))
     try:
         proc = ProcessState(1, 0, "prog")
         assert snapshots.wants(proc, func)
@@ -348,7 +349,7 @@ def test_a_nan_producers_snapshots_are_named_apart_from_a_capture_of_the_same_la
     """--check-nan with --capture-launch: the capture snapshots the buffer after the launch,
     and so do the copies that follow a NaN producer; each gets a file of its own."""
     func = FuncInfo(1, 0x1000, "_Z1kPf", "k(float*)", [(0, 8)])
-    snapshots = Snapshotter([option_rule("--check-nan", SCAN_FORMATS), capture_rule("*")],
+    snapshots = Snapshots([option_rule("--check-nan", SCAN_FORMATS), capture_rule("*")],
                             tmp_path, None, ManifestWriter(tmp_path))
     try:
         proc = ProcessState(1, 0, "prog")
@@ -376,7 +377,7 @@ def test_a_nan_producers_snapshots_are_named_apart_from_a_capture_of_the_same_la
 def test_what_is_kept_of_buffers_is_bounded_per_process(tmp_path, monkeypatch):
     """The buffers kept for launches asked about again are forgotten, every kernel's at
     once, when a process has kept MAX_KNOWN_BUFFERS; plans made after are the same."""
-    monkeypatch.setattr(snapshots_module, "MAX_KNOWN_BUFFERS", 3)
+    monkeypatch.setattr(snapshot_state, "MAX_KNOWN_BUFFERS", 3)
     snapshots = _scanning(tmp_path)
     try:
         proc = ProcessState(1, 0, "prog")
@@ -387,7 +388,7 @@ def test_what_is_kept_of_buffers_is_bounded_per_process(tmp_path, monkeypatch):
             assert planned is not None
             assert [c.plan.address for c in planned.copies if c.phase == "after"] == [
                 0x10000, second]
-            kept = snapshots._proc(proc.pid)
+            kept = snapshots.state.proc(proc.pid)
             assert kept.known_buffers == sum(len(fr.buffers) for fr in kept.rules.values()) <= 3
     finally:
         snapshots.close()

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cudump.policy.capture import CaptureWriter, ImageStore
-from cudump.policy.snapshots import _new_npy_memmap, _save_npy, _save_whole
+from cudump.policy.snapshot.capture import CapturedLaunch, CaptureWriter, ImageStore
+from cudump.policy.snapshot.writer import new_npy_memmap, save_npy, save_whole
 from cudump.policy.trace import TraceWriter
 from cudump.rundir import files as runfiles
 from cudump.rundir.manifest import ManifestWriter
@@ -172,11 +172,11 @@ def test_a_snapshot_replaces_a_symlink_at_its_name_and_refuses_one_at_its_tempor
     run_dir = tmp_path / "run"
     targets = plant(run_dir, tmp_path / "outside", "a.npy", ".b.npy.part")
     array = np.arange(6, dtype=np.float32)
-    _save_whole(run_dir / "a.npy", lambda f: _save_npy(f, array))
+    save_whole(run_dir / "a.npy", lambda f: save_npy(f, array))
     assert not (run_dir / "a.npy").is_symlink()
     np.testing.assert_array_equal(np.load(run_dir / "a.npy"), array)
     with pytest.raises(FileExistsError):
-        _save_whole(run_dir / "b.npy", lambda f: _save_npy(f, array))
+        save_whole(run_dir / "b.npy", lambda f: save_npy(f, array))
     assert (run_dir / ".b.npy.part").is_symlink()     # not ours: left alone
     assert not os.path.lexists(run_dir / "b.npy")
     assert not [t for t in targets.values() if os.path.lexists(t)]
@@ -186,9 +186,9 @@ def test_a_streamed_snapshot_target_is_never_opened_through_a_symlink(tmp_path):
     run_dir = tmp_path / "run"
     targets = plant(run_dir, tmp_path / "outside", ".c.npy.part")
     with pytest.raises(FileExistsError):
-        _new_npy_memmap(run_dir / ".c.npy.part", np.dtype(np.float32), (4, 4))
+        new_npy_memmap(run_dir / ".c.npy.part", np.dtype(np.float32), (4, 4))
     assert not os.path.lexists(targets[".c.npy.part"])
-    target = _new_npy_memmap(run_dir / ".d.npy.part", np.dtype(np.uint16), (3, 5))
+    target = new_npy_memmap(run_dir / ".d.npy.part", np.dtype(np.uint16), (3, 5))
     target[...] = 7
     target.flush()   # type: ignore[attr-defined]
     loaded = np.load(run_dir / ".d.npy.part")
@@ -199,7 +199,10 @@ def test_captures_are_never_appended_through_a_symlink(tmp_path, capsys):
     run_dir = tmp_path / "run"
     targets = plant(run_dir, tmp_path / "outside", "captures.jsonl")
     writer = CaptureWriter(run_dir)
-    record = {"kernel": "k", "launch": 1, "problems": []}
+    record = CapturedLaunch(pid=1, launch=1, occurrence=1, kernel="k", mangled="k",
+                            grid=[1, 1, 1], block=[1, 1, 1], smem=0, api="cuLaunchKernel",
+                            device=0, stream="0x0", image=None, image_format="unknown",
+                            params="", layout=None, pointers=[], buffers=[], problems=[])
     writer.append(record)
     writer.append(record)
     assert writer.count == 0
@@ -245,12 +248,13 @@ def test_make_dir_refuses_a_symlink_to_a_folder(tmp_path):
 def test_a_name_in_the_way_fails_that_snapshot_only(tmp_path, capsys):
     """A symlink at one snapshot's temporary name: that snapshot has an error record, the
     next one is written, and writing is not stopped as it is for a full disk."""
-    from cudump.policy.snapshots import Snapshotter, WriteJob
+    from cudump.policy.snapshot.coordinator import Snapshots
+    from cudump.policy.snapshot.writer import WriteJob
     from cudump.rundir.manifest import SnapshotRecord
 
     run_dir = tmp_path / "run"
     targets = plant(run_dir, tmp_path / "outside", ".a.npy.part")
-    snapshots = Snapshotter([], run_dir, None, ManifestWriter(run_dir))
+    snapshots = Snapshots([], run_dir, None, ManifestWriter(run_dir))
 
     def record(name: str) -> SnapshotRecord:
         return SnapshotRecord(kernel="k", mangled="k", launch=1, occurrence=1, pid=1,
@@ -260,13 +264,13 @@ def test_a_name_in_the_way_fails_that_snapshot_only(tmp_path, capsys):
 
     array = np.arange(4, dtype=np.float32)
     for name in ("a.npy", "b.npy"):
-        snapshots.jobs.put(WriteJob(record(name), array, frozenset({"npy"}), None))
+        snapshots.writer.put(WriteJob(record(name), array, frozenset({"npy"}), None))
     snapshots.close()
-    snapshots.manifest.close()
+    snapshots.state.manifest.close()
     lines = [json.loads(x) for x in (run_dir / "manifest.jsonl").read_text().splitlines()]
     assert [(r["file"], r["status"]) for r in lines] == [(None, "error"), ("b.npy", "ok")]
     assert "in the way" in lines[0]["reason"]
-    assert snapshots.disk_failed is None and not snapshots.stopped
+    assert snapshots.writer.disk_failed is None and not snapshots.state.stopped
     np.testing.assert_array_equal(np.load(run_dir / "b.npy"), array)
     assert not os.path.lexists(targets[".a.npy.part"])
     assert "writing snapshots stopped" not in capsys.readouterr().err

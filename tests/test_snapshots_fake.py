@@ -304,12 +304,12 @@ def test_a_rule_that_finds_no_buffer_says_so_once(tmp_path, capsys):
     says so once for that kernel, with how to name a buffer."""
     from cudump.controller.process import FuncInfo, LaunchEvent, ProcessState
     from cudump.policy.rules import load_rules
-    from cudump.policy.snapshots import Snapshotter
+    from cudump.policy.snapshot.coordinator import Snapshots
     from cudump.rundir.manifest import ManifestWriter
 
     rule_file = tmp_path / "r.yaml"
     rule_file.write_text('rules:\n  - kernel: "count*"\n')
-    snapshots = Snapshotter(load_rules([rule_file]), tmp_path, None, ManifestWriter(tmp_path))
+    snapshots = Snapshots(load_rules([rule_file]), tmp_path, None, ManifestWriter(tmp_path))
     proc = ProcessState(1, 0, "prog")
     func = FuncInfo(1, 0x1000, "_Z5countii", "count(int, int)", [(0, 4), (4, 4)])
     assert snapshots.wants(proc, func)

@@ -22,8 +22,8 @@ import numpy as np
 
 from cudump.analysis.replay_engine import SPEC_FILE, LaunchSpec, ReplayError, SpecError
 from cudump.errors import CudumpError
-from cudump.policy.capture import CAPTURES
 from cudump.policy.pattern import KernelPattern, name_forms
+from cudump.policy.snapshot.capture import CAPTURES
 from cudump.rundir.runs import confined, load_array
 
 SPEC_FORMAT = "cudump-launch/1"

@@ -43,9 +43,10 @@ from cudump.controller.process import (
 from cudump.controller.target import StopInfo
 from cudump.errors import CudumpError
 from cudump.kernels.geometry import Allocation
-from cudump.policy.repeat import slot_of
 from cudump.policy.rules import Rule
-from cudump.policy.snapshots import Snapshotter, plan_payload
+from cudump.policy.snapshot.coordinator import Snapshots
+from cudump.policy.snapshot.planned import plan_payload
+from cudump.policy.snapshot.results import slot_of
 from cudump.policy.trace import (
     EVENT_FIELDS,
     TRACE_FILE,
@@ -131,8 +132,8 @@ class Controller:
         self.nan_halted = False      # --break-on-nan stops once, at the first producer
         self._manifest: ManifestWriter | None = None
         snapshot_rules = [r for r in options.rules if r.action == "snapshot"]
-        self.snapshots = (Snapshotter(snapshot_rules, options.run_dir, options.max_bytes,
-                                      self.manifest, options.max_bytes_default)
+        self.snapshots = (Snapshots(snapshot_rules, options.run_dir, options.max_bytes,
+                                    self.manifest, options.max_bytes_default)
                           if snapshot_rules else None)
         self.debugger = DebugController(self) if options.debugging else None
         self._closed = False

@@ -3,7 +3,7 @@
 This is the output contract shared by the snapshot writer and the offline
 tools (`cudump diff`, `ls`, `show`).
 
-The digests of launches the shim repeated on its own (repeat.py) are many, and alike: they
+The digests of launches the shim repeated on its own (results.py) are many, and alike: they
 take two kinds of line instead. A template line (`digest_template`) holds one plan's records
 without the fields of a launch; each launch made with it is one line (`digests_of`) with
 those fields and its digests, in the template's order. read_manifest gives them back as
@@ -262,7 +262,7 @@ class ManifestWriter:
             self._observer(record)
 
     def append_lines(self, lines: list[str]) -> None:
-        """Whole lines in one write (repeat.py makes digest lines from templates)."""
+        """Whole lines in one write (results.py makes digest lines from templates)."""
         data = "".join(line + "\n" for line in lines).encode("utf-8")
         with self._lock:  # the writer thread, connections and the prompt all append
             if self._fd < 0:

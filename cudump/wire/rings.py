@@ -1,6 +1,6 @@
 """One thread per kind of shared-memory ring, taking what the shims wrote, in batches.
 
-The trace ring (trace.py) and the result ring (repeat.py) are both written by the
+The trace ring (trace.py) and the result ring (results.py) are both written by the
 target's processes without a system call; a subclass says how to drain one ring, this
 says when: as long as there is something to take, then every 2 ms.
 """

@@ -26,7 +26,7 @@ from cudump.kernels.expr import Expr, ExprError, parse_expr
 from cudump.kernels.geometry import CopyPlan, GeometryError, plan_copy
 from cudump.policy.pattern import name_forms
 from cudump.policy.rules import ArgOverride
-from cudump.policy.snapshots import safe_name
+from cudump.policy.snapshot.planned import safe_name
 from cudump.prompt.context import CommandError, Context
 from cudump.prompt.memory import read_plan
 from cudump.prompt.registry import STOPPED, command, make_parser

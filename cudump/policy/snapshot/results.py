@@ -9,7 +9,7 @@ a plan's digest records become one template line, written once, and each launch 
 it one short line of its own fields and digests (manifest.py), so that every buffer of
 every kernel of a training loop can be digested without the controller falling behind.
 Anything out of the ordinary (a failed kernel, a scan that found something) goes the
-ordinary way, through Snapshotter.collect.
+ordinary way, through collect.Collector.collect (repeat.py).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import numpy as np
 from cudump.console import warn
 from cudump.controller.process import FuncInfo, LaunchEvent, ProcessState
 from cudump.policy.digest import digest_hex
+from cudump.policy.snapshot.planned import PlannedLaunch
 from cudump.rundir.manifest import SnapshotRecord, group_line, template_line
 from cudump.wire import protocol as p
 from cudump.wire.rings import RingDrain, layout_dtype, leading, window
@@ -64,7 +65,7 @@ class RepeatCopy:
 class RepeatTemplate:
     copies: list[RepeatCopy]
     func: FuncInfo
-    first: object       # the first launch's PlannedLaunch (snapshots.py), None if no copies
+    first: PlannedLaunch | None   # the first launch's plan, None if no copies
     written: bool = False   # its template line is in the manifest
 
     def __post_init__(self) -> None:
@@ -100,7 +101,7 @@ def event_of(slot: np.void) -> LaunchEvent:
         api=p.api_name(int(ev["api"])), flags=int(ev["flags"]), rc=0)
 
 
-# (process, template, slot) -> handled the ordinary way (Snapshotter.collect)
+# (process, template, slot) -> handled the ordinary way (repeat.Repeater)
 Unusual = Callable[[ProcessState, RepeatTemplate, np.void], None]
 Asked = Callable[[ProcessState, int], None]
 

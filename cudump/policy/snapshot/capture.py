@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from cudump.console import warn
+from cudump.kernels.args import ArgValue
 from cudump.kernels.geometry import Allocation
+from cudump.policy.snapshot.planned import LaunchContext, PlannedCopy
 from cudump.rundir import files as runfiles
 from cudump.wire import protocol as p
 
@@ -178,6 +180,82 @@ def launch_problems(api: str, flags: int) -> list[str]:
     return problems
 
 
+@dataclass
+class CapturedLaunch:
+    """One line of captures.jsonl: what a replay of a launch needs, and what of it is
+    missing (`problems`)."""
+
+    pid: int
+    launch: int
+    occurrence: int
+    kernel: str
+    mangled: str
+    grid: list[int]
+    block: list[int]
+    smem: int
+    api: str
+    device: int | None
+    stream: str
+    image: str | None
+    image_format: str
+    params: str                         # the parameter bytes, in hex
+    layout: list[list[int]] | None      # (offset, size) of each parameter
+    pointers: list[dict[str, Any]]      # pointer_json of each pointer word
+    buffers: list[CapturedBuffer]
+    problems: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pid": self.pid, "launch": self.launch, "occurrence": self.occurrence,
+            "kernel": self.kernel, "mangled": self.mangled, "grid": self.grid,
+            "block": self.block, "smem": self.smem, "api": self.api, "device": self.device,
+            "stream": self.stream, "image": self.image, "image_format": self.image_format,
+            "params": self.params, "layout": self.layout, "pointers": self.pointers,
+            "buffers": [b.to_json() for b in self.buffers], "problems": self.problems,
+        }
+
+
+def captured_launch(ctx: LaunchContext, args: list[ArgValue], copies: list[PlannedCopy],
+                    outcomes: dict[int, str | None], image: Image) -> CapturedLaunch:
+    """What a replay of this launch needs, from its captured copies (`outcomes`: id(copy)
+    -> why it failed, None if it did not), and what of it is missing."""
+    ev, func = ctx.event, ctx.func
+    problems = launch_problems(ev.api, ev.flags)
+    if image.problem is not None:
+        problems.append(f"no module image: {image.problem}")
+    buffers: dict[tuple[int, int], CapturedBuffer] = {}
+    for copy in copies:
+        rec, plan = copy.record, copy.plan
+        where = int(rec.extra.get("offset", 0))
+        failure = outcomes.get(id(copy), rec.reason or "it was not copied")
+        if failure is not None:
+            at = f" (the pointer at byte {where})" if where else ""
+            problems.append(f"arg {plan.arg}{at}: no {copy.phase} snapshot: {failure}")
+            continue
+        buf = buffers.setdefault((plan.arg, where), CapturedBuffer(
+            plan.arg, where, plan.address, plan.width_bytes, plan.height, plan.pitch,
+            plan.dtype, list(plan.shape)))
+        setattr(buf, copy.phase, rec.file)
+    raw = ev.raw_args or []
+    pointers = []
+    for (index, where), alloc in sorted(ev.pointers.items()):
+        if index < len(raw) and where + 8 <= len(raw[index]):
+            value = int.from_bytes(raw[index][where:where + 8], "little")
+            pointers.append(pointer_json(index, where, value, alloc))
+    for arg in args:
+        if (arg.type is not None and arg.looks_like_pointer and isinstance(arg.value, int)
+                and arg.value and (arg.index, 0) not in ev.pointers):
+            problems.append(f"arg {arg.index} points to 0x{arg.value:x}, outside every "
+                            "allocation cudump tracks, so its memory was not captured")
+    return CapturedLaunch(
+        pid=ctx.proc.pid, launch=ev.seq, occurrence=ev.occurrence, kernel=func.demangled,
+        mangled=func.mangled, grid=list(ev.grid), block=list(ev.block), smem=ev.smem,
+        api=ev.api, device=ev.device if ev.device >= 0 else None, stream=ev.stream_hex,
+        image=image.file, image_format=image.format, params=b"".join(raw).hex(),
+        layout=[list(x) for x in func.params] if func.params is not None else None,
+        pointers=pointers, buffers=list(buffers.values()), problems=problems)
+
+
 class CaptureWriter:
     """captures.jsonl, one line per captured launch (any thread): created new at the first
     line, and opened again for each later one, never through a symlink (runfiles)."""
@@ -190,8 +268,8 @@ class CaptureWriter:
         self.created = False
         self.failed: str | None = None
 
-    def append(self, record: dict[str, Any]) -> None:
-        line = (json.dumps(record, separators=(",", ":")) + "\n").encode("utf-8")
+    def append(self, record: CapturedLaunch) -> None:
+        line = (json.dumps(record.to_json(), separators=(",", ":")) + "\n").encode("utf-8")
         with self.lock:
             if self.failed is not None:
                 return
@@ -209,11 +287,29 @@ class CaptureWriter:
                 warn(f"{self.failed}; no more launches are captured for replay")
                 return
             self.count += 1
-            problems = record.get("problems") or []
-            said = f"{record['kernel']}|{problems[0] if problems else ''}"
+            problems = record.problems
+            said = f"{record.kernel}|{problems[0] if problems else ''}"
             first = problems and said not in self.warned
             if first:
                 self.warned.add(said)
         if first:
-            warn(f"launch {record['launch']} of {record['kernel']} is captured but cannot be "
+            warn(f"launch {record.launch} of {record.kernel} is captured but cannot be "
                  f"replayed as it ran: {problems[0]}")
+
+
+class Captures:
+    """Launches captured for replay: the module images the shim sends, and captures.jsonl."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.images = ImageStore(run_dir)
+        self.writer = CaptureWriter(run_dir)
+
+    @property
+    def count(self) -> int:
+        return self.writer.count
+
+    def write(self, ctx: LaunchContext, args: list[ArgValue], copies: list[PlannedCopy],
+              outcomes: dict[int, str | None]) -> None:
+        """One line of captures.jsonl for this launch."""
+        image = self.images.of(ctx.proc.pid, ctx.func.id)
+        self.writer.append(captured_launch(ctx, args, copies, outcomes, image))

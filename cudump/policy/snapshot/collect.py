@@ -1,0 +1,145 @@
+"""What comes back once the shim has made a launch's copies: streamed pieces taken out of
+staging as they come, then each copy's bytes (or its digest, or scan) handed to the writer,
+its failure recorded, the capture line written and NaN/Inf producers followed up."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cudump.controller.process import ProcessState
+from cudump.policy.snapshot.capture import Captures
+from cudump.policy.snapshot.failures import Failures
+from cudump.policy.snapshot.nan import NanWatch, Scans, add_scan
+from cudump.policy.snapshot.place import Placer
+from cudump.policy.snapshot.planned import (
+    CUDA_ERROR_INVALID_VALUE,
+    CUDA_ERROR_NOT_SUPPORTED,
+    CUDA_ERROR_TIMEOUT,
+    STALLED_COPY,
+    PlannedCopy,
+    PlannedLaunch,
+    ReadStaging,
+)
+from cudump.policy.snapshot.records import digest_fields
+from cudump.policy.snapshot.state import SnapshotState
+from cudump.policy.snapshot.writer import SnapshotWriter, WriteJob
+from cudump.wire import protocol as p
+
+
+def tool_failure(copy: PlannedCopy, rc: int, failure: str) -> str:
+    """Why cudump's kernel did not run, in the words of what it was asked to do."""
+    if copy.tool is None:
+        return failure
+    if rc == CUDA_ERROR_INVALID_VALUE:
+        return ("the buffer does not lie inside one allocation cudump knows (or is not "
+                "aligned to its elements), so cudump's kernel does not read it")
+    if rc == CUDA_ERROR_NOT_SUPPORTED and copy.record.extra.get("graph") is not None:
+        return "digests and scans of kernels inside graph launches are not supported"
+    return failure.replace("the copy", "cudump's kernel")
+
+
+def copy_failure(rc: int, launch_rc: int, sync_rc: int, failed: str | None) -> str | None:
+    """Why a copy was not taken, from the shim's codes (`rc`: its first failing piece's,
+    -1: not reported), or None."""
+    if rc == -1:
+        return (f"the launch failed with CUDA error {launch_rc}, so there is "
+                "nothing after it to copy") if launch_rc else "the copy was not made"
+    if rc == CUDA_ERROR_TIMEOUT or sync_rc == CUDA_ERROR_TIMEOUT:
+        return STALLED_COPY
+    if rc != 0:
+        return f"the copy failed with CUDA error {rc}"
+    if sync_rc != 0:
+        return f"waiting for the copy failed with CUDA error {sync_rc}"
+    return failed or None
+
+
+class Collector:
+    """Takes the results of planned launches out of staging."""
+
+    def __init__(self, state: SnapshotState, failures: Failures, placer: Placer,
+                 writer: SnapshotWriter, captures: Captures, nan: NanWatch) -> None:
+        self.state = state
+        self.failures = failures
+        self.placer = placer
+        self.writer = writer
+        self.captures = captures
+        self.nan = nan
+
+    def piece(self, proc: ProcessState, seq: int, index: int, rc: int,
+              read: ReadStaging) -> None:
+        """One piece of a streamed copy is in staging: take it before the shim reuses it."""
+        pending = self.state.proc(proc.pid).pending.get(seq)
+        if pending is None or not 0 <= index < len(pending.entries):
+            return
+        copy, piece = pending.entries[index]
+        if piece is None or copy.target is None or copy.failed:
+            return
+        if rc != 0:
+            copy.failed = STALLED_COPY if rc == CUDA_ERROR_TIMEOUT else \
+                f"the copy failed with CUDA error {rc}"
+            return
+        nbytes = piece.width * piece.height
+        flat = copy.target.reshape(-1).view(np.uint8)
+        try:
+            flat[piece.dst:piece.dst + nbytes] = np.frombuffer(read(piece.offset, nbytes),
+                                                               dtype=np.uint8)
+        except OSError as err:
+            copy.failed = f"could not write the snapshot: {err.strerror or err}"
+
+    def collect(self, proc: ProcessState, seq: int, launch_rc: int, sync_rc: int,
+                codes: list[int], read: ReadStaging) -> PlannedLaunch | None:
+        """The shim finished the copies of launch `seq`: take the bytes, queue the writes.
+        Returns copies to make now, after the launch, if what came back asks for them."""
+        pending = self.state.proc(proc.pid).pending.pop(seq, None)
+        if pending is None:
+            return None
+        scans: Scans = {}
+        results: dict[int, int] = {}
+        outcomes: dict[int, str | None] = {}   # id(copy) -> why it failed (None: it did not)
+        for i, (copy, _) in enumerate(pending.entries):
+            rc = codes[i] if i < len(codes) else -1
+            if results.get(id(copy), 0) == 0:
+                results[id(copy)] = rc  # the first failure of any piece decides
+        for copy in pending.copies:
+            rc = results.get(id(copy), -1)
+            failure = copy_failure(rc, launch_rc, sync_rc, copy.failed)
+            outcomes[id(copy)] = failure
+            if failure is not None:
+                self.placer.discard_target(copy)
+                self.failures.fail(copy.record, tool_failure(copy, rc, failure))
+                continue
+            if copy.tool is not None and copy.tool != p.ToolMode.DIGEST:
+                add_scan(scans, copy, bytes(read(copy.offset, p.TOOL_RESULT)))
+                continue
+            if copy.tool is not None:
+                self._tool_result(copy, bytes(read(copy.offset, p.TOOL_RESULT)))
+                continue
+            self._write(copy, read)
+        if pending.capture is not None and pending.ctx is not None:
+            self.captures.write(pending.ctx, pending.args, pending.capture, outcomes)
+        return self.nan.producers(pending, scans) if scans else None
+
+    def _write(self, copy: PlannedCopy, read: ReadStaging) -> None:
+        """A copy made: its bytes to the writer thread."""
+        record = copy.record
+        override = copy.rule.overrides.get(copy.plan.arg)
+        value_range = override.range if override is not None else None
+        if copy.target is not None:
+            self.writer.put(WriteJob(record, copy.target, copy.rule.formats, value_range,
+                                     streamed=True))
+            return
+        plan = copy.plan
+        data = np.frombuffer(read(copy.offset, plan.nbytes), dtype=np.uint8)
+        array = data.view(np.dtype(plan.dtype)).reshape(plan.shape).copy()
+        del data
+        self.writer.put(WriteJob(record, array, copy.rule.formats, value_range))
+
+    def _tool_result(self, copy: PlannedCopy, result: bytes) -> None:
+        """What cudump's kernel computed over a buffer, into its manifest record."""
+        record, plan = copy.record, copy.plan
+        if copy.tool == p.ToolMode.DIGEST:
+            record.extra.update(digest_fields(plan, int.from_bytes(result[:8], "little")))
+        state = self.state
+        with state.lock:
+            state.manifest.append(record)
+            state.tally.digests += 1

@@ -1,0 +1,116 @@
+"""`Snapshots`: the snapshot policy of one run as the session sees it. It builds the parts
+(select, plan, place, collect, repeat, nan, capture, writer) over one shared state and
+hands each call to the part that does it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from cudump.controller.process import FuncInfo, LaunchEvent, ProcessState
+from cudump.kernels.geometry import Allocation
+from cudump.policy.rules import Rule
+from cudump.policy.snapshot.capture import Captures, ImageStore
+from cudump.policy.snapshot.collect import Collector
+from cudump.policy.snapshot.failures import Failures, Notices
+from cudump.policy.snapshot.nan import NanFound, NanWatch
+from cudump.policy.snapshot.place import Placer
+from cudump.policy.snapshot.plan import Planner
+from cudump.policy.snapshot.planned import PlannedLaunch, ReadStaging, Repeat
+from cudump.policy.snapshot.repeat import Repeater
+from cudump.policy.snapshot.select import Selection
+from cudump.policy.snapshot.state import Budget, SnapshotState
+from cudump.policy.snapshot.writer import SnapshotWriter
+from cudump.rundir.manifest import ManifestWriter
+from cudump.rundir.summary import RunSummary
+from cudump.wire import protocol as p
+from cudump.wire.shm import SharedFile
+
+
+class Snapshots:
+    """Which launches, which copies, and writing them, for one run."""
+
+    def __init__(self, rules: list[Rule], run_dir: Path, max_bytes: int | None,
+                 manifest: ManifestWriter, budget_is_default: bool = False) -> None:
+        self.state = state = SnapshotState(run_dir, manifest)
+        self.selection = Selection(state, rules)
+        self.failures = Failures(state)
+        self.captures = Captures(run_dir)
+        self.writer = SnapshotWriter(state, self.failures)
+        placer = Placer(run_dir, self.failures)
+        self.planner = Planner(state, self.selection, Budget(state, max_bytes, budget_is_default),
+                               self.failures, Notices(state), placer, self.captures)
+        self.nan = NanWatch(state, self.planner.rule_copies, placer.place)
+        self.collector = Collector(state, self.failures, placer, self.writer, self.captures,
+                                   self.nan)
+        self.repeater = Repeater(state, self.failures, self.collector.collect)
+
+    @property
+    def images(self) -> ImageStore:
+        """The module images the shim sends for launches captured for replay."""
+        return self.captures.images
+
+    def attach(self, proc: ProcessState, shared: SharedFile) -> None:
+        """A new process: its result ring is drained from now on."""
+        self.repeater.attach(proc, shared)
+
+    def freed(self, proc: ProcessState, alloc: Allocation) -> None:
+        """An allocation of the process is gone: buffers are no longer cut where its own
+        began (extents.py)."""
+        self.state.proc(proc.pid).starts.forget(alloc)
+
+    # -- decisions ----------------------------------------------------------------
+
+    def wants(self, proc: ProcessState, func: FuncInfo) -> bool:
+        return self.selection.wants(proc, func)
+
+    def selectors(self, proc: ProcessState, func: FuncInfo) -> tuple[list[p.Selector], bool]:
+        return self.selection.selectors(proc, func)
+
+    def captures_launches(self, proc: ProcessState, func: FuncInfo) -> bool:
+        return self.selection.captures_launches(proc, func)
+
+    def thread_failures(self) -> int:
+        """Failures recorded so far by the calling thread."""
+        return self.failures.thread_failures()
+
+    def plan(self, proc: ProcessState, func: FuncInfo, event: LaunchEvent,
+             staging_size: int) -> PlannedLaunch | None:
+        return self.planner.plan(proc, func, event, staging_size)
+
+    def repeat_id(self, proc: ProcessState, func: FuncInfo, event: LaunchEvent,
+                  planned: PlannedLaunch | None, failures_before: int) -> Repeat | None:
+        return self.repeater.repeat_id(proc, func, event, planned, failures_before)
+
+    # -- results ------------------------------------------------------------------
+
+    def piece(self, proc: ProcessState, seq: int, index: int, rc: int,
+              read: ReadStaging) -> None:
+        self.collector.piece(proc, seq, index, rc, read)
+
+    def collect(self, proc: ProcessState, seq: int, launch_rc: int, sync_rc: int,
+                codes: list[int], read: ReadStaging) -> PlannedLaunch | None:
+        return self.collector.collect(proc, seq, launch_rc, sync_rc, codes, read)
+
+    def repeat_report(self, proc: ProcessState, slot: np.void) -> PlannedLaunch | None:
+        return self.repeater.repeat_report(proc, slot)
+
+    def take_nan(self, pid: int, launch: int) -> NanFound | None:
+        """The NaN/Inf this launch was found to produce, if any (once)."""
+        return self.nan.take(pid, launch)
+
+    def fill(self, summary: RunSummary) -> None:
+        tally = self.state.tally
+        summary.snapshots = tally.written
+        summary.snapshot_errors = tally.failed
+        summary.snapshot_bytes = tally.bytes_written
+        summary.digests = tally.digests
+        summary.nan_producers = tally.nan_producers
+        summary.repeated_launches = tally.repeated
+        summary.planned_launches = tally.asked
+        summary.replay_captures = self.captures.count
+
+    def close(self) -> None:
+        self.repeater.close()
+        self.writer.close()

@@ -1,0 +1,173 @@
+"""The copies of one launch: from each rule that takes it, what it reads of each buffer,
+before and/or after, within the byte budget, placed in staging."""
+
+from __future__ import annotations
+
+import functools
+
+from cudump.controller.process import FuncInfo, LaunchEvent, ProcessState
+from cudump.kernels.args import ArgValue, Number, arg_values, decode_args
+from cudump.kernels.geometry import GeometryError
+from cudump.policy.rules import Rule
+from cudump.policy.snapshot.buffers import (
+    check_is_pointer,
+    override_field,
+    pointer_values,
+    read_of,
+    targets,
+)
+from cudump.policy.snapshot.capture import Captures
+from cudump.policy.snapshot.failures import Failures, Notices
+from cudump.policy.snapshot.place import Placer
+from cudump.policy.snapshot.planned import LaunchContext, PlannedCopy, PlannedLaunch
+from cudump.policy.snapshot.records import make_record, stem
+from cudump.policy.snapshot.select import Selection
+from cudump.policy.snapshot.state import Budget, SnapshotState
+from cudump.wire import protocol as p
+
+
+class Planner:
+    """Plans launches (remembered in their process's `pending` until collected)."""
+
+    def __init__(self, state: SnapshotState, selection: Selection, budget: Budget,
+                 failures: Failures, notices: Notices, placer: Placer,
+                 captures: Captures) -> None:
+        self.state = state
+        self.selection = selection
+        self.budget = budget
+        self.failures = failures
+        self.notices = notices
+        self.placer = placer
+        self.captures = captures
+
+    def plan(self, proc: ProcessState, func: FuncInfo, event: LaunchEvent,
+             staging_size: int) -> PlannedLaunch | None:
+        """The copies to make around this launch (remembered until `collect`).
+
+        The kernel nodes of one graph launch share its number and are planned one after
+        the other: their copies follow each other in the staging area, none streamed
+        (a graph's copy nodes run without the controller), and one MSG_END reports all."""
+        in_graph = bool(event.flags & p.LaunchFlag.GRAPH)
+        state = self.state
+        ps = state.proc(proc.pid)
+        with state.lock:
+            state.tally.asked += 1
+        if event.flags & p.LaunchFlag.UNSAFE_GRAPH:
+            self.notices.unsafe_graph(proc, func, event)
+            return None
+        earlier = ps.pending.get(event.seq) if in_graph else None
+        base = earlier.used if earlier is not None else 0
+        planned = self._plan(proc, func, event, staging_size, base, not in_graph)
+        if planned is None:
+            return None
+        if earlier is not None:
+            earlier.copies.extend(planned.copies)
+            earlier.entries.extend(planned.entries)
+            earlier.used = planned.used
+        else:
+            ps.pending[event.seq] = planned
+        return planned
+
+    def _plan(self, proc: ProcessState, func: FuncInfo, event: LaunchEvent, staging_size: int,
+              base: int, stream: bool) -> PlannedLaunch | None:
+        """Buffers are placed whole in the staging area (from `base`) while they fit; the rest
+        are streamed through what is left of it in pieces, each handed over before the
+        next, where `stream` allows."""
+        ps = self.state.proc(proc.pid)
+        fr = ps.rules.get(func.id)
+        if fr is None:
+            return None
+        taken = self.selection.taken(ps, fr, event)
+        if not taken or self.state.stopped:
+            return None
+        ctx = LaunchContext(proc, func, event)
+        if event.raw_args is None:
+            for rule in taken:
+                self.failures.error(ctx, None, "before", rule,
+                                    "the driver gave no parameter layout for this kernel "
+                                    "(cuFuncGetParamInfo needs driver 12.4 or newer)")
+            return None
+        args = decode_args(fr.signature, event.raw_args)
+        values = arg_values(args)
+        ps.starts.learn(pointer_values(args, event))
+        copies: list[PlannedCopy] = []
+        capture: list[PlannedCopy] | None = None
+        stems: set[str] = set()
+        for rule in taken:
+            made = self.rule_copies(ctx, rule, args, values, stems)
+            if rule.replay and not event.flags & p.LaunchFlag.GRAPH:
+                capture = (capture or []) + made
+                for copy in made:
+                    copy.record.extra["capture"] = True
+            copies.extend(made)
+        planned = self.placer.place(copies, staging_size, base, stream)
+        if planned is not None:
+            planned.ctx, planned.staging_size = ctx, staging_size
+            planned.args, planned.values = args, values
+            planned.capture, planned.stems = capture, stems
+        elif capture is not None:
+            self.captures.write(ctx, args, capture, {})
+        return planned
+
+    def rule_copies(self, ctx: LaunchContext, rule: Rule, args: list[ArgValue],
+                    values: dict[str, Number], stems: set[str]) -> list[PlannedCopy]:
+        """The copies (or digests, or scans) one rule takes of one launch's buffers."""
+        func, event = ctx.func, ctx.event
+        error = self.failures.error
+        copies: list[PlannedCopy] = []
+        found, untracked = targets(rule, args, event)
+        for index in untracked:
+            self.notices.untracked(ctx, rule, args[index])
+        absent = [] if rule.args == "pointers" else [i for i in rule.args if i >= len(args)]
+        if absent:
+            self.notices.no_such_args(ctx, rule, absent, len(args))
+        elif not found and not untracked:
+            self.notices.no_buffer(ctx, rule)
+        ps = self.state.proc(ctx.proc.pid)
+        fr = ps.rules.get(func.id)
+        # Kept for the function's own rules (a rule made for one launch may share the id
+        # of one made earlier).
+        known = fr.buffers if fr is not None and any(r is rule for r in fr.rules) else None
+        phases = [phase for phase in ("before", "after") if phase in rule.when]
+        for index, arg, where, override in found:
+            # What is read does not depend on the phase: found once for both.
+            try:
+                if arg is None:
+                    raise GeometryError(
+                        f"argument {index} has {len(args[index].raw)} bytes, so there "
+                        f"is no pointer at byte {where}")
+                alloc = event.pointers.get((index, where))
+                if alloc is None and override_field(override) is None:
+                    check_is_pointer(ctx.func, args[index])
+                address = arg.value
+                traced, next_start = False, None
+                if alloc is not None and isinstance(address, int):
+                    traced, next_start = True, ps.starts.next_after(address, alloc)
+                if known is not None and override is None and traced:
+                    # Without an override, what is read follows from the pointer, its
+                    # allocation and where the next known buffer in it begins: a launch
+                    # asked about again because some of its tensors moved plans only those.
+                    key = (id(rule), index, where, address, alloc, next_start)
+                    buffer = known.get(key)
+                    if buffer is None:
+                        buffer = read_of(func, rule, arg, alloc, None, values, next_start)
+                        ps.keep_buffer(known, key, buffer)
+                else:
+                    buffer = read_of(func, rule, arg, alloc, override, values, next_start)
+            except (GeometryError, ArithmeticError, RecursionError) as err:
+                for phase in phases:
+                    error(ctx, args[index], phase, rule, str(err))
+                continue
+            plan, extent, tool = buffer
+            if plan is None:
+                continue
+            for phase in phases:
+                if tool is None and not self.budget.take(plan.nbytes):
+                    error(ctx, args[index], phase, rule, f"{self.budget.name} reached")
+                    continue
+                # A digest or a scan writes no file, so its name takes none from `stems`.
+                name = None if tool is not None else stem(ctx, plan.arg, phase, where, stems)
+                make = functools.partial(make_record, ctx, plan.arg, phase, plan, None, name,
+                                         rule, where, extent)
+                copies.append(PlannedCopy(plan, phase, 0, rule, make, tool=tool, at=where))
+        return copies

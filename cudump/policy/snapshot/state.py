@@ -1,0 +1,109 @@
+"""What the parts of one run's snapshot policy share: one lock, the manifest, each process's
+plans and counts, whether snapshots stopped, the byte budget and the run's tallies."""
+
+from __future__ import annotations
+
+import collections
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cudump.console import warn
+from cudump.kernels.extents import KnownStarts
+from cudump.kernels.signature import Signature
+from cudump.policy.rules import Rule
+from cudump.policy.snapshot.planned import Buffer, PlannedLaunch
+from cudump.policy.snapshot.results import RepeatTemplate
+from cudump.rundir.manifest import ManifestWriter
+
+# Buffers of one process whose plans are kept (FuncRules.buffers), before they are forgotten
+MAX_KNOWN_BUFFERS = 65536
+
+# (rule, argument, byte offset, pointer, allocation, next known start) -> what is read there
+KnownBuffers = dict[tuple[object, ...], Buffer]
+
+
+@dataclass
+class FuncRules:
+    signature: Signature
+    rules: list[Rule]
+    buffers: KnownBuffers = field(default_factory=dict)
+
+
+@dataclass
+class ProcessSnapshots:
+    matches: dict[int, int] = field(default_factory=dict)   # id(rule) -> matching launches
+    pending: dict[int, PlannedLaunch] = field(default_factory=dict)  # seq -> plan
+    rules: dict[int, FuncRules] = field(default_factory=dict)  # function id -> rules
+    templates: dict[int, RepeatTemplate] = field(default_factory=dict)  # plan id -> plan
+    template_ids: dict[int, collections.deque[int]] = field(default_factory=dict)  # per function
+    last_template: int = 0
+    starts: KnownStarts = field(default_factory=KnownStarts)  # where buffers begin (extents)
+    known_buffers: int = 0   # entries of every function's FuncRules.buffers
+
+    def keep_buffer(self, known: KnownBuffers, key: tuple[object, ...],
+                    buffer: Buffer) -> None:
+        """Keeps what is read of a buffer, forgetting every kernel's once the process has
+        kept MAX_KNOWN_BUFFERS."""
+        if self.known_buffers >= MAX_KNOWN_BUFFERS:
+            for fr in self.rules.values():
+                fr.buffers.clear()
+            self.known_buffers = 0
+        known[key] = buffer
+        self.known_buffers += 1
+
+
+@dataclass
+class Tally:
+    """What the run's summary tells of snapshots (RunSummary)."""
+
+    written: int = 0
+    failed: int = 0
+    bytes_written: int = 0
+    digests: int = 0
+    nan_producers: int = 0
+    repeated: int = 0
+    asked: int = 0      # launches planned here, each a round trip (MSG_BEGIN)
+
+
+class SnapshotState:
+    """The lock every part takes, and what it guards."""
+
+    def __init__(self, run_dir: Path, manifest: ManifestWriter) -> None:
+        self.run_dir = run_dir
+        self.manifest = manifest
+        self.lock = threading.Lock()
+        self.processes: dict[int, ProcessSnapshots] = {}
+        self.tally = Tally()
+        self.stopped = False    # the budget is spent or the disk failed: no more snapshots
+
+    def proc(self, pid: int) -> ProcessSnapshots:
+        with self.lock:
+            return self.processes.setdefault(pid, ProcessSnapshots())
+
+
+class Budget:
+    """--max-bytes: the bytes of snapshots planned so far, and stopping once it is reached."""
+
+    def __init__(self, state: SnapshotState, max_bytes: int | None,
+                 is_default: bool = False) -> None:
+        self.state = state
+        self.max_bytes = max_bytes
+        self.planned_bytes = 0
+        # Named in the warning and in the records of snapshots past the budget.
+        self.name = (f"the byte budget {max_bytes} (by default half the disk space free "
+                     "at the start; --max-bytes sets it)" if is_default
+                     else f"--max-bytes {max_bytes}")
+
+    def take(self, nbytes: int) -> bool:
+        state = self.state
+        with state.lock:
+            if state.stopped:
+                return False
+            if self.max_bytes is not None and self.planned_bytes + nbytes > self.max_bytes:
+                state.stopped = True
+                warn(f"{self.name} reached; no more snapshots (the program "
+                     "carries on)")
+                return False
+            self.planned_bytes += nbytes
+            return True
