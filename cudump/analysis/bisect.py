@@ -36,16 +36,11 @@ from typing import Any
 import yaml
 
 import cudump
-from cudump.analysis.diff import (
-    DIVERGED,
-    DivergentLaunch,
-    PairResult,
-    RunDiff,
-    Tolerance,
-    align,
-    compare_pair,
-    compare_pairs,
-)
+from cudump.analysis.diff.align import PairResult, align
+from cudump.analysis.diff.compare import compare_pair
+from cudump.analysis.diff.metrics import Tolerance
+from cudump.analysis.diff.parallel import compare_pairs
+from cudump.analysis.diff.runs import DIVERGED, DivergentLaunch, RunDiff
 from cudump.analysis.progress import Progress
 from cudump.analysis.report import (
     HtmlReport,

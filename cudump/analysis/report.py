@@ -12,7 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from cudump.analysis.diff import DivergentLaunch, Metrics, PairResult, RunDiff, Tolerance
+from cudump.analysis.diff.align import PairResult
+from cudump.analysis.diff.metrics import Metrics, Tolerance
+from cudump.analysis.diff.runs import DivergentLaunch, RunDiff
 from cudump.analysis.plot import line_plot, plottable
 from cudump.analysis.spots import Spots, difference_spots
 from cudump.console import printable

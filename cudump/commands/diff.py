@@ -10,7 +10,11 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from cudump.analysis.diff import RunDiff, Tolerance, align, compare_arrays, compare_pairs
+from cudump.analysis.diff.align import align
+from cudump.analysis.diff.arrays import compare_arrays
+from cudump.analysis.diff.metrics import Tolerance
+from cudump.analysis.diff.parallel import compare_pairs
+from cudump.analysis.diff.runs import RunDiff
 from cudump.analysis.progress import Progress
 from cudump.analysis.report import (
     HtmlReport,

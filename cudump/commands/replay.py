@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from cudump.analysis.diff import Metrics, Tolerance, compare_arrays
+from cudump.analysis.diff.arrays import compare_arrays
+from cudump.analysis.diff.metrics import Metrics, Tolerance
 from cudump.analysis.replay import (
     Capture,
     ReplayError,
