@@ -16,7 +16,8 @@ from cudump.analysis.diff.align import align
 from cudump.analysis.diff.metrics import Tolerance
 from cudump.analysis.diff.parallel import compare_pairs
 from cudump.analysis.diff.runs import diff_runs
-from cudump.analysis.report import HtmlReport, divergent_line
+from cudump.analysis.report.html_page import HtmlReport
+from cudump.analysis.report.text import divergent_line
 from cudump.commands.diff import DiffCommand
 from cudump.commands.ls import LsCommand
 from cudump.policy.digest import ALGORITHM, digest, digest_hex

@@ -42,14 +42,9 @@ from cudump.analysis.diff.metrics import Tolerance
 from cudump.analysis.diff.parallel import compare_pairs
 from cudump.analysis.diff.runs import DIVERGED, DivergentLaunch, RunDiff
 from cudump.analysis.progress import Progress
-from cudump.analysis.report import (
-    HtmlReport,
-    PageOptions,
-    PairTable,
-    divergent_line,
-    file_report,
-    plural,
-)
+from cudump.analysis.report.formats import plural
+from cudump.analysis.report.html_page import HtmlReport, PageOptions
+from cudump.analysis.report.text import PairTable, divergent_line, file_report
 from cudump.analysis.spots import difference_spots
 from cudump.errors import CudumpError, UsageError
 from cudump.policy.rules import Rule, load_rules

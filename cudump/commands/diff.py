@@ -16,14 +16,9 @@ from cudump.analysis.diff.metrics import Tolerance
 from cudump.analysis.diff.parallel import compare_pairs
 from cudump.analysis.diff.runs import RunDiff
 from cudump.analysis.progress import Progress
-from cudump.analysis.report import (
-    HtmlReport,
-    PageOptions,
-    PairTable,
-    file_report,
-    fmt_tol,
-    run_summary,
-)
+from cudump.analysis.report.formats import fmt_tol
+from cudump.analysis.report.html_page import HtmlReport, PageOptions
+from cudump.analysis.report.text import PairTable, file_report, run_summary
 from cudump.commands import HelpFormatter
 from cudump.errors import CudumpError, DiffTrouble, SnapshotError
 from cudump.rundir.imaging import (

@@ -22,7 +22,7 @@ from cudump.analysis.replay import (
     select_capture,
 )
 from cudump.analysis.replay_engine import Buffer, LaunchSpec, Replayer, bit_equal
-from cudump.analysis.report import fmt_count, fmt_num, fmt_share, fmt_tol, fmt_where
+from cudump.analysis.report.formats import fmt_count, fmt_num, fmt_share, fmt_tol, fmt_where
 from cudump.commands import HelpFormatter
 from cudump.commands.diff import output_dir
 from cudump.errors import DiffTrouble
