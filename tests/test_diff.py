@@ -623,9 +623,9 @@ def test_unwritable_output_directory_is_trouble(tmp_path: Path, capsys, option) 
 def test_unwritable_output_directory_found_by_access_check(tmp_path: Path, capsys,
                                                            monkeypatch) -> None:
     """The same, where root would not be stopped: os.access says no."""
-    import cudump.commands.diff as command
+    import cudump.analysis.outputs as outputs
 
-    monkeypatch.setattr(command.os, "access", lambda *_: False)
+    monkeypatch.setattr(outputs.os, "access", lambda *_: False)
     np.save(tmp_path / "a.npy", np.zeros((4, 4), np.uint8))
     code, _, err = run_cli([str(tmp_path / "a.npy"), str(tmp_path / "a.npy"), "--out",
                             str(tmp_path / "o")], capsys)

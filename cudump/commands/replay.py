@@ -10,6 +10,7 @@ import numpy as np
 
 from cudump.analysis.diff.arrays import compare_arrays
 from cudump.analysis.diff.metrics import Metrics, Tolerance
+from cudump.analysis.outputs import output_dir
 from cudump.analysis.replay import (
     Capture,
     ReplayError,
@@ -24,7 +25,6 @@ from cudump.analysis.replay import (
 from cudump.analysis.replay_engine import Buffer, LaunchSpec, Replayer, bit_equal
 from cudump.analysis.report.formats import fmt_count, fmt_num, fmt_share, fmt_tol, fmt_where
 from cudump.commands import HelpFormatter
-from cudump.commands.diff import output_dir
 from cudump.errors import DiffTrouble
 from cudump.policy.pattern import name_forms
 from cudump.rundir import files as runfiles
