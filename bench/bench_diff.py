@@ -7,8 +7,8 @@ small region, or differ in every element.
 - load: every pair's two arrays loaded as the diff loads them (`load_array`: np.load
   memory-mapped) and every byte touched by a cheap reduction (a sum of 8-byte words), --jobs
   at a time and spread the way the diff spreads its pairs (worker processes for runs this
-  large, see cudump.analysis.diff.parallel_kind). This is the floor: the diff cannot compare
-  bytes it has not read.
+  large, see cudump.analysis.diff.parallel.parallel_kind). This is the floor: the diff
+  cannot compare bytes it has not read.
 - diff: `cudump diff A B -j JOBS` on the two run directories, run in-process
   (`cudump.cli.main`, its output thrown away).
 
@@ -48,7 +48,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cudump import native  # noqa: E402
-from cudump.analysis.diff import align, parallel_kind  # noqa: E402
+from cudump.analysis.diff.align import align
+from cudump.analysis.diff.parallel import parallel_kind
 from cudump.cli import main as cudump_main  # noqa: E402
 from cudump.rundir.manifest import ManifestWriter, SnapshotRecord  # noqa: E402
 from cudump.rundir.runs import Run, load_array  # noqa: E402

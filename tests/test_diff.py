@@ -14,8 +14,12 @@ import pytest
 from clirun import run_cli as run_command
 from PIL import Image
 
-import cudump.analysis.diff as diffmod
-from cudump.analysis.diff import Tolerance, align, compare_arrays, diff_runs
+import cudump.analysis.diff.arrays as arrays_mod
+import cudump.analysis.diff.parallel as parallel_mod
+from cudump.analysis.diff.align import align
+from cudump.analysis.diff.arrays import compare_arrays
+from cudump.analysis.diff.metrics import Tolerance, channel_count
+from cudump.analysis.diff.runs import diff_runs
 from cudump.commands.diff import DiffCommand
 from cudump.errors import DiffTrouble
 from cudump.rundir.manifest import ManifestWriter, SnapshotRecord
@@ -99,7 +103,7 @@ def test_metrics_are_the_same_across_chunk_boundaries(monkeypatch) -> None:
     b = a.copy()
     b[RNG.random(a.shape) < 0.01] ^= 0x5A
     whole = compare_arrays(a, b)
-    monkeypatch.setattr(diffmod, "CHUNK_ELEMENTS", 100)    # many small chunks
+    monkeypatch.setattr(arrays_mod, "CHUNK_ELEMENTS", 100)    # many small chunks
     chunked = compare_arrays(a, b)
     assert chunked == whole
     assert chunked.differing == expected_metrics(a, b)["differing"]
@@ -123,7 +127,7 @@ def exact_integer_metrics(a: np.ndarray, b: np.ndarray, atol: float = 0.0,
         "mean_abs": s1 / n,
         "rmse": math.sqrt(s2 / n),
     }
-    if diffmod.channel_count(a.shape) > 1:
+    if channel_count(a.shape) > 1:
         out["channel_differing"] = [int((~close[..., c]).sum()) for c in range(a.shape[-1])]
         out["pixels_differing"] = int((~close).any(axis=-1).sum())
     return out
@@ -141,7 +145,7 @@ CHUNKS = [1 << 20, 1 << 14, 96]
 
 @pytest.mark.parametrize("chunk", CHUNKS)
 def test_uint8_every_element_differs(monkeypatch, chunk: int) -> None:
-    monkeypatch.setattr(diffmod, "CHUNK_ELEMENTS", chunk)
+    monkeypatch.setattr(arrays_mod, "CHUNK_ELEMENTS", chunk)
     a = RNG.integers(0, 256, (120, 160, 4), dtype=np.uint8)
     small = a ^ RNG.integers(1, 4, a.shape, dtype=np.uint8)        # |a - b| up to 3
     m = assert_exact(a, small)
@@ -156,7 +160,7 @@ def test_uint8_every_element_differs(monkeypatch, chunk: int) -> None:
 @pytest.mark.parametrize("chunk", CHUNKS)
 def test_differences_of_one_and_two(monkeypatch, chunk: int) -> None:
     """|a - b| of at most 2 is summed without squaring: d^2 = 3d - 2 where d > 0."""
-    monkeypatch.setattr(diffmod, "CHUNK_ELEMENTS", chunk)
+    monkeypatch.setattr(arrays_mod, "CHUNK_ELEMENTS", chunk)
     a = RNG.integers(0, 254, (90, 70, 4), dtype=np.uint8)
     m = assert_exact(a, a + 1)
     assert m.mean_abs == 1 and m.rmse == 1 and m.differing == a.size
@@ -176,7 +180,7 @@ def test_differences_of_one_and_two(monkeypatch, chunk: int) -> None:
 @pytest.mark.parametrize("chunk", CHUNKS)
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.uint16, np.int16])
 def test_small_integers_at_their_extremes(monkeypatch, chunk: int, dtype) -> None:
-    monkeypatch.setattr(diffmod, "CHUNK_ELEMENTS", chunk)
+    monkeypatch.setattr(arrays_mod, "CHUNK_ELEMENTS", chunk)
     info = np.iinfo(dtype)
     shape = (50, 40, 3)
     a = np.where(RNG.random(shape) < 0.5, info.min, info.max).astype(dtype)
@@ -234,7 +238,7 @@ def test_nan_and_inf_in_identical_stretches_are_left_out_of_the_means(monkeypatc
                                                                         chunk: int) -> None:
     """NaN against NaN is equal but has no finite |a - b|, wherever it lies: chunks whose
     bytes are identical (skipped without a comparison) count it too."""
-    monkeypatch.setattr(diffmod, "CHUNK_ELEMENTS", chunk)
+    monkeypatch.setattr(arrays_mod, "CHUNK_ELEMENTS", chunk)
     a = RNG.standard_normal((200, 100)).astype(np.float32)
     a[:50:3, ::7] = np.nan
     a[10:20, 5] = np.inf
@@ -249,7 +253,7 @@ def test_nan_and_inf_in_identical_stretches_are_left_out_of_the_means(monkeypatc
 
 
 def test_rows_of_partly_different_chunks_count_channels_and_pixels(monkeypatch) -> None:
-    monkeypatch.setattr(diffmod, "CHUNK_ELEMENTS", 1 << 14)
+    monkeypatch.setattr(arrays_mod, "CHUNK_ELEMENTS", 1 << 14)
     for channels in (2, 3, 4):
         a = RNG.integers(0, 256, (70, 90, channels), dtype=np.uint8)
         b = a.copy()
@@ -268,17 +272,17 @@ def test_pairs_compared_in_worker_processes_as_in_this_one(tmp_path: Path,
     a = write_run(tmp_path / "a", launches(imgs))
     b = write_run(tmp_path / "b", launches(changed[:5]))
     here = diff_runs(Run.open(a), Run.open(b), jobs=1)
-    monkeypatch.setattr(diffmod, "PROCESS_MIN_BYTES", 0)
+    monkeypatch.setattr(parallel_mod, "PROCESS_MIN_BYTES", 0)
     pairs = align(Run.open(a), Run.open(b))
     if threading.active_count() == 1 and sys.platform == "linux":
-        assert diffmod.parallel_kind(pairs, 2) == "processes"
+        assert parallel_mod.parallel_kind(pairs, 2) == "processes"
     there = diff_runs(Run.open(a), Run.open(b), jobs=2)
     assert [(p.key, p.status, p.metrics, p.reason) for p in there.pairs] == \
         [(p.key, p.status, p.metrics, p.reason) for p in here.pairs]
     assert there.exit_code == 1 and len(there.only_a) == 2
-    assert diffmod.parallel_kind(pairs, 1) == "serial"
-    monkeypatch.setattr(diffmod, "PROCESS_MIN_BYTES", 1 << 60)
-    assert diffmod.parallel_kind(pairs, 2) == "threads"
+    assert parallel_mod.parallel_kind(pairs, 1) == "serial"
+    monkeypatch.setattr(parallel_mod, "PROCESS_MIN_BYTES", 1 << 60)
+    assert parallel_mod.parallel_kind(pairs, 2) == "threads"
 
 
 def test_worker_processes_stop_early_or_give_way_to_threads(tmp_path: Path,
@@ -286,19 +290,19 @@ def test_worker_processes_stop_early_or_give_way_to_threads(tmp_path: Path,
     imgs = [RNG.integers(0, 200, (16, 16, 4), dtype=np.uint8) for _ in range(20)]
     a = write_run(tmp_path / "a", launches(imgs))
     b = write_run(tmp_path / "b", launches([x ^ 1 for x in imgs]))
-    monkeypatch.setattr(diffmod, "PROCESS_MIN_BYTES", 0)
+    monkeypatch.setattr(parallel_mod, "PROCESS_MIN_BYTES", 0)
     pairs = align(Run.open(a), Run.open(b))
-    results = diffmod.compare_pairs(pairs, Tolerance(), jobs=2)
+    results = parallel_mod.compare_pairs(pairs, Tolerance(), jobs=2)
     assert next(results).status == "differ"
     results.close()                          # a reader that stops: the rest is dropped
 
-    class NoFork(diffmod.ProcessPoolExecutor):
+    class NoFork(parallel_mod.ProcessPoolExecutor):
         def map(self, *args, **kwargs):
             raise OSError("fork: Resource temporarily unavailable")
 
-    monkeypatch.setattr(diffmod, "ProcessPoolExecutor", NoFork)
+    monkeypatch.setattr(parallel_mod, "ProcessPoolExecutor", NoFork)
     pairs = align(Run.open(a), Run.open(b))
-    assert [p.status for p in diffmod.compare_pairs(pairs, Tolerance(), jobs=2)] == \
+    assert [p.status for p in parallel_mod.compare_pairs(pairs, Tolerance(), jobs=2)] == \
         ["differ"] * 40
 
 
@@ -619,9 +623,9 @@ def test_unwritable_output_directory_is_trouble(tmp_path: Path, capsys, option) 
 def test_unwritable_output_directory_found_by_access_check(tmp_path: Path, capsys,
                                                            monkeypatch) -> None:
     """The same, where root would not be stopped: os.access says no."""
-    import cudump.commands.diff as command
+    import cudump.analysis.outputs as outputs
 
-    monkeypatch.setattr(command.os, "access", lambda *_: False)
+    monkeypatch.setattr(outputs.os, "access", lambda *_: False)
     np.save(tmp_path / "a.npy", np.zeros((4, 4), np.uint8))
     code, _, err = run_cli([str(tmp_path / "a.npy"), str(tmp_path / "a.npy"), "--out",
                             str(tmp_path / "o")], capsys)

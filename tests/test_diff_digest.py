@@ -11,13 +11,17 @@ import numpy as np
 import pytest
 from clirun import run_cli
 
-import cudump.analysis.diff as diffmod
-from cudump.analysis.diff import Tolerance, align, compare_pairs, diff_runs
-from cudump.analysis.report import HtmlReport, divergent_line
+import cudump.analysis.diff.parallel as parallel_mod
+from cudump.analysis.diff.align import align
+from cudump.analysis.diff.metrics import Tolerance
+from cudump.analysis.diff.parallel import compare_pairs
+from cudump.analysis.diff.runs import diff_runs
+from cudump.analysis.report.html_page import HtmlReport
+from cudump.analysis.report.text import divergent_line
 from cudump.commands.diff import DiffCommand
 from cudump.commands.ls import LsCommand
 from cudump.policy.digest import ALGORITHM, digest, digest_hex
-from cudump.rundir.runs import Run
+from cudump.rundir.runs import Run, Snapshot
 
 RNG = np.random.default_rng(77)
 FILL = "void fill<int>(int*, int, int)"
@@ -100,7 +104,7 @@ def test_digest_pairs_compare_without_loading(tmp_path: Path, monkeypatch) -> No
     def no_loading(*args, **kwargs):
         raise AssertionError("a digest pair loaded an array")
 
-    monkeypatch.setattr(diffmod.Snapshot, "load", no_loading)
+    monkeypatch.setattr(Snapshot, "load", no_loading)
     same = diff_runs(Run.open(a), Run.open(b))
     assert [p.status for p in same.pairs] == ["equal"] and same.exit_code == 0
     assert same.pairs[0].metrics is None and same.first_divergent_launch is None
@@ -165,9 +169,9 @@ def test_digests_survive_worker_processes(tmp_path: Path, monkeypatch) -> None:
     b = write_run(tmp_path / "b", [record(ADD, i, i, 0, "after", data + (i == 2), npy=f"{i}.npy")
                                    for i in (1, 2)],
                   {"1.npy": data, "2.npy": data + 1})
-    monkeypatch.setattr(diffmod, "PROCESS_MIN_BYTES", 0)
+    monkeypatch.setattr(parallel_mod, "PROCESS_MIN_BYTES", 0)
     pairs = align(Run.open(a), Run.open(b))
-    assert diffmod.parallel_kind(pairs, 2) == "processes"
+    assert parallel_mod.parallel_kind(pairs, 2) == "processes"
     done = list(compare_pairs(pairs, Tolerance(), 2))
     assert [p.status for p in done] == ["equal", "differ"]
     assert all(p.digests is not None for p in done)

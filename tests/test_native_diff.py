@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from cudump.analysis import native_diff as native
-from cudump.analysis.diff import Tolerance, compare_arrays
+from cudump.analysis.diff.arrays import compare_arrays
+from cudump.analysis.diff.metrics import Tolerance
 
 ROOT = Path(__file__).resolve().parent.parent
 

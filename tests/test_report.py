@@ -14,8 +14,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from cudump.analysis.diff import Tolerance, diff_runs
-from cudump.analysis.report import HtmlReport, PageOptions, fit, format_table
+from cudump.analysis.diff.metrics import Tolerance
+from cudump.analysis.diff.runs import diff_runs
+from cudump.analysis.report.html_page import HtmlReport, PageOptions
+from cudump.analysis.report.tables import fit, format_table
 from cudump.rundir.manifest import ManifestWriter, SnapshotRecord
 from cudump.rundir.runs import Run
 

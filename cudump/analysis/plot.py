@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cudump.analysis.diff import Tolerance
+from cudump.analysis.diff.metrics import Tolerance
 
 MAX_POINTS = 2000
 WIDTH = 960                     # the SVG's own coordinates; the page scales it

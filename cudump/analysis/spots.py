@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cudump.analysis.diff import Tolerance
+from cudump.analysis.diff.metrics import Tolerance
 
 SHOWN_ELEMENTS = 10          # differing elements listed per buffer
 

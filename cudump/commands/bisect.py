@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cudump.analysis.bisect import BisectOptions, bisect, make_sides
+from cudump.analysis.bisect.options import BisectOptions
+from cudump.analysis.bisect.sides import make_sides
+from cudump.analysis.bisect.steps import bisect
 from cudump.analysis.progress import Progress
 from cudump.commands import HelpFormatter
 from cudump.errors import UsageError

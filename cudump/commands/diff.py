@@ -3,23 +3,22 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
-from cudump.analysis.diff import RunDiff, Tolerance, align, compare_arrays, compare_pairs
+from cudump.analysis.diff.align import align
+from cudump.analysis.diff.arrays import compare_arrays
+from cudump.analysis.diff.metrics import Tolerance
+from cudump.analysis.diff.parallel import compare_pairs
+from cudump.analysis.diff.runs import RunDiff
+from cudump.analysis.outputs import output_dir, report_dir
 from cudump.analysis.progress import Progress
-from cudump.analysis.report import (
-    HtmlReport,
-    PageOptions,
-    PairTable,
-    file_report,
-    fmt_tol,
-    run_summary,
-)
+from cudump.analysis.report.formats import fmt_tol
+from cudump.analysis.report.html_page import HtmlReport, PageOptions
+from cudump.analysis.report.text import PairTable, file_report, run_summary
 from cudump.commands import HelpFormatter
 from cudump.errors import CudumpError, DiffTrouble, SnapshotError
 from cudump.rundir.imaging import (
@@ -191,34 +190,6 @@ class DiffCommand:
             raise DiffTrouble(f"--html {out}: cannot write the report: "
                               f"{err.strerror or err}") from None
         print(f"report: {index}")
-
-
-def output_dir(path: Path, option: str) -> Path:
-    """A directory to write into, made if need be; DiffTrouble (before any work) if it is a
-    file, cannot be made, or cannot be written."""
-    if path.exists() and not path.is_dir():
-        raise DiffTrouble(f"{option} {path}: exists and is not a directory; give a directory "
-                          "(it is made if need be)")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise DiffTrouble(f"{option} {path}: cannot make the directory: "
-                          f"{err.strerror or err}") from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise DiffTrouble(f"{option} {path}: the directory is not writable")
-    return path
-
-
-def report_dir(path: Path, index: str, given: Path | None = None) -> Path:
-    """The directory of an HTML report (--html), made if need be; DiffTrouble before any work
-    if it already holds a page of that name: a report is never written over another."""
-    output_dir(path, "--html")
-    page = path / index
-    if page.exists() or page.is_symlink():
-        shown = given if given is not None else path
-        raise DiffTrouble(f"--html {shown}: {page} already exists; give a new or empty "
-                          "directory (or remove the old report)")
-    return path
 
 
 def _pictures(arr_a: np.ndarray, arr_b: np.ndarray, a: Path) -> tuple[Rendered, Image.Image]:

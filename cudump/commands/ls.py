@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cudump.analysis.report import LS_HEADERS, LS_RIGHT, format_table, snapshot_rows
+from cudump.analysis.report.tables import LS_HEADERS, LS_RIGHT, format_table, snapshot_rows
 from cudump.analysis.stats import run_stats
 from cudump.commands.stats import stats_lines
 from cudump.rundir.manifest import MANIFEST

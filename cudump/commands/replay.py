@@ -8,7 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
-from cudump.analysis.diff import Metrics, Tolerance, compare_arrays
+from cudump.analysis.diff.arrays import compare_arrays
+from cudump.analysis.diff.metrics import Metrics, Tolerance
+from cudump.analysis.outputs import output_dir
 from cudump.analysis.replay import (
     Capture,
     ReplayError,
@@ -21,9 +23,8 @@ from cudump.analysis.replay import (
     select_capture,
 )
 from cudump.analysis.replay_engine import Buffer, LaunchSpec, Replayer, bit_equal
-from cudump.analysis.report import fmt_count, fmt_num, fmt_share, fmt_tol, fmt_where
+from cudump.analysis.report.formats import fmt_count, fmt_num, fmt_share, fmt_tol, fmt_where
 from cudump.commands import HelpFormatter
-from cudump.commands.diff import output_dir
 from cudump.errors import DiffTrouble
 from cudump.policy.pattern import name_forms
 from cudump.rundir import files as runfiles

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
-from cudump.analysis.diff import channel_count
-from cudump.analysis.report import LS_HEADERS, LS_RIGHT, fmt_num, format_table, snapshot_rows
+from cudump.analysis.diff.metrics import channel_count
+from cudump.analysis.report.formats import fmt_num
+from cudump.analysis.report.tables import LS_HEADERS, LS_RIGHT, format_table, snapshot_rows
 from cudump.analysis.stats import is_any_run
 from cudump.commands import HelpFormatter
 from cudump.errors import UsageError

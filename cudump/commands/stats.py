@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cudump.analysis.report import fit, format_table
+from cudump.analysis.report.tables import fit, format_table
 from cudump.analysis.stats import TRACE_FILE, KernelStats, RunStats, format_shape, run_stats
 from cudump.rundir.runs import kernel_pattern, short_kernel_name
 from cudump.rundir.summary import plural

@@ -7,8 +7,9 @@ import re
 
 import numpy as np
 
-from cudump.analysis.diff import Tolerance, compare_arrays
-from cudump.analysis.report import file_report
+from cudump.analysis.diff.arrays import compare_arrays
+from cudump.analysis.diff.metrics import Tolerance
+from cudump.analysis.report.text import file_report
 from cudump.prompt.context import CommandError, Context, KeptArg
 from cudump.prompt.registry import STOPPED, command, make_parser
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cudump.analysis.report import format_table
+from cudump.analysis.report.tables import format_table
 from cudump.policy.pattern import name_forms
 from cudump.prompt.context import CommandError, Context
 from cudump.prompt.display import arg_lines, dims

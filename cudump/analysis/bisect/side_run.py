@@ -1,0 +1,98 @@
+"""Running a side: `python -m cudump` as a subprocess writing a run directory."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from cudump.analysis.bisect.errors import BisectError
+from cudump.analysis.bisect.sides import Side
+from cudump.rundir.manifest import MANIFEST
+from cudump.rundir.summary import SUMMARY_FILE
+from cudump.rundir.watch import RunProgress, RunWatch
+
+WATCH_SECONDS = 0.2          # how often a side's run is looked at for the progress line
+
+
+@dataclass
+class SideRun:
+    side: Side
+    run_dir: Path
+    log: Path                  # its stdout and stderr (the program's and cudump's)
+    returncode: int
+    exit_status: int | None    # the program's, from summary.json; None: it did not run
+
+    def note(self) -> str | None:
+        """A line about a program that failed, or None."""
+        if self.exit_status:
+            return (f"{self.side.label}: the program exited with status {self.exit_status} "
+                    f"(its output: {self.log})")
+        return None
+
+
+def _last_error(log: Path) -> str:
+    """cudump's error line in a log, else its last non-empty line."""
+    try:
+        lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return "no output"
+    errors = [ln for ln in lines if ln.startswith("cudump: error:")]
+    return (errors or lines or ["no output"])[-1]
+
+
+def _exit_status(run_dir: Path) -> int | None:
+    try:
+        data = json.loads((run_dir / SUMMARY_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    status = data.get("exit_status") if isinstance(data, dict) else None
+    return status if isinstance(status, int) else None
+
+
+def run_side(side: Side, run_dir: Path, log: Path, options: Sequence[str],
+             watch: Callable[[RunProgress], None] | None = None) -> SideRun:
+    """`python -m cudump --out RUN_DIR OPTIONS -- PROGRAM...` for one side; BisectError if
+    cudump could not run the program (a program that fails is a SideRun with its status).
+    `watch` hears how far the run has got, from the start and then every WATCH_SECONDS."""
+    cmd = [sys.executable, "-m", "cudump", "--out", str(run_dir), *options, "--", *side.argv]
+    log.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with log.open("wb") as out:
+            child = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
+                                     stderr=subprocess.STDOUT, env=side.environment())
+    except OSError as err:
+        raise BisectError(f"{side.label}: cannot start cudump: {err.strerror or err}") from None
+    returncode = _wait_for(child, RunWatch(run_dir) if watch is not None else None, watch)
+    ran = SideRun(side, run_dir, log, returncode, _exit_status(run_dir))
+    if ran.exit_status is None:
+        raise BisectError(f"{side.label}: {side.describe()} did not run under cudump: "
+                          f"{_last_error(log)}")
+    if not (run_dir / MANIFEST).is_file():
+        why = (f"the program exited with status {ran.exit_status} before any buffer was "
+               "recorded" if ran.exit_status else
+               "no launch had a buffer in its arguments (or the rules matched none)")
+        raise BisectError(f"{side.label}: nothing recorded: {why}; its output: {log}")
+    return ran
+
+
+def _wait_for(child: subprocess.Popen[bytes], runs: RunWatch | None,
+              watch: Callable[[RunProgress], None] | None) -> int:
+    """The child's exit status; `watch` hears its progress meanwhile. An exception here
+    (Ctrl-C) ends the child first, as subprocess.run would."""
+    try:
+        if runs is None or watch is None:
+            return child.wait()
+        while True:
+            watch(runs.poll())
+            try:
+                return child.wait(timeout=WATCH_SECONDS)
+            except subprocess.TimeoutExpired:
+                pass
+    except BaseException:
+        child.kill()
+        child.wait()
+        raise

@@ -1,0 +1,264 @@
+"""The four steps of a bisection (Bisect) and the whole of it (bisect)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from cudump.analysis.bisect.buffers import buffer_report
+from cudump.analysis.bisect.errors import (
+    DIVERGED_STATUS,
+    NO_DIVERGENCE,
+    BisectError,
+    NotReproduced,
+)
+from cudump.analysis.bisect.options import BisectOptions, check_html, html_target, prepare_work
+from cudump.analysis.bisect.rules import UserRules, digest_rule, target_rule, write_rules
+from cudump.analysis.bisect.side_run import SideRun, run_side
+from cudump.analysis.bisect.sides import Side
+from cudump.analysis.bisect.target import DEFAULT_TARGET_RULE, Target
+from cudump.analysis.diff.align import PairResult, align
+from cudump.analysis.diff.compare import compare_pair
+from cudump.analysis.diff.metrics import Tolerance
+from cudump.analysis.diff.parallel import compare_pairs
+from cudump.analysis.diff.runs import DIVERGED, RunDiff
+from cudump.analysis.progress import Progress
+from cudump.analysis.report.formats import plural
+from cudump.analysis.report.html_page import HtmlReport
+from cudump.analysis.report.text import PairTable, divergent_line
+from cudump.errors import UsageError
+from cudump.rundir.runs import Run, short_kernel_name
+from cudump.rundir.watch import RunProgress
+
+
+class Bisect:
+    """Runs the four steps, saying what it does on `say` (one line at a time)."""
+
+    def __init__(self, options: BisectOptions, work: Path, user: UserRules,
+                 say: Callable[[str], None] = print, progress: Progress | None = None) -> None:
+        self.options = options
+        self.work = work
+        self._say = say
+        self.user = user
+        self.statuses: tuple[int | None, ...] = ()      # the programs' in the digest runs
+        # How far the runs and the digest diff have got, on a terminal's stderr.
+        self.progress = progress if progress is not None else Progress(enabled=False)
+
+    def say(self, line: str) -> None:
+        self.progress.before_output()
+        self._say(line)
+
+    # -- steps
+
+    def run(self) -> int:
+        a, b = self.options.sides
+        self.say(f"A: {a.describe()}")
+        self.say(f"B: {b.describe()}")
+        digest_a, digest_b = self._digest_runs()
+        result = self._diff_digests(digest_a, digest_b)
+        first = result.first_divergent_launch
+        if first is None:
+            return self._no_divergence(result)
+        target = Target(first)
+        r = target.record
+        self.say(f"step 3: snapshots of launch {r.launch} ({short_kernel_name(r.kernel)}, "
+                 f"occurrence {r.occurrence}), before and after")
+        snaps = self._snapshot_runs(target)
+        return self._show(target, snaps)
+
+    def _digest_runs(self) -> tuple[Run, Run]:
+        what = ("the buffers the rules name" if self.options.rules
+                else "every buffer of every launch")
+        self.say(f"step 1: digests of {what}")
+        options = self._digest_options()
+        (ran_a, a), (ran_b, b) = (self._run(side, "digest", options)
+                                  for side in self.options.sides)
+        self.statuses = (ran_a.exit_status, ran_b.exit_status)
+        if not a.snapshots and not b.snapshots:
+            raise BisectError("neither run recorded a buffer: no kernel launch had a buffer in "
+                              "its arguments" + (" that the rules name" if self.options.rules
+                                                 else ""))
+        return a, b
+
+    def _digest_options(self) -> list[str]:
+        if not self.options.rules:
+            return ["--digest"]
+        rules = [digest_rule(raw) for _, raw in self.user.snapshot_rules()]
+        if not rules:
+            raise UsageError("the rule files hold only 'action: break' rules; bisect needs "
+                             "snapshot rules")
+        if len(rules) < len(self.user.rules):
+            self.say("  (rules with 'action: break' are left out)")
+        return ["--rule", str(write_rules(self.work / "rules" / "digest.yaml", rules))]
+
+    def _run(self, side: Side, step: str, options: list[str]) -> tuple[SideRun, Run]:
+        name = f"{side.label.lower()}-{step}"
+        what = "digests" if step == "digest" else "snapshots"
+
+        def watch(at: RunProgress) -> None:
+            where = (f"launch {at.launch:,} ({at.lines:,} manifest lines)"
+                     if at.launch is not None else "starting")
+            self.progress.update(f"bisect: run {side.label} ({what}): {where}")
+
+        try:
+            ran = run_side(side, self.work / name, self.work / "logs" / f"{name}.log", options,
+                           watch if self.progress.enabled else None)
+        finally:
+            self.progress.clear()
+        run = Run.open(ran.run_dir)
+        self.say(f"  {side.label}: {plural(len(run.snapshots), 'record', 'records')} in "
+                 f"{name}/, exit status {ran.exit_status}")
+        note = ran.note()
+        if note:
+            self.say(f"  note: {note}")
+        return ran, run
+
+    def _diff_digests(self, a: Run, b: Run) -> RunDiff:
+        self.say("step 2: first divergent launch")
+        pairs = align(a, b)
+        total = f"{len(pairs):,}"
+        self.progress.update(f"bisect: comparing digests: 0/{total} pairs")
+        try:
+            for done, _ in enumerate(compare_pairs(pairs, self.options.tol, self.options.jobs),
+                                     1):
+                self.progress.update(f"bisect: comparing digests: {done:,}/{total} pairs")
+        finally:
+            self.progress.clear()
+        result = RunDiff(pairs)
+        compared = len(result.compared) - len(result.uncaptured)
+        differ = sum(1 for p in result.compared if p.status in DIVERGED)
+        self.say(f"  {compared} pairs compared, {differ} differ, {len(result.only_a)} only in "
+                 f"A, {len(result.only_b)} only in B")
+        if result.errors:
+            self.say(f"  note: {len(result.errors)} pairs could not be compared; first: "
+                     f"{result.errors[0].reason}")
+        first = result.first_divergent_launch
+        if first is not None:
+            self.say(f"  {divergent_line(first)}")
+            if first.pair.key[3] == "before":
+                self.say("  note: its input already differs before it runs: the difference "
+                         "comes from outside the recorded launches (host copies, memsets, "
+                         "launches without buffers or not matched by the rules)")
+        return result
+
+    def _no_divergence(self, result: RunDiff) -> int:
+        if result.errors:
+            raise BisectError(f"{len(result.errors)} pairs of digests could not be compared; "
+                              f"first: {result.errors[0].reason}")
+        one_sided = result.only_a + result.only_b
+        if not one_sided:
+            a, b = self.statuses
+            but = (f", but the programs' exit statuses differ (A {a}, B {b})" if a != b
+                   else "")
+            self.say(f"no divergence: every buffer has the same digest in A and B{but}")
+            return NO_DIVERGENCE
+        first = one_sided[0]
+        r = first.launch_snapshot.record
+        side = "A" if first.status == "only-a" else "B"
+        self.say(f"no buffer differs where both have it, but {len(one_sided)} records are in "
+                 f"one run only; the first: launch {r.launch} of {r.kernel} (occurrence "
+                 f"{r.occurrence}), arg {r.arg} {r.phase}, only in {side}")
+        return DIVERGED_STATUS
+
+    def _snapshot_runs(self, target: Target) -> tuple[Run, Run]:
+        path = write_rules(self.work / "rules" / "target.yaml", self._target_rules(target))
+        (_, a), (_, b) = (self._run(side, "snap", ["--rule", str(path)])
+                          for side in self.options.sides)
+        return a, b
+
+    def _target_rules(self, target: Target) -> list[dict[str, Any]]:
+        if not self.options.rules:
+            return [target_rule(DEFAULT_TARGET_RULE, target)]
+        rules = [target_rule(raw, target) for rule, raw in self.user.snapshot_rules()
+                 if target.rule_applies(rule)]
+        if not rules:
+            raise BisectError(f"no rule names {target.record.kernel}, though its digests came "
+                              "from the rules")
+        return rules
+
+    # -- step 4
+
+    def _show(self, target: Target, snaps: tuple[Run, Run]) -> int:
+        self.say("step 4: the buffers of that launch")
+        pairs = [p for p in align(*snaps) if target.wants(p)]
+        if not pairs:
+            raise NotReproduced(f"the snapshot re-runs did not reach launch "
+                                f"{target.record.launch} (occurrence {target.occurrence} of "
+                                f"{target.record.kernel}); the program does not run the same "
+                                "launches each time")
+        list(compare_pairs(pairs, self.options.tol, self.options.jobs))
+        table = PairTable(pairs)
+        self.say("  " + table.header())
+        for pair in pairs:
+            self.say("  " + table.line(pair))
+        changed = self._changed_sides(target, snaps)
+        for label in changed:
+            self.say(f"  note: {label}'s re-run gave other bytes at this buffer than its digest "
+                     f"run: {label} is not deterministic")
+        differing = [p for p in pairs if p.status in DIVERGED]
+        if not differing:
+            why = (f"{' and '.join(changed)} changed between runs" if changed
+                   else "the launch is equal this time")
+            raise NotReproduced(f"the re-run did not reproduce the divergence at launch "
+                                f"{target.record.launch} of {target.record.kernel}: {why}; the "
+                                "program is not deterministic (or depends on something that "
+                                "changed between runs)")
+        shown = self.options.out or (self.work if self.options.keep else None)
+        for pair in differing:
+            for line in buffer_report(pair, self.options.tol, self.work, shown):
+                self.say(line)
+        self._report(target, pairs)
+        return DIVERGED_STATUS
+
+    def _changed_sides(self, target: Target, snaps: tuple[Run, Run]) -> list[str]:
+        """Sides whose snapshot of the divergent buffer does not match their digest of it."""
+        key = target.launch.pair.key
+        found = next((p for p in align(*snaps) if p.key == key), None)
+        changed = []
+        for label, digest, snap in (("A", target.launch.pair.a, found.a if found else None),
+                                    ("B", target.launch.pair.b, found.b if found else None)):
+            if digest is None or snap is None:
+                continue
+            check = compare_pair(PairResult(key, digest, snap), Tolerance())
+            if check.status in DIVERGED:
+                changed.append(label)
+        return changed
+
+    def _report(self, target: Target, pairs: list[PairResult]) -> None:
+        if self.options.html is None:
+            return
+        out, page = html_target(self.options.html)
+        a, b = self.options.sides
+        page = replace(page, title="cudump bisect", divergent=False,
+                       notes=(divergent_line(target.launch) + " (in the digest runs)",))
+        try:
+            index = HtmlReport(out, RunDiff(pairs), a.describe(), b.describe(),
+                               self.options.tol, self.options.jobs, page).write()
+        except OSError as err:
+            raise BisectError(f"--html {self.options.html}: cannot write the report: "
+                              f"{err.strerror or err}") from None
+        self.say(f"report: {index}")
+
+
+def bisect(options: BisectOptions, say: Callable[[str], None] = print,
+           progress: Progress | None = None) -> int:
+    """Run a bisection in its work directory. A temporary one is removed afterwards unless
+    --keep is given or something went wrong (its logs say what)."""
+    user = UserRules.load(options.rules)     # checked before anything is made or run
+    if options.html is not None:
+        check_html(options.html)
+    work, temporary = prepare_work(options.out)
+    try:
+        status = Bisect(options, work, user, say, progress).run()
+    except BaseException:
+        say(f"work directory (kept, with the runs' logs): {work}")
+        raise
+    if temporary and not options.keep:
+        shutil.rmtree(work, ignore_errors=True)
+        say(f"(the runs were in {work}, now removed; --keep or --out DIR keeps them)")
+    else:
+        say(f"work directory: {work}")
+    return status
