@@ -194,7 +194,7 @@ def _duration(us: float) -> str:
         return f"{us / 1e6:.3g} s"
     if us >= 1e3:
         return f"{us / 1e3:.3g} ms"
-    return f"{us:.3g} µs"
+    return f"{us:.3g} us"
 
 
 def _colour(name: str) -> str:
@@ -329,7 +329,7 @@ def render(path: Path, out: Path, width: int = 1400, linear: bool = False,
             draw.text((lx + 14, ly), kind, fill=TEXT, font=small)
             lx += 14 + int(draw.textlength(kind, font=small)) + 20
         y += legend_h
-    note = ("Time: when cudump received each event (launch slices are drawn 1 µs long: kernel "
+    note = ("Time: when cudump received each event (launch slices are drawn 1 us long: kernel "
             "run times are not measured)" if "clock" in other else "Time: the file's ts")
     if axis.gaps:
         note += "; idle gaps are cut out (hatched, with their length)"
