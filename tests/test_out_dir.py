@@ -149,7 +149,8 @@ def test_the_trace_file_is_never_written_through_a_symlink(tmp_path):
 def test_a_trace_file_that_cannot_be_created_is_a_cudump_error_not_a_traceback(tmp_path):
     """Should trace.jsonl appear after --out was checked, the controller says so in one
     line before the program starts (CudumpError, which the CLI prints)."""
-    from cudump.controller.session import Controller, RunOptions
+    from cudump.controller.options import RunOptions
+    from cudump.controller.run_state import Controller
     from cudump.errors import CudumpError
 
     plant(tmp_path / "run", tmp_path / "outside", "trace.jsonl")

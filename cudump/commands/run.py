@@ -9,13 +9,8 @@ import stat
 from pathlib import Path
 
 from cudump.commands import SUBCOMMANDS, USAGE
-from cudump.controller.session import (
-    DEFAULT_SCRATCH,
-    TRACE_RING_SLOTS,
-    RunOptions,
-    Session,
-    default_run_dir,
-)
+from cudump.controller.options import DEFAULT_SCRATCH, TRACE_RING_SLOTS, RunOptions
+from cudump.controller.session import Session, default_run_dir
 from cudump.errors import UsageError
 from cudump.policy.rules import DIGEST_FORMATS, SCAN_FORMATS, capture_rule, load_rules, option_rule
 from cudump.rundir import files as runfiles
