@@ -12,7 +12,7 @@ from cudump.commands import SUBCOMMANDS, USAGE
 from cudump.controller.options import DEFAULT_SCRATCH, TRACE_RING_SLOTS, RunOptions
 from cudump.controller.session import Session, default_run_dir
 from cudump.errors import UsageError
-from cudump.policy.rules import DIGEST_FORMATS, SCAN_FORMATS, capture_rule, load_rules, option_rule
+from cudump.policy.rules import capture_rule, digest_rule, load_rules, scan_rule
 from cudump.rundir import files as runfiles
 from cudump.sizes import size_arg
 
@@ -95,9 +95,9 @@ class RunCommand:
         # Rules and breakpoints are checked before anything runs.
         rules = load_rules(args.rule) if args.rule else []
         if args.digest:
-            rules.append(option_rule("--digest", DIGEST_FORMATS))
+            rules.append(digest_rule())
         if args.check_nan or args.break_on_nan:
-            rules.append(option_rule("--check-nan", SCAN_FORMATS))
+            rules.append(scan_rule())
         for pattern in args.capture_launch:
             rules.append(capture_rule(pattern))
         from cudump.policy.breakpoints import parse_break_spec

@@ -15,6 +15,7 @@ from cudump.controller.options import RESULT_RING_SLOTS
 from cudump.controller.process import FuncInfo, ProcessState, decode_func, decode_launch
 from cudump.controller.run_state import Controller
 from cudump.policy.repeat import slot_of
+from cudump.policy.rules import Action
 from cudump.policy.snapshots import plan_payload
 from cudump.policy.trace import EVENT_FIELDS, GraphLaunch
 from cudump.wire import protocol as p
@@ -101,7 +102,7 @@ class Connection:
                                   f"it ({err.strerror}); try a smaller --staging") from None
         ctl.add_process(self.proc, self.shared)
         options = p.Option.TRACE_GRAPHS if ctl.traced else p.Option(0)
-        if any(r.replay for r in ctl.options.rules):
+        if any(Action.CAPTURE in r.actions for r in ctl.options.rules):
             options |= p.Option.CAPTURE
         payload = p.WELCOME.pack(version=p.VERSION, options=int(options),
                                  staging_size=self.shared.staging_size)

@@ -27,6 +27,7 @@ from cudump.controller.target import KernelSeen, ResumeMode, TargetError
 from cudump.kernels.args import arg_values, decode_args
 from cudump.kernels.signature import parse_signature
 from cudump.policy.breakpoints import Breakpoints
+from cudump.policy.rules import RuleCounter
 from cudump.rundir.manifest import SnapshotRecord
 from cudump.wire import protocol as p
 
@@ -51,8 +52,7 @@ class DebugController:
         self._breakpoints = Breakpoints()
         for spec in controller.options.breaks:
             self._breakpoints.add(spec)
-        self.break_rules = [r for r in controller.options.rules if r.action == "break"]
-        self._rule_matches: dict[tuple[int, int], int] = {}
+        self.break_rules = RuleCounter([r for r in controller.options.rules if r.is_break])
         self.detached = False
         self._lock = threading.Lock()
         self._pending: dict[tuple[int, int], Halt] = {}   # (id(conn), seq) -> halt decided
@@ -195,8 +195,8 @@ class DebugController:
     def wants_stop(self, func: FuncInfo) -> bool:
         if self.detached:
             return False
-        return self._breakpoints.wants(func.demangled, func.mangled) or any(
-            r.matches(func.demangled, func.mangled) for r in self.break_rules)
+        return (self._breakpoints.wants(func.demangled, func.mangled)
+                or self.break_rules.wants(func.demangled, func.mangled))
 
     def decide_halt(self, conn: ProcessLink, func: FuncInfo, event: LaunchEvent) -> str | None:
         """Whether this launch stops (connection thread, before the plan is sent)."""
@@ -245,15 +245,8 @@ class DebugController:
 
     def _rule_halt(self, conn: ProcessLink, func: FuncInfo) -> str | None:
         assert conn.proc is not None
-        for rule in self.break_rules:
-            if not rule.matches(func.demangled, func.mangled):
-                continue
-            key = (conn.proc.pid, id(rule))
-            n = self._rule_matches.get(key, 0) + 1
-            self._rule_matches[key] = n
-            if rule.selects(n):
-                return f"rule {rule.name} ({rule.path}:{rule.line})"
-        return None
+        rule = self.break_rules.selected(conn.proc.pid, func.demangled, func.mangled)
+        return f"rule {rule.name} ({rule.path}:{rule.line})" if rule is not None else None
 
     def serve_stop(self, conn: ProcessLink, seq: int, stopped: dict[str, int]) -> None:
         """A launch is held (connection thread): present it and serve it until resumed."""

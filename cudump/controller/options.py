@@ -36,4 +36,4 @@ class RunOptions:
     @property
     def debugging(self) -> bool:
         return bool(self.breaks or self.batch or self.break_on_nan
-                    or any(r.action == "break" for r in self.rules))
+                    or any(r.is_break for r in self.rules))

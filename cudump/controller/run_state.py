@@ -66,7 +66,7 @@ class Controller:
         self.protocol_errors = 0
         self.nan_halted = False      # --break-on-nan stops once, at the first producer
         self._manifest: ManifestWriter | None = None
-        snapshot_rules = [r for r in options.rules if r.action == "snapshot"]
+        snapshot_rules = [r for r in options.rules if r.takes_buffers]
         self.snapshots = (Snapshotter(snapshot_rules, options.run_dir, options.max_bytes,
                                       self.manifest, options.max_bytes_default)
                           if snapshot_rules else None)
