@@ -14,6 +14,7 @@ from cudump.controller.session import Session, default_run_dir
 from cudump.errors import UsageError
 from cudump.policy.rules import capture_rule, digest_rule, load_rules, scan_rule
 from cudump.rundir import files as runfiles
+from cudump.rundir.layout import RUN_FILES
 from cudump.sizes import size_arg
 
 MAX_STAGING = 64 << 30
@@ -162,9 +163,6 @@ def _ring_slots(text: str) -> int:
         raise argparse.ArgumentTypeError(f"bad ring size '{text}': a power of two from 2 "
                                          f"to {1 << 24}")
     return value
-
-
-RUN_FILES = ("manifest.jsonl", "summary.json", "trace.jsonl", "captures.jsonl")
 
 
 def _prepare_out(out: Path) -> Path:

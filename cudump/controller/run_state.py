@@ -24,7 +24,8 @@ from cudump.controller.target import StopInfo
 from cudump.errors import CudumpError
 from cudump.kernels.geometry import Allocation
 from cudump.policy.snapshots import Snapshotter
-from cudump.policy.trace import TRACE_FILE, LaunchFeed, TraceDrain, TraceWriter
+from cudump.policy.trace import LaunchFeed, TraceDrain, TraceWriter
+from cudump.rundir.layout import TRACE_FILE
 from cudump.rundir.manifest import ManifestWriter
 from cudump.rundir.summary import RunSummary
 from cudump.rundir.timeline import Timeline

@@ -25,6 +25,7 @@ from cudump.controller.options import RunOptions
 from cudump.controller.preload import preload_env
 from cudump.controller.run_state import Controller
 from cudump.errors import CudumpError
+from cudump.rundir.layout import SUMMARY_FILE
 
 # How long to wait, once the target has exited, for its processes' last
 # messages (children that outlive it are not waited for longer than this).
@@ -165,7 +166,7 @@ class Session:
             try:
                 summary.write(self.options.run_dir)
             except OSError as err:
-                warn(f"could not write {self.options.run_dir / 'summary.json'}: "
+                warn(f"could not write {self.options.run_dir / SUMMARY_FILE}: "
                      f"{err.strerror or err}")
             return status
         finally:

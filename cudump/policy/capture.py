@@ -23,10 +23,10 @@ from typing import Any
 from cudump.console import warn
 from cudump.kernels.geometry import Allocation
 from cudump.rundir import files as runfiles
+from cudump.rundir.captures import CapturedAllocation, CapturedPointer, CaptureRecord
+from cudump.rundir.captures import CapturedBuffer as CapturedBuffer  # the planner's import
+from cudump.rundir.layout import CAPTURES_FILE, MODULES_DIR
 from cudump.wire import protocol as p
-
-CAPTURES = "captures.jsonl"
-MODULES = "modules"
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ class ImageStore:
                     part.path.unlink(missing_ok=True)
                     self.partial.pop(key, None)
                 # A real folder of the run, and a file created new in it (runfiles).
-                folder = runfiles.make_dir(self.run_dir / MODULES)
+                folder = runfiles.make_dir(self.run_dir / MODULES_DIR)
                 part = _Partial(folder / f".{key[0]}-{key[1]:x}.part", size, fmt)
                 os.close(runfiles.create(part.path))
                 self.partial[key] = part
@@ -110,7 +110,7 @@ class ImageStore:
         fd = runfiles.reopen(part.path, os.O_RDONLY)
         with os.fdopen(fd, "rb") as f:
             digest = hashlib.sha256(f.read()).hexdigest()[:16]
-        name = f"{MODULES}/{digest}.{part.format}"   # the format names the extension
+        name = f"{MODULES_DIR}/{digest}.{part.format}"   # the format names the extension
         final = self.run_dir / name
         if _is_file(final):
             part.path.unlink(missing_ok=True)   # the same image from another process
@@ -130,28 +130,6 @@ class ImageStore:
                 None, "unknown", "the shim sent no image for this kernel"))
 
 
-@dataclass
-class CapturedBuffer:
-    """One snapshot pair of a captured launch: the buffer at byte `offset` of argument `arg`."""
-
-    arg: int
-    offset: int
-    address: int
-    width: int          # bytes per row
-    height: int
-    pitch: int
-    dtype: str
-    shape: list[int]
-    before: str | None = None
-    after: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"arg": self.arg, "offset": self.offset, "address": self.address,
-                "width": self.width, "height": self.height, "pitch": self.pitch,
-                "dtype": self.dtype, "shape": self.shape, "before": self.before,
-                "after": self.after}
-
-
 def _is_file(path: Path) -> bool:
     """A regular file itself there (a symlink, even to one, is not)."""
     try:
@@ -161,10 +139,8 @@ def _is_file(path: Path) -> bool:
 
 
 def pointer_json(arg: int, offset: int, value: int, alloc: Allocation) -> dict[str, Any]:
-    return {"arg": arg, "offset": offset, "value": value,
-            "alloc": {"base": alloc.base, "size": alloc.size, "kind": alloc.kind,
-                      "pitch": alloc.pitch, "width": alloc.width_bytes,
-                      "height": alloc.height, "elem": alloc.elem_size}}
+    """A captured pointer as captures.jsonl holds it (rundir.captures.CapturedPointer)."""
+    return CapturedPointer(arg, offset, value, CapturedAllocation.of(alloc)).to_json()
 
 
 def launch_problems(api: str, flags: int) -> list[str]:
@@ -183,14 +159,18 @@ class CaptureWriter:
     line, and opened again for each later one, never through a symlink (runfiles)."""
 
     def __init__(self, run_dir: Path) -> None:
-        self.path = run_dir / CAPTURES
+        self.path = run_dir / CAPTURES_FILE
         self.lock = threading.Lock()
         self.count = 0
         self.warned: set[str] = set()
         self.created = False
         self.failed: str | None = None
 
-    def append(self, record: dict[str, Any]) -> None:
+    def append(self, record: CaptureRecord | dict[str, Any]) -> None:
+        # A dict as the snapshot planner still builds it (policy/snapshots.py, being split
+        # elsewhere); it is to pass a CaptureRecord, whose to_json() writes the same line.
+        if isinstance(record, CaptureRecord):
+            record = record.to_json()
         line = (json.dumps(record, separators=(",", ":")) + "\n").encode("utf-8")
         with self.lock:
             if self.failed is not None:
@@ -205,7 +185,7 @@ class CaptureWriter:
                     os.close(fd)
             except OSError as err:
                 # Said once; the snapshots go on (a lost line must not drop the process).
-                self.failed = f"{CAPTURES} stopped: {err.strerror or err}"
+                self.failed = f"{CAPTURES_FILE} stopped: {err.strerror or err}"
                 warn(f"{self.failed}; no more launches are captured for replay")
                 return
             self.count += 1
