@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cudump.rundir.manifest import MANIFEST, read_manifest
+from cudump.rundir.layout import MANIFEST_FILE as MANIFEST
+from cudump.rundir.manifest import read_manifest
 
 
 def manifest(run_dir: Path) -> list[dict]:

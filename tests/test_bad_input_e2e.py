@@ -89,7 +89,7 @@ def test_a_request_that_fails_unexpectedly_still_answers_the_prompt():
     import threading
     from concurrent.futures import Future
 
-    from cudump.controller.debugger import RemoteStop
+    from cudump.controller.remote_stop import RemoteStop
     from cudump.controller.target import TargetError
 
     stop = RemoteStop(conn=None, proc=None, info=None, halt=None)  # type: ignore[arg-type]

@@ -11,7 +11,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "gpu" / "matrix"))
 import matrix  # noqa: E402
 
 from cudump.policy.snapshot.planned import STALLED_COPY  # noqa: E402
-from cudump.rundir.manifest import MANIFEST, SnapshotRecord  # noqa: E402
+from cudump.rundir.layout import MANIFEST_FILE as MANIFEST
+from cudump.rundir.manifest import SnapshotRecord  # noqa: E402
 
 PROGRAM = matrix.Program("prog", ("py:prog.py",))
 MODE = matrix.Mode("check-nan", ("--check-nan",), takes_records=True)

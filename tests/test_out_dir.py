@@ -13,10 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cudump.policy.snapshot.capture import CapturedLaunch, CaptureWriter, ImageStore
+from cudump.policy.snapshot.capture import CaptureWriter, ImageStore
 from cudump.policy.snapshot.writer import new_npy_memmap, save_npy, save_whole
 from cudump.policy.trace import TraceWriter
 from cudump.rundir import files as runfiles
+from cudump.rundir.captures import CaptureRecord
 from cudump.rundir.manifest import ManifestWriter
 from cudump.rundir.summary import RunSummary
 
@@ -149,7 +150,8 @@ def test_the_trace_file_is_never_written_through_a_symlink(tmp_path):
 def test_a_trace_file_that_cannot_be_created_is_a_cudump_error_not_a_traceback(tmp_path):
     """Should trace.jsonl appear after --out was checked, the controller says so in one
     line before the program starts (CudumpError, which the CLI prints)."""
-    from cudump.controller.session import Controller, RunOptions
+    from cudump.controller.options import RunOptions
+    from cudump.controller.run_state import Controller
     from cudump.errors import CudumpError
 
     plant(tmp_path / "run", tmp_path / "outside", "trace.jsonl")
@@ -199,10 +201,10 @@ def test_captures_are_never_appended_through_a_symlink(tmp_path, capsys):
     run_dir = tmp_path / "run"
     targets = plant(run_dir, tmp_path / "outside", "captures.jsonl")
     writer = CaptureWriter(run_dir)
-    record = CapturedLaunch(pid=1, launch=1, occurrence=1, kernel="k", mangled="k",
-                            grid=[1, 1, 1], block=[1, 1, 1], smem=0, api="cuLaunchKernel",
-                            device=0, stream="0x0", image=None, image_format="unknown",
-                            params="", layout=None, pointers=[], buffers=[], problems=[])
+    record = CaptureRecord(pid=1, launch=1, occurrence=1, kernel="k", mangled="k",
+                           grid=[1, 1, 1], block=[1, 1, 1], smem=0, api="cuLaunchKernel",
+                           device=0, stream="0x0", image=None, image_format="unknown",
+                           params="", layout=None, pointers=[], buffers=[], problems=[])
     writer.append(record)
     writer.append(record)
     assert writer.count == 0

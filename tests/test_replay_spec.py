@@ -5,6 +5,7 @@ and what the replay cannot restore, found in the image."""
 from __future__ import annotations
 
 from cudump.analysis.replay import Capture, launch_spec, module_variables, replay_notes
+from cudump.rundir.captures import CaptureRecord
 
 
 def alloc(base: int, size: int, kind: str = "linear", pitch: int = 0, width: int = 0,
@@ -27,7 +28,7 @@ def capture(pointers: list[dict], buffers: list[dict], nparams: int, **extra) ->
             "params": params.hex(), "layout": [[8 * i, 8] for i in range(nparams)],
             "pointers": pointers, "buffers": buffers, "problems": []}
     data.update(extra)
-    return Capture(data, 1)
+    return Capture(CaptureRecord.from_json(data), 1)
 
 
 def test_two_pointers_into_one_allocation_share_a_region():
@@ -102,3 +103,28 @@ def test_notes_say_what_the_replay_does_not_restore():
         "launched with cuLaunchKernelEx: its launch attributes (clusters, priorities ...) "
         "were not captured; the replay uses cuLaunchKernel"]
     assert replay_notes(capture([], [], 0), b".version 8.0\n") == []
+
+
+def test_a_capture_record_reads_back_what_it_writes():
+    from cudump.kernels.geometry import Allocation
+    from cudump.rundir.captures import CapturedAllocation, CapturedPointer, CaptureFormatError
+
+    a = alloc(0x10000, 4096)
+    record = capture([{"arg": 0, "offset": 0, "value": 0x10100, "alloc": a}],
+                     [buffer(0, 0x10100, 0x300)], 1).record
+    again = CaptureRecord.from_json(record.to_json())
+    assert again == record and again.pointers[0].alloc == CapturedAllocation(
+        0x10000, 4096, "linear", 0, 0, 0, 0)
+    assert list(record.to_json())[:3] == ["pid", "launch", "occurrence"]
+    pointer = CapturedPointer(1, 8, 0x20000, CapturedAllocation.of(Allocation(0x20000, 64,
+                                                                             "linear")))
+    assert pointer.to_json() == {
+        "arg": 1, "offset": 8, "value": 0x20000,
+        "alloc": {"base": 0x20000, "size": 64, "kind": "linear", "pitch": 0, "width": 0,
+                  "height": 0, "elem": 0}}
+    try:
+        CaptureRecord.from_json({"pid": 1})
+    except CaptureFormatError as err:
+        assert str(err) == "not a captured launch: field 'launch' is missing"
+    else:
+        raise AssertionError("no CaptureFormatError")

@@ -8,7 +8,15 @@ import pytest
 from cudump.errors import RuleError
 from cudump.kernels.args import decode_args
 from cudump.kernels.signature import parse_signature
-from cudump.policy.rules import ArgOverride, load_rules
+from cudump.policy.rules import (
+    Action,
+    ArgOverride,
+    RuleCounter,
+    capture_rule,
+    digest_rule,
+    load_rules,
+    scan_rule,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 ZED = ("void device::FrP0k5607tPV<(sl::YUV_CONVENTION)2>"
@@ -408,6 +416,43 @@ def test_break_rule_needs_no_snapshot_fields(tmp_path):
     assert [n for n in range(1, 6) if rule.selects(n)] == [2, 3]
     # A break rule takes no snapshots, even for a consumer that forgets to check action.
     assert rule.when == frozenset() and rule.formats == frozenset() and rule.overrides == {}
+
+
+@pytest.mark.parametrize("text,actions", [
+    ("- kernel: k\n", Action.SNAPSHOT),
+    ("- {kernel: k, format: png}\n", Action.SNAPSHOT),
+    ("- {kernel: k, format: digest}\n", Action.DIGEST),
+    ("- {kernel: k, format: check-nan}\n", Action.SCAN),
+    ("- {kernel: k, replay: true}\n", Action.SNAPSHOT | Action.CAPTURE),
+    ("- {kernel: k, replay: false}\n", Action.SNAPSHOT),
+    ("- {kernel: k, action: break}\n", Action.BREAK),
+])
+def test_a_rule_file_sets_the_action_flags(tmp_path, text, actions):
+    (rule,) = load(tmp_path, text)
+    assert rule.actions == actions
+    assert rule.takes_buffers == (actions != Action.BREAK)
+    assert rule.replay == (Action.CAPTURE in actions)
+
+
+def test_the_options_set_the_action_flags():
+    assert digest_rule().actions == Action.DIGEST and digest_rule().is_digest
+    assert scan_rule().actions == Action.SCAN and scan_rule().is_scan
+    captured = capture_rule("k*")
+    assert captured.actions == Action.SNAPSHOT | Action.CAPTURE and captured.replay
+    assert captured.formats == {"npy"} and captured.origin == "--capture-launch"
+
+
+def test_break_rules_are_counted_per_process_and_the_first_that_selects_wins(tmp_path):
+    first, second = load(tmp_path, """
+        - {kernel: k, action: break, skip: 1}
+        - {kernel: k, action: break}
+        """)
+    counter = RuleCounter([first, second])
+    assert counter.wants("k", "_Z1kv") and not counter.wants("other", "_Z5otherv")
+    assert counter.selected(1, "k", "_Z1kv") is second      # the first skips its first
+    assert counter.selected(1, "k", "_Z1kv") is first
+    assert counter.selected(2, "k", "_Z1kv") is second      # counted per process
+    assert counter.selected(1, "other", "_Z5otherv") is None
 
 
 @pytest.mark.parametrize("key,value", [("args", "[0]"), ("when", "after"),

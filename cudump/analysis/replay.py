@@ -23,7 +23,8 @@ import numpy as np
 from cudump.analysis.replay_engine import SPEC_FILE, LaunchSpec, ReplayError, SpecError
 from cudump.errors import CudumpError
 from cudump.policy.pattern import KernelPattern, name_forms
-from cudump.policy.snapshot.capture import CAPTURES
+from cudump.rundir.captures import CapturedAllocation, CaptureFormatError, CaptureRecord
+from cudump.rundir.layout import CAPTURES_FILE
 from cudump.rundir.runs import confined, load_array
 
 SPEC_FORMAT = "cudump-launch/1"
@@ -35,132 +36,46 @@ class ReplayTrouble(CudumpError):
 
 @dataclass
 class Capture:
-    """One line of captures.jsonl (checked by check_capture)."""
+    """One line of captures.jsonl, where it is."""
 
-    data: dict[str, Any]
+    record: CaptureRecord
     line: int
     path: Path | None = None
 
     @property
     def where(self) -> str:
-        return f"{self.path or CAPTURES}:{self.line}"
+        return f"{self.path or CAPTURES_FILE}:{self.line}"
 
     @property
     def pid(self) -> int:
-        return int(self.data["pid"])
+        return self.record.pid
 
     @property
     def launch(self) -> int:
-        return int(self.data["launch"])
+        return self.record.launch
 
     @property
     def kernel(self) -> str:
-        return str(self.data["kernel"])
+        return self.record.kernel
 
     @property
     def occurrence(self) -> int:
-        return int(self.data.get("occurrence", 0))
+        return self.record.occurrence
 
     @property
     def problems(self) -> list[str]:
-        return list(self.data.get("problems") or [])
+        return list(self.record.problems)
 
     def describe(self) -> str:
         return (f"launch {self.launch} of {self.kernel} (occurrence {self.occurrence}, "
                 f"process {self.pid})")
 
 
-# What cudump reads of a captured launch, key by key: the type of each value ("int", "str",
-# "int3" a list of 3 whole numbers, "ints" a list of them, "strs" a list of strings, or a
-# nested shape), and whether it may be missing or null. Everything else is left alone.
-_Shape = dict[str, tuple[Any, bool]]
-_ALLOC: _Shape = {"base": ("int", False), "size": ("int", False), "kind": ("str", False),
-                  "pitch": ("int", False), "width": ("int", False), "height": ("int", False),
-                  "elem": ("int", False)}
-_POINTER: _Shape = {"arg": ("int", False), "offset": ("int", False), "value": ("int", False),
-                    "alloc": (_ALLOC, False)}
-_BUFFER: _Shape = {"arg": ("int", False), "offset": ("int", False), "address": ("int", False),
-                   "width": ("int", False), "height": ("int", False), "pitch": ("int", False),
-                   "dtype": ("str", False), "shape": ("ints", False), "before": ("str", True),
-                   "after": ("str", True)}
-_CAPTURE: _Shape = {"pid": ("int", False), "launch": ("int", False), "kernel": ("str", False),
-                    "mangled": ("str", False), "occurrence": ("int", True),
-                    "grid": ("int3", False), "block": ("int3", False), "smem": ("int", True),
-                    "api": ("str", True), "stream": ("str", True), "image": ("str", True),
-                    "image_format": ("str", True), "params": ("str", True),
-                    "layout": ("list", True), "problems": ("strs", True),
-                    "pointers": ([_POINTER], True), "buffers": ([_BUFFER], True)}
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _expected(kind: Any) -> str:
-    if isinstance(kind, dict):
-        return "an object"
-    if isinstance(kind, list):
-        return "a list"
-    return {"int": "a whole number", "str": "a string", "int3": "a list of 3 whole numbers",
-            "ints": "a list of whole numbers", "strs": "a list of strings",
-            "list": "a list"}[kind]
-
-
-def _shown(value: Any) -> str:
-    text = json.dumps(value)
-    return text if len(text) <= 40 else text[:39] + "…"
-
-
-def _check(data: Any, shape: _Shape, prefix: str) -> str | None:
-    """The first field of `data` that does not fit `shape`: "field 'x': expected ..."."""
-    for key, (kind, optional) in shape.items():
-        name = f"{prefix}{key}"
-        if key not in data or data[key] is None:
-            if optional:
-                continue
-            return f"field '{name}' is missing"
-        value = data[key]
-        if isinstance(kind, dict):
-            ok = isinstance(value, dict)
-        elif isinstance(kind, list):
-            ok = isinstance(value, list)
-            if ok:
-                bad = next((i for i, v in enumerate(value) if not isinstance(v, dict)), None)
-                if bad is not None:
-                    return f"field '{name}[{bad}]': expected an object, got {_shown(value[bad])}"
-        else:
-            ok = {"int": _is_int(value), "str": isinstance(value, str),
-                  "int3": isinstance(value, list) and len(value) == 3
-                  and all(_is_int(v) for v in value),
-                  "ints": isinstance(value, list) and all(_is_int(v) for v in value),
-                  "strs": isinstance(value, list) and all(isinstance(v, str) for v in value),
-                  "list": isinstance(value, list)}[kind]
-        if not ok:
-            return f"field '{name}': expected {_expected(kind)}, got {_shown(value)}"
-        if isinstance(kind, dict):
-            problem = _check(value, kind, f"{name}.")
-        elif isinstance(kind, list):
-            problem = next((found for i, item in enumerate(value)
-                            if (found := _check(item, kind[0], f"{name}[{i}]."))), None)
-        else:
-            problem = None
-        if problem:
-            return problem
-    return None
-
-
-def check_capture(data: Any) -> str | None:
-    """Why a line of captures.jsonl is not a captured launch cudump can read, or None."""
-    if not isinstance(data, dict):
-        return f"not a captured launch (a JSON {type(data).__name__}, not an object)"
-    problem = _check(data, _CAPTURE, "")
-    return f"not a captured launch: {problem}" if problem else None
-
-
 def read_captures(run_dir: Path) -> list[Capture]:
-    path = run_dir / CAPTURES
+    path = run_dir / CAPTURES_FILE
     if not path.is_file():
-        raise ReplayTrouble(f"{run_dir} holds no captured launch ({CAPTURES}); run the program "
+        raise ReplayTrouble(f"{run_dir} holds no captured launch ({CAPTURES_FILE}); run the "
+                            "program "
                             "with --capture-launch PATTERN or a rule with 'replay: true'")
     captures = []
     with open(path, encoding="utf-8") as f:
@@ -171,10 +86,11 @@ def read_captures(run_dir: Path) -> list[Capture]:
                 data = json.loads(text)
             except json.JSONDecodeError as err:
                 raise ReplayTrouble(f"{path}:{number}: not JSON ({err.msg})") from None
-            problem = check_capture(data)
-            if problem is not None:
-                raise ReplayTrouble(f"{path}:{number}: {problem}")
-            captures.append(Capture(data, number, path))
+            try:
+                record = CaptureRecord.from_json(data)
+            except CaptureFormatError as err:
+                raise ReplayTrouble(f"{path}:{number}: {err}") from None
+            captures.append(Capture(record, number, path))
     return captures
 
 
@@ -184,7 +100,7 @@ def select_capture(captures: list[Capture], launch: int | None, pid: int | None,
     """The capture asked for, and how many matched (the first is taken)."""
     found = [c for c in captures
              if (launch is None or c.launch == launch) and (pid is None or c.pid == pid)
-             and (pattern is None or pattern.matches(c.kernel, str(c.data["mangled"])))
+             and (pattern is None or pattern.matches(c.kernel, c.record.mangled))
              and (occurrence is None or c.occurrence == occurrence)]
     if not found:
         listed = ", ".join(f"{c.launch} ({name_forms(c.kernel)[3]})" for c in captures[:8])
@@ -197,26 +113,25 @@ def select_capture(captures: list[Capture], launch: int | None, pid: int | None,
 class _Span:
     """What a launch reaches of one allocation: bytes [low, high), as the capture saw them."""
 
-    alloc: dict[str, Any]
+    alloc: CapturedAllocation
     low: int
     high: int
 
     @property
     def pitched(self) -> bool:
         a = self.alloc
-        return a["kind"] == "pitched" and bool(a["pitch"]) and bool(a["height"])
+        return a.kind == "pitched" and bool(a.pitch) and bool(a.height)
 
     @property
     def start(self) -> int:
         """Where the replay's region begins: the allocation's base for a pitched one."""
-        return int(self.alloc["base"]) if self.pitched else self.low
+        return self.alloc.base if self.pitched else self.low
 
     def region(self) -> dict[str, Any]:
         a = self.alloc
-        size = int(a["pitch"]) * int(a["height"]) if self.pitched else self.high - self.low
+        size = a.pitch * a.height if self.pitched else self.high - self.low
         return {"kind": "pitched" if self.pitched else "linear", "size": size,
-                "pitch": int(a["pitch"]), "width": int(a["width"]),
-                "height": int(a["height"]), "elem": int(a["elem"])}
+                "pitch": a.pitch, "width": a.width, "height": a.height, "elem": a.elem}
 
 
 def launch_spec(capture: Capture, image: str | None = None,
@@ -235,51 +150,47 @@ def launch_spec(capture: Capture, image: str | None = None,
 
 
 def _launch_spec(capture: Capture, image: str | None, image_format: str | None) -> LaunchSpec:
-    d = capture.data
-    if d.get("layout") is None:
+    d = capture.record
+    if d.layout is None:
         raise ReplayTrouble(f"{capture.describe()}: the driver gave no parameter layout, so "
                             "its parameters cannot be rebuilt")
-    pointers: list[dict[str, Any]] = d.get("pointers") or []
-    alloc_of = {(ptr["arg"], ptr["offset"]): ptr["alloc"] for ptr in pointers}
+    pointers = d.pointers
+    alloc_of = {(ptr.arg, ptr.offset): ptr.alloc for ptr in pointers}
     # The bytes of each allocation the launch reaches, by its base: every buffer and every
     # pointer value in it (a pitched allocation is taken whole, so that it keeps its pitch).
     spans: dict[int, _Span] = {}
 
-    def reach(alloc: dict[str, Any], low: int, high: int) -> int:
-        base = int(alloc["base"])
-        span = spans.setdefault(base, _Span(alloc, low, high))
+    def reach(alloc: CapturedAllocation, low: int, high: int) -> int:
+        span = spans.setdefault(alloc.base, _Span(alloc, low, high))
         span.low, span.high = min(span.low, low), max(span.high, high)
-        return base
+        return alloc.base
 
     buffers = []
-    for buf in d.get("buffers") or []:
-        start = int(buf["address"])
-        end = start + (int(buf["height"]) - 1) * int(buf["pitch"]) + int(buf["width"])
-        alloc = alloc_of.get((buf["arg"], buf["offset"])) or {
-            "base": start, "size": end - start, "kind": "linear", "pitch": 0, "width": 0,
-            "height": 0, "elem": 0}
+    for buf in d.buffers:
+        start = buf.address
+        end = start + (buf.height - 1) * buf.pitch + buf.width
+        alloc = alloc_of.get((buf.arg, buf.offset)) or CapturedAllocation(
+            start, end - start, "linear", 0, 0, 0, 0)
         buffers.append((reach(alloc, start, end), buf))
     for ptr in pointers:
-        reach(ptr["alloc"], int(ptr["value"]), int(ptr["value"]) + 1)
+        reach(ptr.alloc, ptr.value, ptr.value + 1)
     index = {base: i for i, base in enumerate(spans)}
     low = {base: span.start for base, span in spans.items()}
     return LaunchSpec.from_json({
         "format": SPEC_FORMAT,
-        "kernel": d["kernel"], "mangled": d["mangled"],
-        "image": image if image is not None else d.get("image") or "",
-        "image_format": image_format or d.get("image_format") or "unknown",
-        "grid": d["grid"], "block": d["block"], "smem": d.get("smem", 0),
-        "params": d.get("params", ""), "layout": d["layout"],
+        "kernel": d.kernel, "mangled": d.mangled,
+        "image": image if image is not None else d.image or "",
+        "image_format": image_format or d.image_format or "unknown",
+        "grid": d.grid, "block": d.block, "smem": d.smem,
+        "params": d.params, "layout": d.layout,
         "regions": [span.region() for span in spans.values()],
-        "pointers": [{"arg": ptr["arg"], "offset": ptr["offset"],
-                      "region": index[int(ptr["alloc"]["base"])],
-                      "delta": int(ptr["value"]) - low[int(ptr["alloc"]["base"])]}
+        "pointers": [{"arg": ptr.arg, "offset": ptr.offset, "region": index[ptr.alloc.base],
+                      "delta": ptr.value - low[ptr.alloc.base]}
                      for ptr in pointers],
-        "buffers": [{"arg": buf["arg"], "offset": buf["offset"], "region": index[base],
-                     "delta": int(buf["address"]) - low[base], "width": buf["width"],
-                     "height": buf["height"], "pitch": buf["pitch"], "dtype": buf["dtype"],
-                     "shape": buf["shape"], "before": buf.get("before"),
-                     "after": buf.get("after")}
+        "buffers": [{"arg": buf.arg, "offset": buf.offset, "region": index[base],
+                     "delta": buf.address - low[base], "width": buf.width,
+                     "height": buf.height, "pitch": buf.pitch, "dtype": buf.dtype,
+                     "shape": buf.shape, "before": buf.before, "after": buf.after}
                     for base, buf in buffers],
     })
 
@@ -307,7 +218,7 @@ def read_image(run_dir: Path, capture: Capture, override: Path | None) -> bytes:
             return override.read_bytes()
         except OSError as err:
             raise ReplayTrouble(f"{override}: cannot read: {err.strerror or err}") from None
-    name = capture.data.get("image")
+    name = capture.record.image
     if not name:
         raise ReplayTrouble(f"{capture.describe()} has no module image; give the kernel's code "
                             "with --cubin FILE or --ptx FILE")
@@ -374,7 +285,7 @@ def replay_notes(capture: Capture, image: bytes) -> list[str]:
         notes.append(f"the module has module-scope variables ({shown}): the replay starts "
                      "them from the image's initial values, not from what they held at the "
                      "launch")
-    if str(capture.data.get("api", "")).startswith("cuLaunchKernelEx"):
+    if (capture.record.api or "").startswith("cuLaunchKernelEx"):
         notes.append("launched with cuLaunchKernelEx: its launch attributes (clusters, "
                      "priorities ...) were not captured; the replay uses cuLaunchKernel")
     return notes

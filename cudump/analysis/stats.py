@@ -24,11 +24,10 @@ from typing import Any
 
 from cudump.errors import SnapshotError
 from cudump.policy.pattern import KernelPattern
-from cudump.policy.trace import TRACE_FILE
-from cudump.rundir.manifest import MANIFEST, read_manifest
-from cudump.rundir.summary import SUMMARY_FILE
+from cudump.rundir.layout import MANIFEST_FILE, STATS_FILES, SUMMARY_FILE, TRACE_FILE
+from cudump.rundir.manifest import read_manifest
 
-RUN_FILES = (SUMMARY_FILE, TRACE_FILE, MANIFEST)
+RUN_FILES = STATS_FILES
 
 Shape = tuple[tuple[int, ...], tuple[int, ...]]    # (grid, block)
 
@@ -116,8 +115,8 @@ def run_stats(path: str | Path) -> RunStats:
             for name, n in traced.items():
                 of(name).launches = n
                 of(name).graph = in_graphs[name]
-    if (path / MANIFEST).is_file():
-        sources.append(MANIFEST)
+    if (path / MANIFEST_FILE).is_file():
+        sources.append(MANIFEST_FILE)
         for r in read_manifest(path):
             k = of(r.kernel)
             k.mangled = k.mangled or r.mangled

@@ -29,6 +29,7 @@ from cudump.rundir.imaging import (
     save_png,
     side_by_side,
 )
+from cudump.rundir.layout import MANIFEST_FILE
 from cudump.rundir.runs import Run, is_run_dir, kernel_pattern, load_array
 
 EPILOG = """\
@@ -130,7 +131,7 @@ class DiffCommand:
     def _runs(self, a: Path, b: Path, tol: Tolerance, args: argparse.Namespace) -> int:
         for p in (a, b):
             if not is_run_dir(p):
-                raise DiffTrouble(f"{p} is not a cudump run directory (no manifest.jsonl)")
+                raise DiffTrouble(f"{p} is not a cudump run directory (no {MANIFEST_FILE})")
         if args.out is not None:
             raise DiffTrouble("--out is for two files; use --html DIR for runs")
         try:

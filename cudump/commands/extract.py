@@ -12,7 +12,7 @@ import numpy as np
 
 from cudump.analysis import replay_engine
 from cudump.analysis.replay import Capture, ReplayTrouble, launch_spec, load_snapshots, read_image
-from cudump.analysis.replay_engine import LaunchSpec, format_shape
+from cudump.analysis.replay_engine import SPEC_FILE, LaunchSpec, format_shape
 from cudump.commands import HelpFormatter
 from cudump.commands.replay import add_selection, choose
 
@@ -83,14 +83,14 @@ def write_folder(folder: Path, capture: Capture, spec: LaunchSpec, image: bytes,
     image_name = f"module.{spec.image_format}"
     (folder / image_name).write_bytes(image)
     spec = replace(spec, image=image_name, buffers=tuple(buffers))
-    (folder / "launch.json").write_text(json.dumps(spec.to_json(), indent=1) + "\n")
+    (folder / SPEC_FILE).write_text(json.dumps(spec.to_json(), indent=1) + "\n")
     shutil.copyfile(replay_engine.__file__, folder / "replay.py")
     (folder / "README.md").write_text(_readme(capture, spec))
     return spec
 
 
 def _readme(capture: Capture, spec: LaunchSpec) -> str:
-    d = capture.data
+    api = capture.record.api if capture.record.api is not None else "?"
     rows = "\n".join(
         f"| {b.label} | {b.dtype} {format_shape(b.shape)} | {b.before or '-'} | "
         f"{b.after or '-'} |" for b in spec.buffers)
@@ -99,7 +99,7 @@ def _readme(capture: Capture, spec: LaunchSpec) -> str:
 Kernel: `{spec.kernel}`
 (`{spec.mangled}`), launch {capture.launch} of process {capture.pid}, its launch number
 {capture.occurrence} of this kernel; grid {list(spec.grid)}, block {list(spec.block)},
-{spec.smem} bytes of dynamic shared memory, launched through {d.get("api", "?")}.
+{spec.smem} bytes of dynamic shared memory, launched through {api}.
 
 ## Run it
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from cudump.analysis.report.tables import LS_HEADERS, LS_RIGHT, format_table, snapshot_rows
 from cudump.analysis.stats import run_stats
 from cudump.commands.stats import stats_lines
-from cudump.rundir.manifest import MANIFEST
+from cudump.rundir.layout import MANIFEST_FILE
 from cudump.rundir.runs import Run, kernel_pattern
 from cudump.rundir.summary import plural
 
@@ -35,12 +35,12 @@ class LsCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         pattern = kernel_pattern(args.kernel)
-        if not (args.run / MANIFEST).is_file():
+        if not (args.run / MANIFEST_FILE).is_file():
             # A run no rule took anything of (--trace, or nothing at all): its kernels.
             stats = run_stats(args.run)
             for line in stats_lines(stats, stats.select(pattern), args.full_names):
                 print(line)
-            print(f"0 snapshots: {args.run} has no {MANIFEST} (no rule took any); the kernels "
+            print(f"0 snapshots: {args.run} has no {MANIFEST_FILE} (no rule took any); the kernels "
                   f"above are `cudump stats {args.run}`")
             return 0
         run = Run.open(args.run)

@@ -28,6 +28,7 @@ from cudump.commands import HelpFormatter
 from cudump.errors import DiffTrouble
 from cudump.policy.pattern import name_forms
 from cudump.rundir import files as runfiles
+from cudump.rundir.layout import MANIFEST_FILE
 from cudump.rundir.manifest import ManifestWriter, SnapshotRecord
 from cudump.rundir.runs import kernel_pattern
 
@@ -97,13 +98,13 @@ class ReplayCommand:
                 output_dir(args.out, "--out")
             except DiffTrouble as err:
                 raise ReplayTrouble(str(err)) from None
-            if os.path.lexists(args.out / "manifest.jsonl"):   # a dangling symlink too
+            if os.path.lexists(args.out / MANIFEST_FILE):   # a dangling symlink too
                 raise ReplayTrouble(f"--out {args.out} already holds a run; give a new or "
                                     "empty directory")
         try:
             with Replayer(spec, image, args.device) as replayer:
                 print(f"replay: {capture.describe()} on GPU {args.device} "
-                      f"({replayer.device_name}), code from {code or capture.data['image']}")
+                      f"({replayer.device_name}), code from {code or capture.record.image}")
                 results = [replayer.run(list(before)) for _ in range(args.runs)]
         except ReplayError as err:
             raise ReplayTrouble(str(err)) from None
@@ -226,12 +227,13 @@ def write_run(out: Path, capture: Capture, spec: LaunchSpec, before: list[np.nda
 
 
 def _record(capture: Capture, buffer: Buffer, phase: str, array: np.ndarray) -> SnapshotRecord:
-    d = capture.data
+    d = capture.record
     inside = f"-off{buffer.offset}" if buffer.offset else ""
     record = SnapshotRecord(
-        kernel=capture.kernel, mangled=str(d["mangled"]), launch=capture.launch,
-        occurrence=capture.occurrence, pid=capture.pid, grid=list(d["grid"]),
-        block=list(d["block"]), stream=str(d.get("stream", "0x0")), arg=buffer.arg, type=None,
+        kernel=capture.kernel, mangled=d.mangled, launch=capture.launch,
+        occurrence=capture.occurrence, pid=capture.pid, grid=list(d.grid),
+        block=list(d.block), stream=d.stream if d.stream is not None else "0x0", arg=buffer.arg,
+        type=None,
         phase=phase, address="", dtype=str(array.dtype), shape=list(array.shape),
         file=f"{capture.launch:06d}-{capture.pid}-replay-arg{buffer.arg}{inside}-{phase}.npy",
         device=None)

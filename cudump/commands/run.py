@@ -9,16 +9,12 @@ import stat
 from pathlib import Path
 
 from cudump.commands import SUBCOMMANDS, USAGE
-from cudump.controller.session import (
-    DEFAULT_SCRATCH,
-    TRACE_RING_SLOTS,
-    RunOptions,
-    Session,
-    default_run_dir,
-)
+from cudump.controller.options import DEFAULT_SCRATCH, TRACE_RING_SLOTS, RunOptions
+from cudump.controller.session import Session, default_run_dir
 from cudump.errors import UsageError
-from cudump.policy.rules import DIGEST_FORMATS, SCAN_FORMATS, capture_rule, load_rules, option_rule
+from cudump.policy.rules import capture_rule, digest_rule, load_rules, scan_rule
 from cudump.rundir import files as runfiles
+from cudump.rundir.layout import RUN_FILES
 from cudump.sizes import size_arg
 
 MAX_STAGING = 64 << 30
@@ -100,9 +96,9 @@ class RunCommand:
         # Rules and breakpoints are checked before anything runs.
         rules = load_rules(args.rule) if args.rule else []
         if args.digest:
-            rules.append(option_rule("--digest", DIGEST_FORMATS))
+            rules.append(digest_rule())
         if args.check_nan or args.break_on_nan:
-            rules.append(option_rule("--check-nan", SCAN_FORMATS))
+            rules.append(scan_rule())
         for pattern in args.capture_launch:
             rules.append(capture_rule(pattern))
         from cudump.policy.breakpoints import parse_break_spec
@@ -167,9 +163,6 @@ def _ring_slots(text: str) -> int:
         raise argparse.ArgumentTypeError(f"bad ring size '{text}': a power of two from 2 "
                                          f"to {1 << 24}")
     return value
-
-
-RUN_FILES = ("manifest.jsonl", "summary.json", "trace.jsonl", "captures.jsonl")
 
 
 def _prepare_out(out: Path) -> Path:

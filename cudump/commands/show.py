@@ -15,7 +15,7 @@ from cudump.analysis.stats import is_any_run
 from cudump.commands import HelpFormatter
 from cudump.errors import UsageError
 from cudump.rundir.imaging import CHANNEL_NAMES, TooManyChannels, render, save_png
-from cudump.rundir.manifest import MANIFEST
+from cudump.rundir.layout import MANIFEST_FILE
 from cudump.rundir.runs import Run, Snapshot, is_run_dir, kernel_pattern, load_array
 
 EPILOG = """\
@@ -165,7 +165,7 @@ class ShowCommand:
             raise UsageError(f"{target} is neither a snapshot file nor a run directory")
         pattern = kernel_pattern(args.kernel)
         if not is_run_dir(target):
-            raise UsageError(f"{target} holds no snapshots (no {MANIFEST}: no rule took any); "
+            raise UsageError(f"{target} holds no snapshots (no {MANIFEST_FILE}: no rule took any); "
                              f"`cudump stats {target}` shows its kernels")
         run = Run.open(target)
         found = run.select(pattern, arg=args.arg, phase=args.phase,
@@ -229,7 +229,7 @@ def _print_finding(snap: Snapshot, run_dir: Path) -> None:
 def _record_for_file(path: Path) -> Snapshot | None:
     """The manifest record of a file inside a run directory (looked for up to two levels up)."""
     for parent in list(path.resolve().parents)[:3]:
-        if (parent / MANIFEST).is_file():
+        if (parent / MANIFEST_FILE).is_file():
             try:
                 return Run.open(parent).by_file(path)
             except Exception:  # noqa: BLE001 - the file is still worth showing without it

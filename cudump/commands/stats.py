@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 
 from cudump.analysis.report.tables import fit, format_table
-from cudump.analysis.stats import TRACE_FILE, KernelStats, RunStats, format_shape, run_stats
+from cudump.analysis.stats import KernelStats, RunStats, format_shape, run_stats
+from cudump.rundir.layout import TRACE_FILE
 from cudump.rundir.runs import kernel_pattern, short_kernel_name
 from cudump.rundir.summary import plural
 

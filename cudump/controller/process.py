@@ -7,8 +7,10 @@ snapshot planner and the debugger, none of which import each other for it.
 from __future__ import annotations
 
 import functools
+import signal
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from cudump.kernels.demangle import demangle
@@ -141,3 +143,24 @@ def decode_launch(payload: bytes) -> LaunchEvent:
         pos += p.COUNTED.size
         event.counted[fields["counter"]] = fields["n"]
     return event
+
+
+def process_lives(pid: int, proc: Path = Path("/proc")) -> bool:
+    """Whether a process is there and not a zombie (dead, waiting to be reaped)."""
+    try:
+        stat = (proc / str(pid) / "stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return False
+    state = stat.rpartition(")")[2].split()[:1]
+    return bool(state) and state[0] not in ("Z", "X", "x")
+
+
+def how_it_ended(pid: int, returncode: int) -> str:
+    """`process 4242 exited with status 3`, `process 4242 was killed by SIGKILL`."""
+    if returncode >= 0:
+        return f"process {pid} exited with status {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    return f"process {pid} was killed by {name}"

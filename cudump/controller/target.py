@@ -1,6 +1,6 @@
 """What a launch stopped at a breakpoint offers the prompt.
 
-The session (session.py) implements StoppedLaunch over the shim's stop loop;
+The debugger (remote_stop.py) implements StoppedLaunch over the shim's stop loop;
 the prompt's commands (cudump/prompt/) use nothing else, so they can be tested
 against an in-memory stand-in.
 """
@@ -134,7 +134,7 @@ class KernelSeen:
 
 
 class Debugger(Protocol):
-    """The run as the prompt drives it (implemented by session.py).
+    """The run as the prompt drives it (implemented by debugger.py).
 
     Stops arrive one at a time: while one launch is held, every other thread
     and process of the target waits at its next launch (all-stop).

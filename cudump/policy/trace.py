@@ -19,11 +19,10 @@ import numpy as np
 from cudump.console import say_lines, warn
 from cudump.controller.process import ProcessState
 from cudump.rundir import files as runfiles
+from cudump.rundir.layout import TRACE_FILE
 from cudump.wire import protocol as p
 from cudump.wire.rings import RingDrain, layout_dtype, leading, window
 from cudump.wire.shm import SharedFile
-
-TRACE_FILE = "trace.jsonl"
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,7 @@ from typing import Any
 
 from cudump.errors import SnapshotError
 from cudump.rundir import files as runfiles
-
-MANIFEST = "manifest.jsonl"
+from cudump.rundir.layout import MANIFEST_FILE
 
 
 @dataclass
@@ -138,9 +137,9 @@ def read_manifest(run_dir: Path) -> list[SnapshotRecord]:
     Any other line that is not UTF-8, not JSON, not an object or holds a field of the wrong
     type is a SnapshotError naming the file and the line.
     """
-    path = Path(run_dir) / MANIFEST
+    path = Path(run_dir) / MANIFEST_FILE
     if not path.is_file():
-        raise SnapshotError(f"{run_dir} is not a cudump run directory (no {MANIFEST})")
+        raise SnapshotError(f"{run_dir} is not a cudump run directory (no {MANIFEST_FILE})")
     try:
         lines = path.read_bytes().split(b"\n")
     except OSError as err:
@@ -250,7 +249,7 @@ class ManifestWriter:
 
     def __init__(self, run_dir: Path,
                  observer: Callable[[SnapshotRecord], None] | None = None) -> None:
-        self.path = Path(run_dir) / MANIFEST
+        self.path = Path(run_dir) / MANIFEST_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = runfiles.create(self.path, os.O_WRONLY | os.O_APPEND)
         self._lock = threading.Lock()

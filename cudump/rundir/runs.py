@@ -18,7 +18,8 @@ from cudump.errors import SnapshotError, UsageError
 from cudump.policy.digest import ALGORITHM
 from cudump.policy.pattern import KernelPattern, PatternError
 from cudump.rundir.imaging import read_png
-from cudump.rundir.manifest import MANIFEST, SnapshotRecord, read_manifest
+from cudump.rundir.layout import MANIFEST_FILE
+from cudump.rundir.manifest import SnapshotRecord, read_manifest
 
 PHASE_ORDER = {"before": 0, "after": 1}
 
@@ -165,7 +166,7 @@ def kernel_pattern(text: str | KernelPattern | None) -> KernelPattern | None:
 
 
 def is_run_dir(path: str | Path) -> bool:
-    return (Path(path) / MANIFEST).is_file()
+    return (Path(path) / MANIFEST_FILE).is_file()
 
 
 def confined(run_dir: Path, relative: str) -> Path:

@@ -8,8 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from cudump.rundir import files as runfiles
-
-SUMMARY_FILE = "summary.json"
+from cudump.rundir.layout import SUMMARY_FILE
 
 
 def human_bytes(n: int) -> str:

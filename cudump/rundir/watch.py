@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from cudump.rundir.manifest import MANIFEST
+from cudump.rundir.layout import MANIFEST_FILE
 
 _LAUNCH = re.compile(rb'"launch":(\d+)')
 READ_AT_MOST = 1 << 24           # per look: a run far ahead is caught up with over a few
@@ -26,7 +26,7 @@ class RunProgress:
 
 class RunWatch:
     def __init__(self, run_dir: Path) -> None:
-        self.path = Path(run_dir) / MANIFEST
+        self.path = Path(run_dir) / MANIFEST_FILE
         self._offset = 0
         self._tail = b""                # a line not yet whole
         self.progress = RunProgress()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from cudump.analysis.bisect.errors import BisectError
 from cudump.analysis.bisect.sides import Side
-from cudump.rundir.manifest import MANIFEST
+from cudump.rundir.layout import MANIFEST_FILE
 from cudump.rundir.summary import SUMMARY_FILE
 from cudump.rundir.watch import RunProgress, RunWatch
 
@@ -71,7 +71,7 @@ def run_side(side: Side, run_dir: Path, log: Path, options: Sequence[str],
     if ran.exit_status is None:
         raise BisectError(f"{side.label}: {side.describe()} did not run under cudump: "
                           f"{_last_error(log)}")
-    if not (run_dir / MANIFEST).is_file():
+    if not (run_dir / MANIFEST_FILE).is_file():
         why = (f"the program exited with status {ran.exit_status} before any buffer was "
                "recorded" if ran.exit_status else
                "no launch had a buffer in its arguments (or the rules matched none)")

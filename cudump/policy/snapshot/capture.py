@@ -18,17 +18,19 @@ import stat
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from cudump.console import warn
 from cudump.kernels.args import ArgValue
-from cudump.kernels.geometry import Allocation
 from cudump.policy.snapshot.planned import LaunchContext, PlannedCopy
 from cudump.rundir import files as runfiles
+from cudump.rundir.captures import (
+    CapturedAllocation,
+    CapturedBuffer,
+    CapturedPointer,
+    CaptureRecord,
+)
+from cudump.rundir.layout import CAPTURES_FILE, MODULES_DIR
 from cudump.wire import protocol as p
-
-CAPTURES = "captures.jsonl"
-MODULES = "modules"
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,7 @@ class ImageStore:
                     part.path.unlink(missing_ok=True)
                     self.partial.pop(key, None)
                 # A real folder of the run, and a file created new in it (runfiles).
-                folder = runfiles.make_dir(self.run_dir / MODULES)
+                folder = runfiles.make_dir(self.run_dir / MODULES_DIR)
                 part = _Partial(folder / f".{key[0]}-{key[1]:x}.part", size, fmt)
                 os.close(runfiles.create(part.path))
                 self.partial[key] = part
@@ -112,7 +114,7 @@ class ImageStore:
         fd = runfiles.reopen(part.path, os.O_RDONLY)
         with os.fdopen(fd, "rb") as f:
             digest = hashlib.sha256(f.read()).hexdigest()[:16]
-        name = f"{MODULES}/{digest}.{part.format}"   # the format names the extension
+        name = f"{MODULES_DIR}/{digest}.{part.format}"   # the format names the extension
         final = self.run_dir / name
         if _is_file(final):
             part.path.unlink(missing_ok=True)   # the same image from another process
@@ -132,41 +134,12 @@ class ImageStore:
                 None, "unknown", "the shim sent no image for this kernel"))
 
 
-@dataclass
-class CapturedBuffer:
-    """One snapshot pair of a captured launch: the buffer at byte `offset` of argument `arg`."""
-
-    arg: int
-    offset: int
-    address: int
-    width: int          # bytes per row
-    height: int
-    pitch: int
-    dtype: str
-    shape: list[int]
-    before: str | None = None
-    after: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"arg": self.arg, "offset": self.offset, "address": self.address,
-                "width": self.width, "height": self.height, "pitch": self.pitch,
-                "dtype": self.dtype, "shape": self.shape, "before": self.before,
-                "after": self.after}
-
-
 def _is_file(path: Path) -> bool:
     """A regular file itself there (a symlink, even to one, is not)."""
     try:
         return stat.S_ISREG(os.lstat(path).st_mode)
     except OSError:
         return False
-
-
-def pointer_json(arg: int, offset: int, value: int, alloc: Allocation) -> dict[str, Any]:
-    return {"arg": arg, "offset": offset, "value": value,
-            "alloc": {"base": alloc.base, "size": alloc.size, "kind": alloc.kind,
-                      "pitch": alloc.pitch, "width": alloc.width_bytes,
-                      "height": alloc.height, "elem": alloc.elem_size}}
 
 
 def launch_problems(api: str, flags: int) -> list[str]:
@@ -180,43 +153,8 @@ def launch_problems(api: str, flags: int) -> list[str]:
     return problems
 
 
-@dataclass
-class CapturedLaunch:
-    """One line of captures.jsonl: what a replay of a launch needs, and what of it is
-    missing (`problems`)."""
-
-    pid: int
-    launch: int
-    occurrence: int
-    kernel: str
-    mangled: str
-    grid: list[int]
-    block: list[int]
-    smem: int
-    api: str
-    device: int | None
-    stream: str
-    image: str | None
-    image_format: str
-    params: str                         # the parameter bytes, in hex
-    layout: list[list[int]] | None      # (offset, size) of each parameter
-    pointers: list[dict[str, Any]]      # pointer_json of each pointer word
-    buffers: list[CapturedBuffer]
-    problems: list[str]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "pid": self.pid, "launch": self.launch, "occurrence": self.occurrence,
-            "kernel": self.kernel, "mangled": self.mangled, "grid": self.grid,
-            "block": self.block, "smem": self.smem, "api": self.api, "device": self.device,
-            "stream": self.stream, "image": self.image, "image_format": self.image_format,
-            "params": self.params, "layout": self.layout, "pointers": self.pointers,
-            "buffers": [b.to_json() for b in self.buffers], "problems": self.problems,
-        }
-
-
 def captured_launch(ctx: LaunchContext, args: list[ArgValue], copies: list[PlannedCopy],
-                    outcomes: dict[int, str | None], image: Image) -> CapturedLaunch:
+                    outcomes: dict[int, str | None], image: Image) -> CaptureRecord:
     """What a replay of this launch needs, from its captured copies (`outcomes`: id(copy)
     -> why it failed, None if it did not), and what of it is missing."""
     ev, func = ctx.event, ctx.func
@@ -241,13 +179,13 @@ def captured_launch(ctx: LaunchContext, args: list[ArgValue], copies: list[Plann
     for (index, where), alloc in sorted(ev.pointers.items()):
         if index < len(raw) and where + 8 <= len(raw[index]):
             value = int.from_bytes(raw[index][where:where + 8], "little")
-            pointers.append(pointer_json(index, where, value, alloc))
+            pointers.append(CapturedPointer(index, where, value, CapturedAllocation.of(alloc)))
     for arg in args:
         if (arg.type is not None and arg.looks_like_pointer and isinstance(arg.value, int)
                 and arg.value and (arg.index, 0) not in ev.pointers):
             problems.append(f"arg {arg.index} points to 0x{arg.value:x}, outside every "
                             "allocation cudump tracks, so its memory was not captured")
-    return CapturedLaunch(
+    return CaptureRecord(
         pid=ctx.proc.pid, launch=ev.seq, occurrence=ev.occurrence, kernel=func.demangled,
         mangled=func.mangled, grid=list(ev.grid), block=list(ev.block), smem=ev.smem,
         api=ev.api, device=ev.device if ev.device >= 0 else None, stream=ev.stream_hex,
@@ -261,14 +199,14 @@ class CaptureWriter:
     line, and opened again for each later one, never through a symlink (runfiles)."""
 
     def __init__(self, run_dir: Path) -> None:
-        self.path = run_dir / CAPTURES
+        self.path = run_dir / CAPTURES_FILE
         self.lock = threading.Lock()
         self.count = 0
         self.warned: set[str] = set()
         self.created = False
         self.failed: str | None = None
 
-    def append(self, record: CapturedLaunch) -> None:
+    def append(self, record: CaptureRecord) -> None:
         line = (json.dumps(record.to_json(), separators=(",", ":")) + "\n").encode("utf-8")
         with self.lock:
             if self.failed is not None:
@@ -283,7 +221,7 @@ class CaptureWriter:
                     os.close(fd)
             except OSError as err:
                 # Said once; the snapshots go on (a lost line must not drop the process).
-                self.failed = f"{CAPTURES} stopped: {err.strerror or err}"
+                self.failed = f"{CAPTURES_FILE} stopped: {err.strerror or err}"
                 warn(f"{self.failed}; no more launches are captured for replay")
                 return
             self.count += 1

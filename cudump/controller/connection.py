@@ -1,0 +1,296 @@
+"""One process's conversation with the controller, on its own thread.
+
+Messages are dispatched through a table keyed by the protocol's message kind.
+"""
+
+from __future__ import annotations
+
+import hmac
+import socket
+import struct
+from collections.abc import Callable
+
+from cudump.console import warn
+from cudump.controller.options import RESULT_RING_SLOTS
+from cudump.controller.process import FuncInfo, ProcessState, decode_func, decode_launch
+from cudump.controller.run_state import Controller
+from cudump.policy.rules import Action
+from cudump.policy.snapshot.planned import plan_payload
+from cudump.policy.snapshot.results import slot_of
+from cudump.policy.trace import EVENT_FIELDS, GraphLaunch
+from cudump.wire import protocol as p
+from cudump.wire.shm import SharedFile
+
+Handler = Callable[[p.Message], None]
+
+
+class Connection:
+    """One process's conversation with the controller."""
+
+    def __init__(self, controller: Controller, sock: socket.socket) -> None:
+        self.controller = controller
+        self.sock = sock
+        self.proc: ProcessState | None = None
+        self.shared: SharedFile | None = None
+        # Buffered: a burst of small events costs one system call, not two each.
+        self.reader = sock.makefile("rb")
+        self.handlers: dict[int, Handler] = {
+            p.Kind.HELLO: self.on_hello,
+            p.Kind.FUNC: self.on_func,
+            p.Kind.ASK: self.on_ask,
+            p.Kind.LAUNCH: self.on_launch,
+            p.Kind.GRAPH: self.on_graph,
+            p.Kind.MEMORY: self.on_memory,
+            p.Kind.STATS: self.on_stats,
+            p.Kind.BEGIN: self.on_begin,
+            p.Kind.END: self.on_end,
+            p.Kind.PIECE: self.on_piece,
+            p.Kind.REPEAT: self.on_repeat,
+            p.Kind.STOPPED: self.on_stopped,
+            p.Kind.IMAGE: self.on_image,
+            p.Kind.NOTICE: self.on_notice,
+        }
+
+    def send(self, kind: p.Kind, payload: bytes = b"", tag: int = 0) -> None:
+        self.sock.sendall(p.encode(kind, payload, tag))
+
+    def receive(self) -> p.Message | None:
+        return p.read_message(self.reader)
+
+    def serve(self) -> None:
+        try:
+            while True:
+                msg = self.receive()
+                if msg is None:
+                    break
+                handler = self.handlers.get(msg.kind)
+                if handler is None or (self.proc is None and msg.kind != p.Kind.HELLO):
+                    raise p.ProtocolError(f"unexpected message kind {msg.kind}")
+                handler(msg)
+        except OSError:
+            pass
+        except (p.ProtocolError, ValueError, KeyError, IndexError, struct.error) as err:
+            # A broken peer: drop it (the shim turns into a pass-through) and say so.
+            self.controller.protocol_errors += 1
+            who = f"process {self.proc.pid}" if self.proc else "a process"
+            warn(f"dropped the connection of {who}: {err}")
+        finally:
+            if self.controller.debugger is not None:
+                self.controller.debugger.connection_closed(self)
+            self.reader.close()
+            self.sock.close()
+
+    # -- handlers -----------------------------------------------------------------
+
+    def on_hello(self, msg: p.Message) -> None:
+        if self.proc is not None:
+            raise p.ProtocolError("second hello")
+        ctl = self.controller
+        hello = p.HELLO.unpack(msg.payload)
+        if (hello["magic"] != p.MAGIC or hello["version"] != p.VERSION
+                or not hmac.compare_digest(hello["token"], ctl.token.encode())):
+            raise p.ProtocolError("hello without this run's token or protocol version")
+        exe = msg.payload[p.HELLO.size:].decode("utf-8", "replace")
+        self.proc = ProcessState(hello["pid"], hello["ppid"], exe)
+        try:
+            self.shared = SharedFile(f"cudump-{self.proc.pid}", ctl.options.staging_bytes,
+                                     ctl.options.ring_slots if ctl.traced else 0,
+                                     RESULT_RING_SLOTS if ctl.snapshots is not None else 0,
+                                     scratch_mib=ctl.options.scratch_bytes >> 20)
+        except OSError as err:
+            raise p.ProtocolError(f"no shared memory of {ctl.options.staging_bytes} bytes for "
+                                  f"it ({err.strerror}); try a smaller --staging") from None
+        ctl.add_process(self.proc, self.shared)
+        options = p.Option.TRACE_GRAPHS if ctl.traced else p.Option(0)
+        if any(Action.CAPTURE in r.actions for r in ctl.options.rules):
+            options |= p.Option.CAPTURE
+        payload = p.WELCOME.pack(version=p.VERSION, options=int(options),
+                                 staging_size=self.shared.staging_size)
+        socket.send_fds(self.sock, [p.encode(p.Kind.WELCOME, payload)], [self.shared.fd])
+        self.shared.handed_over()
+
+    def _wants_reply(self, func: FuncInfo) -> None:
+        ctl = self.controller
+        assert self.proc is not None
+        generation = ctl.generation
+        selectors: list[p.Selector] = []
+        try:
+            func.wants, selectors = ctl.decide(self.proc, func)
+        except Exception as err:  # a rule that cannot be applied must not stop the others
+            warn(f"cannot decide what to do with {func.demangled}: {err}")
+            func.wants = 0
+        self.send(p.Kind.WANTS, p.wants_payload(func.wants, generation, selectors))
+
+    def on_func(self, msg: p.Message) -> None:
+        assert self.proc is not None
+        func = decode_func(msg.payload)
+        self.proc.funcs[func.id] = func
+        self._wants_reply(func)
+
+    def on_ask(self, msg: p.Message) -> None:
+        assert self.proc is not None
+        fid = p.ASK.unpack(msg.payload)["id"]
+        func = self.proc.funcs.get(fid)
+        if func is None:
+            self.send(p.Kind.WANTS, p.wants_payload(0, self.controller.generation))
+            return
+        self._wants_reply(func)
+
+    def on_launch(self, msg: p.Message) -> None:
+        assert self.proc is not None
+        h = p.LAUNCH.unpack(msg.payload)
+        if self.controller.feed is not None:
+            self.controller.feed.launches(self.proc, [[h[f] for f in EVENT_FIELDS]])
+
+    def on_graph(self, msg: p.Message) -> None:
+        assert self.proc is not None
+        g = p.GRAPH.unpack(msg.payload)
+        if self.controller.feed is not None:
+            self.controller.feed.graph_launch(self.proc, GraphLaunch(
+                g["seq"], g["exec"], g["stream"], p.api_name(g["api"]), g["device"]))
+
+    def on_notice(self, msg: p.Message) -> None:
+        assert self.proc is not None
+        n = p.NOTICE.unpack(msg.payload)
+        if n["kind"] == p.NoticeKind.DEVICE_GRAPH:
+            warn(f"graph {n['graph']} of process {self.proc.pid} was instantiated for device "
+                 f"launch: cudump sees its launches from the host only; launches from device "
+                 f"code are neither traced nor snapshotted")
+
+    def on_memory(self, msg: p.Message) -> None:
+        assert self.proc is not None
+        self.controller.on_memory(self.proc, p.MEMORY.unpack(msg.payload))
+
+    def on_stats(self, msg: p.Message) -> None:
+        assert self.proc is not None
+        st = p.STATS.unpack(msg.payload)
+        if st["nfuncs"] > (len(msg.payload) - p.STATS.size) // p.COUNT.size:
+            raise p.ProtocolError("stats count runs past the message")
+        funcs = []
+        for i in range(st["nfuncs"]):
+            c = p.COUNT.unpack(msg.payload, p.STATS.size + i * p.COUNT.size)
+            funcs.append((c["id"], c["launches"], c["graph_launches"]))
+        st["funcs"] = funcs
+        self.proc.stats = st
+
+    def on_begin(self, msg: p.Message) -> None:
+        assert self.proc is not None and self.shared is not None
+        event = decode_launch(msg.payload)
+        func = self.proc.funcs.get(event.func_id)
+        planned = None
+        halt = None
+        repeat = None
+        if func is not None:
+            func.launches = max(func.launches, event.occurrence)
+            snapshots = self.controller.snapshots
+            stop_only = bool(event.flags & p.LaunchFlag.STOP_ONLY)
+            if snapshots is not None and func.wants & p.Want.SNAPSHOT and not stop_only:
+                failures = snapshots.thread_failures()
+                try:
+                    planned = snapshots.plan(self.proc, func, event, self.shared.staging_size)
+                    if not func.wants & p.Want.STOP:
+                        repeat = snapshots.repeat_id(self.proc, func, event, planned, failures)
+                except Exception as err:  # one failing launch never stops the others
+                    warn(f"no snapshots of launch {event.seq} of {func.demangled}: {err}")
+                    planned = None
+            debugger = self.controller.debugger
+            if debugger is not None:
+                halt = debugger.decide_halt(self, func, event)
+        flags = p.PlanFlag.HALT if halt else p.PlanFlag(0)
+        if repeat is not None and not halt:
+            flags |= p.PlanFlag.REPEAT
+            if not self.controller.options.break_on_nan:
+                # --break-on-nan holds the launching thread at a producer, so its
+                # scans are waited for; otherwise the GPU holds the stream instead.
+                flags |= p.PlanFlag.GATE
+        if (planned is not None and planned.copies and not halt
+                and all(c.tool is None for c in planned.copies)):
+            # Plain copies: their MSG_END is answered with nothing, whenever it comes.
+            flags |= p.PlanFlag.DEFER
+        self.send(p.Kind.PLAN, plan_payload(planned, flags, repeat), tag=event.seq)
+
+    def on_image(self, msg: p.Message) -> None:
+        assert self.proc is not None
+        if self.controller.snapshots is None:
+            raise p.ProtocolError("a module image nobody asked for")
+        try:
+            self.controller.snapshots.images.receive(self.proc.pid, msg.payload)
+        except OSError as err:
+            warn(f"a module image of process {self.proc.pid} is lost: {err.strerror or err}")
+
+    def on_piece(self, msg: p.Message) -> None:
+        assert self.proc is not None and self.shared is not None
+        piece = p.PIECE.unpack(msg.payload)
+        if self.controller.snapshots is not None:
+            try:
+                self.controller.snapshots.piece(self.proc, msg.tag, piece["index"], piece["rc"],
+                                                self.shared.staging)
+            except Exception as err:
+                warn(f"a piece of a snapshot of launch {msg.tag} is lost: {err}")
+        self.send(p.Kind.ACK, tag=msg.tag)
+
+    def on_end(self, msg: p.Message) -> None:
+        assert self.proc is not None and self.shared is not None
+        end = p.END.unpack(msg.payload)
+        n = end["ncopies"]
+        if n > p.MAX_COPIES or len(msg.payload) < p.END.size + 4 * n:
+            raise p.ProtocolError("end message with a bad copy count")
+        codes = list(struct.unpack_from(f"<{n}i", msg.payload, p.END.size))
+        follow = None
+        if self.controller.snapshots is not None:
+            try:
+                follow = self.controller.snapshots.collect(
+                    self.proc, msg.tag, end["launch_rc"], end["sync_rc"], codes,
+                    self.shared.staging)
+            except Exception as err:
+                warn(f"snapshots of launch {msg.tag} are lost: {err}")
+        # Usually nothing follows; copies that do are taken after the launch, as it left them.
+        self.send(p.Kind.PLAN, plan_payload(follow, self._nan_halt(msg.tag)), tag=msg.tag)
+
+    def _nan_halt(self, seq: int) -> p.PlanFlag:
+        """--break-on-nan: hold the first launch found to leave NaN/Inf, once it has run
+        (and its buffers are copied)."""
+        ctl = self.controller
+        assert self.proc is not None
+        found = ctl.snapshots.take_nan(self.proc.pid, seq) if ctl.snapshots else None
+        if found is None or not ctl.options.break_on_nan or ctl.debugger is None:
+            return p.PlanFlag(0)
+        with ctl.lock:
+            if ctl.nan_halted:
+                return p.PlanFlag(0)
+            ctl.nan_halted = True
+        func, event, reason = found
+        return p.PlanFlag.HALT if ctl.debugger.halt_after(self, func, event, reason) \
+            else p.PlanFlag(0)
+
+    def on_repeat(self, msg: p.Message) -> None:
+        """A launch made with a repeated plan whose scans found something: as MSG_END."""
+        assert self.proc is not None
+        slot = slot_of(msg.payload)
+        follow = None
+        if self.controller.snapshots is not None:
+            try:
+                follow = self.controller.snapshots.repeat_report(self.proc, slot)
+            except Exception as err:
+                warn(f"snapshots of launch {msg.tag} are lost: {err}")
+        self.send(p.Kind.PLAN, plan_payload(follow, self._nan_halt(msg.tag)), tag=msg.tag)
+
+    def on_stopped(self, msg: p.Message) -> None:
+        stopped = p.STOPPED.unpack(msg.payload)
+        debugger = self.controller.debugger
+        if debugger is None:
+            raise p.ProtocolError("a stop nobody asked for")
+        debugger.serve_stop(self, msg.tag, stopped)
+
+    # -- requests while a launch is held (called by the debugger on this thread) ---
+
+    def request(self, kind: p.Kind, payload: bytes = b"") -> tuple[int, bytes]:
+        """Sends a command to the held launch; returns (rc, data) of its MSG_RESULT."""
+        self.send(kind, payload)
+        msg = self.receive()
+        if msg is None:
+            raise OSError("the process went away")
+        if msg.kind != p.Kind.RESULT:
+            raise p.ProtocolError(f"expected a result, got message kind {msg.kind}")
+        r = p.RESULT.unpack(msg.payload)
+        return r["rc"], bytes(msg.payload[p.RESULT.size:p.RESULT.size + r["nbytes"]])

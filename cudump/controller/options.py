@@ -1,0 +1,39 @@
+"""What one run under cudump is asked to do (the command line, checked), and its defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cudump.policy.rules import Rule
+
+# Slots of each process's trace ring (128 bytes each): 16 MiB of shared memory, touched
+# only as far as the trace ever runs ahead of the controller.
+TRACE_RING_SLOTS = 1 << 17
+# Slots of each process's result ring (16,512 bytes each: 8.1 MiB): launches whose digests and scans
+# may be on their way at once before the shim waits for the controller.
+RESULT_RING_SLOTS = 1 << 9
+# Device memory each process may lend a launch's snapshot copies (see --scratch).
+DEFAULT_SCRATCH = 1 << 30
+
+
+@dataclass
+class RunOptions:
+    argv: list[str]
+    run_dir: Path
+    trace: bool = False
+    rules: list[Rule] = field(default_factory=list)
+    max_bytes: int | None = None
+    max_bytes_default: bool = False   # max_bytes is the default budget, not --max-bytes
+    staging_bytes: int = 256 << 20
+    scratch_bytes: int = DEFAULT_SCRATCH
+    breaks: list[str] = field(default_factory=list)
+    batch: Path | None = None
+    ring_slots: int = TRACE_RING_SLOTS
+    break_on_nan: bool = False
+    timeline: Path | None = None      # --timeline FILE: the run as trace-event JSON
+
+    @property
+    def debugging(self) -> bool:
+        return bool(self.breaks or self.batch or self.break_on_nan
+                    or any(r.is_break for r in self.rules))

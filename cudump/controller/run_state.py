@@ -1,0 +1,219 @@
+"""The state of one run, shared by every process's connection, and what is wanted of each
+kernel function.
+
+The shim is mechanism and this is policy: each process tells the controller
+which kernel functions it meets, the controller decides what it wants of each
+(trace, snapshots, stops), and the shim caches the answer with the control
+generation it holds for, so that a launch nobody wants never comes here.
+When breakpoints or rules change, the controller bumps the generation in every
+process's control page and each function is asked about again at its next
+launch.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from cudump.controller.debugger import DebugController
+from cudump.controller.options import RunOptions
+from cudump.controller.process import FuncInfo, ProcessState, pointer_allocation
+from cudump.controller.target import StopInfo
+from cudump.errors import CudumpError
+from cudump.kernels.geometry import Allocation
+from cudump.policy.snapshot.coordinator import Snapshots
+from cudump.policy.trace import LaunchFeed, TraceDrain, TraceWriter
+from cudump.rundir.layout import TRACE_FILE
+from cudump.rundir.manifest import ManifestWriter
+from cudump.rundir.summary import RunSummary
+from cudump.rundir.timeline import Timeline
+from cudump.wire import protocol as p
+from cudump.wire.shm import SharedFile
+
+
+class Controller:
+    """State shared by all connections of one run."""
+
+    def __init__(self, options: RunOptions) -> None:
+        self.options = options
+        self.token = secrets.token_hex(p.TOKEN_SIZE // 2)
+        try:
+            self.trace = TraceWriter(options.run_dir) if options.trace else None
+        except OSError as err:   # before the program starts: one line, not a traceback
+            raise CudumpError(f"cannot create {options.run_dir / TRACE_FILE}: "
+                              f"{err.strerror or err}") from None
+        self.timeline: Timeline | None = None
+        if options.timeline is not None:
+            try:
+                self.timeline = Timeline(options.timeline, options.argv)
+            except OSError as err:
+                if self.trace is not None:
+                    self.trace.close()
+                raise CudumpError(f"--timeline {options.timeline}: cannot write it: "
+                                  f"{err.strerror or err}") from None
+        sinks = [s for s in (self.trace, self.timeline) if s is not None]
+        # --trace and --timeline take the same launch events from the shim.
+        self.feed = LaunchFeed(sinks) if sinks else None
+        self.drain = TraceDrain(self.feed) if self.feed is not None else None
+        self.lock = threading.Lock()
+        self.processes: list[ProcessState] = []
+        self.shared: dict[int, SharedFile] = {}
+        self.generation = 1
+        self.allocations = 0
+        self.live_bytes = 0
+        self.peak_bytes = 0
+        self.protocol_errors = 0
+        self.nan_halted = False      # --break-on-nan stops once, at the first producer
+        self._manifest: ManifestWriter | None = None
+        snapshot_rules = [r for r in options.rules if r.takes_buffers]
+        self.snapshots = (Snapshots(snapshot_rules, options.run_dir, options.max_bytes,
+                                      self.manifest, options.max_bytes_default)
+                          if snapshot_rules else None)
+        self.debugger = DebugController(self) if options.debugging else None
+        self._closed = False
+        self.timeline_written: Path | None = None
+
+    @property
+    def manifest(self) -> ManifestWriter:
+        with self.lock:
+            if self._manifest is None:
+                self._manifest = ManifestWriter(
+                    self.options.run_dir,
+                    self.timeline.record if self.timeline is not None else None)
+            return self._manifest
+
+    @property
+    def traced(self) -> bool:
+        """Whether every launch is reported (--trace, --timeline)."""
+        return self.feed is not None
+
+    # -- decisions ----------------------------------------------------------------
+
+    def decide(self, proc: ProcessState, func: FuncInfo) -> tuple[int, list[p.Selector]]:
+        """What is wanted of a function's launches, and its rules the shim counts."""
+        wants = p.Want.TRACE if self.traced else p.Want(0)
+        selectors: list[p.Selector] = []
+        if self.snapshots is not None and self.snapshots.wants(proc, func):
+            wants |= p.Want.SNAPSHOT
+            if self.snapshots.captures_launches(proc, func):
+                wants |= p.Want.CAPTURE
+            selectors, counted = self.snapshots.selectors(proc, func)
+            if counted:
+                wants |= p.Want.COUNTED
+        if self.debugger is not None and self.debugger.wants_stop(func):
+            wants |= p.Want.STOP
+        return int(wants), selectors
+
+    def bump(self) -> int:
+        """Wants may have changed: every process asks again at its next launch."""
+        with self.lock:
+            self.generation += 1
+            for shared in self.shared.values():
+                shared.set_generation(self.generation)
+            return self.generation
+
+    def each_shared(self, fn: Callable[[SharedFile], None]) -> None:
+        with self.lock:
+            for shared in self.shared.values():
+                fn(shared)
+
+    # -- bookkeeping --------------------------------------------------------------
+
+    def add_process(self, proc: ProcessState, shared: SharedFile) -> None:
+        with self.lock:
+            self.processes.append(proc)
+            self.shared[proc.pid] = shared
+            shared.set_generation(self.generation)
+        if self.timeline is not None:
+            self.timeline.process(proc)
+        if self.drain is not None:
+            self.drain.add(proc, shared)
+        if self.snapshots is not None:
+            self.snapshots.attach(proc, shared)
+
+    def stopped(self, info: StopInfo) -> None:
+        """A launch is held at the prompt."""
+        if self.timeline is not None:
+            self.timeline.stop(info)
+
+    def on_memory(self, proc: ProcessState, fields: dict[str, int]) -> None:
+        op, base = fields["op"], fields["base"]
+        gone: Allocation | None = None
+        with self.lock:
+            if op in (p.MemoryOp.ALLOC, p.MemoryOp.MAP):
+                alloc = pointer_allocation(fields)
+                proc.allocations[base] = alloc
+                if op == p.MemoryOp.ALLOC and alloc.kind != "host":
+                    self.allocations += 1
+                    self.live_bytes += alloc.size
+                    self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+            else:
+                gone = proc.allocations.pop(base, None)
+                if op == p.MemoryOp.FREE and gone is not None and gone.kind != "host":
+                    self.live_bytes -= gone.size
+        if gone is not None and self.snapshots is not None:
+            self.snapshots.freed(proc, gone)
+
+    def summary(self, exit_status: int) -> RunSummary:
+        result = RunSummary(exit_status=exit_status, allocations=self.allocations,
+                            peak_bytes=self.peak_bytes)
+        with self.lock:
+            for proc in self.processes:
+                result.processes += 1
+                result.pids.append(proc.pid)
+                if proc.stats is not None:
+                    counts = {fid: (n, g) for fid, n, g in proc.stats["funcs"]}
+                    result.captured_launches += int(proc.stats["captured"])
+                    result.graph_launches += int(proc.stats["graph_launches"])
+                elif proc.counted is not None:
+                    # The process ended without saying goodbye (killed, _exit): its
+                    # counts as the shim left them in shared memory.
+                    counts = dict(proc.counted.funcs)
+                    result.captured_launches += proc.counted.captured
+                    result.graph_launches += proc.counted.graph_launches
+                else:
+                    # Nor any shared memory: count what it reported as it went.
+                    counts = {fid: (f.launches, 0) for fid, f in proc.funcs.items()}
+                for fid, (n, g) in counts.items():
+                    func = proc.funcs.get(fid)
+                    if func is not None and (n or g):
+                        result.kernels[func.demangled] += n + g
+                        result.launches += n
+                        if g:
+                            result.graph_kernels[func.demangled] += g
+                            result.graph_kernel_launches += g
+        if self.snapshots is not None:
+            self.snapshots.fill(result)
+        if self.drain is not None:
+            result.trace_dropped = self.drain.dropped()
+        return result
+
+    def close(self, complete: bool = True) -> None:
+        """Ends the run's writers; `complete` is False when the program never ran (then no
+        timeline is written)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.debugger is not None:
+            self.debugger.close()
+        if self.drain is not None:
+            self.drain.close()
+        if self.trace is not None:
+            self.trace.close()
+        if self.snapshots is not None:
+            self.snapshots.close()
+        with self.lock:
+            if self._manifest is not None:
+                self._manifest.close()
+            for proc in self.processes:
+                shared = self.shared.get(proc.pid)
+                if shared is not None and proc.stats is None:
+                    # Kept for the summary: the mapping goes now.
+                    proc.counted = shared.launch_counts(list(proc.funcs))
+            for shared in self.shared.values():
+                shared.close()
+        if self.timeline is not None:
+            # Last: the snapshots' and the stops' events are in.
+            self.timeline_written = self.timeline.close(complete)

@@ -1,0 +1,145 @@
+"""The rule type: which kernels a rule takes, and what it does at their launches.
+
+One type for every rule, whatever made it (a rule file, --digest, --check-nan,
+--capture-launch): its `actions` flags say what it does, as uftrace's filter
+triggers carry theirs. How a rule file is read and checked is in yaml_file.py and
+validation.py; which launches and arguments a rule takes, in matching.py.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from cudump.errors import UsageError
+from cudump.kernels.expr import Expr
+from cudump.policy.pattern import KernelPattern, PatternError
+from cudump.policy.rules.matching import RuleMatching
+
+PHASES = frozenset({"before", "after"})
+FORMATS = frozenset({"npy", "png"})
+# `format: digest`: a content hash computed on the GPU instead of a copy (cudump.policy.digest).
+DIGEST_FORMATS = frozenset({"digest"})
+# `format: check-nan`: scan floating-point buffers for NaN/Inf on the GPU, before and after.
+SCAN_FORMATS = frozenset({"check-nan"})
+STANDALONE_FORMATS = {"digest": DIGEST_FORMATS, "check-nan": SCAN_FORMATS}
+
+
+class Action(enum.Flag):
+    """What a rule does at the launches it selects."""
+
+    SNAPSHOT = 1    # copy the buffers to .npy/.png files (format: npy, png, both)
+    DIGEST = 2      # a content hash of each buffer, on the GPU (format: digest, --digest)
+    SCAN = 4        # scan float buffers for NaN/Inf (format: check-nan, --check-nan)
+    BREAK = 8       # stop at the prompt (action: break)
+    CAPTURE = 16    # capture the launch for `cudump replay` (replay: true, --capture-launch)
+    # What the snapshot planner does to buffers (every action but BREAK).
+    BUFFERS = SNAPSHOT | DIGEST | SCAN | CAPTURE
+
+    @classmethod
+    def of_formats(cls, formats: frozenset[str], replay: bool = False) -> Action:
+        """A buffer-taking rule's actions, from its formats (and `replay: true`)."""
+        actions = (cls.DIGEST if formats == DIGEST_FORMATS
+                   else cls.SCAN if formats == SCAN_FORMATS else cls.SNAPSHOT)
+        return actions | cls.CAPTURE if replay else actions
+
+
+@dataclass
+class ArgOverride:
+    dtype: str | None = None
+    channels: Expr | None = None
+    width: Expr | None = None
+    height: Expr | None = None
+    pitch: Expr | None = None
+    count: Expr | None = None
+    range: tuple[float, float] | None = None
+    # The argument is a struct passed by value (e.g. std::array<char*, 3>):
+    # snapshot the buffer of the pointer stored at this byte offset in it.
+    field: int | None = None
+
+    @property
+    def is_2d(self) -> bool:
+        return self.width is not None or self.height is not None or self.pitch is not None
+
+
+@dataclass
+class Rule(RuleMatching):
+    name: str
+    path: Path
+    line: int
+    matcher: KernelPattern
+    skip: int = 0
+    count: int | None = None
+    every: int = 1
+    args: list[int] | Literal["pointers"] = "pointers"
+    when: frozenset[str] = PHASES
+    formats: frozenset[str] = FORMATS
+    overrides: dict[int, ArgOverride] = field(default_factory=dict)
+    # What the rule does. A break rule takes no snapshots: its `when` and `formats` are
+    # empty. CAPTURE takes the module image, the parameter bytes and every buffer before
+    # and after (args: pointers, when: both, .npy).
+    actions: Action = Action.SNAPSHOT
+    # The command-line option that made the rule (--digest, --check-nan), not a file.
+    option: str | None = None
+
+    @property
+    def origin(self) -> str:
+        return self.option or f"{self.path}:{self.line}"
+
+    @property
+    def pattern(self) -> KernelPattern:
+        return self.matcher
+
+    @property
+    def action(self) -> str:
+        """The rule file's `action:`: "break", or "snapshot" (every buffer-taking rule)."""
+        return "break" if self.is_break else "snapshot"
+
+    @property
+    def is_break(self) -> bool:
+        return Action.BREAK in self.actions
+
+    @property
+    def is_digest(self) -> bool:
+        return Action.DIGEST in self.actions
+
+    @property
+    def is_scan(self) -> bool:
+        return Action.SCAN in self.actions
+
+    @property
+    def replay(self) -> bool:
+        """Whether it captures the launches it takes for `cudump replay`."""
+        return Action.CAPTURE in self.actions
+
+    @property
+    def takes_buffers(self) -> bool:
+        """Whether the snapshot planner takes it (a snapshot, digest, scan or capture)."""
+        return bool(self.actions & Action.BUFFERS)
+
+
+def option_rule(option: str, formats: frozenset[str], pattern: str = "*",
+                replay: bool = False) -> Rule:
+    """The rule a command-line option stands for: every buffer of every matching kernel."""
+    return Rule(name=option, path=Path(option), line=0, matcher=KernelPattern(pattern),
+                formats=formats, option=option, actions=Action.of_formats(formats, replay))
+
+
+def digest_rule() -> Rule:
+    """--digest: a GPU content digest of every buffer of every kernel."""
+    return option_rule("--digest", DIGEST_FORMATS)
+
+
+def scan_rule() -> Rule:
+    """--check-nan (and --break-on-nan): every float buffer of every kernel scanned."""
+    return option_rule("--check-nan", SCAN_FORMATS)
+
+
+def capture_rule(pattern: str) -> Rule:
+    """--capture-launch PATTERN: every launch of matching kernels, captured for replay."""
+    try:
+        return option_rule("--capture-launch", frozenset({"npy"}), pattern, replay=True)
+    except PatternError as err:
+        raise UsageError(f"--capture-launch {pattern}: {err}") from None
