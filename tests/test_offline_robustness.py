@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from cudump import __version__
 from cudump.cli import main
 from cudump.errors import SnapshotError
+from cudump.rundir.layout import MANIFEST_FILE as MANIFEST
 from cudump.rundir.manifest import (
-    MANIFEST,
     ManifestWriter,
     SnapshotRecord,
     group_line,
