@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shim.h"
+#include "alloctab.h"
 
 #define RECENT 4096
 

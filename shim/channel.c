@@ -29,7 +29,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "shim.h"
+#include "channel.h"
 
 enum { CH_NEW = 0, CH_CONNECTING, CH_UP, CH_DOWN };
 
@@ -189,13 +189,10 @@ bool channel_send_locked(struct msg *m)
     return fd >= 0 && msg_finish(m) && write_all_locked(m->sb.data, m->sb.len);
 }
 
-void channel_lock(void)
+void channel_exclusive(void (*fn)(void *), void *arg)
 {
     pthread_mutex_lock(&io_lock);
-}
-
-void channel_unlock(void)
-{
+    fn(arg);
     pthread_mutex_unlock(&io_lock);
 }
 

@@ -28,7 +28,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "launch.h"
+#include "channel.h"
+#include "drain.h"
+#include "gate.h"
+#include "interpose.h"
+#include "plan.h"
+#include "staging.h"
+#include "stream.h"
 
 /* How long the drain waits behind a held gate before it opens it without
  * copies: long enough for the watcher to serve one whose stream is not the
@@ -121,7 +127,7 @@ static void copy_phase(const struct launch_info *li, enum proto_phase phase)
             dr.copies[i].rc = to_scratch(li, &dr.copies[i]);
 }
 
-bool drain_start(struct launch_info *li, const struct proto_copy *const *copies, unsigned n)
+bool drain_start(const struct launch_info *li, const struct proto_copy *const *copies, unsigned n)
 {
     const volatile struct proto_control *ctl = channel_control();
     cuMemAllocAsync_fn alloc = li->ptsz ? shim_real_cuMemAllocAsync_ptsz() : shim_real_cuMemAllocAsync();
@@ -149,7 +155,7 @@ bool drain_start(struct launch_info *li, const struct proto_copy *const *copies,
         real_cuMemGetInfo_v2(&free_bytes, &total_bytes) != CUDA_SUCCESS || total > free_bytes / 4)
         return false;
     /* The drain thread works in the stream's context. */
-    CUcontext ctx = launch_stream_ctx(li);
+    CUcontext ctx = stream_ctx(li);
     if (!ctx)
         return false;
     CUdeviceptr scratch = 0;
@@ -187,7 +193,7 @@ static void send_end(CUresult sync_rc)
         cs[i] = &dr.copies[i].c;
         rcs[i] = dr.copies[i].rc;
     }
-    snap_send_end(dr.seq, dr.launch_rc, sync_rc, cs, rcs, dr.n);
+    plan_send_end(dr.seq, dr.launch_rc, sync_rc, cs, rcs, dr.n);
 }
 
 /* Whether copy d was attempted: an "after" copy of a failed launch is not. */
@@ -232,7 +238,7 @@ static void drain_one(void)
         if (!(d->c.flags & COPY_PIECE) || !attempted(d))
             continue;
         move(d, sync_rc, side, area);
-        up = snap_send_piece(dr.seq, i, d->rc);
+        up = plan_send_piece(dr.seq, i, d->rc);
     }
     /* Without a stream of its own the legacy stream frees it: rare, and never leaked. */
     shim_real_cuMemFreeAsync()(dr.scratch, side);
@@ -249,9 +255,7 @@ static void *drain_main(void *arg)
     shim_busy++; /* this thread's driver calls are the shim's own */
     /* Its waits and its stream must never touch a capture the program makes
      * meanwhile on another thread (global mode forbids them process-wide). */
-    CUstreamCaptureMode relaxed = CU_STREAM_CAPTURE_MODE_RELAXED;
-    if (real_cuThreadExchangeStreamCaptureMode)
-        real_cuThreadExchangeStreamCaptureMode(&relaxed);
+    capture_relax();
     for (;;) {
         pthread_mutex_lock(&dr.lock);
         while (!dr.queued)
@@ -263,7 +267,7 @@ static void *drain_main(void *arg)
     return NULL;
 }
 
-void drain_finish(struct launch_info *li, CUresult launch_rc)
+void drain_finish(const struct launch_info *li, CUresult launch_rc)
 {
     cuEventRecord_fn record = li->ptsz ? real_cuEventRecord_ptsz : real_cuEventRecord;
     if (launch_rc == CUDA_SUCCESS)
@@ -296,7 +300,7 @@ void drain_finish(struct launch_info *li, CUresult launch_rc)
     if (ev)
         drain_one();
     else {
-        launch_wait_stream(li);
+        gate_wait_stream(li);
         for (unsigned i = 0; i < dr.n; i++)
             dr.copies[i].rc = CUDA_ERROR_NOT_FOUND;
         shim_real_cuMemFreeAsync()(dr.scratch, li->stream);

@@ -14,7 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shim.h"
+#include "channel.h"
+#include "functab.h"
 
 #define FUNCTAB_BITS 16
 #define FUNCTAB_SIZE (1u << FUNCTAB_BITS)

@@ -33,7 +33,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "launch.h"
+#include "channel.h"
+#include "drain.h"
+#include "functab.h"
+#include "gate.h"
+#include "graph.h"
+#include "interpose.h"
+#include "plan.h"
+#include "staging.h"
+#include "stop.h"
+#include "stream.h"
+#include "trace.h"
 
 /* Child graphs nested deeper than this are not looked into. */
 enum { GRAPH_MAX_DEPTH = 16 };
@@ -353,7 +363,7 @@ static void notice_device_graph(uint64_t id)
     channel_send_event(MSG_NOTICE, 0, &ev, sizeof ev);
 }
 
-static void remember(CUgraphExec exec, CUgraph graph, unsigned long long flags)
+void graph_remember(CUgraphExec exec, CUgraph graph, unsigned long long flags)
 {
     if (!exec)
         return;
@@ -414,72 +424,27 @@ static void remember(CUgraphExec exec, CUgraph graph, unsigned long long flags)
     shim_busy--;
 }
 
-CUresult hook_cuGraphInstantiateWithFlags(cuGraphInstantiateWithFlags_fn real, int ptsz,
-                                          CUgraphExec *exec, CUgraph graph, unsigned long long flags)
+void graph_forget(CUgraphExec exec)
 {
-    (void)ptsz;
-    CUresult rc = real(exec, graph, flags);
-    if (rc == CUDA_SUCCESS && exec && channel_up())
-        remember(*exec, graph, flags);
-    return rc;
-}
-
-CUresult hook_cuGraphInstantiateWithParams(cuGraphInstantiateWithParams_fn real, int ptsz,
-                                           CUgraphExec *exec, CUgraph graph,
-                                           CUDA_GRAPH_INSTANTIATE_PARAMS *params)
-{
-    (void)ptsz;
-    CUresult rc = real(exec, graph, params);
-    if (rc == CUDA_SUCCESS && exec && channel_up())
-        remember(*exec, graph, params ? params->flags : 0);
-    return rc;
-}
-
-CUresult hook_cuGraphInstantiate(cuGraphInstantiate_fn real, int ptsz, CUgraphExec *exec,
-                                 CUgraph graph, CUgraphNode *errorNode, char *log, size_t logSize)
-{
-    (void)ptsz;
-    CUresult rc = real(exec, graph, errorNode, log, logSize);
-    if (rc == CUDA_SUCCESS && exec && channel_up())
-        remember(*exec, graph, 0);
-    return rc;
-}
-
-CUresult hook_cuGraphExecDestroy(cuGraphExecDestroy_fn real, int ptsz, CUgraphExec exec)
-{
-    (void)ptsz;
     pthread_mutex_lock(&graphs_lock);
     forget_locked(exec);
     pthread_mutex_unlock(&graphs_lock);
-    return real(exec);
 }
 
-CUresult hook_cuGraphExecUpdate(cuGraphExecUpdate_fn real, int ptsz, CUgraphExec exec,
-                                CUgraph graph, void *resultInfo)
+void graph_updated(CUgraphExec exec, CUgraph graph)
 {
-    (void)ptsz;
-    CUresult rc = real(exec, graph, resultInfo);
-    if (rc == CUDA_SUCCESS && channel_up()) {
-        /* The executable graph now runs `graph`'s parameters: learn them again,
-         * keeping the launches counted so far. */
-        pthread_mutex_lock(&graphs_lock);
-        for (size_t i = 0; i < ngraphs; i++)
-            if (graphs[i]->exec == exec)
-                fold_counts_locked(graphs[i]);
-        pthread_mutex_unlock(&graphs_lock);
-        remember(exec, graph, 0);
-    }
-    return rc;
+    /* The executable graph now runs `graph`'s parameters: learn them again,
+     * keeping the launches counted so far. */
+    pthread_mutex_lock(&graphs_lock);
+    for (size_t i = 0; i < ngraphs; i++)
+        if (graphs[i]->exec == exec)
+            fold_counts_locked(graphs[i]);
+    pthread_mutex_unlock(&graphs_lock);
+    graph_remember(exec, graph, 0);
 }
 
-CUresult hook_cuGraphExecKernelNodeSetParams(cuGraphExecKernelNodeSetParams_fn real, int ptsz,
-                                             CUgraphExec exec, CUgraphNode node,
-                                             const CUDA_KERNEL_NODE_PARAMS *params)
+void graph_node_params(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *params)
 {
-    (void)ptsz;
-    CUresult rc = real(exec, node, params);
-    if (rc != CUDA_SUCCESS || !params)
-        return rc;
     pthread_mutex_lock(&graphs_lock);
     for (size_t i = 0; i < ngraphs; i++) {
         if (graphs[i]->exec != exec)
@@ -507,13 +472,12 @@ CUresult hook_cuGraphExecKernelNodeSetParams(cuGraphExecKernelNodeSetParams_fn r
         }
     }
     pthread_mutex_unlock(&graphs_lock);
-    return rc;
 }
 
 /* The graph whose launch this thread holds at a breakpoint (for MSG_GRAPH_NODES). */
 static SHIM_TLS struct graph_exec *held_graph;
 
-size_t graph_held_nodes(struct proto_graph_node *out, size_t cap)
+static size_t held_nodes(struct proto_graph_node *out, size_t cap)
 {
     struct graph_exec *g = held_graph;
     size_t n = 0;
@@ -543,14 +507,15 @@ static struct launch_info node_launch(struct graph_exec *g, size_t k, CUstream s
                                       unsigned long long seq, unsigned long long replay)
 {
     struct graph_kernel *gk = &g->kernels[k];
-    struct launch_info li = {gk->e, atomic_load(&gk->e->wants),
-                             {gk->grid[0], gk->grid[1], gk->grid[2]},
-                             {gk->block[0], gk->block[1], gk->block[2]}, gk->smem, stream,
-                             gk->argv, NULL, ptsz,
-                             ptsz ? API_cuGraphLaunch_ptsz : API_cuGraphLaunch,
-                             false, seq, replay, here_device, here_tid, false, false, false,
-                             g->id, (uint32_t)replay, (uint32_t)k, false, false, NULL, NULL, 0,
-                             false, 0, {{0}}, false};
+    struct launch_info li = {.e = gk->e, .wants = atomic_load(&gk->e->wants),
+                             .grid = {gk->grid[0], gk->grid[1], gk->grid[2]},
+                             .block = {gk->block[0], gk->block[1], gk->block[2]},
+                             .smem = gk->smem, .stream = stream, .params = gk->argv,
+                             .extra = NULL, .ptsz = ptsz,
+                             .api = ptsz ? API_cuGraphLaunch_ptsz : API_cuGraphLaunch,
+                             .seq = seq, .occurrence = replay, .device = here_device,
+                             .tid = here_tid, .graph = g->id, .replay = (uint32_t)replay,
+                             .node = (uint32_t)k};
     return li;
 }
 
@@ -574,6 +539,45 @@ static bool nodes_want(struct graph_exec *g, unsigned want)
     return any;
 }
 
+/* A graph's kernel node with a breakpoint: asks whether to hold, and holds
+ * (under the staging lock, like every launch's conversation). */
+struct node_stop {
+    struct launch_info *li;
+    enum proto_phase phase;
+    CUresult launch_rc;
+    enum proto_resume_mode how;
+};
+
+static void node_stop_locked(void *arg)
+{
+    struct node_stop *ns = arg;
+    struct launch_info *li = ns->li;
+    if (ns->phase == PHASE_BEFORE)
+        drain_wait_idle();
+    CUstreamCaptureMode mode = capture_relax();
+    if (ns->phase == PHASE_BEFORE) {
+        li->begin_flags |= LAUNCH_STOP_ONLY;
+        if (plan_ask_stop(li))
+            ns->how = stop_serve(li, PHASE_BEFORE, CUDA_SUCCESS, held_nodes);
+        li->begin_flags &= ~(uint32_t)LAUNCH_STOP_ONLY;
+    } else {
+        /* After the graph ran: that node held again (the answer to `step`). */
+        if (ns->launch_rc == CUDA_SUCCESS)
+            gate_wait_stream(li);
+        stop_serve(li, PHASE_AFTER, ns->launch_rc, held_nodes);
+    }
+    capture_restore(mode);
+}
+
+/* Returns the resume mode (RESUME_CONTINUE when not held). */
+static enum proto_resume_mode node_stop(struct launch_info *li, enum proto_phase phase,
+                                        CUresult launch_rc)
+{
+    struct node_stop ns = {li, phase, launch_rc, RESUME_CONTINUE};
+    staging_locked(0, node_stop_locked, &ns);
+    return ns.how;
+}
+
 /* Breakpoints on kernels inside the graph: the launch is held before the graph
  * runs, once per node that stops. Returns true if one asked to step (hold again
  * once the graph has run). */
@@ -586,7 +590,7 @@ static long stop_nodes(struct graph_exec *g, CUstream stream, int ptsz, unsigned
         if (!gk->argv || !(atomic_load(&gk->e->wants) & WANT_STOP))
             continue;
         struct launch_info li = node_launch(g, k, stream, ptsz, seq, replay);
-        if (graph_node_stop(&li) == RESUME_STEP && step < 0)
+        if (node_stop(&li, PHASE_BEFORE, CUDA_SUCCESS) == RESUME_STEP && step < 0)
             step = (long)k;
     }
     return step;
@@ -637,6 +641,26 @@ static bool have_graph_services(void)
            shim_real_cuGraphInstantiateWithFlags() && shim_real_cuGraphExecDestroy();
 }
 
+/* The plan's copy c (plan.c: under the staging lock), and its result. */
+static const struct proto_copy *plan_copy(unsigned c)
+{
+    unsigned n;
+    return &plan_copies(&n)[c].c;
+}
+
+static void set_rc(unsigned c, CUresult rc)
+{
+    unsigned n;
+    plan_copies(&n)[c].rc = rc;
+}
+
+static unsigned plan_count(void)
+{
+    unsigned n;
+    plan_copies(&n);
+    return n;
+}
+
 /* Whether the cached instrumented copy makes exactly the copies planned now. */
 static bool same_plan(const struct graph_exec *g, unsigned total, const uint32_t *node_of)
 {
@@ -644,7 +668,7 @@ static bool same_plan(const struct graph_exec *g, unsigned total, const uint32_t
         return false;
     for (unsigned c = 0; c < total; c++)
         if (g->cached_nodes[c] != node_of[c] ||
-            memcmp(&g->cached_copies[c], snap_copy(c), sizeof g->cached_copies[c]) != 0)
+            memcmp(&g->cached_copies[c], plan_copy(c), sizeof g->cached_copies[c]) != 0)
             return false;
     return true;
 }
@@ -660,7 +684,7 @@ static void keep_cached(struct graph_exec *g, CUgraphExec exec, unsigned total,
         return;
     }
     for (unsigned c = 0; c < total; c++)
-        g->cached_copies[c] = *snap_copy(c);
+        g->cached_copies[c] = *plan_copy(c);
     memcpy(g->cached_nodes, node_of, total * sizeof *node_of);
     g->cached = exec;
     g->ncached = total;
@@ -684,7 +708,7 @@ static CUresult build_instrumented(struct graph_exec *g, unsigned total,
     if (build == CUDA_SUCCESS)
         build = real_cuCtxGetCurrent(&ctx);
     for (unsigned c = 0; build == CUDA_SUCCESS && c < total; c++) {
-        const struct proto_copy *copy = snap_copy(c);
+        const struct proto_copy *copy = plan_copy(c);
         CUgraphNode kn = NULL;
         CUgraph owner = NULL;
         CUresult rc = (copy->flags & (COPY_PIECE | COPY_TOOL)) || node_of[c] >= g->nkernels
@@ -697,7 +721,7 @@ static CUresult build_instrumented(struct graph_exec *g, unsigned total,
         }
         if (rc != CUDA_SUCCESS)
             *whole = false;
-        snap_set_rc(c, rc);
+        set_rc(c, rc);
     }
     if (build == CUDA_SUCCESS)
         build = shim_real_cuGraphInstantiateWithFlags()(out, graph, 0);
@@ -708,28 +732,50 @@ static CUresult build_instrumented(struct graph_exec *g, unsigned total,
 
 /* The launch with copy nodes; falls back to the application's graph if the
  * instrumented one cannot be made (its copies are then reported as failed). */
-static CUresult run_instrumented(cuGraphLaunch_fn real, struct graph_exec *g, CUstream stream,
-                                 int ptsz, unsigned long long seq, unsigned long long replay)
+struct instrumented {
+    cuGraphLaunch_fn real;
+    struct graph_exec *g;
+    CUstream stream;
+    int ptsz;
+    unsigned long long seq, replay;
+    CUresult rc;
+};
+
+/* Reports the copies of a graph launch (one MSG_END; no follow-ups). */
+static void end_copies(unsigned long long seq, CUresult launch_rc, CUresult sync_rc)
+{
+    uint32_t flags;
+    if (plan_count())
+        plan_report_end(seq, launch_rc, sync_rc, &flags);
+    plan_clear();
+}
+
+/* Plans each wanted node (one MSG_BEGIN each, copies appended), runs the
+ * instrumented graph, reports. Under the staging lock. */
+static CUresult instrumented_locked(cuGraphLaunch_fn real, struct graph_exec *g, CUstream stream,
+                                    int ptsz, unsigned long long seq, unsigned long long replay)
 {
     uint32_t node_of[PROTO_MAX_COPIES];
-    snap_begin();
     for (size_t k = 0; k < g->nkernels; k++) {
         struct graph_kernel *gk = &g->kernels[k];
         if (!gk->clone_node || !gk->argv || !(atomic_load(&gk->e->wants) & WANT_SNAPSHOT))
             continue;
         struct launch_info li = node_launch(g, k, stream, ptsz, seq, replay);
-        li.unsafe_graph = g->unsafe;
+        li.begin_flags |= g->unsafe ? LAUNCH_UNSAFE_GRAPH : 0u;
         /* A node's run counts for its rules as a launch does. */
-        launch_select(&li);
+        plan_select(&li);
         if (!(li.wants & WANT_SNAPSHOT))
             continue;
-        unsigned first = snap_count(), added = snap_plan_node(&li);
+        unsigned first = plan_count();
+        uint32_t flags;
+        plan_begin(&li, first, &flags, NULL); /* refused: the plan stays as it was */
+        unsigned added = plan_count() - first;
         for (unsigned c = first; c < first + added; c++)
             node_of[c] = (uint32_t)k;
     }
-    unsigned total = snap_count();
+    unsigned total = plan_count();
     if (total == 0 || g->unsafe) {
-        snap_end(seq, CUDA_SUCCESS, CUDA_SUCCESS);
+        end_copies(seq, CUDA_SUCCESS, CUDA_SUCCESS);
         return real(g->exec, stream);
     }
     CUgraphExec instrumented = NULL;
@@ -738,7 +784,7 @@ static CUresult run_instrumented(cuGraphLaunch_fn real, struct graph_exec *g, CU
     if (same_plan(g, total, node_of)) {
         instrumented = g->cached;
         for (unsigned c = 0; c < total; c++)
-            snap_set_rc(c, CUDA_SUCCESS);
+            set_rc(c, CUDA_SUCCESS);
     } else {
         drop_cached(g);
         build = build_instrumented(g, total, node_of, &instrumented, &whole);
@@ -748,7 +794,7 @@ static CUresult run_instrumented(cuGraphLaunch_fn real, struct graph_exec *g, CU
         launch_rc = real(instrumented, stream);
         struct launch_info li = node_launch(g, 0, stream, ptsz, seq, replay);
         if (launch_rc == CUDA_SUCCESS)
-            sync_rc = launch_wait_stream(&li);
+            sync_rc = gate_wait_stream(&li);
         if (instrumented != g->cached) {
             if (whole && launch_rc == CUDA_SUCCESS)
                 keep_cached(g, instrumented, total, node_of);
@@ -757,14 +803,33 @@ static CUresult run_instrumented(cuGraphLaunch_fn real, struct graph_exec *g, CU
         }
     } else {
         for (unsigned c = 0; c < total; c++)
-            snap_set_rc(c, build);
+            set_rc(c, build);
         launch_rc = real(g->exec, stream);
     }
-    snap_end(seq, launch_rc, sync_rc);
+    end_copies(seq, launch_rc, sync_rc);
     return launch_rc;
 }
 
-CUresult graph_run(cuGraphLaunch_fn real, CUgraphExec exec, CUstream stream, int ptsz)
+static void instrumented(void *arg)
+{
+    struct instrumented *in = arg;
+    drain_wait_idle();
+    CUstreamCaptureMode mode = capture_relax();
+    plan_clear();
+    in->rc = instrumented_locked(in->real, in->g, in->stream, in->ptsz, in->seq, in->replay);
+    capture_restore(mode);
+}
+
+/* The launch with copy nodes (see above). */
+static CUresult run_instrumented(cuGraphLaunch_fn real, struct graph_exec *g, CUstream stream,
+                                 int ptsz, unsigned long long seq, unsigned long long replay)
+{
+    struct instrumented in = {real, g, stream, ptsz, seq, replay, CUDA_SUCCESS};
+    staging_locked(0, instrumented, &in);
+    return in.rc;
+}
+
+static CUresult run_graph(cuGraphLaunch_fn real, CUgraphExec exec, CUstream stream, int ptsz)
 {
     unsigned long long seq = atomic_fetch_add(&shim_stats.seq, 1) + 1;
     learn_here();
@@ -776,7 +841,7 @@ CUresult graph_run(cuGraphLaunch_fn real, CUgraphExec exec, CUstream stream, int
     unsigned long long replay = g ? atomic_load(&g->replays) + 1 : 0;
     /* While the stream captures, the launch becomes a node of the captured graph:
      * nothing runs now, so nothing is copied. */
-    bool capturing = launch_stream_capturing(stream, ptsz);
+    bool capturing = stream_capturing(stream, ptsz);
     held_graph = g;
     long step = g && !capturing && nodes_want(g, WANT_STOP)
                     ? stop_nodes(g, stream, ptsz, seq, replay) : -1;
@@ -787,7 +852,7 @@ CUresult graph_run(cuGraphLaunch_fn real, CUgraphExec exec, CUstream stream, int
         /* `step` at a node inside a graph: the whole graph runs, then that node
          * is held again to show what the graph left. */
         struct launch_info li = node_launch(g, (size_t)step, stream, ptsz, seq, replay);
-        graph_node_stop_after(&li, rc);
+        node_stop(&li, PHASE_AFTER, rc);
     }
     held_graph = NULL;
     if (rc == CUDA_SUCCESS) {
@@ -796,17 +861,33 @@ CUresult graph_run(cuGraphLaunch_fn real, CUgraphExec exec, CUstream stream, int
         if (g)
             atomic_fetch_add(&g->replays, 1);
         if (channel_options() & OPTION_TRACE_GRAPHS) {
-            launch_graph_event(exec, stream, ptsz, seq);
+            trace_graph(exec, stream, ptsz, seq);
             for (size_t k = 0; g && k < g->nkernels; k++) {
                 struct graph_kernel *gk = &g->kernels[k];
                 if (atomic_load_explicit(&gk->e->state, memory_order_acquire) != FN_READY)
                     functab_register(gk->e);
                 struct launch_info li = node_launch(g, k, stream, ptsz, seq, replay);
-                launch_graph_kernel(&li, g->id, (uint32_t)replay, (uint32_t)k);
+                trace_graph_kernel(&li, g->id, (uint32_t)replay, (uint32_t)k);
             }
         }
     }
     pthread_mutex_unlock(&graphs_lock);
+    return rc;
+}
+
+CUresult graph_launch(cuGraphLaunch_fn real, CUgraphExec exec, CUstream stream, int ptsz)
+{
+    if (!channel_up()) {
+        CUresult rc = real(exec, stream);
+        if (rc == CUDA_SUCCESS) {
+            atomic_fetch_add(&shim_stats.seq, 1);
+            atomic_fetch_add(&shim_stats.graph_launches, 1);
+        }
+        return rc;
+    }
+    shim_busy++;
+    CUresult rc = run_graph(real, exec, stream, ptsz);
+    shim_busy--;
     return rc;
 }
 

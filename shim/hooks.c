@@ -8,8 +8,21 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "shim.h"
+#include "alloctab.h"
+#include "channel.h"
+#include "drain.h"
+#include "functab.h"
+#include "gate.h"
+#include "graph.h"
+#include "hooks.h"
+#include "interpose.h"
 #include "launch.h"
+#include "modules.h"
+#include "repeat.h"
+#include "staging.h"
+#include "stream.h"
+#include "tools.h"
+#include "watch.h"
 
 struct shim_stats shim_stats;
 
@@ -20,12 +33,13 @@ static void after_fork_child(void)
     channel_reset_after_fork();
     functab_reset_after_fork();
     alloctab_reset_after_fork();
-    launch_reset_after_fork();
-    launch_forget_tid();
+    staging_reset_after_fork();
+    stream_forget_tid();
     graph_reset_after_fork();
     tools_reset_after_fork();
     repeat_reset_after_fork();
     gate_reset_after_fork();
+    watch_reset_after_fork();
     modules_reset_after_fork();
     drain_reset_after_fork();
     atomic_store(&shim_stats.seq, 0);
@@ -383,9 +397,10 @@ CUresult hook_cuMemcpyDtoH(cuMemcpyDtoH_fn real, int ptsz, void *dst, CUdevicept
 
 /* The fast path of every launch: one table lookup, one compare with the
  * control page, the real call, three relaxed counters (the third in shared
- * memory, for the controller). Everything else
- * happens only for wanted functions. */
-#define LAUNCH_HOOK_BODY(f, stream, call, ...)                               \
+ * memory, for the controller). Everything else happens only for wanted
+ * functions, in the launch pipeline (launch.c), which makes the call through
+ * `run` with the arguments kept in `args` (built only on that path). */
+#define LAUNCH_HOOK_BODY(f, stream, call, run, args, ...)                    \
     unsigned wants;                                                          \
     bool interrupted = false;                                                \
     struct func_entry *e = launch_lookup((f), &wants, &interrupted);         \
@@ -395,13 +410,53 @@ CUresult hook_cuMemcpyDtoH(cuMemcpyDtoH_fn real, int ptsz, void *dst, CUdevicept
             launch_count(e, (stream), ptsz);                                 \
         return rc;                                                           \
     }                                                                        \
-    struct launch_info li = {e, wants, __VA_ARGS__, interrupted, 0, 0, 0, 0, \
-                             false, false, false, 0, 0, 0, false, false,     \
-                             NULL, NULL, 0, false, 0, {{0}}, false};         \
-    launch_before(&li);                                                      \
-    CUresult rc = call;                                                      \
-    launch_after(&li, rc);                                                   \
-    return rc;
+    struct launch_info li = {.e = e, .wants = wants, __VA_ARGS__,            \
+                             .interrupted = interrupted};                    \
+    return launch_run(&li, run, args);
+
+/* The launch calls, kept for the pipeline to make. */
+struct kernel_call {
+    cuLaunchKernel_fn real;
+    CUfunction f;
+    unsigned g[3], b[3], smem;
+    CUstream stream;
+    void **params, **extra;
+};
+
+static CUresult call_kernel(void *arg)
+{
+    const struct kernel_call *c = arg;
+    return c->real(c->f, c->g[0], c->g[1], c->g[2], c->b[0], c->b[1], c->b[2], c->smem,
+                   c->stream, c->params, c->extra);
+}
+
+struct cooperative_call {
+    cuLaunchCooperativeKernel_fn real;
+    CUfunction f;
+    unsigned g[3], b[3], smem;
+    CUstream stream;
+    void **params;
+};
+
+static CUresult call_cooperative(void *arg)
+{
+    const struct cooperative_call *c = arg;
+    return c->real(c->f, c->g[0], c->g[1], c->g[2], c->b[0], c->b[1], c->b[2], c->smem,
+                   c->stream, c->params);
+}
+
+struct kernel_ex_call {
+    cuLaunchKernelEx_fn real;
+    const CUlaunchConfig *config;
+    CUfunction f;
+    void **params, **extra;
+};
+
+static CUresult call_kernel_ex(void *arg)
+{
+    const struct kernel_ex_call *c = arg;
+    return c->real(c->config, c->f, c->params, c->extra);
+}
 
 CUresult hook_cuLaunchKernel(cuLaunchKernel_fn real, int ptsz, CUfunction f, unsigned int gx,
                              unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,
@@ -409,8 +464,11 @@ CUresult hook_cuLaunchKernel(cuLaunchKernel_fn real, int ptsz, CUfunction f, uns
                              void **extra)
 {
     LAUNCH_HOOK_BODY(f, stream, real(f, gx, gy, gz, bx, by, bz, smem, stream, params, extra),
-                     {gx, gy, gz}, {bx, by, bz}, smem, stream, params, extra, ptsz,
-                     ptsz ? API_cuLaunchKernel_ptsz : API_cuLaunchKernel)
+                     call_kernel,
+                     (&(struct kernel_call){real, f, {gx, gy, gz}, {bx, by, bz}, smem, stream,
+                                           params, extra}), .grid = {gx, gy, gz}, .block = {bx, by, bz}, .smem = smem,
+                     .stream = stream, .params = params, .extra = extra, .ptsz = ptsz,
+                     .api = ptsz ? API_cuLaunchKernel_ptsz : API_cuLaunchKernel)
 }
 
 CUresult hook_cuLaunchCooperativeKernel(cuLaunchCooperativeKernel_fn real, int ptsz, CUfunction f,
@@ -419,8 +477,12 @@ CUresult hook_cuLaunchCooperativeKernel(cuLaunchCooperativeKernel_fn real, int p
                                         unsigned int smem, CUstream stream, void **params)
 {
     LAUNCH_HOOK_BODY(f, stream, real(f, gx, gy, gz, bx, by, bz, smem, stream, params),
-                     {gx, gy, gz}, {bx, by, bz}, smem, stream, params, NULL, ptsz,
-                     ptsz ? API_cuLaunchCooperativeKernel_ptsz : API_cuLaunchCooperativeKernel)
+                     call_cooperative,
+                     (&(struct cooperative_call){real, f, {gx, gy, gz}, {bx, by, bz}, smem,
+                                                stream, params}), .grid = {gx, gy, gz}, .block = {bx, by, bz},
+                     .smem = smem, .stream = stream, .params = params, .extra = NULL,
+                     .ptsz = ptsz,
+                     .api = ptsz ? API_cuLaunchCooperativeKernel_ptsz : API_cuLaunchCooperativeKernel)
 }
 
 CUresult hook_cuLaunchKernelEx(cuLaunchKernelEx_fn real, int ptsz, const CUlaunchConfig *config,
@@ -428,14 +490,78 @@ CUresult hook_cuLaunchKernelEx(cuLaunchKernelEx_fn real, int ptsz, const CUlaunc
 {
     if (!config)
         return real(config, f, params, extra);
-    LAUNCH_HOOK_BODY(f, config->hStream, real(config, f, params, extra),
-                     {config->gridDimX, config->gridDimY, config->gridDimZ},
-                     {config->blockDimX, config->blockDimY, config->blockDimZ},
-                     config->sharedMemBytes, config->hStream, params, extra, ptsz,
-                     ptsz ? API_cuLaunchKernelEx_ptsz : API_cuLaunchKernelEx)
+    LAUNCH_HOOK_BODY(f, config->hStream, real(config, f, params, extra), call_kernel_ex,
+                     (&(struct kernel_ex_call){real, config, f, params, extra}),
+                     .grid = {config->gridDimX, config->gridDimY, config->gridDimZ},
+                     .block = {config->blockDimX, config->blockDimY, config->blockDimZ},
+                     .smem = config->sharedMemBytes, .stream = config->hStream, .params = params,
+                     .extra = extra, .ptsz = ptsz,
+                     .api = ptsz ? API_cuLaunchKernelEx_ptsz : API_cuLaunchKernelEx)
 }
 
 CUresult hook_cuGraphLaunch(cuGraphLaunch_fn real, int ptsz, CUgraphExec exec, CUstream stream)
 {
-    return launch_graph(real, exec, stream, ptsz);
+    return graph_launch(real, exec, stream, ptsz);
+}
+
+/* ---- executable graphs: their kernels are learnt when they are made (graph.c) ---- */
+
+CUresult hook_cuGraphInstantiateWithFlags(cuGraphInstantiateWithFlags_fn real, int ptsz,
+                                          CUgraphExec *exec, CUgraph graph, unsigned long long flags)
+{
+    (void)ptsz;
+    CUresult rc = real(exec, graph, flags);
+    if (rc == CUDA_SUCCESS && exec && channel_up())
+        graph_remember(*exec, graph, flags);
+    return rc;
+}
+
+CUresult hook_cuGraphInstantiateWithParams(cuGraphInstantiateWithParams_fn real, int ptsz,
+                                           CUgraphExec *exec, CUgraph graph,
+                                           CUDA_GRAPH_INSTANTIATE_PARAMS *params)
+{
+    (void)ptsz;
+    CUresult rc = real(exec, graph, params);
+    if (rc == CUDA_SUCCESS && exec && channel_up())
+        graph_remember(*exec, graph, params ? params->flags : 0);
+    return rc;
+}
+
+CUresult hook_cuGraphInstantiate(cuGraphInstantiate_fn real, int ptsz, CUgraphExec *exec,
+                                 CUgraph graph, CUgraphNode *errorNode, char *log, size_t logSize)
+{
+    (void)ptsz;
+    CUresult rc = real(exec, graph, errorNode, log, logSize);
+    if (rc == CUDA_SUCCESS && exec && channel_up())
+        graph_remember(*exec, graph, 0);
+    return rc;
+}
+
+CUresult hook_cuGraphExecDestroy(cuGraphExecDestroy_fn real, int ptsz, CUgraphExec exec)
+{
+    (void)ptsz;
+    graph_forget(exec);
+    return real(exec);
+}
+
+CUresult hook_cuGraphExecUpdate(cuGraphExecUpdate_fn real, int ptsz, CUgraphExec exec,
+                                CUgraph graph, void *resultInfo)
+{
+    (void)ptsz;
+    CUresult rc = real(exec, graph, resultInfo);
+    if (rc == CUDA_SUCCESS && channel_up())
+        graph_updated(exec, graph);
+    return rc;
+}
+
+CUresult hook_cuGraphExecKernelNodeSetParams(cuGraphExecKernelNodeSetParams_fn real, int ptsz,
+                                             CUgraphExec exec, CUgraphNode node,
+                                             const CUDA_KERNEL_NODE_PARAMS *params)
+{
+    (void)ptsz;
+    CUresult rc = real(exec, node, params);
+    if (rc != CUDA_SUCCESS || !params)
+        return rc;
+    graph_node_params(exec, node, params);
+    return rc;
 }

@@ -13,7 +13,8 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "shim.h"
+#include "hooks.h"
+#include "interpose.h"
 
 SHIM_TLS int shim_busy;
 

@@ -18,7 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "shim.h"
+#include "channel.h"
+#include "modules.h"
 
 enum {
     FATBIN_MAGIC = 0xBA55ED50u,         /* a fat binary's header */

@@ -14,7 +14,7 @@
  * Scans are the exception: a launch that leaves NaN or Inf where there was
  * none is worth snapshotting as it left its buffers. With PLAN_GATE the
  * launch goes on at once, and cudump's kernel after it holds the stream on
- * the GPU when a scan finds something new; gate.c then has the launch
+ * the GPU when a scan finds something new; the watcher (watch.c) then has the launch
  * reported and its buffers copied before the stream moves on. Without
  * (--break-on-nan, which holds the launching thread, or where the watcher
  * cannot run) the shim waits for the results itself,
@@ -22,13 +22,22 @@
  * (MSG_REPEAT), which the controller answers with the copies to make, as it
  * answers MSG_END.
  *
- * Everything here runs under snapshot.c's lock, one wanted launch at a time.
+ * Everything here runs under the staging lock, one wanted launch at a time.
  */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "launch.h"
+#include "alloctab.h"
+#include "functab.h"
+#include "gate.h"
+#include "plan.h"
+#include "repeat.h"
+#include "staging.h"
+#include "stream.h"
+#include "tools.h"
+#include "trace.h"
+#include "watch.h"
 
 enum { REPEAT_WAYS = PROTO_REPEAT_WAYS };
 
@@ -165,7 +174,7 @@ static int by_offset(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-struct repeat_plan *repeat_store(struct func_entry *e, const unsigned char *bytes, size_t n,
+static struct repeat_plan *repeat_store(struct func_entry *e, const unsigned char *bytes, size_t n,
                                  uint32_t gen, unsigned long long epoch,
                                  unsigned long long removals, uint32_t id, bool gate,
                                  const struct proto_copy *const *copies, unsigned ncopies,
@@ -231,17 +240,18 @@ static struct proto_result_slot *reserve(uint64_t *pos, bool wait)
 
 /* Runs one phase's tools; after a gated launch, the last of cudump's kernels
  * holds the stream if a scan finds something new. Returns whether it will. */
-static bool run_phase(struct launch_info *li, enum proto_phase phase)
+static bool run_phase(const struct repeat_run *run, const struct launch_info *li,
+                      enum proto_phase phase)
 {
-    struct repeat_plan *p = li->repeat;
-    struct proto_result_slot *slot = li->slot;
+    struct repeat_plan *p = run->plan;
+    struct proto_result_slot *slot = run->slot;
     uint32_t slots;
     results_ring(&slots);
-    unsigned at = (unsigned)(li->slot_pos & (slots - 1));
-    bool gated = phase == PHASE_AFTER && li->gated;
+    unsigned at = (unsigned)(run->slot_pos & (slots - 1));
+    bool gated = phase == PHASE_AFTER && run->gated;
     unsigned long long removals = alloctab_removals();
     bool checked = p->checked == removals + 1;
-    static struct tool_request reqs[PROTO_MAX_REPEAT]; /* under snap_lock; 28 KB */
+    static struct tool_request reqs[PROTO_MAX_REPEAT]; /* under the staging lock; 28 KB */
     unsigned n = 0;
     for (unsigned k = 0; k < p->ncopies; k++) {
         const struct proto_copy *c = &p->copies[k];
@@ -249,7 +259,7 @@ static bool run_phase(struct launch_info *li, enum proto_phase phase)
             continue;
         reqs[n] = (struct tool_request){c, &slot->results[k],
                                         PROTO_MAX_COPIES + at * PROTO_MAX_REPEAT + k,
-                                        li->slot_pos + 1, false, NULL, checked};
+                                        run->slot_pos + 1, false, NULL, checked};
         if (gated && tool_mode(c) != TOOL_DIGEST) {
             reqs[n].marks = true;
             reqs[n].before = p->before[k] < 0 ? NULL : &slot->results[p->before[k]];
@@ -277,15 +287,6 @@ static bool has_scans(const struct repeat_plan *p)
     return false;
 }
 
-bool repeat_results_in(const struct proto_result_slot *s, uint64_t tag)
-{
-    unsigned n = s->ncopies < PROTO_MAX_REPEAT ? s->ncopies : PROTO_MAX_REPEAT;
-    for (unsigned k = 0; k < n; k++)
-        if (s->results[k].rc == 0 && __atomic_load_n(&s->results[k].done, __ATOMIC_ACQUIRE) != tag)
-            return false;
-    return true;
-}
-
 /* Whether every launch handed to the ring and not yet read by the controller
  * has all its results. */
 static bool ring_settled(void)
@@ -300,7 +301,7 @@ static bool ring_settled(void)
         const struct proto_result_slot *s = &ring[pos & (slots - 1)];
         /* A slot not yet handed over is a launch still being made: not waited for. */
         if (__atomic_load_n(&s->ready, __ATOMIC_ACQUIRE) == pos + 1 &&
-            !repeat_results_in(s, pos + 1))
+            !gate_results_in(s, pos + 1))
             return false;
     }
     return true;
@@ -310,7 +311,7 @@ static bool ring_settled(void)
  * GPU are waited for a while (EXIT_WAIT_S at most, and not at all once the
  * controller is gone): a program that exits without synchronizing would
  * otherwise take its last launches' digests and scans with it. Registered
- * before the gate's own handler (gate.c), so it runs after it: a held gate is
+ * before the gate's own handler (watch.c), so it runs after it: a held gate is
  * served first, and the launches behind it can finish. */
 static bool results_done(void)
 {
@@ -327,7 +328,8 @@ static void register_exit(void)
     atexit(results_at_exit);
 }
 
-bool repeat_start(struct launch_info *li, struct repeat_plan *p, bool wait)
+bool repeat_start(struct repeat_run *run, const struct launch_info *li, struct repeat_plan *p,
+                  bool wait)
 {
     static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
     pthread_once(&exit_once, register_exit);
@@ -339,8 +341,8 @@ bool repeat_start(struct launch_info *li, struct repeat_plan *p, bool wait)
     slot->ncopies = p->ncopies;
     slot->launch_rc = 0;
     slot->flags = 0;
-    li->gated = p->gate && has_scans(p) && gate_room(li->device);
-    slot->gate = li->gated ? GATE_ARMED : GATE_NONE;
+    bool gated = p->gate && has_scans(p) && watch_room(li->device);
+    slot->gate = gated ? GATE_ARMED : GATE_NONE;
     slot->event = (struct proto_launch){
         .seq = li->seq, .occurrence = li->occurrence,
         .stream = (uint64_t)(uintptr_t)li->stream, .tid = li->tid, .id = li->e->id,
@@ -349,10 +351,8 @@ bool repeat_start(struct launch_info *li, struct repeat_plan *p, bool wait)
         .nparams = -1};
     for (unsigned k = 0; k < p->ncopies; k++)
         slot->results[k] = (struct proto_tool_result){.rc = -1};
-    li->repeat = p;
-    li->slot = slot;
-    li->slot_pos = pos;
-    run_phase(li, PHASE_BEFORE);
+    *run = (struct repeat_run){.plan = p, .slot = slot, .slot_pos = pos, .gated = gated};
+    run_phase(run, li, PHASE_BEFORE);
     return true;
 }
 
@@ -372,25 +372,28 @@ static bool new_nonfinite(const struct repeat_plan *p, const struct proto_result
     return false;
 }
 
-bool repeat_end(struct launch_info *li, CUresult launch_rc, struct msg *report)
+/* Runs the "after" tools and hands the slot to the ring's reader. Returns true
+ * if a scan found new non-finite values: the slot is then appended to
+ * `report` (a MSG_REPEAT) for the caller to send. A gated launch returns
+ * false at once: gate.c and the watcher take it from there. */
+static bool repeat_end(struct repeat_run *run, const struct launch_info *li, CUresult launch_rc,
+                       struct msg *report)
 {
-    struct proto_result_slot *slot = li->slot;
+    struct proto_result_slot *slot = run->slot;
     slot->launch_rc = launch_rc;
-    bool held = launch_rc == CUDA_SUCCESS && run_phase(li, PHASE_AFTER);
-    if (li->gated && held) {
+    bool held = launch_rc == CUDA_SUCCESS && run_phase(run, li, PHASE_AFTER);
+    if (run->gated && held) {
         /* Nobody waits: the GPU holds the stream if a scan finds something.
          * (The slot is the reader's first: gate.c knows a slot by its `ready`.) */
-        __atomic_store_n(&slot->ready, li->slot_pos + 1, __ATOMIC_RELEASE);
-        gate_add(li);
-        li->repeat = NULL;
-        li->slot = NULL;
+        __atomic_store_n(&slot->ready, run->slot_pos + 1, __ATOMIC_RELEASE);
+        gate_add(slot, run->slot_pos + 1, li->seq, stream_ctx(li));
         return false;
     }
     bool found = false;
-    if (has_scans(li->repeat)) {
+    if (has_scans(run->plan)) {
         /* The results are written from the GPU: once the stream is through,
          * they are all there. */
-        found = launch_wait_stream(li) == CUDA_SUCCESS && new_nonfinite(li->repeat, slot);
+        found = gate_wait_stream(li) == CUDA_SUCCESS && new_nonfinite(run->plan, slot);
         /* A gate the stream does not wait on (the wait could not be queued):
          * the kernel may have written it, and the ring's reader would wait. */
         __atomic_store_n(&slot->gate, GATE_NONE, __ATOMIC_RELEASE);
@@ -401,8 +404,42 @@ bool repeat_end(struct launch_info *li, CUresult launch_rc, struct msg *report)
         msg_add(report, slot, sizeof *slot);
         slot->ncopies = 0; /* the ring's reader has nothing left to wait for in it */
     }
-    __atomic_store_n(&slot->ready, li->slot_pos + 1, __ATOMIC_RELEASE);
-    li->repeat = NULL;
-    li->slot = NULL;
+    __atomic_store_n(&slot->ready, run->slot_pos + 1, __ATOMIC_RELEASE);
     return found;
+}
+
+bool repeat_finish(struct repeat_run *run, const struct launch_info *li, CUresult launch_rc,
+                   uint32_t *flags)
+{
+    char stack[256]; /* the slot itself (8 KB) goes on the heap: this is rare */
+    struct msg m;
+    msg_init(&m, stack, sizeof stack, MSG_REPEAT, li->seq);
+    plan_clear();
+    *flags = 0;
+    bool found = repeat_end(run, li, launch_rc, &m);
+    *run = (struct repeat_run){0};
+    if (!found) {
+        msg_free(&m);
+        return false;
+    }
+    return plan_follow_ups(plan_request(&m, flags), flags);
+}
+
+struct repeat_plan *repeat_keep(const struct launch_info *li, const unsigned char *key,
+                                size_t nkey, uint32_t gen, unsigned long long epoch,
+                                unsigned long long removals, uint32_t id, bool gate)
+{
+    static const struct proto_copy *kept[PROTO_MAX_REPEAT]; /* under the staging lock */
+    unsigned ncopies, nkeys;
+    const struct plan_copy *copies = plan_copies(&ncopies);
+    const struct proto_key *keys = plan_keys(&nkeys);
+    if (ncopies > PROTO_MAX_REPEAT)
+        return NULL;
+    for (unsigned i = 0; i < ncopies; i++) {
+        if (!(copies[i].c.flags & COPY_TOOL))
+            return NULL;
+        kept[i] = &copies[i].c;
+    }
+    return repeat_store(li->e, key, nkey, gen, epoch, removals, id, gate, kept, ncopies, keys,
+                        nkeys);
 }

@@ -20,7 +20,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "launch.h"
+#include "alloctab.h"
+#include "channel.h"
+#include "functab.h"
+#include "gate.h"
+#include "interpose.h"
+#include "plain.h"
+#include "staging.h"
+#include "stop.h"
+#include "util.h"
 
 /* Waits for everything the context has queued, unless a stream capture is
  * under way somewhere (a context-wide sync would invalidate it): then only
@@ -30,7 +38,7 @@ static CUresult quiesce(const struct launch_info *li)
     cuCtxSynchronize_fn sync = shim_real_cuCtxSynchronize();
     if (atomic_load(&shim_stats.captures_active) == 0 && sync)
         return sync();
-    return launch_wait_stream(li);
+    return gate_wait_stream(li);
 }
 
 static bool reply_result(CUresult rc, const void *data, size_t len)
@@ -62,7 +70,7 @@ static bool serve_read(const struct launch_info *li, const unsigned char *p, siz
         __builtin_mul_overflow(r.width, r.height, &bytes) ||
         __builtin_add_overflow(r.offset, bytes, &end) || end > size)
         return reply_result(-1, NULL, 0);
-    CUresult rc = stop_copy_wait(li, r.src, r.width, r.height, r.height > 1 ? r.pitch : r.width,
+    CUresult rc = plain_copy_wait(li, r.src, r.width, r.height, r.height > 1 ? r.pitch : r.width,
                                  r.offset);
     return reply_result(rc, NULL, 0);
 }
@@ -79,7 +87,7 @@ static bool serve_write(const struct launch_info *li, const unsigned char *p, si
     uint64_t end;
     if (!area || w.size == 0 || __builtin_add_overflow(w.offset, w.size, &end) || end > size)
         return reply_result(-1, NULL, 0);
-    return reply_result(stop_write_wait(li, w.dst, w.size, w.offset), NULL, 0);
+    return reply_result(plain_write_wait(li, w.dst, w.size, w.offset), NULL, 0);
 }
 
 static bool serve_query(const unsigned char *p, size_t len)
@@ -154,27 +162,34 @@ static bool serve_counts(void)
 }
 
 /* The kernels of the graph whose launch is held, in run order. */
-static bool serve_graph_nodes(void)
+static bool serve_graph_nodes(stop_graph_nodes_fn graph_nodes)
 {
     enum { MAX_NODES = 4096 }; /* 160 KiB: well inside one message */
-    struct proto_graph_node *nodes = malloc(MAX_NODES * sizeof *nodes);
-    size_t n = nodes ? graph_held_nodes(nodes, MAX_NODES) : 0;
+    struct proto_graph_node *nodes = graph_nodes ? malloc(MAX_NODES * sizeof *nodes) : NULL;
+    size_t n = nodes ? graph_nodes(nodes, MAX_NODES) : 0;
     bool ok = reply_result(n ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND, nodes, n * sizeof *nodes);
     free(nodes);
     return ok;
 }
 
-enum proto_resume_mode stop_serve(struct launch_info *li, enum proto_phase phase,
-                                  CUresult launch_rc)
+/* A stop being served: what the loop needs, and how it ends. */
+struct stop {
+    struct launch_info *li;
+    stop_graph_nodes_fn graph_nodes;
+    struct proto_stopped stopped;
+    enum proto_resume_mode mode;
+};
+
+/* Reports the stop and answers requests until told how to go on; owns the
+ * connection meanwhile (channel_exclusive). */
+static void serve(void *arg)
 {
-    struct proto_stopped s = {.phase = phase, .launch_rc = launch_rc};
-    s.sync_rc = phase == PHASE_BEFORE ? quiesce(li) : CUDA_SUCCESS;
-    enum proto_resume_mode mode = RESUME_CONTINUE;
-    channel_lock();
+    struct stop *st = arg;
+    struct launch_info *li = st->li;
     char stack[64];
     struct msg m;
     msg_init(&m, stack, sizeof stack, MSG_STOPPED, li->seq);
-    msg_add(&m, &s, sizeof s);
+    msg_add(&m, &st->stopped, sizeof st->stopped);
     bool up = channel_send_locked(&m);
     msg_free(&m);
     while (up) {
@@ -188,7 +203,7 @@ enum proto_resume_mode stop_serve(struct launch_info *li, enum proto_phase phase
             struct proto_resume r;
             memcpy(&r, payload, sizeof r);
             if (r.mode <= RESUME_KILL)
-                mode = (enum proto_resume_mode)r.mode;
+                st->mode = (enum proto_resume_mode)r.mode;
             break;
         }
         if (kind == MSG_READ)
@@ -200,17 +215,26 @@ enum proto_resume_mode stop_serve(struct launch_info *li, enum proto_phase phase
         else if (kind == MSG_COUNTS)
             up = serve_counts();
         else if (kind == MSG_GRAPH_NODES)
-            up = serve_graph_nodes();
+            up = serve_graph_nodes(st->graph_nodes);
         else if (kind == MSG_WRITE)
             up = serve_write(li, payload, len);
         else
             up = reply_result(-1, NULL, 0);
     }
-    channel_unlock();
-    if (mode == RESUME_KILL) {
+}
+
+enum proto_resume_mode stop_serve(struct launch_info *li, enum proto_phase phase,
+                                  CUresult launch_rc, stop_graph_nodes_fn graph_nodes)
+{
+    struct stop st = {.li = li, .graph_nodes = graph_nodes,
+                      .stopped = {.phase = phase, .launch_rc = launch_rc},
+                      .mode = RESUME_CONTINUE};
+    st.stopped.sync_rc = phase == PHASE_BEFORE ? quiesce(li) : CUDA_SUCCESS;
+    channel_exclusive(serve, &st);
+    if (st.mode == RESUME_KILL) {
         raise(SIGKILL);
         for (;;)
             pause();
     }
-    return mode;
+    return st.mode;
 }

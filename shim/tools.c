@@ -26,7 +26,12 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "launch.h"
+#include "alloctab.h"
+#include "gate.h"
+#include "interpose.h"
+#include "staging.h"
+#include "stream.h"
+#include "tools.h"
 #include "tooljob.h"
 #include "tools_ptx.h"
 
@@ -99,7 +104,7 @@ static void load_kernel(struct tool_ctx *t, const struct launch_info *li)
     if (t->rc == CUDA_SUCCESS)
         t->rc = zero(t->scratch, 0, bytes, li->stream);
     if (t->rc == CUDA_SUCCESS)
-        t->rc = launch_wait_stream(li);
+        t->rc = gate_wait_stream(li);
     CUdevice dev;
     int sms = 0;
     if (t->rc == CUDA_SUCCESS && real_cuCtxGetDevice && real_cuDeviceGetAttribute &&
@@ -245,7 +250,7 @@ static void clear_words(const struct launch_info *li, CUdeviceptr words)
 static bool run_on(const struct launch_info *li, const struct tool_ctx *t,
                    struct tool_request *reqs, unsigned n, const struct tool_hold *hold)
 {
-    static struct tool_job all[PROTO_MAX_REPEAT];      /* under snapshot.c's lock; 40 KB */
+    static struct tool_job all[PROTO_MAX_REPEAT];      /* under the staging lock; 40 KB */
     static struct tool_request *of[PROTO_MAX_REPEAT];
     CUdeviceptr gate = hold ? device_address(t, hold->gate, sizeof *hold->gate) : 0;
     CUdeviceptr words = gate && hold->acc < t->holds
@@ -285,7 +290,7 @@ bool tools_run(const struct launch_info *li, struct tool_request *reqs, unsigned
     if (!n)
         return false;
     /* The stream's context, made current for the calls below if it is not. */
-    CUcontext ctx = launch_stream_ctx(li);
+    CUcontext ctx = stream_ctx(li);
     struct ctx_scope scope = ctx_enter(ctx);
     const struct tool_ctx *t = NULL;
     CUresult rc = !scope.ok ? CUDA_ERROR_INVALID_CONTEXT

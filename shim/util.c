@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "shim.h"
+#include "util.h"
 
 void sb_init(struct strbuf *sb, char *stack, size_t cap)
 {

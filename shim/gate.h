@@ -1,0 +1,55 @@
+/* Gated launches in flight, and the shim's waits on the GPU that open their
+ * gates meanwhile (gate.c). The watcher that serves them is watch.c. */
+#ifndef CUDUMP_GATE_H
+#define CUDUMP_GATE_H
+
+#include "launchinfo.h"
+
+struct gate_entry {
+    struct proto_result_slot *slot;
+    uint64_t tag;               /* the slot's position + 1: its `ready` and its results' `done` */
+    uint64_t seq;
+    CUcontext ctx;
+    uint64_t added_ns;          /* when the launch was made: its hold began later */
+};
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t gate_now_ns(void);
+/* Whether every result of the slot (whose `ready` is tag) is in, or will never
+ * come (its tool was not launched). */
+bool gate_results_in(const struct proto_result_slot *s, uint64_t tag);
+/* Keeps track of a gated launch until its gate is settled (under the staging lock). */
+void gate_add(struct proto_result_slot *slot, uint64_t tag, uint64_t seq, CUcontext ctx);
+/* Forgets the settled launches; returns how many are in flight, and in *held
+ * whether any of them is held. */
+unsigned gate_look(bool *held);
+/* Copies out the held launches (at most cap). */
+unsigned gate_held(struct gate_entry *out, unsigned cap);
+/* Whether the newest gated launch is held. One load when none is in flight. */
+bool gate_newest_held(void);
+/* Blocks until some launch is in flight (the watcher's idle wait). */
+void gate_wait_any(void);
+/* Opens the gate if it is held, or being served, as `how`. */
+void gate_open(const struct gate_entry *g, uint32_t how);
+/* Opens every held gate without copies: for a thread about to wait on the
+ * GPU, which may be waiting behind one. Cheap when nothing is gated. */
+void gate_release_held(void);
+/* This thread serves held gates (on) or no longer does (off); while it does,
+ * its waits are on a side stream, which no gate holds. */
+void gate_serving(bool on);
+/* The gate this serving thread serves now (NULL: none); gate_serve_stalled
+ * says whether a wait of the serve had to open it before its copies were done
+ * (every copy of that serve is then reported failed). */
+void gate_serve_slot(struct proto_result_slot *slot);
+bool gate_serve_stalled(void);
+/* Waits for an event recorded on a stream the caller waits for: as
+ * cuEventSynchronize, opening held gates meanwhile while any launch is gated;
+ * after grace_ms of waiting only (0: at once), for a caller the watcher may
+ * still serve them around. A serving thread's wait opens its own gate instead
+ * if it lasts (see SERVE_STALL_MS). */
+CUresult gate_wait_event(CUevent ev, unsigned grace_ms);
+/* Waits for everything queued on the launch's stream so far. */
+CUresult gate_wait_stream(const struct launch_info *li);
+void gate_reset_after_fork(void);
+
+#endif

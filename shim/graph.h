@@ -1,0 +1,23 @@
+/* Kernels inside CUDA graphs (graph.c): learnt when a graph is instantiated,
+ * counted, traced, stopped at and snapshotted by copy nodes in a clone. */
+#ifndef CUDUMP_GRAPH_H
+#define CUDUMP_GRAPH_H
+
+#include "shim.h"
+
+/* cuGraphLaunch: counted, traced, and run instrumented where kernels inside
+ * want snapshots. */
+CUresult graph_launch(cuGraphLaunch_fn real, CUgraphExec exec, CUstream stream, int ptsz);
+/* An executable graph was made from `graph`: learns its kernels. */
+void graph_remember(CUgraphExec exec, CUgraph graph, unsigned long long flags);
+/* An executable graph goes away. */
+void graph_forget(CUgraphExec exec);
+/* An executable graph now runs `graph`'s parameters (cuGraphExecUpdate). */
+void graph_updated(CUgraphExec exec, CUgraph graph);
+/* A kernel node's parameters were changed in the executable graph. */
+void graph_node_params(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *params);
+/* Adds every graph's launches so far to its kernels' counts (at exit). */
+void graph_fold_all(void);
+void graph_reset_after_fork(void);
+
+#endif

@@ -1,0 +1,38 @@
+/* What every layer of the launch path knows of one launch: its arguments as
+ * the program gave them and its numbering. What a way of copying needs for
+ * itself (a ring slot, scratch) is that strategy's own state, not here. */
+#ifndef CUDUMP_LAUNCHINFO_H
+#define CUDUMP_LAUNCHINFO_H
+
+#include "shim.h"
+
+struct func_entry;
+
+struct launch_info {
+    struct func_entry *e;
+    unsigned wants;
+    unsigned grid[3];
+    unsigned block[3];
+    unsigned smem;
+    CUstream stream;
+    void **params;
+    void **extra;
+    int ptsz;
+    enum proto_api api;
+    bool interrupted;           /* this launch took the controller's interrupt */
+    /* numbered by the pipeline (launch.c) or the graph launch (graph.c) */
+    unsigned long long seq;
+    unsigned long long occurrence;
+    int device;
+    uint64_t tid;
+    bool captured;
+    /* a kernel node of a graph launch */
+    uint64_t graph;
+    uint32_t replay, node;
+    uint32_t begin_flags;       /* LAUNCH_STOP_ONLY, LAUNCH_UNSAFE_GRAPH: for MSG_BEGIN */
+    /* the n-th launch of each counted rule it counts for (plan_select) */
+    unsigned ncounted;
+    struct proto_counted counted[PROTO_MAX_SELECTORS];
+};
+
+#endif

@@ -1,0 +1,46 @@
+/* Plans the shim repeats on its own (PLAN_REPEAT), made through the result
+ * ring (repeat.c). */
+#ifndef CUDUMP_REPEAT_H
+#define CUDUMP_REPEAT_H
+
+#include "launchinfo.h"
+
+struct func_entry;
+struct repeat_plan;
+
+/* Launches with more parameter bytes are always asked about: CUDA's limit is
+ * 32,764 (a multi-tensor kernel's metadata takes most of it). */
+enum { REPEAT_MAX_BYTES = 32768 };
+
+/* A launch being made with a repeated plan: this strategy's own state. */
+struct repeat_run {
+    struct repeat_plan *plan;
+    struct proto_result_slot *slot;     /* its slot of the result ring */
+    uint64_t slot_pos;
+    bool gated;                         /* its scans not waited for (gate.c, watch.c) */
+};
+
+/* The plan kept for a launch of e with these parameter bytes, if it still holds. */
+struct repeat_plan *repeat_find(const struct func_entry *e, const unsigned char *bytes,
+                                size_t n, uint32_t gen);
+/* Keeps the plan just accepted (plan.c) if it may be repeated (digests and
+ * scans only), keyed by the launch's parameter bytes; returns it, or NULL if
+ * it could not be kept. */
+struct repeat_plan *repeat_keep(const struct launch_info *li, const unsigned char *key,
+                                size_t nkey, uint32_t gen, unsigned long long epoch,
+                                unsigned long long removals, uint32_t id, bool gate);
+unsigned repeat_copies(const struct repeat_plan *p);
+/* Takes a result ring slot for the launch and runs the plan's "before" tools;
+ * false if the ring has no room (ask the controller instead), after waiting a
+ * while for the controller to make some if `wait`. */
+bool repeat_start(struct repeat_run *run, const struct launch_info *li, struct repeat_plan *p,
+                  bool wait);
+/* After the launch: runs the "after" tools and hands the slot to the ring's
+ * reader. A launch whose scan found new non-finite values is reported at once
+ * (MSG_REPEAT); returns whether the answer asks for follow-up copies (now the
+ * plan's, plan.c) or to hold the launch (*flags). */
+bool repeat_finish(struct repeat_run *run, const struct launch_info *li, CUresult launch_rc,
+                   uint32_t *flags);
+void repeat_reset_after_fork(void);
+
+#endif

@@ -1,0 +1,44 @@
+/* cudump's own kernel: digests and NaN/Inf scans of buffers (tools.c). */
+#ifndef CUDUMP_TOOLS_H
+#define CUDUMP_TOOLS_H
+
+#include "launchinfo.h"
+
+/* What a COPY_TOOL copy asks cudump's kernel to compute (enum proto_tool_mode). */
+static inline unsigned tool_mode(const struct proto_copy *c)
+{
+    return (c->flags >> PROTO_TOOL_MODE_SHIFT) & 0xff;
+}
+
+/* One COPY_TOOL copy for cudump's kernel. */
+struct tool_request {
+    const struct proto_copy *copy;
+    struct proto_tool_result *result;   /* in staging or the result ring */
+    unsigned acc;                       /* its accumulator in the context's scratch: the
+                                         * copy's index in a plan, or PROTO_MAX_COPIES +
+                                         * a ring slot's index * PROTO_MAX_REPEAT + its own */
+    uint64_t tag;                       /* written to result->done after the result */
+    bool marks;                         /* a scan after a gated launch: a new non-finite
+                                         * value it finds holds the stream (tooljob.h) */
+    const struct proto_tool_result *before; /* and the scan before it, or NULL */
+    bool checked;                       /* in: found inside an allocation before, under the
+                                         * same alloctab_removals(), so not looked up again;
+                                         * out: inside a tracked allocation */
+};
+/* Where the stream is held after a gated launch: the slot's gate, and the
+ * slot's index (its word of hold scratch). */
+struct tool_hold {
+    uint32_t *gate;
+    unsigned acc;
+};
+/* Runs cudump's kernel over the buffers of n tool copies on the launch's stream
+ * (as few launches as it takes); sets each result's rc. The kernel writes the
+ * words and `done` once the stream gets there. With `hold`, the last of those
+ * launches holds the stream at the gate if a scan that `marks` finds a new
+ * non-finite value (tooljob.h); returns whether it was made (false without
+ * `hold`). */
+bool tools_run(const struct launch_info *li, struct tool_request *reqs, unsigned n,
+               const struct tool_hold *hold);
+void tools_reset_after_fork(void);
+
+#endif

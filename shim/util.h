@@ -1,0 +1,24 @@
+/* Small helpers (util.c). */
+#ifndef CUDUMP_UTIL_H
+#define CUDUMP_UTIL_H
+
+#include "shim.h"
+
+struct strbuf {
+    char *data;
+    size_t len, cap;
+    bool heap; /* data was malloc'ed by the buffer */
+    bool oom;
+};
+void sb_init(struct strbuf *sb, char *stack, size_t cap);
+void sb_printf(struct strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sb_append(struct strbuf *sb, const void *data, size_t len);
+void sb_free(struct strbuf *sb);
+
+/* How long an exit handler of the shim waits at most for work still on the
+ * GPU: the program's exit goes on regardless. */
+enum { EXIT_WAIT_S = 5 };
+/* Asks `done` every 100 us, for `seconds` at most; whether it said yes. */
+bool poll_until(bool (*done)(void), unsigned seconds);
+
+#endif

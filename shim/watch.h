@@ -1,0 +1,16 @@
+/* The watcher: a thread of the shim's own that serves held gates (watch.c). */
+#ifndef CUDUMP_WATCH_H
+#define CUDUMP_WATCH_H
+
+#include "shim.h"
+
+/* Whether a launch on the device may be gated now (under the staging lock):
+ * the watcher runs, and the device has no watchdog that would end a hold. */
+bool watch_room(int device);
+/* Under the staging lock, before a launch: serves the held gates if the
+ * newest gated launch is held (the GPU has caught up with it: its stream
+ * would make the launch wait). One look, so that a launch pays next to nothing. */
+void watch_serve_newest(void);
+void watch_reset_after_fork(void);
+
+#endif
