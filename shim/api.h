@@ -119,6 +119,19 @@
 #define CUDUMP_A_cuEventSynchronize (event)
 #define CUDUMP_P_cuMemcpyDtoH (void *dst, CUdeviceptr src, size_t bytes)
 #define CUDUMP_A_cuMemcpyDtoH (dst, src, bytes)
+/* The program's synchronous copies, which wait for the GPU inside the driver. */
+#define CUDUMP_P_cuMemcpyHtoD (CUdeviceptr dst, const void *src, size_t bytes)
+#define CUDUMP_A_cuMemcpyHtoD (dst, src, bytes)
+#define CUDUMP_P_cuMemcpyDtoD (CUdeviceptr dst, CUdeviceptr src, size_t bytes)
+#define CUDUMP_A_cuMemcpyDtoD (dst, src, bytes)
+#define CUDUMP_P_cuMemcpy (CUdeviceptr dst, CUdeviceptr src, size_t bytes)
+#define CUDUMP_A_cuMemcpy (dst, src, bytes)
+#define CUDUMP_P_cuMemcpy2D (const CUDA_MEMCPY2D *copy)
+#define CUDUMP_A_cuMemcpy2D (copy)
+#define CUDUMP_P_cuMemcpy2DUnaligned (const CUDA_MEMCPY2D *copy)
+#define CUDUMP_A_cuMemcpy2DUnaligned (copy)
+#define CUDUMP_P_cuMemcpy3D (const CUDA_MEMCPY3D *copy)
+#define CUDUMP_A_cuMemcpy3D (copy)
 #define CUDUMP_P_cuGraphLaunch (CUgraphExec exec, CUstream stream)
 #define CUDUMP_A_cuGraphLaunch (exec, stream)
 #define CUDUMP_P_cuStreamBeginCapture (CUstream stream, CUstreamCaptureMode mode)
@@ -161,7 +174,8 @@
     F(cuGraphExecDestroy)                                                                \
     F(cuGraphExecKernelNodeSetParams) F(cuGraphExecUpdate)                              \
     F(cuCtxSynchronize) F(cuCtxSynchronize_v2) F(cuStreamSynchronize) F(cuEventSynchronize) \
-    F(cuMemcpyDtoH)
+    F(cuMemcpyDtoH) F(cuMemcpyHtoD) F(cuMemcpyDtoD) F(cuMemcpy) F(cuMemcpy2D)             \
+    F(cuMemcpy2DUnaligned) F(cuMemcpy3D)
 
 #define CUDUMP_VARIANTS(VARIANT)                                           \
     VARIANT(cuInit, cuInit, 0)                                             \
@@ -220,7 +234,19 @@
     VARIANT(cuStreamSynchronize_ptsz, cuStreamSynchronize, 1)              \
     VARIANT(cuEventSynchronize, cuEventSynchronize, 0)                     \
     VARIANT(cuMemcpyDtoH_v2, cuMemcpyDtoH, 0)                              \
-    VARIANT(cuMemcpyDtoH_v2_ptds, cuMemcpyDtoH, 1)
+    VARIANT(cuMemcpyDtoH_v2_ptds, cuMemcpyDtoH, 1)                         \
+    VARIANT(cuMemcpyHtoD_v2, cuMemcpyHtoD, 0)                              \
+    VARIANT(cuMemcpyHtoD_v2_ptds, cuMemcpyHtoD, 1)                         \
+    VARIANT(cuMemcpyDtoD_v2, cuMemcpyDtoD, 0)                              \
+    VARIANT(cuMemcpyDtoD_v2_ptds, cuMemcpyDtoD, 1)                         \
+    VARIANT(cuMemcpy, cuMemcpy, 0)                                         \
+    VARIANT(cuMemcpy_ptds, cuMemcpy, 1)                                    \
+    VARIANT(cuMemcpy2D_v2, cuMemcpy2D, 0)                                  \
+    VARIANT(cuMemcpy2D_v2_ptds, cuMemcpy2D, 1)                             \
+    VARIANT(cuMemcpy2DUnaligned_v2, cuMemcpy2DUnaligned, 0)                \
+    VARIANT(cuMemcpy2DUnaligned_v2_ptds, cuMemcpy2DUnaligned, 1)           \
+    VARIANT(cuMemcpy3D_v2, cuMemcpy3D, 0)                                  \
+    VARIANT(cuMemcpy3D_v2_ptds, cuMemcpy3D, 1)
 
 /*
  * Driver functions the shim calls for its own work but does not wrap.

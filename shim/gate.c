@@ -27,8 +27,12 @@
 
 #include "gate.h"
 #include "interpose.h"
+#include "util.h"
 
-enum { GATE_MAX = 1024 };       /* launches in flight kept track of (the ring has fewer slots) */
+enum {
+    GATE_MAX = 1024,            /* launches in flight kept track of (the ring has fewer slots) */
+    SETTLE_S = 10,              /* how long a call of the program waits for them (gate_settle) */
+};
 
 /* A serving thread's wait for its copies on the side stream. The GPU does not
  * promise that they run while the held stream waits: streams share a few
@@ -266,6 +270,26 @@ void gate_add(struct proto_result_slot *slot, uint64_t tag, uint64_t seq, CUcont
         pthread_cond_signal(&gate_cond);
     atomic_store_explicit(&in_flight, count, memory_order_release);
     pthread_mutex_unlock(&gate_lock);
+}
+
+/* Whether every gated launch kept track of is settled (retiring those that are). */
+static bool all_settled(void)
+{
+    pthread_mutex_lock(&gate_lock);
+    retire_locked();
+    bool none = count == 0;
+    pthread_mutex_unlock(&gate_lock);
+    return none;
+}
+
+void gate_settle(void)
+{
+    if (serving || !atomic_load_explicit(&in_flight, memory_order_acquire))
+        return;
+    /* The watcher serves them meanwhile (in relaxed capture mode, on its own
+     * thread): this thread only waits, outside the driver. */
+    if (!poll_until(all_settled, SETTLE_S))
+        gate_release_held();
 }
 
 void gate_reset_after_fork(void)

@@ -50,6 +50,15 @@ bool gate_serve_stalled(void);
 CUresult gate_wait_event(CUevent ev, unsigned grace_ms);
 /* Waits for everything queued on the launch's stream so far. */
 CUresult gate_wait_stream(const struct launch_info *li);
+/* For a call of the program that waits on the GPU inside the driver (a
+ * synchronous copy, a synchronize), before it is made: waits until the gated
+ * launches in flight are settled (served by the watcher, or let go), at most
+ * SETTLE_S, then lets go of any still held. While a synchronous copy waits
+ * in the driver for a held stream, the driver keeps a lock that the serve's
+ * own copies wait for (seen on an H200: the program in cuMemcpyHtoD_v2, the
+ * watcher in cuMemcpy2DAsync_v2), so a gate held then would be opened only
+ * by cudump's kernel giving up, minutes later. Cheap when nothing is gated. */
+void gate_settle(void);
 void gate_reset_after_fork(void);
 
 #endif

@@ -362,27 +362,33 @@ static CUresult waited(CUresult rc)
     return rc;
 }
 
+/* Before the program waits in the driver, its held launches are settled
+ * (gate_settle): the serve's copies could not be made while it waits there. */
 CUresult hook_cuCtxSynchronize(cuCtxSynchronize_fn real, int ptsz)
 {
     (void)ptsz;
+    gate_settle();
     return waited(real());
 }
 
 CUresult hook_cuCtxSynchronize_v2(cuCtxSynchronize_v2_fn real, int ptsz, CUcontext ctx)
 {
     (void)ptsz;
+    gate_settle();
     return waited(real(ctx));
 }
 
 CUresult hook_cuStreamSynchronize(cuStreamSynchronize_fn real, int ptsz, CUstream stream)
 {
     (void)ptsz;
+    gate_settle();
     return waited(real(stream));
 }
 
 CUresult hook_cuEventSynchronize(cuEventSynchronize_fn real, int ptsz, CUevent event)
 {
     (void)ptsz;
+    gate_settle();
     return waited(real(event));
 }
 
@@ -390,7 +396,54 @@ CUresult hook_cuMemcpyDtoH(cuMemcpyDtoH_fn real, int ptsz, void *dst, CUdevicept
                            size_t bytes)
 {
     (void)ptsz;
+    gate_settle();
     return waited(real(dst, src, bytes));
+}
+
+CUresult hook_cuMemcpyHtoD(cuMemcpyHtoD_fn real, int ptsz, CUdeviceptr dst, const void *src,
+                           size_t bytes)
+{
+    (void)ptsz;
+    gate_settle();
+    return real(dst, src, bytes);
+}
+
+CUresult hook_cuMemcpyDtoD(cuMemcpyDtoD_fn real, int ptsz, CUdeviceptr dst, CUdeviceptr src,
+                           size_t bytes)
+{
+    (void)ptsz;
+    gate_settle();
+    return real(dst, src, bytes);
+}
+
+CUresult hook_cuMemcpy(cuMemcpy_fn real, int ptsz, CUdeviceptr dst, CUdeviceptr src,
+                       size_t bytes)
+{
+    (void)ptsz;
+    gate_settle();
+    return real(dst, src, bytes);
+}
+
+CUresult hook_cuMemcpy2D(cuMemcpy2D_fn real, int ptsz, const CUDA_MEMCPY2D *copy)
+{
+    (void)ptsz;
+    gate_settle();
+    return real(copy);
+}
+
+CUresult hook_cuMemcpy2DUnaligned(cuMemcpy2DUnaligned_fn real, int ptsz,
+                                  const CUDA_MEMCPY2D *copy)
+{
+    (void)ptsz;
+    gate_settle();
+    return real(copy);
+}
+
+CUresult hook_cuMemcpy3D(cuMemcpy3D_fn real, int ptsz, const CUDA_MEMCPY3D *copy)
+{
+    (void)ptsz;
+    gate_settle();
+    return real(copy);
 }
 
 /* ---- launches ---------------------------------------------------------------- */

@@ -286,13 +286,24 @@ CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr 
 
 /* ---- copies ---- */
 
+/* The real driver keeps a lock of its own while a synchronous copy waits for
+ * the legacy stream, and an asynchronous copy made meanwhile on another thread
+ * waits for that lock (seen on an H200: cuMemcpy2DAsync_v2 in
+ * pthread_rwlock_rdlock while the program's cuMemcpyHtoD_v2 waited behind a
+ * stream held by cudump's kernel). The stand-in does the same, so a tool that
+ * copies on another thread while the program waits in a synchronous copy
+ * deadlocks here as it would there. */
+static pthread_rwlock_t copy_lock = PTHREAD_RWLOCK_INITIALIZER;
+
 static CUresult copy_sync(void *dst, const void *src, size_t n)
 {
     CUresult r = fc_capture_check_unsafe();
     if (r != CUDA_SUCCESS)
         return r;
+    pthread_rwlock_wrlock(&copy_lock);
     fc_wait_held(NULL); /* a synchronous copy goes on the legacy stream */
     memmove(dst, src, n);
+    pthread_rwlock_unlock(&copy_lock);
     return CUDA_SUCCESS;
 }
 
@@ -392,9 +403,13 @@ CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy)
     CUresult r = fc_copy2d_check(pCopy);
     if (r == CUDA_SUCCESS)
         r = fc_capture_check_unsafe();
-    if (r == CUDA_SUCCESS)
-        fc_wait_held(NULL);
-    return r != CUDA_SUCCESS ? r : fc_copy2d(pCopy, false);
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_rwlock_wrlock(&copy_lock);
+    fc_wait_held(NULL);
+    r = fc_copy2d(pCopy, false);
+    pthread_rwlock_unlock(&copy_lock);
+    return r;
 }
 
 CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy)
@@ -422,7 +437,10 @@ static CUresult copy2d_async(const CUDA_MEMCPY2D *c, CUstream hStream, bool per_
         return r;
     struct fc_op op = {.kind = FC_OP_MEMCPY};
     fc_copy2d_to_3d(c, &op.copy);
-    return fc_submit(s, &op);
+    pthread_rwlock_rdlock(&copy_lock);
+    r = fc_submit(s, &op);
+    pthread_rwlock_unlock(&copy_lock);
+    return r;
 }
 
 CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
@@ -467,7 +485,10 @@ static CUresult copy_async(CUmemorytype dst_type, void *dst, CUmemorytype src_ty
         r = fc_resolve_stream(hStream, per_thread, &s);
     if (r != CUDA_SUCCESS)
         return r;
-    return fc_submit(s, &op);
+    pthread_rwlock_rdlock(&copy_lock);
+    r = fc_submit(s, &op);
+    pthread_rwlock_unlock(&copy_lock);
+    return r;
 }
 
 #define HOST CU_MEMORYTYPE_HOST
