@@ -101,3 +101,23 @@ def test_pytorch_elementwise_kernel_at_a_breakpoint(workdir, tmp_path):
     frames = [ln for ln in lines[at + 1:] if re.match(r"#\d+ ", ln)]
     assert any("libtorch" in f or "libc10" in f for f in frames), frames
     assert any("python" in f.lower() for f in frames), frames
+
+
+def test_set_var_writes_device_memory_the_kernel_then_reads(workdir, tmp_path):
+    """`set var` at a stop writes the element on the GPU before the launch runs: the kernel
+    computes with it, and the program's own check of saxpy against the host's fma fails."""
+    n = 4096
+    batch = tmp_path / "commands.txt"
+    batch.write_text("set var arg2[5] = 7\np arg2[5]\nstep\np arg2[5]\ndelete\ncontinue\n")
+    cmd = [*sample("runtime_app"), "--n", str(n)]
+    ran = run(under_cudump(cmd, tmp_path / "run",
+                           extra=["--break", "ns::saxpy*", "--batch", str(batch)]), workdir)
+    lines = ran.stderr.splitlines()
+    at = lines.index("(cudump) p arg2[5]")
+    assert lines[at + 1] == "arg2[5] = 7", lines[at:at + 2]
+    after = lines.index("(cudump) p arg2[5]", at + 1)
+    # y[5] = fma(1.5, x[5], 7) with x[5] = -7.1e-8: the kernel read the 7 written at the stop
+    value = float(lines[after + 1].split(" = ")[1])
+    assert abs(value - 7.0) < 1e-5, lines[after + 1]
+    assert ran.returncode != 0
+    assert "saxpy 1: result differs from the host's fma" in ran.stderr
