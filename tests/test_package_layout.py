@@ -9,6 +9,8 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
+from graphs import find_cycle
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "cudump"
 
@@ -77,33 +79,6 @@ def imported(module: Module, known: dict[str, Module]) -> set[str]:
 def import_graph() -> dict[str, set[str]]:
     known = modules()
     return {name: imported(module, known) for name, module in known.items()}
-
-
-def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    """One import cycle (its modules in order, the first repeated at the end), or None."""
-    state: dict[str, int] = {}      # 1: on the current path, 2: done
-    path: list[str] = []
-
-    def visit(name: str) -> list[str] | None:
-        state[name] = 1
-        path.append(name)
-        for target in sorted(graph.get(name, ())):
-            if state.get(target) == 1:
-                return path[path.index(target):] + [target]
-            if target not in state:
-                found = visit(target)
-                if found:
-                    return found
-        path.pop()
-        state[name] = 2
-        return None
-
-    for name in sorted(graph):
-        if name not in state:
-            found = visit(name)
-            if found:
-                return found
-    return None
 
 
 def test_no_import_cycle():

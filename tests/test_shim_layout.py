@@ -25,6 +25,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from graphs import find_cycle
+
 SHIM = Path(__file__).resolve().parent.parent / "shim"
 
 # Functions declared by a table-driven macro rather than by name: their prefix,
@@ -186,32 +188,6 @@ def call_graph(mods: dict[str, Module]) -> dict[str, dict[str, set[str]]]:
                     continue
                 graph[m.name].setdefault(owner[name], set()).add(f"{f.name} -> {name}")
     return graph
-
-
-def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    state: dict[str, int] = {}
-    stack: list[str] = []
-
-    def visit(v: str) -> list[str] | None:
-        state[v] = 1
-        stack.append(v)
-        for w in sorted(graph.get(v, ())):
-            if state.get(w) == 1:
-                return stack[stack.index(w):] + [w]
-            if w not in state:
-                found = visit(w)
-                if found:
-                    return found
-        stack.pop()
-        state[v] = 2
-        return None
-
-    for v in sorted(graph):
-        if v not in state:
-            found = visit(v)
-            if found:
-                return found
-    return None
 
 
 def test_no_call_cycle_between_files():
