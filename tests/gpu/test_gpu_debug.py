@@ -5,6 +5,7 @@ exit status are its own."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -121,3 +122,19 @@ def test_set_var_writes_device_memory_the_kernel_then_reads(workdir, tmp_path):
     assert abs(value - 7.0) < 1e-5, lines[after + 1]
     assert ran.returncode != 0
     assert "saxpy 1: result differs from the host's fma" in ran.stderr
+
+
+@pytest.mark.parametrize("trace", [False, True])
+def test_a_program_killed_at_the_prompt_is_counted(workdir, tmp_path, trace):
+    """Stopped at the first saxpy of runtime_app and killed there: the summary counts the two
+    fill launches that ran (from the counts the shim keeps in shared memory, without --trace
+    too), not the held one."""
+    batch = tmp_path / "commands.txt"
+    batch.write_text("kill\n")
+    out = tmp_path / "run"
+    ran = run(under_cudump([*sample("runtime_app")], out, trace=trace,
+                           extra=["--break", "ns::saxpy*", "--batch", str(batch)]), workdir)
+    assert ran.returncode == 128 + 9, ran.stderr[-3000:]
+    totals = json.loads((out / "summary.json").read_text())
+    assert totals["launches"] == 2, totals
+    assert list(totals["kernels"].values()) == [2] and "fill" in next(iter(totals["kernels"]))
