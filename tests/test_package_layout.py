@@ -17,13 +17,6 @@ PACKAGE = ROOT / "cudump"
 MAX_MODULE_LINES = 500
 MAX_CLASS_LINES = 300
 
-# Files shipped on their own: the replay engine is copied byte for byte into `cudump extract`
-# folders as replay.py and runs there with numpy and cuda-python alone, so it stays one file.
-# Such a file may be longer (up to STANDALONE_LINES), imports nothing of cudump, and its
-# classes keep to MAX_CLASS_LINES like every other.
-STANDALONE = frozenset({"cudump/analysis/replay_engine.py"})
-STANDALONE_LINES = 900
-
 # The data path: these packages never import the command line, the prompt or the subcommands.
 DATA_PATH = ("analysis", "rundir", "kernels", "policy", "wire")
 ABOVE_DATA_PATH = ("cudump.commands", "cudump.prompt", "cudump.cli")
@@ -96,9 +89,8 @@ def test_modules_and_classes_are_not_too_long():
     for module in modules().values():
         text = module.path.read_text(encoding="utf-8")
         lines = len(text.splitlines())
-        most = STANDALONE_LINES if module.relative in STANDALONE else MAX_MODULE_LINES
-        if lines > most:
-            problems.append(f"{module.relative}: {lines} lines (at most {most})")
+        if lines > MAX_MODULE_LINES:
+            problems.append(f"{module.relative}: {lines} lines (at most {MAX_MODULE_LINES})")
         for node in ast.walk(ast.parse(text, str(module.path))):
             if isinstance(node, ast.ClassDef):
                 assert node.end_lineno is not None
@@ -107,15 +99,6 @@ def test_modules_and_classes_are_not_too_long():
                     problems.append(f"{module.relative}:{node.lineno}: class {node.name}: "
                                     f"{length} lines (at most {MAX_CLASS_LINES})")
     assert not problems, "\n".join(problems)
-
-
-def test_standalone_files_exist_and_import_nothing_of_cudump():
-    """A file allowed to be longer because it ships alone really does stand alone."""
-    known = modules()
-    for name in sorted(STANDALONE):
-        assert (ROOT / name).is_file(), f"take {name} off STANDALONE"
-        module = next(m for m in known.values() if m.relative == name)
-        assert not imported(module, known), f"{name} imports cudump modules"
 
 
 def test_the_data_path_imports_downward():

@@ -146,14 +146,16 @@ def test_extracted_folder_runs_on_its_own(fake, cudump_run, offline, tmp_path):
     done = offline("extract", str(ran.run_dir), "vecAdd", str(folder))
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in folder.iterdir()) == [
-        "README.md", "buffers", "launch.json", "module.ptx", "replay.py"]
+        "README.md", "buffers", "launch.json", "module.ptx", "replay.py", "replay_driver.py",
+        "replay_spec.py"]
     assert sorted(p.name for p in (folder / "buffers").iterdir()) == [
         f"arg{i}-{phase}.npy" for i in range(3) for phase in ("after", "before")]
     spec = json.loads((folder / "launch.json").read_text())
     assert (spec["format"], spec["mangled"], spec["grid"], spec["block"]) == (
         "cudump-launch/1", "_Z6vecAddPKfS0_Pfi", [4, 1, 1], [128, 1, 1])
-    assert (folder / "replay.py").read_bytes() == (ROOT / "cudump" / "analysis" / "replay_engine.py"
-                                                   ).read_bytes()
+    engine = ROOT / "cudump" / "analysis" / "replay_engine"
+    for name in ("replay.py", "replay_driver.py", "replay_spec.py"):
+        assert (folder / name).read_bytes() == (engine / name).read_bytes(), name
     assert "python replay.py" in (folder / "README.md").read_text()
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -161,6 +163,7 @@ def test_extracted_folder_runs_on_its_own(fake, cudump_run, offline, tmp_path):
     assert alone.returncode == 0, alone.stdout + alone.stderr
     assert alone.stdout.splitlines() == [
         f"arg{i} (float32 [512]): equal to the captured after" for i in range(3)]
+    assert not (folder / "__pycache__").exists()  # the folder stays as extract wrote it
     # A wrong "after" is a difference, exit status 1.
     after = np.load(folder / "buffers" / "arg2-after.npy")
     after[3] += 1

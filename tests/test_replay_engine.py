@@ -1,4 +1,4 @@
-"""Tests of cudump/analysis/replay_engine.py: the launch spec, parameter patching, comparing, and
+"""Tests of cudump/analysis/replay_engine/: the launch spec, parameter patching, comparing, and
 whole replays on the host-memory stand-in for libcuda.so.1 (in subprocesses: cuda.bindings
 loads the driver once per process, and the stand-in must never enter the test process)."""
 
@@ -31,9 +31,10 @@ from cudump.analysis.replay_engine import (
     compare,
     patch_params,
 )
+from cudump.analysis.replay_engine import replay as replay_module
 
 ROOT = Path(__file__).resolve().parent.parent
-ENGINE = ROOT / "cudump" / "analysis" / "replay_engine.py"
+ENGINE = ROOT / "cudump" / "analysis" / "replay_engine"
 
 VECADD = "_Z6vecAddPKfS0_Pfi"
 VECADD_NAME = "vecAdd(float const*, float const*, float*, int)"
@@ -177,8 +178,9 @@ def test_wrong_after_exits_1_and_counts_the_differences(replay_run, tmp_path: Pa
 @needs_driver
 def test_copied_script_replays_its_own_folder(replay_run, tmp_path: Path) -> None:
     folder, _ = vecadd_folder(tmp_path / "extract")
-    shutil.copy(ENGINE, folder / "replay_engine.py")
-    done = replay_run(folder / "replay_engine.py", module=False)
+    for name in re_.FILES:
+        shutil.copy(ENGINE / name, folder / name)
+    done = replay_run(folder / "replay.py", module=False)
     assert done.returncode == 0, done.stderr
     assert len(done.stdout.splitlines()) == 3
 
@@ -410,22 +412,54 @@ def test_invalid_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert capsys.readouterr().err.startswith("replay: launch.json: not valid JSON: ")
 
 
-def test_imports_only_the_standard_library_numpy_and_cuda_bindings() -> None:
-    tree = ast.parse(ENGINE.read_text())
+def test_the_shipped_files_are_the_engine_folder() -> None:
+    # Every file but the package's own (__init__.py, __main__.py) ships, the entry first.
+    assert sorted(re_.FILES) == sorted(p.name for p in ENGINE.glob("*.py")
+                                       if not p.name.startswith("__"))
+    assert re_.FILES[0] == "replay.py"
+    assert [p.name for p in re_.shipped_files()] == list(re_.FILES)
+    assert all(p.is_file() for p in re_.shipped_files())
+
+
+def engine_imports(name: str) -> tuple[set[str], set[str], set[str]]:
+    """What one shipped file imports: modules by absolute name, siblings relatively and
+    siblings by plain name (the two ways of each `if __package__:` import)."""
+    tree = ast.parse((ENGINE / name).read_text())
+    siblings = {f.removesuffix(".py") for f in re_.FILES}
     top: set[str] = set()
+    relative: set[str] = set()
+    plain: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             top.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            assert node.level == 0, "relative import"
-            top.add(node.module or "")
+            if node.level:
+                assert node.level == 1 and node.module in siblings, f"{name}: {node.module}"
+                relative.add(node.module)
+            elif node.module in siblings:
+                plain.add(node.module)
+            else:
+                top.add(node.module or "")
+    return top, relative, plain
+
+
+@pytest.mark.parametrize("name", re_.FILES)
+def test_imports_only_the_standard_library_numpy_cuda_bindings_and_siblings(name: str) -> None:
+    top, relative, plain = engine_imports(name)
     allowed = set(sys.stdlib_module_names) | {"numpy", "cuda.bindings", "__future__"}
-    assert {name for name in top if name.split(".")[0] not in allowed
-            and name not in allowed} == set()
-    assert "cuda.bindings" in top
-    # cuda.bindings is imported inside a function only: the module imports without it.
-    assert all(not (isinstance(n, ast.ImportFrom) and n.module == "cuda.bindings")
-               for n in tree.body)
+    assert {m for m in top if m.split(".")[0] not in allowed and m not in allowed} == set()
+    assert relative == plain  # the same siblings, whichever way the file is run
+    assert "replay" not in relative  # the entry runs as __main__: nothing imports it
+
+
+def test_only_the_driver_imports_cuda_bindings_and_only_inside_a_function() -> None:
+    for name in re_.FILES:
+        top, _, _ = engine_imports(name)
+        assert ("cuda.bindings" in top) == (name == "replay_driver.py"), name
+        # The module imports without cuda.bindings.
+        tree = ast.parse((ENGINE / name).read_text())
+        assert all(not (isinstance(n, ast.ImportFrom) and n.module == "cuda.bindings")
+                   for n in tree.body)
 
 
 LINEAR_2K = {"size": 2048, "kind": "linear", "pitch": 0, "width": 0, "height": 0, "elem": 0}
@@ -614,7 +648,7 @@ def test_runs_that_differ_are_reported(tmp_path: Path, monkeypatch: pytest.Monke
     drifted = c.copy()
     drifted[3] = np.nextafter(drifted[3], np.float32(np.inf))
     ScriptedReplayer.results = [[a, b, c], [a, b, c], [a, b, drifted]]
-    monkeypatch.setattr(re_, "Replayer", ScriptedReplayer)
+    monkeypatch.setattr(replay_module, "Replayer", ScriptedReplayer)
     assert re_.main([str(folder), "--runs", "3"]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert lines[:6] == [f"run {r}: arg{i} (float32 [8]): equal to the captured after"

@@ -6,7 +6,7 @@ Replaying needs them the other way round: one device region per allocation
 the launch touched, every pointer word and buffer as an offset into its
 region (so that two pointers into one allocation still alias), and the
 parameter bytes to patch. `launch_spec` makes that translation; the engine
-(replay_engine.py, which also ships in extracted folders) does the rest.
+(replay_engine/, whose files also ship in extracted folders) does the rest.
 """
 
 from __future__ import annotations
