@@ -45,6 +45,7 @@ class KernelStats:
     failed: int = 0               # snapshots (digests, scans) not taken, with a reason
     digests: int = 0
     nan_reports: int = 0          # buffers a launch left NaN/Inf in (--check-nan)
+    ranks: set[int] = field(default_factory=set)   # ranks of its processes' records
 
     def common_shape(self) -> tuple[Shape, int] | None:
         """The most common (grid, block) and how many launches had it; None without a trace."""
@@ -120,6 +121,8 @@ def run_stats(path: str | Path) -> RunStats:
         for r in read_manifest(path):
             k = of(r.kernel)
             k.mangled = k.mangled or r.mangled
+            if r.rank is not None:
+                k.ranks.add(r.rank)
             if r.status != "ok":
                 k.failed += 1
             elif "digest" in r.extra:

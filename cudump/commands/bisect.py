@@ -26,7 +26,14 @@ environment). The second '--' separates the two programs.
 
 The work directory (--out DIR, a new or empty one; default: a temporary directory, removed
 at the end unless --keep, or something went wrong) holds a-digest/, b-digest/, a-snap/,
-b-snap/ (run directories for cudump ls/show/diff), rules/ and logs/ (each run's output).
+b-snap/ (run directories for cudump ls/show/diff), rules/ and logs/ (each run's output);
+with --baseline-runs N also a-base1/ ... a-baseN/.
+
+Step 2 sorts the divergent launches: one whose inputs (its buffers before it ran) all
+matched and whose output differs is a root cause (the earliest is named first); one whose
+inputs already differed is a consequence. With --baseline-runs N, buffers that differ
+between A's identical runs are nondeterministic and never the divergence; when nothing
+else differs, bisect says "no divergence beyond nondeterminism" (exit status 0).
 
 Exit status: 0 no divergence, 1 divergence found (and shown), 2 trouble (one line on
 stderr: bad arguments, a side cudump could not run), 3 the snapshot re-runs did not
@@ -56,6 +63,10 @@ class BisectCommand:
                                  "beside it), or a directory (index.html)")
         parser.add_argument("--keep", action="store_true",
                             help="keep the temporary work directory")
+        parser.add_argument("--baseline-runs", type=int, default=0, metavar="N",
+                            help="run A N more times with digests first: buffers that differ "
+                                 "between identical runs are nondeterministic, not the "
+                                 "divergence (default 0)")
         parser.add_argument("-j", "--jobs", type=int, default=None,
                             help="workers comparing pairs (default: CPU count)")
         parser.add_argument("command", nargs=argparse.REMAINDER,
@@ -66,9 +77,12 @@ class BisectCommand:
     def run(self, args: argparse.Namespace) -> int:
         if args.jobs is not None and args.jobs < 1:
             raise UsageError(f"-j/--jobs must be 1 or more, not {args.jobs}")
+        if args.baseline_runs < 0:
+            raise UsageError(f"--baseline-runs must be 0 or more, not {args.baseline_runs}")
         sides = make_sides(args.command, args.env_a, args.env_b)
         options = BisectOptions(sides=sides, rules=list(args.rule), out=args.out,
-                                keep=args.keep, html=args.html, jobs=args.jobs)
+                                keep=args.keep, html=args.html, jobs=args.jobs,
+                                baseline_runs=args.baseline_runs)
         progress = Progress()            # on stderr, only where it is a terminal
 
         def say(line: str) -> None:

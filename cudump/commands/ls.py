@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cudump.analysis.report.tables import LS_HEADERS, LS_RIGHT, format_table, snapshot_rows
+from cudump.analysis.report.tables import (
+    LS_HEADERS,
+    LS_RIGHT,
+    format_table,
+    snapshot_rows,
+    with_rank_column,
+)
 from cudump.analysis.stats import run_stats
 from cudump.commands.stats import stats_lines
 from cudump.rundir.layout import MANIFEST_FILE
@@ -45,7 +51,10 @@ class LsCommand:
             return 0
         run = Run.open(args.run)
         snaps = run.select(pattern, arg=args.arg, phase=args.phase)
-        for line in format_table(LS_HEADERS, snapshot_rows(snaps, args.full_names), LS_RIGHT):
+        headers, right, rows = LS_HEADERS, LS_RIGHT, snapshot_rows(snaps, args.full_names)
+        if any(s.record.rank is not None for s in snaps):
+            headers, right, rows = with_rank_column(snaps, headers, right, rows)
+        for line in format_table(headers, rows, right):
             print(line)
         missing = sum(1 for s in snaps if not s.captured)
         unreadable = sum(1 for s in snaps if s.captured and not s.ok)

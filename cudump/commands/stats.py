@@ -64,7 +64,12 @@ def stats_lines(stats: RunStats, kernels: list[KernelStats],
                                                 if len(k.shapes) > 1 else "")
         rows.append([name, str(k.launches), str(k.graph), shape_count, shape_text,
                      str(k.snapshots), str(k.failed), str(k.digests), str(k.nan_reports)])
-    lines = format_table(HEADERS, rows, RIGHT) if rows else []
+    headers, right = HEADERS, RIGHT
+    if any(k.ranks for k in kernels):     # processes with ranks: which ranks ran each kernel
+        headers, right = HEADERS + ["ranks"], RIGHT + [False]
+        rows = [row + [",".join(map(str, sorted(k.ranks))) or "-"]
+                for row, k in zip(rows, kernels, strict=True)]
+    lines = format_table(headers, rows, right) if rows else []
     total = sum(k.launches for k in kernels)
     where = ", ".join(stats.sources)
     note = "" if traced else "; shapes need a trace (--trace)"

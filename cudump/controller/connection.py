@@ -13,6 +13,7 @@ from collections.abc import Callable
 from cudump.console import warn
 from cudump.controller.options import RESULT_RING_SLOTS
 from cudump.controller.process import FuncInfo, ProcessState, decode_func, decode_launch
+from cudump.controller.ranks import environ_rank
 from cudump.controller.run_state import Controller
 from cudump.policy.rules import Action
 from cudump.policy.snapshot.planned import plan_payload
@@ -91,7 +92,8 @@ class Connection:
                 or not hmac.compare_digest(hello["token"], ctl.token.encode())):
             raise p.ProtocolError("hello without this run's token or protocol version")
         exe = msg.payload[p.HELLO.size:].decode("utf-8", "replace")
-        self.proc = ProcessState(hello["pid"], hello["ppid"], exe)
+        self.proc = ProcessState(hello["pid"], hello["ppid"], exe,
+                                 rank=environ_rank(hello["pid"]))
         try:
             self.shared = SharedFile(f"cudump-{self.proc.pid}", ctl.options.staging_bytes,
                                      ctl.options.ring_slots if ctl.traced else 0,

@@ -74,6 +74,7 @@ class ProcessState:
     pid: int
     ppid: int
     exe: str
+    rank: int | None = None                  # from its environment (controller.ranks)
     funcs: dict[int, FuncInfo] = field(default_factory=dict)
     allocations: dict[int, Allocation] = field(default_factory=dict)  # base -> allocation
     stats: dict[str, Any] | None = None      # MSG_STATS, at its exit

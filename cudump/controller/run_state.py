@@ -163,6 +163,8 @@ class Controller:
             for proc in self.processes:
                 result.processes += 1
                 result.pids.append(proc.pid)
+                if proc.rank is not None:
+                    result.ranks[proc.pid] = proc.rank
                 if proc.stats is not None:
                     counts = {fid: (n, g) for fid, n, g in proc.stats["funcs"]}
                     result.captured_launches += int(proc.stats["captured"])

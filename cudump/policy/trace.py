@@ -35,17 +35,20 @@ class GraphLaunch:
     api: str
     device: int
 
-    def record(self, pid: int) -> dict[str, Any]:
-        """Its trace.jsonl record."""
-        return {"event": "graph-launch", "launch": self.seq, "pid": pid, "device": self.device,
-                "graph": f"0x{self.exec:x}", "stream": f"0x{self.stream:x}", "api": self.api}
+    def record(self, pid: int, rank: int | None = None) -> dict[str, Any]:
+        """Its trace.jsonl record (`rank` where the process has one)."""
+        ranked = {"rank": rank} if rank is not None else {}
+        return {"event": "graph-launch", "launch": self.seq, "pid": pid, **ranked,
+                "device": self.device, "graph": f"0x{self.exec:x}",
+                "stream": f"0x{self.stream:x}", "api": self.api}
 
 
 def format_graph_launch(record: dict[str, Any]) -> str:
     """The stderr line of a graph-launch record (as written to trace.jsonl)."""
     device = record.get("device")
     dev = f" dev={device}" if isinstance(device, int) and device >= 0 else ""
-    return (f"cudump: #{record['launch']} pid={record['pid']}{dev} graph-launch "
+    rank = f" rank={record['rank']}" if "rank" in record else ""
+    return (f"cudump: #{record['launch']} pid={record['pid']}{rank}{dev} graph-launch "
             f"exec={record['graph']} stream={record['stream']}")
 
 
@@ -75,6 +78,9 @@ def format_events(proc: ProcessState, rows: Iterable[Sequence[Any]]) -> tuple[li
     lines: list[str] = []
     names: dict[int, tuple[str, str, str]] = {}
     pid = proc.pid
+    # The process's rank, where it has one: in the record after the pid, and on the line.
+    rank_json = f',"rank":{proc.rank}' if proc.rank is not None else ""
+    rank_text = f" rank={proc.rank}" if proc.rank is not None else ""
     for (seq, fid, dev, grid, block, smem, stream, api, flags, rc, graph, replay,
          node, _tid) in rows:
         if rc != 0:
@@ -94,13 +100,13 @@ def format_events(proc: ProcessState, rows: Iterable[Sequence[Any]]) -> tuple[li
         event = "graph-kernel" if in_graph else "launch"
         where = f',"graph":{graph},"replay":{replay},"node":{node}' if in_graph else ""
         records.append(
-            f'{{"event":"{event}","launch":{seq},"pid":{pid},"device":{dev},'
+            f'{{"event":"{event}","launch":{seq},"pid":{pid}{rank_json},"device":{dev},'
             f'"kernel":{name[1]},"mangled":{name[2]},"grid":[{gx},{gy},{gz}],'
             f'"block":[{bx},{by},{bz}],"smem":{smem},"stream":"0x{stream:x}",'
             f'"api":"{api_name}","captured":{"true" if captured else "false"}{where}}}')
         device = f" dev={dev}" if dev >= 0 else ""
         node_text = f" graph={graph} replay={replay} node={node}" if in_graph else ""
-        lines.append(f"cudump: #{seq} pid={pid}{device}{node_text} {name[0]} "
+        lines.append(f"cudump: #{seq} pid={pid}{rank_text}{device}{node_text} {name[0]} "
                      f"grid=({gx},{gy},{gz}) block=({bx},{by},{bz}) smem={smem} "
                      f"stream=0x{stream:x}" + (" captured" if captured else ""))
     return records, lines
@@ -146,7 +152,7 @@ class TraceWriter:
             self.write_lines(records, lines)
 
     def graph_launch(self, proc: ProcessState, launch: GraphLaunch) -> None:
-        record = launch.record(proc.pid)
+        record = launch.record(proc.pid, proc.rank)
         self.write_lines([json.dumps(record, separators=(",", ":"))],
                          [format_graph_launch(record)])
 

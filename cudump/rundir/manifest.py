@@ -48,12 +48,15 @@ class SnapshotRecord:
     reason: str | None = None        # why, when status is "error"
     range: list[float] | None = None  # value range a float PNG was rendered with
     device: int | None = None        # CUDA device ordinal of the launch
+    rank: int | None = None          # the process's rank (RANK, OMPI_COMM_WORLD_RANK, ...)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
         # Field by field: dataclasses.asdict deep-copies every value, and a manifest
         # line is written for every digest of every launch.
         data = {name: getattr(self, name) for name in _RECORD_FIELDS}
+        if self.rank is None:
+            del data["rank"]             # written only where the process has a rank
         data.update(self.extra)
         return json.dumps(data, separators=(",", ":"))
 
@@ -85,7 +88,7 @@ _FIELD_TYPES: dict[str, tuple[str, bool]] = {       # name -> (kind, may be null
     "type": (_STR, True), "phase": (_STR, False), "address": (_STR, False),
     "dtype": (_STR, True), "shape": (_INTS, True), "file": (_STR, True), "png": (_STR, True),
     "status": (_STR, False), "reason": (_STR, True), "range": (_NUMBERS, True),
-    "device": (_INT, True),
+    "device": (_INT, True), "rank": (_INT, True),
 }
 _REQUIRED = frozenset(f.name for f in fields(SnapshotRecord)
                       if f.default is MISSING and f.default_factory is MISSING)

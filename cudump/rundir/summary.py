@@ -41,6 +41,8 @@ class RunSummary:
     snapshot_bytes: int = 0
     digests: int = 0               # buffers digested on the GPU (format: digest)
     nan_producers: int = 0         # buffers a launch left NaN/Inf in (--check-nan)
+    first_nan_rank: int | None = None  # the rank whose launch did so first (where known)
+    ranks: dict[int, int] = field(default_factory=dict)   # pid -> rank, where known
     repeated_launches: int = 0     # launches the shim planned itself (a repeated plan)
     planned_launches: int = 0      # launches the controller was asked about (a round trip)
     replay_captures: int = 0       # launches captured for replay (captures.jsonl)
@@ -72,6 +74,8 @@ class RunSummary:
                      "replay")
         if self.nan_producers:
             text += f", {plural(self.nan_producers, 'buffer')} turned NaN/Inf"
+            if self.first_nan_rank is not None:
+                text += f" (first on rank {self.first_nan_rank})"
         if self.trace_dropped:
             text += (f", {plural(self.trace_dropped, 'trace event')} dropped (the controller "
                      "fell behind)")
@@ -81,6 +85,13 @@ class RunSummary:
 
     def write(self, run_dir: Path) -> None:
         data = asdict(self)
+        # Written only where processes have ranks (the file stays as it was without).
+        if self.first_nan_rank is None:
+            del data["first_nan_rank"]
+        if self.ranks:
+            data["ranks"] = {str(pid): rank for pid, rank in sorted(self.ranks.items())}
+        else:
+            del data["ranks"]
         data["kernels"] = dict(sorted(self.kernels.items(), key=lambda kv: (-kv[1], kv[0])))
         data["graph_kernels"] = dict(sorted(self.graph_kernels.items(),
                                             key=lambda kv: (-kv[1], kv[0])))

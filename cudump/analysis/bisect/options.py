@@ -22,6 +22,7 @@ class BisectOptions:
     html: Path | None = None           # a report: FILE.html, or a directory (index.html)
     tol: Tolerance = field(default_factory=Tolerance)
     jobs: int | None = None
+    baseline_runs: int = 0             # extra digest runs of A, to learn its nondeterminism
 
 
 def html_target(path: Path) -> tuple[Path, PageOptions]:

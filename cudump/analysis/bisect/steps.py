@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from cudump.analysis.bisect.baseline import Nondeterminism, learn
 from cudump.analysis.bisect.buffers import buffer_report
 from cudump.analysis.bisect.errors import (
     DIVERGED_STATUS,
@@ -21,6 +22,7 @@ from cudump.analysis.bisect.side_run import SideRun, run_side
 from cudump.analysis.bisect.sides import Side
 from cudump.analysis.bisect.target import DEFAULT_TARGET_RULE, Target
 from cudump.analysis.diff.align import PairResult, align
+from cudump.analysis.diff.causes import attribute
 from cudump.analysis.diff.compare import compare_pair
 from cudump.analysis.diff.metrics import Tolerance
 from cudump.analysis.diff.parallel import compare_pairs
@@ -28,7 +30,7 @@ from cudump.analysis.diff.runs import DIVERGED, RunDiff
 from cudump.analysis.progress import Progress
 from cudump.analysis.report.formats import plural
 from cudump.analysis.report.html_page import HtmlReport
-from cudump.analysis.report.text import PairTable, divergent_line
+from cudump.analysis.report.text import PairTable, attribution_lines, divergent_line
 from cudump.errors import UsageError
 from cudump.rundir.runs import Run, short_kernel_name
 from cudump.rundir.watch import RunProgress
@@ -44,6 +46,9 @@ class Bisect:
         self._say = say
         self.user = user
         self.statuses: tuple[int | None, ...] = ()      # the programs' in the digest runs
+        # What differs between identical runs of A (--baseline-runs; none: nothing known).
+        self.noise = Nondeterminism(0)
+        self.attribution: list[str] = []                # root causes, for the report
         # How far the runs and the digest diff have got, on a terminal's stderr.
         self.progress = progress if progress is not None else Progress(enabled=False)
 
@@ -81,6 +86,14 @@ class Bisect:
             raise BisectError("neither run recorded a buffer: no kernel launch had a buffer in "
                               "its arguments" + (" that the rules name" if self.options.rules
                                                  else ""))
+        runs = self.options.baseline_runs
+        if runs:
+            side = self.options.sides[0]
+            again = [self._run(side, f"base{n}", options, f" (baseline {n} of {runs})")[1]
+                     for n in range(1, runs + 1)]
+            self.noise = learn(a, again, self.options.tol, self.options.jobs)
+            for line in self.noise.lines():
+                self.say(line)
         return a, b
 
     def _digest_options(self) -> list[str]:
@@ -94,9 +107,10 @@ class Bisect:
             self.say("  (rules with 'action: break' are left out)")
         return ["--rule", str(write_rules(self.work / "rules" / "digest.yaml", rules))]
 
-    def _run(self, side: Side, step: str, options: list[str]) -> tuple[SideRun, Run]:
+    def _run(self, side: Side, step: str, options: list[str],
+             again: str = "") -> tuple[SideRun, Run]:
         name = f"{side.label.lower()}-{step}"
-        what = "digests" if step == "digest" else "snapshots"
+        what = "snapshots" if step == "snap" else "digests"
 
         def watch(at: RunProgress) -> None:
             where = (f"launch {at.launch:,} ({at.lines:,} manifest lines)"
@@ -109,7 +123,7 @@ class Bisect:
         finally:
             self.progress.clear()
         run = Run.open(ran.run_dir)
-        self.say(f"  {side.label}: {plural(len(run.snapshots), 'record', 'records')} in "
+        self.say(f"  {side.label}{again}: {plural(len(run.snapshots), 'record', 'records')} in "
                  f"{name}/, exit status {ran.exit_status}")
         note = ran.note()
         if note:
@@ -127,11 +141,15 @@ class Bisect:
                 self.progress.update(f"bisect: comparing digests: {done:,}/{total} pairs")
         finally:
             self.progress.clear()
-        result = RunDiff(pairs)
+        result = RunDiff(pairs, self.noise.keys)
         compared = len(result.compared) - len(result.uncaptured)
         differ = sum(1 for p in result.compared if p.status in DIVERGED)
         self.say(f"  {compared} pairs compared, {differ} differ, {len(result.only_a)} only in "
                  f"A, {len(result.only_b)} only in B")
+        noisy = sum(1 for p in result.pairs if p.different and p.key in result.noise)
+        if noisy:
+            self.say(f"  {plural(noisy, 'of them is', 'of them are')} nondeterministic (they "
+                     "differ between identical runs of A), not the divergence")
         if result.errors:
             self.say(f"  note: {len(result.errors)} pairs could not be compared; first: "
                      f"{result.errors[0].reason}")
@@ -142,13 +160,22 @@ class Bisect:
                 self.say("  note: its input already differs before it runs: the difference "
                          "comes from outside the recorded launches (host copies, memsets, "
                          "launches without buffers or not matched by the rules)")
+            self.attribution = attribution_lines(attribute(pairs, result.noise),
+                                                 first.processes)
+            for line in self.attribution:
+                self.say(f"  {line}")
         return result
 
     def _no_divergence(self, result: RunDiff) -> int:
         if result.errors:
             raise BisectError(f"{len(result.errors)} pairs of digests could not be compared; "
                               f"first: {result.errors[0].reason}")
-        one_sided = result.only_a + result.only_b
+        one_sided = [p for p in result.only_a + result.only_b if p.key not in result.noise]
+        if not one_sided and any(p.different for p in result.pairs):
+            self.say(f"no divergence beyond nondeterminism ("
+                     f"{plural(len(result.noise), 'buffer differs', 'buffers differ')} between "
+                     "identical runs)")
+            return NO_DIVERGENCE
         if not one_sided:
             a, b = self.statuses
             but = (f", but the programs' exit statuses differ (A {a}, B {b})" if a != b
@@ -233,7 +260,8 @@ class Bisect:
         out, page = html_target(self.options.html)
         a, b = self.options.sides
         page = replace(page, title="cudump bisect", divergent=False,
-                       notes=(divergent_line(target.launch) + " (in the digest runs)",))
+                       notes=(divergent_line(target.launch) + " (in the digest runs)",
+                              *self.attribution))
         try:
             index = HtmlReport(out, RunDiff(pairs), a.describe(), b.describe(),
                                self.options.tol, self.options.jobs, page).write()

@@ -43,7 +43,8 @@ class Target:
     def wants(self, pair: PairResult) -> bool:
         """Whether a pair of the snapshot runs is of this launch."""
         k = pair.key
-        return k[0] == self.record.kernel and k[1] == self.occurrence and k[4] == self.instance
+        return (k[0] == self.record.kernel and k[1] == self.occurrence
+                and k[4] == self.instance and k[5] == self.launch.pair.key[5])
 
     def rule_applies(self, rule: Rule) -> bool:
         return rule.matches(self.record.kernel, self.record.mangled)

@@ -9,7 +9,9 @@ from cudump.analysis.diff.metrics import Metrics
 from cudump.policy.pattern import KernelPattern
 from cudump.rundir.runs import Run, Snapshot, in_launch_order, kernel_pattern
 
-PairKey = tuple[str, int, int, str, int]   # kernel, occurrence, arg, phase, n-th such record
+# kernel, occurrence, arg, phase, n-th such record, rank (-1: aligned without ranks)
+PairKey = tuple[str, int, int, str, int, int]
+NO_RANK = -1
 
 
 @dataclass
@@ -36,28 +38,40 @@ class PairResult:
         return snap
 
 
-def _keys(snapshots: list[Snapshot]) -> dict[PairKey, Snapshot]:
+def _keys(snapshots: list[Snapshot], by_rank: bool) -> dict[PairKey, Snapshot]:
     """Alignment keys: (kernel, occurrence, arg, phase) and, when several processes launched
-    the same kernel, the n-th record with that key in (pid, launch) order."""
-    seen: Counter[tuple[str, int, int, str]] = Counter()
+    the same kernel, the n-th record with that key in (pid, launch) order; `by_rank`, per
+    rank (the n-th record of that rank)."""
+    seen: Counter[tuple[str, int, int, str, int]] = Counter()
     keyed: dict[PairKey, Snapshot] = {}
     for snap in in_launch_order(snapshots):
         r = snap.record
-        base = (r.kernel, r.occurrence, r.arg, r.phase)
-        keyed[base + (seen[base],)] = snap
+        rank = r.rank if by_rank and r.rank is not None else NO_RANK
+        base = (r.kernel, r.occurrence, r.arg, r.phase, rank)
+        keyed[(r.kernel, r.occurrence, r.arg, r.phase, seen[base], rank)] = snap
         seen[base] += 1
     return keyed
 
 
+def has_ranks(snapshots: list[Snapshot]) -> bool:
+    """Whether the processes of a run had ranks (RANK, OMPI_COMM_WORLD_RANK, ...)."""
+    return any(s.record.rank is not None for s in snapshots)
+
+
 def align(a: Run, b: Run, kernel: str | KernelPattern | None = None) -> list[PairResult]:
-    """Pairs in A's launch order, then snapshots only B has, in B's launch order."""
+    """Pairs in A's launch order, then snapshots only B has, in B's launch order. Records
+    align by kernel, occurrence, argument and phase, and per rank where both runs have
+    ranks."""
     pattern = kernel_pattern(kernel)
 
     def keep(s: Snapshot) -> bool:
         return pattern is None or pattern.matches(s.record.kernel, s.record.mangled)
 
-    ka = _keys([s for s in a.snapshots if keep(s)])
-    kb = _keys([s for s in b.snapshots if keep(s)])
+    sa = [s for s in a.snapshots if keep(s)]
+    sb = [s for s in b.snapshots if keep(s)]
+    # Where both runs have ranks, launches align per (rank, kernel, occurrence).
+    by_rank = has_ranks(sa) and has_ranks(sb)
+    ka, kb = _keys(sa, by_rank), _keys(sb, by_rank)
     pairs = [PairResult(k, sa, kb.get(k)) for k, sa in ka.items()]
     pairs += [PairResult(k, None, sb) for k, sb in kb.items() if k not in ka]
     for pair in pairs:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
 
-from cudump.analysis.diff.align import PairResult, align
+from cudump.analysis.diff.align import PairKey, PairResult, align
 from cudump.analysis.diff.metrics import Tolerance
 from cudump.analysis.diff.parallel import compare_pairs
 from cudump.policy.pattern import KernelPattern
@@ -29,7 +29,7 @@ class DivergentLaunch:
         return self.pair.launch_snapshot
 
 
-def _launches(pairs: Sequence[PairResult]) -> list[list[PairResult]]:
+def launches_in_order(pairs: Sequence[PairResult]) -> list[list[PairResult]]:
     """A's launches in order, each as its pairs in order (pairs only B has are left out)."""
     by_launch: dict[tuple[int, int, int, int], list[PairResult]] = {}
     for pair in sorted((p for p in pairs if p.a is not None),
@@ -38,16 +38,19 @@ def _launches(pairs: Sequence[PairResult]) -> list[list[PairResult]]:
     return list(by_launch.values())
 
 
-def first_divergent_launch(pairs: Sequence[PairResult]) -> DivergentLaunch | None:
+def first_divergent_launch(pairs: Sequence[PairResult], noise: Collection[PairKey] = ()
+                           ) -> DivergentLaunch | None:
+    """The first launch with a pair that differs; pairs in `noise` (nondeterministic: they
+    differ between identical runs) count as matched."""
     processes = max((p.a.process for p in pairs if p.a is not None), default=0)
     matched = 0
-    for launch in _launches(pairs):
-        differing = [p for p in launch if p.status in DIVERGED]
+    for launch in launches_in_order(pairs):
+        differing = [p for p in launch if p.status in DIVERGED and p.key not in noise]
         if differing:
             return DivergentLaunch(differing[0], matched, differing[0].launch_snapshot.process,
                                    processes)
-        if all(p.status in MATCHED for p in launch) and any(p.status == "equal"
-                                                            for p in launch):
+        if all(p.status in MATCHED or p.key in noise for p in launch) and any(
+                p.status == "equal" or p.key in noise for p in launch):
             matched += 1
     return None
 
@@ -57,6 +60,8 @@ class RunDiff:
     """The outcome of comparing two runs."""
 
     pairs: list[PairResult]
+    # Pairs that differ between identical runs of A (bisect --baseline-runs): not a divergence.
+    noise: frozenset[PairKey] = field(default_factory=frozenset)
 
     @property
     def compared(self) -> list[PairResult]:
@@ -81,14 +86,14 @@ class RunDiff:
 
     @property
     def first_divergent(self) -> PairResult | None:
-        """The earliest pair (in A's launch order) whose buffers differ."""
+        """The earliest pair (in A's launch order) whose buffers differ (noise aside)."""
         launch = self.first_divergent_launch
         return launch.pair if launch is not None else None
 
     @property
     def first_divergent_launch(self) -> DivergentLaunch | None:
         """The first launch with a pair whose buffers differ, and how many matched before."""
-        return first_divergent_launch(self.pairs)
+        return first_divergent_launch(self.pairs, self.noise)
 
     @property
     def exit_code(self) -> int:

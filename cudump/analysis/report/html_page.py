@@ -86,7 +86,7 @@ class HtmlReport:
         by_launch: dict[tuple, list[PairResult]] = {}
         for pair in self.result.pairs:
             k = pair.key
-            by_launch.setdefault((k[0], k[1], k[2], k[4]), []).append(pair)
+            by_launch.setdefault((k[0], k[1], k[2], k[4], k[5]), []).append(pair)
         wanted = [g for g in by_launch.values()
                   if any(p.status in ("differ", "mismatch") for p in g)]
         for g in wanted:

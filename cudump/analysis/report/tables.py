@@ -65,6 +65,16 @@ def snapshot_rows(snapshots: Sequence[Snapshot], full_names: bool = False) -> li
     return rows
 
 
+def with_rank_column(snapshots: Sequence[Snapshot], headers: list[str], right: list[bool],
+                     rows: list[list[str]]) -> tuple[list[str], list[bool], list[list[str]]]:
+    """The table with a `rank` column after `pid` (ranks of processes started by torchrun,
+    mpirun, srun; '-' for a process without one)."""
+    at = headers.index("pid") + 1
+    ranks = ["-" if s.record.rank is None else str(s.record.rank) for s in snapshots]
+    return (headers[:at] + ["rank"] + headers[at:], right[:at] + [True] + right[at:],
+            [row[:at] + [rank] + row[at:] for row, rank in zip(rows, ranks, strict=True)])
+
+
 LS_HEADERS = ["#", "pid", "launch", "kernel", "occ", "arg", "type", "phase", "dtype", "shape",
               "file"]
 LS_RIGHT = [True, True, True, False, True, True, False, False, False, False, False]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cudump.analysis.diff.align import PairResult
+from cudump.analysis.diff.causes import Attribution, attribute
 from cudump.analysis.diff.metrics import Metrics, Tolerance
 from cudump.analysis.diff.runs import DivergentLaunch, RunDiff
 from cudump.analysis.report.formats import (
@@ -140,18 +141,59 @@ def _graph_place(snap: Snapshot) -> str:
 
 
 
+def launch_place(snap: Snapshot, processes: int = 1) -> str:
+    """`launch 17 of void k(float*, int) (occurrence 3, rank 1, process 2 of 2 (pid 42))`:
+    the rank where the record has one, the process where the run has several."""
+    r = snap.record
+    where = f"occurrence {r.occurrence}"
+    if r.rank is not None:
+        where += f", rank {r.rank}"
+    if processes > 1:
+        where += f", process {snap.process} of {processes} (pid {r.pid})"
+    return f"launch {r.launch}{_graph_place(snap)} of {r.kernel} ({where})"
+
+
 def divergent_line(first: DivergentLaunch) -> str:
     """The first divergent launch in one line: `first divergent: launch 17 of void
     k(float*, int) (occurrence 3, process 2 of 2), arg 0 after; 16 launches matched before
     it`."""
-    snap = first.snapshot
-    r = snap.record
-    where = f"occurrence {r.occurrence}"
-    if first.processes > 1:
-        where += f", process {first.process} of {first.processes} (pid {r.pid})"
+    r = first.snapshot.record
     matched = plural(first.matched, "launch", "launches")
-    return (f"first divergent: launch {r.launch}{_graph_place(snap)} of {r.kernel} ({where}), "
+    return (f"first divergent: {launch_place(first.snapshot, first.processes)}, "
             f"arg {r.arg} {r.phase}; {matched} matched before it")
+
+
+MORE_ROOT_CAUSES = 4      # root causes named after the first, at most
+
+
+def attribution_lines(found: Attribution, processes: int = 1) -> list[str]:
+    """Root causes and consequences among the divergent launches: the earliest root cause
+    named first, the others after it, then the counts."""
+    if not found.launches:
+        return []
+    roots = found.root_causes
+    lines: list[str] = []
+    if roots:
+        first = roots[0]
+        r = first.first.launch_snapshot.record
+        lines.append(f"root cause: {launch_place(first.snapshot, processes)}, arg {r.arg} "
+                     f"{r.phase}: its inputs matched, its output differs")
+        for other in roots[1:1 + MORE_ROOT_CAUSES]:
+            o = other.first.launch_snapshot.record
+            lines.append(f"  another root cause: {launch_place(other.snapshot, processes)}, "
+                         f"arg {o.arg} {o.phase}")
+        if len(roots) > 1 + MORE_ROOT_CAUSES:
+            lines.append(f"  and {len(roots) - 1 - MORE_ROOT_CAUSES} more root causes")
+    else:
+        lines.append("root cause: none among the recorded launches (no divergent launch had "
+                     "all its inputs equal)")
+    counts = [plural(len(roots), "root cause", "root causes"),
+              plural(len(found.consequences), "consequence", "consequences")
+              + " (inputs already differed)"]
+    if found.unknown:
+        counts.append(f"{len(found.unknown)} with inputs not recorded")
+    lines.append(f"divergent launches: {len(found.launches)}: {', '.join(counts)}")
+    return lines
 
 
 def pair_detail(pair: PairResult) -> str | None:
@@ -171,6 +213,8 @@ def run_summary(result: RunDiff) -> list[str]:
         detail = pair_detail(first.pair)
         if detail:
             lines.append(f"  {detail}")
+        if any(p.digests is not None for p in result.pairs):
+            lines += attribution_lines(attribute(result.pairs, result.noise), first.processes)
     for title, group in (("only in A", result.only_a), ("only in B", result.only_b),
                          ("not captured on either side", result.uncaptured)):
         if group:

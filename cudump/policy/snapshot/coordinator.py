@@ -107,6 +107,7 @@ class Snapshots:
         summary.snapshot_bytes = tally.bytes_written
         summary.digests = tally.digests
         summary.nan_producers = tally.nan_producers
+        summary.first_nan_rank = tally.first_nan_rank
         summary.repeated_launches = tally.repeated
         summary.planned_launches = tally.asked
         summary.replay_captures = self.captures.count

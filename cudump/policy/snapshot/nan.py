@@ -138,11 +138,14 @@ class NanWatch:
         state = self.state
         with state.lock:
             state.manifest.append(record)
+            if state.tally.nan_producers == 0:
+                state.tally.first_nan_rank = record.rank
             state.tally.nan_producers += 1
         inside = f" (the pointer at byte {record.extra['offset']})" \
             if record.extra.get("offset") else ""
+        rank = f", rank {record.rank}" if record.rank is not None else ""
         say(f"cudump: NaN/Inf: launch {record.launch} of {record.kernel} (occurrence "
-            f"{record.occurrence}, process {record.pid}) left {after.count} of {elements} "
+            f"{record.occurrence}, process {record.pid}{rank}) left {after.count} of {elements} "
             f"elements of arg {record.arg}{inside} non-finite, the first at index "
             f"{after.first}; there were none before it")
         if pending.ctx is not None:

@@ -28,7 +28,7 @@ def make_record(ctx: LaunchContext, arg: int, phase: str, plan: CopyPlan | None,
         dtype=plan.dtype if plan is not None else None,
         shape=list(plan.shape) if plan is not None else None,
         file=f"{stem}.npy" if stem is not None else None,
-        device=ev.device if ev.device >= 0 else None,
+        device=ev.device if ev.device >= 0 else None, rank=ctx.proc.rank,
     )
     if plan is not None and plan.note:
         record.extra["note"] = plan.note

@@ -62,6 +62,7 @@ class Tally:
     bytes_written: int = 0
     digests: int = 0
     nan_producers: int = 0
+    first_nan_rank: int | None = None    # the rank of the first NaN/Inf producer, if known
     repeated: int = 0
     asked: int = 0      # launches planned here, each a round trip (MSG_BEGIN)
 

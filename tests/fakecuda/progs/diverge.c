@@ -18,8 +18,13 @@
  * DIVERGE_ONCE=FILE makes DIVERGE_AT apply only while FILE does not exist,
  * and creates it: the next run does not diverge (a program that is not
  * deterministic, deterministically).
+ * DIVERGE_NOISE=1 makes each fill write a value that changes from run to run
+ * (the process id): fill's buffer differs between identical runs, and no other
+ * launch reads it (nondeterminism that changes nothing else).
  */
 #include "progcommon.h"
+
+#include <unistd.h>
 
 #define N 1000
 
@@ -34,6 +39,7 @@ int main(int argc, char **argv)
     int rounds = argc > 1 ? atoi(argv[1]) : 8;
     int at = env_int("DIVERGE_AT", 0);
     int shorter = env_int("DIVERGE_SHORT", 3);
+    int noise = env_int("DIVERGE_NOISE", 0) ? (int)getpid() : 0;
     const char *once = getenv("DIVERGE_ONCE");
     if (once && *once) {
         FILE *mark = fopen(once, "r");
@@ -80,7 +86,8 @@ int main(int argc, char **argv)
     for (int r = 1; r <= rounds; r++) {
         int n = r == at ? N - shorter : N;
         float s = (float)r;
-        void *pf[] = {&dtag, &r, &n_all};
+        int tag = r + noise;
+        void *pf[] = {&dtag, &tag, &n_all};
         void *p1[] = {&da, &db, &dc, &n};
         void *ps[] = {&dc, &s, &n_all};
         void *p2[] = {&dacc, &dc, &dacc, &n_all};
