@@ -6,7 +6,7 @@
  * everything cudump.analysis.diff's small-integer path computes in numpy with about ten
  * passes: how many elements differ by more than `limit`, per channel, the
  * pixels with any channel differing, the sums of |a - b| and of its squares
- * (exact), and the largest |a - b| with its first index. cudump/analysis/diff.py keeps
+ * (exact), and the largest |a - b| with its first index. cudump/analysis/diff/chunks.py keeps
  * the numpy path for everything else, and the tests check one against the
  * other.
  *
@@ -127,7 +127,7 @@ static uint64_t vector(const uint8_t *a, const uint8_t *b, uint64_t blocks, unsi
 
 /* Fills *t for n elements; the index of the largest |a - b| is looked for
  * only if it exceeds `above` (the largest of the chunks before). Returns 0,
- * or -1 for data it does not take (cudump/analysis/diff.py then uses numpy). */
+ * or -1 for data it does not take (cudump/analysis/diff/chunks.py then uses numpy). */
 EXPORT int cudump_absdiff_u8(const uint8_t *a, const uint8_t *b, uint64_t n, unsigned channels,
                              int is_signed, unsigned limit, uint64_t above,
                              struct absdiff_totals *t)
