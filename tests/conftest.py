@@ -15,6 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from cli_run import Cudump, cli_runner  # noqa: E402
 from fakecuda_build import FakeCuda, build_fakecuda  # noqa: E402
 
 
@@ -79,3 +80,14 @@ def bare_run(fake: FakeCuda):
                               timeout=timeout)
 
     return run
+
+
+@pytest.fixture
+def cudump(shim_lib: Path, fake: FakeCuda, tmp_path: Path) -> Cudump:
+    """`python -m cudump ARGS...` on the stand-in driver, with extra environment settings."""
+    return cli_runner(shim_lib, fake.env(), tmp_path)
+
+
+@pytest.fixture
+def diverge(fake: FakeCuda) -> str:
+    return str(fake.programs["diverge"])

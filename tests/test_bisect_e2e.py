@@ -5,53 +5,15 @@ last DIVERGE_SHORT elements of its output (arg 2) unwritten."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_run import Cudump, Done
 from records import manifest
 
-ROOT = Path(__file__).resolve().parent.parent
 ADD = "vecAdd(float const*, float const*, float*, int)"
-
-
-@dataclass
-class Done:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-Cudump = Callable[..., Done]
-
-
-@pytest.fixture
-def cudump(shim_lib: Path, fake, tmp_path: Path) -> Cudump:
-    """`python -m cudump ARGS...` on the stand-in driver, with extra environment settings."""
-
-    def run(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> Done:
-        full = fake.env()
-        full["CUDUMP_SHIM"] = str(shim_lib)
-        full["PYTHONPATH"] = str(ROOT) + os.pathsep + full.get("PYTHONPATH", "")
-        full["TMPDIR"] = str(tmp_path / "tmp")
-        (tmp_path / "tmp").mkdir(exist_ok=True)
-        full.update(env or {})
-        done = subprocess.run([sys.executable, "-m", "cudump", *args], env=full,
-                              capture_output=True, text=True, timeout=timeout, cwd=tmp_path)
-        return Done(done.returncode, done.stdout, done.stderr)
-
-    return run
-
-
-@pytest.fixture
-def diverge(fake) -> str:
-    return str(fake.programs["diverge"])
 
 
 def first_line(out: str) -> str:
