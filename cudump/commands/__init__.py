@@ -14,6 +14,12 @@ USAGE = ("usage: cudump [options] [--] PROGRAM [ARGS...], or cudump SUBCOMMAND .
          "--help)")
 
 
+# What the offline subcommands' --kernel PATTERN matches, for their help.
+KERNEL_PATTERN_HELP = ("--kernel PATTERN is a glob matching the demangled name with or without "
+                       "its return type, without its parameters, or the bare function name "
+                       "(write *word* for a substring), or re:REGEX.")
+
+
 class HelpFormatter(argparse.HelpFormatter):
     """argparse's help, wrapped, except for text written with line breaks (an epilog of
     examples): that is kept as written."""

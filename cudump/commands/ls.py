@@ -13,6 +13,7 @@ from cudump.analysis.report.tables import (
     with_rank_column,
 )
 from cudump.analysis.stats import run_stats
+from cudump.commands import KERNEL_PATTERN_HELP
 from cudump.commands.stats import stats_lines
 from cudump.rundir.layout import MANIFEST_FILE
 from cudump.rundir.runs import Run, kernel_pattern
@@ -26,10 +27,8 @@ class LsCommand:
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.epilog = ("The # column is the snapshot's index in manifest.jsonl (from 0); "
-                         "`cudump show RUN --index N` shows that snapshot. --kernel PATTERN "
-                         "is a glob matching the demangled name with or without its return "
-                         "type, without its parameters, or the bare function name (write "
-                         "*word* for a substring), or re:REGEX.")
+                         "`cudump show RUN --index N` shows that snapshot. "
+                         + KERNEL_PATTERN_HELP)
         parser.add_argument("run", type=Path, help="run directory")
         parser.add_argument("--kernel", metavar="PATTERN",
                             help="only kernels matching PATTERN (glob such as 'ns::k*', a "

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from cudump.analysis.report.tables import fit, format_table
 from cudump.analysis.stats import KernelStats, RunStats, format_shape, run_stats
+from cudump.commands import KERNEL_PATTERN_HELP
 from cudump.rundir.layout import TRACE_FILE
 from cudump.rundir.runs import kernel_pattern, short_kernel_name
 from cudump.rundir.summary import plural
@@ -26,10 +27,7 @@ class StatsCommand:
         parser.epilog = ("Launch counts come from summary.json (from trace.jsonl where the run "
                          "ended before writing it); grid and block shapes need a trace "
                          "(--trace), '-' without one; snapshots, failed ones, digests and "
-                         "NaN/Inf reports come from manifest.jsonl. --kernel PATTERN is a "
-                         "glob matching the demangled name with or without its return type, "
-                         "without its parameters, or the bare function name (write *word* for "
-                         "a substring), or re:REGEX.")
+                         "NaN/Inf reports come from manifest.jsonl. " + KERNEL_PATTERN_HELP)
         parser.add_argument("run", type=Path,
                             help="run directory (holds summary.json, trace.jsonl and/or "
                                  "manifest.jsonl)")
