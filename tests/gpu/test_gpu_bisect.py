@@ -185,7 +185,14 @@ def test_bisect_names_the_launch_whose_parameter_changed_and_its_pixels(workdir,
         f"{records} pairs compared, {len(DIFFERING)} differ, 0 only in A, 0 only in B",
         first_line(2 * FROM + 1),
     ]
-    assert lines[8:11] == [
+    # Frame 1's launch made the difference from equal inputs; frame 2's outputs held frame
+    # 1's differing images before it ran, so it counts as a consequence.
+    assert lines[8:10] == [
+        f"root cause: launch {LAUNCH} of {FRP0K} (occurrence {OCCURRENCE}), arg 2 after: its "
+        "inputs matched, its output differs",
+        "divergent launches: 2: 1 root cause, 1 consequence (inputs already differed)",
+    ]
+    assert lines[10:13] == [
         f"step 3: snapshots of launch {LAUNCH} ({FRP0K_SHORT}, occurrence {OCCURRENCE}), "
         "before and after",
         "A: 6 records in a-snap/, exit status 0",
