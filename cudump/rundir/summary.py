@@ -24,6 +24,19 @@ def plural(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
+@dataclass(frozen=True)
+class NanLaunch:
+    """A launch that left NaN/Inf in a buffer, as the summary names it."""
+
+    pid: int
+    launch: int
+    kernel: str
+
+    def name(self, with_process: bool = False) -> str:
+        where = f" (process {self.pid})" if with_process else ""
+        return f"launch {self.launch} of {self.kernel}{where}"
+
+
 @dataclass
 class RunSummary:
     processes: int = 0
@@ -41,6 +54,9 @@ class RunSummary:
     snapshot_bytes: int = 0
     digests: int = 0               # buffers digested on the GPU (format: digest)
     nan_producers: int = 0         # buffers a launch left NaN/Inf in (--check-nan)
+    nan_produced: int = 0          # of which by a launch whose inputs were finite
+    first_nan_producer: NanLaunch | None = None   # the first launch that produced NaN/Inf
+    first_nan_report: NanLaunch | None = None     # the run's first report, of either kind
     repeated_launches: int = 0     # launches the shim planned itself (a repeated plan)
     planned_launches: int = 0      # launches the controller was asked about (a round trip)
     replay_captures: int = 0       # launches captured for replay (captures.jsonl)
@@ -71,13 +87,24 @@ class RunSummary:
             text += (f", {plural(self.replay_captures, 'launch', 'launches')} captured for "
                      "replay")
         if self.nan_producers:
-            text += f", {plural(self.nan_producers, 'buffer')} turned NaN/Inf"
+            text += f", {plural(self.nan_producers, 'buffer')} turned NaN/Inf{self._nan_first()}"
         if self.trace_dropped:
             text += (f", {plural(self.trace_dropped, 'trace event')} dropped (the controller "
                      "fell behind)")
         if run_dir is not None:
             text += f"; run: {run_dir}"
         return text
+
+    def _nan_first(self) -> str:
+        """` (first produced by launch L of K)`; where no launch produced any, the first
+        launch to leave some, from inputs already non-finite."""
+        several = len(self.pids) > 1
+        if self.first_nan_producer is not None:
+            return f" (first produced by {self.first_nan_producer.name(several)})"
+        if self.first_nan_report is not None:
+            return (f" (none produced from finite inputs; the first left by "
+                    f"{self.first_nan_report.name(several)})")
+        return ""
 
     def write(self, run_dir: Path) -> None:
         data = asdict(self)
