@@ -51,12 +51,19 @@ def assert_producer_23_found(ran) -> None:
     assert (found["nonfinite"], found["first_nonfinite"], found["nonfinite_before"],
             found["elements"]) == (1, INDEX, 0, 1024)
     assert found["kernel"] == "vecAdd(float const*, float const*, float*, int)"
+    # Its inputs a and b held +inf and -inf, copied there by the host: it propagated them,
+    # from no launch cudump scanned.
+    assert (found["origin"], found["from_arg"], found["from_launch"], found["from_args"]) == (
+        "propagated", 0, None, [0, 1])
     warning = [line for line in ran.stderr.splitlines() if line.startswith("cudump: NaN/Inf")]
     assert warning == [
         f"cudump: NaN/Inf: launch 23 of {found['kernel']} (occurrence 23, process "
-        f"{found['pid']}) left 1 of 1024 elements of arg 2 non-finite, the first at index "
-        f"{INDEX}; there were none before it"]
-    assert "1 buffer turned NaN/Inf" in ran.stderr.splitlines()[-1]
+        f"{found['pid']}) left 1 of 1024 elements of arg 2 non-finite where there were none, "
+        f"the first at index {INDEX}; propagated: arg 0 and arg 1 were already non-finite "
+        "(no launch cudump scanned left them so)"]
+    assert ran.stderr.splitlines()[-1].endswith(
+        f"1 buffer turned NaN/Inf (none produced from finite inputs; the first left by launch "
+        f"23 of {found['kernel']}); run: {ran.run_dir}")
     # every buffer of that launch, as it left them
     snaps = {r["arg"]: r for r in records if r.get("file")}
     assert sorted(snaps) == [0, 1, 2]
@@ -80,7 +87,7 @@ def test_ls_and_show_present_the_report_as_a_finding(fake, cudump_run, capsys):
     assert main(["ls", str(ran.run_dir)]) == 0
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.split()[:1] == [str(report)])
-    assert row.endswith(f"NaN/Inf: 1 of 1024 elements, first at {INDEX}")
+    assert row.endswith(f"NaN/Inf: 1 of 1024 elements, first at {INDEX}, propagated from arg 0")
     assert "error" not in out and "unreadable" not in out
     assert out.splitlines()[-1] == "4 of 4 snapshots, 1 NaN/Inf report"
     assert main(["show", str(ran.run_dir), "--index", str(report)]) == 0
@@ -89,6 +96,8 @@ def test_ls_and_show_present_the_report_as_a_finding(fake, cudump_run, capsys):
     assert out[3:] == [
         f"NaN/Inf: 1 of 1024 elements, first at {INDEX} (none before the launch): float32 "
         "[1024], as the launch left it",
+        "propagated: arg 0 was already non-finite before the launch (no launch cudump "
+        "scanned left it so)",
         f"its data: snapshot #{data} ({records[data]['file']}): cudump show {ran.run_dir} "
         f"--index {data}"]
 

@@ -13,9 +13,15 @@ from pathlib import Path
 
 from records import manifest
 
+from cudump.cli import main
 from cudump.controller.ranks import environ_rank, rank_of, read_environ
 
 ROOT = Path(__file__).resolve().parent.parent
+ADD = "vecAdd(float const*, float const*, float*, int)"
+
+
+def nan_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("cudump: NaN/Inf")]
 
 
 def test_rank_of_an_environment() -> None:
@@ -52,10 +58,15 @@ def test_check_nan_names_the_rank(cudump_run, fake, tmp_path: Path) -> None:
     nan = [ln for ln in ran.stderr.splitlines() if ln.startswith("cudump: NaN/Inf:")]
     assert len(nan) == 1, ran.stderr
     assert re.search(r"launch 2 of vecAdd\(.*\) \(occurrence 2, process \d+, rank 1\) left "
-                     r"1 of 1024 elements of arg 2 non-finite", nan[0]), nan[0]
+                     r"1 of 1024 elements of arg 2 non-finite where there were none, .*; "
+                     r"propagated: arg 0 and arg 1 were already non-finite", nan[0]), nan[0]
     summary = [ln for ln in ran.stderr.splitlines() if ln.startswith("cudump: ") and
                "turned NaN/Inf" in ln]
-    assert summary and "1 buffer turned NaN/Inf (first on rank 1)" in summary[0]
+    # The host put the infinities there: no launch produced any, and the summary names the
+    # first that left some, with its rank.
+    assert summary and re.search(r"1 buffer turned NaN/Inf \(none produced from finite "
+                                 r"inputs; the first left by launch 2 of vecAdd\(.*\) "
+                                 r"\(process \d+, rank 1\)\)", summary[0]), summary
     # Trace lines and records carry the rank.
     traced = [ln for ln in ran.stderr.splitlines() if re.match(r"cudump: #\d+ pid=", ln)]
     assert {re.search(r"rank=(\d)", ln).group(1) for ln in traced} == {"0", "1"}
@@ -66,7 +77,10 @@ def test_check_nan_names_the_rank(cudump_run, fake, tmp_path: Path) -> None:
     producers = [r for r in records if "nonfinite" in r]
     assert [(r["rank"], r["launch"], r["arg"]) for r in producers] == [(1, 2, 2)]
     data = json.loads((ran.run_dir / "summary.json").read_text())
-    assert data["first_nan_rank"] == 1 and sorted(data["ranks"].values()) == [0, 1]
+    assert sorted(data["ranks"].values()) == [0, 1]
+    # first_nan_rank is the first producer's: there is none.
+    assert data["first_nan_producer"] is None and "first_nan_rank" not in data
+    assert (data["first_nan_report"]["launch"], data["first_nan_report"]["rank"]) == (2, 1)
     # ls shows the rank column, stats the ranks of each kernel.
     ls = cudump_cli("ls", str(ran.run_dir), cwd=tmp_path)
     assert ls.returncode == 0, ls.stderr
@@ -77,13 +91,57 @@ def test_check_nan_names_the_rank(cudump_run, fake, tmp_path: Path) -> None:
     assert stats.stdout.splitlines()[1].split()[-1] == "1"
 
 
+def test_check_nan_names_the_rank_of_the_first_producer(cudump_run, fake, tmp_path: Path,
+                                                        capsys) -> None:
+    """RANKS_SQUARE=1: rank 0 (run first) reads infinities the host put there, so the run's
+    first report is rank 0's and propagated; rank 1's square then produces an Inf from finite
+    inputs, and its vecAdd carries it on. The report lines carry rank and origin, the summary
+    names the first producer with its rank (first_nan_rank: 1, not the first report's 0), and
+    stats shows the produced/propagated columns and the ranks column."""
+    ran = cudump_run([str(fake.programs["ranks"]), "3", "5", "2"], "--check-nan",
+                     env_extra={"RANKS_SQUARE": "1"})
+    assert ran.returncode == 0, ran.stderr
+    assert "rank 1: launches vecAdd=3 square=1" in ran.stdout
+    records = manifest(ran.run_dir)
+    reports = [r for r in records if "nonfinite" in r]
+    pids = {r["rank"]: r["pid"] for r in reports}
+    square, add = "square(float const*, float*, int)", ADD
+    assert nan_lines(ran.stderr) == [
+        f"cudump: NaN/Inf: launch 2 of {add} (occurrence 2, process {pids[0]}, rank 0) left 1 "
+        "of 1024 elements of arg 2 non-finite where there were none, the first at index 5; "
+        "propagated: arg 0 and arg 1 were already non-finite (no launch cudump scanned left "
+        "them so)",
+        f"cudump: NaN/Inf: launch 2 of {square} (occurrence 1, process {pids[1]}, rank 1) "
+        "produced 1 of 1024 non-finite elements in arg 1, the first at index 5; its inputs "
+        "were finite",
+        f"cudump: NaN/Inf: launch 3 of {add} (occurrence 2, process {pids[1]}, rank 1) left 1 "
+        "of 1024 elements of arg 2 non-finite where there were none, the first at index 5; "
+        f"propagated: arg 1 was already non-finite (from launch 2 of {square})"]
+    assert [(r["rank"], r["launch"], r["origin"], r.get("from_launch")) for r in reports] == [
+        (0, 2, "propagated", None), (1, 2, "produced", None), (1, 3, "propagated", 2)]
+    assert ran.stderr.splitlines()[-1].endswith(
+        f"3 buffers turned NaN/Inf (first produced by launch 2 of {square} (process "
+        f"{pids[1]}, rank 1)); run: {ran.run_dir}")
+    data = json.loads((ran.run_dir / "summary.json").read_text())
+    assert data["first_nan_producer"] == {"pid": pids[1], "launch": 2, "kernel": square,
+                                          "rank": 1}
+    assert data["first_nan_report"] == {"pid": pids[0], "launch": 2, "kernel": add, "rank": 0}
+    assert data["first_nan_rank"] == 1 and data["nan_produced"] == 1
+    assert main(["stats", str(ran.run_dir)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[-4:] == ["NaN/Inf", "produced", "propagated", "ranks"]
+    counts = {line.split()[0]: line.split()[-4:] for line in lines[1:3]}
+    assert counts == {"vecAdd": ["2", "0", "2", "0,1"], "square": ["1", "1", "0", "1"]}
+
+
 def test_no_rank_no_rank_field(cudump_run, fake) -> None:
     ran = cudump_run([str(fake.programs["nans"]), "3", "5", "2"], "--check-nan")
     assert ran.returncode == 0, ran.stderr
     assert all("rank" not in r for r in manifest(ran.run_dir))
-    assert "first on rank" not in ran.stderr
+    assert ", rank " not in ran.stderr and "first on rank" not in ran.stderr
     data = json.loads((ran.run_dir / "summary.json").read_text())
     assert "ranks" not in data and "first_nan_rank" not in data
+    assert data["first_nan_report"] is not None and "rank" not in data["first_nan_report"]
 
 
 def test_diff_aligns_per_rank(cudump_run, fake, tmp_path: Path) -> None:

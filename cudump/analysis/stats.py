@@ -45,6 +45,8 @@ class KernelStats:
     failed: int = 0               # snapshots (digests, scans) not taken, with a reason
     digests: int = 0
     nan_reports: int = 0          # buffers a launch left NaN/Inf in (--check-nan)
+    nan_produced: int = 0         # of which from finite inputs (origin: produced)
+    nan_propagated: int = 0       # of which from an input already non-finite
     ranks: set[int] = field(default_factory=set)   # ranks of its processes' records
 
     def common_shape(self) -> tuple[Shape, int] | None:
@@ -129,6 +131,9 @@ def run_stats(path: str | Path) -> RunStats:
                 k.digests += 1
             elif "nonfinite" in r.extra:
                 k.nan_reports += 1
+                origin = r.extra.get("origin")
+                k.nan_produced += origin == "produced"
+                k.nan_propagated += origin == "propagated"
             elif r.file is not None:
                 k.snapshots += 1
     return RunStats(path, kernels, sources, launches_from)

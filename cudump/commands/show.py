@@ -216,6 +216,8 @@ def _print_finding(snap: Snapshot, run_dir: Path) -> None:
     before = r.extra.get("nonfinite_before")
     since = " (none before the launch)" if before == 0 else ""
     print(f"{report.describe()}{since}: {data}, as the launch left it")
+    if report.origin_text():
+        print(report.origin_text())
     kept = [s for s in Run.open(run_dir).select(pid=r.pid, launch=r.launch, arg=r.arg,
                                                 phase=r.phase)
             if s.path is not None and s.record.extra.get("offset") == r.extra.get("offset")]

@@ -15,13 +15,17 @@ from cudump.rundir.summary import plural
 HEADERS = ["kernel", "launches", "in graphs", "shapes", "most common grid / block",
            "snapshots", "failed", "digests", "NaN/Inf"]
 RIGHT = [False, True, True, True, False, True, True, True, True]
+# Where the run's NaN/Inf reports say where they came from: how many of each kernel's
+# it produced from finite inputs, and how many it carried on from an input's.
+ORIGIN_HEADERS = ["produced", "propagated"]
 
 
 class StatsCommand:
     name = "stats"
     help = ("Per-kernel statistics of a run directory: launches, grid and block shapes, "
-            "snapshots, failed ones, digests and NaN/Inf reports, from whichever of "
-            "summary.json, trace.jsonl and manifest.jsonl it holds.")
+            "snapshots, failed ones, digests and NaN/Inf reports (produced or propagated), "
+            "and the ranks of processes that have one, from whichever of summary.json, "
+            "trace.jsonl and manifest.jsonl it holds.")
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.epilog = ("Launch counts come from summary.json (from trace.jsonl where the run "
@@ -49,6 +53,7 @@ def stats_lines(stats: RunStats, kernels: list[KernelStats],
                 full_names: bool = False) -> list[str]:
     """The table of `kernels` (KernelStats) and a line saying where the figures come from."""
     traced = TRACE_FILE in stats.sources
+    origins = any(k.nan_produced or k.nan_propagated for k in kernels)
     rows = []
     for k in kernels:
         name = k.kernel if full_names else fit(short_kernel_name(k.kernel), 48)
@@ -61,10 +66,13 @@ def stats_lines(stats: RunStats, kernels: list[KernelStats],
             shape_text = format_shape(shape) + (f" ({n} of {k.shapes.total()})"
                                                 if len(k.shapes) > 1 else "")
         rows.append([name, str(k.launches), str(k.graph), shape_count, shape_text,
-                     str(k.snapshots), str(k.failed), str(k.digests), str(k.nan_reports)])
+                     str(k.snapshots), str(k.failed), str(k.digests), str(k.nan_reports)]
+                    + ([str(k.nan_produced), str(k.nan_propagated)] if origins else []))
     headers, right = HEADERS, RIGHT
+    if origins:
+        headers, right = HEADERS + ORIGIN_HEADERS, RIGHT + [True, True]
     if any(k.ranks for k in kernels):     # processes with ranks: which ranks ran each kernel
-        headers, right = HEADERS + ["ranks"], RIGHT + [False]
+        headers, right = headers + ["ranks"], right + [False]
         rows = [row + [",".join(map(str, sorted(k.ranks))) or "-"]
                 for row, k in zip(rows, kernels, strict=True)]
     lines = format_table(headers, rows, right) if rows else []

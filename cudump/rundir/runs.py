@@ -70,11 +70,18 @@ class Digest:
 @dataclass(frozen=True)
 class NanReport:
     """What a NaN/Inf scan (--check-nan, format: check-nan) found in a buffer a launch left:
-    `nonfinite` of its `elements` elements, the first at index `first` (None: not said)."""
+    `nonfinite` of its `elements` elements, the first at index `first` (None: not said);
+    `origin`: "produced" (the launch's inputs were finite) or "propagated" (its argument
+    `from_arg` was already non-finite, left so by launch `from_launch` of `from_kernel`
+    where one did), None in runs made before cudump told them apart."""
 
     nonfinite: int
     elements: int | None
     first: int | None
+    origin: str | None = None
+    from_arg: int | None = None
+    from_launch: int | None = None
+    from_kernel: str | None = None
 
     @classmethod
     def from_extra(cls, extra: dict[str, Any]) -> NanReport | None:
@@ -84,14 +91,43 @@ class NanReport:
                                                           "first_nonfinite"))
         if not _whole(count, 0):
             return None
+        origin = extra.get("origin")
+        origin = origin if origin in ("produced", "propagated") else None
+        from_arg, from_launch = extra.get("from_arg"), extra.get("from_launch")
+        kernel = extra.get("from_kernel")
         return cls(count, elements if _whole(elements, 0) else None,
-                   first if _whole(first, 0) else None)
+                   first if _whole(first, 0) else None, origin,
+                   from_arg if origin == "propagated" and _whole(from_arg, 0) else None,
+                   from_launch if origin == "propagated" and _whole(from_launch, 0) else None,
+                   kernel if origin == "propagated" and isinstance(kernel, str) else None)
 
     def describe(self) -> str:
         """`NaN/Inf: 3000 of 2084864 elements, first at 0`."""
         of = f" of {self.elements}" if self.elements is not None else ""
         at = f", first at {self.first}" if self.first is not None else ""
         return f"NaN/Inf: {self.nonfinite}{of} elements{at}"
+
+    def origin_short(self) -> str:
+        """`produced`, `propagated from arg 1 (launch 11)`, or '' (not said)."""
+        if self.origin != "propagated":
+            return self.origin or ""
+        arg = f" from arg {self.from_arg}" if self.from_arg is not None else ""
+        launch = f" (launch {self.from_launch})" if self.from_launch is not None else ""
+        return f"propagated{arg}{launch}"
+
+    def origin_text(self) -> str:
+        """The origin as a sentence (`show`), or '' (not said)."""
+        if self.origin == "produced":
+            return "produced: the launch's inputs were finite"
+        if self.origin != "propagated":
+            return ""
+        arg = f"arg {self.from_arg}" if self.from_arg is not None else "an input"
+        if self.from_launch is None:
+            made = " (no launch cudump scanned left it so)"
+        else:
+            of = f" of {self.from_kernel}" if self.from_kernel else ""
+            made = f" (from launch {self.from_launch}{of})"
+        return f"propagated: {arg} was already non-finite before the launch{made}"
 
 
 def _whole(value: Any, minimum: int) -> bool:

@@ -24,6 +24,25 @@ def plural(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
+@dataclass(frozen=True)
+class NanLaunch:
+    """A launch that left NaN/Inf in a buffer, as the summary names it."""
+
+    pid: int
+    launch: int
+    kernel: str
+    rank: int | None = None        # its process's rank, where it has one
+
+    def name(self, with_process: bool = False) -> str:
+        """`launch L of K`, and `(process P, rank R)`: the process where the run has several
+        (`with_process`), the rank where the process has one."""
+        where = [f"process {self.pid}"] if with_process else []
+        if self.rank is not None:
+            where.append(f"rank {self.rank}")
+        return f"launch {self.launch} of {self.kernel}" + (f" ({', '.join(where)})"
+                                                           if where else "")
+
+
 @dataclass
 class RunSummary:
     processes: int = 0
@@ -41,7 +60,9 @@ class RunSummary:
     snapshot_bytes: int = 0
     digests: int = 0               # buffers digested on the GPU (format: digest)
     nan_producers: int = 0         # buffers a launch left NaN/Inf in (--check-nan)
-    first_nan_rank: int | None = None  # the rank whose launch did so first (where known)
+    nan_produced: int = 0          # of which by a launch whose inputs were finite
+    first_nan_producer: NanLaunch | None = None   # the first launch that produced NaN/Inf
+    first_nan_report: NanLaunch | None = None     # the run's first report, of either kind
     ranks: dict[int, int] = field(default_factory=dict)   # pid -> rank, where known
     repeated_launches: int = 0     # launches the shim planned itself (a repeated plan)
     planned_launches: int = 0      # launches the controller was asked about (a round trip)
@@ -73,9 +94,7 @@ class RunSummary:
             text += (f", {plural(self.replay_captures, 'launch', 'launches')} captured for "
                      "replay")
         if self.nan_producers:
-            text += f", {plural(self.nan_producers, 'buffer')} turned NaN/Inf"
-            if self.first_nan_rank is not None:
-                text += f" (first on rank {self.first_nan_rank})"
+            text += f", {plural(self.nan_producers, 'buffer')} turned NaN/Inf{self._nan_first()}"
         if self.trace_dropped:
             text += (f", {plural(self.trace_dropped, 'trace event')} dropped (the controller "
                      "fell behind)")
@@ -83,11 +102,35 @@ class RunSummary:
             text += f"; run: {run_dir}"
         return text
 
+    @property
+    def first_nan_rank(self) -> int | None:
+        """The rank of the first launch that produced NaN/Inf (None: no launch produced any,
+        or its process has no rank)."""
+        return self.first_nan_producer.rank if self.first_nan_producer is not None else None
+
+    def _nan_first(self) -> str:
+        """` (first produced by launch L of K (process P, rank R))`: the rank named is the
+        producer's. Where no launch produced any, the first launch to leave some, from inputs
+        already non-finite, with its own."""
+        several = len(self.pids) > 1
+        if self.first_nan_producer is not None:
+            return f" (first produced by {self.first_nan_producer.name(several)})"
+        if self.first_nan_report is not None:
+            return (f" (none produced from finite inputs; the first left by "
+                    f"{self.first_nan_report.name(several)})")
+        return ""
+
     def write(self, run_dir: Path) -> None:
         data = asdict(self)
         # Written only where processes have ranks (the file stays as it was without).
-        if self.first_nan_rank is None:
-            del data["first_nan_rank"]
+        for first in ("first_nan_producer", "first_nan_report"):
+            if data[first] is not None and data[first]["rank"] is None:
+                del data[first]["rank"]
+        if self.first_nan_rank is not None:     # beside the launch it is the rank of
+            items = list(data.items())
+            items.insert(list(data).index("first_nan_report") + 1,
+                         ("first_nan_rank", self.first_nan_rank))
+            data = dict(items)
         if self.ranks:
             data["ranks"] = {str(pid): rank for pid, rank in sorted(self.ranks.items())}
         else:

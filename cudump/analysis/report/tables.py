@@ -57,7 +57,8 @@ def snapshot_rows(snapshots: Sequence[Snapshot], full_names: bool = False) -> li
         elif s.ok and s.digest is not None:
             where = f"digest {s.digest.value}"
         elif s.ok and s.nan_report is not None:
-            where = s.nan_report.describe()
+            origin = s.nan_report.origin_short()
+            where = s.nan_report.describe() + (f", {origin}" if origin else "")
         else:
             where = f"error: {s.problem or 'not captured'}"
         rows.append([str(s.index), str(r.pid), str(r.launch), name, str(r.occurrence),

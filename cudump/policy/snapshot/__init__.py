@@ -4,6 +4,7 @@ For each launch of a function some rule wants, the shim sends the raw parameter 
 the allocation behind each pointer-sized value. The parts, from the bottom up:
 
 - planned: what a plan holds (copies, pieces, the launch) and the MSG_PLAN payload;
+- origin: producer or propagator, and which launch turned which buffer non-finite;
 - records: the manifest record of one copy, and its file name;
 - results: plans the shim repeats on its own, and the result ring their results come in;
 - state: what the parts share (the lock, the manifest, each process's plans, the tallies);

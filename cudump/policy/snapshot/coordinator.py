@@ -19,6 +19,7 @@ from cudump.policy.snapshot.place import Placer
 from cudump.policy.snapshot.plan import Planner
 from cudump.policy.snapshot.planned import PlannedLaunch, ReadStaging, Repeat
 from cudump.policy.snapshot.repeat import Repeater
+from cudump.policy.snapshot.results import FiniteWatch
 from cudump.policy.snapshot.select import Selection
 from cudump.policy.snapshot.state import Budget, SnapshotState
 from cudump.policy.snapshot.writer import SnapshotWriter
@@ -44,7 +45,9 @@ class Snapshots:
         self.nan = NanWatch(state, self.planner.rule_copies, placer.place)
         self.collector = Collector(state, self.failures, placer, self.writer, self.captures,
                                    self.nan)
-        self.repeater = Repeater(state, self.failures, self.collector.collect)
+        self.repeater = Repeater(state, self.failures, self.collector.collect,
+                                 FiniteWatch(self.nan.makers.known, self.nan.plain))
+        self.nan.catch_up = self.repeater.results.catch_up
 
     @property
     def images(self) -> ImageStore:
@@ -57,8 +60,9 @@ class Snapshots:
 
     def freed(self, proc: ProcessState, alloc: Allocation) -> None:
         """An allocation of the process is gone: buffers are no longer cut where its own
-        began (extents.py)."""
+        began (extents.py), and what turned it NaN/Inf is forgotten."""
         self.state.proc(proc.pid).starts.forget(alloc)
+        self.nan.freed(proc.pid, alloc.base, alloc.size)
 
     # -- decisions ----------------------------------------------------------------
 
@@ -107,7 +111,9 @@ class Snapshots:
         summary.snapshot_bytes = tally.bytes_written
         summary.digests = tally.digests
         summary.nan_producers = tally.nan_producers
-        summary.first_nan_rank = tally.first_nan_rank
+        summary.nan_produced = tally.nan_produced
+        summary.first_nan_producer = tally.first_producer   # first_nan_rank is its rank
+        summary.first_nan_report = tally.first_report
         summary.repeated_launches = tally.repeated
         summary.planned_launches = tally.asked
         summary.replay_captures = self.captures.count

@@ -5,11 +5,13 @@ one float type the kernel's name mentions), what a scan's result says, and what 
 when a launch leaves NaN or Inf in a buffer that held none before: a warning and a manifest
 record for each such buffer, the finding kept for --break-on-nan, and, for the first
 launch of each kernel that does so, a snapshot of every buffer as the launch left them,
-taken by a rule made on the spot.
+taken by a rule made on the spot. Each report says whether the launch produced the NaN/Inf
+or propagated an input's (origin.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -21,7 +23,9 @@ from cudump.kernels.elements import BF16_NOTE, float_type_in_name
 from cudump.kernels.geometry import CopyPlan
 from cudump.policy.digest import SCAN_ELEMENT_SIZE, SCAN_MODES, Scan
 from cudump.policy.rules import FORMATS, Rule, option_rule
+from cudump.policy.snapshot.origin import PRODUCED, Maker, Makers, Origin, Scanned
 from cudump.policy.snapshot.planned import Place, PlannedCopy, PlannedLaunch, RuleCopies
+from cudump.policy.snapshot.results import RepeatTemplate
 from cudump.policy.snapshot.state import SnapshotState
 from cudump.wire import protocol as p
 
@@ -76,6 +80,24 @@ def add_scan(scans: Scans, copy: PlannedCopy, result: bytes) -> None:
     scans.setdefault((copy.plan.arg, copy.at), {})[copy.phase] = (copy, found)
 
 
+def span(plan: CopyPlan) -> tuple[int, int]:
+    """The device address range a copy plan reads: [start, end)."""
+    return plan.address, plan.address + (plan.height - 1) * plan.pitch + plan.width_bytes
+
+
+def scanned_buffers(scans: Scans) -> list[Scanned]:
+    """The buffers of a launch scanned before it ran, and what the scans found."""
+    out = []
+    for (arg, at), phases in scans.items():
+        if "before" not in phases:
+            continue
+        copy, before = phases["before"]
+        after = phases["after"][1].count if "after" in phases else None
+        start, end = span(copy.plan)
+        out.append(Scanned(arg, at, start, end, before.count, after))
+    return out
+
+
 def follow_up_rule() -> Rule:
     """The rule that snapshots every buffer a NaN producer left, after it."""
     rule = option_rule("--check-nan", FORMATS)
@@ -94,23 +116,23 @@ class NanWatch:
         self.snapshotted: set[str] = set()   # kernels whose NaN producer was snapshotted
         # (pid, launch) -> the launch and what it did, for --break-on-nan (taken by the session)
         self.found: dict[tuple[int, int], NanFound] = {}
+        self.makers = Makers()   # which launch turned which buffer non-finite
+        # Takes a process's result ring up to now (results.ResultDrain.catch_up), so that
+        # plain repeated launches that found buffers finite are known of before a report
+        # names the launch that left an input non-finite.
+        self.catch_up: Callable[[int], None] = lambda pid: None
 
     def producers(self, pending: PlannedLaunch, scans: Scans) -> PlannedLaunch | None:
         """Buffers this launch left NaN or Inf in that held none before: each is reported
-        (a warning and a manifest record); the first launch of each kernel that does so
-        has every buffer snapshotted now, as the launch left them."""
-        found = False
-        for phases in scans.values():
-            if "after" not in phases or "before" not in phases:
-                continue
-            copy, after = phases["after"]
-            _, before = phases["before"]
-            if after.count == 0 or before.count != 0:
-                continue
-            found = True
-            self._report(pending, copy, after)
+        (a warning and a manifest record, saying whether the launch produced it or carried
+        on an input's); the first launch of each kernel that does so has every buffer
+        snapshotted now, as the launch left them."""
+        reports = [(phases["after"][0], phases["after"][1]) for phases in scans.values()
+                   if "after" in phases and "before" in phases
+                   and phases["after"][1].count and not phases["before"][1].count]
+        self._learn(pending, scans, reports)
         ctx = pending.ctx
-        if not found or ctx is None:
+        if not reports or ctx is None:
             return None
         state = self.state
         with state.lock:
@@ -128,32 +150,83 @@ class NanWatch:
             state.proc(ctx.proc.pid).pending[ctx.event.seq] = follow
         return follow
 
-    def _report(self, pending: PlannedLaunch, copy: PlannedCopy, after: Scan) -> None:
+    def _learn(self, pending: PlannedLaunch, scans: Scans,
+               reports: list[tuple[PlannedCopy, Scan]]) -> None:
+        """Classifies and reports the buffers turned non-finite, and keeps which launch
+        turned which buffer non-finite (and forgets buffers found finite again)."""
+        ctx = pending.ctx
+        first = reports[0][0].record if reports else None
+        pid = ctx.proc.pid if ctx is not None else first.pid if first is not None else 0
+        if not reports and not self.makers.known(pid):
+            return   # the usual case: nothing found, nothing kept
+        seq = ctx.event.seq if ctx is not None else first.launch if first is not None else 0
+        scanned = scanned_buffers(scans)
+        if reports and any(s.before for s in scanned) and self.makers.known(pid):
+            self.catch_up(pid)
+        origin = self.makers.origin(pid, seq, scanned) if reports else None
+        for s in scanned:
+            if not s.before:
+                self.makers.finite(pid, s.start, s.end, seq)
+            if s.after == 0:
+                self.makers.finite(pid, s.start, s.end, seq + 1)
+        for copy, after in reports:
+            assert origin is not None
+            self._report(pending, copy, after, origin)
+            start, end = span(copy.plan)
+            self.makers.turned(pid, start, end, Maker(seq, copy.record.kernel))
+
+    def _report(self, pending: PlannedLaunch, copy: PlannedCopy, after: Scan,
+                origin: Origin) -> None:
         record = copy.record
-        elements = copy.plan.width_bytes * copy.plan.height // max(
-            1, np.dtype(copy.plan.dtype).itemsize)
+        # In the scan's elements: a buffer whose type comes from the kernel's name is
+        # planned as bytes.
+        size = SCAN_ELEMENT_SIZE.get(copy.tool) if copy.tool is not None else None
+        elements = copy.plan.width_bytes * copy.plan.height // (
+            size or max(1, np.dtype(copy.plan.dtype).itemsize))
         record.extra.update(nonfinite=after.count, first_nonfinite=after.first,
                             nonfinite_before=0, elements=elements)
         record.extra["nan_producer"] = True
+        record.extra.update(origin.fields())
         state = self.state
         with state.lock:
             state.manifest.append(record)
-            if state.tally.nan_producers == 0:
-                state.tally.first_nan_rank = record.rank
-            state.tally.nan_producers += 1
+            state.tally.count_nan(record, origin)
         inside = f" (the pointer at byte {record.extra['offset']})" \
             if record.extra.get("offset") else ""
         rank = f", rank {record.rank}" if record.rank is not None else ""
-        say(f"cudump: NaN/Inf: launch {record.launch} of {record.kernel} (occurrence "
-            f"{record.occurrence}, process {record.pid}{rank}) left {after.count} of {elements} "
-            f"elements of arg {record.arg}{inside} non-finite, the first at index "
-            f"{after.first}; there were none before it")
-        if pending.ctx is not None:
+        launch = (f"cudump: NaN/Inf: launch {record.launch} of {record.kernel} (occurrence "
+                  f"{record.occurrence}, process {record.pid}{rank})")
+        if origin.kind == PRODUCED:
+            say(f"{launch} produced {after.count} of {elements} non-finite elements in arg "
+                f"{record.arg}{inside}, the first at index {after.first}; "
+                f"{origin.phrase()}")
+        else:
+            say(f"{launch} left {after.count} of {elements} elements of arg {record.arg}"
+                f"{inside} non-finite where there were none, the first at index "
+                f"{after.first}; {origin.phrase()}")
+        if pending.ctx is not None and origin.is_root:
+            # --break-on-nan stops where NaN/Inf begins, not where it is carried on.
             with state.lock:
                 self.found.setdefault((record.pid, record.launch), NanFound(
                     pending.ctx.func, pending.ctx.event,
                     f"NaN/Inf in arg {record.arg}{inside}: {after.count} of {elements} "
                     f"elements, the first at index {after.first}"))
+
+    def plain(self, pid: int, template: RepeatTemplate, launch: int) -> None:
+        """A launch made with a repeated plan whose every scan after it found nothing: the
+        buffers it scanned are finite after it."""
+        first = template.first
+        if first is None:
+            return
+        for copy in first.copies:
+            if copy.phase == "after" and copy.tool not in (None, p.ToolMode.DIGEST):
+                start, end = span(copy.plan)
+                self.makers.finite(pid, start, end, launch + 1)
+
+    def freed(self, pid: int, base: int, size: int) -> None:
+        """An allocation of the process is gone: what turned it non-finite is forgotten."""
+        if self.makers.known(pid):
+            self.makers.freed(pid, base, base + size)
 
     def take(self, pid: int, launch: int) -> NanFound | None:
         """The NaN/Inf this launch was found to produce, if any (once)."""

@@ -22,6 +22,7 @@ from cudump.policy.snapshot.planned import (
 )
 from cudump.policy.snapshot.records import digest_record
 from cudump.policy.snapshot.results import (
+    FiniteWatch,
     RepeatCopy,
     RepeatTemplate,
     ResultDrain,
@@ -54,12 +55,13 @@ def repeat_keys(event: LaunchEvent) -> tuple[tuple[int, int], ...]:
 class Repeater:
     """Numbers and keeps repeatable plans, and drains every process's result ring."""
 
-    def __init__(self, state: SnapshotState, failures: Failures, collect: Collect) -> None:
+    def __init__(self, state: SnapshotState, failures: Failures, collect: Collect,
+                 finite: FiniteWatch | None = None) -> None:
         self.state = state
         self.failures = failures
         self.collect = collect
         self.results = ResultDrain(state.manifest.append_lines, self._unusual, self._count,
-                                   self._made_as_planned)
+                                   self._made_as_planned, finite)
 
     def attach(self, proc: ProcessState, shared: SharedFile) -> None:
         """A new process: its result ring is drained from now on."""

@@ -14,6 +14,7 @@ ordinary way, through collect.Collector.collect (repeat.py).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -107,6 +108,16 @@ Asked = Callable[[ProcessState, int], None]
 
 
 @dataclass
+class FiniteWatch:
+    """Told of plain launches (every scan after them found their buffers finite) where
+    `watching(pid)`: `finite(pid, template, launch)`, for the plan's latest such launch of
+    each batch (nan.NanWatch: NaN/Inf that was there is gone)."""
+
+    watching: Callable[[int], bool]
+    finite: Callable[[int, RepeatTemplate, int], None]
+
+
+@dataclass
 class _Taken:
     """The fields of a batch of ring slots the drain reads, copied out of the ring."""
 
@@ -124,14 +135,20 @@ class _Ring:
     slots: np.ndarray
     templates: dict[int, RepeatTemplate]
     tail: int = 0
+    # Held while its slots are taken: by the drain thread, or by a thread catching up on
+    # them (catch_up).
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class ResultDrain(RingDrain[_Ring]):
     """Consumes every process's result ring on one thread, in batches."""
 
     def __init__(self, write_lines: Callable[[list[str]], None], unusual: Unusual,
-                 counted: Callable[[int, int], None], asked: Asked) -> None:
+                 counted: Callable[[int, int], None], asked: Asked,
+                 finite: FiniteWatch | None = None) -> None:
         self._write_lines = write_lines
+        self._finite = finite
+        self._inside = threading.local()   # .ring: the ring this thread is taking slots of
         self._unusual = unusual
         self._counted = counted
         self._asked = asked
@@ -144,7 +161,24 @@ class ResultDrain(RingDrain[_Ring]):
             self._add(_Ring(proc, shared, np.frombuffer(shared.results_bytes(), dtype=SLOT),
                             templates))
 
+    def catch_up(self, pid: int) -> None:
+        """Takes what the process's ring holds now, on this thread: a NaN/Inf report about
+        to say which launch left an input non-finite first learns of the launches before it
+        that found their buffers finite. Nothing, where this thread is taking the ring's
+        slots already (the report is one of them: those before it are taken)."""
+        for ring in self._each():
+            if ring.proc.pid == pid and getattr(self._inside, "ring", None) is not ring:
+                self._drain(ring)
+
     def _drain(self, ring: _Ring) -> int:
+        with ring.lock:
+            self._inside.ring = ring
+            try:
+                return self._take(ring)
+            finally:
+                self._inside.ring = None
+
+    def _take(self, ring: _Ring) -> int:
         """Takes the slots that are ready, in order. A slot is 16 KB, mostly results that
         no plan uses: only the fields read and the results in use are copied, and only of
         the slots the shim has finished writing, so that a window of launches still on
@@ -202,6 +236,9 @@ class ResultDrain(RingDrain[_Ring]):
         codes = taken.results["rc"].tolist()
         words = taken.results["words"][:, :, 0].tolist()
         pid = ring.proc.pid
+        watch = self._finite is not None and self._finite.watching(pid)
+        # plan -> (the plan, its latest plain launch with scans after it)
+        finite: dict[int, tuple[RepeatTemplate, int]] = {}
         for i, plan in enumerate(plans):
             if flags[i] & p.ResultFlag.TAKEN:
                 continue   # reported with MSG_REPEAT
@@ -214,9 +251,12 @@ class ResultDrain(RingDrain[_Ring]):
             rcs, found = codes[i], words[i]
             if (launch_rcs[i] != 0 or any(rcs[k] for k in range(len(template.copies)))
                     or any(found[k] for k in template.after_scans)):
+                self._tell_finite(pid, finite)   # what came before it, first
                 self._unusual(ring.proc, template, ring.slots[index[i]].copy())
                 continue
             plain_launches += not asked
+            if watch and template.after_scans:
+                finite[plan] = (template, seqs[i])
             if not template.digests:
                 continue
             key = f"{pid}.{plan}"
@@ -227,7 +267,14 @@ class ResultDrain(RingDrain[_Ring]):
                                     streams[i], devices[i],
                                     [digest_hex(found[k]) for k in template.digests]))
             digests += len(template.digests)
+        self._tell_finite(pid, finite)
         return lines, plain_launches, digests
+
+    def _tell_finite(self, pid: int, finite: dict[int, tuple[RepeatTemplate, int]]) -> None:
+        if self._finite is not None:
+            for template, seq in finite.values():
+                self._finite.finite(pid, template, seq)
+        finite.clear()
 
     def close(self) -> None:
         """Takes what is left in every ring (waiting a little for the GPU), then stops."""

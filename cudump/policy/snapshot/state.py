@@ -12,9 +12,11 @@ from cudump.console import warn
 from cudump.kernels.extents import KnownStarts
 from cudump.kernels.signature import Signature
 from cudump.policy.rules import Rule
+from cudump.policy.snapshot.origin import PRODUCED, Origin
 from cudump.policy.snapshot.planned import Buffer, PlannedLaunch
 from cudump.policy.snapshot.results import RepeatTemplate
-from cudump.rundir.manifest import ManifestWriter
+from cudump.rundir.manifest import ManifestWriter, SnapshotRecord
+from cudump.rundir.summary import NanLaunch
 
 # Buffers of one process whose plans are kept (FuncRules.buffers), before they are forgotten
 MAX_KNOWN_BUFFERS = 65536
@@ -61,10 +63,25 @@ class Tally:
     failed: int = 0
     bytes_written: int = 0
     digests: int = 0
-    nan_producers: int = 0
-    first_nan_rank: int | None = None    # the rank of the first NaN/Inf producer, if known
+    nan_producers: int = 0      # buffers turned NaN/Inf (--check-nan), however
+    nan_produced: int = 0       # of which by a launch whose inputs were finite
+    # The first launch that produced NaN/Inf, and the first report of the run (which may
+    # have read non-finite values the host put there), each with its process's rank
+    first_producer: NanLaunch | None = None
+    first_report: NanLaunch | None = None
     repeated: int = 0
     asked: int = 0      # launches planned here, each a round trip (MSG_BEGIN)
+
+    def count_nan(self, record: SnapshotRecord, origin: Origin) -> None:
+        """A buffer a launch turned NaN/Inf (under the state's lock)."""
+        self.nan_producers += 1
+        made = NanLaunch(record.pid, record.launch, record.kernel, record.rank)
+        if self.first_report is None:
+            self.first_report = made
+        if origin.kind == PRODUCED:
+            self.nan_produced += 1
+            if self.first_producer is None:
+                self.first_producer = made
 
 
 class SnapshotState:

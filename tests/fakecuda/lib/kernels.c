@@ -30,7 +30,19 @@ static const struct fc_builtin *self(size_t i)
     return fc_builtin_at(i);
 }
 
-enum { K_VECADD, K_SCALE, K_EMPTY, K_FILL, K_NV12, K_FRP0K, K_ADD3, K_SUM24, K_TOOLS, K_COUNT };
+enum {
+    K_VECADD,
+    K_SCALE,
+    K_EMPTY,
+    K_FILL,
+    K_NV12,
+    K_FRP0K,
+    K_ADD3,
+    K_SUM24,
+    K_SQUARE,
+    K_TOOLS,
+    K_COUNT
+};
 
 /* vecAdd(float const* a, float const* b, float* c, int n) */
 static void vec_add(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
@@ -59,6 +71,20 @@ static void scale(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
     unsigned int i = gx(b, t, d);
     if ((long long)i < n)
         x[i] *= s;
+}
+
+/* square(float const* x, float* y, int n): y = x * x (overflows to +inf past ~1.8e19) */
+static void square(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
+                   struct fc_dim3 d, struct fc_dim3 g)
+{
+    (void)g;
+    const struct fc_builtin *k = self(K_SQUARE);
+    ARG(const float *, args, k, 0, x);
+    ARG(float *, args, k, 1, y);
+    ARG(int, args, k, 2, n);
+    unsigned int i = gx(b, t, d);
+    if ((long long)i < n)
+        y[i] = x[i] * x[i];
 }
 
 /* fill<int>(int* p, int v, int n) */
@@ -311,6 +337,7 @@ static struct fc_builtin builtins[K_COUNT] = {
                  "FrP0k5607tPV", 8, {8, 4, 8, 8, 4, 4, 4, 4}, {0}, 0, frp0k},
     [K_ADD3] = {"_Z4add3St5arrayIPfLm3EEi", "add3", 2, {24, 4}, {0}, 0, add3},
     [K_SUM24] = {"_Z5sum24St5arrayIPfLm24EEi", "sum24", 2, {192, 4}, {0}, 0, sum24},
+    [K_SQUARE] = {"_Z6squarePKfPfi", "square", 3, {8, 8, 4}, {0}, 0, square},
     [K_TOOLS] = {"cudump_tools", "cudump_tools", 1, {sizeof(struct tool_jobs)}, {0}, 0, tools},
 };
 

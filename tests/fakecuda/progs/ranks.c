@@ -6,8 +6,15 @@
  * so that launch leaves NaN at c[INDEX]; rank 0 never does.
  * a[i] = i + rank, so the ranks' buffers differ. The ranks run one after the
  * other, rank 0 first (RANKS_REVERSE=1: rank 1 first).
+ * RANKS_SQUARE=1: rank 0 gets the infinities from the host instead (at its
+ * launch POISON), and rank 1 makes one itself: before its launch POISON it sets
+ * a[INDEX] = 1e20 (finite) and launches square(a, b), whose 1e20 * 1e20
+ * overflows to +inf in b[INDEX] (square produces it), and vecAdd then carries
+ * it on into c (it propagates it, from its arg 1). So the run's first NaN/Inf
+ * is rank 0's, and its first producer rank 1's.
  * Usage: ranks [LAUNCHES [INDEX [POISON]]]   (default 3 5 2; POISON 0: none)
- * Each rank prints `rank R: launches vecAdd=LAUNCHES`.
+ * Each rank prints `rank R: launches vecAdd=LAUNCHES` (and ` square=1` where
+ * it launched square).
  */
 #define _DEFAULT_SOURCE
 #include "progcommon.h"
@@ -21,16 +28,17 @@
 
 extern char **environ;
 
-static int rank_main(int rank, int launches, int index, int poison)
+static int rank_main(int rank, int launches, int index, int poison, int square)
 {
     CUcontext ctx;
     CUmodule mod;
-    CUfunction add;
+    CUfunction add, sq;
     CHECK(cuInit(0));
     CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
     CHECK(cuCtxSetCurrent(ctx));
     CHECK(cuModuleLoadData(&mod, prog_image));
     CHECK(cuModuleGetFunction(&add, mod, "_Z6vecAddPKfS0_Pfi"));
+    CHECK(cuModuleGetFunction(&sq, mod, "_Z6squarePKfPfi"));
     static float a[N], b[N];
     for (int i = 0; i < N; i++) {
         a[i] = (float)(i + rank);
@@ -43,16 +51,26 @@ static int rank_main(int rank, int launches, int index, int poison)
     CHECK(cuMemsetD8_v2(dc, 0, sizeof a));
     int n = N;
     void *args[] = {&da, &db, &dc, &n};
+    void *square_args[] = {&da, &db, &n};
+    int squares = 0;
     for (int l = 1; l <= launches; l++) {
-        int bad = rank == 1 && l == poison;
-        a[index] = bad ? INFINITY : (float)(index + rank);
-        b[index] = bad ? -INFINITY : 1.0f;
+        int host = l == poison && rank == (square ? 0 : 1);
+        int made = l == poison && square && rank == 1;
+        a[index] = host ? INFINITY : made ? 1e20f : (float)(index + rank);
+        b[index] = host ? -INFINITY : 1.0f;
         CHECK(cuMemcpyHtoD_v2(da, a, sizeof a));
         CHECK(cuMemcpyHtoD_v2(db, b, sizeof b));
+        if (made) {
+            CHECK(cuLaunchKernel(sq, N / 256, 1, 1, 256, 1, 1, 0, NULL, square_args, NULL));
+            squares++;
+        }
         CHECK(cuLaunchKernel(add, N / 256, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
         CHECK(cuCtxSynchronize());
     }
-    printf("rank %d: launches vecAdd=%d\n", rank, launches);
+    printf("rank %d: launches vecAdd=%d", rank, launches);
+    if (squares)
+        printf(" square=%d", squares);
+    printf("\n");
     return 0;
 }
 
@@ -64,8 +82,9 @@ int main(int argc, char **argv)
     if (launches <= 0 || index < 0 || index >= N)
         FAIL("usage: ranks [LAUNCHES > 0 [INDEX < %d [POISON]]]", N);
     const char *rank = getenv("RANK");
+    const char *square = getenv("RANKS_SQUARE");
     if (rank && *rank)
-        return rank_main(atoi(rank), launches, index, poison);
+        return rank_main(atoi(rank), launches, index, poison, square && *square == '1');
     int count = 0;
     while (environ[count])
         count++;
