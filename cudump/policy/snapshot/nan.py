@@ -28,8 +28,9 @@ from cudump.wire import protocol as p
 # Kernels whose first NaN producer has every buffer snapshotted, at most.
 MAX_SNAPSHOTTED_KERNELS = 8
 
-# (argument, byte offset of the pointer) -> phase -> the scan copy and what it found
-Scans = dict[tuple[int, int], dict[str, tuple[PlannedCopy, Scan]]]
+# (kernel node, argument, byte offset of the pointer) -> phase -> the scan copy and what it
+# found (the node is 0 outside graph launches, whose kernel nodes share one plan)
+Scans = dict[tuple[int, int, int], dict[str, tuple[PlannedCopy, Scan]]]
 
 
 class NanFound(NamedTuple):
@@ -73,7 +74,8 @@ def add_scan(scans: Scans, copy: PlannedCopy, result: bytes) -> None:
     """What cudump's kernel found scanning one buffer (its two result words)."""
     found = Scan.from_words(int.from_bytes(result[:8], "little"),
                             int.from_bytes(result[8:16], "little"))
-    scans.setdefault((copy.plan.arg, copy.at), {})[copy.phase] = (copy, found)
+    node = copy.ctx.event.node if copy.ctx is not None and copy.ctx.in_graph else 0
+    scans.setdefault((node, copy.plan.arg, copy.at), {})[copy.phase] = (copy, found)
 
 
 def follow_up_rule() -> Rule:
@@ -98,7 +100,8 @@ class NanWatch:
     def producers(self, pending: PlannedLaunch, scans: Scans) -> PlannedLaunch | None:
         """Buffers this launch left NaN or Inf in that held none before: each is reported
         (a warning and a manifest record); the first launch of each kernel that does so
-        has every buffer snapshotted now, as the launch left them."""
+        has every buffer snapshotted now, as the launch left them. Not a kernel node of a
+        graph launch: the graph has run on past it by the time its scans are read."""
         found = False
         for phases in scans.values():
             if "after" not in phases or "before" not in phases:
@@ -110,7 +113,7 @@ class NanWatch:
             found = True
             self._report(pending, copy, after)
         ctx = pending.ctx
-        if not found or ctx is None:
+        if not found or ctx is None or ctx.in_graph:
             return None
         state = self.state
         with state.lock:
@@ -144,14 +147,20 @@ class NanWatch:
         inside = f" (the pointer at byte {record.extra['offset']})" \
             if record.extra.get("offset") else ""
         rank = f", rank {record.rank}" if record.rank is not None else ""
-        say(f"cudump: NaN/Inf: launch {record.launch} of {record.kernel} (occurrence "
-            f"{record.occurrence}, process {record.pid}{rank}) left {after.count} of {elements} "
+        extra = record.extra
+        where = (f"graph {extra['graph']}, replay {extra['replay']}, node {extra['node']}"
+                 if "graph" in extra else f"occurrence {record.occurrence}")
+        say(f"cudump: NaN/Inf: launch {record.launch} of {record.kernel} ({where}, "
+            f"process {record.pid}{rank}) left {after.count} of {elements} "
             f"elements of arg {record.arg}{inside} non-finite, the first at index "
             f"{after.first}; there were none before it")
-        if pending.ctx is not None:
+        # A graph launch's kernel nodes share one plan: the producer is the copy's node.
+        # (A repeated plan's copies keep the launch they were first planned for.)
+        ctx = copy.ctx if copy.ctx is not None and copy.ctx.in_graph else pending.ctx
+        if ctx is not None:
             with state.lock:
                 self.found.setdefault((record.pid, record.launch), NanFound(
-                    pending.ctx.func, pending.ctx.event,
+                    ctx.func, ctx.event,
                     f"NaN/Inf in arg {record.arg}{inside}: {after.count} of {elements} "
                     f"elements, the first at index {after.first}"))
 
