@@ -281,6 +281,9 @@
     SERVICE(cuGraphAddMemcpyNode,                                                          \
             (CUgraphNode *node, CUgraph g, const CUgraphNode *deps, size_t ndeps,          \
              const CUDA_MEMCPY3D *copy, CUcontext ctx))                                    \
+    SERVICE(cuGraphAddKernelNode_v2,                                                       \
+            (CUgraphNode *node, CUgraph g, const CUgraphNode *deps, size_t ndeps,          \
+             const CUDA_KERNEL_NODE_PARAMS *p))                                            \
     SERVICE(cuGraphNodeGetDependencies, (CUgraphNode node, CUgraphNode *deps, size_t *count)) \
     SERVICE(cuGraphNodeGetDependentNodes, (CUgraphNode node, CUgraphNode *deps, size_t *count)) \
     SERVICE(cuGraphAddDependencies,                                                        \

@@ -24,6 +24,21 @@
  * touched. A kernel inside a child graph gets its copy nodes in the clone's
  * copy of that child graph, found by the node's route (below).
  *
+ * Digests and NaN/Inf scans (COPY_TOOL) cannot go on the program's stream in
+ * the middle of a graph launch, so they too are nodes of the instrumented
+ * copy: kernel nodes of cudump's own kernel (tools.c), placed around the node
+ * as the copy nodes are, up to TOOL_JOBS buffers of one node and phase per
+ * node, writing their results into the staging slots the plan gave them with
+ * the plan's accumulators, as the stream's launches of the kernel do. Nothing
+ * in a graph holds a stream: the graph is waited for and its scans reported
+ * once it has run. Where cudump's kernel cannot be had (the driver cannot load
+ * its PTX) the scans fail with that reason and, if nothing else was wanted,
+ * the application's own graph runs.
+ *
+ * The instrumented copy is kept and launched again while the replays plan the
+ * same copies; its scans are checked again whenever allocations have come or
+ * gone (cudump's kernel never reads outside an allocation).
+ *
  * A graph instantiated for device launch may also be launched by kernels,
  * which the shim never sees: the controller is told once, when it is made.
  */
@@ -33,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloctab.h"
 #include "channel.h"
 #include "drain.h"
 #include "functab.h"
@@ -43,6 +59,7 @@
 #include "staging.h"
 #include "stop.h"
 #include "stream.h"
+#include "tools.h"
 #include "trace.h"
 
 /* Child graphs nested deeper than this are not looked into. */
@@ -82,6 +99,8 @@ struct graph_exec {
     unsigned ncached;
     struct proto_copy *cached_copies;
     uint32_t *cached_nodes;       /* the kernel each copy is ordered around */
+    CUresult *cached_rcs;         /* how each copy went when it was made */
+    unsigned long long cached_epoch; /* alloctab_epoch() its scans were checked at */
 };
 
 /* Executable graphs are few and long-lived; launches look them up under one
@@ -256,8 +275,10 @@ static void drop_cached(struct graph_exec *g)
     g->ncached = 0;
     free(g->cached_copies);
     free(g->cached_nodes);
+    free(g->cached_rcs);
     g->cached_copies = NULL;
     g->cached_nodes = NULL;
+    g->cached_rcs = NULL;
 }
 
 static void free_graph(struct graph_exec *g)
@@ -596,6 +617,68 @@ static long stop_nodes(struct graph_exec *g, CUstream stream, int ptsz, unsigned
     return step;
 }
 
+/* The nodes kn depends on, or (dependents) those that depend on it, as a list
+ * the caller frees (NULL when there are none). */
+static CUresult neighbours(CUgraphNode kn, bool dependents, CUgraphNode **out, size_t *n)
+{
+    cuGraphNodeGetDependencies_fn get =
+        dependents ? real_cuGraphNodeGetDependentNodes : real_cuGraphNodeGetDependencies;
+    size_t count = 0;
+    *out = NULL;
+    *n = 0;
+    CUresult rc = get(kn, NULL, &count);
+    if (rc != CUDA_SUCCESS || count == 0)
+        return rc;
+    CUgraphNode *list = calloc(count, sizeof *list);
+    if (!list)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    rc = get(kn, list, &count);
+    if (rc != CUDA_SUCCESS) {
+        free(list);
+        return rc;
+    }
+    *out = list;
+    *n = count;
+    return CUDA_SUCCESS;
+}
+
+/* A node of cudump's: a copy into staging, or a launch of cudump's kernel. */
+struct extra_node {
+    const CUDA_MEMCPY3D *copy;
+    CUcontext ctx;
+    const CUDA_KERNEL_NODE_PARAMS *kernel;
+};
+
+static CUresult add_node(CUgraph graph, const CUgraphNode *deps, size_t n,
+                         const struct extra_node *x, CUgraphNode *made)
+{
+    return x->copy ? real_cuGraphAddMemcpyNode(made, graph, deps, n, x->copy, x->ctx)
+                   : real_cuGraphAddKernelNode_v2(made, graph, deps, n, x->kernel);
+}
+
+/* Adds x to `graph` ordered around its kernel node kn: "before" between kn and
+ * what it depends on, "after" between kn and everything that depends on it, so
+ * that it sees the buffers exactly as the kernel finds and leaves them. */
+static CUresult add_around(CUgraph graph, CUgraphNode kn, enum proto_phase phase,
+                           const struct extra_node *x)
+{
+    CUgraphNode *list = NULL, made = NULL;
+    size_t n = 0;
+    /* Asked before the node is added: kn's own neighbours, not cudump's. */
+    CUresult rc = neighbours(kn, phase == PHASE_AFTER, &list, &n);
+    if (rc == CUDA_SUCCESS && phase == PHASE_BEFORE) {
+        rc = add_node(graph, list, n, x, &made);
+        if (rc == CUDA_SUCCESS)
+            rc = real_cuGraphAddDependencies(graph, &made, &kn, 1);
+    } else if (rc == CUDA_SUCCESS) {
+        rc = add_node(graph, &kn, 1, x, &made);
+        for (size_t i = 0; rc == CUDA_SUCCESS && i < n; i++)
+            rc = real_cuGraphAddDependencies(graph, &made, &list[i], 1);
+    }
+    free(list);
+    return rc;
+}
+
 /* One copy node in the instrumented graph, ordered around kernel node kn. */
 static CUresult add_copy(CUgraph graph, CUgraphNode kn, const struct proto_copy *c, char *area,
                          CUcontext ctx)
@@ -613,24 +696,20 @@ static CUresult add_copy(CUgraph graph, CUgraphNode kn, const struct proto_copy 
     m.WidthInBytes = c->width;
     m.Height = c->height;
     m.Depth = 1;
-    CUgraphNode deps[64], cn;
-    size_t n = 64;
-    CUresult rc;
-    if (c->phase == PHASE_BEFORE) {
-        rc = real_cuGraphNodeGetDependencies(kn, deps, &n);
-        if (rc == CUDA_SUCCESS)
-            rc = real_cuGraphAddMemcpyNode(&cn, graph, deps, n, &m, ctx);
-        if (rc == CUDA_SUCCESS)
-            rc = real_cuGraphAddDependencies(graph, &cn, &kn, 1);
-        return rc;
-    }
-    rc = real_cuGraphAddMemcpyNode(&cn, graph, &kn, 1, &m, ctx);
-    if (rc == CUDA_SUCCESS)
-        rc = real_cuGraphNodeGetDependentNodes(kn, deps, &n);
-    for (size_t i = 0; rc == CUDA_SUCCESS && i < n; i++)
-        if (deps[i] != cn)
-            rc = real_cuGraphAddDependencies(graph, &cn, &deps[i], 1);
-    return rc;
+    struct extra_node x = {.copy = &m, .ctx = ctx};
+    return add_around(graph, kn, (enum proto_phase)c->phase, &x);
+}
+
+/* One launch of cudump's kernel in the instrumented graph, ordered around kn. */
+static CUresult add_tool(CUgraph graph, CUgraphNode kn, enum proto_phase phase, CUfunction fn,
+                         struct tool_jobs *jobs, unsigned grid)
+{
+    void *params[] = {jobs}; /* copied by the driver when the node is added */
+    CUDA_KERNEL_NODE_PARAMS p = {.func = fn, .gridDimX = grid, .gridDimY = 1, .gridDimZ = 1,
+                                 .blockDimX = TOOL_THREADS, .blockDimY = 1, .blockDimZ = 1,
+                                 .kernelParams = params};
+    struct extra_node x = {.kernel = &p};
+    return add_around(graph, kn, phase, &x);
 }
 
 static bool have_graph_services(void)
@@ -661,8 +740,11 @@ static unsigned plan_count(void)
     return n;
 }
 
-/* Whether the cached instrumented copy makes exactly the copies planned now. */
-static bool same_plan(const struct graph_exec *g, unsigned total, const uint32_t *node_of)
+/* Whether the cached instrumented copy makes exactly the copies planned now.
+ * Where allocations came or went since it was made, each of its scans and
+ * digests must still be as readable (or not) as it was then: cudump's kernel
+ * never reads a buffer that no longer lies inside an allocation. */
+static bool same_plan(struct graph_exec *g, unsigned total, const uint32_t *node_of)
 {
     if (!g->cached || g->ncached != total)
         return false;
@@ -670,49 +752,149 @@ static bool same_plan(const struct graph_exec *g, unsigned total, const uint32_t
         if (g->cached_nodes[c] != node_of[c] ||
             memcmp(&g->cached_copies[c], plan_copy(c), sizeof g->cached_copies[c]) != 0)
             return false;
+    unsigned long long epoch = alloctab_epoch();
+    if (epoch == g->cached_epoch)
+        return true;
+    for (unsigned c = 0; c < total; c++)
+        if ((plan_copy(c)->flags & COPY_TOOL) &&
+            tools_readable(plan_copy(c)) != (g->cached_rcs[c] == CUDA_SUCCESS))
+            return false;
+    g->cached_epoch = epoch;
     return true;
 }
 
 static void keep_cached(struct graph_exec *g, CUgraphExec exec, unsigned total,
-                        const uint32_t *node_of)
+                        const uint32_t *node_of, unsigned long long epoch)
 {
     g->cached_copies = malloc(total * sizeof *g->cached_copies);
     g->cached_nodes = malloc(total * sizeof *g->cached_nodes);
-    if (!g->cached_copies || !g->cached_nodes) {
+    g->cached_rcs = malloc(total * sizeof *g->cached_rcs);
+    if (!g->cached_copies || !g->cached_nodes || !g->cached_rcs) {
         drop_cached(g);
         shim_real_cuGraphExecDestroy()(exec);
         return;
     }
-    for (unsigned c = 0; c < total; c++)
-        g->cached_copies[c] = *plan_copy(c);
+    unsigned n;
+    const struct plan_copy *copies = plan_copies(&n);
+    for (unsigned c = 0; c < total; c++) {
+        g->cached_copies[c] = copies[c].c;
+        g->cached_rcs[c] = copies[c].rc;
+    }
     memcpy(g->cached_nodes, node_of, total * sizeof *node_of);
     g->cached = exec;
     g->ncached = total;
+    g->cached_epoch = epoch;
 }
 
-/* The clone of the application's graph with copy nodes, instantiated; sets each copy's
- * result. All copies must have their node for the result to be worth keeping. */
-static CUresult build_instrumented(struct graph_exec *g, unsigned total,
-                                   const uint32_t *node_of, CUgraphExec *out, bool *whole)
+/* Scratch for the scans and digests of one instrumented graph, under the
+ * staging lock (off the program's stack). */
+static struct tool_request tool_reqs[PROTO_MAX_COPIES];
+static struct tool_request *tool_of[PROTO_MAX_COPIES];
+static struct tool_job tool_jobs_made[PROTO_MAX_COPIES];
+static bool tool_taken[PROTO_MAX_COPIES];
+static struct tool_job tool_group[TOOL_JOBS];
+static unsigned tool_members[TOOL_JOBS];
+static struct tool_jobs tool_param;
+
+/* The plan's COPY_TOOL copies, checked as cudump's kernel checks them on a
+ * stream, as jobs of the kernel (before anything is cloned: a graph none of
+ * whose scans can run is not copied for them). Sets each one's rc; returns
+ * how many jobs there are, and the kernel in *fn. Each job writes its result
+ * where the plan put it in staging, with the copy's index in the plan as its
+ * accumulator, as on the stream. */
+static unsigned tool_jobs_of(struct graph_exec *g, const struct launch_info *li, unsigned total,
+                             const uint32_t *node_of, char *area, CUfunction *fn)
 {
-    CUresult build = have_graph_services() ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
-    CUgraph graph = NULL;
-    CUcontext ctx = NULL;
+    unsigned n = 0, njobs = 0;
+    for (unsigned c = 0; c < total; c++) {
+        const struct proto_copy *copy = plan_copy(c);
+        if (!(copy->flags & COPY_TOOL))
+            continue;
+        if (node_of[c] >= g->nkernels || !real_cuGraphAddKernelNode_v2) {
+            set_rc(c, CUDA_ERROR_NOT_SUPPORTED);
+            continue;
+        }
+        tool_reqs[n++] = (struct tool_request){
+            .copy = copy, .result = (struct proto_tool_result *)(area + copy->offset), .acc = c,
+            .tag = 1};
+    }
+    tools_graph_jobs(li, tool_reqs, n, tool_jobs_made, tool_of, &njobs, fn);
+    for (unsigned i = 0; i < n; i++)
+        set_rc(tool_reqs[i].acc, tool_reqs[i].result->rc);
+    return njobs;
+}
+
+/* The jobs as nodes of cudump's kernel: those of one kernel node and phase
+ * together (TOOL_JOBS a node), each ordered around its kernel node like the
+ * copy nodes. Returns false if one could not be added (its copies then fail
+ * with the reason). */
+static bool add_tools(struct graph_exec *g, CUgraph graph, const uint32_t *node_of,
+                      unsigned njobs, CUfunction fn)
+{
+    bool all = true;
+    memset(tool_taken, 0, njobs * sizeof *tool_taken);
+    for (unsigned i = 0; i < njobs; i++) {
+        if (tool_taken[i])
+            continue;
+        uint32_t k = node_of[tool_of[i]->acc], phase = tool_of[i]->copy->phase;
+        unsigned m = 0;
+        for (unsigned j = i; j < njobs && m < TOOL_JOBS; j++) {
+            if (tool_taken[j] || node_of[tool_of[j]->acc] != k || tool_of[j]->copy->phase != phase)
+                continue;
+            tool_taken[j] = true;
+            tool_group[m] = tool_jobs_made[j];
+            tool_members[m++] = tool_of[j]->acc;
+        }
+        const struct graph_kernel *gk = &g->kernels[k];
+        CUgraph owner = NULL;
+        CUgraphNode kn = locate(gk, gk->clone_anchor, graph, &owner);
+        CUresult rc = CUDA_ERROR_NOT_FOUND;
+        if (kn) {
+            unsigned grid = tools_pack(&tool_param, tool_group, m);
+            rc = add_tool(owner, kn, (enum proto_phase)phase, fn, &tool_param, grid);
+        }
+        for (unsigned j = 0; j < m; j++)
+            set_rc(tool_members[j], rc);
+        all = all && rc == CUDA_SUCCESS;
+    }
+    return all;
+}
+
+/* The clone of the application's graph with copy nodes and nodes of cudump's
+ * kernel, instantiated into *out; sets each copy's result. *out stays NULL
+ * where nothing could be added (the application's graph then runs).
+ * *complete: every copy has its node, or was refused before any was added
+ * (a buffer outside the allocations cudump's kernel may read), so the copy is
+ * worth keeping for replays that plan the same. */
+static CUresult build_instrumented(struct graph_exec *g, const struct launch_info *li,
+                                   unsigned total, const uint32_t *node_of, CUgraphExec *out,
+                                   bool *complete)
+{
     size_t size = 0;
     char *area = staging_area(&size);
-    *whole = true;
-    if (build == CUDA_SUCCESS && !area)
-        build = CUDA_ERROR_NOT_SUPPORTED;
-    if (build == CUDA_SUCCESS)
-        build = real_cuGraphClone(&graph, g->src);
+    *out = NULL;
+    *complete = true;
+    if (!have_graph_services() || !area)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUfunction fn = NULL;
+    unsigned njobs = tool_jobs_of(g, li, total, node_of, area, &fn), ncopies = 0;
+    for (unsigned c = 0; c < total; c++)
+        ncopies += !(plan_copy(c)->flags & COPY_TOOL);
+    if (njobs == 0 && ncopies == 0)
+        return CUDA_SUCCESS;
+    CUgraph graph = NULL;
+    CUcontext ctx = NULL;
+    CUresult build = real_cuGraphClone(&graph, g->src);
     if (build == CUDA_SUCCESS)
         build = real_cuCtxGetCurrent(&ctx);
     for (unsigned c = 0; build == CUDA_SUCCESS && c < total; c++) {
         const struct proto_copy *copy = plan_copy(c);
+        if (copy->flags & COPY_TOOL)
+            continue;
         CUgraphNode kn = NULL;
         CUgraph owner = NULL;
-        CUresult rc = (copy->flags & (COPY_PIECE | COPY_TOOL)) || node_of[c] >= g->nkernels
-                          ? CUDA_ERROR_NOT_SUPPORTED /* no streaming or tools inside a graph */
+        CUresult rc = (copy->flags & COPY_PIECE) || node_of[c] >= g->nkernels
+                          ? CUDA_ERROR_NOT_SUPPORTED /* no streaming inside a graph */
                           : CUDA_SUCCESS;
         if (rc == CUDA_SUCCESS) {
             const struct graph_kernel *gk = &g->kernels[node_of[c]];
@@ -720,11 +902,15 @@ static CUresult build_instrumented(struct graph_exec *g, unsigned total,
             rc = kn ? add_copy(owner, kn, copy, area, ctx) : CUDA_ERROR_NOT_FOUND;
         }
         if (rc != CUDA_SUCCESS)
-            *whole = false;
+            *complete = false;
         set_rc(c, rc);
     }
+    if (build == CUDA_SUCCESS && njobs && !add_tools(g, graph, node_of, njobs, fn))
+        *complete = false;
     if (build == CUDA_SUCCESS)
         build = shim_real_cuGraphInstantiateWithFlags()(out, graph, 0);
+    if (build != CUDA_SUCCESS)
+        *out = NULL;
     if (graph)
         real_cuGraphDestroy(graph);
     return build;
@@ -741,13 +927,27 @@ struct instrumented {
     CUresult rc;
 };
 
-/* Reports the copies of a graph launch (one MSG_END; no follow-ups). */
-static void end_copies(unsigned long long seq, CUresult launch_rc, CUresult sync_rc)
+/* Reports the copies of a graph launch (MSG_END). Copies its answer asks for
+ * now (the buffers a NaN producer left) cannot be made: the graph has run on
+ * past the node, so they are reported as not made. A hold it asks for
+ * (--break-on-nan) is served here, once the graph has run. */
+static void end_copies(struct launch_info *li, CUresult launch_rc, CUresult sync_rc)
 {
-    uint32_t flags;
-    if (plan_count())
-        plan_report_end(seq, launch_rc, sync_rc, &flags);
+    uint32_t flags = 0, halt = 0;
+    if (plan_count() && plan_report_end(li->seq, launch_rc, sync_rc, &flags)) {
+        halt = flags & PLAN_HALT;
+        unsigned n = plan_count();
+        for (unsigned c = 0; c < n; c++)
+            set_rc(c, CUDA_ERROR_NOT_SUPPORTED);
+        if (n && plan_report_end(li->seq, launch_rc, sync_rc, &flags))
+            halt |= flags & PLAN_HALT;
+    }
     plan_clear();
+    if (halt) {
+        if (launch_rc == CUDA_SUCCESS)
+            gate_wait_stream(li);
+        stop_serve(li, PHASE_AFTER, launch_rc, held_nodes);
+    }
 }
 
 /* Plans each wanted node (one MSG_BEGIN each, copies appended), runs the
@@ -773,40 +973,43 @@ static CUresult instrumented_locked(cuGraphLaunch_fn real, struct graph_exec *g,
         for (unsigned c = first; c < first + added; c++)
             node_of[c] = (uint32_t)k;
     }
+    /* The graph as a whole: its stream, for waits, loading cudump's kernel and a hold. */
+    struct launch_info li = node_launch(g, 0, stream, ptsz, seq, replay);
     unsigned total = plan_count();
     if (total == 0 || g->unsafe) {
-        end_copies(seq, CUDA_SUCCESS, CUDA_SUCCESS);
+        end_copies(&li, CUDA_SUCCESS, CUDA_SUCCESS);
         return real(g->exec, stream);
     }
     CUgraphExec instrumented = NULL;
     CUresult build = CUDA_SUCCESS;
-    bool whole = true;
+    bool complete = true;
+    unsigned long long epoch = alloctab_epoch();
     if (same_plan(g, total, node_of)) {
         instrumented = g->cached;
         for (unsigned c = 0; c < total; c++)
-            set_rc(c, CUDA_SUCCESS);
+            set_rc(c, g->cached_rcs[c]);
     } else {
         drop_cached(g);
-        build = build_instrumented(g, total, node_of, &instrumented, &whole);
+        build = build_instrumented(g, &li, total, node_of, &instrumented, &complete);
     }
     CUresult launch_rc, sync_rc = CUDA_SUCCESS;
-    if (build == CUDA_SUCCESS) {
+    if (instrumented) {
         launch_rc = real(instrumented, stream);
-        struct launch_info li = node_launch(g, 0, stream, ptsz, seq, replay);
         if (launch_rc == CUDA_SUCCESS)
             sync_rc = gate_wait_stream(&li);
         if (instrumented != g->cached) {
-            if (whole && launch_rc == CUDA_SUCCESS)
-                keep_cached(g, instrumented, total, node_of);
+            if (complete && launch_rc == CUDA_SUCCESS)
+                keep_cached(g, instrumented, total, node_of, epoch);
             else
                 shim_real_cuGraphExecDestroy()(instrumented);
         }
     } else {
-        for (unsigned c = 0; c < total; c++)
+        /* Nothing of cudump's could be added: each copy says why. */
+        for (unsigned c = 0; build != CUDA_SUCCESS && c < total; c++)
             set_rc(c, build);
         launch_rc = real(g->exec, stream);
     }
-    end_copies(seq, launch_rc, sync_rc);
+    end_copies(&li, launch_rc, sync_rc);
     return launch_rc;
 }
 
@@ -909,6 +1112,7 @@ void graph_reset_after_fork(void)
         free_kernels(graphs[i]->kernels, graphs[i]->nkernels);
         free(graphs[i]->cached_copies);
         free(graphs[i]->cached_nodes);
+        free(graphs[i]->cached_rcs);
         free(graphs[i]);
     }
     ngraphs = 0;

@@ -13,7 +13,9 @@
  *
  * Results are written by the kernel straight into host memory (the staging
  * area, the result ring), pinned and mapped: no copy and no memset per
- * launch, one kernel launch for up to TOOL_JOBS buffers.
+ * launch, one kernel launch for up to TOOL_JOBS buffers. Inside a graph
+ * launch the same jobs become kernel nodes of the graph (graph.c asks for
+ * them: tools_graph_jobs, tools_pack), checked here the same way.
  *
  * A copy that reads outside an allocation fails with an error code; a kernel
  * that does faults the whole context. So a tool only runs over a byte range
@@ -282,6 +284,55 @@ static bool run_on(const struct launch_info *li, const struct tool_ctx *t,
             clear_words(li, words);
     }
     return held;
+}
+
+bool tools_readable(const struct proto_copy *c)
+{
+    bool tracked = false;
+    return tool_check(c, tool_mode(c), &tracked) == CUDA_SUCCESS;
+}
+
+unsigned tools_pack(struct tool_jobs *out, const struct tool_job *jobs, unsigned k)
+{
+    /* Zeroed whole: a graph node keeps every byte of its parameter, used or not. */
+    memset(out, 0, sizeof *out);
+    unsigned grid = 0;
+    k = k < TOOL_JOBS ? k : TOOL_JOBS;
+    memcpy(out->job, jobs, k * sizeof *jobs);
+    for (unsigned i = 0; i < k; i++)
+        grid += jobs[i].blocks;
+    out->njobs = k;
+    return grid;
+}
+
+CUresult tools_graph_jobs(const struct launch_info *li, struct tool_request *reqs, unsigned n,
+                          struct tool_job *jobs, struct tool_request **of, unsigned *njobs,
+                          CUfunction *fn)
+{
+    *njobs = 0;
+    *fn = NULL;
+    if (!n)
+        return CUDA_SUCCESS;
+    CUcontext ctx = stream_ctx(li);
+    struct ctx_scope scope = ctx_enter(ctx);
+    const struct tool_ctx *t = NULL;
+    CUresult rc = !scope.ok ? CUDA_ERROR_INVALID_CONTEXT
+                  : (t = tool_context(ctx, li)) == NULL ? CUDA_ERROR_OUT_OF_MEMORY
+                                                        : t->rc;
+    if (rc == CUDA_SUCCESS) {
+        /* Every plan copy has its own accumulator (acc < PROTO_MAX_COPIES), as on the
+         * stream: the graph's scans run while the staging lock is held and are waited
+         * for before it is let go, so no other launch of the kernel shares one. */
+        *njobs = accept_jobs(t, reqs, n < PROTO_MAX_COPIES ? n : PROTO_MAX_COPIES, 0, jobs, of);
+        *fn = t->fn;
+        for (unsigned i = PROTO_MAX_COPIES; i < n; i++)
+            reqs[i].result->rc = CUDA_ERROR_INVALID_VALUE;
+    } else {
+        for (unsigned i = 0; i < n; i++)
+            reqs[i].result->rc = rc;
+    }
+    ctx_leave(scope);
+    return rc;
 }
 
 bool tools_run(const struct launch_info *li, struct tool_request *reqs, unsigned n,

@@ -3,6 +3,7 @@
 #define CUDUMP_TOOLS_H
 
 #include "launchinfo.h"
+#include "tooljob.h"
 
 /* What a COPY_TOOL copy asks cudump's kernel to compute (enum proto_tool_mode). */
 static inline unsigned tool_mode(const struct proto_copy *c)
@@ -39,6 +40,23 @@ struct tool_hold {
  * `hold`). */
 bool tools_run(const struct launch_info *li, struct tool_request *reqs, unsigned n,
                const struct tool_hold *hold);
+
+/* cudump's kernel as kernel nodes of a graph (graph.c), where nothing goes on
+ * the stream: the function of the kernel loaded in the context of li's stream
+ * (*fn), and the jobs of the n requests that pass tools_run's checks, in
+ * order (*njobs of them; of[i] is the request of jobs[i]). Each request's
+ * result rc says whether it passed, or why not. Nothing marks or holds.
+ * Returns why the kernel cannot run in that context at all, else CUDA_SUCCESS. */
+CUresult tools_graph_jobs(const struct launch_info *li, struct tool_request *reqs, unsigned n,
+                          struct tool_job *jobs, struct tool_request **of, unsigned *njobs,
+                          CUfunction *fn);
+/* One launch's parameter over k (at most TOOL_JOBS) of those jobs, holding
+ * nothing; returns its grid (blocks). */
+unsigned tools_pack(struct tool_jobs *out, const struct tool_job *jobs, unsigned k);
+/* Whether cudump's kernel may still read the buffer of a COPY_TOOL copy (the
+ * check tools_run makes): for a graph made with its nodes, run again once
+ * allocations have changed. */
+bool tools_readable(const struct proto_copy *c);
 void tools_reset_after_fork(void);
 
 #endif

@@ -25,16 +25,24 @@ from cudump.policy.snapshot.state import SnapshotState
 from cudump.policy.snapshot.writer import SnapshotWriter, WriteJob
 from cudump.wire import protocol as p
 
+# What the driver says when it cannot make a kernel of PTX text: no binary for the GPU, the
+# PTX refused, no JIT compiler, a PTX version newer than the driver.
+CANNOT_LOAD_PTX = frozenset({209, 218, 221, 222})
+
 
 def tool_failure(copy: PlannedCopy, rc: int, failure: str) -> str:
     """Why cudump's kernel did not run, in the words of what it was asked to do."""
     if copy.tool is None:
         return failure
+    if rc in CANNOT_LOAD_PTX:
+        return (f"the driver cannot load cudump's kernel from its PTX (CUDA error {rc}); "
+                "it needs a CUDA 13 driver")
     if rc == CUDA_ERROR_INVALID_VALUE:
         return ("the buffer does not lie inside one allocation cudump knows (or is not "
                 "aligned to its elements), so cudump's kernel does not read it")
     if rc == CUDA_ERROR_NOT_SUPPORTED and copy.record.extra.get("graph") is not None:
-        return "digests and scans of kernels inside graph launches are not supported"
+        return ("the driver gives cudump no way to run its kernel inside this graph launch "
+                f"(CUDA error {rc})")
     return failure.replace("the copy", "cudump's kernel")
 
 

@@ -32,8 +32,9 @@ from cudump.wire import protocol as p
 # Kernels whose first NaN producer has every buffer snapshotted, at most.
 MAX_SNAPSHOTTED_KERNELS = 8
 
-# (argument, byte offset of the pointer) -> phase -> the scan copy and what it found
-Scans = dict[tuple[int, int], dict[str, tuple[PlannedCopy, Scan]]]
+# (kernel node, argument, byte offset of the pointer) -> phase -> the scan copy and what it
+# found (the node is 0 outside graph launches, whose kernel nodes share one plan)
+Scans = dict[tuple[int, int, int], dict[str, tuple[PlannedCopy, Scan]]]
 
 
 class NanFound(NamedTuple):
@@ -77,7 +78,8 @@ def add_scan(scans: Scans, copy: PlannedCopy, result: bytes) -> None:
     """What cudump's kernel found scanning one buffer (its two result words)."""
     found = Scan.from_words(int.from_bytes(result[:8], "little"),
                             int.from_bytes(result[8:16], "little"))
-    scans.setdefault((copy.plan.arg, copy.at), {})[copy.phase] = (copy, found)
+    node = copy.ctx.event.node if copy.ctx is not None and copy.ctx.in_graph else 0
+    scans.setdefault((node, copy.plan.arg, copy.at), {})[copy.phase] = (copy, found)
 
 
 def span(plan: CopyPlan) -> tuple[int, int]:
@@ -85,10 +87,18 @@ def span(plan: CopyPlan) -> tuple[int, int]:
     return plan.address, plan.address + (plan.height - 1) * plan.pitch + plan.width_bytes
 
 
+def by_node(scans: Scans) -> list[Scans]:
+    """A launch's scans by kernel node, in node order (one group outside a graph)."""
+    groups: dict[int, Scans] = {}
+    for key, phases in scans.items():
+        groups.setdefault(key[0], {})[key] = phases
+    return [groups[node] for node in sorted(groups)]
+
+
 def scanned_buffers(scans: Scans) -> list[Scanned]:
     """The buffers of a launch scanned before it ran, and what the scans found."""
     out = []
-    for (arg, at), phases in scans.items():
+    for (_, arg, at), phases in scans.items():
         if "before" not in phases:
             continue
         copy, before = phases["before"]
@@ -126,13 +136,19 @@ class NanWatch:
         """Buffers this launch left NaN or Inf in that held none before: each is reported
         (a warning and a manifest record, saying whether the launch produced it or carried
         on an input's); the first launch of each kernel that does so has every buffer
-        snapshotted now, as the launch left them."""
-        reports = [(phases["after"][0], phases["after"][1]) for phases in scans.values()
-                   if "after" in phases and "before" in phases
-                   and phases["after"][1].count and not phases["before"][1].count]
-        self._learn(pending, scans, reports)
+        snapshotted now, as the launch left them. The kernel nodes of a graph launch are
+        taken one by one, in the order they ran; none is snapshotted after it: the graph
+        has run on past it by the time its scans are read."""
+        found = False
+        for node_scans in by_node(scans):
+            reports = [(phases["after"][0], phases["after"][1])
+                       for phases in node_scans.values()
+                       if "after" in phases and "before" in phases
+                       and phases["after"][1].count and not phases["before"][1].count]
+            self._learn(pending, node_scans, reports)
+            found = found or bool(reports)
         ctx = pending.ctx
-        if not reports or ctx is None:
+        if not found or ctx is None or ctx.in_graph:
             return None
         state = self.state
         with state.lock:
@@ -194,8 +210,11 @@ class NanWatch:
         inside = f" (the pointer at byte {record.extra['offset']})" \
             if record.extra.get("offset") else ""
         rank = f", rank {record.rank}" if record.rank is not None else ""
-        launch = (f"cudump: NaN/Inf: launch {record.launch} of {record.kernel} (occurrence "
-                  f"{record.occurrence}, process {record.pid}{rank})")
+        extra = record.extra
+        where = (f"graph {extra['graph']}, replay {extra['replay']}, node {extra['node']}"
+                 if "graph" in extra else f"occurrence {record.occurrence}")
+        launch = (f"cudump: NaN/Inf: launch {record.launch} of {record.kernel} ({where}, "
+                  f"process {record.pid}{rank})")
         if origin.kind == PRODUCED:
             say(f"{launch} produced {after.count} of {elements} non-finite elements in arg "
                 f"{record.arg}{inside}, the first at index {after.first}; "
@@ -204,11 +223,14 @@ class NanWatch:
             say(f"{launch} left {after.count} of {elements} elements of arg {record.arg}"
                 f"{inside} non-finite where there were none, the first at index "
                 f"{after.first}; {origin.phrase()}")
-        if pending.ctx is not None and origin.is_root:
+        # A graph launch's kernel nodes share one plan: the producer is the copy's node.
+        # (A repeated plan's copies keep the launch they were first planned for.)
+        ctx = copy.ctx if copy.ctx is not None and copy.ctx.in_graph else pending.ctx
+        if ctx is not None and origin.is_root:
             # --break-on-nan stops where NaN/Inf begins, not where it is carried on.
             with state.lock:
                 self.found.setdefault((record.pid, record.launch), NanFound(
-                    pending.ctx.func, pending.ctx.event,
+                    ctx.func, ctx.event,
                     f"NaN/Inf in arg {record.arg}{inside}: {after.count} of {elements} "
                     f"elements, the first at index {after.first}"))
 

@@ -169,5 +169,6 @@ class Planner:
                 name = None if tool is not None else stem(ctx, plan.arg, phase, where, stems)
                 make = functools.partial(make_record, ctx, plan.arg, phase, plan, None, name,
                                          rule, where, extent)
-                copies.append(PlannedCopy(plan, phase, 0, rule, make, tool=tool, at=where))
+                copies.append(PlannedCopy(plan, phase, 0, rule, make, tool=tool, at=where,
+                                          ctx=ctx))
         return copies

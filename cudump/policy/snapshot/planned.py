@@ -105,6 +105,8 @@ class PlannedCopy:
     tool: p.ToolMode | None = None      # cudump's kernel runs over the buffer instead
     at: int = 0         # byte offset of the pointer inside its argument (a by-value struct)
     made: SnapshotRecord | None = field(default=None, repr=False)
+    # the launch it was planned for (a graph launch's copies are of several kernel nodes)
+    ctx: LaunchContext | None = field(default=None, repr=False)
 
     @property
     def record(self) -> SnapshotRecord:

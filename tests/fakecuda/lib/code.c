@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -79,6 +80,15 @@ static CUresult free_object(void *p, unsigned int magic)
     return CUDA_SUCCESS;
 }
 
+/* FAKECUDA_NO_PTX=1: a driver older than the PTX it is given (cudump's own
+ * kernel is PTX for a CUDA 13 driver), which refuses to load PTX text. */
+static bool refuses_ptx(const void *image)
+{
+    const char *on = getenv("FAKECUDA_NO_PTX"), *text = image;
+    return on && strcmp(on, "1") == 0 &&
+           (strncmp(text, "//", 2) == 0 || strncmp(text, ".version", 8) == 0);
+}
+
 CUresult cuModuleLoadData(CUmodule *module, const void *image)
 {
     CUresult r = fc_require_context();
@@ -86,6 +96,8 @@ CUresult cuModuleLoadData(CUmodule *module, const void *image)
         return r;
     if (!module || !image)
         return CUDA_ERROR_INVALID_VALUE;
+    if (refuses_ptx(image))
+        return FC_ERROR_UNSUPPORTED_PTX_VERSION;
     *module = new_object(FC_MAGIC_MODULE);
     return *module ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }

@@ -37,6 +37,9 @@
 
 #include "internal.h"
 
+/* Parameter bytes a kernel node takes at most: CUDA's limit for a launch. */
+#define FC_NODE_ARGS 4096
+
 struct fc_node {
     unsigned int magic;
     int type; /* FC_GRAPH_NODE_TYPE_* */
@@ -291,7 +294,8 @@ static CUresult read_extra(const struct fc_builtin *k, void **extra, unsigned ch
 }
 
 /* Checks a CUDA_KERNEL_NODE_PARAMS and packs its parameters into args
- * (256 bytes, as a launch takes at most). */
+ * (FC_NODE_ARGS bytes: cudump's own kernel takes a 3.9 KB struct, which a
+ * real driver takes in a kernel node as in a launch). */
 static CUresult launch_from_params(const CUDA_KERNEL_NODE_PARAMS *p, struct fc_launch *l,
                                    unsigned char *args)
 {
@@ -324,7 +328,7 @@ static CUresult launch_from_params(const CUDA_KERNEL_NODE_PARAMS *p, struct fc_l
     void **extra = p->extra && p->extra[0] != FC_LAUNCH_PARAM_END ? p->extra : NULL;
     if (p->kernelParams && extra)
         return CUDA_ERROR_INVALID_VALUE;
-    if (k->args_size > 256)
+    if (k->args_size > FC_NODE_ARGS)
         return CUDA_ERROR_NOT_SUPPORTED;
     if (p->kernelParams) {
         for (unsigned int i = 0; i < k->nparams; i++) {
@@ -561,7 +565,7 @@ CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
                                  const CUgraphNode *dependencies, size_t numDependencies,
                                  const CUDA_KERNEL_NODE_PARAMS *nodeParams)
 {
-    unsigned char args[256];
+    unsigned char args[FC_NODE_ARGS];
     struct fc_launch l;
     CUresult r = launch_from_params(nodeParams, &l, args);
     if (r != CUDA_SUCCESS)
@@ -614,7 +618,7 @@ CUresult cuGraphKernelNodeGetParams(CUgraphNode hNode, struct fc_kernel_node_par
 /* New parameters for kernel node n (of a graph or of an executable graph). */
 static CUresult set_kernel_params(struct fc_node *n, const CUDA_KERNEL_NODE_PARAMS *p)
 {
-    unsigned char args[256];
+    unsigned char args[FC_NODE_ARGS];
     struct fc_launch l;
     CUresult r = launch_from_params(p, &l, args);
     return r != CUDA_SUCCESS ? r : node_set_launch(n, &l);
@@ -1274,6 +1278,12 @@ static CUresult run_graph(const struct fc_graph *e)
         switch (n->type) {
         case FC_GRAPH_NODE_TYPE_KERNEL:
             fc_builtin_run(n->launch.kernel, n->launch.args, n->launch.grid, n->launch.block);
+            if (fc_tools_hold(n->launch.kernel, n->launch.args)) {
+                /* cudump's kernel holding its stream inside a graph would hold the
+                 * whole graph, and the shim never serves it there: never allowed. */
+                fprintf(stderr, "fakecuda: cudump's kernel held a stream inside a graph\n");
+                abort();
+            }
             break;
         case FC_GRAPH_NODE_TYPE_MEMCPY:
             r = fc_copy3d(&n->copy);
