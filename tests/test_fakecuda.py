@@ -372,7 +372,8 @@ def test_build_is_cached(fake: FakeCuda) -> None:
     assert again.library.stat().st_mtime_ns == lib_before
     assert set(again.programs) == {"linked", "cudart_like", "dlsym_direct", "threads", "capture",
                                    "zed", "exitcode", "vmm", "graphs", "allocs", "structs", "nans",
-                                   "diverge", "modules", "procs", "ranks", "chain"}
+                                   "diverge", "modules", "procs", "ranks", "chain",
+                                   "tensormaps"}
 
 
 def test_stand_in_never_loaded_into_the_test_process(fake: FakeCuda) -> None:
