@@ -111,6 +111,42 @@ def test_info_args_describes_the_map(fake, cudump_run, tmp_path):
     assert lines[0] == lines[1] != lines[2] == lines[3]   # cuTensorMapReplaceAddress
 
 
+def test_a_map_in_a_graph_kernel_node_is_snapshotted(fake, cudump_run, bare_run, tmp_path):
+    """tma_copy captured into a graph and replayed 3 times: the map's bytes are the kernel
+    node's, so its tensor is copied by the instrumented graph's copy nodes, exactly; the
+    replay after cuTensorMapReplaceAddress and cuGraphExecKernelNodeSetParams (replay 3)
+    takes the second tensor. The program's own result is unchanged."""
+    program = [str(fake.programs["tensormaps"]), "3", "0", "3", "tiled", "graph"]
+    ran = cudump_run(program, "--rule", str(rules(tmp_path)))
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == bare_run(program).stdout
+    records = [r for r in manifest(ran.run_dir) if r["arg"] == 1]
+    assert all(r["status"] == "ok" for r in records), [r.get("reason") for r in records]
+    assert sorted((r["replay"], r["phase"]) for r in records) == [
+        (replay, phase) for replay in (1, 2, 3) for phase in ("after", "before")]
+    for r in records:
+        assert (r["graph"], r["node"], r["extent"], r["shape"]) == (
+            1, 0, "tensor-map", [2, 16, 64])
+        data = np.load(ran.run_dir / r["file"])
+        assert np.array_equal(data, expected(1000.0 if r["replay"] == 3 else 0.0))
+
+
+def test_info_args_at_a_graph_kernel_node_describes_the_map(fake, cudump_run, tmp_path):
+    commands = tmp_path / "commands.txt"
+    commands.write_text("info args\ncontinue\ninfo args\n")
+    ran = cudump_run([str(fake.programs["tensormaps"]), "2", "0", "2", "tiled", "graph"],
+                     "--break", "tma_copy", "--batch", str(commands))
+    assert ran.returncode == 0, ran.stderr
+    out = ran.stdout + ran.stderr
+    assert "(graph 1, replay 1, node 0)" in out and "(graph 1, replay 2, node 0)" in out
+    lines = [ln for ln in out.splitlines() if ln.startswith("  arg1")]
+    head = ("  arg1  CUtensorMap = tiled float32 rank 3 dims [64, 16, 2] strides [512, 8192] "
+            "-> 0x")
+    # each stop's banner, then `info args`
+    assert len(lines) == 4 and all(ln.startswith(head) for ln in lines)
+    assert lines[0] == lines[1] != lines[2] == lines[3]   # the node was given the new map
+
+
 def test_programs_without_maps_are_unchanged(fake, cudump_run, tmp_path):
     """No tensor map made: the launch reports none, and the other kernels' buffers are as
     they were (nans's vecAdd, three pointers)."""

@@ -6,13 +6,19 @@
  * starts 256 bytes into its allocation and leaves 1024 bytes of it after its
  * last element: its exact span is 16128 bytes, the allocation's rest 17152.
  *
- * Usage: tensormaps LAUNCHES [POISON [REPLACE [ENCODING]]]
+ * Usage: tensormaps LAUNCHES [POISON [REPLACE [ENCODING [WAY]]]]
  *   POISON    the launch before which element 5 of the tensor is set to NaN
  *             (0: none); the launch after it sets it back
  *   REPLACE   the launch from which the map points at a second tensor of the
  *             same shape (cuTensorMapReplaceAddress through cuGetProcAddress;
  *             0: never)
  *   ENCODING  tiled (default), im2col or im2col_wide: the encode function
+ *   WAY       launch (default): cuLaunchKernel each time; graph: the launch
+ *             captured once on a stream into a graph (the map's bytes become
+ *             the kernel node's), the graph launched LAUNCHES times, and at
+ *             REPLACE the replaced map given to the executable graph's node
+ *             (cuGraphExecKernelNodeSetParams), as a program must: the node
+ *             keeps the bytes it was made with
  * Element k of the first tensor holds k, of the second 1000 + k. Prints the
  * tally and `out[5] = VALUE` after the last launch.
  */
@@ -33,13 +39,44 @@ static void fill(CUdeviceptr tensor, float first)
     CHECK(cuMemcpyHtoD_v2(tensor, rows, sizeof rows));
 }
 
+/* One launch of tma_copy captured on a new stream into an executable graph;
+ * its one kernel node in *node. */
+static CUgraphExec capture(CUfunction copy, void **args, CUstream *stream, CUgraphNode *node)
+{
+    CUgraph g;
+    CUgraphExec exec;
+    CHECK(cuStreamCreate(stream, 0));
+    CHECK(cuStreamBeginCapture_v2(*stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK(cuLaunchKernel(copy, ELEMS / 128, 1, 1, 128, 1, 1, 0, *stream, args, NULL));
+    CHECK(cuStreamEndCapture(*stream, &g));
+    size_t n = 1;
+    CHECK(cuGraphGetNodes(g, node, &n));
+    if (n != 1)
+        FAIL("captured graph has %zu nodes", n);
+    CHECK(cuGraphInstantiateWithFlags(&exec, g, 0));
+    return exec;
+}
+
+/* The executable graph's node takes the map's bytes as they are now. */
+static void set_node_map(CUgraphExec exec, CUgraphNode node, void **args)
+{
+    CUDA_KERNEL_NODE_PARAMS p;
+    CHECK(cuGraphKernelNodeGetParams_v2(node, &p));
+    p.kernelParams = args;
+    CHECK(cuGraphExecKernelNodeSetParams_v2(exec, node, &p));
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2)
-        FAIL("usage: tensormaps LAUNCHES [POISON [REPLACE [ENCODING]]]");
+        FAIL("usage: tensormaps LAUNCHES [POISON [REPLACE [ENCODING [WAY]]]]");
     int launches = atoi(argv[1]);
     int poison = argc > 2 ? atoi(argv[2]) : 0, replace = argc > 3 ? atoi(argv[3]) : 0;
     const char *encoding = argc > 4 ? argv[4] : "tiled";
+    const char *way = argc > 5 ? argv[5] : "launch";
+    bool graph = strcmp(way, "graph") == 0;
+    if (!graph && strcmp(way, "launch") != 0)
+        FAIL("unknown way %s", way);
     struct tally t = {0};
     CUcontext ctx;
     CUmodule mod;
@@ -79,19 +116,34 @@ int main(int argc, char **argv)
     CHECK(cuGetProcAddress_v2("cuTensorMapReplaceAddress", (void **)&replace_address, 12000, 0,
                               &found));
     void *args[] = {&out, &map};
+    CUstream stream = NULL;
+    CUgraphExec exec = NULL;
+    CUgraphNode node = NULL;
+    if (graph)
+        exec = capture(copy, args, &stream, &node);
     for (int k = 1; k <= launches; k++) {
-        if (k == replace)
+        if (k == replace) {
             CHECK(replace_address(&map, (void *)(uintptr_t)(second + LEAD)));
+            if (graph)
+                set_node_map(exec, node, args);
+        }
         CUdeviceptr tensor = k >= replace && replace ? second : first;
         if (k == poison || k == poison + 1) {
             float v = k == poison ? NAN : (tensor == second ? 1005.0f : 5.0f);
             CHECK(cuMemcpyHtoD_v2(tensor + LEAD + 5 * 4, &v, sizeof v));
         }
-        CHECK(cuLaunchKernel(copy, ELEMS / 128, 1, 1, 128, 1, 1, 0, NULL, args, NULL));
+        if (graph) {
+            CHECK(cuGraphLaunch(exec, stream));
+            CHECK(cuStreamSynchronize(stream));
+        } else {
+            CHECK(cuLaunchKernel(copy, ELEMS / 128, 1, 1, 128, 1, 1, 0, NULL, args, NULL));
+        }
     }
     float got;
     CHECK(cuMemcpyDtoH_v2(&got, out + 5 * 4, sizeof got));
     tally_launch(&t, "tma_copy", (unsigned long)launches);
+    if (graph)
+        tally_launch(&t, "graph", (unsigned long)launches);
     tally_print(&t);
     printf("out[5] = %g\n", (double)got);
     return 0;
