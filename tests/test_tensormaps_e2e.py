@@ -189,6 +189,15 @@ def test_a_tight_tensor_is_one_run_and_gaps_are_taken_whole() -> None:
     assert bf16.dtype == "uint16" and bf16.note is not None and "bfloat16" in bf16.note
 
 
+def test_dimensions_of_one_do_not_break_the_rows() -> None:
+    """A batch of one (as cuBLASLt encodes a plain GEMM's operands) may have any stride:
+    it is never stepped, so the rows still nest."""
+    plan = tensormap_plan(tmap((8, 4, 1), (32, 0)))
+    assert (plan.width_bytes, plan.height, plan.shape, plan.note) == (128, 1, (1, 4, 8), None)
+    plan = tensormap_plan(tmap((8, 1, 4), (48, 64)))   # a middle 1: rows 64 bytes apart
+    assert (plan.width_bytes, plan.height, plan.pitch, plan.shape) == (32, 4, 64, (4, 1, 8))
+
+
 def test_a_map_outside_known_memory_is_not_copied() -> None:
     with pytest.raises(GeometryError, match="no tracked allocation"):
         tensormap_plan(tmap((8,), (), alloc=None))

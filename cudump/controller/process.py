@@ -92,6 +92,20 @@ def pointer_allocation(fields: dict[str, Any]) -> Allocation:
                       elem_size=fields["elem"])
 
 
+def wire_tensormap(fields: dict[str, Any]) -> TensorMap:
+    """A proto_tensormap as the controller keeps it (its rank bounded by the arrays')."""
+    rank = max(1, min(int(fields["rank"]), p.TMAP_RANK))
+    alloc = None
+    if fields["size"]:
+        alloc = Allocation(base=fields["base"], size=fields["size"],
+                           kind=p.alloc_kind_name(fields["kind"]))
+    return TensorMap(arg=fields["arg"], offset=fields["offset"], address=fields["address"],
+                     encoding=p.tmap_encoding_name(fields["encoding"]),
+                     dtype_code=fields["dtype"], dims=tuple(fields["dims"][:rank]),
+                     strides=tuple(fields["strides"][:rank - 1]),
+                     interleave=fields["interleave"], alloc=alloc)
+
+
 def decode_func(payload: bytes) -> FuncInfo:
     head = p.FUNC.unpack(payload)
     n = head["nparams"]
@@ -141,7 +155,7 @@ def decode_launch(payload: bytes) -> LaunchEvent:
         pos += p.POINTER.size
         event.pointers[(fields["arg"], fields["offset"])] = pointer_allocation(fields)
     for _ in range(ntmaps):
-        tmap = TensorMap.from_wire(p.TENSORMAP.unpack(payload, pos))
+        tmap = wire_tensormap(p.TENSORMAP.unpack(payload, pos))
         pos += p.TENSORMAP.size
         event.tensormaps[(tmap.arg, tmap.offset)] = tmap
     if (len(payload) - pos) % p.COUNTED.size:

@@ -9,7 +9,8 @@ further dimension k, `dims[k]` steps of `strides[k - 1]` bytes. So its extent is
 never a guess: the byte span from the address to the end of the last element.
 
 The copy plan is 2-D where the outer dimensions nest tightly (each stride the one below
-it times its dimension): rows of the innermost dimension at the first stride, shaped
+it times its dimension; dimensions of 1 left out): rows of the innermost dimension at the
+first stride, shaped
 (dims[rank-1], ..., dims[1], dims[0]). Otherwise the span is taken whole, as 1-D elements,
 gaps included (a note says so).
 """
@@ -18,12 +19,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from cudump.errors import GeometryError
 from cudump.kernels.elements import BF16_NOTE
 from cudump.kernels.geometry import Allocation, CopyPlan
-from cudump.wire import protocol as p
 
 # CUtensorMapDataType -> (name, numpy dtype, bits per element, note)
 _TYPES: dict[int, tuple[str, str, int, str | None]] = {
@@ -62,19 +61,6 @@ class TensorMap:
     interleave: int = 0
     alloc: Allocation | None = None   # the allocation holding `address`, if known
 
-    @classmethod
-    def from_wire(cls, fields: dict[str, Any]) -> TensorMap:
-        rank = max(1, min(int(fields["rank"]), p.TMAP_RANK))
-        alloc = None
-        if fields["size"]:
-            alloc = Allocation(base=fields["base"], size=fields["size"],
-                               kind=p.alloc_kind_name(fields["kind"]))
-        return cls(arg=fields["arg"], offset=fields["offset"], address=fields["address"],
-                   encoding=p.tmap_encoding_name(fields["encoding"]),
-                   dtype_code=fields["dtype"], dims=tuple(fields["dims"][:rank]),
-                   strides=tuple(fields["strides"][:rank - 1]),
-                   interleave=fields["interleave"], alloc=alloc)
-
     @property
     def rank(self) -> int:
         return len(self.dims)
@@ -105,11 +91,24 @@ class TensorMap:
                                                                   strict=False))
 
     @property
+    def stepped(self) -> list[tuple[int, int]]:
+        """(dimension, stride) of the outer dimensions the tensor steps along: a dimension
+        of 1 is never stepped, so its stride says nothing (a batch of one may have any)."""
+        return [(d, s) for d, s in zip(self.dims[1:], self.strides, strict=False) if d > 1]
+
+    @property
     def nested(self) -> bool:
         """Whether the outer dimensions nest tightly on the first stride: then the tensor is
         rows of the innermost dimension at one pitch."""
-        return all(self.strides[k] == self.strides[k - 1] * self.dims[k]
-                   for k in range(1, len(self.strides)))
+        outer = self.stepped
+        return all(outer[k][1] == outer[k - 1][1] * outer[k - 1][0]
+                   for k in range(1, len(outer)))
+
+    @property
+    def pitch(self) -> int:
+        """Bytes from one row of the innermost dimension to the next, where they nest."""
+        outer = self.stepped
+        return outer[0][1] if outer else self.row_bytes
 
     def describe(self) -> str:
         """`tiled float32 rank 2 dims [1024, 512] strides [4096] -> 0x7f00... (2.0 MiB)`"""
@@ -148,8 +147,8 @@ def tensormap_plan(tmap: TensorMap, type_text: str | None = "CUtensorMap") -> Co
     packed = bits % 8 != 0
     width = tmap.row_bytes
     rows = math.prod(tmap.dims[1:])
-    if tmap.rank == 1 or tmap.nested and tmap.strides[0] >= width:
-        pitch = tmap.strides[0] if tmap.rank > 1 else width
+    if tmap.nested and tmap.pitch >= width:
+        pitch = tmap.pitch
         if packed:
             shape: tuple[int, ...] = (rows, width)
         else:
