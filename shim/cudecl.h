@@ -185,9 +185,12 @@ typedef struct {
     size_t Depth;
 } CUDA_MEMCPY3D;
 
-/* TMA tensor maps (Hopper and later): an opaque 128-byte descriptor, 64-byte
- * aligned, that the encode functions fill in and kernels take by value. The
- * enums are int-sized; cudump reads only the data type's numbers. */
+/* TMA tensor maps (Hopper and later): an opaque 128-byte descriptor that the
+ * encode functions fill in and kernels take by value. CUDA 12's cuda.h aligns
+ * it at 64 bytes, CUDA 13's at 128: the shim copies its bytes and never relies
+ * on more than 64, which both kinds of program give it (and a kernel's
+ * parameter block places it at a multiple of either). The enums are int-sized;
+ * cudump reads only the data type's numbers. */
 typedef uint32_t cuuint32_t;
 typedef struct {
     _Alignas(64) cuuint64_t opaque[16];
