@@ -6,7 +6,7 @@ samples/tma_copy.cu (built here with nvcc if it is not built yet): tma_copy(src,
 scale) loads 32 x 32 tiles of a 256 x 128 float tensor through one map (rows 1280 bytes
 apart, 512 bytes into an allocation that is NaN everywhere else) and stores twice them
 through another. samples/torch_tma_gemm.py: a 4096 x 4096 bf16 cuBLAS GEMM, whose Hopper
-kernel takes its operands as tensor maps.
+kernel (sm90_* or nvjet_*) takes its operands as tensor maps.
 
     python3 -m pytest -m gpu tests/gpu/test_gpu_tensormaps.py -v -rs -p no:cacheprovider
 """
@@ -26,6 +26,7 @@ import pytest
 from gpurun import BUILD, SAMPLES, run, sample, under_cudump
 
 from cudump.policy.digest import digest, digest_hex
+from cudump.policy.pattern import KernelPattern
 from cudump.rundir.layout import MANIFEST_FILE
 from cudump.rundir.manifest import SnapshotRecord, read_manifest
 
@@ -145,8 +146,8 @@ def test_args_pointers_snapshots_each_map_tensor_exactly(tma_copy, workdir, tmp_
 
 
 def test_digests_of_the_map_tensors(tma_copy, workdir, tmp_path):
-    """--digest takes each map's tensor row by row (1024 bytes of its 1280-byte pitch): the
-    digests equal numpy's over the program's own arrays."""
+    """--digest takes each map's tensor exactly: src row by row (1024 bytes of its 1280-byte
+    pitch), dst (tight) in one run; the digests equal numpy's over the program's arrays."""
     out = tmp_path / "run"
     cudump_run([*tma_copy, "2"], workdir, out, ["--digest"])
     table = by_key(records_of(out))
@@ -156,7 +157,9 @@ def test_digests_of_the_map_tensors(tma_copy, workdir, tmp_path):
     for (occurrence, arg, phase), r in table.items():
         assert r.status == "ok" and r.file is None, r.reason
         assert r.extra["extent"] == "tensor-map"
-        assert (r.extra["row_bytes"], r.extra["rows"], r.extra["bytes"]) == (W * 4, H, W * H * 4)
+        assert r.extra["row_bytes"] * r.extra["rows"] == r.extra["bytes"] == W * H * 4
+        if arg == 0:
+            assert (r.extra["row_bytes"], r.extra["rows"]) == (W * 4, H)
         if arg == 0:
             want = src
         elif occurrence == 1 and phase == "before":
@@ -219,35 +222,41 @@ def test_break_and_info_args_show_the_maps(tma_copy, workdir, tmp_path):
 
 # ---- cuBLAS on Hopper -------------------------------------------------------------------
 
-GEMM_RULE = ('rules:\n  - name: sm90\n    kernel: "*sm90*"\n    args: pointers\n'
-             "    when: both\n    format: npy\n")
+# Hopper GEMM kernels by name: cuBLAS's sm90_xmma_* and CUTLASS's *sm90*, and nvJet, which
+# newer cuBLAS versions pick for many Hopper GEMMs (its names do not say sm90).
+GEMM_PATTERNS = ["*sm90*", "nvjet*"]
 
 
-def test_cublas_sm90_gemm_operands_through_tensor_maps(workdir, tmp_path):
+@pytest.mark.parametrize("pattern", GEMM_PATTERNS)
+def test_cublas_hopper_gemm_operands_through_tensor_maps(pattern, workdir, tmp_path):
     """A 4096 x 4096 bf16 GEMM: the Hopper kernel cuBLAS picks takes A and B as tensor maps.
-    Under a rule on `*sm90*` kernels (args: pointers, before and after), the snapshots of
-    the maps at A's and B's addresses are A and B, bit for bit, and C's (a map or a pointer)
-    is zero before and the program's result after."""
+    Under a rule on the pattern (args: pointers, before and after), the snapshots of the
+    maps at A's and B's addresses are A and B, bit for bit, and C's (a map or a pointer) is
+    zero before and the program's result after. Skipped where no kernel the pattern names
+    ran (the skip says which kernels did)."""
     pytest.importorskip("torch")
     hopper_or_skip()
     rule = tmp_path / "gemm.yaml"
-    rule.write_text(GEMM_RULE)
+    rule.write_text(f'rules:\n  - name: gemm\n    kernel: "{pattern}"\n    args: pointers\n'
+                    "    when: both\n    format: npy\n")
     data, out = tmp_path / "data", tmp_path / "run"
     ran = run(under_cudump([*sample("torch_tma_gemm.py"), str(data)], out,
                            extra=["--rule", str(rule)]), workdir)
     assert ran.returncode == 0, ran.stderr[-4000:]
     summary = json.loads((out / "summary.json").read_text())
     kernels = sorted(summary.get("kernels", {}))
-    ran_sm90 = [k for k in kernels if "sm90" in k]
-    if not ran_sm90:
+    matcher = KernelPattern(pattern)
+    matched = [k for k in kernels if matcher.matches(k)]
+    if not matched:
         print("kernels seen:", *kernels, sep="\n  ")
-        pytest.skip(f"no *sm90* kernel ran, so no TMA GEMM to check; kernels seen: {kernels}")
+        pytest.skip(f"no {pattern} kernel ran, so no Hopper GEMM to check; kernels seen: "
+                    f"{kernels}")
     records = records_of(out)
     maps = [r for r in records if r.extra.get("extent") == "tensor-map"]
     described = [(r.kernel[:60], r.arg, r.extra.get("offset"), r.phase, r.address, r.shape,
-                  r.extra.get("extent"), r.status) for r in records]
-    assert maps, (f"the sm90 kernels {ran_sm90} ran, but cudump found no tensor map among "
-                  f"their parameters; records: {described}")
+                  r.extra.get("extent"), r.status, r.reason) for r in records]
+    assert maps, (f"{matched} ran, but cudump found no tensor map among their parameters "
+                  f"(a kernel that reads without TMA has none); records: {described}")
     pointers = json.loads((data / "pointers.json").read_text())
     arrays = {name: np.load(data / f"{name}.npy") for name in ("a", "b", "c")}
 
