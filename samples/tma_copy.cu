@@ -13,16 +13,19 @@
 // found through the runtime (cudaGetDriverEntryPointByVersion), as libraries
 // find it.
 //
-// usage: tma_copy [LAUNCHES [NAN]]   (defaults 2 and 0; NAN 1: src's element
-//        (3, 5) is NaN, so dst's is NaN after the first launch)
+// usage: tma_copy [LAUNCHES [NAN [graph]]]   (defaults 2 and 0; NAN 1: src's
+//        element (3, 5) is NaN, so dst's is NaN after the first launch; graph:
+//        the launch is captured once into a CUDA graph, whose kernel node then
+//        holds the maps' bytes, and the graph is launched LAUNCHES times)
 // Prints `tma_copy: WxH floats at pitch PITCH, N NaN in dst`, then
-// `launches tma_copy=LAUNCHES`. Needs sm_90 (Hopper).
+// `launches tma_copy=LAUNCHES` (and ` graph=LAUNCHES`). Needs sm_90 (Hopper).
 #include <cuda.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "check.h"
@@ -121,7 +124,9 @@ int main(int argc, char** argv)
 {
     int launches = argc > 1 ? std::atoi(argv[1]) : 2;
     int nan = argc > 2 ? std::atoi(argv[2]) : 0;
-    FAIL_IF(launches <= 0 || (nan != 0 && nan != 1), "usage: tma_copy [LAUNCHES [NAN]]");
+    bool graph = argc > 3 && std::strcmp(argv[3], "graph") == 0;
+    FAIL_IF(launches <= 0 || (nan != 0 && nan != 1) || (argc > 3 && !graph) || argc > 4,
+            "usage: tma_copy [LAUNCHES [NAN [graph]]]");
     int major = 0;
     CHECK_RT(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
     FAIL_IF(major < 9, "tma_copy needs a GPU with TMA (sm_90 or later)");
@@ -146,9 +151,27 @@ int main(int argc, char** argv)
     CUtensorMap src_map, dst_map;
     make_map(encode, &src_map, src, PITCH);
     make_map(encode, &dst_map, dst, W * sizeof(float));
-    for (int k = 0; k < launches; k++) {
-        tma_copy<<<dim3(W / TILE, H / TILE), THREADS>>>(src_map, dst_map, SCALE);
+    if (graph) {
+        cudaStream_t stream;
+        cudaGraph_t g;
+        cudaGraphExec_t exec;
+        CHECK_RT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        CHECK_RT(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+        tma_copy<<<dim3(W / TILE, H / TILE), THREADS, 0, stream>>>(src_map, dst_map, SCALE);
         CHECK_LAUNCH();
+        CHECK_RT(cudaStreamEndCapture(stream, &g));
+        CHECK_RT(cudaGraphInstantiate(&exec, g, 0));
+        for (int k = 0; k < launches; k++)
+            CHECK_RT(cudaGraphLaunch(exec, stream));
+        CHECK_RT(cudaStreamSynchronize(stream));
+        CHECK_RT(cudaGraphExecDestroy(exec));
+        CHECK_RT(cudaGraphDestroy(g));
+        CHECK_RT(cudaStreamDestroy(stream));
+    } else {
+        for (int k = 0; k < launches; k++) {
+            tma_copy<<<dim3(W / TILE, H / TILE), THREADS>>>(src_map, dst_map, SCALE);
+            CHECK_LAUNCH();
+        }
     }
     CHECK_RT(cudaDeviceSynchronize());
 
@@ -162,7 +185,10 @@ int main(int argc, char** argv)
         nans += std::isnan(back[i]);
     }
     std::printf("tma_copy: %dx%d floats at pitch %zu, %d NaN in dst\n", W, H, PITCH, nans);
-    std::printf("launches tma_copy=%d\n", launches);
+    if (graph)
+        std::printf("launches tma_copy=%d graph=%d\n", launches, launches);
+    else
+        std::printf("launches tma_copy=%d\n", launches);
     CHECK_RT(cudaFree(src_alloc));
     CHECK_RT(cudaFree(dst));
     return 0;

@@ -145,6 +145,35 @@ def test_args_pointers_snapshots_each_map_tensor_exactly(tma_copy, workdir, tmp_
     assert table[1, 0, "before"].address != table[1, 1, "before"].address
 
 
+def test_maps_in_a_graph_kernel_node_are_snapshotted_exactly(tma_copy, workdir, tmp_path):
+    """The launch captured into a CUDA graph and the graph launched 3 times: the kernel node
+    holds the maps' bytes, and the instrumented copy of the graph copies both tensors around
+    the node, replay by replay."""
+    rule = tmp_path / "tma.yaml"
+    rule.write_text('rules:\n  - kernel: "tma_copy"\n    args: pointers\n    when: both\n'
+                    "    format: npy\n")
+    out = tmp_path / "run"
+    ran = cudump_run([*tma_copy, "3", "0", "graph"], workdir, out, ["--rule", str(rule)])
+    assert ran.stdout.splitlines()[-1] == "launches tma_copy=3 graph=3"
+    records = records_of(out)
+    assert all(r.status == "ok" for r in records), [r.reason for r in records]
+    table = {(r.extra["replay"], r.arg, r.phase): r for r in records}
+    assert len(table) == len(records) == 12
+    src = source()
+    for (replay, arg, phase), r in table.items():
+        assert (r.extra["graph"], r.extra["node"], r.extra.get("extent"), r.shape) == (
+            1, 0, "tensor-map", [H, W])
+        assert r.file
+        got = np.load(out / r.file)
+        if arg == 0:
+            want = src
+        elif replay == 1 and phase == "before":
+            want = np.zeros_like(src)
+        else:
+            want = src * SCALE
+        assert np.array_equal(got, want), (replay, arg, phase)
+
+
 def test_digests_of_the_map_tensors(tma_copy, workdir, tmp_path):
     """--digest takes each map's tensor exactly: src row by row (1024 bytes of its 1280-byte
     pitch), dst (tight) in one run; the digests equal numpy's over the program's arrays."""
