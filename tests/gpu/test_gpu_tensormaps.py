@@ -81,14 +81,14 @@ def tma_copy() -> list[str]:
     return sample("tma_copy")
 
 
-def cudump_run(cmd: list[str], workdir: Path, out: Path, extra: list[str],
-               same_output: bool = True) -> subprocess.CompletedProcess[str]:
+def cudump_run(cmd: list[str], workdir: Path, out: Path,
+               extra: list[str]) -> subprocess.CompletedProcess[str]:
+    """The program bare, then under cudump: both succeed, and print the same."""
     bare = run(cmd, workdir)
     assert bare.returncode == 0, bare.stderr[-3000:]
     ran = run(under_cudump(cmd, out, extra=extra), workdir)
     assert ran.returncode == 0, ran.stderr[-4000:]
-    if same_output:
-        assert ran.stdout == bare.stdout
+    assert ran.stdout == bare.stdout
     return ran
 
 
