@@ -147,6 +147,8 @@ int main(int argc, char** argv)
         host[3 * W + 5] = NAN;
     CHECK_RT(cudaMemcpy2D(src, PITCH, host.data(), W * sizeof(float), W * sizeof(float), H,
                           cudaMemcpyHostToDevice));
+    // The graph's stream does not wait for the legacy stream the uploads went on.
+    CHECK_RT(cudaDeviceSynchronize());
 
     CUtensorMap src_map, dst_map;
     make_map(encode, &src_map, src, PITCH);
