@@ -90,6 +90,9 @@ def test_check_nan_scans_the_map_tensor_and_snapshots_it(fake, cudump_run):
     records = manifest(ran.run_dir)
     (producer,) = [r for r in records if "nonfinite" in r]
     assert (producer["launch"], producer["arg"], producer["first_nonfinite"]) == (3, 0, 5)
+    # The map's tensor is an input like any other: it was non-finite before the launch.
+    assert (producer["origin"], producer["from_arg"], producer["from_launch"]) == (
+        "propagated", 1, None)
     snaps = {r["arg"]: r for r in records if r.get("file")}
     assert sorted(snaps) == [0, 1]
     tensor = np.load(ran.run_dir / snaps[1]["file"])

@@ -201,8 +201,9 @@ def test_digests_of_the_map_tensors(tma_copy, workdir, tmp_path):
 
 def test_check_nan_reports_the_map_tensor_that_turned_nan(tma_copy, workdir, tmp_path):
     """src's element (3, 5) is NaN: the first launch stores it into dst, which only a map
-    reaches. The report names dst's map (arg 1) and its first NaN (element 773); the
-    snapshots of the launch's buffers are the two tensors, exactly: one NaN each."""
+    reaches. The report names dst's map (arg 1) and its first NaN (element 773), propagated
+    from src's map (arg 0); the snapshots of the launch's buffers are the two tensors,
+    exactly: one NaN each."""
     out = tmp_path / "run"
     cudump_run([*tma_copy, "2", "1"], workdir, out, ["--check-nan"])
     records = records_of(out)
@@ -212,6 +213,9 @@ def test_check_nan_reports_the_map_tensor_that_turned_nan(tma_copy, workdir, tmp
     assert (producer.kernel, producer.occurrence, producer.arg) == (KERNEL, 1, 1)
     assert producer.extra["first_nonfinite"] == BAD
     assert producer.extra.get("extent") == "tensor-map"
+    # src's map was non-finite before the launch (the program wrote the NaN, no kernel).
+    assert (producer.extra["origin"], producer.extra["from_arg"],
+            producer.extra["from_launch"]) == ("propagated", 0, None)
     snaps = {r.arg: r for r in records if r.file}
     assert sorted(snaps) == [0, 1]
     src = np.load(out / snaps[0].file)
