@@ -160,6 +160,43 @@
 #define CUDUMP_P_cuGraphExecUpdate (CUgraphExec exec, CUgraph graph, void *resultInfo)
 #define CUDUMP_A_cuGraphExecUpdate (exec, graph, resultInfo)
 
+/* TMA tensor maps: encoded into the caller's memory, remembered by their bytes (tensormap.c). */
+#define CUDUMP_P_cuTensorMapEncodeTiled                                         \
+    (CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, \
+     void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides, \
+     const cuuint32_t *boxDim, const cuuint32_t *elementStrides,                \
+     CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,              \
+     CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)
+#define CUDUMP_A_cuTensorMapEncodeTiled                                         \
+    (tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, boxDim, \
+     elementStrides, interleave, swizzle, l2Promotion, oobFill)
+#define CUDUMP_P_cuTensorMapEncodeIm2col                                        \
+    (CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, \
+     void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides, \
+     const int *pixelBoxLowerCorner, const int *pixelBoxUpperCorner,            \
+     cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn,                   \
+     const cuuint32_t *elementStrides, CUtensorMapInterleave interleave,        \
+     CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion,            \
+     CUtensorMapFloatOOBfill oobFill)
+#define CUDUMP_A_cuTensorMapEncodeIm2col                                        \
+    (tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, \
+     pixelBoxLowerCorner, pixelBoxUpperCorner, channelsPerPixel, pixelsPerColumn,  \
+     elementStrides, interleave, swizzle, l2Promotion, oobFill)
+#define CUDUMP_P_cuTensorMapEncodeIm2colWide                                    \
+    (CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, \
+     void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides, \
+     int pixelBoxLowerCornerWidth, int pixelBoxUpperCornerWidth,                \
+     cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn,                   \
+     const cuuint32_t *elementStrides, CUtensorMapInterleave interleave,        \
+     CUtensorMapIm2ColWideMode mode, CUtensorMapSwizzle swizzle,                \
+     CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)
+#define CUDUMP_A_cuTensorMapEncodeIm2colWide                                    \
+    (tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, \
+     pixelBoxLowerCornerWidth, pixelBoxUpperCornerWidth, channelsPerPixel,         \
+     pixelsPerColumn, elementStrides, interleave, mode, swizzle, l2Promotion, oobFill)
+#define CUDUMP_P_cuTensorMapReplaceAddress (CUtensorMap *tensorMap, void *globalAddress)
+#define CUDUMP_A_cuTensorMapReplaceAddress (tensorMap, globalAddress)
+
 #define CUDUMP_FAMILIES(F)                                                           \
     F(cuInit) F(cuGetProcAddress) F(cuGetProcAddress_v2) F(cuModuleGetFunction)       \
     F(cuModuleLoadData) F(cuModuleLoadDataEx) F(cuModuleLoadFatBinary) F(cuModuleLoad)  \
@@ -175,7 +212,9 @@
     F(cuGraphExecKernelNodeSetParams) F(cuGraphExecUpdate)                              \
     F(cuCtxSynchronize) F(cuCtxSynchronize_v2) F(cuStreamSynchronize) F(cuEventSynchronize) \
     F(cuMemcpyDtoH) F(cuMemcpyHtoD) F(cuMemcpyDtoD) F(cuMemcpy) F(cuMemcpy2D)             \
-    F(cuMemcpy2DUnaligned) F(cuMemcpy3D)
+    F(cuMemcpy2DUnaligned) F(cuMemcpy3D)                                                   \
+    F(cuTensorMapEncodeTiled) F(cuTensorMapEncodeIm2col) F(cuTensorMapEncodeIm2colWide)    \
+    F(cuTensorMapReplaceAddress)
 
 #define CUDUMP_VARIANTS(VARIANT)                                           \
     VARIANT(cuInit, cuInit, 0)                                             \
@@ -246,7 +285,11 @@
     VARIANT(cuMemcpy2DUnaligned_v2, cuMemcpy2DUnaligned, 0)                \
     VARIANT(cuMemcpy2DUnaligned_v2_ptds, cuMemcpy2DUnaligned, 1)           \
     VARIANT(cuMemcpy3D_v2, cuMemcpy3D, 0)                                  \
-    VARIANT(cuMemcpy3D_v2_ptds, cuMemcpy3D, 1)
+    VARIANT(cuMemcpy3D_v2_ptds, cuMemcpy3D, 1)                             \
+    VARIANT(cuTensorMapEncodeTiled, cuTensorMapEncodeTiled, 0)             \
+    VARIANT(cuTensorMapEncodeIm2col, cuTensorMapEncodeIm2col, 0)           \
+    VARIANT(cuTensorMapEncodeIm2colWide, cuTensorMapEncodeIm2colWide, 0)   \
+    VARIANT(cuTensorMapReplaceAddress, cuTensorMapReplaceAddress, 0)
 
 /*
  * Driver functions the shim calls for its own work but does not wrap.

@@ -185,6 +185,34 @@ typedef struct {
     size_t Depth;
 } CUDA_MEMCPY3D;
 
+/* TMA tensor maps (Hopper and later): an opaque 128-byte descriptor that the
+ * encode functions fill in and kernels take by value. CUDA 12's cuda.h aligns
+ * it at 64 bytes, CUDA 13's at 128: the shim copies its bytes and never relies
+ * on more than 64, which both kinds of program give it (and a kernel's
+ * parameter block places it at a multiple of either). The enums are int-sized;
+ * cudump reads only the data type's numbers. */
+typedef uint32_t cuuint32_t;
+typedef struct {
+    _Alignas(64) cuuint64_t opaque[16];
+} CUtensorMap;
+typedef int CUtensorMapDataType;
+typedef int CUtensorMapInterleave;
+typedef int CUtensorMapSwizzle;
+typedef int CUtensorMapL2promotion;
+typedef int CUtensorMapFloatOOBfill;
+typedef int CUtensorMapIm2ColWideMode;
+enum {
+    CU_TENSOR_MAP_DATA_TYPE_UINT8 = 0, CU_TENSOR_MAP_DATA_TYPE_UINT16 = 1,
+    CU_TENSOR_MAP_DATA_TYPE_UINT32 = 2, CU_TENSOR_MAP_DATA_TYPE_INT32 = 3,
+    CU_TENSOR_MAP_DATA_TYPE_UINT64 = 4, CU_TENSOR_MAP_DATA_TYPE_INT64 = 5,
+    CU_TENSOR_MAP_DATA_TYPE_FLOAT16 = 6, CU_TENSOR_MAP_DATA_TYPE_FLOAT32 = 7,
+    CU_TENSOR_MAP_DATA_TYPE_FLOAT64 = 8, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 = 9,
+    CU_TENSOR_MAP_DATA_TYPE_FLOAT32_FTZ = 10, CU_TENSOR_MAP_DATA_TYPE_TFLOAT32 = 11,
+    CU_TENSOR_MAP_DATA_TYPE_TFLOAT32_FTZ = 12, CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN8B = 13,
+    CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN16B = 14, CU_TENSOR_MAP_DATA_TYPE_16U6_ALIGN16B = 15,
+};
+enum { CU_TENSOR_MAP_NUM_QWORDS = 16 };
+
 /* Opaque to cudump: passed through to the real driver untouched. */
 typedef struct CUmemAllocationProp_st CUmemAllocationProp;
 

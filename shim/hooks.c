@@ -21,6 +21,7 @@
 #include "repeat.h"
 #include "staging.h"
 #include "stream.h"
+#include "tensormap.h"
 #include "tools.h"
 #include "watch.h"
 
@@ -42,6 +43,7 @@ static void after_fork_child(void)
     watch_reset_after_fork();
     modules_reset_after_fork();
     drain_reset_after_fork();
+    tensormap_reset_after_fork();
     atomic_store(&shim_stats.seq, 0);
     atomic_store(&shim_stats.captured, 0);
     atomic_store(&shim_stats.graph_launches, 0);
@@ -616,5 +618,115 @@ CUresult hook_cuGraphExecKernelNodeSetParams(cuGraphExecKernelNodeSetParams_fn r
     if (rc != CUDA_SUCCESS || !params)
         return rc;
     graph_node_params(exec, node, params);
+    return rc;
+}
+
+/* ---- TMA tensor maps ----------------------------------------------------------
+ * A kernel that reads through a tensor map gets no pointer word: the map's
+ * 128 bytes say where its tensor is. What each encode was given is remembered
+ * with the bytes it made (tensormap.c), so a launch's parameters can be matched
+ * against them. Nothing is remembered of a call that failed. */
+
+static void remember_map(const CUtensorMap *map, uint32_t encoding, CUtensorMapDataType dtype,
+                         cuuint32_t rank, const void *address, const cuuint64_t *dims,
+                         const cuuint64_t *strides, CUtensorMapInterleave interleave)
+{
+    /* The driver checked what it accepted; these bounds are for our table. */
+    if (!map || !dims || rank < 1 || rank > PROTO_TMAP_RANK || (rank > 1 && !strides))
+        return;
+    struct tmap_info info = {.address = (CUdeviceptr)(uintptr_t)address, .encoding = encoding,
+                             .dtype = (uint32_t)dtype, .rank = rank,
+                             .interleave = (uint32_t)interleave};
+    for (cuuint32_t i = 0; i < rank; i++)
+        info.dims[i] = dims[i];
+    for (cuuint32_t i = 0; i + 1 < rank; i++)
+        info.strides[i] = strides[i];
+    tensormap_remember(map, &info);
+}
+
+CUresult hook_cuTensorMapEncodeTiled(cuTensorMapEncodeTiled_fn real, int ptsz,
+                                     CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType,
+                                     cuuint32_t tensorRank, void *globalAddress,
+                                     const cuuint64_t *globalDim, const cuuint64_t *globalStrides,
+                                     const cuuint32_t *boxDim, const cuuint32_t *elementStrides,
+                                     CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
+                                     CUtensorMapL2promotion l2Promotion,
+                                     CUtensorMapFloatOOBfill oobFill)
+{
+    (void)ptsz;
+    CUresult rc = real(tensorMap, tensorDataType, tensorRank, globalAddress, globalDim,
+                       globalStrides, boxDim, elementStrides, interleave, swizzle, l2Promotion,
+                       oobFill);
+    if (rc == CUDA_SUCCESS)
+        remember_map(tensorMap, TMAP_TILED, tensorDataType, tensorRank, globalAddress, globalDim,
+                     globalStrides, interleave);
+    return rc;
+}
+
+CUresult hook_cuTensorMapEncodeIm2col(cuTensorMapEncodeIm2col_fn real, int ptsz,
+                                      CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType,
+                                      cuuint32_t tensorRank, void *globalAddress,
+                                      const cuuint64_t *globalDim,
+                                      const cuuint64_t *globalStrides,
+                                      const int *pixelBoxLowerCorner,
+                                      const int *pixelBoxUpperCorner,
+                                      cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn,
+                                      const cuuint32_t *elementStrides,
+                                      CUtensorMapInterleave interleave,
+                                      CUtensorMapSwizzle swizzle,
+                                      CUtensorMapL2promotion l2Promotion,
+                                      CUtensorMapFloatOOBfill oobFill)
+{
+    (void)ptsz;
+    CUresult rc = real(tensorMap, tensorDataType, tensorRank, globalAddress, globalDim,
+                       globalStrides, pixelBoxLowerCorner, pixelBoxUpperCorner, channelsPerPixel,
+                       pixelsPerColumn, elementStrides, interleave, swizzle, l2Promotion,
+                       oobFill);
+    if (rc == CUDA_SUCCESS)
+        remember_map(tensorMap, TMAP_IM2COL, tensorDataType, tensorRank, globalAddress,
+                     globalDim, globalStrides, interleave);
+    return rc;
+}
+
+CUresult hook_cuTensorMapEncodeIm2colWide(cuTensorMapEncodeIm2colWide_fn real, int ptsz,
+                                          CUtensorMap *tensorMap,
+                                          CUtensorMapDataType tensorDataType,
+                                          cuuint32_t tensorRank, void *globalAddress,
+                                          const cuuint64_t *globalDim,
+                                          const cuuint64_t *globalStrides,
+                                          int pixelBoxLowerCornerWidth,
+                                          int pixelBoxUpperCornerWidth,
+                                          cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn,
+                                          const cuuint32_t *elementStrides,
+                                          CUtensorMapInterleave interleave,
+                                          CUtensorMapIm2ColWideMode mode,
+                                          CUtensorMapSwizzle swizzle,
+                                          CUtensorMapL2promotion l2Promotion,
+                                          CUtensorMapFloatOOBfill oobFill)
+{
+    (void)ptsz;
+    CUresult rc = real(tensorMap, tensorDataType, tensorRank, globalAddress, globalDim,
+                       globalStrides, pixelBoxLowerCornerWidth, pixelBoxUpperCornerWidth,
+                       channelsPerPixel, pixelsPerColumn, elementStrides, interleave, mode,
+                       swizzle, l2Promotion, oobFill);
+    if (rc == CUDA_SUCCESS)
+        remember_map(tensorMap, TMAP_IM2COL_WIDE, tensorDataType, tensorRank, globalAddress,
+                     globalDim, globalStrides, interleave);
+    return rc;
+}
+
+/* The map changes in place: what its old bytes said, with the new address,
+ * is what its new bytes say. A map cudump did not see made stays unknown. */
+CUresult hook_cuTensorMapReplaceAddress(cuTensorMapReplaceAddress_fn real, int ptsz,
+                                        CUtensorMap *tensorMap, void *globalAddress)
+{
+    (void)ptsz;
+    struct tmap_info info;
+    bool known = tensorMap && tensormap_find((const unsigned char *)tensorMap, &info);
+    CUresult rc = real(tensorMap, globalAddress);
+    if (rc == CUDA_SUCCESS && known) {
+        info.address = (CUdeviceptr)(uintptr_t)globalAddress;
+        tensormap_remember(tensorMap, &info);
+    }
     return rc;
 }

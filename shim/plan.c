@@ -1,8 +1,9 @@
 /*
  * What the controller plans for a wanted launch.
  *
- * The shim sends the controller the launch's raw parameter bytes and the
- * allocation behind every pointer-sized word of them (MSG_BEGIN); the
+ * The shim sends the controller the launch's raw parameter bytes, the
+ * allocation behind every pointer-sized word of them and the TMA tensor maps
+ * among them (MSG_BEGIN); the
  * controller answers with a plan of 2-D copies (source, width in bytes, rows,
  * source pitch, offset in the staging area) and whether to hold the launch.
  * Every plan is bounds-checked against the staging area before any copy.
@@ -18,6 +19,7 @@
 #include "functab.h"
 #include "plan.h"
 #include "staging.h"
+#include "tensormap.h"
 
 static struct plan_copy copies[PROTO_MAX_COPIES];
 static unsigned ncopies;
@@ -84,6 +86,46 @@ static const unsigned char *param_bytes(const struct launch_info *li, int i)
 
 static const unsigned char zeros[8];
 
+/* The tensor maps in parameter i: every 128-byte window of it that starts at a
+ * 64-byte-aligned place of the parameter block (where a CUtensorMap, aligned
+ * at 64, lies, alone or inside a struct such as CUTLASS's Params) and holds
+ * the bytes of a map the process made. Appended to tmaps[*n...]. */
+static void find_tensormaps(const struct func_entry *e, int i, const unsigned char *p,
+                            struct proto_tensormap *tmaps, uint32_t *n)
+{
+    uint32_t size = e->param_size[i];
+    uint32_t first = (PROTO_TMAP_ALIGN - e->param_offset[i] % PROTO_TMAP_ALIGN) % PROTO_TMAP_ALIGN;
+    for (uint32_t off = first; size >= PROTO_TMAP_BYTES && off <= size - PROTO_TMAP_BYTES &&
+                               *n < PROTO_MAX_TMAPS;
+         off += PROTO_TMAP_ALIGN) {
+        struct tmap_info m;
+        if (!tensormap_find(p + off, &m))
+            continue;
+        struct alloc_info a = {0};
+        bool in = alloc_resolve(m.address, true, &a);
+        struct proto_tensormap *t = &tmaps[(*n)++];
+        *t = (struct proto_tensormap){
+            .arg = (uint32_t)i, .offset = off, .address = m.address, .encoding = m.encoding,
+            .dtype = m.dtype, .rank = m.rank, .interleave = m.interleave,
+            .base = in ? a.base : 0, .size = in ? a.size : 0,
+            .kind = in ? (uint32_t)a.kind : 0};
+        memcpy(t->dims, m.dims, sizeof t->dims);
+        memcpy(t->strides, m.strides, sizeof t->strides);
+        off += PROTO_TMAP_BYTES - PROTO_TMAP_ALIGN; /* maps do not overlap */
+    }
+}
+
+/* Whether the word at `off` of parameter i is inside one of its tensor maps:
+ * then it is the map's, not a pointer of its own. */
+static bool in_tensormap(const struct proto_tensormap *tmaps, uint32_t n, int i, unsigned off)
+{
+    for (uint32_t k = 0; k < n; k++)
+        if (tmaps[k].arg == (uint32_t)i && off >= tmaps[k].offset &&
+            off < tmaps[k].offset + PROTO_TMAP_BYTES)
+            return true;
+    return false;
+}
+
 /* Appends the launch description, parameter layout and bytes, and the
  * allocation behind every pointer-sized word (words inside by-value structs
  * count too: PyTorch passes its buffers as std::array<char*, N>). */
@@ -94,14 +136,23 @@ static void build_begin(struct msg *m, const struct launch_info *li)
     bool have_args = e->nparams == 0 || (e->nparams > 0 && (li->params || li->extra));
     int nparams = have_args ? e->nparams : -1;
     struct proto_pointer ptrs[PROTO_MAX_PARAMS];
-    uint32_t nptrs = 0;
+    uint32_t nptrs = 0, ntmaps = 0;
+    struct proto_tensormap tmaps[PROTO_MAX_TMAPS];
+    /* A program that made no tensor map has none to find. */
+    bool maps = tensormap_any();
     size_t param_total = 0;
     for (int i = 0; i < nparams; i++) {
         const unsigned char *p = param_bytes(li, i);
         param_total += e->param_size[i];
+        uint32_t tmaps_before = ntmaps;
+        if (p && maps)
+            find_tensormaps(e, i, p, tmaps, &ntmaps);
         for (unsigned off = 0; p && off + sizeof(CUdeviceptr) <= e->param_size[i] &&
                                nptrs < PROTO_MAX_PARAMS;
              off += sizeof(CUdeviceptr)) {
+            if (ntmaps > tmaps_before &&
+                in_tensormap(tmaps + tmaps_before, ntmaps - tmaps_before, i, off))
+                continue;
             CUdeviceptr v;
             memcpy(&v, p + off, sizeof v);
             struct alloc_info a;
@@ -123,7 +174,7 @@ static void build_begin(struct msg *m, const struct launch_info *li)
         .flags = (li->interrupted ? LAUNCH_INTERRUPTED : 0u) | (li->graph ? LAUNCH_GRAPH : 0u) |
                  li->begin_flags,
         .rc = 0, .nparams = nparams, .nptrs = nptrs, .graph = li->graph, .replay = li->replay,
-        .node = li->node};
+        .node = li->node, .ntmaps = ntmaps};
     msg_add(m, &head, sizeof head);
     for (int i = 0; i < nparams; i++) {
         struct proto_param p = {e->param_offset[i], e->param_size[i]};
@@ -139,6 +190,7 @@ static void build_begin(struct msg *m, const struct launch_info *li)
     }
     msg_add(m, zeros, (8 - param_total % 8) % 8);
     msg_add(m, ptrs, nptrs * sizeof ptrs[0]);
+    msg_add(m, tmaps, ntmaps * sizeof tmaps[0]);
     msg_add(m, li->counted, li->ncounted * sizeof li->counted[0]);
 }
 

@@ -46,7 +46,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 11
+#define PROTO_VERSION 12
 #define PROTO_MAGIC 0x50445543u /* "CUDP" */
 
 /* ---- limits ---------------------------------------------------------------- */
@@ -64,12 +64,16 @@ enum {
     PROTO_MAX_REPEAT = 512,        /* copies in a plan the shim may repeat (PLAN_REPEAT) */
     PROTO_REPEAT_WAYS = 64,        /* repeated plans the shim keeps per function */
     PROTO_MAX_KEYS = 512,          /* byte ranges a repeated plan is kept by */
-    PROTO_RESULT_SLOT_SIZE = 16520, /* bytes of one result ring slot */
+    PROTO_RESULT_SLOT_SIZE = 16528, /* bytes of one result ring slot */
     PROTO_IMAGE_CHUNK = 512 << 10, /* image bytes in one MSG_IMAGE */
     PROTO_MAX_COUNTERS = 64,       /* rules whose matching launches the shim counts */
     PROTO_MAX_SELECTORS = 8,       /* counted rules one function's launches count for */
     PROTO_MAX_FUNCS = 65536,       /* functions (ids 1 to this) proto_counts counts */
     PROTO_COUNTS_ALIGN = 4096,     /* proto_counts starts at a multiple of this */
+    PROTO_MAX_TMAPS = 64,          /* tensor maps one MSG_BEGIN describes */
+    PROTO_TMAP_BYTES = 128,        /* bytes of a CUtensorMap */
+    PROTO_TMAP_ALIGN = 64,         /* where in a parameter block one may lie */
+    PROTO_TMAP_RANK = 5,           /* dimensions a tensor map has at most */
 };
 
 /* ---- message kinds ----------------------------------------------------------- */
@@ -83,8 +87,9 @@ enum proto_kind {
     MSG_MEMORY = 6,    /* proto_memory: allocation, free, map, unmap (event) */
     MSG_STATS = 7,     /* proto_stats + nfuncs x proto_count, at exit (event) */
     MSG_BEGIN = 8,     /* proto_launch + nparams x proto_param + parameter bytes
-                        * (padded to 8) + nptrs x proto_pointer + one proto_counted
-                        * per selector of the function (the rest); reply MSG_PLAN */
+                        * (padded to 8) + nptrs x proto_pointer + ntmaps x
+                        * proto_tensormap + one proto_counted per selector of the
+                        * function (the rest); reply MSG_PLAN */
     MSG_END = 9,       /* proto_end + ncopies x int32 result; reply MSG_PLAN: follow-up
                         * copies (phase after only) and PLAN_HALT to hold the launch now
                         * that it has run, usually neither; a follow-up ends with
@@ -152,6 +157,14 @@ enum proto_notice_kind {  /* proto_notice.kind */
     NOTICE_DEVICE_GRAPH = 1,  /* graph `graph` was instantiated for device launch: launches
                                * of it from device code never reach the shim */
 };
+
+/* proto_tensormap.encoding: the function that made the map. */
+enum proto_tmap_encoding {
+    TMAP_TILED = 0,        /* cuTensorMapEncodeTiled */
+    TMAP_IM2COL = 1,       /* cuTensorMapEncodeIm2col */
+    TMAP_IM2COL_WIDE = 2,  /* cuTensorMapEncodeIm2colWide */
+};
+#define PROTO_TMAP_ENCODINGS(X) X(tiled) X(im2col) X(im2col_wide)
 
 enum proto_launch_flag {   /* proto_launch.flags */
     LAUNCH_CAPTURED = 1,   /* recorded into a graph by stream capture, not run */
@@ -389,14 +402,15 @@ struct proto_launch {
     uint64_t graph;         /* LAUNCH_GRAPH: the executable graph's id (per process) */
     uint32_t replay;        /* LAUNCH_GRAPH: its n-th launch, from 1 */
     uint32_t node;          /* LAUNCH_GRAPH: the kernel node's index, in run order */
+    uint32_t ntmaps;        /* MSG_BEGIN: proto_tensormap entries */
+    uint32_t reserved;
 };
 
-/* One slot of the trace ring. */
+/* One slot of the trace ring: the event fills it exactly. */
 struct proto_ring_slot {
     uint64_t ready;         /* position + 1 once the event is written */
     uint64_t reserved;
     struct proto_launch event;
-    uint8_t pad[PROTO_RING_SLOT_SIZE - 16 - 104];
 };
 
 struct proto_pointer {
@@ -409,6 +423,27 @@ struct proto_pointer {
     uint64_t height;
     uint32_t elem;          /* element size given to cuMemAllocPitch */
     uint32_t kind;          /* enum proto_alloc_kind */
+};
+
+/* A TMA tensor map (CUtensorMap) found in a launch's parameters: 128 bytes at
+ * a 64-byte-aligned place of the parameter block that equal a map the shim saw
+ * made (cuTensorMapEncode*, cuTensorMapReplaceAddress). The kernel reaches
+ * memory through it, not through a pointer word: what it says is the buffer's
+ * exact extent. `arg` and `offset` name where its 128 bytes begin. */
+struct proto_tensormap {
+    uint32_t arg;           /* parameter index */
+    uint32_t offset;        /* byte offset of the map inside the parameter */
+    uint64_t address;       /* globalAddress */
+    uint32_t encoding;      /* enum proto_tmap_encoding */
+    uint32_t dtype;         /* CUtensorMapDataType */
+    uint32_t rank;          /* 1 to PROTO_TMAP_RANK */
+    uint32_t interleave;    /* CUtensorMapInterleave */
+    uint64_t dims[PROTO_TMAP_RANK];    /* globalDim: elements, innermost first */
+    uint64_t strides[PROTO_TMAP_RANK - 1]; /* globalStrides: bytes per step of dims 1.. */
+    uint64_t base;          /* the allocation holding `address`, 0 if none is known */
+    uint64_t size;
+    uint32_t kind;          /* enum proto_alloc_kind of that allocation */
+    uint32_t reserved;
 };
 
 struct proto_memory {

@@ -69,6 +69,17 @@ int main(void) {
     OFF(CUDA_GRAPH_INSTANTIATE_PARAMS, hErrNode_out)
     OFF(CUDA_GRAPH_INSTANTIATE_PARAMS, result_out)
     VAL(CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH) VAL(CU_STREAM_NON_BLOCKING)
+    SZ(CUtensorMap) VAL(CU_TENSOR_MAP_NUM_QWORDS)
+    SZ(CUtensorMapDataType) SZ(CUtensorMapInterleave) SZ(CUtensorMapSwizzle)
+    SZ(CUtensorMapL2promotion) SZ(CUtensorMapFloatOOBfill) SZ(CUtensorMapIm2ColWideMode)
+    VAL(CU_TENSOR_MAP_DATA_TYPE_UINT8) VAL(CU_TENSOR_MAP_DATA_TYPE_UINT16)
+    VAL(CU_TENSOR_MAP_DATA_TYPE_UINT32) VAL(CU_TENSOR_MAP_DATA_TYPE_INT32)
+    VAL(CU_TENSOR_MAP_DATA_TYPE_UINT64) VAL(CU_TENSOR_MAP_DATA_TYPE_INT64)
+    VAL(CU_TENSOR_MAP_DATA_TYPE_FLOAT16) VAL(CU_TENSOR_MAP_DATA_TYPE_FLOAT32)
+    VAL(CU_TENSOR_MAP_DATA_TYPE_FLOAT64) VAL(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16)
+    VAL(CU_TENSOR_MAP_DATA_TYPE_FLOAT32_FTZ) VAL(CU_TENSOR_MAP_DATA_TYPE_TFLOAT32)
+    VAL(CU_TENSOR_MAP_DATA_TYPE_TFLOAT32_FTZ) VAL(CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN8B)
+    VAL(CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN16B) VAL(CU_TENSOR_MAP_DATA_TYPE_16U6_ALIGN16B)
     return 0;
 }
 """
@@ -90,3 +101,26 @@ def test_declarations_match_the_real_cuda_h(tmp_path):
     theirs = probe(tmp_path, "cuda.h", CUDA_INCLUDE)
     assert ours.count("\n") > 60
     assert ours == theirs
+
+
+# api.h's parameter lists of the tensor-map functions, against cuda.h's prototypes: a
+# wrapper called with another list would pass the driver its arguments in the wrong places.
+PROTOTYPES = r"""
+#include <cuda.h>
+#include "api.h"
+#define SAME(name) CUresult (*check_##name) CUDUMP_P_##name = name;
+SAME(cuTensorMapEncodeTiled) SAME(cuTensorMapEncodeIm2col) SAME(cuTensorMapEncodeIm2colWide)
+SAME(cuTensorMapReplaceAddress)
+int main(void) { return 0; }
+"""
+
+
+@pytest.mark.skipif(not (CUDA_INCLUDE / "cuda.h").is_file(),
+                    reason=f"no cuda.h under {CUDA_INCLUDE} to check against")
+def test_tensor_map_prototypes_match_the_real_cuda_h(tmp_path):
+    src = tmp_path / "prototypes.c"
+    src.write_text(PROTOTYPES)
+    done = subprocess.run(["cc", "-std=c11", "-Wall", "-Werror", "-Wincompatible-pointer-types",
+                           "-fsyntax-only", f"-I{CUDA_INCLUDE}", f"-I{ROOT / 'shim'}", str(src)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -29,6 +29,8 @@ CONSTANTS: dict[str, int] = {
     "PROTO_IMAGE_CHUNK": p.IMAGE_CHUNK, "API_COUNT": len(p.APIS),
     "PROTO_MAX_COUNTERS": p.MAX_COUNTERS, "PROTO_MAX_SELECTORS": p.MAX_SELECTORS,
     "PROTO_MAX_FUNCS": p.MAX_FUNCS, "PROTO_COUNTS_ALIGN": p.COUNTS_ALIGN,
+    "PROTO_MAX_TMAPS": p.MAX_TMAPS, "PROTO_TMAP_BYTES": p.TMAP_BYTES,
+    "PROTO_TMAP_ALIGN": p.TMAP_ALIGN, "PROTO_TMAP_RANK": p.TMAP_RANK,
 }
 ENUMS: list[tuple[type[Enum], str]] = [
     (p.Kind, "MSG_"), (p.Want, "WANT_"), (p.Option, "OPTION_"), (p.LaunchFlag, "LAUNCH_"),
@@ -43,6 +45,8 @@ for code, kind in enumerate(p.ALLOC_KINDS):
     CONSTANTS[f"KIND_{kind.upper()}"] = code
 for code, fmt in enumerate(p.IMAGE_FORMATS):
     CONSTANTS[f"IMAGE_{fmt.upper()}"] = code
+for code, enc in enumerate(p.TMAP_ENCODINGS):
+    CONSTANTS[f"TMAP_{enc.upper()}"] = code
 for code, api in enumerate(p.APIS):
     CONSTANTS[f"API_{api}"] = code
 
@@ -66,6 +70,9 @@ def probe_source() -> str:
     lines.append("#undef NAME")
     lines.append("#define NAME(x) printf(\"imagename %s\\n\", #x);")
     lines.append("    PROTO_IMAGE_FORMATS(NAME)")
+    lines.append("#undef NAME")
+    lines.append("#define NAME(x) printf(\"tmapname %s\\n\", #x);")
+    lines.append("    PROTO_TMAP_ENCODINGS(NAME)")
     lines.append("    return 0;\n}")
     return "\n".join(lines) + "\n"
 
@@ -100,6 +107,8 @@ def test_name_tables_agree(probed: list[str]) -> None:
     assert tuple(ln.split()[1] for ln in probed if ln.startswith("apiname ")) == p.APIS
     assert tuple(ln.split()[1] for ln in probed
                  if ln.startswith("imagename ")) == p.IMAGE_FORMATS
+    assert tuple(ln.split()[1] for ln in probed
+                 if ln.startswith("tmapname ")) == p.TMAP_ENCODINGS
 
 
 def test_every_header_struct_is_mirrored() -> None:
@@ -109,6 +118,11 @@ def test_every_header_struct_is_mirrored() -> None:
 
     in_c = set(re.findall(r"^struct (proto_\w+) \{", text, re.MULTILINE))
     assert in_c == {layout.name for layout in p.LAYOUTS}
+
+
+def test_ring_slot_is_one_event() -> None:
+    """The trace ring's slot holds its header and one event, nothing else."""
+    assert p.RING_SLOT.size == p.RING_SLOT_SIZE == 16 + p.LAUNCH.size
 
 
 def test_framing_round_trip() -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from cudump.kernels.demangle import demangle
 from cudump.kernels.geometry import Allocation
+from cudump.kernels.tensormaps import TensorMap
 from cudump.wire import protocol as p
 from cudump.wire.shm import LaunchCounts
 
@@ -53,6 +54,8 @@ class LaunchEvent:
     node: int = 0
     raw_args: list[bytes] | None = None                    # MSG_BEGIN: parameter bytes
     pointers: dict[tuple[int, int], Allocation] = field(default_factory=dict)
+    # MSG_BEGIN: TMA tensor maps among the parameters, by (argument, byte offset inside it)
+    tensormaps: dict[tuple[int, int], TensorMap] = field(default_factory=dict)
     counted: dict[int, int] = field(default_factory=dict)   # MSG_BEGIN: counter -> n-th launch
 
     @property
@@ -89,6 +92,20 @@ def pointer_allocation(fields: dict[str, Any]) -> Allocation:
                       elem_size=fields["elem"])
 
 
+def wire_tensormap(fields: dict[str, Any]) -> TensorMap:
+    """A proto_tensormap as the controller keeps it (its rank bounded by the arrays')."""
+    rank = max(1, min(int(fields["rank"]), p.TMAP_RANK))
+    alloc = None
+    if fields["size"]:
+        alloc = Allocation(base=fields["base"], size=fields["size"],
+                           kind=p.alloc_kind_name(fields["kind"]))
+    return TensorMap(arg=fields["arg"], offset=fields["offset"], address=fields["address"],
+                     encoding=p.tmap_encoding_name(fields["encoding"]),
+                     dtype_code=fields["dtype"], dims=tuple(fields["dims"][:rank]),
+                     strides=tuple(fields["strides"][:rank - 1]),
+                     interleave=fields["interleave"], alloc=alloc)
+
+
 def decode_func(payload: bytes) -> FuncInfo:
     head = p.FUNC.unpack(payload)
     n = head["nparams"]
@@ -116,9 +133,9 @@ def decode_launch(payload: bytes) -> LaunchEvent:
         grid=h["grid"], block=h["block"], smem=h["smem"], stream=h["stream"], tid=h["tid"],
         api=p.api_name(h["api"]), flags=h["flags"], rc=h["rc"], graph=h["graph"],
         replay=h["replay"], node=h["node"])
-    nparams, nptrs = h["nparams"], h["nptrs"]
-    if nparams > p.MAX_PARAMS or nptrs > p.MAX_PARAMS:
-        raise p.ProtocolError(f"{nparams} parameters, {nptrs} pointers")
+    nparams, nptrs, ntmaps = h["nparams"], h["nptrs"], h["ntmaps"]
+    if nparams > p.MAX_PARAMS or nptrs > p.MAX_PARAMS or ntmaps > p.MAX_TMAPS:
+        raise p.ProtocolError(f"{nparams} parameters, {nptrs} pointers, {ntmaps} tensor maps")
     pos = p.LAUNCH.size
     if nparams >= 0:
         sizes = []
@@ -137,6 +154,10 @@ def decode_launch(payload: bytes) -> LaunchEvent:
         fields = p.POINTER.unpack(payload, pos)
         pos += p.POINTER.size
         event.pointers[(fields["arg"], fields["offset"])] = pointer_allocation(fields)
+    for _ in range(ntmaps):
+        tmap = wire_tensormap(p.TENSORMAP.unpack(payload, pos))
+        pos += p.TENSORMAP.size
+        event.tensormaps[(tmap.arg, tmap.offset)] = tmap
     if (len(payload) - pos) % p.COUNTED.size:
         raise p.ProtocolError("a launch's rule counts do not fill the rest of the message")
     while pos < len(payload):

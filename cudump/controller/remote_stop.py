@@ -49,7 +49,7 @@ class Halt:
             reason="step" if phase == "after" and not self.after else self.reason,
             breakpoint=self.breakpoint,
             signature=sig, args=decode_args(sig, event.raw_args or []),
-            pointers=dict(event.pointers))
+            pointers=dict(event.pointers), tensormaps=dict(event.tensormaps))
         if event.flags & p.LaunchFlag.GRAPH:
             info.graph, info.replay, info.node = event.graph, event.replay, event.node
         return info

@@ -15,6 +15,7 @@ from cudump.errors import CudumpError
 from cudump.kernels.args import ArgValue
 from cudump.kernels.geometry import Allocation
 from cudump.kernels.signature import Signature
+from cudump.kernels.tensormaps import TensorMap
 from cudump.policy.breakpoints import Breakpoints
 from cudump.rundir.manifest import SnapshotRecord
 
@@ -73,6 +74,8 @@ class StopInfo:
     # Allocation behind each pointer-sized word of the parameters the shim
     # resolved: (argument index, byte offset inside it) -> allocation.
     pointers: dict[tuple[int, int], Allocation] = field(default_factory=dict)
+    # TMA tensor maps among the parameters: (argument index, byte offset) -> map.
+    tensormaps: dict[tuple[int, int], TensorMap] = field(default_factory=dict)
     # A kernel node of a graph launch: which graph, replay and node (None otherwise).
     graph: int | None = None
     replay: int | None = None

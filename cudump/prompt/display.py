@@ -26,6 +26,7 @@ from cudump.controller.target import Frame, StopInfo, StoppedLaunch, TargetError
 from cudump.kernels.args import ArgValue
 from cudump.kernels.elements import ElementType, element_type
 from cudump.kernels.geometry import Allocation
+from cudump.wire import protocol as p
 
 RAW_BYTES_SHOWN = 32
 # print/FMT: gdb's letters. x d u o t z show the value's bits (a float's too), c the value
@@ -203,10 +204,21 @@ def arg_lines(stop: StoppedLaunch, allocation_for: AllocationFor | None = None) 
     if not args:
         return ["  (no arguments)"]
     name_w = max(len(f"arg{a.index}") for a in args)
-    type_w = max(len(type_text(a)) for a in args)
+    tmaps = info.tensormaps
+
+    def shown_type(arg: ArgValue) -> str:
+        # A parameter that is one tensor map is shown as what it is.
+        whole = (arg.index, 0) in tmaps and len(arg.raw) == p.TMAP_BYTES
+        return "CUtensorMap" if whole else type_text(arg)
+
+    type_w = max(len(shown_type(a)) for a in args)
     lines: list[str] = []
     for arg in args:
-        head = f"  {f'arg{arg.index}':<{name_w}}  {type_text(arg):<{type_w}}"
+        head = f"  {f'arg{arg.index}':<{name_w}}  {shown_type(arg):<{type_w}}"
+        whole_map = tmaps.get((arg.index, 0)) if len(arg.raw) == p.TMAP_BYTES else None
+        if whole_map is not None:
+            lines.append(f"{head} = {whole_map.describe()}")
+            continue
         line = f"{head} = {format_value(arg)}"
         scalar = isinstance(arg.value, int)
         alloc = info.allocation_of(arg.index) if scalar else None
@@ -225,6 +237,12 @@ def arg_lines(stop: StoppedLaunch, allocation_for: AllocationFor | None = None) 
             label = f"+{offset}"
             lines.append(f"  {'':<{name_w}}  {label:<{type_w}} = 0x{word:x}  -> "
                          f"{describe_allocation(field_alloc, word)}")
+        # Tensor maps inside a struct passed by value (CUTLASS's Params).
+        for (index, offset), tmap in sorted(tmaps.items()):
+            if index == arg.index:
+                label = f"+{offset}"
+                lines.append(f"  {'':<{name_w}}  {label:<{type_w}} = CUtensorMap "
+                             f"{tmap.describe()}")
     return lines
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 from typing import Any, Protocol
 
-VERSION = 11
+VERSION = 12
 MAGIC = 0x50445543
 
 MAX_MESSAGE = 1 << 20
@@ -31,7 +31,7 @@ TOOL_RESULT = 32          # staging bytes a CopyFlag.TOOL result takes
 MAX_REPEAT = 512          # copies in a plan the shim may repeat (PlanFlag.REPEAT)
 REPEAT_WAYS = 64          # repeated plans the shim keeps per function
 MAX_KEYS = 512            # byte ranges a repeated plan is kept by
-RESULT_SLOT_SIZE = 16520
+RESULT_SLOT_SIZE = 16528
 IMAGE_CHUNK = 512 << 10    # image bytes in one Kind.IMAGE message
 TOOL_MODE_SHIFT = 8
 MAX_COUNTERS = 64          # rules whose matching launches the shim counts
@@ -39,6 +39,10 @@ MAX_SELECTORS = 8          # counted rules one function's launches count for
 MAX_FUNCS = 65536          # functions (ids 1 to this) the launch counts count
 COUNTS_ALIGN = 4096        # the launch counts start at a multiple of this
 NO_LIMIT = (1 << 64) - 1   # proto_selector.count of a rule without `count`
+MAX_TMAPS = 64             # tensor maps one Kind.BEGIN describes
+TMAP_BYTES = 128           # bytes of a CUtensorMap
+TMAP_ALIGN = 64            # where in a parameter block one may lie
+TMAP_RANK = 5              # dimensions a tensor map has at most
 
 
 class Kind(IntEnum):
@@ -151,6 +155,7 @@ class MemoryOp(IntEnum):
 
 
 IMAGE_FORMATS = ("unknown", "cubin", "fatbin", "ptx")   # proto_image.format
+TMAP_ENCODINGS = ("tiled", "im2col", "im2col_wide")      # proto_tensormap.encoding
 ALLOC_KINDS = ("linear", "pitched", "managed", "async", "vmm", "host", "range")
 APIS = ("cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchCooperativeKernel",
         "cuLaunchCooperativeKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz",
@@ -272,13 +277,18 @@ def wants_payload(wants: int, generation: int, selectors: Sequence[Selector] = (
 LAUNCH = _layout("proto_launch", ("seq", "Q"), ("occurrence", "Q"), ("stream", "Q"),
                  ("tid", "Q"), ("id", "I"), ("device", "i"), ("grid", "3I"), ("block", "3I"),
                  ("smem", "I"), ("api", "I"), ("flags", "I"), ("rc", "i"), ("nparams", "i"),
-                 ("nptrs", "I"), ("graph", "Q"), ("replay", "I"), ("node", "I"))
+                 ("nptrs", "I"), ("graph", "Q"), ("replay", "I"), ("node", "I"),
+                 ("ntmaps", "I"), ("reserved", "I"))
+# The event fills a ring slot exactly (no padding after it).
 RING_SLOT = _layout("proto_ring_slot", ("ready", "Q"), ("reserved", "Q"),
-                    *[(f"event.{name}", code) for name, code in LAUNCH.fields],
-                    ("pad", f"{RING_SLOT_SIZE - 16 - LAUNCH.size}s"))
+                    *[(f"event.{name}", code) for name, code in LAUNCH.fields])
 POINTER = _layout("proto_pointer", ("arg", "I"), ("offset", "I"), ("base", "Q"), ("size", "Q"),
                   ("pitch", "Q"), ("width", "Q"), ("height", "Q"), ("elem", "I"),
                   ("kind", "I"))
+TENSORMAP = _layout("proto_tensormap", ("arg", "I"), ("offset", "I"), ("address", "Q"),
+                    ("encoding", "I"), ("dtype", "I"), ("rank", "I"), ("interleave", "I"),
+                    ("dims", f"{TMAP_RANK}Q"), ("strides", f"{TMAP_RANK - 1}Q"),
+                    ("base", "Q"), ("size", "Q"), ("kind", "I"), ("reserved", "I"))
 MEMORY = _layout("proto_memory", ("op", "I"), ("kind", "I"), ("base", "Q"), ("size", "Q"),
                  ("pitch", "Q"), ("width", "Q"), ("height", "Q"), ("elem", "I"),
                  ("device", "i"))
@@ -321,9 +331,9 @@ RESUME = _layout("proto_resume", ("mode", "I"), ("reserved", "I"))
 RESULT = _layout("proto_result", ("rc", "i"), ("reserved", "I"), ("nbytes", "Q"))
 
 LAYOUTS = (HEADER, HELLO, WELCOME, CONTROL, PARAM, FUNC, ASK, SELECTOR, WANTS, COUNTED, LAUNCH,
-           RING_SLOT, POINTER, MEMORY, GRAPH, NOTICE, GRAPH_NODE, COUNT, FUNC_COUNT, COUNTS, STATS,
-           COPY, PLAN, KEY, TOOL_OUT, RESULT_SLOT, IMAGE, PIECE, END, STOPPED, READ, QUERY, WRITE,
-           RESUME, RESULT)
+           RING_SLOT, POINTER, TENSORMAP, MEMORY, GRAPH, NOTICE, GRAPH_NODE, COUNT, FUNC_COUNT,
+           COUNTS, STATS, COPY, PLAN, KEY, TOOL_OUT, RESULT_SLOT, IMAGE, PIECE, END, STOPPED,
+           READ, QUERY, WRITE, RESUME, RESULT)
 
 # Byte offsets of the control page's fields, for the controller's stores.
 CONTROL_OFFSETS = CONTROL.offsets()
@@ -396,6 +406,10 @@ def read_message(source: socket.socket | Reader) -> Message | None:
 
 def api_name(code: int) -> str:
     return APIS[code] if 0 <= code < len(APIS) else f"api{code}"
+
+
+def tmap_encoding_name(code: int) -> str:
+    return TMAP_ENCODINGS[code] if 0 <= code < len(TMAP_ENCODINGS) else f"encoding{code}"
 
 
 def alloc_kind_name(code: int) -> str:

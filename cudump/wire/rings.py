@@ -21,12 +21,14 @@ _NUMPY = {"Q": "<u8", "I": "<u4", "i": "<i4", "H": "<u2"}
 
 def layout_dtype(layout: p.Layout, strip: str = "") -> np.dtype:
     """A numpy dtype over a protocol.h struct, at its offsets, to read its slots in bulk:
-    byte-string fields (padding) left out, `strip` taken off the front of names."""
+    byte-string fields (padding) and reserved words left out (nothing reads them, and a
+    slot's own `reserved` would clash with its event's), `strip` taken off the front of
+    names."""
     names, formats, offsets = [], [], []
     codes = dict(layout.fields)
     for name, offset in layout.offsets().items():
         code = codes[name]
-        if code.endswith("s"):
+        if code.endswith("s") or name.rpartition(".")[2] == "reserved":
             continue
         base = _NUMPY[code[-1]]
         names.append(name.removeprefix(strip))

@@ -418,4 +418,38 @@ CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream);
 CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream);
 CUresult cuGraphExecDestroy(CUgraphExec hGraphExec);
 
+/* TMA tensor maps (tensormap.c): the stand-in's descriptor is opaque too, but
+ * holds what a kernel needs in plain words (see FC_TMAP_* below). */
+CUresult cuTensorMapEncodeTiled(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType,
+                                cuuint32_t tensorRank, void *globalAddress,
+                                const cuuint64_t *globalDim, const cuuint64_t *globalStrides,
+                                const cuuint32_t *boxDim, const cuuint32_t *elementStrides,
+                                CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
+                                CUtensorMapL2promotion l2Promotion,
+                                CUtensorMapFloatOOBfill oobFill);
+CUresult cuTensorMapEncodeIm2col(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType,
+                                 cuuint32_t tensorRank, void *globalAddress,
+                                 const cuuint64_t *globalDim, const cuuint64_t *globalStrides,
+                                 const int *pixelBoxLowerCorner, const int *pixelBoxUpperCorner,
+                                 cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn,
+                                 const cuuint32_t *elementStrides, CUtensorMapInterleave interleave,
+                                 CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion,
+                                 CUtensorMapFloatOOBfill oobFill);
+CUresult cuTensorMapEncodeIm2colWide(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType,
+                                     cuuint32_t tensorRank, void *globalAddress,
+                                     const cuuint64_t *globalDim, const cuuint64_t *globalStrides,
+                                     int pixelBoxLowerCornerWidth, int pixelBoxUpperCornerWidth,
+                                     cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn,
+                                     const cuuint32_t *elementStrides,
+                                     CUtensorMapInterleave interleave,
+                                     CUtensorMapIm2ColWideMode mode, CUtensorMapSwizzle swizzle,
+                                     CUtensorMapL2promotion l2Promotion,
+                                     CUtensorMapFloatOOBfill oobFill);
+CUresult cuTensorMapReplaceAddress(CUtensorMap *tensorMap, void *globalAddress);
+
+/* The stand-in's descriptor, by 64-bit word: the address, a tag word (magic,
+ * data type, rank, encoding), the dimensions, the strides; the rest zero. */
+#define FC_TMAP_MAGIC 0x4d544346u /* "FCTM" */
+enum { FC_TMAP_ADDRESS = 0, FC_TMAP_TAG = 1, FC_TMAP_DIMS = 2, FC_TMAP_STRIDES = 7 };
+
 #endif

@@ -1,7 +1,8 @@
 """What a rule reads of one launch's arguments: which buffers (typed pointers, pointer words
-in tracked allocations, pointers inside by-value structs), and of each the copy plan
-(geometry.py, cut where the next known buffer begins: extents.py) and the tool that runs
-over it instead of a copy (a digest or a NaN/Inf scan)."""
+in tracked allocations, pointers inside by-value structs, TMA tensor maps), and of each the
+copy plan (geometry.py, cut where the next known buffer begins: extents.py; a tensor map's
+own extent: tensormaps.py) and the tool that runs over it instead of a copy (a digest or a
+NaN/Inf scan)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from cudump.controller.process import FuncInfo, LaunchEvent
 from cudump.kernels.args import ArgValue, Number
 from cudump.kernels.extents import cap_guess, cut_at_next
 from cudump.kernels.geometry import Allocation, CopyPlan, GeometryError, plan_copy
+from cudump.kernels.tensormaps import TensorMap, tensormap_plan
 from cudump.policy.rules import ArgOverride, Rule
 from cudump.policy.snapshot.nan import scan_mode, whole_elements
 from cudump.policy.snapshot.planned import NOTHING, Buffer, base_name
@@ -19,12 +21,14 @@ from cudump.wire import protocol as p
 
 class Target(NamedTuple):
     """One buffer a rule takes: its argument, the pointer value (None: the argument has no
-    pointer at `where`), the byte offset of the pointer inside the argument, the override."""
+    pointer at `where`), the byte offset of the pointer inside the argument, the override;
+    or a tensor map at `where` inside the argument (`tmap`), which says its buffer whole."""
 
     index: int
     arg: ArgValue | None
     where: int
     override: ArgOverride | None
+    tmap: TensorMap | None = None
 
 
 def targets(rule: Rule, args: list[ArgValue], event: LaunchEvent
@@ -36,11 +40,23 @@ def targets(rule: Rule, args: list[ArgValue], event: LaunchEvent
     argument (a struct such as PyTorch's std::array<char*, N>) that falls in a tracked
     allocation. A null pointer there is an argument left out (a bias, a mask), and a
     typed pointer outside tracked memory (cuBLAS's alpha and beta in host memory) is not
-    a buffer cudump can read; a rule that names the argument still gets an error."""
+    a buffer cudump can read; a rule that names the argument still gets an error.
+    A TMA tensor map in an argument the rule takes without an override is a buffer of its
+    own (what the map describes), whichever way the rule names its arguments."""
     found: list[Target] = []
     untracked: list[int] = []
+    maps: dict[int, list[Target]] = {}
+    for (index, where), tmap in sorted(event.tensormaps.items()):
+        maps.setdefault(index, []).append(Target(index, None, where, None, tmap))
+    if rule.args == "pointers":
+        # Every tensor map is a buffer (a by-value CUtensorMap is no pointer-like argument).
+        found.extend(m for index, ms in sorted(maps.items()) if index not in rule.overrides
+                     for m in ms)
     for index in rule.selected_args(args):
         override = rule.overrides.get(index)
+        if override is None and index in maps and rule.args != "pointers":
+            found.extend(maps[index])
+            continue
         if rule.args == "pointers" and override is None and (index, 0) not in event.pointers:
             if (args[index].type is not None and args[index].value
                     and rule.option is None):
@@ -50,7 +66,7 @@ def targets(rule: Rule, args: list[ArgValue], event: LaunchEvent
         found.append(Target(index, arg, where, override))
     if rule.args != "pointers":
         return found, untracked
-    taken = {t.index for t in found}
+    taken = {t.index for t in found if t.tmap is None}
     # Arguments whose words are not looked into: those taken above, those a rule
     # overrides, and typed pointers (a by-value struct has many words).
     skipped = {i: i in taken or i in rule.overrides or a.looks_like_pointer
@@ -136,9 +152,23 @@ def pointer_of(arg: ArgValue, override: ArgOverride | None) -> tuple[ArgValue | 
     return ArgValue(arg.index, None, raw, int.from_bytes(raw, "little")), field_offset
 
 
+def tensormap_buffer(func: FuncInfo, rule: Rule, tmap: TensorMap) -> Buffer:
+    """What the rule reads of the tensor a map describes: its exact extent, as a copy, a
+    digest or a scan. Raises GeometryError."""
+    plan = tensormap_plan(tmap)
+    tool = tool_of(rule, plan, func)
+    if rule.is_scan and tool is None:
+        return NOTHING   # not floating point: nothing to scan
+    if tool is not None:
+        plan = whole_elements(plan, tool)
+    return Buffer(plan, "tensor-map", tool)
+
+
 def pointer_values(args: list[ArgValue], event: LaunchEvent) -> list[tuple[int, Allocation]]:
-    """Every address the launch's arguments hold that lies in a known allocation, with it."""
-    values = []
+    """Every address the launch's arguments hold that lies in a known allocation, with it;
+    a tensor map's address counts too (a buffer begins there)."""
+    values = [(tmap.address, tmap.alloc) for tmap in event.tensormaps.values()
+              if tmap.alloc is not None]
     for (index, where), alloc in event.pointers.items():
         if index < len(args):
             raw = args[index].raw[where:where + 8]

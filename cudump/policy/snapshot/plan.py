@@ -10,19 +10,26 @@ from cudump.kernels.args import ArgValue, Number, arg_values, decode_args
 from cudump.kernels.geometry import GeometryError
 from cudump.policy.rules import Rule
 from cudump.policy.snapshot.buffers import (
+    Target,
     check_is_pointer,
     override_field,
     pointer_values,
     read_of,
     targets,
+    tensormap_buffer,
 )
 from cudump.policy.snapshot.capture import Captures
 from cudump.policy.snapshot.failures import Failures, Notices
 from cudump.policy.snapshot.place import Placer
-from cudump.policy.snapshot.planned import LaunchContext, PlannedCopy, PlannedLaunch
+from cudump.policy.snapshot.planned import (
+    Buffer,
+    LaunchContext,
+    PlannedCopy,
+    PlannedLaunch,
+)
 from cudump.policy.snapshot.records import make_record, stem
 from cudump.policy.snapshot.select import Selection
-from cudump.policy.snapshot.state import Budget, SnapshotState
+from cudump.policy.snapshot.state import Budget, KnownBuffers, SnapshotState
 from cudump.wire import protocol as p
 
 
@@ -129,31 +136,14 @@ class Planner:
         # of one made earlier).
         known = fr.buffers if fr is not None and any(r is rule for r in fr.rules) else None
         phases = [phase for phase in ("before", "after") if phase in rule.when]
-        for index, arg, where, override in found:
+        for index, arg, where, override, tmap in found:
             # What is read does not depend on the phase: found once for both.
             try:
-                if arg is None:
-                    raise GeometryError(
-                        f"argument {index} has {len(args[index].raw)} bytes, so there "
-                        f"is no pointer at byte {where}")
-                alloc = event.pointers.get((index, where))
-                if alloc is None and override_field(override) is None:
-                    check_is_pointer(ctx.func, args[index])
-                address = arg.value
-                traced, next_start = False, None
-                if alloc is not None and isinstance(address, int):
-                    traced, next_start = True, ps.starts.next_after(address, alloc)
-                if known is not None and override is None and traced:
-                    # Without an override, what is read follows from the pointer, its
-                    # allocation and where the next known buffer in it begins: a launch
-                    # asked about again because some of its tensors moved plans only those.
-                    key = (id(rule), index, where, address, alloc, next_start)
-                    buffer = known.get(key)
-                    if buffer is None:
-                        buffer = read_of(func, rule, arg, alloc, None, values, next_start)
-                        ps.keep_buffer(known, key, buffer)
+                if tmap is not None:
+                    buffer = tensormap_buffer(func, rule, tmap)
                 else:
-                    buffer = read_of(func, rule, arg, alloc, override, values, next_start)
+                    buffer = self._pointer_buffer(ctx, rule, args, values, Target(
+                        index, arg, where, override), known)
             except (GeometryError, ArithmeticError, RecursionError) as err:
                 for phase in phases:
                     error(ctx, args[index], phase, rule, str(err))
@@ -172,3 +162,33 @@ class Planner:
                 copies.append(PlannedCopy(plan, phase, 0, rule, make, tool=tool, at=where,
                                           ctx=ctx))
         return copies
+
+    def _pointer_buffer(self, ctx: LaunchContext, rule: Rule, args: list[ArgValue],
+                        values: dict[str, Number], target: Target,
+                        known: KnownBuffers | None) -> Buffer:
+        """What the rule reads of the buffer behind one pointer. Raises GeometryError."""
+        func, event = ctx.func, ctx.event
+        ps = self.state.proc(ctx.proc.pid)
+        index, arg, where, override = target.index, target.arg, target.where, target.override
+        if arg is None:
+            raise GeometryError(
+                f"argument {index} has {len(args[index].raw)} bytes, so there "
+                f"is no pointer at byte {where}")
+        alloc = event.pointers.get((index, where))
+        if alloc is None and override_field(override) is None:
+            check_is_pointer(func, args[index])
+        address = arg.value
+        traced, next_start = False, None
+        if alloc is not None and isinstance(address, int):
+            traced, next_start = True, ps.starts.next_after(address, alloc)
+        if known is not None and override is None and traced:
+            # Without an override, what is read follows from the pointer, its
+            # allocation and where the next known buffer in it begins: a launch
+            # asked about again because some of its tensors moved plans only those.
+            key = (id(rule), index, where, address, alloc, next_start)
+            buffer = known.get(key)
+            if buffer is None:
+                buffer = read_of(func, rule, arg, alloc, None, values, next_start)
+                ps.keep_buffer(known, key, buffer)
+            return buffer
+        return read_of(func, rule, arg, alloc, override, values, next_start)

@@ -41,13 +41,18 @@ def repeat_keys(event: LaunchEvent) -> tuple[tuple[int, int], ...]:
     """Byte ranges of the launch's parameters (one after the other) a plan without
     overrides depends on: every pointer word it found. Scalars are not among them: without
     overrides no extent or type comes from a value, so an optimizer's step count or a
-    dropout seed may change from launch to launch."""
+    dropout seed may change from launch to launch. Every tensor map's 128 bytes are keys
+    too."""
     assert event.raw_args is not None
     starts = [0]
     for raw in event.raw_args:
         starts.append(starts[-1] + len(raw))
     keys = {(starts[i] + where, 8) for i, where in event.pointers
             if i < len(event.raw_args) and where + 8 <= len(event.raw_args[i])}
+    # A tensor map's bytes say its buffer: a map made anew (another address, another
+    # shape) is another plan.
+    keys |= {(starts[i] + where, p.TMAP_BYTES) for i, where in event.tensormaps
+             if i < len(event.raw_args) and where + p.TMAP_BYTES <= len(event.raw_args[i])}
     ordered = tuple(sorted(keys))
     return ordered if len(ordered) <= p.MAX_KEYS else ()
 
@@ -129,7 +134,8 @@ class Repeater:
         assert first.ctx is not None
         event = event_of(slot)
         ctx = LaunchContext(proc, func, replace(event, raw_args=first.ctx.event.raw_args,
-                                                pointers=first.ctx.event.pointers))
+                                                pointers=first.ctx.event.pointers,
+                                                tensormaps=first.ctx.event.tensormaps))
         copies = []
         for k, copy in enumerate(first.copies):
             # Made afresh: the first launch's own record holds its results.

@@ -58,6 +58,7 @@ struct fc_builtin {
     size_t offsets[FC_MAX_PARAMS];
     size_t args_size;
     fc_thread_fn thread; /* NULL: the kernel does nothing */
+    size_t aligns[FC_MAX_PARAMS]; /* 0: natural (size, capped at 8); a CUtensorMap: 64 */
 };
 
 FC_HIDDEN extern const size_t fc_builtin_count;

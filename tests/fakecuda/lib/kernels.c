@@ -41,6 +41,7 @@ enum {
     K_SUM24,
     K_SQUARE,
     K_TOOLS,
+    K_TMA_COPY,
     K_COUNT
 };
 
@@ -209,6 +210,38 @@ static void sum24(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
     sum_into_first(K_SUM24, 24, args, b, t, d);
 }
 
+/* tma_copy(float* out, CUtensorMap src) (src a __grid_constant__ parameter, at
+ * offset 64): out[i] = the i-th element of the tensor the map describes, in
+ * order, innermost dimension first, as a TMA load would read it. The map's
+ * words say where the tensor is (fakecuda.h's FC_TMAP_*); the kernel has no
+ * pointer to it otherwise. Elements are copied as bytes of their size. */
+static void tma_copy(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
+                     struct fc_dim3 d, struct fc_dim3 g)
+{
+    (void)g;
+    static const unsigned char sizes[16] = {1, 2, 4, 4, 8, 8, 2, 4, 8, 2, 4, 4, 4, 1, 1, 1};
+    const struct fc_builtin *k = self(K_TMA_COPY);
+    ARG(unsigned char *, args, k, 0, out);
+    uint64_t map[CU_TENSOR_MAP_NUM_QWORDS];
+    memcpy(map, args + k->offsets[1], sizeof map);
+    uint64_t tag = map[FC_TMAP_TAG];
+    if ((uint32_t)tag != FC_TMAP_MAGIC)
+        return;
+    unsigned esize = sizes[(tag >> 32) & 15], rank = (tag >> 40) & 0xff;
+    uint64_t total = 1;
+    for (unsigned r = 0; r < rank; r++)
+        total *= map[FC_TMAP_DIMS + r];
+    uint64_t i = gx(b, t, d);
+    if (i >= total)
+        return;
+    uint64_t rest = i / map[FC_TMAP_DIMS], at = i % map[FC_TMAP_DIMS] * esize;
+    for (unsigned r = 1; r < rank; r++) {
+        at += rest % map[FC_TMAP_DIMS + r] * map[FC_TMAP_STRIDES + r - 1];
+        rest /= map[FC_TMAP_DIMS + r];
+    }
+    memcpy(out + i * esize, (const unsigned char *)(uintptr_t)map[FC_TMAP_ADDRESS] + at, esize);
+}
+
 /* cudump_tools(struct tool_jobs): the kernel the shim loads as PTX
  * (shim/gpu/tools.cu), thread by thread the same way: each block works on its
  * job with a grid-stride loop per thread and adds what it found to the job's
@@ -325,7 +358,8 @@ FC_HIDDEN volatile uint32_t *fc_tools_hold(const struct fc_builtin *k, const uns
 }
 
 /* Sizes listed per parameter; offsets are filled in by natural alignment (a struct's
- * alignment is its size's, capped at 8). */
+ * alignment is its size's, capped at 8), or the alignment a parameter lists (a
+ * CUtensorMap's is 64, as the compiler lays one out). */
 static struct fc_builtin builtins[K_COUNT] = {
     [K_VECADD] = {"_Z6vecAddPKfS0_Pfi", "vecAdd", 4, {8, 8, 8, 4}, {0}, 0, vec_add},
     [K_SCALE] = {"scale", "scale", 3, {8, 4, 4}, {0}, 0, scale},
@@ -339,6 +373,8 @@ static struct fc_builtin builtins[K_COUNT] = {
     [K_SUM24] = {"_Z5sum24St5arrayIPfLm24EEi", "sum24", 2, {192, 4}, {0}, 0, sum24},
     [K_SQUARE] = {"_Z6squarePKfPfi", "square", 3, {8, 8, 4}, {0}, 0, square},
     [K_TOOLS] = {"cudump_tools", "cudump_tools", 1, {sizeof(struct tool_jobs)}, {0}, 0, tools},
+    [K_TMA_COPY] = {"_Z8tma_copyPf14CUtensorMap_st", "tma_copy", 2, {8, sizeof(CUtensorMap)},
+                    {0}, 0, tma_copy, {0, _Alignof(CUtensorMap)}},
 };
 
 FC_HIDDEN const size_t fc_builtin_count = K_COUNT;
@@ -350,7 +386,7 @@ __attribute__((constructor)) static void compute_layouts(void)
         struct fc_builtin *k = &builtins[i];
         size_t end = 0;
         for (unsigned int p = 0; p < k->nparams; p++) {
-            size_t align = k->sizes[p] > 8 ? 8 : k->sizes[p];
+            size_t align = k->aligns[p] ? k->aligns[p] : k->sizes[p] > 8 ? 8 : k->sizes[p];
             end = (end + align - 1) / align * align;
             k->offsets[p] = end;
             end += k->sizes[p];
