@@ -1,0 +1,312 @@
+"""Real workloads under cudump and the tools people use instead, in one table of ratios.
+
+Every mode of a workload is measured side by side in one run, interleaved, median of the
+repetitions:
+
+  resnet18   torchvision ResNet-18 inference, batch 8 (samples/torch_forward.py)
+  bert       a Hugging Face BERT-base encoder built from its config, batch 8 x 128 tokens
+  snapshots  samples/big_buffer: a kernel over a 256 MiB buffer, 4 launches back to back, a
+             rule taking it before and after each launch (`when: both`)
+
+The two models run bare (which also times the anchor: a forward hook on every module doing
+torch.isnan(out).any(), how NaN is looked for without a debugger), under cudump with no rules,
+--trace, --check-nan and --digest, and under a minimal CUPTI subscriber (bench/cupti_count.c).
+Each prints its own ms per forward (synchronize and perf_counter around the timed forwards).
+The snapshot rule runs at the default settings and with --staging 1G: per-launch time bare
+against cudump, the snapshots found on disk, the time a launch is held against two pinned
+device-to-host copies of the buffer timed in the same process, and against the file write
+rate of the run directory's file system.
+
+Goals: --trace <= 1.03x, --check-nan and --digest <= 1.5x, --check-nan below the isnan-hook
+anchor; snapshots: held <= 1.25x the two copies, end to end >= 80% of the lesser of the pinned
+copy's and the file write's rate (held <= 1.25x the time at that rate).
+
+usage: python3 bench/realworld.py [--quick] [--only resnet18,bert,snapshots] [--reps R]
+       (GPU: torch, torchvision, transformers, the built samples, cudump installed)
+Exits 1 when a run failed or printed what was not expected (its row says FAILED).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "gpu"))
+sys.path.insert(0, str(ROOT / "bench"))
+sys.path.append(str(ROOT))      # cudump's manifest reader, where cudump is not installed
+
+from gpurun import BUILD, sample, under_cudump  # noqa: E402
+from launch_overhead import build_cupti  # noqa: E402
+from realworld_run import Say, Settings, cudump_summary, first_line, sub_run  # noqa: E402
+from realworld_snapshots import (  # noqa: E402
+    SNAP_LAUNCHES,
+    SNAP_MIB,
+    SnapshotWorkload,
+    snapshot_base,
+)
+from realworld_table import (  # noqa: E402
+    WORKLOADS,
+    BenchError,
+    Goal,
+    Row,
+    cupti_launches,
+    markdown,
+    parse_only,
+    ratio_row,
+    read_values,
+)
+
+TORCH_MODES = ("bare", "cudump", "trace", "check-nan", "digest", "cupti")
+LABELS = {"bare": "bare", "cudump": "cudump (no rules)", "trace": "cudump --trace",
+          "check-nan": "cudump --check-nan", "digest": "cudump --digest",
+          "cupti": "CUPTI subscriber (no cudump)",
+          "anchor": "isnan hooks, checked per module (no cudump)",
+          "anchor-nosync": "isnan hooks, one check per forward (no cudump)"}
+GOALS = {"trace": Goal(1.03), "check-nan": Goal(1.5), "digest": Goal(1.5)}
+BELOW_ANCHOR = Goal(1.0, strict=True)
+TITLES = {"resnet18": "resnet18 b8", "bert": "bert-base b8x128"}
+NEEDS = {"resnet18": "torchvision", "bert": "transformers"}
+
+
+def check_mode(mode: str, out: Path, summary: dict, where: str, min_launches: int) -> str:
+    """That the mode did its work (a run that quietly did nothing would measure nothing);
+    a note of what it did."""
+    asked, repeated = summary.get("planned_launches", 0), summary.get("repeated_launches", 0)
+    if mode == "trace":
+        try:
+            with (out / "trace.jsonl").open() as f:
+                lines = sum(1 for _ in f)
+        except OSError as err:
+            raise BenchError(f"{where}: no trace.jsonl: {err}") from None
+        if lines < min_launches or summary.get("trace_dropped", 0):
+            raise BenchError(f"{where}: trace.jsonl has {lines} events, "
+                             f"{summary.get('trace_dropped', 0)} dropped")
+        return f"{lines} trace events"
+    if mode == "check-nan" and repeated == 0:
+        raise BenchError(f"{where}: no launch was scanned by a kept plan ({asked} asked about):"
+                         " are kernel names demangled (cxxfilt) where cudump runs?")
+    if mode == "digest" and summary.get("digests", 0) == 0:
+        raise BenchError(f"{where}: cudump made no digest ({asked} launches asked about)")
+    return (f"{summary['launches']} launches, {asked} asked about, {repeated} repeated by the "
+            f"shim, {summary.get('digests', 0)} digests, {summary.get('nan_producers', 0)} "
+            "NaN/Inf producers")
+
+
+@dataclass
+class TorchWorkload:
+    """One model: its modes run one after the other in each repetition."""
+
+    name: str
+    ms: dict[str, list[float]] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+    outputs: set[float] = field(default_factory=set)
+    notes: dict[str, str] = field(default_factory=dict)
+
+    def rep(self, rep: int, s: Settings, say: Say) -> None:
+        program = [*sample("torch_forward.py"), self.name, "--iters", str(s.iters),
+                   "--warmup", str(s.warmup)]
+        min_launches = s.iters + s.warmup
+        for mode in TORCH_MODES:
+            if mode == "cupti" and s.cupti is None:
+                continue
+            where = f"{self.name} {mode} (rep {rep + 1})"
+            out = s.scratch / f"{self.name}-{mode}-{rep}"
+            try:
+                values = self._one(mode, program, out, rep, s, where, min_launches)
+            except BenchError as err:
+                self.failed.setdefault(mode, first_line(err))
+                say(f"FAILED {err}")
+                if mode == "bare":
+                    return          # no ratio without it: the rest of this rep is skipped
+                continue
+            finally:
+                shutil.rmtree(out, ignore_errors=True)
+            for key, value in values.items():
+                self.ms.setdefault(key, []).append(value)
+            say(f"rep {rep + 1}/{s.reps} {self.name:9} {mode:10} {values[mode]:.3f} ms/forward")
+
+    def _one(self, mode: str, program: list[str], out: Path, rep: int, s: Settings,
+             where: str, min_launches: int) -> dict[str, float]:
+        keys = ["iter_ms", "output_absmean"]
+        if mode == "bare":
+            cmd = [*program, "--anchor", *(["--profile"] if rep == 0 else [])]
+            keys += ["anchor_ms", "anchor_nosync_ms", *(["launches_per_iter"] if rep == 0
+                                                        else [])]
+        elif mode == "cupti":
+            assert s.cupti is not None
+            cmd = ["env", f"LD_PRELOAD={s.cupti[1]}:{s.cupti[0]}", *program]
+        else:
+            extra = [f"--{mode}"] if mode in ("check-nan", "digest") else []
+            cmd = under_cudump(program, out, trace=mode == "trace", extra=extra)
+        done = sub_run(cmd, s.scratch, where, s.limit_s)
+        values = read_values(done.stdout, keys, where)
+        if mode == "cupti":
+            counted = cupti_launches(done.stderr, where)
+            if counted < min_launches:
+                raise BenchError(f"{where}: the CUPTI subscriber counted {counted} launches")
+            self.notes["cupti"] = f"the subscriber counted {counted} launches"
+        elif mode != "bare":
+            summary = cudump_summary(out, where, min_launches)
+            self.notes[mode] = check_mode(mode, out, summary, where, min_launches)
+        self.outputs.add(values["output_absmean"])
+        result = {mode: values["iter_ms"]}
+        if mode == "bare":
+            result["anchor"] = values["anchor_ms"]
+            result["anchor-nosync"] = values["anchor_nosync_ms"]
+            if "launches_per_iter" in values:
+                self.notes["bare"] = f"{values['launches_per_iter']:.0f} kernel launches a forward"
+        return result
+
+    def _failure(self, mode: str) -> str:
+        """Why a row comparing `mode` with the bare run lacks a figure (the anchors are timed
+        by the bare run)."""
+        if "bare" in self.failed:
+            return f"bare: {self.failed['bare']}"
+        return "" if mode.startswith("anchor") else self.failed.get(mode, "")
+
+    def rows(self) -> tuple[list[Row], list[str]]:
+        title = TITLES[self.name]
+        bare = self.ms.get("bare", [])
+        rows = []
+        for mode in ("cudump", "trace", "check-nan", "digest", "cupti", "anchor",
+                     "anchor-nosync"):
+            if mode == "cupti" and mode not in self.ms and mode not in self.failed:
+                continue
+            rows.append(ratio_row(title, LABELS[mode], bare, self.ms.get(mode, []),
+                                  GOALS.get(mode), self._failure(mode)))
+        rows.append(ratio_row(title, "cudump --check-nan vs the isnan hooks checked per module",
+                              self.ms.get("anchor", []), self.ms.get("check-nan", []),
+                              BELOW_ANCHOR, self._failure("check-nan")))
+        same = ("yes" if len(self.outputs) == 1
+                else f"NO: {sorted(self.outputs)}" if self.outputs else "-")
+        notes = [f"{title}, {LABELS.get(mode, mode)}: {note}"
+                 for mode, note in self.notes.items()]
+        notes.append(f"{title}: the same output in every run: {same}")
+        return rows, notes
+
+
+def device_name() -> str:
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version",
+                               "--format=csv,noheader"], capture_output=True, text=True,
+                              timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise SystemExit(f"realworld.py: nvidia-smi did not answer: {err}") from None
+    if done.returncode != 0 or not done.stdout.strip():
+        raise SystemExit(f"realworld.py: nvidia-smi failed: {done.stderr.strip()[:300]}")
+    return done.stdout.strip().splitlines()[0]
+
+
+def check_needs(workloads: tuple[str, ...]) -> None:
+    """Fails at once, before any time is spent, where a workload cannot run."""
+    for name in workloads:
+        if name in NEEDS:
+            for module in ("torch", NEEDS[name]):
+                if importlib.util.find_spec(module) is None:
+                    raise SystemExit(f"realworld.py: {name} needs {module}, which does not "
+                                     "import here (or leave it out with --only)")
+        elif not (BUILD / "big_buffer").is_file():
+            raise SystemExit("realworld.py: samples/build/big_buffer is not built "
+                             "(make -C samples)")
+
+
+def cupti_files(scratch: Path) -> tuple[Path, Path] | None:
+    """The subscriber and the libcupti it links, both preloaded by path: no LD_LIBRARY_PATH,
+    which could hand the models the toolkit's libraries instead of their own."""
+    built = build_cupti(scratch)
+    if built is None:
+        return None
+    libs = sorted(built[1].glob("libcupti.so*"), key=lambda p: len(p.name))
+    return (built[0], libs[0]) if libs else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="one repetition instead of 3")
+    parser.add_argument("--reps", type=int, help="repetitions (default 3, 1 with --quick)")
+    parser.add_argument("--only", help=f"comma-separated workloads: {','.join(WORKLOADS)}")
+    parser.add_argument("--iters", type=int, default=30, help="timed forwards (default 30)")
+    parser.add_argument("--warmup", type=int, default=10, help="forwards before (default 10)")
+    parser.add_argument("--limit", type=int, default=240,
+                        help="seconds a single run may take (default 240)")
+    parser.add_argument("--dir", type=Path, help="where the snapshot runs write (default: "
+                        "/dev/shm where it has room, else the temporary directory)")
+    args = parser.parse_args(argv)
+    try:
+        workloads = parse_only(args.only) if args.only is not None else WORKLOADS
+    except ValueError as err:
+        parser.error(str(err))
+    reps = args.reps if args.reps is not None else (1 if args.quick else 3)
+    if reps < 1 or args.iters < 1 or args.warmup < 0 or args.limit < 1:
+        parser.error("--reps, --iters and --limit must be positive, --warmup not negative")
+    check_needs(workloads)
+    # Ended by a signal (bench/run.sh's timeout), it still kills the run in progress and
+    # removes its directories.
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
+    device = device_name()
+    start = time.monotonic()
+
+    def say(text: str) -> None:
+        print(f"[{time.monotonic() - start:6.1f} s] {text}", flush=True)
+
+    torch_loads = {name: TorchWorkload(name) for name in workloads if name in NEEDS}
+    snapshots = SnapshotWorkload() if "snapshots" in workloads else None
+    with tempfile.TemporaryDirectory(prefix="cudump-realworld-") as tmp:
+        scratch = Path(tmp)
+        cupti = cupti_files(scratch) if torch_loads else None
+        if torch_loads and cupti is None:
+            say("note: no CUPTI subscriber could be built here: its rows are left out")
+        base = snapshot_base(args.dir) if snapshots else scratch
+        with tempfile.TemporaryDirectory(prefix="cudump-realworld-snap-", dir=base) as snap:
+            s = Settings(reps, args.iters, args.warmup, args.limit, scratch, Path(snap), cupti)
+            if snapshots:
+                say(f"snapshot runs write to {base}")
+            for rep in range(reps):
+                # Interleaved: drift of the machine falls on every mode alike.
+                for load in torch_loads.values():
+                    load.rep(rep, s, say)
+                if snapshots:
+                    snapshots.rep(rep, s, say)
+    rows: list[Row] = []
+    notes: list[str] = []
+    for load in [*torch_loads.values(), *([snapshots] if snapshots else [])]:
+        more, more_notes = load.rows()
+        rows += more
+        notes += more_notes
+    if torch_loads and cupti is None:
+        notes.append("CUPTI subscriber: not built here (no CUPTI in the toolkit): its rows are "
+                     "left out")
+    print()
+    print(f"device: {device}")
+    print(f"real workloads, median of {reps} interleaved repetitions.")
+    if torch_loads:
+        print(f"Models: ms per forward, {args.iters} timed after {args.warmup} of warm-up; a "
+              "row marked (no cudump) has the other tool's time in the cudump column.")
+    if snapshots:
+        print(f"Snapshots: ms per launch, launches 2..{SNAP_LAUNCHES} of {SNAP_LAUNCHES} over "
+              f"{SNAP_MIB} MiB; held = cudump - bare per launch, against two pinned D2H copies "
+              f"timed in the same process, and against the time 2x{SNAP_MIB} MiB take at the "
+              "lesser of the pinned D2H and file write rates (those in the bare column).")
+    print()
+    print(markdown(rows))
+    print()
+    for note in notes:
+        print(f"- {note}")
+    failed = [row for row in rows if row.failed]
+    for row in failed:
+        print(f"FAILED: {row.workload} / {row.mode}: {row.failed}")
+    print(f"took {time.monotonic() - start:.0f} s")
+    return 1 if failed or any("NO:" in note for note in notes) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+"""The pure part of bench/realworld.py: reading what the programs print, the goals, the derived
+snapshot figures and the markdown table. No GPU, no subprocess: tests/test_bench_realworld.py
+checks it on the CPU.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+WORKLOADS = ("resnet18", "bert", "snapshots")
+MIB = 1 << 20
+
+
+class BenchError(Exception):
+    """A sub-run that failed or printed what the benchmark did not expect."""
+
+
+def parse_only(text: str) -> tuple[str, ...]:
+    """`--only resnet18,snapshots`: the workloads named, in the benchmark's order."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in WORKLOADS]
+    if unknown or not names:
+        raise ValueError(f"unknown workload '{unknown[0] if unknown else text}': "
+                         f"choose from {', '.join(WORKLOADS)}")
+    return tuple(w for w in WORKLOADS if w in names)
+
+
+def read_values(text: str, keys: Sequence[str], where: str) -> dict[str, float]:
+    """The `KEY NUMBER` lines of a program's output, each key exactly once, each number finite
+    and not negative; BenchError naming what is missing or wrong otherwise."""
+    values: dict[str, float] = {}
+    for key in keys:
+        found = re.findall(rf"^{re.escape(key)} (\S+)$", text, re.MULTILINE)
+        if len(found) != 1:
+            raise BenchError(f"{where}: expected one `{key} N` line, found {len(found)} in:\n"
+                             f"{text[-1500:]}")
+        try:
+            value = float(found[0])
+        except ValueError:
+            raise BenchError(f"{where}: `{key}` is not a number: {found[0]!r}") from None
+        if not math.isfinite(value) or value < 0:
+            raise BenchError(f"{where}: `{key}` is {found[0]}")
+        values[key] = value
+    return values
+
+
+def launch_times(text: str, launches: int, where: str) -> list[float]:
+    """samples/big_buffer's `launch K ms T` times of launches 2..K (the first warms up),
+    checking that every launch 1..`launches` printed its line, once and in order."""
+    found = re.findall(r"^launch (\d+) ms ([\d.]+)$", text, re.MULTILINE)
+    numbers = [int(k) for k, _ in found]
+    if numbers != list(range(1, launches + 1)):
+        raise BenchError(f"{where}: expected `launch K ms T` for K = 1..{launches}, got "
+                         f"{numbers} in:\n{text[-1500:]}")
+    return [float(ms) for k, ms in found if int(k) > 1]
+
+
+def cupti_launches(stderr: str, where: str) -> int:
+    """The count bench/cupti_count.c prints at exit: proof that the subscriber was loaded."""
+    found = re.findall(r"^cupti_count: (\d+) launches$", stderr, re.MULTILINE)
+    if len(found) != 1:
+        raise BenchError(f"{where}: the CUPTI subscriber printed no count (not loaded?):\n"
+                         f"{stderr[-1500:]}")
+    return int(found[0])
+
+
+@dataclass(frozen=True)
+class Goal:
+    """The ratio a row must stay under: at most `limit`, or below it when `strict`."""
+
+    limit: float
+    strict: bool = False
+
+    @property
+    def text(self) -> str:
+        return f"{'<' if self.strict else '<='} {self.limit:.2f}x"
+
+    def met(self, ratio: float) -> bool:
+        return ratio < self.limit if self.strict else ratio <= self.limit
+
+
+@dataclass
+class Row:
+    """One line of the table. `tool_ms` is what the mode took (cudump's, or the other tool's
+    where the mode says so); `met` is None where the row has no goal."""
+
+    workload: str
+    mode: str
+    bare_ms: float | None
+    tool_ms: float | None
+    goal: str = "-"
+    met: bool | None = None
+    failed: str = ""                   # why the row has no figure
+
+    @property
+    def ratio(self) -> float | None:
+        if self.bare_ms is None or self.tool_ms is None or self.bare_ms <= 0:
+            return None
+        return self.tool_ms / self.bare_ms
+
+    def cells(self) -> list[str]:
+        ratio = self.ratio
+        met = "-" if self.met is None else ("yes" if self.met else "**NO**")
+        if self.failed:
+            met = "**FAILED**"
+        return [self.workload, self.mode, ms_text(self.bare_ms), ms_text(self.tool_ms),
+                "-" if ratio is None else f"{ratio:.3f}x", self.goal, met]
+
+
+def ms_text(ms: float | None) -> str:
+    return "-" if ms is None else f"{ms:.3f}"
+
+
+def median(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def ratio_row(workload: str, mode: str, bare: Sequence[float], tool: Sequence[float],
+              goal: Goal | None = None, failed: str = "") -> Row:
+    """A row of medians; the goal judged on the ratio of the medians."""
+    row = Row(workload, mode, median(bare), median(tool), failed=failed)
+    if goal is not None:
+        row.goal = goal.text
+        ratio = row.ratio
+        row.met = None if ratio is None else goal.met(ratio)
+    if (row.bare_ms is None or row.tool_ms is None) and not row.failed:
+        row.failed = "no figure"
+    return row
+
+
+HEADER = ["workload", "mode", "bare ms", "cudump ms", "ratio", "goal", "met"]
+
+
+def markdown(rows: Sequence[Row]) -> str:
+    """The table, columns padded so that it also reads as plain text."""
+    lines = [HEADER, *[row.cells() for row in rows]]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(HEADER))]
+    right = {2, 3, 4}
+
+    def fmt(cells: list[str]) -> str:
+        return "| " + " | ".join(c.rjust(w) if i in right else c.ljust(w)
+                                 for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+                                 ) + " |"
+
+    rule = ["-" * (w - 1) + ":" if i in right else "-" * w for i, w in enumerate(widths)]
+    return "\n".join([fmt(HEADER), fmt(rule), *[fmt(cells) for cells in lines[1:]]])
+
+
+@dataclass
+class SnapshotSetting:
+    """One cudump setting of the snapshot workload, over the repetitions."""
+
+    launch_ms: list[float] = field(default_factory=list)   # median per run, launches 2..K
+    held_ms: list[float] = field(default_factory=list)     # minus the same rep's bare run
+    d2h_ms: list[float] = field(default_factory=list)      # one pinned copy, same process
+    landed: list[int] = field(default_factory=list)        # snapshots on disk per run
+    failed: str = ""
+
+
+SNAPSHOT_GOAL = Goal(1.25)             # held <= 1.25x two copies; >= 80% of the lesser rate
+
+
+def snapshot_rows(label: str, mib: int, launches: int, bare_ms: Sequence[float],
+                  settings: dict[str, SnapshotSetting], write_gbs: Sequence[float]
+                  ) -> tuple[list[Row], list[str]]:
+    """Per setting: per-launch time bare against cudump (goal: every snapshot on disk); the
+    time a launch is held (cudump minus bare) against two pinned device-to-host copies of the
+    buffer measured in the same process; and the same held time against the time the 2 x
+    `mib` MiB take at the lesser of the pinned copy's and the file write's rate (<= 1.25x is
+    >= 80% of that rate). Also notes with the rates."""
+    rows: list[Row] = []
+    notes: list[str] = []
+    want = 2 * launches
+    nbytes = mib * MIB
+    write = median(write_gbs)
+    for name, s in settings.items():
+        per = ratio_row(label, f"{name}: per launch, back to back", bare_ms, s.launch_ms,
+                        failed=s.failed)
+        per.goal = f"{want}/{want} on disk"
+        if s.landed:
+            per.met = min(s.landed) == want
+            if not per.met:
+                per.goal += f" (got {min(s.landed)})"
+        rows.append(per)
+        copies = [2 * ms for ms in s.d2h_ms]
+        rows.append(ratio_row(label, f"{name}: held vs two pinned D2H copies", copies,
+                              s.held_ms, SNAPSHOT_GOAL, failed=s.failed))
+        d2h = median(s.d2h_ms)
+        if d2h is None or write is None or not d2h > 0:
+            rows.append(ratio_row(label, f"{name}: held vs 2x{mib} MiB at the lesser rate",
+                                  [], s.held_ms, SNAPSHOT_GOAL, failed=s.failed or "no rate"))
+            continue
+        d2h_gbs = nbytes / (d2h / 1e3) / 1e9
+        lesser = min(d2h_gbs, write)
+        ideal_ms = 2 * nbytes / (lesser * 1e9) * 1e3
+        rows.append(ratio_row(label, f"{name}: held vs 2x{mib} MiB at the lesser rate",
+                              [ideal_ms], s.held_ms, SNAPSHOT_GOAL, failed=s.failed))
+        held = median(s.held_ms)
+        rate = "-"
+        if held is not None and held > 0:
+            gbs = 2 * nbytes / (held / 1e3) / 1e9
+            rate = f"{gbs:.2f} GB/s ({gbs / lesser:.0%} of the lesser)"
+        notes.append(f"{label}, {name}: pinned D2H {d2h_gbs:.1f} GB/s, file write "
+                     f"{write:.2f} GB/s, snapshots end to end {rate}")
+    return rows, notes

@@ -1,0 +1,157 @@
+"""Inference forward passes of a real model, timed, for the real-workload benchmark
+(bench/realworld.py): torchvision's ResNet-18 (batch 8, 3x224x224) or a Hugging Face BERT-base
+encoder built from its config (batch 8, 128 tokens). Random weights: nothing is downloaded.
+
+usage: python3 torch_forward.py resnet18|bert [--iters 30] [--warmup 10] [--anchor] [--profile]
+Prints `iter_ms T`: milliseconds per forward, torch.cuda.synchronize and perf_counter around
+--iters forwards after --warmup; and `output_absmean A`, the mean absolute value of the last
+output (the same whatever runs the program).
+--anchor then times the same forwards with a forward hook on every module that looks for NaN
+in its floating-point outputs with torch.isnan(out).any(), the way it is done without a
+debugger: `anchor_ms T` where each hook checks at once (`if torch.isnan(out).any(): raise`,
+so every hook waits for the GPU), and `anchor_nosync_ms T` where the hooks keep their flags
+and they are checked once per forward.
+--profile prints `launches_per_iter N` (torch.profiler's count of CUDA kernels, one forward).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch import nn
+
+BATCH = 8
+
+
+def build(name: str) -> tuple[nn.Module, Callable[[], torch.Tensor]]:
+    """The model, on the GPU in eval mode, and one forward of it on a fixed input."""
+    if name == "resnet18":
+        import torchvision
+
+        torch.backends.cudnn.benchmark = False
+        torch.backends.cudnn.deterministic = True
+        model = torchvision.models.resnet18(num_classes=1000).cuda().eval()
+        x = torch.randn(BATCH, 3, 224, 224, generator=torch.Generator().manual_seed(1)).cuda()
+        return model, lambda: model(x)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")     # built from its config: nothing to fetch
+    from transformers import BertConfig, BertModel
+
+    config = BertConfig()   # BERT-base: 12 layers, hidden 768, 12 heads
+    bert = BertModel(config).cuda().eval()
+    ids = torch.randint(0, config.vocab_size, (BATCH, 128),
+                        generator=torch.Generator().manual_seed(1)).cuda()
+    return bert, lambda: bert(input_ids=ids).last_hidden_state
+
+
+def timed(forward: Callable[[], Any], iters: int, after: Callable[[], None] | None = None
+          ) -> float:
+    """Milliseconds per forward over `iters` forwards (`after` runs after each)."""
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(iters):
+        forward()
+        if after is not None:
+            after()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / iters * 1e3
+
+
+def float_tensors(value: Any) -> Iterator[torch.Tensor]:
+    """The floating-point tensors of a module's output: a tensor, or tuples, lists and dicts
+    of them (a Hugging Face ModelOutput is a dict)."""
+    if isinstance(value, torch.Tensor):
+        if value.is_floating_point():
+            yield value
+    elif isinstance(value, tuple | list):
+        for item in value:
+            yield from float_tensors(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from float_tensors(item)
+
+
+def checked_hook(module: nn.Module, inputs: Any, output: Any) -> None:
+    for tensor in float_tensors(output):
+        if torch.isnan(tensor).any():
+            raise RuntimeError(f"NaN in the output of {type(module).__name__}")
+
+
+class Flags:
+    """Hooks that keep each output's NaN flag on the GPU; checked once per forward."""
+
+    def __init__(self) -> None:
+        self.flags: list[torch.Tensor] = []
+
+    def hook(self, module: nn.Module, inputs: Any, output: Any) -> None:
+        self.flags.extend(torch.isnan(tensor).any() for tensor in float_tensors(output))
+
+    def check(self) -> None:
+        found = bool(torch.stack(self.flags).any()) if self.flags else False
+        self.flags.clear()
+        if found:
+            raise RuntimeError("NaN in a module's output")
+
+
+def hooked_ms(model: nn.Module, forward: Callable[[], Any], hook: Callable[..., None],
+              iters: int, warmup: int, after: Callable[[], None] | None = None) -> float:
+    handles = [m.register_forward_hook(hook) for m in model.modules()]
+    try:
+        for _ in range(warmup):
+            forward()
+            if after is not None:
+                after()
+        return timed(forward, iters, after)
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def launches_per_forward(forward: Callable[[], Any]) -> int:
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        forward()
+        torch.cuda.synchronize()
+    return sum(1 for e in prof.events() if e.device_type.name == "CUDA")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model", choices=("resnet18", "bert"))
+    parser.add_argument("--iters", type=int, default=30)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--anchor", action="store_true")
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    if args.iters <= 0 or args.warmup < 0:
+        parser.error("--iters must be positive and --warmup not negative")
+    torch.manual_seed(0)
+    model, run = build(args.model)
+    with torch.no_grad():
+        out = run()
+        for _ in range(args.warmup):
+            out = run()
+        ms = timed(run, args.iters)
+        out = run()
+        torch.cuda.synchronize()
+        print(f"iter_ms {ms:.4f}")
+        print(f"output_absmean {float(out.double().abs().mean()):.4g}")
+        if args.anchor:
+            warm = max(1, args.warmup // 3)
+            print(f"anchor_ms {hooked_ms(model, run, checked_hook, args.iters, warm):.4f}")
+            flags = Flags()
+            print(f"anchor_nosync_ms "
+                  f"{hooked_ms(model, run, flags.hook, args.iters, warm, flags.check):.4f}")
+        if args.profile:
+            print(f"launches_per_iter {launches_per_forward(run)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

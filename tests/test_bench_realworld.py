@@ -1,0 +1,134 @@
+"""The pure part of the real-workload benchmark (bench/realworld_table.py): reading what the
+programs print, the goals, the snapshot figures and the table. The GPU runs themselves are
+bench/realworld.py's, on a GPU machine."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+from realworld_table import (  # noqa: E402
+    BenchError,
+    Goal,
+    Row,
+    SnapshotSetting,
+    cupti_launches,
+    launch_times,
+    markdown,
+    parse_only,
+    ratio_row,
+    read_values,
+    snapshot_rows,
+)
+
+
+def test_only_keeps_the_benchmark_order_and_refuses_unknown_names():
+    assert parse_only("snapshots, resnet18") == ("resnet18", "snapshots")
+    assert parse_only("bert") == ("bert",)
+    with pytest.raises(ValueError, match="unknown workload 'gpt2': choose from resnet18, "
+                                         "bert, snapshots"):
+        parse_only("bert,gpt2")
+    with pytest.raises(ValueError, match="unknown workload"):
+        parse_only(" , ")
+
+
+def test_values_are_read_once_each():
+    out = "loading\niter_ms 2.5000\noutput_absmean 0.8123\nanchor_ms 7\n"
+    assert read_values(out, ["iter_ms", "anchor_ms"], "w") == {"iter_ms": 2.5, "anchor_ms": 7.0}
+
+
+@pytest.mark.parametrize("out, message", [
+    ("output_absmean 1\n", "expected one `iter_ms N` line, found 0"),
+    ("iter_ms 1\niter_ms 2\n", "found 2"),
+    ("iter_ms fast\n", "`iter_ms` is not a number: 'fast'"),
+    ("iter_ms nan\n", "`iter_ms` is nan"),
+    ("iter_ms -1\n", "`iter_ms` is -1"),
+    ("my_iter_ms 1\niter_ms_x 2\n", "found 0"),
+])
+def test_unexpected_output_is_an_error_naming_the_run(out, message):
+    with pytest.raises(BenchError, match=message) as err:
+        read_values(out, ["iter_ms"], "resnet18 trace (rep 2)")
+    assert str(err.value).startswith("resnet18 trace (rep 2): ")
+
+
+def test_launch_times_leave_out_the_first_and_want_every_launch():
+    out = "launch 1 ms 9.5\nlaunch 2 ms 0.2\nlaunch 3 ms 0.3\nd2h_ms 4.8\n"
+    assert launch_times(out, 3, "w") == [0.2, 0.3]
+    with pytest.raises(BenchError, match=r"K = 1..4, got \[1, 2, 3\]"):
+        launch_times(out, 4, "w")
+    with pytest.raises(BenchError, match=r"got \[1, 3\]"):
+        launch_times("launch 1 ms 1\nlaunch 3 ms 1\n", 2, "w")
+
+
+def test_cupti_count_proves_the_subscriber_ran():
+    assert cupti_launches("warning\ncupti_count: 2460 launches\n", "w") == 2460
+    with pytest.raises(BenchError, match="printed no count"):
+        cupti_launches("Segmentation fault\n", "w")
+
+
+def test_goals():
+    assert Goal(1.03).text == "<= 1.03x" and Goal(1.03).met(1.03) and not Goal(1.03).met(1.04)
+    below = Goal(1.0, strict=True)
+    assert below.text == "< 1.00x" and below.met(0.99) and not below.met(1.0)
+
+
+def test_ratio_row_takes_medians_and_judges_their_ratio():
+    row = ratio_row("resnet18", "cudump --trace", [2.0, 9.0, 2.2], [2.1, 2.2, 2.3], Goal(1.03))
+    assert (row.bare_ms, row.tool_ms, row.goal, row.met) == (2.2, 2.2, "<= 1.03x", True)
+    assert row.ratio == pytest.approx(1.0)
+    slow = ratio_row("bert", "cudump --digest", [4.0], [6.4], Goal(1.5))
+    assert slow.met is False and slow.cells()[4:] == ["1.600x", "<= 1.50x", "**NO**"]
+    plain = ratio_row("bert", "cudump (no rules)", [4.0], [4.1])
+    assert plain.met is None and plain.cells()[5:] == ["-", "-"]
+    missing = ratio_row("bert", "cudump --check-nan", [4.0], [], Goal(1.5))
+    assert missing.failed == "no figure" and missing.met is None
+    assert missing.cells()[3:] == ["-", "-", "<= 1.50x", "**FAILED**"]
+    failed = ratio_row("bert", "cupti", [4.0], [4.2], failed="exit status 1")
+    assert failed.cells()[-1] == "**FAILED**" and failed.cells()[4] == "1.050x"
+
+
+def test_markdown_table():
+    rows = [Row("resnet18 b8", "cudump --trace", 2.0, 2.04, "<= 1.03x", True),
+            Row("snapshots", "default: per launch, back to back", 0.2, 151.25, "8/8 on disk",
+                False)]
+    lines = markdown(rows).splitlines()
+    assert len(lines) == 4
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
+    assert cells[0] == ["workload", "mode", "bare ms", "cudump ms", "ratio", "goal", "met"]
+    assert all(set(c) <= {"-", ":"} for c in cells[1])
+    assert [c.endswith(":") for c in cells[1]] == [False, False, True, True, True, False, False]
+    assert cells[2] == ["resnet18 b8", "cudump --trace", "2.000", "2.040", "1.020x",
+                        "<= 1.03x", "yes"]
+    assert cells[3][2:] == ["0.200", "151.250", "756.250x", "8/8 on disk", "**NO**"]
+    assert len({len(line) for line in lines}) == 1        # padded: it reads as plain text
+
+
+def test_snapshot_rows():
+    setting = SnapshotSetting(launch_ms=[120.2, 130.2], held_ms=[120.0, 130.0],
+                              d2h_ms=[5.0, 5.0], landed=[8, 8])
+    short = SnapshotSetting(launch_ms=[100.2], held_ms=[100.0], d2h_ms=[5.0], landed=[6])
+    rows, notes = snapshot_rows("snapshots", 256, 4, [0.2, 0.2],
+                                {"default": setting, "--staging 1G": short}, [2.0])
+    per, copies, rate, per_short = rows[0], rows[1], rows[2], rows[3]
+    assert (per.bare_ms, per.goal, per.met) == (0.2, "8/8 on disk", True)
+    assert per.tool_ms == pytest.approx(125.2)
+    assert per_short.met is False and per_short.goal == "8/8 on disk (got 6)"
+    assert (copies.bare_ms, copies.tool_ms, copies.met) == (10.0, 125.0, False)
+    # Pinned D2H of 256 MiB in 5 ms is 53.7 GB/s, the file write 2 GB/s: 512 MiB take
+    # 268.4 ms at the lesser rate, and 125 ms held is within 1.25x of it.
+    assert rate.bare_ms == pytest.approx(2 * 256 * 2**20 / 2e9 * 1e3)
+    assert rate.met is True and rate.goal == "<= 1.25x"
+    assert notes[0] == ("snapshots, default: pinned D2H 53.7 GB/s, file write 2.00 GB/s, "
+                        "snapshots end to end 4.29 GB/s (215% of the lesser)")
+    assert len(rows) == 6 and len(notes) == 2
+
+
+def test_snapshot_rows_of_a_failed_setting():
+    failed = SnapshotSetting(failed="snapshots default (rep 1): exit status 1")
+    rows, notes = snapshot_rows("snapshots", 256, 4, [0.2], {"default": failed}, [2.0])
+    assert [r.failed for r in rows] == [failed.failed] * 3
+    assert all(r.cells()[-1] == "**FAILED**" for r in rows) and notes == []
