@@ -86,18 +86,19 @@ static const unsigned char *param_bytes(const struct launch_info *li, int i)
 
 static const unsigned char zeros[8];
 
-/* The tensor maps in parameter i: every 128-byte window of it that starts at a
- * 64-byte-aligned place of the parameter block (where a CUtensorMap, aligned
- * at 64, lies, alone or inside a struct such as CUTLASS's Params) and holds
- * the bytes of a map the process made. Appended to tmaps[*n...]. */
+/* The tensor maps in parameter i: every 128-byte window of it that holds the
+ * bytes of a map the process made, alone or inside a struct such as CUTLASS's
+ * Params. A CUtensorMap lies at a multiple of 64 in the real parameter block,
+ * but the offsets the driver reports need not start at a multiple of 64 (an
+ * H100 gave 112 for a kernel's first parameter), so every 8-byte step is
+ * tried. Appended to tmaps[*n...]. */
 static void find_tensormaps(const struct func_entry *e, int i, const unsigned char *p,
                             struct proto_tensormap *tmaps, uint32_t *n)
 {
     uint32_t size = e->param_size[i];
-    uint32_t first = (PROTO_TMAP_ALIGN - e->param_offset[i] % PROTO_TMAP_ALIGN) % PROTO_TMAP_ALIGN;
-    for (uint32_t off = first; size >= PROTO_TMAP_BYTES && off <= size - PROTO_TMAP_BYTES &&
-                               *n < PROTO_MAX_TMAPS;
-         off += PROTO_TMAP_ALIGN) {
+    for (uint32_t off = 0; size >= PROTO_TMAP_BYTES && off <= size - PROTO_TMAP_BYTES &&
+                           *n < PROTO_MAX_TMAPS;
+         off += PROTO_TMAP_STEP) {
         struct tmap_info m;
         if (!tensormap_find(p + off, &m))
             continue;
@@ -111,7 +112,7 @@ static void find_tensormaps(const struct func_entry *e, int i, const unsigned ch
             .kind = in ? (uint32_t)a.kind : 0};
         memcpy(t->dims, m.dims, sizeof t->dims);
         memcpy(t->strides, m.strides, sizeof t->strides);
-        off += PROTO_TMAP_BYTES - PROTO_TMAP_ALIGN; /* maps do not overlap */
+        off += PROTO_TMAP_BYTES - PROTO_TMAP_STEP; /* maps do not overlap */
     }
 }
 

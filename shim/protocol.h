@@ -72,7 +72,7 @@ enum {
     PROTO_COUNTS_ALIGN = 4096,     /* proto_counts starts at a multiple of this */
     PROTO_MAX_TMAPS = 64,          /* tensor maps one MSG_BEGIN describes */
     PROTO_TMAP_BYTES = 128,        /* bytes of a CUtensorMap */
-    PROTO_TMAP_ALIGN = 64,         /* where in a parameter block one may lie */
+    PROTO_TMAP_STEP = 8,           /* the parameter bytes are searched for maps every this many */
     PROTO_TMAP_RANK = 5,           /* dimensions a tensor map has at most */
 };
 
@@ -426,7 +426,7 @@ struct proto_pointer {
 };
 
 /* A TMA tensor map (CUtensorMap) found in a launch's parameters: 128 bytes at
- * a 64-byte-aligned place of the parameter block that equal a map the shim saw
+ * any 8-byte step of a parameter that equal a map the shim saw
  * made (cuTensorMapEncode*, cuTensorMapReplaceAddress). The kernel reaches
  * memory through it, not through a pointer word: what it says is the buffer's
  * exact extent. `arg` and `offset` name where its 128 bytes begin. */

@@ -33,10 +33,22 @@ struct tmap_entry {
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tmap_entry table[TMAP_SLOTS];
+/* A bit per hash of a map's first 8 bytes (for a tiled map, its address), set
+ * once a map with them is remembered: a launch's parameters are searched for
+ * maps every 8 bytes, and most windows are turned away here, without the lock
+ * or the hash of 128 bytes. Bits are never cleared: a stale one costs a lookup. */
+static _Atomic uint64_t first_words[64];
 static unsigned long long stamps;
 static _Atomic bool any;
 
 /* A 64-bit hash of the 128 bytes, word by word (never 0: 0 marks an empty slot). */
+static unsigned first_word_bit(const unsigned char *bytes)
+{
+    uint64_t w;
+    memcpy(&w, bytes, sizeof w);
+    return (unsigned)((w * 0x9E3779B97F4A7C15ull) >> 52); /* 12 bits: 4096 of them */
+}
+
 static uint64_t hash_of(const unsigned char *bytes)
 {
     uint64_t h = 0x9E3779B97F4A7C15ull;
@@ -75,11 +87,16 @@ void tensormap_remember(const CUtensorMap *map, const struct tmap_info *info)
     memcpy(slot->bytes, bytes, sizeof bytes);
     slot->info = *info;
     pthread_mutex_unlock(&lock);
+    unsigned bit = first_word_bit(bytes);
+    atomic_fetch_or_explicit(&first_words[bit / 64], 1ull << (bit % 64), memory_order_release);
     atomic_store_explicit(&any, true, memory_order_release);
 }
 
 bool tensormap_find(const unsigned char *bytes, struct tmap_info *out)
 {
+    unsigned bit = first_word_bit(bytes);
+    if (!(atomic_load_explicit(&first_words[bit / 64], memory_order_acquire) & (1ull << (bit % 64))))
+        return false;
     uint64_t h = hash_of(bytes);
     bool found = false;
     pthread_mutex_lock(&lock);

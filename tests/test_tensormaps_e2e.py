@@ -58,6 +58,19 @@ def test_args_pointers_snapshots_the_tensor_a_map_describes(fake, cudump_run, tm
                           expected(1000.0))
 
 
+def test_maps_are_found_whatever_offset_the_driver_reports(fake, cudump_run, tmp_path):
+    """A real driver may report parameter offsets that do not start at a multiple of 64 (an
+    H100 gave 112 for a kernel's first parameter): the map is found all the same."""
+    ran = cudump_run([str(fake.programs["tensormaps"]), "2", "0", "2", "tiled"], "--rule",
+                     str(rules(tmp_path)), env_extra={"FAKECUDA_PARAM_BASE": "112"})
+    assert ran.returncode == 0, ran.stderr
+    records = [r for r in manifest(ran.run_dir) if r["arg"] == 1]
+    assert [(r["launch"], r["phase"], r["extent"]) for r in records] == [
+        (1, "before", "tensor-map"), (1, "after", "tensor-map"),
+        (2, "before", "tensor-map"), (2, "after", "tensor-map")]
+    assert np.array_equal(np.load(ran.run_dir / records[0]["file"]), expected(0.0))
+
+
 def test_a_rule_naming_the_map_argument_takes_its_tensor(fake, cudump_run, tmp_path):
     ran = cudump_run([str(fake.programs["tensormaps"]), "1"], "--rule",
                      str(rules(tmp_path, "[1]")))

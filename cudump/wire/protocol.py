@@ -41,7 +41,7 @@ COUNTS_ALIGN = 4096        # the launch counts start at a multiple of this
 NO_LIMIT = (1 << 64) - 1   # proto_selector.count of a rule without `count`
 MAX_TMAPS = 64             # tensor maps one Kind.BEGIN describes
 TMAP_BYTES = 128           # bytes of a CUtensorMap
-TMAP_ALIGN = 64            # where in a parameter block one may lie
+TMAP_STEP = 8              # the parameter bytes are searched for maps every this many
 TMAP_RANK = 5              # dimensions a tensor map has at most
 
 

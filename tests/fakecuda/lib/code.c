@@ -235,8 +235,12 @@ static CUresult param_info(const struct fc_builtin *k, size_t index, size_t *off
         return CUDA_ERROR_INVALID_HANDLE;
     if (index >= k->nparams)
         return CUDA_ERROR_INVALID_VALUE;
-    if (offset)
-        *offset = k->offsets[index];
+    if (offset) {
+        /* FAKECUDA_PARAM_BASE=N reports every offset N bytes further on, as a real
+         * driver may (an H100 gave 112 for a kernel's first parameter). */
+        const char *base = getenv("FAKECUDA_PARAM_BASE");
+        *offset = k->offsets[index] + (base ? strtoul(base, NULL, 10) : 0);
+    }
     if (size)
         *size = k->sizes[index];
     return CUDA_SUCCESS;
