@@ -17,9 +17,14 @@ import zedref
 from cli_run import Cudump
 from records import manifest, summary
 
+from cudump.analysis.bisect.confirm import confirm_command, whole_buffers
+from cudump.analysis.bisect.sides import Side
 from cudump.analysis.transplant.donor import parse_spec
 from cudump.errors import UsageError
+from cudump.policy.rules import Rule, load_rules
 from cudump.rundir.injections import InjectionFormatError, InjectionRecord
+from cudump.rundir.manifest import SnapshotRecord
+from cudump.rundir.runs import Run
 
 BAD = {"DIVERGE_AT": "3"}
 ROUNDS = "4"
@@ -293,3 +298,25 @@ def test_injection_records_are_checked_when_read() -> None:
                 {**record.to_json(), "extra": 1}, {"source": "a"}):
         with pytest.raises(InjectionFormatError):
             InjectionRecord.from_json(bad)
+
+
+def test_bisect_suggests_only_what_is_true_and_short(tmp_path: Path) -> None:
+    def rules(text: str) -> list[Rule]:
+        path = tmp_path / "r.yaml"
+        path.write_text(f"rules:\n  - kernel: k\n{text}")
+        return load_rules([path])
+
+    assert whole_buffers([]) and whole_buffers(rules("    overrides:\n      0: {dtype: uint8}\n"))
+    assert not whole_buffers(rules("    overrides:\n      0: {count: 4}\n"))
+    assert not whole_buffers(rules("    overrides:\n      0: {width: 4, height: 2}\n"))
+    snap = tmp_path / "a-snap"
+    snap.mkdir()
+    records = [SnapshotRecord("k(float*)", "_Z1kPf", 7, 1, pid, [1, 1, 1], [1, 1, 1], "0x0", 0,
+                              "float*", "before", "0x10", "float32", [4], f"{pid}.npy", rank=rank)
+               for pid, rank in ((100, 0), (200, 1))]
+    (snap / "manifest.jsonl").write_text("".join(r.to_json() + "\n" for r in records))
+    run = Run.open(snap)
+    b = Side("B", ("./app", "x"), (("SEED", "2 3"),))
+    assert confirm_command(b, run, records[1]) == \
+        f"SEED='2 3' cudump --inject {snap}:1:7 -- ./app x"
+    assert confirm_command(Side("B", ("./app", "y" * 300)), run, records[0]) is None
