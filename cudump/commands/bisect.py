@@ -35,6 +35,11 @@ inputs already differed is a consequence. With --baseline-runs N, buffers that d
 between A's identical runs are nondeterministic and never the divergence; when nothing
 else differs, bisect says "no divergence beyond nondeterminism" (exit status 0).
 
+Where the work directory is kept (--out, --keep) and the rules take whole buffers, the last
+line suggests the confirmation: B run again with A's inputs at that launch
+(cudump --inject a-snap:LAUNCH), whose outputs become A's if the difference came in through
+the launch's inputs, and still differ if the launch itself makes it.
+
 Exit status: 0 no divergence, 1 divergence found (and shown), 2 trouble (one line on
 stderr: bad arguments, a side cudump could not run), 3 the snapshot re-runs did not
 reproduce the divergence (the program is not deterministic).

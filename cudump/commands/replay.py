@@ -24,6 +24,8 @@ from cudump.analysis.replay import (
 )
 from cudump.analysis.replay_engine import Buffer, LaunchSpec, Replayer, bit_equal
 from cudump.analysis.report.formats import fmt_count, fmt_num, fmt_share, fmt_tol, fmt_where
+from cudump.analysis.transplant.outcome import injection_lines
+from cudump.analysis.transplant.replayed import transplant
 from cudump.commands import HelpFormatter
 from cudump.errors import DiffTrouble
 from cudump.policy.pattern import name_forms
@@ -38,6 +40,12 @@ saved (or --ptx/--cubin FILE instead), allocates and fills every buffer from its
 snapshot (two pointers into one allocation still point into one buffer), patches the
 parameter bytes to the new addresses, launches with the captured grid, block and shared
 memory, and compares every buffer with its "after" snapshot as `cudump diff` would.
+
+With --inputs-from RUN, RUN's "before" snapshots of the same launch (its launch number,
+and the same kernel) are the inputs instead, and every buffer is compared with RUN's
+"after" snapshot: a launch whose outputs then equal RUN's got its difference through its
+inputs (RUN:LAUNCH takes another launch of RUN, RUN:PID_OR_RANK:LAUNCH one of its
+processes).
 
 Capture launches with `cudump --capture-launch PATTERN PROGRAM` or a rule with
 `replay: true`; `cudump extract` writes one as a folder that runs without cudump.
@@ -63,6 +71,10 @@ class ReplayCommand:
                           help="run the kernel from this PTX instead of the captured image")
         code.add_argument("--cubin", type=Path, metavar="FILE",
                           help="run the kernel from this cubin (or fatbin) instead")
+        parser.add_argument("--inputs-from", metavar="RUN",
+                            help="replay on the inputs another run recorded for this launch "
+                                 "(its 'before' snapshots) and compare with that run's "
+                                 "'after' snapshots")
         parser.add_argument("--out", type=Path, metavar="DIR",
                             help="write the replay's buffers as a run (before and after) that "
                                  "cudump diff and its HTML report read")
@@ -93,6 +105,12 @@ class ReplayCommand:
             print(f"replay: note: {note}")
         before = load_snapshots(run_dir, spec, "before")
         after = load_snapshots(run_dir, spec, "after")
+        moved = None
+        if args.inputs_from is not None:
+            moved = transplant(args.inputs_from, capture, spec, before)
+            before = moved.before
+            for note in moved.notes:
+                print(f"replay: note: {note}")
         if args.out is not None:
             try:
                 output_dir(args.out, "--out")
@@ -108,7 +126,13 @@ class ReplayCommand:
                 results = [replayer.run(list(before)) for _ in range(args.runs)]
         except ReplayError as err:
             raise ReplayTrouble(str(err)) from None
-        status = report(spec, after, results[0], tol)
+        if moved is not None:
+            record = moved.record(capture, spec, results[0], tol)
+            for line in injection_lines(record, "replay"):
+                print(line)
+            status = int(any(o.status != "equal" for o in record.outputs))
+        else:
+            status = report(spec, after, results[0], tol)
         status = max(status, report_runs(spec, results))
         if args.out is not None:
             write_run(args.out, capture, spec, before, results[0])

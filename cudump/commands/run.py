@@ -8,6 +8,7 @@ import shutil
 import stat
 from pathlib import Path
 
+from cudump.analysis.transplant.donor import Donor, load_donor, parse_spec
 from cudump.commands import SUBCOMMANDS, USAGE
 from cudump.controller.options import DEFAULT_SCRATCH, TRACE_RING_SLOTS, RunOptions
 from cudump.controller.session import Session, default_run_dir
@@ -63,6 +64,15 @@ class RunCommand:
                             metavar="PATTERN",
                             help="stop at launches of kernels matching PATTERN and open the "
                                  "prompt (repeatable; 'PATTERN if EXPR' for a condition)")
+        parser.add_argument("--inject", action="append", default=[], metavar="RUN:LAUNCH",
+                            help="run launch LAUNCH (its number in its process, as `cudump "
+                                 "ls` shows it) on the inputs run directory RUN recorded for "
+                                 "it: its 'before' snapshots are written into the launch's "
+                                 "buffers while it is held, and what it leaves is compared "
+                                 "with RUN's 'after' snapshots (repeatable; "
+                                 "RUN:PID_OR_RANK:LAUNCH picks one of RUN's processes). A "
+                                 "launch of another kernel, or buffers of other sizes, are "
+                                 "left untouched")
         parser.add_argument("--batch", "-x", type=Path, metavar="FILE",
                             help="run prompt commands from FILE instead of the terminal")
         parser.add_argument("--trace-ring", type=_ring_slots, default=TRACE_RING_SLOTS,
@@ -107,6 +117,11 @@ class RunCommand:
             parse_break_spec(spec)
         if args.batch is not None and not args.batch.is_file():
             raise UsageError(f"--batch {args.batch}: no such file")
+        donors = _donors(args.inject)
+        if donors and (args.breaks or args.batch or args.break_on_nan
+                       or any(r.is_break for r in rules)):
+            raise UsageError("--inject runs without the prompt: leave out --break, --batch, "
+                             "--break-on-nan and rules with 'action: break'")
         if args.timeline is not None:
             _check_timeline(args.timeline)
         created = args.out is None or not os.path.lexists(args.out)
@@ -125,12 +140,26 @@ class RunCommand:
                              staging_bytes=args.staging, scratch_bytes=args.scratch,
                              breaks=list(args.breaks),
                              batch=args.batch, ring_slots=args.trace_ring,
-                             break_on_nan=args.break_on_nan, timeline=args.timeline)
+                             break_on_nan=args.break_on_nan, timeline=args.timeline,
+                             injections=donors)
         session = Session(options)
         try:
             return session.run()
         finally:
             _remove_if_empty(run_dir, created)
+
+
+def _donors(specs: list[str]) -> list[Donor]:
+    """--inject RUN:LAUNCH ...: each read and checked (UsageError before anything runs)."""
+    donors = [load_donor(parse_spec(text)) for text in specs]
+    seen: dict[tuple[int, int | None, int], str] = {}
+    for donor in donors:
+        key = (donor.launch, donor.rank, donor.position if donor.rank is None else 0)
+        if key in seen:
+            raise UsageError(f"--inject {seen[key]} and --inject {donor.spec.text} would both "
+                             f"write into launch {donor.launch} of one process")
+        seen[key] = donor.spec.text
+    return donors
 
 
 def default_budget(run_dir: Path) -> int:

@@ -11,12 +11,19 @@ import struct
 from collections.abc import Callable
 
 from cudump.console import warn
+from cudump.controller.inject import Injection
 from cudump.controller.options import RESULT_RING_SLOTS
-from cudump.controller.process import FuncInfo, ProcessState, decode_func, decode_launch
+from cudump.controller.process import (
+    FuncInfo,
+    LaunchEvent,
+    ProcessState,
+    decode_func,
+    decode_launch,
+)
 from cudump.controller.ranks import environ_rank
 from cudump.controller.run_state import Controller
 from cudump.policy.rules import Action
-from cudump.policy.snapshot.planned import plan_payload
+from cudump.policy.snapshot.planned import PlannedLaunch, Repeat, plan_payload
 from cudump.policy.snapshot.results import slot_of
 from cudump.policy.trace import EVENT_FIELDS, GraphLaunch
 from cudump.wire import protocol as p
@@ -179,25 +186,20 @@ class Connection:
         assert self.proc is not None and self.shared is not None
         event = decode_launch(msg.payload)
         func = self.proc.funcs.get(event.func_id)
-        planned = None
-        halt = None
-        repeat = None
+        planned: PlannedLaunch | None = None
+        repeat: Repeat | None = None
+        halt: str | None = None
         if func is not None:
             func.launches = max(func.launches, event.occurrence)
-            snapshots = self.controller.snapshots
-            stop_only = bool(event.flags & p.LaunchFlag.STOP_ONLY)
-            if snapshots is not None and func.wants & p.Want.SNAPSHOT and not stop_only:
-                failures = snapshots.thread_failures()
-                try:
-                    planned = snapshots.plan(self.proc, func, event, self.shared.staging_size)
-                    if not func.wants & p.Want.STOP:
-                        repeat = snapshots.repeat_id(self.proc, func, event, planned, failures)
-                except Exception as err:  # one failing launch never stops the others
-                    warn(f"no snapshots of launch {event.seq} of {func.demangled}: {err}")
-                    planned = None
-            debugger = self.controller.debugger
-            if debugger is not None:
-                halt = debugger.decide_halt(self, func, event)
+            injector = self.controller.injector
+            inject = injector.take(self.proc, func, event) if injector is not None else None
+            planned, repeat = self._plan(func, event, inject)
+            if inject is not None:
+                assert injector is not None
+                injector.planned(inject, planned)
+                halt = "inject"        # held while RUN's inputs are written (inject.py)
+            elif self.controller.debugger is not None:
+                halt = self.controller.debugger.decide_halt(self, func, event)
         flags = p.PlanFlag.HALT if halt else p.PlanFlag(0)
         if repeat is not None and not halt:
             flags |= p.PlanFlag.REPEAT
@@ -210,6 +212,26 @@ class Connection:
             # Plain copies: their MSG_END is answered with nothing, whenever it comes.
             flags |= p.PlanFlag.DEFER
         self.send(p.Kind.PLAN, plan_payload(planned, flags, repeat), tag=event.seq)
+
+    def _plan(self, func: FuncInfo, event: LaunchEvent, inject: Injection | None
+              ) -> tuple[PlannedLaunch | None, Repeat | None]:
+        """The launch's copies (the rules' and an injection's), and whether the shim may
+        repeat the plan."""
+        assert self.proc is not None and self.shared is not None
+        snapshots = self.controller.snapshots
+        stop_only = bool(event.flags & p.LaunchFlag.STOP_ONLY)
+        extra = [inject.rule] if inject is not None else []
+        if snapshots is None or stop_only or not (func.wants & p.Want.SNAPSHOT or extra):
+            return None, None
+        failures = snapshots.thread_failures()
+        try:
+            planned = snapshots.plan(self.proc, func, event, self.shared.staging_size, extra)
+            if func.wants & p.Want.STOP:
+                return planned, None
+            return planned, snapshots.repeat_id(self.proc, func, event, planned, failures)
+        except Exception as err:  # one failing launch never stops the others
+            warn(f"no snapshots of launch {event.seq} of {func.demangled}: {err}")
+            return None, None
 
     def on_image(self, msg: p.Message) -> None:
         assert self.proc is not None
@@ -278,7 +300,12 @@ class Connection:
         self.send(p.Kind.PLAN, plan_payload(follow, self._nan_halt(msg.tag)), tag=msg.tag)
 
     def on_stopped(self, msg: p.Message) -> None:
+        assert self.proc is not None
         stopped = p.STOPPED.unpack(msg.payload)
+        injector = self.controller.injector
+        if injector is not None and injector.holds(self.proc.pid, msg.tag):
+            injector.serve_stop(self, msg.tag, stopped)
+            return
         debugger = self.controller.debugger
         if debugger is None:
             raise p.ProtocolError("a stop nobody asked for")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cudump.analysis.transplant.donor import Donor
 from cudump.policy.rules import Rule
 
 # Slots of each process's trace ring (128 bytes each): 16 MiB of shared memory, touched
@@ -32,6 +33,7 @@ class RunOptions:
     ring_slots: int = TRACE_RING_SLOTS
     break_on_nan: bool = False
     timeline: Path | None = None      # --timeline FILE: the run as trace-event JSON
+    injections: list[Donor] = field(default_factory=list)   # --inject RUN:LAUNCH, checked
 
     @property
     def debugging(self) -> bool:

@@ -27,6 +27,30 @@ from cudump.kernels.symbols import symbolize
 from cudump.wire import protocol as p
 
 
+def write_held(conn: ProcessLink, address: int, data: bytes) -> None:
+    """Writes `data` to device memory at `address` while a launch of the process is held:
+    the bytes go into the staging area (the stop's own while it is held) and the shim copies
+    them from there (MSG_WRITE). Runs on the connection's thread: `set var` at the prompt
+    (RemoteStop.write) and --inject (controller.inject). TargetError says why not."""
+    shared = conn.shared
+    size = len(data)
+    limit = shared.staging_size if shared is not None else 0
+    if size == 0:
+        raise TargetError("nothing to write: the size must be at least one byte")
+    if size > limit:
+        raise TargetError(f"{size} bytes is more than one write can take "
+                          f"({limit}); raise --staging or write less")
+    if address < 0 or address + size > 1 << 64:
+        raise TargetError(f"0x{address:x} and the {size} bytes from it do not fit in the "
+                          "64-bit address space")
+    assert shared is not None
+    shared.staging(0, size)[:] = data
+    rc, _ = conn.request(p.Kind.WRITE, p.WRITE.pack(dst=address, size=size, offset=0))
+    if rc != 0:
+        raise TargetError(f"cannot write {size} bytes at 0x{address:x}: "
+                          + ("refused by the shim" if rc == -1 else f"CUDA error {rc}"))
+
+
 @dataclass
 class Halt:
     """Why a launch is (to be) held: decided on the connection's thread before the stop."""
@@ -173,26 +197,7 @@ class RemoteStop:
         return self._call(do)  # type: ignore[no-any-return]
 
     def write(self, address: int, data: bytes) -> None:
-        size = len(data)
-        if size == 0:
-            raise TargetError("nothing to write: the size must be at least one byte")
-        if size > self.max_read:
-            raise TargetError(f"{size} bytes is more than one write can take "
-                              f"({self.max_read}); raise --staging or write less")
-        if address < 0 or address + size > 1 << 64:
-            raise TargetError(f"0x{address:x} and the {size} bytes from it do not fit in the "
-                              "64-bit address space")
-
-        def do() -> None:
-            assert self.conn.shared is not None
-            self.conn.shared.staging(0, size)[:] = data   # staging is this stop's now
-            rc, _ = self.conn.request(p.Kind.WRITE, p.WRITE.pack(dst=address, size=size,
-                                                                 offset=0))
-            if rc != 0:
-                raise TargetError(f"cannot write {size} bytes at 0x{address:x}: "
-                                  + ("refused by the shim" if rc == -1 else f"CUDA error {rc}"))
-
-        self._call(do)
+        self._call(lambda: write_held(self.conn, address, data))
 
     def allocation(self, address: int) -> Allocation | None:
         for alloc in self.allocations():
@@ -274,4 +279,4 @@ class RemoteStop:
         return frames
 
 
-__all__ = ["Halt", "RemoteStop"]
+__all__ = ["Halt", "RemoteStop", "write_held"]

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cudump.controller.debugger import DebugController
+from cudump.controller.inject import Injector
 from cudump.controller.options import RunOptions
 from cudump.controller.process import FuncInfo, ProcessState, pointer_allocation
 from cudump.controller.target import StopInfo
@@ -68,9 +69,12 @@ class Controller:
         self.nan_halted = False      # --break-on-nan stops once, at the first producer
         self._manifest: ManifestWriter | None = None
         snapshot_rules = [r for r in options.rules if r.takes_buffers]
+        # --inject snapshots its launches' buffers after them with rules of its own.
         self.snapshots = (Snapshots(snapshot_rules, options.run_dir, options.max_bytes,
                                       self.manifest, options.max_bytes_default)
-                          if snapshot_rules else None)
+                          if snapshot_rules or options.injections else None)
+        self.injector = (Injector(options.injections, self.snapshots, self.bump)
+                         if self.snapshots is not None and options.injections else None)
         self.debugger = DebugController(self) if options.debugging else None
         self._closed = False
         self.timeline_written: Path | None = None
@@ -104,6 +108,8 @@ class Controller:
                 wants |= p.Want.COUNTED
         if self.debugger is not None and self.debugger.wants_stop(func):
             wants |= p.Want.STOP
+        if self.injector is not None and self.injector.wants(proc):
+            wants |= p.Want.STOP     # each launch asks, until the injected one is seen
         return int(wants), selectors
 
     def bump(self) -> int:
@@ -188,6 +194,8 @@ class Controller:
                             result.graph_kernel_launches += g
         if self.snapshots is not None:
             self.snapshots.fill(result)
+        if self.injector is not None:
+            result.injections = self.injector.records(self.options.run_dir)
         if self.drain is not None:
             result.trace_dropped = self.drain.dropped()
         return result

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cudump.analysis.transplant.outcome import injection_lines
 from cudump.console import say, warn
 from cudump.controller.connection import Connection
 from cudump.controller.debugger import DebugController
@@ -161,6 +162,10 @@ class Session:
             self.controller.close()  # waits for the last snapshots to be written
             summary = self.controller.summary(status)
             self._say_timeline()
+            for record in summary.injections:
+                if record.status != "refused":     # said as it happened
+                    for line in injection_lines(record):
+                        say(line)
             # The last line: what the run did, and where its files are.
             say(summary.line(self.options.run_dir))
             try:

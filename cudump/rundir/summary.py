@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from cudump.rundir import files as runfiles
+from cudump.rundir.injections import InjectionRecord
 from cudump.rundir.layout import SUMMARY_FILE
 
 
@@ -68,6 +69,7 @@ class RunSummary:
     planned_launches: int = 0      # launches the controller was asked about (a round trip)
     replay_captures: int = 0       # launches captured for replay (captures.jsonl)
     trace_dropped: int = 0         # trace events the ring had no room for
+    injections: list[InjectionRecord] = field(default_factory=list)   # --inject
     exit_status: int = 0
 
     def line(self, run_dir: Path | None = None) -> str:
@@ -95,6 +97,10 @@ class RunSummary:
                      "replay")
         if self.nan_producers:
             text += f", {plural(self.nan_producers, 'buffer')} turned NaN/Inf{self._nan_first()}"
+        if self.injections:
+            made = sum(1 for r in self.injections if r.status in ("written", "failed"))
+            asked = plural(len(self.injections), "launch", "launches")
+            text += f", inputs injected at {made} of {asked}"
         if self.trace_dropped:
             text += (f", {plural(self.trace_dropped, 'trace event')} dropped (the controller "
                      "fell behind)")
@@ -131,6 +137,8 @@ class RunSummary:
             items.insert(list(data).index("first_nan_report") + 1,
                          ("first_nan_rank", self.first_nan_rank))
             data = dict(items)
+        if not self.injections:
+            del data["injections"]     # written only by runs with --inject
         if self.ranks:
             data["ranks"] = {str(pid): rank for pid, rank in sorted(self.ranks.items())}
         else:

@@ -15,10 +15,13 @@ times at most, as `cudump` subprocesses writing into one work directory:
 
 Each side's re-run is checked against its own digest run at the divergent buffer: a side
 whose bytes changed between its two runs is not deterministic, and a divergence that the
-re-run does not show is reported as not reproduced (exit status 3).
+re-run does not show is reported as not reproduced (exit status 3). Where the work directory
+is kept, bisect ends with the command that confirms it: B run again with A's inputs written
+into that launch (`cudump --inject a-snap:LAUNCH`).
 
 Modules: sides (A and B from the command line), side_run (running a side under cudump),
 rules (the user's rules as digests, and narrowed to one launch), target (the first divergent
-launch), buffers (a differing buffer shown), options (BisectOptions, the work directory and
-the report's place), steps (Bisect, the four steps, and bisect), errors.
+launch), buffers (a differing buffer shown), confirm (the --inject command suggested),
+options (BisectOptions, the work directory and the report's place), steps (Bisect, the four
+steps, and bisect), errors.
 """

@@ -10,6 +10,7 @@ from typing import Any
 
 from cudump.analysis.bisect.baseline import Nondeterminism, learn
 from cudump.analysis.bisect.buffers import buffer_report
+from cudump.analysis.bisect.confirm import confirm_command, whole_buffers
 from cudump.analysis.bisect.errors import (
     DIVERGED_STATUS,
     NO_DIVERGENCE,
@@ -237,8 +238,21 @@ class Bisect:
         for pair in differing:
             for line in buffer_report(pair, self.options.tol, self.work, shown):
                 self.say(line)
+        self._confirm(target, snaps[0], pairs, shown is not None)
         self._report(target, pairs)
         return DIVERGED_STATUS
+
+    def _confirm(self, target: Target, a_snap: Run, pairs: list[PairResult],
+                 kept: bool) -> None:
+        """The command that runs B on A's inputs at that launch (confirm.py), where it is
+        true (the work directory kept, buffers taken whole) and short."""
+        a = next((p.a for p in pairs if p.a is not None), None)
+        rules = [r for r in self.user.rules if not r.is_break and target.rule_applies(r)]
+        if not kept or a is None or not whole_buffers(rules):
+            return
+        command = confirm_command(self.options.sides[1], a_snap, a.record)
+        if command is not None:
+            self.say(f"  confirm: B on A's inputs at launch {a.record.launch}: {command}")
 
     def _changed_sides(self, target: Target, snaps: tuple[Run, Run]) -> list[str]:
         """Sides whose snapshot of the divergent buffer does not match their digest of it."""

@@ -16,7 +16,8 @@ the allocation behind each pointer-sized value. The parts, from the bottom up:
 - buffers: what a rule reads of one launch's arguments (geometry.py, extents.py);
 - select: which functions and launches rules take (skip/count/every);
 - place: where copies go in the process's staging file, whole or streamed in pieces;
-- plan: the copies of one launch, from the rules that take it;
+- plan: the copies of one launch, from the rules that take it (and what a rule would read
+  of a launch, planning nothing: --inject checks a launch with it);
 - collect: what comes back once the shim reports the copies done;
 - repeat: plans the shim may repeat, and launches made with them;
 - coordinator: `Snapshots`, the one object the session talks to.

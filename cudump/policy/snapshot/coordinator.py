@@ -4,6 +4,7 @@ hands each call to the part that does it."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ from cudump.policy.snapshot.collect import Collector
 from cudump.policy.snapshot.failures import Failures, Notices
 from cudump.policy.snapshot.nan import NanFound, NanWatch
 from cudump.policy.snapshot.place import Placer
-from cudump.policy.snapshot.plan import Planner
+from cudump.policy.snapshot.plan import BufferRead, Planner
 from cudump.policy.snapshot.planned import PlannedLaunch, ReadStaging, Repeat
 from cudump.policy.snapshot.repeat import Repeater
 from cudump.policy.snapshot.results import FiniteWatch
@@ -80,8 +81,13 @@ class Snapshots:
         return self.failures.thread_failures()
 
     def plan(self, proc: ProcessState, func: FuncInfo, event: LaunchEvent,
-             staging_size: int) -> PlannedLaunch | None:
-        return self.planner.plan(proc, func, event, staging_size)
+             staging_size: int, extra: Sequence[Rule] = ()) -> PlannedLaunch | None:
+        return self.planner.plan(proc, func, event, staging_size, extra)
+
+    def reads(self, proc: ProcessState, func: FuncInfo, event: LaunchEvent,
+              rule: Rule) -> list[BufferRead]:
+        """What `rule` would read of each buffer of the launch, planning nothing."""
+        return self.planner.reads(proc, func, event, rule)
 
     def repeat_id(self, proc: ProcessState, func: FuncInfo, event: LaunchEvent,
                   planned: PlannedLaunch | None, failures_before: int) -> Repeat | None:

@@ -4,10 +4,13 @@ before and/or after, within the byte budget, placed in staging."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
+from typing import NamedTuple
 
 from cudump.controller.process import FuncInfo, LaunchEvent, ProcessState
 from cudump.kernels.args import ArgValue, Number, arg_values, decode_args
-from cudump.kernels.geometry import GeometryError
+from cudump.kernels.geometry import Allocation, CopyPlan, GeometryError
+from cudump.kernels.signature import parse_signature
 from cudump.policy.rules import Rule
 from cudump.policy.snapshot.buffers import (
     Target,
@@ -21,16 +24,25 @@ from cudump.policy.snapshot.buffers import (
 from cudump.policy.snapshot.capture import Captures
 from cudump.policy.snapshot.failures import Failures, Notices
 from cudump.policy.snapshot.place import Placer
-from cudump.policy.snapshot.planned import (
-    Buffer,
-    LaunchContext,
-    PlannedCopy,
-    PlannedLaunch,
-)
+from cudump.policy.snapshot.planned import Buffer, LaunchContext, PlannedCopy, PlannedLaunch
 from cudump.policy.snapshot.records import make_record, stem
 from cudump.policy.snapshot.select import Selection
 from cudump.policy.snapshot.state import Budget, KnownBuffers, SnapshotState
 from cudump.wire import protocol as p
+
+# What planning a buffer may raise: the reason its record gives.
+PLAN_ERRORS = (GeometryError, ArithmeticError, RecursionError)
+
+
+class BufferRead(NamedTuple):
+    """What a rule would read of one buffer of a launch (`plan`), or why it cannot (`error`):
+    the pointer at byte `where` of argument `index`, in `alloc`."""
+
+    index: int
+    where: int
+    plan: CopyPlan | None
+    alloc: Allocation | None
+    error: str | None
 
 
 class Planner:
@@ -48,8 +60,9 @@ class Planner:
         self.captures = captures
 
     def plan(self, proc: ProcessState, func: FuncInfo, event: LaunchEvent,
-             staging_size: int) -> PlannedLaunch | None:
-        """The copies to make around this launch (remembered until `collect`).
+             staging_size: int, extra: Sequence[Rule] = ()) -> PlannedLaunch | None:
+        """The copies to make around this launch (remembered until `collect`), for the rules
+        that take it and the `extra` rules, which take it whatever they match (--inject's).
 
         The kernel nodes of one graph launch share its number and are planned one after
         the other: their copies follow each other in the staging area, none streamed
@@ -64,7 +77,7 @@ class Planner:
             return None
         earlier = ps.pending.get(event.seq) if in_graph else None
         base = earlier.used if earlier is not None else 0
-        planned = self._plan(proc, func, event, staging_size, base, not in_graph)
+        planned = self._plan(proc, func, event, staging_size, base, not in_graph, extra)
         if planned is None:
             return None
         if earlier is not None:
@@ -76,15 +89,13 @@ class Planner:
         return planned
 
     def _plan(self, proc: ProcessState, func: FuncInfo, event: LaunchEvent, staging_size: int,
-              base: int, stream: bool) -> PlannedLaunch | None:
+              base: int, stream: bool, extra: Sequence[Rule]) -> PlannedLaunch | None:
         """Buffers are placed whole in the staging area (from `base`) while they fit; the rest
         are streamed through what is left of it in pieces, each handed over before the
         next, where `stream` allows."""
         ps = self.state.proc(proc.pid)
         fr = ps.rules.get(func.id)
-        if fr is None:
-            return None
-        taken = self.selection.taken(ps, fr, event)
+        taken = [*(self.selection.taken(ps, fr, event) if fr is not None else ()), *extra]
         if not taken or self.state.stopped:
             return None
         ctx = LaunchContext(proc, func, event)
@@ -94,7 +105,8 @@ class Planner:
                                     "the driver gave no parameter layout for this kernel "
                                     "(cuFuncGetParamInfo needs driver 12.4 or newer)")
             return None
-        args = decode_args(fr.signature, event.raw_args)
+        args = decode_args(fr.signature if fr is not None else parse_signature(func.demangled),
+                           event.raw_args)
         values = arg_values(args)
         ps.starts.learn(pointer_values(args, event))
         copies: list[PlannedCopy] = []
@@ -136,24 +148,21 @@ class Planner:
         # of one made earlier).
         known = fr.buffers if fr is not None and any(r is rule for r in fr.rules) else None
         phases = [phase for phase in ("before", "after") if phase in rule.when]
-        for index, arg, where, override, tmap in found:
+        for target in found:
             # What is read does not depend on the phase: found once for both.
             try:
-                if tmap is not None:
-                    buffer = tensormap_buffer(func, rule, tmap)
-                else:
-                    buffer = self._pointer_buffer(ctx, rule, args, values, Target(
-                        index, arg, where, override), known)
-            except (GeometryError, ArithmeticError, RecursionError) as err:
+                buffer = self._read(ctx, rule, args, values, target, known)
+            except PLAN_ERRORS as err:
                 for phase in phases:
-                    error(ctx, args[index], phase, rule, str(err))
+                    error(ctx, args[target.index], phase, rule, str(err))
                 continue
             plan, extent, tool = buffer
             if plan is None:
                 continue
+            where = target.where
             for phase in phases:
                 if tool is None and not self.budget.take(plan.nbytes):
-                    error(ctx, args[index], phase, rule, f"{self.budget.name} reached")
+                    error(ctx, args[target.index], phase, rule, f"{self.budget.name} reached")
                     continue
                 # A digest or a scan writes no file, so its name takes none from `stems`.
                 name = None if tool is not None else stem(ctx, plan.arg, phase, where, stems)
@@ -163,32 +172,58 @@ class Planner:
                                           ctx=ctx))
         return copies
 
-    def _pointer_buffer(self, ctx: LaunchContext, rule: Rule, args: list[ArgValue],
-                        values: dict[str, Number], target: Target,
-                        known: KnownBuffers | None) -> Buffer:
-        """What the rule reads of the buffer behind one pointer. Raises GeometryError."""
+    def _read(self, ctx: LaunchContext, rule: Rule, args: list[ArgValue],
+              values: dict[str, Number], target: Target, known: KnownBuffers | None) -> Buffer:
+        """What `rule` reads of one buffer it takes; raises one of PLAN_ERRORS."""
+        index, arg, where, override, tmap = target
         func, event = ctx.func, ctx.event
-        ps = self.state.proc(ctx.proc.pid)
-        index, arg, where, override = target.index, target.arg, target.where, target.override
+        if tmap is not None:
+            return tensormap_buffer(func, rule, tmap)
         if arg is None:
-            raise GeometryError(
-                f"argument {index} has {len(args[index].raw)} bytes, so there "
-                f"is no pointer at byte {where}")
+            raise GeometryError(f"argument {index} has {len(args[index].raw)} bytes, so there "
+                                f"is no pointer at byte {where}")
         alloc = event.pointers.get((index, where))
         if alloc is None and override_field(override) is None:
-            check_is_pointer(func, args[index])
+            check_is_pointer(ctx.func, args[index])
         address = arg.value
         traced, next_start = False, None
+        ps = self.state.proc(ctx.proc.pid)
         if alloc is not None and isinstance(address, int):
             traced, next_start = True, ps.starts.next_after(address, alloc)
-        if known is not None and override is None and traced:
-            # Without an override, what is read follows from the pointer, its
-            # allocation and where the next known buffer in it begins: a launch
-            # asked about again because some of its tensors moved plans only those.
-            key = (id(rule), index, where, address, alloc, next_start)
-            buffer = known.get(key)
-            if buffer is None:
-                buffer = read_of(func, rule, arg, alloc, None, values, next_start)
-                ps.keep_buffer(known, key, buffer)
-            return buffer
-        return read_of(func, rule, arg, alloc, override, values, next_start)
+        if known is None or override is not None or not traced:
+            return read_of(func, rule, arg, alloc, override, values, next_start)
+        # Without an override, what is read follows from the pointer, its allocation and
+        # where the next known buffer in it begins: a launch asked about again because some
+        # of its tensors moved plans only those.
+        key = (id(rule), index, where, address, alloc, next_start)
+        buffer = known.get(key)
+        if buffer is None:
+            buffer = read_of(func, rule, arg, alloc, None, values, next_start)
+            ps.keep_buffer(known, key, buffer)
+        return buffer
+
+    def reads(self, proc: ProcessState, func: FuncInfo, event: LaunchEvent,
+              rule: Rule) -> list[BufferRead]:
+        """What `rule` would read of each buffer of this launch, planning no copy: a launch
+        checked before anything is done to it (--inject). GeometryError when the driver gave
+        no parameter layout."""
+        if event.raw_args is None:
+            raise GeometryError("the driver gave no parameter layout for this kernel "
+                                "(cuFuncGetParamInfo needs driver 12.4 or newer)")
+        ps = self.state.proc(proc.pid)
+        fr = ps.rules.get(func.id)
+        args = decode_args(fr.signature if fr is not None else parse_signature(func.demangled),
+                           event.raw_args)
+        values = arg_values(args)
+        ps.starts.learn(pointer_values(args, event))
+        ctx = LaunchContext(proc, func, event)
+        reads = []
+        for target in targets(rule, args, event)[0]:
+            alloc = event.pointers.get((target.index, target.where))
+            try:
+                plan = self._read(ctx, rule, args, values, target, None).plan
+            except PLAN_ERRORS as err:
+                reads.append(BufferRead(target.index, target.where, None, alloc, str(err)))
+                continue
+            reads.append(BufferRead(target.index, target.where, plan, alloc, None))
+        return reads

@@ -21,12 +21,16 @@
  * DIVERGE_NOISE=1 makes each fill write a value that changes from run to run
  * (the process id): fill's buffer differs between identical runs, and no other
  * launch reads it (nondeterminism that changes nothing else).
+ * DIVERGE_EXTRA=E launches fill E more times before round 1: every launch
+ * after them has a number E higher (a program that does not run the same
+ * launches each time).
+ * DIVERGE_SIZE=S makes N S instead of 1000: the same launches, on buffers of
+ * another size.
  */
 #include "progcommon.h"
 
 #include <unistd.h>
 
-#define N 1000
 
 static int env_int(const char *name, int fallback)
 {
@@ -40,6 +44,12 @@ int main(int argc, char **argv)
     int at = env_int("DIVERGE_AT", 0);
     int shorter = env_int("DIVERGE_SHORT", 3);
     int noise = env_int("DIVERGE_NOISE", 0) ? (int)getpid() : 0;
+    int extra = env_int("DIVERGE_EXTRA", 0);
+    int N = env_int("DIVERGE_SIZE", 1000);
+    if (N < 8 || N > (1 << 24)) {
+        fprintf(stderr, "DIVERGE_SIZE=%d: expected 8 to %d\n", N, 1 << 24);
+        return 2;
+    }
     const char *once = getenv("DIVERGE_ONCE");
     if (once && *once) {
         FILE *mark = fopen(once, "r");
@@ -63,26 +73,34 @@ int main(int argc, char **argv)
     CHECK(cuModuleGetFunction(&scale, mod, "scale"));
     CHECK(cuModuleGetFunction(&fill, mod, "_Z4fillIiEvPT_S0_i"));
 
-    static float a[N], b[N], acc[N];
+    size_t bytes = (size_t)N * sizeof(float);
+    float *a = malloc(bytes), *b = malloc(bytes), *acc = malloc(bytes);
+    if (!a || !b || !acc)
+        return 2;
     for (int i = 0; i < N; i++) {
         a[i] = (float)i;
         b[i] = (float)(2 * i + 1);
     }
     CUdeviceptr da, db, dc, dacc, dtag;
-    CHECK(cuMemAlloc_v2(&da, sizeof a));
-    CHECK(cuMemAlloc_v2(&db, sizeof b));
-    CHECK(cuMemAlloc_v2(&dc, sizeof a));
-    CHECK(cuMemAlloc_v2(&dacc, sizeof acc));
+    CHECK(cuMemAlloc_v2(&da, bytes));
+    CHECK(cuMemAlloc_v2(&db, bytes));
+    CHECK(cuMemAlloc_v2(&dc, bytes));
+    CHECK(cuMemAlloc_v2(&dacc, bytes));
     CHECK(cuMemAlloc_v2(&dtag, N * sizeof(int)));
     for (int i = 0; i < 5; i++)
-        tally_alloc(&t, sizeof a);
-    CHECK(cuMemcpyHtoD_v2(da, a, sizeof a));
-    CHECK(cuMemcpyHtoD_v2(db, b, sizeof b));
-    CHECK(cuMemsetD8_v2(dc, 0, sizeof a));
-    CHECK(cuMemsetD8_v2(dacc, 0, sizeof acc));
+        tally_alloc(&t, bytes);
+    CHECK(cuMemcpyHtoD_v2(da, a, bytes));
+    CHECK(cuMemcpyHtoD_v2(db, b, bytes));
+    CHECK(cuMemsetD8_v2(dc, 0, bytes));
+    CHECK(cuMemsetD8_v2(dacc, 0, bytes));
 
     int n_all = N;
     unsigned int blocks = (N + 255) / 256;
+    for (int e = 0; e < extra; e++) {
+        int tag = -1;
+        void *pf[] = {&dtag, &tag, &n_all};
+        CHECK(cuLaunchKernel(fill, blocks, 1, 1, 256, 1, 1, 0, NULL, pf, NULL));
+    }
     for (int r = 1; r <= rounds; r++) {
         int n = r == at ? N - shorter : N;
         float s = (float)r;
@@ -96,11 +114,11 @@ int main(int argc, char **argv)
         CHECK(cuLaunchKernel(scale, blocks, 1, 1, 256, 1, 1, 0, NULL, ps, NULL));
         CHECK(cuLaunchKernel(vec_add, blocks, 1, 1, 256, 1, 1, 0, NULL, p2, NULL));
     }
-    tally_launch(&t, "fill", (unsigned long)rounds);
+    tally_launch(&t, "fill", (unsigned long)(rounds + extra));
     tally_launch(&t, "vecAdd", 2 * (unsigned long)rounds);
     tally_launch(&t, "scale", (unsigned long)rounds);
     CHECK(cuCtxSynchronize());
-    CHECK(cuMemcpyDtoH_v2(acc, dacc, sizeof acc));
+    CHECK(cuMemcpyDtoH_v2(acc, dacc, bytes));
     double sum = 0;
     for (int i = 0; i < N; i++)
         sum += acc[i];
@@ -111,6 +129,9 @@ int main(int argc, char **argv)
     CHECK(cuMemFree_v2(dacc));
     CHECK(cuMemFree_v2(dtag));
     CHECK(cuModuleUnload(mod));
+    free(a);
+    free(b);
+    free(acc);
     tally_print(&t);
     return 0;
 }
