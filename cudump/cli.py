@@ -106,6 +106,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = commands["run"]
     parser = _parser(command)
     stdout = sys.stdout
+    normalize = getattr(command, "normalize", None)   # options whose value may be left out
+    if normalize is not None:
+        argv = normalize(argv, parser)
     try:
         args = parser.parse_args(argv)
         if command.name in OFFLINE:

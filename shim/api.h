@@ -347,4 +347,8 @@
     SERVICE(cuCtxSetCurrent, (CUcontext ctx))                                              \
     SERVICE(cuStreamCreate, (CUstream *s, unsigned int flags))                             \
     SERVICE(cuStreamDestroy_v2, (CUstream s))                                              \
-    SERVICE(cuEventQuery, (CUevent e))
+    SERVICE(cuEventQuery, (CUevent e))                                                     \
+    SERVICE(cuStreamWriteValue64_v2, (CUstream s, CUdeviceptr addr, cuuint64_t value,     \
+                                      unsigned int flags))                                  \
+    SERVICE(cuStreamWriteValue64, (CUstream s, CUdeviceptr addr, cuuint64_t value,        \
+                                   unsigned int flags))

@@ -35,6 +35,8 @@ enum { CH_NEW = 0, CH_CONNECTING, CH_UP, CH_DOWN };
 
 _Atomic(const volatile struct proto_control *) channel_control_page;
 _Atomic(struct proto_counts *) channel_counts_area;
+_Atomic(struct proto_flight_slot *) channel_flight_area;
+uint32_t channel_flight_count;
 
 /* The connection is process-wide state by nature: one per process. */
 static pthread_mutex_t io_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -45,6 +47,7 @@ static unsigned options;
 static size_t staging_size;
 static uint32_t ring_slots;
 static uint32_t results_slots;
+static uint32_t flight_slots;
 /* The control page, the trace ring and the staging area, mapped at greeting. */
 static void *shared_map;
 static size_t shared_size;
@@ -294,10 +297,17 @@ static size_t counts_offset(size_t end)
     return (end + PROTO_COUNTS_ALIGN - 1) / PROTO_COUNTS_ALIGN * PROTO_COUNTS_ALIGN;
 }
 
-/* The bytes the control page, the two rings, the staging area and the launch
- * counts take, as the controller claims them; false if the sum does not fit a
- * size_t. Each product and sum is checked before it is formed: the sizes come
- * from the other side. */
+/* Where the flight ring begins: after the launch counts, which begin at `counts`. */
+static size_t flight_offset(size_t counts)
+{
+    return counts_offset(counts + sizeof(struct proto_counts));
+}
+
+/* The bytes the control page, the two rings, the staging area, the launch
+ * counts and the flight ring take, as the controller claims them; false if
+ * the sum does not fit a size_t. Each product and sum is checked before it is
+ * formed: the sizes come from the other side (the flight ring's is bounded by
+ * PROTO_MAX_FLIGHT before this). */
 static bool claimed_size(size_t *size)
 {
     size_t total = PROTO_CONTROL_SIZE;
@@ -307,10 +317,14 @@ static bool claimed_size(size_t *size)
     if (results_slots > (SIZE_MAX - total) / PROTO_RESULT_SLOT_SIZE)
         return false;
     total += (size_t)results_slots * PROTO_RESULT_SLOT_SIZE;
-    size_t tail = PROTO_COUNTS_ALIGN + sizeof(struct proto_counts); /* at most */
+    /* at most: the counts and the flight ring, each after a multiple of the alignment */
+    size_t tail = 2 * PROTO_COUNTS_ALIGN + sizeof(struct proto_counts) +
+                  (size_t)PROTO_MAX_FLIGHT * PROTO_FLIGHT_SLOT_SIZE;
     if (total > SIZE_MAX - tail || staging_size > SIZE_MAX - tail - total)
         return false;
-    *size = counts_offset(total + staging_size) + sizeof(struct proto_counts);
+    size_t counts = counts_offset(total + staging_size);
+    *size = flight_slots ? flight_offset(counts) + (size_t)flight_slots * PROTO_FLIGHT_SLOT_SIZE
+                         : counts + sizeof(struct proto_counts);
     return true;
 }
 
@@ -325,7 +339,7 @@ static bool map_shared(int sfd)
         return false;
     const volatile struct proto_control *c = p;
     if (c->magic != PROTO_MAGIC || c->version != PROTO_VERSION || c->ring_slots != ring_slots ||
-        c->results_slots != results_slots) {
+        c->results_slots != results_slots || c->flight_slots != flight_slots) {
         munmap(p, size);
         return false;
     }
@@ -367,9 +381,10 @@ static bool greet_locked(void)
         ok = pread(sfd, &head, sizeof head, 0) == (ssize_t)sizeof head;
         ring_slots = ok ? head.ring_slots : 0;
         results_slots = ok ? head.results_slots : 0;
+        flight_slots = ok ? head.flight_slots : 0;
         ok = ok && ring_slots <= (1u << 24) && (ring_slots & (ring_slots - 1)) == 0 &&
              results_slots <= (1u << 20) && (results_slots & (results_slots - 1)) == 0 &&
-             map_shared(sfd);
+             flight_slots <= PROTO_MAX_FLIGHT && map_shared(sfd);
     }
     if (sfd >= 0)
         close(sfd);
@@ -410,6 +425,12 @@ void channel_connect(void)
         atomic_store_explicit(&channel_counts_area,
                               (struct proto_counts *)((char *)shared_map + at),
                               memory_order_release);
+        channel_flight_count = flight_slots;
+        if (flight_slots)
+            atomic_store_explicit(&channel_flight_area,
+                                  (struct proto_flight_slot *)((char *)shared_map +
+                                                               flight_offset(at)),
+                                  memory_order_release);
         atomic_store_explicit(&channel_control_page, shared_map, memory_order_release);
     } else {
         go_down_locked();
@@ -466,6 +487,8 @@ void channel_reset_after_fork(void)
     pthread_mutex_init(&io_lock, NULL);
     atomic_store(&channel_control_page, NULL);
     atomic_store(&channel_counts_area, NULL);
+    atomic_store(&channel_flight_area, NULL);
+    channel_flight_count = 0;
     if (fd >= 0)
         close(fd);
     fd = -1;
@@ -474,6 +497,6 @@ void channel_reset_after_fork(void)
         munmap(shared_map, shared_size);
     shared_map = NULL;
     shared_size = 0;
-    ring_slots = results_slots = 0;
+    ring_slots = results_slots = flight_slots = 0;
     atomic_store(&state, CH_NEW);
 }

@@ -27,6 +27,18 @@ static inline struct proto_counts *channel_counts(void)
     extern _Atomic(struct proto_counts *) channel_counts_area;
     return atomic_load_explicit(&channel_counts_area, memory_order_acquire);
 }
+/* The flight ring (--flight) in shared memory, from the greeting on, and its
+ * slots; NULL (and 0) without one. It stays mapped while the controller goes
+ * away: a launch that took a slot may still be writing it. */
+static inline struct proto_flight_slot *channel_flight(uint32_t *slots)
+{
+    extern _Atomic(struct proto_flight_slot *) channel_flight_area;
+    extern uint32_t channel_flight_count;
+    struct proto_flight_slot *ring = atomic_load_explicit(&channel_flight_area,
+                                                          memory_order_acquire);
+    *slots = channel_flight_count; /* stored before the ring is published */
+    return ring;
+}
 /* Adds to function `id`'s launches (graph: its graph kernel-node runs) there. */
 static inline void counts_add_func(unsigned id, bool graph, uint64_t n)
 {

@@ -28,6 +28,21 @@ struct func_entry {
     _Atomic bool image_sent;    /* its module image went to the controller (MSG_IMAGE) */
 };
 
+/* The bytes of parameter i of a launch of e, from its kernelParams or from
+ * its `extra` buffer; NULL where the launch gave none. */
+static inline const unsigned char *func_param_bytes(const struct func_entry *e, void **params,
+                                                    void **extra, int i)
+{
+    if (params)
+        return params[i];
+    /* extra = {CU_LAUNCH_PARAM_BUFFER_POINTER, buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, END} */
+    for (void **x = extra; x && *x; x += 2) {
+        if ((uintptr_t)x[0] == 1)
+            return (const unsigned char *)x[1] + e->param_offset[i];
+    }
+    return NULL;
+}
+
 /* Returns the entry for a handle, creating it if needed; NULL if the table
  * is full (the launch then passes through untouched). */
 struct func_entry *functab_get(uintptr_t key);

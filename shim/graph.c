@@ -51,6 +51,7 @@
 #include "alloctab.h"
 #include "channel.h"
 #include "drain.h"
+#include "flight.h"
 #include "functab.h"
 #include "gate.h"
 #include "graph.h"
@@ -1049,8 +1050,14 @@ static CUresult run_graph(cuGraphLaunch_fn real, CUgraphExec exec, CUstream stre
     long step = g && !capturing && nodes_want(g, WANT_STOP)
                     ? stop_nodes(g, stream, ptsz, seq, replay) : -1;
     bool instrument = g && g->src && !capturing && nodes_want(g, WANT_SNAPSHOT);
+    /* One flight ring slot for the whole graph launch, marked done after it. */
+    struct launch_info flown = {
+        .stream = stream, .ptsz = ptsz, .api = ptsz ? API_cuGraphLaunch_ptsz : API_cuGraphLaunch,
+        .seq = seq, .tid = stream_tid(), .captured = capturing, .graph = g ? g->id : 0};
+    flight_begin(&flown);
     CUresult rc = instrument ? run_instrumented(real, g, stream, ptsz, seq, replay)
                              : real(exec, stream);
+    flight_end(&flown, rc);
     if (step >= 0) {
         /* `step` at a node inside a graph: the whole graph runs, then that node
          * is held again to show what the graph left. */

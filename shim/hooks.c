@@ -11,6 +11,7 @@
 #include "alloctab.h"
 #include "channel.h"
 #include "drain.h"
+#include "flight.h"
 #include "functab.h"
 #include "gate.h"
 #include "graph.h"
@@ -44,6 +45,7 @@ static void after_fork_child(void)
     modules_reset_after_fork();
     drain_reset_after_fork();
     tensormap_reset_after_fork();
+    flight_reset_after_fork();
     atomic_store(&shim_stats.seq, 0);
     atomic_store(&shim_stats.captured, 0);
     atomic_store(&shim_stats.graph_launches, 0);
@@ -361,7 +363,7 @@ static CUresult waited(CUresult rc)
 {
     if (rc == CUDA_SUCCESS)
         drain_settle();
-    return rc;
+    return flight_seen(rc);
 }
 
 /* Before the program waits in the driver, its held launches are settled
@@ -407,7 +409,7 @@ CUresult hook_cuMemcpyHtoD(cuMemcpyHtoD_fn real, int ptsz, CUdeviceptr dst, cons
 {
     (void)ptsz;
     gate_settle();
-    return real(dst, src, bytes);
+    return flight_seen(real(dst, src, bytes));
 }
 
 CUresult hook_cuMemcpyDtoD(cuMemcpyDtoD_fn real, int ptsz, CUdeviceptr dst, CUdeviceptr src,
@@ -415,7 +417,7 @@ CUresult hook_cuMemcpyDtoD(cuMemcpyDtoD_fn real, int ptsz, CUdeviceptr dst, CUde
 {
     (void)ptsz;
     gate_settle();
-    return real(dst, src, bytes);
+    return flight_seen(real(dst, src, bytes));
 }
 
 CUresult hook_cuMemcpy(cuMemcpy_fn real, int ptsz, CUdeviceptr dst, CUdeviceptr src,
@@ -423,14 +425,14 @@ CUresult hook_cuMemcpy(cuMemcpy_fn real, int ptsz, CUdeviceptr dst, CUdeviceptr 
 {
     (void)ptsz;
     gate_settle();
-    return real(dst, src, bytes);
+    return flight_seen(real(dst, src, bytes));
 }
 
 CUresult hook_cuMemcpy2D(cuMemcpy2D_fn real, int ptsz, const CUDA_MEMCPY2D *copy)
 {
     (void)ptsz;
     gate_settle();
-    return real(copy);
+    return flight_seen(real(copy));
 }
 
 CUresult hook_cuMemcpy2DUnaligned(cuMemcpy2DUnaligned_fn real, int ptsz,
@@ -438,28 +440,29 @@ CUresult hook_cuMemcpy2DUnaligned(cuMemcpy2DUnaligned_fn real, int ptsz,
 {
     (void)ptsz;
     gate_settle();
-    return real(copy);
+    return flight_seen(real(copy));
 }
 
 CUresult hook_cuMemcpy3D(cuMemcpy3D_fn real, int ptsz, const CUDA_MEMCPY3D *copy)
 {
     (void)ptsz;
     gate_settle();
-    return real(copy);
+    return flight_seen(real(copy));
 }
 
 /* ---- launches ---------------------------------------------------------------- */
 
 /* The fast path of every launch: one table lookup, one compare with the
- * control page, the real call, three relaxed counters (the third in shared
- * memory, for the controller). Everything else happens only for wanted
- * functions, in the launch pipeline (launch.c), which makes the call through
- * `run` with the arguments kept in `args` (built only on that path). */
+ * control page, one load (the flight recorder is off), the real call, three
+ * relaxed counters (the third in shared memory, for the controller).
+ * Everything else happens only for wanted functions, or for every launch
+ * under --flight, in the launch pipeline (launch.c), which makes the call
+ * through `run` with the arguments kept in `args` (built only on that path). */
 #define LAUNCH_HOOK_BODY(f, stream, call, run, args, ...)                    \
     unsigned wants;                                                          \
     bool interrupted = false;                                                \
     struct func_entry *e = launch_lookup((f), &wants, &interrupted);         \
-    if (__builtin_expect(!wants, 1)) {                                       \
+    if (__builtin_expect(!wants, 1) && __builtin_expect(!e || !flight_on(), 1)) { \
         CUresult rc = call;                                                  \
         if (rc == CUDA_SUCCESS && e)                                         \
             launch_count(e, (stream), ptsz);                                 \

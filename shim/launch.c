@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "drain.h"
+#include "flight.h"
 #include "gate.h"
 #include "launch.h"
 #include "modules.h"
@@ -229,9 +230,10 @@ static bool decide(struct launch_run *r)
     return strategy_before(r, COPIER_PLAIN);
 }
 
-/* The launch has been made: counted, and traced. */
+/* The launch has been made: recorded as such, counted, and traced. */
 static void launched(const struct launch_info *li, CUresult rc)
 {
+    flight_end(li, rc);
     if (rc != CUDA_SUCCESS && !li->captured)
         atomic_fetch_sub(&li->e->launches, 1);
     else if (!li->captured)
@@ -269,11 +271,42 @@ static void run_wanted(void *arg)
     shim_busy--;
 }
 
+/* A launch nobody wants anything of, made while the flight recorder is on:
+ * numbered as cheaply as the fast path counts one (the capture state asked of
+ * the driver only while something captures), recorded, made, counted. */
+static CUresult recorded(struct launch_info *li, CUresult (*call)(void *), void *arg)
+{
+    shim_busy++;
+    li->seq = atomic_fetch_add_explicit(&shim_stats.seq, 1, memory_order_relaxed) + 1;
+    li->captured =
+        atomic_load_explicit(&shim_stats.captures_active, memory_order_relaxed) > 0 &&
+        stream_capturing(li->stream, li->ptsz);
+    li->device = -1;
+    li->tid = stream_tid();
+    flight_begin(li);
+    shim_busy--;
+    CUresult rc = call(arg);
+    shim_busy++;
+    flight_end(li, rc);
+    if (rc == CUDA_SUCCESS && li->captured) {
+        atomic_fetch_add_explicit(&shim_stats.captured, 1, memory_order_relaxed);
+        counts_add_process(false);
+    } else if (rc == CUDA_SUCCESS) {
+        atomic_fetch_add_explicit(&li->e->launches, 1, memory_order_relaxed);
+        counts_add_func(li->e->id, false, 1);
+    }
+    shim_busy--;
+    return rc;
+}
+
 CUresult launch_run(struct launch_info *li, CUresult (*call)(void *), void *arg)
 {
+    if (!li->wants)
+        return recorded(li, call, arg);
     struct launch_run r = {.li = li, .call = call, .arg = arg, .how = COPIER_NONE};
     shim_busy++;
     number(li);
+    flight_begin(li);
     shim_busy--;
     /* Copies would invalidate a capture or land in the graph, and a captured
      * launch does not run: while a stream captures, launches are only recorded. */

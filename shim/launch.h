@@ -49,7 +49,8 @@ static inline void launch_count(struct func_entry *e, CUstream stream, int ptsz)
 /* A wanted launch (li filled in from the launch call: function, wants,
  * shape, stream, parameters, variant): numbers it, does what the controller
  * plans around `call(arg)`, which makes the launch itself, and returns what
- * that returned. */
+ * that returned. With the flight recorder on, every launch of a known
+ * function comes here (wants 0: only recorded, flight.c). */
 CUresult launch_run(struct launch_info *li, CUresult (*call)(void *), void *arg);
 
 #endif

@@ -30,6 +30,7 @@ struct launch_info {
     uint64_t graph;
     uint32_t replay, node;
     uint32_t begin_flags;       /* LAUNCH_STOP_ONLY, LAUNCH_UNSAFE_GRAPH: for MSG_BEGIN */
+    uint64_t flight;            /* its flight ring slot's position + 1 (flight.c); 0: none */
     /* the n-th launch of each counted rule it counts for (plan_select) */
     unsigned ncounted;
     struct proto_counted counted[PROTO_MAX_SELECTORS];

@@ -74,14 +74,7 @@ void plan_select(struct launch_info *li)
 /* The bytes of parameter i, from kernelParams or from the `extra` buffer. */
 static const unsigned char *param_bytes(const struct launch_info *li, int i)
 {
-    if (li->params)
-        return li->params[i];
-    /* extra = {CU_LAUNCH_PARAM_BUFFER_POINTER, buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, END} */
-    for (void **x = li->extra; x && *x; x += 2) {
-        if ((uintptr_t)x[0] == 1)
-            return (const unsigned char *)x[1] + li->e->param_offset[i];
-    }
-    return NULL;
+    return func_param_bytes(li->e, li->params, li->extra, i);
 }
 
 static const unsigned char zeros[8];

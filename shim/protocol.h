@@ -17,7 +17,8 @@
  * of PROTO_RING_SLOT_SIZE bytes; none without --trace), the result ring
  * (results_slots slots of PROTO_RESULT_SLOT_SIZE bytes), the staging area
  * that snapshot and read copies land in, and at the next multiple of
- * PROTO_COUNTS_ALIGN bytes the launch counts (struct proto_counts).
+ * PROTO_COUNTS_ALIGN bytes the launch counts (struct proto_counts), then
+ * the flight ring (below).
  *
  * The launch counts are the counters MSG_STATS reports at exit, kept up to
  * date by the shim as it counts: the controller reads them there for a process
@@ -46,7 +47,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 12
+#define PROTO_VERSION 13
 #define PROTO_MAGIC 0x50445543u /* "CUDP" */
 
 /* ---- limits ---------------------------------------------------------------- */
@@ -74,6 +75,9 @@ enum {
     PROTO_TMAP_BYTES = 128,        /* bytes of a CUtensorMap */
     PROTO_TMAP_STEP = 8,           /* the parameter bytes are searched for maps every this many */
     PROTO_TMAP_RANK = 5,           /* dimensions a tensor map has at most */
+    PROTO_FLIGHT_PARAM_BYTES = 256, /* parameter bytes a flight ring slot keeps */
+    PROTO_FLIGHT_SLOT_SIZE = 384,  /* bytes of one flight ring slot */
+    PROTO_MAX_FLIGHT = 16384,      /* slots of the flight ring, at most */
 };
 
 /* ---- message kinds ----------------------------------------------------------- */
@@ -195,6 +199,13 @@ enum proto_plan_flag {     /* proto_plan.flags */
                             * instead when one finds a new NaN or Inf (proto_gate) */
 };
 
+enum proto_flight_flag {   /* proto_flight_slot.flags */
+    FLIGHT_RETURNED = 1,   /* the launch call returned: `rc` holds its result */
+    FLIGHT_MARKED = 2,     /* a completion marker was enqueued after it: `done` says */
+    FLIGHT_CAPTURED = 4,   /* made on a capturing stream: recorded into a graph, no marker */
+    FLIGHT_GRAPH = 8,      /* a graph launch (cuGraphLaunch): `graph` says which */
+};
+
 enum proto_result_flag {   /* proto_result_slot.flags */
     RESULT_TAKEN = 1,      /* reported by MSG_REPEAT instead: the ring's reader skips it */
     RESULT_ASKED = 2,      /* the launch was asked about (MSG_BEGIN), then made with the
@@ -308,7 +319,10 @@ struct proto_control {
     uint32_t scratch_mib;   /* device memory the shim may borrow for a PLAN_DEFER launch's
                              * copies, in MiB; 0: none (never more than a quarter of what is
                              * free on the device) */
-    uint8_t pad0[32];
+    uint32_t flight_slots;  /* slots in the flight ring (--flight), 0: no ring */
+    int32_t first_error;    /* shim: the first error a launch, a synchronisation or a copy
+                             * of the program's returned (CUresult; 0: none yet) */
+    uint8_t pad0[24];
     uint64_t ring_head;     /* shim: next position to reserve */
     uint8_t pad1[56];
     uint64_t ring_tail;     /* controller: next position to consume */
@@ -322,6 +336,8 @@ struct proto_control {
     /* shim: launches that matched each counted rule so far (proto_selector.counter),
      * across every function the rule matches, graph kernel nodes included */
     uint64_t rule_counts[PROTO_MAX_COUNTERS];
+    uint64_t flight_head;   /* shim: launches recorded in the flight ring (the next position) */
+    uint8_t pad6[56];
 };
 
 
@@ -411,6 +427,28 @@ struct proto_ring_slot {
     uint64_t ready;         /* position + 1 once the event is written */
     uint64_t reserved;
     struct proto_launch event;
+};
+
+/* One slot of the flight ring: a launch (or graph launch) as it was made. */
+struct proto_flight_slot {
+    uint64_t ready;         /* position + 1 once the slot is written; 0 while it is written */
+    uint64_t done;          /* FLIGHT_MARKED: position + 1 once the GPU got past the launch */
+    uint64_t seq;           /* the launch's sequence number, as in proto_launch */
+    uint64_t stream;
+    uint64_t tid;           /* the launching thread (gettid) */
+    uint64_t graph;         /* FLIGHT_GRAPH: the executable graph's number (per process) */
+    uint32_t id;            /* function id; 0 for a graph launch */
+    uint32_t api;           /* enum proto_api */
+    uint32_t grid[3];
+    uint32_t block[3];
+    uint32_t smem;
+    uint32_t flags;         /* enum proto_flight_flag */
+    int32_t rc;             /* FLIGHT_RETURNED: what the launch call returned */
+    uint32_t nbytes;        /* bytes of the launch's parameters, one after the other */
+    uint32_t kept;          /* of them in params (at most PROTO_FLIGHT_PARAM_BYTES) */
+    uint32_t reserved;
+    uint8_t pad[24];
+    uint8_t params[PROTO_FLIGHT_PARAM_BYTES];
 };
 
 struct proto_pointer {

@@ -243,6 +243,38 @@ def test_address_range_resolves_interior_pointers_and_copies_stay_inside(fake: F
                                        ptr) == CUDA_ERROR_NOT_FOUND
 
 
+@isolated
+def test_stream_writes_land_in_mapped_memory_and_break_a_capture(fake: FakeCuda) -> None:
+    """cuStreamWriteValue64 writes registered host memory (not memory the device cannot
+    map); on a capturing stream it is refused and the capture is lost, as a tool's must never
+    be."""
+    lib = load(fake)
+    library_kernels(lib)  # makes a context current
+    word = (ctypes.c_uint64 * 4)()
+    where = ctypes.c_uint64(ctypes.addressof(word) + 8)
+    write = lib.cuStreamWriteValue64_v2
+    write.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint]
+    assert write(None, where, 7, 0) == CUDA_ERROR_INVALID_VALUE     # not registered
+    assert lib.cuMemHostRegister_v2(word, ctypes.c_size_t(32), 3) == CUDA_SUCCESS
+    assert write(None, where, 7, 0) == CUDA_SUCCESS
+    assert list(word) == [0, 7, 0, 0]
+    stream, graph = ctypes.c_void_p(), ctypes.c_void_p()
+    assert lib.cuStreamCreate(ctypes.byref(stream), 0) == CUDA_SUCCESS
+    assert lib.cuStreamBeginCapture_v2(stream, 0) == CUDA_SUCCESS
+    assert write(stream, where, 9, 0) == 900                       # unsupported in a capture
+    assert lib.cuStreamEndCapture(stream, ctypes.byref(graph)) == 901   # and the capture lost
+    assert list(word) == [0, 7, 0, 0]
+
+
+def test_a_bad_pointer_ends_the_context(fake: FakeCuda) -> None:
+    """poke through a bad pointer: later work is accepted and never runs, the next sync
+    says CUDA_ERROR_ILLEGAL_ADDRESS, and so does every call after it."""
+    done = run(fake, "flight", "fault")
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.splitlines() == ["launch after the fault 0", "sync 700"]
+    assert run(fake, "flight", "ok").stdout.splitlines() == ["sync 0"]
+
+
 # ---------------------------------------------------------------- the programs
 
 
@@ -373,7 +405,7 @@ def test_build_is_cached(fake: FakeCuda) -> None:
     assert set(again.programs) == {"linked", "cudart_like", "dlsym_direct", "threads", "capture",
                                    "zed", "exitcode", "vmm", "graphs", "allocs", "structs", "nans",
                                    "diverge", "modules", "procs", "ranks", "chain",
-                                   "graph_scans", "tensormaps"}
+                                   "graph_scans", "tensormaps", "flight"}
 
 
 def test_stand_in_never_loaded_into_the_test_process(fake: FakeCuda) -> None:

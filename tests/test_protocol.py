@@ -31,12 +31,14 @@ CONSTANTS: dict[str, int] = {
     "PROTO_MAX_FUNCS": p.MAX_FUNCS, "PROTO_COUNTS_ALIGN": p.COUNTS_ALIGN,
     "PROTO_MAX_TMAPS": p.MAX_TMAPS, "PROTO_TMAP_BYTES": p.TMAP_BYTES,
     "PROTO_TMAP_STEP": p.TMAP_STEP, "PROTO_TMAP_RANK": p.TMAP_RANK,
+    "PROTO_FLIGHT_PARAM_BYTES": p.FLIGHT_PARAM_BYTES, "PROTO_FLIGHT_SLOT_SIZE": p.FLIGHT_SLOT_SIZE,
+    "PROTO_MAX_FLIGHT": p.MAX_FLIGHT,
 }
 ENUMS: list[tuple[type[Enum], str]] = [
     (p.Kind, "MSG_"), (p.Want, "WANT_"), (p.Option, "OPTION_"), (p.LaunchFlag, "LAUNCH_"),
     (p.PlanFlag, "PLAN_"), (p.ResultFlag, "RESULT_"), (p.Phase, "PHASE_"), (p.CopyFlag, "COPY_"),
     (p.ResumeMode, "RESUME_"), (p.NoticeKind, "NOTICE_"),
-    (p.MemoryOp, "MEM_"), (p.ToolMode, "TOOL_"), (p.Gate, "GATE_"),
+    (p.MemoryOp, "MEM_"), (p.ToolMode, "TOOL_"), (p.Gate, "GATE_"), (p.FlightFlag, "FLIGHT_"),
 ]
 for enum, prefix in ENUMS:
     for member in enum:

@@ -10,13 +10,19 @@ from pathlib import Path
 
 from cudump.analysis.transplant.donor import Donor, load_donor, parse_spec
 from cudump.commands import SUBCOMMANDS, USAGE
-from cudump.controller.options import DEFAULT_SCRATCH, TRACE_RING_SLOTS, RunOptions
+from cudump.controller.options import (
+    DEFAULT_FLIGHT,
+    DEFAULT_SCRATCH,
+    TRACE_RING_SLOTS,
+    RunOptions,
+)
 from cudump.controller.session import Session, default_run_dir
 from cudump.errors import UsageError
 from cudump.policy.rules import capture_rule, digest_rule, load_rules, scan_rule
 from cudump.rundir import files as runfiles
 from cudump.rundir.layout import RUN_FILES
 from cudump.sizes import size_arg
+from cudump.wire.protocol import MAX_FLIGHT
 
 MAX_STAGING = 64 << 30
 
@@ -96,9 +102,39 @@ class RunCommand:
                                  "(default 1G, never more than a quarter of what is free): "
                                  "the launch is held only for a copy into it, and the bytes "
                                  "reach the files while the program runs on; 0 turns it off")
+        parser.add_argument("--flight", type=_flight_slots, nargs="?", const=DEFAULT_FLIGHT,
+                            default=0, metavar="N",
+                            help=f"flight recorder: keep the last N launches of each process "
+                                 f"(default {DEFAULT_FLIGHT}, at most {MAX_FLIGHT}) with their "
+                                 "arguments and whether each completed on the GPU; when the "
+                                 "program fails (non-zero exit, signal, CUDA error) say which "
+                                 "launch was the last to complete and which were in flight, "
+                                 "naming the likely culprit; always written to flight.jsonl")
         parser.add_argument("program", metavar="PROGRAM", nargs="?", help="the program to run")
         parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
                             help="its arguments")
+
+    @staticmethod
+    def normalize(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
+        """`--flight` followed by something that is not a number (the program, another
+        option) takes its default: argparse would take the program for its value."""
+        takes_value = {name for name, action in parser._option_string_actions.items()
+                       if action.nargs != 0 and name != "--flight"}
+        out: list[str] = []
+        i = 0
+        while i < len(argv):
+            word = argv[i]
+            if word == "--flight" and not (i + 1 < len(argv) and argv[i + 1].isdigit()):
+                out.append(f"--flight={DEFAULT_FLIGHT}")
+            elif word == "--" or not word.startswith("-"):
+                break           # the program and its arguments are the program's
+            elif word in takes_value:
+                out += argv[i:i + 2]
+                i += 1
+            else:
+                out.append(word)
+            i += 1
+        return out + argv[i:]
 
     def run(self, args: argparse.Namespace) -> int:
         if not args.program:
@@ -141,7 +177,7 @@ class RunCommand:
                              breaks=list(args.breaks),
                              batch=args.batch, ring_slots=args.trace_ring,
                              break_on_nan=args.break_on_nan, timeline=args.timeline,
-                             injections=donors)
+                             injections=donors, flight_slots=args.flight)
         session = Session(options)
         try:
             return session.run()
@@ -191,6 +227,17 @@ def _ring_slots(text: str) -> int:
     if value < 2 or value > 1 << 24 or value & (value - 1):
         raise argparse.ArgumentTypeError(f"bad ring size '{text}': a power of two from 2 "
                                          f"to {1 << 24}")
+    return value
+
+
+def _flight_slots(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_FLIGHT:
+        raise argparse.ArgumentTypeError(f"bad --flight '{text}': the launches each process "
+                                         f"keeps, from 1 to {MAX_FLIGHT}")
     return value
 
 

@@ -9,13 +9,15 @@ from pathlib import Path
 import numpy as np
 
 from cudump.analysis.diff.metrics import channel_count
+from cudump.analysis.flight import report_lines
 from cudump.analysis.report.formats import fmt_num
 from cudump.analysis.report.tables import LS_HEADERS, LS_RIGHT, format_table, snapshot_rows
 from cudump.analysis.stats import is_any_run
 from cudump.commands import HelpFormatter
 from cudump.errors import UsageError
+from cudump.rundir.flight import FlightFormatError, read_flight
 from cudump.rundir.imaging import CHANNEL_NAMES, TooManyChannels, render, save_png
-from cudump.rundir.layout import MANIFEST_FILE
+from cudump.rundir.layout import FLIGHT_FILE, MANIFEST_FILE
 from cudump.rundir.runs import Run, Snapshot, is_run_dir, kernel_pattern, load_array
 
 EPILOG = """\
@@ -109,8 +111,14 @@ class ShowCommand:
                             help="value range mapped to black..white (default: data min:max)")
         parser.add_argument("--channels", metavar="LIST",
                             help="channels to draw: 0 | 0,1,2 | r,g,b | a ...")
+        parser.add_argument("--flight", action="store_true",
+                            help="the flight recorder's account of the run (flight.jsonl, "
+                                 "from cudump --flight): what was in flight when the program "
+                                 "ended, and every launch it kept (--pid: of one process)")
 
     def run(self, args: argparse.Namespace) -> int:
+        if args.flight:
+            return _show_flight(args.target, args.pid)
         value_range = parse_range(args.range)
         snap, path = self._choose(args)
         if path is None:
@@ -186,6 +194,35 @@ class ShowCommand:
             what = "was not captured" if not snap.captured else "cannot be read"
             raise UsageError(f"snapshot #{snap.index} {what}: {snap.problem or 'no file'}")
         return snap, snap.path
+
+
+def _show_flight(run_dir: Path, pid: int | None) -> int:
+    """The report of each process the flight recorder kept launches of, and the launches."""
+    if not (run_dir / FLIGHT_FILE).is_file():
+        raise UsageError(f"{run_dir} has no {FLIGHT_FILE}: the run was not made with --flight")
+    try:
+        log = read_flight(run_dir)
+    except OSError as err:
+        raise UsageError(f"cannot read {run_dir / FLIGHT_FILE}: {err.strerror or err}") from None
+    except FlightFormatError as err:
+        raise UsageError(str(err)) from None
+    procs = [proc for proc in log.processes if pid is None or proc.pid == pid]
+    if not procs:
+        raise UsageError(f"{run_dir / FLIGHT_FILE} holds no process {pid}")
+    several = len(log.processes) > 1
+    for proc in procs:
+        launches = log.of(proc.pid)
+        for line in report_lines(proc, launches, f"process {proc.pid}: " if several else ""):
+            print(line)
+        rows = [[str(x.launch), x.status + (" (named)" if x.culprit else ""), x.stream,
+                 str(x.thread), x.kernel if x.graph is None else f"graph {x.graph}"]
+                for x in launches]
+        for line in format_table(["launch", "status", "stream", "thread", "kernel"], rows,
+                                 [True, False, False, True, False]):
+            print(line)
+        print(f"{proc.kept} of the {proc.recorded} launches of process {proc.pid} kept "
+              f"(--flight {proc.slots})")
+    return 0
 
 
 def _print_record(snap: Snapshot) -> None:

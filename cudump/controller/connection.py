@@ -105,7 +105,8 @@ class Connection:
             self.shared = SharedFile(f"cudump-{self.proc.pid}", ctl.options.staging_bytes,
                                      ctl.options.ring_slots if ctl.traced else 0,
                                      RESULT_RING_SLOTS if ctl.snapshots is not None else 0,
-                                     scratch_mib=ctl.options.scratch_bytes >> 20)
+                                     scratch_mib=ctl.options.scratch_bytes >> 20,
+                                     flight_slots=ctl.options.flight_slots)
         except OSError as err:
             raise p.ProtocolError(f"no shared memory of {ctl.options.staging_bytes} bytes for "
                                   f"it ({err.strerror}); try a smaller --staging") from None

@@ -16,6 +16,9 @@ TRACE_RING_SLOTS = 1 << 17
 RESULT_RING_SLOTS = 1 << 9
 # Device memory each process may lend a launch's snapshot copies (see --scratch).
 DEFAULT_SCRATCH = 1 << 30
+# Launches each process's flight recorder keeps when --flight is given without a number
+# (384 bytes each, pinned).
+DEFAULT_FLIGHT = 256
 
 
 @dataclass
@@ -34,6 +37,7 @@ class RunOptions:
     break_on_nan: bool = False
     timeline: Path | None = None      # --timeline FILE: the run as trace-event JSON
     injections: list[Donor] = field(default_factory=list)   # --inject RUN:LAUNCH, checked
+    flight_slots: int = 0             # --flight N: the last N launches of each process; 0: off
 
     @property
     def debugging(self) -> bool:

@@ -17,7 +17,7 @@ from cudump.kernels.demangle import demangle
 from cudump.kernels.geometry import Allocation
 from cudump.kernels.tensormaps import TensorMap
 from cudump.wire import protocol as p
-from cudump.wire.shm import LaunchCounts
+from cudump.wire.shm import FlightRing, LaunchCounts
 
 
 @dataclass
@@ -82,6 +82,7 @@ class ProcessState:
     allocations: dict[int, Allocation] = field(default_factory=dict)  # base -> allocation
     stats: dict[str, Any] | None = None      # MSG_STATS, at its exit
     counted: LaunchCounts | None = None      # the shared launch counts, at the run's end
+    flight: FlightRing | None = None         # its flight ring (--flight), at the run's end
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 

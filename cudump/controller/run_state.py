@@ -222,6 +222,8 @@ class Controller:
                 if shared is not None and proc.stats is None:
                     # Kept for the summary: the mapping goes now.
                     proc.counted = shared.launch_counts(list(proc.funcs))
+                if shared is not None:
+                    proc.flight = shared.flight()   # for the flight recorder's report
             for shared in self.shared.values():
                 shared.close()
         if self.timeline is not None:

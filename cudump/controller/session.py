@@ -26,7 +26,7 @@ from cudump.controller.options import RunOptions
 from cudump.controller.preload import preload_env
 from cudump.controller.run_state import Controller
 from cudump.errors import CudumpError
-from cudump.rundir.layout import SUMMARY_FILE
+from cudump.rundir.layout import FLIGHT_FILE, SUMMARY_FILE
 
 # How long to wait, once the target has exited, for its processes' last
 # messages (children that outlive it are not waited for longer than this).
@@ -161,6 +161,7 @@ class Session:
             self._drain()
             self.controller.close()  # waits for the last snapshots to be written
             summary = self.controller.summary(status)
+            summary.flight = self._flight(returncode)
             self._say_timeline()
             for record in summary.injections:
                 if record.status != "refused":     # said as it happened
@@ -180,6 +181,22 @@ class Session:
             self._server.close()
             # A program that never started leaves no timeline.
             self.controller.close(complete=self.child is not None)
+
+    def _flight(self, returncode: int) -> str | None:
+        """--flight: flight.jsonl, and what was in flight when the program failed (nothing
+        printed for a clean run). The file's name, as the summary lists it."""
+        if not self.options.flight_slots:
+            return None
+        from cudump.controller.flight import finish
+
+        try:
+            result = finish(self.controller.processes, self.options.run_dir, returncode)
+        except OSError as err:
+            warn(f"could not write {self.options.run_dir / FLIGHT_FILE}: {err.strerror or err}")
+            return None
+        for line in result.lines:
+            say(line)
+        return FLIGHT_FILE if result.written is not None else None
 
     def _say_timeline(self) -> None:
         timeline = self.controller.timeline

@@ -71,6 +71,7 @@ class RunSummary:
     trace_dropped: int = 0         # trace events the ring had no room for
     injections: list[InjectionRecord] = field(default_factory=list)   # --inject
     exit_status: int = 0
+    flight: str | None = None      # --flight: the flight recorder's file (flight.jsonl)
 
     def line(self, run_dir: Path | None = None) -> str:
         """The summary line; with `run_dir`, it ends naming the run directory."""
@@ -143,6 +144,8 @@ class RunSummary:
             data["ranks"] = {str(pid): rank for pid, rank in sorted(self.ranks.items())}
         else:
             del data["ranks"]
+        if self.flight is None:     # written only by a run with --flight
+            del data["flight"]
         data["kernels"] = dict(sorted(self.kernels.items(), key=lambda kv: (-kv[1], kv[0])))
         data["graph_kernels"] = dict(sorted(self.graph_kernels.items(),
                                             key=lambda kv: (-kv[1], kv[0])))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 from typing import Any, Protocol
 
-VERSION = 12
+VERSION = 13
 MAGIC = 0x50445543
 
 MAX_MESSAGE = 1 << 20
@@ -43,6 +43,9 @@ MAX_TMAPS = 64             # tensor maps one Kind.BEGIN describes
 TMAP_BYTES = 128           # bytes of a CUtensorMap
 TMAP_STEP = 8              # the parameter bytes are searched for maps every this many
 TMAP_RANK = 5              # dimensions a tensor map has at most
+FLIGHT_PARAM_BYTES = 256   # parameter bytes a flight ring slot keeps
+FLIGHT_SLOT_SIZE = 384     # bytes of one flight ring slot
+MAX_FLIGHT = 16384         # slots of the flight ring, at most
 
 
 class Kind(IntEnum):
@@ -104,6 +107,14 @@ class PlanFlag(IntFlag):
     REPEAT = 2      # the shim repeats the plan on its own; results come through the ring
     DEFER = 4       # the shim may let the launch go before the copies reach staging
     GATE = 8        # with REPEAT: the GPU holds the stream when a scan finds something new
+
+
+class FlightFlag(IntFlag):
+    """proto_flight_slot.flags (protocol.h says how the flight ring works)."""
+    RETURNED = 1    # the launch call returned: `rc` holds its result
+    MARKED = 2      # a completion marker was enqueued after it: `done` says
+    CAPTURED = 4    # made on a capturing stream: recorded into a graph, no marker
+    GRAPH = 8       # a graph launch: `graph` says which
 
 
 class ResultFlag(IntFlag):
@@ -239,11 +250,13 @@ HELLO = _layout("proto_hello", ("magic", "I"), ("version", "I"), ("pid", "i"), (
 WELCOME = _layout("proto_welcome", ("version", "I"), ("options", "I"), ("staging_size", "Q"))
 CONTROL = _layout("proto_control", ("magic", "I"), ("version", "I"), ("generation", "I"),
                   ("hold", "I"), ("interrupt", "I"), ("ring_slots", "I"),
-                  ("results_slots", "I"), ("scratch_mib", "I"), ("pad0", "32s"),
+                  ("results_slots", "I"), ("scratch_mib", "I"), ("flight_slots", "I"),
+                  ("first_error", "i"), ("pad0", "24s"),
                   ("ring_head", "Q"), ("pad1", "56s"), ("ring_tail", "Q"), ("pad2", "56s"),
                   ("ring_dropped", "Q"), ("pad3", "56s"), ("results_head", "Q"),
                   ("pad4", "56s"), ("results_tail", "Q"), ("pad5", "56s"),
-                  *[(f"rule_counts[{i}]", "Q") for i in range(MAX_COUNTERS)])
+                  *[(f"rule_counts[{i}]", "Q") for i in range(MAX_COUNTERS)],
+                  ("flight_head", "Q"), ("pad6", "56s"))
 PARAM = _layout("proto_param", ("offset", "I"), ("size", "I"))
 FUNC = _layout("proto_func", ("id", "I"), ("nparams", "i"), ("handle", "Q"))
 ASK = _layout("proto_ask", ("id", "I"), ("reserved", "I"))
@@ -282,6 +295,11 @@ LAUNCH = _layout("proto_launch", ("seq", "Q"), ("occurrence", "Q"), ("stream", "
 # The event fills a ring slot exactly (no padding after it).
 RING_SLOT = _layout("proto_ring_slot", ("ready", "Q"), ("reserved", "Q"),
                     *[(f"event.{name}", code) for name, code in LAUNCH.fields])
+FLIGHT_SLOT = _layout("proto_flight_slot", ("ready", "Q"), ("done", "Q"), ("seq", "Q"),
+                      ("stream", "Q"), ("tid", "Q"), ("graph", "Q"), ("id", "I"), ("api", "I"),
+                      ("grid", "3I"), ("block", "3I"), ("smem", "I"), ("flags", "I"),
+                      ("rc", "i"), ("nbytes", "I"), ("kept", "I"), ("reserved", "I"),
+                      ("pad", "24s"), ("params", f"{FLIGHT_PARAM_BYTES}s"))
 POINTER = _layout("proto_pointer", ("arg", "I"), ("offset", "I"), ("base", "Q"), ("size", "Q"),
                   ("pitch", "Q"), ("width", "Q"), ("height", "Q"), ("elem", "I"),
                   ("kind", "I"))
@@ -331,9 +349,9 @@ RESUME = _layout("proto_resume", ("mode", "I"), ("reserved", "I"))
 RESULT = _layout("proto_result", ("rc", "i"), ("reserved", "I"), ("nbytes", "Q"))
 
 LAYOUTS = (HEADER, HELLO, WELCOME, CONTROL, PARAM, FUNC, ASK, SELECTOR, WANTS, COUNTED, LAUNCH,
-           RING_SLOT, POINTER, TENSORMAP, MEMORY, GRAPH, NOTICE, GRAPH_NODE, COUNT, FUNC_COUNT,
-           COUNTS, STATS, COPY, PLAN, KEY, TOOL_OUT, RESULT_SLOT, IMAGE, PIECE, END, STOPPED,
-           READ, QUERY, WRITE, RESUME, RESULT)
+           RING_SLOT, FLIGHT_SLOT, POINTER, TENSORMAP, MEMORY, GRAPH, NOTICE, GRAPH_NODE, COUNT,
+           FUNC_COUNT, COUNTS, STATS, COPY, PLAN, KEY, TOOL_OUT, RESULT_SLOT, IMAGE, PIECE, END,
+           STOPPED, READ, QUERY, WRITE, RESUME, RESULT)
 
 # Byte offsets of the control page's fields, for the controller's stores.
 CONTROL_OFFSETS = CONTROL.offsets()

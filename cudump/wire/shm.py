@@ -10,8 +10,10 @@ shim planned itself (protocol.h says how both work). The staging area
 receives the bytes of snapshot and read copies; it stays sparse until the
 shim writes into it. The launch counts after it (protocol.COUNTS) are those MSG_STATS
 reports at exit, as the shim counts them: what the controller has of a process that ended
-without MSG_STATS. The shim maps it only once it has sealed the file against
-shrinking and seen that it holds everything the control page and WELCOME claim.
+without MSG_STATS. With --flight the flight ring follows them (protocol.FLIGHT_SLOT): the
+process's last launches, read once the run is over, its process alive or not. The shim maps
+it only once it has sealed the file against shrinking and seen that it holds everything the
+control page and WELCOME claim.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import os
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from cudump.wire import protocol as p
 
@@ -38,13 +41,27 @@ class LaunchCounts:
 
 
 _FUNC = struct.Struct("<QQ")
+_I32 = struct.Struct("<i")
+
+
+@dataclass(frozen=True)
+class FlightRing:
+    """The flight ring as the shim left it: the last `slots` of the `head` launches it
+    recorded, and the first error a call of the program's returned."""
+
+    slots: int
+    head: int
+    first_error: int
+    records: list[dict[str, Any]]   # FLIGHT_SLOT's fields of each whole slot, oldest first
 
 
 class SharedFile:
     def __init__(self, name: str, staging_size: int, ring_slots: int = 0,
-                 results_slots: int = 0, scratch_mib: int = 0) -> None:
+                 results_slots: int = 0, scratch_mib: int = 0, flight_slots: int = 0) -> None:
         if ring_slots & (ring_slots - 1) or results_slots & (results_slots - 1):
             raise ValueError("a ring's size must be a power of two")
+        if not 0 <= flight_slots <= p.MAX_FLIGHT:
+            raise ValueError(f"a flight ring holds at most {p.MAX_FLIGHT} launches")
         self.staging_size = staging_size
         self.ring_slots = ring_slots
         self.results_slots = results_slots
@@ -52,7 +69,11 @@ class SharedFile:
         self.staging_offset = self.results_offset + results_slots * p.RESULT_SLOT_SIZE
         self.counts_offset = -(-(self.staging_offset + staging_size) // p.COUNTS_ALIGN) \
             * p.COUNTS_ALIGN
-        size = self.counts_offset + p.COUNTS.size
+        self.flight_slots = flight_slots
+        self.flight_offset = -(-(self.counts_offset + p.COUNTS.size) // p.COUNTS_ALIGN) \
+            * p.COUNTS_ALIGN
+        size = (self.flight_offset + flight_slots * p.FLIGHT_SLOT_SIZE if flight_slots
+                else self.counts_offset + p.COUNTS.size)
         # Sealable: the shim seals it against shrinking before it trusts its size (a
         # shared mapping touched past the end of its file is a SIGBUS in the program).
         self.fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
@@ -64,7 +85,8 @@ class SharedFile:
             raise
         head = p.CONTROL.pack(magic=p.MAGIC, version=p.VERSION, generation=1,
                               ring_slots=ring_slots, results_slots=results_slots,
-                              scratch_mib=min(scratch_mib, 0xFFFFFFFF))
+                              scratch_mib=min(scratch_mib, 0xFFFFFFFF),
+                              flight_slots=flight_slots)
         self._map[:len(head)] = head
 
     def _store(self, name: str, value: int) -> None:
@@ -137,6 +159,24 @@ class SharedFile:
                 launches, graph_runs = _FUNC.unpack_from(self._map, at)
                 funcs[fid] = (int(launches), int(graph_runs))
         return LaunchCounts(captured, graphs, funcs)
+
+    def flight(self) -> FlightRing | None:
+        """The flight ring's launches, oldest first (None without one): each slot whose
+        `ready` says it holds the launch of its position, unchanged while it was read."""
+        if not self.flight_slots:
+            return None
+        head = int(_U64.unpack_from(self._map, p.CONTROL_OFFSETS["flight_head"])[0])
+        first_error = int(_I32.unpack_from(self._map, p.CONTROL_OFFSETS["first_error"])[0])
+        records: list[dict[str, Any]] = []
+        for pos in range(max(0, head - self.flight_slots), head):
+            at = self.flight_offset + (pos % self.flight_slots) * p.FLIGHT_SLOT_SIZE
+            before = _U64.unpack_from(self._map, at)[0]
+            fields = p.FLIGHT_SLOT.unpack(self._map, at)
+            if before != pos + 1 or _U64.unpack_from(self._map, at)[0] != before:
+                continue  # being written when the process stopped, or written over
+            fields["position"] = pos
+            records.append(fields)
+        return FlightRing(self.flight_slots, head, first_error, records)
 
     def handed_over(self) -> None:
         """The shim has its own mapping now: the descriptor is no longer needed here."""

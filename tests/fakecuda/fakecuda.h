@@ -23,6 +23,7 @@ typedef struct CUgraphNode_st *CUgraphNode;
 #define FC_ERROR_INVALID_CONTEXT 201
 #define FC_ERROR_ILLEGAL_STATE 401
 #define FC_ERROR_LOSSY_QUERY 402
+#define FC_ERROR_ILLEGAL_ADDRESS 700
 #define FC_ERROR_HOST_MEMORY_ALREADY_REGISTERED 712
 #define FC_ERROR_HOST_MEMORY_NOT_REGISTERED 713
 #define FC_ERROR_UNSUPPORTED_PTX_VERSION 222
@@ -329,6 +330,20 @@ CUresult cuEventSynchronize(CUevent hEvent);
 CUresult cuEventQuery(CUevent hEvent);
 CUresult cuEventDestroy_v2(CUevent hEvent);
 CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags);
+/* Stream memory writes: the v1 names (CUDA 8) and the _v2 ones cuda.h maps them to since
+ * CUDA 12; flags 0 or CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER (1). */
+CUresult cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, unsigned int value,
+                              unsigned int flags);
+CUresult cuStreamWriteValue64(CUstream stream, CUdeviceptr addr, cuuint64_t value,
+                              unsigned int flags);
+CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, unsigned int value,
+                                 unsigned int flags);
+CUresult cuStreamWriteValue32_v2_ptsz(CUstream stream, CUdeviceptr addr, unsigned int value,
+                                      unsigned int flags);
+CUresult cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value,
+                                 unsigned int flags);
+CUresult cuStreamWriteValue64_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value,
+                                      unsigned int flags);
 CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags);
 
 /* Graphs: construction and queries. */

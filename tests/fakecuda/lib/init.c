@@ -5,6 +5,22 @@
 #include "internal.h"
 
 FC_HIDDEN atomic_bool fc_initialized;
+FC_HIDDEN atomic_int fc_fault;
+FC_HIDDEN atomic_int fc_fault_pending;
+
+FC_HIDDEN void fc_set_fault(CUresult error)
+{
+    int none = 0;
+    atomic_compare_exchange_strong(&fc_fault_pending, &none, error); /* the first one stays */
+}
+
+FC_HIDDEN CUresult fc_fault_noticed(void)
+{
+    int pending = atomic_load(&fc_fault_pending), none = 0;
+    if (pending)
+        atomic_compare_exchange_strong(&fc_fault, &none, pending);
+    return atomic_load(&fc_fault);
+}
 
 struct fc_context {
     unsigned int magic;
@@ -29,7 +45,9 @@ FC_HIDDEN CUresult fc_require_context(void)
         return CUDA_ERROR_NOT_INITIALIZED;
     /* The real driver needs a current context for memory and launches; a
      * program (or a tool inside it) that forgets one must fail here too. */
-    return current_ctx ? CUDA_SUCCESS : FC_ERROR_INVALID_CONTEXT;
+    if (!current_ctx)
+        return FC_ERROR_INVALID_CONTEXT;
+    return atomic_load(&fc_fault);
 }
 
 FC_HIDDEN CUcontext fc_current_context(void)
@@ -227,6 +245,8 @@ CUresult cuCtxSynchronize(void)
     /* Work runs synchronously, so there is nothing to wait for but held
      * streams; and a sync during a capture breaks it, as on the real driver. */
     fc_wait_held(NULL);
+    if ((r = fc_fault_noticed()) != CUDA_SUCCESS)
+        return r;
     return fc_capture_check_unsafe();
 }
 
@@ -257,6 +277,7 @@ static const struct fc_error_text error_texts[] = {
     {402, "CUDA_ERROR_LOSSY_QUERY",
      "attempted introspection would be semantically lossy"},
     {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
     {712, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
      "part or all of the requested memory range is already mapped"},
     {713, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",

@@ -35,7 +35,19 @@ extern atomic_bool fc_initialized;
 /* Counters written at exit to the file FAKECUDA_STATS names (graph.c). */
 extern _Atomic unsigned long fc_async_allocations;
 void fc_stats_at_exit(void);
+/* Requires an initialised driver and a current context, and answers the sticky
+ * error of a kernel that faulted (fc_fault) once one has. */
 FC_HIDDEN CUresult fc_require_context(void);
+/* The sticky error of the context. A kernel that reaches memory it may not sets it
+ * pending (fc_set_fault: CUDA_ERROR_ILLEGAL_ADDRESS), as a real GPU ends the context: from
+ * then on nothing submitted to any stream runs (launches, copies and stream writes are
+ * accepted and dropped). The next wait (a synchronize) notices it (fc_fault_noticed) and
+ * returns it; from then on so does every call that needs the context (fc_fault), and every
+ * submission. */
+FC_HIDDEN extern atomic_int fc_fault;
+FC_HIDDEN extern atomic_int fc_fault_pending;
+FC_HIDDEN void fc_set_fault(CUresult error);
+FC_HIDDEN CUresult fc_fault_noticed(void);
 FC_HIDDEN CUcontext fc_current_context(void);
 
 /* ---- kernels.c: the built-in kernels ---- */
@@ -162,6 +174,8 @@ FC_HIDDEN CUresult fc_graph_record(struct fc_graph *g, struct fc_node *const *de
 
 /* ---- memory.c ---- */
 FC_HIDDEN CUresult fc_check_device(CUdeviceptr p, size_t n);
+/* Memory the device may write: device memory, or registered (mapped) host memory. */
+FC_HIDDEN CUresult fc_check_mapped(CUdeviceptr p, size_t n);
 FC_HIDDEN CUresult fc_copy2d(const CUDA_MEMCPY2D *c, bool unaligned);
 FC_HIDDEN CUresult fc_copy2d_check(const CUDA_MEMCPY2D *c);
 FC_HIDDEN void fc_copy2d_to_3d(const CUDA_MEMCPY2D *c, CUDA_MEMCPY3D *out);

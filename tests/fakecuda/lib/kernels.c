@@ -42,6 +42,7 @@ enum {
     K_SQUARE,
     K_TOOLS,
     K_TMA_COPY,
+    K_POKE,
     K_COUNT
 };
 
@@ -86,6 +87,26 @@ static void square(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t
     unsigned int i = gx(b, t, d);
     if ((long long)i < n)
         y[i] = x[i] * x[i];
+}
+
+/* poke(int* p, int v): *p = v, from thread 0 of block 0. A pointer outside device memory is
+ * what a real GPU answers with CUDA_ERROR_ILLEGAL_ADDRESS: the kernel stops and the context
+ * is lost (fc_fault), so that nothing later on any stream runs. */
+static void poke(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t, struct fc_dim3 d,
+                 struct fc_dim3 g)
+{
+    (void)d;
+    (void)g;
+    const struct fc_builtin *k = self(K_POKE);
+    ARG(int *, args, k, 0, p);
+    ARG(int, args, k, 1, v);
+    if (b.x || b.y || b.z || t.x || t.y || t.z)
+        return;
+    if (fc_check_device((CUdeviceptr)(uintptr_t)p, sizeof *p) != CUDA_SUCCESS) {
+        fc_set_fault(FC_ERROR_ILLEGAL_ADDRESS);
+        return;
+    }
+    *p = v;
 }
 
 /* fill<int>(int* p, int v, int n) */
@@ -375,6 +396,7 @@ static struct fc_builtin builtins[K_COUNT] = {
     [K_TOOLS] = {"cudump_tools", "cudump_tools", 1, {sizeof(struct tool_jobs)}, {0}, 0, tools},
     [K_TMA_COPY] = {"_Z8tma_copyPf14CUtensorMap_st", "tma_copy", 2, {8, sizeof(CUtensorMap)},
                     {0}, 0, tma_copy, {0, _Alignof(CUtensorMap)}},
+    [K_POKE] = {"_Z4pokePii", "poke", 2, {8, 4}, {0}, 0, poke},
 };
 
 FC_HIDDEN const size_t fc_builtin_count = K_COUNT;

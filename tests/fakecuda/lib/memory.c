@@ -152,6 +152,14 @@ FC_HIDDEN CUresult fc_check_device(CUdeviceptr p, size_t n)
     return check_device(p, n);
 }
 
+FC_HIDDEN CUresult fc_check_mapped(CUdeviceptr p, size_t n)
+{
+    if (check_device(p, n) == CUDA_SUCCESS ||
+        table_find((uintptr_t)p, n, match_registered, NULL))
+        return CUDA_SUCCESS;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
 static CUresult allocate(CUdeviceptr *dptr, size_t bytesize, enum fc_mem_kind kind, bool unsafe)
 {
     CUresult r = fc_require_context();
@@ -302,9 +310,11 @@ static CUresult copy_sync(void *dst, const void *src, size_t n)
         return r;
     pthread_rwlock_wrlock(&copy_lock);
     fc_wait_held(NULL); /* a synchronous copy goes on the legacy stream */
-    memmove(dst, src, n);
+    r = fc_fault_noticed(); /* and waits for the work before it: a lost context says so */
+    if (r == CUDA_SUCCESS)
+        memmove(dst, src, n);
     pthread_rwlock_unlock(&copy_lock);
-    return CUDA_SUCCESS;
+    return r;
 }
 
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)

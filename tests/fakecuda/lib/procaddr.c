@@ -202,6 +202,12 @@ static const struct fc_proc procs[] = {
     P("cuEventDestroy", cuEventDestroy_v2, 4000),
     P("cuStreamWaitEvent", cuStreamWaitEvent, 3020),
     T("cuStreamWaitEvent", cuStreamWaitEvent_ptsz, 7000),
+    P("cuStreamWriteValue32", cuStreamWriteValue32, 8000),
+    P("cuStreamWriteValue32", cuStreamWriteValue32_v2, 11070),
+    T("cuStreamWriteValue32", cuStreamWriteValue32_v2_ptsz, 11070),
+    P("cuStreamWriteValue64", cuStreamWriteValue64, 9000),
+    P("cuStreamWriteValue64", cuStreamWriteValue64_v2, 11070),
+    T("cuStreamWriteValue64", cuStreamWriteValue64_v2_ptsz, 11070),
 };
 
 /* The newest row for api at or before version, among per-thread rows or

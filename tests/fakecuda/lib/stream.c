@@ -286,6 +286,8 @@ FC_HIDDEN CUresult fc_op_execute(const struct fc_op *op)
 
 FC_HIDDEN CUresult fc_submit(struct fc_stream *s, const struct fc_op *op)
 {
+    if (atomic_load(&fc_fault_pending))
+        return atomic_load(&fc_fault); /* the context is lost: nothing runs any more */
     if (atomic_load(&fc_active_captures) != 0) {
         if (s->legacy) {
             CUresult r = legacy_conflict(true);
@@ -375,6 +377,8 @@ static CUresult stream_synchronize(CUstream hStream, bool per_thread)
     if (s->legacy && (r = legacy_conflict(true)) != CUDA_SUCCESS)
         return r;
     fc_wait_held(s);
+    if ((r = fc_fault_noticed()) != CUDA_SUCCESS)
+        return r;
     return fc_capture_check_unsafe();
 }
 
@@ -735,7 +739,8 @@ CUresult cuEventSynchronize(CUevent hEvent)
     if (e->held)
         wait_for(&e->hold);
     e->held = false;
-    return fc_capture_check_unsafe();
+    CUresult fault = fc_fault_noticed();
+    return fault != CUDA_SUCCESS ? fault : fc_capture_check_unsafe();
 }
 
 CUresult cuEventDestroy_v2(CUevent hEvent)
@@ -765,4 +770,73 @@ CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int F
 {
     (void)Flags;
     return stream_wait_event(hStream, hEvent, true);
+}
+
+/* cuStreamWriteValue32/64: `value` into device memory or registered host memory once the
+ * stream gets there (here at once, unless cudump's kernel holds the stream). The stand-in
+ * does not record memory operations into graphs: on a capturing stream the write breaks
+ * the capture, which is what a tool inside the program must never do. With
+ * FAKECUDA_NO_MEMOPS=1 the driver refuses them, as one without them would. */
+static CUresult write_value(CUstream hStream, CUdeviceptr addr, uint64_t value, size_t size,
+                            unsigned int flags, bool per_thread)
+{
+    CUresult r = fc_require_context();
+    if (r != CUDA_SUCCESS)
+        return r;
+    const char *off = getenv("FAKECUDA_NO_MEMOPS");
+    if (off && strcmp(off, "1") == 0)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (flags > 1 || addr % size)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fc_stream *s;
+    if ((r = fc_resolve_stream(hStream, per_thread, &s)) != CUDA_SUCCESS)
+        return r;
+    if ((r = fc_uncapturable_work(s)) != CUDA_SUCCESS)
+        return r;
+    if ((r = fc_check_mapped(addr, size)) != CUDA_SUCCESS)
+        return r;
+    if (atomic_load(&fc_fault_pending))
+        return CUDA_SUCCESS; /* accepted, and never made: the context is lost */
+    fc_wait_held(s);
+    if (size == 8)
+        __atomic_store_n((uint64_t *)(uintptr_t)addr, value, __ATOMIC_RELEASE);
+    else
+        __atomic_store_n((uint32_t *)(uintptr_t)addr, (uint32_t)value, __ATOMIC_RELEASE);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, unsigned int value,
+                              unsigned int flags)
+{
+    return write_value(stream, addr, value, 4, flags, false);
+}
+
+CUresult cuStreamWriteValue64(CUstream stream, CUdeviceptr addr, cuuint64_t value,
+                              unsigned int flags)
+{
+    return write_value(stream, addr, value, 8, flags, false);
+}
+
+CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, unsigned int value,
+                                 unsigned int flags)
+{
+    return write_value(stream, addr, value, 4, flags, false);
+}
+
+CUresult cuStreamWriteValue32_v2_ptsz(CUstream stream, CUdeviceptr addr, unsigned int value,
+                                      unsigned int flags)
+{
+    return write_value(stream, addr, value, 4, flags, true);
+}
+
+CUresult cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value,
+                                 unsigned int flags)
+{
+    return write_value(stream, addr, value, 8, flags, false);
+}
+
+CUresult cuStreamWriteValue64_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value,
+                                      unsigned int flags)
+{
+    return write_value(stream, addr, value, 8, flags, true);
 }

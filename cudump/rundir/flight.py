@@ -1,0 +1,193 @@
+"""flight.jsonl's records (--flight): each process's last launches as the flight recorder
+kept them, written at the end of the run (controller.flight) and read back by `cudump show
+--flight` (analysis.flight).
+
+One line per process (`"record": "process"`: how many launches it recorded, how many the
+file keeps, the first CUDA error its calls returned, how the program ended), then one line
+per launch it kept, oldest first (`"record": "launch"`: the launch, its kernel and shape,
+whether it completed, and its arguments as the report shows them). Reading checks each
+value's type, so that a damaged line is named, not an internal error.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cudump.rundir import files as runfiles
+from cudump.rundir.layout import FLIGHT_FILE
+
+# What became of a recorded launch: its completion marker was written (or a later launch on
+# its stream completed), it was still in flight, its launch call failed, it was recorded
+# into a graph by a stream capture, it completed or not without a marker to say which (the
+# driver wrote none), or its launch call never returned.
+STATUSES = ("completed", "in flight", "failed", "captured", "unknown", "launching")
+
+
+class FlightFormatError(ValueError):
+    """A line of flight.jsonl is not a record cudump can read."""
+
+
+@dataclass(frozen=True)
+class FlightArg:
+    """One argument of a recorded launch, as the report prints it."""
+
+    index: int
+    type: str | None        # as the kernel's signature writes it; None: no signature
+    value: str              # the value as printed: 0x7f00..., 16, 0.5, <8 bytes: ...>
+    address: int | None = None      # a pointer's value
+    allocation: str | None = None   # where a pointer points: `linear 0x... size N, offset O`,
+    #                                 `outside every allocation`, `null`
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class FlightLaunch:
+    """One launch (or graph launch) the flight recorder kept."""
+
+    pid: int
+    launch: int             # the per-process launch number
+    kernel: str             # demangled; `graph launch` for a graph launch
+    status: str             # one of STATUSES
+    stream: str             # hexadecimal
+    thread: int
+    api: str
+    grid: list[int]
+    block: list[int]
+    smem: int = 0
+    mangled: str = ""
+    graph: int | None = None        # a graph launch: the process's graph number
+    rc: int | None = None           # what the launch call returned, once it returned
+    error: str | None = None        # its name, where it is an error
+    params: str = ""                # the parameter bytes kept, hexadecimal
+    params_size: int = 0            # bytes of the launch's parameters (may be more than kept)
+    args: list[FlightArg] = field(default_factory=list)
+    culprit: bool = False           # the launch the report names
+
+    @property
+    def name(self) -> str:
+        """`launch 812 of scale(float*, int)`, `graph launch 9 (graph 2)`."""
+        if self.graph is not None:
+            return f"graph launch {self.launch} (graph {self.graph})"
+        return f"launch {self.launch} of {self.kernel}"
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["args"] = [a.to_json() for a in self.args]
+        return {"record": "launch", **data}
+
+
+@dataclass
+class FlightProcess:
+    """One process's flight recorder: what it recorded and how the program ended."""
+
+    pid: int
+    slots: int              # launches the ring held (--flight N)
+    recorded: int           # launches it recorded in all
+    kept: int               # of them in the file: its last ones
+    first_error: int | None = None  # the first CUDA error a call of the program's returned
+    error: str | None = None        # its name
+    ended: str = "exited normally"  # `failed with CUDA_ERROR_...`, `was killed by SIGABRT`
+
+    def to_json(self) -> dict[str, Any]:
+        return {"record": "process", **asdict(self)}
+
+
+@dataclass
+class FlightLog:
+    processes: list[FlightProcess] = field(default_factory=list)
+    launches: list[FlightLaunch] = field(default_factory=list)
+
+    def of(self, pid: int) -> list[FlightLaunch]:
+        return [launch for launch in self.launches if launch.pid == pid]
+
+
+def write_flight(run_dir: Path, log: FlightLog) -> Path:
+    """Writes flight.jsonl whole (never through a symlink planted under its name)."""
+    lines = []
+    for proc in log.processes:
+        lines.append(json.dumps(proc.to_json()))
+        lines.extend(json.dumps(launch.to_json()) for launch in log.of(proc.pid))
+    text = ("\n".join(lines) + "\n" if lines else "").encode("utf-8")
+    path = run_dir / FLIGHT_FILE
+    runfiles.write_whole(path, lambda f: f.write(text))
+    return path
+
+
+# -- reading ----------------------------------------------------------------------------
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+_KINDS = {
+    "int": (_is_int, "a whole number"),
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
+    "int3": (lambda v: isinstance(v, list) and len(v) == 3 and all(_is_int(x) for x in v),
+             "a list of 3 whole numbers"),
+    "list": (lambda v: isinstance(v, list), "a list"),
+}
+# Each key cudump reads: its kind and whether it may be missing or null.
+_PROCESS = {"pid": ("int", False), "slots": ("int", False), "recorded": ("int", False),
+            "kept": ("int", False), "first_error": ("int", True), "error": ("str", True),
+            "ended": ("str", True)}
+_LAUNCH = {"pid": ("int", False), "launch": ("int", False), "kernel": ("str", False),
+           "status": ("str", False), "stream": ("str", False), "thread": ("int", False),
+           "api": ("str", False), "grid": ("int3", False), "block": ("int3", False),
+           "smem": ("int", True), "mangled": ("str", True), "graph": ("int", True),
+           "rc": ("int", True), "error": ("str", True), "params": ("str", True),
+           "params_size": ("int", True), "args": ("list", True), "culprit": ("bool", True)}
+_ARG = {"index": ("int", False), "type": ("str", True), "value": ("str", False),
+        "address": ("int", True), "allocation": ("str", True)}
+
+
+def _checked(data: Any, shape: dict[str, tuple[str, bool]], what: str) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise FlightFormatError(f"not {what} (a JSON {type(data).__name__}, not an object)")
+    for key, (kind, optional) in shape.items():
+        value = data.get(key)
+        if value is None:
+            if optional:
+                continue
+            raise FlightFormatError(f"not {what}: field '{key}' is missing")
+        check, expected = _KINDS[kind]
+        if not check(value):
+            raise FlightFormatError(f"not {what}: field '{key}': expected {expected}")
+    return {key: data.get(key) for key in shape if data.get(key) is not None}
+
+
+def _launch(data: dict[str, Any]) -> FlightLaunch:
+    fields = _checked(data, _LAUNCH, "a recorded launch")
+    if fields["status"] not in STATUSES:
+        raise FlightFormatError(f"not a recorded launch: status {fields['status']!r}")
+    args = [FlightArg(**_checked(a, _ARG, "an argument")) for a in fields.pop("args", [])]
+    return FlightLaunch(**fields, args=args)
+
+
+def read_flight(run_dir: Path) -> FlightLog:
+    """flight.jsonl of a run; OSError if it cannot be read, FlightFormatError (naming the
+    line) for a line that is not a record."""
+    log = FlightLog()
+    path = Path(run_dir) / FLIGHT_FILE
+    with path.open(encoding="utf-8", errors="replace") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+                kind = data.get("record") if isinstance(data, dict) else None
+                if kind == "process":
+                    log.processes.append(FlightProcess(**_checked(data, _PROCESS,
+                                                                  "a process record")))
+                elif kind == "launch":
+                    log.launches.append(_launch(data))
+                else:
+                    raise FlightFormatError("neither a process nor a launch record")
+            except (json.JSONDecodeError, FlightFormatError) as err:
+                raise FlightFormatError(f"{path}:{number}: {err}") from None
+    return log
