@@ -22,11 +22,15 @@
  * kept on the control page, so that the controller can say what the program
  * failed with.
  */
+#include <stddef.h>
 #include <string.h>
 
 #include "flight.h"
 #include "functab.h"
 #include "stream.h"
+
+_Static_assert(sizeof(struct proto_flight_slot) == PROTO_FLIGHT_SLOT_SIZE, "flight slot size");
+_Static_assert(offsetof(struct proto_flight_slot, done) % 8 == 0, "the marker's word is aligned");
 
 /* Whether the device writes into the ring (ring_mapped). */
 enum { MAP_NEW, MAP_BUSY, MAP_OK, MAP_NONE };
@@ -42,7 +46,9 @@ void flight_error(CUresult rc)
 {
     volatile struct proto_control *ctl = channel_control_rw();
     int32_t none = 0;
-    if (ctl && rc != CUDA_SUCCESS)
+    /* CUDA_ERROR_DEINITIALIZED is the driver shutting down under a program's exit handlers
+     * (a runtime's destructors), not a failure of its work. */
+    if (ctl && rc != CUDA_SUCCESS && rc != CUDA_ERROR_DEINITIALIZED)
         __atomic_compare_exchange_n(&ctl->first_error, &none, (int32_t)rc, false,
                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 }

@@ -72,8 +72,10 @@ class SharedFile:
         self.flight_slots = flight_slots
         self.flight_offset = -(-(self.counts_offset + p.COUNTS.size) // p.COUNTS_ALIGN) \
             * p.COUNTS_ALIGN
-        size = (self.flight_offset + flight_slots * p.FLIGHT_SLOT_SIZE if flight_slots
-                else self.counts_offset + p.COUNTS.size)
+        # The flight ring is registered as pinned memory by the shim: the file reaches the end
+        # of its last page, so that no page it pins lies past the end of the file.
+        size = (-(-(self.flight_offset + flight_slots * p.FLIGHT_SLOT_SIZE) // p.COUNTS_ALIGN)
+                * p.COUNTS_ALIGN if flight_slots else self.counts_offset + p.COUNTS.size)
         # Sealable: the shim seals it against shrinking before it trusts its size (a
         # shared mapping touched past the end of its file is a SIGBUS in the program).
         self.fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
