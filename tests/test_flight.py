@@ -119,3 +119,16 @@ def test_records_round_trip_and_a_damaged_line_is_named(tmp_path):
     with pytest.raises(FlightFormatError, match=r":1: not a process record: field 'pid': "
                                                 r"expected a whole number"):
         read_flight(tmp_path)
+
+
+def test_a_graph_launch_in_flight_on_a_lost_context():
+    proc = FlightProcess(pid=1, slots=8, recorded=2, kept=2, first_error=700,
+                         error=error_name(700), ended="failed with CUDA_ERROR_ILLEGAL_ADDRESS")
+    graph = launch(2, "in flight", kernel="graph launch", api="cuGraphLaunch")
+    graph.graph = 3
+    assert report_lines(proc, [launch(1, "completed"), graph]) == [
+        "cudump: flight: graph launch 2 (graph 3) (stream 0x10, thread 7) was in flight when "
+        "the program failed with CUDA_ERROR_ILLEGAL_ADDRESS; the last to complete was launch 1 "
+        "of k(int*)",
+        "cudump: flight: the likely culprit: the first launch on stream 0x10 that did not "
+        "complete (a graph launch: one of its kernels)"]

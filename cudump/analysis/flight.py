@@ -139,7 +139,8 @@ def report_lines(proc: FlightProcess, launches: list[FlightLaunch],
              f"{proc.ended}; {tail}"]
     if proc.first_error in STICKY:
         lines.append(f"{PREFIX}the likely culprit: the first launch on stream {culprit.stream} "
-                     "that did not complete; its arguments:")
+                     "that did not complete" + ("; its arguments:" if culprit.graph is None
+                                                else " (a graph launch: one of its kernels)"))
     elif culprit.graph is None:
         lines.append(f"{PREFIX}its arguments:")
     lines += arg_lines(culprit)
