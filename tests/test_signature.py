@@ -175,3 +175,18 @@ def test_param_type_qualifiers(text, base, depth, const):
 
 def test_callable_text_drops_the_return_type():
     assert parse_signature(ZED).callable_text == ZED[len("void "):]
+
+
+def test_library_kernels_say_their_type_in_a_block_of_their_name() -> None:
+    """cuDNN's and cuBLAS's plain C kernel names: A, B, math, accumulator, C; buffers of the
+    type A, B and C share, none where they differ or the name has no such block."""
+    from cudump.kernels.elements import float_type_in_name
+
+    conv = ("sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x128x32"
+            "_warpgroupsize1x1x1_g1_execute_segment_k_off_kernel__5x_cudnn")
+    found = float_type_in_name(conv)
+    assert found is not None and found.dtype == "float32"
+    bf16 = float_type_in_name("sm80_xmma_gemm_bf16bf16_bf16f32_bf16_tn_n_tilesize64x64x64")
+    assert bf16 is not None and bf16.dtype == "uint16" and "bfloat16" in (bf16.note or "")
+    assert float_type_in_name("sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize64") is None
+    assert float_type_in_name("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT") is None

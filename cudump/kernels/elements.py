@@ -113,11 +113,28 @@ _FLOAT_NAMES = re.compile(r"(?<![\w:])(?:(?:c10|at)::(?:Half|BFloat16)|__nv_bflo
                           r"float|double)(?![\w:])")
 
 
+# cuDNN's and cuBLAS's precompiled kernels say their types in a block of their plain C name:
+# A and B, the math and the accumulator, then C (`sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32
+# _f32_nhwckrsc_nhwc_...`, `sm80_xmma_gemm_bf16bf16_bf16f32_bf16_tn_n_...`).
+_LIBRARY_TYPE = r"(bf16|f16|tf32|f32|f64)"
+_LIBRARY_TYPES = re.compile(rf"_{_LIBRARY_TYPE}{_LIBRARY_TYPE}_{_LIBRARY_TYPE}{_LIBRARY_TYPE}_"
+                            rf"{_LIBRARY_TYPE}(?=_)")
+_LIBRARY_STORAGE = {"bf16": ("uint16", _BF16), "f16": ("float16", None),
+                    "tf32": ("float32", None), "f32": ("float32", None),
+                    "f64": ("float64", None)}
+
+
 @lru_cache(maxsize=4096)
 def float_type_in_name(name: str) -> ElementType | None:
     """The one floating-point element type a kernel's name mentions (its template
-    arguments: `CUDAFunctor_add<float>`), or None if it names none or several."""
+    arguments: `CUDAFunctor_add<float>`; for a library kernel with a plain C name, its type
+    block, where A, B and C are stored in the same type), or None if it names none or
+    several."""
     found = {_SCALARS[m.group(0)] for m in _FLOAT_NAMES.finditer(name)}
+    if not found:
+        block = _LIBRARY_TYPES.search(name)
+        if block is not None:
+            found = {_LIBRARY_STORAGE[block.group(i)] for i in (1, 2, 5)}
     if len(found) != 1:
         return None
     dtype, note = found.pop()

@@ -1,0 +1,44 @@
+"""torchvision ResNet-18 inference (random weights, batch 8) with one layer made to go
+non-finite, for cudump --check-nan:
+
+  inf   layer3.0.conv1's weights filled with a finite 3e37 (on the host, copied in before the
+        model moves to the GPU), so that convolution overflows to Inf from finite inputs;
+  fill  one element of layer3.0.conv1's weight set to NaN on the GPU (w[0, 0, 0, 0] = nan,
+        a one-element fill kernel), which the layers after it carry on;
+  none  nothing changed.
+
+usage: python3 torch_resnet_nan.py inf|fill|none
+Prints how many elements of the output are non-finite.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+import torchvision
+
+
+def main() -> None:
+    mode = sys.argv[1] if len(sys.argv) > 1 else "none"
+    if mode not in ("inf", "fill", "none"):
+        sys.exit("usage: torch_resnet_nan.py inf|fill|none")
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None).eval()
+    conv = model.layer3[0].conv1
+    if mode == "inf":
+        with torch.no_grad():
+            conv.weight.fill_(3e37)         # on the host: no kernel of the GPU writes it
+    model = model.cuda()
+    if mode == "fill":
+        with torch.no_grad():
+            conv.weight[0, 0, 0, 0] = float("nan")
+    x = torch.randn(8, 3, 224, 224, device="cuda")
+    with torch.no_grad():
+        y = model(x)
+    torch.cuda.synchronize()
+    print(f"{mode}: {int((~torch.isfinite(y)).sum())} of {y.numel()} outputs non-finite")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+"""--check-nan names where NaN/Inf begins in a real model (samples/torch_resnet_nan.py,
+torchvision ResNet-18 on the GPU):
+
+- Inf: layer3.0.conv1's weights are a finite 3e37, so its convolution (cuDNN's kernel, on
+  Hopper an sm90 implicit GEMM reading through tensor maps) overflows from finite inputs. The
+  run's first producer is a convolution kernel, and the reports after it are propagated.
+- NaN fill: one weight element set to NaN by a one-element fill kernel on the GPU: the fill
+  is the first producer, its inputs finite; what reads the weight afterwards is propagated.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from gpurun import run, sample, under_cudump
+
+pytestmark = pytest.mark.gpu
+
+
+def check_nan(mode: str, workdir, tmp_path):
+    pytest.importorskip("torchvision")
+    out = tmp_path / "run"
+    bare = run([*sample("torch_resnet_nan.py"), mode], workdir, timeout=180)
+    assert bare.returncode == 0, bare.stderr[-3000:]
+    ran = run(under_cudump([*sample("torch_resnet_nan.py"), mode], out,
+                           extra=["--check-nan"]), workdir, timeout=300)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert ran.stdout == bare.stdout             # the program's output is its own
+    summary = json.loads((out / "summary.json").read_text())
+    reports = [ln for ln in ran.stderr.splitlines() if ln.startswith("cudump: NaN/Inf")]
+    return summary, reports, ran
+
+
+def test_the_overflowing_convolution_is_the_first_producer(workdir, tmp_path):
+    summary, reports, ran = check_nan("inf", workdir, tmp_path)
+    first = summary.get("first_nan_producer")
+    assert first is not None, reports[:5]
+    kernel = first["kernel"].lower()
+    assert any(word in kernel for word in ("conv", "fprop", "xmma", "implicit_gemm")), \
+        (first, reports[:5])
+    made = [ln for ln in reports if f"launch {first['launch']} of " in ln]
+    assert made and " produced " in made[0] and "its inputs were finite" in made[0], made
+    later = [ln for ln in reports if ln not in made]
+    assert later and all("propagated" in ln or " produced " in ln for ln in later), later[:5]
+    assert any("propagated" in ln for ln in later), later[:5]
+    assert not any("CUDA error" in ln for ln in ran.stderr.splitlines())
+
+
+def test_the_fill_that_wrote_the_nan_is_the_first_producer(workdir, tmp_path):
+    summary, reports, ran = check_nan("fill", workdir, tmp_path)
+    first = summary.get("first_nan_producer")
+    assert first is not None, reports[:5]
+    assert "fill" in first["kernel"].lower(), (first, reports[:5])
+    assert reports and f"launch {first['launch']} of " in reports[0], reports[:3]
+    assert " produced " in reports[0] and "its inputs were finite" in reports[0], reports[0]
+    assert any("propagated" in ln for ln in reports[1:]), reports[:5]
+
+
+def test_a_clean_model_reports_nothing(workdir, tmp_path):
+    summary, reports, _ = check_nan("none", workdir, tmp_path)
+    assert reports == [] and summary["nan_producers"] == 0
