@@ -49,6 +49,10 @@ static pthread_cond_t gate_cond = PTHREAD_COND_INITIALIZER;
 static struct gate_entry entries[GATE_MAX];
 static unsigned head, count;
 static atomic_uint in_flight;   /* count, read without the lock */
+/* Gated launches ever added and ever retired (in the order they were added),
+ * so that a thread that settles waits for the launches in flight when it came,
+ * not for those other threads add meanwhile. */
+static unsigned long long added, retired;
 
 /* Set while this thread serves a held gate: its own waits are on a side
  * stream, which no gate holds. */
@@ -96,6 +100,7 @@ static void retire_locked(void)
     while (count && settled(&entries[head])) {
         head = (head + 1) % GATE_MAX;
         count--;
+        retired++;
     }
     atomic_store_explicit(&in_flight, count, memory_order_release);
 }
@@ -266,29 +271,34 @@ void gate_add(struct proto_result_slot *slot, uint64_t tag, uint64_t seq, CUcont
     }
     entries[(head + count) % GATE_MAX] =
         (struct gate_entry){slot, tag, seq, ctx, gate_now_ns()};
+    added++;
     if (count++ == 0)
         pthread_cond_signal(&gate_cond);
     atomic_store_explicit(&in_flight, count, memory_order_release);
     pthread_mutex_unlock(&gate_lock);
 }
 
-/* Whether every gated launch kept track of is settled (retiring those that are). */
-static bool all_settled(void)
+/* Whether the gated launches added before `*upto` was taken are all settled
+ * (retiring those that are). */
+static bool settled_upto(void *upto)
 {
     pthread_mutex_lock(&gate_lock);
     retire_locked();
-    bool none = count == 0;
+    bool done = retired >= *(const unsigned long long *)upto;
     pthread_mutex_unlock(&gate_lock);
-    return none;
+    return done;
 }
 
 void gate_settle(void)
 {
     if (serving || !atomic_load_explicit(&in_flight, memory_order_acquire))
         return;
+    pthread_mutex_lock(&gate_lock);
+    unsigned long long upto = added;
+    pthread_mutex_unlock(&gate_lock);
     /* The watcher serves them meanwhile (in relaxed capture mode, on its own
      * thread): this thread only waits, outside the driver. */
-    if (!poll_until(all_settled, SETTLE_S))
+    if (!poll_until(settled_upto, &upto, SETTLE_S))
         gate_release_held();
 }
 
@@ -298,6 +308,7 @@ void gate_reset_after_fork(void)
     pthread_mutex_init(&gate_lock, NULL);
     pthread_cond_init(&gate_cond, NULL);
     head = count = 0;
+    added = retired = 0;
     atomic_store(&in_flight, 0);
     serving = false;
 }

@@ -313,14 +313,15 @@ static bool ring_settled(void)
  * otherwise take its last launches' digests and scans with it. Registered
  * before the gate's own handler (watch.c), so it runs after it: a held gate is
  * served first, and the launches behind it can finish. */
-static bool results_done(void)
+static bool results_done(void *unused)
 {
+    (void)unused;
     return !channel_controller_alive() || ring_settled();
 }
 
 static void results_at_exit(void)
 {
-    poll_until(results_done, EXIT_WAIT_S);
+    poll_until(results_done, NULL, EXIT_WAIT_S);
 }
 
 static void register_exit(void)

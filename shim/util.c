@@ -78,10 +78,10 @@ void sb_free(struct strbuf *sb)
         free(sb->data);
 }
 
-bool poll_until(bool (*done)(void), unsigned seconds)
+bool poll_until(bool (*done)(void *arg), void *arg, unsigned seconds)
 {
     for (long waited_us = 0; waited_us < (long)seconds * 1000000L; waited_us += 100) {
-        if (done())
+        if (done(arg))
             return true;
         struct timespec nap = {0, 100 * 1000};
         nanosleep(&nap, NULL);

@@ -158,14 +158,15 @@ static void *watch(void *unused)
  * otherwise never be reported. Registered at the first gated launch, after
  * the CUDA runtime's own handler, so it runs while contexts still exist; it
  * gives up after EXIT_WAIT_S (the program's exit goes on regardless). */
-static bool none_in_flight(void)
+static bool none_in_flight(void *unused)
 {
+    (void)unused;
     return look() == 0;
 }
 
 static void gate_at_exit(void)
 {
-    if (!poll_until(none_in_flight, EXIT_WAIT_S))
+    if (!poll_until(none_in_flight, NULL, EXIT_WAIT_S))
         gate_release_held();
 }
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cudump.console import warn
+from cudump.controller.ctrl_c import pass_ctrl_c_on
 from cudump.controller.interfaces import ProcessLink, RunControl
 from cudump.controller.process import FuncInfo, LaunchEvent, how_it_ended, process_lives
 from cudump.controller.remote_stop import Halt, RemoteStop
@@ -118,6 +119,7 @@ class DebugController:
             self._release(key)
         if mode == "detach":
             self.detached = True
+            pass_ctrl_c_on(self.child)
             self.changed()
         stop._resume(_MODES["continue" if mode == "step" and waiter is None else mode])
         if mode == "detach":

@@ -20,6 +20,7 @@ from typing import Any
 from cudump.analysis.transplant.outcome import injection_lines
 from cudump.console import say, warn
 from cudump.controller.connection import Connection
+from cudump.controller.ctrl_c import forwarder
 from cudump.controller.debugger import DebugController
 from cudump.controller.gc_pauses import short_collections
 from cudump.controller.options import RunOptions
@@ -228,14 +229,7 @@ class Session:
         group (so that the prompt got the terminal's Ctrl-C), so the terminal's SIGINT
         reaches cudump only: cudump passes it on to the program's process group. SIGTERM
         is passed on too."""
-        def forward(signum: int, _frame: object) -> None:
-            if child.returncode is None:
-                try:
-                    os.killpg(child.pid, signum)
-                except OSError:
-                    pass
-
-        return Session._wait_with(child, forward)
+        return Session._wait_with(child, forwarder(child))
 
     @staticmethod
     def _wait(child: subprocess.Popen[bytes]) -> int:
