@@ -1,4 +1,5 @@
-"""Byte sizes on the command line: 4096, 512K, 256M, 2G (binary units)."""
+"""Byte sizes: read from the command line (4096, 512K, 256M, 2G: binary units) and
+written for people."""
 
 from __future__ import annotations
 
@@ -34,3 +35,13 @@ def size_arg(minimum: int = 0, maximum: int = 1 << 50):  # noqa: ANN201 - argpar
 
     parse.__name__ = "size"
     return parse
+
+
+def human_bytes(n: int) -> str:
+    """A byte count for people: 512 B, 4.0 KiB, 2.5 MiB, 1.0 GiB."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"

@@ -305,6 +305,20 @@ unsigned tools_pack(struct tool_jobs *out, const struct tool_job *jobs, unsigned
     return grid;
 }
 
+/* The stream's context made current (if it is not) and cudump's kernel in it:
+ * CUDA_SUCCESS with *t, or why not. ctx_leave(*scope) afterwards either way. */
+static CUresult tools_enter(const struct launch_info *li, struct ctx_scope *scope,
+                            const struct tool_ctx **t)
+{
+    CUcontext ctx = stream_ctx(li);
+    *scope = ctx_enter(ctx);
+    *t = NULL;
+    if (!scope->ok)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *t = tool_context(ctx, li);
+    return *t == NULL ? CUDA_ERROR_OUT_OF_MEMORY : (*t)->rc;
+}
+
 CUresult tools_graph_jobs(const struct launch_info *li, struct tool_request *reqs, unsigned n,
                           struct tool_job *jobs, struct tool_request **of, unsigned *njobs,
                           CUfunction *fn)
@@ -313,12 +327,9 @@ CUresult tools_graph_jobs(const struct launch_info *li, struct tool_request *req
     *fn = NULL;
     if (!n)
         return CUDA_SUCCESS;
-    CUcontext ctx = stream_ctx(li);
-    struct ctx_scope scope = ctx_enter(ctx);
-    const struct tool_ctx *t = NULL;
-    CUresult rc = !scope.ok ? CUDA_ERROR_INVALID_CONTEXT
-                  : (t = tool_context(ctx, li)) == NULL ? CUDA_ERROR_OUT_OF_MEMORY
-                                                        : t->rc;
+    struct ctx_scope scope;
+    const struct tool_ctx *t;
+    CUresult rc = tools_enter(li, &scope, &t);
     if (rc == CUDA_SUCCESS) {
         /* Every plan copy has its own accumulator (acc < PROTO_MAX_COPIES), as on the
          * stream: the graph's scans run while the staging lock is held and are waited
@@ -340,13 +351,9 @@ bool tools_run(const struct launch_info *li, struct tool_request *reqs, unsigned
 {
     if (!n)
         return false;
-    /* The stream's context, made current for the calls below if it is not. */
-    CUcontext ctx = stream_ctx(li);
-    struct ctx_scope scope = ctx_enter(ctx);
-    const struct tool_ctx *t = NULL;
-    CUresult rc = !scope.ok ? CUDA_ERROR_INVALID_CONTEXT
-                  : (t = tool_context(ctx, li)) == NULL ? CUDA_ERROR_OUT_OF_MEMORY
-                                                        : t->rc;
+    struct ctx_scope scope;
+    const struct tool_ctx *t;
+    CUresult rc = tools_enter(li, &scope, &t);
     bool held = false;
     if (rc == CUDA_SUCCESS) {
         held = run_on(li, t, reqs, n, hold);

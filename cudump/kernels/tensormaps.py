@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from cudump.errors import GeometryError
 from cudump.kernels.elements import BF16_NOTE
 from cudump.kernels.geometry import Allocation, CopyPlan
+from cudump.sizes import human_bytes
 
 # CUtensorMapDataType -> (name, numpy dtype, bits per element, note)
 _TYPES: dict[int, tuple[str, str, int, str | None]] = {
@@ -115,16 +116,7 @@ class TensorMap:
         return (f"{self.encoding} {self.type_name} rank {self.rank} "
                 f"dims [{', '.join(map(str, self.dims))}] "
                 f"strides [{', '.join(map(str, self.strides))}] -> 0x{self.address:x} "
-                f"({_human(self.span)})")
-
-
-def _human(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
+                f"({human_bytes(self.span)})")
 
 
 def tensormap_plan(tmap: TensorMap, type_text: str | None = "CUtensorMap") -> CopyPlan:

@@ -10,15 +10,7 @@ from pathlib import Path
 from cudump.rundir import files as runfiles
 from cudump.rundir.injections import InjectionRecord
 from cudump.rundir.layout import SUMMARY_FILE
-
-
-def human_bytes(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
+from cudump.sizes import human_bytes
 
 
 def plural(n: int, one: str, many: str | None = None) -> str:

@@ -19,7 +19,8 @@ from cudump.analysis.transplant.donor import DonorBuffer
 from cudump.errors import CudumpError
 from cudump.rundir.injections import InjectionRecord, OutputCheck
 from cudump.rundir.runs import short_kernel_name
-from cudump.rundir.summary import human_bytes, plural
+from cudump.rundir.summary import plural
+from cudump.sizes import human_bytes
 
 
 def as_donor(donor: DonorBuffer, array: np.ndarray) -> np.ndarray | None:
