@@ -4,11 +4,13 @@ non-finite, for cudump --check-nan:
   inf   layer3.0.conv1's weights filled with a finite 3e37 (on the host, copied in before the
         model moves to the GPU), so that convolution overflows to Inf from finite inputs;
   fill  one element of layer3.0.conv1's weight set to NaN on the GPU (w[0, 0, 0, 0] = nan,
-        a one-element fill kernel), which the layers after it carry on;
+        which PyTorch does with a 4-byte host-to-device copy, no kernel), which the layers
+        after it carry on;
   none  nothing changed.
 
 usage: python3 torch_resnet_nan.py inf|fill|none
-Prints how many elements of the output are non-finite.
+Prints how many elements of the output are non-finite; in fill mode writes where the NaN was
+put (`nan at 0x...`) to stderr.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ def main() -> None:
     if mode == "fill":
         with torch.no_grad():
             conv.weight[0, 0, 0, 0] = float("nan")
+        print(f"nan at {conv.weight.data_ptr():#x}", file=sys.stderr)
     x = torch.randn(8, 3, 224, 224, device="cuda")
     with torch.no_grad():
         y = model(x)

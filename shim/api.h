@@ -132,6 +132,50 @@
 #define CUDUMP_A_cuMemcpy2DUnaligned (copy)
 #define CUDUMP_P_cuMemcpy3D (const CUDA_MEMCPY3D *copy)
 #define CUDUMP_A_cuMemcpy3D (copy)
+/* The program's writes from the host that do not wait (and its memsets): recorded
+ * for NaN/Inf scans (hostwrite.c), passed straight on otherwise. Each family is
+ * named as cuda.h names the API (tests/test_cudecl.py checks the lists against it). */
+#define CUDUMP_P_cuMemcpyHtoDAsync                                              \
+    (CUdeviceptr dst, const void *src, size_t bytes, CUstream stream)
+#define CUDUMP_A_cuMemcpyHtoDAsync (dst, src, bytes, stream)
+#define CUDUMP_P_cuMemcpy2DAsync (const CUDA_MEMCPY2D *copy, CUstream stream)
+#define CUDUMP_A_cuMemcpy2DAsync (copy, stream)
+#define CUDUMP_P_cuMemcpy3DAsync (const CUDA_MEMCPY3D *copy, CUstream stream)
+#define CUDUMP_A_cuMemcpy3DAsync (copy, stream)
+#define CUDUMP_P_cuMemsetD8 (CUdeviceptr dst, unsigned char value, size_t n)
+#define CUDUMP_A_cuMemsetD8 (dst, value, n)
+#define CUDUMP_P_cuMemsetD16 (CUdeviceptr dst, unsigned short value, size_t n)
+#define CUDUMP_A_cuMemsetD16 (dst, value, n)
+#define CUDUMP_P_cuMemsetD32 (CUdeviceptr dst, unsigned int value, size_t n)
+#define CUDUMP_A_cuMemsetD32 (dst, value, n)
+#define CUDUMP_P_cuMemsetD8Async (CUdeviceptr dst, unsigned char value, size_t n, CUstream stream)
+#define CUDUMP_A_cuMemsetD8Async (dst, value, n, stream)
+#define CUDUMP_P_cuMemsetD16Async                                               \
+    (CUdeviceptr dst, unsigned short value, size_t n, CUstream stream)
+#define CUDUMP_A_cuMemsetD16Async (dst, value, n, stream)
+#define CUDUMP_P_cuMemsetD32Async (CUdeviceptr dst, unsigned int value, size_t n, CUstream stream)
+#define CUDUMP_A_cuMemsetD32Async (dst, value, n, stream)
+#define CUDUMP_P_cuMemsetD2D8                                                   \
+    (CUdeviceptr dst, size_t pitch, unsigned char value, size_t width, size_t height)
+#define CUDUMP_A_cuMemsetD2D8 (dst, pitch, value, width, height)
+#define CUDUMP_P_cuMemsetD2D16                                                  \
+    (CUdeviceptr dst, size_t pitch, unsigned short value, size_t width, size_t height)
+#define CUDUMP_A_cuMemsetD2D16 (dst, pitch, value, width, height)
+#define CUDUMP_P_cuMemsetD2D32                                                  \
+    (CUdeviceptr dst, size_t pitch, unsigned int value, size_t width, size_t height)
+#define CUDUMP_A_cuMemsetD2D32 (dst, pitch, value, width, height)
+#define CUDUMP_P_cuMemsetD2D8Async                                              \
+    (CUdeviceptr dst, size_t pitch, unsigned char value, size_t width, size_t height,  \
+     CUstream stream)
+#define CUDUMP_A_cuMemsetD2D8Async (dst, pitch, value, width, height, stream)
+#define CUDUMP_P_cuMemsetD2D16Async                                             \
+    (CUdeviceptr dst, size_t pitch, unsigned short value, size_t width, size_t height, \
+     CUstream stream)
+#define CUDUMP_A_cuMemsetD2D16Async (dst, pitch, value, width, height, stream)
+#define CUDUMP_P_cuMemsetD2D32Async                                             \
+    (CUdeviceptr dst, size_t pitch, unsigned int value, size_t width, size_t height,   \
+     CUstream stream)
+#define CUDUMP_A_cuMemsetD2D32Async (dst, pitch, value, width, height, stream)
 #define CUDUMP_P_cuGraphLaunch (CUgraphExec exec, CUstream stream)
 #define CUDUMP_A_cuGraphLaunch (exec, stream)
 #define CUDUMP_P_cuStreamBeginCapture (CUstream stream, CUstreamCaptureMode mode)
@@ -213,6 +257,10 @@
     F(cuCtxSynchronize) F(cuCtxSynchronize_v2) F(cuStreamSynchronize) F(cuEventSynchronize) \
     F(cuMemcpyDtoH) F(cuMemcpyHtoD) F(cuMemcpyDtoD) F(cuMemcpy) F(cuMemcpy2D)             \
     F(cuMemcpy2DUnaligned) F(cuMemcpy3D)                                                   \
+    F(cuMemcpyHtoDAsync) F(cuMemcpy2DAsync) F(cuMemcpy3DAsync) F(cuMemsetD8) F(cuMemsetD16)  \
+    F(cuMemsetD32) F(cuMemsetD8Async) F(cuMemsetD16Async) F(cuMemsetD32Async)               \
+    F(cuMemsetD2D8) F(cuMemsetD2D16) F(cuMemsetD2D32) F(cuMemsetD2D8Async)                  \
+    F(cuMemsetD2D16Async) F(cuMemsetD2D32Async)                                             \
     F(cuTensorMapEncodeTiled) F(cuTensorMapEncodeIm2col) F(cuTensorMapEncodeIm2colWide)    \
     F(cuTensorMapReplaceAddress)
 
@@ -286,13 +334,45 @@
     VARIANT(cuMemcpy2DUnaligned_v2_ptds, cuMemcpy2DUnaligned, 1)           \
     VARIANT(cuMemcpy3D_v2, cuMemcpy3D, 0)                                  \
     VARIANT(cuMemcpy3D_v2_ptds, cuMemcpy3D, 1)                             \
+    VARIANT(cuMemcpyHtoDAsync_v2, cuMemcpyHtoDAsync, 0)                    \
+    VARIANT(cuMemcpyHtoDAsync_v2_ptsz, cuMemcpyHtoDAsync, 1)               \
+    VARIANT(cuMemcpy2DAsync_v2, cuMemcpy2DAsync, 0)                        \
+    VARIANT(cuMemcpy2DAsync_v2_ptsz, cuMemcpy2DAsync, 1)                   \
+    VARIANT(cuMemcpy3DAsync_v2, cuMemcpy3DAsync, 0)                        \
+    VARIANT(cuMemcpy3DAsync_v2_ptsz, cuMemcpy3DAsync, 1)                   \
+    VARIANT(cuMemsetD8_v2, cuMemsetD8, 0)                                  \
+    VARIANT(cuMemsetD8_v2_ptds, cuMemsetD8, 1)                             \
+    VARIANT(cuMemsetD16_v2, cuMemsetD16, 0)                                \
+    VARIANT(cuMemsetD16_v2_ptds, cuMemsetD16, 1)                           \
+    VARIANT(cuMemsetD32_v2, cuMemsetD32, 0)                                \
+    VARIANT(cuMemsetD32_v2_ptds, cuMemsetD32, 1)                           \
+    VARIANT(cuMemsetD8Async, cuMemsetD8Async, 0)                           \
+    VARIANT(cuMemsetD8Async_ptsz, cuMemsetD8Async, 1)                      \
+    VARIANT(cuMemsetD16Async, cuMemsetD16Async, 0)                         \
+    VARIANT(cuMemsetD16Async_ptsz, cuMemsetD16Async, 1)                    \
+    VARIANT(cuMemsetD32Async, cuMemsetD32Async, 0)                         \
+    VARIANT(cuMemsetD32Async_ptsz, cuMemsetD32Async, 1)                    \
+    VARIANT(cuMemsetD2D8_v2, cuMemsetD2D8, 0)                              \
+    VARIANT(cuMemsetD2D8_v2_ptds, cuMemsetD2D8, 1)                         \
+    VARIANT(cuMemsetD2D16_v2, cuMemsetD2D16, 0)                            \
+    VARIANT(cuMemsetD2D16_v2_ptds, cuMemsetD2D16, 1)                       \
+    VARIANT(cuMemsetD2D32_v2, cuMemsetD2D32, 0)                            \
+    VARIANT(cuMemsetD2D32_v2_ptds, cuMemsetD2D32, 1)                       \
+    VARIANT(cuMemsetD2D8Async, cuMemsetD2D8Async, 0)                       \
+    VARIANT(cuMemsetD2D8Async_ptsz, cuMemsetD2D8Async, 1)                  \
+    VARIANT(cuMemsetD2D16Async, cuMemsetD2D16Async, 0)                     \
+    VARIANT(cuMemsetD2D16Async_ptsz, cuMemsetD2D16Async, 1)                \
+    VARIANT(cuMemsetD2D32Async, cuMemsetD2D32Async, 0)                     \
+    VARIANT(cuMemsetD2D32Async_ptsz, cuMemsetD2D32Async, 1)                \
     VARIANT(cuTensorMapEncodeTiled, cuTensorMapEncodeTiled, 0)             \
     VARIANT(cuTensorMapEncodeIm2col, cuTensorMapEncodeIm2col, 0)           \
     VARIANT(cuTensorMapEncodeIm2colWide, cuTensorMapEncodeIm2colWide, 0)   \
     VARIANT(cuTensorMapReplaceAddress, cuTensorMapReplaceAddress, 0)
 
 /*
- * Driver functions the shim calls for its own work but does not wrap.
+ * Driver functions the shim calls for its own work but does not wrap (those
+ * it wraps, such as cuMemcpy2DAsync_v2 and cuMemsetD8Async, it calls through
+ * shim_real_<variant>(), interpose.h).
  * SERVICE(symbol, params)
  */
 #define CUDUMP_SERVICES(SERVICE)                                                          \
@@ -304,8 +384,6 @@
     SERVICE(cuStreamIsCapturing, (CUstream s, CUstreamCaptureStatus *status))             \
     SERVICE(cuStreamIsCapturing_ptsz, (CUstream s, CUstreamCaptureStatus *status))        \
     SERVICE(cuThreadExchangeStreamCaptureMode, (CUstreamCaptureMode *mode))               \
-    SERVICE(cuMemcpy2DAsync_v2, (const CUDA_MEMCPY2D *copy, CUstream s))                  \
-    SERVICE(cuMemcpy2DAsync_v2_ptsz, (const CUDA_MEMCPY2D *copy, CUstream s))             \
     SERVICE(cuMemHostRegister_v2, (void *p, size_t size, unsigned int flags))             \
     SERVICE(cuMemHostUnregister, (void *p))                                               \
     SERVICE(cuEventCreate, (CUevent *e, unsigned int flags))                              \
@@ -340,8 +418,6 @@
     SERVICE(cuDeviceGetAttribute, (int *value, int attribute, CUdevice device))            \
     SERVICE(cuFuncGetModule, (CUmodule *module, CUfunction f))                             \
     SERVICE(cuKernelGetLibrary, (CUlibrary *library, CUkernel k))                          \
-    SERVICE(cuMemsetD8Async, (CUdeviceptr p, unsigned char value, size_t n, CUstream s))   \
-    SERVICE(cuMemsetD8Async_ptsz, (CUdeviceptr p, unsigned char value, size_t n, CUstream s)) \
     SERVICE(cuMemHostGetDevicePointer_v2, (CUdeviceptr *dptr, void *p, unsigned int flags)) \
     SERVICE(cuMemGetInfo_v2, (size_t *free, size_t *total))                                \
     SERVICE(cuCtxSetCurrent, (CUcontext ctx))                                              \

@@ -37,6 +37,8 @@ _Atomic(const volatile struct proto_control *) channel_control_page;
 _Atomic(struct proto_counts *) channel_counts_area;
 _Atomic(struct proto_flight_slot *) channel_flight_area;
 uint32_t channel_flight_count;
+_Atomic(struct proto_host_write *) channel_host_area;
+uint32_t channel_host_count;
 
 /* The connection is process-wide state by nature: one per process. */
 static pthread_mutex_t io_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -48,6 +50,7 @@ static size_t staging_size;
 static uint32_t ring_slots;
 static uint32_t results_slots;
 static uint32_t flight_slots;
+static uint32_t host_slots;
 /* The control page, the trace ring and the staging area, mapped at greeting. */
 static void *shared_map;
 static size_t shared_size;
@@ -57,6 +60,8 @@ static void go_down_locked(void)
     /* Pass-through from now on; the control page stays mapped because a
      * racing launch may still be reading it. */
     atomic_store_explicit(&channel_control_page, NULL, memory_order_release);
+    /* Nobody drains the host-write ring any more: the hooks stop writing it. */
+    atomic_store_explicit(&channel_host_area, NULL, memory_order_release);
     if (fd >= 0)
         close(fd);
     fd = -1;
@@ -260,15 +265,20 @@ static bool peer_is_controller(int s)
     return cred.pid == controller_pid && cred.uid == geteuid();
 }
 
-/* Bytes of the two rings, which lie between the control page and staging. */
+/* Bytes of the three rings, which lie between the control page and staging. */
 static size_t ring_bytes(void)
 {
     return (size_t)ring_slots * PROTO_RING_SLOT_SIZE;
 }
 
+static size_t results_bytes(void)
+{
+    return (size_t)results_slots * PROTO_RESULT_SLOT_SIZE;
+}
+
 static size_t rings_bytes(void)
 {
-    return ring_bytes() + (size_t)results_slots * PROTO_RESULT_SLOT_SIZE;
+    return ring_bytes() + results_bytes() + (size_t)host_slots * PROTO_HOST_SLOT_SIZE;
 }
 
 /* The file must be (and stay) at least `size` bytes long: touching a page of a
@@ -303,7 +313,7 @@ static size_t flight_offset(size_t counts)
     return counts_offset(counts + sizeof(struct proto_counts));
 }
 
-/* The bytes the control page, the two rings, the staging area, the launch
+/* The bytes the control page, the three rings, the staging area, the launch
  * counts and the flight ring take, as the controller claims them; false if
  * the sum does not fit a size_t. Each product and sum is checked before it is
  * formed: the sizes come from the other side (the flight ring's is bounded by
@@ -317,6 +327,9 @@ static bool claimed_size(size_t *size)
     if (results_slots > (SIZE_MAX - total) / PROTO_RESULT_SLOT_SIZE)
         return false;
     total += (size_t)results_slots * PROTO_RESULT_SLOT_SIZE;
+    if (host_slots > (SIZE_MAX - total) / PROTO_HOST_SLOT_SIZE)
+        return false;
+    total += (size_t)host_slots * PROTO_HOST_SLOT_SIZE;
     /* at most: the counts and the flight ring, each after a multiple of the alignment */
     size_t tail = 2 * PROTO_COUNTS_ALIGN + sizeof(struct proto_counts) +
                   (size_t)PROTO_MAX_FLIGHT * PROTO_FLIGHT_SLOT_SIZE;
@@ -339,7 +352,8 @@ static bool map_shared(int sfd)
         return false;
     const volatile struct proto_control *c = p;
     if (c->magic != PROTO_MAGIC || c->version != PROTO_VERSION || c->ring_slots != ring_slots ||
-        c->results_slots != results_slots || c->flight_slots != flight_slots) {
+        c->results_slots != results_slots || c->flight_slots != flight_slots ||
+        c->host_slots != host_slots) {
         munmap(p, size);
         return false;
     }
@@ -382,8 +396,10 @@ static bool greet_locked(void)
         ring_slots = ok ? head.ring_slots : 0;
         results_slots = ok ? head.results_slots : 0;
         flight_slots = ok ? head.flight_slots : 0;
+        host_slots = ok ? head.host_slots : 0;
         ok = ok && ring_slots <= (1u << 24) && (ring_slots & (ring_slots - 1)) == 0 &&
              results_slots <= (1u << 20) && (results_slots & (results_slots - 1)) == 0 &&
+             host_slots <= (1u << 20) && (host_slots & (host_slots - 1)) == 0 &&
              flight_slots <= PROTO_MAX_FLIGHT && map_shared(sfd);
     }
     if (sfd >= 0)
@@ -430,6 +446,13 @@ void channel_connect(void)
             atomic_store_explicit(&channel_flight_area,
                                   (struct proto_flight_slot *)((char *)shared_map +
                                                                flight_offset(at)),
+                                  memory_order_release);
+        channel_host_count = host_slots;
+        if (host_slots)
+            atomic_store_explicit(&channel_host_area,
+                                  (struct proto_host_write *)((char *)shared_map +
+                                                              PROTO_CONTROL_SIZE + ring_bytes() +
+                                                              results_bytes()),
                                   memory_order_release);
         atomic_store_explicit(&channel_control_page, shared_map, memory_order_release);
     } else {
@@ -489,6 +512,8 @@ void channel_reset_after_fork(void)
     atomic_store(&channel_counts_area, NULL);
     atomic_store(&channel_flight_area, NULL);
     channel_flight_count = 0;
+    atomic_store(&channel_host_area, NULL);
+    channel_host_count = 0;
     if (fd >= 0)
         close(fd);
     fd = -1;
@@ -497,6 +522,6 @@ void channel_reset_after_fork(void)
         munmap(shared_map, shared_size);
     shared_map = NULL;
     shared_size = 0;
-    ring_slots = results_slots = flight_slots = 0;
+    ring_slots = results_slots = flight_slots = host_slots = 0;
     atomic_store(&state, CH_NEW);
 }

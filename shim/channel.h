@@ -39,6 +39,25 @@ static inline struct proto_flight_slot *channel_flight(uint32_t *slots)
     *slots = channel_flight_count; /* stored before the ring is published */
     return ring;
 }
+/* Whether the controller asked for the program's host writes (a host-write
+ * ring, under NaN/Inf scans): one relaxed load, all that the hooks of copies
+ * and memsets cost without it. */
+static inline bool channel_host_on(void)
+{
+    extern _Atomic(struct proto_host_write *) channel_host_area;
+    return atomic_load_explicit(&channel_host_area, memory_order_relaxed) != NULL;
+}
+/* The host-write ring's slots; NULL (and 0) without one, or once the
+ * controller is gone. */
+static inline struct proto_host_write *channel_host_ring(uint32_t *slots)
+{
+    extern _Atomic(struct proto_host_write *) channel_host_area;
+    extern uint32_t channel_host_count;
+    struct proto_host_write *ring = atomic_load_explicit(&channel_host_area,
+                                                         memory_order_acquire);
+    *slots = channel_host_count; /* stored before the ring is published */
+    return ring;
+}
 /* Adds to function `id`'s launches (graph: its graph kernel-node runs) there. */
 static inline void counts_add_func(unsigned id, bool graph, uint64_t n)
 {

@@ -112,7 +112,8 @@ static void set_idle(void)
 /* Device-to-device into scratch, on the launch stream. */
 static CUresult to_scratch(const struct launch_info *li, struct drain_copy *d)
 {
-    cuMemcpy2DAsync_v2_fn copy2d = li->ptsz ? real_cuMemcpy2DAsync_v2_ptsz : real_cuMemcpy2DAsync_v2;
+    cuMemcpy2DAsync_fn copy2d =
+        li->ptsz ? shim_real_cuMemcpy2DAsync_v2_ptsz() : shim_real_cuMemcpy2DAsync_v2();
     if (!copy2d)
         return CUDA_ERROR_NOT_FOUND;
     CUDA_MEMCPY2D m = rows_copy(d->c.src, d->c.pitch, NULL, dr.scratch + d->at, d->c.width,
@@ -180,7 +181,7 @@ static CUresult to_staging(CUstream side, const struct drain_copy *d, char *area
 {
     CUDA_MEMCPY2D m = rows_copy(dr.scratch + d->at, d->c.width, area + d->c.offset, 0,
                                 d->c.width, d->c.height);
-    CUresult rc = real_cuMemcpy2DAsync_v2(&m, side);
+    CUresult rc = shim_real_cuMemcpy2DAsync_v2()(&m, side);
     cuStreamSynchronize_fn sync = shim_real_cuStreamSynchronize();
     return rc != CUDA_SUCCESS ? rc : sync ? sync(side) : CUDA_ERROR_NOT_FOUND;
 }

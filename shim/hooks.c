@@ -16,6 +16,7 @@
 #include "gate.h"
 #include "graph.h"
 #include "hooks.h"
+#include "hostwrite.h"
 #include "interpose.h"
 #include "launch.h"
 #include "modules.h"
@@ -407,9 +408,17 @@ CUresult hook_cuMemcpyDtoH(cuMemcpyDtoH_fn real, int ptsz, void *dst, CUdevicept
 CUresult hook_cuMemcpyHtoD(cuMemcpyHtoD_fn real, int ptsz, CUdeviceptr dst, const void *src,
                            size_t bytes)
 {
-    (void)ptsz;
     gate_settle();
-    return flight_seen(real(dst, src, bytes));
+    if (__builtin_expect(!channel_host_on(), 1))
+        return flight_seen(real(dst, src, bytes));
+    uint64_t launches = hostwrite_launches();
+    CUresult rc = real(dst, src, bytes);
+    if (rc == CUDA_SUCCESS)
+        hostwrite_record(&(struct host_write){.api = HOST_API_cuMemcpyHtoD, .ptsz = ptsz,
+                                              .dst = dst, .width = bytes, .height = 1,
+                                              .pitch = bytes, .depth = 1, .slice = bytes},
+                         launches);
+    return flight_seen(rc);
 }
 
 CUresult hook_cuMemcpyDtoD(cuMemcpyDtoD_fn real, int ptsz, CUdeviceptr dst, CUdeviceptr src,
@@ -428,26 +437,199 @@ CUresult hook_cuMemcpy(cuMemcpy_fn real, int ptsz, CUdeviceptr dst, CUdeviceptr 
     return flight_seen(real(dst, src, bytes));
 }
 
+/* A 2D copy's result, recorded first where it wrote device memory from the host. */
+static CUresult copied_2d(CUresult rc, enum proto_host_api api, int ptsz, CUstream stream,
+                          const CUDA_MEMCPY2D *copy, uint64_t launches)
+{
+    struct host_write w = {.api = api, .ptsz = ptsz, .stream = stream};
+    if (rc == CUDA_SUCCESS && hostwrite_of_2d(copy, &w))
+        hostwrite_record(&w, launches);
+    return rc;
+}
+
+static CUresult copied_3d(CUresult rc, enum proto_host_api api, int ptsz, CUstream stream,
+                          const CUDA_MEMCPY3D *copy, uint64_t launches)
+{
+    struct host_write w = {.api = api, .ptsz = ptsz, .stream = stream};
+    if (rc == CUDA_SUCCESS && hostwrite_of_3d(copy, &w))
+        hostwrite_record(&w, launches);
+    return rc;
+}
+
 CUresult hook_cuMemcpy2D(cuMemcpy2D_fn real, int ptsz, const CUDA_MEMCPY2D *copy)
 {
-    (void)ptsz;
     gate_settle();
-    return flight_seen(real(copy));
+    if (__builtin_expect(!channel_host_on(), 1))
+        return flight_seen(real(copy));
+    uint64_t launches = hostwrite_launches();
+    return flight_seen(copied_2d(real(copy), HOST_API_cuMemcpy2D, ptsz, NULL, copy, launches));
 }
 
 CUresult hook_cuMemcpy2DUnaligned(cuMemcpy2DUnaligned_fn real, int ptsz,
                                   const CUDA_MEMCPY2D *copy)
 {
-    (void)ptsz;
     gate_settle();
-    return flight_seen(real(copy));
+    if (__builtin_expect(!channel_host_on(), 1))
+        return flight_seen(real(copy));
+    uint64_t launches = hostwrite_launches();
+    return flight_seen(copied_2d(real(copy), HOST_API_cuMemcpy2DUnaligned, ptsz, NULL, copy,
+                                 launches));
 }
 
 CUresult hook_cuMemcpy3D(cuMemcpy3D_fn real, int ptsz, const CUDA_MEMCPY3D *copy)
 {
-    (void)ptsz;
     gate_settle();
-    return flight_seen(real(copy));
+    if (__builtin_expect(!channel_host_on(), 1))
+        return flight_seen(real(copy));
+    uint64_t launches = hostwrite_launches();
+    return flight_seen(copied_3d(real(copy), HOST_API_cuMemcpy3D, ptsz, NULL, copy, launches));
+}
+
+/* ---- the program's writes that do not wait ------------------------------------------
+ * Copies from the host and memsets, passed straight on unless NaN/Inf scans asked
+ * for the program's host writes (one load): then recorded once the driver has taken
+ * them, with the launch count from before the call (hostwrite.c). */
+
+CUresult hook_cuMemcpyHtoDAsync(cuMemcpyHtoDAsync_fn real, int ptsz, CUdeviceptr dst,
+                                const void *src, size_t bytes, CUstream stream)
+{
+    if (__builtin_expect(!channel_host_on(), 1))
+        return real(dst, src, bytes, stream);
+    uint64_t launches = hostwrite_launches();
+    CUresult rc = real(dst, src, bytes, stream);
+    if (rc == CUDA_SUCCESS)
+        hostwrite_record(&(struct host_write){.api = HOST_API_cuMemcpyHtoDAsync, .ptsz = ptsz,
+                                              .stream = stream, .dst = dst, .width = bytes,
+                                              .height = 1, .pitch = bytes, .depth = 1,
+                                              .slice = bytes},
+                         launches);
+    return rc;
+}
+
+CUresult hook_cuMemcpy2DAsync(cuMemcpy2DAsync_fn real, int ptsz, const CUDA_MEMCPY2D *copy,
+                              CUstream stream)
+{
+    if (__builtin_expect(!channel_host_on(), 1))
+        return real(copy, stream);
+    uint64_t launches = hostwrite_launches();
+    return copied_2d(real(copy, stream), HOST_API_cuMemcpy2DAsync, ptsz, stream, copy, launches);
+}
+
+CUresult hook_cuMemcpy3DAsync(cuMemcpy3DAsync_fn real, int ptsz, const CUDA_MEMCPY3D *copy,
+                              CUstream stream)
+{
+    if (__builtin_expect(!channel_host_on(), 1))
+        return real(copy, stream);
+    uint64_t launches = hostwrite_launches();
+    return copied_3d(real(copy, stream), HOST_API_cuMemcpy3DAsync, ptsz, stream, copy, launches);
+}
+
+/* A memset's result, recorded first: `height` rows `pitch` bytes apart of `width`
+ * elements of `elem` bytes, each the pattern `value`. */
+static CUresult memset_done(CUresult rc, enum proto_host_api api, int ptsz, CUstream stream,
+                            CUdeviceptr dst, size_t pitch, uint32_t value, uint32_t elem,
+                            size_t width, size_t height, uint64_t launches)
+{
+    if (rc == CUDA_SUCCESS)
+        hostwrite_record(&(struct host_write){.api = api, .ptsz = ptsz, .stream = stream,
+                                              .dst = dst, .width = width * elem,
+                                              .height = height, .pitch = pitch, .depth = 1,
+                                              .slice = pitch * height, .value = value,
+                                              .elem = elem},
+                         launches);
+    return rc;
+}
+
+/* The body of a memset hook: `call` made, and recorded under NaN/Inf scans. */
+#define MEMSET_BODY(call, api, stream, dst, pitch, value, elem, width, height)         \
+    if (__builtin_expect(!channel_host_on(), 1))                                       \
+        return call;                                                                   \
+    uint64_t launches = hostwrite_launches();                                          \
+    return memset_done(call, api, ptsz, stream, dst, pitch, value, elem, width, height, \
+                       launches);
+
+CUresult hook_cuMemsetD8(cuMemsetD8_fn real, int ptsz, CUdeviceptr dst, unsigned char value,
+                         size_t n)
+{
+    MEMSET_BODY(real(dst, value, n), HOST_API_cuMemsetD8, NULL, dst, n, value, 1, n, 1)
+}
+
+CUresult hook_cuMemsetD16(cuMemsetD16_fn real, int ptsz, CUdeviceptr dst, unsigned short value,
+                          size_t n)
+{
+    MEMSET_BODY(real(dst, value, n), HOST_API_cuMemsetD16, NULL, dst, 2 * n, value, 2, n, 1)
+}
+
+CUresult hook_cuMemsetD32(cuMemsetD32_fn real, int ptsz, CUdeviceptr dst, unsigned int value,
+                          size_t n)
+{
+    MEMSET_BODY(real(dst, value, n), HOST_API_cuMemsetD32, NULL, dst, 4 * n, value, 4, n, 1)
+}
+
+CUresult hook_cuMemsetD8Async(cuMemsetD8Async_fn real, int ptsz, CUdeviceptr dst,
+                              unsigned char value, size_t n, CUstream stream)
+{
+    MEMSET_BODY(real(dst, value, n, stream), HOST_API_cuMemsetD8Async, stream, dst, n, value,
+                1, n, 1)
+}
+
+CUresult hook_cuMemsetD16Async(cuMemsetD16Async_fn real, int ptsz, CUdeviceptr dst,
+                               unsigned short value, size_t n, CUstream stream)
+{
+    MEMSET_BODY(real(dst, value, n, stream), HOST_API_cuMemsetD16Async, stream, dst, 2 * n,
+                value, 2, n, 1)
+}
+
+CUresult hook_cuMemsetD32Async(cuMemsetD32Async_fn real, int ptsz, CUdeviceptr dst,
+                               unsigned int value, size_t n, CUstream stream)
+{
+    MEMSET_BODY(real(dst, value, n, stream), HOST_API_cuMemsetD32Async, stream, dst, 4 * n,
+                value, 4, n, 1)
+}
+
+CUresult hook_cuMemsetD2D8(cuMemsetD2D8_fn real, int ptsz, CUdeviceptr dst, size_t pitch,
+                           unsigned char value, size_t width, size_t height)
+{
+    MEMSET_BODY(real(dst, pitch, value, width, height), HOST_API_cuMemsetD2D8, NULL, dst, pitch,
+                value, 1, width, height)
+}
+
+CUresult hook_cuMemsetD2D16(cuMemsetD2D16_fn real, int ptsz, CUdeviceptr dst, size_t pitch,
+                            unsigned short value, size_t width, size_t height)
+{
+    MEMSET_BODY(real(dst, pitch, value, width, height), HOST_API_cuMemsetD2D16, NULL, dst,
+                pitch, value, 2, width, height)
+}
+
+CUresult hook_cuMemsetD2D32(cuMemsetD2D32_fn real, int ptsz, CUdeviceptr dst, size_t pitch,
+                            unsigned int value, size_t width, size_t height)
+{
+    MEMSET_BODY(real(dst, pitch, value, width, height), HOST_API_cuMemsetD2D32, NULL, dst,
+                pitch, value, 4, width, height)
+}
+
+CUresult hook_cuMemsetD2D8Async(cuMemsetD2D8Async_fn real, int ptsz, CUdeviceptr dst,
+                                size_t pitch, unsigned char value, size_t width, size_t height,
+                                CUstream stream)
+{
+    MEMSET_BODY(real(dst, pitch, value, width, height, stream), HOST_API_cuMemsetD2D8Async,
+                stream, dst, pitch, value, 1, width, height)
+}
+
+CUresult hook_cuMemsetD2D16Async(cuMemsetD2D16Async_fn real, int ptsz, CUdeviceptr dst,
+                                 size_t pitch, unsigned short value, size_t width, size_t height,
+                                 CUstream stream)
+{
+    MEMSET_BODY(real(dst, pitch, value, width, height, stream), HOST_API_cuMemsetD2D16Async,
+                stream, dst, pitch, value, 2, width, height)
+}
+
+CUresult hook_cuMemsetD2D32Async(cuMemsetD2D32Async_fn real, int ptsz, CUdeviceptr dst,
+                                 size_t pitch, unsigned int value, size_t width, size_t height,
+                                 CUstream stream)
+{
+    MEMSET_BODY(real(dst, pitch, value, width, height, stream), HOST_API_cuMemsetD2D32Async,
+                stream, dst, pitch, value, 4, width, height)
 }
 
 /* ---- launches ---------------------------------------------------------------- */

@@ -8,6 +8,7 @@
  * reports them (MSG_END).
  */
 #include "gate.h"
+#include "interpose.h"
 #include "plain.h"
 #include "plan.h"
 #include "staging.h"
@@ -18,7 +19,8 @@ static void enqueue_copies(const struct launch_info *li, enum proto_phase phase)
 {
     unsigned ncopies;
     struct plan_copy *copies = plan_copies(&ncopies);
-    cuMemcpy2DAsync_v2_fn copy2d = li->ptsz ? real_cuMemcpy2DAsync_v2_ptsz : real_cuMemcpy2DAsync_v2;
+    cuMemcpy2DAsync_fn copy2d =
+        li->ptsz ? shim_real_cuMemcpy2DAsync_v2_ptsz() : shim_real_cuMemcpy2DAsync_v2();
     size_t size;
     char *area = staging_area(&size);
     static struct tool_request tools[PROTO_MAX_COPIES]; /* under the staging lock; 28 KB */
@@ -77,7 +79,8 @@ CUresult plain_copy_wait(const struct launch_info *li, CUdeviceptr src, size_t w
 {
     size_t size;
     char *area = staging_area(&size);
-    cuMemcpy2DAsync_v2_fn copy2d = li->ptsz ? real_cuMemcpy2DAsync_v2_ptsz : real_cuMemcpy2DAsync_v2;
+    cuMemcpy2DAsync_fn copy2d =
+        li->ptsz ? shim_real_cuMemcpy2DAsync_v2_ptsz() : shim_real_cuMemcpy2DAsync_v2();
     if (!area || !copy2d)
         return CUDA_ERROR_NOT_FOUND;
     CUDA_MEMCPY2D m = rows_copy(src, pitch, area + offset, 0, width, height);
@@ -89,7 +92,8 @@ CUresult plain_write_wait(const struct launch_info *li, CUdeviceptr dst, size_t 
 {
     size_t area_size;
     char *area = staging_area(&area_size);
-    cuMemcpy2DAsync_v2_fn copy2d = li->ptsz ? real_cuMemcpy2DAsync_v2_ptsz : real_cuMemcpy2DAsync_v2;
+    cuMemcpy2DAsync_fn copy2d =
+        li->ptsz ? shim_real_cuMemcpy2DAsync_v2_ptsz() : shim_real_cuMemcpy2DAsync_v2();
     if (!area || !copy2d)
         return CUDA_ERROR_NOT_FOUND;
     /* A device address: the driver refuses one that is not (the controller writes only

@@ -15,10 +15,11 @@
  * (SCM_RIGHTS). It holds, in this order: the control page (struct
  * proto_control, PROTO_CONTROL_SIZE bytes), the trace ring (ring_slots slots
  * of PROTO_RING_SLOT_SIZE bytes; none without --trace), the result ring
- * (results_slots slots of PROTO_RESULT_SLOT_SIZE bytes), the staging area
- * that snapshot and read copies land in, and at the next multiple of
- * PROTO_COUNTS_ALIGN bytes the launch counts (struct proto_counts), then
- * the flight ring (below).
+ * (results_slots slots of PROTO_RESULT_SLOT_SIZE bytes), the host-write ring
+ * (host_slots slots of PROTO_HOST_SLOT_SIZE bytes; none without NaN/Inf
+ * scans), the staging area that snapshot and read copies land in, and at the
+ * next multiple of PROTO_COUNTS_ALIGN bytes the launch counts (struct
+ * proto_counts), then the flight ring (below).
  *
  * The launch counts are the counters MSG_STATS reports at exit, kept up to
  * date by the shim as it counts: the controller reads them there for a process
@@ -41,13 +42,23 @@
  * then its `done` (position + 1) into the slot itself, from the GPU, whenever
  * it gets there. The controller consumes a slot once it is ready and every
  * result in it is done or failed, and advances results_tail.
+ *
+ * The host-write ring carries the program's own writes into device memory
+ * (host-to-device copies and memsets, struct proto_host_write), so that a
+ * NaN/Inf the host put there is not taken for one no launch made. The
+ * controller asks for it (host_slots != 0) only when it scans for NaN/Inf;
+ * without it the shim's hooks of those calls cost one load. Slots are
+ * reserved, published and consumed as the trace ring's (host_head,
+ * host_tail, host_dropped); each carries the number of launches the process
+ * had made when the call was made, which places it among the launches
+ * whatever thread or ring reports them.
  */
 #ifndef CUDUMP_PROTOCOL_H
 #define CUDUMP_PROTOCOL_H
 
 #include <stdint.h>
 
-#define PROTO_VERSION 13
+#define PROTO_VERSION 14
 #define PROTO_MAGIC 0x50445543u /* "CUDP" */
 
 /* ---- limits ---------------------------------------------------------------- */
@@ -78,6 +89,7 @@ enum {
     PROTO_FLIGHT_PARAM_BYTES = 256, /* parameter bytes a flight ring slot keeps */
     PROTO_FLIGHT_SLOT_SIZE = 384,  /* bytes of one flight ring slot */
     PROTO_MAX_FLIGHT = 16384,      /* slots of the flight ring, at most */
+    PROTO_HOST_SLOT_SIZE = 128,    /* bytes of one host-write ring slot (two cache lines) */
 };
 
 /* ---- message kinds ----------------------------------------------------------- */
@@ -272,6 +284,18 @@ enum proto_alloc_kind {
 #define PROTO_ALLOC_KINDS(X) \
     X(linear) X(pitched) X(managed) X(async) X(vmm) X(host) X(range)
 
+/* proto_host_write.api: the driver call that wrote (its _v2, _ptds and _ptsz
+ * variants under one name). */
+#define PROTO_HOST_APIS(X)                                                    \
+    X(cuMemcpyHtoD) X(cuMemcpyHtoDAsync) X(cuMemcpy2D) X(cuMemcpy2DUnaligned)  \
+    X(cuMemcpy2DAsync) X(cuMemcpy3D) X(cuMemcpy3DAsync) X(cuMemsetD8)          \
+    X(cuMemsetD16) X(cuMemsetD32) X(cuMemsetD8Async) X(cuMemsetD16Async)       \
+    X(cuMemsetD32Async) X(cuMemsetD2D8) X(cuMemsetD2D16) X(cuMemsetD2D32)      \
+    X(cuMemsetD2D8Async) X(cuMemsetD2D16Async) X(cuMemsetD2D32Async)
+#define PROTO_HOST_API_ENUM(name) HOST_API_##name,
+enum proto_host_api { PROTO_HOST_APIS(PROTO_HOST_API_ENUM) HOST_API_COUNT };
+#undef PROTO_HOST_API_ENUM
+
 /* proto_launch.api: the entry point the launch came through. */
 #define PROTO_APIS(X)                                                         \
     X(cuLaunchKernel) X(cuLaunchKernel_ptsz) X(cuLaunchCooperativeKernel)     \
@@ -322,7 +346,9 @@ struct proto_control {
     uint32_t flight_slots;  /* slots in the flight ring (--flight), 0: no ring */
     int32_t first_error;    /* shim: the first error a launch, a synchronisation or a copy
                              * of the program's returned (CUresult; 0: none yet) */
-    uint8_t pad0[24];
+    uint32_t host_slots;    /* slots in the host-write ring (a power of two); 0: the shim
+                             * records no host writes */
+    uint8_t pad0[20];
     uint64_t ring_head;     /* shim: next position to reserve */
     uint8_t pad1[56];
     uint64_t ring_tail;     /* controller: next position to consume */
@@ -338,6 +364,12 @@ struct proto_control {
     uint64_t rule_counts[PROTO_MAX_COUNTERS];
     uint64_t flight_head;   /* shim: launches recorded in the flight ring (the next position) */
     uint8_t pad6[56];
+    uint64_t host_head;     /* shim: next host-write slot to reserve */
+    uint8_t pad7[56];
+    uint64_t host_tail;     /* controller: next host-write slot to consume */
+    uint8_t pad8[56];
+    uint64_t host_dropped;  /* shim: host writes the ring had no room for */
+    uint8_t pad9[56];
 };
 
 
@@ -427,6 +459,30 @@ struct proto_ring_slot {
     uint64_t ready;         /* position + 1 once the event is written */
     uint64_t reserved;
     struct proto_launch event;
+};
+
+/* One slot of the host-write ring: a call of the program's that wrote device
+ * memory from the host, made successfully. The bytes written are `depth`
+ * slices `slice` bytes apart, each of `height` rows `pitch` bytes apart, each
+ * row `width` bytes from `dst` on. The shim never reads the source bytes:
+ * which type they are is not its to guess. */
+struct proto_host_write {
+    uint64_t ready;         /* position + 1 once the slot is written */
+    uint64_t launches;      /* launches the process had numbered when the call was made:
+                             * it came after launch `launches` and before the next */
+    uint64_t dst;
+    uint64_t width;         /* bytes of a row */
+    uint64_t height;        /* rows of a slice (1 for a linear copy or memset) */
+    uint64_t pitch;         /* bytes from row to row */
+    uint64_t depth;         /* slices (1 but for a 3D copy) */
+    uint64_t slice;         /* bytes from slice to slice */
+    uint64_t stream;        /* as the program passed it (0 for a synchronous call) */
+    uint64_t tid;           /* the calling thread (gettid) */
+    uint32_t value;         /* memset: the pattern, its `elem` low bytes */
+    uint32_t elem;          /* memset: bytes of an element (1, 2 or 4); 0: a copy */
+    uint32_t api;           /* enum proto_host_api */
+    uint32_t reserved;
+    uint8_t pad[32];
 };
 
 /* One slot of the flight ring: a launch (or graph launch) as it was made. */

@@ -87,7 +87,8 @@ static void load_kernel(struct tool_ctx *t, const struct launch_info *li)
     CUmodule module = NULL;
     cuModuleGetFunction_fn get = shim_real_cuModuleGetFunction();
     cuMemAlloc_fn alloc = shim_real_cuMemAlloc_v2();
-    cuMemsetD8Async_fn zero = li->ptsz ? real_cuMemsetD8Async_ptsz : real_cuMemsetD8Async;
+    cuMemsetD8Async_fn zero =
+        li->ptsz ? shim_real_cuMemsetD8Async_ptsz() : shim_real_cuMemsetD8Async();
     uint32_t slots = 0;
     struct proto_result_slot *ring = results_ring(&slots);
     t->accs = PROTO_MAX_COPIES + slots * PROTO_MAX_REPEAT;
@@ -242,7 +243,8 @@ static unsigned accept_jobs(const struct tool_ctx *t, struct tool_request *reqs,
 
 static void clear_words(const struct launch_info *li, CUdeviceptr words)
 {
-    cuMemsetD8Async_fn zero = li->ptsz ? real_cuMemsetD8Async_ptsz : real_cuMemsetD8Async;
+    cuMemsetD8Async_fn zero =
+        li->ptsz ? shim_real_cuMemsetD8Async_ptsz() : shim_real_cuMemsetD8Async();
     if (zero)
         zero(words, 0, 2 * sizeof(unsigned long long), li->stream);
 }

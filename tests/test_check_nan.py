@@ -52,21 +52,33 @@ def assert_producer_23_found(ran) -> None:
             found["elements"]) == (1, INDEX, 0, 1024)
     assert found["kernel"] == "vecAdd(float const*, float const*, float*, int)"
     # Its inputs a and b held +inf and -inf, copied there by the host: it propagated them,
-    # from no launch cudump scanned.
+    # and the host's copies made them (each the latest copy into its buffer, before it).
     assert (found["origin"], found["from_arg"], found["from_launch"], found["from_args"]) == (
         "propagated", 0, None, [0, 1])
+    assert {k: v for k, v in found["from_host"].items() if k != "address"} == {
+        "kind": "copy", "api": "cuMemcpyHtoD", "bytes": 4096, "before_launch": 23}
+    copy = "a host-to-device copy of 4096 bytes (cuMemcpyHtoD) before launch 23"
     warning = [line for line in ran.stderr.splitlines() if line.startswith("cudump: NaN/Inf")]
     assert warning == [
         f"cudump: NaN/Inf: launch 23 of {found['kernel']} (occurrence 23, process "
         f"{found['pid']}) left 1 of 1024 elements of arg 2 non-finite where there were none, "
-        f"the first at index {INDEX}; propagated: arg 0 and arg 1 were already non-finite "
-        "(no launch cudump scanned left them so)"]
-    assert ran.stderr.splitlines()[-1].endswith(
-        f"1 buffer turned NaN/Inf (none produced from finite inputs; the first left by launch "
-        f"23 of {found['kernel']}); run: {ran.run_dir}")
+        f"the first at index {INDEX}; propagated: arg 0 (from {copy}) and arg 1 (from {copy}) "
+        "were already non-finite"]
     # every buffer of that launch, as it left them
     snaps = {r["arg"]: r for r in records if r.get("file")}
     assert sorted(snaps) == [0, 1, 2]
+    # The two copies are the producers, a's the first (it was made first).
+    assert found["from_host"]["address"] == int(snaps[0]["address"], 16)
+    assert ran.stderr.splitlines()[-1].endswith(
+        f"3 buffers turned NaN/Inf (first produced by a host-to-device copy of 4096 bytes at "
+        f"{snaps[0]['address']} before launch 23 of process {found['pid']}); run: "
+        f"{ran.run_dir}")
+    totals = summary(ran.run_dir)
+    assert (totals["nan_producers"], totals["nan_produced"]) == (3, 2)
+    assert totals["first_nan_producer"] == {
+        "kind": "copy", "pid": found["pid"], "before_launch": 23, "api": "cuMemcpyHtoD",
+        "address": int(snaps[0]["address"], 16), "bytes": 4096}
+    assert totals["first_nan_report"]["launch"] == 23
     assert all(r["occurrence"] == 23 and r["phase"] == "after" and r["nan_producer"]
                for r in snaps.values())
     a, b, c = (np.load(ran.run_dir / snaps[i]["file"]) for i in range(3))
@@ -87,7 +99,8 @@ def test_ls_and_show_present_the_report_as_a_finding(fake, cudump_run, capsys):
     assert main(["ls", str(ran.run_dir)]) == 0
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.split()[:1] == [str(report)])
-    assert row.endswith(f"NaN/Inf: 1 of 1024 elements, first at {INDEX}, propagated from arg 0")
+    assert row.endswith(f"NaN/Inf: 1 of 1024 elements, first at {INDEX}, propagated from arg 0 "
+                        "(host copy before launch 23)")
     assert "error" not in out and "unreadable" not in out
     assert out.splitlines()[-1] == "4 of 4 snapshots, 1 NaN/Inf report"
     assert main(["show", str(ran.run_dir), "--index", str(report)]) == 0
@@ -96,8 +109,8 @@ def test_ls_and_show_present_the_report_as_a_finding(fake, cudump_run, capsys):
     assert out[3:] == [
         f"NaN/Inf: 1 of 1024 elements, first at {INDEX} (none before the launch): float32 "
         "[1024], as the launch left it",
-        "propagated: arg 0 was already non-finite before the launch (no launch cudump "
-        "scanned left it so)",
+        "propagated: arg 0 was already non-finite before the launch (from a host-to-device "
+        "copy of 4096 bytes (cuMemcpyHtoD) before launch 23)",
         f"its data: snapshot #{data} ({records[data]['file']}): cudump show {ran.run_dir} "
         f"--index {data}"]
 

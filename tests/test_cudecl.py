@@ -63,6 +63,8 @@ int main(void) {
     OFF(CUDA_MEMCPY3D, srcPitch) OFF(CUDA_MEMCPY3D, srcHeight) OFF(CUDA_MEMCPY3D, dstMemoryType)
     OFF(CUDA_MEMCPY3D, dstHost) OFF(CUDA_MEMCPY3D, dstPitch) OFF(CUDA_MEMCPY3D, dstHeight)
     OFF(CUDA_MEMCPY3D, WidthInBytes) OFF(CUDA_MEMCPY3D, Height) OFF(CUDA_MEMCPY3D, Depth)
+    OFF(CUDA_MEMCPY3D, dstXInBytes) OFF(CUDA_MEMCPY3D, dstY) OFF(CUDA_MEMCPY3D, dstZ)
+    OFF(CUDA_MEMCPY3D, dstDevice)
     VAL(CU_GRAPH_NODE_TYPE_KERNEL) VAL(CU_GRAPH_NODE_TYPE_GRAPH) VAL(CU_GRAPH_NODE_TYPE_MEM_ALLOC)
     VAL(CU_GRAPH_NODE_TYPE_MEM_FREE) VAL(CU_GRAPH_NODE_TYPE_CONDITIONAL)
     SZ(CUDA_GRAPH_INSTANTIATE_PARAMS) OFF(CUDA_GRAPH_INSTANTIATE_PARAMS, flags)
@@ -125,3 +127,65 @@ def test_tensor_map_prototypes_match_the_real_cuda_h(tmp_path):
                            "-fsyntax-only", f"-I{CUDA_INCLUDE}", f"-I{ROOT / 'shim'}", str(src)],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+# The families of the program's writes from the host (shim/hostwrite.c), named as cuda.h names
+# each API. cuda.h maps the name to the variant a program gets: with
+# CUDA_API_PER_THREAD_DEFAULT_STREAM the _ptds or _ptsz one, else the plain one (cuMemsetD8 ->
+# cuMemsetD8_v2 or cuMemsetD8_v2_ptds). For each, api.h's parameter list must be that
+# prototype's, and its VARIANT rows must name exactly those symbols.
+HOST_WRITE_FAMILIES = (
+    "cuMemcpyHtoD", "cuMemcpyHtoDAsync", "cuMemcpy2D", "cuMemcpy2DUnaligned", "cuMemcpy2DAsync",
+    "cuMemcpy3D", "cuMemcpy3DAsync", "cuMemsetD8", "cuMemsetD16", "cuMemsetD32",
+    "cuMemsetD8Async", "cuMemsetD16Async", "cuMemsetD32Async", "cuMemsetD2D8", "cuMemsetD2D16",
+    "cuMemsetD2D32", "cuMemsetD2D8Async", "cuMemsetD2D16Async", "cuMemsetD2D32Async")
+
+# Compiled only (-fsyntax-only): each family's list is the type of cuda.h's function.
+HOST_WRITE_PROTOTYPES = r"""
+#include <cuda.h>
+#include "api.h"
+#define SAME(name) CUresult (*check_##name) CUDUMP_P_##name = name;
+CHECKS
+"""
+
+# Run: the variant each VARIANT row names beside the one cuda.h's name gives, for the rows
+# of the mode compiled (PTSZ).
+HOST_WRITE_NAMES = r"""
+#include <stdio.h>
+#include <string.h>
+#include <cuda.h>
+#include "api.h"
+#define STR_(x) #x
+#define STR(x) STR_(x)
+int main(void) {
+#define NAME(sym, family, ptsz) \
+    if (ptsz == PTSZ && strstr(FAMILIES, " " #family " ")) printf("%s %s\n", #sym, STR(family));
+    CUDUMP_VARIANTS(NAME)
+    return 0;
+}
+"""
+
+
+@pytest.mark.skipif(not (CUDA_INCLUDE / "cuda.h").is_file(),
+                    reason=f"no cuda.h under {CUDA_INCLUDE} to check against")
+@pytest.mark.parametrize("per_thread", [False, True])
+def test_host_write_prototypes_and_variants_match_the_real_cuda_h(tmp_path, per_thread):
+    flags = ["-std=c11", "-Wall", "-Werror", "-Wincompatible-pointer-types",
+             f"-I{CUDA_INCLUDE}", f"-I{ROOT / 'shim'}"]
+    if per_thread:
+        flags.append("-DCUDA_API_PER_THREAD_DEFAULT_STREAM")
+    src = tmp_path / "prototypes.c"
+    src.write_text(HOST_WRITE_PROTOTYPES.replace(
+        "CHECKS", " ".join(f"SAME({f})" for f in HOST_WRITE_FAMILIES)))
+    done = subprocess.run(["cc", *flags, "-fsyntax-only", str(src)], capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
+    src, exe = tmp_path / "names.c", tmp_path / "names"
+    src.write_text(HOST_WRITE_NAMES.replace(
+        "FAMILIES", '" ' + " ".join(HOST_WRITE_FAMILIES) + ' "').replace(
+        "PTSZ", "1" if per_thread else "0"))
+    subprocess.run(["cc", *flags, "-o", str(exe), str(src)], check=True)
+    pairs = [line.split() for line in subprocess.run(
+        [str(exe)], check=True, capture_output=True, text=True).stdout.splitlines()]
+    assert len(pairs) == len(HOST_WRITE_FAMILIES)
+    assert all(ours == theirs for ours, theirs in pairs), pairs

@@ -27,6 +27,10 @@ def in_order(run_dir: Path) -> list[tuple]:
     return [(r["kernel"], r["arg"], r["phase"], r["digest"], r["bytes"]) for r in records]
 
 
+# How the program put y's NaN there, before its first launch.
+COPY = "a host-to-device copy of 1024 bytes (cuMemcpyHtoD) before launch 1"
+
+
 def test_check_nan_names_the_kernel_node_that_left_a_nan(fake, cudump_run, bare_run):
     """y[5] is NaN: each graph's vecAdd leaves NaN in its output in its first replay (the
     second's in a child graph). Both are reported as kernel nodes (graph, replay, node), the
@@ -47,14 +51,15 @@ def test_check_nan_names_the_kernel_node_that_left_a_nan(fake, cudump_run, bare_
     assert warnings == [
         f"cudump: NaN/Inf: launch {records[0]['launch']} of {VECADD} (graph 1, replay 1, "
         f"node 1, process {pid}) left 1 of 256 elements of arg 2 non-finite where there were none, "
-        "the first at index 5; propagated: arg 1 was already non-finite (no launch cudump "
-        "scanned left it so)",
+        f"the first at index 5; propagated: arg 1 was already non-finite (from {COPY})",
         f"cudump: NaN/Inf: launch {records[1]['launch']} of {VECADD} (graph 2, replay 1, "
         f"node 0, process {pid}) left 1 of 256 elements of arg 2 non-finite where there were none, "
         "the first at index 5; propagated: arg 0 (from launch "
-        f"{records[0]['launch']} of {VECADD}) and arg 1 were already non-finite"]
+        f"{records[0]['launch']} of {VECADD}) and arg 1 (from {COPY}) were already non-finite"]
     line = last_line(ran.stderr)
-    assert "2 buffers turned NaN/Inf" in line and "failed" not in line, line
+    # The two launches, and the host's copy of y, which they read.
+    assert "3 buffers turned NaN/Inf (first produced by a host-to-device copy" in line, line
+    assert "failed" not in line, line
     assert summary(ran.run_dir)["snapshot_errors"] == 0
 
     direct = cudump_run([*program, "--direct"], "--check-nan", run_dir=ran.run_dir.parent / "d")

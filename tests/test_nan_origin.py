@@ -90,7 +90,8 @@ def test_the_producer_and_the_launch_that_carries_it_on(fake, cudump_run, watchd
         f"{ran.run_dir}")
     totals = summary(ran.run_dir)
     assert (totals["nan_producers"], totals["nan_produced"]) == (4, 2)
-    assert totals["first_nan_producer"] == {"pid": pid, "launch": 9, "kernel": SQUARE}
+    assert totals["first_nan_producer"] == {"kind": "launch", "pid": pid, "launch": 9,
+                                            "kernel": SQUARE}
     assert totals["first_nan_report"] == totals["first_nan_producer"]
     assert totals["planned_launches"] == 2 and totals["repeated_launches"] == 22
 
@@ -98,17 +99,22 @@ def test_the_producer_and_the_launch_that_carries_it_on(fake, cudump_run, watchd
 def test_a_buffer_finite_again_is_forgotten(fake, cudump_run):
     """Step 2 overflows (step 3 too: y and z stay non-finite, nothing new to report); from
     step 4 on y is finite again, found so by square's scans through the result ring (plain
-    repeated launches). At step 7 the host copies +inf into y: vecAdd carries on what no
-    launch made, not what launch 3 made long before."""
+    repeated launches). At step 7 the host copies +inf into y: vecAdd carries on what the
+    host wrote, not what launch 3 made long before."""
     ran = cudump_run(chain(fake, 8, 2, 3, "h7"), "--check-nan")
     assert ran.returncode == 0, ran.stderr
     pid = manifest(ran.run_dir)[0]["pid"]
     assert nan_lines(ran.stderr) == expected_lines(pid, 2) + [
         f"cudump: NaN/Inf: launch 14 of {ADD} (occurrence 7, process {pid}) left 1 of 1024 "
         f"elements of arg 2 non-finite where there were none, the first at index {INDEX}; "
-        "propagated: arg 0 was already non-finite (no launch cudump scanned left it so)"]
+        "propagated: arg 0 was already non-finite (from a host-to-device copy of 4 bytes "
+        "(cuMemcpyHtoD) before launch 14)"]
     (late,) = [r for r in manifest(ran.run_dir) if r.get("launch") == 14 and "nonfinite" in r]
     assert (late["origin"], late["from_arg"], late["from_launch"]) == ("propagated", 0, None)
+    assert {k: v for k, v in late["from_host"].items() if k != "address"} == {
+        "kind": "copy", "api": "cuMemcpyHtoD", "bytes": 4, "before_launch": 14}
+    # The first producer is still square, at launch 3: the host's write came after it.
+    assert summary(ran.run_dir)["first_nan_producer"]["launch"] == 3
 
 
 def test_break_on_nan_stops_at_the_producer_not_the_propagator(fake, cudump_run, bare_run,

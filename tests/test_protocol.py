@@ -32,7 +32,8 @@ CONSTANTS: dict[str, int] = {
     "PROTO_MAX_TMAPS": p.MAX_TMAPS, "PROTO_TMAP_BYTES": p.TMAP_BYTES,
     "PROTO_TMAP_STEP": p.TMAP_STEP, "PROTO_TMAP_RANK": p.TMAP_RANK,
     "PROTO_FLIGHT_PARAM_BYTES": p.FLIGHT_PARAM_BYTES, "PROTO_FLIGHT_SLOT_SIZE": p.FLIGHT_SLOT_SIZE,
-    "PROTO_MAX_FLIGHT": p.MAX_FLIGHT,
+    "PROTO_MAX_FLIGHT": p.MAX_FLIGHT, "PROTO_HOST_SLOT_SIZE": p.HOST_SLOT_SIZE,
+    "HOST_API_COUNT": len(p.HOST_APIS),
 }
 ENUMS: list[tuple[type[Enum], str]] = [
     (p.Kind, "MSG_"), (p.Want, "WANT_"), (p.Option, "OPTION_"), (p.LaunchFlag, "LAUNCH_"),
@@ -51,6 +52,8 @@ for code, enc in enumerate(p.TMAP_ENCODINGS):
     CONSTANTS[f"TMAP_{enc.upper()}"] = code
 for code, api in enumerate(p.APIS):
     CONSTANTS[f"API_{api}"] = code
+for code, api in enumerate(p.HOST_APIS):
+    CONSTANTS[f"HOST_API_{api}"] = code
 
 
 def probe_source() -> str:
@@ -69,6 +72,9 @@ def probe_source() -> str:
     lines.append("#undef NAME")
     lines.append("#define NAME(x) printf(\"apiname %s\\n\", #x);")
     lines.append("    PROTO_APIS(NAME)")
+    lines.append("#undef NAME")
+    lines.append("#define NAME(x) printf(\"hostapiname %s\\n\", #x);")
+    lines.append("    PROTO_HOST_APIS(NAME)")
     lines.append("#undef NAME")
     lines.append("#define NAME(x) printf(\"imagename %s\\n\", #x);")
     lines.append("    PROTO_IMAGE_FORMATS(NAME)")
@@ -108,6 +114,8 @@ def test_name_tables_agree(probed: list[str]) -> None:
     assert tuple(ln.split()[1] for ln in probed if ln.startswith("kindname ")) == p.ALLOC_KINDS
     assert tuple(ln.split()[1] for ln in probed if ln.startswith("apiname ")) == p.APIS
     assert tuple(ln.split()[1] for ln in probed
+                 if ln.startswith("hostapiname ")) == p.HOST_APIS
+    assert tuple(ln.split()[1] for ln in probed
                  if ln.startswith("imagename ")) == p.IMAGE_FORMATS
     assert tuple(ln.split()[1] for ln in probed
                  if ln.startswith("tmapname ")) == p.TMAP_ENCODINGS
@@ -125,6 +133,11 @@ def test_every_header_struct_is_mirrored() -> None:
 def test_ring_slot_is_one_event() -> None:
     """The trace ring's slot holds its header and one event, nothing else."""
     assert p.RING_SLOT.size == p.RING_SLOT_SIZE == 16 + p.LAUNCH.size
+
+
+def test_host_write_slot_is_two_cache_lines() -> None:
+    """The host-write ring's slot is its record, padded to two cache lines."""
+    assert p.HOST_WRITE.size == p.HOST_SLOT_SIZE == 128
 
 
 def test_framing_round_trip() -> None:

@@ -57,16 +57,18 @@ def test_check_nan_names_the_rank(cudump_run, fake, tmp_path: Path) -> None:
     assert "rank 1: launches vecAdd=3" in ran.stdout
     nan = [ln for ln in ran.stderr.splitlines() if ln.startswith("cudump: NaN/Inf:")]
     assert len(nan) == 1, ran.stderr
+    copy = r"a host-to-device copy of 4096 bytes \(cuMemcpyHtoD\) before launch 2"
     assert re.search(r"launch 2 of vecAdd\(.*\) \(occurrence 2, process \d+, rank 1\) left "
                      r"1 of 1024 elements of arg 2 non-finite where there were none, .*; "
-                     r"propagated: arg 0 and arg 1 were already non-finite", nan[0]), nan[0]
+                     rf"propagated: arg 0 \(from {copy}\) and arg 1 \(from {copy}\) were "
+                     r"already non-finite", nan[0]), nan[0]
     summary = [ln for ln in ran.stderr.splitlines() if ln.startswith("cudump: ") and
                "turned NaN/Inf" in ln]
-    # The host put the infinities there: no launch produced any, and the summary names the
-    # first that left some, with its rank.
-    assert summary and re.search(r"1 buffer turned NaN/Inf \(none produced from finite "
-                                 r"inputs; the first left by launch 2 of vecAdd\(.*\) "
-                                 r"\(process \d+, rank 1\)\)", summary[0]), summary
+    # The host's copies put the infinities there: the summary names the first, with its
+    # process and rank.
+    assert summary and re.search(r"3 buffers turned NaN/Inf \(first produced by a "
+                                 r"host-to-device copy of 4096 bytes at 0x[0-9a-f]+ before "
+                                 r"launch 2 of process \d+ \(rank 1\)\)", summary[0]), summary
     # Trace lines and records carry the rank.
     traced = [ln for ln in ran.stderr.splitlines() if re.match(r"cudump: #\d+ pid=", ln)]
     assert {re.search(r"rank=(\d)", ln).group(1) for ln in traced} == {"0", "1"}
@@ -78,8 +80,11 @@ def test_check_nan_names_the_rank(cudump_run, fake, tmp_path: Path) -> None:
     assert [(r["rank"], r["launch"], r["arg"]) for r in producers] == [(1, 2, 2)]
     data = json.loads((ran.run_dir / "summary.json").read_text())
     assert sorted(data["ranks"].values()) == [0, 1]
-    # first_nan_rank is the first producer's: there is none.
-    assert data["first_nan_producer"] is None and "first_nan_rank" not in data
+    # first_nan_rank is the first producer's: the copy's process's.
+    first = data["first_nan_producer"]
+    assert (first["kind"], first["api"], first["before_launch"], first["rank"]) == (
+        "copy", "cuMemcpyHtoD", 2, 1)
+    assert data["first_nan_rank"] == 1
     assert (data["first_nan_report"]["launch"], data["first_nan_report"]["rank"]) == (2, 1)
     # ls shows the rank column, stats the ranks of each kernel.
     ls = cudump_cli("ls", str(ran.run_dir), cwd=tmp_path)
@@ -93,8 +98,9 @@ def test_check_nan_names_the_rank(cudump_run, fake, tmp_path: Path) -> None:
 
 def test_check_nan_names_the_rank_of_the_first_producer(cudump_run, fake, tmp_path: Path,
                                                         capsys) -> None:
-    """RANKS_SQUARE=1: rank 0 (run first) reads infinities the host put there, so the run's
-    first report is rank 0's and propagated; rank 1's square then produces an Inf from finite
+    """RANKS_SQUARE=1: rank 0 (run first) reads infinities a device-to-device copy put
+    there, which cudump does not follow, so the run's first report is rank 0's and
+    propagated from nothing cudump saw; rank 1's square then produces an Inf from finite
     inputs, and its vecAdd carries it on. The report lines carry rank and origin, the summary
     names the first producer with its rank (first_nan_rank: 1, not the first report's 0), and
     stats shows the produced/propagated columns and the ranks column."""
@@ -123,9 +129,10 @@ def test_check_nan_names_the_rank_of_the_first_producer(cudump_run, fake, tmp_pa
         f"3 buffers turned NaN/Inf (first produced by launch 2 of {square} (process "
         f"{pids[1]}, rank 1)); run: {ran.run_dir}")
     data = json.loads((ran.run_dir / "summary.json").read_text())
-    assert data["first_nan_producer"] == {"pid": pids[1], "launch": 2, "kernel": square,
-                                          "rank": 1}
-    assert data["first_nan_report"] == {"pid": pids[0], "launch": 2, "kernel": add, "rank": 0}
+    assert data["first_nan_producer"] == {"kind": "launch", "pid": pids[1], "launch": 2,
+                                          "kernel": square, "rank": 1}
+    assert data["first_nan_report"] == {"kind": "launch", "pid": pids[0], "launch": 2,
+                                        "kernel": add, "rank": 0}
     assert data["first_nan_rank"] == 1 and data["nan_produced"] == 1
     assert main(["stats", str(ran.run_dir)]) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from cudump.console import warn
 from cudump.controller.inject import Injection
-from cudump.controller.options import RESULT_RING_SLOTS
+from cudump.controller.options import HOST_RING_SLOTS, RESULT_RING_SLOTS
 from cudump.controller.process import (
     FuncInfo,
     LaunchEvent,
@@ -101,12 +101,15 @@ class Connection:
         exe = msg.payload[p.HELLO.size:].decode("utf-8", "replace")
         self.proc = ProcessState(hello["pid"], hello["ppid"], exe,
                                  rank=environ_rank(hello["pid"]))
+        snapshots = ctl.snapshots
         try:
             self.shared = SharedFile(f"cudump-{self.proc.pid}", ctl.options.staging_bytes,
                                      ctl.options.ring_slots if ctl.traced else 0,
-                                     RESULT_RING_SLOTS if ctl.snapshots is not None else 0,
+                                     RESULT_RING_SLOTS if snapshots is not None else 0,
                                      scratch_mib=ctl.options.scratch_bytes >> 20,
-                                     flight_slots=ctl.options.flight_slots)
+                                     flight_slots=ctl.options.flight_slots,
+                                     host_slots=HOST_RING_SLOTS if snapshots is not None
+                                     and snapshots.records_host_writes else 0)
         except OSError as err:
             raise p.ProtocolError(f"no shared memory of {ctl.options.staging_bytes} bytes for "
                                   f"it ({err.strerror}); try a smaller --staging") from None

@@ -14,6 +14,10 @@ TRACE_RING_SLOTS = 1 << 17
 # Slots of each process's result ring (16,512 bytes each: 8.1 MiB): launches whose digests and scans
 # may be on their way at once before the shim waits for the controller.
 RESULT_RING_SLOTS = 1 << 9
+# Slots of each process's host-write ring under NaN/Inf scans (128 bytes each: 512 KiB): the
+# program's host-to-device copies and memsets that may be on their way at once before the
+# shim waits for the controller.
+HOST_RING_SLOTS = 1 << 12
 # Device memory each process may lend a launch's snapshot copies (see --scratch).
 DEFAULT_SCRATCH = 1 << 30
 # Launches each process's flight recorder keeps when --flight is given without a number

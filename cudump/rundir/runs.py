@@ -68,12 +68,48 @@ class Digest:
 
 
 @dataclass(frozen=True)
+class HostSource:
+    """A write of the program's from the host that a NaN/Inf report's input came from: a
+    host-to-device copy or a memset (`kind`), `nbytes` bytes with the driver call `api`,
+    before launch `before`."""
+
+    kind: str
+    api: str
+    nbytes: int
+    before: int
+
+    @classmethod
+    def from_field(cls, value: Any) -> HostSource | None:
+        """The record's `from_host`, or None where it is missing or malformed."""
+        if not isinstance(value, dict):
+            return None
+        kind, api, nbytes, before = (value.get(k) for k in ("kind", "api", "bytes",
+                                                             "before_launch"))
+        if (kind not in ("copy", "memset") or not isinstance(api, str)
+                or not _whole(nbytes, 0) or not _whole(before, 0)):
+            return None
+        return cls(kind, api, nbytes, before)
+
+    def short(self) -> str:
+        """`host copy before launch 59`."""
+        what = "memset" if self.kind == "memset" else "host copy"
+        return f"{what} before launch {self.before}"
+
+    def phrase(self) -> str:
+        """`a host-to-device copy of 4 bytes (cuMemcpyHtoDAsync) before launch 59`."""
+        what = "a memset" if self.kind == "memset" else "a host-to-device copy"
+        many = "" if self.nbytes == 1 else "s"
+        return f"{what} of {self.nbytes} byte{many} ({self.api}) before launch {self.before}"
+
+
+@dataclass(frozen=True)
 class NanReport:
     """What a NaN/Inf scan (--check-nan, format: check-nan) found in a buffer a launch left:
     `nonfinite` of its `elements` elements, the first at index `first` (None: not said);
     `origin`: "produced" (the launch's inputs were finite) or "propagated" (its argument
     `from_arg` was already non-finite, left so by launch `from_launch` of `from_kernel`
-    where one did), None in runs made before cudump told them apart."""
+    where one did, or written by the host, `from_host`), None in runs made before cudump
+    told them apart."""
 
     nonfinite: int
     elements: int | None
@@ -82,6 +118,7 @@ class NanReport:
     from_arg: int | None = None
     from_launch: int | None = None
     from_kernel: str | None = None
+    from_host: HostSource | None = None     # the host wrote what `from_arg` read
 
     @classmethod
     def from_extra(cls, extra: dict[str, Any]) -> NanReport | None:
@@ -95,11 +132,13 @@ class NanReport:
         origin = origin if origin in ("produced", "propagated") else None
         from_arg, from_launch = extra.get("from_arg"), extra.get("from_launch")
         kernel = extra.get("from_kernel")
+        host = HostSource.from_field(extra.get("from_host")) if origin == "propagated" else None
         return cls(count, elements if _whole(elements, 0) else None,
                    first if _whole(first, 0) else None, origin,
                    from_arg if origin == "propagated" and _whole(from_arg, 0) else None,
                    from_launch if origin == "propagated" and _whole(from_launch, 0) else None,
-                   kernel if origin == "propagated" and isinstance(kernel, str) else None)
+                   kernel if origin == "propagated" and isinstance(kernel, str) else None,
+                   host)
 
     def describe(self) -> str:
         """`NaN/Inf: 3000 of 2084864 elements, first at 0`."""
@@ -113,6 +152,8 @@ class NanReport:
             return self.origin or ""
         arg = f" from arg {self.from_arg}" if self.from_arg is not None else ""
         launch = f" (launch {self.from_launch})" if self.from_launch is not None else ""
+        if self.from_host is not None:
+            launch = f" ({self.from_host.short()})"
         return f"propagated{arg}{launch}"
 
     def origin_text(self) -> str:
@@ -122,7 +163,9 @@ class NanReport:
         if self.origin != "propagated":
             return ""
         arg = f"arg {self.from_arg}" if self.from_arg is not None else "an input"
-        if self.from_launch is None:
+        if self.from_host is not None:
+            made = f" (from {self.from_host.phrase()})"
+        elif self.from_launch is None:
             made = " (no launch cudump scanned left it so)"
         else:
             of = f" of {self.from_kernel}" if self.from_kernel else ""

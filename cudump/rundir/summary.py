@@ -25,6 +25,7 @@ class NanLaunch:
     launch: int
     kernel: str
     rank: int | None = None        # its process's rank, where it has one
+    kind: str = field(default="launch", init=False)   # beside NanHostWrite's kinds
 
     def name(self, with_process: bool = False) -> str:
         """`launch L of K`, and `(process P, rank R)`: the process where the run has several
@@ -34,6 +35,43 @@ class NanLaunch:
             where.append(f"rank {self.rank}")
         return f"launch {self.launch} of {self.kernel}" + (f" ({', '.join(where)})"
                                                            if where else "")
+
+    @property
+    def order(self) -> tuple[int, int]:
+        """Where it lies among its process's launches and host writes."""
+        return 2 * self.launch, 0
+
+
+@dataclass(frozen=True)
+class NanHostWrite:
+    """A write of the program's from the host that left NaN/Inf in device memory: a
+    host-to-device copy (kind "copy") or a memset ("memset"), made before launch
+    `before_launch` of its process, with the driver call `api`."""
+
+    kind: str
+    pid: int
+    before_launch: int
+    api: str
+    address: int
+    bytes: int
+    rank: int | None = None
+    position: int = field(default=0, repr=False, compare=False)   # in its ring: not written
+
+    def name(self, with_process: bool = False) -> str:
+        """`a host-to-device copy of 4 bytes at 0x7f00 before launch 59 of process P (rank
+        R)`: the process always, since no kernel names it."""
+        what = "a memset" if self.kind == "memset" else "a host-to-device copy"
+        many = "" if self.bytes == 1 else "s"
+        rank = f" (rank {self.rank})" if self.rank is not None else ""
+        return (f"{what} of {self.bytes} byte{many} at 0x{self.address:x} before launch "
+                f"{self.before_launch} of process {self.pid}{rank}")
+
+    @property
+    def order(self) -> tuple[int, int]:
+        return 2 * self.before_launch - 1, self.position + 1
+
+
+NanProducer = NanLaunch | NanHostWrite
 
 
 @dataclass
@@ -52,14 +90,15 @@ class RunSummary:
     snapshot_errors: int = 0
     snapshot_bytes: int = 0
     digests: int = 0               # buffers digested on the GPU (format: digest)
-    nan_producers: int = 0         # buffers a launch left NaN/Inf in (--check-nan)
-    nan_produced: int = 0          # of which by a launch whose inputs were finite
-    first_nan_producer: NanLaunch | None = None   # the first launch that produced NaN/Inf
+    nan_producers: int = 0         # buffers turned NaN/Inf (--check-nan), by launches or the host
+    nan_produced: int = 0          # of which from finite inputs, or by the host's writes
+    first_nan_producer: NanProducer | None = None   # the first launch or host write that did
     first_nan_report: NanLaunch | None = None     # the run's first report, of either kind
     ranks: dict[int, int] = field(default_factory=dict)   # pid -> rank, where known
     repeated_launches: int = 0     # launches the shim planned itself (a repeated plan)
     planned_launches: int = 0      # launches the controller was asked about (a round trip)
     replay_captures: int = 0       # launches captured for replay (captures.jsonl)
+    host_writes: int | None = None  # host-to-device copies and memsets recorded (--check-nan)
     trace_dropped: int = 0         # trace events the ring had no room for
     injections: list[InjectionRecord] = field(default_factory=list)   # --inject
     exit_status: int = 0
@@ -125,6 +164,11 @@ class RunSummary:
         for first in ("first_nan_producer", "first_nan_report"):
             if data[first] is not None and data[first]["rank"] is None:
                 del data[first]["rank"]
+            if data[first] is not None:
+                data[first].pop("position", None)
+                data[first] = {"kind": data[first].pop("kind"), **data[first]}
+        if self.host_writes is None:    # written only where they were recorded
+            del data["host_writes"]
         if self.first_nan_rank is not None:     # beside the launch it is the rank of
             items = list(data.items())
             items.insert(list(data).index("first_nan_report") + 1,

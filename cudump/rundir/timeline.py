@@ -256,8 +256,8 @@ class Timeline:
             name = "NaN/Inf"
             args.update(nonfinite=extra["nonfinite"], first_nonfinite=extra.get(
                 "first_nonfinite"), elements=extra.get("elements"))
-            args.update({k: extra[k] for k in ("origin", "from_arg", "from_launch")
-                         if k in extra})
+            args.update({k: extra[k] for k in ("origin", "from_arg", "from_launch",
+                                               "from_host") if k in extra})
         elif record.status != "ok":
             name = f"snapshot failed: {what}"
             args["reason"] = record.reason

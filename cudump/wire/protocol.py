@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 from typing import Any, Protocol
 
-VERSION = 13
+VERSION = 14
 MAGIC = 0x50445543
 
 MAX_MESSAGE = 1 << 20
@@ -46,6 +46,7 @@ TMAP_RANK = 5              # dimensions a tensor map has at most
 FLIGHT_PARAM_BYTES = 256   # parameter bytes a flight ring slot keeps
 FLIGHT_SLOT_SIZE = 384     # bytes of one flight ring slot
 MAX_FLIGHT = 16384         # slots of the flight ring, at most
+HOST_SLOT_SIZE = 128       # bytes of one host-write ring slot
 
 
 class Kind(IntEnum):
@@ -168,6 +169,12 @@ class MemoryOp(IntEnum):
 IMAGE_FORMATS = ("unknown", "cubin", "fatbin", "ptx")   # proto_image.format
 TMAP_ENCODINGS = ("tiled", "im2col", "im2col_wide")      # proto_tensormap.encoding
 ALLOC_KINDS = ("linear", "pitched", "managed", "async", "vmm", "host", "range")
+# proto_host_write.api: the driver call that wrote device memory from the host
+HOST_APIS = ("cuMemcpyHtoD", "cuMemcpyHtoDAsync", "cuMemcpy2D", "cuMemcpy2DUnaligned",
+             "cuMemcpy2DAsync", "cuMemcpy3D", "cuMemcpy3DAsync", "cuMemsetD8", "cuMemsetD16",
+             "cuMemsetD32", "cuMemsetD8Async", "cuMemsetD16Async", "cuMemsetD32Async",
+             "cuMemsetD2D8", "cuMemsetD2D16", "cuMemsetD2D32", "cuMemsetD2D8Async",
+             "cuMemsetD2D16Async", "cuMemsetD2D32Async")
 APIS = ("cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchCooperativeKernel",
         "cuLaunchCooperativeKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz",
         "cuGraphLaunch", "cuGraphLaunch_ptsz")
@@ -251,12 +258,14 @@ WELCOME = _layout("proto_welcome", ("version", "I"), ("options", "I"), ("staging
 CONTROL = _layout("proto_control", ("magic", "I"), ("version", "I"), ("generation", "I"),
                   ("hold", "I"), ("interrupt", "I"), ("ring_slots", "I"),
                   ("results_slots", "I"), ("scratch_mib", "I"), ("flight_slots", "I"),
-                  ("first_error", "i"), ("pad0", "24s"),
+                  ("first_error", "i"), ("host_slots", "I"), ("pad0", "20s"),
                   ("ring_head", "Q"), ("pad1", "56s"), ("ring_tail", "Q"), ("pad2", "56s"),
                   ("ring_dropped", "Q"), ("pad3", "56s"), ("results_head", "Q"),
                   ("pad4", "56s"), ("results_tail", "Q"), ("pad5", "56s"),
                   *[(f"rule_counts[{i}]", "Q") for i in range(MAX_COUNTERS)],
-                  ("flight_head", "Q"), ("pad6", "56s"))
+                  ("flight_head", "Q"), ("pad6", "56s"), ("host_head", "Q"),
+                  ("pad7", "56s"), ("host_tail", "Q"), ("pad8", "56s"),
+                  ("host_dropped", "Q"), ("pad9", "56s"))
 PARAM = _layout("proto_param", ("offset", "I"), ("size", "I"))
 FUNC = _layout("proto_func", ("id", "I"), ("nparams", "i"), ("handle", "Q"))
 ASK = _layout("proto_ask", ("id", "I"), ("reserved", "I"))
@@ -300,6 +309,10 @@ FLIGHT_SLOT = _layout("proto_flight_slot", ("ready", "Q"), ("done", "Q"), ("seq"
                       ("grid", "3I"), ("block", "3I"), ("smem", "I"), ("flags", "I"),
                       ("rc", "i"), ("nbytes", "I"), ("kept", "I"), ("reserved", "I"),
                       ("pad", "24s"), ("params", f"{FLIGHT_PARAM_BYTES}s"))
+HOST_WRITE = _layout("proto_host_write", ("ready", "Q"), ("launches", "Q"), ("dst", "Q"),
+                     ("width", "Q"), ("height", "Q"), ("pitch", "Q"), ("depth", "Q"),
+                     ("slice", "Q"), ("stream", "Q"), ("tid", "Q"), ("value", "I"),
+                     ("elem", "I"), ("api", "I"), ("reserved", "I"), ("pad", "32s"))
 POINTER = _layout("proto_pointer", ("arg", "I"), ("offset", "I"), ("base", "Q"), ("size", "Q"),
                   ("pitch", "Q"), ("width", "Q"), ("height", "Q"), ("elem", "I"),
                   ("kind", "I"))
@@ -349,9 +362,9 @@ RESUME = _layout("proto_resume", ("mode", "I"), ("reserved", "I"))
 RESULT = _layout("proto_result", ("rc", "i"), ("reserved", "I"), ("nbytes", "Q"))
 
 LAYOUTS = (HEADER, HELLO, WELCOME, CONTROL, PARAM, FUNC, ASK, SELECTOR, WANTS, COUNTED, LAUNCH,
-           RING_SLOT, FLIGHT_SLOT, POINTER, TENSORMAP, MEMORY, GRAPH, NOTICE, GRAPH_NODE, COUNT,
-           FUNC_COUNT, COUNTS, STATS, COPY, PLAN, KEY, TOOL_OUT, RESULT_SLOT, IMAGE, PIECE, END,
-           STOPPED, READ, QUERY, WRITE, RESUME, RESULT)
+           RING_SLOT, FLIGHT_SLOT, HOST_WRITE, POINTER, TENSORMAP, MEMORY, GRAPH, NOTICE,
+           GRAPH_NODE, COUNT, FUNC_COUNT, COUNTS, STATS, COPY, PLAN, KEY, TOOL_OUT, RESULT_SLOT,
+           IMAGE, PIECE, END, STOPPED, READ, QUERY, WRITE, RESUME, RESULT)
 
 # Byte offsets of the control page's fields, for the controller's stores.
 CONTROL_OFFSETS = CONTROL.offsets()
@@ -424,6 +437,10 @@ def read_message(source: socket.socket | Reader) -> Message | None:
 
 def api_name(code: int) -> str:
     return APIS[code] if 0 <= code < len(APIS) else f"api{code}"
+
+
+def host_api_name(code: int) -> str:
+    return HOST_APIS[code] if 0 <= code < len(HOST_APIS) else f"api{code}"
 
 
 def tmap_encoding_name(code: int) -> str:

@@ -1,8 +1,9 @@
 """One thread per kind of shared-memory ring, taking what the shims wrote, in batches.
 
-The trace ring (trace.py) and the result ring (results.py) are both written by the
-target's processes without a system call; a subclass says how to drain one ring, this
-says when: as long as there is something to take, then every 2 ms.
+The trace ring (trace.py), the result ring (results.py) and the host-write ring
+(hostwrites.py) are written by the target's processes without a system call; a subclass says
+how to drain one ring, this says when: as long as there is something to take, then every
+2 ms.
 """
 
 from __future__ import annotations

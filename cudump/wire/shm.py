@@ -6,7 +6,8 @@ The control page (protocol.CONTROL) carries what the shim checks on every
 launch — the generation of the controller's wants, `hold` (another launch is
 stopped: wait) and `interrupt` (stop at the next launch). The trace ring
 carries launch events, the result ring the digests and scans of launches the
-shim planned itself (protocol.h says how both work). The staging area
+shim planned itself, the host-write ring (under NaN/Inf scans) the program's
+host-to-device copies and memsets (protocol.h says how they work). The staging area
 receives the bytes of snapshot and read copies; it stays sparse until the
 shim writes into it. The launch counts after it (protocol.COUNTS) are those MSG_STATS
 reports at exit, as the shim counts them: what the controller has of a process that ended
@@ -57,16 +58,19 @@ class FlightRing:
 
 class SharedFile:
     def __init__(self, name: str, staging_size: int, ring_slots: int = 0,
-                 results_slots: int = 0, scratch_mib: int = 0, flight_slots: int = 0) -> None:
-        if ring_slots & (ring_slots - 1) or results_slots & (results_slots - 1):
+                 results_slots: int = 0, scratch_mib: int = 0, flight_slots: int = 0,
+                 host_slots: int = 0) -> None:
+        if any(n & (n - 1) for n in (ring_slots, results_slots, host_slots)):
             raise ValueError("a ring's size must be a power of two")
         if not 0 <= flight_slots <= p.MAX_FLIGHT:
             raise ValueError(f"a flight ring holds at most {p.MAX_FLIGHT} launches")
         self.staging_size = staging_size
         self.ring_slots = ring_slots
         self.results_slots = results_slots
+        self.host_slots = host_slots
         self.results_offset = p.CONTROL_SIZE + ring_slots * p.RING_SLOT_SIZE
-        self.staging_offset = self.results_offset + results_slots * p.RESULT_SLOT_SIZE
+        self.host_offset = self.results_offset + results_slots * p.RESULT_SLOT_SIZE
+        self.staging_offset = self.host_offset + host_slots * p.HOST_SLOT_SIZE
         self.counts_offset = -(-(self.staging_offset + staging_size) // p.COUNTS_ALIGN) \
             * p.COUNTS_ALIGN
         self.flight_slots = flight_slots
@@ -88,7 +92,7 @@ class SharedFile:
         head = p.CONTROL.pack(magic=p.MAGIC, version=p.VERSION, generation=1,
                               ring_slots=ring_slots, results_slots=results_slots,
                               scratch_mib=min(scratch_mib, 0xFFFFFFFF),
-                              flight_slots=flight_slots)
+                              flight_slots=flight_slots, host_slots=host_slots)
         self._map[:len(head)] = head
 
     def _store(self, name: str, value: int) -> None:
@@ -131,7 +135,7 @@ class SharedFile:
     # -- the result ring: the shim and the GPU produce, this side consumes -------
 
     def results_bytes(self) -> memoryview:
-        return memoryview(self._map)[self.results_offset:self.staging_offset]
+        return memoryview(self._map)[self.results_offset:self.host_offset]
 
     @property
     def results_head(self) -> int:
@@ -139,6 +143,22 @@ class SharedFile:
 
     def set_results_tail(self, tail: int) -> None:
         _U64.pack_into(self._map, p.CONTROL_OFFSETS["results_tail"], tail)
+
+    # -- the host-write ring: the shim produces, this side consumes ------------
+
+    def host_bytes(self) -> memoryview:
+        return memoryview(self._map)[self.host_offset:self.staging_offset]
+
+    @property
+    def host_head(self) -> int:
+        return int(_U64.unpack_from(self._map, p.CONTROL_OFFSETS["host_head"])[0])
+
+    @property
+    def host_dropped(self) -> int:
+        return int(_U64.unpack_from(self._map, p.CONTROL_OFFSETS["host_dropped"])[0])
+
+    def set_host_tail(self, tail: int) -> None:
+        _U64.pack_into(self._map, p.CONTROL_OFFSETS["host_tail"], tail)
 
     def staging(self, offset: int, nbytes: int) -> memoryview:
         """A view of staging bytes; the caller copies what it keeps."""

@@ -48,7 +48,7 @@ def test_the_first_producer_is_named_with_its_rank(workdir, tmp_path):
             f"{pid}, rank 1)); run: ") in last, last
     totals = json.loads((out / "summary.json").read_text())
     assert totals["first_nan_rank"] == 1 and totals["nan_produced"] == 1
-    assert totals["first_nan_producer"] == {"pid": int(pid), "launch": 11,
+    assert totals["first_nan_producer"] == {"kind": "launch", "pid": int(pid), "launch": 11,
                                             "kernel": NORMALIZE, "rank": 1}
     assert sorted(totals["ranks"].values()) == [0, 1]
     stats = run([*cudump_command(), "stats", str(out)], workdir)

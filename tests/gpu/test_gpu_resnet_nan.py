@@ -4,13 +4,16 @@ torchvision ResNet-18 on the GPU):
 - Inf: layer3.0.conv1's weights are a finite 3e37, so its convolution (cuDNN's kernel, on
   Hopper an sm90 implicit GEMM reading through tensor maps) overflows from finite inputs. The
   run's first producer is a convolution kernel, and the reports after it are propagated.
-- NaN fill: one weight element set to NaN by a one-element fill kernel on the GPU: the fill
-  is the first producer, its inputs finite; what reads the weight afterwards is propagated.
+- NaN fill: one weight element set to NaN on the GPU (`w[0, 0, 0, 0] = nan`), which PyTorch
+  does with no kernel: a 4-byte host-to-device copy (cudaMemcpyAsync, the driver's
+  cuMemcpyHtoDAsync_v2). That copy is the first producer, at the weight's address, and what
+  reads the weight afterwards is propagated from it.
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from gpurun import run, sample, under_cudump
@@ -26,7 +29,8 @@ def check_nan(mode: str, workdir, tmp_path):
     ran = run(under_cudump([*sample("torch_resnet_nan.py"), mode], out,
                            extra=["--check-nan"]), workdir, timeout=300)
     assert ran.returncode == 0, ran.stderr[-3000:]
-    assert ran.stdout == bare.stdout             # the program's output is its own
+    assert ran.stdout == bare.stdout             # the program's output is its own (stderr
+                                                 # says where the fill put its NaN)
     summary = json.loads((out / "summary.json").read_text())
     reports = [ln for ln in ran.stderr.splitlines() if ln.startswith("cudump: NaN/Inf")]
     return summary, reports, ran
@@ -47,14 +51,19 @@ def test_the_overflowing_convolution_is_the_first_producer(workdir, tmp_path):
     assert not any("CUDA error" in ln for ln in ran.stderr.splitlines())
 
 
-def test_the_fill_that_wrote_the_nan_is_the_first_producer(workdir, tmp_path):
+def test_the_host_copy_that_wrote_the_nan_is_the_first_producer(workdir, tmp_path):
     summary, reports, ran = check_nan("fill", workdir, tmp_path)
+    where = re.search(r"^nan at (0x[0-9a-f]+)$", ran.stderr, re.MULTILINE)
+    assert where, ran.stderr[-3000:]
     first = summary.get("first_nan_producer")
     assert first is not None, reports[:5]
-    assert "fill" in first["kernel"].lower(), (first, reports[:5])
-    assert reports and f"launch {first['launch']} of " in reports[0], reports[:3]
-    assert " produced " in reports[0] and "its inputs were finite" in reports[0], reports[0]
-    assert any("propagated" in ln for ln in reports[1:]), reports[:5]
+    assert (first["kind"], first["api"], first["bytes"], first["address"]) == (
+        "copy", "cuMemcpyHtoDAsync", 4, int(where.group(1), 16)), (first, reports[:5])
+    # The first launch that reads the weight carries the copy's NaN on.
+    copy = (f"(from a host-to-device copy of 4 bytes (cuMemcpyHtoDAsync) before launch "
+            f"{first['before_launch']})")
+    assert reports and "propagated" in reports[0] and copy in reports[0], reports[:3]
+    assert summary["nan_produced"] >= 1 and summary["host_writes"] >= 1
 
 
 def test_a_clean_model_reports_nothing(workdir, tmp_path):

@@ -15,6 +15,7 @@ from cudump.policy.rules import Rule
 from cudump.policy.snapshot.capture import Captures, ImageStore
 from cudump.policy.snapshot.collect import Collector
 from cudump.policy.snapshot.failures import Failures, Notices
+from cudump.policy.snapshot.hostwrites import HostWriteDrain
 from cudump.policy.snapshot.nan import NanFound, NanWatch
 from cudump.policy.snapshot.place import Placer
 from cudump.policy.snapshot.plan import BufferRead, Planner
@@ -49,6 +50,16 @@ class Snapshots:
         self.repeater = Repeater(state, self.failures, self.collector.collect,
                                  FiniteWatch(self.nan.makers.known, self.nan.plain))
         self.nan.catch_up = self.repeater.results.catch_up
+        # Under NaN/Inf scans, the program's host-to-device copies and memsets too.
+        self.hosts = (HostWriteDrain(self.nan.host_writes)
+                      if any(r.is_scan for r in rules) else None)
+        if self.hosts is not None:
+            self.nan.makers.sync = self.hosts.catch_up
+
+    @property
+    def records_host_writes(self) -> bool:
+        """Whether each process is asked for its host writes (a host-write ring)."""
+        return self.hosts is not None
 
     @property
     def images(self) -> ImageStore:
@@ -56,8 +67,10 @@ class Snapshots:
         return self.captures.images
 
     def attach(self, proc: ProcessState, shared: SharedFile) -> None:
-        """A new process: its result ring is drained from now on."""
+        """A new process: its result ring (and host-write ring) are drained from now on."""
         self.repeater.attach(proc, shared)
+        if self.hosts is not None:
+            self.hosts.add(proc, shared)
 
     def freed(self, proc: ProcessState, alloc: Allocation) -> None:
         """An allocation of the process is gone: buffers are no longer cut where its own
@@ -123,7 +136,10 @@ class Snapshots:
         summary.repeated_launches = tally.repeated
         summary.planned_launches = tally.asked
         summary.replay_captures = self.captures.count
+        summary.host_writes = self.hosts.taken if self.hosts is not None else None
 
     def close(self) -> None:
         self.repeater.close()
+        if self.hosts is not None:   # after the results: their reports took what they read
+            self.hosts.close()
         self.writer.close()

@@ -6,7 +6,9 @@ when a launch leaves NaN or Inf in a buffer that held none before: a warning and
 record for each such buffer, the finding kept for --break-on-nan, and, for the first
 launch of each kernel that does so, a snapshot of every buffer as the launch left them,
 taken by a rule made on the spot. Each report says whether the launch produced the NaN/Inf
-or propagated an input's (origin.py).
+or propagated an input's (origin.py), and where an input's was written by the host (a
+host-to-device copy or a memset, hostwrites.py), that write is the producer. A memset whose
+pattern is NaN/Inf for its element size is reported as one at once.
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ from typing import NamedTuple
 import numpy as np
 
 from cudump.console import say
-from cudump.controller.process import FuncInfo, LaunchEvent
+from cudump.controller.process import FuncInfo, LaunchEvent, ProcessState
 from cudump.kernels.elements import BF16_NOTE, float_type_in_name
 from cudump.kernels.geometry import CopyPlan
 from cudump.policy.digest import SCAN_ELEMENT_SIZE, SCAN_MODES, Scan
 from cudump.policy.rules import FORMATS, Rule, option_rule
-from cudump.policy.snapshot.origin import PRODUCED, Maker, Makers, Origin, Scanned
+from cudump.policy.snapshot.hostwrites import nonfinite_pattern
+from cudump.policy.snapshot.origin import PRODUCED, HostWrite, Maker, Makers, Origin, Scanned
 from cudump.policy.snapshot.planned import Place, PlannedCopy, PlannedLaunch, RuleCopies
 from cudump.policy.snapshot.results import RepeatTemplate
 from cudump.policy.snapshot.state import SnapshotState
@@ -127,6 +130,8 @@ class NanWatch:
         # (pid, launch) -> the launch and what it did, for --break-on-nan (taken by the session)
         self.found: dict[tuple[int, int], NanFound] = {}
         self.makers = Makers()   # which launch turned which buffer non-finite
+        # (pid, ring position) of the host writes counted as producers (once each)
+        self.counted: set[tuple[int, int]] = set()
         # Takes a process's result ring up to now (results.ResultDrain.catch_up), so that
         # plain repeated launches that found buffers finite are known of before a report
         # names the launch that left an input non-finite.
@@ -173,18 +178,20 @@ class NanWatch:
         ctx = pending.ctx
         first = reports[0][0].record if reports else None
         pid = ctx.proc.pid if ctx is not None else first.pid if first is not None else 0
-        if not reports and not self.makers.known(pid):
+        # First of all: the host writes the process made up to now (before this launch).
+        known = self.makers.known(pid)
+        if not reports and not known:
             return   # the usual case: nothing found, nothing kept
         seq = ctx.event.seq if ctx is not None else first.launch if first is not None else 0
         scanned = scanned_buffers(scans)
-        if reports and any(s.before for s in scanned) and self.makers.known(pid):
+        if reports and any(s.before for s in scanned) and known:
             self.catch_up(pid)
         origin = self.makers.origin(pid, seq, scanned) if reports else None
         for s in scanned:
             if not s.before:
                 self.makers.finite(pid, s.start, s.end, seq)
             if s.after == 0:
-                self.makers.finite(pid, s.start, s.end, seq + 1)
+                self.makers.finite(pid, s.start, s.end, seq, after=True)
         for copy, after in reports:
             assert origin is not None
             self._report(pending, copy, after, origin)
@@ -207,6 +214,10 @@ class NanWatch:
         with state.lock:
             state.manifest.append(record)
             state.tally.count_nan(record, origin)
+            for write in origin.hosts:   # the host wrote what it read: the producer
+                if (record.pid, write.position) not in self.counted:
+                    self.counted.add((record.pid, write.position))
+                    state.tally.count_host(record.pid, record.rank, write)
         inside = f" (the pointer at byte {record.extra['offset']})" \
             if record.extra.get("offset") else ""
         rank = f", rank {record.rank}" if record.rank is not None else ""
@@ -243,7 +254,31 @@ class NanWatch:
         for copy in first.copies:
             if copy.phase == "after" and copy.tool not in (None, p.ToolMode.DIGEST):
                 start, end = span(copy.plan)
-                self.makers.finite(pid, start, end, launch + 1)
+                self.makers.finite(pid, start, end, launch, after=True)
+
+    def host_writes(self, proc: ProcessState, writes: list[HostWrite]) -> None:
+        """The process's host-to-device copies and memsets, in the order made
+        (hostwrites.HostWriteDrain): each is what the host last wrote where it wrote, but
+        a memset of zeros, finite in every floating-point type; a memset whose pattern is
+        NaN/Inf for its element size is reported as a producer now."""
+        pid = proc.pid
+        for write in writes:
+            if write.elem and write.value == 0:
+                self.makers.cleared(pid, write)
+                continue
+            self.makers.wrote(pid, write)
+            pattern = nonfinite_pattern(write.value, write.elem) if write.elem else None
+            if pattern is None:
+                continue
+            rank = f", rank {proc.rank}" if proc.rank is not None else ""
+            many = "" if write.elements == 1 else "s"
+            say(f"cudump: NaN/Inf: {write.api} before launch {write.before} (process "
+                f"{pid}{rank}) wrote {write.elements} element{many} of "
+                f"0x{write.value:0{2 * write.elem}x} ({pattern}) at 0x{write.address:x}")
+            with self.state.lock:
+                if (pid, write.position) not in self.counted:
+                    self.counted.add((pid, write.position))
+                    self.state.tally.count_host(pid, proc.rank, write)
 
     def freed(self, pid: int, base: int, size: int) -> None:
         """An allocation of the process is gone: what turned it non-finite is forgotten."""

@@ -12,11 +12,11 @@ from cudump.console import warn
 from cudump.kernels.extents import KnownStarts
 from cudump.kernels.signature import Signature
 from cudump.policy.rules import Rule
-from cudump.policy.snapshot.origin import PRODUCED, Origin
+from cudump.policy.snapshot.origin import PRODUCED, HostWrite, Origin
 from cudump.policy.snapshot.planned import Buffer, PlannedLaunch
 from cudump.policy.snapshot.results import RepeatTemplate
 from cudump.rundir.manifest import ManifestWriter, SnapshotRecord
-from cudump.rundir.summary import NanLaunch
+from cudump.rundir.summary import NanHostWrite, NanLaunch, NanProducer
 
 # Buffers of one process whose plans are kept (FuncRules.buffers), before they are forgotten
 MAX_KNOWN_BUFFERS = 65536
@@ -64,10 +64,11 @@ class Tally:
     bytes_written: int = 0
     digests: int = 0
     nan_producers: int = 0      # buffers turned NaN/Inf (--check-nan), however
-    nan_produced: int = 0       # of which by a launch whose inputs were finite
-    # The first launch that produced NaN/Inf, and the first report of the run (which may
-    # have read non-finite values the host put there), each with its process's rank
-    first_producer: NanLaunch | None = None
+    nan_produced: int = 0       # of which by a launch whose inputs were finite, or the host
+    # The first launch or host write that produced NaN/Inf, and the first report of a
+    # launch (which may have read non-finite values the host put there), each with its
+    # process's rank
+    first_producer: NanProducer | None = None
     first_report: NanLaunch | None = None
     repeated: int = 0
     asked: int = 0      # launches planned here, each a round trip (MSG_BEGIN)
@@ -80,8 +81,21 @@ class Tally:
             self.first_report = made
         if origin.kind == PRODUCED:
             self.nan_produced += 1
-            if self.first_producer is None:
-                self.first_producer = made
+            self._first(made)
+
+    def count_host(self, pid: int, rank: int | None, write: HostWrite) -> None:
+        """A write of the host's that left NaN/Inf: a producer (under the state's lock)."""
+        self.nan_producers += 1
+        self.nan_produced += 1
+        self._first(NanHostWrite(write.kind, pid, write.before, write.api, write.address,
+                                 write.nbytes, rank, write.position))
+
+    def _first(self, made: NanProducer) -> None:
+        """The first producer: the first one found, or an earlier one of the same process
+        found later (a host write comes to light only when a launch reads it)."""
+        first = self.first_producer
+        if first is None or (first.pid == made.pid and made.order < first.order):
+            self.first_producer = made
 
 
 class SnapshotState:

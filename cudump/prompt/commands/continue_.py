@@ -13,7 +13,9 @@ parser = make_parser("continue", "Let the launch go; run to the next stop.")
 @command(parser, category="running", aliases=("c", "cont"), requires=(STOPPED,),
          repeat=True)
 def continue_(ctx: Context, args: argparse.Namespace) -> Outcome:
+    # Said first, as gdb does: once the launch goes, what the program does next (a report
+    # of the launch after it) may be printed at any moment.
+    ctx.say("Continuing.")
     ctx.debugger.resume(ctx.stopped, "continue")
     ctx.set_stop(None)
-    ctx.say("Continuing.")
     return Outcome.RESUMED

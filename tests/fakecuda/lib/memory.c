@@ -609,6 +609,31 @@ FC_HIDDEN CUresult fc_copy3d(const CUDA_MEMCPY3D *c)
     return CUDA_SUCCESS;
 }
 
+static CUresult copy3d_async(const CUDA_MEMCPY3D *c, CUstream hStream, bool per_thread)
+{
+    struct fc_stream *s;
+    CUresult r = fc_copy3d_check(c);
+    if (r == CUDA_SUCCESS)
+        r = fc_resolve_stream(hStream, per_thread, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct fc_op op = {.kind = FC_OP_MEMCPY, .copy = *c};
+    pthread_rwlock_rdlock(&copy_lock);
+    r = fc_submit(s, &op);
+    pthread_rwlock_unlock(&copy_lock);
+    return r;
+}
+
+CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
+{
+    return copy3d_async(pCopy, hStream, false);
+}
+
+CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
+{
+    return copy3d_async(pCopy, hStream, true);
+}
+
 FC_HIDDEN void fc_copy2d_to_3d(const CUDA_MEMCPY2D *c, CUDA_MEMCPY3D *out)
 {
     memset(out, 0, sizeof *out);
@@ -719,6 +744,139 @@ CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
 CUresult cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N)
 {
     return cuMemsetD8_v2(dstDevice, uc, N);
+}
+
+/* The other synchronous memsets: made at once, as cuMemsetD8_v2 is. */
+static CUresult memset_now(CUdeviceptr dst, size_t pitch, unsigned int value,
+                           unsigned int element_size, size_t width, size_t height)
+{
+    struct fc_memset_node_params m = {.dst = dst, .pitch = pitch, .value = value,
+                                      .elementSize = element_size, .width = width,
+                                      .height = height};
+    CUresult r = fc_memset_check(&m);
+    if (r == CUDA_SUCCESS)
+        r = fc_capture_check_unsafe();
+    return r == CUDA_SUCCESS ? fc_memset(&m) : r;
+}
+
+CUresult cuMemsetD16_v2(CUdeviceptr dstDevice, unsigned short us, size_t N)
+{
+    return memset_now(dstDevice, 2 * N, us, 2, N, 1);
+}
+
+CUresult cuMemsetD16_v2_ptds(CUdeviceptr dstDevice, unsigned short us, size_t N)
+{
+    return cuMemsetD16_v2(dstDevice, us, N);
+}
+
+CUresult cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N)
+{
+    return memset_now(dstDevice, 4 * N, ui, 4, N, 1);
+}
+
+CUresult cuMemsetD32_v2_ptds(CUdeviceptr dstDevice, unsigned int ui, size_t N)
+{
+    return cuMemsetD32_v2(dstDevice, ui, N);
+}
+
+CUresult cuMemsetD2D8_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width,
+                         size_t Height)
+{
+    return memset_now(dstDevice, dstPitch, uc, 1, Width, Height);
+}
+
+CUresult cuMemsetD2D8_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc,
+                              size_t Width, size_t Height)
+{
+    return cuMemsetD2D8_v2(dstDevice, dstPitch, uc, Width, Height);
+}
+
+CUresult cuMemsetD2D16_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us,
+                          size_t Width, size_t Height)
+{
+    return memset_now(dstDevice, dstPitch, us, 2, Width, Height);
+}
+
+CUresult cuMemsetD2D16_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us,
+                               size_t Width, size_t Height)
+{
+    return cuMemsetD2D16_v2(dstDevice, dstPitch, us, Width, Height);
+}
+
+CUresult cuMemsetD2D32_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width,
+                          size_t Height)
+{
+    return memset_now(dstDevice, dstPitch, ui, 4, Width, Height);
+}
+
+CUresult cuMemsetD2D32_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui,
+                               size_t Width, size_t Height)
+{
+    return cuMemsetD2D32_v2(dstDevice, dstPitch, ui, Width, Height);
+}
+
+CUresult cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream)
+{
+    return memset_async(dstDevice, us, 2, N, hStream, false);
+}
+
+CUresult cuMemsetD16Async_ptsz(CUdeviceptr dstDevice, unsigned short us, size_t N,
+                               CUstream hStream)
+{
+    return memset_async(dstDevice, us, 2, N, hStream, true);
+}
+
+/* A 2D memset on a stream: rows `pitch` apart. */
+static CUresult memset2d_async(CUdeviceptr dst, size_t pitch, unsigned int value,
+                               unsigned int element_size, size_t width, size_t height,
+                               CUstream hStream, bool per_thread)
+{
+    struct fc_stream *s;
+    struct fc_op op = {.kind = FC_OP_MEMSET,
+                       .set = {.dst = dst, .pitch = pitch, .value = value,
+                               .elementSize = element_size, .width = width, .height = height}};
+    CUresult r = fc_memset_check(&op.set);
+    if (r == CUDA_SUCCESS)
+        r = fc_resolve_stream(hStream, per_thread, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return fc_submit(s, &op);
+}
+
+CUresult cuMemsetD2D8Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc,
+                           size_t Width, size_t Height, CUstream hStream)
+{
+    return memset2d_async(dstDevice, dstPitch, uc, 1, Width, Height, hStream, false);
+}
+
+CUresult cuMemsetD2D8Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc,
+                                size_t Width, size_t Height, CUstream hStream)
+{
+    return memset2d_async(dstDevice, dstPitch, uc, 1, Width, Height, hStream, true);
+}
+
+CUresult cuMemsetD2D16Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us,
+                            size_t Width, size_t Height, CUstream hStream)
+{
+    return memset2d_async(dstDevice, dstPitch, us, 2, Width, Height, hStream, false);
+}
+
+CUresult cuMemsetD2D16Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us,
+                                 size_t Width, size_t Height, CUstream hStream)
+{
+    return memset2d_async(dstDevice, dstPitch, us, 2, Width, Height, hStream, true);
+}
+
+CUresult cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui,
+                            size_t Width, size_t Height, CUstream hStream)
+{
+    return memset2d_async(dstDevice, dstPitch, ui, 4, Width, Height, hStream, false);
+}
+
+CUresult cuMemsetD2D32Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui,
+                                 size_t Width, size_t Height, CUstream hStream)
+{
+    return memset2d_async(dstDevice, dstPitch, ui, 4, Width, Height, hStream, true);
 }
 
 /* ---- host memory ---- */

@@ -3,9 +3,15 @@
  * each step listed in OVERFLOW..., x[INDEX] = 1e20, whose square overflows to +inf: square
  * makes the Inf from finite inputs (it produces it), and vecAdd carries it on into z (it
  * propagates it, from its arg 0). The step after puts x[INDEX] back, and both buffers are
- * finite again. A step given as hK instead has the host copy +inf into y[INDEX] between
- * the two launches of step K: vecAdd then carries on what no launch made.
- * Usage: chain STEPS INDEX [OVERFLOW | hSTEP...]
+ * finite again. A step given as hK instead has the host write into y between the two
+ * launches of step K, so that vecAdd carries on what no launch made:
+ *   hK  +inf into y[INDEX] with cuMemcpyHtoD_v2;
+ *   aK  NaN into y[INDEX] with cuMemcpyHtoDAsync_v2 on the legacy stream;
+ *   pK  NaN into y[INDEX] with cuMemcpy2D_v2 (host to device, one row);
+ *   mK  NaN (0x7fc00000) into y[INDEX..INDEX+15] with cuMemsetD32Async;
+ *   gK  0x7fc0, NaN as float16 and as bfloat16, into the same 64 bytes with cuMemsetD16Async;
+ *   fK  1.0f (finite) into the same elements with cuMemsetD32Async.
+ * Usage: chain STEPS INDEX [OVERFLOW | {h,a,p,m,g,f}STEP...]
  * Prints `launches square=STEPS vecAdd=STEPS`.
  */
 #include "progcommon.h"
@@ -17,10 +23,10 @@
 int main(int argc, char **argv)
 {
     if (argc < 3)
-        FAIL("usage: chain STEPS INDEX [OVERFLOW | hSTEP...]");
+        FAIL("usage: chain STEPS INDEX [OVERFLOW | {h,a,p,m,g,f}STEP...]");
     int steps = atoi(argv[1]), index = atoi(argv[2]);
-    if (index < 0 || index >= N)
-        FAIL("INDEX must be below %d", N);
+    if (index < 0 || index > N - 16)
+        FAIL("INDEX must be at most %d", N - 16);
     struct tally t = {0};
     CUcontext ctx;
     CUmodule mod;
@@ -48,21 +54,38 @@ int main(int argc, char **argv)
     int n = N;
     void *square_args[] = {&dx, &dy, &n};
     void *add_args[] = {&dy, &db, &dz, &n};
+    /* Static: an asynchronous copy reads its source when the stream gets to it. */
+    static const float inf = INFINITY, nan = NAN;
+    CUdeviceptr at = dy + (CUdeviceptr)index * sizeof(float);
     for (int k = 1; k <= steps; k++) {
-        bool overflow = false, host = false;
+        bool overflow = false;
+        char host = 0;
         for (int p = 3; p < argc; p++) {
-            if (argv[p][0] == 'h')
-                host = host || atoi(argv[p] + 1) == k;
-            else
+            if (strchr("hapmgf", argv[p][0]) && atoi(argv[p] + 1) == k)
+                host = argv[p][0];
+            else if (argv[p][0] >= '0' && argv[p][0] <= '9')
                 overflow = overflow || atoi(argv[p]) == k;
         }
         x[index] = overflow ? 1e20f : 2.0f;
         CHECK(cuMemcpyHtoD_v2(dx, x, sizeof x));
         CHECK(cuLaunchKernel(square, N / 128, 1, 1, 128, 1, 1, 0, NULL, square_args, NULL));
-        if (host) {
-            float inf = INFINITY;
-            CHECK(cuMemcpyHtoD_v2(dy + (CUdeviceptr)index * sizeof inf, &inf, sizeof inf));
+        if (host == 'h')
+            CHECK(cuMemcpyHtoD_v2(at, &inf, sizeof inf));
+        if (host == 'a')
+            CHECK(cuMemcpyHtoDAsync_v2(at, &nan, sizeof nan, NULL));
+        if (host == 'p') {
+            CUDA_MEMCPY2D row = {.srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = &nan,
+                                 .srcPitch = sizeof nan, .dstMemoryType = CU_MEMORYTYPE_DEVICE,
+                                 .dstDevice = dy, .dstXInBytes = (size_t)index * sizeof nan,
+                                 .dstPitch = sizeof x, .WidthInBytes = sizeof nan, .Height = 1};
+            CHECK(cuMemcpy2D_v2(&row));
         }
+        if (host == 'm')
+            CHECK(cuMemsetD32Async(at, 0x7fc00000u, 16, NULL));
+        if (host == 'g')
+            CHECK(cuMemsetD16Async(at, 0x7fc0u, 32, NULL));
+        if (host == 'f')
+            CHECK(cuMemsetD32Async(at, 0x3f800000u, 16, NULL));
         CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, NULL, add_args, NULL));
     }
     tally_launch(&t, "square", (unsigned long)steps);

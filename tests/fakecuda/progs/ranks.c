@@ -6,8 +6,10 @@
  * so that launch leaves NaN at c[INDEX]; rank 0 never does.
  * a[i] = i + rank, so the ranks' buffers differ. The ranks run one after the
  * other, rank 0 first (RANKS_REVERSE=1: rank 1 first).
- * RANKS_SQUARE=1: rank 0 gets the infinities from the host instead (at its
- * launch POISON), and rank 1 makes one itself: before its launch POISON it sets
+ * RANKS_SQUARE=1: rank 0 gets the infinities instead (at its launch POISON), by
+ * a device-to-device copy from a buffer the host filled (a write cudump does not
+ * follow: nothing it saw left them there), and rank 1 makes one itself: before
+ * its launch POISON it sets
  * a[INDEX] = 1e20 (finite) and launches square(a, b), whose 1e20 * 1e20
  * overflows to +inf in b[INDEX] (square produces it), and vecAdd then carries
  * it on into c (it propagates it, from its arg 1). So the run's first NaN/Inf
@@ -58,8 +60,18 @@ static int rank_main(int rank, int launches, int index, int poison, int square)
         int made = l == poison && square && rank == 1;
         a[index] = host ? INFINITY : made ? 1e20f : (float)(index + rank);
         b[index] = host ? -INFINITY : 1.0f;
-        CHECK(cuMemcpyHtoD_v2(da, a, sizeof a));
-        CHECK(cuMemcpyHtoD_v2(db, b, sizeof b));
+        if (host && square) {
+            CUdeviceptr dt;
+            CHECK(cuMemAlloc_v2(&dt, 2 * sizeof a));
+            CHECK(cuMemcpyHtoD_v2(dt, a, sizeof a));
+            CHECK(cuMemcpyHtoD_v2(dt + sizeof a, b, sizeof b));
+            CHECK(cuMemcpyDtoD_v2(da, dt, sizeof a));
+            CHECK(cuMemcpyDtoD_v2(db, dt + sizeof a, sizeof b));
+            CHECK(cuMemFree_v2(dt));
+        } else {
+            CHECK(cuMemcpyHtoD_v2(da, a, sizeof a));
+            CHECK(cuMemcpyHtoD_v2(db, b, sizeof b));
+        }
         if (made) {
             CHECK(cuLaunchKernel(sq, N / 256, 1, 1, 256, 1, 1, 0, NULL, square_args, NULL));
             squares++;
