@@ -28,7 +28,7 @@ fi
 
 echo "== GPU tests"
 # The real-world matrix runs below, on its own, with its table.
-timeout 420 python3 -m pytest -m gpu tests/gpu -v -rs -p no:cacheprovider \
+timeout 540 python3 -m pytest -m gpu tests/gpu -v -rs -p no:cacheprovider \
     --deselect tests/gpu/test_gpu_matrix.py >"$LOGS/gpu-tests.log" 2>&1
 tests_status=$?
 tail -60 "$LOGS/gpu-tests.log"
