@@ -12,8 +12,9 @@ backward is index_add_: atomic adds on CUDA, in whatever order the GPU runs them
   weight: at INDEX the value the program printed, the same on both sides before it ran, and
   DELTA apart after it, and nothing else apart.
 - The confirmation bisect prints, run: B again with A's inputs written into that launch. The
-  weight it leaves still differs from A's at that one element by DELTA (the launch's own
-  parameter makes the difference, not its inputs); the one-hot input is left equal.
+  weight it leaves still differs from A's at that one element, and only there within the
+  weight (the launch's own parameter makes the difference, not its inputs); the one-hot
+  input is left equal.
 
 The poke comes before any nondeterministic launch, so the second bisection needs no baseline
 runs. The program is copied into the tests' working directory and run from there, so that
@@ -41,6 +42,10 @@ pytestmark = pytest.mark.gpu
 
 PROGRAM = "torch_diverge.py"
 LAYER, INDEX, DELTA = "fc1", 1234, 0.001
+# fc1's weight: 2048 x 256 float32. Its snapshots reach past it, to the end of its
+# allocation block, where other memory need not be equal from run to run (seen on an H100:
+# two more elements there differed after the confirmation run).
+WEIGHT_ELEMENTS = 2048 * 256
 POKE_A = f"TORCH_DIVERGE_POKE={LAYER}:{INDEX}:0"
 POKE_B = f"TORCH_DIVERGE_POKE={LAYER}:{INDEX}:{DELTA}"
 # A variable the program does not read: bisect refuses two sides that are the same command
@@ -248,8 +253,7 @@ def test_the_confirmation_bisect_suggests_shows_the_launch_makes_the_difference(
         if buffer in weights:
             # The poke's own parameter, DELTA, still makes the difference at that element.
             differs = STILL_DIFFERS.match(line["outcome"])
-            assert differs and differs["differing"] == "1", line[0]
-            assert abs(float(differs["max"]) - DELTA) < 1e-4, line[0]
+            assert differs and int(differs["differing"].replace(",", "")) >= 1, line[0]
         else:
             assert line["outcome"] == f"now equals {poked.work / 'a-snap'}'s", line[0]
     assert seen == outputs, (seen, outputs)
@@ -261,7 +265,8 @@ def test_the_confirmation_bisect_suggests_shows_the_launch_makes_the_difference(
         assert r.extra.get("rule") == "--inject", r
         mine, theirs = as_floats(confirm, r), a[(*where(r), "after")]
         if where(r) in weights:
-            assert apart(mine, theirs) == [INDEX]
+            # Within the weight, only the poked element, DELTA apart.
+            assert apart(mine[:WEIGHT_ELEMENTS], theirs[:WEIGHT_ELEMENTS]) == [INDEX]
             assert mine[INDEX] == new
         else:
             assert apart(mine, theirs) == []
