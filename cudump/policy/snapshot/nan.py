@@ -178,7 +178,7 @@ class NanWatch:
         ctx = pending.ctx
         first = reports[0][0].record if reports else None
         pid = ctx.proc.pid if ctx is not None else first.pid if first is not None else 0
-        # First of all: the host writes the process made up to now (before this launch).
+        # known() first takes the host writes the process made up to now (before this launch).
         known = self.makers.known(pid)
         if not reports and not known:
             return   # the usual case: nothing found, nothing kept
@@ -215,9 +215,7 @@ class NanWatch:
             state.manifest.append(record)
             state.tally.count_nan(record, origin)
             for write in origin.hosts:   # the host wrote what it read: the producer
-                if (record.pid, write.position) not in self.counted:
-                    self.counted.add((record.pid, write.position))
-                    state.tally.count_host(record.pid, record.rank, write)
+                self._count_host_locked(record.pid, record.rank, write)
         inside = f" (the pointer at byte {record.extra['offset']})" \
             if record.extra.get("offset") else ""
         rank = f", rank {record.rank}" if record.rank is not None else ""
@@ -276,9 +274,14 @@ class NanWatch:
                 f"{pid}{rank}) wrote {write.elements} element{many} of "
                 f"0x{write.value:0{2 * write.elem}x} ({pattern}) at 0x{write.address:x}")
             with self.state.lock:
-                if (pid, write.position) not in self.counted:
-                    self.counted.add((pid, write.position))
-                    self.state.tally.count_host(pid, proc.rank, write)
+                self._count_host_locked(pid, proc.rank, write)
+
+    def _count_host_locked(self, pid: int, rank: int | None, write: HostWrite) -> None:
+        """A host write counted as a producer, once however many reports name it (the
+        state's lock held)."""
+        if (pid, write.position) not in self.counted:
+            self.counted.add((pid, write.position))
+            self.state.tally.count_host(pid, rank, write)
 
     def freed(self, pid: int, base: int, size: int) -> None:
         """An allocation of the process is gone: what turned it non-finite is forgotten."""
