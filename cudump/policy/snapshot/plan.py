@@ -27,11 +27,13 @@ from cudump.policy.snapshot.place import Placer
 from cudump.policy.snapshot.planned import Buffer, LaunchContext, PlannedCopy, PlannedLaunch
 from cudump.policy.snapshot.records import make_record, stem
 from cudump.policy.snapshot.select import Selection
-from cudump.policy.snapshot.state import Budget, KnownBuffers, SnapshotState
+from cudump.policy.snapshot.state import Budget, KnownBuffers, ProcessSnapshots, SnapshotState
 from cudump.wire import protocol as p
 
 # What planning a buffer may raise: the reason its record gives.
 PLAN_ERRORS = (GeometryError, ArithmeticError, RecursionError)
+NO_LAYOUT = ("the driver gave no parameter layout for this kernel (cuFuncGetParamInfo needs "
+             "driver 12.4 or newer)")
 
 
 class BufferRead(NamedTuple):
@@ -101,14 +103,9 @@ class Planner:
         ctx = LaunchContext(proc, func, event)
         if event.raw_args is None:
             for rule in taken:
-                self.failures.error(ctx, None, "before", rule,
-                                    "the driver gave no parameter layout for this kernel "
-                                    "(cuFuncGetParamInfo needs driver 12.4 or newer)")
+                self.failures.error(ctx, None, "before", rule, NO_LAYOUT)
             return None
-        args = decode_args(fr.signature if fr is not None else parse_signature(func.demangled),
-                           event.raw_args)
-        values = arg_values(args)
-        ps.starts.learn(pointer_values(args, event))
+        args, values = self._arguments(ps, func, event.raw_args, event)
         copies: list[PlannedCopy] = []
         capture: list[PlannedCopy] | None = None
         stems: set[str] = set()
@@ -202,20 +199,25 @@ class Planner:
             ps.keep_buffer(known, key, buffer)
         return buffer
 
+    @staticmethod
+    def _arguments(ps: ProcessSnapshots, func: FuncInfo, raw: list[bytes], event: LaunchEvent
+                   ) -> tuple[list[ArgValue], dict[str, Number]]:
+        """The launch's arguments decoded (by the signature its rules keep, else its
+        name's) and their values by name; where its pointers point is learnt."""
+        fr = ps.rules.get(func.id)
+        args = decode_args(fr.signature if fr is not None else parse_signature(func.demangled),
+                           raw)
+        ps.starts.learn(pointer_values(args, event))
+        return args, arg_values(args)
+
     def reads(self, proc: ProcessState, func: FuncInfo, event: LaunchEvent,
               rule: Rule) -> list[BufferRead]:
         """What `rule` would read of each buffer of this launch, planning no copy: a launch
         checked before anything is done to it (--inject). GeometryError when the driver gave
         no parameter layout."""
         if event.raw_args is None:
-            raise GeometryError("the driver gave no parameter layout for this kernel "
-                                "(cuFuncGetParamInfo needs driver 12.4 or newer)")
-        ps = self.state.proc(proc.pid)
-        fr = ps.rules.get(func.id)
-        args = decode_args(fr.signature if fr is not None else parse_signature(func.demangled),
-                           event.raw_args)
-        values = arg_values(args)
-        ps.starts.learn(pointer_values(args, event))
+            raise GeometryError(NO_LAYOUT)
+        args, values = self._arguments(self.state.proc(proc.pid), func, event.raw_args, event)
         ctx = LaunchContext(proc, func, event)
         reads = []
         for target in targets(rule, args, event)[0]:
