@@ -11,11 +11,11 @@ an internal error; keys cudump does not read are left alone.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from cudump.kernels.geometry import Allocation
+from cudump.rundir.shapes import Shape, shape_problem
 
 
 class CaptureFormatError(ValueError):
@@ -154,88 +154,29 @@ class CaptureRecord:
             problems=list(get("problems", [])))
 
 
-# What cudump reads of a captured launch, key by key: the type of each value ("int", "str",
-# "int3" a list of 3 whole numbers, "ints" a list of them, "strs" a list of strings, or a
-# nested shape), and whether it may be missing or null. Everything else is left alone.
-_Shape = dict[str, tuple[Any, bool]]
-_ALLOC: _Shape = {"base": ("int", False), "size": ("int", False), "kind": ("str", False),
-                  "pitch": ("int", False), "width": ("int", False), "height": ("int", False),
-                  "elem": ("int", False)}
-_POINTER: _Shape = {"arg": ("int", False), "offset": ("int", False), "value": ("int", False),
-                    "alloc": (_ALLOC, False)}
-_BUFFER: _Shape = {"arg": ("int", False), "offset": ("int", False), "address": ("int", False),
-                   "width": ("int", False), "height": ("int", False), "pitch": ("int", False),
-                   "dtype": ("str", False), "shape": ("ints", False), "before": ("str", True),
-                   "after": ("str", True)}
-_CAPTURE: _Shape = {"pid": ("int", False), "launch": ("int", False), "kernel": ("str", False),
-                    "mangled": ("str", False), "occurrence": ("int", True),
-                    "grid": ("int3", False), "block": ("int3", False), "smem": ("int", True),
-                    "api": ("str", True), "stream": ("str", True), "image": ("str", True),
-                    "image_format": ("str", True), "params": ("str", True),
-                    "layout": ("list", True), "problems": ("strs", True),
-                    "pointers": ([_POINTER], True), "buffers": ([_BUFFER], True)}
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _expected(kind: Any) -> str:
-    if isinstance(kind, dict):
-        return "an object"
-    if isinstance(kind, list):
-        return "a list"
-    return {"int": "a whole number", "str": "a string", "int3": "a list of 3 whole numbers",
-            "ints": "a list of whole numbers", "strs": "a list of strings",
-            "list": "a list"}[kind]
-
-
-def _shown(value: Any) -> str:
-    text = json.dumps(value)
-    return text if len(text) <= 40 else text[:39] + "…"
-
-
-def _check(data: Any, shape: _Shape, prefix: str) -> str | None:
-    """The first field of `data` that does not fit `shape`: "field 'x': expected ..."."""
-    for key, (kind, optional) in shape.items():
-        name = f"{prefix}{key}"
-        if key not in data or data[key] is None:
-            if optional:
-                continue
-            return f"field '{name}' is missing"
-        value = data[key]
-        if isinstance(kind, dict):
-            ok = isinstance(value, dict)
-        elif isinstance(kind, list):
-            ok = isinstance(value, list)
-            if ok:
-                bad = next((i for i, v in enumerate(value) if not isinstance(v, dict)), None)
-                if bad is not None:
-                    return f"field '{name}[{bad}]': expected an object, got {_shown(value[bad])}"
-        else:
-            ok = {"int": _is_int(value), "str": isinstance(value, str),
-                  "int3": isinstance(value, list) and len(value) == 3
-                  and all(_is_int(v) for v in value),
-                  "ints": isinstance(value, list) and all(_is_int(v) for v in value),
-                  "strs": isinstance(value, list) and all(isinstance(v, str) for v in value),
-                  "list": isinstance(value, list)}[kind]
-        if not ok:
-            return f"field '{name}': expected {_expected(kind)}, got {_shown(value)}"
-        if isinstance(kind, dict):
-            problem = _check(value, kind, f"{name}.")
-        elif isinstance(kind, list):
-            problem = next((found for i, item in enumerate(value)
-                            if (found := _check(item, kind[0], f"{name}[{i}]."))), None)
-        else:
-            problem = None
-        if problem:
-            return problem
-    return None
+# What cudump reads of a captured launch, key by key (shapes.Shape); everything else is
+# left alone.
+_ALLOC: Shape = {"base": ("int", False), "size": ("int", False), "kind": ("str", False),
+                 "pitch": ("int", False), "width": ("int", False), "height": ("int", False),
+                 "elem": ("int", False)}
+_POINTER: Shape = {"arg": ("int", False), "offset": ("int", False), "value": ("int", False),
+                   "alloc": (_ALLOC, False)}
+_BUFFER: Shape = {"arg": ("int", False), "offset": ("int", False), "address": ("int", False),
+                  "width": ("int", False), "height": ("int", False), "pitch": ("int", False),
+                  "dtype": ("str", False), "shape": ("ints", False), "before": ("str", True),
+                  "after": ("str", True)}
+_CAPTURE: Shape = {"pid": ("int", False), "launch": ("int", False), "kernel": ("str", False),
+                   "mangled": ("str", False), "occurrence": ("int", True),
+                   "grid": ("int3", False), "block": ("int3", False), "smem": ("int", True),
+                   "api": ("str", True), "stream": ("str", True), "image": ("str", True),
+                   "image_format": ("str", True), "params": ("str", True),
+                   "layout": ("list", True), "problems": ("strs", True),
+                   "pointers": ([_POINTER], True), "buffers": ([_BUFFER], True)}
 
 
 def capture_problem(data: Any) -> str | None:
     """Why a line of captures.jsonl is not a captured launch cudump can read, or None."""
     if not isinstance(data, dict):
         return f"not a captured launch (a JSON {type(data).__name__}, not an object)"
-    problem = _check(data, _CAPTURE, "")
+    problem = shape_problem(data, _CAPTURE)
     return f"not a captured launch: {problem}" if problem else None

@@ -18,6 +18,7 @@ from typing import Any
 
 from cudump.rundir import files as runfiles
 from cudump.rundir.layout import FLIGHT_FILE
+from cudump.rundir.shapes import Shape, shape_problem
 
 # What became of a recorded launch: its completion marker was written (or a later launch on
 # its stream completed), it was still in flight, its launch call failed, it was recorded
@@ -120,44 +121,26 @@ def write_flight(run_dir: Path, log: FlightLog) -> Path:
 
 # -- reading ----------------------------------------------------------------------------
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-_KINDS = {
-    "int": (_is_int, "a whole number"),
-    "str": (lambda v: isinstance(v, str), "a string"),
-    "bool": (lambda v: isinstance(v, bool), "true or false"),
-    "int3": (lambda v: isinstance(v, list) and len(v) == 3 and all(_is_int(x) for x in v),
-             "a list of 3 whole numbers"),
-    "list": (lambda v: isinstance(v, list), "a list"),
-}
 # Each key cudump reads: its kind and whether it may be missing or null.
-_PROCESS = {"pid": ("int", False), "slots": ("int", False), "recorded": ("int", False),
+_PROCESS: Shape = {"pid": ("int", False), "slots": ("int", False), "recorded": ("int", False),
             "kept": ("int", False), "first_error": ("int", True), "error": ("str", True),
             "ended": ("str", True)}
-_LAUNCH = {"pid": ("int", False), "launch": ("int", False), "kernel": ("str", False),
+_LAUNCH: Shape = {"pid": ("int", False), "launch": ("int", False), "kernel": ("str", False),
            "status": ("str", False), "stream": ("str", False), "thread": ("int", False),
            "api": ("str", False), "grid": ("int3", False), "block": ("int3", False),
            "smem": ("int", True), "mangled": ("str", True), "graph": ("int", True),
            "rc": ("int", True), "error": ("str", True), "params": ("str", True),
            "params_size": ("int", True), "args": ("list", True), "culprit": ("bool", True)}
-_ARG = {"index": ("int", False), "type": ("str", True), "value": ("str", False),
+_ARG: Shape = {"index": ("int", False), "type": ("str", True), "value": ("str", False),
         "address": ("int", True), "allocation": ("str", True)}
 
 
-def _checked(data: Any, shape: dict[str, tuple[str, bool]], what: str) -> dict[str, Any]:
+def _checked(data: Any, shape: Shape, what: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise FlightFormatError(f"not {what} (a JSON {type(data).__name__}, not an object)")
-    for key, (kind, optional) in shape.items():
-        value = data.get(key)
-        if value is None:
-            if optional:
-                continue
-            raise FlightFormatError(f"not {what}: field '{key}' is missing")
-        check, expected = _KINDS[kind]
-        if not check(value):
-            raise FlightFormatError(f"not {what}: field '{key}': expected {expected}")
+    problem = shape_problem(data, shape)
+    if problem:
+        raise FlightFormatError(f"not {what}: {problem}")
     return {key: data.get(key) for key in shape if data.get(key) is not None}
 
 
