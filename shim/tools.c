@@ -185,14 +185,14 @@ static CUresult tool_check(const struct proto_copy *c, unsigned mode, bool *trac
     return inside_allocation(c, tracked) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-/* Blocks for one job: a few units of work per thread (a unit is 16 bytes of a
- * digest, one element of a scan), so that a block's closing atomics and fences
- * are spread over more than one load each; at most enough to fill the GPU. */
-static unsigned job_blocks(const struct proto_copy *c, unsigned mode, unsigned max_blocks)
+/* Blocks for one job: a few units of work per thread (a unit is 16 bytes,
+ * which the kernel reads at once where the buffer is in one piece), so that a
+ * block's closing atomics and fences are spread over more than one load each;
+ * at most enough to fill the GPU. */
+static unsigned job_blocks(const struct proto_copy *c, unsigned max_blocks)
 {
     enum { UNITS_PER_THREAD = 4 };
-    uint64_t units = mode == TOOL_DIGEST ? (c->width + 3) / 4 * c->height / 4 + 1
-                                         : c->width / element_size(mode) * c->height;
+    uint64_t units = (c->width * c->height + 15) / 16;
     uint64_t per_block = (uint64_t)TOOL_THREADS * UNITS_PER_THREAD;
     uint64_t blocks = (units + per_block - 1) / per_block;
     return blocks < 1 ? 1 : blocks > max_blocks ? max_blocks : (unsigned)blocks;
@@ -235,7 +235,7 @@ static unsigned accept_jobs(const struct tool_ctx *t, struct tool_request *reqs,
             .result = result, .acc = t->scratch + (CUdeviceptr)r->acc * ACC_BYTES,
             .tag = r->tag, .mark = r->marks ? mark : 0,
             .before = device_address(t, r->before, sizeof *r->before), .mode = mode,
-            .blocks = job_blocks(c, mode, t->max_blocks)};
+            .blocks = job_blocks(c, t->max_blocks)};
         of[njobs++] = r;
     }
     return njobs;

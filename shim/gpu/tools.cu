@@ -62,8 +62,48 @@ __device__ __forceinline__ bool nonfinite(const unsigned char *p, unsigned int m
     }
 }
 
+// Scans 16 bytes at element index `first` (0: none is non-finite): adds how
+// many of its elements are NaN or Inf to `a` and keeps max(~index) of them in `b`.
+__device__ __forceinline__ void scan16(uint4 x, unsigned int mode, unsigned long long first,
+                                       unsigned long long &a, unsigned long long &b)
+{
+    const unsigned int w[4] = {x.x, x.y, x.z, x.w};
+    if (mode == 1) {
+        bool any = false;
+        for (int l = 0; l < 4; l++)
+            any |= (w[l] & 0x7f800000u) == 0x7f800000u;
+        if (!any)
+            return;
+        for (int l = 3; l >= 0; l--)
+            if ((w[l] & 0x7f800000u) == 0x7f800000u) {
+                a += 1;
+                b = max(b, ~(first + l));
+            }
+    } else if (mode == 2) {
+        for (int l = 1; l >= 0; l--)
+            if ((w[2 * l + 1] & 0x7ff00000u) == 0x7ff00000u) {
+                a += 1;
+                b = max(b, ~(first + l));
+            }
+    } else {
+        const unsigned int m = mode == 3 ? 0x7c00u : 0x7f80u;   // the exponent's bits
+        bool any = false;
+        for (int l = 0; l < 4; l++)
+            any |= (w[l] & m) == m || ((w[l] >> 16) & m) == m;
+        if (!any)
+            return;
+        for (int l = 7; l >= 0; l--)
+            if (((w[l / 2] >> (16 * (l & 1))) & m) == m) {
+                a += 1;
+                b = max(b, ~(first + l));
+            }
+    }
+}
+
 // What one block finds in its share of one job's buffer: a digest sum, or a
-// count of non-finite elements and max(~index) of them.
+// count of non-finite elements and max(~index) of them. A buffer in one piece
+// that starts on 16 bytes is read 16 bytes at a time (the rest element by
+// element); the others, element by element.
 __device__ void accumulate(const struct tool_job &j, unsigned long long first,
                            unsigned long long stride, unsigned long long &a,
                            unsigned long long &b)
@@ -71,10 +111,11 @@ __device__ void accumulate(const struct tool_job &j, unsigned long long first,
     const unsigned char *base = (const unsigned char *)j.src;
     const unsigned long long width = j.width, height = j.height, pitch = j.pitch;
     const bool packed = height == 1 || pitch == width;
+    const bool vector = packed && ((uintptr_t)base & 15) == 0;
     if (j.mode == 0) {
         const unsigned long long wpr = (width + 3) / 4, total = wpr * height;
         unsigned long long done = 0;
-        if (packed && width % 4 == 0 && ((uintptr_t)base & 15) == 0) {
+        if (vector && width % 4 == 0) {
             const uint4 *v = (const uint4 *)base;
             const unsigned long long quads = total / 4;
             for (unsigned long long q = first; q < quads; q += stride) {
@@ -94,7 +135,16 @@ __device__ void accumulate(const struct tool_job &j, unsigned long long first,
         if (((uintptr_t)base | pitch) % esize)
             return;
         const unsigned long long epr = width / esize, total = epr * height;
-        for (unsigned long long i = first; i < total; i += stride) {
+        unsigned long long done = 0;
+        if (vector) {
+            const uint4 *v = (const uint4 *)base;
+            const unsigned int per = 16 / esize;
+            const unsigned long long quads = total / per;
+            for (unsigned long long q = first; q < quads; q += stride)
+                scan16(v[q], j.mode, q * per, a, b);
+            done = quads * per;
+        }
+        for (unsigned long long i = done + first; i < total; i += stride) {
             unsigned long long r = packed ? 0 : i / epr, c = packed ? i : i - r * epr;
             if (nonfinite(base + r * pitch + c * esize, j.mode)) {
                 a += 1;
@@ -164,27 +214,43 @@ extern "C" __global__ void cudump_tools(const struct tool_jobs jobs)
     unsigned long long a = 0, b = 0;
     accumulate(j, block * (unsigned long long)blockDim.x + threadIdx.x,
                (unsigned long long)j.blocks * blockDim.x, a, b);
+    // The block's sums: warp by warp, then the warps' in shared memory.
     for (int o = 16; o > 0; o >>= 1) {
         a += __shfl_down_sync(0xffffffffu, a, o);
         b = max(b, __shfl_down_sync(0xffffffffu, b, o));
     }
-    unsigned long long *acc = (unsigned long long *)j.acc;
-    if ((threadIdx.x & 31) == 0 && a) {
-        atomicAdd(acc, a);
-        if (j.mode != 0)
-            atomicMax(acc + 1, b);
+    __shared__ unsigned long long wa[TOOL_THREADS / 32], wb[TOOL_THREADS / 32];
+    if ((threadIdx.x & 31) == 0) {
+        wa[threadIdx.x / 32] = a;
+        wb[threadIdx.x / 32] = b;
     }
-    __threadfence();   // this warp's sums are in the accumulator before the block counts as done
     __syncthreads();
-    if (threadIdx.x != 0 || atomicAdd(acc + 2, 1ull) != j.blocks - 1)
+    if (threadIdx.x != 0)
         return;
-    // The last block of the job: every other block's sums are in.
-    __threadfence();
+    for (unsigned int w = 1; w < blockDim.x / 32; w++) {
+        a += wa[w];
+        b = max(b, wb[w]);
+    }
+    unsigned long long found = a, first = b;
+    if (j.blocks > 1) {
+        // Sums meet in the job's accumulator; the block that counts last has them all.
+        unsigned long long *acc = (unsigned long long *)j.acc;
+        if (a) {
+            atomicAdd(acc, a);
+            if (j.mode != 0)
+                atomicMax(acc + 1, b);
+        }
+        __threadfence();   // this block's sums are in the accumulator before it counts as done
+        if (atomicAdd(acc + 2, 1ull) != j.blocks - 1)
+            return;
+        __threadfence();
+        found = atomicExch(acc, 0ull);
+        first = atomicExch(acc + 1, 0ull);
+        acc[2] = 0;
+    }
     volatile unsigned long long *result = (volatile unsigned long long *)j.result;
-    const unsigned long long found = atomicExch(acc, 0ull);
     result[0] = found;
-    result[1] = atomicExch(acc + 1, 0ull);
-    acc[2] = 0;
+    result[1] = first;
     // A new NaN or Inf: the stream is to be held for the shim (hold_begins).
     if (j.mark && found && (!j.before || ((volatile unsigned long long *)j.before)[0] == 0))
         atomicOr((unsigned long long *)j.mark, 1ull);
