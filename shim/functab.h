@@ -26,6 +26,8 @@ struct func_entry {
     struct proto_selector sel[PROTO_MAX_SELECTORS];
     _Atomic(uintptr_t) module;  /* the CUmodule or CUlibrary it came from; 0: not seen */
     _Atomic bool image_sent;    /* its module image went to the controller (MSG_IMAGE) */
+    _Atomic bool got;           /* a CUkernel: a function was got for it once, so its lazy
+                                 * load is done (hooks.c: later gets do not wait) */
 };
 
 /* The bytes of parameter i of a launch of e, from its kernelParams or from

@@ -57,7 +57,12 @@ CUresult gate_wait_stream(const struct launch_info *li);
  * in the driver for a held stream, the driver keeps a lock that the serve's
  * own copies wait for (seen on an H200: the program in cuMemcpyHtoD_v2, the
  * watcher in cuMemcpy2DAsync_v2), so a gate held then would be opened only
- * by cudump's kernel giving up, minutes later. Cheap when nothing is gated. */
+ * by cudump's kernel giving up, minutes later. The same holds for the calls
+ * that wait inside the driver without saying so: freeing memory, loading a
+ * module, and getting or first launching a function (lazy loading loads a
+ * kernel into the context at its first use, which waits for the context: seen
+ * as a hang under --check-nan on an H200, cuDNN's convolution launched for the
+ * first time while the launch before it was held). Cheap when nothing is gated. */
 void gate_settle(void);
 void gate_reset_after_fork(void);
 

@@ -112,6 +112,7 @@ CUresult hook_cuModuleGetFunction(cuModuleGetFunction_fn real, int ptsz, CUfunct
                                   CUmodule hmod, const char *name)
 {
     (void)ptsz;
+    gate_settle();   /* the driver may wait for the context here (gate.h) */
     CUresult rc = real(hfunc, hmod, name);
     if (rc == CUDA_SUCCESS && hfunc) {
         functab_name((uintptr_t)*hfunc, name, false);
@@ -136,9 +137,17 @@ CUresult hook_cuKernelGetFunction(cuKernelGetFunction_fn real, int ptsz, CUfunct
                                   CUkernel kernel)
 {
     (void)ptsz;
+    /* The first get loads the kernel into the context, which waits for it
+     * (gate.h); libraries get it again at many launches, which must not wait. */
+    struct func_entry *k = functab_find((uintptr_t)kernel);
+    if (!k || !atomic_load_explicit(&k->got, memory_order_relaxed))
+        gate_settle();
     CUresult rc = real(pFunc, kernel);
     if (rc == CUDA_SUCCESS && pFunc) {
-        struct func_entry *k = functab_find((uintptr_t)kernel);
+        if (!k)
+            k = functab_find((uintptr_t)kernel);
+        if (k)
+            atomic_store_explicit(&k->got, true, memory_order_relaxed);
         if (k && atomic_load_explicit(&k->state, memory_order_acquire) >= FN_NAMED && k->name)
             functab_name((uintptr_t)*pFunc, k->name, false);
         if (k)
@@ -233,6 +242,7 @@ CUresult hook_cuMemAllocFromPoolAsync(cuMemAllocFromPoolAsync_fn real, int ptsz,
 CUresult hook_cuMemFree(cuMemFree_fn real, int ptsz, CUdeviceptr dptr)
 {
     (void)ptsz;
+    gate_settle();   /* the driver may wait for the context here (gate.h) */
     CUresult rc = real(dptr);
     if (rc == CUDA_SUCCESS)
         track_free(dptr);
@@ -309,6 +319,7 @@ CUresult hook_cuMemHostAlloc(cuMemHostAlloc_fn real, int ptsz, void **pp, size_t
 CUresult hook_cuMemFreeHost(cuMemFreeHost_fn real, int ptsz, void *p)
 {
     (void)ptsz;
+    gate_settle();   /* the driver may wait for the context here (gate.h) */
     CUresult rc = real(p);
     if (rc == CUDA_SUCCESS)
         track_free((CUdeviceptr)(uintptr_t)p);

@@ -67,8 +67,11 @@ static void hold_wait(void)
 
 struct func_entry *launch_slow(struct func_entry *e, unsigned *wants, bool *interrupted)
 {
-    if (atomic_load_explicit(&e->state, memory_order_acquire) != FN_READY)
+    if (atomic_load_explicit(&e->state, memory_order_acquire) != FN_READY) {
+        /* Its first launch may load it, waiting for the context (gate.h). */
+        gate_settle();
         functab_register(e);
+    }
     hold_wait();
     const volatile struct proto_control *ctl = channel_control();
     if (ctl && atomic_load_explicit(&e->gen, memory_order_relaxed) != ctl->generation)

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "channel.h"
+#include "gate.h"
 #include "modules.h"
 
 enum {
@@ -299,6 +300,7 @@ CUresult hook_cuModuleLoadData(cuModuleLoadData_fn real, int ptsz, CUmodule *mod
                                const void *image)
 {
     (void)ptsz;
+    gate_settle();   /* loading waits for the context inside the driver (gate.h) */
     CUresult rc = real(module, image);
     if (rc == CUDA_SUCCESS && module)
         modules_add((uintptr_t)*module, image, NULL);
@@ -310,6 +312,7 @@ CUresult hook_cuModuleLoadDataEx(cuModuleLoadDataEx_fn real, int ptsz, CUmodule 
                                  void **optionValues)
 {
     (void)ptsz;
+    gate_settle();   /* loading waits for the context inside the driver (gate.h) */
     CUresult rc = real(module, image, numOptions, options, optionValues);
     if (rc == CUDA_SUCCESS && module)
         modules_add((uintptr_t)*module, image, NULL);
@@ -320,6 +323,7 @@ CUresult hook_cuModuleLoadFatBinary(cuModuleLoadFatBinary_fn real, int ptsz, CUm
                                     const void *fatCubin)
 {
     (void)ptsz;
+    gate_settle();   /* loading waits for the context inside the driver (gate.h) */
     CUresult rc = real(module, fatCubin);
     if (rc == CUDA_SUCCESS && module)
         modules_add((uintptr_t)*module, fatCubin, NULL);
@@ -329,6 +333,7 @@ CUresult hook_cuModuleLoadFatBinary(cuModuleLoadFatBinary_fn real, int ptsz, CUm
 CUresult hook_cuModuleLoad(cuModuleLoad_fn real, int ptsz, CUmodule *module, const char *fname)
 {
     (void)ptsz;
+    gate_settle();   /* loading waits for the context inside the driver (gate.h) */
     CUresult rc = real(module, fname);
     if (rc == CUDA_SUCCESS && module && fname)
         modules_add((uintptr_t)*module, NULL, fname);
@@ -341,6 +346,7 @@ CUresult hook_cuLibraryLoadData(cuLibraryLoadData_fn real, int ptsz, CUlibrary *
                                 void **libraryOptionValues, unsigned int numLibraryOptions)
 {
     (void)ptsz;
+    gate_settle();   /* loading waits for the context inside the driver (gate.h) */
     CUresult rc = real(library, code, jitOptions, jitOptionsValues, numJitOptions,
                        libraryOptions, libraryOptionValues, numLibraryOptions);
     if (rc == CUDA_SUCCESS && library)
@@ -355,6 +361,7 @@ CUresult hook_cuLibraryLoadFromFile(cuLibraryLoadFromFile_fn real, int ptsz, CUl
                                     unsigned int numLibraryOptions)
 {
     (void)ptsz;
+    gate_settle();   /* loading waits for the context inside the driver (gate.h) */
     CUresult rc = real(library, fileName, jitOptions, jitOptionsValues, numJitOptions,
                        libraryOptions, libraryOptionValues, numLibraryOptions);
     if (rc == CUDA_SUCCESS && library && fileName)
