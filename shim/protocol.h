@@ -74,7 +74,7 @@ enum {
     PROTO_RING_SLOT_SIZE = 128,    /* bytes of one trace ring slot (two cache lines) */
     PROTO_TOOL_RESULT = 32,        /* staging bytes a COPY_TOOL result takes */
     PROTO_MAX_REPEAT = 512,        /* copies in a plan the shim may repeat (PLAN_REPEAT) */
-    PROTO_REPEAT_WAYS = 64,        /* repeated plans the shim keeps per function */
+    PROTO_REPEAT_WAYS = 256,       /* repeated plans the shim keeps per function, at most */
     PROTO_MAX_KEYS = 512,          /* byte ranges a repeated plan is kept by */
     PROTO_RESULT_SLOT_SIZE = 16528, /* bytes of one result ring slot */
     PROTO_IMAGE_CHUNK = 512 << 10, /* image bytes in one MSG_IMAGE */

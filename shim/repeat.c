@@ -62,9 +62,17 @@ struct repeat_plan {
     int *before;                /* owned: per copy, the scan of its buffer before the launch, or -1 */
 };
 
+/* A function's plans. A model runs one kernel over many buffers in a forward
+ * (BERT-base: one GEMM kernel over about a hundred sets of weights), and the
+ * plans are replaced in turn, so a loop with more of them than ways would miss
+ * every time: the ways grow by doubling, from a few, up to REPEAT_WAYS, before
+ * any is replaced. */
+enum { REPEAT_FIRST_WAYS = 8 };
+
 struct repeat_cache {
-    struct repeat_plan way[REPEAT_WAYS];
-    unsigned next;              /* the way the next new plan replaces */
+    struct repeat_plan *way;    /* owned: `ways` of them */
+    unsigned ways;
+    unsigned next;              /* the way the next new plan takes or replaces */
     unsigned last;              /* the way last found: a loop's launches come in the order
                                  * their plans were stored, so the search starts after it */
 };
@@ -122,8 +130,8 @@ struct repeat_plan *repeat_find(const struct func_entry *e, const unsigned char 
     if (!c)
         return NULL;
     unsigned long long epoch = alloctab_epoch(), removals = alloctab_removals();
-    for (unsigned k = 1; k <= REPEAT_WAYS; k++) {
-        unsigned i = (c->last + k) % REPEAT_WAYS;
+    for (unsigned k = 1; k <= c->ways; k++) {
+        unsigned i = (c->last + k) % c->ways;
         struct repeat_plan *p = &c->way[i];
         /* A plan kept by its pointer words holds until an allocation goes away:
          * its extents end where allocations end, and a word that comes to
@@ -188,8 +196,21 @@ static struct repeat_plan *repeat_store(struct func_entry *e, const unsigned cha
     if (!e->repeats && !(e->repeats = calloc(1, sizeof *e->repeats)))
         return NULL;
     struct repeat_cache *c = e->repeats;
-    struct repeat_plan *p = &c->way[c->next];
-    c->next = (c->next + 1) % REPEAT_WAYS;
+    if (c->next == c->ways && c->ways < REPEAT_WAYS) {
+        /* Every way holds a plan: twice as many, the new ones empty. */
+        unsigned ways = c->ways ? 2 * c->ways : REPEAT_FIRST_WAYS;
+        struct repeat_plan *grown = realloc(c->way, ways * sizeof *grown);
+        if (grown) {
+            memset(grown + c->ways, 0, (ways - c->ways) * sizeof *grown);
+            c->way = grown;
+            c->ways = ways;
+        }
+    }
+    if (!c->ways)
+        return NULL;
+    if (c->next >= c->ways)
+        c->next = 0;   /* at most REPEAT_WAYS (or memory ran out): the oldest is replaced */
+    struct repeat_plan *p = &c->way[c->next++];
     unsigned char *owned = realloc(p->bytes, n ? n : 1);
     struct proto_key *owned_keys = realloc(p->keys, (nkeys ? nkeys : 1) * sizeof *keys);
     struct proto_copy *owned_copies =

@@ -183,3 +183,16 @@ def test_new_allocations_keep_plans_and_frees_end_them(fake, cudump_run, tmp_pat
     assert summary(ran.run_dir)["repeated_launches"] == repeated
     after = [r["digest"] for r in records if r["arg"] == 2 and r["phase"] == "after"]
     assert len(set(after)) == 1
+
+
+@pytest.mark.parametrize("sets", [5, 100])
+def test_one_kernel_over_more_buffer_sets_than_a_few_plans_is_repeated(fake, cudump_run, sets):
+    """sets launches vecAdd over each of SETS sets of buffers, round after round, as a model
+    runs one GEMM kernel over every layer's weights in each forward. Only the first round is
+    asked about, however many sets there are: a function's plans grow in number rather than
+    replace each other in turn (which, with more sets than plans, missed at every launch)."""
+    ran = cudump_run([str(fake.programs["sets"]), str(sets), "3"], "--digest")
+    assert ran.returncode == 0, ran.stderr
+    done = summary(ran.run_dir)
+    assert (done["planned_launches"], done["repeated_launches"]) == (sets, 2 * sets)
+    assert done["digests"] == 3 * sets * 6
