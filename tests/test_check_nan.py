@@ -414,3 +414,23 @@ def test_what_is_kept_of_buffers_is_bounded_per_process(tmp_path, monkeypatch):
             assert kept.known_buffers == sum(len(fr.buffers) for fr in kept.rules.values()) <= 3
     finally:
         snapshots.close()
+
+
+@pytest.mark.parametrize("get", ["module", "kernel"])
+def test_a_function_loaded_while_a_launch_is_held_does_not_hang(fake, cudump_run, get):
+    """vecAdd leaves a NaN, so cudump's kernel holds the stream after it; the program then
+    gets another kernel for the first time, which the driver loads lazily, waiting for the
+    context inside the driver (the stand-in does so with FAKECUDA_LAZY_LOAD=1), where the
+    copies that serve the hold would wait too. The get waits for the hold to be served
+    first: the producer is snapshotted and the program finishes (before, it hung until the
+    stand-in gave up)."""
+    ran = cudump_run([str(fake.programs["lazy"]), str(INDEX), get], "--check-nan",
+                     env_extra={"FAKECUDA_LAZY_LOAD": "1"})
+    assert ran.returncode == 0, ran.stderr
+    assert "launches vecAdd=1 square=1" in ran.stdout
+    records = manifest(ran.run_dir)
+    found = [r for r in records if "nonfinite" in r]
+    assert (found[0]["launch"], found[0]["arg"], found[0]["first_nonfinite"]) == (1, 2, INDEX)
+    snaps = {r["arg"]: r for r in records if r.get("file") and r["launch"] == 1}
+    assert sorted(snaps) == [0, 1, 2]
+    assert np.isnan(np.load(ran.run_dir / snaps[2]["file"])[INDEX])

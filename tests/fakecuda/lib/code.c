@@ -140,6 +140,17 @@ CUresult cuModuleUnload(CUmodule hmod)
     return free_object(hmod, FC_MAGIC_MODULE);
 }
 
+/* FAKECUDA_LAZY_LOAD=1: the first get of each function loads it as the real
+ * driver's lazy loading does, waiting for the context (every held stream)
+ * with the lock the other threads' copies need (fc_wait_held_locked). */
+static void lazy_load(const struct fc_builtin *k)
+{
+    static _Atomic bool loaded[FC_MAX_BUILTINS];
+    const char *on = getenv("FAKECUDA_LAZY_LOAD");
+    if (on && *on == '1' && !atomic_exchange(&loaded[index_of(k)], true))
+        fc_wait_held_locked();
+}
+
 CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
 {
     if (!hfunc || !name)
@@ -149,6 +160,7 @@ CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
     const struct fc_builtin *k = fc_builtin_find(name);
     if (!k)
         return CUDA_ERROR_NOT_FOUND;
+    lazy_load(k);
     *hfunc = (CUfunction)&functions[index_of(k)];
     return CUDA_SUCCESS;
 }
@@ -201,6 +213,7 @@ CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
     const struct fc_builtin *k = builtin_of(kernel, kernels);
     if (!k)
         return CUDA_ERROR_INVALID_HANDLE;
+    lazy_load(k);
     *pFunc = (CUfunction)&functions[index_of(k)];
     return CUDA_SUCCESS;
 }

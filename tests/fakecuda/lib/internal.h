@@ -135,6 +135,10 @@ FC_HIDDEN CUresult fc_resolve_stream(CUstream h, bool per_thread, struct fc_stre
 /* Waits on the calling thread for holds (cudump's kernel on its gate) that
  * work on s would wait behind on a GPU; NULL: every hold (a context-wide sync). */
 FC_HIDDEN void fc_wait_held(const struct fc_stream *s);
+/* Waits for every held stream the way a synchronous copy does, holding the
+ * lock the other threads' copies take (memory.c): the real driver's lazy
+ * loading, which waits for the context when a function is first got. */
+FC_HIDDEN void fc_wait_held_locked(void);
 /* The stream waits while the gate reads GATE_HELD or GATE_SERVING (cudump's
  * kernel holding it); still GATE_HELD after give_up_after_ns, the gate gets
  * give_up_value. */

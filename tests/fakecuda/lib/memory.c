@@ -303,6 +303,13 @@ CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr 
  * deadlocks here as it would there. */
 static pthread_rwlock_t copy_lock = PTHREAD_RWLOCK_INITIALIZER;
 
+FC_HIDDEN void fc_wait_held_locked(void)
+{
+    pthread_rwlock_wrlock(&copy_lock);
+    fc_wait_held(NULL);
+    pthread_rwlock_unlock(&copy_lock);
+}
+
 static CUresult copy_sync(void *dst, const void *src, size_t n)
 {
     CUresult r = fc_capture_check_unsafe();
