@@ -18,19 +18,12 @@ int main(int argc, char **argv)
     if (index < 0 || index >= N)
         FAIL("INDEX must be below %d", N);
     struct tally t = {0};
-    CUcontext ctx;
-    CUmodule mod;
     CUfunction add;
-    CHECK(cuInit(0));
-    CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
-    CHECK(cuCtxSetCurrent(ctx));
-    CHECK(cuModuleLoadData(&mod, prog_image));
+    CUmodule mod = prog_start();
     CHECK(cuModuleGetFunction(&add, mod, "_Z6vecAddPKfS0_Pfi"));
     static float a[N], b[N];
-    for (int i = 0; i < N; i++) {
-        a[i] = (float)i;
-        b[i] = 1.0f;
-    }
+    prog_floats(a, N, 0.0f, 1.0f);
+    prog_floats(b, N, 1.0f, 0.0f);
     CUdeviceptr da, db, dc;
     CHECK(cuMemAlloc_v2(&da, sizeof a));
     CHECK(cuMemAlloc_v2(&db, sizeof b));

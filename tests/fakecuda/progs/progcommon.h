@@ -43,6 +43,26 @@ static const char prog_image[] = "fakecuda test image";
         exit(1);                                                                                   \
     } while (0)
 
+/* The start most programs share: the driver, the device's primary context made
+ * current, and the test image loaded as a module. */
+static inline CUmodule prog_start(void)
+{
+    CUcontext ctx;
+    CUmodule mod;
+    CHECK(cuInit(0));
+    CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
+    CHECK(cuCtxSetCurrent(ctx));
+    CHECK(cuModuleLoadData(&mod, prog_image));
+    return mod;
+}
+
+/* n floats: start, start + step, start + 2 step, ... */
+static inline void prog_floats(float *out, int n, float start, float step)
+{
+    for (int i = 0; i < n; i++)
+        out[i] = start + step * (float)i;
+}
+
 #define TALLY_MAX 8
 
 struct tally {

@@ -15,17 +15,11 @@ int main(int argc, char **argv)
     if (sets <= 0 || sets > 4096 || rounds <= 0)
         FAIL("SETS must be 1-4096 and ROUNDS positive");
     struct tally t = {0};
-    CUcontext ctx;
-    CUmodule mod;
     CUfunction add;
-    CHECK(cuInit(0));
-    CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
-    CHECK(cuCtxSetCurrent(ctx));
-    CHECK(cuModuleLoadData(&mod, prog_image));
+    CUmodule mod = prog_start();
     CHECK(cuModuleGetFunction(&add, mod, "_Z6vecAddPKfS0_Pfi"));
     static float ones[N];
-    for (int i = 0; i < N; i++)
-        ones[i] = 1.0f;
+    prog_floats(ones, N, 1.0f, 0.0f);
     CUdeviceptr *bufs = calloc((size_t)sets * 3, sizeof *bufs);
     if (!bufs)
         FAIL("out of memory");
