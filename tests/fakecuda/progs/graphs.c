@@ -562,12 +562,7 @@ static void part_device(void)
 
 int main(void)
 {
-    CUcontext ctx;
-    CUmodule mod;
-    CHECK(cuInit(0));
-    CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
-    CHECK(cuCtxSetCurrent(ctx));
-    CHECK(cuModuleLoadData(&mod, prog_image));
+    CUmodule mod = prog_start();
     CHECK(cuModuleGetFunction(&vec_add_fn, mod, "_Z6vecAddPKfS0_Pfi"));
     CHECK(cuModuleGetFunction(&scale_fn, mod, "scale"));
     CHECK(cuStreamCreate(&stream, 0));
