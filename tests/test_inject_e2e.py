@@ -7,6 +7,7 @@ scale, reads what it left: a consequence), zed.c (pitched images) and ranks.c (t
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -294,10 +295,21 @@ def test_injection_records_are_checked_when_read() -> None:
     record = InjectionRecord(source="a", launch=3, kernel="k()", occurrence=1, source_pid=9,
                              status="written")
     assert InjectionRecord.from_json(json.loads(json.dumps(record.to_json()))) == record
-    for bad in ({**record.to_json(), "status": "maybe"}, {**record.to_json(), "launch": "3"},
-                {**record.to_json(), "extra": 1}, {"source": "a"}):
-        with pytest.raises(InjectionFormatError):
+    for bad, says in (({**record.to_json(), "status": "maybe"}, "unknown status 'maybe'"),
+                      ({**record.to_json(), "launch": "3"},
+                       "field 'launch': expected a whole number, got \"3\""),
+                      ({**record.to_json(), "extra": 1}, "unknown field 'extra'"),
+                      ({"source": "a"}, "field 'launch' is missing"),
+                      ({**record.to_json(), "outputs": [{"arg": 0, "offset": 0,
+                                                         "status": "differs", "max_abs": "x"}]},
+                       "output: field 'max_abs': expected a number, got \"x\"")):
+        with pytest.raises(InjectionFormatError, match=re.escape(says)):
             InjectionRecord.from_json(bad)
+    # a null stands for a field left out; a difference may be a whole or a decimal number
+    kept = {**record.to_json(), "buffers": None,
+            "outputs": [{"arg": 2, "offset": 0, "status": "differs", "max_abs": 1}]}
+    back = InjectionRecord.from_json(kept)
+    assert back.buffers == 0 and back.outputs[0].max_abs == 1
 
 
 def test_bisect_suggests_only_what_is_true_and_short(tmp_path: Path) -> None:

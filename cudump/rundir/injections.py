@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from cudump.rundir.shapes import Shape, shape_problem, unknown_field
+
 INJECTION_STATUSES = ("written", "refused", "failed", "not-reached")
 OUTPUT_STATUSES = ("equal", "differs", "missing")
 
@@ -45,7 +47,7 @@ class OutputCheck:
 
     @classmethod
     def from_json(cls, data: Any) -> OutputCheck:
-        return cls(**_fields(data, _OUTPUT_TYPES, "output"))
+        return cls(**_fields(data, _OUTPUT_SHAPE, "output"))
 
 
 @dataclass
@@ -73,50 +75,38 @@ class InjectionRecord:
     @classmethod
     def from_json(cls, data: Any) -> InjectionRecord:
         """A record as to_json wrote it; InjectionFormatError says what is wrong."""
-        values = _fields(data, _INJECTION_TYPES, "injection")
+        values = _fields(data, _INJECTION_SHAPE, "injection")
         outputs = values.pop("outputs", [])
-        if not isinstance(outputs, list):
-            raise InjectionFormatError("injection: 'outputs' should be a list")
         return cls(**values, outputs=[OutputCheck.from_json(o) for o in outputs])
 
 
-_INT, _STR, _NUM = (int,), (str,), (int, float)
-# name -> (accepted types, may be null, required)
-_OUTPUT_TYPES: dict[str, tuple[tuple[type, ...], bool, bool]] = {
-    "arg": (_INT, False, True), "offset": (_INT, False, True), "status": (_STR, False, True),
-    "elements": (_INT, True, False), "differing": (_INT, True, False),
-    "max_abs": (_NUM, True, False), "file": (_STR, True, False),
-    "reason": (_STR, True, False),
+# name -> (type, may be missing or null): rundir/shapes.py
+_OUTPUT_SHAPE: Shape = {
+    "arg": ("int", False), "offset": ("int", False), "status": ("str", False),
+    "elements": ("int", True), "differing": ("int", True), "max_abs": ("num", True),
+    "file": ("str", True), "reason": ("str", True),
 }
-_INJECTION_TYPES: dict[str, tuple[tuple[type, ...], bool, bool]] = {
-    "source": (_STR, False, True), "launch": (_INT, False, True),
-    "kernel": (_STR, False, True), "occurrence": (_INT, False, True),
-    "source_pid": (_INT, False, True), "status": (_STR, False, True),
-    "source_rank": (_INT, True, False), "pid": (_INT, True, False),
-    "live_kernel": (_STR, True, False), "live_occurrence": (_INT, True, False),
-    "buffers": (_INT, False, False), "bytes": (_INT, False, False),
-    "reason": (_STR, True, False), "outputs": ((list,), False, False),
+_INJECTION_SHAPE: Shape = {
+    "source": ("str", False), "launch": ("int", False), "kernel": ("str", False),
+    "occurrence": ("int", False), "source_pid": ("int", False), "status": ("str", False),
+    "source_rank": ("int", True), "pid": ("int", True), "live_kernel": ("str", True),
+    "live_occurrence": ("int", True), "buffers": ("int", True), "bytes": ("int", True),
+    "reason": ("str", True), "outputs": ("list", True),
 }
 _STATUSES = {"output": OUTPUT_STATUSES, "injection": INJECTION_STATUSES}
 
 
-def _fields(data: Any, types: dict[str, tuple[tuple[type, ...], bool, bool]],
-            what: str) -> dict[str, Any]:
+def _fields(data: Any, shape: Shape, what: str) -> dict[str, Any]:
+    """The record's fields, checked against `shape` (no field it does not name); a null
+    stands for a field left out."""
     if not isinstance(data, dict):
         raise InjectionFormatError(f"{what}: expected an object")
-    unknown = sorted(set(data) - set(types))
-    if unknown:
-        raise InjectionFormatError(f"{what}: unknown field '{unknown[0]}'")
-    for name, (kinds, nullable, required) in types.items():
-        if name not in data:
-            if required:
-                raise InjectionFormatError(f"{what}: lacks the field '{name}'")
-            continue
-        value = data[name]
-        if value is None and nullable:
-            continue
-        if isinstance(value, bool) or not isinstance(value, kinds):
-            raise InjectionFormatError(f"{what}: field '{name}' has the wrong type")
+    unknown = unknown_field(data, shape)
+    if unknown is not None:
+        raise InjectionFormatError(f"{what}: unknown field '{unknown}'")
+    problem = shape_problem(data, shape)
+    if problem is not None:
+        raise InjectionFormatError(f"{what}: {problem}")
     if data["status"] not in _STATUSES[what]:
         raise InjectionFormatError(f"{what}: unknown status {data['status']!r:.40}")
-    return dict(data)
+    return {name: value for name, value in data.items() if value is not None}

@@ -1,9 +1,9 @@
 """The shape of a JSON record cudump reads back (captures.jsonl, flight.jsonl): key by key,
 the type of each value and whether it may be missing or null; everything else is left alone.
 
-Types: "int", "str", "bool", "int3" (a list of 3 whole numbers), "ints" (a list of whole
-numbers), "strs" (a list of strings), "list", a nested shape (an object), or a list holding
-one nested shape (a list of such objects).
+Types: "int", "num" (a whole or a decimal number), "str", "bool", "int3" (a list of 3 whole
+numbers), "ints" (a list of whole numbers), "strs" (a list of strings), "list", a nested shape
+(an object), or a list holding one nested shape (a list of such objects).
 """
 
 from __future__ import annotations
@@ -23,14 +23,22 @@ def _expected(kind: Any) -> str:
         return "an object"
     if isinstance(kind, list):
         return "a list"
-    return {"int": "a whole number", "str": "a string", "int3": "a list of 3 whole numbers",
-            "ints": "a list of whole numbers", "strs": "a list of strings",
+    return {"int": "a whole number", "num": "a number", "str": "a string",
+            "int3": "a list of 3 whole numbers", "ints": "a list of whole numbers",
+            "strs": "a list of strings",
             "list": "a list", "bool": "true or false"}[kind]
 
 
 def _shown(value: Any) -> str:
     text = json.dumps(value)
     return text if len(text) <= 40 else text[:39] + "…"
+
+
+def unknown_field(data: dict[str, Any], shape: Shape) -> str | None:
+    """The first key of `data` (in sorted order) that `shape` does not name, if any: for
+    records whose writer and reader are the same classes, where a stray key is a bad file."""
+    unknown = sorted(set(data) - set(shape))
+    return unknown[0] if unknown else None
 
 
 def shape_problem(data: Any, shape: Shape, prefix: str = "") -> str | None:
@@ -52,6 +60,7 @@ def shape_problem(data: Any, shape: Shape, prefix: str = "") -> str | None:
                     return f"field '{name}[{bad}]': expected an object, got {_shown(value[bad])}"
         else:
             ok = {"int": _is_int(value), "str": isinstance(value, str),
+                  "num": isinstance(value, int | float) and not isinstance(value, bool),
                   "int3": isinstance(value, list) and len(value) == 3
                   and all(_is_int(v) for v in value),
                   "ints": isinstance(value, list) and all(_is_int(v) for v in value),
