@@ -96,9 +96,12 @@ def check_mode(mode: str, out: Path, summary: dict, where: str, min_launches: in
                          " are kernel names demangled (cxxfilt) where cudump runs?")
     if mode == "digest" and summary.get("digests", 0) == 0:
         raise BenchError(f"{where}: cudump made no digest ({asked} launches asked about)")
+    most = list(summary.get("planned_kernels", {}).items())[:2]   # most asked first
+    mostly = ("; asked most: " + ", ".join(f"{name[:60]} ({n})" for name, n in most)
+              if most else "")
     return (f"{summary['launches']} launches, {asked} asked about, {repeated} repeated by the "
             f"shim, {summary.get('digests', 0)} digests, {summary.get('nan_producers', 0)} "
-            "NaN/Inf producers")
+            f"NaN/Inf producers{mostly}")
 
 
 @dataclass

@@ -196,3 +196,5 @@ def test_one_kernel_over_more_buffer_sets_than_a_few_plans_is_repeated(fake, cud
     done = summary(ran.run_dir)
     assert (done["planned_launches"], done["repeated_launches"]) == (sets, 2 * sets)
     assert done["digests"] == 3 * sets * 6
+    # which kernels were planned one by one, and how often: where a slow run's round trips go
+    assert done["planned_kernels"] == {"vecAdd(float const*, float const*, float*, int)": sets}

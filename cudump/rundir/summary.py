@@ -97,6 +97,8 @@ class RunSummary:
     ranks: dict[int, int] = field(default_factory=dict)   # pid -> rank, where known
     repeated_launches: int = 0     # launches the shim planned itself (a repeated plan)
     planned_launches: int = 0      # launches the controller was asked about (a round trip)
+    # of which, by kernel: where a run under --digest or --check-nan spends its round trips
+    planned_kernels: Counter[str] = field(default_factory=Counter)
     replay_captures: int = 0       # launches captured for replay (captures.jsonl)
     host_writes: int | None = None  # host-to-device copies and memsets recorded (--check-nan)
     trace_dropped: int = 0         # trace events the ring had no room for
@@ -185,6 +187,8 @@ class RunSummary:
         data["kernels"] = dict(sorted(self.kernels.items(), key=lambda kv: (-kv[1], kv[0])))
         data["graph_kernels"] = dict(sorted(self.graph_kernels.items(),
                                             key=lambda kv: (-kv[1], kv[0])))
+        data["planned_kernels"] = dict(sorted(self.planned_kernels.items(),
+                                              key=lambda kv: (-kv[1], kv[0])))
         text = (json.dumps(data, indent=2) + "\n").encode("utf-8")
         # Whole, and never through a symlink planted under its name (runfiles).
         runfiles.write_whole(run_dir / SUMMARY_FILE, lambda f: f.write(text))

@@ -4,6 +4,7 @@ hands each call to the part that does it."""
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -135,6 +136,7 @@ class Snapshots:
         summary.first_nan_report = tally.first_report
         summary.repeated_launches = tally.repeated
         summary.planned_launches = tally.asked
+        summary.planned_kernels = collections.Counter(tally.asked_kernels)
         summary.replay_captures = self.captures.count
         summary.host_writes = self.hosts.taken if self.hosts is not None else None
 

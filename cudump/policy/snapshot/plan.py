@@ -74,6 +74,7 @@ class Planner:
         ps = state.proc(proc.pid)
         with state.lock:
             state.tally.asked += 1
+            state.tally.asked_kernels[func.demangled] += 1
         if event.flags & p.LaunchFlag.UNSAFE_GRAPH:
             self.notices.unsafe_graph(proc, func, event)
             return None

@@ -71,7 +71,8 @@ class Tally:
     first_producer: NanProducer | None = None
     first_report: NanLaunch | None = None
     repeated: int = 0
-    asked: int = 0      # launches planned here, each a round trip (MSG_BEGIN)
+    asked: int = 0      # launches planned here, each a round trip (MSG_BEGIN); by kernel:
+    asked_kernels: collections.Counter[str] = field(default_factory=collections.Counter)
 
     def count_nan(self, record: SnapshotRecord, origin: Origin) -> None:
         """A buffer a launch turned NaN/Inf (under the state's lock)."""
