@@ -60,6 +60,7 @@ from realworld_table import (  # noqa: E402
     Row,
     cupti_launches,
     markdown,
+    noise_notes,
     parse_only,
     ratio_row,
     read_values,
@@ -194,6 +195,8 @@ class TorchWorkload:
         notes = [f"{title}, {LABELS.get(mode, mode)}: {note}"
                  for mode, note in self.notes.items()]
         notes.append(f"{title}: the same output in every run: {same}")
+        subscriber = next((row.ratio for row in rows if row.mode == LABELS["cupti"]), None)
+        notes += noise_notes(title, bare, subscriber)
         return rows, notes
 
 

@@ -132,6 +132,25 @@ def ratio_row(workload: str, mode: str, bare: Sequence[float], tool: Sequence[fl
     return row
 
 
+NOISE = 0.10     # how far a figure may move before a workload's ratios are called uncertain
+
+
+def noise_notes(workload: str, bare: Sequence[float], subscriber: float | None) -> list[str]:
+    """Notes that say when a workload's ratios are less sure than their digits: the bare time
+    moved between repetitions by more than NOISE, or the CUPTI subscriber (which adds next
+    to nothing) measured further than NOISE from the bare time (`subscriber`: its ratio)."""
+    notes = []
+    mid = median(bare)
+    if len(bare) > 1 and mid and (max(bare) - min(bare)) / mid > NOISE:
+        notes.append(f"{workload}: the bare time moved by {(max(bare) - min(bare)) / mid:.0%} "
+                     f"between repetitions ({min(bare):.3f} to {max(bare):.3f} ms): its ratios "
+                     "are uncertain by about as much")
+    if subscriber is not None and abs(subscriber - 1) > NOISE:
+        notes.append(f"{workload}: the CUPTI subscriber, which adds next to nothing, measured "
+                     f"{subscriber:.2f}x: this host's noise, which the other ratios carry too")
+    return notes
+
+
 HEADER = ["workload", "mode", "bare ms", "cudump ms", "ratio", "goal", "met"]
 
 

@@ -19,6 +19,7 @@ from realworld_table import (  # noqa: E402
     cupti_launches,
     launch_times,
     markdown,
+    noise_notes,
     parse_only,
     ratio_row,
     read_values,
@@ -132,3 +133,15 @@ def test_snapshot_rows_of_a_failed_setting():
     rows, notes = snapshot_rows("snapshots", 256, 4, [0.2], {"default": failed}, [2.0])
     assert [r.failed for r in rows] == [failed.failed] * 3
     assert all(r.cells()[-1] == "**FAILED**" for r in rows) and notes == []
+
+
+def test_noise_notes_say_when_ratios_are_less_sure_than_their_digits():
+    # ResNet-18 on two hosts this session: bare 1.437 and 2.234 ms, the subscriber 1.58x
+    notes = noise_notes("resnet18 b8", [1.437, 2.234], 1.584)
+    assert len(notes) == 2
+    assert "moved by 43% between repetitions (1.437 to 2.234 ms)" in notes[0]
+    assert "measured 1.58x" in notes[1]
+    # BERT-base: steady, and the subscriber at 1.00x
+    assert noise_notes("bert-base b8x128", [6.634, 6.640], 0.998) == []
+    # one repetition cannot show a spread; no subscriber run, nothing said of it
+    assert noise_notes("resnet18 b8", [2.234], None) == []
