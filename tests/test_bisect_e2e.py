@@ -201,6 +201,8 @@ def test_a_failing_side_is_reported(cudump: Cudump, diverge: str, tmp_path: Path
     (["--env-a", "NOEQUALS", "--", "prog"], ["--env-a 'NOEQUALS'", "NAME=VALUE"]),
     (["--env-a", "X=1", "--env-b", "X=1", "--", "prog"], ["the same command"]),
     (["--rule", "/nonexistent.yaml", "--env-b", "X=1", "--", "prog"], ["no such rule file"]),
+    (["--rtol", "-1", "--env-b", "X=1", "--", "prog"], ["--atol and --rtol", "0 or more"]),
+    (["--batch", "0", "--env-b", "X=1", "--", "prog"], ["--batch must be 1 or more"]),
 ])
 def test_bad_arguments_are_one_line(cudump: Cudump, tmp_path: Path, args: list[str],
                                     words: list[str]) -> None:
@@ -235,3 +237,68 @@ def test_unusable_output_places_are_refused_before_anything_runs(cudump: Cudump,
         one_line_error(done, "--html", f"{page} already exists")
         assert page.read_text() == "an earlier report"
     assert not list((tmp_path / "tmp").iterdir())
+
+
+# ---------------------------------------------------------------------------------------
+# bisect with a tolerance: DIVERGE_JITTER=2 makes round 2's scale (launch 7) multiply by
+# 2 * (1 + 1e-6), so that c and acc differ by about a millionth from then on, and every
+# launch reading or writing them has digests that differ (launches 7, 8, 10, 12, 16, 20 and
+# 24 in 6 rounds: c is written afresh from round 3 on, acc carries the difference).
+# `scale` has a plain C name, so its buffer's type comes from the rule (compared as bytes
+# without it, where no tolerance applies).
+
+FLOATS = """rules:
+  - kernel: "*"
+    args: pointers
+    overrides:
+      0: {dtype: float32}
+"""
+
+
+def floats_rule(tmp_path: Path) -> str:
+    path = tmp_path / "floats.yaml"
+    path.write_text(FLOATS)
+    return str(path)
+
+
+def test_rounding_within_the_tolerance_is_no_divergence(cudump: Cudump, diverge: str,
+                                                        tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    done = cudump("bisect", "--env-b", "DIVERGE_JITTER=2", "--rtol", "1e-4", "--batch", "4",
+                  "--rule", floats_rule(tmp_path), "--out", str(work), "--", diverge, "6")
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    # The digests are exact: they first differ at round 2's scale.
+    assert "first divergent: launch 7 of scale" in out
+    # Seven launches' digests differ; four at a time are snapshotted and compared.
+    assert ("step 3: snapshots of 4 launches whose digests differ (launches 7 to 12), before "
+            "and after, compared within atol 0, rtol 0.0001") in out
+    assert "step 3: snapshots of 3 launches whose digests differ (launches 16 to 24)" in out
+    assert out.count("equal within the tolerance") == 2
+    assert ("no divergence beyond the tolerance (atol 0, rtol 0.0001): 7 launches with "
+            "digests that differ, each within it") in out
+    assert "step 4" not in out
+    assert {r["launch"] for r in manifest(work / "a-snap")} == {7, 8, 10, 12}
+    assert {r["launch"] for r in manifest(work / "b-snap2")} == {16, 20, 24}
+    # Without the tolerance, the rounding is the divergence.
+    exact = cudump("bisect", "--env-b", "DIVERGE_JITTER=2", "--rule", floats_rule(tmp_path),
+                   "--", diverge, "6")
+    assert exact.returncode == 1 and "step 3: snapshots of launch 7 (scale" in exact.stdout
+
+
+def test_the_divergence_beyond_the_tolerance_is_found_past_rounding(
+        cudump: Cudump, diverge: str, tmp_path: Path) -> None:
+    """Rounding from round 2 on, and round 4's first vecAdd (launch 14) leaving three
+    elements unwritten: launch 14 is the divergence, found in the second batch, its inputs
+    equal within the tolerance."""
+    done = cudump("bisect", "--env-b", "DIVERGE_JITTER=2", "--env-b", "DIVERGE_AT=4",
+                  "--rtol", "1e-4", "--batch", "4", "--rule", floats_rule(tmp_path), "--",
+                  diverge, "6")
+    assert done.returncode == 1, done.stdout + done.stderr
+    out = done.stdout
+    assert "first divergent: launch 7 of scale" in out
+    assert out.count("equal within the tolerance") == 1
+    assert ("launch 14 (vecAdd) is the first whose buffers differ beyond the tolerance; its "
+            "inputs were equal within it: the root cause") in out
+    assert "step 4: the buffers of that launch" in out
+    assert "differing elements: 3 of 1,000 (0.3%)" in out

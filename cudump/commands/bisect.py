@@ -8,6 +8,7 @@ from pathlib import Path
 from cudump.analysis.bisect.options import BisectOptions
 from cudump.analysis.bisect.sides import make_sides
 from cudump.analysis.bisect.steps import bisect
+from cudump.analysis.diff.metrics import Tolerance
 from cudump.analysis.progress import Progress
 from cudump.commands import HelpFormatter
 from cudump.errors import UsageError
@@ -39,6 +40,15 @@ Where the work directory is kept (--out, --keep) and the rules take whole buffer
 line suggests the confirmation: B run again with A's inputs at that launch
 (cudump --inject a-snap:LAUNCH), whose outputs become A's if the difference came in through
 the launch's inputs, and still differ if the launch itself makes it.
+
+With --atol/--rtol, buffers whose elements all lie within the tolerance
+(|a-b| <= atol + rtol*|b|) are equal: rounding that differs, as a reduction summed in
+another order makes, is no divergence. The digests in step 1 are exact, so every launch after
+such a difference has digests that differ; step 3 then snapshots those launches, --batch at a
+time, and the divergence is the first whose buffers differ beyond the tolerance. If none
+does, bisect says "no divergence beyond the tolerance" (exit status 0). A buffer whose
+kernel's name gives no element type is compared as bytes: give its type with a rule's
+overrides (0: {dtype: float32}).
 
 Exit status: 0 no divergence, 1 divergence found (and shown), 2 trouble (one line on
 stderr: bad arguments, a side cudump could not run), 3 the snapshot re-runs did not
@@ -72,6 +82,14 @@ class BisectCommand:
                             help="run A N more times with digests first: buffers that differ "
                                  "between identical runs are nondeterministic, not the "
                                  "divergence (default 0)")
+        parser.add_argument("--atol", type=float, default=0.0,
+                            help="absolute tolerance: buffers within it are equal (default 0: "
+                                 "exact; see below)")
+        parser.add_argument("--rtol", type=float, default=0.0,
+                            help="relative tolerance, times |B| (default 0)")
+        parser.add_argument("--batch", type=int, default=32, metavar="K",
+                            help="with a tolerance: launches whose digests differ checked by "
+                                 "each pair of snapshot runs (default 32)")
         parser.add_argument("-j", "--jobs", type=int, default=None,
                             help="workers comparing pairs (default: CPU count)")
         parser.add_argument("command", nargs=argparse.REMAINDER,
@@ -84,10 +102,16 @@ class BisectCommand:
             raise UsageError(f"-j/--jobs must be 1 or more, not {args.jobs}")
         if args.baseline_runs < 0:
             raise UsageError(f"--baseline-runs must be 0 or more, not {args.baseline_runs}")
+        if not (args.atol >= 0 and args.rtol >= 0):
+            raise UsageError(f"--atol and --rtol must be 0 or more (not {args.atol}, "
+                             f"{args.rtol})")
+        if args.batch < 1:
+            raise UsageError(f"--batch must be 1 or more, not {args.batch}")
         sides = make_sides(args.command, args.env_a, args.env_b)
         options = BisectOptions(sides=sides, rules=list(args.rule), out=args.out,
                                 keep=args.keep, html=args.html, jobs=args.jobs,
-                                baseline_runs=args.baseline_runs)
+                                baseline_runs=args.baseline_runs,
+                                tol=Tolerance(args.atol, args.rtol), batch=args.batch)
         progress = Progress()            # on stderr, only where it is a terminal
 
         def say(line: str) -> None:

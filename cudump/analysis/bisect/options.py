@@ -23,6 +23,12 @@ class BisectOptions:
     tol: Tolerance = field(default_factory=Tolerance)
     jobs: int | None = None
     baseline_runs: int = 0             # extra digest runs of A, to learn its nondeterminism
+    batch: int = 32                    # with a tolerance: launches a pair of snapshot runs checks
+
+    @property
+    def tolerant(self) -> bool:
+        """Whether buffers within a tolerance count as equal (--atol/--rtol)."""
+        return self.tol.atol > 0 or self.tol.rtol > 0
 
 
 def html_target(path: Path) -> tuple[Path, PageOptions]:

@@ -27,7 +27,7 @@ from cudump.analysis.diff.causes import attribute
 from cudump.analysis.diff.compare import compare_pair
 from cudump.analysis.diff.metrics import Tolerance
 from cudump.analysis.diff.parallel import compare_pairs
-from cudump.analysis.diff.runs import DIVERGED, RunDiff
+from cudump.analysis.diff.runs import DIVERGED, RunDiff, divergent_launches
 from cudump.analysis.progress import Progress
 from cudump.analysis.report.formats import plural
 from cudump.analysis.report.html_page import HtmlReport
@@ -68,11 +68,17 @@ class Bisect:
         first = result.first_divergent_launch
         if first is None:
             return self._no_divergence(result)
+        if self.options.tolerant:
+            found = self._beyond_tolerance(result)
+            if found is None:
+                return NO_DIVERGENCE
+            target, snaps = found
+            return self._show(target, snaps)
         target = Target(first)
         r = target.record
         self.say(f"step 3: snapshots of launch {r.launch} ({short_kernel_name(r.kernel)}, "
                  f"occurrence {r.occurrence}), before and after")
-        snaps = self._snapshot_runs(target)
+        snaps = self._snapshot_runs([target])
         return self._show(target, snaps)
 
     def _digest_runs(self) -> tuple[Run, Run]:
@@ -111,7 +117,7 @@ class Bisect:
     def _run(self, side: Side, step: str, options: list[str],
              again: str = "") -> tuple[SideRun, Run]:
         name = f"{side.label.lower()}-{step}"
-        what = "snapshots" if step == "snap" else "digests"
+        what = "snapshots" if step.startswith("snap") else "digests"
 
         def watch(at: RunProgress) -> None:
             where = (f"launch {at.launch:,} ({at.lines:,} manifest lines)"
@@ -155,6 +161,9 @@ class Bisect:
             self.say(f"  note: {len(result.errors)} pairs could not be compared; first: "
                      f"{result.errors[0].reason}")
         first = result.first_divergent_launch
+        if first is not None and self.options.tolerant:
+            self.say("  (digests are exact: step 3 tells differences within the tolerance "
+                     "from the divergence)")
         if first is not None:
             self.say(f"  {divergent_line(first)}")
             if first.pair.key[3] == "before":
@@ -191,11 +200,57 @@ class Bisect:
                  f"{r.occurrence}), arg {r.arg} {r.phase}, only in {side}")
         return DIVERGED_STATUS
 
-    def _snapshot_runs(self, target: Target) -> tuple[Run, Run]:
-        path = write_rules(self.work / "rules" / "target.yaml", self._target_rules(target))
-        (_, a), (_, b) = (self._run(side, "snap", ["--rule", str(path)])
+    def _snapshot_runs(self, targets: list[Target], step: str = "snap") -> tuple[Run, Run]:
+        rules = [rule for target in targets for rule in self._target_rules(target)]
+        path = write_rules(self.work / "rules" / f"{step}.yaml", rules)
+        (_, a), (_, b) = (self._run(side, step, ["--rule", str(path)])
                           for side in self.options.sides)
         return a, b
+
+    def _beyond_tolerance(self, result: RunDiff) -> tuple[Target, tuple[Run, Run]] | None:
+        """With --atol/--rtol: the launches whose digests differ, snapshotted --batch at a
+        time, until one differs beyond the tolerance (that one, and the runs that show it);
+        None when every one is within it."""
+        launches = list(divergent_launches(result.pairs, result.noise))
+        tol, batch = self.options.tol, self.options.batch
+        within = f"atol {tol.atol:g}, rtol {tol.rtol:g}"
+        for start in range(0, len(launches), batch):
+            chunk = [Target(launch) for launch in launches[start:start + batch]]
+            first, last = chunk[0].record, chunk[-1].record
+            span = (f"launch {first.launch}" if len(chunk) == 1
+                    else f"launches {first.launch} to {last.launch}")
+            self.say(f"step 3: snapshots of {plural(len(chunk), 'launch', 'launches')} whose "
+                     f"digests differ ({span}), before and after, compared within {within}")
+            round_ = start // batch + 1
+            snaps = self._snapshot_runs(chunk, "snap" if round_ == 1 else f"snap{round_}")
+            pairs = align(*snaps)
+            list(compare_pairs(pairs, tol, self.options.jobs))
+            for target in chunk:
+                mine = [p for p in pairs if target.wants(p)]
+                r = target.record
+                if not mine:
+                    raise NotReproduced(f"the snapshot re-runs did not reach launch {r.launch} "
+                                        f"(occurrence {target.occurrence} of {r.kernel}); the "
+                                        "program does not run the same launches each time")
+                if any(p.status == "uncaptured" for p in mine):
+                    raise BisectError(f"launch {r.launch}'s buffers were not all snapshotted "
+                                      "(the disk budget, or a copy that failed: the runs' "
+                                      "logs say); a smaller --batch takes fewer at a time")
+                beyond = [p for p in mine if p.status in DIVERGED]
+                if beyond:
+                    inputs = [p for p in mine if p.key[3] == "before"]
+                    self.say(f"  launch {r.launch} ({short_kernel_name(r.kernel)}) is the first "
+                             f"whose buffers differ beyond the tolerance; "
+                             + ("its inputs were equal within it: the root cause"
+                                if not any(p in beyond for p in inputs) else
+                                "its inputs already differed beyond it before it ran (from "
+                                "outside the recorded launches)"))
+                    return target, snaps
+            self.say(f"  all {len(chunk)} equal within the tolerance")
+        self.say(f"no divergence beyond the tolerance ({within}): "
+                 f"{plural(len(launches), 'launch', 'launches')} with digests that differ, "
+                 "each within it")
+        return None
 
     def _target_rules(self, target: Target) -> list[dict[str, Any]]:
         if not self.options.rules:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from cudump.analysis.diff.align import PairKey, PairResult, align
@@ -38,21 +38,27 @@ def launches_in_order(pairs: Sequence[PairResult]) -> list[list[PairResult]]:
     return list(by_launch.values())
 
 
-def first_divergent_launch(pairs: Sequence[PairResult], noise: Collection[PairKey] = ()
-                           ) -> DivergentLaunch | None:
-    """The first launch with a pair that differs; pairs in `noise` (nondeterministic: they
-    differ between identical runs) count as matched."""
+def divergent_launches(pairs: Sequence[PairResult], noise: Collection[PairKey] = ()
+                       ) -> Iterator[DivergentLaunch]:
+    """Each launch with a pair that differs, in A's launch order; pairs in `noise`
+    (nondeterministic: they differ between identical runs) count as matched. `matched` is
+    how many launches before it had every pair equal."""
     processes = max((p.a.process for p in pairs if p.a is not None), default=0)
     matched = 0
     for launch in launches_in_order(pairs):
         differing = [p for p in launch if p.status in DIVERGED and p.key not in noise]
         if differing:
-            return DivergentLaunch(differing[0], matched, differing[0].launch_snapshot.process,
-                                   processes)
-        if all(p.status in MATCHED or p.key in noise for p in launch) and any(
+            yield DivergentLaunch(differing[0], matched, differing[0].launch_snapshot.process,
+                                  processes)
+        elif all(p.status in MATCHED or p.key in noise for p in launch) and any(
                 p.status == "equal" or p.key in noise for p in launch):
             matched += 1
-    return None
+
+
+def first_divergent_launch(pairs: Sequence[PairResult], noise: Collection[PairKey] = ()
+                           ) -> DivergentLaunch | None:
+    """The first launch with a pair that differs (divergent_launches)."""
+    return next(divergent_launches(pairs, noise), None)
 
 
 @dataclass

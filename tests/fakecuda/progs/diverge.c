@@ -26,6 +26,9 @@
  * launches each time).
  * DIVERGE_SIZE=S makes N S instead of 1000: the same launches, on buffers of
  * another size.
+ * DIVERGE_JITTER=K makes round K's scale multiply by r * (1 + 1e-6): from there on
+ * c and acc differ from an undisturbed run by about a millionth of their values (a
+ * difference in rounding, as a reduction in another order makes), at every launch.
  */
 #include "progcommon.h"
 
@@ -45,6 +48,7 @@ int main(int argc, char **argv)
     int shorter = env_int("DIVERGE_SHORT", 3);
     int noise = env_int("DIVERGE_NOISE", 0) ? (int)getpid() : 0;
     int extra = env_int("DIVERGE_EXTRA", 0);
+    int jitter = env_int("DIVERGE_JITTER", 0);
     int N = env_int("DIVERGE_SIZE", 1000);
     if (N < 8 || N > (1 << 24)) {
         fprintf(stderr, "DIVERGE_SIZE=%d: expected 8 to %d\n", N, 1 << 24);
@@ -103,7 +107,7 @@ int main(int argc, char **argv)
     }
     for (int r = 1; r <= rounds; r++) {
         int n = r == at ? N - shorter : N;
-        float s = (float)r;
+        float s = r == jitter ? (float)r * 1.000001f : (float)r;
         int tag = r + noise;
         void *pf[] = {&dtag, &tag, &n_all};
         void *p1[] = {&da, &db, &dc, &n};
