@@ -37,6 +37,13 @@ from cudump.rundir.runs import Run, short_kernel_name
 from cudump.rundir.watch import RunProgress
 
 
+def not_reached(target: Target) -> NotReproduced:
+    r = target.record
+    return NotReproduced(f"the snapshot re-runs did not reach launch {r.launch} (occurrence "
+                         f"{target.occurrence} of {r.kernel}); the program does not run the "
+                         "same launches each time")
+
+
 class Bisect:
     """Runs the four steps, saying what it does on `say` (one line at a time)."""
 
@@ -229,9 +236,7 @@ class Bisect:
                 mine = [p for p in pairs if target.wants(p)]
                 r = target.record
                 if not mine:
-                    raise NotReproduced(f"the snapshot re-runs did not reach launch {r.launch} "
-                                        f"(occurrence {target.occurrence} of {r.kernel}); the "
-                                        "program does not run the same launches each time")
+                    raise not_reached(target)
                 if any(p.status == "uncaptured" for p in mine):
                     raise BisectError(f"launch {r.launch}'s buffers were not all snapshotted "
                                       "(the disk budget, or a copy that failed: the runs' "
@@ -268,10 +273,7 @@ class Bisect:
         self.say("step 4: the buffers of that launch")
         pairs = [p for p in align(*snaps) if target.wants(p)]
         if not pairs:
-            raise NotReproduced(f"the snapshot re-runs did not reach launch "
-                                f"{target.record.launch} (occurrence {target.occurrence} of "
-                                f"{target.record.kernel}); the program does not run the same "
-                                "launches each time")
+            raise not_reached(target)
         list(compare_pairs(pairs, self.options.tol, self.options.jobs))
         table = PairTable(pairs)
         self.say("  " + table.header())
