@@ -7,11 +7,12 @@ import threading
 
 import numpy as np
 import pytest
+from pair_kernel import PAIR_ALLOC, PAIR_FUNC, kept_pair_plan, pair_launch, scanning
 from records import manifest, summary
 
 from cudump.controller.process import FuncInfo, LaunchEvent, ProcessState
 from cudump.errors import RuleError
-from cudump.kernels.geometry import Allocation, CopyPlan
+from cudump.kernels.geometry import CopyPlan
 from cudump.policy.rules import SCAN_FORMATS, capture_rule, load_rules, option_rule
 from cudump.policy.snapshot import state as snapshot_state
 from cudump.policy.snapshot.buffers import tool_of
@@ -241,32 +242,15 @@ def test_failures_are_counted_per_thread(tmp_path):
 
 
 # A kernel whose two buffers come in a by-value struct, both in one allocation.
-PAIR_FUNC = FuncInfo(1, 0x1000, "_Z1kv", "void k<float>(std::array<char*, 2ul>)", [(0, 16)])
-PAIR_ALLOC = Allocation(base=0x10000, size=0x1000, kind="linear")
-
-
-def _scanning(tmp_path) -> Snapshots:
-    return Snapshots([option_rule("--check-nan", SCAN_FORMATS)], tmp_path, None,
-                       ManifestWriter(tmp_path))
-
-
-def _pair_launch(seq: int, first: int, second: int) -> LaunchEvent:
-    words = first.to_bytes(8, "little") + second.to_bytes(8, "little")
-    return LaunchEvent(seq=seq, occurrence=seq, func_id=1, device=0, grid=(1, 1, 1),
-                       block=(1, 1, 1), smem=0, stream=0, tid=1, api="cuLaunchKernel",
-                       flags=0, rc=0, raw_args=[words],
-                       pointers={(0, 0): PAIR_ALLOC, (0, 8): PAIR_ALLOC})
-
-
 def test_a_buffer_shorter_than_one_element_is_not_scanned(tmp_path):
     """A buffer that ends, 2 bytes in, where a launch before passed another (a byte buffer):
     shorter than one float, so it is not scanned. An empty scan would make the shim refuse
     the whole plan, and ask about the launch again every time."""
-    snapshots = _scanning(tmp_path)
+    snapshots = scanning(tmp_path)
     try:
         proc = ProcessState(1, 0, "prog")
         assert snapshots.wants(proc, PAIR_FUNC)
-        planned = [snapshots.plan(proc, PAIR_FUNC, _pair_launch(seq, first, 0x10100), 1 << 20)
+        planned = [snapshots.plan(proc, PAIR_FUNC, pair_launch(seq, first, 0x10100), 1 << 20)
                    for seq, first in ((1, 0x10002), (2, 0x10000))]
         for launch in planned:   # the first's word at 0x10002 is not aligned to a float
             assert launch is not None
@@ -281,17 +265,9 @@ def test_a_repeated_plans_later_launches_are_reported_with_records_of_their_own(
     """A launch made with a kept plan whose scan finds something is reported from the
     plan's template with records made afresh: filling in the first launch's records (its
     results) does not change what later launches are reported with."""
-    snapshots = _scanning(tmp_path)
+    snapshots = scanning(tmp_path)
     try:
-        proc = ProcessState(1, 0, "prog")
-        assert snapshots.wants(proc, PAIR_FUNC)
-        event = _pair_launch(1, 0x10000, 0x10800)
-        failures = snapshots.thread_failures()
-        planned = snapshots.plan(proc, PAIR_FUNC, event, 1 << 20)
-        repeat = snapshots.repeat_id(proc, PAIR_FUNC, event, planned, failures)
-        assert planned is not None and repeat is not None
-        assert [(c.phase, c.at) for c in planned.copies] == [
-            ("before", 0), ("after", 0), ("before", 8), ("after", 8)]
+        proc, planned, repeat = kept_pair_plan(snapshots)
         for copy in planned.copies:
             copy.record.extra["nonfinite"] = 3
             copy.record.status = "error"
@@ -318,14 +294,14 @@ def test_a_launch_asked_about_again_is_planned_from_where_its_buffers_are_now(tm
     of a hundred tensors asked about again because a few moved plans only those), but only
     for the same pointer in the same allocation with the same next known buffer: a buffer
     that begins inside another later cuts it short, in later launches too."""
-    snapshots = _scanning(tmp_path)
+    snapshots = scanning(tmp_path)
     try:
         proc = ProcessState(1, 0, "prog")
         assert snapshots.wants(proc, PAIR_FUNC)
         seen = []
         for seq, first, second in ((1, 0x10000, 0x10800), (2, 0x10000, 0x10400),
                                    (3, 0x10000, 0x10800), (4, 0x10000, 0x10800)):
-            planned = snapshots.plan(proc, PAIR_FUNC, _pair_launch(seq, first, second), 1 << 20)
+            planned = snapshots.plan(proc, PAIR_FUNC, pair_launch(seq, first, second), 1 << 20)
             assert planned is not None
             seen.append([(c.record.extra.get("offset", 0), c.plan.address, c.plan.nbytes,
                           c.record.extra["extent"], c.record.launch)
@@ -400,13 +376,13 @@ def test_what_is_kept_of_buffers_is_bounded_per_process(tmp_path, monkeypatch):
     """The buffers kept for launches asked about again are forgotten, every kernel's at
     once, when a process has kept MAX_KNOWN_BUFFERS; plans made after are the same."""
     monkeypatch.setattr(snapshot_state, "MAX_KNOWN_BUFFERS", 3)
-    snapshots = _scanning(tmp_path)
+    snapshots = scanning(tmp_path)
     try:
         proc = ProcessState(1, 0, "prog")
         assert snapshots.wants(proc, PAIR_FUNC)
         for seq in range(1, 6):
             second = 0x10800 + 0x40 * seq
-            planned = snapshots.plan(proc, PAIR_FUNC, _pair_launch(seq, 0x10000, second), 1 << 20)
+            planned = snapshots.plan(proc, PAIR_FUNC, pair_launch(seq, 0x10000, second), 1 << 20)
             assert planned is not None
             assert [c.plan.address for c in planned.copies if c.phase == "after"] == [
                 0x10000, second]

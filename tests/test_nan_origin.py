@@ -7,35 +7,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from pair_kernel import PAIR_FUNC, kept_pair_plan, scanning
 from records import manifest, summary
 
 from cudump.cli import main
-from cudump.controller.process import FuncInfo, LaunchEvent, ProcessState
-from cudump.kernels.geometry import Allocation
-from cudump.policy.rules import SCAN_FORMATS, option_rule
 from cudump.policy.snapshot import origin as origin_module
-from cudump.policy.snapshot.coordinator import Snapshots
 from cudump.policy.snapshot.origin import Input, Maker, Makers, Origin
 from cudump.policy.snapshot.results import SLOT, _Ring, _Taken
-from cudump.rundir.manifest import ManifestWriter
 from cudump.rundir.summary import NanLaunch, RunSummary
 
 INDEX = 37
 SQUARE = "square(float const*, float*, int)"
 ADD = "vecAdd(float const*, float const*, float*, int)"
-
-
-# A kernel whose two buffers come in a by-value struct, both in one allocation.
-PAIR_FUNC = FuncInfo(1, 0x1000, "_Z1kv", "void k<float>(std::array<char*, 2ul>)", [(0, 16)])
-PAIR_ALLOC = Allocation(base=0x10000, size=0x1000, kind="linear")
-
-
-def _pair_launch(seq: int, first: int, second: int) -> LaunchEvent:
-    words = first.to_bytes(8, "little") + second.to_bytes(8, "little")
-    return LaunchEvent(seq=seq, occurrence=seq, func_id=1, device=0, grid=(1, 1, 1),
-                       block=(1, 1, 1), smem=0, stream=0, tid=1, api="cuLaunchKernel",
-                       flags=0, rc=0, raw_args=[words],
-                       pointers={(0, 0): PAIR_ALLOC, (0, 8): PAIR_ALLOC})
 
 
 def chain(fake, steps: int = 12, *overflow: int | str) -> list[str]:
@@ -235,18 +218,9 @@ def test_a_repeated_launch_is_classified_from_the_before_scans_in_its_slot(tmp_p
     the one at byte 8 a propagated one; before launch 9 every buffer was finite. Only the
     producer is kept for --break-on-nan; launch 12, which carries on launch 9's NaN/Inf, is
     not."""
-    snapshots = Snapshots([option_rule("--check-nan", SCAN_FORMATS)], tmp_path, None,
-                          ManifestWriter(tmp_path))
+    snapshots = scanning(tmp_path)
     try:
-        proc = ProcessState(1, 0, "prog")
-        assert snapshots.wants(proc, PAIR_FUNC)
-        event = _pair_launch(1, 0x10000, 0x10800)
-        failures = snapshots.thread_failures()
-        planned = snapshots.plan(proc, PAIR_FUNC, event, 1 << 20)
-        repeat = snapshots.repeat_id(proc, PAIR_FUNC, event, planned, failures)
-        assert planned is not None and repeat is not None
-        assert [(c.phase, c.at) for c in planned.copies] == [
-            ("before", 0), ("after", 0), ("before", 8), ("after", 8)]
+        proc, planned, repeat = kept_pair_plan(snapshots)
         # launch 7: byte 0's buffer non-finite before and after, byte 8's turns non-finite
         snapshots.repeat_report(proc, _slot(repeat.plan_id, 7, {0: (2, 0), 1: (2, 0),
                                                                    3: (1, 5)}))
@@ -277,16 +251,9 @@ def test_plain_repeated_launches_tell_which_buffers_are_finite_again(tmp_path):
     """The result drain tells of the plain launches of a batch (every scan after them found
     nothing) once per plan, before any unusual launch of the batch is taken: a buffer that
     launch 3 left non-finite and a plain launch 5 found finite has no maker any more."""
-    snapshots = Snapshots([option_rule("--check-nan", SCAN_FORMATS)], tmp_path, None,
-                          ManifestWriter(tmp_path))
+    snapshots = scanning(tmp_path)
     try:
-        proc = ProcessState(1, 0, "prog")
-        assert snapshots.wants(proc, PAIR_FUNC)
-        event = _pair_launch(1, 0x10000, 0x10800)
-        failures = snapshots.thread_failures()
-        planned = snapshots.plan(proc, PAIR_FUNC, event, 1 << 20)
-        repeat = snapshots.repeat_id(proc, PAIR_FUNC, event, planned, failures)
-        assert planned is not None and repeat is not None
+        proc, planned, repeat = kept_pair_plan(snapshots)
         makers = snapshots.nan.makers
         makers.turned(1, 0x10000, 0x10800, Maker(3, "k"))
         makers.turned(1, 0x10800, 0x11000, Maker(9, "k"))
