@@ -28,13 +28,8 @@ int main(int argc, char **argv)
     if (index < 0 || index > N - 16)
         FAIL("INDEX must be at most %d", N - 16);
     struct tally t = {0};
-    CUcontext ctx;
-    CUmodule mod;
     CUfunction square, add;
-    CHECK(cuInit(0));
-    CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
-    CHECK(cuCtxSetCurrent(ctx));
-    CHECK(cuModuleLoadData(&mod, prog_image));
+    CUmodule mod = prog_start();
     CHECK(cuModuleGetFunction(&square, mod, "_Z6squarePKfPfi"));
     CHECK(cuModuleGetFunction(&add, mod, "_Z6vecAddPKfS0_Pfi"));
     static float x[N], b[N];

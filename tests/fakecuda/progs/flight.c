@@ -21,14 +21,9 @@ int main(int argc, char **argv)
         FAIL("usage: %s ok|fault|abort|capture [GOOD]", argv[0]);
     const char *mode = argv[1];
     int good = argc == 3 ? atoi(argv[2]) : 3;
-    CUcontext ctx;
-    CUmodule mod;
     CUfunction vec_add, poke, scale;
     CUstream stream;
-    CHECK(cuInit(0));
-    CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
-    CHECK(cuCtxSetCurrent(ctx));
-    CHECK(cuModuleLoadData(&mod, prog_image));
+    CUmodule mod = prog_start();
     CHECK(cuModuleGetFunction(&vec_add, mod, "_Z6vecAddPKfS0_Pfi"));
     CHECK(cuModuleGetFunction(&poke, mod, "_Z4pokePii"));
     CHECK(cuModuleGetFunction(&scale, mod, "scale"));

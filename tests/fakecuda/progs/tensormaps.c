@@ -78,13 +78,8 @@ int main(int argc, char **argv)
     if (!graph && strcmp(way, "launch") != 0)
         FAIL("unknown way %s", way);
     struct tally t = {0};
-    CUcontext ctx;
-    CUmodule mod;
     CUfunction copy;
-    CHECK(cuInit(0));
-    CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
-    CHECK(cuCtxSetCurrent(ctx));
-    CHECK(cuModuleLoadData(&mod, prog_image));
+    CUmodule mod = prog_start();
     CHECK(cuModuleGetFunction(&copy, mod, "_Z8tma_copyPf14CUtensorMap_st"));
     CUdeviceptr first, second, out;
     CHECK(cuMemAlloc_v2(&first, LEAD + SPAN + TAIL));
