@@ -1,5 +1,6 @@
 """A run directory's manifest as the JSON objects of its records, the way read_manifest
-gives them (template and per-launch digest lines expanded)."""
+gives them (template and per-launch digest lines expanded); its summary; and the NaN/Inf
+reports a run printed."""
 
 from __future__ import annotations
 
@@ -20,3 +21,8 @@ def manifest(run_dir: Path) -> list[dict]:
 def summary(run_dir: Path) -> dict:
     """The run's summary.json."""
     return json.loads((Path(run_dir) / "summary.json").read_text())
+
+
+def nan_lines(stderr: str) -> list[str]:
+    """The NaN/Inf reports cudump printed, in order."""
+    return [line for line in stderr.splitlines() if line.startswith("cudump: NaN/Inf")]

@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 from pair_kernel import PAIR_ALLOC, PAIR_FUNC, kept_pair_plan, pair_launch, scanning
-from records import manifest, summary
+from records import manifest, nan_lines, summary
 
 from cudump.controller.process import FuncInfo, LaunchEvent, ProcessState
 from cudump.errors import RuleError
@@ -59,7 +59,7 @@ def assert_producer_23_found(ran) -> None:
     assert {k: v for k, v in found["from_host"].items() if k != "address"} == {
         "kind": "copy", "api": "cuMemcpyHtoD", "bytes": 4096, "before_launch": 23}
     copy = "a host-to-device copy of 4096 bytes (cuMemcpyHtoD) before launch 23"
-    warning = [line for line in ran.stderr.splitlines() if line.startswith("cudump: NaN/Inf")]
+    warning = nan_lines(ran.stderr)
     assert warning == [
         f"cudump: NaN/Inf: launch 23 of {found['kernel']} (occurrence 23, process "
         f"{found['pid']}) left 1 of 1024 elements of arg 2 non-finite where there were none, "

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from records import manifest, summary
+from records import manifest, nan_lines, summary
 
 from cudump.cli import main
 from cudump.controller.process import ProcessState
@@ -24,10 +24,6 @@ ADD = "vecAdd(float const*, float const*, float*, int)"
 
 def chain(fake, *host: str, steps: int = 8) -> list[str]:
     return [str(fake.programs["chain"]), str(steps), str(INDEX), *host]
-
-
-def nan_lines(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if line.startswith("cudump: NaN/Inf")]
 
 
 def y_address(run_dir) -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from pair_kernel import PAIR_FUNC, kept_pair_plan, scanning
-from records import manifest, summary
+from records import manifest, nan_lines, summary
 
 from cudump.cli import main
 from cudump.policy.snapshot import origin as origin_module
@@ -23,10 +23,6 @@ ADD = "vecAdd(float const*, float const*, float*, int)"
 
 def chain(fake, steps: int = 12, *overflow: int | str) -> list[str]:
     return [str(fake.programs["chain"]), str(steps), str(INDEX), *map(str, overflow)]
-
-
-def nan_lines(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if line.startswith("cudump: NaN/Inf")]
 
 
 def expected_lines(pid: int, *steps: int) -> list[str]:

@@ -11,17 +11,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from records import manifest
+from records import manifest, nan_lines
 
 from cudump.cli import main
 from cudump.controller.ranks import environ_rank, rank_of, read_environ
 
 ROOT = Path(__file__).resolve().parent.parent
 ADD = "vecAdd(float const*, float const*, float*, int)"
-
-
-def nan_lines(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if line.startswith("cudump: NaN/Inf")]
 
 
 def test_rank_of_an_environment() -> None:
