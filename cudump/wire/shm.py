@@ -102,6 +102,13 @@ class SharedFile:
     def _load(self, name: str) -> int:
         return int(_U32.unpack_from(self._map, p.CONTROL_OFFSETS[name])[0])
 
+    def _load64(self, name: str) -> int:
+        return int(_U64.unpack_from(self._map, p.CONTROL_OFFSETS[name])[0])
+
+    def _store64(self, name: str, value: int) -> None:
+        # One aligned 8-byte store; the shim reads it with one load.
+        _U64.pack_into(self._map, p.CONTROL_OFFSETS[name], value)
+
     def set_generation(self, generation: int) -> None:
         self._store("generation", generation)
 
@@ -122,15 +129,14 @@ class SharedFile:
 
     @property
     def ring_head(self) -> int:
-        return int(_U64.unpack_from(self._map, p.CONTROL_OFFSETS["ring_head"])[0])
+        return self._load64("ring_head")
 
     @property
     def ring_dropped(self) -> int:
-        return int(_U64.unpack_from(self._map, p.CONTROL_OFFSETS["ring_dropped"])[0])
+        return self._load64("ring_dropped")
 
     def set_ring_tail(self, tail: int) -> None:
-        # One aligned 8-byte store; the shim reads it with one load.
-        _U64.pack_into(self._map, p.CONTROL_OFFSETS["ring_tail"], tail)
+        self._store64("ring_tail", tail)
 
     # -- the result ring: the shim and the GPU produce, this side consumes -------
 
@@ -139,10 +145,10 @@ class SharedFile:
 
     @property
     def results_head(self) -> int:
-        return int(_U64.unpack_from(self._map, p.CONTROL_OFFSETS["results_head"])[0])
+        return self._load64("results_head")
 
     def set_results_tail(self, tail: int) -> None:
-        _U64.pack_into(self._map, p.CONTROL_OFFSETS["results_tail"], tail)
+        self._store64("results_tail", tail)
 
     # -- the host-write ring: the shim produces, this side consumes ------------
 
@@ -151,14 +157,14 @@ class SharedFile:
 
     @property
     def host_head(self) -> int:
-        return int(_U64.unpack_from(self._map, p.CONTROL_OFFSETS["host_head"])[0])
+        return self._load64("host_head")
 
     @property
     def host_dropped(self) -> int:
-        return int(_U64.unpack_from(self._map, p.CONTROL_OFFSETS["host_dropped"])[0])
+        return self._load64("host_dropped")
 
     def set_host_tail(self, tail: int) -> None:
-        _U64.pack_into(self._map, p.CONTROL_OFFSETS["host_tail"], tail)
+        self._store64("host_tail", tail)
 
     def staging(self, offset: int, nbytes: int) -> memoryview:
         """A view of staging bytes; the caller copies what it keeps."""
@@ -187,7 +193,7 @@ class SharedFile:
         `ready` says it holds the launch of its position, unchanged while it was read."""
         if not self.flight_slots:
             return None
-        head = int(_U64.unpack_from(self._map, p.CONTROL_OFFSETS["flight_head"])[0])
+        head = self._load64("flight_head")
         first_error = int(_I32.unpack_from(self._map, p.CONTROL_OFFSETS["first_error"])[0])
         records: list[dict[str, Any]] = []
         for pos in range(max(0, head - self.flight_slots), head):
