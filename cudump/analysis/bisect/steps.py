@@ -243,11 +243,10 @@ class Bisect:
                                       "logs say); a smaller --batch takes fewer at a time")
                 beyond = [p for p in mine if p.status in DIVERGED]
                 if beyond:
-                    inputs = [p for p in mine if p.key[3] == "before"]
                     self.say(f"  launch {r.launch} ({short_kernel_name(r.kernel)}) is the first "
                              f"whose buffers differ beyond the tolerance; "
                              + ("its inputs were equal within it: the root cause"
-                                if not any(p in beyond for p in inputs) else
+                                if not any(p.key[3] == "before" for p in beyond) else
                                 "its inputs already differed beyond it before it ran (from "
                                 "outside the recorded launches)"))
                     return target, snaps
