@@ -212,7 +212,7 @@ static bool accept_plan(const unsigned char *reply, size_t len, uint32_t *flags,
         memcpy(&c, reply + sizeof plan + i * sizeof c, sizeof c);
         uint64_t bytes, end;
         bool tool = c.flags & COPY_TOOL;
-        uint32_t known = tool ? COPY_TOOL | 0xffu << PROTO_TOOL_MODE_SHIFT : COPY_PIECE;
+        uint32_t known = tool ? COPY_TOOL | 0xffffu << PROTO_TOOL_MODE_SHIFT : COPY_PIECE;
         if ((c.phase != PHASE_BEFORE && c.phase != PHASE_AFTER) || (c.flags & ~known) ||
             c.width == 0 || c.height == 0 ||
             (c.height > 1 && c.pitch < c.width) ||

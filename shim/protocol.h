@@ -58,7 +58,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 14
+#define PROTO_VERSION 15
 #define PROTO_MAGIC 0x50445543u /* "CUDP" */
 
 /* ---- limits ---------------------------------------------------------------- */
@@ -255,11 +255,14 @@ enum proto_copy_flag {     /* proto_copy.flags */
                             * the next piece reuses the same staging bytes */
     COPY_TOOL = 2,         /* not a copy: run cudump's kernel (shim/gpu/tools.cu) over the
                             * buffer on the launch stream, mode in bits 8-15, and put its
-                            * PROTO_TOOL_RESULT bytes at `offset` in staging */
+                            * PROTO_TOOL_RESULT bytes at `offset` in staging; for a digest,
+                            * bits 16-23 may name an element format (a scan mode) whose
+                            * sum of |x| it also computes */
 };
 #define PROTO_TOOL_MODE_SHIFT 8
+#define PROTO_TOOL_SUM_SHIFT 16
 enum proto_tool_mode {     /* what COPY_TOOL computes (tools.cu's `mode`) */
-    TOOL_DIGEST = 0,       /* result: uint64 digest */
+    TOOL_DIGEST = 0,       /* result: uint64 digest; with a format, float64 sum of |x| */
     TOOL_SCAN_F32 = 1,     /* result: uint64 non-finite count, uint64 max(~index) */
     TOOL_SCAN_F64 = 2,
     TOOL_SCAN_F16 = 3,
@@ -618,7 +621,8 @@ struct proto_key {
  * a result ring slot. The kernel writes `words`, then `done`; `rc` is the
  * shim's. */
 struct proto_tool_result {
-    uint64_t words[2];      /* digest: words[0]; scans: count, max(~index) of the first */
+    uint64_t words[2];      /* digest: words[0] (and the float64 sum of |x|, if asked);
+                             * scans: count, max(~index) of the first */
     uint64_t done;          /* nonzero once words hold the result (the job's tag) */
     int32_t rc;             /* running the kernel: CUresult; -1: not run (the launch failed) */
     uint32_t reserved;

@@ -59,7 +59,8 @@ struct tool_job {
     unsigned long long mark;    /* scans after a gated launch: device address of the word a
                                  * new non-finite value is marked in (hold_acc + 8), or 0 */
     unsigned long long before;  /* and of the result of the scan before it, or 0 */
-    unsigned int mode;          /* enum proto_tool_mode */
+    unsigned int mode;          /* enum proto_tool_mode; a digest's bits 8-15: the element
+                                 * format of its sum of |x| (a scan mode), or 0 */
     unsigned int blocks;        /* blocks of the grid that work on it (at least 1) */
 };
 

@@ -176,11 +176,16 @@ static bool inside_allocation(const struct proto_copy *c, bool *tracked)
 
 static CUresult tool_check(const struct proto_copy *c, unsigned mode, bool *tracked)
 {
-    if (mode >= TOOL_MODES)
+    unsigned sum = tool_sum(c);
+    if (mode >= TOOL_MODES || sum >= TOOL_MODES || (sum && mode != TOOL_DIGEST))
         return CUDA_ERROR_INVALID_VALUE;
     unsigned esize = element_size(mode);
     if (mode != TOOL_DIGEST &&
         (c->src % esize || c->width % esize || (c->height > 1 && c->pitch % esize)))
+        return CUDA_ERROR_INVALID_VALUE;
+    /* A digest's sum reads whole elements, each aligned (the kernel skips it otherwise). */
+    esize = element_size(sum);
+    if (sum && (c->src % esize || (c->height > 1 && c->pitch % esize)))
         return CUDA_ERROR_INVALID_VALUE;
     return inside_allocation(c, tracked) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
@@ -234,7 +239,8 @@ static unsigned accept_jobs(const struct tool_ctx *t, struct tool_request *reqs,
             .src = c->src, .width = c->width, .height = c->height, .pitch = c->pitch,
             .result = result, .acc = t->scratch + (CUdeviceptr)r->acc * ACC_BYTES,
             .tag = r->tag, .mark = r->marks ? mark : 0,
-            .before = device_address(t, r->before, sizeof *r->before), .mode = mode,
+            .before = device_address(t, r->before, sizeof *r->before),
+            .mode = mode | tool_sum(c) << 8,
             .blocks = job_blocks(c, t->max_blocks)};
         of[njobs++] = r;
     }

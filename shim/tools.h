@@ -10,6 +10,12 @@ static inline unsigned tool_mode(const struct proto_copy *c)
 {
     return (c->flags >> PROTO_TOOL_MODE_SHIFT) & 0xff;
 }
+/* For a digest: the element format of the sum of |x| it also computes (a scan
+ * mode), or 0. */
+static inline unsigned tool_sum(const struct proto_copy *c)
+{
+    return (c->flags >> PROTO_TOOL_SUM_SHIFT) & 0xff;
+}
 
 /* One COPY_TOOL copy for cudump's kernel. */
 struct tool_request {

@@ -203,6 +203,7 @@ def test_a_failing_side_is_reported(cudump: Cudump, diverge: str, tmp_path: Path
     (["--rule", "/nonexistent.yaml", "--env-b", "X=1", "--", "prog"], ["no such rule file"]),
     (["--rtol", "-1", "--env-b", "X=1", "--", "prog"], ["--atol and --rtol", "0 or more"]),
     (["--batch", "0", "--env-b", "X=1", "--", "prog"], ["--batch must be 1 or more"]),
+    (["--by-sums", "--env-b", "X=1", "--", "prog"], ["--by-sums needs a tolerance"]),
 ])
 def test_bad_arguments_are_one_line(cudump: Cudump, tmp_path: Path, args: list[str],
                                     words: list[str]) -> None:
@@ -245,7 +246,7 @@ def test_unusable_output_places_are_refused_before_anything_runs(cudump: Cudump,
 # launch reading or writing them has digests that differ (launches 7, 8, 10, 12, 16, 20 and
 # 24 in 6 rounds: c is written afresh from round 3 on, acc carries the difference).
 # `scale` has a plain C name, so its buffer's type comes from the rule (compared as bytes
-# without it, where no tolerance applies).
+# without it, where no tolerance applies). Typed, every digest has a sum of |x| beside it.
 
 FLOATS = """rules:
   - kernel: "*"
@@ -268,8 +269,12 @@ def test_rounding_within_the_tolerance_is_no_divergence(cudump: Cudump, diverge:
                   "--rule", floats_rule(tmp_path), "--out", str(work), "--", diverge, "6")
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
-    # The digests are exact: they first differ at round 2's scale.
-    assert "first divergent: launch 7 of scale" in out
+    # The digests are exact: 22 pairs' differ from round 2's scale on, but their sums of |x|
+    # are within the tolerance, so no launch is known to diverge before step 3.
+    assert "96 pairs compared, 0 differ" in out
+    assert ("22 pairs have digests that differ and sums of |x| within the tolerance: their "
+            "elements may be within it") in out
+    assert "first divergent:" not in out
     # Seven launches' digests differ; four at a time are snapshotted and compared.
     assert ("step 3: snapshots of 4 launches whose digests differ (launches 7 to 12), before "
             "and after, compared within atol 0, rtol 0.0001") in out
@@ -296,9 +301,65 @@ def test_the_divergence_beyond_the_tolerance_is_found_past_rounding(
                   diverge, "6")
     assert done.returncode == 1, done.stdout + done.stderr
     out = done.stdout
-    assert "first divergent: launch 7 of scale" in out
+    # Launch 14's sums of |x| already say its output differs beyond the tolerance: it is
+    # the last candidate, and the four launches with rounding before it are checked first.
+    assert first_line(out).startswith(f"first divergent: launch 14 of {ADD}")
+    assert "step 3: snapshots of 1 launch whose digests differ (launch 14)" in out
     assert out.count("equal within the tolerance") == 1
     assert ("launch 14 (vecAdd) is the first whose buffers differ beyond the tolerance; its "
             "inputs were equal within it: the root cause") in out
     assert "step 4: the buffers of that launch" in out
     assert "differing elements: 3 of 1,000 (0.3%)" in out
+
+
+def test_by_sums_takes_sums_within_the_tolerance_as_within_it(cudump: Cudump, diverge: str,
+                                                                tmp_path: Path) -> None:
+    """--by-sums: no snapshot runs for rounding whose sums of |x| are within the tolerance;
+    with a divergence, only the launch the sums name is snapshotted."""
+    work = tmp_path / "work"
+    rounding = cudump("bisect", "--by-sums", "--env-b", "DIVERGE_JITTER=2", "--rtol", "1e-4",
+                      "--rule", floats_rule(tmp_path), "--out", str(work), "--", diverge, "6")
+    assert rounding.returncode == 0, rounding.stdout + rounding.stderr
+    assert ("--by-sums: 7 launches whose digests differ with sums of |x| within the "
+            "tolerance taken as within it (not compared element by element)") in rounding.stdout
+    assert ("no divergence beyond the tolerance (atol 0, rtol 0.0001) by the sums of |x|"
+            in rounding.stdout)
+    assert "step 3" not in rounding.stdout
+    assert sorted(d.name for d in work.iterdir() if d.name.endswith(("snap", "digest"))) == [
+        "a-digest", "b-digest"]
+    found = cudump("bisect", "--by-sums", "--env-b", "DIVERGE_JITTER=2", "--env-b",
+                   "DIVERGE_AT=4", "--rtol", "1e-4", "--rule", floats_rule(tmp_path),
+                   "--out", str(tmp_path / "found"), "--", diverge, "6")
+    assert found.returncode == 1, found.stdout + found.stderr
+    assert "--by-sums: 4 launches whose digests differ" in found.stdout
+    assert "step 3: snapshots of 1 launch whose digests differ (launch 14)" in found.stdout
+    assert "launch 14 (vecAdd) is the first whose buffers differ beyond" in found.stdout
+    assert {r["launch"] for r in manifest(tmp_path / "found" / "a-snap")} == {14}
+
+
+def test_diff_of_digest_runs_within_a_tolerance_by_sums(cudump: Cudump, diverge: str,
+                                                         tmp_path: Path) -> None:
+    """diff --rtol of two digest runs: pairs whose digests differ but whose sums of |x| are
+    within the tolerance are close (exit 0); a divergence beyond it still differs."""
+    rule = tmp_path / "digest.yaml"
+    rule.write_text(FLOATS + "    format: digest\n")
+    envs = {"a": {}, "jitter": {"DIVERGE_JITTER": "2"},
+            "short": {"DIVERGE_JITTER": "2", "DIVERGE_AT": "4"}}
+    for name, env in envs.items():
+        ran = cudump("--rule", str(rule), "--out", str(tmp_path / name), "--", diverge, "6",
+                     env=env)
+        assert ran.returncode == 0, ran.stderr
+    a, jitter, short = (str(tmp_path / name) for name in envs)
+    exact = cudump("diff", a, jitter)
+    assert exact.returncode == 1 and "22 differ" in exact.stdout, exact.stdout
+    close = cudump("diff", "--rtol", "1e-4", a, jitter)
+    assert close.returncode == 0, close.stdout + close.stderr
+    assert ("96 pairs compared, 0 differ, 22 close (digests differ, sums of |x| within the "
+            "tolerance)") in close.stdout
+    assert "digest differs; sum of |x| within the tolerance: A " in close.stdout
+    # Tighter than the rounding: the sums are apart by more than the tolerance.
+    tight = cudump("diff", "--rtol", "1e-9", a, jitter)
+    assert tight.returncode == 1 and "sum of |x| differs beyond the tolerance" in tight.stdout
+    beyond = cudump("diff", "--rtol", "1e-4", a, short)
+    assert beyond.returncode == 1, beyond.stdout
+    assert first_line(beyond.stdout).startswith(f"first divergent: launch 14 of {ADD}")

@@ -20,8 +20,9 @@ from cudump.analysis.report.html_page import HtmlReport
 from cudump.analysis.report.text import divergent_line
 from cudump.commands.diff import DiffCommand
 from cudump.commands.ls import LsCommand
-from cudump.policy.digest import ALGORITHM, digest, digest_hex
+from cudump.policy.digest import ALGORITHM, abs_sum, digest, digest_hex
 from cudump.rundir.runs import Run, Snapshot
+from cudump.wire.protocol import ToolMode
 
 RNG = np.random.default_rng(77)
 FILL = "void fill<int>(int*, int, int)"
@@ -293,3 +294,67 @@ def test_ls_shows_digests(tmp_path: Path, capsys) -> None:
     code, out, _ = run_cli(LsCommand(), [str(a)], capsys)
     assert code == 0
     assert f"digest {digest_hex(digest(x))}" in out and "unreadable" not in out
+
+
+# ---------------------------------------------------------------------------------------
+# Sums of |x| beside digests: a tolerance tells digests that differ apart
+
+
+def summed(kernel: str, launch: int, data: np.ndarray, **extra) -> dict:
+    """A digest record of float32 `data` with its sum of |x|, as a run with types writes."""
+    fields = {"sum_of": "float32", "abs_sum": abs_sum(data, ToolMode.SCAN_F32)} | extra
+    return record(kernel, launch, launch, 0, "after", data, **fields)
+
+
+def test_sums_tell_rounding_from_a_difference(tmp_path: Path, capsys) -> None:
+    data = RNG.random(1000).astype(np.float32) + 1
+    rounded = data * np.float32(1 + 1e-6)
+    changed = data.copy()
+    changed[500] += 100
+    a = write_run(tmp_path / "a", [summed(ADD, 1, data), summed(ADD, 2, data)])
+    b = write_run(tmp_path / "b", [summed(ADD, 1, rounded), summed(ADD, 2, changed)])
+    exact = diff_runs(Run.open(a), Run.open(b))
+    assert [p.status for p in exact.pairs] == ["differ", "differ"]   # digests are exact
+    assert all(p.sums is None for p in exact.pairs)
+    tolerant = diff_runs(Run.open(a), Run.open(b), Tolerance(rtol=1e-4))
+    close, beyond = tolerant.pairs
+    assert close.status == "close" and beyond.status == "differ"
+    assert close.sums is not None and beyond.sums is not None
+    assert beyond.sums[1] - beyond.sums[0] == pytest.approx(100, rel=1e-4)
+    code, out, _ = run_cli(DiffCommand(), ["--rtol", "1e-4", str(a), str(b)], capsys)
+    assert code == 1
+    assert "1 differ, 1 close (digests differ, sums of |x| within the tolerance)" in out
+    assert "sum of |x| differs beyond the tolerance: A " in out
+    # Records without sums (a digest of bytes) stay exact under any tolerance.
+    plain = write_run(tmp_path / "plain", [record(ADD, 1, 1, 0, "after", rounded)])
+    assert diff_runs(Run.open(a), Run.open(plain), Tolerance(rtol=1)).pairs[0].status == \
+        "differ"
+
+
+@pytest.mark.parametrize("field,value,words", [
+    ("abs_sum", -1, ["'abs_sum'", "a number >= 0"]),
+    ("abs_sum", "lots", ["'abs_sum'", "'lots'"]),
+    ("sum_of", "int8", ["'sum_of'", "float32"]),
+])
+def test_malformed_sums_are_trouble(tmp_path: Path, capsys, field: str, value: object,
+                                    words: list[str]) -> None:
+    x = np.ones(4, np.float32)
+    a = write_run(tmp_path / "a", [summed(ADD, 1, x)])
+    b = write_run(tmp_path / "b", [summed(ADD, 1, x, **{field: value})])
+    code, _, err = run_cli(DiffCommand(), ["--rtol", "1e-3", str(a), str(b)], capsys)
+    assert code == 2 and err.startswith("cudump: error:") and "Traceback" not in err
+    for word in words:
+        assert word in err, err
+
+
+def test_nonfinite_sums_are_written_as_words_and_read_back(tmp_path: Path) -> None:
+    nan = np.array([1, np.nan], np.float32)
+    inf = np.array([1, np.inf], np.float32)
+    a = write_run(tmp_path / "a", [summed(ADD, 1, nan, abs_sum="nan"),
+                                   summed(ADD, 2, inf, abs_sum="inf")])
+    b = write_run(tmp_path / "b", [summed(ADD, 1, nan * 2, abs_sum="nan"),
+                                   summed(ADD, 2, inf * 2, abs_sum=3.0)])
+    digests = [s.digest for s in Run.open(a).snapshots]
+    assert [d.abs_sum for d in digests if d is not None][1] == float("inf")
+    statuses = [p.status for p in diff_runs(Run.open(a), Run.open(b), Tolerance(rtol=1)).pairs]
+    assert statuses == ["close", "differ"]   # NaN with NaN may be close; Inf with 3 is not

@@ -3,15 +3,33 @@ stand-in driver, which runs the same per-thread code as shim/gpu/tools.cu."""
 
 from __future__ import annotations
 
+import json
+import struct
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from cudump.errors import RuleError
-from cudump.policy.digest import GOLDEN, Scan, digest, digest_hex, scan, words
+from cudump.errors import RuleError, SnapshotError
+from cudump.policy.digest import (
+    GOLDEN,
+    SCAN_ELEMENT_SIZE,
+    SUM_DTYPES,
+    Scan,
+    abs_sum,
+    digest,
+    digest_hex,
+    scan,
+    sums_within,
+    words,
+)
 from cudump.policy.rules import load_rules
+from cudump.rundir.layout import MANIFEST_FILE
+from cudump.rundir.manifest import SnapshotRecord, group_line, read_manifest, template_line
+from cudump.wire.protocol import ToolMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from records import manifest
@@ -181,3 +199,103 @@ def test_show_of_a_digest_prints_it_and_says_there_is_no_data(fake, cudump_run):
                               capture_output=True, text=True, cwd=ROOT)
     assert rendered.returncode == 2
     assert rendered.stderr == "cudump: error: snapshot #0 holds no data to render (--png)\n"
+
+
+# ---------------------------------------------------------------------------------------
+# The sum of |x| beside a digest
+
+SUM_FORMATS = [(ToolMode.SCAN_F32, np.float32), (ToolMode.SCAN_F64, np.float64),
+               (ToolMode.SCAN_F16, np.float16), (ToolMode.SCAN_BF16, None)]
+
+
+def as_floats(raw: bytes, fmt: ToolMode) -> list[float]:
+    """Elements of a row, one by one: the definition without numpy's vector casts."""
+    if fmt == ToolMode.SCAN_BF16:
+        return [struct.unpack("<f", b"\0\0" + raw[k:k + 2])[0] for k in range(0, len(raw), 2)]
+    code = {ToolMode.SCAN_F32: "f", ToolMode.SCAN_F64: "d", ToolMode.SCAN_F16: "e"}[fmt]
+    return list(struct.unpack(f"<{len(raw) // struct.calcsize(code)}{code}", raw))
+
+
+@pytest.mark.parametrize("fmt,_", SUM_FORMATS)
+@pytest.mark.parametrize("width,rows", [(8, 1), (10, 3), (64, 2), (1002, 1)])
+def test_abs_sum_is_over_whole_elements_of_each_row(fmt, _, width, rows):
+    data = np.random.default_rng(width).integers(0, 256, width * rows, np.uint8)
+    data[1::2] &= 0x3F   # mostly finite numbers in every format
+    size = SCAN_ELEMENT_SIZE[fmt]
+    want = 0.0
+    for r in range(rows):
+        row = data[r * width:r * width + width - width % size].tobytes()
+        want += sum(abs(x) for x in as_floats(row, fmt))
+    assert abs_sum(data.tobytes(), fmt, width) == pytest.approx(want, rel=1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(-1e6, 1e6, width=32), min_size=1, max_size=64),
+       st.floats(0, 1e-2), st.floats(0, 1e-2), st.randoms(use_true_random=False))
+def test_buffers_within_a_tolerance_have_sums_within_it(values, atol, rtol, rnd):
+    """The sums never say "beyond" for buffers whose every element is within the tolerance
+    (the rule by which bisect and diff trust them)."""
+    b = np.array(values, np.float32)
+    a = np.array([x + rnd.uniform(-1, 1) * (atol + rtol * abs(x)) for x in values],
+                 np.float32)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)   # as cudump diff compares
+    within = np.abs(a64 - b64) <= atol + rtol * np.abs(b64)
+    a[~within] = b[~within]   # float32 rounding may push an element out: keep it equal
+    sa, sb = (abs_sum(x.tobytes(), ToolMode.SCAN_F32) for x in (a, b))
+    assert sums_within(sa, sb, b.size, atol, rtol)
+
+
+@pytest.mark.parametrize("fmt,_", SUM_FORMATS)
+def test_sums_of_a_float_typed_digest_follow_the_data(fake, cudump_run, tmp_path, fmt, _):
+    """The stand-in's kernel sums |x| of the elements as the rule types them (each of four
+    formats over the same bytes), equal to the numpy definition."""
+    n = 256
+    a = np.arange(n, dtype=np.float32)
+    name = SUM_DTYPES[fmt]   # "bfloat16" too: a rule's name for uint16 bits of bfloat16
+    rule = tmp_path / "sums.yaml"
+    rule.write_text("rules:\n  - kernel: add3\n    args: [0]\n    when: before\n"
+                    "    format: digest\n    overrides:\n"
+                    f"      0: {{field: 8, dtype: {name}, "
+                    f"count: {n * 4 // SCAN_ELEMENT_SIZE[fmt]}}}\n")
+    ran = cudump_run([str(fake.programs["structs"])], "--rule", str(rule))
+    assert ran.returncode == 0, ran.stderr
+    (r,) = manifest(ran.run_dir)
+    assert r["sum_of"] == SUM_DTYPES[fmt] and r["digest"] == digest_hex(digest(a.tobytes()))
+    assert r["abs_sum"] == pytest.approx(abs_sum(a.tobytes(), fmt), rel=1e-12), r
+
+
+def test_only_digests_of_floats_have_sums(fake, cudump_run):
+    """--digest: buffers typed float (by the signature, or the name as PyTorch's are) get a
+    sum of |x|; int buffers do not."""
+    ran = cudump_run([str(fake.programs["diverge"]), "1"], "--digest")
+    assert ran.returncode == 0, ran.stderr
+    kinds = {(r["kernel"].split("(")[0], "abs_sum" in r, r.get("sum_of")) for r in
+             manifest(ran.run_dir)}
+    assert kinds == {("void fill<int>", False, None), ("vecAdd", True, "float32"),
+                     ("scale", False, None)}
+
+
+def records_of_lines(lines: list[str], where: Path) -> list[SnapshotRecord]:
+    where.mkdir(exist_ok=True)
+    (where / MANIFEST_FILE).write_text("\n".join(lines) + "\n")
+    return read_manifest(where)
+
+
+def test_group_lines_carry_sums_in_the_template_order(tmp_path):
+    record = SnapshotRecord(kernel="k", mangled="_Z1kv", launch=1, occurrence=1, pid=1,
+                            grid=[1, 1, 1], block=[1, 1, 1], stream="0x0", arg=0,
+                            type=None, phase="after", address="0x10", dtype="float32",
+                            shape=[4], file=None,
+                            extra={"digest": "0" * 16, "bytes": 16, "row_bytes": 16,
+                                   "rows": 1, "sum_of": "float32", "abs_sum": 0.0})
+    lines = [template_line("1.1", [record, record]),
+             group_line("1.1", 7, 3, [1, 1, 1], [1, 1, 1], 0, 0, ["a" * 16, "b" * 16],
+                        [2.5, "nan"])]
+    back = [json.loads(x) for x in lines]
+    assert "abs_sum" not in back[0]["records"][0]
+    records = records_of_lines(lines, tmp_path / "good")
+    assert [(r.launch, r.extra["digest"][0], r.extra["abs_sum"]) for r in records] == [
+        (7, "a", 2.5), (7, "b", "nan")]
+    bad = group_line("1.1", 7, 3, [1, 1, 1], [1, 1, 1], 0, 0, ["a" * 16, "b" * 16], [1.0])
+    with pytest.raises(SnapshotError, match="manifest.jsonl:2: field 'sums'"):
+        records_of_lines([lines[0], bad], tmp_path / "bad")

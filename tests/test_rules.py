@@ -330,10 +330,10 @@ ERRORS = [
      "pitch, count, range, field)"),
     ("rules:\n  - kernel: a\n    overrides:\n      2: {dtype: uchar8}\n", 4,
      "overrides.2.dtype", "unknown dtype 'uchar8'; use a numpy name (uint8, uint16, int32, "
-     "float16, float32, ...) or a CUDA type (uchar4, float2, ...)"),
+     "float16, float32, ...), bfloat16 or a CUDA type (uchar4, float2, ...)"),
     ("rules:\n  - kernel: a\n    overrides:\n      2: {dtype: 8}\n", 4,
      "overrides.2.dtype", "unknown dtype 8; use a numpy name (uint8, uint16, int32, "
-     "float16, float32, ...) or a CUDA type (uchar4, float2, ...)"),
+     "float16, float32, ...), bfloat16 or a CUDA type (uchar4, float2, ...)"),
     ("rules:\n  - kernel: a\n    overrides:\n      2: {dtype: uchar4, channels: 3}\n", 4,
      "overrides.2.channels",
      "dtype 'uchar4' already has 4 channels; drop 'channels' or give dtype uint8"),

@@ -44,11 +44,16 @@ the launch's inputs, and still differ if the launch itself makes it.
 With --atol/--rtol, buffers whose elements all lie within the tolerance
 (|a-b| <= atol + rtol*|b|) are equal: rounding that differs, as a reduction summed in
 another order makes, is no divergence. The digests in step 1 are exact, so every launch after
-such a difference has digests that differ; step 3 then snapshots those launches, --batch at a
-time, and the divergence is the first whose buffers differ beyond the tolerance. If none
-does, bisect says "no divergence beyond the tolerance" (exit status 0). A buffer whose
-kernel's name gives no element type is compared as bytes: give its type with a rule's
-overrides (0: {dtype: float32}).
+such a difference has digests that differ. Beside each digest of floats step 1 also takes
+the sum of |x|: sums further apart than n*atol + rtol*sum|b| (n elements) say the buffers
+differ beyond the tolerance, so the first launch with such a buffer (or with a buffer of
+no known type whose digests differ) is the last candidate. Step 3 snapshots the candidates,
+--batch at a time, and the divergence is the first whose buffers differ beyond the
+tolerance. If none does, bisect says "no divergence beyond the tolerance" (exit status 0).
+With --by-sums, buffers whose sums are within the tolerance count as within it, without
+snapshot runs: faster, but a change to a few elements smaller than rtol times the sum goes
+unseen. A buffer whose kernel's name gives no element type is compared as bytes: give its
+type with a rule's overrides (0: {dtype: float32}).
 
 Exit status: 0 no divergence, 1 divergence found (and shown), 2 trouble (one line on
 stderr: bad arguments, a side cudump could not run), 3 the snapshot re-runs did not
@@ -90,6 +95,9 @@ class BisectCommand:
         parser.add_argument("--batch", type=int, default=32, metavar="K",
                             help="with a tolerance: launches whose digests differ checked by "
                                  "each pair of snapshot runs (default 32)")
+        parser.add_argument("--by-sums", action="store_true",
+                            help="with a tolerance: take buffers whose sums of |x| are within "
+                                 "it as within it, without snapshot runs (see below)")
         parser.add_argument("-j", "--jobs", type=int, default=None,
                             help="workers comparing pairs (default: CPU count)")
         parser.add_argument("command", nargs=argparse.REMAINDER,
@@ -107,11 +115,14 @@ class BisectCommand:
                              f"{args.rtol})")
         if args.batch < 1:
             raise UsageError(f"--batch must be 1 or more, not {args.batch}")
+        if args.by_sums and not (args.atol > 0 or args.rtol > 0):
+            raise UsageError("--by-sums needs a tolerance (--atol or --rtol)")
         sides = make_sides(args.command, args.env_a, args.env_b)
         options = BisectOptions(sides=sides, rules=list(args.rule), out=args.out,
                                 keep=args.keep, html=args.html, jobs=args.jobs,
                                 baseline_runs=args.baseline_runs,
-                                tol=Tolerance(args.atol, args.rtol), batch=args.batch)
+                                tol=Tolerance(args.atol, args.rtol), batch=args.batch,
+                                by_sums=args.by_sums)
         progress = Progress()            # on stderr, only where it is a terminal
 
         def say(line: str) -> None:

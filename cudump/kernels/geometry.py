@@ -77,7 +77,8 @@ def _element(arg: ArgValue, override: ArgOverride | None,
     note = None
     ptype = arg.type
     if override is not None and override.dtype is not None:
-        elem = ElementType(override.dtype, 1)
+        elem = ElementType(override.dtype, 1, override.note)
+        note = override.note
     elif ptype is not None and ptype.pointer_depth >= 2:
         elem = ElementType("uint64", 1)
     elif ptype is not None and ptype.is_pointer and not ptype.function:

@@ -9,6 +9,14 @@ little-endian words, the last word of a row zero-padded; word i of the whole
 buffer adds mix(word + i * GOLDEN) to a sum modulo 2**64. Summing makes the
 GPU's order free; mixing each word with its index makes the sum depend on
 where every byte is.
+
+Beside it, where the buffer's elements are floats of a known format, the sum of |x| over
+them (whole elements of each row), as a float64: the tolerant companion of the digest.
+Buffers whose elements are each within a tolerance (|a-b| <= atol + rtol*|b|) have sums
+within n*atol + rtol*sum|b| of each other (n elements), so sums further apart than that say
+for certain that the buffers differ beyond the tolerance; sums within it say only that they
+may not. The GPU adds in its own order, so the sum's last bits may differ from run to run
+(SUM_SLACK).
 """
 
 from __future__ import annotations
@@ -34,6 +42,14 @@ SCAN_MODES: dict[str, ToolMode] = {
 SCAN_ELEMENT_SIZE: dict[ToolMode, int] = {
     ToolMode.SCAN_F32: 4, ToolMode.SCAN_F64: 8, ToolMode.SCAN_F16: 2, ToolMode.SCAN_BF16: 2,
 }
+
+
+# A digest's sum of |x|: the float formats it reads elements as (the scan modes), by mode.
+SUM_DTYPES: dict[ToolMode, str] = {mode: name for name, mode in SCAN_MODES.items()}
+SUM_SIZES: dict[str, int] = {name: SCAN_ELEMENT_SIZE[mode] for name, mode in SCAN_MODES.items()}
+# Relative error two sums of the same elements may have from adding in another order
+# (float64; far below any tolerance worth asking for).
+SUM_SLACK = 1e-9
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
@@ -77,6 +93,49 @@ def digest(data: bytes | np.ndarray, width: int | None = None) -> int:
 
 def digest_hex(value: int) -> str:
     return f"{value:016x}"
+
+
+def abs_sum(data: bytes | np.ndarray, fmt: ToolMode, width: int | None = None) -> float:
+    """The sum of |x| of a buffer's elements of format `fmt` (a scan mode), rows of `width`
+    bytes (default: one row), whole elements of each row, in float64."""
+    raw = np.frombuffer(data, dtype=np.uint8) if isinstance(data, bytes | bytearray | memoryview) \
+        else np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+    size = SCAN_ELEMENT_SIZE[fmt]
+    width = raw.size if width is None else width
+    if width == 0 or raw.size == 0:
+        return 0.0
+    rows = raw.reshape(-1, width)[:, :width - width % size]
+    flat = np.ascontiguousarray(rows).reshape(-1)
+    if fmt == ToolMode.SCAN_BF16:
+        bits = flat.view("<u2").astype(np.uint32) << np.uint32(16)
+        values = bits.view(np.float32)
+    else:
+        values = flat.view({ToolMode.SCAN_F32: "<f4", ToolMode.SCAN_F64: "<f8",
+                            ToolMode.SCAN_F16: "<f2"}[fmt])
+    total = 0.0
+    for start in range(0, values.size, _CHUNK):
+        total += float(np.abs(values[start:start + _CHUNK].astype(np.float64)).sum())
+    return total
+
+
+def sum_of_bits(bits: int) -> float:
+    """The float64 whose bits the kernel's second result word holds."""
+    return float(np.array([bits], dtype=np.uint64).view(np.float64)[0])
+
+
+def sum_json(value: float) -> float | str:
+    """A sum as a manifest holds it: a number, or "nan" / "inf" (JSON has neither)."""
+    return value if np.isfinite(value) else ("nan" if np.isnan(value) else "inf")
+
+
+def sums_within(a: float, b: float, elements: int, atol: float, rtol: float) -> bool:
+    """Whether two sums of |x| over `elements` elements may come from buffers within the
+    tolerance (see the module's note): False says for certain they do not. NaN or Inf on
+    both sides may; on one side, does not."""
+    if not (np.isfinite(a) and np.isfinite(b)):
+        return bool(np.isnan(a) and np.isnan(b) or a == b)
+    bound = elements * atol + rtol * abs(b) + SUM_SLACK * max(abs(a), abs(b))
+    return abs(a - b) <= bound
 
 
 @dataclass(frozen=True)

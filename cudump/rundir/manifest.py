@@ -189,20 +189,23 @@ def template_line(key: str, records: list[SnapshotRecord]) -> str:
     data = []
     for record in records:
         fields_ = json.loads(record.to_json())
-        for name in (*_LAUNCH_FIELDS, "digest"):
+        for name in (*_LAUNCH_FIELDS, "digest", "abs_sum"):
             fields_.pop(name, None)
         data.append(fields_)
     return json.dumps({TEMPLATE: key, "records": data}, separators=(",", ":"))
 
 
 def group_line(key: str, launch: int, occurrence: int, grid: list[int], block: list[int],
-               stream: int, device: int, digests: list[str]) -> str:
-    """One launch made with a repeated plan: its fields and digests (template order)."""
+               stream: int, device: int, digests: list[str],
+               sums: list[float | str | None] | None = None) -> str:
+    """One launch made with a repeated plan: its fields and digests (template order), and
+    where the template's records have them, their sums of |x| (None for those without)."""
     joined = '","'.join(digests)
     where = device if device >= 0 else "null"
+    more = f',"sums":{json.dumps(sums, separators=(",", ":"))}' if sums is not None else ""
     return (f'{{"{GROUP}":"{key}","launch":{launch},"occurrence":{occurrence},'
             f'"grid":[{grid[0]},{grid[1]},{grid[2]}],"block":[{block[0]},{block[1]},{block[2]}],'
-            f'"stream":"0x{stream:x}","device":{where},"digests":["{joined}"]}}')
+            f'"stream":"0x{stream:x}","device":{where},"digests":["{joined}"]{more}}}')
 
 
 def _template(data: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
@@ -225,9 +228,14 @@ def _group(data: dict[str, Any], templates: dict[str, list[dict[str, Any]]]
             or not all(isinstance(d, str) for d in digests)):
         raise SnapshotError(f"field 'digests' should be a list of {len(template)} strings, "
                             f"got {_json_kind(digests)}")
+    sums = data.get("sums", [None] * len(template))
+    if not isinstance(sums, list) or len(sums) != len(template):
+        raise SnapshotError(f"field 'sums' should be a list of {len(template)} values, got "
+                            f"{_json_kind(sums)}")
     launch = {name: data.get(name) for name in _LAUNCH_FIELDS}
-    return [SnapshotRecord.from_dict({**record, **launch, "digest": digest})
-            for record, digest in zip(template, digests, strict=True)]
+    return [SnapshotRecord.from_dict({**record, **launch, "digest": digest}
+                                     | ({"abs_sum": total} if total is not None else {}))
+            for record, digest, total in zip(template, digests, sums, strict=True)]
 
 
 def _decode_line(raw: bytes) -> Any:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from cudump.errors import SnapshotError, UsageError
-from cudump.policy.digest import ALGORITHM
+from cudump.policy.digest import ALGORITHM, SUM_SIZES
 from cudump.policy.pattern import KernelPattern, PatternError
 from cudump.rundir.imaging import read_png
 from cudump.rundir.layout import MANIFEST_FILE
@@ -38,6 +38,16 @@ class Digest:
     row_bytes: int
     rows: int | None
     algorithm: str
+    sum_of: str | None = None  # the float format of the elements summed, if any
+    abs_sum: float | None = None  # their sum of |x| (cudump.policy.digest)
+
+    @property
+    def elements(self) -> int:
+        """How many elements the sum of |x| is over (whole elements of each row)."""
+        if self.sum_of is None or not self.row_bytes:
+            return 0
+        size = SUM_SIZES[self.sum_of]
+        return self.row_bytes // size * (self.bytes // self.row_bytes)
 
     @classmethod
     def from_extra(cls, extra: dict[str, Any]) -> Digest | None:
@@ -64,7 +74,23 @@ class Digest:
         if not isinstance(algorithm, str):
             raise SnapshotError(f"digest record: 'algorithm' should be a string, got "
                                 f"{algorithm!r:.40}")
-        return cls(value, size, width, rows, algorithm)
+        sum_of, total = extra.get("sum_of"), extra.get("abs_sum")
+        if sum_of is None:
+            return cls(value, size, width, rows, algorithm)
+        if sum_of not in SUM_SIZES:
+            raise SnapshotError(f"digest record: 'sum_of' should be one of "
+                                f"{', '.join(SUM_SIZES)}, got {sum_of!r:.40}")
+        return cls(value, size, width, rows, algorithm, sum_of, _sum(total))
+
+
+def _sum(value: Any) -> float:
+    """A digest record's 'abs_sum': a number >= 0, or "nan" / "inf"."""
+    if value in ("nan", "inf"):
+        return float(value)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise SnapshotError(f"digest record: 'abs_sum' should be a number >= 0, \"nan\" or "
+                            f"\"inf\", got {value!r:.40}")
+    return float(value)
 
 
 @dataclass(frozen=True)

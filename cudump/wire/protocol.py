@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 from typing import Any, Protocol
 
-VERSION = 14
+VERSION = 15
 MAGIC = 0x50445543
 
 MAX_MESSAGE = 1 << 20
@@ -34,6 +34,7 @@ MAX_KEYS = 512            # byte ranges a repeated plan is kept by
 RESULT_SLOT_SIZE = 16528
 IMAGE_CHUNK = 512 << 10    # image bytes in one Kind.IMAGE message
 TOOL_MODE_SHIFT = 8
+TOOL_SUM_SHIFT = 16         # a digest's sum of |x|: its element format (a scan mode)
 MAX_COUNTERS = 64          # rules whose matching launches the shim counts
 MAX_SELECTORS = 8          # counted rules one function's launches count for
 MAX_FUNCS = 65536          # functions (ids 1 to this) the launch counts count

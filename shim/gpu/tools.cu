@@ -14,7 +14,12 @@
 //
 // mode 0, digest: each row is cut into 32-bit little-endian words, the last
 // one zero-padded; word i of the buffer (rows one after the other) adds
-// mix(word + i * GOLDEN) to a 64-bit sum. The sum is the digest.
+// mix(word + i * GOLDEN) to a 64-bit sum. The sum is the digest. With an
+// element format in bits 8-15 of the mode (a scan mode below), result[1] is
+// also the sum of |x| over the buffer's elements of that format (whole
+// elements of each row), as a float64: the digest's tolerant companion, equal
+// within a tolerance when the elements are (cudump/policy/digest.py). Its
+// order of addition is the GPU's, so its last bits may differ from run to run.
 //
 // modes 1-4, scan for NaN/Inf in float32, float64, float16, bfloat16
 // elements: result[0] = how many, result[1] = max(~index) over those found (so
@@ -50,6 +55,49 @@ __device__ __forceinline__ unsigned int word_at(const unsigned char *row, unsign
         if (b + k < width)
             w |= (unsigned int)row[b + k] << (8 * k);
     return w;
+}
+
+// |x| of a float16 (its bits), as numpy converts it.
+__device__ __forceinline__ double half_abs(unsigned int h)
+{
+    const unsigned int e = (h >> 10) & 31, m = h & 1023;
+    if (e == 31)
+        return m ? __longlong_as_double(0x7ff8000000000000ll)
+                 : __longlong_as_double(0x7ff0000000000000ll);
+    if (e == 0)
+        return m * 5.9604644775390625e-8;   // 2**-24
+    return __int_as_float(((e + 112) << 23) | (m << 13));
+}
+
+// |x| of the element at p, of format `fmt` (a scan mode).
+__device__ __forceinline__ double abs_at(const unsigned char *p, unsigned int fmt)
+{
+    switch (fmt) {
+    case 1: return fabs((double)*(const float *)p);
+    case 2: return fabs(*(const double *)p);
+    case 3: return half_abs(*(const unsigned short *)p);
+    default: return fabs((double)__int_as_float((unsigned int)(*(const unsigned short *)p & 0x7fffu) << 16));
+    }
+}
+
+// The sum of |x| over the elements of format `fmt` in 16 bytes.
+__device__ __forceinline__ double abs16(uint4 x, unsigned int fmt)
+{
+    const unsigned int w[4] = {x.x, x.y, x.z, x.w};
+    double s = 0;
+    if (fmt == 1) {
+        for (int l = 0; l < 4; l++)
+            s += fabs((double)__int_as_float(w[l]));
+    } else if (fmt == 2) {
+        s = fabs(__longlong_as_double(((long long)w[1] << 32) | w[0])) +
+            fabs(__longlong_as_double(((long long)w[3] << 32) | w[2]));
+    } else {
+        for (int l = 0; l < 8; l++) {
+            const unsigned int h = (w[l / 2] >> (16 * (l & 1))) & 0xffffu;
+            s += fmt == 3 ? half_abs(h) : fabs((double)__int_as_float((h & 0x7fffu) << 16));
+        }
+    }
+    return s;
 }
 
 __device__ __forceinline__ bool nonfinite(const unsigned char *p, unsigned int mode)
@@ -100,38 +148,58 @@ __device__ __forceinline__ void scan16(uint4 x, unsigned int mode, unsigned long
     }
 }
 
-// What one block finds in its share of one job's buffer: a digest sum, or a
-// count of non-finite elements and max(~index) of them. A buffer in one piece
-// that starts on 16 bytes is read 16 bytes at a time (the rest element by
-// element); the others, element by element.
+__device__ __forceinline__ unsigned int element_size(unsigned int fmt)
+{
+    return fmt == 2 ? 8 : fmt >= 3 ? 2 : 4;
+}
+
+// What one block finds in its share of one job's buffer: a digest sum (and the
+// sum of |x| in `s` where the mode asks for it), or a count of non-finite
+// elements and max(~index) of them. A buffer in one piece that starts on 16
+// bytes is read 16 bytes at a time (the rest element by element); the others,
+// element by element.
 __device__ void accumulate(const struct tool_job &j, unsigned long long first,
                            unsigned long long stride, unsigned long long &a,
-                           unsigned long long &b)
+                           unsigned long long &b, double &s)
 {
     const unsigned char *base = (const unsigned char *)j.src;
     const unsigned long long width = j.width, height = j.height, pitch = j.pitch;
     const bool packed = height == 1 || pitch == width;
     const bool vector = packed && ((uintptr_t)base & 15) == 0;
-    if (j.mode == 0) {
+    const unsigned int mode = j.mode & 0xffu;
+    if (mode == 0) {
+        const unsigned int fmt = (j.mode >> 8) & 0xffu, esize = element_size(fmt);
+        // Elements only where each is aligned (the shim asks for no other), and in the
+        // 16-byte loop only where they run on from row to row.
+        const bool sums = fmt >= 1 && fmt <= 4 && ((uintptr_t)base | pitch) % esize == 0;
         const unsigned long long wpr = (width + 3) / 4, total = wpr * height;
-        unsigned long long done = 0;
+        const unsigned long long epr = width / esize, elements = epr * height;
+        unsigned long long done = 0, summed = 0;
         if (vector && width % 4 == 0) {
             const uint4 *v = (const uint4 *)base;
             const unsigned long long quads = total / 4;
+            const bool sum16 = sums && (height == 1 || width % esize == 0);
             for (unsigned long long q = first; q < quads; q += stride) {
                 uint4 x = v[q];
                 unsigned long long n = q * 4;
                 a += mix(x.x + n * GOLDEN) + mix(x.y + (n + 1) * GOLDEN) +
                      mix(x.z + (n + 2) * GOLDEN) + mix(x.w + (n + 3) * GOLDEN);
+                if (sum16)
+                    s += abs16(x, fmt);
             }
             done = quads * 4;
+            summed = sum16 ? quads * 16 / esize : 0;
         }
         for (unsigned long long i = done + first; i < total; i += stride) {
             unsigned long long r = i / wpr, c = i - r * wpr;
             a += mix(word_at(base + r * pitch, width, c) + i * GOLDEN);
         }
-    } else if (j.mode <= 4) {
-        const unsigned int esize = j.mode == 2 ? 8 : j.mode >= 3 ? 2 : 4;
+        for (unsigned long long i = summed + first; sums && i < elements; i += stride) {
+            unsigned long long r = i / epr, c = i - r * epr;
+            s += abs_at(base + r * pitch + c * esize, fmt);
+        }
+    } else if (mode <= 4) {
+        const unsigned int esize = element_size(mode);
         if (((uintptr_t)base | pitch) % esize)
             return;
         const unsigned long long epr = width / esize, total = epr * height;
@@ -141,12 +209,12 @@ __device__ void accumulate(const struct tool_job &j, unsigned long long first,
             const unsigned int per = 16 / esize;
             const unsigned long long quads = total / per;
             for (unsigned long long q = first; q < quads; q += stride)
-                scan16(v[q], j.mode, q * per, a, b);
+                scan16(v[q], mode, q * per, a, b);
             done = quads * per;
         }
         for (unsigned long long i = done + first; i < total; i += stride) {
             unsigned long long r = packed ? 0 : i / epr, c = packed ? i : i - r * epr;
-            if (nonfinite(base + r * pitch + c * esize, j.mode)) {
+            if (nonfinite(base + r * pitch + c * esize, mode)) {
                 a += 1;
                 b = max(b, ~i);
             }
@@ -212,34 +280,46 @@ extern "C" __global__ void cudump_tools(const struct tool_jobs jobs)
         block -= jobs.job[n++].blocks;
     const struct tool_job &j = jobs.job[n];
     unsigned long long a = 0, b = 0;
+    double s = 0;
     accumulate(j, block * (unsigned long long)blockDim.x + threadIdx.x,
-               (unsigned long long)j.blocks * blockDim.x, a, b);
+               (unsigned long long)j.blocks * blockDim.x, a, b, s);
+    // A digest's sum of |x| travels in b, as a float64's bits.
+    const bool digest = (j.mode & 0xffu) == 0, sums = digest && j.mode > 0xffu;
     // The block's sums: warp by warp, then the warps' in shared memory.
     for (int o = 16; o > 0; o >>= 1) {
         a += __shfl_down_sync(0xffffffffu, a, o);
-        b = max(b, __shfl_down_sync(0xffffffffu, b, o));
+        if (sums)
+            s += __shfl_down_sync(0xffffffffu, s, o);
+        else
+            b = max(b, __shfl_down_sync(0xffffffffu, b, o));
     }
     __shared__ unsigned long long wa[TOOL_THREADS / 32], wb[TOOL_THREADS / 32];
     if ((threadIdx.x & 31) == 0) {
         wa[threadIdx.x / 32] = a;
-        wb[threadIdx.x / 32] = b;
+        wb[threadIdx.x / 32] = sums ? __double_as_longlong(s) : b;
     }
     __syncthreads();
     if (threadIdx.x != 0)
         return;
     for (unsigned int w = 1; w < blockDim.x / 32; w++) {
         a += wa[w];
-        b = max(b, wb[w]);
+        if (sums)
+            s += __longlong_as_double(wb[w]);
+        else
+            b = max(b, wb[w]);
     }
+    if (sums)
+        b = __double_as_longlong(s);
     unsigned long long found = a, first = b;
     if (j.blocks > 1) {
         // Sums meet in the job's accumulator; the block that counts last has them all.
         unsigned long long *acc = (unsigned long long *)j.acc;
-        if (a) {
+        if (a)
             atomicAdd(acc, a);
-            if (j.mode != 0)
-                atomicMax(acc + 1, b);
-        }
+        if (sums && s != 0)
+            atomicAdd((double *)(acc + 1), s);
+        else if (!digest && a)
+            atomicMax(acc + 1, b);
         __threadfence();   // this block's sums are in the accumulator before it counts as done
         if (atomicAdd(acc + 2, 1ull) != j.blocks - 1)
             return;

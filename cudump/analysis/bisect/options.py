@@ -24,6 +24,7 @@ class BisectOptions:
     jobs: int | None = None
     baseline_runs: int = 0             # extra digest runs of A, to learn its nondeterminism
     batch: int = 32                    # with a tolerance: launches a pair of snapshot runs checks
+    by_sums: bool = False              # with a tolerance: trust sums of |x| within it
 
     @property
     def tolerant(self) -> bool:

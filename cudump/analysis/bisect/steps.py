@@ -27,7 +27,7 @@ from cudump.analysis.diff.causes import attribute
 from cudump.analysis.diff.compare import compare_pair
 from cudump.analysis.diff.metrics import Tolerance
 from cudump.analysis.diff.parallel import compare_pairs
-from cudump.analysis.diff.runs import DIVERGED, RunDiff, divergent_launches
+from cudump.analysis.diff.runs import DIVERGED, DivergentLaunch, RunDiff, divergent_launches
 from cudump.analysis.progress import Progress
 from cudump.analysis.report.formats import plural
 from cudump.analysis.report.html_page import HtmlReport
@@ -73,14 +73,16 @@ class Bisect:
         digest_a, digest_b = self._digest_runs()
         result = self._diff_digests(digest_a, digest_b)
         first = result.first_divergent_launch
-        if first is None:
+        candidates = self._candidates(result) if self.options.tolerant else []
+        if first is None and not candidates:
             return self._no_divergence(result)
         if self.options.tolerant:
-            found = self._beyond_tolerance(result)
+            found = self._beyond_tolerance(candidates, first is not None)
             if found is None:
                 return NO_DIVERGENCE
             target, snaps = found
             return self._show(target, snaps)
+        assert first is not None
         target = Target(first)
         r = target.record
         self.say(f"step 3: snapshots of launch {r.launch} ({short_kernel_name(r.kernel)}, "
@@ -168,6 +170,10 @@ class Bisect:
             self.say(f"  note: {len(result.errors)} pairs could not be compared; first: "
                      f"{result.errors[0].reason}")
         first = result.first_divergent_launch
+        close = sum(1 for p in result.compared if p.status == "close")
+        if close:
+            self.say(f"  {plural(close, 'pair has digests', 'pairs have digests')} that differ "
+                     "and sums of |x| within the tolerance: their elements may be within it")
         if first is not None and self.options.tolerant:
             self.say("  (digests are exact: step 3 tells differences within the tolerance "
                      "from the divergence)")
@@ -214,13 +220,35 @@ class Bisect:
                           for side in self.options.sides)
         return a, b
 
-    def _beyond_tolerance(self, result: RunDiff) -> tuple[Target, tuple[Run, Run]] | None:
-        """With --atol/--rtol: the launches whose digests differ, snapshotted --batch at a
-        time, until one differs beyond the tolerance (that one, and the runs that show it);
-        None when every one is within it."""
-        launches = list(divergent_launches(result.pairs, result.noise))
+    @staticmethod
+    def _candidates(result: RunDiff) -> list[DivergentLaunch]:
+        """With --atol/--rtol: the launches whose buffers may differ beyond the tolerance, in
+        A's order: each with a pair whose digests differ, up to the first whose buffers
+        certainly do (their sums of |x| say so, or they have none and compare as bytes)."""
+        certain = result.first_divergent_launch
+        found = []
+        for launch in divergent_launches(result.pairs, result.noise, (*DIVERGED, "close")):
+            found.append(launch)
+            if (certain is not None
+                    and launch.snapshot.launch_key() == certain.snapshot.launch_key()):
+                break
+        return found
+
+    def _beyond_tolerance(self, launches: list[DivergentLaunch], certain: bool
+                          ) -> tuple[Target, tuple[Run, Run]] | None:
+        """With --atol/--rtol: the candidate launches, snapshotted --batch at a time, until
+        one differs beyond the tolerance (that one, and the runs that show it); None when
+        every one is within it. The last one, if `certain`, is known to differ beyond it
+        (its sums of |x|): with --by-sums only that one is snapshotted."""
         tol, batch = self.options.tol, self.options.batch
         within = f"atol {tol.atol:g}, rtol {tol.rtol:g}"
+        if self.options.by_sums:
+            trusted = len(launches) - certain
+            if trusted:
+                self.say(f"  --by-sums: {plural(trusted, 'launch', 'launches')} whose digests "
+                         "differ with sums of |x| within the tolerance taken as within it "
+                         "(not compared element by element)")
+            launches = launches[-1:] if certain else []
         for start in range(0, len(launches), batch):
             chunk = [Target(launch) for launch in launches[start:start + batch]]
             first, last = chunk[0].record, chunk[-1].record
@@ -251,6 +279,9 @@ class Bisect:
                                 "outside the recorded launches)"))
                     return target, snaps
             self.say(f"  all {len(chunk)} equal within the tolerance")
+        if self.options.by_sums:
+            self.say(f"no divergence beyond the tolerance ({within}) by the sums of |x|")
+            return None
         self.say(f"no divergence beyond the tolerance ({within}): "
                  f"{plural(len(launches), 'launch', 'launches')} with digests that differ, "
                  "each within it")

@@ -21,11 +21,13 @@ class PairResult:
     key: PairKey
     a: Snapshot | None
     b: Snapshot | None
-    # equal | differ | mismatch | only-a | only-b | error | uncaptured (on either side)
+    # equal | differ | mismatch | only-a | only-b | error | uncaptured (on either side) |
+    # close (digests that differ, sums of |x| within the tolerance: by_digest.py)
     status: str = "pending"
     metrics: Metrics | None = None
     reason: str | None = None
     digests: tuple[str, str] | None = None     # A's and B's, when compared by digest
+    sums: tuple[float, float] | None = None    # and their sums of |x|, with a tolerance
 
     @property
     def different(self) -> bool:

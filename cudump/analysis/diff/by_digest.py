@@ -4,9 +4,12 @@ the other side's digest was taken."""
 from __future__ import annotations
 
 from cudump.analysis.diff.align import PairResult
+from cudump.analysis.diff.metrics import Tolerance
 from cudump.errors import DiffTrouble
 from cudump.policy import digest as digests
 from cudump.rundir.runs import Digest, Snapshot
+
+EXACT = Tolerance()
 
 
 def _geometry(snap: Snapshot) -> str | None:
@@ -41,9 +44,12 @@ def _digest_of_file(snap: Snapshot, like: Digest) -> Digest:
                   else 0, like.algorithm)
 
 
-def compare_digests(pair: PairResult) -> PairResult:
+def compare_digests(pair: PairResult, tol: Tolerance = EXACT) -> PairResult:
     """A pair of which one side or both hold a digest only: by digest, never loading a digest
-    side (a file side is digested the way the other side's digest was taken)."""
+    side (a file side is digested the way the other side's digest was taken). With a
+    tolerance, digests that differ are told apart by their sums of |x| where both sides have
+    one (cudump.policy.digest): "close" when the sums are within it (the elements may be),
+    "differ" when they are not (the elements are not)."""
     a, b = pair.a, pair.b
     assert a is not None and b is not None
     da = a.digest if a.digest_only else None
@@ -64,5 +70,11 @@ def compare_digests(pair: PairResult) -> PairResult:
     pair.digests = (da.value, db.value)
     pair.status = "equal" if da.value == db.value else "differ"
     pair.reason = None if pair.status == "equal" else "digest differs"
+    tolerant = tol.atol > 0 or tol.rtol > 0
+    if (pair.status == "differ" and tolerant and da.abs_sum is not None
+            and db.abs_sum is not None and da.sum_of == db.sum_of):
+        pair.sums = (da.abs_sum, db.abs_sum)
+        if digests.sums_within(da.abs_sum, db.abs_sum, db.elements, tol.atol, tol.rtol):
+            pair.status = "close"
     return pair
 

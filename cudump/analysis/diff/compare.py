@@ -32,7 +32,7 @@ def compare_pair(pair: PairResult, tol: Tolerance) -> PairResult:
         return pair
     try:
         if pair.a.digest_only or pair.b.digest_only:
-            return compare_digests(pair)
+            return compare_digests(pair, tol)
         arr_a, arr_b = pair.a.load(), pair.b.load()
         if arr_a.shape != arr_b.shape or arr_a.dtype != arr_b.dtype:
             pair.status = "mismatch"

@@ -57,12 +57,13 @@ def _worker_start() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is for the parent to handle
 
 
-_Outcome = tuple[str, Metrics | None, str | None, tuple[str, str] | None]
+_Outcome = tuple[str, Metrics | None, str | None, tuple[str, str] | None,
+                 tuple[float, float] | None]
 
 
 def _compare_in_worker(pair: PairResult, tol: Tolerance) -> _Outcome:
     done = compare_pair(pair, tol)
-    return done.status, done.metrics, done.reason, done.digests
+    return done.status, done.metrics, done.reason, done.digests, done.sums
 
 
 def _in_processes(pairs: Sequence[PairResult], tol: Tolerance,
@@ -79,7 +80,7 @@ def _in_processes(pairs: Sequence[PairResult], tol: Tolerance,
 
     def filled() -> Iterator[PairResult]:
         for pair, result in zip(pairs, results, strict=True):
-            pair.status, pair.metrics, pair.reason, pair.digests = result
+            pair.status, pair.metrics, pair.reason, pair.digests, pair.sums = result
             yield pair
 
     return pool, filled()

@@ -12,7 +12,8 @@ from cudump.policy.pattern import KernelPattern
 from cudump.rundir.runs import Run, Snapshot
 
 DIVERGED = ("differ", "mismatch")
-MATCHED = ("equal", "uncaptured")
+# "close": digests that differ, but sums of |x| within the tolerance (by_digest.py)
+MATCHED = ("equal", "uncaptured", "close")
 
 
 @dataclass(frozen=True)
@@ -38,15 +39,15 @@ def launches_in_order(pairs: Sequence[PairResult]) -> list[list[PairResult]]:
     return list(by_launch.values())
 
 
-def divergent_launches(pairs: Sequence[PairResult], noise: Collection[PairKey] = ()
-                       ) -> Iterator[DivergentLaunch]:
-    """Each launch with a pair that differs, in A's launch order; pairs in `noise`
-    (nondeterministic: they differ between identical runs) count as matched. `matched` is
-    how many launches before it had every pair equal."""
+def divergent_launches(pairs: Sequence[PairResult], noise: Collection[PairKey] = (),
+                       statuses: Collection[str] = DIVERGED) -> Iterator[DivergentLaunch]:
+    """Each launch with a pair that differs (its status in `statuses`), in A's launch order;
+    pairs in `noise` (nondeterministic: they differ between identical runs) count as
+    matched. `matched` is how many launches before it had every pair equal."""
     processes = max((p.a.process for p in pairs if p.a is not None), default=0)
     matched = 0
     for launch in launches_in_order(pairs):
-        differing = [p for p in launch if p.status in DIVERGED and p.key not in noise]
+        differing = [p for p in launch if p.status in statuses and p.key not in noise]
         if differing:
             yield DivergentLaunch(differing[0], matched, differing[0].launch_snapshot.process,
                                   processes)

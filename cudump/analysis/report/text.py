@@ -70,6 +70,7 @@ STATUS_TEXT = {
     "only-a": "only A",
     "only-b": "only B",
     "uncaptured": "none",
+    "close": "close",
 }
 
 
@@ -124,7 +125,14 @@ def digest_text(pair: PairResult) -> str | None:
     if pair.digests is None:
         return None
     a, b = pair.digests
-    return f"digest {a}" if a == b else f"digest differs: A {a}, B {b}"
+    if a == b:
+        return f"digest {a}"
+    if pair.sums is not None:
+        sa, sb = (fmt_num(s) for s in pair.sums)
+        if pair.status == "close":
+            return f"digest differs; sum of |x| within the tolerance: A {sa}, B {sb}"
+        return f"sum of |x| differs beyond the tolerance: A {sa}, B {sb}"
+    return f"digest differs: A {a}, B {b}"
 
 
 def describe_pair(pair: PairResult) -> str:
@@ -224,8 +232,11 @@ def run_summary(result: RunDiff) -> list[str]:
     compared = len(result.compared) - uncaptured
     differ = sum(1 for p in result.compared if p.status in ("differ", "mismatch"))
     neither = f", {uncaptured} not captured on either side" if uncaptured else ""
+    close = sum(1 for p in result.compared if p.status == "close")
+    within = (f", {close} close (digests differ, sums of |x| within the tolerance)" if close
+              else "")
     lines.append(
-        f"{compared} pairs compared, {differ} differ, {len(result.errors)} could not be "
-        f"compared, {len(result.only_a)} only in A, {len(result.only_b)} only in B{neither}"
+        f"{compared} pairs compared, {differ} differ{within}, {len(result.errors)} could not "
+        f"be compared, {len(result.only_a)} only in A, {len(result.only_b)} only in B{neither}"
     )
     return lines

@@ -49,6 +49,7 @@ class Action(enum.Flag):
 @dataclass
 class ArgOverride:
     dtype: str | None = None
+    note: str | None = None           # what the dtype only stands for (bfloat16 as uint16 bits)
     channels: Expr | None = None
     width: Expr | None = None
     height: Expr | None = None

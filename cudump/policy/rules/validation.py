@@ -90,14 +90,15 @@ def _text(value: Any) -> str:
         return "a number too large to show"
 
 
-def _resolve_dtype(name: str) -> tuple[str, int | None] | None:
-    """(numpy dtype, channels or None) for a dtype a rule states."""
+def _resolve_dtype(name: str) -> tuple[str, int | None, str | None] | None:
+    """(numpy dtype, channels or None, note) for a dtype a rule states: `bfloat16` (which
+    numpy lacks) is its uint16 bits, as __nv_bfloat16 is."""
     if name in NUMPY_DTYPES:
-        return name, None
-    elem = element_type(name)
+        return name, None, None
+    elem = element_type("__nv_bfloat16" if name == "bfloat16" else name)
     if elem is None:
         return None
-    return elem.dtype, elem.channels
+    return elem.dtype, elem.channels, elem.note
 
 
 def _finite(value: Any) -> float | None:
@@ -416,8 +417,8 @@ class RuleReader(NodeReader):
             if resolved is None:
                 raise self.error(dnode, f"{prefix}.dtype", f"unknown dtype {_kind(dnode, value)}"
                                  "; use a numpy name (uint8, uint16, int32, float16, float32, "
-                                 "...) or a CUDA type (uchar4, float2, ...)")
-            result.dtype, channels = resolved
+                                 "...), bfloat16 or a CUDA type (uchar4, float2, ...)")
+            result.dtype, channels, result.note = resolved
             if channels is not None and channels > 1:
                 if result.channels is not None:
                     raise self.error(entries["channels"][0], f"{prefix}.channels",

@@ -51,8 +51,9 @@ no `args`, `when`, `format` or `overrides`.
 Launches are counted per rule and per process, from 1, among the launches the
 rule's pattern matches. `when` and `format` also take lists (`[before, after]`).
 
-`overrides` settings: `dtype` is a numpy name (uint8, int16, float32, ...) or
-a C/CUDA element type (uchar4, float2, unsigned short, __half ...); a vector
+`overrides` settings: `dtype` is a numpy name (uint8, int16, float32, ...),
+bfloat16 (kept as its uint16 bits) or a C/CUDA element type (uchar4, float2,
+unsigned short, __half ...); a vector
 type sets `channels` too. `channels`, `width` (elements per row), `height`
 (rows), `pitch` (bytes from one row to the next) and `count` (elements of a
 1-D buffer) are numbers or expressions over the launch's argument values

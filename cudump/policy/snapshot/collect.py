@@ -146,7 +146,9 @@ class Collector:
         """What cudump's kernel computed over a buffer, into its manifest record."""
         record, plan = copy.record, copy.plan
         if copy.tool == p.ToolMode.DIGEST:
-            record.extra.update(digest_fields(plan, int.from_bytes(result[:8], "little")))
+            record.extra.update(digest_fields(plan, int.from_bytes(result[:8], "little"),
+                                              copy.sum_of,
+                                              int.from_bytes(result[8:16], "little")))
         state = self.state
         with state.lock:
             state.manifest.append(record)

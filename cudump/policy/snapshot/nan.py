@@ -69,6 +69,16 @@ def scan_mode(plan: CopyPlan, func: FuncInfo) -> p.ToolMode | None:
     return mode
 
 
+def sum_format(plan: CopyPlan, func: FuncInfo) -> p.ToolMode | None:
+    """The element format a digest of this buffer also sums |x| over (the scan's, where its
+    elements are aligned to their size), or None: not floating point, or not aligned."""
+    mode = scan_mode(plan, func)
+    size = SCAN_ELEMENT_SIZE.get(mode) if mode is not None else None
+    if size is None or plan.address % size or plan.height > 1 and plan.pitch % size:
+        return None
+    return mode
+
+
 def whole_elements(plan: CopyPlan, tool: p.ToolMode) -> CopyPlan:
     """A scan reads whole elements: rows cut down to a multiple of the element size."""
     size = SCAN_ELEMENT_SIZE.get(tool)

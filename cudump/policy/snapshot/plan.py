@@ -23,6 +23,7 @@ from cudump.policy.snapshot.buffers import (
 )
 from cudump.policy.snapshot.capture import Captures
 from cudump.policy.snapshot.failures import Failures, Notices
+from cudump.policy.snapshot.nan import sum_format
 from cudump.policy.snapshot.place import Placer
 from cudump.policy.snapshot.planned import Buffer, LaunchContext, PlannedCopy, PlannedLaunch
 from cudump.policy.snapshot.records import make_record, stem
@@ -158,6 +159,7 @@ class Planner:
             if plan is None:
                 continue
             where = target.where
+            sums = sum_format(plan, ctx.func) if tool == p.ToolMode.DIGEST else None
             for phase in phases:
                 if tool is None and not self.budget.take(plan.nbytes):
                     error(ctx, args[target.index], phase, rule, f"{self.budget.name} reached")
@@ -167,7 +169,7 @@ class Planner:
                 make = functools.partial(make_record, ctx, plan.arg, phase, plan, None, name,
                                          rule, where, extent)
                 copies.append(PlannedCopy(plan, phase, 0, rule, make, tool=tool, at=where,
-                                          ctx=ctx))
+                                          ctx=ctx, sum_of=sums))
         return copies
 
     def _read(self, ctx: LaunchContext, rule: Rule, args: list[ArgValue],

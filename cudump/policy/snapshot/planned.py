@@ -103,6 +103,7 @@ class PlannedCopy:
     target: np.ndarray | None = None    # the .npy being filled piece by piece
     failed: str | None = None
     tool: p.ToolMode | None = None      # cudump's kernel runs over the buffer instead
+    sum_of: p.ToolMode | None = None    # a digest's sum of |x|: the element format
     at: int = 0         # byte offset of the pointer inside its argument (a by-value struct)
     made: SnapshotRecord | None = field(default=None, repr=False)
     # the launch it was planned for (a graph launch's copies are of several kernel nodes)
@@ -132,6 +133,8 @@ class PlannedCopy:
         pack = p.COPY.pack_in_order   # phase, flags, src, width, height, pitch, offset
         if self.tool is not None:
             flags = _TOOL_FLAG | int(self.tool) << p.TOOL_MODE_SHIFT
+            if self.sum_of is not None:
+                flags |= int(self.sum_of) << p.TOOL_SUM_SHIFT
             return [pack(phase, flags, pl.address, pl.width_bytes, pl.height, pl.pitch,
                          self.offset)]
         if self.pieces is None:

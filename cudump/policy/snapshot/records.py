@@ -6,10 +6,11 @@ from collections.abc import Callable
 
 from cudump.kernels.geometry import CopyPlan
 from cudump.policy.digest import ALGORITHM as DIGEST_ALGORITHM
-from cudump.policy.digest import digest_hex
+from cudump.policy.digest import SUM_DTYPES, digest_hex, sum_json, sum_of_bits
 from cudump.policy.rules import Rule
 from cudump.policy.snapshot.planned import LaunchContext
 from cudump.rundir.manifest import SnapshotRecord
+from cudump.wire.protocol import ToolMode
 
 
 def make_record(ctx: LaunchContext, arg: int, phase: str, plan: CopyPlan | None,
@@ -59,15 +60,23 @@ def stem(ctx: LaunchContext, arg: int, phase: str, offset: int, stems: set[str])
     return name
 
 
-def digest_fields(plan: CopyPlan, words: int) -> dict[str, object]:
-    """What a digest record holds beyond the snapshot fields."""
-    return {"digest": digest_hex(words), "bytes": plan.width_bytes * plan.height,
-            "row_bytes": plan.width_bytes, "rows": plan.height, "algorithm": DIGEST_ALGORITHM}
+def digest_fields(plan: CopyPlan, words: int, sum_of: ToolMode | None = None,
+                  sum_bits: int = 0) -> dict[str, object]:
+    """What a digest record holds beyond the snapshot fields: with `sum_of`, the sum of |x|
+    of its elements of that format (the kernel's second word, `sum_bits`)."""
+    fields: dict[str, object] = {
+        "digest": digest_hex(words), "bytes": plan.width_bytes * plan.height,
+        "row_bytes": plan.width_bytes, "rows": plan.height, "algorithm": DIGEST_ALGORITHM}
+    if sum_of is not None:
+        fields["sum_of"] = SUM_DTYPES[sum_of]
+        fields["abs_sum"] = sum_json(sum_of_bits(sum_bits))
+    return fields
 
 
-def digest_record(make: Callable[[], SnapshotRecord], plan: CopyPlan) -> SnapshotRecord:
+def digest_record(make: Callable[[], SnapshotRecord], plan: CopyPlan,
+                  sum_of: ToolMode | None = None) -> SnapshotRecord:
     """A repeated plan's digest record (made once, for its template line): the first
     launch's record, with the digest fields."""
     record = make()
-    record.extra.update(digest_fields(plan, 0))
+    record.extra.update(digest_fields(plan, 0, sum_of))
     return record

@@ -94,8 +94,8 @@ class Repeater:
             return None
         digest = p.ToolMode.DIGEST
         made = [RepeatCopy(c.tool, c.phase,  # type: ignore[arg-type]
-                           functools.partial(digest_record, c.make_record, c.plan)
-                           if c.tool == digest else None)
+                           functools.partial(digest_record, c.make_record, c.plan, c.sum_of)
+                           if c.tool == digest else None, c.sum_of)
                 for c in copies]
         first = None
         if planned is not None:

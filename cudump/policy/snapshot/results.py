@@ -23,7 +23,7 @@ import numpy as np
 
 from cudump.console import warn
 from cudump.controller.process import FuncInfo, LaunchEvent, ProcessState
-from cudump.policy.digest import digest_hex
+from cudump.policy.digest import digest_hex, sum_json
 from cudump.policy.snapshot.planned import PlannedLaunch
 from cudump.rundir.manifest import SnapshotRecord, group_line, template_line
 from cudump.wire import protocol as p
@@ -53,6 +53,7 @@ class RepeatCopy:
     tool: p.ToolMode
     phase: str
     make_record: Callable[[], SnapshotRecord] | None = None
+    sum_of: p.ToolMode | None = None    # a digest's sum of |x|: the element format
     made: SnapshotRecord | None = field(default=None, repr=False)
 
     @property
@@ -71,10 +72,13 @@ class RepeatTemplate:
 
     def __post_init__(self) -> None:
         self.digests: list[int] = []
+        self.sums: list[int] = []         # the digests with a sum of |x|
         self.after_scans: list[int] = []  # a launch is plain when these found nothing
         for k, c in enumerate(self.copies):
             if c.tool == p.ToolMode.DIGEST:
                 self.digests.append(k)
+                if c.sum_of is not None:
+                    self.sums.append(k)
             elif c.phase == "after":
                 self.after_scans.append(k)
 
@@ -235,6 +239,7 @@ class ResultDrain(RingDrain[_Ring]):
                                     taken.launch_rc.tolist())
         codes = taken.results["rc"].tolist()
         words = taken.results["words"][:, :, 0].tolist()
+        sums = taken.results["words"][:, :, 1].view(np.float64).tolist()
         pid = ring.proc.pid
         watch = self._finite is not None and self._finite.watching(pid)
         # plan -> (the plan, its latest plain launch with scans after it)
@@ -265,7 +270,9 @@ class ResultDrain(RingDrain[_Ring]):
                 template.written = True
             lines.append(group_line(key, seqs[i], occurrences[i], grids[i], blocks[i],
                                     streams[i], devices[i],
-                                    [digest_hex(found[k]) for k in template.digests]))
+                                    [digest_hex(found[k]) for k in template.digests],
+                                    [sum_json(sums[i][k]) if k in template.sums else None
+                                     for k in template.digests] if template.sums else None))
             digests += len(template.digests)
         self._tell_finite(pid, finite)
         return lines, plain_launches, digests

@@ -300,6 +300,39 @@ static int tool_nonfinite(const unsigned char *p, unsigned mode)
     }
 }
 
+/* |x| of a float element of format fmt (a scan mode), as numpy converts it. */
+static double tool_abs(const unsigned char *p, unsigned fmt)
+{
+    uint64_t v = 0;
+    memcpy(&v, p, fmt == 2 ? 8 : fmt >= 3 ? 2 : 4);
+    if (fmt == 1) {
+        float f;
+        uint32_t w = (uint32_t)v & 0x7fffffffu;
+        memcpy(&f, &w, sizeof f);
+        return f;
+    }
+    if (fmt == 2) {
+        double d;
+        v &= 0x7fffffffffffffffull;
+        memcpy(&d, &v, sizeof d);
+        return d;
+    }
+    if (fmt == 4) {
+        float f;
+        uint32_t w = ((uint32_t)v & 0x7fffu) << 16;
+        memcpy(&f, &w, sizeof f);
+        return f;
+    }
+    uint32_t e = (v >> 10) & 31, m = v & 1023, w = 0x7f800000u | (m ? 1u << 22 : 0);
+    float f;
+    if (e == 0)
+        return m * 5.9604644775390625e-8; /* 2**-24 */
+    if (e != 31)
+        w = (e + 112) << 23 | m << 13;
+    memcpy(&f, &w, sizeof f);
+    return f;
+}
+
 static void tools(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
                   struct fc_dim3 d, struct fc_dim3 g)
 {
@@ -322,11 +355,19 @@ static void tools(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
     uint64_t width = j->width, height = j->height, pitch = j->pitch;
     uint64_t first = (uint64_t)block * d.x + t.x, stride = (uint64_t)j->blocks * d.x;
     uint64_t a = 0, mark = 0;
-    if (j->mode == 0) {
+    double s = 0;
+    unsigned fmt = (j->mode >> 8) & 0xff;
+    if ((j->mode & 0xff) == 0) {
         uint64_t wpr = (width + 3) / 4;
         for (uint64_t i = first; i < wpr * height; i += stride)
             a += tool_mix(tool_word(base + i / wpr * pitch, width, i % wpr) +
                           i * 0x9E3779B97F4A7C15ull);
+        /* The sum of |x| of elements of format fmt (a scan mode), if asked. */
+        unsigned esize = fmt == 2 ? 8 : fmt >= 3 ? 2 : 4;
+        uint64_t epr = width / esize;
+        for (uint64_t i = first;
+             fmt && ((uintptr_t)base | pitch) % esize == 0 && i < epr * height; i += stride)
+            s += tool_abs(base + i / epr * pitch + i % epr * esize, fmt);
     } else if (j->mode <= 4) {
         unsigned esize = j->mode == 2 ? 8 : j->mode >= 3 ? 2 : 4;
         uint64_t epr = width / esize;
@@ -339,8 +380,14 @@ static void tools(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
     }
     uint64_t *acc = (uint64_t *)(uintptr_t)j->acc;
     acc[0] += a;
-    if (mark > acc[1])
+    if (fmt) {   /* a float64 in the second word */
+        double sum;
+        memcpy(&sum, &acc[1], sizeof sum);
+        sum += s;
+        memcpy(&acc[1], &sum, sizeof sum);
+    } else if (mark > acc[1]) {
         acc[1] = mark;
+    }
     if (t.x != d.x - 1 || ++acc[2] != j->blocks)
         return;
     volatile uint64_t *result = (volatile uint64_t *)(uintptr_t)j->result;
