@@ -363,3 +363,22 @@ def test_diff_of_digest_runs_within_a_tolerance_by_sums(cudump: Cudump, diverge:
     beyond = cudump("diff", "--rtol", "1e-4", a, short)
     assert beyond.returncode == 1, beyond.stdout
     assert first_line(beyond.stdout).startswith(f"first divergent: launch 14 of {ADD}")
+
+
+def test_a_buffer_of_no_known_type_is_compared_as_the_type_others_gave_it(
+        cudump: Cudump, diverge: str, tmp_path: Path) -> None:
+    """No rule: scale (a plain C name) has no element type, so its digests have no sum and
+    its bytes differ from round 2 on; vecAdd writes the same memory as float*, so step 3
+    compares scale's buffer as float32, within the tolerance: no divergence. --by-sums
+    snapshots only scale's launch, which the sums cannot judge."""
+    done = cudump("bisect", "--env-b", "DIVERGE_JITTER=2", "--rtol", "1e-4", "--batch", "4",
+                  "--", diverge, "6")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "96 pairs compared, 1 differ" in done.stdout
+    assert "no divergence beyond the tolerance (atol 0, rtol 0.0001): 7 launches" in done.stdout
+    quick = cudump("bisect", "--by-sums", "--env-b", "DIVERGE_JITTER=2", "--rtol", "1e-4",
+                   "--", diverge, "6")
+    assert quick.returncode == 0, quick.stdout + quick.stderr
+    assert "step 3: snapshots of 1 launch whose digests differ (launch 7)" in quick.stdout
+    assert "  equal within the tolerance\n" in quick.stdout
+    assert "by the sums of |x|" in quick.stdout

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from gpurun import RULES, big_buffer_rule, run, sample, under_cudump
 
-from cudump.policy.digest import digest, digest_hex
+from cudump.policy.digest import SUM_DTYPES, abs_sum, digest, digest_hex, sum_json
 from cudump.rundir.manifest import read_manifest
 
 pytestmark = pytest.mark.gpu
@@ -141,3 +141,57 @@ def test_digests_of_a_program_that_exits_without_waiting_for_the_gpu(workdir, tm
     assert any(r.extra["rows"] * r.extra["row_bytes"] == len(threes)
                and r.extra["digest"] == digest_hex(digest(threes, r.extra["row_bytes"]))
                for r in muls), [(r.arg, r.extra) for r in muls]
+
+
+SUMS = """
+import os
+os.environ["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"   # each tensor an allocation of its own
+import torch
+torch.manual_seed(0)
+for dt in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
+    for n in (1, 7, 1000, 100003, 3 << 20):
+        x = torch.randn(n + 3, device="cuda").to(dt)
+        x[0] = -x[0]
+        y = x[1:n + 1].neg()        # its input starts one element in: not on 16 bytes
+torch.cuda.synchronize()
+print("done")
+"""
+
+
+def test_digest_sums_equal_the_sums_of_their_snapshots(workdir, tmp_path):
+    """The sum of |x| beside each digest of PyTorch's negations (float32, float16,
+    bfloat16, float64; 1 to 3M elements, inputs off 16 bytes, so both of the kernel's paths)
+    equals the numpy definition over the snapshot of the same buffer, to float64 rounding."""
+    pytest.importorskip("torch")
+    rule = tmp_path / "neg.yaml"
+    rule.write_text('rules:\n  - kernel: "*neg_kernel*"\n    when: both\n    format: npy\n')
+    digest_rule = tmp_path / "neg-digest.yaml"
+    digest_rule.write_text(rule.read_text().replace("format: npy", "format: digest"))
+    cmd = ["python3", "-c", SUMS]
+    snap, dig = tmp_path / "snap", tmp_path / "dig"
+    a = run(under_cudump(cmd, snap, rules=[rule]), workdir)
+    b = run(under_cudump(cmd, dig, rules=[digest_rule]), workdir)
+    assert a.returncode == 0 and b.returncode == 0, b.stderr[-3000:]
+
+    def keyed(run_dir):
+        return {(r.kernel, *key(r)): r for r in read_manifest(run_dir)}
+
+    snaps, digests = keyed(snap), keyed(dig)
+    assert snaps.keys() == digests.keys() and len(digests) >= 40
+    formats = {name: mode for mode, name in SUM_DTYPES.items()}
+    seen = set()
+    for k, r in digests.items():
+        assert r.status == "ok", r.reason
+        data = np.load(snap / snaps[k].file).tobytes()
+        assert r.extra["digest"] == digest_hex(digest(data, r.extra["row_bytes"])), k
+        if "sum_of" not in r.extra:
+            # A name that gives no one float type: bytes, as the NaN scan takes them.
+            assert r.dtype == "uint8", (k, r.dtype)
+            continue
+        want = abs_sum(data, formats[r.extra["sum_of"]], r.extra["row_bytes"])
+        if np.isfinite(want):
+            assert r.extra["abs_sum"] == pytest.approx(want, rel=1e-9, abs=1e-300), k
+        else:   # an output before the launch: memory not yet written, NaN bits and all
+            assert r.extra["abs_sum"] == sum_json(want), k
+        seen.add(r.extra["sum_of"])
+    assert seen == set(SUM_DTYPES.values())

@@ -270,3 +270,35 @@ def test_the_confirmation_bisect_suggests_shows_the_launch_makes_the_difference(
             assert mine[INDEX] == new
         else:
             assert apart(mine, theirs) == []
+
+
+WITHIN_SUMS = re.compile(r"^no divergence beyond the tolerance \(atol 0, rtol 0\.001\) by the "
+                         r"sums of \|x\|$", re.MULTILINE)
+
+
+def test_the_program_against_itself_is_within_a_tolerance_by_its_sums(cwd, tmp_path):
+    """No baseline runs: with --rtol and --by-sums, the atomics' rounding is within the
+    tolerance by the digests' sums of |x|, without a snapshot run."""
+    work = tmp_path / "work"
+    done = cudump(["bisect", "--rtol", "1e-3", "--by-sums", "--out", str(work), "--env-b",
+                   UNRELATED, "--", *program()], cwd)
+    assert done.returncode == 0, shown(done)
+    assert WITHIN_SUMS.search(done.stdout), shown(done)
+    assert "step 3" not in done.stdout, shown(done)
+    assert not list(work.glob("*-snap*")), sorted(p.name for p in work.iterdir())
+
+
+def test_a_poke_below_the_tolerance_of_the_sums_is_still_the_root_cause(cwd, poked: Poked):
+    """--rtol 1e-5: the poke (DELTA at one of 2048 x 256 weights) moves the weight's sum of
+    |x| by far less than the tolerance allows the sum, so the sums cannot tell it; step 3
+    compares the elements and names it, as the exact bisection does."""
+    done = cudump(["bisect", "--rtol", "1e-5", "--out", "poked-rtol", "--env-a", POKE_A,
+                   "--env-b", POKE_B, "--", *program()], cwd)
+    assert done.returncode == 1, shown(done)
+    assert re.search(r"^  \d+ pairs? ha(?:s|ve) digests that differ and sums of \|x\| within "
+                     r"the tolerance", done.stdout, re.MULTILINE), shown(done)
+    found = re.search(r"^  launch (?P<launch>\d+) \(.+\) is the first whose buffers differ "
+                      r"beyond the tolerance; its inputs were equal within it: the root cause$",
+                      done.stdout, re.MULTILINE)
+    assert found, shown(done)
+    assert found["launch"] == poked.root_cause()["launch"], shown(done)

@@ -21,13 +21,14 @@ from cudump.analysis.bisect.options import BisectOptions, check_html, html_targe
 from cudump.analysis.bisect.rules import UserRules, digest_rule, target_rule, write_rules
 from cudump.analysis.bisect.side_run import SideRun, run_side
 from cudump.analysis.bisect.sides import Side
-from cudump.analysis.bisect.target import DEFAULT_TARGET_RULE, Target
+from cudump.analysis.bisect.target import DEFAULT_TARGET_RULE, Target, not_reached
+from cudump.analysis.bisect.tolerance import FloatTypes, candidates, first_beyond
 from cudump.analysis.diff.align import PairResult, align
 from cudump.analysis.diff.causes import attribute
 from cudump.analysis.diff.compare import compare_pair
 from cudump.analysis.diff.metrics import Tolerance
 from cudump.analysis.diff.parallel import compare_pairs
-from cudump.analysis.diff.runs import DIVERGED, DivergentLaunch, RunDiff, divergent_launches
+from cudump.analysis.diff.runs import DIVERGED, RunDiff
 from cudump.analysis.progress import Progress
 from cudump.analysis.report.formats import plural
 from cudump.analysis.report.html_page import HtmlReport
@@ -35,13 +36,6 @@ from cudump.analysis.report.text import PairTable, attribution_lines, divergent_
 from cudump.errors import UsageError
 from cudump.rundir.runs import Run, short_kernel_name
 from cudump.rundir.watch import RunProgress
-
-
-def not_reached(target: Target) -> NotReproduced:
-    r = target.record
-    return NotReproduced(f"the snapshot re-runs did not reach launch {r.launch} (occurrence "
-                         f"{target.occurrence} of {r.kernel}); the program does not run the "
-                         "same launches each time")
 
 
 class Bisect:
@@ -73,11 +67,10 @@ class Bisect:
         digest_a, digest_b = self._digest_runs()
         result = self._diff_digests(digest_a, digest_b)
         first = result.first_divergent_launch
-        candidates = self._candidates(result) if self.options.tolerant else []
-        if first is None and not candidates:
+        if first is None and not any(p.status == "close" for p in result.pairs):
             return self._no_divergence(result)
         if self.options.tolerant:
-            found = self._beyond_tolerance(candidates, first is not None)
+            found = self._beyond_tolerance(result)
             if found is None:
                 return NO_DIVERGENCE
             target, snaps = found
@@ -220,35 +213,16 @@ class Bisect:
                           for side in self.options.sides)
         return a, b
 
-    @staticmethod
-    def _candidates(result: RunDiff) -> list[DivergentLaunch]:
-        """With --atol/--rtol: the launches whose buffers may differ beyond the tolerance, in
-        A's order: each with a pair whose digests differ, up to the first whose buffers
-        certainly do (their sums of |x| say so, or they have none and compare as bytes)."""
-        certain = result.first_divergent_launch
-        found = []
-        for launch in divergent_launches(result.pairs, result.noise, (*DIVERGED, "close")):
-            found.append(launch)
-            if (certain is not None
-                    and launch.snapshot.launch_key() == certain.snapshot.launch_key()):
-                break
-        return found
-
-    def _beyond_tolerance(self, launches: list[DivergentLaunch], certain: bool
-                          ) -> tuple[Target, tuple[Run, Run]] | None:
-        """With --atol/--rtol: the candidate launches, snapshotted --batch at a time, until
-        one differs beyond the tolerance (that one, and the runs that show it); None when
-        every one is within it. The last one, if `certain`, is known to differ beyond it
-        (its sums of |x|): with --by-sums only that one is snapshotted."""
+    def _beyond_tolerance(self, result: RunDiff) -> tuple[Target, tuple[Run, Run]] | None:
+        """With --atol/--rtol: the candidate launches (tolerance.py), snapshotted --batch at a
+        time, until one differs beyond the tolerance (that one, and the runs that show it);
+        None when every one is within it."""
         tol, batch = self.options.tol, self.options.batch
         within = f"atol {tol.atol:g}, rtol {tol.rtol:g}"
-        if self.options.by_sums:
-            trusted = len(launches) - certain
-            if trusted:
-                self.say(f"  --by-sums: {plural(trusted, 'launch', 'launches')} whose digests "
-                         "differ with sums of |x| within the tolerance taken as within it "
-                         "(not compared element by element)")
-            launches = launches[-1:] if certain else []
+        found = candidates(result, self.options.by_sums)
+        launches, types = found.launches, FloatTypes(result.pairs)
+        if found.trusted:
+            self.say(found.trusted_line())
         for start in range(0, len(launches), batch):
             chunk = [Target(launch) for launch in launches[start:start + batch]]
             first, last = chunk[0].record, chunk[-1].record
@@ -259,32 +233,22 @@ class Bisect:
             round_ = start // batch + 1
             snaps = self._snapshot_runs(chunk, "snap" if round_ == 1 else f"snap{round_}")
             pairs = align(*snaps)
+            for pair in pairs:
+                pair.view_as = types.view(pair.key)
             list(compare_pairs(pairs, tol, self.options.jobs))
-            for target in chunk:
-                mine = [p for p in pairs if target.wants(p)]
+            beyond = first_beyond(chunk, pairs)
+            if beyond is not None:
+                target, inputs = beyond
                 r = target.record
-                if not mine:
-                    raise not_reached(target)
-                if any(p.status == "uncaptured" for p in mine):
-                    raise BisectError(f"launch {r.launch}'s buffers were not all snapshotted "
-                                      "(the disk budget, or a copy that failed: the runs' "
-                                      "logs say); a smaller --batch takes fewer at a time")
-                beyond = [p for p in mine if p.status in DIVERGED]
-                if beyond:
-                    self.say(f"  launch {r.launch} ({short_kernel_name(r.kernel)}) is the first "
-                             f"whose buffers differ beyond the tolerance; "
-                             + ("its inputs were equal within it: the root cause"
-                                if not any(p.key[3] == "before" for p in beyond) else
-                                "its inputs already differed beyond it before it ran (from "
-                                "outside the recorded launches)"))
-                    return target, snaps
-            self.say(f"  all {len(chunk)} equal within the tolerance")
-        if self.options.by_sums:
-            self.say(f"no divergence beyond the tolerance ({within}) by the sums of |x|")
-            return None
-        self.say(f"no divergence beyond the tolerance ({within}): "
-                 f"{plural(len(launches), 'launch', 'launches')} with digests that differ, "
-                 "each within it")
+                self.say(f"  launch {r.launch} ({short_kernel_name(r.kernel)}) is the first "
+                         f"whose buffers differ beyond the tolerance; "
+                         + ("its inputs were equal within it: the root cause" if inputs else
+                            "its inputs already differed beyond it before it ran (from "
+                            "outside the recorded launches)"))
+                return target, snaps
+            self.say(f"  all {len(chunk)} equal within the tolerance" if len(chunk) > 1
+                     else "  equal within the tolerance")
+        self.say(found.verdict(within))
         return None
 
     def _target_rules(self, target: Target) -> list[dict[str, Any]]:

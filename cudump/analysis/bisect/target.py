@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cudump.analysis.bisect.errors import BisectError
+from cudump.analysis.bisect.errors import BisectError, NotReproduced
 from cudump.analysis.diff.align import PairResult
 from cudump.analysis.diff.runs import DivergentLaunch
 from cudump.policy.rules import Rule
@@ -51,3 +51,10 @@ class Target:
 
 
 DEFAULT_TARGET_RULE: dict[str, Any] = {"name": "cudump bisect", "args": "pointers"}
+
+
+def not_reached(target: Target) -> NotReproduced:
+    r = target.record
+    return NotReproduced(f"the snapshot re-runs did not reach launch {r.launch} (occurrence "
+                         f"{target.occurrence} of {r.kernel}); the program does not run the "
+                         "same launches each time")

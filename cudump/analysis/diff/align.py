@@ -28,6 +28,7 @@ class PairResult:
     reason: str | None = None
     digests: tuple[str, str] | None = None     # A's and B's, when compared by digest
     sums: tuple[float, float] | None = None    # and their sums of |x|, with a tolerance
+    view_as: str | None = None   # compare one-byte elements as this numpy type (bisect)
 
     @property
     def different(self) -> bool:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 from cudump.analysis.diff.align import PairResult
 from cudump.analysis.diff.arrays import compare_arrays
 from cudump.analysis.diff.by_digest import compare_digests
@@ -22,6 +24,14 @@ def same_failure(a: Snapshot, b: Snapshot) -> bool:
     return reason_a == reason_b
 
 
+def _viewed(array: np.ndarray, view: str | None) -> np.ndarray:
+    """One-byte elements as `view` (a float type another launch gave the same memory), where
+    they make whole elements of it."""
+    if view is None or array.dtype.itemsize != 1 or array.nbytes % np.dtype(view).itemsize:
+        return array
+    return np.ascontiguousarray(array).reshape(-1).view(view)
+
+
 def compare_pair(pair: PairResult, tol: Tolerance) -> PairResult:
     """Fill in a pair's status and metrics; problems become status "error" with a reason."""
     if pair.a is None or pair.b is None:
@@ -33,7 +43,7 @@ def compare_pair(pair: PairResult, tol: Tolerance) -> PairResult:
     try:
         if pair.a.digest_only or pair.b.digest_only:
             return compare_digests(pair, tol)
-        arr_a, arr_b = pair.a.load(), pair.b.load()
+        arr_a, arr_b = (_viewed(s.load(), pair.view_as) for s in (pair.a, pair.b))
         if arr_a.shape != arr_b.shape or arr_a.dtype != arr_b.dtype:
             pair.status = "mismatch"
             pair.reason = (f"{arr_a.dtype}{list(arr_a.shape)} vs "
