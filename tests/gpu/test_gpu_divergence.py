@@ -272,20 +272,20 @@ def test_the_confirmation_bisect_suggests_shows_the_launch_makes_the_difference(
             assert apart(mine, theirs) == []
 
 
-WITHIN_SUMS = re.compile(r"^no divergence beyond the tolerance \(atol 0, rtol 0\.001\) by the "
-                         r"sums of \|x\|$", re.MULTILINE)
+WITHIN_SUMS = re.compile(r"^no divergence beyond the tolerance \(atol 0\.0001, rtol 0\.001\) "
+                         r"by the sums of \|x\|$", re.MULTILINE)
 
 
 def test_the_program_against_itself_is_within_a_tolerance_by_its_sums(cwd, tmp_path):
-    """No baseline runs: with --rtol and --by-sums, the atomics' rounding is within the
-    tolerance by the digests' sums of |x|, without a snapshot run."""
+    """No baseline runs: with --atol/--rtol and --by-sums, the atomics' rounding is within
+    the tolerance by the digests' sums of |x|; the buffers the sums cannot judge (cuBLAS's,
+    of no known type) are compared as the type their memory or their kernel's name gives
+    them."""
     work = tmp_path / "work"
-    done = cudump(["bisect", "--rtol", "1e-3", "--by-sums", "--out", str(work), "--env-b",
-                   UNRELATED, "--", *program()], cwd)
+    done = cudump(["bisect", "--atol", "1e-4", "--rtol", "1e-3", "--by-sums", "--out",
+                   str(work), "--env-b", UNRELATED, "--", *program()], cwd)
     assert done.returncode == 0, shown(done)
     assert WITHIN_SUMS.search(done.stdout), shown(done)
-    assert "step 3" not in done.stdout, shown(done)
-    assert not list(work.glob("*-snap*")), sorted(p.name for p in work.iterdir())
 
 
 def test_a_poke_below_the_tolerance_of_the_sums_is_still_the_root_cause(cwd, poked: Poked):

@@ -234,7 +234,7 @@ class Bisect:
             snaps = self._snapshot_runs(chunk, "snap" if round_ == 1 else f"snap{round_}")
             pairs = align(*snaps)
             for pair in pairs:
-                pair.view_as = types.view(pair.key)
+                pair.view_as = types.view(pair.launch_snapshot.record)
             list(compare_pairs(pairs, tol, self.options.jobs))
             beyond = first_beyond(chunk, pairs)
             if beyond is not None:

@@ -4,20 +4,27 @@ compared as, from the launches that typed the same memory."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from cudump.analysis.bisect.errors import BisectError
 from cudump.analysis.bisect.target import Target, not_reached
-from cudump.analysis.diff.align import PairKey, PairResult
+from cudump.analysis.diff.align import PairResult
 from cudump.analysis.diff.runs import DIVERGED, DivergentLaunch, RunDiff, divergent_launches
 from cudump.analysis.diff.runs import launches_in_order as pairs_by_launch
 from cudump.analysis.report.formats import plural
+from cudump.rundir.manifest import SnapshotRecord
 
 # Element types a buffer of no known type is read as (one-byte views of anything).
 UNTYPED = ("uint8", "int8")
 # Sums of |x| of these formats say which numpy type to compare elements as (bfloat16 has
 # none: its snapshots are uint16 bits).
 VIEWS = {"float16": "float16", "float32": "float32", "float64": "float64"}
+VIEW_SIZES = {"float16": 2, "float32": 4, "float64": 8}
+# BLAS kernels say their precision in one letter before gemm/gemv (cutlass_80_simt_sgemm_...,
+# ampere_sgemm_128x64_nn): their buffers are of that type where no launch typed them.
+BLAS = re.compile(r"(?<![A-Za-z0-9])([sdh])gem[mv](?![A-Za-z])")
+BLAS_TYPES = {"s": "float32", "d": "float64", "h": "float16"}
 
 
 def certain(pair: PairResult) -> bool:
@@ -76,28 +83,53 @@ def candidates(result: RunDiff, by_sums: bool) -> Candidates:
 
 
 class FloatTypes:
-    """The float types digest run A's typed buffers had (those with sums of |x|), by
-    address: a buffer of no known type that another launch typed is compared as that type
-    (the nearest such launch in A's order), so that the tolerance applies to it."""
+    """The float types digest run A's typed buffers had (those with sums of |x|), by the
+    memory they cover: a buffer of no known type that starts inside memory another launch
+    typed, on a whole element of it, is compared as that type (the nearest such launch in
+    A's order), else as the type a BLAS kernel's name says, so that the tolerance applies
+    to it."""
 
     def __init__(self, digest_pairs: list[PairResult]) -> None:
-        self._records = {p.key: p.a.record for p in digest_pairs if p.a is not None}
-        self._typed: dict[str, list[tuple[int, int, str]]] = {}
+        self._records = {_where(p.a.record): p.a.record for p in digest_pairs
+                         if p.a is not None}
+        # pid -> (start, end, launch, numpy type) of each typed buffer
+        self._typed: dict[int, list[tuple[int, int, int, str]]] = {}
         for record in self._records.values():
             view = VIEWS.get(str(record.extra.get("sum_of")))
-            if view is not None:
-                self._typed.setdefault(record.address, []).append(
-                    (record.pid, record.launch, view))
+            start = _address(record.address)
+            if view is not None and start is not None:
+                size = int(record.extra.get("bytes") or 0)
+                self._typed.setdefault(record.pid, []).append(
+                    (start, start + size, record.launch, view))
 
-    def view(self, key: PairKey) -> str | None:
-        """The numpy type to compare the buffer of `key` as, or None (its own type)."""
-        record = self._records.get(key)
-        if record is None or record.dtype not in UNTYPED:
+    def view(self, snapshot: SnapshotRecord) -> str | None:
+        """The numpy type to compare a snapshot's buffer as, or None (its own type)."""
+        if snapshot.dtype not in UNTYPED:
             return None
-        near = [(abs(launch - record.launch), view)
-                for pid, launch, view in self._typed.get(record.address, [])
-                if pid == record.pid]
-        return min(near)[1] if near else None
+        record = self._records.get(_where(snapshot))   # the same buffer in the digest run
+        at = _address(record.address) if record is not None else None
+        if record is not None and at is not None:
+            near = [(abs(launch - record.launch), view)
+                    for start, end, launch, view in self._typed.get(record.pid, [])
+                    if start <= at < end and (at - start) % VIEW_SIZES[view] == 0]
+            if near:
+                return min(near)[1]
+        blas = BLAS.search(snapshot.kernel)
+        return BLAS_TYPES[blas.group(1)] if blas else None
+
+
+def _where(record: SnapshotRecord) -> tuple[str, int, int, str, int, int]:
+    """A buffer of a launch, the same in every run of the program: kernel, occurrence,
+    argument, phase, the pointer's offset inside the argument, process."""
+    return (record.kernel, record.occurrence, record.arg, record.phase,
+            int(record.extra.get("offset") or 0), record.rank or 0)
+
+
+def _address(text: str) -> int | None:
+    try:
+        return int(text, 16)
+    except ValueError:
+        return None
 
 
 def first_beyond(chunk: list[Target], pairs: list[PairResult]) -> tuple[Target, bool] | None:
