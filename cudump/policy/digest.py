@@ -61,10 +61,16 @@ def _mix(x: np.ndarray) -> np.ndarray:
     return x
 
 
+def _bytes(data: bytes | np.ndarray) -> np.ndarray:
+    """A buffer given as bytes or an array, as its bytes (uint8, one dimension)."""
+    if isinstance(data, bytes | bytearray | memoryview):
+        return np.frombuffer(data, dtype=np.uint8)
+    return np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+
+
 def words(data: bytes | np.ndarray, width: int | None = None) -> np.ndarray:
     """The 32-bit words of rows of `width` bytes (default: one row), each row zero-padded."""
-    raw = np.frombuffer(data, dtype=np.uint8) if isinstance(data, bytes | bytearray | memoryview) \
-        else np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+    raw = _bytes(data)
     width = raw.size if width is None else width
     if width == 0 or raw.size == 0:
         return np.zeros(0, dtype=np.uint32)
@@ -98,8 +104,7 @@ def digest_hex(value: int) -> str:
 def abs_sum(data: bytes | np.ndarray, fmt: ToolMode, width: int | None = None) -> float:
     """The sum of |x| of a buffer's elements of format `fmt` (a scan mode), rows of `width`
     bytes (default: one row), whole elements of each row, in float64."""
-    raw = np.frombuffer(data, dtype=np.uint8) if isinstance(data, bytes | bytearray | memoryview) \
-        else np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+    raw = _bytes(data)
     size = SCAN_ELEMENT_SIZE[fmt]
     width = raw.size if width is None else width
     if width == 0 or raw.size == 0:

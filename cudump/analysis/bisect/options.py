@@ -29,7 +29,7 @@ class BisectOptions:
     @property
     def tolerant(self) -> bool:
         """Whether buffers within a tolerance count as equal (--atol/--rtol)."""
-        return self.tol.atol > 0 or self.tol.rtol > 0
+        return self.tol.given
 
 
 def html_target(path: Path) -> tuple[Path, PageOptions]:

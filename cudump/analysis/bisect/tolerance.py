@@ -120,7 +120,7 @@ class FloatTypes:
 
 def _where(record: SnapshotRecord) -> tuple[str, int, int, str, int, int]:
     """A buffer of a launch, the same in every run of the program: kernel, occurrence,
-    argument, phase, the pointer's offset inside the argument, process."""
+    argument, phase, the pointer's offset inside the argument, rank (0 without one)."""
     return (record.kernel, record.occurrence, record.arg, record.phase,
             int(record.extra.get("offset") or 0), record.rank or 0)
 

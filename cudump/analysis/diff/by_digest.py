@@ -70,8 +70,7 @@ def compare_digests(pair: PairResult, tol: Tolerance = EXACT) -> PairResult:
     pair.digests = (da.value, db.value)
     pair.status = "equal" if da.value == db.value else "differ"
     pair.reason = None if pair.status == "equal" else "digest differs"
-    tolerant = tol.atol > 0 or tol.rtol > 0
-    if (pair.status == "differ" and tolerant and da.abs_sum is not None
+    if (pair.status == "differ" and tol.given and da.abs_sum is not None
             and db.abs_sum is not None and da.sum_of == db.sum_of):
         pair.sums = (da.abs_sum, db.abs_sum)
         if digests.sums_within(da.abs_sum, db.abs_sum, db.elements, tol.atol, tol.rtol):

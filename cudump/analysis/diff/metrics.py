@@ -19,6 +19,11 @@ class Tolerance:
         if not (self.atol >= 0 and self.rtol >= 0):
             raise DiffTrouble(f"tolerances must be >= 0 (atol {self.atol}, rtol {self.rtol})")
 
+    @property
+    def given(self) -> bool:
+        """Whether elements within it count as equal (not exact)."""
+        return self.atol > 0 or self.rtol > 0
+
 
 @dataclass
 class Metrics:

@@ -239,7 +239,7 @@ class ResultDrain(RingDrain[_Ring]):
                                     taken.launch_rc.tolist())
         codes = taken.results["rc"].tolist()
         words = taken.results["words"][:, :, 0].tolist()
-        sums = taken.results["words"][:, :, 1].view(np.float64).tolist()
+        second = taken.results["words"][:, :, 1]   # digests' sums of |x|, as float64 bits
         pid = ring.proc.pid
         watch = self._finite is not None and self._finite.watching(pid)
         # plan -> (the plan, its latest plain launch with scans after it)
@@ -271,11 +271,20 @@ class ResultDrain(RingDrain[_Ring]):
             lines.append(group_line(key, seqs[i], occurrences[i], grids[i], blocks[i],
                                     streams[i], devices[i],
                                     [digest_hex(found[k]) for k in template.digests],
-                                    [sum_json(sums[i][k]) if k in template.sums else None
-                                     for k in template.digests] if template.sums else None))
+                                    self._sums(template, second[i])))
             digests += len(template.digests)
         self._tell_finite(pid, finite)
         return lines, plain_launches, digests
+
+    @staticmethod
+    def _sums(template: RepeatTemplate, second: np.ndarray) -> list[float | str | None] | None:
+        """A launch's sums of |x|, in the template's digest order (None for a digest without
+        one); None where none of its digests has one."""
+        if not template.sums:
+            return None
+        values = second.view(np.float64)
+        return [sum_json(float(values[k])) if k in template.sums else None
+                for k in template.digests]
 
     def _tell_finite(self, pid: int, finite: dict[int, tuple[RepeatTemplate, int]]) -> None:
         if self._finite is not None:
