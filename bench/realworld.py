@@ -22,6 +22,7 @@ anchor; snapshots: held <= 1.25x the two copies, end to end >= 80% of the lesser
 copy's and the file write's rate (held <= 1.25x the time at that rate).
 
 usage: python3 bench/realworld.py [--quick] [--only resnet18,bert,snapshots] [--reps R]
+                                  [--without-ahead]
        (GPU: torch, torchvision, transformers, the built samples, cudump installed)
 Exits 1 when a run failed or printed what was not expected (its row says FAILED).
 """
@@ -67,8 +68,13 @@ from realworld_table import (  # noqa: E402
 )
 
 TORCH_MODES = ("bare", "cudump", "trace", "check-nan", "digest", "cupti")
+# With --without-ahead: the two scanning modes again, each launch making its own scans before
+# it (--no-scans-ahead), for comparison in the same run.
+ALONE_MODES = ("check-nan-alone", "digest-alone")
 LABELS = {"bare": "bare", "cudump": "cudump (no rules)", "trace": "cudump --trace",
           "check-nan": "cudump --check-nan", "digest": "cudump --digest",
+          "check-nan-alone": "cudump --check-nan --no-scans-ahead",
+          "digest-alone": "cudump --digest --no-scans-ahead",
           "cupti": "CUPTI subscriber (no cudump)",
           "anchor": "isnan hooks, checked per module (no cudump)",
           "anchor-nosync": "isnan hooks, one check per forward (no cudump)"}
@@ -92,6 +98,7 @@ def check_mode(mode: str, out: Path, summary: dict, where: str, min_launches: in
             raise BenchError(f"{where}: trace.jsonl has {lines} events, "
                              f"{summary.get('trace_dropped', 0)} dropped")
         return f"{lines} trace events"
+    mode = mode.removesuffix("-alone")
     if mode == "check-nan" and repeated == 0:
         raise BenchError(f"{where}: no launch was scanned by a kept plan ({asked} asked about):"
                          " are kernel names demangled (cxxfilt) where cudump runs?")
@@ -100,9 +107,11 @@ def check_mode(mode: str, out: Path, summary: dict, where: str, min_launches: in
     most = list(summary.get("planned_kernels", {}).items())[:2]   # most asked first
     mostly = ("; asked most: " + ", ".join(f"{name[:60]} ({n})" for name, n in most)
               if most else "")
+    ahead = (f" ({summary.get('scans_ahead', 0)} with their scans before them made ahead, "
+             f"{summary.get('scans_ahead_void', 0)} made ahead and not used)")
     return (f"{summary['launches']} launches, {asked} asked about, {repeated} repeated by the "
-            f"shim, {summary.get('digests', 0)} digests, {summary.get('nan_producers', 0)} "
-            f"NaN/Inf producers{mostly}")
+            f"shim{ahead}, {summary.get('digests', 0)} digests, "
+            f"{summary.get('nan_producers', 0)} NaN/Inf producers{mostly}")
 
 
 @dataclass
@@ -119,7 +128,7 @@ class TorchWorkload:
         program = [*sample("torch_forward.py"), self.name, "--iters", str(s.iters),
                    "--warmup", str(s.warmup)]
         min_launches = s.iters + s.warmup
-        for mode in TORCH_MODES:
+        for mode in (*TORCH_MODES, *(ALONE_MODES if s.alone else ())):
             if mode == "cupti" and s.cupti is None:
                 continue
             where = f"{self.name} {mode} (rep {rep + 1})"
@@ -149,7 +158,10 @@ class TorchWorkload:
             assert s.cupti is not None
             cmd = ["env", f"LD_PRELOAD={s.cupti[1]}:{s.cupti[0]}", *program]
         else:
-            extra = [f"--{mode}"] if mode in ("check-nan", "digest") else []
+            scan = mode.removesuffix("-alone")
+            extra = [f"--{scan}"] if scan in ("check-nan", "digest") else []
+            if mode in ALONE_MODES:
+                extra.append("--no-scans-ahead")
             cmd = under_cudump(program, out, trace=mode == "trace", extra=extra)
         done = sub_run(cmd, s.scratch, where, s.limit_s)
         values = read_values(done.stdout, keys, where)
@@ -181,9 +193,10 @@ class TorchWorkload:
         title = TITLES[self.name]
         bare = self.ms.get("bare", [])
         rows = []
-        for mode in ("cudump", "trace", "check-nan", "digest", "cupti", "anchor",
-                     "anchor-nosync"):
-            if mode == "cupti" and mode not in self.ms and mode not in self.failed:
+        for mode in ("cudump", "trace", "check-nan", "digest", *ALONE_MODES, "cupti",
+                     "anchor", "anchor-nosync"):
+            if (mode == "cupti" or mode in ALONE_MODES) and mode not in self.ms \
+                    and mode not in self.failed:
                 continue
             rows.append(ratio_row(title, LABELS[mode], bare, self.ms.get(mode, []),
                                   GOALS.get(mode), self._failure(mode)))
@@ -244,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=10, help="forwards before (default 10)")
     parser.add_argument("--limit", type=int, default=240,
                         help="seconds a single run may take (default 240)")
+    parser.add_argument("--without-ahead", action="store_true",
+                        help="also run --check-nan and --digest with --no-scans-ahead")
     parser.add_argument("--dir", type=Path, help="where the snapshot runs write (default: "
                         "/dev/shm where it has room, else the temporary directory)")
     args = parser.parse_args(argv)
@@ -273,7 +288,8 @@ def main(argv: list[str] | None = None) -> int:
             say("note: no CUPTI subscriber could be built here: its rows are left out")
         base = snapshot_base(args.dir) if snapshots else scratch
         with tempfile.TemporaryDirectory(prefix="cudump-realworld-snap-", dir=base) as snap:
-            s = Settings(reps, args.iters, args.warmup, args.limit, scratch, Path(snap), cupti)
+            s = Settings(reps, args.iters, args.warmup, args.limit, scratch, Path(snap), cupti,
+                         alone=args.without_ahead)
             if snapshots:
                 say(f"snapshot runs write to {base}")
             for rep in range(reps):

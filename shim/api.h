@@ -241,6 +241,111 @@
 #define CUDUMP_P_cuTensorMapReplaceAddress (CUtensorMap *tensorMap, void *globalAddress)
 #define CUDUMP_A_cuTensorMapReplaceAddress (tensorMap, globalAddress)
 
+/* The program's other calls that put work on a stream or move bytes, and its
+ * queries: nothing is done around them but counting them (calls.h), so that
+ * scans ahead (ahead.h) know that something came between two launches. Their
+ * hooks are generated (hooks.c: CUDUMP_PASSED). */
+#define CUDUMP_P_cuMemcpyAsync (CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream)
+#define CUDUMP_A_cuMemcpyAsync (dst, src, bytes, stream)
+#define CUDUMP_P_cuMemcpyDtoDAsync                                              \
+    (CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream)
+#define CUDUMP_A_cuMemcpyDtoDAsync (dst, src, bytes, stream)
+#define CUDUMP_P_cuMemcpyDtoHAsync (void *dst, CUdeviceptr src, size_t bytes, CUstream stream)
+#define CUDUMP_A_cuMemcpyDtoHAsync (dst, src, bytes, stream)
+#define CUDUMP_P_cuMemcpyPeer                                                   \
+    (CUdeviceptr dst, CUcontext dstCtx, CUdeviceptr src, CUcontext srcCtx, size_t bytes)
+#define CUDUMP_A_cuMemcpyPeer (dst, dstCtx, src, srcCtx, bytes)
+#define CUDUMP_P_cuMemcpyPeerAsync                                              \
+    (CUdeviceptr dst, CUcontext dstCtx, CUdeviceptr src, CUcontext srcCtx, size_t bytes, \
+     CUstream stream)
+#define CUDUMP_A_cuMemcpyPeerAsync (dst, dstCtx, src, srcCtx, bytes, stream)
+#define CUDUMP_P_cuMemcpy3DPeer (const CUDA_MEMCPY3D_PEER *copy)
+#define CUDUMP_A_cuMemcpy3DPeer (copy)
+#define CUDUMP_P_cuMemcpy3DPeerAsync (const CUDA_MEMCPY3D_PEER *copy, CUstream stream)
+#define CUDUMP_A_cuMemcpy3DPeerAsync (copy, stream)
+#define CUDUMP_P_cuMemcpyAtoD                                                   \
+    (CUdeviceptr dst, CUarray src, size_t srcOffset, size_t bytes)
+#define CUDUMP_A_cuMemcpyAtoD (dst, src, srcOffset, bytes)
+#define CUDUMP_P_cuMemcpyBatchAsync                                             \
+    (CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,         \
+     CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, CUstream stream)
+#define CUDUMP_A_cuMemcpyBatchAsync                                             \
+    (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream)
+#define CUDUMP_P_cuMemcpy3DBatchAsync                                           \
+    (size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags, CUstream stream)
+#define CUDUMP_A_cuMemcpy3DBatchAsync (numOps, opList, flags, stream)
+/* The CUDA 12.8 forms of the two (cuda.h's own names for them now end in _v2). */
+#define CUDUMP_P_cuMemcpyBatchAsync_v1                                          \
+    (CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,         \
+     CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx, \
+     CUstream stream)
+#define CUDUMP_A_cuMemcpyBatchAsync_v1                                          \
+    (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, stream)
+#define CUDUMP_P_cuMemcpy3DBatchAsync_v1                                        \
+    (size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx, unsigned long long flags, \
+     CUstream stream)
+#define CUDUMP_A_cuMemcpy3DBatchAsync_v1 (numOps, opList, failIdx, flags, stream)
+#define CUDUMP_P_cuEventRecord (CUevent event, CUstream stream)
+#define CUDUMP_A_cuEventRecord (event, stream)
+#define CUDUMP_P_cuEventRecordWithFlags (CUevent event, CUstream stream, unsigned int flags)
+#define CUDUMP_A_cuEventRecordWithFlags (event, stream, flags)
+#define CUDUMP_P_cuStreamWaitEvent (CUstream stream, CUevent event, unsigned int flags)
+#define CUDUMP_A_cuStreamWaitEvent (stream, event, flags)
+#define CUDUMP_P_cuLaunchHostFunc (CUstream stream, CUhostFn fn, void *userData)
+#define CUDUMP_A_cuLaunchHostFunc (stream, fn, userData)
+#define CUDUMP_P_cuStreamWriteValue32                                           \
+    (CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+#define CUDUMP_A_cuStreamWriteValue32 (stream, addr, value, flags)
+#define CUDUMP_P_cuStreamWriteValue64                                           \
+    (CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
+#define CUDUMP_A_cuStreamWriteValue64 (stream, addr, value, flags)
+#define CUDUMP_P_cuStreamWaitValue32                                            \
+    (CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+#define CUDUMP_A_cuStreamWaitValue32 (stream, addr, value, flags)
+#define CUDUMP_P_cuStreamWaitValue64                                            \
+    (CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
+#define CUDUMP_A_cuStreamWaitValue64 (stream, addr, value, flags)
+#define CUDUMP_P_cuStreamBatchMemOp                                             \
+    (CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray,   \
+     unsigned int flags)
+#define CUDUMP_A_cuStreamBatchMemOp (stream, count, paramArray, flags)
+#define CUDUMP_P_cuWaitExternalSemaphoresAsync                                  \
+    (const CUexternalSemaphore *extSemArray,                                      \
+     const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *paramsArray, unsigned int numExtSems, \
+     CUstream stream)
+#define CUDUMP_A_cuWaitExternalSemaphoresAsync (extSemArray, paramsArray, numExtSems, stream)
+#define CUDUMP_P_cuStreamQuery (CUstream stream)
+#define CUDUMP_A_cuStreamQuery (stream)
+#define CUDUMP_P_cuEventQuery (CUevent event)
+#define CUDUMP_A_cuEventQuery (event)
+
+/* The families whose hooks only pass the call on (and are counted around it). */
+#define CUDUMP_PASSED(F)                                                                \
+    F(cuMemcpyAsync) F(cuMemcpyDtoDAsync) F(cuMemcpyDtoHAsync) F(cuMemcpyPeer)            \
+    F(cuMemcpyPeerAsync) F(cuMemcpy3DPeer) F(cuMemcpy3DPeerAsync) F(cuMemcpyAtoD)          \
+    F(cuMemcpyBatchAsync) F(cuMemcpy3DBatchAsync) F(cuMemcpyBatchAsync_v1)               \
+    F(cuMemcpy3DBatchAsync_v1) F(cuEventRecord) F(cuEventRecordWithFlags) \
+    F(cuStreamWaitEvent) F(cuLaunchHostFunc) F(cuStreamWriteValue32) F(cuStreamWriteValue64) \
+    F(cuStreamWaitValue32) F(cuStreamWaitValue64) F(cuStreamBatchMemOp)                   \
+    F(cuWaitExternalSemaphoresAsync) F(cuStreamQuery) F(cuEventQuery)
+
+/* What a family is, for the counting (calls.h), by the probe idiom:
+ * CUDUMP_IS(CUDUMP_WAITS_, f) is 1 where CUDUMP_WAITS_f is defined as `~, 1`,
+ * else 0. A wait or a query puts nothing on a stream; a kernel launch does not
+ * void the scans ahead (the launch pipeline decides whether it uses them). */
+#define CUDUMP_SECOND_(a, b, ...) b
+#define CUDUMP_SECOND(...) CUDUMP_SECOND_(__VA_ARGS__)
+#define CUDUMP_IS(attribute, family) CUDUMP_SECOND(attribute##family, 0, ~)
+#define CUDUMP_WAITS_cuCtxSynchronize ~, 1
+#define CUDUMP_WAITS_cuCtxSynchronize_v2 ~, 1
+#define CUDUMP_WAITS_cuStreamSynchronize ~, 1
+#define CUDUMP_WAITS_cuEventSynchronize ~, 1
+#define CUDUMP_WAITS_cuStreamQuery ~, 1
+#define CUDUMP_WAITS_cuEventQuery ~, 1
+#define CUDUMP_LAUNCHES_cuLaunchKernel ~, 1
+#define CUDUMP_LAUNCHES_cuLaunchCooperativeKernel ~, 1
+#define CUDUMP_LAUNCHES_cuLaunchKernelEx ~, 1
+
 #define CUDUMP_FAMILIES(F)                                                           \
     F(cuInit) F(cuGetProcAddress) F(cuGetProcAddress_v2) F(cuModuleGetFunction)       \
     F(cuModuleLoadData) F(cuModuleLoadDataEx) F(cuModuleLoadFatBinary) F(cuModuleLoad)  \
@@ -262,7 +367,7 @@
     F(cuMemsetD2D8) F(cuMemsetD2D16) F(cuMemsetD2D32) F(cuMemsetD2D8Async)                  \
     F(cuMemsetD2D16Async) F(cuMemsetD2D32Async)                                             \
     F(cuTensorMapEncodeTiled) F(cuTensorMapEncodeIm2col) F(cuTensorMapEncodeIm2colWide)    \
-    F(cuTensorMapReplaceAddress)
+    F(cuTensorMapReplaceAddress) CUDUMP_PASSED(F)
 
 #define CUDUMP_VARIANTS(VARIANT)                                           \
     VARIANT(cuInit, cuInit, 0)                                             \
@@ -367,7 +472,64 @@
     VARIANT(cuTensorMapEncodeTiled, cuTensorMapEncodeTiled, 0)             \
     VARIANT(cuTensorMapEncodeIm2col, cuTensorMapEncodeIm2col, 0)           \
     VARIANT(cuTensorMapEncodeIm2colWide, cuTensorMapEncodeIm2colWide, 0)   \
-    VARIANT(cuTensorMapReplaceAddress, cuTensorMapReplaceAddress, 0)
+    VARIANT(cuTensorMapReplaceAddress, cuTensorMapReplaceAddress, 0)   \
+    VARIANT(cuMemcpyAsync, cuMemcpyAsync, 0)                               \
+    VARIANT(cuMemcpyAsync_ptsz, cuMemcpyAsync, 1)                          \
+    VARIANT(cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync, 0)                    \
+    VARIANT(cuMemcpyDtoDAsync_v2_ptsz, cuMemcpyDtoDAsync, 1)               \
+    VARIANT(cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync, 0)                    \
+    VARIANT(cuMemcpyDtoHAsync_v2_ptsz, cuMemcpyDtoHAsync, 1)               \
+    VARIANT(cuMemcpyPeer, cuMemcpyPeer, 0)                                 \
+    VARIANT(cuMemcpyPeer_ptds, cuMemcpyPeer, 1)                            \
+    VARIANT(cuMemcpyPeerAsync, cuMemcpyPeerAsync, 0)                       \
+    VARIANT(cuMemcpyPeerAsync_ptsz, cuMemcpyPeerAsync, 1)                  \
+    VARIANT(cuMemcpy3DPeer, cuMemcpy3DPeer, 0)                             \
+    VARIANT(cuMemcpy3DPeer_ptds, cuMemcpy3DPeer, 1)                        \
+    VARIANT(cuMemcpy3DPeerAsync, cuMemcpy3DPeerAsync, 0)                   \
+    VARIANT(cuMemcpy3DPeerAsync_ptsz, cuMemcpy3DPeerAsync, 1)              \
+    VARIANT(cuMemcpyAtoD_v2, cuMemcpyAtoD, 0)                              \
+    VARIANT(cuMemcpyAtoD_v2_ptds, cuMemcpyAtoD, 1)                         \
+    VARIANT(cuMemcpyBatchAsync_v2, cuMemcpyBatchAsync, 0)                  \
+    VARIANT(cuMemcpyBatchAsync_v2_ptsz, cuMemcpyBatchAsync, 1)             \
+    VARIANT(cuMemcpy3DBatchAsync_v2, cuMemcpy3DBatchAsync, 0)              \
+    VARIANT(cuMemcpy3DBatchAsync_v2_ptsz, cuMemcpy3DBatchAsync, 1)         \
+    VARIANT(cuMemcpyBatchAsync, cuMemcpyBatchAsync_v1, 0)                  \
+    VARIANT(cuMemcpyBatchAsync_ptsz, cuMemcpyBatchAsync_v1, 1)             \
+    VARIANT(cuMemcpy3DBatchAsync, cuMemcpy3DBatchAsync_v1, 0)              \
+    VARIANT(cuMemcpy3DBatchAsync_ptsz, cuMemcpy3DBatchAsync_v1, 1)         \
+    VARIANT(cuEventRecord, cuEventRecord, 0)                               \
+    VARIANT(cuEventRecord_ptsz, cuEventRecord, 1)                          \
+    VARIANT(cuEventRecordWithFlags, cuEventRecordWithFlags, 0)             \
+    VARIANT(cuEventRecordWithFlags_ptsz, cuEventRecordWithFlags, 1)        \
+    VARIANT(cuStreamWaitEvent, cuStreamWaitEvent, 0)                       \
+    VARIANT(cuStreamWaitEvent_ptsz, cuStreamWaitEvent, 1)                  \
+    VARIANT(cuLaunchHostFunc, cuLaunchHostFunc, 0)                         \
+    VARIANT(cuLaunchHostFunc_ptsz, cuLaunchHostFunc, 1)                    \
+    VARIANT(cuStreamWriteValue32, cuStreamWriteValue32, 0)                 \
+    VARIANT(cuStreamWriteValue32_ptsz, cuStreamWriteValue32, 1)            \
+    VARIANT(cuStreamWriteValue32_v2, cuStreamWriteValue32, 0)              \
+    VARIANT(cuStreamWriteValue32_v2_ptsz, cuStreamWriteValue32, 1)         \
+    VARIANT(cuStreamWriteValue64, cuStreamWriteValue64, 0)                 \
+    VARIANT(cuStreamWriteValue64_ptsz, cuStreamWriteValue64, 1)            \
+    VARIANT(cuStreamWriteValue64_v2, cuStreamWriteValue64, 0)              \
+    VARIANT(cuStreamWriteValue64_v2_ptsz, cuStreamWriteValue64, 1)         \
+    VARIANT(cuStreamWaitValue32, cuStreamWaitValue32, 0)                   \
+    VARIANT(cuStreamWaitValue32_ptsz, cuStreamWaitValue32, 1)              \
+    VARIANT(cuStreamWaitValue32_v2, cuStreamWaitValue32, 0)                \
+    VARIANT(cuStreamWaitValue32_v2_ptsz, cuStreamWaitValue32, 1)           \
+    VARIANT(cuStreamWaitValue64, cuStreamWaitValue64, 0)                   \
+    VARIANT(cuStreamWaitValue64_ptsz, cuStreamWaitValue64, 1)              \
+    VARIANT(cuStreamWaitValue64_v2, cuStreamWaitValue64, 0)                \
+    VARIANT(cuStreamWaitValue64_v2_ptsz, cuStreamWaitValue64, 1)           \
+    VARIANT(cuStreamBatchMemOp, cuStreamBatchMemOp, 0)                     \
+    VARIANT(cuStreamBatchMemOp_ptsz, cuStreamBatchMemOp, 1)                \
+    VARIANT(cuStreamBatchMemOp_v2, cuStreamBatchMemOp, 0)                  \
+    VARIANT(cuStreamBatchMemOp_v2_ptsz, cuStreamBatchMemOp, 1)             \
+    VARIANT(cuWaitExternalSemaphoresAsync, cuWaitExternalSemaphoresAsync, 0) \
+    VARIANT(cuWaitExternalSemaphoresAsync_ptsz, cuWaitExternalSemaphoresAsync, 1) \
+    VARIANT(cuStreamQuery, cuStreamQuery, 0)                               \
+    VARIANT(cuStreamQuery_ptsz, cuStreamQuery, 1)                          \
+    VARIANT(cuEventQuery, cuEventQuery, 0)
 
 /*
  * Driver functions the shim calls for its own work but does not wrap (those
@@ -387,8 +549,6 @@
     SERVICE(cuMemHostRegister_v2, (void *p, size_t size, unsigned int flags))             \
     SERVICE(cuMemHostUnregister, (void *p))                                               \
     SERVICE(cuEventCreate, (CUevent *e, unsigned int flags))                              \
-    SERVICE(cuEventRecord, (CUevent e, CUstream s))                                       \
-    SERVICE(cuEventRecord_ptsz, (CUevent e, CUstream s))                                  \
     SERVICE(cuEventDestroy_v2, (CUevent e))                                               \
     SERVICE(cuCtxGetDevice, (CUdevice *device))                                           \
     SERVICE(cuGraphGetNodes, (CUgraph g, CUgraphNode *nodes, size_t *count))              \
@@ -422,9 +582,4 @@
     SERVICE(cuMemGetInfo_v2, (size_t *free, size_t *total))                                \
     SERVICE(cuCtxSetCurrent, (CUcontext ctx))                                              \
     SERVICE(cuStreamCreate, (CUstream *s, unsigned int flags))                             \
-    SERVICE(cuStreamDestroy_v2, (CUstream s))                                              \
-    SERVICE(cuEventQuery, (CUevent e))                                                     \
-    SERVICE(cuStreamWriteValue64_v2, (CUstream s, CUdeviceptr addr, cuuint64_t value,     \
-                                      unsigned int flags))                                  \
-    SERVICE(cuStreamWriteValue64, (CUstream s, CUdeviceptr addr, cuuint64_t value,        \
-                                   unsigned int flags))
+    SERVICE(cuStreamDestroy_v2, (CUstream s))

@@ -29,6 +29,15 @@ typedef struct CUgraph_st *CUgraph;
 typedef struct CUgraphNode_st *CUgraphNode;
 typedef struct CUmemPoolHandle_st *CUmemoryPool;
 typedef struct CUarray_st *CUarray;
+/* Passed through only (api.h's CUDUMP_PASSED families): never looked into, so
+ * declared without their members, under cuda.h's tags. */
+typedef struct CUextSemaphore_st *CUexternalSemaphore;
+typedef struct CUDA_MEMCPY3D_PEER_st CUDA_MEMCPY3D_PEER;
+typedef struct CUDA_MEMCPY3D_BATCH_OP_st CUDA_MEMCPY3D_BATCH_OP;
+typedef struct CUmemcpyAttributes_st CUmemcpyAttributes;
+typedef struct CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS;
+typedef union CUstreamBatchMemOpParams_union CUstreamBatchMemOpParams;
+typedef void (*CUhostFn)(void *userData);
 
 enum {
     CUDA_SUCCESS = 0,

@@ -270,7 +270,7 @@ static void *drain_main(void *arg)
 
 void drain_finish(const struct launch_info *li, CUresult launch_rc)
 {
-    cuEventRecord_fn record = li->ptsz ? real_cuEventRecord_ptsz : real_cuEventRecord;
+    cuEventRecord_fn record = li->ptsz ? shim_real_cuEventRecord_ptsz() : shim_real_cuEventRecord();
     if (launch_rc == CUDA_SUCCESS)
         copy_phase(li, PHASE_AFTER);
     CUevent ev = NULL;

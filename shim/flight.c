@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "flight.h"
+#include "interpose.h"
 #include "functab.h"
 #include "stream.h"
 
@@ -147,8 +148,9 @@ static bool ring_mapped(struct proto_flight_slot *ring, uint32_t slots)
 static bool mark(const struct launch_info *li, struct proto_flight_slot *ring, uint32_t slots,
                  struct proto_flight_slot *s, uint64_t value)
 {
-    cuStreamWriteValue64_v2_fn write =
-        real_cuStreamWriteValue64_v2 ? real_cuStreamWriteValue64_v2 : real_cuStreamWriteValue64;
+    cuStreamWriteValue64_fn write = shim_real_cuStreamWriteValue64_v2();
+    if (!write)
+        write = shim_real_cuStreamWriteValue64();
     if (!write || !ring_mapped(ring, slots))
         return false;
     CUstream stream = li->stream ? li->stream : li->ptsz ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;

@@ -215,7 +215,8 @@ static void backoff(unsigned spin)
 CUresult gate_wait_event(CUevent ev, unsigned grace_ms)
 {
     cuEventSynchronize_fn sync = shim_real_cuEventSynchronize();
-    if (!real_cuEventQuery || (!serving && !atomic_load_explicit(&in_flight, memory_order_acquire)))
+    cuEventQuery_fn query = shim_real_cuEventQuery();
+    if (!query || (!serving && !atomic_load_explicit(&in_flight, memory_order_acquire)))
         return sync ? sync(ev) : CUDA_ERROR_NOT_FOUND;
     /* One poll loop for both kinds of waiter. A serving thread waits on a side
      * stream no gate holds, but opens its own gate if the wait stalls; any
@@ -226,7 +227,7 @@ CUresult gate_wait_event(CUevent ev, unsigned grace_ms)
     for (unsigned spin = 0;; spin++) {
         if (!serving && (!grace_ms || gate_now_ns() >= deadline))
             gate_release_held();
-        CUresult rc = real_cuEventQuery(ev);
+        CUresult rc = query(ev);
         if (rc != CUDA_ERROR_NOT_READY)
             return serving && serve_stalled && rc == CUDA_SUCCESS ? CUDA_ERROR_TIMEOUT : rc;
         if (serving && !serve_stalled && serving_slot && gate_now_ns() >= deadline) {
@@ -246,7 +247,7 @@ CUresult gate_wait_stream(const struct launch_info *li)
                                      : CUDA_ERROR_NOT_FOUND;
     if (rc != CUDA_SUCCESS)
         return rc;
-    cuEventRecord_fn record = li->ptsz ? real_cuEventRecord_ptsz : real_cuEventRecord;
+    cuEventRecord_fn record = li->ptsz ? shim_real_cuEventRecord_ptsz() : shim_real_cuEventRecord();
     rc = record ? record(ev, li->stream) : CUDA_ERROR_NOT_FOUND;
     if (rc == CUDA_SUCCESS)
         rc = gate_wait_event(ev, 0); /* under the staging lock: no gate is served meanwhile */

@@ -8,7 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ahead.h"
 #include "alloctab.h"
+#include "calls.h"
 #include "channel.h"
 #include "drain.h"
 #include "flight.h"
@@ -47,6 +49,8 @@ static void after_fork_child(void)
     drain_reset_after_fork();
     tensormap_reset_after_fork();
     flight_reset_after_fork();
+    ahead_reset_after_fork();
+    calls_reset_after_fork();
     atomic_store(&shim_stats.seq, 0);
     atomic_store(&shim_stats.captured, 0);
     atomic_store(&shim_stats.graph_launches, 0);
@@ -926,3 +930,16 @@ CUresult hook_cuTensorMapReplaceAddress(cuTensorMapReplaceAddress_fn real, int p
     }
     return rc;
 }
+
+/* ---- calls passed straight on ------------------------------------------- */
+
+/* The generated wrapper counts them (calls.h) and voids scans ahead (ahead.h):
+ * that is all they are wrapped for. */
+#define DEFINE_PASSED(name)                                                                \
+    CUresult hook_##name(name##_fn real, int ptsz CUDUMP_TAIL(CUDUMP_APPLY(CUDUMP_UNPAREN, CUDUMP_P_##name))) \
+    {                                                                                      \
+        (void)ptsz;                                                                        \
+        return real CUDUMP_A_##name;                                                       \
+    }
+CUDUMP_PASSED(DEFINE_PASSED)
+#undef DEFINE_PASSED

@@ -13,6 +13,8 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "ahead.h"
+#include "calls.h"
 #include "hooks.h"
 #include "interpose.h"
 
@@ -96,7 +98,12 @@ bool shim_resolve_real(void)
         }                                                                              \
         if (shim_busy)                                                                 \
             return real CUDUMP_A_##family;                                             \
-        return hook_##family(real, ptsz CUDUMP_TAIL(CUDUMP_APPLY(CUDUMP_UNPAREN, CUDUMP_A_##family))); \
+        calls_enter(CUDUMP_IS(CUDUMP_WAITS_, family));                                 \
+        if (!CUDUMP_IS(CUDUMP_LAUNCHES_, family))                                      \
+            ahead_void();                                                              \
+        CUresult rc = hook_##family(real, ptsz CUDUMP_TAIL(CUDUMP_APPLY(CUDUMP_UNPAREN, CUDUMP_A_##family))); \
+        calls_leave(CUDUMP_IS(CUDUMP_WAITS_, family));                                 \
+        return rc;                                                                     \
     }                                                                                  \
     SHIM_EXPORT CUresult sym CUDUMP_P_##family __attribute__((alias("wrap_" #sym)));
 

@@ -101,6 +101,8 @@ struct launch_run {
     struct repeat_plan *plan;   /* COPIER_REPEAT: the plan, and whether to wait for room */
     bool wait;
     struct repeat_run repeat;   /* COPIER_REPEAT: its own state */
+    struct ahead ahead;         /* scans ahead taken for this launch (ahead.h), */
+    bool ahead_taken;           /* until used or dropped */
     bool step;                  /* hold again once the kernel has run */
 };
 
@@ -109,10 +111,16 @@ struct launch_run {
 static bool strategy_before(struct launch_run *r, enum copier how)
 {
     switch (how) {
-    case COPIER_REPEAT:
-        if (!repeat_start(&r->repeat, r->li, r->plan, r->wait))
+    case COPIER_REPEAT: {
+        bool consumed;
+        bool started = repeat_start(&r->repeat, r->li, r->plan, r->wait,
+                                    r->ahead_taken ? &r->ahead : NULL, &consumed);
+        if (consumed)
+            r->ahead_taken = false;
+        if (!started)
             return false;
         break;
+    }
     case COPIER_DEFER: {
         static const struct proto_copy *cs[PROTO_MAX_COPIES]; /* under the staging lock */
         unsigned n;
@@ -176,7 +184,7 @@ static void number(struct launch_info *li)
 /* Decides how the launch's copies are made and makes those before it; a
  * hold before the launch if the plan asks. Returns whether anything remains
  * for after the launch (then it is made under the staging lock). */
-static bool decide(struct launch_run *r)
+static bool decide_how(struct launch_run *r)
 {
     struct launch_info *li = r->li;
     plan_clear();
@@ -190,6 +198,10 @@ static bool decide(struct launch_run *r)
     bool keyed = !(li->wants & WANT_STOP) && !li->interrupted && !li->graph &&
                  plan_param_key(li, key, sizeof key, &nkey);
     struct repeat_plan *known = keyed ? repeat_find(li->e, key, nkey, gen) : NULL;
+    if (r->ahead_taken && !repeat_ahead_for(known, &r->ahead)) {
+        repeat_ahead_drop(&r->ahead); /* before the controller is asked: not this launch's */
+        r->ahead_taken = false;
+    }
     if (known) {
         if (!repeat_copies(known))
             return false; /* nothing is wanted of this launch */
@@ -231,6 +243,19 @@ static bool decide(struct launch_run *r)
     if ((flags & PLAN_DEFER) && !r->step && strategy_before(r, COPIER_DEFER))
         return true;
     return strategy_before(r, COPIER_PLAIN);
+}
+
+/* decide_how, with the scans ahead made for this launch (ahead.h) at hand:
+ * the repeated plan's strategy uses them if they are its own; otherwise they
+ * are void. */
+static bool decide(struct launch_run *r)
+{
+    r->ahead_taken = ahead_take(&r->ahead);
+    bool armed = decide_how(r);
+    if (r->ahead_taken)
+        repeat_ahead_drop(&r->ahead);
+    r->ahead_taken = false;
+    return armed;
 }
 
 /* The launch has been made: recorded as such, counted, and traced. */

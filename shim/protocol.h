@@ -58,7 +58,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 15
+#define PROTO_VERSION 16
 #define PROTO_MAGIC 0x50445543u /* "CUDP" */
 
 /* ---- limits ---------------------------------------------------------------- */
@@ -159,6 +159,8 @@ enum proto_option {        /* proto_welcome.options */
     OPTION_TRACE_GRAPHS = 1,
     OPTION_CAPTURE = 2,    /* keep module images (a copy where the loader's memory may go
                             * away) so that WANT_CAPTURE can send them */
+    OPTION_NO_AHEAD = 4,   /* make no scans ahead (shim/ahead.h): every launch made with a
+                            * kept plan has its own launch of cudump's kernel before it */
 };
 
 enum proto_image_format {  /* proto_image.format */
@@ -373,6 +375,9 @@ struct proto_control {
     uint8_t pad8[56];
     uint64_t host_dropped;  /* shim: host writes the ring had no room for */
     uint8_t pad9[56];
+    uint64_t ahead_used;    /* shim: launches whose "before" tools were made ahead (ahead.h) */
+    uint64_t ahead_void;    /* shim: those made ahead and not used */
+    uint8_t pad10[48];
 };
 
 

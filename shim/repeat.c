@@ -28,7 +28,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ahead.h"
 #include "alloctab.h"
+#include "calls.h"
 #include "functab.h"
 #include "gate.h"
 #include "plan.h"
@@ -60,6 +62,10 @@ struct repeat_plan {
     unsigned ncopies;
     struct proto_copy *copies;  /* owned: up to PROTO_MAX_REPEAT (a multi-tensor kernel's hundreds) */
     int *before;                /* owned: per copy, the scan of its buffer before the launch, or -1 */
+    uint64_t serial;            /* this plan, among all plans ever kept (0: none) */
+    struct plan_ref next;       /* the plan of the launch that came right after its last one */
+    unsigned misses;            /* scans ahead of `next` made in a row and not used */
+    unsigned skipped;           /* launches since, while they are not tried (ahead.h) */
 };
 
 /* A function's plans. A model runs one kernel over many buffers in a forward
@@ -78,6 +84,20 @@ struct repeat_cache {
 };
 
 static unsigned lineage;
+static uint64_t serials; /* under the staging lock */
+
+/* The last launch made with a kept plan (under the staging lock): the launch
+ * after it learns that it came next (repeat_plan.next) when nothing came
+ * between them. */
+static struct {
+    struct plan_ref plan;
+    CUstream stream;
+    int ptsz;
+    int device;
+    uint64_t tid;
+    unsigned long long begun;   /* calls_begun() once its tools were made */
+    bool alone;                 /* and no other call was in progress then */
+} last;
 
 void repeat_reset_after_fork(void)
 {
@@ -123,6 +143,32 @@ static bool no_other_buffer(const struct func_entry *e, const struct repeat_plan
     return true;
 }
 
+/* Whether a kept plan still holds, whatever the bytes of the launch. A plan
+ * kept by its pointer words holds until an allocation goes away: its extents
+ * end where allocations end, and a word that comes to point into a new
+ * allocation is caught by repeat_find (no_other_buffer). One kept by all its
+ * bytes (rules with overrides) is planned again after any change to the table. */
+static bool plan_holds(const struct repeat_plan *p, uint32_t gen, unsigned long long epoch,
+                       unsigned long long removals)
+{
+    return p->bytes && p->gen == gen && p->lineage == lineage &&
+           (p->nkeys ? p->removals == removals : p->epoch == epoch);
+}
+
+static struct plan_ref plan_ref(const struct func_entry *e, const struct repeat_plan *p)
+{
+    return (struct plan_ref){e, (unsigned)(p - e->repeats->way), p->serial};
+}
+
+/* The plan `r` names, if it is still kept (not replaced since). */
+static struct repeat_plan *plan_at(const struct plan_ref *r)
+{
+    const struct repeat_cache *c = r->serial && r->e ? r->e->repeats : NULL;
+    if (!c || r->way >= c->ways || c->way[r->way].serial != r->serial)
+        return NULL;
+    return &c->way[r->way];
+}
+
 struct repeat_plan *repeat_find(const struct func_entry *e, const unsigned char *bytes, size_t n,
                                 uint32_t gen)
 {
@@ -133,13 +179,7 @@ struct repeat_plan *repeat_find(const struct func_entry *e, const unsigned char 
     for (unsigned k = 1; k <= c->ways; k++) {
         unsigned i = (c->last + k) % c->ways;
         struct repeat_plan *p = &c->way[i];
-        /* A plan kept by its pointer words holds until an allocation goes away:
-         * its extents end where allocations end, and a word that comes to
-         * point into a new allocation is caught below (no_other_buffer). One
-         * kept by all its bytes (rules with overrides) is planned again after
-         * any change to the table. */
-        if (!p->bytes || p->nbytes != n || p->gen != gen || p->lineage != lineage ||
-            (p->nkeys ? p->removals != removals : p->epoch != epoch))
+        if (p->nbytes != n || !plan_holds(p, gen, epoch, removals))
             continue;
         if (!p->nkeys ? memcmp(p->bytes, bytes, n) == 0 : keys_match(p, bytes)) {
             /* The other words are looked up again only when they or the table
@@ -231,7 +271,8 @@ static struct repeat_plan *repeat_store(struct func_entry *e, const unsigned cha
         owned_copies[i] = *copies[i];
     for (unsigned i = 0; i < ncopies; i++)
         owned_before[i] = scan_before(owned_copies, ncopies, &owned_copies[i]);
-    *p = (struct repeat_plan){.lineage = lineage, .gen = gen, .id = id, .gate = gate,
+    *p = (struct repeat_plan){.serial = ++serials, .lineage = lineage, .gen = gen, .id = id,
+                              .gate = gate,
                               .epoch = epoch, .removals = removals, .seen = ~0ull,
                               .nbytes = n, .bytes = owned, .nkeys = nkeys, .keys = owned_keys,
                               .ncopies = ncopies, .copies = owned_copies,
@@ -259,44 +300,75 @@ static struct proto_result_slot *reserve(uint64_t *pos, bool wait)
     return &ring[*pos & (slots - 1)];
 }
 
-/* Runs one phase's tools; after a gated launch, the last of cudump's kernels
- * holds the stream if a scan finds something new. Returns whether it will. */
-static bool run_phase(const struct repeat_run *run, const struct launch_info *li,
-                      enum proto_phase phase)
+/* Appends the requests of plan p's tools of one phase, into the slot at ring
+ * position pos, to reqs[n...]; returns the new count. After a gated launch
+ * its scans mark (tooljob.h), beside the scans of the same buffers before. */
+static unsigned add_requests(struct tool_request *reqs, unsigned n, struct repeat_plan *p,
+                             struct proto_result_slot *slot, uint64_t pos,
+                             enum proto_phase phase, bool gated)
 {
-    struct repeat_plan *p = run->plan;
-    struct proto_result_slot *slot = run->slot;
     uint32_t slots;
     results_ring(&slots);
-    unsigned at = (unsigned)(run->slot_pos & (slots - 1));
-    bool gated = phase == PHASE_AFTER && run->gated;
-    unsigned long long removals = alloctab_removals();
-    bool checked = p->checked == removals + 1;
-    static struct tool_request reqs[PROTO_MAX_REPEAT]; /* under the staging lock; 28 KB */
-    unsigned n = 0;
+    unsigned at = (unsigned)(pos & (slots - 1));
+    bool checked = p->checked == alloctab_removals() + 1;
     for (unsigned k = 0; k < p->ncopies; k++) {
         const struct proto_copy *c = &p->copies[k];
         if (c->phase != phase)
             continue;
         reqs[n] = (struct tool_request){c, &slot->results[k],
                                         PROTO_MAX_COPIES + at * PROTO_MAX_REPEAT + k,
-                                        run->slot_pos + 1, false, NULL, checked};
+                                        pos + 1, false, NULL, checked};
         if (gated && tool_mode(c) != TOOL_DIGEST) {
             reqs[n].marks = true;
             reqs[n].before = p->before[k] < 0 ? NULL : &slot->results[p->before[k]];
         }
         n++;
     }
-    struct tool_hold hold = {&slot->gate, at};
+    return n;
+}
+
+/* Whether every request of reqs[0, n) was found inside tracked allocations. */
+static bool all_checked(const struct tool_request *reqs, unsigned n)
+{
+    for (unsigned k = 0; k < n; k++)
+        if (!reqs[k].checked)
+            return false;
+    return true;
+}
+
+/* The scans ahead to make with this launch's "after" tools, if any (ahead.h). */
+struct ahead_plan {
+    struct repeat_plan *plan;
+    struct proto_result_slot *slot;
+    uint64_t pos;
+};
+
+/* Runs one phase's tools, and with the "after" ones those of `ahead` (if not
+ * NULL) before its launch; after a gated launch, the last of cudump's kernels
+ * holds the stream if a scan finds something new. Returns whether it will. */
+static bool run_phase(const struct repeat_run *run, const struct launch_info *li,
+                      enum proto_phase phase, const struct ahead_plan *ahead)
+{
+    struct repeat_plan *p = run->plan;
+    uint32_t slots;
+    results_ring(&slots);
+    bool gated = phase == PHASE_AFTER && run->gated;
+    unsigned long long removals = alloctab_removals();
+    static struct tool_request reqs[PROTO_MAX_REPEAT]; /* under the staging lock; 28 KB */
+    unsigned mine = add_requests(reqs, 0, p, run->slot, run->slot_pos, phase, gated);
+    unsigned n = ahead ? add_requests(reqs, mine, ahead->plan, ahead->slot, ahead->pos,
+                                      PHASE_BEFORE, false)
+                       : mine;
+    struct tool_hold hold = {&run->slot->gate, (unsigned)(run->slot_pos & (slots - 1))};
     bool held = tools_run(li, reqs, n, gated ? &hold : NULL);
     /* Copies all found inside tracked allocations stay there until one goes. */
-    bool all = true;
-    for (unsigned k = 0; k < n && all; k++)
-        all = reqs[k].checked;
+    bool all = all_checked(reqs, mine);
     if (phase == PHASE_BEFORE)
         p->tracked_before = all;
     else
         p->checked = all && p->tracked_before ? removals + 1 : 0;
+    if (ahead)
+        ahead->plan->tracked_before = all_checked(reqs + mine, n - mine);
     return held;
 }
 
@@ -342,6 +414,7 @@ static bool results_done(void *unused)
 
 static void results_at_exit(void)
 {
+    ahead_void(); /* no launch comes after the last */
     poll_until(results_done, NULL, EXIT_WAIT_S);
 }
 
@@ -350,31 +423,132 @@ static void register_exit(void)
     atexit(results_at_exit);
 }
 
-bool repeat_start(struct repeat_run *run, const struct launch_info *li, struct repeat_plan *p,
-                  bool wait)
+/* Fills in a slot's header for a launch of plan p, results not yet in. */
+static void slot_begin(struct proto_result_slot *slot, const struct repeat_plan *p)
 {
-    static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
-    pthread_once(&exit_once, register_exit);
-    uint64_t pos;
-    struct proto_result_slot *slot = reserve(&pos, wait);
-    if (!slot)
-        return false;
     slot->plan = p->id;
     slot->ncopies = p->ncopies;
     slot->launch_rc = 0;
     slot->flags = 0;
-    bool gated = p->gate && has_scans(p) && watch_room(li->device);
-    slot->gate = gated ? GATE_ARMED : GATE_NONE;
+    slot->gate = GATE_NONE;
+    for (unsigned k = 0; k < p->ncopies; k++)
+        slot->results[k] = (struct proto_tool_result){.rc = -1};
+}
+
+static void slot_event(struct proto_result_slot *slot, const struct launch_info *li)
+{
     slot->event = (struct proto_launch){
         .seq = li->seq, .occurrence = li->occurrence,
         .stream = (uint64_t)(uintptr_t)li->stream, .tid = li->tid, .id = li->e->id,
         .device = li->device, .grid = {li->grid[0], li->grid[1], li->grid[2]},
         .block = {li->block[0], li->block[1], li->block[2]}, .smem = li->smem, .api = li->api,
         .nparams = -1};
-    for (unsigned k = 0; k < p->ncopies; k++)
-        slot->results[k] = (struct proto_tool_result){.rc = -1};
+}
+
+/* Whether nothing came between the launch whose tools were made when
+ * calls_begun() read `begun`, on (stream, ptsz, tid, device), and this one,
+ * li, whose own call is the only one begun since and the only one in progress. */
+static bool right_after(unsigned long long begun, CUstream stream, int ptsz, uint64_t tid,
+                        int device, const struct launch_info *li)
+{
+    return begun + 1 == calls_begun() && calls_running() == 1 && stream == li->stream &&
+           ptsz == li->ptsz && tid == li->tid && device == li->device;
+}
+
+static void ahead_scored(const struct plan_ref *predictor, bool used)
+{
+    struct repeat_plan *p = plan_at(predictor);
+    if (p)
+        p->misses = used ? 0 : p->misses + 1;
+}
+
+void repeat_ahead_drop(const struct ahead *a)
+{
+    ahead_drop(a);
+    ahead_scored(&a->predictor, false);
+}
+
+bool repeat_ahead_for(const struct repeat_plan *p, const struct ahead *a)
+{
+    return p && p->serial == a->serial;
+}
+
+bool repeat_start(struct repeat_run *run, const struct launch_info *li, struct repeat_plan *p,
+                  bool wait, const struct ahead *a, bool *consumed)
+{
+    static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+    pthread_once(&exit_once, register_exit);
+    *consumed = a != NULL;
+    /* The plan of the last launch learns that this one came right after it. */
+    if (last.alone && right_after(last.begun, last.stream, last.ptsz, last.tid, last.device, li)) {
+        struct repeat_plan *before = plan_at(&last.plan);
+        if (before)
+            before->next = plan_ref(li->e, p);
+    }
+    last.plan.serial = 0;
+    bool gated = p->gate && has_scans(p) && watch_room(li->device);
+    if (a && (a->serial != p->serial ||
+              !right_after(a->begun, a->stream, a->ptsz, a->tid, a->device, li))) {
+        repeat_ahead_drop(a); /* before a slot is reserved: the reader may wait at its slot */
+        a = NULL;
+    }
+    if (a) {
+        /* Its "before" tools were made with the launch before it, into this slot. */
+        ahead_scored(&a->predictor, true);
+        volatile struct proto_control *ctl = channel_control_rw();
+        if (ctl)
+            __atomic_fetch_add(&ctl->ahead_used, 1, __ATOMIC_RELAXED);
+        slot_event(a->slot, li);
+        a->slot->gate = gated ? GATE_ARMED : GATE_NONE;
+        *run = (struct repeat_run){.plan = p, .slot = a->slot, .slot_pos = a->pos,
+                                   .gated = gated};
+        return true;
+    }
+    uint64_t pos;
+    struct proto_result_slot *slot = reserve(&pos, wait);
+    if (!slot)
+        return false;
+    slot_begin(slot, p);
+    slot->gate = gated ? GATE_ARMED : GATE_NONE;
+    slot_event(slot, li);
     *run = (struct repeat_run){.plan = p, .slot = slot, .slot_pos = pos, .gated = gated};
-    run_phase(run, li, PHASE_BEFORE);
+    run_phase(run, li, PHASE_BEFORE, NULL);
+    return true;
+}
+
+/* Counts the "before" copies of p. */
+static unsigned before_copies(const struct repeat_plan *p)
+{
+    unsigned n = 0;
+    for (unsigned k = 0; k < p->ncopies; k++)
+        n += p->copies[k].phase == PHASE_BEFORE;
+    return n;
+}
+
+/* The plan whose "before" tools to make ahead with the "after" tools of this
+ * launch of p, and the slot reserved for them; false if none (ahead.h). */
+static bool ahead_of(struct repeat_plan *p, struct ahead_plan *out)
+{
+    struct plan_ref missed;
+    if (ahead_missed(&missed))
+        ahead_scored(&missed, false);
+    /* Two in a row not used: tried again at every 16th launch only. */
+    if (!p->next.serial || calls_running() != 1 || (channel_options() & OPTION_NO_AHEAD) ||
+        (p->misses >= 2 && (++p->skipped & 15) != 0))
+        return false;
+    struct repeat_plan *q = plan_at(&p->next);
+    const volatile struct proto_control *ctl = channel_control();
+    if (!q || !ctl || !plan_holds(q, ctl->generation, alloctab_epoch(), alloctab_removals()))
+        return false;
+    unsigned ahead = before_copies(q);
+    if (!ahead || p->ncopies - before_copies(p) + ahead > PROTO_MAX_REPEAT)
+        return false;
+    uint64_t pos;
+    struct proto_result_slot *slot = reserve(&pos, false);
+    if (!slot)
+        return false;
+    slot_begin(slot, q);
+    *out = (struct ahead_plan){q, slot, pos};
     return true;
 }
 
@@ -403,7 +577,23 @@ static bool repeat_end(struct repeat_run *run, const struct launch_info *li, CUr
 {
     struct proto_result_slot *slot = run->slot;
     slot->launch_rc = launch_rc;
-    bool held = launch_rc == CUDA_SUCCESS && run_phase(run, li, PHASE_AFTER);
+    struct ahead_plan ahead;
+    bool with_ahead = launch_rc == CUDA_SUCCESS && ahead_of(run->plan, &ahead);
+    bool held = launch_rc == CUDA_SUCCESS &&
+                run_phase(run, li, PHASE_AFTER, with_ahead ? &ahead : NULL);
+    if (with_ahead)
+        ahead_put(&(struct ahead){.slot = ahead.slot, .pos = ahead.pos,
+                                  .serial = ahead.plan->serial,
+                                  .predictor = plan_ref(li->e, run->plan),
+                                  .stream = li->stream, .ptsz = li->ptsz, .device = li->device,
+                                  .tid = li->tid, .begun = calls_begun()});
+    last.plan = plan_ref(li->e, run->plan);
+    last.stream = li->stream;
+    last.ptsz = li->ptsz;
+    last.device = li->device;
+    last.tid = li->tid;
+    last.begun = calls_begun();
+    last.alone = launch_rc == CUDA_SUCCESS && calls_running() == 1;
     if (run->gated && held) {
         /* Nobody waits: the GPU holds the stream if a scan finds something.
          * (The slot is the reader's first: gate.c knows a slot by its `ready`.) */

@@ -3,6 +3,7 @@
 #ifndef CUDUMP_REPEAT_H
 #define CUDUMP_REPEAT_H
 
+#include "ahead.h"
 #include "launchinfo.h"
 
 struct func_entry;
@@ -32,9 +33,16 @@ struct repeat_plan *repeat_keep(const struct launch_info *li, const unsigned cha
 unsigned repeat_copies(const struct repeat_plan *p);
 /* Takes a result ring slot for the launch and runs the plan's "before" tools;
  * false if the ring has no room (ask the controller instead), after waiting a
- * while for the controller to make some if `wait`. */
+ * while for the controller to make some if `wait`. Scans ahead taken from
+ * ahead.h (`a`, or NULL) are consumed (*consumed): where they were made for
+ * this launch their slot is taken instead and the "before" tools are not made
+ * again, else they are dropped. */
 bool repeat_start(struct repeat_run *run, const struct launch_info *li, struct repeat_plan *p,
-                  bool wait);
+                  bool wait, const struct ahead *a, bool *consumed);
+/* Whether scans ahead `a` were made for a launch of plan p (NULL: none). */
+bool repeat_ahead_for(const struct repeat_plan *p, const struct ahead *a);
+/* Voids scans ahead taken and not used, and counts them against the plan that made them. */
+void repeat_ahead_drop(const struct ahead *a);
 /* After the launch: runs the "after" tools and hands the slot to the ring's
  * reader. A launch whose scan found new non-finite values is reported at once
  * (MSG_REPEAT); returns whether the answer asks for follow-up copies (now the

@@ -20,7 +20,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ahead.h"
 #include "alloctab.h"
+#include "calls.h"
 #include "channel.h"
 #include "functab.h"
 #include "gate.h"
@@ -87,6 +89,7 @@ static bool serve_write(const struct launch_info *li, const unsigned char *p, si
     uint64_t end;
     if (!area || w.size == 0 || __builtin_add_overflow(w.offset, w.size, &end) || end > size)
         return reply_result(-1, NULL, 0);
+    calls_touch(); /* scans made ahead of this write are stale */
     return reply_result(plain_write_wait(li, w.dst, w.size, w.offset), NULL, 0);
 }
 
@@ -229,6 +232,8 @@ enum proto_resume_mode stop_serve(struct launch_info *li, enum proto_phase phase
     struct stop st = {.li = li, .graph_nodes = graph_nodes,
                       .stopped = {.phase = phase, .launch_rc = launch_rc},
                       .mode = RESUME_CONTINUE};
+    /* The user may change memory at a stop: scans made ahead would not see it. */
+    ahead_void();
     st.stopped.sync_rc = phase == PHASE_BEFORE ? quiesce(li) : CUDA_SUCCESS;
     channel_exclusive(serve, &st);
     if (st.mode == RESUME_KILL) {

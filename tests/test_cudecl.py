@@ -189,3 +189,47 @@ def test_host_write_prototypes_and_variants_match_the_real_cuda_h(tmp_path, per_
         [str(exe)], check=True, capture_output=True, text=True).stdout.splitlines()]
     assert len(pairs) == len(HOST_WRITE_FAMILIES)
     assert all(ours == theirs for ours, theirs in pairs), pairs
+
+
+# The families the shim only counts (api.h's CUDUMP_PASSED: shim/calls.h), named as cuda.h
+# names each API; the two CUDA 12.8 batch forms (_v1) are not in cuda.h's public names.
+PASSED_FAMILIES = (
+    "cuMemcpyAsync", "cuMemcpyDtoDAsync", "cuMemcpyDtoHAsync", "cuMemcpyPeer",
+    "cuMemcpyPeerAsync", "cuMemcpy3DPeer", "cuMemcpy3DPeerAsync", "cuMemcpyAtoD",
+    "cuMemcpyBatchAsync", "cuMemcpy3DBatchAsync", "cuEventRecord", "cuEventRecordWithFlags",
+    "cuStreamWaitEvent", "cuLaunchHostFunc", "cuStreamWriteValue32", "cuStreamWriteValue64",
+    "cuStreamWaitValue32", "cuStreamWaitValue64", "cuStreamBatchMemOp",
+    "cuWaitExternalSemaphoresAsync", "cuStreamQuery", "cuEventQuery")
+
+
+@pytest.mark.skipif(not (CUDA_INCLUDE / "cuda.h").is_file(),
+                    reason=f"no cuda.h under {CUDA_INCLUDE} to check against")
+@pytest.mark.parametrize("per_thread", [False, True])
+def test_passed_prototypes_and_variants_match_the_real_cuda_h(tmp_path, per_thread):
+    """Each counted family's list is cuda.h's prototype, and the variant cuda.h's name gives
+    (plain, or per-thread) is one of the family's VARIANT rows: a program built either way
+    reaches the shim's wrapper."""
+    flags = ["-std=c11", "-Wall", "-Werror", "-Wincompatible-pointer-types",
+             f"-I{CUDA_INCLUDE}", f"-I{ROOT / 'shim'}"]
+    if per_thread:
+        flags.append("-DCUDA_API_PER_THREAD_DEFAULT_STREAM")
+    src = tmp_path / "prototypes.c"
+    src.write_text(HOST_WRITE_PROTOTYPES.replace(
+        "CHECKS", " ".join(f"SAME({f})" for f in PASSED_FAMILIES)))
+    done = subprocess.run(["cc", *flags, "-fsyntax-only", str(src)], capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
+    src, exe = tmp_path / "names.c", tmp_path / "names"
+    src.write_text(HOST_WRITE_NAMES.replace(
+        "FAMILIES", '" ' + " ".join(PASSED_FAMILIES) + ' "').replace(
+        "PTSZ", "1" if per_thread else "0"))
+    subprocess.run(["cc", *flags, "-o", str(exe), str(src)], check=True)
+    pairs = [line.split() for line in subprocess.run(
+        [str(exe)], check=True, capture_output=True, text=True).stdout.splitlines()]
+    gives = {theirs for _, theirs in pairs}
+    rows: dict[str, set[str]] = {}
+    for ours, theirs in pairs:
+        rows.setdefault(theirs, set()).add(ours)
+    # every family's variant named by cuda.h is a row of that family
+    assert len(gives) == len(PASSED_FAMILIES) or per_thread
+    assert all(theirs in rows[theirs] for theirs in gives), rows

@@ -102,6 +102,11 @@ class RunCommand:
                                  "(default 1G, never more than a quarter of what is free): "
                                  "the launch is held only for a copy into it, and the bytes "
                                  "reach the files while the program runs on; 0 turns it off")
+        parser.add_argument("--no-scans-ahead", dest="scans_ahead", action="store_false",
+                            help="under --digest, --check-nan and digest rules, make every "
+                                 "launch's scans before it on their own, instead of with the "
+                                 "scans after the launch before it (which it uses only if "
+                                 "nothing came between the two): slower, for comparison")
         parser.add_argument("--flight", type=_flight_slots, nargs="?", const=DEFAULT_FLIGHT,
                             default=0, metavar="N",
                             help=f"flight recorder: keep the last N launches of each process "
@@ -177,7 +182,8 @@ class RunCommand:
                              breaks=list(args.breaks),
                              batch=args.batch, ring_slots=args.trace_ring,
                              break_on_nan=args.break_on_nan, timeline=args.timeline,
-                             injections=donors, flight_slots=args.flight)
+                             injections=donors, flight_slots=args.flight,
+                             scans_ahead=args.scans_ahead)
         session = Session(options)
         try:
             return session.run()

@@ -117,6 +117,8 @@ class Connection:
         options = p.Option.TRACE_GRAPHS if ctl.traced else p.Option(0)
         if any(Action.CAPTURE in r.actions for r in ctl.options.rules):
             options |= p.Option.CAPTURE
+        if not ctl.options.scans_ahead:
+            options |= p.Option.NO_AHEAD
         payload = p.WELCOME.pack(version=p.VERSION, options=int(options),
                                  staging_size=self.shared.staging_size)
         socket.send_fds(self.sock, [p.encode(p.Kind.WELCOME, payload)], [self.shared.fd])

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 from typing import Any, Protocol
 
-VERSION = 15
+VERSION = 16
 MAGIC = 0x50445543
 
 MAX_MESSAGE = 1 << 20
@@ -90,6 +90,7 @@ class Want(IntFlag):
 class Option(IntFlag):
     TRACE_GRAPHS = 1
     CAPTURE = 2     # keep module images for Want.CAPTURE
+    NO_AHEAD = 4    # no scans ahead (shim/ahead.h)
 
 
 class NoticeKind(IntEnum):
@@ -266,7 +267,8 @@ CONTROL = _layout("proto_control", ("magic", "I"), ("version", "I"), ("generatio
                   *[(f"rule_counts[{i}]", "Q") for i in range(MAX_COUNTERS)],
                   ("flight_head", "Q"), ("pad6", "56s"), ("host_head", "Q"),
                   ("pad7", "56s"), ("host_tail", "Q"), ("pad8", "56s"),
-                  ("host_dropped", "Q"), ("pad9", "56s"))
+                  ("host_dropped", "Q"), ("pad9", "56s"), ("ahead_used", "Q"),
+                  ("ahead_void", "Q"), ("pad10", "48s"))
 PARAM = _layout("proto_param", ("offset", "I"), ("size", "I"))
 FUNC = _layout("proto_func", ("id", "I"), ("nparams", "i"), ("handle", "Q"))
 ASK = _layout("proto_ask", ("id", "I"), ("reserved", "I"))

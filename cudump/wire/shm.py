@@ -163,6 +163,16 @@ class SharedFile:
     def host_dropped(self) -> int:
         return self._load64("host_dropped")
 
+    @property
+    def ahead_used(self) -> int:
+        """Launches whose scans before them were made with the launch before (shim/ahead.h)."""
+        return self._load64("ahead_used")
+
+    @property
+    def ahead_void(self) -> int:
+        """Scans made ahead for a launch that did not come next."""
+        return self._load64("ahead_void")
+
     def set_host_tail(self, tail: int) -> None:
         self._store64("host_tail", tail)
 

@@ -137,6 +137,7 @@ class Snapshots:
         summary.repeated_launches = tally.repeated
         summary.planned_launches = tally.asked
         summary.planned_kernels = collections.Counter(tally.asked_kernels)
+        summary.scans_ahead, summary.scans_ahead_void = self.repeater.results.ahead()
         summary.replay_captures = self.captures.count
         summary.host_writes = self.hosts.taken if self.hosts is not None else None
 

@@ -165,6 +165,11 @@ class ResultDrain(RingDrain[_Ring]):
             self._add(_Ring(proc, shared, np.frombuffer(shared.results_bytes(), dtype=SLOT),
                             templates))
 
+    def ahead(self) -> tuple[int, int]:
+        """Every process's scans made ahead (shim/ahead.h): used, and void."""
+        rings = list(self._each())
+        return (sum(r.shared.ahead_used for r in rings), sum(r.shared.ahead_void for r in rings))
+
     def catch_up(self, pid: int) -> None:
         """Takes what the process's ring holds now, on this thread: a NaN/Inf report about
         to say which launch left an input non-finite first learns of the launches before it

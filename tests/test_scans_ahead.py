@@ -1,0 +1,73 @@
+"""Scans ahead (shim/ahead.h): a launch made with a kept plan has its scans (or digests)
+before it made by the launch of cudump's kernel after the launch before it, when that
+launch came next last time and nothing came between the two. Checked on the stand-in
+driver: the results are those of the launch's own scans, and a host write, a memset or any
+other call between two launches voids them."""
+
+from __future__ import annotations
+
+import re
+
+from records import manifest, nan_lines, summary
+
+ADD = "vecAdd(float const*, float const*, float*, int)"
+
+
+def digests(run_dir) -> dict[tuple, str]:
+    return {(r["launch"], r["arg"], r.get("offset", 0), r["phase"]): r["digest"]
+            for r in manifest(run_dir)}
+
+
+def test_digests_made_ahead_are_the_launches_own(fake, cudump_run, tmp_path):
+    """diverge launches the same four kernels over the same buffers every round: from the
+    third round on, each launch's digests before it are made with the launch before it. The
+    digests are those of a run without scans ahead, buffer for buffer."""
+    program = [str(fake.programs["diverge"]), "8"]
+    ahead = cudump_run(program, "--digest", run_dir=tmp_path / "ahead")
+    alone = cudump_run(program, "--digest", "--no-scans-ahead", run_dir=tmp_path / "alone")
+    assert ahead.returncode == 0 and alone.returncode == 0, ahead.stderr + alone.stderr
+    assert ahead.stdout == alone.stdout
+    assert digests(ahead.run_dir) == digests(alone.run_dir)
+    assert len(digests(ahead.run_dir)) > 50
+    made, void = summary(ahead.run_dir)["scans_ahead"], summary(ahead.run_dir)["scans_ahead_void"]
+    assert made >= 20, (made, void)
+    assert (summary(alone.run_dir)["scans_ahead"], summary(alone.run_dir)["scans_ahead_void"]) \
+        == (0, 0)
+
+
+def test_a_host_copy_between_two_launches_voids_their_scans_ahead(fake, cudump_run):
+    """chain runs square(x, y), then vecAdd(y, b, z), eight steps; step 7 copies a NaN into
+    y between the two. vecAdd's scans before it, made ahead with square's, would have found
+    y finite: the copy voids them, vecAdd scans y itself, and the NaN is reported as carried
+    on from the host's copy, not as made by vecAdd. The other steps use their scans ahead."""
+    ran = cudump_run([str(fake.programs["chain"]), "8", "37", "a7"], "--check-nan")
+    assert ran.returncode == 0, ran.stderr
+    (line,) = nan_lines(ran.stderr)
+    assert f"launch 14 of {ADD}" in line
+    assert line.endswith("propagated: arg 0 was already non-finite (from a host-to-device copy "
+                         "of 4 bytes (cuMemcpyHtoDAsync) before launch 14)")
+    totals = summary(ran.run_dir)
+    assert totals["first_nan_producer"]["kind"] == "copy"
+    # Square learns in step 1 that vecAdd comes next; steps 2-8 scan ahead with it, and all
+    # but step 7 use them. vecAdd never learns what comes after it: x's copy comes between.
+    assert (totals["scans_ahead"], totals["scans_ahead_void"]) == (6, 1), totals
+
+
+def test_nan_reports_are_those_without_scans_ahead(fake, cudump_run, tmp_path):
+    """chain with step 5's x overflowing: square makes the Inf, and vecAdd, scanned ahead
+    with square, carries it on. The reports are those of a run without scans ahead."""
+    program = [str(fake.programs["chain"]), "8", "37", "5"]
+    ran = cudump_run(program, "--check-nan", run_dir=tmp_path / "ahead")
+    alone = cudump_run(program, "--check-nan", "--no-scans-ahead", run_dir=tmp_path / "alone")
+    assert ran.returncode == 0 and alone.returncode == 0, ran.stderr + alone.stderr
+
+    def said(stderr: str) -> list[str]:
+        return [re.sub(r"process \d+", "process P", line) for line in nan_lines(stderr)]
+
+    assert len(said(ran.stderr)) == 2
+    assert said(ran.stderr) == said(alone.stderr)
+    assert [r["launch"] for r in manifest(ran.run_dir) if "nonfinite" in r] == \
+        [r["launch"] for r in manifest(alone.run_dir) if "nonfinite" in r]
+    assert (summary(ran.run_dir)["scans_ahead"], summary(ran.run_dir)["scans_ahead_void"]) \
+        == (7, 0)
+    assert summary(alone.run_dir)["scans_ahead"] == 0
