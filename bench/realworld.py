@@ -253,8 +253,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="one repetition instead of 3")
     parser.add_argument("--reps", type=int, help="repetitions (default 3, 1 with --quick)")
     parser.add_argument("--only", help=f"comma-separated workloads: {','.join(WORKLOADS)}")
-    parser.add_argument("--iters", type=int, default=30, help="timed forwards (default 30)")
-    parser.add_argument("--warmup", type=int, default=10, help="forwards before (default 10)")
+    # Long enough for a steady state: over the first tens of forwards under --check-nan the
+    # shim is still learning which launch follows which (scans ahead) and the GPU's queue
+    # is filling.
+    parser.add_argument("--iters", type=int, default=100, help="timed forwards (default 100)")
+    parser.add_argument("--warmup", type=int, default=20, help="forwards before (default 20)")
     parser.add_argument("--limit", type=int, default=240,
                         help="seconds a single run may take (default 240)")
     parser.add_argument("--without-ahead", action="store_true",

@@ -1,0 +1,52 @@
+"""Where a model's forward spends its GPU time, cudump's kernel apart from the model's.
+
+Run inside the program (bare, or under cudump): times N forwards for N in 10, 30, 100 and
+300 in turn (the first includes start-up; the rest show whether the figure has settled),
+then profiles 20 forwards with torch.profiler and prints, per forward, the kernels' GPU time
+and count: cudump's own kernel (`cudump_tools`) apart from the model's.
+
+usage: python3 bench/forward_kernels.py resnet18|bert
+       cudump --check-nan python3 bench/forward_kernels.py resnet18
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
+from torch_forward import build, timed  # noqa: E402
+
+PROFILED = 20
+
+
+def main() -> int:
+    if len(sys.argv) != 2 or sys.argv[1] not in ("resnet18", "bert"):
+        print(__doc__.strip().splitlines()[-2].strip(), file=sys.stderr)
+        return 2
+    _, forward = build(sys.argv[1])
+    with torch.no_grad():
+        for n in (10, 30, 100, 300):
+            print(f"{n} forwards: {timed(forward, n):.3f} ms/forward", flush=True)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            ms = timed(forward, PROFILED)
+    time_us = {"cudump": 0.0, "model": 0.0}
+    count = {"cudump": 0, "model": 0}
+    for event in prof.events():
+        if event.device_type.name != "CUDA":
+            continue
+        who = "cudump" if "cudump" in event.name else "model"
+        time_us[who] += event.device_time
+        count[who] += 1
+    print(f"profiled {PROFILED} forwards: {ms:.3f} ms/forward; GPU per forward: cudump's "
+          f"kernel {time_us['cudump'] / PROFILED / 1e3:.3f} ms ({count['cudump'] / PROFILED:.0f} "
+          f"launches), the model's {time_us['model'] / PROFILED / 1e3:.3f} ms "
+          f"({count['model'] / PROFILED:.0f} launches)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
