@@ -43,7 +43,8 @@ struct ahead {
     int ptsz;
     int device;
     uint64_t tid;
-    unsigned long long begun;           /* calls_begun() when it was made */
+    CUcontext ctx;                      /* of the stream (stream 0 is each context's own) */
+    unsigned long long begun;           /* calls_begun() before it was made */
 };
 
 /* Makes `a` the pending one (there is none: the launch that makes it took any). */

@@ -314,6 +314,22 @@
      const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *paramsArray, unsigned int numExtSems, \
      CUstream stream)
 #define CUDUMP_A_cuWaitExternalSemaphoresAsync (extSemArray, paramsArray, numExtSems, stream)
+#define CUDUMP_P_cuStreamAddCallback                                            \
+    (CUstream stream, CUstreamCallback callback, void *userData, unsigned int flags)
+#define CUDUMP_A_cuStreamAddCallback (stream, callback, userData, flags)
+#define CUDUMP_P_cuGraphicsMapResources                                         \
+    (unsigned int count, CUgraphicsResource *resources, CUstream stream)
+#define CUDUMP_A_cuGraphicsMapResources (count, resources, stream)
+#define CUDUMP_P_cuGraphicsUnmapResources                                       \
+    (unsigned int count, CUgraphicsResource *resources, CUstream stream)
+#define CUDUMP_A_cuGraphicsUnmapResources (count, resources, stream)
+/* A stream destroyed and another made: the new one may have the old one's handle. */
+#define CUDUMP_P_cuStreamCreate (CUstream *stream, unsigned int flags)
+#define CUDUMP_A_cuStreamCreate (stream, flags)
+#define CUDUMP_P_cuStreamCreateWithPriority (CUstream *stream, unsigned int flags, int priority)
+#define CUDUMP_A_cuStreamCreateWithPriority (stream, flags, priority)
+#define CUDUMP_P_cuStreamDestroy (CUstream stream)
+#define CUDUMP_A_cuStreamDestroy (stream)
 #define CUDUMP_P_cuStreamQuery (CUstream stream)
 #define CUDUMP_A_cuStreamQuery (stream)
 #define CUDUMP_P_cuEventQuery (CUevent event)
@@ -327,7 +343,9 @@
     F(cuMemcpy3DBatchAsync_v1) F(cuEventRecord) F(cuEventRecordWithFlags) \
     F(cuStreamWaitEvent) F(cuLaunchHostFunc) F(cuStreamWriteValue32) F(cuStreamWriteValue64) \
     F(cuStreamWaitValue32) F(cuStreamWaitValue64) F(cuStreamBatchMemOp)                   \
-    F(cuWaitExternalSemaphoresAsync) F(cuStreamQuery) F(cuEventQuery)
+    F(cuWaitExternalSemaphoresAsync) F(cuStreamAddCallback) F(cuGraphicsMapResources)         \
+    F(cuGraphicsUnmapResources) F(cuStreamCreate) F(cuStreamCreateWithPriority)            \
+    F(cuStreamDestroy) F(cuStreamQuery) F(cuEventQuery)
 
 /* What a family is, for the counting (calls.h), by the probe idiom:
  * CUDUMP_IS(CUDUMP_WAITS_, f) is 1 where CUDUMP_WAITS_f is defined as `~, 1`,
@@ -527,6 +545,15 @@
     VARIANT(cuStreamBatchMemOp_v2_ptsz, cuStreamBatchMemOp, 1)             \
     VARIANT(cuWaitExternalSemaphoresAsync, cuWaitExternalSemaphoresAsync, 0) \
     VARIANT(cuWaitExternalSemaphoresAsync_ptsz, cuWaitExternalSemaphoresAsync, 1) \
+    VARIANT(cuStreamAddCallback, cuStreamAddCallback, 0)                   \
+    VARIANT(cuStreamAddCallback_ptsz, cuStreamAddCallback, 1)              \
+    VARIANT(cuGraphicsMapResources, cuGraphicsMapResources, 0)             \
+    VARIANT(cuGraphicsMapResources_ptsz, cuGraphicsMapResources, 1)        \
+    VARIANT(cuGraphicsUnmapResources, cuGraphicsUnmapResources, 0)         \
+    VARIANT(cuGraphicsUnmapResources_ptsz, cuGraphicsUnmapResources, 1)    \
+    VARIANT(cuStreamCreate, cuStreamCreate, 0)                             \
+    VARIANT(cuStreamCreateWithPriority, cuStreamCreateWithPriority, 0)     \
+    VARIANT(cuStreamDestroy_v2, cuStreamDestroy, 0)                        \
     VARIANT(cuStreamQuery, cuStreamQuery, 0)                               \
     VARIANT(cuStreamQuery_ptsz, cuStreamQuery, 1)                          \
     VARIANT(cuEventQuery, cuEventQuery, 0)
@@ -580,6 +607,4 @@
     SERVICE(cuKernelGetLibrary, (CUlibrary *library, CUkernel k))                          \
     SERVICE(cuMemHostGetDevicePointer_v2, (CUdeviceptr *dptr, void *p, unsigned int flags)) \
     SERVICE(cuMemGetInfo_v2, (size_t *free, size_t *total))                                \
-    SERVICE(cuCtxSetCurrent, (CUcontext ctx))                                              \
-    SERVICE(cuStreamCreate, (CUstream *s, unsigned int flags))                             \
-    SERVICE(cuStreamDestroy_v2, (CUstream s))
+    SERVICE(cuCtxSetCurrent, (CUcontext ctx))

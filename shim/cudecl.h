@@ -38,6 +38,8 @@ typedef struct CUmemcpyAttributes_st CUmemcpyAttributes;
 typedef struct CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS_st CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS;
 typedef union CUstreamBatchMemOpParams_union CUstreamBatchMemOpParams;
 typedef void (*CUhostFn)(void *userData);
+typedef struct CUgraphicsResource_st *CUgraphicsResource;
+typedef void (*CUstreamCallback)(CUstream hStream, CUresult status, void *userData);
 
 enum {
     CUDA_SUCCESS = 0,

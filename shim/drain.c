@@ -134,7 +134,7 @@ bool drain_start(const struct launch_info *li, const struct proto_copy *const *c
     cuMemAllocAsync_fn alloc = li->ptsz ? shim_real_cuMemAllocAsync_ptsz() : shim_real_cuMemAllocAsync();
     if (!ctl || !ctl->scratch_mib || !n || n > PROTO_MAX_COPIES || !alloc ||
         !shim_real_cuMemFreeAsync() || !real_cuMemGetInfo_v2 || !real_cuCtxSetCurrent ||
-        !real_cuStreamCreate || !real_cuEventCreate || li->captured)
+        !shim_real_cuStreamCreate() || !real_cuEventCreate || li->captured)
         return false;
     /* While any stream of the process captures, the launch is copied while it is
      * held (relaxed, on its own stream) rather than left to a drain that would
@@ -227,7 +227,7 @@ static void drain_one(void)
     CUstream side = NULL;
     size_t size = 0;
     char *area = staging_area(&size);
-    if (real_cuStreamCreate(&side, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+    if (shim_real_cuStreamCreate()(&side, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
         side = NULL;
     for (unsigned i = 0; i < dr.n; i++)
         if (!(dr.copies[i].c.flags & COPY_PIECE))
@@ -244,7 +244,7 @@ static void drain_one(void)
     /* Without a stream of its own the legacy stream frees it: rare, and never leaked. */
     shim_real_cuMemFreeAsync()(dr.scratch, side);
     if (side)
-        real_cuStreamDestroy_v2(side);
+        shim_real_cuStreamDestroy_v2()(side);
     if (up)
         send_end(sync_rc);
     real_cuCtxSetCurrent(was);

@@ -660,6 +660,7 @@ CUresult hook_cuMemsetD2D32Async(cuMemsetD2D32Async_fn real, int ptsz, CUdevicep
     bool interrupted = false;                                                \
     struct func_entry *e = launch_lookup((f), &wants, &interrupted);         \
     if (__builtin_expect(!wants, 1) && __builtin_expect(!e || !flight_on(), 1)) { \
+        ahead_void(); /* made for another launch: void now, not at the next */ \
         CUresult rc = call;                                                  \
         if (rc == CUDA_SUCCESS && e)                                         \
             launch_count(e, (stream), ptsz);                                 \

@@ -329,6 +329,10 @@ static CUresult recorded(struct launch_info *li, CUresult (*call)(void *), void 
 
 CUresult launch_run(struct launch_info *li, CUresult (*call)(void *), void *arg)
 {
+    /* Scans ahead are used or dropped in decide(): a launch that does not get there
+     * voids them now, so that the ring's reader does not wait at their slot. */
+    if (!(li->wants & (WANT_SNAPSHOT | WANT_STOP)))
+        ahead_void();
     if (!li->wants)
         return recorded(li, call, arg);
     struct launch_run r = {.li = li, .call = call, .arg = arg, .how = COPIER_NONE};
@@ -340,6 +344,8 @@ CUresult launch_run(struct launch_info *li, CUresult (*call)(void *), void *arg)
      * launch does not run: while a stream captures, launches are only recorded. */
     if ((li->wants & (WANT_SNAPSHOT | WANT_STOP)) && !li->captured)
         staging_locked(0, run_wanted, &r);
+    else if (li->captured)
+        ahead_void();
     if (!r.launched) {
         r.rc = call(arg);
         shim_busy++;

@@ -33,8 +33,8 @@ static void enqueue_copies(const struct launch_info *li, enum proto_phase phase)
             /* All of a phase's in one go: one launch of cudump's kernel. */
             if (area)
                 tools[ntools++] = (struct tool_request){
-                    &c->c, (struct proto_tool_result *)(area + c->c.offset), i, 1, false, NULL,
-                    false};
+                    .copy = &c->c, .result = (struct proto_tool_result *)(area + c->c.offset),
+                    .acc = i, .tag = 1};
             else
                 c->rc = CUDA_ERROR_NOT_FOUND;
             continue;

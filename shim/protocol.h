@@ -221,7 +221,9 @@ enum proto_flight_flag {   /* proto_flight_slot.flags */
 };
 
 enum proto_result_flag {   /* proto_result_slot.flags */
-    RESULT_TAKEN = 1,      /* reported by MSG_REPEAT instead: the ring's reader skips it */
+    RESULT_TAKEN = 1,      /* reported by MSG_REPEAT instead, or a slot reserved for scans
+                            * ahead (shim/ahead.h) that no launch used (set from the
+                            * reservation until one does): the ring's reader skips it */
     RESULT_ASKED = 2,      /* the launch was asked about (MSG_BEGIN), then made with the
                             * repeatable plan it got: the controller forgets the plan's
                             * ordinary copies (no MSG_END comes) */

@@ -63,6 +63,8 @@ struct repeat_plan {
     struct proto_copy *copies;  /* owned: up to PROTO_MAX_REPEAT (a multi-tensor kernel's hundreds) */
     int *before;                /* owned: per copy, the scan of its buffer before the launch, or -1 */
     uint64_t serial;            /* this plan, among all plans ever kept (0: none) */
+    bool plain_memory;          /* its "before" copies all in plain device allocations: only
+                                 * then may they be scanned ahead (ahead_of) */
     struct plan_ref next;       /* the plan of the launch that came right after its last one */
     unsigned misses;            /* scans ahead of `next` made in a row and not used */
     unsigned skipped;           /* launches since, while they are not tried (ahead.h) */
@@ -271,8 +273,15 @@ static struct repeat_plan *repeat_store(struct func_entry *e, const unsigned cha
         owned_copies[i] = *copies[i];
     for (unsigned i = 0; i < ncopies; i++)
         owned_before[i] = scan_before(owned_copies, ncopies, &owned_copies[i]);
-    *p = (struct repeat_plan){.serial = ++serials, .lineage = lineage, .gen = gen, .id = id,
-                              .gate = gate,
+    bool plain = true;
+    for (unsigned i = 0; i < ncopies && plain; i++) {
+        struct alloc_info a;
+        plain = owned_copies[i].phase != PHASE_BEFORE ||
+                (alloctab_find(owned_copies[i].src, &a) &&
+                 (a.kind == AK_LINEAR || a.kind == AK_PITCHED));
+    }
+    *p = (struct repeat_plan){.serial = ++serials, .plain_memory = plain, .lineage = lineage,
+                              .gen = gen, .id = id, .gate = gate,
                               .epoch = epoch, .removals = removals, .seen = ~0ull,
                               .nbytes = n, .bytes = owned, .nkeys = nkeys, .keys = owned_keys,
                               .ncopies = ncopies, .copies = owned_copies,
@@ -315,9 +324,9 @@ static unsigned add_requests(struct tool_request *reqs, unsigned n, struct repea
         const struct proto_copy *c = &p->copies[k];
         if (c->phase != phase)
             continue;
-        reqs[n] = (struct tool_request){c, &slot->results[k],
-                                        PROTO_MAX_COPIES + at * PROTO_MAX_REPEAT + k,
-                                        pos + 1, false, NULL, checked};
+        reqs[n] = (struct tool_request){.copy = c, .result = &slot->results[k],
+                                        .acc = PROTO_MAX_COPIES + at * PROTO_MAX_REPEAT + k,
+                                        .tag = pos + 1, .checked = checked};
         if (gated && tool_mode(c) != TOOL_DIGEST) {
             reqs[n].marks = true;
             reqs[n].before = p->before[k] < 0 ? NULL : &slot->results[p->before[k]];
@@ -341,6 +350,8 @@ struct ahead_plan {
     struct repeat_plan *plan;
     struct proto_result_slot *slot;
     uint64_t pos;
+    unsigned long long begun;   /* calls_begun(), read before anything was queued */
+    CUcontext ctx;              /* of the stream: stream 0 is each context's own */
 };
 
 /* Runs one phase's tools, and with the "after" ones those of `ahead` (if not
@@ -355,20 +366,24 @@ static bool run_phase(const struct repeat_run *run, const struct launch_info *li
     bool gated = phase == PHASE_AFTER && run->gated;
     unsigned long long removals = alloctab_removals();
     static struct tool_request reqs[PROTO_MAX_REPEAT]; /* under the staging lock; 28 KB */
-    unsigned mine = add_requests(reqs, 0, p, run->slot, run->slot_pos, phase, gated);
-    unsigned n = ahead ? add_requests(reqs, mine, ahead->plan, ahead->slot, ahead->pos,
-                                      PHASE_BEFORE, false)
-                       : mine;
+    /* Those made ahead first: the last launch of cudump's kernel, the one that holds
+     * the stream, then has this launch's own jobs, which count for the hold. */
+    unsigned before = ahead ? add_requests(reqs, 0, ahead->plan, ahead->slot, ahead->pos,
+                                           PHASE_BEFORE, false)
+                            : 0;
+    for (unsigned k = 0; k < before; k++)
+        reqs[k].ahead = true;
+    unsigned n = add_requests(reqs, before, p, run->slot, run->slot_pos, phase, gated);
     struct tool_hold hold = {&run->slot->gate, (unsigned)(run->slot_pos & (slots - 1))};
     bool held = tools_run(li, reqs, n, gated ? &hold : NULL);
     /* Copies all found inside tracked allocations stay there until one goes. */
-    bool all = all_checked(reqs, mine);
+    bool all = all_checked(reqs + before, n - before);
     if (phase == PHASE_BEFORE)
         p->tracked_before = all;
     else
         p->checked = all && p->tracked_before ? removals + 1 : 0;
     if (ahead)
-        ahead->plan->tracked_before = all_checked(reqs + mine, n - mine);
+        ahead->plan->tracked_before = all_checked(reqs, before);
     return held;
 }
 
@@ -488,7 +503,8 @@ bool repeat_start(struct repeat_run *run, const struct launch_info *li, struct r
     last.plan.serial = 0;
     bool gated = p->gate && has_scans(p) && watch_room(li->device);
     if (a && (a->serial != p->serial ||
-              !right_after(a->begun, a->stream, a->ptsz, a->tid, a->device, li))) {
+              !right_after(a->begun, a->stream, a->ptsz, a->tid, a->device, li) ||
+              stream_ctx(li) != a->ctx)) {
         repeat_ahead_drop(a); /* before a slot is reserved: the reader may wait at its slot */
         a = NULL;
     }
@@ -499,6 +515,7 @@ bool repeat_start(struct repeat_run *run, const struct launch_info *li, struct r
         if (ctl)
             __atomic_fetch_add(&ctl->ahead_used, 1, __ATOMIC_RELAXED);
         slot_event(a->slot, li);
+        a->slot->flags = 0;
         a->slot->gate = gated ? GATE_ARMED : GATE_NONE;
         *run = (struct repeat_run){.plan = p, .slot = a->slot, .slot_pos = a->pos,
                                    .gated = gated};
@@ -527,28 +544,42 @@ static unsigned before_copies(const struct repeat_plan *p)
 
 /* The plan whose "before" tools to make ahead with the "after" tools of this
  * launch of p, and the slot reserved for them; false if none (ahead.h). */
-static bool ahead_of(struct repeat_plan *p, struct ahead_plan *out)
+static bool ahead_of(struct repeat_plan *p, const struct launch_info *li, struct ahead_plan *out)
 {
     struct plan_ref missed;
     if (ahead_missed(&missed))
         ahead_scored(&missed, false);
+    /* Read first, then whether this launch's call is the only one in progress: a call
+     * that begins after the read is counted at the next launch, and one begun before it
+     * is still in progress, or ended before the scans are queued. */
+    unsigned long long begun = calls_begun();
     /* Two in a row not used: tried again at every 16th launch only. */
     if (!p->next.serial || calls_running() != 1 || (channel_options() & OPTION_NO_AHEAD) ||
         (p->misses >= 2 && (++p->skipped & 15) != 0))
         return false;
     struct repeat_plan *q = plan_at(&p->next);
     const volatile struct proto_control *ctl = channel_control();
-    if (!q || !ctl || !plan_holds(q, ctl->generation, alloctab_epoch(), alloctab_removals()))
+    /* Not over managed or host memory, which the host may write with no call between the
+     * launches, nor over pool or VMM memory, which the program may free on another stream
+     * (or unmap) while the scans wait on this one for a launch that does not come. */
+    if (!q || !q->plain_memory || !ctl ||
+        !plan_holds(q, ctl->generation, alloctab_epoch(), alloctab_removals()))
         return false;
     unsigned ahead = before_copies(q);
     if (!ahead || p->ncopies - before_copies(p) + ahead > PROTO_MAX_REPEAT)
+        return false;
+    CUcontext ctx = stream_ctx(li);
+    if (!ctx)
         return false;
     uint64_t pos;
     struct proto_result_slot *slot = reserve(&pos, false);
     if (!slot)
         return false;
     slot_begin(slot, q);
-    *out = (struct ahead_plan){q, slot, pos};
+    /* Taken until a launch uses it: a process that ends before one comes leaves the
+     * reader a slot it knows to skip (results.py). */
+    slot->flags = RESULT_TAKEN;
+    *out = (struct ahead_plan){q, slot, pos, begun, ctx};
     return true;
 }
 
@@ -578,7 +609,7 @@ static bool repeat_end(struct repeat_run *run, const struct launch_info *li, CUr
     struct proto_result_slot *slot = run->slot;
     slot->launch_rc = launch_rc;
     struct ahead_plan ahead;
-    bool with_ahead = launch_rc == CUDA_SUCCESS && ahead_of(run->plan, &ahead);
+    bool with_ahead = launch_rc == CUDA_SUCCESS && ahead_of(run->plan, li, &ahead);
     bool held = launch_rc == CUDA_SUCCESS &&
                 run_phase(run, li, PHASE_AFTER, with_ahead ? &ahead : NULL);
     if (with_ahead)
@@ -586,7 +617,7 @@ static bool repeat_end(struct repeat_run *run, const struct launch_info *li, CUr
                                   .serial = ahead.plan->serial,
                                   .predictor = plan_ref(li->e, run->plan),
                                   .stream = li->stream, .ptsz = li->ptsz, .device = li->device,
-                                  .tid = li->tid, .begun = calls_begun()});
+                                  .tid = li->tid, .begun = ahead.begun, .ctx = ahead.ctx});
     last.plan = plan_ref(li->e, run->plan);
     last.stream = li->stream;
     last.ptsz = li->ptsz;

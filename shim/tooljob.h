@@ -21,8 +21,9 @@
  * Every launch of the kernel after such a launch gets `hold_acc`: two zeroed
  * words of scratch, jobs counted and the word the jobs `mark`. The last of
  * those launches also gets `hold`, the launch's gate (its word in the result
- * ring, protocol.h's proto_gate). Each of its jobs counts itself after its
- * result is written and before its `done`, and the job that finishes last
+ * ring, protocol.h's proto_gate). Each of its jobs of the held launch
+ * (TOOL_HOLDS; not those made ahead for the next launch) counts itself after
+ * its result is written and before its `done`, and the job that finishes last
  * zeroes both words; if a job marked something it writes GATE_HELD into the
  * gate (after every result is in) and waits while the gate reads GATE_HELD or
  * GATE_SERVING. So the stream stops there, with the buffers as the launch left
@@ -40,6 +41,9 @@ enum {
     TOOL_JOBS = 48,         /* buffers one launch of the kernel serves (4 KB of parameter) */
     TOOL_THREADS = 256,     /* threads per block */
     TOOL_ACC_WORDS = 4,     /* 64-bit words of a job's accumulator: sum, mark, blocks done, - */
+    TOOL_HOLDS = 1u << 24,  /* in a job's `mode`: one of the held launch's own jobs, which
+                             * count for the hold (tool_jobs.hold_jobs); jobs made ahead for
+                             * the next launch in the same kernel launch (shim/ahead.h) do not */
 };
 
 /* How long the kernel holds a stream at most: the shim begins to serve a held
@@ -60,14 +64,14 @@ struct tool_job {
                                  * new non-finite value is marked in (hold_acc + 8), or 0 */
     unsigned long long before;  /* and of the result of the scan before it, or 0 */
     unsigned int mode;          /* enum proto_tool_mode; a digest's bits 8-15: the element
-                                 * format of its sum of |x| (a scan mode), or 0 */
+                                 * format of its sum of |x| (a scan mode), or 0; TOOL_HOLDS */
     unsigned int blocks;        /* blocks of the grid that work on it (at least 1) */
 };
 
 struct tool_jobs {
     struct tool_job job[TOOL_JOBS];
     unsigned int njobs;
-    unsigned int reserved;
+    unsigned int hold_jobs;      /* with `hold`: the jobs marked TOOL_HOLDS, which count */
     unsigned long long hold;     /* device address of the gate to hold the stream at, or 0 */
     unsigned long long hold_acc; /* after a gated launch: two zeroed words of scratch, jobs
                                   * counted and marked, or 0 */

@@ -240,7 +240,7 @@ static unsigned accept_jobs(const struct tool_ctx *t, struct tool_request *reqs,
             .result = result, .acc = t->scratch + (CUdeviceptr)r->acc * ACC_BYTES,
             .tag = r->tag, .mark = r->marks ? mark : 0,
             .before = device_address(t, r->before, sizeof *r->before),
-            .mode = mode | tool_sum(c) << 8,
+            .mode = mode | tool_sum(c) << 8 | (mark && !r->ahead ? TOOL_HOLDS : 0),
             .blocks = job_blocks(c, t->max_blocks)};
         of[njobs++] = r;
     }
@@ -279,8 +279,12 @@ static bool run_on(const struct launch_info *li, const struct tool_ctx *t,
         for (unsigned i = 0; i < k; i++)
             grid += all[first + i].blocks;
         jobs.njobs = k;
-        jobs.reserved = 0;
-        jobs.hold = last && words ? gate : 0;
+        jobs.hold_jobs = 0;
+        for (unsigned i = 0; i < k; i++)
+            jobs.hold_jobs += (jobs.job[i].mode & TOOL_HOLDS) != 0;
+        /* Only the held launch's own jobs count for the hold: a launch with none of
+         * them holds nothing (shim/ahead.h puts them last, so the last launch has some). */
+        jobs.hold = last && words && jobs.hold_jobs ? gate : 0;
         jobs.hold_acc = words;
         CUresult rc = launch_jobs(li, t, &jobs, grid);
         for (unsigned i = 0; i < k; i++)

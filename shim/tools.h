@@ -31,6 +31,8 @@ struct tool_request {
     bool checked;                       /* in: found inside an allocation before, under the
                                          * same alloctab_removals(), so not looked up again;
                                          * out: inside a tracked allocation */
+    bool ahead;                         /* made ahead for the next launch (shim/ahead.h):
+                                         * not one of the held launch's jobs (TOOL_HOLDS) */
 };
 /* Where the stream is held after a gated launch: the slot's gate, and the
  * slot's index (its word of hold scratch). */

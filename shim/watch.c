@@ -18,6 +18,7 @@
 
 #include "drain.h"
 #include "gate.h"
+#include "interpose.h"
 #include "plain.h"
 #include "plan.h"
 #include "staging.h"
@@ -54,8 +55,8 @@ static CUstream side_stream(CUcontext ctx)
         if (side[i].ctx == ctx)
             return side[i].stream;
     CUstream s = NULL;
-    if (nside == MAX_SIDE_STREAMS || !real_cuStreamCreate ||
-        real_cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+    if (nside == MAX_SIDE_STREAMS || !shim_real_cuStreamCreate() ||
+        shim_real_cuStreamCreate()(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
         return NULL;
     side[nside].ctx = ctx;
     side[nside++].stream = s;

@@ -199,7 +199,9 @@ PASSED_FAMILIES = (
     "cuMemcpyBatchAsync", "cuMemcpy3DBatchAsync", "cuEventRecord", "cuEventRecordWithFlags",
     "cuStreamWaitEvent", "cuLaunchHostFunc", "cuStreamWriteValue32", "cuStreamWriteValue64",
     "cuStreamWaitValue32", "cuStreamWaitValue64", "cuStreamBatchMemOp",
-    "cuWaitExternalSemaphoresAsync", "cuStreamQuery", "cuEventQuery")
+    "cuWaitExternalSemaphoresAsync", "cuStreamAddCallback", "cuGraphicsMapResources",
+    "cuGraphicsUnmapResources", "cuStreamCreate", "cuStreamCreateWithPriority",
+    "cuStreamDestroy", "cuStreamQuery", "cuEventQuery")
 
 
 @pytest.mark.skipif(not (CUDA_INCLUDE / "cuda.h").is_file(),

@@ -68,6 +68,15 @@ def test_nan_reports_are_those_without_scans_ahead(fake, cudump_run, tmp_path):
     assert said(ran.stderr) == said(alone.stderr)
     assert [r["launch"] for r in manifest(ran.run_dir) if "nonfinite" in r] == \
         [r["launch"] for r in manifest(alone.run_dir) if "nonfinite" in r]
+
+    def taken(run_dir) -> list[tuple]:
+        return sorted((r["launch"], r["arg"], r["phase"]) for r in manifest(run_dir)
+                      if r.get("file"))
+
+    # square's scans after it, made in the same launch of cudump's kernel as vecAdd's made
+    # ahead, still hold the stream where they find the Inf, and its buffers are copied.
+    assert taken(ran.run_dir) == taken(alone.run_dir)
+    assert {launch for launch, _, _ in taken(ran.run_dir)} == {9, 10}
     assert (summary(ran.run_dir)["scans_ahead"], summary(ran.run_dir)["scans_ahead_void"]) \
         == (7, 0)
     assert summary(alone.run_dir)["scans_ahead"] == 0

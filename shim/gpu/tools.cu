@@ -238,7 +238,7 @@ __device__ __forceinline__ unsigned long long globaltimer()
 __device__ bool hold_begins(const struct tool_jobs &jobs)
 {
     unsigned long long *words = (unsigned long long *)jobs.hold_acc;
-    if (atomicAdd(words, 1ull) != jobs.njobs - 1)
+    if (atomicAdd(words, 1ull) != jobs.hold_jobs - 1)
         return false;
     __threadfence();   // every other job's result and mark are seen from here on
     words[0] = 0;
@@ -284,7 +284,7 @@ extern "C" __global__ void cudump_tools(const struct tool_jobs jobs)
     accumulate(j, block * (unsigned long long)blockDim.x + threadIdx.x,
                (unsigned long long)j.blocks * blockDim.x, a, b, s);
     // A digest's sum of |x| travels in b, as a float64's bits.
-    const bool digest = (j.mode & 0xffu) == 0, sums = digest && j.mode > 0xffu;
+    const bool digest = (j.mode & 0xffu) == 0, sums = digest && (j.mode & 0xff00u) != 0;
     // The block's sums: warp by warp, then the warps' in shared memory.
     for (int o = 16; o > 0; o >>= 1) {
         a += __shfl_down_sync(0xffffffffu, a, o);
@@ -335,7 +335,7 @@ extern "C" __global__ void cudump_tools(const struct tool_jobs jobs)
     if (j.mark && found && (!j.before || ((volatile unsigned long long *)j.before)[0] == 0))
         atomicOr((unsigned long long *)j.mark, 1ull);
     __threadfence_system();   // the result and the mark are in before this job counts
-    const bool holds = jobs.hold && hold_begins(jobs);
+    const bool holds = jobs.hold && (j.mode & TOOL_HOLDS) && hold_begins(jobs);
     result[2] = j.tag;        // `done`, after the count: see tooljob.h
     if (holds)
         hold_stream(jobs);

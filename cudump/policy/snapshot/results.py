@@ -297,12 +297,25 @@ class ResultDrain(RingDrain[_Ring]):
                 self._finite.finite(pid, template, seq)
         finite.clear()
 
+    def _skip_ahead(self, ring: _Ring) -> int:
+        """At the end, a slot the shim reserved for scans ahead (shim/ahead.h: marked taken
+        from the start) that no launch came to use nor void: the process ended first."""
+        with ring.lock:
+            if ring.tail >= ring.shared.results_head:
+                return 0
+            slot = ring.slots[ring.tail & (len(ring.slots) - 1)]
+            if int(slot["ready"]) == ring.tail + 1 or not int(slot["flags"]) & p.ResultFlag.TAKEN:
+                return 0
+            ring.tail += 1
+            ring.shared.set_results_tail(ring.tail)
+            return 1
+
     def close(self) -> None:
         """Takes what is left in every ring (waiting a little for the GPU), then stops."""
         self._stop_thread()
         deadline = time.monotonic() + GRACE_SECONDS
         while True:
-            moved = self.drain_once()
+            moved = self.drain_once() + sum(self._skip_ahead(r) for r in self._each())
             left = sum(r.shared.results_head - r.tail for r in self._each())
             if not left:
                 return

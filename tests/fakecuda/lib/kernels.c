@@ -368,12 +368,12 @@ static void tools(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
         for (uint64_t i = first;
              fmt && ((uintptr_t)base | pitch) % esize == 0 && i < epr * height; i += stride)
             s += tool_abs(base + i / epr * pitch + i % epr * esize, fmt);
-    } else if (j->mode <= 4) {
-        unsigned esize = j->mode == 2 ? 8 : j->mode >= 3 ? 2 : 4;
+    } else if ((j->mode & 0xff) <= 4) {
+        unsigned mode = j->mode & 0xff, esize = mode == 2 ? 8 : mode >= 3 ? 2 : 4;
         uint64_t epr = width / esize;
         for (uint64_t i = first; ((uintptr_t)base | pitch) % esize == 0 && i < epr * height;
              i += stride)
-            if (tool_nonfinite(base + i / epr * pitch + i % epr * esize, j->mode)) {
+            if (tool_nonfinite(base + i / epr * pitch + i % epr * esize, mode)) {
                 a++;
                 mark = ~i > mark ? ~i : mark;
             }
@@ -396,13 +396,16 @@ static void tools(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
     if (j->mark && acc[0] && (!j->before || ((volatile uint64_t *)(uintptr_t)j->before)[0] == 0))
         *(uint64_t *)(uintptr_t)j->mark |= 1; /* a new NaN or Inf */
     acc[0] = acc[1] = acc[2] = 0;
-    /* With `hold`, the job counts itself before `done`; the last one zeroes the
-     * words and, if anything was marked, holds the stream (fc_tools_hold). */
+    /* With `hold`, each of the held launch's jobs (TOOL_HOLDS) counts itself before
+     * `done`; the last one zeroes the words and, if anything was marked, holds the
+     * stream (fc_tools_hold). */
     uint64_t hold, words;
+    unsigned hold_jobs;
     memcpy(&hold, param + offsetof(struct tool_jobs, hold), sizeof hold);
     memcpy(&words, param + offsetof(struct tool_jobs, hold_acc), sizeof words);
+    memcpy(&hold_jobs, param + offsetof(struct tool_jobs, hold_jobs), sizeof hold_jobs);
     uint64_t *w = (uint64_t *)(uintptr_t)words;
-    if (hold && ++w[0] == njobs) {
+    if (hold && (j->mode & TOOL_HOLDS) && ++w[0] == hold_jobs) {
         w[0] = 0;
         if (w[1])
             *(volatile uint32_t *)(uintptr_t)hold = 1; /* GATE_HELD */
