@@ -450,6 +450,15 @@ static void slot_begin(struct proto_result_slot *slot, const struct repeat_plan 
         slot->results[k] = (struct proto_tool_result){.rc = -1};
 }
 
+/* Reserves the next slot (reserve) and begins it for a launch of plan p. */
+static struct proto_result_slot *slot_for(const struct repeat_plan *p, bool wait, uint64_t *pos)
+{
+    struct proto_result_slot *slot = reserve(pos, wait);
+    if (slot)
+        slot_begin(slot, p);
+    return slot;
+}
+
 static void slot_event(struct proto_result_slot *slot, const struct launch_info *li)
 {
     slot->event = (struct proto_launch){
@@ -522,10 +531,9 @@ bool repeat_start(struct repeat_run *run, const struct launch_info *li, struct r
         return true;
     }
     uint64_t pos;
-    struct proto_result_slot *slot = reserve(&pos, wait);
+    struct proto_result_slot *slot = slot_for(p, wait, &pos);
     if (!slot)
         return false;
-    slot_begin(slot, p);
     slot->gate = gated ? GATE_ARMED : GATE_NONE;
     slot_event(slot, li);
     *run = (struct repeat_run){.plan = p, .slot = slot, .slot_pos = pos, .gated = gated};
@@ -572,10 +580,9 @@ static bool ahead_of(struct repeat_plan *p, const struct launch_info *li, struct
     if (!ctx)
         return false;
     uint64_t pos;
-    struct proto_result_slot *slot = reserve(&pos, false);
+    struct proto_result_slot *slot = slot_for(q, false, &pos);
     if (!slot)
         return false;
-    slot_begin(slot, q);
     /* Taken until a launch uses it: a process that ends before one comes leaves the
      * reader a slot it knows to skip (results.py). */
     slot->flags = RESULT_TAKEN;

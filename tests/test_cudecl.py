@@ -166,27 +166,35 @@ int main(void) {
 """
 
 
-@pytest.mark.skipif(not (CUDA_INCLUDE / "cuda.h").is_file(),
-                    reason=f"no cuda.h under {CUDA_INCLUDE} to check against")
-@pytest.mark.parametrize("per_thread", [False, True])
-def test_host_write_prototypes_and_variants_match_the_real_cuda_h(tmp_path, per_thread):
+def variant_pairs(tmp_path: Path, families: tuple[str, ...], per_thread: bool
+                  ) -> list[list[str]]:
+    """Compiles each family's parameter list against cuda.h's prototype (failing the test
+    where one differs), then pairs each VARIANT row of those families (of the mode compiled)
+    with the variant cuda.h's name gives: [row symbol, cuda.h's]."""
     flags = ["-std=c11", "-Wall", "-Werror", "-Wincompatible-pointer-types",
              f"-I{CUDA_INCLUDE}", f"-I{ROOT / 'shim'}"]
     if per_thread:
         flags.append("-DCUDA_API_PER_THREAD_DEFAULT_STREAM")
     src = tmp_path / "prototypes.c"
     src.write_text(HOST_WRITE_PROTOTYPES.replace(
-        "CHECKS", " ".join(f"SAME({f})" for f in HOST_WRITE_FAMILIES)))
+        "CHECKS", " ".join(f"SAME({f})" for f in families)))
     done = subprocess.run(["cc", *flags, "-fsyntax-only", str(src)], capture_output=True,
                           text=True)
     assert done.returncode == 0, done.stderr
     src, exe = tmp_path / "names.c", tmp_path / "names"
     src.write_text(HOST_WRITE_NAMES.replace(
-        "FAMILIES", '" ' + " ".join(HOST_WRITE_FAMILIES) + ' "').replace(
+        "FAMILIES", '" ' + " ".join(families) + ' "').replace(
         "PTSZ", "1" if per_thread else "0"))
     subprocess.run(["cc", *flags, "-o", str(exe), str(src)], check=True)
-    pairs = [line.split() for line in subprocess.run(
+    return [line.split() for line in subprocess.run(
         [str(exe)], check=True, capture_output=True, text=True).stdout.splitlines()]
+
+
+@pytest.mark.skipif(not (CUDA_INCLUDE / "cuda.h").is_file(),
+                    reason=f"no cuda.h under {CUDA_INCLUDE} to check against")
+@pytest.mark.parametrize("per_thread", [False, True])
+def test_host_write_prototypes_and_variants_match_the_real_cuda_h(tmp_path, per_thread):
+    pairs = variant_pairs(tmp_path, HOST_WRITE_FAMILIES, per_thread)
     assert len(pairs) == len(HOST_WRITE_FAMILIES)
     assert all(ours == theirs for ours, theirs in pairs), pairs
 
@@ -211,23 +219,7 @@ def test_passed_prototypes_and_variants_match_the_real_cuda_h(tmp_path, per_thre
     """Each counted family's list is cuda.h's prototype, and the variant cuda.h's name gives
     (plain, or per-thread) is one of the family's VARIANT rows: a program built either way
     reaches the shim's wrapper."""
-    flags = ["-std=c11", "-Wall", "-Werror", "-Wincompatible-pointer-types",
-             f"-I{CUDA_INCLUDE}", f"-I{ROOT / 'shim'}"]
-    if per_thread:
-        flags.append("-DCUDA_API_PER_THREAD_DEFAULT_STREAM")
-    src = tmp_path / "prototypes.c"
-    src.write_text(HOST_WRITE_PROTOTYPES.replace(
-        "CHECKS", " ".join(f"SAME({f})" for f in PASSED_FAMILIES)))
-    done = subprocess.run(["cc", *flags, "-fsyntax-only", str(src)], capture_output=True,
-                          text=True)
-    assert done.returncode == 0, done.stderr
-    src, exe = tmp_path / "names.c", tmp_path / "names"
-    src.write_text(HOST_WRITE_NAMES.replace(
-        "FAMILIES", '" ' + " ".join(PASSED_FAMILIES) + ' "').replace(
-        "PTSZ", "1" if per_thread else "0"))
-    subprocess.run(["cc", *flags, "-o", str(exe), str(src)], check=True)
-    pairs = [line.split() for line in subprocess.run(
-        [str(exe)], check=True, capture_output=True, text=True).stdout.splitlines()]
+    pairs = variant_pairs(tmp_path, PASSED_FAMILIES, per_thread)
     gives = {theirs for _, theirs in pairs}
     rows: dict[str, set[str]] = {}
     for ours, theirs in pairs:
