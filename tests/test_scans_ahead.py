@@ -81,3 +81,28 @@ def test_nan_reports_are_those_without_scans_ahead(fake, cudump_run, tmp_path):
     assert (summary(ran.run_dir)["scans_ahead"], summary(ran.run_dir)["scans_ahead_void"]) \
         == (7, 0)
     assert summary(alone.run_dir)["scans_ahead"] == 0
+
+
+def test_eight_threads_launching_at_once_get_the_digests_they_would_alone(fake, cudump_run,
+                                                                          tmp_path):
+    """threads: eight threads, each launching vecAdd on its own stream, 200 times. Scans
+    ahead are made only while no other thread is inside a call that may put work on a
+    stream: the digests are those of a run without them, and none is lost."""
+    program = [str(fake.programs["threads"]), "200"]
+    ahead = cudump_run(program, "--digest", "--scans-ahead", run_dir=tmp_path / "ahead")
+    alone = cudump_run(program, "--digest", run_dir=tmp_path / "alone")
+    assert ahead.returncode == 0 and alone.returncode == 0, ahead.stderr + alone.stderr
+    assert "never came back" not in ahead.stderr
+    mine, theirs = digests(ahead.run_dir), digests(alone.run_dir)
+    assert len(mine) == len(theirs) == 8 * 200 * 2 * 3
+
+    def by_stream(run_dir) -> dict[tuple, list[str]]:
+        # Launch numbers interleave differently from run to run: compare each stream's
+        # launches in order (each thread has its own stream and buffers).
+        out: dict[tuple, list[str]] = {}
+        for r in sorted(manifest(run_dir), key=lambda r: (r["stream"], r["launch"])):
+            out.setdefault((r["stream"], r["arg"], r["phase"]), []).append(r["digest"])
+        return out
+
+    assert sorted(by_stream(ahead.run_dir).values()) == sorted(by_stream(alone.run_dir).values())
+    assert summary(ahead.run_dir)["scans_ahead"] > 0
