@@ -10,7 +10,7 @@ static struct {
     pthread_mutex_t lock;
     _Atomic bool pending;
     struct ahead a;
-    bool missed;
+    _Atomic bool missed;
     struct plan_ref miss;
 } ah = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -56,18 +56,21 @@ void ahead_void(void)
         return;
     ahead_drop(&a);
     pthread_mutex_lock(&ah.lock);
-    ah.missed = true;
     ah.miss = a.predictor;
+    atomic_store_explicit(&ah.missed, true, memory_order_release);
     pthread_mutex_unlock(&ah.lock);
 }
 
 bool ahead_missed(struct plan_ref *p)
 {
+    /* Asked after every launch made with scans ahead on: one load when none was missed. */
+    if (!atomic_load_explicit(&ah.missed, memory_order_acquire))
+        return false;
     pthread_mutex_lock(&ah.lock);
-    bool was = ah.missed;
+    bool was = atomic_load_explicit(&ah.missed, memory_order_relaxed);
     if (was)
         *p = ah.miss;
-    ah.missed = false;
+    atomic_store_explicit(&ah.missed, false, memory_order_relaxed);
     pthread_mutex_unlock(&ah.lock);
     return was;
 }
@@ -77,5 +80,5 @@ void ahead_reset_after_fork(void)
     /* The parent's slot is in the parent's ring: the child neither uses nor voids it. */
     pthread_mutex_init(&ah.lock, NULL);
     atomic_store(&ah.pending, false);
-    ah.missed = false;
+    atomic_store(&ah.missed, false);
 }

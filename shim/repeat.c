@@ -63,8 +63,9 @@ struct repeat_plan {
     struct proto_copy *copies;  /* owned: up to PROTO_MAX_REPEAT (a multi-tensor kernel's hundreds) */
     int *before;                /* owned: per copy, the scan of its buffer before the launch, or -1 */
     uint64_t serial;            /* this plan, among all plans ever kept (0: none) */
-    bool plain_memory;          /* its "before" copies all in plain device allocations: only
-                                 * then may they be scanned ahead (ahead_of) */
+    unsigned nbefore;           /* its copies before the launch */
+    bool plain_memory;          /* those all in plain device allocations: only then may they
+                                 * be scanned ahead (ahead_of) */
     struct plan_ref next;       /* the plan of the launch that came right after its last one */
     unsigned misses;            /* scans ahead of `next` made in a row and not used */
     unsigned skipped;           /* launches since, while they are not tried (ahead.h) */
@@ -88,18 +89,11 @@ struct repeat_cache {
 static unsigned lineage;
 static uint64_t serials; /* under the staging lock */
 
-/* The last launch made with a kept plan (under the staging lock): the launch
- * after it learns that it came next (repeat_plan.next) when nothing came
- * between them. */
-static struct {
-    struct plan_ref plan;
-    CUstream stream;
-    int ptsz;
-    int device;
-    uint64_t tid;
-    unsigned long long begun;   /* calls_begun() once its tools were made */
-    bool alone;                 /* and no other call was in progress then */
-} last;
+/* The last launch made with a kept plan (under the staging lock), as scans
+ * ahead name theirs (its plan the predictor; no slot): the launch after it
+ * learns that it came next (repeat_plan.next) when nothing came between them. */
+static struct ahead last;
+static bool last_alone;         /* no other call was in progress when its tools were made */
 
 void repeat_reset_after_fork(void)
 {
@@ -273,15 +267,18 @@ static struct repeat_plan *repeat_store(struct func_entry *e, const unsigned cha
         owned_copies[i] = *copies[i];
     for (unsigned i = 0; i < ncopies; i++)
         owned_before[i] = scan_before(owned_copies, ncopies, &owned_copies[i]);
+    unsigned nbefore = 0;
     bool plain = true;
-    for (unsigned i = 0; i < ncopies && plain; i++) {
+    for (unsigned i = 0; i < ncopies; i++) {
         struct alloc_info a;
-        plain = owned_copies[i].phase != PHASE_BEFORE ||
-                (alloctab_find(owned_copies[i].src, &a) &&
-                 (a.kind == AK_LINEAR || a.kind == AK_PITCHED));
+        if (owned_copies[i].phase != PHASE_BEFORE)
+            continue;
+        nbefore++;
+        plain = plain && alloctab_find(owned_copies[i].src, &a) &&
+                (a.kind == AK_LINEAR || a.kind == AK_PITCHED);
     }
-    *p = (struct repeat_plan){.serial = ++serials, .plain_memory = plain, .lineage = lineage,
-                              .gen = gen, .id = id, .gate = gate,
+    *p = (struct repeat_plan){.serial = ++serials, .nbefore = nbefore, .plain_memory = plain,
+                              .lineage = lineage, .gen = gen, .id = id, .gate = gate,
                               .epoch = epoch, .removals = removals, .seen = ~0ull,
                               .nbytes = n, .bytes = owned, .nkeys = nkeys, .keys = owned_keys,
                               .ncopies = ncopies, .copies = owned_copies,
@@ -469,14 +466,13 @@ static void slot_event(struct proto_result_slot *slot, const struct launch_info 
         .nparams = -1};
 }
 
-/* Whether nothing came between the launch whose tools were made when
- * calls_begun() read `begun`, on (stream, ptsz, tid, device), and this one,
- * li, whose own call is the only one begun since and the only one in progress. */
-static bool right_after(unsigned long long begun, CUstream stream, int ptsz, uint64_t tid,
-                        int device, const struct launch_info *li)
+/* Whether nothing came between launch `a` (its tools made when calls_begun()
+ * read a->begun) and this one, li, on the same stream, thread and device, whose
+ * own call is the only one begun since and the only one in progress. */
+static bool right_after(const struct ahead *a, const struct launch_info *li)
 {
-    return begun + 1 == calls_begun() && calls_running() == 1 && stream == li->stream &&
-           ptsz == li->ptsz && tid == li->tid && device == li->device;
+    return a->begun + 1 == calls_begun() && calls_running() == 1 && a->stream == li->stream &&
+           a->ptsz == li->ptsz && a->tid == li->tid && a->device == li->device;
 }
 
 static void ahead_scored(const struct plan_ref *predictor, bool used)
@@ -504,15 +500,15 @@ bool repeat_start(struct repeat_run *run, const struct launch_info *li, struct r
     pthread_once(&exit_once, register_exit);
     *consumed = a != NULL;
     /* The plan of the last launch learns that this one came right after it. */
-    if (last.alone && right_after(last.begun, last.stream, last.ptsz, last.tid, last.device, li)) {
-        struct repeat_plan *before = plan_at(&last.plan);
+    if (last_alone && right_after(&last, li)) {
+        struct repeat_plan *before = plan_at(&last.predictor);
         if (before)
             before->next = plan_ref(li->e, p);
     }
-    last.plan.serial = 0;
+    last.predictor.serial = 0;
     bool gated = p->gate && has_scans(p) && watch_room(li->device);
     if (a && (a->serial != p->serial ||
-              !right_after(a->begun, a->stream, a->ptsz, a->tid, a->device, li) ||
+              !right_after(a, li) ||
               stream_ctx(li) != a->ctx)) {
         repeat_ahead_drop(a); /* before a slot is reserved: the reader may wait at its slot */
         a = NULL;
@@ -541,19 +537,12 @@ bool repeat_start(struct repeat_run *run, const struct launch_info *li, struct r
     return true;
 }
 
-/* Counts the "before" copies of p. */
-static unsigned before_copies(const struct repeat_plan *p)
-{
-    unsigned n = 0;
-    for (unsigned k = 0; k < p->ncopies; k++)
-        n += p->copies[k].phase == PHASE_BEFORE;
-    return n;
-}
-
 /* The plan whose "before" tools to make ahead with the "after" tools of this
  * launch of p, and the slot reserved for them; false if none (ahead.h). */
 static bool ahead_of(struct repeat_plan *p, const struct launch_info *li, struct ahead_plan *out)
 {
+    if (channel_options() & OPTION_NO_AHEAD)
+        return false;
     struct plan_ref missed;
     if (ahead_missed(&missed))
         ahead_scored(&missed, false);
@@ -562,7 +551,7 @@ static bool ahead_of(struct repeat_plan *p, const struct launch_info *li, struct
      * is still in progress, or ended before the scans are queued. */
     unsigned long long begun = calls_begun();
     /* Two in a row not used: tried again at every 16th launch only. */
-    if (!p->next.serial || calls_running() != 1 || (channel_options() & OPTION_NO_AHEAD) ||
+    if (!p->next.serial || calls_running() != 1 ||
         (p->misses >= 2 && (++p->skipped & 15) != 0))
         return false;
     struct repeat_plan *q = plan_at(&p->next);
@@ -573,8 +562,7 @@ static bool ahead_of(struct repeat_plan *p, const struct launch_info *li, struct
     if (!q || !q->plain_memory || !ctl ||
         !plan_holds(q, ctl->generation, alloctab_epoch(), alloctab_removals()))
         return false;
-    unsigned ahead = before_copies(q);
-    if (!ahead || p->ncopies - before_copies(p) + ahead > PROTO_MAX_REPEAT)
+    if (!q->nbefore || p->ncopies - p->nbefore + q->nbefore > PROTO_MAX_REPEAT)
         return false;
     CUcontext ctx = stream_ctx(li);
     if (!ctx)
@@ -619,19 +607,19 @@ static bool repeat_end(struct repeat_run *run, const struct launch_info *li, CUr
     bool with_ahead = launch_rc == CUDA_SUCCESS && ahead_of(run->plan, li, &ahead);
     bool held = launch_rc == CUDA_SUCCESS &&
                 run_phase(run, li, PHASE_AFTER, with_ahead ? &ahead : NULL);
-    if (with_ahead)
-        ahead_put(&(struct ahead){.slot = ahead.slot, .pos = ahead.pos,
-                                  .serial = ahead.plan->serial,
-                                  .predictor = plan_ref(li->e, run->plan),
-                                  .stream = li->stream, .ptsz = li->ptsz, .device = li->device,
-                                  .tid = li->tid, .begun = ahead.begun, .ctx = ahead.ctx});
-    last.plan = plan_ref(li->e, run->plan);
-    last.stream = li->stream;
-    last.ptsz = li->ptsz;
-    last.device = li->device;
-    last.tid = li->tid;
+    last = (struct ahead){.predictor = plan_ref(li->e, run->plan), .stream = li->stream,
+                          .ptsz = li->ptsz, .device = li->device, .tid = li->tid};
+    if (with_ahead) {
+        struct ahead made = last;
+        made.slot = ahead.slot;
+        made.pos = ahead.pos;
+        made.serial = ahead.plan->serial;
+        made.begun = ahead.begun;
+        made.ctx = ahead.ctx;
+        ahead_put(&made);
+    }
     last.begun = calls_begun();
-    last.alone = launch_rc == CUDA_SUCCESS && calls_running() == 1;
+    last_alone = launch_rc == CUDA_SUCCESS && calls_running() == 1;
     if (run->gated && held) {
         /* Nobody waits: the GPU holds the stream if a scan finds something.
          * (The slot is the reader's first: gate.c knows a slot by its `ready`.) */
