@@ -13,13 +13,8 @@ int main(int argc, char **argv)
     if (n < 16)
         FAIL("usage: %s [N >= 16]", argv[0]);
     struct tally t = {0};
-    CUcontext ctx;
-    CUmodule mod;
     CUfunction vec_add;
-    CHECK(cuInit(0));
-    CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
-    CHECK(cuCtxSetCurrent(ctx));
-    CHECK(cuModuleLoadData(&mod, prog_image));
+    CUmodule mod = prog_start();
     CHECK(cuModuleGetFunction(&vec_add, mod, "_Z6vecAddPKfS0_Pfi"));
     CUdeviceptr *p = calloc((size_t)n, sizeof *p);
     size_t *size = calloc((size_t)n, sizeof *size);

@@ -17,13 +17,8 @@ int main(int argc, char **argv)
         FAIL("usage: %s STATUS | %s sig SIGNAL | %s abort", argv[0], argv[0], argv[0]);
     int value = atoi(argv[by_signal ? 2 : 1]);
     struct tally t = {0};
-    CUcontext ctx;
-    CUmodule mod;
     CUfunction empty;
-    CHECK(cuInit(0));
-    CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
-    CHECK(cuCtxSetCurrent(ctx));
-    CHECK(cuModuleLoadData(&mod, prog_image));
+    CUmodule mod = prog_start();
     CHECK(cuModuleGetFunction(&empty, mod, "_Z5emptyv"));
     CHECK(cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));
     tally_launch(&t, "empty", 1);

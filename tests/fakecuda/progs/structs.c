@@ -178,13 +178,8 @@ static int remade(CUmodule mod, CUfunction add3, struct tally *t)
 int main(int argc, char **argv)
 {
     struct tally t = {0};
-    CUcontext ctx;
-    CUmodule mod;
     CUfunction add3;
-    CHECK(cuInit(0));
-    CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
-    CHECK(cuCtxSetCurrent(ctx));
-    CHECK(cuModuleLoadData(&mod, prog_image));
+    CUmodule mod = prog_start();
     if (argc > 2 && strcmp(argv[1], "wide") == 0)
         return wide(mod, atoi(argv[2]));
     if (argc > 2 && strcmp(argv[1], "null") == 0)

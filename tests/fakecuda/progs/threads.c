@@ -66,12 +66,9 @@ int main(int argc, char **argv)
         FAIL("usage: %s [N > 0 [sig SIGNAL]]", argv[0]);
     struct tally t = {0};
     CUcontext ctx;
-    CUmodule mod;
     CUfunction vec_add;
-    CHECK(cuInit(0));
-    CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
-    CHECK(cuCtxSetCurrent(ctx));
-    CHECK(cuModuleLoadData(&mod, prog_image));
+    CUmodule mod = prog_start();
+    CHECK(cuCtxGetCurrent(&ctx)); /* the primary context, for the workers */
     CHECK(cuModuleGetFunction(&vec_add, mod, "_Z6vecAddPKfS0_Pfi"));
     struct worker workers[THREADS];
     pthread_t ids[THREADS];
