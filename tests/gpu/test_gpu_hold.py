@@ -22,7 +22,7 @@ pytestmark = pytest.mark.gpu
 
 TOOL_JOBS = 48
 JOB = struct.Struct("<9Q2I")        # shim/tooljob.h: struct tool_job
-TAIL = struct.Struct("<2I2Q")       # njobs, reserved, hold, hold_acc
+TAIL = struct.Struct("<2I2Q")       # njobs, hold_jobs, hold, hold_acc
 SCAN_F32 = 1
 RESULT = 32                         # struct proto_tool_result
 
@@ -32,6 +32,12 @@ def tools_ptx() -> bytes:
     text = (ROOT / "shim" / "tools_ptx.h").read_text()
     body = text[text.index("tools_ptx[] ="):text.index(";\n#endif")]
     return "".join(ast.literal_eval(s) for s in re.findall(r'^\s*(".*")\s*$', body, re.M)).encode()
+
+
+def tool_holds() -> int:
+    """TOOL_HOLDS, the flag in a job's mode for the held launch's own jobs."""
+    return 1 << int(re.search(r"TOOL_HOLDS = 1u << (\d+)",
+                              (ROOT / "shim" / "tooljob.h").read_text()).group(1))
 
 
 def hold_ns() -> int:
@@ -61,6 +67,7 @@ class Kernel:
         self.scratch = self.ok(cu.cuMemAlloc(4096))
         self.ok(cu.cuMemsetD8(self.scratch, 0, 4096))
         self.buffer = self.ok(cu.cuMemAlloc(4096))
+        self.buffer2 = self.ok(cu.cuMemAlloc(4096))
 
     def ok(self, result):
         rc, *values = result
@@ -73,30 +80,41 @@ class Kernel:
     def set_word(self, offset: int, value: int) -> None:
         ctypes.c_uint32.from_address(self.host + offset).value = value
 
-    def scan(self, values: np.ndarray, *, before_found: int | None, gate: int = Gate.ARMED):
-        """Scans `values` after a launch, gated and holding; returns an event recorded after."""
+    def scan(self, values: np.ndarray, *, before_found: int | None, gate: int = Gate.ARMED,
+             ahead: np.ndarray | None = None):
+        """Scans `values` after a launch, gated and holding, and `ahead` (if given) in the
+        same launch of the kernel as a scan made ahead for the next launch (neither marks
+        nor counts for the hold); returns an event recorded after."""
         cu = self.cu
-        data = np.ascontiguousarray(values, dtype=np.float32)
-        self.ok(cu.cuMemcpyHtoD(self.buffer, data.ctypes.data, data.nbytes))
-        GATE, BEFORE, RESULT_AT = 0, 64, 128
+        GATE, BEFORE, RESULT_AT, AHEAD_AT = 0, 64, 128, 192
         ctypes.memset(self.host + 64, 0, 4096 - 64)
         self.set_word(GATE, gate)
         if before_found is not None:
             ctypes.c_uint64.from_address(self.host + BEFORE).value = before_found
         words = int(self.scratch) + HOLD_WORDS
-        job = JOB.pack(int(self.buffer), data.nbytes, 1, data.nbytes, self.host_dev + RESULT_AT,
-                       int(self.scratch), 7, words + 8,
-                       0 if before_found is None else self.host_dev + BEFORE, SCAN_F32, 2)
-        params = (job + bytes(JOB.size * (TOOL_JOBS - 1))
-                  + TAIL.pack(1, 0, self.host_dev + GATE, words))
+        jobs = [JOB.pack(*self.put(self.buffer, values), self.host_dev + RESULT_AT,
+                         int(self.scratch), 7, words + 8,
+                         0 if before_found is None else self.host_dev + BEFORE,
+                         SCAN_F32 | tool_holds(), 2)]
+        if ahead is not None:
+            jobs.insert(0, JOB.pack(*self.put(self.buffer2, ahead), self.host_dev + AHEAD_AT,
+                                    int(self.scratch) + 64, 8, 0, 0, SCAN_F32, 2))
+        params = (b"".join(jobs) + bytes(JOB.size * (TOOL_JOBS - len(jobs)))
+                  + TAIL.pack(len(jobs), 1, self.host_dev + GATE, words))
         arg = ctypes.create_string_buffer(params, len(params))
         pointers = (ctypes.c_void_p * 1)(ctypes.addressof(arg))
-        self.ok(cu.cuLaunchKernel(self.fn, 2, 1, 1, 256, 1, 1, 0, self.stream,
+        self.ok(cu.cuLaunchKernel(self.fn, 2 * len(jobs), 1, 1, 256, 1, 1, 0, self.stream,
                                   ctypes.addressof(pointers), 0))
         event = self.ok(cu.cuEventCreate(0))
         self.ok(cu.cuEventRecord(event, self.stream))
         self.keep = arg
         return event
+
+    def put(self, buffer, values: np.ndarray) -> tuple[int, int, int, int]:
+        """Copies values into buffer; returns the job's src, width, height, pitch."""
+        data = np.ascontiguousarray(values, dtype=np.float32)
+        self.ok(self.cu.cuMemcpyHtoD(buffer, data.ctypes.data, data.nbytes))
+        return int(buffer), data.nbytes, 1, data.nbytes
 
     def hold_words(self) -> list[int]:
         words = np.zeros(2, np.uint64)
@@ -181,3 +199,22 @@ def test_a_hold_nobody_opens_ends_by_itself(kernel):
     assert not kernel.wait(event, 0.3)
     kernel.set_word(0, Gate.SERVED)
     assert kernel.wait(event, 2.0)
+
+
+def test_a_scan_made_ahead_neither_holds_nor_counts(kernel):
+    """A launch of the kernel with the held launch's scan and one made ahead for the next
+    launch: NaN found ahead holds nothing; the held scan's NaN holds until the gate opens,
+    both results are in by then, and the hold's words are zeroed after."""
+    event = kernel.scan(np.ones(1000, np.float32), before_found=0, ahead=nan_at(17))
+    assert kernel.wait(event, 2.0)
+    assert kernel.word(0) == Gate.ARMED
+    assert kernel.word(192 + 16, "<Q") == 8 and kernel.word(192, "<Q") == 1
+    assert ~kernel.word(192 + 8, "<Q") & (2**64 - 1) == 17
+    assert kernel.hold_words() == [0, 0]
+    event = kernel.scan(nan_at(40), before_found=0, ahead=nan_at(3))
+    assert not kernel.wait(event, 0.5)                 # held by the launch's own scan
+    assert kernel.word(0) == Gate.HELD
+    assert kernel.word(128 + 16, "<Q") == 7 and kernel.word(192 + 16, "<Q") == 8
+    kernel.set_word(0, Gate.SERVED)
+    assert kernel.wait(event, 2.0)
+    assert kernel.hold_words() == [0, 0]

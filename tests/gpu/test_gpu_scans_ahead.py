@@ -39,14 +39,21 @@ def both(cmd: list[str], extra: list[str], workdir, tmp_path) -> tuple[dict, dic
     return out["ahead"][0], out["alone"][0], out["ahead"][1], out["alone"][1]
 
 
+def same_producer(a: dict, b: dict) -> bool:
+    """The same first producer in two processes: the device address a host write went to
+    is where the driver mapped PyTorch's pool in that process, which differs."""
+    def key(p: dict) -> dict:
+        return {k: v for k, v in p.items() if k not in ("pid", "address")}
+    return key(a) == key(b)
+
+
 @pytest.mark.parametrize("mode", ["inf", "fill"])
 def test_nan_reports_with_scans_ahead_are_those_without(mode, workdir, tmp_path):
     pytest.importorskip("torchvision")
     ahead, alone, said_ahead, said_alone = both(
         [*sample("torch_resnet_nan.py"), mode], ["--check-nan"], workdir, tmp_path)
     assert said_ahead and said_ahead == said_alone, (said_ahead[:3], said_alone[:3])
-    first = {k: v for k, v in ahead["first_nan_producer"].items() if k != "pid"}
-    assert first == {k: v for k, v in alone["first_nan_producer"].items() if k != "pid"}
+    assert same_producer(ahead["first_nan_producer"], alone["first_nan_producer"])
     assert ahead["nan_producers"] == alone["nan_producers"]
     assert ahead["scans_ahead"] > 0 and alone["scans_ahead"] == 0, (ahead["scans_ahead"],)
     # The producer's buffers were snapshotted as it left them, both ways.
