@@ -22,7 +22,7 @@ anchor; snapshots: held <= 1.25x the two copies, end to end >= 80% of the lesser
 copy's and the file write's rate (held <= 1.25x the time at that rate).
 
 usage: python3 bench/realworld.py [--quick] [--only resnet18,bert,snapshots] [--reps R]
-                                  [--with-ahead]
+                                  [--without-ahead]
        (GPU: torch, torchvision, transformers, the built samples, cudump installed)
 Exits 1 when a run failed or printed what was not expected (its row says FAILED).
 """
@@ -68,18 +68,18 @@ from realworld_table import (  # noqa: E402
 )
 
 TORCH_MODES = ("bare", "cudump", "trace", "check-nan", "digest", "cupti")
-# With --with-ahead: the two scanning modes again with --scans-ahead, for comparison in the
+# With --without-ahead: the two scanning modes again with --no-scans-ahead, for comparison in the
 # same run.
-AHEAD_MODES = ("check-nan-ahead", "digest-ahead")
+ALONE_MODES = ("check-nan-alone", "digest-alone")
 LABELS = {"bare": "bare", "cudump": "cudump (no rules)", "trace": "cudump --trace",
           "check-nan": "cudump --check-nan", "digest": "cudump --digest",
-          "check-nan-ahead": "cudump --check-nan --scans-ahead",
-          "digest-ahead": "cudump --digest --scans-ahead",
+          "check-nan-alone": "cudump --check-nan --no-scans-ahead",
+          "digest-alone": "cudump --digest --no-scans-ahead",
           "cupti": "CUPTI subscriber (no cudump)",
           "anchor": "isnan hooks, checked per module (no cudump)",
           "anchor-nosync": "isnan hooks, one check per forward (no cudump)"}
 GOALS = {"trace": Goal(1.03), "check-nan": Goal(1.5), "digest": Goal(1.5),
-         "check-nan-ahead": Goal(1.5), "digest-ahead": Goal(1.5)}
+         "check-nan-alone": Goal(1.5), "digest-alone": Goal(1.5)}
 BELOW_ANCHOR = Goal(1.0, strict=True)
 TITLES = {"resnet18": "resnet18 b8", "bert": "bert-base b8x128"}
 NEEDS = {"resnet18": "torchvision", "bert": "transformers"}
@@ -99,7 +99,7 @@ def check_mode(mode: str, out: Path, summary: dict, where: str, min_launches: in
             raise BenchError(f"{where}: trace.jsonl has {lines} events, "
                              f"{summary.get('trace_dropped', 0)} dropped")
         return f"{lines} trace events"
-    mode = mode.removesuffix("-ahead")
+    mode = mode.removesuffix("-alone")
     if mode == "check-nan" and repeated == 0:
         raise BenchError(f"{where}: no launch was scanned by a kept plan ({asked} asked about):"
                          " are kernel names demangled (cxxfilt) where cudump runs?")
@@ -129,7 +129,7 @@ class TorchWorkload:
         program = [*sample("torch_forward.py"), self.name, "--iters", str(s.iters),
                    "--warmup", str(s.warmup)]
         min_launches = s.iters + s.warmup
-        for mode in (*TORCH_MODES, *(AHEAD_MODES if s.ahead else ())):
+        for mode in (*TORCH_MODES, *(ALONE_MODES if s.alone else ())):
             if mode == "cupti" and s.cupti is None:
                 continue
             where = f"{self.name} {mode} (rep {rep + 1})"
@@ -159,10 +159,10 @@ class TorchWorkload:
             assert s.cupti is not None
             cmd = ["env", f"LD_PRELOAD={s.cupti[1]}:{s.cupti[0]}", *program]
         else:
-            scan = mode.removesuffix("-ahead")
+            scan = mode.removesuffix("-alone")
             extra = [f"--{scan}"] if scan in ("check-nan", "digest") else []
-            if mode in AHEAD_MODES:
-                extra.append("--scans-ahead")
+            if mode in ALONE_MODES:
+                extra.append("--no-scans-ahead")
             cmd = under_cudump(program, out, trace=mode == "trace", extra=extra)
         done = sub_run(cmd, s.scratch, where, s.limit_s)
         values = read_values(done.stdout, keys, where)
@@ -194,9 +194,9 @@ class TorchWorkload:
         title = TITLES[self.name]
         bare = self.ms.get("bare", [])
         rows = []
-        for mode in ("cudump", "trace", "check-nan", "digest", *AHEAD_MODES, "cupti",
+        for mode in ("cudump", "trace", "check-nan", "digest", *ALONE_MODES, "cupti",
                      "anchor", "anchor-nosync"):
-            if (mode == "cupti" or mode in AHEAD_MODES) and mode not in self.ms \
+            if (mode == "cupti" or mode in ALONE_MODES) and mode not in self.ms \
                     and mode not in self.failed:
                 continue
             rows.append(ratio_row(title, LABELS[mode], bare, self.ms.get(mode, []),
@@ -261,8 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=20, help="forwards before (default 20)")
     parser.add_argument("--limit", type=int, default=240,
                         help="seconds a single run may take (default 240)")
-    parser.add_argument("--with-ahead", action="store_true",
-                        help="also run --check-nan and --digest with --scans-ahead")
+    parser.add_argument("--without-ahead", action="store_true",
+                        help="also run --check-nan and --digest with --no-scans-ahead")
     parser.add_argument("--dir", type=Path, help="where the snapshot runs write (default: "
                         "/dev/shm where it has room, else the temporary directory)")
     args = parser.parse_args(argv)
@@ -293,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         base = snapshot_base(args.dir) if snapshots else scratch
         with tempfile.TemporaryDirectory(prefix="cudump-realworld-snap-", dir=base) as snap:
             s = Settings(reps, args.iters, args.warmup, args.limit, scratch, Path(snap), cupti,
-                         ahead=args.with_ahead)
+                         alone=args.without_ahead)
             if snapshots:
                 say(f"snapshot runs write to {base}")
             for rep in range(reps):

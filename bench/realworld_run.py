@@ -87,6 +87,6 @@ class Settings:
     scratch: Path                      # rules, stderr files, the models' run directories
     snap_base: Path                    # the snapshot run directories
     cupti: tuple[Path, Path] | None    # the subscriber and libcupti, where they were built
-    ahead: bool = False                # also the scanning modes with --scans-ahead
+    alone: bool = False                # also the scanning modes with --no-scans-ahead
 
 

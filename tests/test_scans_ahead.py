@@ -1,8 +1,8 @@
-"""Scans ahead (--scans-ahead, shim/ahead.h): a launch made with a kept plan has its scans
-(or digests) before it made by the launch of cudump's kernel after the launch before it, when
-that launch came next last time and nothing came between the two. Checked on the stand-in
-driver: the results are those of the launch's own scans, and a host write, a memset or any
-other call between two launches voids them."""
+"""Scans ahead (on unless --no-scans-ahead, shim/ahead.h): a launch made with a kept plan has
+its scans (or digests) before it made by the launch of cudump's kernel after the launch
+before it, when that launch came next last time and nothing came between the two. Checked on
+the stand-in driver: the results are those of the launch's own scans, and a host write, a
+memset or any other call between two launches voids them."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ def test_digests_made_ahead_are_the_launches_own(fake, cudump_run, tmp_path):
     third round on, each launch's digests before it are made with the launch before it. The
     digests are those of a run without scans ahead, buffer for buffer."""
     program = [str(fake.programs["diverge"]), "8"]
-    ahead = cudump_run(program, "--digest", "--scans-ahead", run_dir=tmp_path / "ahead")
-    alone = cudump_run(program, "--digest", run_dir=tmp_path / "alone")
+    ahead = cudump_run(program, "--digest", run_dir=tmp_path / "ahead")
+    alone = cudump_run(program, "--digest", "--no-scans-ahead", run_dir=tmp_path / "alone")
     assert ahead.returncode == 0 and alone.returncode == 0, ahead.stderr + alone.stderr
     assert ahead.stdout == alone.stdout
     assert digests(ahead.run_dir) == digests(alone.run_dir)
@@ -58,8 +58,8 @@ def test_nan_reports_are_those_without_scans_ahead(fake, cudump_run, tmp_path):
     """chain with step 5's x overflowing: square makes the Inf, and vecAdd, scanned ahead
     with square, carries it on. The reports are those of a run without scans ahead."""
     program = [str(fake.programs["chain"]), "8", "37", "5"]
-    ran = cudump_run(program, "--check-nan", "--scans-ahead", run_dir=tmp_path / "ahead")
-    alone = cudump_run(program, "--check-nan", run_dir=tmp_path / "alone")
+    ran = cudump_run(program, "--check-nan", run_dir=tmp_path / "ahead")
+    alone = cudump_run(program, "--check-nan", "--no-scans-ahead", run_dir=tmp_path / "alone")
     assert ran.returncode == 0 and alone.returncode == 0, ran.stderr + alone.stderr
 
     def said(stderr: str) -> list[str]:
@@ -89,8 +89,8 @@ def test_eight_threads_launching_at_once_get_the_digests_they_would_alone(fake, 
     ahead are made only while no other thread is inside a call that may put work on a
     stream: the digests are those of a run without them, and none is lost."""
     program = [str(fake.programs["threads"]), "200"]
-    ahead = cudump_run(program, "--digest", "--scans-ahead", run_dir=tmp_path / "ahead")
-    alone = cudump_run(program, "--digest", run_dir=tmp_path / "alone")
+    ahead = cudump_run(program, "--digest", run_dir=tmp_path / "ahead")
+    alone = cudump_run(program, "--digest", "--no-scans-ahead", run_dir=tmp_path / "alone")
     assert ahead.returncode == 0 and alone.returncode == 0, ahead.stderr + alone.stderr
     assert "never came back" not in ahead.stderr
     mine, theirs = digests(ahead.run_dir), digests(alone.run_dir)

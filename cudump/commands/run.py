@@ -102,11 +102,13 @@ class RunCommand:
                                  "(default 1G, never more than a quarter of what is free): "
                                  "the launch is held only for a copy into it, and the bytes "
                                  "reach the files while the program runs on; 0 turns it off")
-        parser.add_argument("--scans-ahead", action="store_true",
+        parser.add_argument("--scans-ahead", action=argparse.BooleanOptionalAction,
+                            default=True,
                             help="under --digest, --check-nan and digest rules, make each "
                                  "launch's scans before it with the scans after the launch "
                                  "before it, where that one came next last time (used only if "
-                                 "nothing came between the two): faster; off by default")
+                                 "nothing came between the two): on by default; "
+                                 "--no-scans-ahead scans before each launch by itself")
         parser.add_argument("--flight", type=_flight_slots, nargs="?", const=DEFAULT_FLIGHT,
                             default=0, metavar="N",
                             help=f"flight recorder: keep the last N launches of each process "

@@ -42,7 +42,7 @@ class RunOptions:
     timeline: Path | None = None      # --timeline FILE: the run as trace-event JSON
     injections: list[Donor] = field(default_factory=list)   # --inject RUN:LAUNCH, checked
     flight_slots: int = 0             # --flight N: the last N launches of each process; 0: off
-    scans_ahead: bool = False         # --scans-ahead turns them on (shim/ahead.h)
+    scans_ahead: bool = True          # --no-scans-ahead turns them off (shim/ahead.h)
 
     @property
     def debugging(self) -> bool:

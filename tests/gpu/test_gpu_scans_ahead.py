@@ -1,6 +1,6 @@
-"""--scans-ahead (shim/ahead.h) on real models: a launch's scans before it made with the
-scans after the launch before it. The reports, the first producer and the digests are those
-of the same run without scans ahead, and scans ahead were used.
+"""Scans ahead (shim/ahead.h, on unless --no-scans-ahead) on real models: a launch's scans
+before it made with the scans after the launch before it. The reports, the first producer
+and the digests are those of the same run without scans ahead, and scans ahead were used.
 
 - samples/torch_resnet_nan.py (torchvision ResNet-18): layer3.0.conv1 overflowing to Inf
   (a cuDNN convolution produces it; the scans after it hold the stream, in the same launch of
@@ -29,7 +29,7 @@ def reports(stderr: str) -> list[str]:
 def both(cmd: list[str], extra: list[str], workdir, tmp_path) -> tuple[dict, dict, list, list]:
     """The run with --scans-ahead and the one without: summaries and NaN reports."""
     out = {}
-    for name, more in (("ahead", ["--scans-ahead"]), ("alone", [])):
+    for name, more in (("ahead", []), ("alone", ["--no-scans-ahead"])):
         ran = run(under_cudump(cmd, tmp_path / name, extra=[*extra, *more]), workdir,
                   timeout=300)
         assert ran.returncode == 0, ran.stderr[-3000:]

@@ -141,8 +141,8 @@ def modes(files: Path) -> tuple[Mode, ...]:
         Mode("rule", ("--rule", str(rule), "--max-bytes", "3G"), takes_records=True),
         Mode("digest", ("--digest",), takes_records=True),
         Mode("check-nan", ("--check-nan",)),
-        Mode("digest-ahead", ("--digest", "--scans-ahead"), takes_records=True),
-        Mode("check-nan-ahead", ("--check-nan", "--scans-ahead")),
+        Mode("digest-alone", ("--digest", "--no-scans-ahead"), takes_records=True),
+        Mode("check-nan-alone", ("--check-nan", "--no-scans-ahead")),
         Mode("capture", ("--capture-launch", "*", "--max-bytes", "2G"), takes_records=True),
         Mode("break", ("--break", "*", "--batch", str(batch))),
     )
