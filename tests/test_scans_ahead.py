@@ -83,11 +83,21 @@ def test_nan_reports_are_those_without_scans_ahead(fake, cudump_run, tmp_path):
     assert summary(alone.run_dir)["scans_ahead"] == 0
 
 
+def by_stream(run_dir) -> dict[tuple, list[str]]:
+    """Each stream's digests in launch order: launch numbers interleave differently from run
+    to run, and each thread of `threads` has its own stream and buffers."""
+    out: dict[tuple, list[str]] = {}
+    for r in sorted(manifest(run_dir), key=lambda r: (r["stream"], r["launch"])):
+        out.setdefault((r["stream"], r["arg"], r["phase"]), []).append(r["digest"])
+    return out
+
+
 def test_eight_threads_launching_at_once_get_the_digests_they_would_alone(fake, cudump_run,
                                                                           tmp_path):
     """threads: eight threads, each launching vecAdd on its own stream, 200 times. Scans
     ahead are made only while no other thread is inside a call that may put work on a
-    stream: the digests are those of a run without them, and none is lost."""
+    stream (how many, the scheduler decides): the digests are those of a run without them,
+    and none is lost."""
     program = [str(fake.programs["threads"]), "200"]
     ahead = cudump_run(program, "--digest", run_dir=tmp_path / "ahead")
     alone = cudump_run(program, "--digest", "--no-scans-ahead", run_dir=tmp_path / "alone")
@@ -95,14 +105,21 @@ def test_eight_threads_launching_at_once_get_the_digests_they_would_alone(fake, 
     assert "never came back" not in ahead.stderr
     mine, theirs = digests(ahead.run_dir), digests(alone.run_dir)
     assert len(mine) == len(theirs) == 8 * 200 * 2 * 3
-
-    def by_stream(run_dir) -> dict[tuple, list[str]]:
-        # Launch numbers interleave differently from run to run: compare each stream's
-        # launches in order (each thread has its own stream and buffers).
-        out: dict[tuple, list[str]] = {}
-        for r in sorted(manifest(run_dir), key=lambda r: (r["stream"], r["launch"])):
-            out.setdefault((r["stream"], r["arg"], r["phase"]), []).append(r["digest"])
-        return out
-
     assert sorted(by_stream(ahead.run_dir).values()) == sorted(by_stream(alone.run_dir).values())
+
+
+def test_threads_taking_turns_use_scans_ahead_and_get_the_same_digests(fake, cudump_run,
+                                                                       tmp_path):
+    """threads 200 turns 10: the same eight threads, set up first, then launching ten at a
+    time each under one lock, so that while one launches no other is in a call. Within a
+    turn each launch uses the scans made with the one before it (from a thread's first turn
+    on: its plan is kept at its second launch and learns at its third what comes next);
+    the first launch of a turn voids those the last turn made if another thread made them.
+    The digests are those of a run without scans ahead."""
+    program = [str(fake.programs["threads"]), "200", "turns", "10"]
+    ahead = cudump_run(program, "--digest", run_dir=tmp_path / "ahead")
+    alone = cudump_run(program, "--digest", "--no-scans-ahead", run_dir=tmp_path / "alone")
+    assert ahead.returncode == 0 and alone.returncode == 0, ahead.stderr + alone.stderr
+    assert sorted(by_stream(ahead.run_dir).values()) == sorted(by_stream(alone.run_dir).values())
+    assert len(digests(ahead.run_dir)) == 8 * 200 * 2 * 3
     assert summary(ahead.run_dir)["scans_ahead"] > 0

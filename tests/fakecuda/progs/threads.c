@@ -1,8 +1,11 @@
 /*
  * Eight threads, each with its own stream and buffers, each launching
  * vecAdd N times (c += b) on its stream: launches from many threads at once.
- * Usage: threads [N [sig SIGNAL]]
+ * Usage: threads [N [sig SIGNAL | turns K]]
  *   sig: once every launch is made and checked, die by SIGNAL (no exit handlers run).
+ *   turns: the threads set up, then launch in turns, K launches at a time each
+ *   (one lock held over the K), then check: while one thread launches, no other
+ *   is inside a driver call.
  */
 #include "progcommon.h"
 
@@ -12,9 +15,14 @@
 #define THREADS 8
 #define LEN 4096
 
+/* With `turns`: every thread set up (and every one done launching) before any goes on. */
+static pthread_barrier_t ready, launched;
+static pthread_mutex_t turn = PTHREAD_MUTEX_INITIALIZER;
+
 struct worker {
     int index;
     int repeats;
+    int turns; /* launches per turn, or 0: launch at will */
     CUcontext ctx;
     CUfunction vec_add;
     int failed;
@@ -40,8 +48,19 @@ static void *work(void *arg)
     CHECK(cuMemcpyDtoD_v2(dc, da, sizeof a));
     int n = LEN;
     void *args[] = {&dc, &db, &dc, &n};
-    for (int r = 0; r < w->repeats; r++)
+    if (w->turns) {
+        CHECK(cuStreamSynchronize(stream));
+        pthread_barrier_wait(&ready);
+    }
+    for (int r = 0; r < w->repeats; r++) {
+        if (w->turns && r % w->turns == 0)
+            pthread_mutex_lock(&turn);
         CHECK(cuLaunchKernel(w->vec_add, LEN / 256, 1, 1, 256, 1, 1, 0, stream, args, NULL));
+        if (w->turns && (r % w->turns == w->turns - 1 || r == w->repeats - 1))
+            pthread_mutex_unlock(&turn);
+    }
+    if (w->turns)
+        pthread_barrier_wait(&launched);
     CHECK(cuMemcpyDtoHAsync_v2(c, dc, sizeof c, stream));
     CHECK(cuStreamSynchronize(stream));
     for (int i = 0; i < LEN; i++) {
@@ -62,8 +81,13 @@ int main(int argc, char **argv)
 {
     int repeats = argc > 1 ? atoi(argv[1]) : 100;
     bool by_signal = argc == 4 && strcmp(argv[2], "sig") == 0;
-    if (repeats <= 0 || (argc > 2 && !by_signal))
-        FAIL("usage: %s [N > 0 [sig SIGNAL]]", argv[0]);
+    int turns = argc == 4 && strcmp(argv[2], "turns") == 0 ? atoi(argv[3]) : 0;
+    if (repeats <= 0 || (argc > 2 && !by_signal && turns <= 0))
+        FAIL("usage: %s [N > 0 [sig SIGNAL | turns K > 0]]", argv[0]);
+    if (turns) {
+        pthread_barrier_init(&ready, NULL, THREADS);
+        pthread_barrier_init(&launched, NULL, THREADS);
+    }
     struct tally t = {0};
     CUcontext ctx;
     CUfunction vec_add;
@@ -73,7 +97,7 @@ int main(int argc, char **argv)
     struct worker workers[THREADS];
     pthread_t ids[THREADS];
     for (int i = 0; i < THREADS; i++) {
-        workers[i] = (struct worker){i, repeats, ctx, vec_add, 0};
+        workers[i] = (struct worker){i, repeats, turns, ctx, vec_add, 0};
         if (pthread_create(&ids[i], NULL, work, &workers[i]) != 0)
             FAIL("pthread_create failed");
     }
