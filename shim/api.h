@@ -350,7 +350,11 @@
 /* What a family is, for the counting (calls.h), by the probe idiom:
  * CUDUMP_IS(CUDUMP_WAITS_, f) is 1 where CUDUMP_WAITS_f is defined as `~, 1`,
  * else 0. A wait or a query puts nothing on a stream; a kernel launch does not
- * void the scans ahead (the launch pipeline decides whether it uses them). */
+ * void the scans ahead (the launch pipeline decides whether it uses them). A
+ * host-only call is not counted at all: it works on the host's own memory and
+ * the driver's tables, neither touches device memory nor puts work on a stream,
+ * and libraries make some between two launches (cuDNN and cuBLASLt encode a
+ * Hopper kernel's tensor maps right before its launch, each time). */
 #define CUDUMP_SECOND_(a, b, ...) b
 #define CUDUMP_SECOND(...) CUDUMP_SECOND_(__VA_ARGS__)
 #define CUDUMP_IS(attribute, family) CUDUMP_SECOND(attribute##family, 0, ~)
@@ -363,6 +367,15 @@
 #define CUDUMP_LAUNCHES_cuLaunchKernel ~, 1
 #define CUDUMP_LAUNCHES_cuLaunchCooperativeKernel ~, 1
 #define CUDUMP_LAUNCHES_cuLaunchKernelEx ~, 1
+#define CUDUMP_HOST_ONLY_cuGetProcAddress ~, 1
+#define CUDUMP_HOST_ONLY_cuGetProcAddress_v2 ~, 1
+#define CUDUMP_HOST_ONLY_cuModuleGetFunction ~, 1
+#define CUDUMP_HOST_ONLY_cuLibraryGetKernel ~, 1
+#define CUDUMP_HOST_ONLY_cuKernelGetFunction ~, 1
+#define CUDUMP_HOST_ONLY_cuTensorMapEncodeTiled ~, 1
+#define CUDUMP_HOST_ONLY_cuTensorMapEncodeIm2col ~, 1
+#define CUDUMP_HOST_ONLY_cuTensorMapEncodeIm2colWide ~, 1
+#define CUDUMP_HOST_ONLY_cuTensorMapReplaceAddress ~, 1
 
 #define CUDUMP_FAMILIES(F)                                                           \
     F(cuInit) F(cuGetProcAddress) F(cuGetProcAddress_v2) F(cuModuleGetFunction)       \

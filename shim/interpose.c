@@ -98,11 +98,14 @@ bool shim_resolve_real(void)
         }                                                                              \
         if (shim_busy)                                                                 \
             return real CUDUMP_A_##family;                                             \
-        calls_enter(CUDUMP_IS(CUDUMP_WAITS_, family));                                 \
-        if (!CUDUMP_IS(CUDUMP_LAUNCHES_, family))                                      \
+        const bool counted = !CUDUMP_IS(CUDUMP_HOST_ONLY_, family);                    \
+        if (counted)                                                                   \
+            calls_enter(CUDUMP_IS(CUDUMP_WAITS_, family));                             \
+        if (counted && !CUDUMP_IS(CUDUMP_LAUNCHES_, family))                           \
             ahead_void();                                                              \
         CUresult rc = hook_##family(real, ptsz CUDUMP_TAIL(CUDUMP_APPLY(CUDUMP_UNPAREN, CUDUMP_A_##family))); \
-        calls_leave(CUDUMP_IS(CUDUMP_WAITS_, family));                                 \
+        if (counted)                                                                   \
+            calls_leave(CUDUMP_IS(CUDUMP_WAITS_, family));                             \
         return rc;                                                                     \
     }                                                                                  \
     SHIM_EXPORT CUresult sym CUDUMP_P_##family __attribute__((alias("wrap_" #sym)));

@@ -123,3 +123,39 @@ def test_threads_taking_turns_use_scans_ahead_and_get_the_same_digests(fake, cud
     assert sorted(by_stream(ahead.run_dir).values()) == sorted(by_stream(alone.run_dir).values())
     assert len(digests(ahead.run_dir)) == 8 * 200 * 2 * 3
     assert summary(ahead.run_dir)["scans_ahead"] > 0
+
+
+def test_a_tensor_map_encoded_between_two_launches_does_not_void_them(fake, cudump_run,
+                                                                      tmp_path):
+    """cuDNN and cuBLASLt encode a Hopper kernel's tensor maps right before each launch: an
+    encode works on the host alone (api.h's CUDUMP_HOST_ONLY_), so the scans ahead of the
+    launch after it hold, as where the map is encoded once. tensormaps 12 ... encode: tma_copy
+    12 times, its map encoded again before each launch."""
+    def run(way: str, *more: str, name: str):
+        ran = cudump_run([str(fake.programs["tensormaps"]), "12", "0", "0", "tiled", way],
+                         "--digest", *more, run_dir=tmp_path / name)
+        assert ran.returncode == 0, ran.stderr
+        return ran
+
+    again, once = run("encode", name="again"), run("launch", name="once")
+    alone = run("encode", "--no-scans-ahead", name="alone")
+    assert again.stdout == alone.stdout
+    assert digests(again.run_dir) == digests(alone.run_dir)
+    made = summary(again.run_dir)["scans_ahead"]
+    assert made == summary(once.run_dir)["scans_ahead"] and made >= 9, made
+
+
+def test_a_host_copy_into_a_map_tensor_still_voids_them(fake, cudump_run, tmp_path):
+    """The same, with a NaN copied into the map's tensor before launch 6 (and the value put
+    back before launch 7): the copies void the scans ahead, the encodes do not, and the NaN
+    is reported as the run without scans ahead reports it."""
+    program = [str(fake.programs["tensormaps"]), "12", "6", "0", "tiled", "encode"]
+    ran = cudump_run(program, "--check-nan", run_dir=tmp_path / "ahead")
+    alone = cudump_run(program, "--check-nan", "--no-scans-ahead", run_dir=tmp_path / "alone")
+    assert ran.returncode == 0 and alone.returncode == 0, ran.stderr + alone.stderr
+    said = [re.sub(r"process \d+", "process P", ln) for ln in nan_lines(ran.stderr)]
+    assert said and said == [re.sub(r"process \d+", "process P", ln)
+                             for ln in nan_lines(alone.stderr)]
+    first = summary(ran.run_dir)["first_nan_producer"]
+    assert (first["kind"], first["before_launch"]) == ("copy", 6)
+    assert summary(ran.run_dir)["scans_ahead"] > 0

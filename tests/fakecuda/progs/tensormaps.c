@@ -13,7 +13,9 @@
  *             same shape (cuTensorMapReplaceAddress through cuGetProcAddress;
  *             0: never)
  *   ENCODING  tiled (default), im2col or im2col_wide: the encode function
- *   WAY       launch (default): cuLaunchKernel each time; graph: the launch
+ *   WAY       launch (default): cuLaunchKernel each time; encode: the same, the
+ *             map encoded again before each launch, as cuDNN and cuBLASLt do
+ *             (for the tensor of that launch); graph: the launch
  *             captured once on a stream into a graph (the map's bytes become
  *             the kernel node's), the graph launched LAUNCHES times, and at
  *             REPLACE the replaced map given to the executable graph's node
@@ -66,6 +68,26 @@ static void set_node_map(CUgraphExec exec, CUgraphNode node, void **args)
     CHECK(cuGraphExecKernelNodeSetParams_v2(exec, node, &p));
 }
 
+/* Makes *map describe the tensor at `at` with the encode function named. */
+static void encode(CUtensorMap *map, const char *encoding, void *at)
+{
+    cuuint64_t dims[3] = {W, H, D}, strides[2] = {ROW, PLANE};
+    cuuint32_t box[3] = {W, H, 1}, estrides[3] = {1, 1, 1};
+    if (strcmp(encoding, "tiled") == 0) {
+        CHECK(cuTensorMapEncodeTiled(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, at, dims, strides,
+                                     box, estrides, 0, 0, 0, 0));
+    } else if (strcmp(encoding, "im2col") == 0) {
+        int lower[1] = {0}, upper[1] = {0};
+        CHECK(cuTensorMapEncodeIm2col(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, at, dims, strides,
+                                      lower, upper, W, H, estrides, 0, 0, 0, 0));
+    } else if (strcmp(encoding, "im2col_wide") == 0) {
+        CHECK(cuTensorMapEncodeIm2colWide(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, at, dims,
+                                          strides, 0, 0, W, H, estrides, 0, 0, 0, 0, 0));
+    } else {
+        FAIL("unknown encoding %s", encoding);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2)
@@ -74,8 +96,8 @@ int main(int argc, char **argv)
     int poison = argc > 2 ? atoi(argv[2]) : 0, replace = argc > 3 ? atoi(argv[3]) : 0;
     const char *encoding = argc > 4 ? argv[4] : "tiled";
     const char *way = argc > 5 ? argv[5] : "launch";
-    bool graph = strcmp(way, "graph") == 0;
-    if (!graph && strcmp(way, "launch") != 0)
+    bool graph = strcmp(way, "graph") == 0, again = strcmp(way, "encode") == 0;
+    if (!graph && !again && strcmp(way, "launch") != 0)
         FAIL("unknown way %s", way);
     struct tally t = {0};
     CUfunction copy;
@@ -90,22 +112,8 @@ int main(int argc, char **argv)
     fill(second + LEAD, 1000.0f);
 
     CUtensorMap map;
-    cuuint64_t dims[3] = {W, H, D}, strides[2] = {ROW, PLANE};
-    cuuint32_t box[3] = {W, H, 1}, estrides[3] = {1, 1, 1};
     void *at = (void *)(uintptr_t)(first + LEAD);
-    if (strcmp(encoding, "tiled") == 0) {
-        CHECK(cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, at, dims, strides,
-                                     box, estrides, 0, 0, 0, 0));
-    } else if (strcmp(encoding, "im2col") == 0) {
-        int lower[1] = {0}, upper[1] = {0};
-        CHECK(cuTensorMapEncodeIm2col(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, at, dims, strides,
-                                      lower, upper, W, H, estrides, 0, 0, 0, 0));
-    } else if (strcmp(encoding, "im2col_wide") == 0) {
-        CHECK(cuTensorMapEncodeIm2colWide(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, at, dims,
-                                          strides, 0, 0, W, H, estrides, 0, 0, 0, 0, 0));
-    } else {
-        FAIL("unknown encoding %s", encoding);
-    }
+    encode(&map, encoding, at);
     CUresult (*replace_address)(CUtensorMap *, void *) = NULL;
     CUdriverProcAddressQueryResult found;
     CHECK(cuGetProcAddress_v2("cuTensorMapReplaceAddress", (void **)&replace_address, 12000, 0,
@@ -131,6 +139,8 @@ int main(int argc, char **argv)
             CHECK(cuGraphLaunch(exec, stream));
             CHECK(cuStreamSynchronize(stream));
         } else {
+            if (again)
+                encode(&map, encoding, (void *)(uintptr_t)(tensor + LEAD));
             CHECK(cuLaunchKernel(copy, ELEMS / 128, 1, 1, 128, 1, 1, 0, NULL, args, NULL));
         }
     }
