@@ -13,14 +13,15 @@
  * the program instead of two. They read the buffers as the next launch will
  * find them only if nothing happened in between: the next launch uses them if
  * it is a launch of that plan, on the same stream and thread, and no other
- * wrapped call began since (calls.h), none was in progress when they were
- * made, and no stop was served. Otherwise they are void: the slot goes to
+ * wrapped call began since (calls.h; calls that work on the host alone are not
+ * counted), none was in progress when they were made, and no stop was served. Otherwise they are void: the slot goes to
  * the ring's reader marked to be skipped (RESULT_TAKEN) once its results are
  * in, and the launch scans its buffers itself, as without scans ahead.
  *
- * At most one is pending per process. Any wrapped call other than a kernel
- * launch voids it at once (ahead_void), so that the ring's reader does not
- * wait at its slot while the program does something else.
+ * At most one is pending per process. Any counted call other than a kernel
+ * launch voids it at once (ahead_void), and so does a wait for gated launches
+ * (gate_settle), so that the ring's reader does not wait at its slot while the
+ * program does something else.
  */
 #ifndef CUDUMP_AHEAD_H
 #define CUDUMP_AHEAD_H

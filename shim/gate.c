@@ -25,6 +25,7 @@
 #include <stdatomic.h>
 #include <time.h>
 
+#include "ahead.h"
 #include "gate.h"
 #include "interpose.h"
 #include "util.h"
@@ -294,6 +295,9 @@ void gate_settle(void)
 {
     if (serving || !atomic_load_explicit(&in_flight, memory_order_acquire))
         return;
+    /* Called from calls that are not counted (a function looked up): scans made ahead
+     * would keep the ring's reader at their slot while this thread waits here. */
+    ahead_void();
     pthread_mutex_lock(&gate_lock);
     unsigned long long upto = added;
     pthread_mutex_unlock(&gate_lock);

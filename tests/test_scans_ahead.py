@@ -159,3 +159,24 @@ def test_a_host_copy_into_a_map_tensor_still_voids_them(fake, cudump_run, tmp_pa
     first = summary(ran.run_dir)["first_nan_producer"]
     assert (first["kind"], first["before_launch"]) == ("copy", 6)
     assert summary(ran.run_dir)["scans_ahead"] > 0
+
+
+def test_a_map_encoded_for_other_memory_is_another_launch(fake, cudump_run, tmp_path):
+    """tensormaps 12 8 6 tiled encode: from launch 6 the map is encoded for a second tensor
+    (and a NaN copied into it before launch 8). The map's bytes are the launch's parameters:
+    launch 6 is not the launch whose scans were made ahead with launch 5, and scans its
+    buffers itself. Digests and NaN reports are those of a run without scans ahead."""
+    program = [str(fake.programs["tensormaps"]), "12", "8", "6", "tiled", "encode"]
+    for mode in ("--digest", "--check-nan"):
+        ahead = cudump_run(program, mode, run_dir=tmp_path / f"ahead{mode}")
+        alone = cudump_run(program, mode, "--no-scans-ahead", run_dir=tmp_path / f"alone{mode}")
+        assert ahead.returncode == 0 and alone.returncode == 0, ahead.stderr + alone.stderr
+        assert ahead.stdout == alone.stdout
+        said = [re.sub(r"process \d+", "process P", ln) for ln in nan_lines(ahead.stderr)]
+        assert said == [re.sub(r"process \d+", "process P", ln)
+                        for ln in nan_lines(alone.stderr)]
+        assert bool(said) == (mode == "--check-nan")
+        if mode == "--digest":
+            assert digests(ahead.run_dir) == digests(alone.run_dir)
+        totals = summary(ahead.run_dir)
+        assert totals["scans_ahead"] > 0 and totals["scans_ahead_void"] > 0, totals
