@@ -13,6 +13,11 @@ from records import manifest, nan_lines, summary
 ADD = "vecAdd(float const*, float const*, float*, int)"
 
 
+def said(stderr: str) -> list[str]:
+    """The NaN report lines, with the process id left out (it differs from run to run)."""
+    return [re.sub(r"process \d+", "process P", line) for line in nan_lines(stderr)]
+
+
 def digests(run_dir) -> dict[tuple, str]:
     return {(r["launch"], r["arg"], r.get("offset", 0), r["phase"]): r["digest"]
             for r in manifest(run_dir)}
@@ -61,10 +66,6 @@ def test_nan_reports_are_those_without_scans_ahead(fake, cudump_run, tmp_path):
     ran = cudump_run(program, "--check-nan", run_dir=tmp_path / "ahead")
     alone = cudump_run(program, "--check-nan", "--no-scans-ahead", run_dir=tmp_path / "alone")
     assert ran.returncode == 0 and alone.returncode == 0, ran.stderr + alone.stderr
-
-    def said(stderr: str) -> list[str]:
-        return [re.sub(r"process \d+", "process P", line) for line in nan_lines(stderr)]
-
     assert len(said(ran.stderr)) == 2
     assert said(ran.stderr) == said(alone.stderr)
     assert [r["launch"] for r in manifest(ran.run_dir) if "nonfinite" in r] == \
@@ -153,9 +154,7 @@ def test_a_host_copy_into_a_map_tensor_still_voids_them(fake, cudump_run, tmp_pa
     ran = cudump_run(program, "--check-nan", run_dir=tmp_path / "ahead")
     alone = cudump_run(program, "--check-nan", "--no-scans-ahead", run_dir=tmp_path / "alone")
     assert ran.returncode == 0 and alone.returncode == 0, ran.stderr + alone.stderr
-    said = [re.sub(r"process \d+", "process P", ln) for ln in nan_lines(ran.stderr)]
-    assert said and said == [re.sub(r"process \d+", "process P", ln)
-                             for ln in nan_lines(alone.stderr)]
+    assert said(ran.stderr) and said(ran.stderr) == said(alone.stderr)
     first = summary(ran.run_dir)["first_nan_producer"]
     assert (first["kind"], first["before_launch"]) == ("copy", 6)
     assert summary(ran.run_dir)["scans_ahead"] > 0
@@ -172,10 +171,8 @@ def test_a_map_encoded_for_other_memory_is_another_launch(fake, cudump_run, tmp_
         alone = cudump_run(program, mode, "--no-scans-ahead", run_dir=tmp_path / f"alone{mode}")
         assert ahead.returncode == 0 and alone.returncode == 0, ahead.stderr + alone.stderr
         assert ahead.stdout == alone.stdout
-        said = [re.sub(r"process \d+", "process P", ln) for ln in nan_lines(ahead.stderr)]
-        assert said == [re.sub(r"process \d+", "process P", ln)
-                        for ln in nan_lines(alone.stderr)]
-        assert bool(said) == (mode == "--check-nan")
+        assert said(ahead.stderr) == said(alone.stderr)
+        assert bool(said(ahead.stderr)) == (mode == "--check-nan")
         if mode == "--digest":
             assert digests(ahead.run_dir) == digests(alone.run_dir)
         totals = summary(ahead.run_dir)
