@@ -170,14 +170,18 @@ def test_flight_without_a_number_before_the_program(fake, cudump, tmp_path):
 
 def test_launches_from_many_threads_at_once(fake, cudump_run, bare_run):
     """Eight threads launch vecAdd 40 times each, each on its own stream, then the process
-    dies by SIGKILL: every launch took a slot of its own, and the last 64 are kept whole."""
+    dies by SIGKILL: every launch took a slot of its own, and the last 64 are kept whole.
+    A launch's number and its slot are taken one after the other, so a thread can be
+    overtaken between the two: the kept launches are the last 64 give or take one for each
+    of the other threads."""
     prog = [str(fake.programs["threads"]), "40", "sig", str(int(signal.SIGKILL))]
     ran = cudump_run(prog, "--flight", "64")
     assert (ran.returncode, ran.stdout) == (128 + signal.SIGKILL, bare_run(prog).stdout)
     log = read_flight(ran.run_dir)
     (proc,) = log.processes
     assert (proc.recorded, proc.kept, proc.ended) == (320, 64, "was killed by SIGKILL")
-    assert [x.launch for x in log.launches] == list(range(257, 321))
+    kept = [x.launch for x in log.launches]
+    assert len(set(kept)) == 64 and max(kept) == 320 and min(kept) >= 257 - 7, kept
     assert {x.status for x in log.launches} == {"completed"}
     assert {x.kernel for x in log.launches} == {VECADD}
     lines = flight_lines(ran.stderr)
