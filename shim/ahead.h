@@ -7,7 +7,8 @@
  * scans (or digests) of its buffers before it, and those after it. Most of a
  * model's launches follow one another in the same order at every step, with
  * nothing between them. So the plan of the launch that came next last time is
- * remembered, and when this launch's "after" tools are made, that plan's
+ * remembered (after this plan, and after the plans of the launches made in a
+ * row up to this one: repeat.c), and when this launch's "after" tools are made, that plan's
  * "before" tools go in the same launch of cudump's kernel, into a result slot
  * reserved for the next launch: one launch of cudump's kernel per launch of
  * the program instead of two. They read the buffers as the next launch will

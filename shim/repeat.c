@@ -94,10 +94,59 @@ static uint64_t serials; /* under the staging lock */
  * learns that it came next (repeat_plan.next) when nothing came between them. */
 static struct ahead last;
 static bool last_alone;         /* no other call was in progress when its tools were made */
+static uint64_t last_context;   /* its context (below; 0: none) */
+
+/* A plan that recurs with other plans after it (a kernel over the same
+ * buffers in every layer of a model: an activation, a residual add) would
+ * guess wrong most times with only the plan that came after its last launch
+ * (repeat_plan.next). So the plan that came next is also remembered for the
+ * context of a launch: the serials of the plans of the launches made in a row
+ * up to it (each right after the one before), at most CONTEXT_PLANS of them,
+ * hashed. A layer's own weights then tell its launches apart. The table is
+ * direct-mapped: a context whose entry was taken by another falls back on
+ * repeat_plan.next, and whatever it names is checked as any guess is. */
+enum { CONTEXT_PLANS = 8, CONTEXT_SLOTS = 4096 };
+
+struct successor {
+    uint64_t context;
+    struct plan_ref next;
+};
+
+static struct successor *successors;    /* CONTEXT_SLOTS, made at the first need */
+static uint64_t chain[CONTEXT_PLANS];   /* the serials of the launches in a row, newest last */
+static unsigned chain_len;
+
+/* This launch's plan joins the chain (a launch not right after the last starts
+ * another); returns the chain's context. */
+static uint64_t context_of(bool in_row, uint64_t serial)
+{
+    if (!in_row)
+        chain_len = 0;
+    if (chain_len == CONTEXT_PLANS)
+        memmove(chain, chain + 1, sizeof chain - sizeof chain[0]);
+    else
+        chain_len++;
+    chain[chain_len - 1] = serial;
+    uint64_t h = chain_len;
+    for (unsigned i = 0; i < chain_len; i++) {
+        h = (h ^ chain[i]) * 0x9e3779b97f4a7c15ull;
+        h ^= h >> 29;
+    }
+    return h | 1; /* never 0, which names none */
+}
+
+static struct successor *successor_slot(uint64_t context)
+{
+    if (!successors)
+        successors = calloc(CONTEXT_SLOTS, sizeof *successors);
+    return successors ? &successors[(context >> 32) % CONTEXT_SLOTS] : NULL;
+}
 
 void repeat_reset_after_fork(void)
 {
     lineage++;
+    chain_len = 0;
+    last_context = 0;
 }
 
 /* Whether the word at `at` lies in one of the keys, which are sorted by
@@ -500,12 +549,18 @@ bool repeat_start(struct repeat_run *run, const struct launch_info *li, struct r
     pthread_once(&exit_once, register_exit);
     *consumed = a != NULL;
     /* The plan of the last launch learns that this one came right after it. */
-    if (last_alone && right_after(&last, li)) {
+    bool in_row = last_alone && right_after(&last, li);
+    if (in_row) {
         struct repeat_plan *before = plan_at(&last.predictor);
         if (before)
             before->next = plan_ref(li->e, p);
+        struct successor *s = last_context ? successor_slot(last_context) : NULL;
+        if (s)
+            *s = (struct successor){last_context, plan_ref(li->e, p)};
     }
     last.predictor.serial = 0;
+    last_context = 0;
+    uint64_t context = context_of(in_row, p->serial);
     bool gated = p->gate && has_scans(p) && watch_room(li->device);
     if (a && (a->serial != p->serial ||
               !right_after(a, li) ||
@@ -523,7 +578,7 @@ bool repeat_start(struct repeat_run *run, const struct launch_info *li, struct r
         a->slot->flags = 0;
         a->slot->gate = gated ? GATE_ARMED : GATE_NONE;
         *run = (struct repeat_run){.plan = p, .slot = a->slot, .slot_pos = a->pos,
-                                   .gated = gated};
+                                   .gated = gated, .context = context};
         return true;
     }
     uint64_t pos;
@@ -532,14 +587,16 @@ bool repeat_start(struct repeat_run *run, const struct launch_info *li, struct r
         return false;
     slot->gate = gated ? GATE_ARMED : GATE_NONE;
     slot_event(slot, li);
-    *run = (struct repeat_run){.plan = p, .slot = slot, .slot_pos = pos, .gated = gated};
+    *run = (struct repeat_run){.plan = p, .slot = slot, .slot_pos = pos, .gated = gated,
+                               .context = context};
     run_phase(run, li, PHASE_BEFORE, NULL);
     return true;
 }
 
 /* The plan whose "before" tools to make ahead with the "after" tools of this
  * launch of p, and the slot reserved for them; false if none (ahead.h). */
-static bool ahead_of(struct repeat_plan *p, const struct launch_info *li, struct ahead_plan *out)
+static bool ahead_of(struct repeat_plan *p, uint64_t context, const struct launch_info *li,
+                     struct ahead_plan *out)
 {
     if (channel_options() & OPTION_NO_AHEAD)
         return false;
@@ -554,7 +611,8 @@ static bool ahead_of(struct repeat_plan *p, const struct launch_info *li, struct
     if (!p->next.serial || calls_running() != 1 ||
         (p->misses >= 2 && (++p->skipped & 15) != 0))
         return false;
-    struct repeat_plan *q = plan_at(&p->next);
+    const struct successor *s = successor_slot(context);
+    struct repeat_plan *q = plan_at(context && s && s->context == context ? &s->next : &p->next);
     const volatile struct proto_control *ctl = channel_control();
     /* Not over managed or host memory, which the host may write with no call between the
      * launches, nor over pool or VMM memory, which the program may free on another stream
@@ -604,7 +662,7 @@ static bool repeat_end(struct repeat_run *run, const struct launch_info *li, CUr
     struct proto_result_slot *slot = run->slot;
     slot->launch_rc = launch_rc;
     struct ahead_plan ahead;
-    bool with_ahead = launch_rc == CUDA_SUCCESS && ahead_of(run->plan, li, &ahead);
+    bool with_ahead = launch_rc == CUDA_SUCCESS && ahead_of(run->plan, run->context, li, &ahead);
     bool held = launch_rc == CUDA_SUCCESS &&
                 run_phase(run, li, PHASE_AFTER, with_ahead ? &ahead : NULL);
     last = (struct ahead){.predictor = plan_ref(li->e, run->plan), .stream = li->stream,
@@ -618,6 +676,7 @@ static bool repeat_end(struct repeat_run *run, const struct launch_info *li, CUr
         made.ctx = ahead.ctx;
         ahead_put(&made);
     }
+    last_context = run->context;
     last.begun = calls_begun();
     last_alone = launch_rc == CUDA_SUCCESS && calls_running() == 1;
     if (run->gated && held) {

@@ -19,6 +19,7 @@ struct repeat_run {
     struct proto_result_slot *slot;     /* its slot of the result ring */
     uint64_t slot_pos;
     bool gated;                         /* its scans not waited for (gate.c, watch.c) */
+    uint64_t context;                   /* the plans of the launches in a row up to it */
 };
 
 /* The plan kept for a launch of e with these parameter bytes, if it still holds. */

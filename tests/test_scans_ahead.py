@@ -177,3 +177,26 @@ def test_a_map_encoded_for_other_memory_is_another_launch(fake, cudump_run, tmp_
             assert digests(ahead.run_dir) == digests(alone.run_dir)
         totals = summary(ahead.run_dir)
         assert totals["scans_ahead"] > 0 and totals["scans_ahead_void"] > 0, totals
+
+
+def test_a_kernel_over_the_same_buffers_in_every_layer_gets_its_scans_ahead(fake, cudump_run,
+                                                                           tmp_path):
+    """layers 4 30: each of four layers runs vecAdd over its own weights, then square over
+    the same two buffers in every layer, 30 steps with nothing between the launches. The
+    plan that came after square's last launch is the wrong guess three times in four; the
+    plans of the launches made in a row before it tell the layers apart. Once a step has
+    shown each context (the chain is eight plans long from the third step on), every launch
+    uses scans ahead, and the digests are those of a run without them."""
+    program = [str(fake.programs["layers"]), "4", "30"]
+    ahead = cudump_run(program, "--digest", run_dir=tmp_path / "ahead")
+    alone = cudump_run(program, "--digest", "--no-scans-ahead", run_dir=tmp_path / "alone")
+    assert ahead.returncode == 0 and alone.returncode == 0, ahead.stderr + alone.stderr
+    assert ahead.stdout == alone.stdout
+    assert digests(ahead.run_dir) == digests(alone.run_dir)
+    assert len(digests(ahead.run_dir)) == 120 * 3 * 2 + 120 * 2 * 2  # (args) x (before, after)
+    totals = summary(ahead.run_dir)
+    assert totals["scans_ahead"] >= 27 * 8 and totals["scans_ahead_void"] <= 4, totals
+    checked = cudump_run(program, "--check-nan", run_dir=tmp_path / "nan")
+    assert checked.returncode == 0 and checked.stdout == alone.stdout, checked.stderr
+    assert said(checked.stderr) == []
+    assert summary(checked.run_dir)["scans_ahead"] >= 27 * 8
