@@ -7,6 +7,7 @@ memset or any other call between two launches voids them."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from records import manifest, nan_lines, summary
 
@@ -23,14 +24,21 @@ def digests(run_dir) -> dict[tuple, str]:
             for r in manifest(run_dir)}
 
 
+def both_ways(cudump_run, program: list[str], mode: str, where: Path) -> tuple:
+    """The program under `mode` with scans ahead (in where/ahead) and without them (in
+    where/alone), each having exited 0."""
+    ahead = cudump_run(program, mode, run_dir=where / "ahead")
+    alone = cudump_run(program, mode, "--no-scans-ahead", run_dir=where / "alone")
+    assert ahead.returncode == 0 and alone.returncode == 0, ahead.stderr + alone.stderr
+    return ahead, alone
+
+
 def test_digests_made_ahead_are_the_launches_own(fake, cudump_run, tmp_path):
     """diverge launches the same four kernels over the same buffers every round: from the
     third round on, each launch's digests before it are made with the launch before it. The
     digests are those of a run without scans ahead, buffer for buffer."""
     program = [str(fake.programs["diverge"]), "8"]
-    ahead = cudump_run(program, "--digest", run_dir=tmp_path / "ahead")
-    alone = cudump_run(program, "--digest", "--no-scans-ahead", run_dir=tmp_path / "alone")
-    assert ahead.returncode == 0 and alone.returncode == 0, ahead.stderr + alone.stderr
+    ahead, alone = both_ways(cudump_run, program, "--digest", tmp_path)
     assert ahead.stdout == alone.stdout
     assert digests(ahead.run_dir) == digests(alone.run_dir)
     assert len(digests(ahead.run_dir)) > 50
@@ -63,9 +71,7 @@ def test_nan_reports_are_those_without_scans_ahead(fake, cudump_run, tmp_path):
     """chain with step 5's x overflowing: square makes the Inf, and vecAdd, scanned ahead
     with square, carries it on. The reports are those of a run without scans ahead."""
     program = [str(fake.programs["chain"]), "8", "37", "5"]
-    ran = cudump_run(program, "--check-nan", run_dir=tmp_path / "ahead")
-    alone = cudump_run(program, "--check-nan", "--no-scans-ahead", run_dir=tmp_path / "alone")
-    assert ran.returncode == 0 and alone.returncode == 0, ran.stderr + alone.stderr
+    ran, alone = both_ways(cudump_run, program, "--check-nan", tmp_path)
     assert len(said(ran.stderr)) == 2
     assert said(ran.stderr) == said(alone.stderr)
     assert [r["launch"] for r in manifest(ran.run_dir) if "nonfinite" in r] == \
@@ -100,9 +106,7 @@ def test_eight_threads_launching_at_once_get_the_digests_they_would_alone(fake, 
     stream (how many, the scheduler decides): the digests are those of a run without them,
     and none is lost."""
     program = [str(fake.programs["threads"]), "200"]
-    ahead = cudump_run(program, "--digest", run_dir=tmp_path / "ahead")
-    alone = cudump_run(program, "--digest", "--no-scans-ahead", run_dir=tmp_path / "alone")
-    assert ahead.returncode == 0 and alone.returncode == 0, ahead.stderr + alone.stderr
+    ahead, alone = both_ways(cudump_run, program, "--digest", tmp_path)
     assert "never came back" not in ahead.stderr
     mine, theirs = digests(ahead.run_dir), digests(alone.run_dir)
     assert len(mine) == len(theirs) == 8 * 200 * 2 * 3
@@ -118,9 +122,7 @@ def test_threads_taking_turns_use_scans_ahead_and_get_the_same_digests(fake, cud
     the first launch of a turn voids those the last turn made if another thread made them.
     The digests are those of a run without scans ahead."""
     program = [str(fake.programs["threads"]), "200", "turns", "10"]
-    ahead = cudump_run(program, "--digest", run_dir=tmp_path / "ahead")
-    alone = cudump_run(program, "--digest", "--no-scans-ahead", run_dir=tmp_path / "alone")
-    assert ahead.returncode == 0 and alone.returncode == 0, ahead.stderr + alone.stderr
+    ahead, alone = both_ways(cudump_run, program, "--digest", tmp_path)
     assert sorted(by_stream(ahead.run_dir).values()) == sorted(by_stream(alone.run_dir).values())
     assert len(digests(ahead.run_dir)) == 8 * 200 * 2 * 3
     assert summary(ahead.run_dir)["scans_ahead"] > 0
@@ -151,9 +153,7 @@ def test_a_host_copy_into_a_map_tensor_still_voids_them(fake, cudump_run, tmp_pa
     back before launch 7): the copies void the scans ahead, the encodes do not, and the NaN
     is reported as the run without scans ahead reports it."""
     program = [str(fake.programs["tensormaps"]), "12", "6", "0", "tiled", "encode"]
-    ran = cudump_run(program, "--check-nan", run_dir=tmp_path / "ahead")
-    alone = cudump_run(program, "--check-nan", "--no-scans-ahead", run_dir=tmp_path / "alone")
-    assert ran.returncode == 0 and alone.returncode == 0, ran.stderr + alone.stderr
+    ran, alone = both_ways(cudump_run, program, "--check-nan", tmp_path)
     assert said(ran.stderr) and said(ran.stderr) == said(alone.stderr)
     first = summary(ran.run_dir)["first_nan_producer"]
     assert (first["kind"], first["before_launch"]) == ("copy", 6)
@@ -167,9 +167,7 @@ def test_a_map_encoded_for_other_memory_is_another_launch(fake, cudump_run, tmp_
     buffers itself. Digests and NaN reports are those of a run without scans ahead."""
     program = [str(fake.programs["tensormaps"]), "12", "8", "6", "tiled", "encode"]
     for mode in ("--digest", "--check-nan"):
-        ahead = cudump_run(program, mode, run_dir=tmp_path / f"ahead{mode}")
-        alone = cudump_run(program, mode, "--no-scans-ahead", run_dir=tmp_path / f"alone{mode}")
-        assert ahead.returncode == 0 and alone.returncode == 0, ahead.stderr + alone.stderr
+        ahead, alone = both_ways(cudump_run, program, mode, tmp_path / mode.lstrip("-"))
         assert ahead.stdout == alone.stdout
         assert said(ahead.stderr) == said(alone.stderr)
         assert bool(said(ahead.stderr)) == (mode == "--check-nan")
@@ -188,9 +186,7 @@ def test_a_kernel_over_the_same_buffers_in_every_layer_gets_its_scans_ahead(fake
     shown each context (the chain is eight plans long from the third step on), every launch
     uses scans ahead, and the digests are those of a run without them."""
     program = [str(fake.programs["layers"]), "4", "30"]
-    ahead = cudump_run(program, "--digest", run_dir=tmp_path / "ahead")
-    alone = cudump_run(program, "--digest", "--no-scans-ahead", run_dir=tmp_path / "alone")
-    assert ahead.returncode == 0 and alone.returncode == 0, ahead.stderr + alone.stderr
+    ahead, alone = both_ways(cudump_run, program, "--digest", tmp_path)
     assert ahead.stdout == alone.stdout
     assert digests(ahead.run_dir) == digests(alone.run_dir)
     assert len(digests(ahead.run_dir)) == 120 * 3 * 2 + 120 * 2 * 2  # (args) x (before, after)
