@@ -8,16 +8,17 @@
  * model's launches follow one another in the same order at every step, with
  * nothing between them. So the plan of the launch that came next last time is
  * remembered (after this plan, and after the plans of the launches made in a
- * row up to this one: repeat.c), and when this launch's "after" tools are made, that plan's
- * "before" tools go in the same launch of cudump's kernel, into a result slot
- * reserved for the next launch: one launch of cudump's kernel per launch of
- * the program instead of two. They read the buffers as the next launch will
- * find them only if nothing happened in between: the next launch uses them if
- * it is a launch of that plan, on the same stream and thread, and no other
- * wrapped call began since (calls.h; calls that work on the host alone are not
- * counted), none was in progress when they were made, and no stop was served. Otherwise they are void: the slot goes to
- * the ring's reader marked to be skipped (RESULT_TAKEN) once its results are
- * in, and the launch scans its buffers itself, as without scans ahead.
+ * row up to this one: repeat.c), and when this launch's "after" tools are
+ * made, that plan's "before" tools go in the same launch of cudump's kernel,
+ * into a result slot reserved for the next launch: one launch of cudump's
+ * kernel per launch of the program instead of two. They read the buffers as
+ * the next launch will find them only if nothing happened in between: the next
+ * launch uses them if it is a launch of that plan, on the same stream and
+ * thread, and no other wrapped call began since (calls.h; calls that work on
+ * the host alone are not counted), none was in progress when they were made,
+ * and no stop was served. Otherwise they are void: the slot goes to the ring's
+ * reader marked to be skipped (RESULT_TAKEN) once its results are in, and the
+ * launch scans its buffers itself, as without scans ahead.
  *
  * At most one is pending per process. Any counted call other than a kernel
  * launch voids it at once (ahead_void), and so does a wait for gated launches
