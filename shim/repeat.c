@@ -135,10 +135,15 @@ static uint64_t context_of(bool in_row, uint64_t serial)
     return h | 1; /* never 0, which names none */
 }
 
+/* The entry a context maps to; NULL where the table could not be made (tried
+ * once: without it the plans' own successors still serve). */
 static struct successor *successor_slot(uint64_t context)
 {
-    if (!successors)
+    static bool tried;
+    if (!successors && !tried) {
+        tried = true;
         successors = calloc(CONTEXT_SLOTS, sizeof *successors);
+    }
     return successors ? &successors[(context >> 32) % CONTEXT_SLOTS] : NULL;
 }
 
@@ -552,9 +557,10 @@ bool repeat_start(struct repeat_run *run, const struct launch_info *li, struct r
     bool in_row = last_alone && right_after(&last, li);
     if (in_row) {
         struct repeat_plan *before = plan_at(&last.predictor);
+        /* Not after a plan replaced since: its contexts do not come back. */
+        struct successor *s = before && last_context ? successor_slot(last_context) : NULL;
         if (before)
             before->next = plan_ref(li->e, p);
-        struct successor *s = last_context ? successor_slot(last_context) : NULL;
         if (s)
             *s = (struct successor){last_context, plan_ref(li->e, p)};
     }
@@ -611,8 +617,11 @@ static bool ahead_of(struct repeat_plan *p, uint64_t context, const struct launc
     if (!p->next.serial || calls_running() != 1 ||
         (p->misses >= 2 && (++p->skipped & 15) != 0))
         return false;
+    /* The context's guess, else (none, or its plan replaced since) the plan's own. */
     const struct successor *s = successor_slot(context);
-    struct repeat_plan *q = plan_at(context && s && s->context == context ? &s->next : &p->next);
+    struct repeat_plan *q = context && s && s->context == context ? plan_at(&s->next) : NULL;
+    if (!q)
+        q = plan_at(&p->next);
     const volatile struct proto_control *ctl = channel_control();
     /* Not over managed or host memory, which the host may write with no call between the
      * launches, nor over pool or VMM memory, which the program may free on another stream
