@@ -2,8 +2,10 @@
 
 Run inside the program (bare, or under cudump): times N forwards for N in 10, 30, 100 and
 300 in turn (the first includes start-up; the rest show whether the figure has settled),
-then profiles 20 forwards with torch.profiler and prints, per forward, the kernels' GPU time
-and count: cudump's own kernel (`cudump_tools`) apart from the model's.
+then how long the CPU takes to queue two forwards against how long they take (fifty times,
+averaged: whether the forward waits for the CPU or for the GPU), then profiles 20 forwards
+with torch.profiler and prints, per forward, the kernels' GPU time and count: cudump's own
+kernel (`cudump_tools`) apart from the model's.
 
 usage: python3 bench/forward_kernels.py resnet18|bert
        cudump --check-nan python3 bench/forward_kernels.py resnet18
@@ -12,6 +14,8 @@ usage: python3 bench/forward_kernels.py resnet18|bert
 from __future__ import annotations
 
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -23,6 +27,24 @@ from torch_forward import build, timed  # noqa: E402
 PROFILED = 20
 
 
+def queued(forward: Callable[[], object], rounds: int = 50, per_round: int = 2
+           ) -> tuple[float, float]:
+    """Milliseconds per forward to queue `per_round` forwards from an idle GPU, and to have
+    them done, averaged over `rounds`: few enough forwards that the launch queue never fills
+    (a full queue would make the CPU wait for the GPU inside the launch call)."""
+    queue = total = 0.0
+    for _ in range(rounds):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(per_round):
+            forward()
+        queue += time.perf_counter() - start
+        torch.cuda.synchronize()
+        total += time.perf_counter() - start
+    n = rounds * per_round
+    return queue / n * 1e3, total / n * 1e3
+
+
 def main() -> int:
     if len(sys.argv) != 2 or sys.argv[1] not in ("resnet18", "bert"):
         print(__doc__.strip().splitlines()[-2].strip(), file=sys.stderr)
@@ -31,6 +53,9 @@ def main() -> int:
     with torch.no_grad():
         for n in (10, 30, 100, 300):
             print(f"{n} forwards: {timed(forward, n):.3f} ms/forward", flush=True)
+        queue_ms, total_ms = queued(forward)
+        print(f"queued in {queue_ms:.3f} ms/forward, done in {total_ms:.3f} ms/forward "
+              f"(two forwards from an idle GPU)", flush=True)
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             ms = timed(forward, PROFILED)
     time_us = {"cudump": 0.0, "model": 0.0}

@@ -1,12 +1,16 @@
 """A run directory's manifest as the JSON objects of its records, the way read_manifest
-gives them (template and per-launch digest lines expanded); its summary; and the NaN/Inf
-reports a run printed."""
+gives them (templates and batches of digests expanded); the launches of its batches of
+digests, as written; its summary; and the NaN/Inf reports a run printed."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import numpy as np
+
+from cudump.rundir.digest_batches import BATCH, DIGEST, LAUNCH
+from cudump.rundir.layout import DIGESTS_FILE
 from cudump.rundir.layout import MANIFEST_FILE as MANIFEST
 from cudump.rundir.manifest import read_manifest
 
@@ -16,6 +20,44 @@ def manifest(run_dir: Path) -> list[dict]:
     if not (Path(run_dir) / MANIFEST).exists():
         return []
     return [json.loads(r.to_json()) for r in read_manifest(run_dir)]
+
+
+def raw_lines(run_dir: Path) -> list[dict]:
+    """The manifest's lines, as JSON objects, unexpanded."""
+    text = (Path(run_dir) / MANIFEST).read_text()
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def batched_launches(run_dir: Path) -> list[list[int]]:
+    """For each `digest_batch` line, the launch numbers of its batch, read from digests.bin
+    by the line's offset and counts."""
+    data = (Path(run_dir) / DIGESTS_FILE).read_bytes() if (
+        Path(run_dir) / DIGESTS_FILE).exists() else b""
+    batches = []
+    for line in raw_lines(run_dir):
+        if BATCH in line:
+            launches = line["offset"], line["launches"]
+            end = launches[0] + launches[1] * LAUNCH.itemsize + line["digests"] * DIGEST.itemsize
+            assert end <= len(data), "a batch line names bytes past the end of digests.bin"
+            records = np.frombuffer(data, LAUNCH, count=launches[1], offset=launches[0])
+            batches.append(records["launch"].tolist())
+    return batches
+
+
+def group_line(key: str, launch: int, occurrence: int, grid: list[int], block: list[int],
+               stream: int, device: int, digests: list[str],
+               sums: list[float | str | None] | None = None) -> str:
+    """The line earlier versions wrote for each launch made with a repeated plan
+    (`digests_of`): its fields and digests in the template's order, and where the template's
+    records have them, their sums of |x| (None for those without). read_manifest still
+    reads run directories written so."""
+    data: dict[str, object] = {
+        "digests_of": key, "launch": launch, "occurrence": occurrence, "grid": grid,
+        "block": block, "stream": f"0x{stream:x}", "device": device if device >= 0 else None,
+        "digests": digests}
+    if sums is not None:
+        data["sums"] = sums
+    return json.dumps(data, separators=(",", ":"))
 
 
 def summary(run_dir: Path) -> dict:

@@ -28,11 +28,11 @@ from cudump.policy.digest import (
 )
 from cudump.policy.rules import load_rules
 from cudump.rundir.layout import MANIFEST_FILE
-from cudump.rundir.manifest import SnapshotRecord, group_line, read_manifest, template_line
+from cudump.rundir.manifest import SnapshotRecord, read_manifest, template_line
 from cudump.wire.protocol import ToolMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from records import manifest
+from records import group_line, manifest
 from zedref import pipeline  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from records import group_line
 
 from cudump import __version__
 from cudump.cli import main
@@ -26,7 +27,6 @@ from cudump.rundir.layout import MANIFEST_FILE as MANIFEST
 from cudump.rundir.manifest import (
     ManifestWriter,
     SnapshotRecord,
-    group_line,
     read_manifest,
     template_line,
 )

@@ -5,11 +5,9 @@ the controller-planned path gives."""
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
-from records import manifest, summary
+from records import batched_launches, manifest, raw_lines, summary
 
 from cudump.policy.digest import digest, digest_hex
 
@@ -47,24 +45,26 @@ def test_repeated_launches_digest_what_snapshots_copy(fake, cudump_run, tmp_path
     # four launches a round over the same buffers each round (fill and scale also take the
     # round's number, which a plan without overrides does not depend on): rounds 2-6 repeat
     assert summary(dig.run_dir)["repeated_launches"] == 20
-    # one line per launch made with a kept plan (the first, asked about, too: it is made with
-    # the plan it got), after one template line per plan
-    raw = [json.loads(line) for line in (dig.run_dir / "manifest.jsonl").read_text().splitlines()]
-    assert sum("digests_of" in line for line in raw) == 24
+    # one launch record per launch made with a kept plan (the first, asked about, too: it is
+    # made with the plan it got), in batches named after one template line per plan
+    raw = raw_lines(dig.run_dir)
+    assert sum(len(launches) for launches in batched_launches(dig.run_dir)) == 24
     assert sum("digest_template" in line for line in raw) == 4
+    first_batch = next(i for i, line in enumerate(raw) if "digest_batch" in line)
+    assert all("digest_template" in line for line in raw[:first_batch])
     assert summary(dig.run_dir)["digests"] == len(digests)
 
 
 def test_a_launch_asked_about_is_made_with_the_plan_it_got(fake, cudump_run):
     """The first launch of a kernel is asked about; the plan it gets is kept, and the launch
     is made with it at once, as the launches after it are: its digests come back through the
-    result ring (one line of the plan's template) instead of the controller's own records,
-    and only the launches after it count as repeated."""
+    result ring (a launch of a batch made with the plan's template) instead of the
+    controller's own records, and only the launches after it count as repeated."""
     ran = cudump_run([str(fake.programs["nans"]), "3", "5"], "--digest")
     assert ran.returncode == 0, ran.stderr
-    raw = [json.loads(line) for line in (ran.run_dir / "manifest.jsonl").read_text().splitlines()]
-    assert [line["launch"] for line in raw if "digests_of" in line] == [1, 2, 3]
-    assert not [line for line in raw if "digests_of" not in line and "digest_template" not in line]
+    raw = raw_lines(ran.run_dir)
+    assert sum(batched_launches(ran.run_dir), []) == [1, 2, 3]
+    assert all("digest_batch" in line or "digest_template" in line for line in raw)
     assert summary(ran.run_dir)["repeated_launches"] == 2
     assert {r["launch"] for r in manifest(ran.run_dir)} == {1, 2, 3}
 

@@ -12,8 +12,9 @@ TRACE_FILE = "trace.jsonl"         # --trace: one record per launch (policy.trac
 CAPTURES_FILE = "captures.jsonl"   # one record per launch captured for replay (rundir.captures)
 MODULES_DIR = "modules"            # module images of captured launches (policy.snapshot.capture)
 FLIGHT_FILE = "flight.jsonl"       # --flight: each process's last launches (rundir.flight)
+DIGESTS_FILE = "digests.bin"       # repeated launches' digests, in bulk (rundir.digest_batches)
 
 # The files that make a directory a run's: --out refuses a directory that holds any of them.
-RUN_FILES = (MANIFEST_FILE, SUMMARY_FILE, TRACE_FILE, CAPTURES_FILE, FLIGHT_FILE)
+RUN_FILES = (MANIFEST_FILE, SUMMARY_FILE, TRACE_FILE, CAPTURES_FILE, FLIGHT_FILE, DIGESTS_FILE)
 # What `cudump stats` reads, in the order it names them.
 STATS_FILES = (SUMMARY_FILE, TRACE_FILE, MANIFEST_FILE)

@@ -4,10 +4,12 @@ This is the output contract shared by the snapshot writer and the offline
 tools (`cudump diff`, `ls`, `show`).
 
 The digests of launches the shim repeated on its own (results.py) are many, and alike: they
-take two kinds of line instead. A template line (`digest_template`) holds one plan's records
-without the fields of a launch; each launch made with it is one line (`digests_of`) with
-those fields and its digests, in the template's order. read_manifest gives them back as
-records like any other.
+are written another way. A template line (`digest_template`) holds one plan's records
+without the fields of a launch; the launches made with it are binary records in digests.bin,
+a batch at a time, each batch named by one line (`digest_batch`, rundir/digest_batches.py).
+Run directories of earlier versions have one line per launch instead (`digests_of`), with a
+launch's fields and its digests in the template's order. read_manifest gives both back as
+records like any other, where their line is.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from cudump.errors import SnapshotError
+from cudump.policy.digest import sum_json
 from cudump.rundir import files as runfiles
-from cudump.rundir.layout import MANIFEST_FILE
+from cudump.rundir.digest_batches import BATCH, HAS_SUM, BatchLine, DigestBatch
+from cudump.rundir.layout import DIGESTS_FILE, MANIFEST_FILE
 
 
 @dataclass
@@ -151,6 +155,7 @@ def read_manifest(run_dir: Path) -> list[SnapshotRecord]:
         lines.pop()
     records: list[SnapshotRecord] = []
     templates: dict[str, list[dict[str, Any]]] = {}
+    batches = _BatchFile(Path(run_dir) / DIGESTS_FILE)
     first = True
     for number, raw in enumerate(lines, 1):
         if not raw.strip():
@@ -171,6 +176,8 @@ def read_manifest(run_dir: Path) -> list[SnapshotRecord]:
                 templates[key] = template
             elif isinstance(data, dict) and GROUP in data:
                 records.extend(_group(data, templates))
+            elif isinstance(data, dict) and BATCH in data:
+                records.extend(_batch(BatchLine.from_dict(data), templates, batches))
             else:
                 records.append(SnapshotRecord.from_dict(data))
         except SnapshotError as err:
@@ -193,19 +200,6 @@ def template_line(key: str, records: list[SnapshotRecord]) -> str:
             fields_.pop(name, None)
         data.append(fields_)
     return json.dumps({TEMPLATE: key, "records": data}, separators=(",", ":"))
-
-
-def group_line(key: str, launch: int, occurrence: int, grid: list[int], block: list[int],
-               stream: int, device: int, digests: list[str],
-               sums: list[float | str | None] | None = None) -> str:
-    """One launch made with a repeated plan: its fields and digests (template order), and
-    where the template's records have them, their sums of |x| (None for those without)."""
-    joined = '","'.join(digests)
-    where = device if device >= 0 else "null"
-    more = f',"sums":{json.dumps(sums, separators=(",", ":"))}' if sums is not None else ""
-    return (f'{{"{GROUP}":"{key}","launch":{launch},"occurrence":{occurrence},'
-            f'"grid":[{grid[0]},{grid[1]},{grid[2]}],"block":[{block[0]},{block[1]},{block[2]}],'
-            f'"stream":"0x{stream:x}","device":{where},"digests":["{joined}"]{more}}}')
 
 
 def _template(data: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
@@ -238,6 +232,60 @@ def _group(data: dict[str, Any], templates: dict[str, list[dict[str, Any]]]
             for record, digest, total in zip(template, digests, sums, strict=True)]
 
 
+class _BatchFile:
+    """digests.bin, read whole the first time a batch line asks for it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._data: bytes | None = None
+
+    def batch(self, line: BatchLine) -> DigestBatch:
+        if self._data is None:
+            try:
+                self._data = self.path.read_bytes()
+            except FileNotFoundError:
+                raise SnapshotError(f"a batch of digests is in {DIGESTS_FILE}, which the run "
+                                    "directory lacks") from None
+            except OSError as err:
+                raise SnapshotError(f"{self.path}: cannot read: {err.strerror or err}"
+                                    ) from None
+        view = memoryview(self._data)[line.offset:line.offset + line.size]
+        return DigestBatch.from_bytes(view, line.launches, line.digests)
+
+
+def _batch(line: BatchLine, templates: dict[str, list[dict[str, Any]]], file: _BatchFile
+           ) -> list[SnapshotRecord]:
+    """A batch's records: each digest's template record, with its launch's fields."""
+    batch = file.batch(line)
+    launches = batch.launches
+    shared: list[tuple[list[dict[str, Any]], dict[str, Any]]] = []
+    for pid, plan, launch, occurrence, grid, block, stream, device in zip(
+            *(launches[name].tolist() for name in ("pid", "plan", "launch", "occurrence",
+                                                   "grid", "block", "stream", "device")),
+            strict=True):
+        template = templates.get(f"{pid}.{plan}")
+        if template is None:
+            raise SnapshotError(f"a launch of the batch names no template of an earlier line "
+                                f"({pid}.{plan})")
+        shared.append((template, {"launch": launch, "occurrence": occurrence, "grid": grid,
+                                  "block": block, "stream": f"0x{stream:x}",
+                                  "device": device if device >= 0 else None}))
+    digests = batch.digests
+    records = []
+    for value, total, row, copy, flags in zip(
+            *(digests[name].tolist() for name in ("digest", "sum", "row", "copy", "flags")),
+            strict=True):
+        template, launch = shared[row]
+        if copy >= len(template):
+            raise SnapshotError(f"a digest of the batch is number {copy + 1} of a template "
+                                f"of {len(template)}")
+        data = {**template[copy], **launch, "digest": f"{value:016x}"}
+        if flags & HAS_SUM:
+            data["abs_sum"] = sum_json(total)
+        records.append(SnapshotRecord.from_dict(data))
+    return records
+
+
 def _decode_line(raw: bytes) -> Any:
     try:
         text = raw.decode("utf-8")
@@ -263,6 +311,7 @@ class ManifestWriter:
         self.path = Path(run_dir) / MANIFEST_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = runfiles.create(self.path, os.O_WRONLY | os.O_APPEND)
+        self._digests_fd = -1          # digests.bin, made at the first batch
         self._lock = threading.Lock()
         self._observer = observer      # sees each record once it is written (the timeline)
 
@@ -272,21 +321,50 @@ class ManifestWriter:
             self._observer(record)
 
     def append_lines(self, lines: list[str]) -> None:
-        """Whole lines in one write (results.py makes digest lines from templates)."""
-        data = "".join(line + "\n" for line in lines).encode("utf-8")
+        """Whole lines in one write (results.py makes digest template lines)."""
         with self._lock:  # the writer thread, connections and the prompt all append
+            self._write_lines(lines)
+
+    def append_digests(self, lines: list[str], batch: DigestBatch | None) -> None:
+        """Lines (the templates a batch uses), then a batch of repeated launches' digests:
+        its records go to digests.bin first, then its line here, so that no line names
+        bytes that are not there. On an error neither file keeps any of it."""
+        if batch is None or not len(batch.launches):
+            if lines:
+                self.append_lines(lines)
+            return
+        data = batch.to_bytes()
+        with self._lock:
             if self._fd < 0:
                 raise OSError(errno.EBADF, "the manifest is closed")
-            start = os.lseek(self._fd, 0, os.SEEK_END)
+            if self._digests_fd < 0:
+                self._digests_fd = runfiles.create(self.path.parent / DIGESTS_FILE,
+                                                   os.O_WRONLY | os.O_APPEND)
+            offset = os.lseek(self._digests_fd, 0, os.SEEK_END)
             try:
-                if os.write(self._fd, data) != len(data):
-                    raise OSError(errno.ENOSPC, "no space left for a whole line")
+                if os.write(self._digests_fd, data) != len(data):
+                    raise OSError(errno.ENOSPC, "no space left for a whole batch of digests")
+                self._write_lines([*lines, batch.line(offset)])
             except OSError:
-                os.ftruncate(self._fd, start)  # never half a line
+                os.ftruncate(self._digests_fd, offset)
                 raise
+
+    def _write_lines(self, lines: list[str]) -> None:
+        """Whole lines in one write, or none of them (under the lock)."""
+        data = "".join(line + "\n" for line in lines).encode("utf-8")
+        if self._fd < 0:
+            raise OSError(errno.EBADF, "the manifest is closed")
+        start = os.lseek(self._fd, 0, os.SEEK_END)
+        try:
+            if os.write(self._fd, data) != len(data):
+                raise OSError(errno.ENOSPC, "no space left for a whole line")
+        except OSError:
+            os.ftruncate(self._fd, start)  # never half a line
+            raise
 
     def close(self) -> None:
         with self._lock:
-            if self._fd >= 0:
-                os.close(self._fd)
-                self._fd = -1
+            for fd in (self._fd, self._digests_fd):
+                if fd >= 0:
+                    os.close(fd)
+            self._fd = self._digests_fd = -1

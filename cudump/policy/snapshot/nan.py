@@ -28,8 +28,8 @@ from cudump.policy.rules import FORMATS, Rule, option_rule
 from cudump.policy.snapshot.hostwrites import nonfinite_pattern
 from cudump.policy.snapshot.origin import PRODUCED, HostWrite, Maker, Makers, Origin, Scanned
 from cudump.policy.snapshot.planned import Place, PlannedCopy, PlannedLaunch, RuleCopies
-from cudump.policy.snapshot.results import RepeatTemplate
 from cudump.policy.snapshot.state import SnapshotState
+from cudump.policy.snapshot.templates import RepeatTemplate
 from cudump.wire import protocol as p
 
 # Kernels whose first NaN producer has every buffer snapshotted, at most.

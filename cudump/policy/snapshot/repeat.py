@@ -21,14 +21,9 @@ from cudump.policy.snapshot.planned import (
     Repeat,
 )
 from cudump.policy.snapshot.records import digest_record
-from cudump.policy.snapshot.results import (
-    FiniteWatch,
-    RepeatCopy,
-    RepeatTemplate,
-    ResultDrain,
-    event_of,
-)
+from cudump.policy.snapshot.results import FiniteWatch, ResultDrain, event_of
 from cudump.policy.snapshot.state import SnapshotState
+from cudump.policy.snapshot.templates import RepeatCopy, RepeatTemplate
 from cudump.wire import protocol as p
 from cudump.wire.shm import SharedFile
 
@@ -65,7 +60,7 @@ class Repeater:
         self.state = state
         self.failures = failures
         self.collect = collect
-        self.results = ResultDrain(state.manifest.append_lines, self._unusual, self._count,
+        self.results = ResultDrain(state.manifest.append_digests, self._unusual, self._count,
                                    self._made_as_planned, finite)
 
     def attach(self, proc: ProcessState, shared: SharedFile) -> None:

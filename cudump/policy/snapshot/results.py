@@ -4,10 +4,11 @@ A plan of digests and scans only, taken by rules that want every launch, is the 
 every launch with the same parameter bytes. The controller numbers it and marks it
 PlanFlag.REPEAT; the shim keeps it and runs it for later launches without asking, and
 cudump's kernel writes their results into the process's result ring (protocol.h). This
-module keeps the plans (RepeatTemplate) and drains the rings on one thread, in batches:
-a plan's digest records become one template line, written once, and each launch made with
-it one short line of its own fields and digests (manifest.py), so that every buffer of
-every kernel of a training loop can be digested without the controller falling behind.
+module keeps the plans (RepeatTemplate) and drains the rings on one thread, in batches read
+with numpy (plan_columns.py): a plan's digest records become one template line, written
+once, and the digests of the launches made with it binary records, a batch at a time
+(rundir/digest_batches.py), so that every buffer of every kernel of a training loop or a
+model's forward can be digested without the controller falling behind.
 Anything out of the ordinary (a failed kernel, a scan that found something) goes the
 ordinary way, through collect.Collector.collect (repeat.py).
 """
@@ -22,10 +23,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from cudump.console import warn
-from cudump.controller.process import FuncInfo, LaunchEvent, ProcessState
-from cudump.policy.digest import digest_hex, sum_json
-from cudump.policy.snapshot.planned import PlannedLaunch
-from cudump.rundir.manifest import SnapshotRecord, group_line, template_line
+from cudump.controller.process import LaunchEvent, ProcessState
+from cudump.policy.snapshot.plan_columns import PlanColumns
+from cudump.policy.snapshot.templates import RepeatTemplate
+from cudump.rundir.digest_batches import DIGEST, HAS_SUM, LAUNCH, DigestBatch
 from cudump.wire import protocol as p
 from cudump.wire.rings import RingDrain, layout_dtype, leading, window
 from cudump.wire.shm import SharedFile
@@ -43,50 +44,6 @@ SLOT = np.dtype({
                  "results[0].words")],
     "itemsize": p.RESULT_SLOT_SIZE,
 })
-
-@dataclass
-class RepeatCopy:
-    """One copy of a repeated plan: what it computes, when, and for a digest how the record
-    of the first launch (its digest fields in) that the plan's template line is made from
-    is made: once, when the line is written."""
-
-    tool: p.ToolMode
-    phase: str
-    make_record: Callable[[], SnapshotRecord] | None = None
-    sum_of: p.ToolMode | None = None    # a digest's sum of |x|: the element format
-    made: SnapshotRecord | None = field(default=None, repr=False)
-
-    @property
-    def record(self) -> SnapshotRecord | None:
-        if self.made is None and self.make_record is not None:
-            self.made = self.make_record()
-        return self.made
-
-
-@dataclass
-class RepeatTemplate:
-    copies: list[RepeatCopy]
-    func: FuncInfo
-    first: PlannedLaunch | None   # the first launch's plan, None if no copies
-    written: bool = False   # its template line is in the manifest
-
-    def __post_init__(self) -> None:
-        self.digests: list[int] = []
-        self.sums: list[int] = []         # the digests with a sum of |x|
-        self.after_scans: list[int] = []  # a launch is plain when these found nothing
-        for k, c in enumerate(self.copies):
-            if c.tool == p.ToolMode.DIGEST:
-                self.digests.append(k)
-                if c.sum_of is not None:
-                    self.sums.append(k)
-            elif c.phase == "after":
-                self.after_scans.append(k)
-
-    def template_line(self, key: str) -> str:
-        records = [self.copies[k].record for k in self.digests]
-        assert all(r is not None for r in records)
-        return template_line(key, records)  # type: ignore[arg-type]
-
 
 def slot_of(payload: bytes) -> np.void:
     """A result ring slot sent whole (MSG_REPEAT)."""
@@ -109,6 +66,8 @@ def event_of(slot: np.void) -> LaunchEvent:
 # (process, template, slot) -> handled the ordinary way (repeat.Repeater)
 Unusual = Callable[[ProcessState, RepeatTemplate, np.void], None]
 Asked = Callable[[ProcessState, int], None]
+# (template lines, a batch of digests) -> both in the run directory (ManifestWriter)
+WriteDigests = Callable[[list[str], DigestBatch | None], None]
 
 
 @dataclass
@@ -139,6 +98,7 @@ class _Ring:
     slots: np.ndarray
     templates: dict[int, RepeatTemplate]
     tail: int = 0
+    columns: PlanColumns = field(default_factory=PlanColumns)   # its plans, as arrays
     # Held while its slots are taken: by the drain thread, or by a thread catching up on
     # them (catch_up).
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -147,10 +107,10 @@ class _Ring:
 class ResultDrain(RingDrain[_Ring]):
     """Consumes every process's result ring on one thread, in batches."""
 
-    def __init__(self, write_lines: Callable[[list[str]], None], unusual: Unusual,
+    def __init__(self, write: WriteDigests, unusual: Unusual,
                  counted: Callable[[int, int], None], asked: Asked,
                  finite: FiniteWatch | None = None) -> None:
-        self._write_lines = write_lines
+        self._write = write
         self._finite = finite
         self._inside = threading.local()   # .ring: the ring this thread is taking slots of
         self._unusual = unusual
@@ -217,12 +177,12 @@ class ResultDrain(RingDrain[_Ring]):
         taken = _Taken(ring.slots["event"][index], ring.slots["plan"][index],
                        ring.slots["flags"][index], ring.slots["launch_rc"][index],
                        results[:count])
-        lines, plain_launches, digests = self._handle(ring, taken, index)
+        lines, batch, plain_launches, digests = self._handle(ring, taken, index)
         ring.tail += count
         ring.shared.set_results_tail(ring.tail)
-        if lines and not self._failed:
+        if (lines or batch is not None) and not self._failed:
             try:
-                self._write_lines(lines)
+                self._write(lines, batch)
             except OSError as err:
                 self._failed = True   # once: the program carries on, the manifest stays whole
                 warn(f"digests are no longer written: {err.strerror or err}")
@@ -230,72 +190,88 @@ class ResultDrain(RingDrain[_Ring]):
         return count
 
     def _handle(self, ring: _Ring, taken: _Taken, index: np.ndarray
-                ) -> tuple[list[str], int, int]:
-        """Each plain launch (it and every tool ran, no scan found anything) becomes one
-        manifest line if it has digests; anything else goes the ordinary way. Returns the
-        lines, the plain launches and their digests."""
-        lines: list[str] = []
-        plain_launches = digests = 0
-        event = taken.event
-        seqs, occurrences = event["seq"].tolist(), event["occurrence"].tolist()
-        grids, blocks = event["grid"].tolist(), event["block"].tolist()
-        streams, devices = event["stream"].tolist(), event["device"].tolist()
-        plans, flags, launch_rcs = (taken.plan.tolist(), taken.flags.tolist(),
-                                    taken.launch_rc.tolist())
-        codes = taken.results["rc"].tolist()
-        words = taken.results["words"][:, :, 0].tolist()
-        second = taken.results["words"][:, :, 1]   # digests' sums of |x|, as float64 bits
+                ) -> tuple[list[str], DigestBatch | None, int, int]:
+        """The batch's plain launches (each tool ran, no scan found anything), with numpy:
+        their digests become one DigestBatch, after the template lines of plans not written
+        yet; anything else goes the ordinary way, in order. Returns the lines, the batch
+        (None if no digests), the plain launches and their digests."""
         pid = ring.proc.pid
+        seqs = taken.event["seq"]
+        live = (taken.flags & p.ResultFlag.TAKEN) == 0      # not reported with MSG_REPEAT
+        asked = live & ((taken.flags & p.ResultFlag.ASKED) != 0)
+        for seq in seqs[asked].tolist():
+            self._asked(ring.proc, seq)   # its plan's first launch: counted as asked
+        table = ring.columns
+        rows = np.where(live, table.rows(taken.plan, ring.templates), 0)
+        width = min(taken.results.shape[1], table.width)
+        codes = taken.results["rc"][:, :width]
+        found = taken.results["words"][:, :width, 0]
+        used = np.arange(width)[None, :] < table.ncopies[rows][:, None]
+        unusual = (rows > 0) & ((taken.launch_rc != 0) | ((codes != 0) & used).any(axis=1)
+                                | ((found != 0) & table.after[rows, :width]).any(axis=1))
+        plain = (rows > 0) & ~unusual
         watch = self._finite is not None and self._finite.watching(pid)
-        # plan -> (the plan, its latest plain launch with scans after it)
-        finite: dict[int, tuple[RepeatTemplate, int]] = {}
-        for i, plan in enumerate(plans):
-            if flags[i] & p.ResultFlag.TAKEN:
-                continue   # reported with MSG_REPEAT
-            asked = bool(flags[i] & p.ResultFlag.ASKED)
-            if asked:
-                self._asked(ring.proc, seqs[i])   # its plan's first launch: counted as asked
-            template = ring.templates.get(plan)
-            if template is None:
-                continue
-            rcs, found = codes[i], words[i]
-            if (launch_rcs[i] != 0 or any(rcs[k] for k in range(len(template.copies)))
-                    or any(found[k] for k in template.after_scans)):
-                self._tell_finite(pid, finite)   # what came before it, first
-                self._unusual(ring.proc, template, ring.slots[index[i]].copy())
-                continue
-            plain_launches += not asked
-            if watch and template.after_scans:
-                finite[plan] = (template, seqs[i])
-            if not template.digests:
-                continue
-            key = f"{pid}.{plan}"
+        start = 0
+        for cut in [*np.flatnonzero(unusual).tolist(), len(rows)]:
+            if watch:   # what came before it, first
+                self._tell_finite(pid, table, rows[start:cut], plain[start:cut],
+                                  seqs[start:cut])
+            if cut < len(rows):
+                self._unusual(ring.proc, table.template(int(rows[cut])),
+                              ring.slots[index[cut]].copy())
+            start = cut + 1
+        plain_launches = int((plain & ~asked).sum())
+        wanted = table.digest[rows, :width] & plain[:, None]
+        if not wanted.any():
+            return [], None, plain_launches, 0
+        lines = []
+        for row in np.unique(rows[wanted.any(axis=1)]).tolist():
+            template = table.template(row)
             if not template.written:
-                lines.append(template.template_line(key))
+                lines.append(template.template_line(f"{pid}.{table.plan(row)}"))
                 template.written = True
-            lines.append(group_line(key, seqs[i], occurrences[i], grids[i], blocks[i],
-                                    streams[i], devices[i],
-                                    [digest_hex(found[k]) for k in template.digests],
-                                    self._sums(template, second[i])))
-            digests += len(template.digests)
-        self._tell_finite(pid, finite)
-        return lines, plain_launches, digests
+        batch = self._batch(pid, taken, table, rows, wanted)
+        return lines, batch, plain_launches, len(batch.digests)
 
     @staticmethod
-    def _sums(template: RepeatTemplate, second: np.ndarray) -> list[float | str | None] | None:
-        """A launch's sums of |x|, in the template's digest order (None for a digest without
-        one); None where none of its digests has one."""
-        if not template.sums:
-            return None
-        values = second.view(np.float64)
-        return [sum_json(float(values[k])) if k in template.sums else None
-                for k in template.digests]
+    def _batch(pid: int, taken: _Taken, table: PlanColumns, rows: np.ndarray,
+               wanted: np.ndarray) -> DigestBatch:
+        """The digests `wanted` marks (launch, column), as records."""
+        has = wanted.any(axis=1)
+        which = np.flatnonzero(has)
+        event = taken.event[which]
+        launches = np.zeros(len(which), LAUNCH)
+        launches["launch"] = event["seq"]
+        launches["stream"] = event["stream"]
+        launches["pid"] = pid
+        launches["plan"] = taken.plan[which]
+        launches["occurrence"] = event["occurrence"]
+        launches["device"] = event["device"]
+        launches["grid"] = event["grid"]
+        launches["block"] = event["block"]
+        launch, column = np.nonzero(wanted)
+        words = taken.results["words"]
+        digests = np.zeros(len(launch), DIGEST)
+        digests["digest"] = words[launch, column, 0]
+        digests["sum"] = words[launch, column, 1].view(np.float64)
+        digests["row"] = (np.cumsum(has) - 1)[launch]
+        digests["copy"] = table.rank[rows[launch], column]
+        digests["flags"] = np.where(table.has_sum[rows[launch], column], HAS_SUM, 0)
+        return DigestBatch(launches, digests)
 
-    def _tell_finite(self, pid: int, finite: dict[int, tuple[RepeatTemplate, int]]) -> None:
-        if self._finite is not None:
-            for template, seq in finite.values():
-                self._finite.finite(pid, template, seq)
-        finite.clear()
+    def _tell_finite(self, pid: int, table: PlanColumns, rows: np.ndarray, plain: np.ndarray,
+                     seqs: np.ndarray) -> None:
+        """Tells the watch, for each plan with scans after its launches, of its latest plain
+        launch among these."""
+        assert self._finite is not None
+        scanned = plain & table.scans_after[rows]
+        if not scanned.any():
+            return
+        latest: dict[int, int] = {}   # row -> its latest plain launch, rows in launch order
+        for row, seq in zip(rows[scanned].tolist(), seqs[scanned].tolist(), strict=True):
+            latest[row] = seq
+        for row, seq in latest.items():
+            self._finite.finite(pid, table.template(row), seq)
 
     def _skip_ahead(self, ring: _Ring) -> int:
         """At the end, a slot the shim reserved for scans ahead (shim/ahead.h: marked taken

@@ -14,7 +14,7 @@ from cudump.kernels.signature import Signature
 from cudump.policy.rules import Rule
 from cudump.policy.snapshot.origin import PRODUCED, HostWrite, Origin
 from cudump.policy.snapshot.planned import Buffer, PlannedLaunch
-from cudump.policy.snapshot.results import RepeatTemplate
+from cudump.policy.snapshot.templates import RepeatTemplate
 from cudump.rundir.manifest import ManifestWriter, SnapshotRecord
 from cudump.rundir.summary import NanHostWrite, NanLaunch, NanProducer
 
