@@ -28,21 +28,23 @@ PROFILED = 20
 
 
 def queued(forward: Callable[[], object], rounds: int = 50, per_round: int = 2
-           ) -> tuple[float, float]:
-    """Milliseconds per forward to queue `per_round` forwards from an idle GPU, and to have
-    them done, averaged over `rounds`: few enough forwards that the launch queue never fills
-    (a full queue would make the CPU wait for the GPU inside the launch call)."""
-    queue = total = 0.0
+           ) -> tuple[float, float, float]:
+    """Milliseconds per forward to queue `per_round` forwards from an idle GPU, the CPU time
+    this thread spent doing so, and the time to have them done, averaged over `rounds`: few
+    enough forwards that the launch queue never fills (a full queue would make the CPU wait
+    for the GPU inside the launch call)."""
+    queue = cpu = total = 0.0
     for _ in range(rounds):
         torch.cuda.synchronize()
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.thread_time()
         for _ in range(per_round):
             forward()
         queue += time.perf_counter() - start
+        cpu += time.thread_time() - start_cpu
         torch.cuda.synchronize()
         total += time.perf_counter() - start
     n = rounds * per_round
-    return queue / n * 1e3, total / n * 1e3
+    return queue / n * 1e3, cpu / n * 1e3, total / n * 1e3
 
 
 def main() -> int:
@@ -53,9 +55,9 @@ def main() -> int:
     with torch.no_grad():
         for n in (10, 30, 100, 300):
             print(f"{n} forwards: {timed(forward, n):.3f} ms/forward", flush=True)
-        queue_ms, total_ms = queued(forward)
-        print(f"queued in {queue_ms:.3f} ms/forward, done in {total_ms:.3f} ms/forward "
-              f"(two forwards from an idle GPU)", flush=True)
+        queue_ms, cpu_ms, total_ms = queued(forward)
+        print(f"queued in {queue_ms:.3f} ms/forward ({cpu_ms:.3f} ms of the thread's CPU), "
+              f"done in {total_ms:.3f} ms/forward (two forwards from an idle GPU)", flush=True)
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             ms = timed(forward, PROFILED)
     time_us = {"cudump": 0.0, "model": 0.0}

@@ -1,8 +1,8 @@
 """How far a cudump run has got, read from its manifest as it grows (for `bisect`'s progress).
 
 Only what was appended since the last look is read: the newlines are counted (records; a
-repeated plan's digests are one line per launch) and the last whole line that names a launch
-gives the latest launch number.
+batch of repeated launches' digests is one line, which names its last launch) and the last
+whole line that names a launch gives the latest launch number.
 """
 
 from __future__ import annotations
