@@ -405,7 +405,8 @@ def test_build_is_cached(fake: FakeCuda) -> None:
     assert set(again.programs) == {"linked", "cudart_like", "dlsym_direct", "threads", "capture",
                                    "zed", "exitcode", "vmm", "graphs", "allocs", "structs", "nans",
                                    "diverge", "modules", "procs", "ranks", "chain",
-                                   "graph_scans", "tensormaps", "flight", "sets", "lazy", "layers"}
+                                   "graph_scans", "tensormaps", "flight", "sets", "lazy", "layers",
+                                   "arena"}
 
 
 def test_stand_in_never_loaded_into_the_test_process(fake: FakeCuda) -> None:

@@ -71,7 +71,7 @@ class Controller:
         snapshot_rules = [r for r in options.rules if r.takes_buffers]
         # --inject snapshots its launches' buffers after them with rules of its own.
         self.snapshots = (Snapshots(snapshot_rules, options.run_dir, options.max_bytes,
-                                      self.manifest, options.max_bytes_default)
+                                      self.manifest, options.max_bytes_default, self.bump)
                           if snapshot_rules or options.injections else None)
         self.injector = (Injector(options.injections, self.snapshots, self.bump)
                          if self.snapshots is not None and options.injections else None)

@@ -40,17 +40,21 @@ class KnownStarts:
     count: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def learn(self, pointers: list[tuple[int, Allocation]]) -> None:
-        """Adds the pointer values of one launch, each with the allocation it lies in."""
+    def learn(self, pointers: list[tuple[int, Allocation]]) -> list[int]:
+        """Adds the pointer values of one launch, each with the allocation it lies in;
+        returns those not known before."""
+        new: list[int] = []
         with self.lock:
             for value, alloc in pointers:
                 if self.count >= MAX_STARTS:
-                    return
+                    break
                 starts = self.by_allocation.setdefault((alloc.base, alloc.size), [])
                 at = bisect.bisect_left(starts, value)
                 if at == len(starts) or starts[at] != value:
                     starts.insert(at, value)
                     self.count += 1
+                    new.append(value)
+        return new
 
     def forget(self, alloc: Allocation) -> None:
         """The allocation is gone: so are the buffers that began in it."""

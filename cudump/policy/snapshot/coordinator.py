@@ -5,7 +5,7 @@ hands each call to the part that does it."""
 from __future__ import annotations
 
 import collections
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +22,7 @@ from cudump.policy.snapshot.place import Placer
 from cudump.policy.snapshot.plan import BufferRead, Planner
 from cudump.policy.snapshot.planned import PlannedLaunch, ReadStaging, Repeat
 from cudump.policy.snapshot.repeat import Repeater
+from cudump.policy.snapshot.replan import Replanner
 from cudump.policy.snapshot.results import FiniteWatch
 from cudump.policy.snapshot.select import Selection
 from cudump.policy.snapshot.state import Budget, SnapshotState
@@ -36,15 +37,19 @@ class Snapshots:
     """Which launches, which copies, and writing them, for one run."""
 
     def __init__(self, rules: list[Rule], run_dir: Path, max_bytes: int | None,
-                 manifest: ManifestWriter, budget_is_default: bool = False) -> None:
+                 manifest: ManifestWriter, budget_is_default: bool = False,
+                 bump: Callable[[], int] | None = None) -> None:
         self.state = state = SnapshotState(run_dir, manifest)
+        # `bump`: the control generation (every process drops its kept plans)
+        self.replanner = Replanner(bump, state.guessed_extents)
         self.selection = Selection(state, rules)
         self.failures = Failures(state)
         self.captures = Captures(run_dir)
         self.writer = SnapshotWriter(state, self.failures)
         placer = Placer(run_dir, self.failures)
         self.planner = Planner(state, self.selection, Budget(state, max_bytes, budget_is_default),
-                               self.failures, Notices(state), placer, self.captures)
+                               self.failures, Notices(state), placer, self.captures,
+                               self.replanner)
         self.nan = NanWatch(state, self.planner.rule_copies, placer.place)
         self.collector = Collector(state, self.failures, placer, self.writer, self.captures,
                                    self.nan)

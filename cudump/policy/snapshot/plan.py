@@ -27,6 +27,7 @@ from cudump.policy.snapshot.nan import sum_format
 from cudump.policy.snapshot.place import Placer
 from cudump.policy.snapshot.planned import Buffer, LaunchContext, PlannedCopy, PlannedLaunch
 from cudump.policy.snapshot.records import make_record, stem
+from cudump.policy.snapshot.replan import Replanner
 from cudump.policy.snapshot.select import Selection
 from cudump.policy.snapshot.state import Budget, KnownBuffers, ProcessSnapshots, SnapshotState
 from cudump.wire import protocol as p
@@ -53,8 +54,9 @@ class Planner:
 
     def __init__(self, state: SnapshotState, selection: Selection, budget: Budget,
                  failures: Failures, notices: Notices, placer: Placer,
-                 captures: Captures) -> None:
+                 captures: Captures, replanner: Replanner) -> None:
         self.state = state
+        self.replanner = replanner
         self.selection = selection
         self.budget = budget
         self.failures = failures
@@ -169,7 +171,7 @@ class Planner:
                 make = functools.partial(make_record, ctx, plan.arg, phase, plan, None, name,
                                          rule, where, extent)
                 copies.append(PlannedCopy(plan, phase, 0, rule, make, tool=tool, at=where,
-                                          ctx=ctx, sum_of=sums))
+                                          ctx=ctx, sum_of=sums, extent=extent))
         return copies
 
     def _read(self, ctx: LaunchContext, rule: Rule, args: list[ArgValue],
@@ -202,15 +204,15 @@ class Planner:
             ps.keep_buffer(known, key, buffer)
         return buffer
 
-    @staticmethod
-    def _arguments(ps: ProcessSnapshots, func: FuncInfo, raw: list[bytes], event: LaunchEvent
-                   ) -> tuple[list[ArgValue], dict[str, Number]]:
+    def _arguments(self, ps: ProcessSnapshots, func: FuncInfo, raw: list[bytes],
+                   event: LaunchEvent) -> tuple[list[ArgValue], dict[str, Number]]:
         """The launch's arguments decoded (by the signature its rules keep, else its
-        name's) and their values by name; where its pointers point is learnt."""
+        name's) and their values by name; where its pointers point is learnt, and kept plans
+        whose guessed extents a new start cuts are made again (replan.py)."""
         fr = ps.rules.get(func.id)
         args = decode_args(fr.signature if fr is not None else parse_signature(func.demangled),
                            raw)
-        ps.starts.learn(pointer_values(args, event))
+        self.replanner.learnt(ps.guessed, ps.starts.learn(pointer_values(args, event)))
         return args, arg_values(args)
 
     def reads(self, proc: ProcessState, func: FuncInfo, event: LaunchEvent,

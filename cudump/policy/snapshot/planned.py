@@ -103,6 +103,7 @@ class PlannedCopy:
     target: np.ndarray | None = None    # the .npy being filled piece by piece
     failed: str | None = None
     tool: p.ToolMode | None = None      # cudump's kernel runs over the buffer instead
+    extent: str | None = None           # how its end was found, where it was guessed
     sum_of: p.ToolMode | None = None    # a digest's sum of |x|: the element format
     at: int = 0         # byte offset of the pointer inside its argument (a by-value struct)
     made: SnapshotRecord | None = field(default=None, repr=False)

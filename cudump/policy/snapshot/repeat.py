@@ -102,6 +102,7 @@ class Repeater:
         ps.last_template += 1
         plan_id = ps.last_template
         ps.templates[plan_id] = RepeatTemplate(made, func, first)
+        ps.guessed.keep(copies)
         # The shim keeps a few plans per function; the controller keeps twice as many.
         kept_ids = ps.template_ids.setdefault(func.id, collections.deque())
         kept_ids.append(plan_id)

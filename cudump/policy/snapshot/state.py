@@ -14,6 +14,7 @@ from cudump.kernels.signature import Signature
 from cudump.policy.rules import Rule
 from cudump.policy.snapshot.origin import PRODUCED, HostWrite, Origin
 from cudump.policy.snapshot.planned import Buffer, PlannedLaunch
+from cudump.policy.snapshot.replan import GuessedExtents
 from cudump.policy.snapshot.templates import RepeatTemplate
 from cudump.rundir.manifest import ManifestWriter, SnapshotRecord
 from cudump.rundir.summary import NanHostWrite, NanLaunch, NanProducer
@@ -41,6 +42,7 @@ class ProcessSnapshots:
     template_ids: dict[int, collections.deque[int]] = field(default_factory=dict)  # per function
     last_template: int = 0
     starts: KnownStarts = field(default_factory=KnownStarts)  # where buffers begin (extents)
+    guessed: GuessedExtents = field(default_factory=GuessedExtents)  # of its kept plans
     known_buffers: int = 0   # entries of every function's FuncRules.buffers
 
     def keep_buffer(self, known: KnownBuffers, key: tuple[object, ...],
@@ -113,6 +115,11 @@ class SnapshotState:
     def proc(self, pid: int) -> ProcessSnapshots:
         with self.lock:
             return self.processes.setdefault(pid, ProcessSnapshots())
+
+    def guessed_extents(self) -> list[GuessedExtents]:
+        """Every process's guessed extents of kept plans (replan.py)."""
+        with self.lock:
+            return [ps.guessed for ps in self.processes.values()]
 
 
 class Budget:
