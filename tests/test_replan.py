@@ -10,7 +10,7 @@ from records import manifest, summary
 from cudump.kernels.geometry import CopyPlan
 from cudump.policy.digest import digest, digest_hex
 from cudump.policy.snapshot.planned import PlannedCopy
-from cudump.policy.snapshot.replan import MAX_REPLANS, GuessedExtents, Replanner
+from cudump.policy.snapshot.replan import MAX_BUMPS, MAX_REPLANS, GuessedExtents, Replanner
 
 N = 1024
 
@@ -65,14 +65,32 @@ def test_only_starts_strictly_inside_a_guessed_extent_cut_it():
 
 
 def test_replans_are_bounded_and_clear_every_process():
+    """While nothing is repeated (a first forward, planned launch by launch) a replan costs
+    nothing and is not counted, up to MAX_BUMPS; after repeated launches, MAX_REPLANS."""
     bumps: list[int] = []
     one, other = GuessedExtents(), GuessedExtents()
     replanner = Replanner(lambda: bumps.append(1) or len(bumps), lambda: [one, other])
-    for turn in range(MAX_REPLANS + 3):
+
+    def turn(repeated: bool) -> bool:
         one.keep([copy(0x1000, 0x1000, "allocation-rest")])
         other.keep([copy(0x9000, 0x1000, "allocation-rest")])
+        if repeated:
+            replanner.repeating()
         assert not replanner.learnt(one, [0x3000])          # outside: nothing
-        assert replanner.learnt(one, [0x1800]) == (turn < MAX_REPLANS)
-        assert (len(one), len(other)) == ((0, 0) if turn < MAX_REPLANS else (1, 1))
-    assert len(bumps) == MAX_REPLANS == replanner.replans
-    assert not Replanner(None, lambda: [one]).learnt(one, [0x1800])   # nothing to bump
+        done = replanner.learnt(one, [0x1800])
+        assert (len(one), len(other)) == ((0, 0) if done else (1, 1))
+        return done
+
+    assert all(turn(repeated=False) for _ in range(40))
+    assert replanner.replans == 0 and len(bumps) == 40
+    assert all(turn(repeated=True) for _ in range(MAX_REPLANS))
+    assert not turn(repeated=True)
+    assert not turn(repeated=False)     # launches were repeated since the last bump: no more
+    assert replanner.replans == MAX_REPLANS and len(bumps) == 40 + MAX_REPLANS
+    bumps.clear()
+    replanner = Replanner(lambda: bumps.append(1) or len(bumps), lambda: [one, other])
+    while len(bumps) < MAX_BUMPS:
+        assert turn(repeated=False)
+    assert not turn(repeated=False)                           # MAX_BUMPS in all
+    idle = Replanner(None, lambda: [one])                     # nothing to bump
+    assert not idle.learnt(one, [0x1800])

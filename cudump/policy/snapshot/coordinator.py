@@ -54,7 +54,8 @@ class Snapshots:
         self.collector = Collector(state, self.failures, placer, self.writer, self.captures,
                                    self.nan)
         self.repeater = Repeater(state, self.failures, self.collector.collect,
-                                 FiniteWatch(self.nan.makers.known, self.nan.plain))
+                                 FiniteWatch(self.nan.makers.known, self.nan.plain),
+                                 self.replanner.repeating)
         self.nan.catch_up = self.repeater.results.catch_up
         # Under NaN/Inf scans, the program's host-to-device copies and memsets too.
         self.hosts = (HostWriteDrain(self.nan.host_writes)

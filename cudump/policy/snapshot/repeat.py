@@ -56,8 +56,10 @@ class Repeater:
     """Numbers and keeps repeatable plans, and drains every process's result ring."""
 
     def __init__(self, state: SnapshotState, failures: Failures, collect: Collect,
-                 finite: FiniteWatch | None = None) -> None:
+                 finite: FiniteWatch | None = None,
+                 repeating: Callable[[], None] = lambda: None) -> None:
         self.state = state
+        self.repeating = repeating      # launches made with kept plans (replan.py)
         self.failures = failures
         self.collect = collect
         self.results = ResultDrain(state.manifest.append_digests, self._unusual, self._count,
@@ -170,6 +172,8 @@ class Repeater:
         with self.state.lock:
             self.state.tally.repeated += launches
             self.state.tally.digests += digests
+        if launches:
+            self.repeating()
 
     def close(self) -> None:
         self.results.close()

@@ -11,9 +11,13 @@ bytes so under `--digest`.
 So each process remembers the guessed extents of the plans it keeps (GuessedExtents), and
 when a launch planned later shows a buffer beginning strictly inside one of them, the
 Replanner bumps the control generation: every process then drops its kept plans and asks
-about each launch once more, and the plans made then are cut where the buffers begin. A
-program whose buffers keep moving would do that at every turn, so a run does it at most
-MAX_REPLANS times; after that, plans keep what they were made with, as before.
+about each launch once more, and the plans made then are cut where the buffers begin. While
+a model's first forward is planned launch by launch new starts keep coming, and each bumps;
+that costs little, since those launches are asked about anyway, and such a bump, with no
+launch made with a kept plan since the one before (the result drain tells `repeating`), does
+not count. A program whose buffers keep moving would still replan at every turn, so a run
+replans at most MAX_REPLANS times after launches were repeated, and bumps MAX_BUMPS times in
+all; after that, plans keep what they were made with, as before.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from collections.abc import Callable, Iterable
 from cudump.policy.snapshot.planned import PlannedCopy
 
 MAX_REPLANS = 16
+MAX_BUMPS = 256
 # Extents a process remembers at most; past that it starts again from none (a bound on
 # memory, far above a model's few hundred buffers).
 MAX_EXTENTS = 1 << 16
@@ -77,15 +82,21 @@ class GuessedExtents:
 
 class Replanner:
     """Has every kept plan made again (`bump`: the control generation, which makes each
-    process drop its kept plans) when a new buffer start cuts a kept extent, at most
-    MAX_REPLANS times a run."""
+    process drop its kept plans) when a new buffer start cuts a kept extent: at most
+    MAX_REPLANS times after launches made with kept plans, MAX_BUMPS times in all."""
 
     def __init__(self, bump: Callable[[], int] | None,
                  processes: Callable[[], Iterable[GuessedExtents]]) -> None:
         self._bump = bump
         self._processes = processes
         self._lock = threading.Lock()
-        self.replans = 0
+        self._repeated = False   # launches made with kept plans since the last bump
+        self.replans = 0         # bumps that came after such launches
+        self.bumps = 0
+
+    def repeating(self) -> None:
+        """Launches were made with kept plans (the result drain)."""
+        self._repeated = True
 
     def learnt(self, extents: GuessedExtents, starts: list[int]) -> bool:
         """New buffer starts of a process, as a launch is planned: whether the kept plans
@@ -93,9 +104,12 @@ class Replanner:
         if self._bump is None or not starts or not extents.cut_by(starts):
             return False
         with self._lock:
-            if self.replans >= MAX_REPLANS:
+            counts = self._repeated
+            if self.bumps >= MAX_BUMPS or (counts and self.replans >= MAX_REPLANS):
                 return False
-            self.replans += 1
+            self.bumps += 1
+            self.replans += counts
+            self._repeated = False
             # Every process drops its kept plans: their extents are made again with them.
             for each in self._processes():
                 each.clear()
