@@ -47,7 +47,7 @@ def batch(rows: list[tuple[int, int, int, int]], digests: list[tuple[int, float,
     row, copy) with a sum where the template's record has one."""
     launches = np.zeros(len(rows), LAUNCH)
     for i, (launch, occurrence, stream, device) in enumerate(rows):
-        launches[i] = (launch, stream, 9, 4, occurrence, device, (2, 1, 1), (32, 1, 1))
+        launches[i] = (launch, stream, occurrence, 9, 4, device, (2, 1, 1), (32, 1, 1))
     records = np.zeros(len(digests), DIGEST)
     for i, (value, total, row, copy) in enumerate(digests):
         has = "abs_sum" in TEMPLATE[copy].extra
@@ -228,3 +228,17 @@ def test_plan_columns_widen_and_give_rows_back_when_a_plan_goes() -> None:
     templates[12] = narrow               # its row is free for the next plan
     assert table.rows(np.array([12], np.uint32), templates).tolist() == [rows[1]]
     assert table.digest[rows[1]].tolist() == [True, False, False, False]
+
+
+def test_rows_of_plans_let_go_are_swept_though_never_seen_again() -> None:
+    """A kernel over ever new buffers makes a plan a launch, and the controller keeps only
+    the latest: the table gives the rows of the others back, and holds no template of them."""
+    table = PlanColumns()
+    templates: dict[int, RepeatTemplate] = {}
+    digest = p.ToolMode.DIGEST
+    for plan in range(1, 20001):
+        templates[plan] = template([(digest, "after", True)])
+        templates.pop(plan - 8, None)                   # eight kept
+        assert table.rows(np.array([plan], np.uint32), templates)[0] > 0
+    assert table.held <= 2 * len(templates) + 1024 + 1
+    assert len(table.ncopies) <= 4096

@@ -29,10 +29,10 @@ from cudump.rundir.layout import DIGESTS_FILE
 BATCH = "digest_batch"     # the manifest line's key; its value is the file's name
 
 LAUNCH = np.dtype({
-    "names": ["launch", "stream", "pid", "plan", "occurrence", "device", "grid", "block"],
-    "formats": ["<u8", "<u8", "<u4", "<u4", "<u4", "<i4", ("<u4", (3,)), ("<u4", (3,))],
-    "offsets": [0, 8, 16, 20, 24, 28, 32, 44],
-    "itemsize": 56,
+    "names": ["launch", "stream", "occurrence", "pid", "plan", "device", "grid", "block"],
+    "formats": ["<u8", "<u8", "<u8", "<u4", "<u4", "<i4", ("<u4", (3,)), ("<u4", (3,))],
+    "offsets": [0, 8, 16, 24, 28, 32, 36, 48],
+    "itemsize": 64,
 })
 
 HAS_SUM = 1                # DIGEST.flags: `sum` is the buffer's sum of |x| (float64)

@@ -15,6 +15,9 @@ import numpy as np
 
 from cudump.policy.snapshot.templates import RepeatTemplate
 
+# Rows of plans let go that may wait for a sweep, beyond twice the plans kept.
+SLACK = 1024
+
 
 class PlanColumns:
     def __init__(self) -> None:
@@ -32,10 +35,17 @@ class PlanColumns:
 
     def rows(self, plans: np.ndarray, templates: dict[int, RepeatTemplate]) -> np.ndarray:
         """Each plan's row (0 where `templates` no longer has the plan)."""
+        if not self._free and len(self._row) > 2 * len(templates) + SLACK:
+            self._sweep(templates)
         unique, inverse = np.unique(plans, return_inverse=True)
         found = np.array([self._row_of(plan, templates.get(plan)) for plan in unique.tolist()],
                          dtype=np.intp)
         return found[inverse.reshape(-1)]
+
+    @property
+    def held(self) -> int:
+        """Rows that hold a plan's template."""
+        return len(self._row)
 
     def template(self, row: int) -> RepeatTemplate:
         template = self._template[row]
@@ -45,14 +55,25 @@ class PlanColumns:
     def plan(self, row: int) -> int:
         return self._plan[row]
 
+    def _sweep(self, templates: dict[int, RepeatTemplate]) -> None:
+        """Frees the rows of plans the controller let go: most never come back to the ring
+        (a kernel over ever new buffers makes a plan a launch), and a row holds its template
+        with the records of its first launch."""
+        for plan, row in list(self._row.items()):
+            if templates.get(plan) is not self._template[row]:
+                self._release(plan, row)
+
+    def _release(self, plan: int, row: int) -> None:
+        del self._row[plan]
+        self._template[row] = None
+        self._free.append(row)
+
     def _row_of(self, plan: int, template: RepeatTemplate | None) -> int:
         row = self._row.get(plan)
         if row is not None and self._template[row] is template:
             return row
         if row is not None:              # the controller let the plan go: so does the table
-            del self._row[plan]
-            self._template[row] = None
-            self._free.append(row)
+            self._release(plan, row)
         if template is None:
             return 0
         row = self._free.pop() if self._free else self._grow()

@@ -253,10 +253,11 @@ class ResultDrain(RingDrain[_Ring]):
         words = taken.results["words"]
         digests = np.zeros(len(launch), DIGEST)
         digests["digest"] = words[launch, column, 0]
-        digests["sum"] = words[launch, column, 1].view(np.float64)
+        with_sum = table.has_sum[rows[launch], column]
+        digests["sum"] = np.where(with_sum, words[launch, column, 1].view(np.float64), 0.0)
         digests["row"] = (np.cumsum(has) - 1)[launch]
         digests["copy"] = table.rank[rows[launch], column]
-        digests["flags"] = np.where(table.has_sum[rows[launch], column], HAS_SUM, 0)
+        digests["flags"] = np.where(with_sum, HAS_SUM, 0)
         return DigestBatch(launches, digests)
 
     def _tell_finite(self, pid: int, table: PlanColumns, rows: np.ndarray, plain: np.ndarray,
