@@ -39,11 +39,7 @@ int main(int argc, char **argv)
         CHECK(cuLaunchKernel(square, N / 128, 1, 1, 128, 1, 1, 0, NULL, first, NULL));
         CHECK(cuLaunchKernel(square, N / 128, 1, 1, 128, 1, 1, 0, NULL, second, NULL));
     }
-    CHECK(cuMemcpyDtoH_v2(host, c, sizeof host));
-    double sum = 0;
-    for (int j = 0; j < N; j++)
-        sum += host[j];
-    printf("sum %.4f\n", sum);
+    prog_print_sum(c, host, N);
     tally_launch(&t, "square", (unsigned long)(2 * steps));
     tally_print(&t);
     return 0;

@@ -48,11 +48,7 @@ int main(int argc, char **argv)
             CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, NULL, add_args, NULL));
             CHECK(cuLaunchKernel(square, N / 128, 1, 1, 128, 1, 1, 0, NULL, square_args, NULL));
         }
-    CHECK(cuMemcpyDtoH_v2(host, act, sizeof host));
-    double sum = 0;
-    for (int j = 0; j < N; j++)
-        sum += host[j];
-    printf("sum %.4f\n", sum);
+    prog_print_sum(act, host, N);
     tally_launch(&t, "vecAdd", (unsigned long)(layers * steps));
     tally_launch(&t, "square", (unsigned long)(layers * steps));
     tally_print(&t);

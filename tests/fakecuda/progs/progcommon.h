@@ -63,6 +63,16 @@ static inline void prog_floats(float *out, int n, float start, float step)
         out[i] = start + step * (float)i;
 }
 
+/* Copies n floats of buffer `from` back and prints `sum S` (their sum). */
+static inline void prog_print_sum(CUdeviceptr from, float *host, int n)
+{
+    CHECK(cuMemcpyDtoH_v2(host, from, (size_t)n * sizeof *host));
+    double sum = 0;
+    for (int j = 0; j < n; j++)
+        sum += host[j];
+    printf("sum %.4f\n", sum);
+}
+
 #define TALLY_MAX 8
 
 struct tally {
