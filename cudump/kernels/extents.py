@@ -27,6 +27,13 @@ from cudump.kernels.geometry import Allocation, CopyPlan
 WHOLE_LIMIT = 4 << 30
 GUESS_LIMIT = 256 << 20
 
+# How a guessed extent was found, as the manifest's `extent` says (a tensor map's, or a rule's
+# `count`, is no guess).
+ALLOCATION_REST = "allocation-rest"    # to the end of the allocation
+TO_NEXT_BUFFER = "to-next-buffer"      # to where the next known buffer begins
+CAPPED = "capped"                      # stopped after GUESS_LIMIT
+GUESSED = frozenset({ALLOCATION_REST, TO_NEXT_BUFFER, CAPPED})
+
 # Buffer starts kept per process: a bound on memory over a long run, not a
 # figure any real program comes near (a training step passes a few hundred).
 MAX_STARTS = 1 << 20

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from cudump.errors import SnapshotError
-from cudump.policy.digest import sum_json
+from cudump.policy.digest import digest_hex, sum_json
 from cudump.rundir import files as runfiles
 from cudump.rundir.digest_batches import BATCH, HAS_SUM, BatchLine, DigestBatch
 from cudump.rundir.layout import DIGESTS_FILE, MANIFEST_FILE
@@ -279,7 +279,7 @@ def _batch(line: BatchLine, templates: dict[str, list[dict[str, Any]]], file: _B
         if copy >= len(template):
             raise SnapshotError(f"a digest of the batch is number {copy + 1} of a template "
                                 f"of {len(template)}")
-        data = {**template[copy], **launch, "digest": f"{value:016x}"}
+        data = {**template[copy], **launch, "digest": digest_hex(value)}
         if flags & HAS_SUM:
             data["abs_sum"] = sum_json(total)
         records.append(SnapshotRecord.from_dict(data))

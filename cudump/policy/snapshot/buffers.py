@@ -10,7 +10,13 @@ from typing import NamedTuple
 
 from cudump.controller.process import FuncInfo, LaunchEvent
 from cudump.kernels.args import ArgValue, Number
-from cudump.kernels.extents import cap_guess, cut_at_next
+from cudump.kernels.extents import (
+    ALLOCATION_REST,
+    CAPPED,
+    TO_NEXT_BUFFER,
+    cap_guess,
+    cut_at_next,
+)
 from cudump.kernels.geometry import Allocation, CopyPlan, GeometryError, plan_copy
 from cudump.kernels.tensormaps import TensorMap, tensormap_plan
 from cudump.policy.rules import ArgOverride, Rule
@@ -97,9 +103,9 @@ def read_of(func: FuncInfo, rule: Rule, arg: ArgValue, alloc: Allocation | None,
         # Another buffer further into the same allocation (a caching allocator's
         # neighbouring tensor) ends this one.
         cut = cut_at_next(plan, next_start)
-        extent = "allocation-rest" if cut is plan else "to-next-buffer"
+        extent = ALLOCATION_REST if cut is plan else TO_NEXT_BUFFER
         capped = cap_guess(cut, alloc)
-        extent = extent if capped is cut else "capped"
+        extent = extent if capped is cut else CAPPED
         plan = capped
     tool = tool_of(rule, plan, func)
     if rule.is_scan and tool is None:

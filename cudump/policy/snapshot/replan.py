@@ -26,6 +26,7 @@ import bisect
 import threading
 from collections.abc import Callable, Iterable
 
+from cudump.kernels.extents import GUESSED
 from cudump.policy.snapshot.planned import PlannedCopy
 
 MAX_REPLANS = 16
@@ -37,7 +38,6 @@ MAX_EXTENTS = 1 << 16
 # extents of one allocation do not overlap, so the nearest below decides; a few more cover
 # extents made before a start that an earlier replan could not act on (MAX_REPLANS).
 NEAREST = 8
-GUESSED = frozenset({"allocation-rest", "to-next-buffer", "capped"})
 
 
 class GuessedExtents:
