@@ -50,7 +50,7 @@ class SnapshotWorkload:
     bare_failed: str = ""
 
     def rep(self, rep: int, s: Settings, say: Say) -> None:
-        program = [*sample("big_buffer"), str(SNAP_MIB), str(SNAP_LAUNCHES)]
+        program = [*sample("big_buffer"), str(SNAP_MIB), str(SNAP_LAUNCHES), "--clock"]
         where = f"snapshots bare (rep {rep + 1})"
         try:
             done = sub_run(program, s.scratch, where, s.limit_s)
@@ -74,9 +74,11 @@ class SnapshotWorkload:
                                    extra=["--max-bytes", budget, *extra])
                 done = sub_run(cmd, s.scratch, where, s.limit_s)
                 per = statistics.median(launch_times(done.stdout, SNAP_LAUNCHES, where))
-                d2h = read_values(done.stdout, ["d2h_ms"], where)["d2h_ms"]
+                values = read_values(done.stdout, ["d2h_ms", "first_launch_unix_ms"], where)
+                d2h = values["d2h_ms"]
                 cudump_summary(out, where, SNAP_LAUNCHES)
                 landed = landed_snapshots(out, SNAP_MIB * MIB)
+                end = last_line_ms(out) - values["first_launch_unix_ms"]
             except BenchError as err:
                 setting.failed = setting.failed or first_line(err)
                 say(f"FAILED {err}")
@@ -87,8 +89,10 @@ class SnapshotWorkload:
             setting.held_ms.append(per - bare)
             setting.d2h_ms.append(d2h)
             setting.landed.append(landed)
+            setting.end_ms.append(end)
             say(f"rep {rep + 1}/{s.reps} snapshots {name:12} {per:.3f} ms/launch, "
-                f"{landed}/{2 * SNAP_LAUNCHES} on disk, one pinned D2H {d2h:.3f} ms")
+                f"{landed}/{2 * SNAP_LAUNCHES} on disk, one pinned D2H {d2h:.3f} ms, "
+                f"first launch to last file {end:.1f} ms")
         self.write_gbs.append(write_speed(s.snap_base, SNAP_MIB))
         say(f"rep {rep + 1}/{s.reps} file write of {SNAP_MIB} MiB: "
             f"{self.write_gbs[-1]:.2f} GB/s")
@@ -115,6 +119,12 @@ def landed_snapshots(out: Path, nbytes: int) -> int:
         raise BenchError(f"the manifest of {out} is unreadable: {err}") from None
     return sum(1 for r in records if r.status == "ok" and r.file
                and (out / r.file).is_file() and (out / r.file).stat().st_size >= nbytes)
+
+
+def last_line_ms(out: Path) -> float:
+    """When the manifest's last line was written (its mtime, Unix ms): the writer appends a
+    snapshot's line once its file is whole, so the last line is the last file on disk."""
+    return (out / "manifest.jsonl").stat().st_mtime_ns / 1e6
 
 
 def write_speed(where: Path, mib: int) -> float:

@@ -2,7 +2,7 @@
 // the program is held per launch when a debugger copies the buffer before and
 // after, against what a pinned device-to-host copy of the same bytes costs.
 //
-// usage: big_buffer MIB LAUNCHES [--dump DIR] [--gap MS]
+// usage: big_buffer MIB LAUNCHES [--dump DIR] [--gap MS] [--clock]
 //   Each launch adds 1 to every float. Prints `launch K ms T` (launch and
 //   synchronize, host time), `d2h_ms T` (median of 5 pinned copies of the
 //   buffer) and last `launches add_one=LAUNCHES`.
@@ -10,6 +10,8 @@
 //   DIR/after.npy (after it).
 //   --gap MS sleeps MS milliseconds between launches, outside the timed part:
 //   a program with other work to do between the launches a debugger copies.
+//   --clock also prints `first_launch_unix_ms T`: when the first launch began,
+//   by the wall clock, to set against when a debugger's files were written.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -41,11 +43,14 @@ int main(int argc, char** argv)
     int launches = std::atoi(argv[2]);
     const char* dump = nullptr;
     int gap_ms = 0;
-    for (int a = 3; a + 1 < argc; a += 2) {
-        if (!std::strcmp(argv[a], "--dump"))
-            dump = argv[a + 1];
-        else if (!std::strcmp(argv[a], "--gap"))
-            gap_ms = std::atoi(argv[a + 1]);
+    bool clock = false;
+    for (int a = 3; a < argc; a++) {
+        if (!std::strcmp(argv[a], "--clock"))
+            clock = true;
+        else if (!std::strcmp(argv[a], "--dump") && a + 1 < argc)
+            dump = argv[++a];
+        else if (!std::strcmp(argv[a], "--gap") && a + 1 < argc)
+            gap_ms = std::atoi(argv[++a]);
         else
             FAIL_IF(true, "unknown option %s", argv[a]);
     }
@@ -61,9 +66,14 @@ int main(int argc, char** argv)
     if (dump)
         FAIL_IF(!write_npy_f32(std::string(dump) + "/before.npy", host, n), "cannot write");
     unsigned blocks = (unsigned)((n + 255) / 256);
+    double first_unix_ms = 0;
     for (int k = 1; k <= launches; k++) {
         if (k > 1 && gap_ms > 0)
             std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms));
+        if (k == 1)
+            first_unix_ms = std::chrono::duration<double, std::milli>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count();
         auto t = std::chrono::steady_clock::now();
         add_one<<<blocks, 256>>>(d, n);
         CHECK_LAUNCH();
@@ -82,6 +92,8 @@ int main(int argc, char** argv)
     }
     std::sort(d2h.begin(), d2h.end());
     std::printf("d2h_ms %.3f\n", d2h[2]);
+    if (clock)
+        std::printf("first_launch_unix_ms %.3f\n", first_unix_ms);
     std::printf("launches add_one=%d\n", launches);
     CHECK_RT(cudaFreeHost(host));
     CHECK_RT(cudaFree(d));

@@ -51,6 +51,7 @@ static uint32_t ring_slots;
 static uint32_t results_slots;
 static uint32_t flight_slots;
 static uint32_t host_slots;
+static uint32_t behind_mib;
 /* The control page, the trace ring and the staging area, mapped at greeting. */
 static void *shared_map;
 static size_t shared_size;
@@ -313,6 +314,14 @@ static size_t flight_offset(size_t counts)
     return counts_offset(counts + sizeof(struct proto_counts));
 }
 
+/* Where the write-behind area begins, after what ends at `end` (0 on overflow). */
+static size_t behind_offset(size_t end)
+{
+    if (end > SIZE_MAX - PROTO_BEHIND_ALIGN)
+        return 0;
+    return (end + PROTO_BEHIND_ALIGN - 1) / PROTO_BEHIND_ALIGN * PROTO_BEHIND_ALIGN;
+}
+
 /* The bytes the control page, the three rings, the staging area, the launch
  * counts and the flight ring take, as the controller claims them; false if
  * the sum does not fit a size_t. Each product and sum is checked before it is
@@ -338,6 +347,13 @@ static bool claimed_size(size_t *size)
     size_t counts = counts_offset(total + staging_size);
     *size = flight_slots ? flight_offset(counts) + (size_t)flight_slots * PROTO_FLIGHT_SLOT_SIZE
                          : counts + sizeof(struct proto_counts);
+    if (behind_mib) {
+        size_t area = (size_t)behind_mib << 20;
+        size_t at = behind_offset(*size);
+        if (at < *size || area > SIZE_MAX - at)
+            return false;
+        *size = at + area;
+    }
     return true;
 }
 
@@ -353,7 +369,7 @@ static bool map_shared(int sfd)
     const volatile struct proto_control *c = p;
     if (c->magic != PROTO_MAGIC || c->version != PROTO_VERSION || c->ring_slots != ring_slots ||
         c->results_slots != results_slots || c->flight_slots != flight_slots ||
-        c->host_slots != host_slots) {
+        c->host_slots != host_slots || c->behind_mib != behind_mib) {
         munmap(p, size);
         return false;
     }
@@ -397,11 +413,13 @@ static bool greet_locked(void)
         results_slots = ok ? head.results_slots : 0;
         flight_slots = ok ? head.flight_slots : 0;
         host_slots = ok ? head.host_slots : 0;
+        behind_mib = ok ? head.behind_mib : 0;
         ok = ok && ring_slots <= (1u << 24) && (ring_slots & (ring_slots - 1)) == 0 &&
              results_slots <= (1u << 20) && (results_slots & (results_slots - 1)) == 0 &&
              host_slots <= (1u << 20) && (host_slots & (host_slots - 1)) == 0 &&
-             flight_slots <= PROTO_MAX_FLIGHT && map_shared(sfd);
+             flight_slots <= PROTO_MAX_FLIGHT && behind_mib <= (1u << 20) && map_shared(sfd);
     }
+
     if (sfd >= 0)
         close(sfd);
     return ok;
@@ -493,6 +511,12 @@ size_t channel_staging_size(void)
     return staging_size;
 }
 
+char *channel_behind(size_t *size)
+{
+    *size = shared_map ? (size_t)behind_mib << 20 : 0;
+    return *size ? (char *)shared_map + shared_size - *size : NULL;
+}
+
 unsigned channel_options(void)
 {
     return options;
@@ -522,6 +546,6 @@ void channel_reset_after_fork(void)
         munmap(shared_map, shared_size);
     shared_map = NULL;
     shared_size = 0;
-    ring_slots = results_slots = flight_slots = host_slots = 0;
+    ring_slots = results_slots = flight_slots = host_slots = behind_mib = 0;
     atomic_store(&state, CH_NEW);
 }

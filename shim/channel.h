@@ -79,6 +79,9 @@ unsigned channel_options(void);
 /* The staging area after the control page (mapped, not yet pinned), its size. */
 char *channel_staging(void);
 size_t channel_staging_size(void);
+/* The write-behind area at the end of the shared file (protocol.h); NULL and 0
+ * without one. */
+char *channel_behind(size_t *size);
 /* The trace ring's slots (NULL and 0 without --trace). */
 struct proto_ring_slot *channel_ring(uint32_t *slots);
 /* The result ring's slots (NULL and 0 without one). */

@@ -11,6 +11,11 @@
  * area exactly as the launching thread would have (whole copies first, then
  * the pieces, each handed over with MSG_PIECE), and sends MSG_END.
  *
+ * Where the process has a write-behind area (behind.c), the thread copies the
+ * bytes there instead and sends MSG_END with where they lie: the controller
+ * answers nothing and writes the files behind the program. Through staging
+ * the drain ends once the controller has taken the bytes.
+ *
  * One deferred launch at a time per process, because there is one staging
  * area: the next launch that needs the controller's plan waits until the
  * drain is done. The scratch memory is stream-ordered (cuMemAllocAsync on the
@@ -28,6 +33,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "behind.h"
 #include "channel.h"
 #include "drain.h"
 #include "gate.h"
@@ -51,12 +57,16 @@ struct drain_copy {
 static struct {
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    bool busy;          /* from drain_start until its MSG_END is answered */
+    bool busy;          /* from drain_start until its MSG_END is answered (or, written
+                         * behind, sent) */
+    bool unsafe;        /* from drain_start until the bytes are where the controller
+                         * keeps them: the program's waits for the GPU wait for this */
     bool queued;        /* the launch has run: the thread may take it */
     bool thread_up;
     uint64_t seq;
     CUcontext ctx;
     CUevent done;       /* on the launch stream, after the last scratch copy */
+    CUevent before;     /* there after the "before" scratch copies (NULL: none) */
     CUdeviceptr scratch;
     CUresult launch_rc;
     unsigned n;
@@ -79,13 +89,13 @@ enum { SETTLE_WAIT_S = 10 };
 void drain_settle(void)
 {
     /* Unlocked first look: the common case (nothing deferred) is one load. */
-    if (!__atomic_load_n(&dr.busy, __ATOMIC_ACQUIRE))
+    if (!__atomic_load_n(&dr.unsafe, __ATOMIC_ACQUIRE))
         return;
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += SETTLE_WAIT_S;
     pthread_mutex_lock(&dr.lock);
-    while (dr.busy && channel_controller_alive())
+    while (dr.unsafe && channel_controller_alive())
         if (pthread_cond_timedwait(&dr.cond, &dr.lock, &until) != 0)
             break;
     pthread_mutex_unlock(&dr.lock);
@@ -104,7 +114,7 @@ static void register_exit(void)
 static void set_idle(void)
 {
     pthread_mutex_lock(&dr.lock);
-    dr.busy = dr.queued = false;
+    dr.busy = dr.queued = dr.unsafe = false;
     pthread_cond_broadcast(&dr.cond);
     pthread_mutex_unlock(&dr.lock);
 }
@@ -163,16 +173,26 @@ bool drain_start(const struct launch_info *li, const struct proto_copy *const *c
     if (alloc(&scratch, total, li->stream) != CUDA_SUCCESS)
         return false;
     pthread_once(&exit_once, register_exit);
+    behind_context();
     pthread_mutex_lock(&dr.lock);
-    dr.busy = true;
+    dr.busy = dr.unsafe = true;
     dr.queued = false;
     dr.seq = li->seq;
     dr.ctx = ctx;
     dr.scratch = scratch;
     dr.n = n;
-    dr.done = NULL;
+    dr.done = dr.before = NULL;
     pthread_mutex_unlock(&dr.lock);
     copy_phase(li, PHASE_BEFORE);
+    /* Their copies to the host may start while the kernel runs. */
+    cuEventRecord_fn record = li->ptsz ? shim_real_cuEventRecord_ptsz() : shim_real_cuEventRecord();
+    CUevent before = NULL;
+    if (record && real_cuEventCreate(&before, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS &&
+        record(before, li->stream) != CUDA_SUCCESS) {
+        real_cuEventDestroy_v2(before);
+        before = NULL;
+    }
+    dr.before = before;
     return true;
 }
 
@@ -213,22 +233,111 @@ static void move(struct drain_copy *d, CUresult sync_rc, CUstream side, char *ar
                                      : CUDA_ERROR_NOT_FOUND;
 }
 
+/* The bytes are where the controller keeps them: the program's waits go on. */
+static void set_safe(void)
+{
+    pthread_mutex_lock(&dr.lock);
+    dr.unsafe = false;
+    pthread_cond_broadcast(&dr.cond);
+    pthread_mutex_unlock(&dr.lock);
+}
+
+/* Where a launch's copies go in the write-behind area (behind.c), placed
+ * before the launch has run. */
+struct behind_plan {
+    size_t sizes[PROTO_MAX_COPIES];    /* 0: a copy not made */
+    uint64_t offsets[PROTO_MAX_COPIES];
+    uint64_t number;
+};
+
+/* Places the copies in the write-behind area and queues their copies there on
+ * the drain's stream, each after the scratch copies of its phase: the bytes
+ * found before the launch go while the kernel runs. False (nothing taken)
+ * where the area has no room: the bytes then go through staging. */
+static bool behind_queue(CUstream side, struct behind_plan *bp)
+{
+    cuStreamWaitEvent_fn wait = shim_real_cuStreamWaitEvent();
+    if (!side || !wait)
+        return false;
+    for (unsigned i = 0; i < dr.n; i++) {
+        const struct drain_copy *d = &dr.copies[i];
+        bp->sizes[i] = d->rc == CUDA_SUCCESS && attempted(d) ? d->c.width * d->c.height : 0;
+    }
+    if (!behind_place(bp->sizes, dr.n, bp->offsets, &bp->number))
+        return false;
+    char *area = behind_area();
+    const enum proto_phase phases[2] = {PHASE_BEFORE, PHASE_AFTER};
+    for (unsigned k = 0; k < 2; k++) {
+        CUevent after = phases[k] == PHASE_BEFORE && dr.before ? dr.before : dr.done;
+        CUresult waits = wait(side, after, 0);
+        for (unsigned i = 0; i < dr.n; i++) {
+            struct drain_copy *d = &dr.copies[i];
+            if (!bp->sizes[i] || d->c.phase != phases[k])
+                continue;
+            CUDA_MEMCPY2D m = rows_copy(dr.scratch + d->at, d->c.width, area + bp->offsets[i],
+                                        0, d->c.width, d->c.height);
+            d->rc = waits != CUDA_SUCCESS ? waits : shim_real_cuMemcpy2DAsync_v2()(&m, side);
+        }
+    }
+    return true;
+}
+
+/* Waits for the copies into the write-behind area and hands them over with
+ * MSG_END: the program's waits for the GPU go on from here. */
+static void behind_send(CUresult sync_rc, CUstream side, const struct behind_plan *bp)
+{
+    /* Waited for as the launch was: held gates are opened if the wait goes on. */
+    CUevent ev = NULL;
+    cuEventRecord_fn record = shim_real_cuEventRecord();
+    CUresult waited = record ? real_cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING)
+                             : CUDA_ERROR_NOT_FOUND;
+    if (waited == CUDA_SUCCESS) {
+        waited = record(ev, side);
+        if (waited == CUDA_SUCCESS)
+            waited = gate_wait_event(ev, DRAIN_GRACE_MS);
+        real_cuEventDestroy_v2(ev);
+    }
+    if (waited == CUDA_SUCCESS)
+        waited = sync_rc;
+    const struct proto_copy *cs[PROTO_MAX_COPIES];
+    int32_t rcs[PROTO_MAX_COPIES];
+    for (unsigned i = 0; i < dr.n; i++) {
+        if (bp->sizes[i] && dr.copies[i].rc == CUDA_SUCCESS)
+            dr.copies[i].rc = waited;
+        cs[i] = &dr.copies[i].c;
+        rcs[i] = dr.copies[i].rc;
+    }
+    plan_send_behind(dr.seq, dr.launch_rc, sync_rc, cs, rcs, dr.n, bp->number, bp->offsets);
+    set_safe();
+}
+
 static void drain_one(void)
 {
     CUcontext was = NULL;
     if (real_cuCtxGetCurrent)
         real_cuCtxGetCurrent(&was);
     real_cuCtxSetCurrent(dr.ctx);
+    CUstream side = NULL;
+    if (shim_real_cuStreamCreate()(&side, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+        side = NULL;
+    struct behind_plan bp;
+    bool behind = behind_queue(side, &bp);
     /* The launch's stream may be held behind a gated launch whose serving
      * waits for this drain: held gates are opened (without copies) if the
      * wait goes on for long. */
     CUresult sync_rc = gate_wait_event(dr.done, DRAIN_GRACE_MS);
     real_cuEventDestroy_v2(dr.done);
-    CUstream side = NULL;
+    if (dr.before)
+        real_cuEventDestroy_v2(dr.before);
+    if (behind) {
+        behind_send(sync_rc, side, &bp);
+        shim_real_cuMemFreeAsync()(dr.scratch, side);
+        shim_real_cuStreamDestroy_v2()(side);
+        real_cuCtxSetCurrent(was);
+        return;
+    }
     size_t size = 0;
     char *area = staging_area(&size);
-    if (shim_real_cuStreamCreate()(&side, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
-        side = NULL;
     for (unsigned i = 0; i < dr.n; i++)
         if (!(dr.copies[i].c.flags & COPY_PIECE))
             move(&dr.copies[i], sync_rc, side, area);
@@ -302,6 +411,8 @@ void drain_finish(const struct launch_info *li, CUresult launch_rc)
         drain_one();
     else {
         gate_wait_stream(li);
+        if (dr.before)
+            real_cuEventDestroy_v2(dr.before);
         for (unsigned i = 0; i < dr.n; i++)
             dr.copies[i].rc = CUDA_ERROR_NOT_FOUND;
         shim_real_cuMemFreeAsync()(dr.scratch, li->stream);
@@ -315,5 +426,5 @@ void drain_reset_after_fork(void)
     /* The parent's drain thread does not exist here, and its launch is not this process's. */
     pthread_mutex_init(&dr.lock, NULL);
     pthread_cond_init(&dr.cond, NULL);
-    dr.busy = dr.queued = dr.thread_up = false;
+    dr.busy = dr.queued = dr.thread_up = dr.unsafe = false;
 }

@@ -10,6 +10,7 @@
 
 #include "ahead.h"
 #include "alloctab.h"
+#include "behind.h"
 #include "calls.h"
 #include "channel.h"
 #include "drain.h"
@@ -47,6 +48,7 @@ static void after_fork_child(void)
     watch_reset_after_fork();
     modules_reset_after_fork();
     drain_reset_after_fork();
+    behind_reset_after_fork();
     tensormap_reset_after_fork();
     flight_reset_after_fork();
     ahead_reset_after_fork();
@@ -106,6 +108,7 @@ CUresult hook_cuInit(cuInit_fn real, int ptsz, unsigned int flags)
     if (rc == CUDA_SUCCESS) {
         shim_resolve_real();
         channel_connect();
+        behind_start();
     }
     return rc;
 }
@@ -182,6 +185,7 @@ static void track_alloc(enum alloc_kind kind, CUdeviceptr base, size_t size, siz
 {
     struct alloc_info a = {base, size, kind, pitch, width, height, elem};
     alloctab_add(&a);
+    behind_context();
     send_memory_event(kind == AK_VMM ? MEM_MAP : MEM_ALLOC, kind, base, size, pitch, width, height,
                       elem);
 }

@@ -16,9 +16,9 @@
 #include <string.h>
 
 #include "alloctab.h"
+#include "channel.h"
 #include "functab.h"
 #include "plan.h"
-#include "staging.h"
 #include "tensormap.h"
 
 static struct plan_copy copies[PROTO_MAX_COPIES];
@@ -203,9 +203,10 @@ static bool accept_plan(const unsigned char *reply, size_t len, uint32_t *flags,
     memcpy(keys, reply + sizeof plan + plan.ncopies * sizeof(struct proto_copy),
            plan.nkeys * sizeof(struct proto_key));
     nkeys = plan.nkeys;
-    size_t size = 0;
-    char *area = plan.ncopies ? staging_area(&size) : NULL;
-    if (plan.ncopies && !area)
+    /* Checked against the staging area, not pinned yet: a deferred launch's
+     * copies may never pass through it (behind.c), and pinning it is slow. */
+    size_t size = channel_staging_size();
+    if (plan.ncopies && !channel_staging())
         return false;
     for (unsigned i = 0; i < plan.ncopies; i++) {
         struct proto_copy c;
@@ -305,6 +306,25 @@ static void end_message(struct msg *m, char *stack, size_t cap, uint64_t seq, CU
         int32_t rc = cs[i]->phase == PHASE_AFTER && launch_rc != CUDA_SUCCESS ? -1 : rcs[i];
         msg_add(m, &rc, sizeof rc);
     }
+}
+
+
+bool plan_send_behind(uint64_t seq, CUresult launch_rc, CUresult sync_rc,
+                      const struct proto_copy *const *cs, const int32_t *rcs, unsigned n,
+                      uint64_t number, const uint64_t *offsets)
+{
+    char stack[64 + PROTO_MAX_COPIES * (sizeof(int32_t) + sizeof(uint64_t))];
+    struct msg m;
+    end_message(&m, stack, sizeof stack, seq, launch_rc, sync_rc, cs, rcs, n);
+    msg_add(&m, offsets, n * sizeof *offsets);
+    bool ok = !m.sb.oom;
+    if (ok) /* the message's proto_end, built above, takes the launch's number */
+        memcpy(m.sb.data + sizeof(struct proto_header) + offsetof(struct proto_end, behind),
+               &number, sizeof number);
+    /* No answer comes: the controller writes the files behind the program. */
+    ok = ok && channel_send(&m);
+    msg_free(&m);
+    return ok;
 }
 
 /* Reports the copies; the controller answers with a plan of follow-up copies

@@ -47,6 +47,11 @@ bool plan_send_piece(uint64_t seq, unsigned index, CUresult rc);
  * answer, which is not used. */
 void plan_send_end(uint64_t seq, CUresult launch_rc, CUresult sync_rc,
                    const struct proto_copy *const *cs, const int32_t *rcs, unsigned n);
+/* MSG_END of a launch whose copies lie in the write-behind area (number, and
+ * where each lies): sent, not answered. False if it could not be sent. */
+bool plan_send_behind(uint64_t seq, CUresult launch_rc, CUresult sync_rc,
+                      const struct proto_copy *const *cs, const int32_t *rcs, unsigned n,
+                      uint64_t number, const uint64_t *offsets);
 /* The launch's parameter bytes, one after the other: what a repeated plan is
  * kept by. False if the launch gave none or they do not fit in `cap`. */
 bool plan_param_key(const struct launch_info *li, unsigned char *key, size_t cap, size_t *n);

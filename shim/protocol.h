@@ -19,7 +19,9 @@
  * (host_slots slots of PROTO_HOST_SLOT_SIZE bytes; none without NaN/Inf
  * scans), the staging area that snapshot and read copies land in, and at the
  * next multiple of PROTO_COUNTS_ALIGN bytes the launch counts (struct
- * proto_counts), then the flight ring (below).
+ * proto_counts), then the flight ring (below), and last, at a multiple of
+ * PROTO_BEHIND_ALIGN, the write-behind area (behind_mib MiB; none without
+ * snapshot rules).
  *
  * The launch counts are the counters MSG_STATS reports at exit, kept up to
  * date by the shim as it counts: the controller reads them there for a process
@@ -52,13 +54,24 @@
  * host_tail, host_dropped); each carries the number of launches the process
  * had made when the call was made, which places it among the launches
  * whatever thread or ring reports them.
+ *
+ * The write-behind area holds the bytes of deferred launches (PLAN_DEFER) that
+ * the controller has not yet written to files. The controller allocates its
+ * pages in the background (behind_ready); the shim registers it as pinned
+ * memory a piece at a time, as they are ready, copies a launch's buffers into free bytes
+ * of it and hands them over with MSG_END (proto_end.behind, then where each
+ * copy lies). The program may then go on: the bytes are in memory the
+ * controller maps, which a crash of the program does not take. The controller
+ * answers at once, writes the files behind the program, in the order the
+ * launches came, and stores in behind_done the number of the last launch it
+ * has written; the shim reuses bytes of launches up to that one.
  */
 #ifndef CUDUMP_PROTOCOL_H
 #define CUDUMP_PROTOCOL_H
 
 #include <stdint.h>
 
-#define PROTO_VERSION 16
+#define PROTO_VERSION 17
 #define PROTO_MAGIC 0x50445543u /* "CUDP" */
 
 /* ---- limits ---------------------------------------------------------------- */
@@ -70,6 +83,8 @@ enum {
     PROTO_MAX_PARAMS = 256,        /* kernel parameters the shim describes */
     PROTO_CONTROL_SIZE = 4096,     /* the control page at the start of the shared file */
     PROTO_STAGING_ALIGN = 256,     /* copies start at multiples of this in staging */
+    PROTO_BEHIND_ALIGN = 2 << 20,  /* the write-behind area starts at a multiple of this */
+    PROTO_BEHIND_SEGMENT = 1 << 30, /* and is prepared and pinned this much at a time */
     PROTO_TOKEN_SIZE = 32,         /* bytes of the session token (hex characters) */
     PROTO_RING_SLOT_SIZE = 128,    /* bytes of one trace ring slot (two cache lines) */
     PROTO_TOOL_RESULT = 32,        /* staging bytes a COPY_TOOL result takes */
@@ -109,7 +124,9 @@ enum proto_kind {
     MSG_END = 9,       /* proto_end + ncopies x int32 result; reply MSG_PLAN: follow-up
                         * copies (phase after only) and PLAN_HALT to hold the launch now
                         * that it has run, usually neither; a follow-up ends with
-                        * MSG_END of its own */
+                        * MSG_END of its own. With proto_end.behind (a PLAN_DEFER launch
+                        * whose copies lie in the write-behind area), ncopies x uint64
+                        * offsets follow, and no reply comes */
     MSG_STOPPED = 10,  /* proto_stopped: held; commands follow until MSG_RESUME */
     MSG_RESULT = 11,   /* proto_result + data: answer to a command while held */
     MSG_PIECE = 12,    /* proto_piece: one piece of a streamed copy is in staging; reply
@@ -355,7 +372,9 @@ struct proto_control {
                              * of the program's returned (CUresult; 0: none yet) */
     uint32_t host_slots;    /* slots in the host-write ring (a power of two); 0: the shim
                              * records no host writes */
-    uint8_t pad0[20];
+    uint32_t behind_mib;    /* MiB of the write-behind area at the end of the file (see the
+                             * top of this file); 0: none */
+    uint8_t pad0[16];
     uint64_t ring_head;     /* shim: next position to reserve */
     uint8_t pad1[56];
     uint64_t ring_tail;     /* controller: next position to consume */
@@ -380,6 +399,14 @@ struct proto_control {
     uint64_t ahead_used;    /* shim: launches whose "before" tools were made ahead (ahead.h) */
     uint64_t ahead_void;    /* shim: those made ahead and not used */
     uint8_t pad10[48];
+    uint64_t behind_done;   /* controller: the last write-behind launch whose files are
+                             * written (its proto_end.behind); the shim reuses its bytes */
+    uint64_t behind_ready;  /* controller: bytes of the write-behind area, from its start,
+                             * whose pages it has allocated (or given up on): the shim
+                             * registers a piece once this reaches its end */
+    uint8_t pad11[48];
+    uint64_t behind_sent;   /* shim: launches handed over through the write-behind area */
+    uint8_t pad12[56];
 };
 
 
@@ -667,7 +694,10 @@ struct proto_end {
     int32_t sync_rc;
     uint32_t ncopies;
     uint32_t reserved;
-    /* followed by ncopies x int32: each copy's result, -1 if not attempted */
+    uint64_t behind;        /* nonzero: the copies lie in the write-behind area, and this is
+                             * the launch's number there (1, 2, ...; behind_done) */
+    /* followed by ncopies x int32: each copy's result, -1 if not attempted; then, with
+     * behind, ncopies x uint64: where each copy lies in the write-behind area */
 };
 
 struct proto_stopped {

@@ -110,21 +110,27 @@ def test_markdown_table():
 
 def test_snapshot_rows():
     setting = SnapshotSetting(launch_ms=[120.2, 130.2], held_ms=[120.0, 130.0],
-                              d2h_ms=[5.0, 5.0], landed=[8, 8])
-    short = SnapshotSetting(launch_ms=[100.2], held_ms=[100.0], d2h_ms=[5.0], landed=[6])
+                              d2h_ms=[5.0, 5.0], landed=[8, 8], end_ms=[1000.0, 1200.0])
+    short = SnapshotSetting(launch_ms=[100.2], held_ms=[100.0], d2h_ms=[5.0], landed=[6],
+                            end_ms=[2000.0])
     rows, notes = snapshot_rows("snapshots", 256, 4, [0.2, 0.2],
                                 {"default": setting, "--staging 1G": short}, [2.0])
-    per, copies, rate, per_short = rows[0], rows[1], rows[2], rows[3]
+    per, copies, rate, per_short, rate_short = rows[0], rows[1], rows[2], rows[3], rows[5]
     assert (per.bare_ms, per.goal, per.met) == (0.2, "8/8 on disk", True)
     assert per.tool_ms == pytest.approx(125.2)
     assert per_short.met is False and per_short.goal == "8/8 on disk (got 6)"
     assert (copies.bare_ms, copies.tool_ms, copies.met) == (10.0, 125.0, False)
-    # Pinned D2H of 256 MiB in 5 ms is 53.7 GB/s, the file write 2 GB/s: 512 MiB take
-    # 268.4 ms at the lesser rate, and 125 ms held is within 1.25x of it.
-    assert rate.bare_ms == pytest.approx(2 * 256 * 2**20 / 2e9 * 1e3)
+    # Pinned D2H of 256 MiB in 5 ms is 53.7 GB/s, the file write 2 GB/s: the 8 x 256 MiB
+    # take 1073.7 ms at the lesser rate; 1100 ms from the first launch to the last file is
+    # within 1.25x of it, 2000 ms is not.
+    assert rate.bare_ms == pytest.approx(8 * 256 * 2**20 / 2e9 * 1e3)
+    assert rate.tool_ms == pytest.approx(1100.0)
     assert rate.met is True and rate.goal == "<= 1.25x"
+    assert rate.mode == "default: end to end vs 8x256 MiB at the lesser rate"
+    assert rate_short.met is False
     assert notes[0] == ("snapshots, default: pinned D2H 53.7 GB/s, file write 2.00 GB/s, "
-                        "snapshots end to end 4.29 GB/s (215% of the lesser)")
+                        "snapshots end to end (first launch to last file) 1.95 GB/s "
+                        "(98% of the lesser)")
     assert len(rows) == 6 and len(notes) == 2
 
 

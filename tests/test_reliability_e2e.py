@@ -320,8 +320,9 @@ def test_odd_input_never_stops_the_connection(fake, cudump_run, tmp_path):
 
 def test_the_snapshot_of_a_synchronised_launch_survives_an_abort(fake, cudump_run, tmp_path):
     """fill<int>, cuCtxSynchronize, abort(): the program waited for the launch, so its
-    snapshot (made through scratch and the shim's drain thread by default) is on disk and
-    in the manifest although the process dies right after."""
+    snapshot (made through scratch and the shim's drain thread by default, into the
+    write-behind area) is on disk and in the manifest although the process dies right
+    after."""
     rule = tmp_path / "fill.yaml"
     rule.write_text('rules:\n  - kernel: "fill*"\n    args: [0]\n    when: after\n'
                     '    format: npy\n')
@@ -332,3 +333,5 @@ def test_the_snapshot_of_a_synchronised_launch_survives_an_abort(fake, cudump_ru
     assert [r["status"] for r in records] == ["ok"], ran.stderr
     data = np.load(ran.run_dir / records[0]["file"])
     assert data.dtype == np.int32 and data.shape == (1024,) and (data == 7).all()
+    # Written from the write-behind area, after the process had gone.
+    assert json.loads((ran.run_dir / "summary.json").read_text())["written_behind"] == 1

@@ -324,18 +324,21 @@ def test_a_rule_that_finds_no_buffer_says_so_once(tmp_path, capsys):
     assert "count(int, int)" in said[0] and "args: [N]" in said[0]
 
 
-@pytest.mark.parametrize(("options", "env", "borrowed"), [
-    ((), {}, 2),                                   # each launch borrows scratch once
-    (("--staging", "4K"), {}, 2),                  # and streams it through staging from there
-    (("--scratch", "0"), {}, 0),                   # off
-    ((), {"FAKECUDA_DEVICE_MIB": "0"}, 0),          # not a quarter of what is free
+@pytest.mark.parametrize(("options", "env", "borrowed", "behind"), [
+    ((), {}, 2, 2),                                # each launch borrows scratch once
+    (("--staging", "4K"), {}, 2, 2),               # pieces of staging, whole behind
+    (("--write-behind", "0"), {}, 2, 0),           # through staging from scratch
+    (("--staging", "4K", "--write-behind", "0"), {}, 2, 0),   # in pieces
+    (("--scratch", "0"), {}, 0, 0),                # off
+    ((), {"FAKECUDA_DEVICE_MIB": "0"}, 0, 0),       # not a quarter of what is free
 ])
 def test_launches_are_let_go_after_a_copy_into_scratch(fake, cudump_run, tmp_path, monkeypatch,
-                                                       options, env, borrowed):
+                                                       options, env, borrowed, behind):
     """A plan of plain copies is deferred: the buffers are copied device to device into
     memory borrowed on the launch stream, the launch goes on, and the shim's drain thread
-    hands them over. The files are the same, byte for byte, whichever way they went, and
-    the last launch's are written before the program's exit completes."""
+    hands them over, through the write-behind area or through staging. The files are the
+    same, byte for byte, whichever way they went, and the last launch's are written before
+    cudump's exit completes."""
     stats = tmp_path / "stats.txt"
     monkeypatch.setenv("FAKECUDA_STATS", str(stats))
     for key, value in env.items():
@@ -346,6 +349,7 @@ def test_launches_are_let_go_after_a_copy_into_scratch(fake, cudump_run, tmp_pat
     # The stand-in writes its counters at exit once anything counted happened.
     counted = stats.read_text().splitlines() if stats.exists() else ["async_allocations 0"]
     assert f"async_allocations {borrowed}" in counted
+    assert json.loads((ran.run_dir / "summary.json").read_text())["written_behind"] == behind
     records = manifest(ran.run_dir)
     assert len(records) == 12 and all(r["status"] == "ok" for r in records), records
     for r in records:

@@ -13,6 +13,7 @@ from cudump.commands import SUBCOMMANDS, USAGE
 from cudump.controller.options import (
     DEFAULT_FLIGHT,
     DEFAULT_SCRATCH,
+    DEFAULT_WRITE_BEHIND,
     TRACE_RING_SLOTS,
     RunOptions,
 )
@@ -102,6 +103,14 @@ class RunCommand:
                                  "(default 1G, never more than a quarter of what is free): "
                                  "the launch is held only for a copy into it, and the bytes "
                                  "reach the files while the program runs on; 0 turns it off")
+        parser.add_argument("--write-behind", type=size_arg(0, MAX_STAGING),
+                            default=DEFAULT_WRITE_BEHIND, metavar="SIZE",
+                            help="host memory a process may pin for those copies while their "
+                                 "files are written (default 2G, never more than a quarter of "
+                                 "the memory available): a program that waits for the GPU "
+                                 "waits only until the bytes are there, where a crash cannot "
+                                 "take them; prepared in the background from the start, under "
+                                 "snapshot rules only; 0 turns it off")
         parser.add_argument("--scans-ahead", action=argparse.BooleanOptionalAction,
                             default=True,
                             help="under --digest, --check-nan and digest rules, make each "
@@ -181,6 +190,7 @@ class RunCommand:
                              rules=rules, max_bytes=max_bytes,
                              max_bytes_default=args.max_bytes is None,
                              staging_bytes=args.staging, scratch_bytes=args.scratch,
+                             write_behind_bytes=args.write_behind,
                              breaks=list(args.breaks),
                              batch=args.batch, ring_slots=args.trace_ring,
                              break_on_nan=args.break_on_nan, timeline=args.timeline,

@@ -12,7 +12,6 @@ from collections.abc import Callable
 
 from cudump.console import warn
 from cudump.controller.inject import Injection
-from cudump.controller.options import HOST_RING_SLOTS, RESULT_RING_SLOTS
 from cudump.controller.process import (
     FuncInfo,
     LaunchEvent,
@@ -85,6 +84,8 @@ class Connection:
         finally:
             if self.controller.debugger is not None:
                 self.controller.debugger.connection_closed(self)
+            if self.shared is not None:
+                self.controller.connection_ended(self.shared)
             self.reader.close()
             self.sock.close()
 
@@ -101,15 +102,8 @@ class Connection:
         exe = msg.payload[p.HELLO.size:].decode("utf-8", "replace")
         self.proc = ProcessState(hello["pid"], hello["ppid"], exe,
                                  rank=environ_rank(hello["pid"]))
-        snapshots = ctl.snapshots
         try:
-            self.shared = SharedFile(f"cudump-{self.proc.pid}", ctl.options.staging_bytes,
-                                     ctl.options.ring_slots if ctl.traced else 0,
-                                     RESULT_RING_SLOTS if snapshots is not None else 0,
-                                     scratch_mib=ctl.options.scratch_bytes >> 20,
-                                     flight_slots=ctl.options.flight_slots,
-                                     host_slots=HOST_RING_SLOTS if snapshots is not None
-                                     and snapshots.records_host_writes else 0)
+            self.shared = ctl.shared_files.take(self.proc.pid)
         except OSError as err:
             raise p.ProtocolError(f"no shared memory of {ctl.options.staging_bytes} bytes for "
                                   f"it ({err.strerror}); try a smaller --staging") from None
@@ -266,6 +260,8 @@ class Connection:
         if n > p.MAX_COPIES or len(msg.payload) < p.END.size + 4 * n:
             raise p.ProtocolError("end message with a bad copy count")
         codes = list(struct.unpack_from(f"<{n}i", msg.payload, p.END.size))
+        if end["behind"]:   # in the write-behind area: no answer
+            return end_behind(self, msg.tag, end, codes, p.behind_places(msg.payload, n))
         follow = None
         if self.controller.snapshots is not None:
             try:
@@ -329,3 +325,18 @@ class Connection:
             raise p.ProtocolError(f"expected a result, got message kind {msg.kind}")
         r = p.RESULT.unpack(msg.payload)
         return r["rc"], bytes(msg.payload[p.RESULT.size:p.RESULT.size + r["nbytes"]])
+
+
+def end_behind(conn: Connection, seq: int, end: dict[str, int], codes: list[int],
+               where: list[int]) -> None:
+    """MSG_END of copies in the write-behind area: no answer; the writer thread writes them
+    from there."""
+    assert conn.proc is not None and conn.shared is not None
+    snapshots = conn.controller.snapshots
+    if snapshots is None:     # nothing asked for them: their bytes are free at once
+        conn.shared.set_behind_done(end["behind"])
+        return
+    try:
+        snapshots.collect_behind(conn.proc, seq, end, codes, where, conn.shared)
+    except Exception as err:
+        warn(f"snapshots of launch {seq} are lost: {err}")

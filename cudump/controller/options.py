@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cudump.analysis.transplant.donor import Donor
-from cudump.policy.rules import Rule
+from cudump.policy.rules import Action, Rule
 
 # Slots of each process's trace ring (128 bytes each): 16 MiB of shared memory, touched
 # only as far as the trace ever runs ahead of the controller.
@@ -20,6 +20,9 @@ RESULT_RING_SLOTS = 1 << 9
 HOST_RING_SLOTS = 1 << 12
 # Device memory each process may lend a launch's snapshot copies (see --scratch).
 DEFAULT_SCRATCH = 1 << 30
+# Host memory each process may pin for deferred copies whose files are not written yet (see
+# --write-behind).
+DEFAULT_WRITE_BEHIND = 2 << 30
 # Launches each process's flight recorder keeps when --flight is given without a number
 # (384 bytes each, pinned).
 DEFAULT_FLIGHT = 256
@@ -35,6 +38,7 @@ class RunOptions:
     max_bytes_default: bool = False   # max_bytes is the default budget, not --max-bytes
     staging_bytes: int = 256 << 20
     scratch_bytes: int = DEFAULT_SCRATCH
+    write_behind_bytes: int = DEFAULT_WRITE_BEHIND
     breaks: list[str] = field(default_factory=list)
     batch: Path | None = None
     ring_slots: int = TRACE_RING_SLOTS
@@ -43,6 +47,12 @@ class RunOptions:
     injections: list[Donor] = field(default_factory=list)   # --inject RUN:LAUNCH, checked
     flight_slots: int = 0             # --flight N: the last N launches of each process; 0: off
     scans_ahead: bool = True          # --no-scans-ahead turns them off (shim/ahead.h)
+
+    @property
+    def writes_behind(self) -> bool:
+        """Whether launches' plain copies may be deferred and written behind the program."""
+        return self.scratch_bytes > 0 and self.write_behind_bytes > 0 and any(
+            r.actions & (Action.SNAPSHOT | Action.CAPTURE) for r in self.rules)
 
     @property
     def debugging(self) -> bool:

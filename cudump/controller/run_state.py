@@ -18,13 +18,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cudump.controller.debugger import DebugController
+from cudump.controller.host_memory import available_bytes, behind_mib
 from cudump.controller.inject import Injector
-from cudump.controller.options import RunOptions
+from cudump.controller.options import HOST_RING_SLOTS, RESULT_RING_SLOTS, RunOptions
 from cudump.controller.process import FuncInfo, ProcessState, pointer_allocation
+from cudump.controller.shared_files import SharedFiles
 from cudump.controller.target import StopInfo
 from cudump.errors import CudumpError
 from cudump.kernels.geometry import Allocation
 from cudump.policy.snapshot.coordinator import Snapshots
+from cudump.policy.snapshot.writer import Release
 from cudump.policy.trace import LaunchFeed, TraceDrain, TraceWriter
 from cudump.rundir.layout import TRACE_FILE
 from cudump.rundir.manifest import ManifestWriter
@@ -61,6 +64,7 @@ class Controller:
         self.lock = threading.Lock()
         self.processes: list[ProcessState] = []
         self.shared: dict[int, SharedFile] = {}
+        self.written_behind = 0    # of the processes whose shared files are closed
         self.generation = 1
         self.allocations = 0
         self.live_bytes = 0
@@ -77,7 +81,30 @@ class Controller:
                          if self.snapshots is not None and options.injections else None)
         self.debugger = DebugController(self) if options.debugging else None
         self._closed = False
+        self.shared_files = SharedFiles(self.new_shared)
         self.timeline_written: Path | None = None
+
+    def connection_ended(self, shared: SharedFile) -> None:
+        """A process's connection is over: once the writer has written what lies in its
+        write-behind area, the area's pages go back to the system."""
+        if not shared.behind_size:
+            return
+        if self.snapshots is not None and not self._closed:
+            self.snapshots.writer.put(Release(shared.free_behind))
+        else:
+            shared.free_behind()
+
+    def new_shared(self, name: str) -> SharedFile:
+        """A process's shared memory, sized for what this run asks of it."""
+        options, snapshots = self.options, self.snapshots
+        return SharedFile(name, options.staging_bytes,
+                          options.ring_slots if self.traced else 0,
+                          RESULT_RING_SLOTS if snapshots is not None else 0,
+                          scratch_mib=options.scratch_bytes >> 20,
+                          flight_slots=options.flight_slots,
+                          host_slots=HOST_RING_SLOTS if snapshots is not None
+                          and snapshots.records_host_writes else 0,
+                          behind_mib=behind_mib(options, available_bytes()))
 
     @property
     def manifest(self) -> ManifestWriter:
@@ -198,6 +225,9 @@ class Controller:
             result.injections = self.injector.records(self.options.run_dir)
         if self.drain is not None:
             result.trace_dropped = self.drain.dropped()
+        with self.lock:
+            result.written_behind = self.written_behind + (
+                0 if self._closed else sum(s.behind_sent for s in self.shared.values()))
         return result
 
     def close(self, complete: bool = True) -> None:
@@ -225,7 +255,9 @@ class Controller:
                 if shared is not None:
                     proc.flight = shared.flight()   # for the flight recorder's report
             for shared in self.shared.values():
+                self.written_behind += shared.behind_sent
                 shared.close()
+        self.shared_files.close()
         if self.timeline is not None:
             # Last: the snapshots' and the stops' events are in.
             self.timeline_written = self.timeline.close(complete)

@@ -138,6 +138,8 @@ class Session:
             # Not for a program that cannot start: its run directory is removed.
             if shutil.which(program, path=env.get("PATH")) is not None:
                 say(f"cudump: writing to {self.options.run_dir}")
+            if self.options.writes_behind:
+                self.controller.shared_files.prepare()
             try:
                 # Under the prompt the target gets its own process group, so that
                 # Ctrl-C in the terminal reaches cudump (which stops the target at

@@ -49,6 +49,13 @@ def reopen(path: str | Path, flags: int = os.O_WRONLY) -> int:
     return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC)
 
 
+def write_at(fd: int, data: memoryview, offset: int) -> None:
+    """All of `data` at `offset` of file `fd`."""
+    while data:
+        n = os.pwrite(fd, data, offset)
+        data, offset = data[n:], offset + n
+
+
 def temporary_name(path: Path) -> Path:
     """The name a file is written under before it is renamed into place."""
     return path.with_name(f".{path.name}.part")

@@ -104,6 +104,7 @@ class RunSummary:
     replay_captures: int = 0       # launches captured for replay (captures.jsonl)
     host_writes: int | None = None  # host-to-device copies and memsets recorded (--check-nan)
     trace_dropped: int = 0         # trace events the ring had no room for
+    written_behind: int = 0        # deferred launches whose files were written behind the program
     injections: list[InjectionRecord] = field(default_factory=list)   # --inject
     exit_status: int = 0
     flight: str | None = None      # --flight: the flight recorder's file (flight.jsonl)

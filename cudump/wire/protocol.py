@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 from typing import Any, Protocol
 
-VERSION = 16
+VERSION = 17
 MAGIC = 0x50445543
 
 MAX_MESSAGE = 1 << 20
@@ -25,6 +25,8 @@ MAX_FRAMES = 64
 MAX_PARAMS = 256
 CONTROL_SIZE = 4096
 STAGING_ALIGN = 256
+BEHIND_ALIGN = 2 << 20      # the write-behind area starts at a multiple of this
+BEHIND_SEGMENT = 1 << 30    # and is prepared and pinned this much at a time
 TOKEN_SIZE = 32
 RING_SLOT_SIZE = 128
 TOOL_RESULT = 32          # staging bytes a CopyFlag.TOOL result takes
@@ -260,7 +262,8 @@ WELCOME = _layout("proto_welcome", ("version", "I"), ("options", "I"), ("staging
 CONTROL = _layout("proto_control", ("magic", "I"), ("version", "I"), ("generation", "I"),
                   ("hold", "I"), ("interrupt", "I"), ("ring_slots", "I"),
                   ("results_slots", "I"), ("scratch_mib", "I"), ("flight_slots", "I"),
-                  ("first_error", "i"), ("host_slots", "I"), ("pad0", "20s"),
+                  ("first_error", "i"), ("host_slots", "I"), ("behind_mib", "I"),
+                  ("pad0", "16s"),
                   ("ring_head", "Q"), ("pad1", "56s"), ("ring_tail", "Q"), ("pad2", "56s"),
                   ("ring_dropped", "Q"), ("pad3", "56s"), ("results_head", "Q"),
                   ("pad4", "56s"), ("results_tail", "Q"), ("pad5", "56s"),
@@ -268,7 +271,9 @@ CONTROL = _layout("proto_control", ("magic", "I"), ("version", "I"), ("generatio
                   ("flight_head", "Q"), ("pad6", "56s"), ("host_head", "Q"),
                   ("pad7", "56s"), ("host_tail", "Q"), ("pad8", "56s"),
                   ("host_dropped", "Q"), ("pad9", "56s"), ("ahead_used", "Q"),
-                  ("ahead_void", "Q"), ("pad10", "48s"))
+                  ("ahead_void", "Q"), ("pad10", "48s"), ("behind_done", "Q"),
+                  ("behind_ready", "Q"), ("pad11", "48s"), ("behind_sent", "Q"),
+                  ("pad12", "56s"))
 PARAM = _layout("proto_param", ("offset", "I"), ("size", "I"))
 FUNC = _layout("proto_func", ("id", "I"), ("nparams", "i"), ("handle", "Q"))
 ASK = _layout("proto_ask", ("id", "I"), ("reserved", "I"))
@@ -354,7 +359,7 @@ IMAGE = _layout("proto_image", ("module", "Q"), ("size", "Q"), ("offset", "Q"), 
                 ("format", "I"))
 PIECE = _layout("proto_piece", ("index", "I"), ("rc", "i"))
 END = _layout("proto_end", ("launch_rc", "i"), ("sync_rc", "i"), ("ncopies", "I"),
-              ("reserved", "I"))
+              ("reserved", "I"), ("behind", "Q"))
 STOPPED = _layout("proto_stopped", ("phase", "I"), ("sync_rc", "i"), ("launch_rc", "i"),
                   ("reserved", "I"))
 READ = _layout("proto_read", ("src", "Q"), ("width", "Q"), ("height", "Q"), ("pitch", "Q"),
@@ -371,6 +376,15 @@ LAYOUTS = (HEADER, HELLO, WELCOME, CONTROL, PARAM, FUNC, ASK, SELECTOR, WANTS, C
 
 # Byte offsets of the control page's fields, for the controller's stores.
 CONTROL_OFFSETS = CONTROL.offsets()
+
+
+def behind_places(payload: bytes, ncopies: int) -> list[int]:
+    """Where each copy of an END with `behind` lies in the write-behind area: the uint64s
+    after its codes."""
+    at = END.size + 4 * ncopies
+    if len(payload) < at + 8 * ncopies:
+        raise ProtocolError("end message without the places of its copies")
+    return list(struct.unpack_from(f"<{ncopies}Q", payload, at))
 
 
 # ---------------------------------------------------------------- framing

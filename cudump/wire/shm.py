@@ -12,7 +12,9 @@ receives the bytes of snapshot and read copies; it stays sparse until the
 shim writes into it. The launch counts after it (protocol.COUNTS) are those MSG_STATS
 reports at exit, as the shim counts them: what the controller has of a process that ended
 without MSG_STATS. With --flight the flight ring follows them (protocol.FLIGHT_SLOT): the
-process's last launches, read once the run is over, its process alive or not. The shim maps
+process's last launches, read once the run is over, its process alive or not. Last, under rules
+that copy buffers, the write-behind area: deferred launches' bytes, pinned by the shim, that
+the writer thread writes to files from here (protocol.h). The shim maps
 it only once it has sealed the file against shrinking and seen that it holds everything the
 control page and WELCOME claim.
 """
@@ -59,7 +61,7 @@ class FlightRing:
 class SharedFile:
     def __init__(self, name: str, staging_size: int, ring_slots: int = 0,
                  results_slots: int = 0, scratch_mib: int = 0, flight_slots: int = 0,
-                 host_slots: int = 0) -> None:
+                 host_slots: int = 0, behind_mib: int = 0) -> None:
         if any(n & (n - 1) for n in (ring_slots, results_slots, host_slots)):
             raise ValueError("a ring's size must be a power of two")
         if not 0 <= flight_slots <= p.MAX_FLIGHT:
@@ -80,6 +82,10 @@ class SharedFile:
         # of its last page, so that no page it pins lies past the end of the file.
         size = (-(-(self.flight_offset + flight_slots * p.FLIGHT_SLOT_SIZE) // p.COUNTS_ALIGN)
                 * p.COUNTS_ALIGN if flight_slots else self.counts_offset + p.COUNTS.size)
+        # The write-behind area last (protocol.h): sparse until the shim prepares it.
+        self.behind_size = behind_mib << 20
+        self.behind_offset = -(-size // p.BEHIND_ALIGN) * p.BEHIND_ALIGN if behind_mib else size
+        size = self.behind_offset + self.behind_size
         # Sealable: the shim seals it against shrinking before it trusts its size (a
         # shared mapping touched past the end of its file is a SIGBUS in the program).
         self.fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
@@ -92,7 +98,8 @@ class SharedFile:
         head = p.CONTROL.pack(magic=p.MAGIC, version=p.VERSION, generation=1,
                               ring_slots=ring_slots, results_slots=results_slots,
                               scratch_mib=min(scratch_mib, 0xFFFFFFFF),
-                              flight_slots=flight_slots, host_slots=host_slots)
+                              flight_slots=flight_slots, host_slots=host_slots,
+                              behind_mib=behind_mib)
         self._map[:len(head)] = head
 
     def _store(self, name: str, value: int) -> None:
@@ -176,13 +183,62 @@ class SharedFile:
     def set_host_tail(self, tail: int) -> None:
         self._store64("host_tail", tail)
 
+    def _view(self, area: str, start: int, size: int, offset: int, nbytes: int) -> memoryview:
+        """Bytes `offset`..`offset + nbytes` of an area of `size` bytes at `start`, checked."""
+        if offset < 0 or nbytes < 0 or offset + nbytes > size:
+            raise ValueError(f"{nbytes} bytes at {offset} are outside the {area} of {size} "
+                             "bytes")
+        return memoryview(self._map)[start + offset:start + offset + nbytes]
+
     def staging(self, offset: int, nbytes: int) -> memoryview:
         """A view of staging bytes; the caller copies what it keeps."""
-        if offset < 0 or nbytes < 0 or offset + nbytes > self.staging_size:
-            raise ValueError(f"{nbytes} bytes at {offset} are outside the staging area "
-                             f"of {self.staging_size} bytes")
-        start = self.staging_offset + offset
-        return memoryview(self._map)[start:start + nbytes]
+        return self._view("staging area", self.staging_offset, self.staging_size, offset,
+                          nbytes)
+
+    def behind(self, offset: int, nbytes: int) -> memoryview:
+        """A view of bytes of the write-behind area, where the shim says a copy lies."""
+        return self._view("write-behind area", self.behind_offset, self.behind_size, offset,
+                          nbytes)
+
+    def allocate_behind(self, fd: int, segment: int) -> None:
+        """Allocates the write-behind area's pages a segment at a time through `fd` (a
+        descriptor of the file's own, closed here), telling the shim after each
+        (behind_ready), which then pins it; run on a thread of its own. Allocation that fails
+        is left to the shim, whose pinning then faults the pages in, or fails."""
+        size, at = self.behind_size, 0
+        try:
+            while at < size:
+                step = min(segment, size - at)
+                os.posix_fallocate(fd, self.behind_offset + at, step)
+                at += step
+                self._store64("behind_ready", at)
+        except (OSError, ValueError):
+            pass    # ValueError: closed, the run is over
+        finally:
+            os.close(fd)
+        try:
+            self._store64("behind_ready", size)
+        except ValueError:
+            pass
+
+    def free_behind(self) -> None:
+        """Gives the write-behind area's pages back (its process has ended): what the shim
+        may still have pinned stays until it lets go."""
+        if self.behind_size:
+            try:
+                self._map.madvise(mmap.MADV_REMOVE, self.behind_offset, self.behind_size)
+            except (OSError, ValueError):
+                pass    # ValueError: closed, and the pages went with it
+
+    def set_behind_done(self, number: int) -> None:
+        """The files of write-behind launches up to `number` are written: the shim may reuse
+        their bytes."""
+        self._store64("behind_done", number)
+
+    @property
+    def behind_sent(self) -> int:
+        """Launches the shim handed over through the write-behind area."""
+        return self._load64("behind_sent")
 
     def launch_counts(self, ids: Iterable[int]) -> LaunchCounts:
         """The launch counts of the functions `ids` (and the process's), as the shim keeps

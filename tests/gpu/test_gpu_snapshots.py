@@ -4,6 +4,7 @@ saw and wrote, byte for byte, as .npy and as PNG."""
 from __future__ import annotations
 
 import fnmatch
+import json
 from pathlib import Path
 
 import numpy as np
@@ -165,6 +166,26 @@ def test_buffers_larger_than_staging_stream_byte_exact(workdir, tmp_path):
         want = np.load(dump / f"{r.phase}.npy", mmap_mode="r")
         assert got.shape == (512 << 18,)
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), r.phase
+
+
+def test_back_to_back_snapshots_are_written_behind_byte_exact(workdir, tmp_path):
+    """256 MiB, before and after each of 4 launches back to back, each synchronized, at the
+    default settings: every launch's bytes wait for the files in the write-behind area
+    (written_behind), and the 8 files are what each launch found and left."""
+    rule = big_buffer_rule(tmp_path / "big.yaml", "npy")
+    out = tmp_path / "run"
+    ran = run(under_cudump([*sample("big_buffer"), "256", "4"], out, rules=[rule],
+                           extra=["--max-bytes", "3G"]), workdir)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert json.loads((out / "summary.json").read_text())["written_behind"] == 4
+    records = read_manifest(out)
+    assert sorted((r.occurrence, r.phase, r.status) for r in records) == sorted(
+        (k, phase, "ok") for k in (1, 2, 3, 4) for phase in ("before", "after"))
+    start = (np.arange(256 << 18) % 1000).astype(np.float32)    # each launch adds 1
+    for r in records:
+        got = np.load(out / r.file, mmap_mode="r")
+        want = start + (r.occurrence - (r.phase == "before"))
+        assert np.array_equal(got, want), (r.occurrence, r.phase)
 
 
 def test_torch_graph_kernels_snapshot_each_replay(workdir, tmp_path):

@@ -80,12 +80,18 @@ class Collector:
         if pending is None or not 0 <= index < len(pending.entries):
             return
         copy, piece = pending.entries[index]
-        if piece is None or copy.target is None or copy.failed:
+        if piece is None or copy.failed:
             return
         if rc != 0:
             copy.failed = STALLED_COPY if rc == CUDA_ERROR_TIMEOUT else \
                 f"the copy failed with CUDA error {rc}"
             return
+        if copy.target is None:
+            try:
+                copy.target = self.placer.open_target(copy)
+            except OSError as err:
+                copy.failed = f"cannot create its file: {err.strerror or err}"
+                return
         nbytes = piece.width * piece.height
         flat = copy.target.reshape(-1).view(np.uint8)
         try:
@@ -126,6 +132,58 @@ class Collector:
         if pending.capture is not None and pending.ctx is not None:
             self.captures.write(pending.ctx, pending.args, pending.capture, outcomes)
         return self.nan.producers(pending, scans) if scans else None
+
+    def collect_behind(self, proc: ProcessState, seq: int, launch_rc: int, sync_rc: int,
+                       codes: list[int], where: list[int], read: ReadStaging) -> None:
+        """The shim copied launch `seq`'s buffers into the write-behind area (`where`: each
+        wire entry's offset there, `read` reads it) and went on: the writer thread writes
+        them from there, with no copy in between. A deferred plan has plain copies only."""
+        pending = self.state.proc(proc.pid).pending.pop(seq, None)
+        if pending is None:
+            return
+        results: dict[int, int] = {}
+        fills: dict[int, list[tuple[int, memoryview]]] = {}
+        whole: dict[int, memoryview] = {}     # id(copy) -> its bytes in the area
+        bad: dict[int, str] = {}              # id(copy) -> where the shim said they lie, wrong
+        for i, (copy, piece) in enumerate(pending.entries):
+            rc = codes[i] if i < len(codes) else -1
+            if results.get(id(copy), 0) == 0:
+                results[id(copy)] = rc
+            if rc != 0:
+                continue
+            try:
+                if piece is None:
+                    whole[id(copy)] = read(where[i], copy.plan.nbytes)
+                else:
+                    fills.setdefault(id(copy), []).append(
+                        (piece.dst, read(where[i], piece.width * piece.height)))
+            except (ValueError, IndexError) as err:
+                bad[id(copy)] = f"the shim put its bytes out of place: {err}"
+        outcomes: dict[int, str | None] = {}
+        for copy in pending.copies:
+            rc = results.get(id(copy), -1)
+            failure = copy_failure(rc, launch_rc, sync_rc, copy.failed) or bad.get(id(copy))
+            if failure is None and copy.pieces is None and id(copy) not in whole:
+                failure = "the copy was not made"
+            outcomes[id(copy)] = failure
+            if failure is not None or copy.tool is not None:
+                self.placer.discard_target(copy)
+                self.failures.fail(copy.record, tool_failure(
+                    copy, rc, failure or "a scan cannot be written behind the program"))
+                continue
+            override = copy.rule.overrides.get(copy.plan.arg)
+            value_range = override.range if override is not None else None
+            if copy.pieces is not None:
+                self.writer.put(WriteJob(copy.record, None, copy.rule.formats, value_range,
+                                         streamed=True, fill=fills.get(id(copy), []),
+                                         target=lambda c=copy: self.placer.open_target(c)))
+                continue
+            plan = copy.plan
+            array = np.frombuffer(whole[id(copy)], dtype=np.uint8).view(
+                np.dtype(plan.dtype)).reshape(plan.shape)
+            self.writer.put(WriteJob(copy.record, array, copy.rule.formats, value_range))
+        if pending.capture is not None and pending.ctx is not None:
+            self.captures.write(pending.ctx, pending.args, pending.capture, outcomes)
 
     def _write(self, copy: PlannedCopy, read: ReadStaging) -> None:
         """A copy made: its bytes to the writer thread."""

@@ -26,7 +26,7 @@ from cudump.policy.snapshot.replan import Replanner
 from cudump.policy.snapshot.results import FiniteWatch
 from cudump.policy.snapshot.select import Selection
 from cudump.policy.snapshot.state import Budget, SnapshotState
-from cudump.policy.snapshot.writer import SnapshotWriter
+from cudump.policy.snapshot.writer import Release, SnapshotWriter
 from cudump.rundir.manifest import ManifestWriter
 from cudump.rundir.summary import RunSummary
 from cudump.wire import protocol as p
@@ -122,6 +122,18 @@ class Snapshots:
     def collect(self, proc: ProcessState, seq: int, launch_rc: int, sync_rc: int,
                 codes: list[int], read: ReadStaging) -> PlannedLaunch | None:
         return self.collector.collect(proc, seq, launch_rc, sync_rc, codes, read)
+
+    def collect_behind(self, proc: ProcessState, seq: int, end: dict[str, int],
+                       codes: list[int], where: list[int], shared: SharedFile) -> None:
+        """Launch `seq`'s copies lie in `shared`'s write-behind area (`where`): written from
+        there; then, on the writer thread after them whatever became of them, the shim is
+        told that their bytes are free."""
+        number = end["behind"]
+        try:
+            self.collector.collect_behind(proc, seq, end["launch_rc"], end["sync_rc"], codes,
+                                          where, shared.behind)
+        finally:
+            self.writer.put(Release(lambda: shared.set_behind_done(number)))
 
     def repeat_report(self, proc: ProcessState, slot: np.void) -> PlannedLaunch | None:
         return self.repeater.repeat_report(proc, slot)

@@ -84,11 +84,8 @@ class Placer:
                        f"it needs {len(pieces)} pieces, more than a launch can take")
                 fail(copy.record, f"{why}; raise --staging")
                 continue
-            try:
-                copy.target = self._open_target(copy)
-            except OSError as err:
-                fail(copy.record, f"cannot create its file: {err.strerror or err}")
-                continue
+            # Its file is made when the first piece comes (open_target): a launch whose
+            # bytes are written behind the program never waits for it.
             copy.pieces = pieces
             entries.extend((copy, piece) for piece in pieces)
             kept.append(copy)
@@ -102,7 +99,7 @@ class Placer:
             return None
         return PlannedLaunch(kept, entries, offset)
 
-    def _open_target(self, copy: PlannedCopy) -> np.ndarray:
+    def open_target(self, copy: PlannedCopy) -> np.ndarray:
         """The .npy a streamed copy is written into, piece by piece (under a temporary name)."""
         assert copy.record.file is not None
         return new_npy_memmap(self.run_dir / f".{copy.record.file}.part",

@@ -7,7 +7,7 @@ import os
 import queue
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
@@ -24,10 +24,25 @@ from cudump.rundir.manifest import SnapshotRecord
 @dataclass
 class WriteJob:
     record: SnapshotRecord
-    array: np.ndarray
+    array: np.ndarray | None    # None: made by `target` first
     formats: frozenset[str]
     value_range: tuple[float, float] | None
     streamed: bool = False   # the array is the .npy itself, filled piece by piece
+    # Pieces still to put into a streamed .npy first: (byte offset in it, their bytes), read
+    # from the write-behind area; and how to make that .npy where there is none yet.
+    fill: list[tuple[int, memoryview]] = field(default_factory=list)
+    target: Callable[[], np.ndarray] | None = None
+
+
+class _NoFile(Exception):
+    """A snapshot's file could not be made: that snapshot fails, the others go on."""
+
+
+@dataclass(frozen=True)
+class Release:
+    """After the jobs of a launch written behind the program: its bytes may be reused."""
+
+    done: Callable[[], None]
 
 
 class SnapshotWriter:
@@ -38,11 +53,11 @@ class SnapshotWriter:
         self.failures = failures
         self.run_dir = state.run_dir
         self.disk_failed: str | None = None
-        self.jobs: queue.Queue[WriteJob | None] = queue.Queue(maxsize=64)
+        self.jobs: queue.Queue[WriteJob | Release | None] = queue.Queue(maxsize=64)
         self.thread = threading.Thread(target=self._loop, name="cudump-writer", daemon=True)
         self.thread.start()
 
-    def put(self, job: WriteJob) -> None:
+    def put(self, job: WriteJob | Release) -> None:
         self.jobs.put(job)
 
     def _loop(self) -> None:
@@ -50,11 +65,19 @@ class SnapshotWriter:
             job = self.jobs.get()
             if job is None:
                 return
+            if isinstance(job, Release):
+                try:
+                    job.done()
+                except Exception as err:  # the writer goes on whatever a release does
+                    warn(f"the write-behind area could not be released: {err}")
+                continue
             if self.disk_failed is not None:
                 self._drop(job.record, f"not written: {self.disk_failed}")
                 continue
             try:
                 self._write(job)
+            except _NoFile as err:
+                self.failures.fail(job.record, str(err))
             except FileExistsError as err:
                 # Something (a symlink?) is in the run directory under this snapshot's
                 # temporary name: this one is not written; the others go on (runfiles).
@@ -91,34 +114,51 @@ class SnapshotWriter:
         png = npy.with_suffix(".png")
         written: list[Path] = []
         try:
+            if job.array is None:
+                assert job.target is not None
+                try:
+                    job.array = job.target()
+                except OSError as err:    # this snapshot's file, not the disk's end
+                    raise _NoFile(f"cannot create its file: {err.strerror or err}") from None
+            array = job.array
             if job.streamed:
                 part = npy.with_name(f".{npy.name}.part")
-                job.array.flush()  # type: ignore[attr-defined]
+                if job.fill:
+                    # From the write-behind area by file writes: filling the mapping would
+                    # fault the file's pages in one at a time, which is slower.
+                    fd = runfiles.reopen(part)
+                    try:
+                        start = int(array.offset)  # type: ignore[attr-defined]
+                        for dst, piece in job.fill:
+                            runfiles.write_at(fd, piece, start + dst)
+                    finally:
+                        os.close(fd)
+                array.flush()  # type: ignore[attr-defined]
                 if "npy" in job.formats:
                     os.replace(part, npy)
                     written.append(npy)
                 else:
                     record.file = None
             elif "npy" in job.formats:
-                save_whole(npy, lambda tmp: save_npy(tmp, job.array))
+                save_whole(npy, lambda tmp: save_npy(tmp, array))
                 written.append(npy)
             else:
                 record.file = None
-            if "png" in job.formats and is_image_like(job.array.dtype, job.array.shape):
-                rendered = render(job.array, value_range=job.value_range)
+            if "png" in job.formats and is_image_like(array.dtype, array.shape):
+                rendered = render(array, value_range=job.value_range)
                 info = {"kernel": record.kernel, "arg": str(record.arg),
                         "phase": record.phase, "launch": str(record.launch)}
                 save_whole(png, lambda f: save_png(rendered, f, info))
                 written.append(png)
                 record.png = png.name
-                if rendered.value_range is not None and job.array.dtype.kind == "f":
+                if rendered.value_range is not None and array.dtype.kind == "f":
                     record.range = [float(rendered.value_range[0]),
                                     float(rendered.value_range[1])]
             state = self.state
             with state.lock:
                 state.manifest.append(record)
                 state.tally.written += 1
-                state.tally.bytes_written += job.array.nbytes
+                state.tally.bytes_written += array.nbytes
         except BaseException:
             # No file without its manifest line, and no line without its file.
             for path in written:

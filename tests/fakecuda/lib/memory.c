@@ -361,6 +361,21 @@ CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size
     return cuMemcpyDtoD_v2(dstDevice, srcDevice, ByteCount);
 }
 
+/* Host memory that begins or ends inside a registration must lie wholly in it.
+ * The driver refuses a copy spanning two registrations (CUDA_ERROR_INVALID_VALUE,
+ * seen on an H200 with CUDA 13); the stand-in refuses one running off the end
+ * of a registration as well, which the shim must never make either. */
+static CUresult check_host_span(uintptr_t start, size_t extent)
+{
+    struct fc_alloc first, last;
+    bool in_first = table_find(start, 1, match_registered, &first);
+    bool in_last = table_find(start + extent - 1, 1, match_registered, &last);
+    if (!in_first && !in_last)
+        return CUDA_SUCCESS;
+    return in_first && in_last && first.base == last.base ? CUDA_SUCCESS
+                                                          : CUDA_ERROR_INVALID_VALUE;
+}
+
 /* Start address and byte extent of one side of a 2D copy. */
 static CUresult side(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y,
                      size_t pitch, const CUDA_MEMCPY2D *c, uintptr_t *start)
@@ -381,6 +396,8 @@ static CUresult side(CUmemorytype type, const void *host, CUdeviceptr dev, size_
     *start = base + y * pitch + x;
     if (type == CU_MEMORYTYPE_DEVICE)
         return check_device((CUdeviceptr)*start, extent);
+    if (type == CU_MEMORYTYPE_HOST && extent)
+        return check_host_span(*start, extent);
     return CUDA_SUCCESS;
 }
 
