@@ -36,9 +36,9 @@
 enum {
     MAX_SEGMENTS = 1024,     /* behind_mib is at most 1 TiB (channel.c) */
     WAIT_MS = 10000,         /* the longest a launch waits for room before it goes the old way */
-    /* After this much of it the launch's stream may be held behind a gated
-     * launch whose serving waits for this drain: held gates are opened, as the
-     * drain's own wait for the launch does (drain.c, gate.h). */
+    /* After this much of it, while a gated launch is held (its serving waits
+     * for this drain, gate.h), the launch goes the old way at once: through
+     * staging it waits for the controller to take its bytes, not for the files. */
     GRACE_MS = 500,
     POLL_US = 500,
 };
@@ -109,7 +109,8 @@ static bool register_segment(unsigned k)
     pthread_mutex_lock(&bh.lock);
     bool exiting = bh.exiting;
     pthread_mutex_unlock(&bh.lock);
-    if (exiting)
+    /* Nor once the connection is down: the controller gives the pages back then. */
+    if (exiting || !channel_control())
         return false;
     if (real_cuMemHostRegister_v2(bh.base + seg_start(k), seg_len(k),
                                   CU_MEMHOSTREGISTER_PORTABLE) != CUDA_SUCCESS)
@@ -261,8 +262,9 @@ static bool wait_whole(unsigned k, const struct timespec *deadline)
         if ((k >= ready && atomic_load(&bh.finished)) || past(deadline) ||
             !channel_control() || !channel_controller_alive())
             return false;
-        if (gate_now_ns() >= grace)
-            gate_release_held();
+        bool held = false;
+        if (gate_now_ns() >= grace && (gate_look(&held), held))
+            return false;
         struct timespec nap = {0, POLL_US * 1000L};
         nanosleep(&nap, NULL);
     }

@@ -297,6 +297,12 @@ static void behind_send(CUresult sync_rc, CUstream side, const struct behind_pla
             waited = gate_wait_event(ev, DRAIN_GRACE_MS);
         real_cuEventDestroy_v2(ev);
     }
+    /* Never hand the bytes over while copies into them may still run: the
+     * controller frees them for the next launch once it has them. */
+    cuStreamSynchronize_fn sync = shim_real_cuStreamSynchronize();
+    CUresult settled = sync ? sync(side) : CUDA_ERROR_NOT_FOUND;
+    if (waited == CUDA_SUCCESS)
+        waited = settled;
     if (waited == CUDA_SUCCESS)
         waited = sync_rc;
     const struct proto_copy *cs[PROTO_MAX_COPIES];

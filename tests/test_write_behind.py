@@ -71,6 +71,7 @@ def test_the_area_is_sized_for_rules_that_copy_and_by_the_memory_available(tmp_p
     copies = RunOptions(argv=["x"], run_dir=tmp_path, rules=load_rules([rule]))
     assert behind_mib(copies, None) == 2048
     assert behind_mib(copies, 4 << 30) == 1024
+    assert behind_mib(copies, 4 << 30, reserved=2 << 30) == 512   # areas still being made
     digests = RunOptions(argv=["x"], run_dir=tmp_path, rules=[digest_rule()])
     assert behind_mib(digests, 64 << 30) == 0
     off = RunOptions(argv=["x"], run_dir=tmp_path, rules=load_rules([rule]), scratch_bytes=0)
@@ -87,6 +88,17 @@ def test_the_area_is_sized_for_rules_that_copy_and_by_the_memory_available(tmp_p
     meminfo.write_text("MemTotal: 1000 kB\n")
     assert available_bytes(meminfo, cgroup) == 1 << 20
     assert available_bytes(tmp_path / "none", tmp_path / "none") is None
+    # A cgroup's limit counts also where it is set above the process's own cgroup.
+    from cudump.controller.host_memory import cgroup_room, own_cgroup
+    root = tmp_path / "fs"
+    (root / "job" / "step").mkdir(parents=True)
+    (root / "job" / "memory.max").write_text(f"{8 << 20}\n")
+    (root / "job" / "memory.current").write_text(f"{5 << 20}\n")
+    (root / "job" / "step" / "memory.max").write_text("max\n")
+    table = tmp_path / "self-cgroup"
+    table.write_text("0::/job/step\n")
+    assert own_cgroup(root, table) == root / "job" / "step"
+    assert cgroup_room(root / "job" / "step", root) == 3 << 20
 
 
 def test_the_area_lies_at_the_end_of_the_shared_file_and_is_allocated_on_a_thread():
@@ -108,6 +120,9 @@ def test_the_area_lies_at_the_end_of_the_shared_file_and_is_allocated_on_a_threa
         assert p.CONTROL.unpack(shared._map[:p.CONTROL.size])["behind_done"] == 5
         shared.free_behind()       # its process has ended: the pages go back, zeros remain
         assert bytes(shared.behind((3 << 20) - 1, 1)) == b"\0"
+        before = os.fstat(shared.fd).st_blocks
+        shared.allocate_behind(os.dup(shared.fd), 1 << 20)    # and none are made again
+        assert os.fstat(shared.fd).st_blocks == before
     finally:
         shared.close()
 

@@ -23,31 +23,51 @@ def meminfo_available(meminfo: Path = MEMINFO) -> int | None:
     return None
 
 
-def cgroup_room(cgroup: Path = CGROUP) -> int | None:
-    """What the cgroup may still take (memory.max - memory.current), or None without a
-    limit: MemAvailable does not know it, and a container past it is killed."""
+def own_cgroup(root: Path = CGROUP, table: Path = Path("/proc/self/cgroup")) -> Path:
+    """This process's cgroup (v2) directory: where its memory is charged."""
     try:
-        limit = (cgroup / "memory.max").read_text().strip()
-        if limit == "max":
-            return None
-        return max(0, int(limit) - int((cgroup / "memory.current").read_text()))
-    except (OSError, ValueError):
-        return None
+        for line in table.read_text().splitlines():
+            hierarchy, _, path = line.partition("::")
+            if hierarchy == "0":
+                return root / path.strip().lstrip("/")
+    except OSError:
+        pass
+    return root
 
 
-def available_bytes(meminfo: Path = MEMINFO, cgroup: Path = CGROUP) -> int | None:
+def cgroup_room(cgroup: Path, root: Path = CGROUP) -> int | None:
+    """What the cgroup may still take (memory.max - memory.current), the least over it and
+    the cgroups above it, or None without a limit: MemAvailable does not know it, and a
+    cgroup past it has its processes killed."""
+    rooms: list[int] = []
+    here = cgroup
+    while True:
+        try:
+            limit = (here / "memory.max").read_text().strip()
+            if limit != "max":
+                rooms.append(max(0, int(limit) - int((here / "memory.current").read_text())))
+        except (OSError, ValueError):
+            pass
+        if here == root or here.parent == here or root not in here.parents:
+            break
+        here = here.parent
+    return min(rooms) if rooms else None
+
+
+def available_bytes(meminfo: Path = MEMINFO, cgroup: Path | None = None) -> int | None:
     """The memory available now: the lesser of the host's and the cgroup's room."""
-    known = [n for n in (meminfo_available(meminfo), cgroup_room(cgroup)) if n is not None]
+    rooms = (meminfo_available(meminfo), cgroup_room(own_cgroup() if cgroup is None else cgroup))
+    known = [n for n in rooms if n is not None]
     return min(known) if known else None
 
 
-def behind_mib(options: RunOptions, available: int | None) -> int:
+def behind_mib(options: RunOptions, available: int | None, reserved: int = 0) -> int:
     """MiB of write-behind area for a process: none unless its plain copies may be deferred,
     else what --write-behind asks for, never more than a quarter of the memory available now
-    (processes that came before have taken theirs)."""
+    less what the areas made before and not allocated yet will take."""
     if not options.writes_behind:
         return 0
     wanted = options.write_behind_bytes
     if available is not None:
-        wanted = min(wanted, available // 4)
+        wanted = min(wanted, max(0, available - reserved) // 4)
     return max(0, wanted) >> 20

@@ -94,8 +94,9 @@ class Controller:
         else:
             shared.free_behind()
 
-    def new_shared(self, name: str) -> SharedFile:
-        """A process's shared memory, sized for what this run asks of it."""
+    def new_shared(self, name: str, reserved: int = 0) -> SharedFile:
+        """A process's shared memory, sized for what this run asks of it (`reserved`: memory
+        that write-behind areas made before will still take)."""
         options, snapshots = self.options, self.snapshots
         return SharedFile(name, options.staging_bytes,
                           options.ring_slots if self.traced else 0,
@@ -104,7 +105,7 @@ class Controller:
                           flight_slots=options.flight_slots,
                           host_slots=HOST_RING_SLOTS if snapshots is not None
                           and snapshots.records_host_writes else 0,
-                          behind_mib=behind_mib(options, available_bytes()))
+                          behind_mib=behind_mib(options, available_bytes(), reserved))
 
     @property
     def manifest(self) -> ManifestWriter:

@@ -17,18 +17,29 @@ from cudump.wire.shm import SharedFile
 class SharedFiles:
     """Makes each process's shared file; the first one ahead of its hello."""
 
-    def __init__(self, make: Callable[[str], SharedFile]) -> None:
-        self._make = make
+    def __init__(self, make: Callable[[str, int], SharedFile]) -> None:
+        self._make = make      # (name, bytes of areas made but not allocated yet)
         self._lock = threading.Lock()
         self._ahead: SharedFile | None = None
+        self._pending = 0      # bytes of areas whose pages are still being allocated
 
     def _made(self, name: str) -> SharedFile:
-        made = self._make(name)
+        # One at a time: each area is sized by the memory the ones before will take.
+        with self._lock:
+            made = self._make(name, self._pending)
+            self._pending += made.behind_size
         if made.behind_size:
             # A descriptor of the thread's own: the file's goes once it is handed over.
-            threading.Thread(target=made.allocate_behind, args=(os.dup(made.fd), p.BEHIND_SEGMENT),
+            threading.Thread(target=self._allocate, args=(made, os.dup(made.fd)),
                              name="cudump-behind", daemon=True).start()
         return made
+
+    def _allocate(self, made: SharedFile, fd: int) -> None:
+        try:
+            made.allocate_behind(fd, p.BEHIND_SEGMENT)
+        finally:
+            with self._lock:
+                self._pending -= made.behind_size
 
     def prepare(self) -> None:
         """Makes the first process's file now, as the program starts."""

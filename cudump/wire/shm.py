@@ -24,6 +24,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -84,6 +85,8 @@ class SharedFile:
                 * p.COUNTS_ALIGN if flight_slots else self.counts_offset + p.COUNTS.size)
         # The write-behind area last (protocol.h): sparse until the shim prepares it.
         self.behind_size = behind_mib << 20
+        self._behind_lock = threading.Lock()
+        self._behind_freed = False
         self.behind_offset = -(-size // p.BEHIND_ALIGN) * p.BEHIND_ALIGN if behind_mib else size
         size = self.behind_offset + self.behind_size
         # Sealable: the shim seals it against shrinking before it trusts its size (a
@@ -204,27 +207,34 @@ class SharedFile:
         """Allocates the write-behind area's pages a segment at a time through `fd` (a
         descriptor of the file's own, closed here), telling the shim after each
         (behind_ready), which then pins it; run on a thread of its own. Allocation that fails
-        is left to the shim, whose pinning then faults the pages in, or fails."""
+        is left to the shim, whose pinning then faults the pages in, or fails. Stops once
+        the pages were given back (free_behind), whose lock it holds segment by segment."""
         size, at = self.behind_size, 0
         try:
             while at < size:
                 step = min(segment, size - at)
-                os.posix_fallocate(fd, self.behind_offset + at, step)
+                with self._behind_lock:
+                    if self._behind_freed:
+                        return
+                    os.posix_fallocate(fd, self.behind_offset + at, step)
                 at += step
                 self._store64("behind_ready", at)
         except (OSError, ValueError):
             pass    # ValueError: closed, the run is over
         finally:
             os.close(fd)
-        try:
-            self._store64("behind_ready", size)
-        except ValueError:
-            pass
+            try:
+                self._store64("behind_ready", size)
+            except ValueError:
+                pass
 
     def free_behind(self) -> None:
-        """Gives the write-behind area's pages back (its process has ended): what the shim
-        may still have pinned stays until it lets go."""
-        if self.behind_size:
+        """Gives the write-behind area's pages back (its process has ended), and no more are
+        allocated: what the shim may still have pinned stays until it lets go."""
+        if not self.behind_size:
+            return
+        with self._behind_lock:
+            self._behind_freed = True
             try:
                 self._map.madvise(mmap.MADV_REMOVE, self.behind_offset, self.behind_size)
             except (OSError, ValueError):

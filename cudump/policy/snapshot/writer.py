@@ -118,6 +118,8 @@ class SnapshotWriter:
                 assert job.target is not None
                 try:
                     job.array = job.target()
+                except FileExistsError:
+                    raise                 # something in the way: said so below
                 except OSError as err:    # this snapshot's file, not the disk's end
                     raise _NoFile(f"cannot create its file: {err.strerror or err}") from None
             array = job.array
