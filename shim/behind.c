@@ -90,12 +90,12 @@ static void finish(void)
     pthread_mutex_unlock(&bh.lock);
 }
 
-/* The context to register in, if one is known (waiting for one if `wait`);
- * NULL once the process exits. Marks the grower as inside the driver. */
-static CUcontext take_context(bool wait)
+/* The context to register in, once the program has one; NULL once the
+ * process exits. Marks the grower as inside the driver. */
+static CUcontext take_context(void)
 {
     pthread_mutex_lock(&bh.lock);
-    while (wait && !bh.ctx && !bh.exiting)
+    while (!bh.ctx && !bh.exiting)
         pthread_cond_wait(&bh.cond, &bh.lock);
     CUcontext ctx = bh.exiting ? NULL : bh.ctx;
     bh.registering = ctx != NULL;
@@ -151,7 +151,7 @@ static void *grow_main(void *arg)
     shim_busy++; /* this thread's driver calls are the shim's own */
     capture_relax();
     bool ok = real_cuCtxSetCurrent && real_cuMemHostRegister_v2;
-    CUcontext ctx = ok && wait_ready(seg_len(0)) ? take_context(true) : NULL;
+    CUcontext ctx = ok && wait_ready(seg_len(0)) ? take_context() : NULL;
     ok = ctx && real_cuCtxSetCurrent(ctx) == CUDA_SUCCESS;
     for (unsigned k = 0; ok && k < bh.nseg; k++)
         ok = wait_ready(seg_start(k) + seg_len(k)) && register_segment(k);

@@ -206,14 +206,20 @@ static CUresult to_staging(CUstream side, const struct drain_copy *d, char *area
     return rc != CUDA_SUCCESS ? rc : sync ? sync(side) : CUDA_ERROR_NOT_FOUND;
 }
 
-static void send_end(CUresult sync_rc)
+/* The copies and their results, as MSG_END reports them. */
+static void results_of(const struct proto_copy **cs, int32_t *rcs)
 {
-    const struct proto_copy *cs[PROTO_MAX_COPIES];
-    int32_t rcs[PROTO_MAX_COPIES];
     for (unsigned i = 0; i < dr.n; i++) {
         cs[i] = &dr.copies[i].c;
         rcs[i] = dr.copies[i].rc;
     }
+}
+
+static void send_end(CUresult sync_rc)
+{
+    const struct proto_copy *cs[PROTO_MAX_COPIES];
+    int32_t rcs[PROTO_MAX_COPIES];
+    results_of(cs, rcs);
     plan_send_end(dr.seq, dr.launch_rc, sync_rc, cs, rcs, dr.n);
 }
 
@@ -287,16 +293,7 @@ static bool behind_queue(CUstream side, struct behind_plan *bp)
 static void behind_send(CUresult sync_rc, CUstream side, const struct behind_plan *bp)
 {
     /* Waited for as the launch was: held gates are opened if the wait goes on. */
-    CUevent ev = NULL;
-    cuEventRecord_fn record = shim_real_cuEventRecord();
-    CUresult waited = record ? real_cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING)
-                             : CUDA_ERROR_NOT_FOUND;
-    if (waited == CUDA_SUCCESS) {
-        waited = record(ev, side);
-        if (waited == CUDA_SUCCESS)
-            waited = gate_wait_event(ev, DRAIN_GRACE_MS);
-        real_cuEventDestroy_v2(ev);
-    }
+    CUresult waited = gate_wait_on(side, 0, DRAIN_GRACE_MS);
     /* Never hand the bytes over while copies into them may still run: the
      * controller frees them for the next launch once it has them. */
     cuStreamSynchronize_fn sync = shim_real_cuStreamSynchronize();
@@ -305,14 +302,12 @@ static void behind_send(CUresult sync_rc, CUstream side, const struct behind_pla
         waited = settled;
     if (waited == CUDA_SUCCESS)
         waited = sync_rc;
-    const struct proto_copy *cs[PROTO_MAX_COPIES];
-    int32_t rcs[PROTO_MAX_COPIES];
-    for (unsigned i = 0; i < dr.n; i++) {
+    for (unsigned i = 0; i < dr.n; i++)
         if (bp->sizes[i] && dr.copies[i].rc == CUDA_SUCCESS)
             dr.copies[i].rc = waited;
-        cs[i] = &dr.copies[i].c;
-        rcs[i] = dr.copies[i].rc;
-    }
+    const struct proto_copy *cs[PROTO_MAX_COPIES];
+    int32_t rcs[PROTO_MAX_COPIES];
+    results_of(cs, rcs);
     plan_send_behind(dr.seq, dr.launch_rc, sync_rc, cs, rcs, dr.n, bp->number, bp->offsets);
     set_safe();
 }

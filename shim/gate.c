@@ -241,19 +241,25 @@ CUresult gate_wait_event(CUevent ev, unsigned grace_ms)
     }
 }
 
-CUresult gate_wait_stream(const struct launch_info *li)
+CUresult gate_wait_on(CUstream stream, int ptsz, unsigned grace_ms)
 {
     CUevent ev = NULL;
     CUresult rc = real_cuEventCreate ? real_cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING)
                                      : CUDA_ERROR_NOT_FOUND;
     if (rc != CUDA_SUCCESS)
         return rc;
-    cuEventRecord_fn record = li->ptsz ? shim_real_cuEventRecord_ptsz() : shim_real_cuEventRecord();
-    rc = record ? record(ev, li->stream) : CUDA_ERROR_NOT_FOUND;
+    cuEventRecord_fn record = ptsz ? shim_real_cuEventRecord_ptsz() : shim_real_cuEventRecord();
+    rc = record ? record(ev, stream) : CUDA_ERROR_NOT_FOUND;
     if (rc == CUDA_SUCCESS)
-        rc = gate_wait_event(ev, 0); /* under the staging lock: no gate is served meanwhile */
+        rc = gate_wait_event(ev, grace_ms);
     real_cuEventDestroy_v2(ev);
     return rc;
+}
+
+CUresult gate_wait_stream(const struct launch_info *li)
+{
+    /* Under the staging lock: no gate is served meanwhile, so no grace. */
+    return gate_wait_on(li->stream, li->ptsz, 0);
 }
 
 void gate_add(struct proto_result_slot *slot, uint64_t tag, uint64_t seq, CUcontext ctx)

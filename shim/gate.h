@@ -48,6 +48,9 @@ bool gate_serve_stalled(void);
  * still serve them around. A serving thread's wait opens its own gate instead
  * if it lasts (see SERVE_STALL_MS). */
 CUresult gate_wait_event(CUevent ev, unsigned grace_ms);
+/* Waits for everything queued on `stream` so far (ptsz: its per-thread
+ * default stream), as gate_wait_event waits. */
+CUresult gate_wait_on(CUstream stream, int ptsz, unsigned grace_ms);
 /* Waits for everything queued on the launch's stream so far. */
 CUresult gate_wait_stream(const struct launch_info *li);
 /* For a call of the program that waits on the GPU inside the driver (a

@@ -297,10 +297,11 @@ bool plan_send_piece(uint64_t seq, unsigned index, CUresult rc)
  * attempted). */
 static void end_message(struct msg *m, char *stack, size_t cap, uint64_t seq, CUresult launch_rc,
                         CUresult sync_rc, const struct proto_copy *const *cs, const int32_t *rcs,
-                        unsigned n)
+                        unsigned n, uint64_t behind)
 {
     msg_init(m, stack, cap, MSG_END, seq);
-    struct proto_end end = {.launch_rc = launch_rc, .sync_rc = sync_rc, .ncopies = n};
+    struct proto_end end = {.launch_rc = launch_rc, .sync_rc = sync_rc, .ncopies = n,
+                            .behind = behind};
     msg_add(m, &end, sizeof end);
     for (unsigned i = 0; i < n; i++) {
         int32_t rc = cs[i]->phase == PHASE_AFTER && launch_rc != CUDA_SUCCESS ? -1 : rcs[i];
@@ -315,14 +316,10 @@ bool plan_send_behind(uint64_t seq, CUresult launch_rc, CUresult sync_rc,
 {
     char stack[64 + PROTO_MAX_COPIES * (sizeof(int32_t) + sizeof(uint64_t))];
     struct msg m;
-    end_message(&m, stack, sizeof stack, seq, launch_rc, sync_rc, cs, rcs, n);
+    end_message(&m, stack, sizeof stack, seq, launch_rc, sync_rc, cs, rcs, n, number);
     msg_add(&m, offsets, n * sizeof *offsets);
-    bool ok = !m.sb.oom;
-    if (ok) /* the message's proto_end, built above, takes the launch's number */
-        memcpy(m.sb.data + sizeof(struct proto_header) + offsetof(struct proto_end, behind),
-               &number, sizeof number);
     /* No answer comes: the controller writes the files behind the program. */
-    ok = ok && channel_send(&m);
+    bool ok = channel_send(&m);
     msg_free(&m);
     return ok;
 }
@@ -342,7 +339,7 @@ bool plan_report_end(uint64_t seq, CUresult launch_rc, CUresult sync_rc, uint32_
         cs[i] = &copies[i].c;
         rcs[i] = copies[i].rc;
     }
-    end_message(&m, stack, sizeof stack, seq, launch_rc, sync_rc, cs, rcs, ncopies);
+    end_message(&m, stack, sizeof stack, seq, launch_rc, sync_rc, cs, rcs, ncopies, 0);
     ncopies = 0;
     return plan_follow_ups(request_plan(&m, 0, flags, NULL), flags);
 }
@@ -353,7 +350,7 @@ void plan_send_end(uint64_t seq, CUresult launch_rc, CUresult sync_rc,
 {
     char stack[64 + PROTO_MAX_COPIES * sizeof(int32_t)];
     struct msg m;
-    end_message(&m, stack, sizeof stack, seq, launch_rc, sync_rc, cs, rcs, n);
+    end_message(&m, stack, sizeof stack, seq, launch_rc, sync_rc, cs, rcs, n, 0);
     unsigned char reply[sizeof(struct proto_plan)];
     size_t len = 0;
     channel_request(&m, MSG_PLAN, reply, sizeof reply, &len);

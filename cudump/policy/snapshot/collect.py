@@ -4,9 +4,12 @@ its failure recorded, the capture line written and NaN/Inf producers followed up
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from cudump.controller.process import ProcessState
+from cudump.kernels.geometry import CopyPlan
 from cudump.policy.snapshot.capture import Captures
 from cudump.policy.snapshot.failures import Failures
 from cudump.policy.snapshot.nan import NanWatch, Scans, add_scan
@@ -16,6 +19,7 @@ from cudump.policy.snapshot.planned import (
     CUDA_ERROR_NOT_SUPPORTED,
     CUDA_ERROR_TIMEOUT,
     STALLED_COPY,
+    Piece,
     PlannedCopy,
     PlannedLaunch,
     ReadStaging,
@@ -59,6 +63,30 @@ def copy_failure(rc: int, launch_rc: int, sync_rc: int, failed: str | None) -> s
     if sync_rc != 0:
         return f"waiting for the copy failed with CUDA error {sync_rc}"
     return failed or None
+
+
+def first_codes(entries: list[tuple[PlannedCopy, Piece | None]], codes: list[int]
+                ) -> dict[int, int]:
+    """id(copy) -> its result: the first failure of any of its pieces decides, -1 where the
+    shim reported none."""
+    results: dict[int, int] = {}
+    for i, (copy, _) in enumerate(entries):
+        rc = codes[i] if i < len(codes) else -1
+        if results.get(id(copy), 0) == 0:
+            results[id(copy)] = rc
+    return results
+
+
+def plan_array(data: memoryview, plan: CopyPlan) -> np.ndarray:
+    """A copy's bytes seen as the array its plan says (no copy made)."""
+    return np.frombuffer(data, dtype=np.uint8).view(np.dtype(plan.dtype)).reshape(plan.shape)
+
+
+def write_job(copy: PlannedCopy, array: np.ndarray | None, **streamed: Any) -> WriteJob:
+    """A copy's job for the writer: its record, formats and its rule's range for the PNG."""
+    override = copy.rule.overrides.get(copy.plan.arg)
+    return WriteJob(copy.record, array, copy.rule.formats,
+                    override.range if override is not None else None, **streamed)
 
 
 class Collector:
@@ -108,12 +136,8 @@ class Collector:
         if pending is None:
             return None
         scans: Scans = {}
-        results: dict[int, int] = {}
+        results = first_codes(pending.entries, codes)
         outcomes: dict[int, str | None] = {}   # id(copy) -> why it failed (None: it did not)
-        for i, (copy, _) in enumerate(pending.entries):
-            rc = codes[i] if i < len(codes) else -1
-            if results.get(id(copy), 0) == 0:
-                results[id(copy)] = rc  # the first failure of any piece decides
         for copy in pending.copies:
             rc = results.get(id(copy), -1)
             failure = copy_failure(rc, launch_rc, sync_rc, copy.failed)
@@ -141,15 +165,12 @@ class Collector:
         pending = self.state.proc(proc.pid).pending.pop(seq, None)
         if pending is None:
             return
-        results: dict[int, int] = {}
+        results = first_codes(pending.entries, codes)
         fills: dict[int, list[tuple[int, memoryview]]] = {}
         whole: dict[int, memoryview] = {}     # id(copy) -> its bytes in the area
         bad: dict[int, str] = {}              # id(copy) -> where the shim said they lie, wrong
         for i, (copy, piece) in enumerate(pending.entries):
-            rc = codes[i] if i < len(codes) else -1
-            if results.get(id(copy), 0) == 0:
-                results[id(copy)] = rc
-            if rc != 0:
+            if (codes[i] if i < len(codes) else -1) != 0:
                 continue
             try:
                 if piece is None:
@@ -171,34 +192,22 @@ class Collector:
                 self.failures.fail(copy.record, tool_failure(
                     copy, rc, failure or "a scan cannot be written behind the program"))
                 continue
-            override = copy.rule.overrides.get(copy.plan.arg)
-            value_range = override.range if override is not None else None
             if copy.pieces is not None:
-                self.writer.put(WriteJob(copy.record, None, copy.rule.formats, value_range,
-                                         streamed=True, fill=fills.get(id(copy), []),
-                                         target=lambda c=copy: self.placer.open_target(c)))
-                continue
-            plan = copy.plan
-            array = np.frombuffer(whole[id(copy)], dtype=np.uint8).view(
-                np.dtype(plan.dtype)).reshape(plan.shape)
-            self.writer.put(WriteJob(copy.record, array, copy.rule.formats, value_range))
+                self.writer.put(write_job(copy, None, streamed=True, fill=fills.get(id(copy), []),
+                                          target=lambda c=copy: self.placer.open_target(c)))
+            else:
+                self.writer.put(write_job(copy, plan_array(whole[id(copy)], copy.plan)))
         if pending.capture is not None and pending.ctx is not None:
             self.captures.write(pending.ctx, pending.args, pending.capture, outcomes)
 
     def _write(self, copy: PlannedCopy, read: ReadStaging) -> None:
-        """A copy made: its bytes to the writer thread."""
-        record = copy.record
-        override = copy.rule.overrides.get(copy.plan.arg)
-        value_range = override.range if override is not None else None
+        """A copy made: its bytes to the writer thread (copied out of staging, which the next
+        launch reuses)."""
         if copy.target is not None:
-            self.writer.put(WriteJob(record, copy.target, copy.rule.formats, value_range,
-                                     streamed=True))
+            self.writer.put(write_job(copy, copy.target, streamed=True))
             return
-        plan = copy.plan
-        data = np.frombuffer(read(copy.offset, plan.nbytes), dtype=np.uint8)
-        array = data.view(np.dtype(plan.dtype)).reshape(plan.shape).copy()
-        del data
-        self.writer.put(WriteJob(record, array, copy.rule.formats, value_range))
+        self.writer.put(write_job(copy, plan_array(read(copy.offset, copy.plan.nbytes),
+                                                   copy.plan).copy()))
 
     def _tool_result(self, copy: PlannedCopy, result: bytes) -> None:
         """What cudump's kernel computed over a buffer, into its manifest record."""

@@ -25,8 +25,7 @@ int main(int argc, char **argv)
     CUmodule mod = prog_start();
     CHECK(cuModuleGetFunction(&square, mod, "_Z6squarePKfPfi"));
     static float host[N];
-    for (int j = 0; j < N; j++)
-        host[j] = 0.5f + (float)j / (2 * N);
+    prog_floats(host, N, 0.5f, 1.0f / (2 * N));
     CUdeviceptr base;
     CHECK(cuMemAlloc_v2(&base, 3 * sizeof host));
     tally_alloc(&t, 3 * sizeof host);
