@@ -2,7 +2,7 @@
 // the program is held per launch when a debugger copies the buffer before and
 // after, against what a pinned device-to-host copy of the same bytes costs.
 //
-// usage: big_buffer MIB LAUNCHES [--dump DIR] [--gap MS] [--clock]
+// usage: big_buffer MIB LAUNCHES [--dump DIR] [--gap MS] [--clock] [--room]
 //   Each launch adds 1 to every float. Prints `launch K ms T` (launch and
 //   synchronize, host time), `d2h_ms T` (median of 5 pinned copies of the
 //   buffer) and last `launches add_one=LAUNCHES`.
@@ -12,6 +12,11 @@
 //   a program with other work to do between the launches a debugger copies.
 //   --clock also prints `first_launch_unix_ms T`: when the first launch began,
 //   by the wall clock, to set against when a debugger's files were written.
+//   --room sizes an allocation by the memory free before the first launch, as
+//   frameworks size their caches: after the launches it allocates all of that
+//   but 64 MiB (`room allocated`, or `room refused` where the device says no),
+//   frees it, and prints `free_change_mib M`: how much less is free now
+//   (cudaMemGetInfo) than before the first launch.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -43,10 +48,12 @@ int main(int argc, char** argv)
     int launches = std::atoi(argv[2]);
     const char* dump = nullptr;
     int gap_ms = 0;
-    bool clock = false;
+    bool clock = false, room = false;
     for (int a = 3; a < argc; a++) {
         if (!std::strcmp(argv[a], "--clock"))
             clock = true;
+        else if (!std::strcmp(argv[a], "--room"))
+            room = true;
         else if (!std::strcmp(argv[a], "--dump") && a + 1 < argc)
             dump = argv[++a];
         else if (!std::strcmp(argv[a], "--gap") && a + 1 < argc)
@@ -65,6 +72,9 @@ int main(int argc, char** argv)
     CHECK_RT(cudaMemcpy(d, host, n * sizeof(float), cudaMemcpyHostToDevice));
     if (dump)
         FAIL_IF(!write_npy_f32(std::string(dump) + "/before.npy", host, n), "cannot write");
+    size_t free_before = 0, total = 0;
+    if (room)
+        CHECK_RT(cudaMemGetInfo(&free_before, &total));
     unsigned blocks = (unsigned)((n + 255) / 256);
     double first_unix_ms = 0;
     for (int k = 1; k <= launches; k++) {
@@ -83,6 +93,20 @@ int main(int argc, char** argv)
             CHECK_RT(cudaMemcpy(host, d, n * sizeof(float), cudaMemcpyDeviceToHost));
             FAIL_IF(!write_npy_f32(std::string(dump) + "/after.npy", host, n), "cannot write");
         }
+    }
+    if (room) {
+        const size_t slack = size_t(64) << 20;
+        void* all = nullptr;
+        cudaError_t rc = cudaMalloc(&all, free_before - slack);
+        std::printf("room %s\n", rc == cudaSuccess ? "allocated" : "refused");
+        if (rc == cudaSuccess)
+            CHECK_RT(cudaFree(all));
+        else
+            cudaGetLastError();   // the refusal is the answer, not an error to carry on
+        size_t free_after = 0;
+        CHECK_RT(cudaMemGetInfo(&free_after, &total));
+        std::printf("free_change_mib %lld\n",
+                    ((long long)free_before - (long long)free_after) / (1 << 20));
     }
     std::vector<double> d2h;
     for (int r = 0; r < 5; r++) {

@@ -67,6 +67,8 @@
 #define CUDUMP_A_cuMemAllocPitch (dptr, pPitch, widthInBytes, height, elementSizeBytes)
 #define CUDUMP_P_cuMemAllocManaged (CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 #define CUDUMP_A_cuMemAllocManaged (dptr, bytesize, flags)
+#define CUDUMP_P_cuMemGetInfo (size_t *free, size_t *total)
+#define CUDUMP_A_cuMemGetInfo (free, total)
 #define CUDUMP_P_cuMemAllocAsync (CUdeviceptr *dptr, size_t bytesize, CUstream stream)
 #define CUDUMP_A_cuMemAllocAsync (dptr, bytesize, stream)
 #define CUDUMP_P_cuMemAllocFromPoolAsync                                        \
@@ -376,6 +378,7 @@
 #define CUDUMP_HOST_ONLY_cuTensorMapEncodeIm2col ~, 1
 #define CUDUMP_HOST_ONLY_cuTensorMapEncodeIm2colWide ~, 1
 #define CUDUMP_HOST_ONLY_cuTensorMapReplaceAddress ~, 1
+#define CUDUMP_HOST_ONLY_cuMemGetInfo ~, 1
 
 #define CUDUMP_FAMILIES(F)                                                           \
     F(cuInit) F(cuGetProcAddress) F(cuGetProcAddress_v2) F(cuModuleGetFunction)       \
@@ -383,6 +386,7 @@
     F(cuLibraryLoadData) F(cuLibraryLoadFromFile)                                      \
     F(cuLibraryGetKernel) F(cuKernelGetFunction) F(cuMemAlloc) F(cuMemAllocPitch)     \
     F(cuMemAllocManaged) F(cuMemAllocAsync) F(cuMemAllocFromPoolAsync) F(cuMemFree)   \
+    F(cuMemGetInfo)                                                                   \
     F(cuMemFreeAsync) F(cuMemCreate) F(cuMemRelease) F(cuMemMap) F(cuMemUnmap) F(cuMemAllocHost) F(cuMemHostAlloc)   \
     F(cuMemFreeHost) F(cuLaunchKernel) F(cuLaunchCooperativeKernel)                   \
     F(cuLaunchKernelEx) F(cuGraphLaunch) F(cuStreamBeginCapture) F(cuStreamEndCapture)   \
@@ -416,6 +420,7 @@
     VARIANT(cuMemAlloc_v2, cuMemAlloc, 0)                                  \
     VARIANT(cuMemAllocPitch_v2, cuMemAllocPitch, 0)                        \
     VARIANT(cuMemAllocManaged, cuMemAllocManaged, 0)                       \
+    VARIANT(cuMemGetInfo_v2, cuMemGetInfo, 0)                              \
     VARIANT(cuMemAllocAsync, cuMemAllocAsync, 0)                           \
     VARIANT(cuMemAllocAsync_ptsz, cuMemAllocAsync, 1)                      \
     VARIANT(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 0)           \
@@ -619,5 +624,9 @@
     SERVICE(cuFuncGetModule, (CUmodule *module, CUfunction f))                             \
     SERVICE(cuKernelGetLibrary, (CUlibrary *library, CUkernel k))                          \
     SERVICE(cuMemHostGetDevicePointer_v2, (CUdeviceptr *dptr, void *p, unsigned int flags)) \
-    SERVICE(cuMemGetInfo_v2, (size_t *free, size_t *total))                                \
-    SERVICE(cuCtxSetCurrent, (CUcontext ctx))
+    SERVICE(cuCtxSetCurrent, (CUcontext ctx))                                              \
+    SERVICE(cuMemPoolCreate, (CUmemoryPool *pool, const CUmemPoolProps *props))            \
+    SERVICE(cuMemPoolDestroy, (CUmemoryPool pool))                                         \
+    SERVICE(cuMemPoolSetAttribute, (CUmemoryPool pool, int attr, void *value))             \
+    SERVICE(cuMemPoolGetAttribute, (CUmemoryPool pool, int attr, void *value))             \
+    SERVICE(cuMemPoolTrimTo, (CUmemoryPool pool, size_t keep))

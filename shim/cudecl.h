@@ -228,4 +228,26 @@ enum { CU_TENSOR_MAP_NUM_QWORDS = 16 };
 /* Opaque to cudump: passed through to the real driver untouched. */
 typedef struct CUmemAllocationProp_st CUmemAllocationProp;
 
+/* A memory pool of cudump's own (scratch.c): device memory, no export. */
+enum {
+    CU_MEM_ALLOCATION_TYPE_PINNED = 1,
+    CU_MEM_HANDLE_TYPE_NONE = 0,
+    CU_MEM_LOCATION_TYPE_DEVICE = 1,
+    CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4,
+    CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT = 5,
+};
+typedef struct CUmemLocation_st {
+    int type;
+    int id;
+} CUmemLocation;
+typedef struct CUmemPoolProps_st {
+    int allocType;
+    int handleTypes;
+    CUmemLocation location;
+    void *win32SecurityAttributes;
+    size_t maxSize;
+    unsigned short usage;
+    unsigned char reserved[54];
+} CUmemPoolProps;
+
 #endif

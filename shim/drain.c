@@ -18,16 +18,19 @@
  *
  * One deferred launch at a time per process, because there is one staging
  * area: the next launch that needs the controller's plan waits until the
- * drain is done. The scratch memory is stream-ordered (cuMemAllocAsync on the
- * launch stream, cuMemFreeAsync on the drain's own stream), so it costs the
- * program no synchronisation; it is bounded by the controller's scratch
- * limit and by a quarter of the device's free memory, and a launch that does
- * not fit is copied the ordinary way.
+ * drain is done. The scratch memory is stream-ordered (taken on the launch
+ * stream, given back on the drain's own stream), so it costs the program no
+ * synchronisation; it comes from a pool that keeps it between launches
+ * (scratch.c), given back to the device once the drain has been idle for
+ * SCRATCH_IDLE_MS. It is bounded by the controller's scratch limit and by a
+ * quarter of the device's free memory, and a launch that does not fit is
+ * copied the ordinary way.
  *
  * At exit the drain finishes before the CUDA runtime tears its contexts
  * down: its atexit handler is registered after the runtime's (at the first
  * deferred launch), so it runs first.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +42,7 @@
 #include "gate.h"
 #include "interpose.h"
 #include "plan.h"
+#include "scratch.h"
 #include "staging.h"
 #include "stream.h"
 
@@ -46,6 +50,10 @@
  * copies: long enough for the watcher to serve one whose stream is not the
  * drain's, short against the kernel's own TOOL_HOLD_NS. */
 enum { DRAIN_GRACE_MS = 500 };
+
+/* How long the scratch pool keeps its memory once the drain is idle: a program
+ * that snapshots in a loop finds it there from one iteration to the next. */
+enum { SCRATCH_IDLE_MS = 250 };
 
 struct drain_copy {
     struct proto_copy c;
@@ -63,6 +71,8 @@ static struct {
                          * keeps them: the program's waits for the GPU wait for this */
     bool queued;        /* the launch has run: the thread may take it */
     bool thread_up;
+    bool trimming;      /* the drain's thread trims the scratch pool (idle_wait) */
+    bool exiting;       /* the process exits: no more trims */
     uint64_t seq;
     CUcontext ctx;
     CUevent done;       /* on the launch stream, after the last scratch copy */
@@ -101,9 +111,15 @@ void drain_settle(void)
     pthread_mutex_unlock(&dr.lock);
 }
 
+/* The drain ends, and no trim runs or starts, before the runtime's own exit
+ * handler tears the contexts down. */
 static void drain_at_exit(void)
 {
-    drain_wait_idle();
+    pthread_mutex_lock(&dr.lock);
+    dr.exiting = true;
+    while (dr.busy || dr.trimming)
+        pthread_cond_wait(&dr.cond, &dr.lock);
+    pthread_mutex_unlock(&dr.lock);
 }
 
 static void register_exit(void)
@@ -141,9 +157,9 @@ static void copy_phase(const struct launch_info *li, enum proto_phase phase)
 bool drain_start(const struct launch_info *li, const struct proto_copy *const *copies, unsigned n)
 {
     const volatile struct proto_control *ctl = channel_control();
-    cuMemAllocAsync_fn alloc = li->ptsz ? shim_real_cuMemAllocAsync_ptsz() : shim_real_cuMemAllocAsync();
-    if (!ctl || !ctl->scratch_mib || !n || n > PROTO_MAX_COPIES || !alloc ||
-        !shim_real_cuMemFreeAsync() || !real_cuMemGetInfo_v2 || !real_cuCtxSetCurrent ||
+    cuMemGetInfo_fn info = shim_real_cuMemGetInfo_v2();
+    if (!ctl || !ctl->scratch_mib || !n || n > PROTO_MAX_COPIES ||
+        !shim_real_cuMemFreeAsync() || !info || !real_cuCtxSetCurrent ||
         !shim_real_cuStreamCreate() || !real_cuEventCreate || li->captured)
         return false;
     /* While any stream of the process captures, the launch is copied while it is
@@ -163,14 +179,14 @@ bool drain_start(const struct launch_info *li, const struct proto_copy *const *c
     }
     size_t free_bytes = 0, total_bytes = 0;
     if (total == 0 || total > (size_t)ctl->scratch_mib << 20 ||
-        real_cuMemGetInfo_v2(&free_bytes, &total_bytes) != CUDA_SUCCESS || total > free_bytes / 4)
+        info(&free_bytes, &total_bytes) != CUDA_SUCCESS || total > free_bytes / 4)
         return false;
     /* The drain thread works in the stream's context. */
     CUcontext ctx = stream_ctx(li);
     if (!ctx)
         return false;
     CUdeviceptr scratch = 0;
-    if (alloc(&scratch, total, li->stream) != CUDA_SUCCESS)
+    if (!scratch_take(li, ctx, total, &scratch))
         return false;
     pthread_once(&exit_once, register_exit);
     behind_context();
@@ -289,7 +305,7 @@ static bool behind_queue(CUstream side, struct behind_plan *bp)
 }
 
 /* Waits for the copies into the write-behind area and hands them over with
- * MSG_END: the program's waits for the GPU go on from here. */
+ * MSG_END: the program's waits for the GPU may go on from here. */
 static void behind_send(CUresult sync_rc, CUstream side, const struct behind_plan *bp)
 {
     /* Waited for as the launch was: held gates are opened if the wait goes on. */
@@ -309,7 +325,20 @@ static void behind_send(CUresult sync_rc, CUstream side, const struct behind_pla
     int32_t rcs[PROTO_MAX_COPIES];
     results_of(cs, rcs);
     plan_send_behind(dr.seq, dr.launch_rc, sync_rc, cs, rcs, dr.n, bp->number, bp->offsets);
-    set_safe();
+}
+
+/* Gives the scratch memory back on the drain's stream and waits until its pool
+ * has it again, then lets the pool keep it only where the device has room: an
+ * allocation the program makes once it goes on finds the memory (scratch.h).
+ * Without a stream of its own the legacy stream frees it, not waited for:
+ * rare, and never leaked. */
+static void give_scratch(CUstream side)
+{
+    scratch_give(dr.scratch, side);
+    cuStreamSynchronize_fn sync = shim_real_cuStreamSynchronize();
+    if (side && sync)
+        sync(side);
+    scratch_spare();
 }
 
 static void drain_one(void)
@@ -332,7 +361,8 @@ static void drain_one(void)
         real_cuEventDestroy_v2(dr.before);
     if (behind) {
         behind_send(sync_rc, side, &bp);
-        shim_real_cuMemFreeAsync()(dr.scratch, side);
+        give_scratch(side);
+        set_safe();
         shim_real_cuStreamDestroy_v2()(side);
         real_cuCtxSetCurrent(was);
         return;
@@ -351,13 +381,36 @@ static void drain_one(void)
         move(d, sync_rc, side, area);
         up = plan_send_piece(dr.seq, i, d->rc);
     }
-    /* Without a stream of its own the legacy stream frees it: rare, and never leaked. */
-    shim_real_cuMemFreeAsync()(dr.scratch, side);
+    give_scratch(side);
     if (side)
         shim_real_cuStreamDestroy_v2()(side);
     if (up)
         send_end(sync_rc);
     real_cuCtxSetCurrent(was);
+}
+
+/* Under dr.lock, with nothing queued: waits for the next launch, and gives
+ * the scratch pool's memory back once none has come for SCRATCH_IDLE_MS. */
+static void idle_wait(void)
+{
+    if (!scratch_kept() || dr.exiting) {
+        pthread_cond_wait(&dr.cond, &dr.lock);
+        return;
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += (long)SCRATCH_IDLE_MS * 1000000L;
+    until.tv_sec += until.tv_nsec / 1000000000L;
+    until.tv_nsec %= 1000000000L;
+    if (pthread_cond_timedwait(&dr.cond, &dr.lock, &until) == ETIMEDOUT && !dr.queued &&
+        !dr.exiting) {
+        dr.trimming = true;
+        pthread_mutex_unlock(&dr.lock);
+        scratch_trim();
+        pthread_mutex_lock(&dr.lock);
+        dr.trimming = false;
+        pthread_cond_broadcast(&dr.cond);
+    }
 }
 
 static void *drain_main(void *arg)
@@ -370,7 +423,7 @@ static void *drain_main(void *arg)
     for (;;) {
         pthread_mutex_lock(&dr.lock);
         while (!dr.queued)
-            pthread_cond_wait(&dr.cond, &dr.lock);
+            idle_wait();
         pthread_mutex_unlock(&dr.lock);
         drain_one();
         set_idle();
@@ -416,7 +469,7 @@ void drain_finish(const struct launch_info *li, CUresult launch_rc)
             real_cuEventDestroy_v2(dr.before);
         for (unsigned i = 0; i < dr.n; i++)
             dr.copies[i].rc = CUDA_ERROR_NOT_FOUND;
-        shim_real_cuMemFreeAsync()(dr.scratch, li->stream);
+        scratch_give(dr.scratch, li->stream);
         send_end(CUDA_SUCCESS);
     }
     set_idle();
@@ -427,5 +480,5 @@ void drain_reset_after_fork(void)
     /* The parent's drain thread does not exist here, and its launch is not this process's. */
     pthread_mutex_init(&dr.lock, NULL);
     pthread_cond_init(&dr.cond, NULL);
-    dr.busy = dr.queued = dr.thread_up = dr.unsafe = false;
+    dr.busy = dr.queued = dr.thread_up = dr.unsafe = dr.trimming = dr.exiting = false;
 }

@@ -1,7 +1,9 @@
 /*
  * What the shim does around each wrapped driver call. Every hook calls the
  * real function first or last and returns its result unchanged: cudump's
- * own work never changes what the program sees.
+ * own work never changes what the program sees. (An allocation that failed
+ * for want of the memory cudump's scratch pools keep is made again once they
+ * have given it back: the result it would have had bare.)
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -24,6 +26,7 @@
 #include "launch.h"
 #include "modules.h"
 #include "repeat.h"
+#include "scratch.h"
 #include "staging.h"
 #include "stream.h"
 #include "tensormap.h"
@@ -48,6 +51,7 @@ static void after_fork_child(void)
     watch_reset_after_fork();
     modules_reset_after_fork();
     drain_reset_after_fork();
+    scratch_reset_after_fork();
     behind_reset_after_fork();
     tensormap_reset_after_fork();
     flight_reset_after_fork();
@@ -190,6 +194,14 @@ static void track_alloc(enum alloc_kind kind, CUdeviceptr base, size_t size, siz
                       elem);
 }
 
+/* Whether an allocation of the program's that failed for want of memory may
+ * succeed once cudump's scratch pools have given theirs back (scratch.h):
+ * then it is made again, once, as it would have succeeded bare. */
+static bool retry(CUresult rc)
+{
+    return rc == CUDA_ERROR_OUT_OF_MEMORY && scratch_trim();
+}
+
 static void track_free(CUdeviceptr base)
 {
     struct alloc_info a;
@@ -201,6 +213,8 @@ CUresult hook_cuMemAlloc(cuMemAlloc_fn real, int ptsz, CUdeviceptr *dptr, size_t
 {
     (void)ptsz;
     CUresult rc = real(dptr, bytesize);
+    if (retry(rc))
+        rc = real(dptr, bytesize);
     if (rc == CUDA_SUCCESS && dptr)
         track_alloc(AK_LINEAR, *dptr, bytesize, 0, 0, 0, 0);
     return rc;
@@ -211,6 +225,8 @@ CUresult hook_cuMemAllocPitch(cuMemAllocPitch_fn real, int ptsz, CUdeviceptr *dp
 {
     (void)ptsz;
     CUresult rc = real(dptr, pPitch, widthInBytes, height, elementSizeBytes);
+    if (retry(rc))
+        rc = real(dptr, pPitch, widthInBytes, height, elementSizeBytes);
     if (rc == CUDA_SUCCESS && dptr && pPitch)
         track_alloc(AK_PITCHED, *dptr, *pPitch * height, *pPitch, widthInBytes, height,
                     elementSizeBytes);
@@ -222,6 +238,8 @@ CUresult hook_cuMemAllocManaged(cuMemAllocManaged_fn real, int ptsz, CUdeviceptr
 {
     (void)ptsz;
     CUresult rc = real(dptr, bytesize, flags);
+    if (retry(rc))
+        rc = real(dptr, bytesize, flags);
     if (rc == CUDA_SUCCESS && dptr)
         track_alloc(AK_MANAGED, *dptr, bytesize, 0, 0, 0, 0);
     return rc;
@@ -232,6 +250,8 @@ CUresult hook_cuMemAllocAsync(cuMemAllocAsync_fn real, int ptsz, CUdeviceptr *dp
 {
     (void)ptsz;
     CUresult rc = real(dptr, bytesize, stream);
+    if (retry(rc))
+        rc = real(dptr, bytesize, stream);
     if (rc == CUDA_SUCCESS && dptr)
         track_alloc(AK_ASYNC, *dptr, bytesize, 0, 0, 0, 0);
     return rc;
@@ -242,9 +262,21 @@ CUresult hook_cuMemAllocFromPoolAsync(cuMemAllocFromPoolAsync_fn real, int ptsz,
 {
     (void)ptsz;
     CUresult rc = real(dptr, bytesize, pool, stream);
+    if (retry(rc))
+        rc = real(dptr, bytesize, pool, stream);
     if (rc == CUDA_SUCCESS && dptr)
         track_alloc(AK_ASYNC, *dptr, bytesize, 0, 0, 0, 0);
     return rc;
+}
+
+/* The program sizes itself by what is free: it is told what it would be told
+ * bare, once cudump's scratch pools have given back what they keep. */
+CUresult hook_cuMemGetInfo(cuMemGetInfo_fn real, int ptsz, size_t *free_bytes,
+                           size_t *total_bytes)
+{
+    (void)ptsz;
+    scratch_trim();
+    return real(free_bytes, total_bytes);
 }
 
 CUresult hook_cuMemFree(cuMemFree_fn real, int ptsz, CUdeviceptr dptr)
@@ -271,6 +303,8 @@ CUresult hook_cuMemCreate(cuMemCreate_fn real, int ptsz, CUmemGenericAllocationH
 {
     (void)ptsz;
     CUresult rc = real(handle, size, prop, flags);
+    if (retry(rc))
+        rc = real(handle, size, prop, flags);
     /* Physical memory: counted, but it has no address until it is mapped. */
     if (rc == CUDA_SUCCESS && handle)
         send_memory_event(MEM_ALLOC, AK_VMM, *handle, size, 0, 0, 0, 0);

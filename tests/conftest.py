@@ -75,9 +75,10 @@ def cudump_run(shim_lib: Path, fake: FakeCuda, tmp_path: Path):
 def bare_run(fake: FakeCuda):
     """Runs a program on the stand-in driver without cudump."""
 
-    def run(argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(argv, env=fake.env(), capture_output=True, text=True,
-                              timeout=timeout)
+    def run(argv: list[str], timeout: float = 60,
+            env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(argv, env=fake.env() | (env_extra or {}), capture_output=True,
+                              text=True, timeout=timeout)
 
     return run
 

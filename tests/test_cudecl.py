@@ -52,6 +52,13 @@ int main(void) {
     VAL((size_t)CU_STREAM_PER_THREAD) VAL(CU_MEMHOSTREGISTER_PORTABLE)
     VAL(CU_MEMHOSTREGISTER_DEVICEMAP)
     VAL(CU_EVENT_DISABLE_TIMING)
+    SZ(CUmemLocation) SZ(CUmemPoolProps) OFF(CUmemPoolProps, allocType)
+    OFF(CUmemPoolProps, handleTypes) OFF(CUmemPoolProps, location)
+    OFF(CUmemPoolProps, win32SecurityAttributes) OFF(CUmemPoolProps, maxSize)
+    OFF(CUmemPoolProps, usage) OFF(CUmemLocation, id)
+    VAL(CU_MEM_ALLOCATION_TYPE_PINNED) VAL(CU_MEM_HANDLE_TYPE_NONE)
+    VAL(CU_MEM_LOCATION_TYPE_DEVICE) VAL(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)
+    VAL(CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)
     SZ(CUDA_KERNEL_NODE_PARAMS) OFF(CUDA_KERNEL_NODE_PARAMS, func)
     OFF(CUDA_KERNEL_NODE_PARAMS, gridDimX) OFF(CUDA_KERNEL_NODE_PARAMS, gridDimY)
     OFF(CUDA_KERNEL_NODE_PARAMS, gridDimZ) OFF(CUDA_KERNEL_NODE_PARAMS, blockDimX)
@@ -106,21 +113,22 @@ def test_declarations_match_the_real_cuda_h(tmp_path):
     assert ours == theirs
 
 
-# api.h's parameter lists of the tensor-map functions, against cuda.h's prototypes: a
-# wrapper called with another list would pass the driver its arguments in the wrong places.
+# api.h's parameter lists of the tensor-map functions and cuMemGetInfo, against cuda.h's
+# prototypes: a wrapper called with another list would pass the driver its arguments in the
+# wrong places.
 PROTOTYPES = r"""
 #include <cuda.h>
 #include "api.h"
 #define SAME(name) CUresult (*check_##name) CUDUMP_P_##name = name;
 SAME(cuTensorMapEncodeTiled) SAME(cuTensorMapEncodeIm2col) SAME(cuTensorMapEncodeIm2colWide)
-SAME(cuTensorMapReplaceAddress)
+SAME(cuTensorMapReplaceAddress) SAME(cuMemGetInfo)
 int main(void) { return 0; }
 """
 
 
 @pytest.mark.skipif(not (CUDA_INCLUDE / "cuda.h").is_file(),
                     reason=f"no cuda.h under {CUDA_INCLUDE} to check against")
-def test_tensor_map_prototypes_match_the_real_cuda_h(tmp_path):
+def test_prototypes_match_the_real_cuda_h(tmp_path):
     src = tmp_path / "prototypes.c"
     src.write_text(PROTOTYPES)
     done = subprocess.run(["cc", "-std=c11", "-Wall", "-Werror", "-Wincompatible-pointer-types",

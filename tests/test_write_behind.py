@@ -135,3 +135,49 @@ def test_an_end_without_the_places_of_its_copies_is_a_protocol_error():
     assert p.behind_places(end + codes + (16).to_bytes(8, "little") * 2, 2) == [16, 16]
     with pytest.raises(p.ProtocolError, match="places of its copies"):
         p.behind_places(end + codes + b"\0" * 8, 2)
+
+
+def test_a_launchs_files_are_written_side_by_side_and_recorded_in_the_order_they_came(tmp_path):
+    """The writer writes the files of a launch written behind the program on threads of
+    their own: here the first job cannot finish before the second has begun, and still the
+    manifest lists them in the order they came, and the launch's bytes are released only
+    once both are whole."""
+    import json
+    import threading
+
+    from cudump.policy.snapshot.coordinator import Snapshots
+    from cudump.policy.snapshot.writer import Release, WriteJob
+    from cudump.rundir.manifest import ManifestWriter, SnapshotRecord
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    snapshots = Snapshots([], run_dir, None, ManifestWriter(run_dir))
+    second_began = threading.Event()
+    released: list[list[str]] = []
+
+    def record(name: str) -> SnapshotRecord:
+        return SnapshotRecord(kernel="k", mangled="k", launch=1, occurrence=1, pid=1,
+                              grid=[1, 1, 1], block=[1, 1, 1], stream="0x0", arg=0, type=None,
+                              phase="after", address="0x0", dtype="float32", shape=[4],
+                              file=name)
+
+    def first() -> np.ndarray:
+        assert second_began.wait(60), "the second file was not begun beside the first"
+        return np.full(4, 1, dtype=np.float32)
+
+    def second() -> np.ndarray:
+        second_began.set()
+        return np.full(4, 2, dtype=np.float32)
+
+    for name, make in (("a.npy", first), ("b.npy", second)):
+        # The array is made by its target, on the thread that writes it.
+        snapshots.writer.put(WriteJob(record(name), None, frozenset({"npy"}), None,
+                                      target=make, behind=True))
+    snapshots.writer.put(Release(lambda: released.append(sorted(p.name for p in run_dir.glob(
+        "*.npy")))))
+    snapshots.close()
+    snapshots.state.manifest.close()
+    lines = [json.loads(x) for x in (run_dir / "manifest.jsonl").read_text().splitlines()]
+    assert [(r["file"], r["status"]) for r in lines] == [("a.npy", "ok"), ("b.npy", "ok")]
+    assert released == [["a.npy", "b.npy"]]
+    assert np.load(run_dir / "a.npy")[0] == 1 and np.load(run_dir / "b.npy")[0] == 2

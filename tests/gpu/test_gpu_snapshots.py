@@ -188,6 +188,26 @@ def test_back_to_back_snapshots_are_written_behind_byte_exact(workdir, tmp_path)
         assert np.array_equal(got, want), (r.occurrence, r.phase)
 
 
+def test_the_scratch_memory_kept_between_launches_is_the_programs_when_it_asks(
+        workdir, tmp_path):
+    """The deferred launches' scratch memory (2 x 256 MiB) stays in cudump's pool between
+    launches; the program, which allocates all but 64 MiB of what was free before its first
+    launch, gets it as it does bare, and is told the memory free that it is told bare."""
+    rule = big_buffer_rule(tmp_path / "big.yaml", "npy")
+    cmd = [*sample("big_buffer"), "256", "3", "--room"]
+    bare = run(cmd, workdir)
+    assert bare.returncode == 0, bare.stderr[-3000:]
+    out = tmp_path / "run"
+    ran = run(under_cudump(cmd, out, rules=[rule], extra=["--max-bytes", "2G"]), workdir)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert json.loads((out / "summary.json").read_text())["written_behind"] == 3
+    for done in (bare, ran):
+        lines = done.stdout.splitlines()
+        assert "room allocated" in lines, done.stdout
+        change = next(int(x.split()[1]) for x in lines if x.startswith("free_change_mib"))
+        assert abs(change) < 64, done.stdout
+
+
 def test_torch_graph_kernels_snapshot_each_replay(workdir, tmp_path):
     """A rule on the add inside a torch.cuda.graph: the copy nodes of the instrumented graph
     give exactly each replay's tensor, and the graph's results are bit-identical with and

@@ -194,9 +194,11 @@ class Collector:
                 continue
             if copy.pieces is not None:
                 self.writer.put(write_job(copy, None, streamed=True, fill=fills.get(id(copy), []),
-                                          target=lambda c=copy: self.placer.open_target(c)))
+                                          target=lambda c=copy: self.placer.open_target(c),
+                                          behind=True))
             else:
-                self.writer.put(write_job(copy, plan_array(whole[id(copy)], copy.plan)))
+                self.writer.put(write_job(copy, plan_array(whole[id(copy)], copy.plan),
+                                          behind=True))
         if pending.capture is not None and pending.ctx is not None:
             self.captures.write(pending.ctx, pending.args, pending.capture, outcomes)
 

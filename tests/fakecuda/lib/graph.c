@@ -1051,8 +1051,9 @@ static void write_stats(void)
     const char *path = getenv("FAKECUDA_STATS");
     FILE *f = path ? fopen(path, "w") : NULL;
     if (f) {
-        fprintf(f, "graph_instantiations %lu\nasync_allocations %lu\n",
-                atomic_load(&instantiations), atomic_load(&fc_async_allocations));
+        fprintf(f, "graph_instantiations %lu\nasync_allocations %lu\nout_of_memory %lu\n",
+                atomic_load(&instantiations), atomic_load(&fc_async_allocations),
+                atomic_load(&fc_out_of_memory));
         fclose(f);
     }
 }

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "fakecuda.h"
 
@@ -49,6 +50,21 @@ FC_HIDDEN extern atomic_int fc_fault_pending;
 FC_HIDDEN void fc_set_fault(CUresult error);
 FC_HIDDEN CUresult fc_fault_noticed(void);
 FC_HIDDEN CUcontext fc_current_context(void);
+
+/* ---- pools.c: the device's size, and pools of one's own ---- */
+/* Allocations that failed for want of device memory (written at exit, graph.c). */
+extern _Atomic unsigned long fc_out_of_memory;
+FC_HIDDEN CUresult fc_capacity_take(size_t n);
+FC_HIDDEN void fc_capacity_give(size_t n);
+/* With FAKECUDA_CAPACITY_MIB set: what is left of it. False where it is not set. */
+FC_HIDDEN bool fc_capacity_left(size_t *free_bytes, size_t *total_bytes);
+FC_HIDDEN bool fc_is_own_pool(CUmemoryPool handle);
+/* n bytes lent by a pool of the program's own: from what it keeps, else the device. */
+FC_HIDDEN CUresult fc_pool_take(CUmemoryPool handle, size_t n);
+FC_HIDDEN void fc_pool_lent(CUmemoryPool handle, uintptr_t base, size_t n);
+FC_HIDDEN void fc_pool_unreserve(CUmemoryPool handle, size_t n);
+/* Whether base was lent by a pool of the program's own (then it is the pool's again). */
+FC_HIDDEN bool fc_pool_give(uintptr_t base);
 
 /* ---- kernels.c: the built-in kernels ---- */
 #define FC_MAX_PARAMS 12

@@ -160,7 +160,10 @@ FC_HIDDEN CUresult fc_check_mapped(CUdeviceptr p, size_t n)
     return CUDA_ERROR_INVALID_VALUE;
 }
 
-static CUresult allocate(CUdeviceptr *dptr, size_t bytesize, enum fc_mem_kind kind, bool unsafe)
+/* Device memory counts against the device's size (pools.c), but for what a pool of the
+ * program's own lends: the pool has counted it. */
+static CUresult allocate(CUdeviceptr *dptr, size_t bytesize, enum fc_mem_kind kind, bool unsafe,
+                         bool counted)
 {
     CUresult r = fc_require_context();
     if (r != CUDA_SUCCESS)
@@ -169,14 +172,20 @@ static CUresult allocate(CUdeviceptr *dptr, size_t bytesize, enum fc_mem_kind ki
         return CUDA_ERROR_INVALID_VALUE;
     if (unsafe && (r = fc_capture_check_unsafe()) != CUDA_SUCCESS)
         return r;
+    if (!counted && (r = fc_capacity_take(bytesize)) != CUDA_SUCCESS)
+        return r;
     /* 256-byte alignment, like cudaMalloc's guarantee. */
     size_t rounded = (bytesize + 255) / 256 * 256;
     void *p = aligned_alloc(256, rounded);
     if (!p)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    memset(p, 0, rounded);
-    if ((r = table_add((uintptr_t)p, bytesize, kind)) != CUDA_SUCCESS) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    else
+        memset(p, 0, rounded);
+    if (p && (r = table_add((uintptr_t)p, bytesize, kind)) != CUDA_SUCCESS)
         free(p);
+    if (r != CUDA_SUCCESS) {
+        if (!counted)
+            fc_capacity_give(bytesize);
         return r;
     }
     *dptr = (CUdeviceptr)(uintptr_t)p;
@@ -185,7 +194,7 @@ static CUresult allocate(CUdeviceptr *dptr, size_t bytesize, enum fc_mem_kind ki
 
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
-    return allocate(dptr, bytesize, MEM_DEVICE, true);
+    return allocate(dptr, bytesize, MEM_DEVICE, true, false);
 }
 
 CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
@@ -195,7 +204,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInByt
         (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
         return CUDA_ERROR_INVALID_VALUE;
     size_t pitch = (WidthInBytes + 511) / 512 * 512;
-    CUresult r = allocate(dptr, pitch * Height, MEM_DEVICE, true);
+    CUresult r = allocate(dptr, pitch * Height, MEM_DEVICE, true, false);
     if (r == CUDA_SUCCESS)
         *pPitch = pitch;
     return r;
@@ -204,13 +213,13 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInByt
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
     (void)flags;
-    return allocate(dptr, bytesize, MEM_MANAGED, true);
+    return allocate(dptr, bytesize, MEM_MANAGED, true, false);
 }
 
 /* Stream-ordered allocation is legal during capture (the real driver
  * records an allocation node); here the memory simply exists at once. */
 static CUresult allocate_async(CUdeviceptr *dptr, size_t bytesize, CUstream hStream,
-                               bool per_thread)
+                               bool per_thread, CUmemoryPool pool)
 {
     struct fc_stream *s;
     CUresult r = fc_resolve_stream(hStream, per_thread, &s);
@@ -218,31 +227,37 @@ static CUresult allocate_async(CUdeviceptr *dptr, size_t bytesize, CUstream hStr
         return r;
     fc_stats_at_exit();
     atomic_fetch_add(&fc_async_allocations, 1);
-    return allocate(dptr, bytesize, MEM_POOL, false);
+    bool own = fc_is_own_pool(pool);
+    if (own && (r = fc_pool_take(pool, bytesize)) != CUDA_SUCCESS)
+        return r;
+    r = allocate(dptr, bytesize, MEM_POOL, false, own);
+    if (own && r == CUDA_SUCCESS)
+        fc_pool_lent(pool, (uintptr_t)*dptr, bytesize);
+    else if (own)
+        fc_pool_unreserve(pool, bytesize);
+    return r;
 }
 
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
-    return allocate_async(dptr, bytesize, hStream, false);
+    return allocate_async(dptr, bytesize, hStream, false, NULL);
 }
 
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
-    return allocate_async(dptr, bytesize, hStream, true);
+    return allocate_async(dptr, bytesize, hStream, true, NULL);
 }
 
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                  CUstream hStream)
 {
-    (void)pool;
-    return allocate_async(dptr, bytesize, hStream, false);
+    return allocate_async(dptr, bytesize, hStream, false, pool);
 }
 
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                       CUstream hStream)
 {
-    (void)pool;
-    return allocate_async(dptr, bytesize, hStream, true);
+    return allocate_async(dptr, bytesize, hStream, true, pool);
 }
 
 static CUresult release(CUdeviceptr dptr, bool unsafe)
@@ -252,8 +267,11 @@ static CUresult release(CUdeviceptr dptr, bool unsafe)
     CUresult r;
     if (unsafe && (r = fc_capture_check_unsafe()) != CUDA_SUCCESS)
         return r;
-    if (!table_remove((uintptr_t)dptr, match_freeable, NULL))
+    struct fc_alloc a;
+    if (!table_remove((uintptr_t)dptr, match_freeable, &a))
         return CUDA_ERROR_INVALID_VALUE;
+    if (!fc_pool_give(a.base))
+        fc_capacity_give(a.size);
     free((void *)(uintptr_t)dptr);
     return CUDA_SUCCESS;
 }
@@ -1160,6 +1178,8 @@ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!free_bytes || !total_bytes)
         return CUDA_ERROR_INVALID_VALUE;
+    if (fc_capacity_left(free_bytes, total_bytes))
+        return CUDA_SUCCESS;
     const char *mib = getenv("FAKECUDA_DEVICE_MIB");
     size_t size = (mib && *mib ? (size_t)strtoull(mib, NULL, 10) : 16384) << 20;
     *free_bytes = *total_bytes = size;
