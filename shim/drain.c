@@ -470,6 +470,7 @@ void drain_finish(const struct launch_info *li, CUresult launch_rc)
         for (unsigned i = 0; i < dr.n; i++)
             dr.copies[i].rc = CUDA_ERROR_NOT_FOUND;
         scratch_give(dr.scratch, li->stream);
+        scratch_spare();
         send_end(CUDA_SUCCESS);
     }
     set_idle();

@@ -196,10 +196,11 @@ static void track_alloc(enum alloc_kind kind, CUdeviceptr base, size_t size, siz
 
 /* Whether an allocation of the program's that failed for want of memory may
  * succeed once cudump's scratch pools have given theirs back (scratch.h):
- * then it is made again, once, as it would have succeeded bare. */
-static bool retry(CUresult rc)
+ * then it is made again, once, as it would have succeeded bare. `trims` is
+ * scratch_trims() from before the allocation was made. */
+static bool retry(CUresult rc, unsigned long trims)
 {
-    return rc == CUDA_ERROR_OUT_OF_MEMORY && scratch_trim();
+    return rc == CUDA_ERROR_OUT_OF_MEMORY && (scratch_trim() || scratch_trims() != trims);
 }
 
 static void track_free(CUdeviceptr base)
@@ -212,8 +213,9 @@ static void track_free(CUdeviceptr base)
 CUresult hook_cuMemAlloc(cuMemAlloc_fn real, int ptsz, CUdeviceptr *dptr, size_t bytesize)
 {
     (void)ptsz;
+    unsigned long trims = scratch_trims();
     CUresult rc = real(dptr, bytesize);
-    if (retry(rc))
+    if (retry(rc, trims))
         rc = real(dptr, bytesize);
     if (rc == CUDA_SUCCESS && dptr)
         track_alloc(AK_LINEAR, *dptr, bytesize, 0, 0, 0, 0);
@@ -224,8 +226,9 @@ CUresult hook_cuMemAllocPitch(cuMemAllocPitch_fn real, int ptsz, CUdeviceptr *dp
                               size_t widthInBytes, size_t height, unsigned int elementSizeBytes)
 {
     (void)ptsz;
+    unsigned long trims = scratch_trims();
     CUresult rc = real(dptr, pPitch, widthInBytes, height, elementSizeBytes);
-    if (retry(rc))
+    if (retry(rc, trims))
         rc = real(dptr, pPitch, widthInBytes, height, elementSizeBytes);
     if (rc == CUDA_SUCCESS && dptr && pPitch)
         track_alloc(AK_PITCHED, *dptr, *pPitch * height, *pPitch, widthInBytes, height,
@@ -237,8 +240,9 @@ CUresult hook_cuMemAllocManaged(cuMemAllocManaged_fn real, int ptsz, CUdeviceptr
                                 size_t bytesize, unsigned int flags)
 {
     (void)ptsz;
+    unsigned long trims = scratch_trims();
     CUresult rc = real(dptr, bytesize, flags);
-    if (retry(rc))
+    if (retry(rc, trims))
         rc = real(dptr, bytesize, flags);
     if (rc == CUDA_SUCCESS && dptr)
         track_alloc(AK_MANAGED, *dptr, bytesize, 0, 0, 0, 0);
@@ -249,8 +253,9 @@ CUresult hook_cuMemAllocAsync(cuMemAllocAsync_fn real, int ptsz, CUdeviceptr *dp
                               size_t bytesize, CUstream stream)
 {
     (void)ptsz;
+    unsigned long trims = scratch_trims();
     CUresult rc = real(dptr, bytesize, stream);
-    if (retry(rc))
+    if (retry(rc, trims))
         rc = real(dptr, bytesize, stream);
     if (rc == CUDA_SUCCESS && dptr)
         track_alloc(AK_ASYNC, *dptr, bytesize, 0, 0, 0, 0);
@@ -261,8 +266,9 @@ CUresult hook_cuMemAllocFromPoolAsync(cuMemAllocFromPoolAsync_fn real, int ptsz,
                                       size_t bytesize, CUmemoryPool pool, CUstream stream)
 {
     (void)ptsz;
+    unsigned long trims = scratch_trims();
     CUresult rc = real(dptr, bytesize, pool, stream);
-    if (retry(rc))
+    if (retry(rc, trims))
         rc = real(dptr, bytesize, pool, stream);
     if (rc == CUDA_SUCCESS && dptr)
         track_alloc(AK_ASYNC, *dptr, bytesize, 0, 0, 0, 0);
@@ -302,8 +308,9 @@ CUresult hook_cuMemCreate(cuMemCreate_fn real, int ptsz, CUmemGenericAllocationH
                           size_t size, const CUmemAllocationProp *prop, unsigned long long flags)
 {
     (void)ptsz;
+    unsigned long trims = scratch_trims();
     CUresult rc = real(handle, size, prop, flags);
-    if (retry(rc))
+    if (retry(rc, trims))
         rc = real(handle, size, prop, flags);
     /* Physical memory: counted, but it has no address until it is mapped. */
     if (rc == CUDA_SUCCESS && handle)
@@ -374,9 +381,10 @@ CUresult hook_cuStreamBeginCapture(cuStreamBeginCapture_fn real, int ptsz, CUstr
                                    CUstreamCaptureMode mode)
 {
     (void)ptsz;
+    scratch_capture_begins();   /* counted before it begins: see scratch.h */
     CUresult rc = real(stream, mode);
-    if (rc == CUDA_SUCCESS)
-        atomic_fetch_add(&shim_stats.captures_active, 1);
+    if (rc != CUDA_SUCCESS)
+        atomic_fetch_sub(&shim_stats.captures_active, 1);
     return rc;
 }
 
@@ -386,9 +394,10 @@ CUresult hook_cuStreamBeginCaptureToGraph(cuStreamBeginCaptureToGraph_fn real, i
                                           CUstreamCaptureMode mode)
 {
     (void)ptsz;
+    scratch_capture_begins();
     CUresult rc = real(stream, graph, deps, depData, numDeps, mode);
-    if (rc == CUDA_SUCCESS)
-        atomic_fetch_add(&shim_stats.captures_active, 1);
+    if (rc != CUDA_SUCCESS)
+        atomic_fetch_sub(&shim_stats.captures_active, 1);
     return rc;
 }
 

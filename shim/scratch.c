@@ -43,6 +43,7 @@ static struct {
     CUmemoryPool pools[SCRATCH_DEVICES];
     bool failed[SCRATCH_DEVICES];          /* no pool of cudump's on that device */
     atomic_bool kept;                      /* a pool may keep memory since the last trim */
+    atomic_ulong trims;                    /* trims made, counted under lock */
 } sc = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* cudump's pool of `device`, made at its first use; NULL where none can be. */
@@ -125,6 +126,11 @@ bool scratch_trim(void)
         atomic_load(&shim_stats.captures_active) > 0)
         return false;
     pthread_mutex_lock(&sc.lock);
+    /* Again under the lock: a capture counted since waited for no trim (scratch_capture_begins). */
+    if (atomic_load(&shim_stats.captures_active) > 0) {
+        pthread_mutex_unlock(&sc.lock);
+        return false;
+    }
     /* On a thread of the program: in the relaxed mode, like every call of the
      * shim's own, should a capture begin meanwhile. */
     CUstreamCaptureMode mode = capture_relax();
@@ -142,8 +148,23 @@ bool scratch_trim(void)
     /* Memory still lent, or not back in its pool yet, is trimmed next time. A
      * launch that takes memory meanwhile sets `kept` again when it gives it back. */
     atomic_store(&sc.kept, left);
+    atomic_fetch_add(&sc.trims, 1);
     pthread_mutex_unlock(&sc.lock);
     return true;
+}
+
+unsigned long scratch_trims(void)
+{
+    return atomic_load(&sc.trims);
+}
+
+void scratch_capture_begins(void)
+{
+    /* Counted under the lock: a trim that has taken it ends before the capture
+     * begins, and one that takes it later sees the count. */
+    pthread_mutex_lock(&sc.lock);
+    atomic_fetch_add(&shim_stats.captures_active, 1);
+    pthread_mutex_unlock(&sc.lock);
 }
 
 void scratch_reset_after_fork(void)

@@ -20,6 +20,13 @@ bool scratch_kept(void);
  * the process is being captured. Returns whether they kept any (then a failed
  * allocation of the program's is worth a retry). */
 bool scratch_trim(void);
+/* How many trims have run: an allocation that failed while another thread's
+ * trim was under way is worth a retry too (that trim may have freed what it
+ * needed, and left nothing kept to trim again). */
+unsigned long scratch_trims(void);
+/* Counts a stream capture about to begin (shim_stats.captures_active) once no
+ * trim is under way: none starts until the capture has ended (scratch.c). */
+void scratch_capture_begins(void);
 void scratch_reset_after_fork(void);
 
 #endif
