@@ -419,7 +419,6 @@ static bool greet_locked(void)
              host_slots <= (1u << 20) && (host_slots & (host_slots - 1)) == 0 &&
              flight_slots <= PROTO_MAX_FLIGHT && behind_mib <= (1u << 20) && map_shared(sfd);
     }
-
     if (sfd >= 0)
         close(sfd);
     return ok;

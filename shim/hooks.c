@@ -203,6 +203,15 @@ static bool retry(CUresult rc, unsigned long trims)
     return rc == CUDA_ERROR_OUT_OF_MEMORY && (scratch_trim() || scratch_trims() != trims);
 }
 
+/* rc = the program's allocation `call`, made again once where retry says so. */
+#define ALLOCATE(rc, call)                              \
+    do {                                                \
+        unsigned long trims_ = scratch_trims();         \
+        (rc) = (call);                                  \
+        if (retry((rc), trims_))                        \
+            (rc) = (call);                              \
+    } while (0)
+
 static void track_free(CUdeviceptr base)
 {
     struct alloc_info a;
@@ -213,10 +222,8 @@ static void track_free(CUdeviceptr base)
 CUresult hook_cuMemAlloc(cuMemAlloc_fn real, int ptsz, CUdeviceptr *dptr, size_t bytesize)
 {
     (void)ptsz;
-    unsigned long trims = scratch_trims();
-    CUresult rc = real(dptr, bytesize);
-    if (retry(rc, trims))
-        rc = real(dptr, bytesize);
+    CUresult rc;
+    ALLOCATE(rc, real(dptr, bytesize));
     if (rc == CUDA_SUCCESS && dptr)
         track_alloc(AK_LINEAR, *dptr, bytesize, 0, 0, 0, 0);
     return rc;
@@ -226,10 +233,8 @@ CUresult hook_cuMemAllocPitch(cuMemAllocPitch_fn real, int ptsz, CUdeviceptr *dp
                               size_t widthInBytes, size_t height, unsigned int elementSizeBytes)
 {
     (void)ptsz;
-    unsigned long trims = scratch_trims();
-    CUresult rc = real(dptr, pPitch, widthInBytes, height, elementSizeBytes);
-    if (retry(rc, trims))
-        rc = real(dptr, pPitch, widthInBytes, height, elementSizeBytes);
+    CUresult rc;
+    ALLOCATE(rc, real(dptr, pPitch, widthInBytes, height, elementSizeBytes));
     if (rc == CUDA_SUCCESS && dptr && pPitch)
         track_alloc(AK_PITCHED, *dptr, *pPitch * height, *pPitch, widthInBytes, height,
                     elementSizeBytes);
@@ -240,10 +245,8 @@ CUresult hook_cuMemAllocManaged(cuMemAllocManaged_fn real, int ptsz, CUdeviceptr
                                 size_t bytesize, unsigned int flags)
 {
     (void)ptsz;
-    unsigned long trims = scratch_trims();
-    CUresult rc = real(dptr, bytesize, flags);
-    if (retry(rc, trims))
-        rc = real(dptr, bytesize, flags);
+    CUresult rc;
+    ALLOCATE(rc, real(dptr, bytesize, flags));
     if (rc == CUDA_SUCCESS && dptr)
         track_alloc(AK_MANAGED, *dptr, bytesize, 0, 0, 0, 0);
     return rc;
@@ -253,10 +256,8 @@ CUresult hook_cuMemAllocAsync(cuMemAllocAsync_fn real, int ptsz, CUdeviceptr *dp
                               size_t bytesize, CUstream stream)
 {
     (void)ptsz;
-    unsigned long trims = scratch_trims();
-    CUresult rc = real(dptr, bytesize, stream);
-    if (retry(rc, trims))
-        rc = real(dptr, bytesize, stream);
+    CUresult rc;
+    ALLOCATE(rc, real(dptr, bytesize, stream));
     if (rc == CUDA_SUCCESS && dptr)
         track_alloc(AK_ASYNC, *dptr, bytesize, 0, 0, 0, 0);
     return rc;
@@ -266,10 +267,8 @@ CUresult hook_cuMemAllocFromPoolAsync(cuMemAllocFromPoolAsync_fn real, int ptsz,
                                       size_t bytesize, CUmemoryPool pool, CUstream stream)
 {
     (void)ptsz;
-    unsigned long trims = scratch_trims();
-    CUresult rc = real(dptr, bytesize, pool, stream);
-    if (retry(rc, trims))
-        rc = real(dptr, bytesize, pool, stream);
+    CUresult rc;
+    ALLOCATE(rc, real(dptr, bytesize, pool, stream));
     if (rc == CUDA_SUCCESS && dptr)
         track_alloc(AK_ASYNC, *dptr, bytesize, 0, 0, 0, 0);
     return rc;
@@ -308,10 +307,8 @@ CUresult hook_cuMemCreate(cuMemCreate_fn real, int ptsz, CUmemGenericAllocationH
                           size_t size, const CUmemAllocationProp *prop, unsigned long long flags)
 {
     (void)ptsz;
-    unsigned long trims = scratch_trims();
-    CUresult rc = real(handle, size, prop, flags);
-    if (retry(rc, trims))
-        rc = real(handle, size, prop, flags);
+    CUresult rc;
+    ALLOCATE(rc, real(handle, size, prop, flags));
     /* Physical memory: counted, but it has no address until it is mapped. */
     if (rc == CUDA_SUCCESS && handle)
         send_memory_event(MEM_ALLOC, AK_VMM, *handle, size, 0, 0, 0, 0);
@@ -377,15 +374,28 @@ CUresult hook_cuMemFreeHost(cuMemFreeHost_fn real, int ptsz, void *p)
 
 /* ---- stream capture ------------------------------------------------------ */
 
+/* A capture is counted before it begins, once no trim of cudump's scratch pools
+ * is under way: none starts while it is counted (scratch.h). */
+static void capture_begins(void)
+{
+    atomic_fetch_add(&shim_stats.captures_active, 1);
+    scratch_fence();
+}
+
+/* The count undone where the capture did not begin. */
+static CUresult capture_began(CUresult rc)
+{
+    if (rc != CUDA_SUCCESS)
+        atomic_fetch_sub(&shim_stats.captures_active, 1);
+    return rc;
+}
+
 CUresult hook_cuStreamBeginCapture(cuStreamBeginCapture_fn real, int ptsz, CUstream stream,
                                    CUstreamCaptureMode mode)
 {
     (void)ptsz;
-    scratch_capture_begins();   /* counted before it begins: see scratch.h */
-    CUresult rc = real(stream, mode);
-    if (rc != CUDA_SUCCESS)
-        atomic_fetch_sub(&shim_stats.captures_active, 1);
-    return rc;
+    capture_begins();
+    return capture_began(real(stream, mode));
 }
 
 CUresult hook_cuStreamBeginCaptureToGraph(cuStreamBeginCaptureToGraph_fn real, int ptsz,
@@ -394,11 +404,8 @@ CUresult hook_cuStreamBeginCaptureToGraph(cuStreamBeginCaptureToGraph_fn real, i
                                           CUstreamCaptureMode mode)
 {
     (void)ptsz;
-    scratch_capture_begins();
-    CUresult rc = real(stream, graph, deps, depData, numDeps, mode);
-    if (rc != CUDA_SUCCESS)
-        atomic_fetch_sub(&shim_stats.captures_active, 1);
-    return rc;
+    capture_begins();
+    return capture_began(real(stream, graph, deps, depData, numDeps, mode));
 }
 
 CUresult hook_cuStreamEndCapture(cuStreamEndCapture_fn real, int ptsz, CUstream stream, void **graph)

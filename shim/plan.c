@@ -309,7 +309,6 @@ static void end_message(struct msg *m, char *stack, size_t cap, uint64_t seq, CU
     }
 }
 
-
 bool plan_send_behind(uint64_t seq, CUresult launch_rc, CUresult sync_rc,
                       const struct proto_copy *const *cs, const int32_t *rcs, unsigned n,
                       uint64_t number, const uint64_t *offsets)

@@ -62,7 +62,7 @@
  * of it and hands them over with MSG_END (proto_end.behind, then where each
  * copy lies). The program may then go on: the bytes are in memory the
  * controller maps, which a crash of the program does not take. The controller
- * answers at once, writes the files behind the program, in the order the
+ * does not answer: it writes the files behind the program, in the order the
  * launches came, and stores in behind_done the number of the last launch it
  * has written; the shim reuses bytes of launches up to that one.
  */

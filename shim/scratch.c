@@ -126,7 +126,7 @@ bool scratch_trim(void)
         atomic_load(&shim_stats.captures_active) > 0)
         return false;
     pthread_mutex_lock(&sc.lock);
-    /* Again under the lock: a capture counted since waited for no trim (scratch_capture_begins). */
+    /* Again under the lock: a capture counted since did not wait for this trim (scratch_fence). */
     if (atomic_load(&shim_stats.captures_active) > 0) {
         pthread_mutex_unlock(&sc.lock);
         return false;
@@ -158,12 +158,10 @@ unsigned long scratch_trims(void)
     return atomic_load(&sc.trims);
 }
 
-void scratch_capture_begins(void)
+void scratch_fence(void)
 {
-    /* Counted under the lock: a trim that has taken it ends before the capture
-     * begins, and one that takes it later sees the count. */
+    /* A trim holds the lock from its look at the count to its end. */
     pthread_mutex_lock(&sc.lock);
-    atomic_fetch_add(&shim_stats.captures_active, 1);
     pthread_mutex_unlock(&sc.lock);
 }
 

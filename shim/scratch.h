@@ -24,9 +24,9 @@ bool scratch_trim(void);
  * trim was under way is worth a retry too (that trim may have freed what it
  * needed, and left nothing kept to trim again). */
 unsigned long scratch_trims(void);
-/* Counts a stream capture about to begin (shim_stats.captures_active) once no
- * trim is under way: none starts until the capture has ended (scratch.c). */
-void scratch_capture_begins(void);
+/* Returns once no trim is under way: a trim that starts later sees a capture
+ * counted (shim_stats.captures_active) before this call, and does nothing. */
+void scratch_fence(void);
 void scratch_reset_after_fork(void);
 
 #endif

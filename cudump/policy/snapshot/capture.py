@@ -100,10 +100,7 @@ class ImageStore:
                 self.partial[key] = part
         fd = runfiles.reopen(part.path)
         try:
-            view = memoryview(data)
-            while view:
-                done = os.pwrite(fd, view, offset)
-                view, offset = view[done:], offset + done
+            runfiles.write_at(fd, memoryview(data), offset)
         finally:
             os.close(fd)
         part.received += len(data)

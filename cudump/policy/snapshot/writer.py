@@ -200,7 +200,7 @@ class SnapshotWriter:
                     raise _NoFile(f"cannot create its file: {err.strerror or err}") from None
             array = job.array
             if job.streamed:
-                part = npy.with_name(f".{npy.name}.part")
+                part = runfiles.temporary_name(npy)
                 if job.fill:
                     # From the write-behind area by file writes: filling the mapping would
                     # fault the file's pages in one at a time, which is slower.
@@ -244,7 +244,7 @@ class SnapshotWriter:
             raise
         finally:
             if job.streamed:
-                npy.with_name(f".{npy.name}.part").unlink(missing_ok=True)
+                runfiles.temporary_name(npy).unlink(missing_ok=True)
 
     def close(self) -> None:
         self.jobs.put(None)
