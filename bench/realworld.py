@@ -23,7 +23,7 @@ anchor; snapshots: held <= 1.25x the two copies, end to end >= 80% of the lesser
 copy's and the file write's rate (<= 1.25x the time at that rate).
 
 usage: python3 bench/realworld.py [--quick] [--only resnet18,bert,snapshots] [--reps R]
-                                  [--without-ahead]
+                                  [--without-ahead] [--hand-off]
        (GPU: torch, torchvision, transformers, the built samples, cudump installed)
 Exits 1 when a run failed or printed what was not expected (its row says FAILED).
 """
@@ -69,21 +69,34 @@ from realworld_table import (  # noqa: E402
 )
 
 TORCH_MODES = ("bare", "cudump", "trace", "check-nan", "digest", "cupti")
-# With --without-ahead: the two scanning modes again with --no-scans-ahead, for comparison in the
-# same run.
+# With --without-ahead: the two scanning modes again with --no-scans-ahead, and with --hand-off:
+# again with the launcher thread (--hand-off), for comparison in the same run. Each is the
+# scanning mode and its extra option.
 ALONE_MODES = ("check-nan-alone", "digest-alone")
+HANDOFF_MODES = ("check-nan-handoff", "digest-handoff")
+VARIANTS = {"-alone": "--no-scans-ahead", "-handoff": "--hand-off"}
 LABELS = {"bare": "bare", "cudump": "cudump (no rules)", "trace": "cudump --trace",
           "check-nan": "cudump --check-nan", "digest": "cudump --digest",
           "check-nan-alone": "cudump --check-nan --no-scans-ahead",
           "digest-alone": "cudump --digest --no-scans-ahead",
+          "check-nan-handoff": "cudump --check-nan --hand-off",
+          "digest-handoff": "cudump --digest --hand-off",
           "cupti": "CUPTI subscriber (no cudump)",
           "anchor": "isnan hooks, checked per module (no cudump)",
           "anchor-nosync": "isnan hooks, one check per forward (no cudump)"}
 GOALS = {"trace": Goal(1.03), "check-nan": Goal(1.5), "digest": Goal(1.5),
-         "check-nan-alone": Goal(1.5), "digest-alone": Goal(1.5)}
+         "check-nan-alone": Goal(1.5), "digest-alone": Goal(1.5),
+         "check-nan-handoff": Goal(1.5), "digest-handoff": Goal(1.5)}
 BELOW_ANCHOR = Goal(1.0, strict=True)
 TITLES = {"resnet18": "resnet18 b8", "bert": "bert-base b8x128"}
 NEEDS = {"resnet18": "torchvision", "bert": "transformers"}
+
+
+def scanning_mode(mode: str) -> str:
+    """The cudump mode a variant (ALONE_MODES, HANDOFF_MODES) runs."""
+    for suffix in VARIANTS:
+        mode = mode.removesuffix(suffix)
+    return mode
 
 
 def check_mode(mode: str, out: Path, summary: dict, where: str, min_launches: int) -> str:
@@ -100,7 +113,7 @@ def check_mode(mode: str, out: Path, summary: dict, where: str, min_launches: in
             raise BenchError(f"{where}: trace.jsonl has {lines} events, "
                              f"{summary.get('trace_dropped', 0)} dropped")
         return f"{lines} trace events"
-    mode = mode.removesuffix("-alone")
+    mode = scanning_mode(mode)
     if mode == "check-nan" and repeated == 0:
         raise BenchError(f"{where}: no launch was scanned by a kept plan ({asked} asked about):"
                          " are kernel names demangled (cxxfilt) where cudump runs?")
@@ -111,8 +124,10 @@ def check_mode(mode: str, out: Path, summary: dict, where: str, min_launches: in
               if most else "")
     ahead = (f" ({summary.get('scans_ahead', 0)} with their scans before them made ahead, "
              f"{summary.get('scans_ahead_void', 0)} made ahead and not used)")
+    handed = (f", {summary.get('handed_off', 0)} launches of cudump's kernel made by the "
+              "launcher thread" if summary.get("handed_off") else "")
     return (f"{summary['launches']} launches, {asked} asked about, {repeated} repeated by the "
-            f"shim{ahead}, {summary.get('digests', 0)} digests, "
+            f"shim{ahead}{handed}, {summary.get('digests', 0)} digests, "
             f"{summary.get('nan_producers', 0)} NaN/Inf producers{mostly}")
 
 
@@ -130,7 +145,8 @@ class TorchWorkload:
         program = [*sample("torch_forward.py"), self.name, "--iters", str(s.iters),
                    "--warmup", str(s.warmup)]
         min_launches = s.iters + s.warmup
-        for mode in (*TORCH_MODES, *(ALONE_MODES if s.alone else ())):
+        for mode in (*TORCH_MODES, *(ALONE_MODES if s.alone else ()),
+                     *(HANDOFF_MODES if s.hand_off else ())):
             if mode == "cupti" and s.cupti is None:
                 continue
             where = f"{self.name} {mode} (rep {rep + 1})"
@@ -160,10 +176,9 @@ class TorchWorkload:
             assert s.cupti is not None
             cmd = ["env", f"LD_PRELOAD={s.cupti[1]}:{s.cupti[0]}", *program]
         else:
-            scan = mode.removesuffix("-alone")
+            scan = scanning_mode(mode)
             extra = [f"--{scan}"] if scan in ("check-nan", "digest") else []
-            if mode in ALONE_MODES:
-                extra.append("--no-scans-ahead")
+            extra += [option for suffix, option in VARIANTS.items() if mode.endswith(suffix)]
             cmd = under_cudump(program, out, trace=mode == "trace", extra=extra)
         done = sub_run(cmd, s.scratch, where, s.limit_s)
         values = read_values(done.stdout, keys, where)
@@ -195,9 +210,10 @@ class TorchWorkload:
         title = TITLES[self.name]
         bare = self.ms.get("bare", [])
         rows = []
-        for mode in ("cudump", "trace", "check-nan", "digest", *ALONE_MODES, "cupti",
-                     "anchor", "anchor-nosync"):
-            if (mode == "cupti" or mode in ALONE_MODES) and mode not in self.ms \
+        for mode in ("cudump", "trace", "check-nan", "digest", *ALONE_MODES, *HANDOFF_MODES,
+                     "cupti", "anchor", "anchor-nosync"):
+            if (mode == "cupti" or mode in (*ALONE_MODES, *HANDOFF_MODES)) \
+                    and mode not in self.ms \
                     and mode not in self.failed:
                 continue
             rows.append(ratio_row(title, LABELS[mode], bare, self.ms.get(mode, []),
@@ -264,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds a single run may take (default 240)")
     parser.add_argument("--without-ahead", action="store_true",
                         help="also run --check-nan and --digest with --no-scans-ahead")
+    parser.add_argument("--hand-off", action="store_true",
+                        help="also run --check-nan and --digest with --hand-off")
     parser.add_argument("--dir", type=Path, help="where the snapshot runs write (default: "
                         "/dev/shm where it has room, else the temporary directory)")
     args = parser.parse_args(argv)
@@ -294,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         base = snapshot_base(args.dir) if snapshots else scratch
         with tempfile.TemporaryDirectory(prefix="cudump-realworld-snap-", dir=base) as snap:
             s = Settings(reps, args.iters, args.warmup, args.limit, scratch, Path(snap), cupti,
-                         alone=args.without_ahead)
+                         alone=args.without_ahead, hand_off=args.hand_off)
             if snapshots:
                 say(f"snapshot runs write to {base}")
             for rep in range(reps):

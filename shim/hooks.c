@@ -20,6 +20,7 @@
 #include "functab.h"
 #include "gate.h"
 #include "graph.h"
+#include "handoff.h"
 #include "hooks.h"
 #include "hostwrite.h"
 #include "interpose.h"
@@ -57,6 +58,7 @@ static void after_fork_child(void)
     flight_reset_after_fork();
     ahead_reset_after_fork();
     calls_reset_after_fork();
+    handoff_reset_after_fork();
     atomic_store(&shim_stats.seq, 0);
     atomic_store(&shim_stats.captured, 0);
     atomic_store(&shim_stats.graph_launches, 0);

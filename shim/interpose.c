@@ -15,6 +15,7 @@
 
 #include "ahead.h"
 #include "calls.h"
+#include "handoff.h"
 #include "hooks.h"
 #include "interpose.h"
 
@@ -99,6 +100,8 @@ bool shim_resolve_real(void)
         if (shim_busy)                                                                 \
             return real CUDUMP_A_##family;                                             \
         const bool counted = !CUDUMP_IS(CUDUMP_HOST_ONLY_, family);                    \
+        if (counted)                                                                   \
+            handoff_fence();                                                           \
         if (counted)                                                                   \
             calls_enter(CUDUMP_IS(CUDUMP_WAITS_, family));                             \
         if (counted && !CUDUMP_IS(CUDUMP_LAUNCHES_, family))                           \

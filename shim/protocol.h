@@ -178,6 +178,9 @@ enum proto_option {        /* proto_welcome.options */
                             * away) so that WANT_CAPTURE can send them */
     OPTION_NO_AHEAD = 4,   /* make no scans ahead (shim/ahead.h): every launch made with a
                             * kept plan has its own launch of cudump's kernel before it */
+    OPTION_HAND_OFF = 8,   /* the launcher thread launches cudump's kernel after a launch
+                            * nobody waits for (shim/handoff.h); without it, the launching
+                            * thread does */
 };
 
 enum proto_image_format {  /* proto_image.format */
@@ -398,7 +401,9 @@ struct proto_control {
     uint8_t pad9[56];
     uint64_t ahead_used;    /* shim: launches whose "before" tools were made ahead (ahead.h) */
     uint64_t ahead_void;    /* shim: those made ahead and not used */
-    uint8_t pad10[48];
+    uint64_t handed_off;    /* shim: launches of cudump's kernel the launcher thread made
+                             * while the program went on (handoff.h) */
+    uint8_t pad10[40];
     uint64_t behind_done;   /* controller: the last write-behind launch whose files are
                              * written (its proto_end.behind); the shim reuses its bytes */
     uint64_t behind_ready;  /* controller: bytes of the write-behind area, from its start,

@@ -396,6 +396,14 @@ static bool all_checked(const struct tool_request *reqs, unsigned n)
     return true;
 }
 
+static bool has_scans(const struct repeat_plan *p)
+{
+    for (unsigned k = 0; k < p->ncopies; k++)
+        if (tool_mode(&p->copies[k]) != TOOL_DIGEST)
+            return true;
+    return false;
+}
+
 /* The scans ahead to make with this launch's "after" tools, if any (ahead.h). */
 struct ahead_plan {
     struct repeat_plan *plan;
@@ -426,7 +434,10 @@ static bool run_phase(const struct repeat_run *run, const struct launch_info *li
         reqs[k].ahead = true;
     unsigned n = add_requests(reqs, before, p, run->slot, run->slot_pos, phase, gated);
     struct tool_hold hold = {&run->slot->gate, (unsigned)(run->slot_pos & (slots - 1))};
-    bool held = tools_run(li, reqs, n, gated ? &hold : NULL);
+    /* After the launch, nobody waits for a gated launch's scans or for digests
+     * (repeat_end): the launcher thread may make that launch of the kernel. */
+    bool hand_off = phase == PHASE_AFTER && (gated || !has_scans(p));
+    bool held = tools_run(li, reqs, n, gated ? &hold : NULL, hand_off);
     /* Copies all found inside tracked allocations stay there until one goes. */
     bool all = all_checked(reqs + before, n - before);
     if (phase == PHASE_BEFORE)
@@ -436,14 +447,6 @@ static bool run_phase(const struct repeat_run *run, const struct launch_info *li
     if (ahead)
         ahead->plan->tracked_before = all_checked(reqs, before);
     return held;
-}
-
-static bool has_scans(const struct repeat_plan *p)
-{
-    for (unsigned k = 0; k < p->ncopies; k++)
-        if (tool_mode(&p->copies[k]) != TOOL_DIGEST)
-            return true;
-    return false;
 }
 
 /* Whether every launch handed to the ring and not yet read by the controller

@@ -13,6 +13,11 @@
  * accumulator for the next use. So nothing needs zeroing before a launch and
  * nothing needs copying after it: one kernel launch per phase of a launch.
  *
+ * A job may also have a `twin`: a second result the same words go to, with its
+ * own tag (the same bytes asked for twice in one launch of the kernel: a
+ * launch's scans after it and the next launch's scans before it, made ahead,
+ * where what one launch writes the next reads). The bytes are read once.
+ *
  * A scan after a gated launch (PLAN_GATE) is also given `mark` and `before`
  * (the result of the scan of the same buffer before the launch, or 0): where
  * it finds non-finite values and that scan found none, the last block sets
@@ -38,7 +43,7 @@
 #define CUDUMP_TOOLJOB_H
 
 enum {
-    TOOL_JOBS = 48,         /* buffers one launch of the kernel serves (4 KB of parameter) */
+    TOOL_JOBS = 40,         /* buffers one launch of the kernel serves (4 KB of parameter) */
     TOOL_THREADS = 256,     /* threads per block */
     TOOL_ACC_WORDS = 4,     /* 64-bit words of a job's accumulator: sum, mark, blocks done, - */
     TOOL_HOLDS = 1u << 24,  /* in a job's `mode`: one of the held launch's own jobs, which
@@ -63,6 +68,8 @@ struct tool_job {
     unsigned long long mark;    /* scans after a gated launch: device address of the word a
                                  * new non-finite value is marked in (hold_acc + 8), or 0 */
     unsigned long long before;  /* and of the result of the scan before it, or 0 */
+    unsigned long long twin;    /* device address of a second result its words go to, or 0 */
+    unsigned long long twin_tag; /* written to the twin's `done` once they are there */
     unsigned int mode;          /* enum proto_tool_mode; a digest's bits 8-15: the element
                                  * format of its sum of |x| (a scan mode), or 0; TOOL_HOLDS */
     unsigned int blocks;        /* blocks of the grid that work on it (at least 1) */

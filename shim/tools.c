@@ -30,6 +30,7 @@
 
 #include "alloctab.h"
 #include "gate.h"
+#include "handoff.h"
 #include "interpose.h"
 #include "staging.h"
 #include "stream.h"
@@ -39,7 +40,7 @@
 
 _Static_assert(sizeof(struct proto_tool_result) == PROTO_TOOL_RESULT, "tool result size");
 _Static_assert(sizeof(struct proto_result_slot) == PROTO_RESULT_SLOT_SIZE, "result slot size");
-_Static_assert(sizeof(struct tool_job) == 80, "tool_job has no implicit padding");
+_Static_assert(sizeof(struct tool_job) == 96, "tool_job has no implicit padding");
 _Static_assert(sizeof(struct tool_jobs) <= 4096, "the kernel's parameter fits any launch");
 _Static_assert(PROTO_MAX_COPIES <= PROTO_MAX_REPEAT, "run_on takes any plan's requests");
 
@@ -255,13 +256,71 @@ static void clear_words(const struct launch_info *li, CUdeviceptr words)
         zero(words, 0, 2 * sizeof(unsigned long long), li->stream);
 }
 
+/* Whether the launcher thread may launch the kernel on this launch's stream:
+ * not on a per-thread default stream, which would be the launcher's own. */
+static bool named_alike(const struct launch_info *li)
+{
+    return !li->ptsz && li->stream != CU_STREAM_PER_THREAD;
+}
+
+/* Whether two jobs read the same bytes the same way. */
+static bool same_job(const struct tool_job *a, const struct tool_job *b)
+{
+    return a->src == b->src && a->width == b->width && a->height == b->height &&
+           a->pitch == b->pitch && (a->mode & 0xffffu) == (b->mode & 0xffffu);
+}
+
+/* A buffer a launch writes is most often one the next launch reads: the scans
+ * after the launch and those made ahead for the next then read it twice in one
+ * launch of the kernel (and a kernel given one buffer as two arguments has it
+ * twice in one phase). A job that neither marks nor counts for a hold (one made
+ * ahead, a digest) is folded into another job that reads the same bytes the
+ * same way, as its twin (tooljob.h); twin_of[j] is then the request of job j's
+ * twin. Only lists of up to TOOL_JOBS are looked through (each job against
+ * every other: a microsecond at most), which is every list but a multi-tensor
+ * kernel's. Returns how many jobs are left. */
+static unsigned fold_twins(struct tool_job *all, struct tool_request **of,
+                           struct tool_request **twin_of, unsigned total)
+{
+    enum { FOLD_MAX = TOOL_JOBS };
+    for (unsigned j = 0; j < total; j++)
+        twin_of[j] = NULL;
+    if (total > FOLD_MAX)
+        return total;
+    bool folded[FOLD_MAX] = {false};
+    for (unsigned i = 0; i < total; i++) {
+        if (all[i].mark || (all[i].mode & TOOL_HOLDS) || twin_of[i])
+            continue; /* (a job with a twin keeps it: one twin a job) */
+        for (unsigned j = 0; j < total; j++)
+            if (j != i && !folded[j] && !twin_of[j] && same_job(&all[i], &all[j])) {
+                all[j].twin = all[i].result;
+                all[j].twin_tag = all[i].tag;
+                twin_of[j] = of[i];
+                folded[i] = true;
+                break;
+            }
+    }
+    unsigned kept = 0;
+    for (unsigned i = 0; i < total; i++) {
+        if (folded[i])
+            continue;
+        all[kept] = all[i];
+        of[kept] = of[i];
+        twin_of[kept++] = twin_of[i];
+    }
+    return kept;
+}
+
 /* Runs the accepted jobs, TOOL_JOBS per launch; the last launch holds the
- * stream at `hold` if it is given. Returns whether that launch was made. */
+ * stream at `hold` if it is given. With `hand_off`, jobs that take one launch
+ * are handed to the launcher thread (handoff.h). Returns whether the launch
+ * that holds was made (or handed over). */
 static bool run_on(const struct launch_info *li, const struct tool_ctx *t,
-                   struct tool_request *reqs, unsigned n, const struct tool_hold *hold)
+                   struct tool_request *reqs, unsigned n, const struct tool_hold *hold,
+                   bool hand_off)
 {
     static struct tool_job all[PROTO_MAX_REPEAT];      /* under the staging lock; 40 KB */
-    static struct tool_request *of[PROTO_MAX_REPEAT];
+    static struct tool_request *of[PROTO_MAX_REPEAT], *twin_of[PROTO_MAX_REPEAT];
     CUdeviceptr gate = hold ? device_address(t, hold->gate, sizeof *hold->gate) : 0;
     CUdeviceptr words = gate && hold->acc < t->holds
                             ? t->scratch + (CUdeviceptr)(t->accs + hold->acc) * ACC_BYTES
@@ -270,6 +329,7 @@ static bool run_on(const struct launch_info *li, const struct tool_ctx *t,
                                  words ? words + 8 : 0, all, of);
     for (unsigned i = PROTO_MAX_REPEAT; i < n; i++)
         reqs[i].result->rc = CUDA_ERROR_INVALID_VALUE;
+    total = fold_twins(all, of, twin_of, total);
     bool held = false;
     struct tool_jobs jobs; /* only the jobs used are filled in: the kernel reads no further */
     for (unsigned first = 0; first < total; first += TOOL_JOBS) {
@@ -286,9 +346,26 @@ static bool run_on(const struct launch_info *li, const struct tool_ctx *t,
          * them holds nothing (shim/ahead.h puts them last, so the last launch has some). */
         jobs.hold = last && words && jobs.hold_jobs ? gate : 0;
         jobs.hold_acc = words;
+        if (hand_off && k == total && named_alike(li)) {
+            struct proto_tool_result *results[2 * TOOL_JOBS];
+            unsigned nres = 0;
+            for (unsigned i = 0; i < k; i++) {
+                results[nres++] = of[i]->result;
+                if (twin_of[i])
+                    results[nres++] = twin_of[i]->result;
+            }
+            /* Each result's rc says CUDA_SUCCESS already (accept_jobs); a launch
+             * that fails there says otherwise, and opens the gate. */
+            if (handoff_launch(shim_real_cuLaunchKernel(), t->ctx, t->fn, grid, li->stream,
+                               &jobs, results, nres, jobs.hold ? hold->gate : NULL))
+                return jobs.hold != 0;
+        }
         CUresult rc = launch_jobs(li, t, &jobs, grid);
-        for (unsigned i = 0; i < k; i++)
+        for (unsigned i = 0; i < k; i++) {
             of[first + i]->result->rc = rc;
+            if (twin_of[first + i])
+                twin_of[first + i]->result->rc = rc;
+        }
         held = jobs.hold && rc == CUDA_SUCCESS;
         /* The launch that zeroes the hold's words did not run: a mark an earlier
          * one left would hold the slot's next gated launch for nothing. */
@@ -359,7 +436,7 @@ CUresult tools_graph_jobs(const struct launch_info *li, struct tool_request *req
 }
 
 bool tools_run(const struct launch_info *li, struct tool_request *reqs, unsigned n,
-               const struct tool_hold *hold)
+               const struct tool_hold *hold, bool hand_off)
 {
     if (!n)
         return false;
@@ -368,7 +445,7 @@ bool tools_run(const struct launch_info *li, struct tool_request *reqs, unsigned
     CUresult rc = tools_enter(li, &scope, &t);
     bool held = false;
     if (rc == CUDA_SUCCESS) {
-        held = run_on(li, t, reqs, n, hold);
+        held = run_on(li, t, reqs, n, hold, hand_off);
     } else {
         for (unsigned i = 0; i < n; i++)
             reqs[i].result->rc = rc;

@@ -45,9 +45,11 @@ struct tool_hold {
  * words and `done` once the stream gets there. With `hold`, the last of those
  * launches holds the stream at the gate if a scan that `marks` finds a new
  * non-finite value (tooljob.h); returns whether it was made (false without
- * `hold`). */
+ * `hold`). With `hand_off` (the caller neither waits for the kernel nor puts
+ * anything on the stream before the program's next call), a kernel launch
+ * that serves every job is handed to the launcher thread (handoff.h). */
 bool tools_run(const struct launch_info *li, struct tool_request *reqs, unsigned n,
-               const struct tool_hold *hold);
+               const struct tool_hold *hold, bool hand_off);
 
 /* cudump's kernel as kernel nodes of a graph (graph.c), where nothing goes on
  * the stream: the function of the kernel loaded in the context of li's stream

@@ -48,6 +48,30 @@ def test_digests_made_ahead_are_the_launches_own(fake, cudump_run, tmp_path):
         == (0, 0)
 
 
+def test_a_buffer_one_launch_writes_and_the_next_reads_is_read_once(fake, cudump_run,
+                                                                    tmp_path):
+    """chain: square(x, y) writes y, and vecAdd(y, b, z) reads it right after. The digests
+    of y after square and before vecAdd, made ahead in the same launch of cudump's kernel,
+    read y once (tooljob.h: a twin), so cudump's kernel reads fewer bytes than with no
+    scans ahead, where each launch's digests before it have a launch of their own; every
+    digest is the same."""
+    program = [str(fake.programs["chain"]), "12", "37"]
+    counts = {way: tmp_path / f"{way}.stats" for way in ("ahead", "alone")}
+    ahead = cudump_run(program, "--digest", run_dir=tmp_path / "ahead",
+                       env_extra={"FAKECUDA_STATS": str(counts["ahead"])})
+    alone = cudump_run(program, "--digest", "--no-scans-ahead", run_dir=tmp_path / "alone",
+                       env_extra={"FAKECUDA_STATS": str(counts["alone"])})
+    assert ahead.returncode == 0 and alone.returncode == 0, ahead.stderr + alone.stderr
+    assert digests(ahead.run_dir) == digests(alone.run_dir)
+    assert summary(ahead.run_dir)["scans_ahead"] >= 10
+    read = {way: dict(line.split() for line in path.read_text().splitlines())["tool_bytes"]
+            for way, path in counts.items()}
+    # 12 steps of 2 launches, each with 2 phases: 2 buffers of 4 KiB in square's, 3 in vecAdd's:
+    # 240 KiB read with no scans ahead; y read once where the two phases meet.
+    assert int(read["alone"]) == 12 * 2 * (2 + 3) * 4096, read
+    assert int(read["ahead"]) <= int(read["alone"]) - 10 * 4096, read
+
+
 def test_a_host_copy_between_two_launches_voids_their_scans_ahead(fake, cudump_run):
     """chain runs square(x, y), then vecAdd(y, b, z), eight steps; step 7 copies a NaN into
     y between the two. vecAdd's scans before it, made ahead with square's, would have found

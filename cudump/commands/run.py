@@ -118,6 +118,11 @@ class RunCommand:
                                  "before it, where that one came next last time (used only if "
                                  "nothing came between the two): on by default; "
                                  "--no-scans-ahead scans before each launch by itself")
+        parser.add_argument("--hand-off", action=argparse.BooleanOptionalAction, default=False,
+                            help="under --digest, --check-nan and digest rules, have a thread "
+                                 "of cudump's launch its kernel after each launch while the "
+                                 "program goes on, instead of the program's thread (off by "
+                                 "default: the thread spins while the program launches)")
         parser.add_argument("--flight", type=_flight_slots, nargs="?", const=DEFAULT_FLIGHT,
                             default=0, metavar="N",
                             help=f"flight recorder: keep the last N launches of each process "
@@ -195,7 +200,7 @@ class RunCommand:
                              batch=args.batch, ring_slots=args.trace_ring,
                              break_on_nan=args.break_on_nan, timeline=args.timeline,
                              injections=donors, flight_slots=args.flight,
-                             scans_ahead=args.scans_ahead)
+                             scans_ahead=args.scans_ahead, hand_off=args.hand_off)
         session = Session(options)
         try:
             return session.run()

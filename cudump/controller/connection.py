@@ -113,6 +113,8 @@ class Connection:
             options |= p.Option.CAPTURE
         if not ctl.options.scans_ahead:
             options |= p.Option.NO_AHEAD
+        if ctl.options.hand_off:
+            options |= p.Option.HAND_OFF
         payload = p.WELCOME.pack(version=p.VERSION, options=int(options),
                                  staging_size=self.shared.staging_size)
         socket.send_fds(self.sock, [p.encode(p.Kind.WELCOME, payload)], [self.shared.fd])

@@ -101,6 +101,8 @@ class RunSummary:
     planned_kernels: Counter[str] = field(default_factory=Counter)
     scans_ahead: int = 0           # of the repeated, those whose scans before them were made
     scans_ahead_void: int = 0      # with the launch before; made so and not used (shim/ahead.h)
+    handed_off: int = 0            # launches of cudump's kernel made by the shim's launcher
+                                   # thread while the program went on (shim/handoff.h)
     replay_captures: int = 0       # launches captured for replay (captures.jsonl)
     host_writes: int | None = None  # host-to-device copies and memsets recorded (--check-nan)
     trace_dropped: int = 0         # trace events the ring had no room for

@@ -93,6 +93,7 @@ class Option(IntFlag):
     TRACE_GRAPHS = 1
     CAPTURE = 2     # keep module images for Want.CAPTURE
     NO_AHEAD = 4    # no scans ahead (shim/ahead.h)
+    HAND_OFF = 8    # cudump's kernel after a launch made by the launcher thread (shim/handoff.h)
 
 
 class NoticeKind(IntEnum):
@@ -271,7 +272,7 @@ CONTROL = _layout("proto_control", ("magic", "I"), ("version", "I"), ("generatio
                   ("flight_head", "Q"), ("pad6", "56s"), ("host_head", "Q"),
                   ("pad7", "56s"), ("host_tail", "Q"), ("pad8", "56s"),
                   ("host_dropped", "Q"), ("pad9", "56s"), ("ahead_used", "Q"),
-                  ("ahead_void", "Q"), ("pad10", "48s"), ("behind_done", "Q"),
+                  ("ahead_void", "Q"), ("handed_off", "Q"), ("pad10", "40s"), ("behind_done", "Q"),
                   ("behind_ready", "Q"), ("pad11", "48s"), ("behind_sent", "Q"),
                   ("pad12", "56s"))
 PARAM = _layout("proto_param", ("offset", "I"), ("size", "I"))

@@ -183,6 +183,11 @@ class SharedFile:
         """Scans made ahead for a launch that did not come next."""
         return self._load64("ahead_void")
 
+    @property
+    def handed_off(self) -> int:
+        """Launches of cudump's kernel made by the shim's launcher thread (shim/handoff.h)."""
+        return self._load64("handed_off")
+
     def set_host_tail(self, tail: int) -> None:
         self._store64("host_tail", tail)
 

@@ -148,6 +148,16 @@ __device__ __forceinline__ void scan16(uint4 x, unsigned int mode, unsigned long
     }
 }
 
+// The digest's terms of the four words of 16 bytes, the first of them word n.
+__device__ __forceinline__ unsigned long long digest16(uint4 x, unsigned long long n)
+{
+    return mix(x.x + n * GOLDEN) + mix(x.y + (n + 1) * GOLDEN) + mix(x.z + (n + 2) * GOLDEN) +
+           mix(x.w + (n + 3) * GOLDEN);
+}
+
+// 16-byte loads a thread has in flight at once in the loops below.
+#define UNROLL 4
+
 __device__ __forceinline__ unsigned int element_size(unsigned int fmt)
 {
     return fmt == 2 ? 8 : fmt >= 3 ? 2 : 4;
@@ -179,13 +189,25 @@ __device__ void accumulate(const struct tool_job &j, unsigned long long first,
             const uint4 *v = (const uint4 *)base;
             const unsigned long long quads = total / 4;
             const bool sum16 = sums && (height == 1 || width % esize == 0);
-            for (unsigned long long q = first; q < quads; q += stride) {
-                uint4 x = v[q];
-                unsigned long long n = q * 4;
-                a += mix(x.x + n * GOLDEN) + mix(x.y + (n + 1) * GOLDEN) +
-                     mix(x.z + (n + 2) * GOLDEN) + mix(x.w + (n + 3) * GOLDEN);
+            // UNROLL loads in flight per thread before any is used: one at a time,
+            // each waits out the memory's latency alone.
+            unsigned long long q = first;
+            for (; q + (UNROLL - 1) * stride < quads; q += UNROLL * stride) {
+                uint4 x[UNROLL];
+#pragma unroll
+                for (int u = 0; u < UNROLL; u++)
+                    x[u] = v[q + u * stride];
+#pragma unroll
+                for (int u = 0; u < UNROLL; u++) {
+                    a += digest16(x[u], (q + u * stride) * 4);
+                    if (sum16)
+                        s += abs16(x[u], fmt);
+                }
+            }
+            for (; q < quads; q += stride) {
+                a += digest16(v[q], q * 4);
                 if (sum16)
-                    s += abs16(x, fmt);
+                    s += abs16(v[q], fmt);
             }
             done = quads * 4;
             summed = sum16 ? quads * 16 / esize : 0;
@@ -208,7 +230,17 @@ __device__ void accumulate(const struct tool_job &j, unsigned long long first,
             const uint4 *v = (const uint4 *)base;
             const unsigned int per = 16 / esize;
             const unsigned long long quads = total / per;
-            for (unsigned long long q = first; q < quads; q += stride)
+            unsigned long long q = first;
+            for (; q + (UNROLL - 1) * stride < quads; q += UNROLL * stride) {
+                uint4 x[UNROLL];
+#pragma unroll
+                for (int u = 0; u < UNROLL; u++)
+                    x[u] = v[q + u * stride];
+#pragma unroll
+                for (int u = 0; u < UNROLL; u++)
+                    scan16(x[u], mode, (q + u * stride) * per, a, b);
+            }
+            for (; q < quads; q += stride)
                 scan16(v[q], mode, q * per, a, b);
             done = quads * per;
         }
@@ -329,14 +361,21 @@ extern "C" __global__ void cudump_tools(const struct tool_jobs jobs)
         acc[2] = 0;
     }
     volatile unsigned long long *result = (volatile unsigned long long *)j.result;
+    volatile unsigned long long *twin = (volatile unsigned long long *)j.twin;
     result[0] = found;
     result[1] = first;
+    if (twin) {
+        twin[0] = found;
+        twin[1] = first;
+    }
     // A new NaN or Inf: the stream is to be held for the shim (hold_begins).
     if (j.mark && found && (!j.before || ((volatile unsigned long long *)j.before)[0] == 0))
         atomicOr((unsigned long long *)j.mark, 1ull);
     __threadfence_system();   // the result and the mark are in before this job counts
     const bool holds = jobs.hold && (j.mode & TOOL_HOLDS) && hold_begins(jobs);
     result[2] = j.tag;        // `done`, after the count: see tooljob.h
+    if (twin)
+        twin[2] = j.twin_tag;
     if (holds)
         hold_stream(jobs);
 }

@@ -20,8 +20,8 @@ from cudump.wire.protocol import Gate
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.gpu
 
-TOOL_JOBS = 48
-JOB = struct.Struct("<9Q2I")        # shim/tooljob.h: struct tool_job
+TOOL_JOBS = int(re.search(r"TOOL_JOBS = (\d+)", (ROOT / "shim" / "tooljob.h").read_text()).group(1))
+JOB = struct.Struct("<11Q2I")       # shim/tooljob.h: struct tool_job (twin, twin_tag: 0 here)
 TAIL = struct.Struct("<2I2Q")       # njobs, hold_jobs, hold, hold_acc
 SCAN_F32 = 1
 RESULT = 32                         # struct proto_tool_result
@@ -94,11 +94,11 @@ class Kernel:
         words = int(self.scratch) + HOLD_WORDS
         jobs = [JOB.pack(*self.put(self.buffer, values), self.host_dev + RESULT_AT,
                          int(self.scratch), 7, words + 8,
-                         0 if before_found is None else self.host_dev + BEFORE,
+                         0 if before_found is None else self.host_dev + BEFORE, 0, 0,
                          SCAN_F32 | tool_holds(), 2)]
         if ahead is not None:
             jobs.insert(0, JOB.pack(*self.put(self.buffer2, ahead), self.host_dev + AHEAD_AT,
-                                    int(self.scratch) + 64, 8, 0, 0, SCAN_F32, 2))
+                                    int(self.scratch) + 64, 8, 0, 0, 0, 0, SCAN_F32, 2))
         params = (b"".join(jobs) + bytes(JOB.size * (TOOL_JOBS - len(jobs)))
                   + TAIL.pack(len(jobs), 1, self.host_dev + GATE, words))
         arg = ctypes.create_string_buffer(params, len(params))

@@ -156,6 +156,7 @@ class Snapshots:
         summary.planned_launches = tally.asked
         summary.planned_kernels = collections.Counter(tally.asked_kernels)
         summary.scans_ahead, summary.scans_ahead_void = self.repeater.results.ahead()
+        summary.handed_off = self.repeater.results.handed_off()
         summary.replay_captures = self.captures.count
         summary.host_writes = self.hosts.taken if self.hosts is not None else None
 

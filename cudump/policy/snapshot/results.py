@@ -130,6 +130,11 @@ class ResultDrain(RingDrain[_Ring]):
         rings = list(self._each())
         return (sum(r.shared.ahead_used for r in rings), sum(r.shared.ahead_void for r in rings))
 
+    def handed_off(self) -> int:
+        """Every process's launches of cudump's kernel made by the launcher thread
+        (shim/handoff.h)."""
+        return sum(r.shared.handed_off for r in self._each())
+
     def catch_up(self, pid: int) -> None:
         """Takes what the process's ring holds now, on this thread: a NaN/Inf report about
         to say which launch left an input non-finite first learns of the launches before it

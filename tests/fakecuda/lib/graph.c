@@ -1040,7 +1040,8 @@ CUresult cuGraphRemoveDependencies(CUgraph hGraph, const CUgraphNode *from, cons
 
 /* ---------------------------------------------------------------- executable graphs */
 
-/* Instantiations and stream-ordered allocations made, written at exit to the file
+/* Instantiations and stream-ordered allocations made (and allocations that found no
+ * room, and the bytes cudump's kernel read), written at exit to the file
  * FAKECUDA_STATS names (if any): tests see how often a tool instantiates graphs, or
  * borrows memory, of its own. */
 static _Atomic unsigned long instantiations;
@@ -1051,9 +1052,10 @@ static void write_stats(void)
     const char *path = getenv("FAKECUDA_STATS");
     FILE *f = path ? fopen(path, "w") : NULL;
     if (f) {
-        fprintf(f, "graph_instantiations %lu\nasync_allocations %lu\nout_of_memory %lu\n",
+        fprintf(f, "graph_instantiations %lu\nasync_allocations %lu\nout_of_memory %lu\n"
+                   "tool_bytes %lu\n",
                 atomic_load(&instantiations), atomic_load(&fc_async_allocations),
-                atomic_load(&fc_out_of_memory));
+                atomic_load(&fc_out_of_memory), atomic_load(&fc_tool_bytes));
         fclose(f);
     }
 }

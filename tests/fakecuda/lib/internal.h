@@ -54,6 +54,8 @@ FC_HIDDEN CUcontext fc_current_context(void);
 /* ---- pools.c: the device's size, and pools of one's own ---- */
 /* Allocations that failed for want of device memory (written at exit, graph.c). */
 extern _Atomic unsigned long fc_out_of_memory;
+/* Bytes cudump's kernel read, job by job (kernels.c), for FAKECUDA_STATS. */
+extern _Atomic unsigned long fc_tool_bytes;
 FC_HIDDEN CUresult fc_capacity_take(size_t n);
 FC_HIDDEN void fc_capacity_give(size_t n);
 /* With FAKECUDA_CAPACITY_MIB set: what is left of it. False where it is not set. */
@@ -166,6 +168,10 @@ FC_HIDDEN void fc_hold_gate(struct fc_stream *s, volatile uint32_t *gate,
 FC_HIDDEN int fc_watchdog(void);
 /* The gate cudump's kernel holds its stream at once this launch ran, or NULL. */
 FC_HIDDEN volatile uint32_t *fc_tools_hold(const struct fc_builtin *k, const unsigned char *args);
+/* FAKECUDA_TOOLS_DELAY_US: a launch of cudump's kernel made by a thread other than the
+ * process's first takes that long on that thread before it runs (a real launch takes
+ * microseconds), so that a test sees what else reaches the device meanwhile. */
+FC_HIDDEN void fc_tools_delay(const struct fc_builtin *k);
 FC_HIDDEN CUresult fc_submit(struct fc_stream *s, const struct fc_op *op);
 FC_HIDDEN CUresult fc_op_execute(const struct fc_op *op);
 /* Work that a capture cannot record (a graph launch) is refused on a

@@ -4,9 +4,14 @@
  * Each thread function is written the way the CUDA kernel would be, from its
  * global index, so that grid and block sizes matter as they do on a GPU.
  */
+#define _GNU_SOURCE
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "tooljob.h"
@@ -263,6 +268,8 @@ static void tma_copy(const unsigned char *args, struct fc_dim3 b, struct fc_dim3
     memcpy(out + i * esize, (const unsigned char *)(uintptr_t)map[FC_TMAP_ADDRESS] + at, esize);
 }
 
+_Atomic unsigned long fc_tool_bytes;
+
 /* cudump_tools(struct tool_jobs): the kernel the shim loads as PTX
  * (shim/gpu/tools.cu), thread by thread the same way: each block works on its
  * job with a grid-stride loop per thread and adds what it found to the job's
@@ -391,8 +398,15 @@ static void tools(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
     if (t.x != d.x - 1 || ++acc[2] != j->blocks)
         return;
     volatile uint64_t *result = (volatile uint64_t *)(uintptr_t)j->result;
+    volatile uint64_t *twin = (volatile uint64_t *)(uintptr_t)j->twin;
     result[0] = acc[0];
     result[1] = acc[1];
+    if (twin) {
+        twin[0] = acc[0];
+        twin[1] = acc[1];
+    }
+    fc_stats_at_exit();
+    atomic_fetch_add(&fc_tool_bytes, width * height);
     if (j->mark && acc[0] && (!j->before || ((volatile uint64_t *)(uintptr_t)j->before)[0] == 0))
         *(uint64_t *)(uintptr_t)j->mark |= 1; /* a new NaN or Inf */
     acc[0] = acc[1] = acc[2] = 0;
@@ -413,6 +427,20 @@ static void tools(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
     }
     __atomic_thread_fence(__ATOMIC_RELEASE);
     result[2] = j->tag;
+    if (twin)
+        twin[2] = j->twin_tag;
+}
+
+FC_HIDDEN void fc_tools_delay(const struct fc_builtin *k)
+{
+    /* Not on the program's first thread: its own launches run at once, as ever. */
+    const char *us = k == self(K_TOOLS) && syscall(SYS_gettid) != getpid()
+                         ? getenv("FAKECUDA_TOOLS_DELAY_US")
+                         : NULL;
+    long n = us ? atol(us) : 0;
+    struct timespec nap = {n / 1000000, n % 1000000 * 1000};
+    if (n > 0)
+        nanosleep(&nap, NULL);
 }
 
 /* A launch that wrote GATE_HELD holds its stream while the gate reads GATE_HELD

@@ -53,6 +53,7 @@ static CUresult launch(CUfunction f, struct fc_dim3 grid, struct fc_dim3 block, 
                                   .block = block,
                                   .smem = smem,
                                   .args = args}};
+    fc_tools_delay(k);
     r = fc_submit(s, &op);
     volatile uint32_t *gate = r == CUDA_SUCCESS ? fc_tools_hold(k, args) : NULL;
     if (gate && fc_watchdog()) {

@@ -1,0 +1,234 @@
+/*
+ * cudump's kernel after a launch, launched by a thread of the shim while the
+ * program goes on.
+ *
+ * A launch made with a kept plan has cudump's kernel launched after it (its
+ * scans or digests, with those of the next launch made ahead). That is one
+ * more cuLaunchKernel on the program's thread for each of its own: about as
+ * much CPU as the program's launch (4-6 us on an H200 host), which a program
+ * that is bound by its launches (PyTorch's eager mode on a small model) pays
+ * in full. With --hand-off, where the launching thread does not wait for that
+ * kernel (the gated scans of --check-nan, digests), it hands the launch to the
+ * launcher thread and returns to the program, which does its own work between
+ * two launches (PyTorch: 8 us and more) while the launcher makes it. It is not
+ * the default: the launcher spins while the program launches, which costs a
+ * core, and on the hosts it was measured on the models ran no faster with it
+ * than their noise (docs/performance.md).
+ *
+ * Order is kept by one rule: at most one launch is handed over at a time, and
+ * every wrapped call of the program (but those that work on the host alone)
+ * waits until it has been made before it does anything (handoff_fence,
+ * interpose.c). The launches, copies, memsets, events, waits, queries, host
+ * functions and stream memory operations are all wrapped, so whatever the
+ * program does next with them, on any stream and from any thread, reaches the
+ * driver after cudump's kernel, as if the launching thread had made it. Only
+ * launches on a stream that every thread names alike are handed over: not a
+ * per-thread default stream. Calls the shim does not wrap are not waited for:
+ * a context destroyed or reset right after a launch, with no wrapped call
+ * between, leaves the launcher a dead context (its launch fails, and its
+ * results say so); the array copies, cuMemPrefetchAsync and the signal of an
+ * external semaphore are not ordered behind it either. And while the launcher
+ * is blocked in the driver (a launch queue full behind a stream held by a host
+ * function that waits for a lock), every thread's next call waits with it.
+ *
+ * The launcher spins for SPIN_NS after each launch, since a program that
+ * launches launches again within microseconds and a sleeping thread takes
+ * tens of them to wake; then it sleeps on a futex until the next hand-over.
+ * A program thread that finds the launch not yet made spins for it too: the
+ * launcher is making it, which takes microseconds.
+ *
+ * The counters and the one launch in hand are process-wide: there is one
+ * launcher per process, and every thread's calls are ordered by it.
+ */
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "channel.h"
+#include "handoff.h"
+
+enum {
+    SPIN_NS = 200000,           /* the launcher's spin after a launch, before it sleeps */
+    FENCE_SPIN_NS = 50000,      /* a waiting call's spin, before it yields between looks */
+};
+
+_Atomic unsigned handoff_posted, handoff_made;
+
+/* The launch in hand: written by the thread that hands it over (under the
+ * staging lock, after handoff_made caught up), read by the launcher. */
+static struct {
+    cuLaunchKernel_fn launch;
+    CUcontext ctx;
+    CUfunction fn;
+    CUstream stream;
+    unsigned grid, k;
+    uint32_t *gate;
+    struct proto_tool_result *results[2 * TOOL_JOBS]; /* a job's own, and its twin's */
+    struct tool_jobs jobs;
+} hand;
+
+static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int state;       /* 0: not started, 1: running, -1: could not start */
+static _Atomic unsigned sleeping;
+
+static inline void relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static void make_launch(void)
+{
+    /* Set each time: the handle of a context destroyed and made again may be reused. */
+    CUresult rc = real_cuCtxSetCurrent ? real_cuCtxSetCurrent(hand.ctx) : CUDA_ERROR_NOT_SUPPORTED;
+    if (rc == CUDA_SUCCESS) {
+        void *params[] = {&hand.jobs};
+        rc = hand.launch(hand.fn, hand.grid, 1, 1, TOOL_THREADS, 1, 1, 0, hand.stream, params, NULL);
+    }
+    if (rc == CUDA_SUCCESS) {
+        volatile struct proto_control *ctl = channel_control_rw();
+        if (ctl)
+            __atomic_fetch_add(&ctl->handed_off, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    for (unsigned i = 0; i < hand.k; i++)
+        hand.results[i]->rc = rc;
+    if (hand.gate)
+        __atomic_store_n(hand.gate, GATE_NONE, __ATOMIC_RELEASE);
+}
+
+static void *launcher_main(void *arg)
+{
+    (void)arg;
+    shim_busy = 1; /* it makes the shim's calls only, never the program's */
+    /* Its launches can never invalidate a capture of the program's (stream.h). */
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (real_cuThreadExchangeStreamCaptureMode)
+        real_cuThreadExchangeStreamCaptureMode(&mode);
+    unsigned made = atomic_load(&handoff_made);
+    for (;;) {
+        unsigned posted;
+        uint64_t idle = now_ns();
+        while ((posted = atomic_load_explicit(&handoff_posted, memory_order_acquire)) == made) {
+            if (now_ns() - idle < SPIN_NS) {
+                relax();
+                continue;
+            }
+            /* Said before looking once more: a hand-over after the look wakes it. */
+            atomic_store(&sleeping, 1);
+            if (atomic_load(&handoff_posted) == made)
+                syscall(SYS_futex, &handoff_posted, FUTEX_WAIT_PRIVATE, made, NULL, NULL, 0);
+            atomic_store(&sleeping, 0);
+            idle = now_ns();
+        }
+        make_launch();
+        atomic_store_explicit(&handoff_made, posted, memory_order_release);
+        made = posted;
+    }
+    return NULL;
+}
+
+/* At exit, nothing handed over is left unmade. */
+static void fence_at_exit(void)
+{
+    handoff_fence();
+}
+
+/* Whether the process may run on two CPUs at least: on one, the launcher and
+ * the program would take turns, and each hand-over would cost the program a
+ * time slice. */
+static bool two_cpus(void)
+{
+    cpu_set_t cpus;
+    return sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) >= 2;
+}
+
+static bool started(void)
+{
+    int s = atomic_load_explicit(&state, memory_order_acquire);
+    if (s)
+        return s > 0;
+    pthread_mutex_lock(&start_lock);
+    if (!atomic_load(&state) && !two_cpus())
+        atomic_store(&state, -1);
+    if (!atomic_load(&state)) {
+        pthread_t t;
+        pthread_attr_t attr;
+        sigset_t all, was;
+        /* The program's signals are the program's threads' to take. */
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &was);
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        bool up = pthread_create(&t, &attr, launcher_main, NULL) == 0;
+        pthread_attr_destroy(&attr);
+        pthread_sigmask(SIG_SETMASK, &was, NULL);
+        if (up) {
+            pthread_setname_np(t, "cudump-launch");
+            atexit(fence_at_exit);
+        }
+        atomic_store_explicit(&state, up ? 1 : -1, memory_order_release);
+    }
+    pthread_mutex_unlock(&start_lock);
+    return atomic_load(&state) > 0;
+}
+
+void handoff_wait(void)
+{
+    uint64_t start = now_ns();
+    unsigned posted = atomic_load_explicit(&handoff_posted, memory_order_acquire);
+    /* Made when the launcher has caught up with this hand-over (or a later one). */
+    while ((int)(atomic_load_explicit(&handoff_made, memory_order_acquire) - posted) < 0) {
+        if (now_ns() - start < FENCE_SPIN_NS)
+            relax();
+        else
+            sched_yield();
+    }
+}
+
+bool handoff_launch(cuLaunchKernel_fn launch, CUcontext ctx, CUfunction fn, unsigned grid,
+                    CUstream stream, const struct tool_jobs *jobs,
+                    struct proto_tool_result *const *results, unsigned k, uint32_t *gate)
+{
+    if (!(channel_options() & OPTION_HAND_OFF) || !launch || k > 2 * TOOL_JOBS || !started())
+        return false;
+    handoff_fence(); /* the launcher has the one before (another thread's) made */
+    hand.launch = launch;
+    hand.ctx = ctx;
+    hand.fn = fn;
+    hand.stream = stream;
+    hand.grid = grid;
+    hand.k = k;
+    hand.gate = gate;
+    memcpy(hand.results, results, k * sizeof *results);
+    memcpy(&hand.jobs, jobs, sizeof *jobs);
+    atomic_fetch_add_explicit(&handoff_posted, 1, memory_order_seq_cst);
+    if (atomic_load(&sleeping))
+        syscall(SYS_futex, &handoff_posted, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    return true;
+}
+
+void handoff_reset_after_fork(void)
+{
+    /* The parent's launcher does not exist here, and a launch the parent had
+     * handed over is the parent's to make: the child starts afresh, with a
+     * launcher of its own when it needs one. */
+    pthread_mutex_init(&start_lock, NULL);
+    atomic_store(&state, 0);
+    atomic_store(&sleeping, 0);
+    atomic_store(&handoff_made, atomic_load(&handoff_posted));
+}

@@ -1,0 +1,61 @@
+"""The launcher thread (--hand-off, shim/handoff.h): cudump's kernel after a launch made
+with a kept plan is launched by a thread of the shim while the program goes on, and every call
+the program makes next waits until it has been made. Checked on the stand-in driver, which can
+make each launch of cudump's kernel take a while on a thread other than the program's
+(FAKECUDA_TOOLS_DELAY_US): a call of the program that reached the device before the kernel
+would change what it reads, and the results would differ from those of a run where the
+launching thread makes it (the default)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from records import manifest, summary
+from test_check_nan import INDEX, assert_producer_23_found
+
+# Each launch of cudump's kernel takes 20 ms to be made: long enough that the program's
+# next launch, made at once, would run first if nothing held it back.
+SLOW = {"FAKECUDA_TOOLS_DELAY_US": "20000"}
+
+
+def test_a_nan_is_found_in_what_the_launch_left_though_its_scans_are_launched_late(
+        fake, cudump_run):
+    """nans 40: launch 23 leaves NaN in c, and launch 24 writes c whole again after two
+    host copies. The scans after launch 23 are handed to the launcher thread, which takes
+    20 ms to make them; they see launch 23's NaN and hold the stream, and the producer is
+    found and snapshotted as it left its buffers, as without the launcher. (The copies, which
+    wait in the driver, wait for gated launches to settle anyway: the order of the program's
+    calls behind a late launch is the digest test's below.)"""
+    ran = cudump_run([str(fake.programs["nans"]), "40", str(INDEX), "23"], "--check-nan",
+                     "--hand-off", env_extra=SLOW)
+    assert_producer_23_found(ran)
+    assert summary(ran.run_dir)["handed_off"] > 30
+
+
+def test_by_default_the_launching_thread_makes_them(fake, cudump_run):
+    ran = cudump_run([str(fake.programs["nans"]), "40", str(INDEX), "23"], "--check-nan",
+                     env_extra=SLOW)
+    assert_producer_23_found(ran)
+    assert summary(ran.run_dir)["handed_off"] == 0
+
+
+def digests(run_dir: Path) -> dict[tuple, str]:
+    return {(r["launch"], r["arg"], r.get("offset", 0), r["phase"]): r["digest"]
+            for r in manifest(run_dir)}
+
+
+def test_digests_made_by_the_launcher_are_the_launches_own(fake, cudump_run, tmp_path):
+    """diverge launches four kernels over the same buffers every round, each writing what
+    the next reads: the digests after each launch, made by the launcher thread 20 ms late,
+    are those of a run where the launching thread makes them, buffer for buffer."""
+    program = [str(fake.programs["diverge"]), "6"]
+    handed = cudump_run(program, "--digest", "--hand-off", run_dir=tmp_path / "handed",
+                        env_extra=SLOW)
+    own = cudump_run(program, "--digest", run_dir=tmp_path / "own")
+    assert handed.returncode == 0 and own.returncode == 0, handed.stderr + own.stderr
+    assert handed.stdout == own.stdout
+    assert summary(handed.run_dir)["handed_off"] > 0
+    assert summary(own.run_dir)["handed_off"] == 0
+    made, expected = digests(handed.run_dir), digests(own.run_dir)
+    assert len(expected) > 40
+    assert made == expected
