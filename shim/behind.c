@@ -32,6 +32,7 @@
 #include "channel.h"
 #include "gate.h"
 #include "stream.h"
+#include "util.h"
 
 enum {
     MAX_SEGMENTS = 1024,     /* behind_mib is at most 1 TiB (channel.c) */
@@ -254,7 +255,7 @@ static bool past(const struct timespec *deadline)
 /* Waits until segment k is registered and holds no launch still to be written. */
 static bool wait_whole(unsigned k, const struct timespec *deadline)
 {
-    uint64_t grace = gate_now_ns() + (uint64_t)GRACE_MS * 1000000u;
+    uint64_t grace = monotonic_ns() + (uint64_t)GRACE_MS * 1000000u;
     for (;;) {
         unsigned ready = atomic_load(&bh.ready);
         if (k < ready && bh.last[k] <= behind_done())
@@ -263,7 +264,7 @@ static bool wait_whole(unsigned k, const struct timespec *deadline)
             !channel_control() || !channel_controller_alive())
             return false;
         bool held = false;
-        if (gate_now_ns() >= grace && (gate_look(&held), held))
+        if (monotonic_ns() >= grace && (gate_look(&held), held))
             return false;
         struct timespec nap = {0, POLL_US * 1000L};
         nanosleep(&nap, NULL);

@@ -63,13 +63,6 @@ static _Thread_local bool serving;
 static _Thread_local struct proto_result_slot *serving_slot;
 static _Thread_local bool serve_stalled;
 
-uint64_t gate_now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
 static uint32_t gate_of(const struct gate_entry *g)
 {
     return __atomic_load_n(&g->slot->gate, __ATOMIC_ACQUIRE);
@@ -224,14 +217,14 @@ CUresult gate_wait_event(CUevent ev, unsigned grace_ms)
      * other thread's stream may be held, or come to be while it waits, so it
      * opens held gates (after grace_ms). */
     uint64_t limit = serving ? (uint64_t)SERVE_STALL_MS * 1000000u : (uint64_t)grace_ms * 1000000u;
-    uint64_t deadline = gate_now_ns() + limit;
+    uint64_t deadline = monotonic_ns() + limit;
     for (unsigned spin = 0;; spin++) {
-        if (!serving && (!grace_ms || gate_now_ns() >= deadline))
+        if (!serving && (!grace_ms || monotonic_ns() >= deadline))
             gate_release_held();
         CUresult rc = query(ev);
         if (rc != CUDA_ERROR_NOT_READY)
             return serving && serve_stalled && rc == CUDA_SUCCESS ? CUDA_ERROR_TIMEOUT : rc;
-        if (serving && !serve_stalled && serving_slot && gate_now_ns() >= deadline) {
+        if (serving && !serve_stalled && serving_slot && monotonic_ns() >= deadline) {
             uint32_t was = GATE_SERVING;
             __atomic_compare_exchange_n(&serving_slot->gate, &was, GATE_RELEASED, false,
                                         __ATOMIC_RELEASE, __ATOMIC_RELAXED);
@@ -278,7 +271,7 @@ void gate_add(struct proto_result_slot *slot, uint64_t tag, uint64_t seq, CUcont
         retire_locked();
     }
     entries[(head + count) % GATE_MAX] =
-        (struct gate_entry){slot, tag, seq, ctx, gate_now_ns()};
+        (struct gate_entry){slot, tag, seq, ctx, monotonic_ns()};
     added++;
     if (count++ == 0)
         pthread_cond_signal(&gate_cond);

@@ -13,8 +13,6 @@ struct gate_entry {
     uint64_t added_ns;          /* when the launch was made: its hold began later */
 };
 
-/* CLOCK_MONOTONIC in nanoseconds. */
-uint64_t gate_now_ns(void);
 /* Whether every result of the slot (whose `ready` is tag) is in, or will never
  * come (its tool was not launched). */
 bool gate_results_in(const struct proto_result_slot *s, uint64_t tag);

@@ -47,11 +47,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "channel.h"
 #include "handoff.h"
+#include "util.h"
 
 enum {
     SPIN_NS = 200000,           /* the launcher's spin after a launch, before it sleeps */
@@ -82,13 +82,6 @@ static inline void relax(void)
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
 static void make_launch(void)
@@ -122,9 +115,9 @@ static void *launcher_main(void *arg)
     unsigned made = atomic_load(&handoff_made);
     for (;;) {
         unsigned posted;
-        uint64_t idle = now_ns();
+        uint64_t idle = monotonic_ns();
         while ((posted = atomic_load_explicit(&handoff_posted, memory_order_acquire)) == made) {
-            if (now_ns() - idle < SPIN_NS) {
+            if (monotonic_ns() - idle < SPIN_NS) {
                 relax();
                 continue;
             }
@@ -133,7 +126,7 @@ static void *launcher_main(void *arg)
             if (atomic_load(&handoff_posted) == made)
                 syscall(SYS_futex, &handoff_posted, FUTEX_WAIT_PRIVATE, made, NULL, NULL, 0);
             atomic_store(&sleeping, 0);
-            idle = now_ns();
+            idle = monotonic_ns();
         }
         make_launch();
         atomic_store_explicit(&handoff_made, posted, memory_order_release);
@@ -189,11 +182,11 @@ static bool started(void)
 
 void handoff_wait(void)
 {
-    uint64_t start = now_ns();
+    uint64_t start = monotonic_ns();
     unsigned posted = atomic_load_explicit(&handoff_posted, memory_order_acquire);
     /* Made when the launcher has caught up with this hand-over (or a later one). */
     while ((int)(atomic_load_explicit(&handoff_made, memory_order_acquire) - posted) < 0) {
-        if (now_ns() - start < FENCE_SPIN_NS)
+        if (monotonic_ns() - start < FENCE_SPIN_NS)
             relax();
         else
             sched_yield();

@@ -100,10 +100,10 @@ bool shim_resolve_real(void)
         if (shim_busy)                                                                 \
             return real CUDUMP_A_##family;                                             \
         const bool counted = !CUDUMP_IS(CUDUMP_HOST_ONLY_, family);                    \
-        if (counted)                                                                   \
+        if (counted) {                                                                 \
             handoff_fence();                                                           \
-        if (counted)                                                                   \
             calls_enter(CUDUMP_IS(CUDUMP_WAITS_, family));                             \
+        }                                                                              \
         if (counted && !CUDUMP_IS(CUDUMP_LAUNCHES_, family))                           \
             ahead_void();                                                              \
         CUresult rc = hook_##family(real, ptsz CUDUMP_TAIL(CUDUMP_APPLY(CUDUMP_UNPAREN, CUDUMP_A_##family))); \

@@ -78,6 +78,13 @@ void sb_free(struct strbuf *sb)
         free(sb->data);
 }
 
+uint64_t monotonic_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
 bool poll_until(bool (*done)(void *arg), void *arg, unsigned seconds)
 {
     for (long waited_us = 0; waited_us < (long)seconds * 1000000L; waited_us += 100) {

@@ -18,6 +18,8 @@ void sb_free(struct strbuf *sb);
 /* How long an exit handler of the shim waits at most for work still on the
  * GPU: the program's exit goes on regardless. */
 enum { EXIT_WAIT_S = 5 };
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t monotonic_ns(void);
 /* Asks `done(arg)` every 100 us, for `seconds` at most; whether it said yes. */
 bool poll_until(bool (*done)(void *arg), void *arg, unsigned seconds);
 

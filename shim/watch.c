@@ -110,7 +110,7 @@ static void serve_held(void *unused)
         CUstream s = scope.ok ? side_stream(g->ctx) : NULL;
         /* Not begun this close to the time cudump's kernel gives up by itself
          * (it could let the stream go while the copies are made). */
-        bool late = gate_now_ns() - g->added_ns > TOOL_HOLD_NS - SERVE_MARGIN_NS;
+        bool late = monotonic_ns() - g->added_ns > TOOL_HOLD_NS - SERVE_MARGIN_NS;
         gate_serve_slot(g->slot);
         bool served = s && !late && serve_gate(g->slot, g->seq, s);
         served = served && !gate_serve_stalled();
