@@ -23,7 +23,7 @@ anchor; snapshots: held <= 1.25x the two copies, end to end >= 80% of the lesser
 copy's and the file write's rate (<= 1.25x the time at that rate).
 
 usage: python3 bench/realworld.py [--quick] [--only resnet18,bert,snapshots] [--reps R]
-                                  [--without-ahead] [--hand-off]
+                                  [--without-ahead] [--no-hand-off]
        (GPU: torch, torchvision, transformers, the built samples, cudump installed)
 Exits 1 when a run failed or printed what was not expected (its row says FAILED).
 """
@@ -69,31 +69,31 @@ from realworld_table import (  # noqa: E402
 )
 
 TORCH_MODES = ("bare", "cudump", "trace", "check-nan", "digest", "cupti")
-# With --without-ahead: the two scanning modes again with --no-scans-ahead, and with --hand-off:
-# again with the launcher thread (--hand-off), for comparison in the same run. Each is the
+# With --without-ahead: the two scanning modes again with --no-scans-ahead, and with
+# --no-hand-off: again without the launcher thread, for comparison in the same run. Each is the
 # scanning mode and its extra option.
 ALONE_MODES = ("check-nan-alone", "digest-alone")
-HANDOFF_MODES = ("check-nan-handoff", "digest-handoff")
-VARIANTS = {"-alone": "--no-scans-ahead", "-handoff": "--hand-off"}
+OWN_MODES = ("check-nan-own", "digest-own")
+VARIANTS = {"-alone": "--no-scans-ahead", "-own": "--no-hand-off"}
 LABELS = {"bare": "bare", "cudump": "cudump (no rules)", "trace": "cudump --trace",
           "check-nan": "cudump --check-nan", "digest": "cudump --digest",
           "check-nan-alone": "cudump --check-nan --no-scans-ahead",
           "digest-alone": "cudump --digest --no-scans-ahead",
-          "check-nan-handoff": "cudump --check-nan --hand-off",
-          "digest-handoff": "cudump --digest --hand-off",
+          "check-nan-own": "cudump --check-nan --no-hand-off",
+          "digest-own": "cudump --digest --no-hand-off",
           "cupti": "CUPTI subscriber (no cudump)",
           "anchor": "isnan hooks, checked per module (no cudump)",
           "anchor-nosync": "isnan hooks, one check per forward (no cudump)"}
 GOALS = {"trace": Goal(1.03), "check-nan": Goal(1.5), "digest": Goal(1.5),
          "check-nan-alone": Goal(1.5), "digest-alone": Goal(1.5),
-         "check-nan-handoff": Goal(1.5), "digest-handoff": Goal(1.5)}
+         "check-nan-own": Goal(1.5), "digest-own": Goal(1.5)}
 BELOW_ANCHOR = Goal(1.0, strict=True)
 TITLES = {"resnet18": "resnet18 b8", "bert": "bert-base b8x128"}
 NEEDS = {"resnet18": "torchvision", "bert": "transformers"}
 
 
 def scanning_mode(mode: str) -> str:
-    """The cudump mode a variant (ALONE_MODES, HANDOFF_MODES) runs."""
+    """The cudump mode a variant (ALONE_MODES, OWN_MODES) runs."""
     for suffix in VARIANTS:
         mode = mode.removesuffix(suffix)
     return mode
@@ -146,7 +146,7 @@ class TorchWorkload:
                    "--warmup", str(s.warmup)]
         min_launches = s.iters + s.warmup
         for mode in (*TORCH_MODES, *(ALONE_MODES if s.alone else ()),
-                     *(HANDOFF_MODES if s.hand_off else ())):
+                     *(OWN_MODES if s.own_thread else ())):
             if mode == "cupti" and s.cupti is None:
                 continue
             where = f"{self.name} {mode} (rep {rep + 1})"
@@ -210,9 +210,9 @@ class TorchWorkload:
         title = TITLES[self.name]
         bare = self.ms.get("bare", [])
         rows = []
-        for mode in ("cudump", "trace", "check-nan", "digest", *ALONE_MODES, *HANDOFF_MODES,
+        for mode in ("cudump", "trace", "check-nan", "digest", *ALONE_MODES, *OWN_MODES,
                      "cupti", "anchor", "anchor-nosync"):
-            if (mode == "cupti" or mode in (*ALONE_MODES, *HANDOFF_MODES)) \
+            if (mode == "cupti" or mode in (*ALONE_MODES, *OWN_MODES)) \
                     and mode not in self.ms \
                     and mode not in self.failed:
                 continue
@@ -280,8 +280,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds a single run may take (default 240)")
     parser.add_argument("--without-ahead", action="store_true",
                         help="also run --check-nan and --digest with --no-scans-ahead")
-    parser.add_argument("--hand-off", action="store_true",
-                        help="also run --check-nan and --digest with --hand-off")
+    parser.add_argument("--no-hand-off", action="store_true",
+                        help="also run --check-nan and --digest with --no-hand-off")
     parser.add_argument("--dir", type=Path, help="where the snapshot runs write (default: "
                         "/dev/shm where it has room, else the temporary directory)")
     args = parser.parse_args(argv)
@@ -312,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         base = snapshot_base(args.dir) if snapshots else scratch
         with tempfile.TemporaryDirectory(prefix="cudump-realworld-snap-", dir=base) as snap:
             s = Settings(reps, args.iters, args.warmup, args.limit, scratch, Path(snap), cupti,
-                         alone=args.without_ahead, hand_off=args.hand_off)
+                         alone=args.without_ahead, own_thread=args.no_hand_off)
             if snapshots:
                 say(f"snapshot runs write to {base}")
             for rep in range(reps):

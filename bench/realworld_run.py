@@ -88,6 +88,6 @@ class Settings:
     snap_base: Path                    # the snapshot run directories
     cupti: tuple[Path, Path] | None    # the subscriber and libcupti, where they were built
     alone: bool = False                # also the scanning modes with --no-scans-ahead
-    hand_off: bool = False             # and with --hand-off
+    own_thread: bool = False           # and with --no-hand-off
 
 

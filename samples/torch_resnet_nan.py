@@ -8,9 +8,10 @@ non-finite, for cudump --check-nan:
         after it carry on;
   none  nothing changed.
 
-usage: python3 torch_resnet_nan.py inf|fill|none
-Prints how many elements of the output are non-finite; in fill mode writes where the NaN was
-put (`nan at 0x...`) to stderr.
+usage: python3 torch_resnet_nan.py inf|fill|none [FORWARDS]
+Runs FORWARDS forwards of the same input (1 by default) and prints how many elements of the
+last output are non-finite; in fill mode writes where the NaN was put (`nan at 0x...`) to
+stderr.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ import torchvision
 
 def main() -> None:
     mode = sys.argv[1] if len(sys.argv) > 1 else "none"
-    if mode not in ("inf", "fill", "none"):
-        sys.exit("usage: torch_resnet_nan.py inf|fill|none")
+    forwards = sys.argv[2] if len(sys.argv) > 2 else "1"
+    if mode not in ("inf", "fill", "none") or not forwards.isdigit() or int(forwards) < 1:
+        sys.exit("usage: torch_resnet_nan.py inf|fill|none [FORWARDS]")
     torch.manual_seed(0)
     model = torchvision.models.resnet18(weights=None).eval()
     conv = model.layer3[0].conv1
@@ -38,7 +40,8 @@ def main() -> None:
         print(f"nan at {conv.weight.data_ptr():#x}", file=sys.stderr)
     x = torch.randn(8, 3, 224, 224, device="cuda")
     with torch.no_grad():
-        y = model(x)
+        for _ in range(int(forwards)):
+            y = model(x)
     torch.cuda.synchronize()
     print(f"{mode}: {int((~torch.isfinite(y)).sum())} of {y.numel()} outputs non-finite")
 

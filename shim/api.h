@@ -336,6 +336,21 @@
 #define CUDUMP_A_cuStreamQuery (stream)
 #define CUDUMP_P_cuEventQuery (CUevent event)
 #define CUDUMP_A_cuEventQuery (event)
+/* A context destroyed or reset (a primary context released for the last time is
+ * destroyed) must not be under the launcher thread's launch (handoff.h), and a
+ * semaphore signalled after a launch tells another API the launch is done: each
+ * waits for a launch handed over first, as every counted call does. */
+#define CUDUMP_P_cuCtxDestroy (CUcontext ctx)
+#define CUDUMP_A_cuCtxDestroy (ctx)
+#define CUDUMP_P_cuDevicePrimaryCtxRelease (CUdevice dev)
+#define CUDUMP_A_cuDevicePrimaryCtxRelease (dev)
+#define CUDUMP_P_cuDevicePrimaryCtxReset (CUdevice dev)
+#define CUDUMP_A_cuDevicePrimaryCtxReset (dev)
+#define CUDUMP_P_cuSignalExternalSemaphoresAsync                                \
+    (const CUexternalSemaphore *extSemArray,                                      \
+     const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *paramsArray, unsigned int numExtSems, \
+     CUstream stream)
+#define CUDUMP_A_cuSignalExternalSemaphoresAsync (extSemArray, paramsArray, numExtSems, stream)
 
 /* The families whose hooks only pass the call on (and are counted around it). */
 #define CUDUMP_PASSED(F)                                                                \
@@ -347,7 +362,8 @@
     F(cuStreamWaitValue32) F(cuStreamWaitValue64) F(cuStreamBatchMemOp)                   \
     F(cuWaitExternalSemaphoresAsync) F(cuStreamAddCallback) F(cuGraphicsMapResources)         \
     F(cuGraphicsUnmapResources) F(cuStreamCreate) F(cuStreamCreateWithPriority)            \
-    F(cuStreamDestroy) F(cuStreamQuery) F(cuEventQuery)
+    F(cuStreamDestroy) F(cuStreamQuery) F(cuEventQuery) F(cuCtxDestroy)                  \
+    F(cuDevicePrimaryCtxRelease) F(cuDevicePrimaryCtxReset) F(cuSignalExternalSemaphoresAsync)
 
 /* What a family is, for the counting (calls.h), by the probe idiom:
  * CUDUMP_IS(CUDUMP_WAITS_, f) is 1 where CUDUMP_WAITS_f is defined as `~, 1`,
@@ -574,7 +590,12 @@
     VARIANT(cuStreamDestroy_v2, cuStreamDestroy, 0)                        \
     VARIANT(cuStreamQuery, cuStreamQuery, 0)                               \
     VARIANT(cuStreamQuery_ptsz, cuStreamQuery, 1)                          \
-    VARIANT(cuEventQuery, cuEventQuery, 0)
+    VARIANT(cuEventQuery, cuEventQuery, 0)                                 \
+    VARIANT(cuCtxDestroy_v2, cuCtxDestroy, 0)                              \
+    VARIANT(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease, 0)    \
+    VARIANT(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset, 0)        \
+    VARIANT(cuSignalExternalSemaphoresAsync, cuSignalExternalSemaphoresAsync, 0) \
+    VARIANT(cuSignalExternalSemaphoresAsync_ptsz, cuSignalExternalSemaphoresAsync, 1)
 
 /*
  * Driver functions the shim calls for its own work but does not wrap (those

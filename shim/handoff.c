@@ -7,13 +7,14 @@
  * more cuLaunchKernel on the program's thread for each of its own: about as
  * much CPU as the program's launch (4-6 us on an H200 host), which a program
  * that is bound by its launches (PyTorch's eager mode on a small model) pays
- * in full. With --hand-off, where the launching thread does not wait for that
- * kernel (the gated scans of --check-nan, digests), it hands the launch to the
- * launcher thread and returns to the program, which does its own work between
- * two launches (PyTorch: 8 us and more) while the launcher makes it. It is not
- * the default: the launcher spins while the program launches, which costs a
- * core, and on the hosts it was measured on the models ran no faster with it
- * than their noise (docs/performance.md).
+ * in full. Where the launching thread does not wait for that kernel (the
+ * gated scans of --check-nan, digests), it hands the launch to the launcher
+ * thread and returns to the program, which does its own work between two
+ * launches (PyTorch: 8 us and more) while the launcher makes it. On by
+ * default (--no-hand-off turns it off): ResNet-18 under --check-nan ran at
+ * 1.09x bare with it and 1.57x without, on a host where the model is bound by
+ * the CPU (docs/performance.md). The cost is a core, which the launcher spins
+ * while the program launches.
  *
  * Order is kept by one rule: at most one launch is handed over at a time, and
  * every wrapped call of the program (but those that work on the host alone)
@@ -21,15 +22,17 @@
  * interpose.c). The launches, copies, memsets, events, waits, queries, host
  * functions and stream memory operations are all wrapped, so whatever the
  * program does next with them, on any stream and from any thread, reaches the
- * driver after cudump's kernel, as if the launching thread had made it. Only
- * launches on a stream that every thread names alike are handed over: not a
- * per-thread default stream. Calls the shim does not wrap are not waited for:
- * a context destroyed or reset right after a launch, with no wrapped call
- * between, leaves the launcher a dead context (its launch fails, and its
- * results say so); the array copies, cuMemPrefetchAsync and the signal of an
- * external semaphore are not ordered behind it either. And while the launcher
- * is blocked in the driver (a launch queue full behind a stream held by a host
- * function that waits for a lock), every thread's next call waits with it.
+ * driver after cudump's kernel, as if the launching thread had made it. So
+ * are the calls that end a context (destroyed, its primary released or
+ * reset: the launcher must not launch in a context going away) and an
+ * external semaphore's signal (another API's word that the stream's work is
+ * done). Only launches on a stream that every thread names alike are handed
+ * over: not a per-thread default stream. The calls the shim does not wrap
+ * need no order behind it: array copies but cuMemcpyAtoD (wrapped) write no
+ * memory cudump's kernel reads, and cuMemPrefetchAsync changes no byte. While
+ * the launcher is blocked in the driver (a launch queue full behind a stream
+ * held by a host function that waits for a lock), every thread's next call
+ * waits with it.
  *
  * The launcher spins for SPIN_NS after each launch, since a program that
  * launches launches again within microseconds and a sleeping thread takes
@@ -40,10 +43,12 @@
  * The counters and the one launch in hand are process-wide: there is one
  * launcher per process, and every thread's calls are ordered by it.
  */
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -141,13 +146,48 @@ static void fence_at_exit(void)
     handoff_fence();
 }
 
+/* The first line of a small file, NUL-terminated; whether there was one. */
+static bool first_line(const char *path, char *buf, size_t size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, size - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = 0;
+    return true;
+}
+
+/* Whether the process's cgroup lets it use less than two CPUs' time (its CPU
+ * quota over its period; cgroup v2's cpu.max, else v1's): a container held to
+ * one CPU still sees every CPU of the host in its affinity, and a launcher
+ * spinning there would spend the program's quota. No quota, or none read:
+ * false. */
+static bool under_two_cpus_of_quota(void)
+{
+    char line[64];
+    long long quota = -1, period = 0;
+    if (first_line("/sys/fs/cgroup/cpu.max", line, sizeof line)) {
+        if (sscanf(line, "%lld %lld", &quota, &period) != 2) /* "max 100000": none */
+            return false;
+    } else if (first_line("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", line, sizeof line) &&
+               sscanf(line, "%lld", &quota) == 1 &&
+               first_line("/sys/fs/cgroup/cpu/cpu.cfs_period_us", line, sizeof line)) {
+        sscanf(line, "%lld", &period);
+    }
+    return quota > 0 && period > 0 && quota < 2 * period;
+}
+
 /* Whether the process may run on two CPUs at least: on one, the launcher and
  * the program would take turns, and each hand-over would cost the program a
  * time slice. */
 static bool two_cpus(void)
 {
     cpu_set_t cpus;
-    return sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) >= 2;
+    return sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) >= 2 &&
+           !under_two_cpus_of_quota();
 }
 
 static bool started(void)

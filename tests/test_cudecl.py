@@ -217,7 +217,8 @@ PASSED_FAMILIES = (
     "cuStreamWaitValue32", "cuStreamWaitValue64", "cuStreamBatchMemOp",
     "cuWaitExternalSemaphoresAsync", "cuStreamAddCallback", "cuGraphicsMapResources",
     "cuGraphicsUnmapResources", "cuStreamCreate", "cuStreamCreateWithPriority",
-    "cuStreamDestroy", "cuStreamQuery", "cuEventQuery")
+    "cuStreamDestroy", "cuStreamQuery", "cuEventQuery", "cuCtxDestroy",
+    "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxReset", "cuSignalExternalSemaphoresAsync")
 
 
 @pytest.mark.skipif(not (CUDA_INCLUDE / "cuda.h").is_file(),

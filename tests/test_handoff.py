@@ -1,10 +1,10 @@
-"""The launcher thread (--hand-off, shim/handoff.h): cudump's kernel after a launch made
-with a kept plan is launched by a thread of the shim while the program goes on, and every call
-the program makes next waits until it has been made. Checked on the stand-in driver, which can
-make each launch of cudump's kernel take a while on a thread other than the program's
-(FAKECUDA_TOOLS_DELAY_US): a call of the program that reached the device before the kernel
-would change what it reads, and the results would differ from those of a run where the
-launching thread makes it (the default)."""
+"""The launcher thread (on by default, --no-hand-off to keep it off; shim/handoff.h):
+cudump's kernel after a launch made with a kept plan is launched by a thread of the shim while
+the program goes on, and every call the program makes next waits until it has been made.
+Checked on the stand-in driver, which can make each launch of cudump's kernel take a while on
+a thread other than the program's (FAKECUDA_TOOLS_DELAY_US): a call of the program that
+reached the device before the kernel would change what it reads, and the results would differ
+from those of a run where the launching thread makes it (--no-hand-off)."""
 
 from __future__ import annotations
 
@@ -27,14 +27,14 @@ def test_a_nan_is_found_in_what_the_launch_left_though_its_scans_are_launched_la
     wait in the driver, wait for gated launches to settle anyway: the order of the program's
     calls behind a late launch is the digest test's below.)"""
     ran = cudump_run([str(fake.programs["nans"]), "40", str(INDEX), "23"], "--check-nan",
-                     "--hand-off", env_extra=SLOW)
+                     env_extra=SLOW)
     assert_producer_23_found(ran)
     assert summary(ran.run_dir)["handed_off"] > 30
 
 
-def test_by_default_the_launching_thread_makes_them(fake, cudump_run):
+def test_with_no_hand_off_the_launching_thread_makes_them(fake, cudump_run):
     ran = cudump_run([str(fake.programs["nans"]), "40", str(INDEX), "23"], "--check-nan",
-                     env_extra=SLOW)
+                     "--no-hand-off", env_extra=SLOW)
     assert_producer_23_found(ran)
     assert summary(ran.run_dir)["handed_off"] == 0
 
@@ -49,9 +49,8 @@ def test_digests_made_by_the_launcher_are_the_launches_own(fake, cudump_run, tmp
     the next reads: the digests after each launch, made by the launcher thread 20 ms late,
     are those of a run where the launching thread makes them, buffer for buffer."""
     program = [str(fake.programs["diverge"]), "6"]
-    handed = cudump_run(program, "--digest", "--hand-off", run_dir=tmp_path / "handed",
-                        env_extra=SLOW)
-    own = cudump_run(program, "--digest", run_dir=tmp_path / "own")
+    handed = cudump_run(program, "--digest", run_dir=tmp_path / "handed", env_extra=SLOW)
+    own = cudump_run(program, "--digest", "--no-hand-off", run_dir=tmp_path / "own")
     assert handed.returncode == 0 and own.returncode == 0, handed.stderr + own.stderr
     assert handed.stdout == own.stdout
     assert summary(handed.run_dir)["handed_off"] > 0
@@ -59,3 +58,19 @@ def test_digests_made_by_the_launcher_are_the_launches_own(fake, cudump_run, tmp
     made, expected = digests(handed.run_dir), digests(own.run_dir)
     assert len(expected) > 40
     assert made == expected
+
+
+def test_a_context_destroyed_right_after_a_launch_waits_for_the_launch_handed_over(
+        fake, cudump_run):
+    """ctxdestroy: the program destroys its own context right after its last launch, with no
+    call between. The scans after that launch, handed to the launcher thread and made 20 ms
+    late, are made before the context goes (cuCtxDestroy waits for them, as every counted
+    call does): the launch's digests after it are on record, none failed."""
+    ran = cudump_run([str(fake.programs["ctxdestroy"]), "5"], "--digest", env_extra=SLOW)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == "destroyed after 5 launches\n"
+    assert summary(ran.run_dir)["handed_off"] > 0
+    records = manifest(ran.run_dir)
+    last = max(r["launch"] for r in records)
+    after = [r for r in records if r["launch"] == last and r["phase"] == "after"]
+    assert after and all("digest" in r for r in after), after

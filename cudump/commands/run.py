@@ -118,11 +118,12 @@ class RunCommand:
                                  "before it, where that one came next last time (used only if "
                                  "nothing came between the two): on by default; "
                                  "--no-scans-ahead scans before each launch by itself")
-        parser.add_argument("--hand-off", action=argparse.BooleanOptionalAction, default=False,
+        parser.add_argument("--hand-off", action=argparse.BooleanOptionalAction, default=True,
                             help="under --digest, --check-nan and digest rules, have a thread "
                                  "of cudump's launch its kernel after each launch while the "
-                                 "program goes on, instead of the program's thread (off by "
-                                 "default: the thread spins while the program launches)")
+                                 "program goes on, instead of the program's thread: on by "
+                                 "default; --no-hand-off keeps it on the program's thread "
+                                 "(the launcher spins a core while the program launches)")
         parser.add_argument("--flight", type=_flight_slots, nargs="?", const=DEFAULT_FLIGHT,
                             default=0, metavar="N",
                             help=f"flight recorder: keep the last N launches of each process "

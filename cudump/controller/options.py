@@ -47,7 +47,7 @@ class RunOptions:
     injections: list[Donor] = field(default_factory=list)   # --inject RUN:LAUNCH, checked
     flight_slots: int = 0             # --flight N: the last N launches of each process; 0: off
     scans_ahead: bool = True          # --no-scans-ahead turns them off (shim/ahead.h)
-    hand_off: bool = False            # --hand-off: the launcher thread (shim/handoff.h)
+    hand_off: bool = True             # --no-hand-off: no launcher thread (shim/handoff.h)
 
     @property
     def writes_behind(self) -> bool:

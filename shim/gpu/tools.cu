@@ -254,6 +254,21 @@ __device__ void accumulate(const struct tool_job &j, unsigned long long first,
     }
 }
 
+// The fences of the kernel's closing steps. Each orders what a thread wrote before
+// it against what it writes after it (release) and what it read before against what it
+// reads after (acquire), which is all that the counts and `done` words below ask for;
+// __threadfence() and __threadfence_system() are sequentially consistent fences, which
+// cost more, on the path that the program's next kernel waits behind.
+__device__ __forceinline__ void fence_gpu()
+{
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+}
+
+__device__ __forceinline__ void fence_sys()
+{
+    asm volatile("fence.acq_rel.sys;" ::: "memory");
+}
+
 __device__ __forceinline__ unsigned long long globaltimer()
 {
     unsigned long long t;
@@ -269,17 +284,18 @@ __device__ __forceinline__ unsigned long long globaltimer()
 // Returns whether this block holds.
 __device__ bool hold_begins(const struct tool_jobs &jobs)
 {
-    unsigned long long *words = (unsigned long long *)jobs.hold_acc;
-    if (atomicAdd(words, 1ull) != jobs.hold_jobs - 1)
+    volatile unsigned long long *words = (volatile unsigned long long *)jobs.hold_acc;
+    if (atomicAdd((unsigned long long *)words, 1ull) != jobs.hold_jobs - 1)
         return false;
-    __threadfence();   // every other job's result and mark are seen from here on
+    fence_gpu();   // every other job's result and mark are seen from here on
+    const bool marked = words[1] != 0;
     words[0] = 0;
-    const bool marked = atomicExch(words + 1, 0ull) != 0;
-    __threadfence();   // zeroed before this job's `done`: the slot may be reused after it
+    words[1] = 0;
+    fence_gpu();   // zeroed before this job's `done`: the slot may be reused after it
     if (!marked)
         return false;
     *(volatile unsigned int *)jobs.hold = 1;   // GATE_HELD (protocol.h)
-    __threadfence_system();
+    fence_sys();
     return true;
 }
 
@@ -298,7 +314,7 @@ __device__ void hold_stream(const struct tool_jobs &jobs)
         if ((g == 1 ? now - start > TOOL_HOLD_NS : now - serving > TOOL_SERVE_NS) &&
             *gate == g) {
             *gate = 4;   // GATE_RELEASED: nobody came, or nobody finished
-            __threadfence_system();
+            fence_sys();
             return;
         }
     }
@@ -352,13 +368,23 @@ extern "C" __global__ void cudump_tools(const struct tool_jobs jobs)
             atomicAdd((double *)(acc + 1), s);
         else if (!digest && a)
             atomicMax(acc + 1, b);
-        __threadfence();   // this block's sums are in the accumulator before it counts as done
+        // This block's sums are in the accumulator before it counts as done. A block that
+        // found nothing added nothing, and has nothing to wait for: each wait is a round
+        // trip to memory on the path every launch of the program's next kernel waits behind.
+        if (a || (sums && s != 0))
+            fence_gpu();
         if (atomicAdd(acc + 2, 1ull) != j.blocks - 1)
             return;
-        __threadfence();
-        found = atomicExch(acc, 0ull);
-        first = atomicExch(acc + 1, 0ull);
-        acc[2] = 0;
+        fence_gpu();
+        // Every other block's sums are in: read them at once (two loads in flight, where
+        // two atomic exchanges wait one after the other) and zero the accumulator for the
+        // next use; the fence before `done` below orders the zeroes too.
+        volatile unsigned long long *sum = acc;
+        found = sum[0];
+        first = sum[1];
+        sum[0] = 0;
+        sum[1] = 0;
+        sum[2] = 0;
     }
     volatile unsigned long long *result = (volatile unsigned long long *)j.result;
     volatile unsigned long long *twin = (volatile unsigned long long *)j.twin;
@@ -371,7 +397,7 @@ extern "C" __global__ void cudump_tools(const struct tool_jobs jobs)
     // A new NaN or Inf: the stream is to be held for the shim (hold_begins).
     if (j.mark && found && (!j.before || ((volatile unsigned long long *)j.before)[0] == 0))
         atomicOr((unsigned long long *)j.mark, 1ull);
-    __threadfence_system();   // the result and the mark are in before this job counts
+    fence_sys();   // the result and the mark are in before this job counts
     const bool holds = jobs.hold && (j.mode & TOOL_HOLDS) && hold_begins(jobs);
     result[2] = j.tag;        // `done`, after the count: see tooljob.h
     if (twin)

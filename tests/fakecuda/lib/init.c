@@ -50,6 +50,12 @@ FC_HIDDEN CUresult fc_require_context(void)
     return atomic_load(&fc_fault);
 }
 
+FC_HIDDEN bool fc_context_alive(CUcontext ctx)
+{
+    const struct fc_context *c = (const struct fc_context *)ctx;
+    return !c || __atomic_load_n(&c->magic, __ATOMIC_ACQUIRE) == FC_MAGIC_CONTEXT;
+}
+
 FC_HIDDEN CUcontext fc_current_context(void)
 {
     return (CUcontext)current_ctx;
@@ -202,8 +208,9 @@ CUresult cuCtxDestroy_v2(CUcontext ctx)
         return FC_ERROR_INVALID_CONTEXT;
     if (current_ctx == c)
         current_ctx = NULL;
-    c->magic = 0;
-    free(c);
+    /* Kept, not freed: a launch another thread was making in it meanwhile must find it
+     * destroyed (fc_context_alive), not read freed memory. A test program makes few. */
+    __atomic_store_n(&c->magic, 0, __ATOMIC_RELEASE);
     return CUDA_SUCCESS;
 }
 

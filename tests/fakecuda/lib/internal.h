@@ -50,6 +50,8 @@ FC_HIDDEN extern atomic_int fc_fault_pending;
 FC_HIDDEN void fc_set_fault(CUresult error);
 FC_HIDDEN CUresult fc_fault_noticed(void);
 FC_HIDDEN CUcontext fc_current_context(void);
+/* Whether a context (NULL: none) has not been destroyed. */
+FC_HIDDEN bool fc_context_alive(CUcontext ctx);
 
 /* ---- pools.c: the device's size, and pools of one's own ---- */
 /* Allocations that failed for want of device memory (written at exit, graph.c). */

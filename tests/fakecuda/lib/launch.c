@@ -54,6 +54,10 @@ static CUresult launch(CUfunction f, struct fc_dim3 grid, struct fc_dim3 block, 
                                   .smem = smem,
                                   .args = args}};
     fc_tools_delay(k);
+    /* As the driver: a launch into a context destroyed meanwhile (by another thread,
+     * during the delay above) fails. */
+    if (!fc_context_alive(op.launch.ctx))
+        return FC_ERROR_INVALID_CONTEXT;
     r = fc_submit(s, &op);
     volatile uint32_t *gate = r == CUDA_SUCCESS ? fc_tools_hold(k, args) : NULL;
     if (gate && fc_watchdog()) {
