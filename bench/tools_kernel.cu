@@ -6,8 +6,7 @@
 // Each case is launched 200 times into a CUDA graph, and the graph replayed
 // five times between two events: microseconds of GPU per launch, without the
 // CPU's launch cost. Blocks per job: 4 or 16 units (16 bytes) a thread for
-// every job, and the shim's own choice (shim/tools.c's job_blocks, restated
-// below: keep the two alike).
+// every job, and the shim's own choice (shim/toolblocks.h, the same code).
 //
 // build: nvcc -O2 -arch=sm_90 -I shim -o tools_kernel bench/tools_kernel.cu -lcuda
 // usage: ./tools_kernel       (docs/performance.md has its output on an H200)
@@ -17,6 +16,7 @@
 
 #include <cuda.h>
 
+#include "toolblocks.h"
 #include "tooljob.h"
 #include "tools_ptx.h"
 
@@ -31,20 +31,13 @@
 
 enum { SCAN_F32 = 1, DIGEST_F32 = 0 | (1 << 8), MAX_BLOCKS = 1056, LAUNCHES = 200, REPLAYS = 5 };
 
-// units_per_thread 0: the shim's choice (job_blocks in shim/tools.c).
+// units_per_thread 0: the shim's choice (shim/toolblocks.h); else that many units a thread.
 static unsigned blocks_for(unsigned long long bytes, unsigned mode, unsigned units_per_thread)
 {
-    const unsigned long long units = (bytes + 15) / 16;
-    const unsigned long long small = 256ull * 4, big = 256ull * 16;
-    unsigned long long wide = (units + small - 1) / small, blocks = wide;
-    if (units_per_thread) {
-        const unsigned long long per = 256ull * units_per_thread;
-        blocks = (units + per - 1) / per;
-    } else if ((mode & 0xff) != 0) {
-        blocks = (units + big - 1) / big;
-        if (blocks < 48)
-            blocks = wide < 48 ? wide : 48;
-    }
+    if (!units_per_thread)
+        return tool_job_blocks(bytes, (mode & 0xff) == 0, MAX_BLOCKS);
+    const unsigned long long units = (bytes + 15) / 16, per = 256ull * units_per_thread;
+    const unsigned long long blocks = (units + per - 1) / per;
     return blocks < 1 ? 1 : blocks > MAX_BLOCKS ? MAX_BLOCKS : (unsigned)blocks;
 }
 

@@ -34,6 +34,7 @@
 #include "interpose.h"
 #include "staging.h"
 #include "stream.h"
+#include "toolblocks.h"
 #include "tools.h"
 #include "tooljob.h"
 #include "tools_ptx.h"
@@ -191,32 +192,6 @@ static CUresult tool_check(const struct proto_copy *c, unsigned mode, bool *trac
     return inside_allocation(c, tracked) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-/* Blocks for one job. A unit is 16 bytes, which a thread of the kernel reads
- * at once where the buffer is in one piece, four units in flight; each block
- * ends with a reduction and atomics on its job's accumulator, and the job's
- * last block waits on them before it writes the result. A scan is bound by
- * those loads and waits: a big one gives each thread 16 units (fewer blocks,
- * fewer closing atomics), a small one at least 4 a thread over up to
- * MIN_BLOCKS blocks (enough threads that the few loads of each are in flight
- * together). A digest is bound by its arithmetic (two 64-bit products a
- * word), so it keeps 4 units a thread, as many threads as can be had. On an
- * H200 (bench/tools_kernel.cu), a scan over two 6.4 MiB buffers took 6.5 us
- * this way against 7.9 us at 4 units a thread, and over two of 0.8 MiB 4.6 us
- * against 5.7 us at 16; small digests at 16 units took 9.3 us against 5.8 at
- * 4. At most enough blocks to fill the GPU. */
-static unsigned job_blocks(const struct proto_copy *c, unsigned mode, unsigned max_blocks)
-{
-    enum { MIN_BLOCKS = 48, SMALL = TOOL_THREADS * 4, BIG = TOOL_THREADS * 16 };
-    uint64_t units = (c->width * c->height + 15) / 16;
-    uint64_t wide = (units + SMALL - 1) / SMALL, blocks = wide;
-    if (mode != TOOL_DIGEST) {
-        blocks = (units + BIG - 1) / BIG;
-        if (blocks < MIN_BLOCKS)
-            blocks = wide < MIN_BLOCKS ? wide : MIN_BLOCKS;
-    }
-    return blocks < 1 ? 1 : blocks > max_blocks ? max_blocks : (unsigned)blocks;
-}
-
 /* Launches the kernel over the jobs gathered so far. */
 static CUresult launch_jobs(const struct launch_info *li, const struct tool_ctx *t,
                            struct tool_jobs *jobs, unsigned grid)
@@ -255,7 +230,8 @@ static unsigned accept_jobs(const struct tool_ctx *t, struct tool_request *reqs,
             .tag = r->tag, .mark = r->marks ? mark : 0,
             .before = device_address(t, r->before, sizeof *r->before),
             .mode = mode | tool_sum(c) << 8 | (mark && !r->ahead ? TOOL_HOLDS : 0),
-            .blocks = job_blocks(c, mode, t->max_blocks)};
+            .blocks = tool_job_blocks(c->width * c->height, mode == TOOL_DIGEST,
+                                      t->max_blocks)};
         of[njobs++] = r;
     }
     return njobs;
