@@ -22,7 +22,10 @@
 
 /* A <<<>>> launch reports its errors only through cudaGetLastError. */
 #define CHECK_LAUNCH() CHECK_RT(cudaGetLastError())
-#else
+#endif
+
+/* A C program, or a CUDA one that defines SAMPLES_DRIVER_API, calls the driver. */
+#if !defined(__CUDACC__) || defined(SAMPLES_DRIVER_API)
 #include <cuda.h>
 
 #define CHECK_CU(call)                                                          \

@@ -115,6 +115,15 @@
 #define CUDUMP_A_cuCtxSynchronize ()
 #define CUDUMP_P_cuCtxSynchronize_v2 (CUcontext ctx)
 #define CUDUMP_A_cuCtxSynchronize_v2 (ctx)
+/* A context destroyed or reset (a primary context released for the last time is
+ * destroyed): it must not be under the launcher thread's launch (handoff.h), and
+ * what the shim made in it is gone with it (ctxlife.h). */
+#define CUDUMP_P_cuCtxDestroy (CUcontext ctx)
+#define CUDUMP_A_cuCtxDestroy (ctx)
+#define CUDUMP_P_cuDevicePrimaryCtxRelease (CUdevice dev)
+#define CUDUMP_A_cuDevicePrimaryCtxRelease (dev)
+#define CUDUMP_P_cuDevicePrimaryCtxReset (CUdevice dev)
+#define CUDUMP_A_cuDevicePrimaryCtxReset (dev)
 #define CUDUMP_P_cuStreamSynchronize (CUstream stream)
 #define CUDUMP_A_cuStreamSynchronize (stream)
 #define CUDUMP_P_cuEventSynchronize (CUevent event)
@@ -336,16 +345,8 @@
 #define CUDUMP_A_cuStreamQuery (stream)
 #define CUDUMP_P_cuEventQuery (CUevent event)
 #define CUDUMP_A_cuEventQuery (event)
-/* A context destroyed or reset (a primary context released for the last time is
- * destroyed) must not be under the launcher thread's launch (handoff.h), and a
- * semaphore signalled after a launch tells another API the launch is done: each
- * waits for a launch handed over first, as every counted call does. */
-#define CUDUMP_P_cuCtxDestroy (CUcontext ctx)
-#define CUDUMP_A_cuCtxDestroy (ctx)
-#define CUDUMP_P_cuDevicePrimaryCtxRelease (CUdevice dev)
-#define CUDUMP_A_cuDevicePrimaryCtxRelease (dev)
-#define CUDUMP_P_cuDevicePrimaryCtxReset (CUdevice dev)
-#define CUDUMP_A_cuDevicePrimaryCtxReset (dev)
+/* A semaphore signalled after a launch tells another API the launch is done:
+ * it waits for a launch handed over (handoff.h) first, as every counted call does. */
 #define CUDUMP_P_cuSignalExternalSemaphoresAsync                                \
     (const CUexternalSemaphore *extSemArray,                                      \
      const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *paramsArray, unsigned int numExtSems, \
@@ -362,8 +363,7 @@
     F(cuStreamWaitValue32) F(cuStreamWaitValue64) F(cuStreamBatchMemOp)                   \
     F(cuWaitExternalSemaphoresAsync) F(cuStreamAddCallback) F(cuGraphicsMapResources)         \
     F(cuGraphicsUnmapResources) F(cuStreamCreate) F(cuStreamCreateWithPriority)            \
-    F(cuStreamDestroy) F(cuStreamQuery) F(cuEventQuery) F(cuCtxDestroy)                  \
-    F(cuDevicePrimaryCtxRelease) F(cuDevicePrimaryCtxReset) F(cuSignalExternalSemaphoresAsync)
+    F(cuStreamDestroy) F(cuStreamQuery) F(cuEventQuery) F(cuSignalExternalSemaphoresAsync)
 
 /* What a family is, for the counting (calls.h), by the probe idiom:
  * CUDUMP_IS(CUDUMP_WAITS_, f) is 1 where CUDUMP_WAITS_f is defined as `~, 1`,
@@ -411,6 +411,7 @@
     F(cuGraphExecDestroy)                                                                \
     F(cuGraphExecKernelNodeSetParams) F(cuGraphExecUpdate)                              \
     F(cuCtxSynchronize) F(cuCtxSynchronize_v2) F(cuStreamSynchronize) F(cuEventSynchronize) \
+    F(cuCtxDestroy) F(cuDevicePrimaryCtxRelease) F(cuDevicePrimaryCtxReset)                 \
     F(cuMemcpyDtoH) F(cuMemcpyHtoD) F(cuMemcpyDtoD) F(cuMemcpy) F(cuMemcpy2D)             \
     F(cuMemcpy2DUnaligned) F(cuMemcpy3D)                                                   \
     F(cuMemcpyHtoDAsync) F(cuMemcpy2DAsync) F(cuMemcpy3DAsync) F(cuMemsetD8) F(cuMemsetD16)  \
@@ -637,6 +638,8 @@
             (CUgraph g, const CUgraphNode *from, const CUgraphNode *to, size_t count))     \
     SERVICE(cuGraphDestroy, (CUgraph g))                                                   \
     SERVICE(cuCtxGetCurrent, (CUcontext *ctx))                                            \
+    SERVICE(cuCtxGetId, (CUcontext ctx, unsigned long long *id))                           \
+    SERVICE(cuDevicePrimaryCtxGetState, (CUdevice dev, unsigned int *flags, int *active))  \
     SERVICE(cuCtxPushCurrent_v2, (CUcontext ctx))                                          \
     SERVICE(cuCtxPopCurrent_v2, (CUcontext *ctx))                                          \
     SERVICE(cuStreamGetCtx, (CUstream s, CUcontext *ctx))                                  \

@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "ctxlife.h"
 #include "flight.h"
 #include "interpose.h"
 #include "functab.h"
@@ -33,9 +34,11 @@
 _Static_assert(sizeof(struct proto_flight_slot) == PROTO_FLIGHT_SLOT_SIZE, "flight slot size");
 _Static_assert(offsetof(struct proto_flight_slot, done) % 8 == 0, "the marker's word is aligned");
 
-/* Whether the device writes into the ring (ring_mapped). */
+/* Whether the device writes into the ring (ring_mapped), and the context
+ * epoch (ctxlife.h) the registration was last seen to hold in. */
 enum { MAP_NEW, MAP_BUSY, MAP_OK, MAP_NONE };
 static _Atomic int mapped = MAP_NEW;
+static atomic_uint mapped_epoch;
 
 void flight_reset_after_fork(void)
 {
@@ -119,9 +122,14 @@ void flight_begin(struct launch_info *li)
 static bool ring_mapped(struct proto_flight_slot *ring, uint32_t slots)
 {
     int state = atomic_load_explicit(&mapped, memory_order_acquire);
-    if (state == MAP_OK)
+    unsigned now = ctxlife_epoch();
+    if (state == MAP_OK && atomic_load_explicit(&mapped_epoch, memory_order_relaxed) == now)
         return true;
-    if (state != MAP_NEW || !atomic_compare_exchange_strong(&mapped, &state, MAP_BUSY))
+    /* Registered, but a context ended since: the registration may have gone
+     * with it (staging.c), and a marker written there would fault the GPU. */
+    bool again = state == MAP_OK;
+    if ((state != MAP_NEW && !again) ||
+        !atomic_compare_exchange_strong(&mapped, &state, MAP_BUSY))
         return false;
     bool ok = false;
     if (real_cuMemHostRegister_v2 && real_cuMemHostGetDevicePointer_v2 &&
@@ -129,16 +137,19 @@ static bool ring_mapped(struct proto_flight_slot *ring, uint32_t slots)
         /* Relaxed: a registration must not break another thread's global capture. */
         CUstreamCaptureMode mode = capture_relax();
         CUdeviceptr dev = 0;
-        CUresult rc = real_cuMemHostRegister_v2(
-            ring, (size_t)slots * sizeof *ring,
-            CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
+        bool still = again && real_cuMemHostGetDevicePointer_v2(&dev, ring, 0) == CUDA_SUCCESS;
+        CUresult rc = still ? CUDA_SUCCESS
+                            : real_cuMemHostRegister_v2(
+                                  ring, (size_t)slots * sizeof *ring,
+                                  CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
         if (rc == CUDA_SUCCESS)
-            ok = real_cuMemHostGetDevicePointer_v2(&dev, ring, 0) == CUDA_SUCCESS &&
+            ok = (still || real_cuMemHostGetDevicePointer_v2(&dev, ring, 0) == CUDA_SUCCESS) &&
                  dev == (CUdeviceptr)(uintptr_t)ring;
-        if (rc == CUDA_SUCCESS && !ok)
+        if (rc == CUDA_SUCCESS && !ok && !still)
             real_cuMemHostUnregister(ring);
         capture_restore(mode);
     }
+    atomic_store_explicit(&mapped_epoch, now, memory_order_relaxed);
     atomic_store_explicit(&mapped, ok ? MAP_OK : MAP_NONE, memory_order_release);
     return ok;
 }
@@ -159,6 +170,15 @@ static bool mark(const struct launch_info *li, struct proto_flight_slot *ring, u
     CUstreamCaptureMode mode = relax ? capture_relax() : CU_STREAM_CAPTURE_MODE_RELAXED;
     shim_busy++;
     CUresult rc = write(stream, (CUdeviceptr)(uintptr_t)&s->done, value, 0);
+    /* Refused as memory the device does not map (seen on an H200 once the
+     * context that registered the ring ended, cudaDeviceReset included, which
+     * no wrapped call tells): the registration is looked at again, made anew
+     * where it went, and the marker written once more. */
+    if (rc == CUDA_ERROR_INVALID_VALUE) {
+        ctxlife_ended();
+        if (ring_mapped(ring, slots))
+            rc = write(stream, (CUdeviceptr)(uintptr_t)&s->done, value, 0);
+    }
     shim_busy--;
     if (relax)
         capture_restore(mode);

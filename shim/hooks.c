@@ -15,6 +15,7 @@
 #include "behind.h"
 #include "calls.h"
 #include "channel.h"
+#include "ctxlife.h"
 #include "drain.h"
 #include "flight.h"
 #include "functab.h"
@@ -46,6 +47,7 @@ static void after_fork_child(void)
     staging_reset_after_fork();
     stream_forget_tid();
     graph_reset_after_fork();
+    ctxlife_reset_after_fork();
     tools_reset_after_fork();
     repeat_reset_after_fork();
     gate_reset_after_fork();
@@ -986,6 +988,49 @@ CUresult hook_cuTensorMapReplaceAddress(cuTensorMapReplaceAddress_fn real, int p
         tensormap_remember(tensorMap, &info);
     }
     return rc;
+}
+
+/* ---- contexts that end -------------------------------------------------- */
+
+/* What the shim made in a context that ended went with it (ctxlife.h): its
+ * kernel and scratch (tools.c), its side stream (watch.c) and the mapping of
+ * the host memory cudump's kernel writes into (staging.c, flight.c) are made
+ * again where they are needed next. `gone` is the handle destroyed; NULL for
+ * a primary context, whose handle stays (its key tells the new one apart). */
+static CUresult context_ended(CUresult rc, CUcontext gone)
+{
+    if (rc == CUDA_SUCCESS) {
+        ctxlife_ended();
+        tools_forget(gone);
+        watch_forget(gone);
+    }
+    return rc;
+}
+
+CUresult hook_cuCtxDestroy(cuCtxDestroy_fn real, int ptsz, CUcontext ctx)
+{
+    (void)ptsz;
+    return context_ended(real(ctx), ctx);
+}
+
+CUresult hook_cuDevicePrimaryCtxReset(cuDevicePrimaryCtxReset_fn real, int ptsz, CUdevice dev)
+{
+    (void)ptsz;
+    return context_ended(real(dev), NULL);
+}
+
+/* Released for the last time, the primary context is destroyed. */
+CUresult hook_cuDevicePrimaryCtxRelease(cuDevicePrimaryCtxRelease_fn real, int ptsz,
+                                        CUdevice dev)
+{
+    (void)ptsz;
+    CUresult rc = real(dev);
+    unsigned flags = 0;
+    int active = 0;
+    if (rc == CUDA_SUCCESS && real_cuDevicePrimaryCtxGetState &&
+        real_cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active)
+        return rc;
+    return context_ended(rc, NULL);
 }
 
 /* ---- calls passed straight on ------------------------------------------- */

@@ -13,18 +13,25 @@
 #include <time.h>
 
 #include "channel.h"
+#include "ctxlife.h"
 #include "staging.h"
 
 /* Held from MSG_BEGIN to MSG_END (and across a stop). */
 static pthread_mutex_t snap_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
-static bool staging_pinned, results_pinned;
+/* An area pinned (tried at least once), and the context epoch it was last
+ * found pinned in (ctxlife.h): a context's end may take the registration. */
+struct pin {
+    atomic_bool tried;
+    atomic_uint epoch;
+};
+static struct pin staging_pin, results_pin;
 
 void staging_reset_after_fork(void)
 {
     pthread_mutex_init(&snap_lock, NULL);
     pthread_mutex_init(&pin_lock, NULL);
-    staging_pinned = results_pinned = false;
+    staging_pin = results_pin = (struct pin){0};
 }
 
 bool staging_locked(unsigned ms, void (*fn)(void *), void *arg)
@@ -51,16 +58,28 @@ bool staging_locked(unsigned ms, void (*fn)(void *), void *arg)
 /* Pins an area of the shared memory on first use: copies into it are then real
  * async DMAs, and cudump's kernel can write its results into it (mapped). If
  * pinning fails copies still work, through the driver's bounce buffers, and
- * the kernel's results are refused. */
-static void pin_once(void *area, size_t size, bool *pinned)
+ * the kernel's results are refused. The registration is the context's it was
+ * made in (portable: every context sees it) and ends with it, as on an H200
+ * after cudaDeviceReset: once a context ended, the area is pinned again where
+ * the driver no longer maps it. */
+static void pin_current(void *area, size_t size, struct pin *pin)
 {
+    unsigned now = ctxlife_epoch();
+    if (!area || !size ||
+        (atomic_load_explicit(&pin->tried, memory_order_acquire) &&
+         atomic_load_explicit(&pin->epoch, memory_order_relaxed) == now))
+        return;
     pthread_mutex_lock(&pin_lock);
-    if (area && size && !*pinned) {
-        *pinned = true;
-        if (real_cuMemHostRegister_v2)
-            real_cuMemHostRegister_v2(area, size,
-                                      CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
-    }
+    CUdeviceptr dev = 0;
+    bool again = !atomic_load(&pin->tried) ||
+                 (atomic_load(&pin->epoch) != now &&
+                  (!real_cuMemHostGetDevicePointer_v2 ||
+                   real_cuMemHostGetDevicePointer_v2(&dev, area, 0) != CUDA_SUCCESS));
+    if (again && real_cuMemHostRegister_v2)
+        real_cuMemHostRegister_v2(area, size,
+                                  CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
+    atomic_store_explicit(&pin->epoch, now, memory_order_relaxed);
+    atomic_store_explicit(&pin->tried, true, memory_order_release);
     pthread_mutex_unlock(&pin_lock);
 }
 
@@ -68,13 +87,13 @@ char *staging_area(size_t *size)
 {
     char *area = channel_staging();
     *size = area ? channel_staging_size() : 0;
-    pin_once(area, *size, &staging_pinned);
+    pin_current(area, *size, &staging_pin);
     return area;
 }
 
 struct proto_result_slot *results_ring(uint32_t *slots)
 {
     struct proto_result_slot *ring = channel_results(slots);
-    pin_once(ring, (size_t)*slots * sizeof *ring, &results_pinned);
+    pin_current(ring, (size_t)*slots * sizeof *ring, &results_pin);
     return ring;
 }

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "alloctab.h"
+#include "ctxlife.h"
 #include "gate.h"
 #include "handoff.h"
 #include "interpose.h"
@@ -52,7 +53,7 @@ enum {
 };
 
 struct tool_ctx {
-    CUcontext ctx;
+    struct ctx_key key;     /* its context (key.ctx NULL: a free entry) */
     CUresult rc;            /* why the module or scratch could not be had */
     CUfunction fn;
     CUdeviceptr scratch;    /* accumulators: PROTO_MAX_COPIES, then the ring's; then
@@ -67,7 +68,9 @@ struct tool_ctx {
     } views[2];
 };
 
-/* Contexts the kernel is loaded in: a handful per process at most. */
+/* Contexts the kernel is loaded in: a handful at once per process at most.
+ * An entry goes with its context (tools_forget, or its key says the context
+ * ended): its module and scratch went with it. */
 static pthread_mutex_t tools_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tool_ctx tools[MAX_TOOL_CONTEXTS];
 static unsigned ntools;
@@ -144,21 +147,45 @@ static CUdeviceptr device_address(const struct tool_ctx *t, const void *host, si
     return 0;
 }
 
-/* The context's kernel and scratch, loaded on first use (ctx is current). */
+/* The context's kernel and scratch, loaded on first use, and again in a
+ * context that ended and came back under the same handle (ctx is current). */
 static const struct tool_ctx *tool_context(CUcontext ctx, const struct launch_info *li)
 {
     pthread_mutex_lock(&tools_lock);
-    struct tool_ctx *t = NULL;
-    for (unsigned i = 0; i < ntools && !t; i++)
-        if (tools[i].ctx == ctx)
+    struct tool_ctx *t = NULL, *free_entry = NULL;
+    bool ended = false;
+    for (unsigned i = 0; i < ntools && !t; i++) {
+        enum ctx_match m = ctx_key_match(&tools[i].key, ctx);
+        if (m != CTX_OTHER) {
             t = &tools[i];
-    if (!t && ntools < MAX_TOOL_CONTEXTS) {
-        t = &tools[ntools++];
-        *t = (struct tool_ctx){.ctx = ctx, .max_blocks = 256};
-        load_kernel(t, li);
+            ended = m == CTX_ENDED;
+        } else if (!tools[i].key.ctx && !free_entry) {
+            free_entry = &tools[i];
+        }
+    }
+    if (!t && !free_entry && ntools < MAX_TOOL_CONTEXTS)
+        free_entry = &tools[ntools++];
+    if (!t || ended) {
+        t = t ? t : free_entry;
+        if (t) {
+            *t = (struct tool_ctx){.max_blocks = 256};
+            ctx_key_set(&t->key, ctx);
+            load_kernel(t, li);
+        }
     }
     pthread_mutex_unlock(&tools_lock);
     return t;
+}
+
+void tools_forget(CUcontext ctx)
+{
+    if (!ctx)
+        return;
+    pthread_mutex_lock(&tools_lock);
+    for (unsigned i = 0; i < ntools; i++)
+        if (tools[i].key.ctx == ctx)
+            tools[i] = (struct tool_ctx){0};
+    pthread_mutex_unlock(&tools_lock);
 }
 
 /* Whether the bytes a copy reads lie inside one allocation; *tracked: one
@@ -345,7 +372,7 @@ static bool run_on(const struct launch_info *li, const struct tool_ctx *t,
             }
             /* Each result's rc says CUDA_SUCCESS already (accept_jobs); a launch
              * that fails there says otherwise, and opens the gate. */
-            if (handoff_launch(shim_real_cuLaunchKernel(), t->ctx, t->fn, grid, li->stream,
+            if (handoff_launch(shim_real_cuLaunchKernel(), t->key.ctx, t->fn, grid, li->stream,
                                &jobs, results, nres, jobs.hold ? hold->gate : NULL))
                 return jobs.hold != 0;
         }

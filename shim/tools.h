@@ -67,6 +67,8 @@ unsigned tools_pack(struct tool_jobs *out, const struct tool_job *jobs, unsigned
  * check tools_run makes): for a graph made with its nodes, run again once
  * allocations have changed. */
 bool tools_readable(const struct proto_copy *c);
+/* A context destroyed: what cudump's kernel kept in it is forgotten. */
+void tools_forget(CUcontext ctx);
 void tools_reset_after_fork(void);
 
 #endif

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "ctxlife.h"
 #include "drain.h"
 #include "gate.h"
 #include "interpose.h"
@@ -39,28 +40,59 @@ static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_bool watching;    /* set once, under the lock; read without it */
 static bool cannot_watch;
 
-/* The streams copies of held launches go on, one per context (under the staging lock). */
+/* The streams copies of held launches go on, one per context (under the
+ * staging lock, and side_lock: a context's end drops its stream from any thread). */
+static pthread_mutex_t side_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
-    CUcontext ctx;
+    struct ctx_key key;         /* key.ctx NULL: a free entry */
     CUstream stream;
 } side[MAX_SIDE_STREAMS];
 static unsigned nside;
 
 static _Thread_local bool watcher;   /* this thread is the watcher */
 
-/* A stream of the context that does not wait for the held one (ctx current). */
+/* A stream of the context that does not wait for the held one (ctx current);
+ * made again where the context ended and came back under the same handle. */
 static CUstream side_stream(CUcontext ctx)
 {
-    for (unsigned i = 0; i < nside; i++)
-        if (side[i].ctx == ctx)
-            return side[i].stream;
+    pthread_mutex_lock(&side_lock);
+    unsigned at = nside;
+    for (unsigned i = 0; i < nside && at == nside; i++) {
+        enum ctx_match m = ctx_key_match(&side[i].key, ctx);
+        if (m == CTX_SAME) {
+            CUstream s = side[i].stream;
+            pthread_mutex_unlock(&side_lock);
+            return s;
+        }
+        if (m == CTX_ENDED)
+            at = i; /* its stream went with the context: not destroyed, made anew */
+    }
+    for (unsigned i = 0; i < nside && at == nside; i++)
+        if (!side[i].key.ctx)
+            at = i;
     CUstream s = NULL;
-    if (nside == MAX_SIDE_STREAMS || !shim_real_cuStreamCreate() ||
-        shim_real_cuStreamCreate()(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
-        return NULL;
-    side[nside].ctx = ctx;
-    side[nside++].stream = s;
+    if (at < MAX_SIDE_STREAMS && shim_real_cuStreamCreate() &&
+        shim_real_cuStreamCreate()(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS) {
+        ctx_key_set(&side[at].key, ctx);
+        side[at].stream = s;
+        if (at == nside)
+            nside++;
+    } else {
+        s = NULL;
+    }
+    pthread_mutex_unlock(&side_lock);
     return s;
+}
+
+void watch_forget(CUcontext ctx)
+{
+    if (!ctx)
+        return;
+    pthread_mutex_lock(&side_lock);
+    for (unsigned i = 0; i < nside; i++)
+        if (side[i].key.ctx == ctx)
+            side[i].key = (struct ctx_key){0};
+    pthread_mutex_unlock(&side_lock);
 }
 
 /* Reports a held launch (MSG_REPEAT with its slot), makes the copies the
@@ -233,5 +265,6 @@ void watch_reset_after_fork(void)
     pthread_mutex_init(&watch_lock, NULL);
     atomic_store(&watching, false);
     cannot_watch = false;
+    pthread_mutex_init(&side_lock, NULL);
     nside = 0;
 }

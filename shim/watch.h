@@ -11,6 +11,8 @@ bool watch_room(int device);
  * newest gated launch is held (the GPU has caught up with it: its stream
  * would make the launch wait). One look, so that a launch pays next to nothing. */
 void watch_serve_newest(void);
+/* A context destroyed: its side stream is forgotten (it went with the context). */
+void watch_forget(CUcontext ctx);
 void watch_reset_after_fork(void);
 
 #endif

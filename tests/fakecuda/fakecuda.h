@@ -24,6 +24,7 @@ typedef struct CUgraphNode_st *CUgraphNode;
 #define FC_ERROR_ILLEGAL_STATE 401
 #define FC_ERROR_LOSSY_QUERY 402
 #define FC_ERROR_ILLEGAL_ADDRESS 700
+#define FC_ERROR_CONTEXT_IS_DESTROYED 709
 #define FC_ERROR_HOST_MEMORY_ALREADY_REGISTERED 712
 #define FC_ERROR_HOST_MEMORY_NOT_REGISTERED 713
 #define FC_ERROR_UNSUPPORTED_PTX_VERSION 222
@@ -150,6 +151,12 @@ CUresult cuDeviceGetAttribute(int *value, int attribute, CUdevice dev);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev);
 CUresult cuDevicePrimaryCtxRelease(CUdevice dev);
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev);
+CUresult cuDevicePrimaryCtxReset(CUdevice dev);
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev);
+/* cuDevicePrimaryCtxReset_v2 by a name no tool wraps, as cudaDeviceReset reaches it. */
+CUresult fcPrivatePrimaryCtxReset(CUdevice dev);
+CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active);
+CUresult cuCtxGetId(CUcontext ctx, unsigned long long *id);
 CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);
 CUresult cuCtxCreate_v3(CUcontext *pctx, void *paramsArray, int numParams, unsigned int flags,
                         CUdevice dev);

@@ -25,13 +25,34 @@ FC_HIDDEN CUresult fc_fault_noticed(void)
 struct fc_context {
     unsigned int magic;
     bool primary;
+    _Atomic unsigned long long id;
 };
 
 /* One primary context, as for the one device; created contexts are separate
  * objects so that a program can tell them apart. */
-static struct fc_context primary_ctx = {FC_MAGIC_CONTEXT, true};
+static struct fc_context primary_ctx = {FC_MAGIC_CONTEXT, true, 1};
 static atomic_int primary_refs;
 static _Thread_local struct fc_context *current_ctx;
+static _Atomic unsigned long long last_id = 1;
+
+static unsigned long long new_id(void)
+{
+    return atomic_fetch_add(&last_id, 1) + 1;
+}
+
+/* What was made in a context ends with it; a primary context comes back under
+ * the same handle as a new context (a new id), as on the real driver. */
+static void end_context(struct fc_context *c)
+{
+    fc_registrations_end(atomic_load(&c->id));
+    if (c->primary)
+        atomic_store(&c->id, new_id());
+}
+
+FC_HIDDEN unsigned long long fc_context_id(void)
+{
+    return current_ctx ? atomic_load(&current_ctx->id) : 0;
+}
 
 #define REQUIRE_INIT()                                                                             \
     do {                                                                                           \
@@ -150,16 +171,67 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
     REQUIRE_INIT();
     if (dev != 0)
         return FC_ERROR_INVALID_DEVICE;
-    if (atomic_fetch_sub(&primary_refs, 1) <= 0) {
+    int was = atomic_fetch_sub(&primary_refs, 1);
+    if (was <= 0) {
         atomic_fetch_add(&primary_refs, 1);
         return FC_ERROR_INVALID_CONTEXT;
     }
+    if (was == 1)
+        end_context(&primary_ctx);
     return CUDA_SUCCESS;
 }
 
 CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
 {
     return cuDevicePrimaryCtxRelease_v2(dev);
+}
+
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    REQUIRE_INIT();
+    if (dev != 0)
+        return FC_ERROR_INVALID_DEVICE;
+    atomic_store(&primary_refs, 0);
+    end_context(&primary_ctx);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxReset(CUdevice dev)
+{
+    return cuDevicePrimaryCtxReset_v2(dev);
+}
+
+/* The reset the CUDA runtime's cudaDeviceReset makes on the real driver: through
+ * the driver's private export table, so no call a tool can wrap (seen on an H200). */
+CUresult fcPrivatePrimaryCtxReset(CUdevice dev)
+{
+    return cuDevicePrimaryCtxReset_v2(dev);
+}
+
+CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+    REQUIRE_INIT();
+    if (dev != 0)
+        return FC_ERROR_INVALID_DEVICE;
+    if (!flags || !active)
+        return CUDA_ERROR_INVALID_VALUE;
+    *flags = 0;
+    *active = atomic_load(&primary_refs) > 0;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetId(CUcontext ctx, unsigned long long *id)
+{
+    REQUIRE_INIT();
+    struct fc_context *c = ctx ? (struct fc_context *)ctx : current_ctx;
+    if (!id)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!c)
+        return FC_ERROR_INVALID_CONTEXT;
+    if (__atomic_load_n(&c->magic, __ATOMIC_ACQUIRE) != FC_MAGIC_CONTEXT)
+        return FC_ERROR_CONTEXT_IS_DESTROYED;
+    *id = atomic_load(&c->id);
+    return CUDA_SUCCESS;
 }
 
 static CUresult create_context(CUcontext *pctx, CUdevice dev)
@@ -173,6 +245,7 @@ static CUresult create_context(CUcontext *pctx, CUdevice dev)
     if (!c)
         return CUDA_ERROR_OUT_OF_MEMORY;
     c->magic = FC_MAGIC_CONTEXT;
+    atomic_store(&c->id, new_id());
     current_ctx = c;
     *pctx = (CUcontext)c;
     return CUDA_SUCCESS;
@@ -208,6 +281,7 @@ CUresult cuCtxDestroy_v2(CUcontext ctx)
         return FC_ERROR_INVALID_CONTEXT;
     if (current_ctx == c)
         current_ctx = NULL;
+    end_context(c);
     /* Kept, not freed: a launch another thread was making in it meanwhile must find it
      * destroyed (fc_context_alive), not read freed memory. A test program makes few. */
     __atomic_store_n(&c->magic, 0, __ATOMIC_RELEASE);
@@ -285,6 +359,7 @@ static const struct fc_error_text error_texts[] = {
      "attempted introspection would be semantically lossy"},
     {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+    {709, "CUDA_ERROR_CONTEXT_IS_DESTROYED", "context is destroyed"},
     {712, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
      "part or all of the requested memory range is already mapped"},
     {713, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",

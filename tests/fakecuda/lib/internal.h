@@ -52,6 +52,15 @@ FC_HIDDEN CUresult fc_fault_noticed(void);
 FC_HIDDEN CUcontext fc_current_context(void);
 /* Whether a context (NULL: none) has not been destroyed. */
 FC_HIDDEN bool fc_context_alive(CUcontext ctx);
+/* The current context's id (cuCtxGetId), 0 where none is current. A primary context
+ * reset, or released for the last time, comes back under its handle with a new id. */
+FC_HIDDEN unsigned long long fc_context_id(void);
+/* A context ended: the registrations of host memory made in it end too (memory.c). */
+FC_HIDDEN void fc_registrations_end(unsigned long long ctx);
+/* Whether function f was got (cuModuleGetFunction, cuKernelGetFunction) in the current
+ * context (code.c): one of a module of another context, or of one that ended, is not
+ * launchable, as on the real driver. */
+FC_HIDDEN bool fc_function_in_context(CUfunction f);
 
 /* ---- pools.c: the device's size, and pools of one's own ---- */
 /* Allocations that failed for want of device memory (written at exit, graph.c). */

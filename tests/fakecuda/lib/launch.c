@@ -44,6 +44,8 @@ static CUresult launch(CUfunction f, struct fc_dim3 grid, struct fc_dim3 block, 
     /* A CUkernel passed as the function is recorded as such, which a
      * captured kernel node reports in its `kern` field. */
     bool by_kernel = fc_function_builtin(f) == NULL;
+    if (!fc_function_in_context(f))
+        return CUDA_ERROR_INVALID_HANDLE;
     struct fc_op op = {.kind = FC_OP_LAUNCH,
                        .launch = {.kernel = k,
                                   .func = by_kernel ? NULL : f,

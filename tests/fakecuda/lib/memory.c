@@ -31,6 +31,7 @@ struct fc_alloc {
     uintptr_t base;
     size_t size;
     enum fc_mem_kind kind;
+    unsigned long long ctx; /* a registration: the id of the context it was made in */
 };
 
 struct fc_physical {
@@ -60,7 +61,8 @@ static CUresult table_add(uintptr_t base, size_t size, enum fc_mem_kind kind)
         }
     }
     if (table_count < table_cap)
-        table[table_count++] = (struct fc_alloc){base, size, kind};
+        table[table_count++] =
+            (struct fc_alloc){base, size, kind, kind == MEM_REGISTERED ? fc_context_id() : 0};
     else
         r = CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_unlock(&table_lock);
@@ -977,6 +979,20 @@ CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
         table_find((uintptr_t)p + bytesize - 1, 1, match_host_any, NULL))
         return FC_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
     return table_add((uintptr_t)p, bytesize, MEM_REGISTERED);
+}
+
+/* As on an H200 after a reset: a registration ends with the context it was made
+ * in, though it is portable (the memory stays the program's). */
+FC_HIDDEN void fc_registrations_end(unsigned long long ctx)
+{
+    pthread_mutex_lock(&table_lock);
+    for (size_t i = 0; i < table_count;) {
+        if (table[i].kind == MEM_REGISTERED && table[i].ctx == ctx)
+            table[i] = table[--table_count];
+        else
+            i++;
+    }
+    pthread_mutex_unlock(&table_lock);
 }
 
 CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)

@@ -115,6 +115,9 @@ PROGRAMS: tuple[Program, ...] = (
     Program("compile-ro", ("py:compiled.py", "reduce-overhead"), needs="torch"),
     Program("side-graph", ("py:side_graph.py",), needs="torch"),
     Program("abort", ("abort_after",), keeps_after="mark"),
+    Program("ctx-reset", ("ctx_cycle", "reset", "4")),
+    # more contexts, one after another, than the shim keeps anything for at once
+    Program("ctx-create", ("ctx_cycle", "create", "40")),
     Program("big-256M", ("big_buffer", "256", "4"), drop_lines=r"^(launch \d+ ms|d2h_ms)"),
     Program("big-1G", ("big_buffer", "1024", "4"), drop_lines=r"^(launch \d+ ms|d2h_ms)"),
     Program("ddp-2gpu", ("py:ddp.py",), needs="torch", exclusive=True, gpus=2),
