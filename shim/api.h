@@ -593,8 +593,11 @@
     VARIANT(cuStreamQuery_ptsz, cuStreamQuery, 1)                          \
     VARIANT(cuEventQuery, cuEventQuery, 0)                                 \
     VARIANT(cuCtxDestroy_v2, cuCtxDestroy, 0)                              \
+    VARIANT(cuCtxDestroy, cuCtxDestroy, 0)                                 \
     VARIANT(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease, 0)    \
+    VARIANT(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease, 0)       \
     VARIANT(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset, 0)        \
+    VARIANT(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset, 0)           \
     VARIANT(cuSignalExternalSemaphoresAsync, cuSignalExternalSemaphoresAsync, 0) \
     VARIANT(cuSignalExternalSemaphoresAsync_ptsz, cuSignalExternalSemaphoresAsync, 1)
 

@@ -123,7 +123,7 @@ static bool ring_mapped(struct proto_flight_slot *ring, uint32_t slots)
 {
     int state = atomic_load_explicit(&mapped, memory_order_acquire);
     unsigned now = ctxlife_epoch();
-    if (state == MAP_OK && atomic_load_explicit(&mapped_epoch, memory_order_relaxed) == now)
+    if (state == MAP_OK && atomic_load_explicit(&mapped_epoch, memory_order_acquire) == now)
         return true;
     /* Registered, but a context ended since: the registration may have gone
      * with it (staging.c), and a marker written there would fault the GPU. */
@@ -149,9 +149,24 @@ static bool ring_mapped(struct proto_flight_slot *ring, uint32_t slots)
             real_cuMemHostUnregister(ring);
         capture_restore(mode);
     }
-    atomic_store_explicit(&mapped_epoch, now, memory_order_relaxed);
+    atomic_store_explicit(&mapped_epoch, now, memory_order_release);
     atomic_store_explicit(&mapped, ok ? MAP_OK : MAP_NONE, memory_order_release);
     return ok;
+}
+
+/* Whether the ring was mapped and the driver no longer maps it: its
+ * registration went with a context that ended (counted, so that it and the
+ * other registrations are looked at again). One driver call where a marker
+ * was refused for another reason. */
+static bool ring_lost(struct proto_flight_slot *ring)
+{
+    CUdeviceptr dev = 0;
+    if (atomic_load_explicit(&mapped, memory_order_acquire) != MAP_OK ||
+        !real_cuMemHostGetDevicePointer_v2 ||
+        real_cuMemHostGetDevicePointer_v2(&dev, ring, 0) == CUDA_SUCCESS)
+        return false;
+    ctxlife_ended();
+    return true;
 }
 
 /* Enqueues the write of `value` into the slot's `done` after the launch, on
@@ -174,11 +189,8 @@ static bool mark(const struct launch_info *li, struct proto_flight_slot *ring, u
      * context that registered the ring ended, cudaDeviceReset included, which
      * no wrapped call tells): the registration is looked at again, made anew
      * where it went, and the marker written once more. */
-    if (rc == CUDA_ERROR_INVALID_VALUE) {
-        ctxlife_ended();
-        if (ring_mapped(ring, slots))
-            rc = write(stream, (CUdeviceptr)(uintptr_t)&s->done, value, 0);
-    }
+    if (rc == CUDA_ERROR_INVALID_VALUE && ring_lost(ring) && ring_mapped(ring, slots))
+        rc = write(stream, (CUdeviceptr)(uintptr_t)&s->done, value, 0);
     shim_busy--;
     if (relax)
         capture_restore(mode);

@@ -50,6 +50,7 @@
 
 #include "alloctab.h"
 #include "channel.h"
+#include "ctxlife.h"
 #include "drain.h"
 #include "flight.h"
 #include "functab.h"
@@ -102,6 +103,8 @@ struct graph_exec {
     uint32_t *cached_nodes;       /* the kernel each copy is ordered around */
     CUresult *cached_rcs;         /* how each copy went when it was made */
     unsigned long long cached_epoch; /* alloctab_epoch() its scans were checked at */
+    struct ctx_key ctx;         /* the context it was instantiated in (ctx NULL: none known) */
+    bool ctx_gone;              /* that context was destroyed (graph_forget_context) */
 };
 
 /* Executable graphs are few and long-lived; launches look them up under one
@@ -267,10 +270,20 @@ static void fold_counts_locked(struct graph_exec *g)
     }
 }
 
+/* Whether the context the graph was instantiated in still exists: the shim's
+ * clone and instrumented copy went with it otherwise, and the driver does not
+ * check a handle of an ended context (ctxlife.h). A destroyed context was
+ * marked before its handle went; the handle of a primary context (reset, or
+ * released for the last time, unseen) stays, and its id tells. */
+static bool context_alive(struct graph_exec *g)
+{
+    return !g->ctx_gone && (!g->ctx.ctx || ctx_key_match(&g->ctx, g->ctx.ctx) == CTX_SAME);
+}
+
 /* The instrumented copy no longer matches (parameters changed, or the graph goes). */
 static void drop_cached(struct graph_exec *g)
 {
-    if (g->cached && shim_real_cuGraphExecDestroy())
+    if (g->cached && shim_real_cuGraphExecDestroy() && context_alive(g))
         shim_real_cuGraphExecDestroy()(g->cached);
     g->cached = NULL;
     g->ncached = 0;
@@ -284,8 +297,9 @@ static void drop_cached(struct graph_exec *g)
 
 static void free_graph(struct graph_exec *g)
 {
+    bool alive = context_alive(g);
     drop_cached(g);
-    if (g->src && real_cuGraphDestroy)
+    if (g->src && real_cuGraphDestroy && alive)
         real_cuGraphDestroy(g->src);
     free_kernels(g->kernels, g->nkernels);
     free(g);
@@ -422,6 +436,9 @@ void graph_remember(CUgraphExec exec, CUgraph graph, unsigned long long flags)
     }
     uint64_t device_graph = 0;
     if (g && !w.failed && ngraphs < graphs_cap) {
+        CUcontext ctx = NULL;
+        if (real_cuCtxGetCurrent && real_cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx)
+            ctx_key_set(&g->ctx, ctx);
         g->exec = exec;
         g->src = src;
         src = NULL;
@@ -450,6 +467,15 @@ void graph_forget(CUgraphExec exec)
 {
     pthread_mutex_lock(&graphs_lock);
     forget_locked(exec);
+    pthread_mutex_unlock(&graphs_lock);
+}
+
+void graph_forget_context(const struct ctx_key *gone)
+{
+    pthread_mutex_lock(&graphs_lock);
+    for (size_t i = 0; i < ngraphs; i++)
+        if (graphs[i]->ctx.ctx == gone->ctx && graphs[i]->ctx.id == gone->id)
+            graphs[i]->ctx_gone = true;
     pthread_mutex_unlock(&graphs_lock);
 }
 

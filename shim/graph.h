@@ -3,6 +3,7 @@
 #ifndef CUDUMP_GRAPH_H
 #define CUDUMP_GRAPH_H
 
+#include "ctxlife.h"
 #include "shim.h"
 
 /* cuGraphLaunch: counted, traced, and run instrumented where kernels inside
@@ -12,6 +13,9 @@ CUresult graph_launch(cuGraphLaunch_fn real, CUgraphExec exec, CUstream stream, 
 void graph_remember(CUgraphExec exec, CUgraph graph, unsigned long long flags);
 /* An executable graph goes away. */
 void graph_forget(CUgraphExec exec);
+/* A context to be destroyed (its key): the graphs instantiated in it are let go
+ * without the driver, which frees them with the context. */
+void graph_forget_context(const struct ctx_key *gone);
 /* An executable graph now runs `graph`'s parameters (cuGraphExecUpdate). */
 void graph_updated(CUgraphExec exec, CUgraph graph);
 /* A kernel node's parameters were changed in the executable graph. */

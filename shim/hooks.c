@@ -993,30 +993,50 @@ CUresult hook_cuTensorMapReplaceAddress(cuTensorMapReplaceAddress_fn real, int p
 /* ---- contexts that end -------------------------------------------------- */
 
 /* What the shim made in a context that ended went with it (ctxlife.h): its
- * kernel and scratch (tools.c), its side stream (watch.c) and the mapping of
- * the host memory cudump's kernel writes into (staging.c, flight.c) are made
- * again where they are needed next. `gone` is the handle destroyed; NULL for
- * a primary context, whose handle stays (its key tells the new one apart). */
-static CUresult context_ended(CUresult rc, CUcontext gone)
+ * kernel and scratch (tools.c), its side stream (watch.c), the instrumented
+ * copies of its graphs (graph.c), and the mapping of the host memory cudump's
+ * kernel writes into (staging.c, flight.c), made again where needed next. */
+static CUresult context_ended(CUresult rc)
 {
-    if (rc == CUDA_SUCCESS) {
+    if (rc == CUDA_SUCCESS)
         ctxlife_ended();
-        tools_forget(gone);
-        watch_forget(gone);
-    }
     return rc;
+}
+
+/* Before a context goes, nothing of the shim's may be at work in it: held
+ * launches are served or let go, and the drain's thread (which works in the
+ * launch's context) finishes, as before the program's own waits. */
+static void settle_before_end(void)
+{
+    gate_settle();
+    drain_wait_idle();
 }
 
 CUresult hook_cuCtxDestroy(cuCtxDestroy_fn real, int ptsz, CUcontext ctx)
 {
     (void)ptsz;
-    return context_ended(real(ctx), ctx);
+    settle_before_end();
+    /* Its key while the handle is good; the tables let go of it by handle and
+     * id, since another thread may make a context under the same handle as soon
+     * as this one is gone. */
+    struct ctx_key gone = {0};
+    if (ctx)
+        ctx_key_set(&gone, ctx);
+    staging_context_ends(&gone);
+    CUresult rc = real(ctx);
+    if (rc == CUDA_SUCCESS && ctx) {
+        tools_forget(&gone);
+        watch_forget(&gone);
+        graph_forget_context(&gone);
+    }
+    return context_ended(rc);
 }
 
 CUresult hook_cuDevicePrimaryCtxReset(cuDevicePrimaryCtxReset_fn real, int ptsz, CUdevice dev)
 {
     (void)ptsz;
-    return context_ended(real(dev), NULL);
+    settle_before_end();
+    return context_ended(real(dev));
 }
 
 /* Released for the last time, the primary context is destroyed. */
@@ -1024,13 +1044,16 @@ CUresult hook_cuDevicePrimaryCtxRelease(cuDevicePrimaryCtxRelease_fn real, int p
                                         CUdevice dev)
 {
     (void)ptsz;
-    CUresult rc = real(dev);
     unsigned flags = 0;
     int active = 0;
+    if (real_cuDevicePrimaryCtxGetState &&
+        real_cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active)
+        settle_before_end(); /* it may be the last retain */
+    CUresult rc = real(dev);
     if (rc == CUDA_SUCCESS && real_cuDevicePrimaryCtxGetState &&
         real_cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active)
         return rc;
-    return context_ended(rc, NULL);
+    return context_ended(rc);
 }
 
 /* ---- calls passed straight on ------------------------------------------- */

@@ -19,11 +19,13 @@
 /* Held from MSG_BEGIN to MSG_END (and across a stop). */
 static pthread_mutex_t snap_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
-/* An area pinned (tried at least once), and the context epoch it was last
- * found pinned in (ctxlife.h): a context's end may take the registration. */
+/* An area pinned (tried at least once), the context epoch it was last found
+ * pinned in (ctxlife.h), and the context that registered it (under pin_lock;
+ * ctx NULL: none known): the registration ends with that context. */
 struct pin {
     atomic_bool tried;
     atomic_uint epoch;
+    struct ctx_key owner;
 };
 static struct pin staging_pin, results_pin;
 
@@ -67,7 +69,7 @@ static void pin_current(void *area, size_t size, struct pin *pin)
     unsigned now = ctxlife_epoch();
     if (!area || !size ||
         (atomic_load_explicit(&pin->tried, memory_order_acquire) &&
-         atomic_load_explicit(&pin->epoch, memory_order_relaxed) == now))
+         atomic_load_explicit(&pin->epoch, memory_order_acquire) == now))
         return;
     pthread_mutex_lock(&pin_lock);
     CUdeviceptr dev = 0;
@@ -75,11 +77,53 @@ static void pin_current(void *area, size_t size, struct pin *pin)
                  (atomic_load(&pin->epoch) != now &&
                   (!real_cuMemHostGetDevicePointer_v2 ||
                    real_cuMemHostGetDevicePointer_v2(&dev, area, 0) != CUDA_SUCCESS));
-    if (again && real_cuMemHostRegister_v2)
+    CUcontext ctx = NULL;
+    if (again && real_cuMemHostRegister_v2 &&
         real_cuMemHostRegister_v2(area, size,
-                                  CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
-    atomic_store_explicit(&pin->epoch, now, memory_order_relaxed);
+                                  CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP) ==
+            CUDA_SUCCESS) {
+        pin->owner = (struct ctx_key){0};
+        if (real_cuCtxGetCurrent && real_cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx)
+            ctx_key_set(&pin->owner, ctx);
+    }
+    atomic_store_explicit(&pin->epoch, now, memory_order_release);
     atomic_store_explicit(&pin->tried, true, memory_order_release);
+    pthread_mutex_unlock(&pin_lock);
+}
+
+/* Whether the context that registered the area ended (under pin_lock). Only a
+ * primary context can end unseen (cudaDeviceReset), and its handle stays:
+ * asking for its id is safe. A destroyed context was let go of before its
+ * handle went (staging_context_ends). */
+static bool owner_ended(struct pin *pin)
+{
+    if (!pin->owner.ctx || ctx_key_match(&pin->owner, pin->owner.ctx) == CTX_SAME)
+        return false;
+    pin->owner = (struct ctx_key){0}; /* the match counted the epoch */
+    return true;
+}
+
+void staging_follow_contexts(void)
+{
+    /* Another context's end took the registration its kernel writes into:
+     * pinned again at once, before that kernel is launched. */
+    pthread_mutex_lock(&pin_lock);
+    owner_ended(&staging_pin);
+    owner_ended(&results_pin);
+    pthread_mutex_unlock(&pin_lock);
+    size_t size;
+    uint32_t slots;
+    staging_area(&size);
+    results_ring(&slots);
+}
+
+void staging_context_ends(const struct ctx_key *gone)
+{
+    pthread_mutex_lock(&pin_lock);
+    struct pin *pins[] = {&staging_pin, &results_pin};
+    for (int i = 0; i < 2; i++)
+        if (pins[i]->owner.ctx == gone->ctx && pins[i]->owner.id == gone->id)
+            pins[i]->owner = (struct ctx_key){0};
     pthread_mutex_unlock(&pin_lock);
 }
 

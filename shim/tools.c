@@ -177,13 +177,11 @@ static const struct tool_ctx *tool_context(CUcontext ctx, const struct launch_in
     return t;
 }
 
-void tools_forget(CUcontext ctx)
+void tools_forget(const struct ctx_key *gone)
 {
-    if (!ctx)
-        return;
     pthread_mutex_lock(&tools_lock);
     for (unsigned i = 0; i < ntools; i++)
-        if (tools[i].key.ctx == ctx)
+        if (tools[i].key.ctx == gone->ctx && tools[i].key.id == gone->id)
             tools[i] = (struct tool_ctx){0};
     pthread_mutex_unlock(&tools_lock);
 }
@@ -420,6 +418,7 @@ static CUresult tools_enter(const struct launch_info *li, struct ctx_scope *scop
     *t = NULL;
     if (!scope->ok)
         return CUDA_ERROR_INVALID_CONTEXT;
+    staging_follow_contexts();
     *t = tool_context(ctx, li);
     return *t == NULL ? CUDA_ERROR_OUT_OF_MEMORY : (*t)->rc;
 }

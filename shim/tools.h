@@ -2,6 +2,7 @@
 #ifndef CUDUMP_TOOLS_H
 #define CUDUMP_TOOLS_H
 
+#include "ctxlife.h"
 #include "launchinfo.h"
 #include "tooljob.h"
 
@@ -67,8 +68,10 @@ unsigned tools_pack(struct tool_jobs *out, const struct tool_job *jobs, unsigned
  * check tools_run makes): for a graph made with its nodes, run again once
  * allocations have changed. */
 bool tools_readable(const struct proto_copy *c);
-/* A context destroyed: what cudump's kernel kept in it is forgotten. */
-void tools_forget(CUcontext ctx);
+/* A context destroyed (its key, taken before): what cudump's kernel kept in it
+ * is forgotten. By handle and id, since another thread may meanwhile have made
+ * a context under the same handle and loaded the kernel there. */
+void tools_forget(const struct ctx_key *gone);
 void tools_reset_after_fork(void);
 
 #endif

@@ -84,13 +84,11 @@ static CUstream side_stream(CUcontext ctx)
     return s;
 }
 
-void watch_forget(CUcontext ctx)
+void watch_forget(const struct ctx_key *gone)
 {
-    if (!ctx)
-        return;
     pthread_mutex_lock(&side_lock);
     for (unsigned i = 0; i < nside; i++)
-        if (side[i].key.ctx == ctx)
+        if (side[i].key.ctx == gone->ctx && side[i].key.id == gone->id)
             side[i].key = (struct ctx_key){0};
     pthread_mutex_unlock(&side_lock);
 }

@@ -2,6 +2,7 @@
 #ifndef CUDUMP_WATCH_H
 #define CUDUMP_WATCH_H
 
+#include "ctxlife.h"
 #include "shim.h"
 
 /* Whether a launch on the device may be gated now (under the staging lock):
@@ -11,8 +12,8 @@ bool watch_room(int device);
  * newest gated launch is held (the GPU has caught up with it: its stream
  * would make the launch wait). One look, so that a launch pays next to nothing. */
 void watch_serve_newest(void);
-/* A context destroyed: its side stream is forgotten (it went with the context). */
-void watch_forget(CUcontext ctx);
+/* A context destroyed (its key, taken before): its side stream went with it. */
+void watch_forget(const struct ctx_key *gone);
 void watch_reset_after_fork(void);
 
 #endif

@@ -19,24 +19,41 @@ from records import manifest, nan_lines
 from cudump.rundir.flight import read_flight
 
 ROUNDS = {"reset": 4, "unseen": 4, "create": 40}  # create: more contexts than kept at once
+# Launches a round: `two` runs each round in two contexts.
+PER_ROUND = {"two": 2}
 
 
-@pytest.mark.parametrize("how", sorted(ROUNDS))
-def test_every_digest_is_made_in_each_new_context(fake, cudump_run, bare_run, how):
-    program = [str(fake.programs["ctxcycle"]), how, str(ROUNDS[how])]
-    bare = bare_run(program)
-    ran = cudump_run(program, "--digest")
+DIGEST_CASES = {
+    **{how: (how, rounds, {}) for how, rounds in ROUNDS.items()},
+    # the primary context reset unseen while another lives on: the areas cudump's kernel
+    # writes into were registered in the primary context, and their registration went with
+    # it; the other context's kernel wrote there and faulted the context
+    "two": ("two", 4, {}),
+    # the driver gives the next context the handle of the one destroyed (as on an H200)
+    "create-reused": ("create", 40, {"FAKECUDA_REUSE_CONTEXTS": "1"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DIGEST_CASES))
+def test_every_digest_is_made_in_each_new_context(fake, cudump_run, bare_run, case):
+    how, rounds, env = DIGEST_CASES[case]
+    program = [str(fake.programs["ctxcycle"]), how, str(rounds)]
+    bare = bare_run(program, env_extra=env)
+    assert bare.returncode == 0, bare.stderr
+    ran = cudump_run(program, "--digest", env_extra=env)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout == bare.stdout
     records = manifest(ran.run_dir)
     # a, b and c before and after each of the rounds' launches
-    assert len(records) == 6 * ROUNDS[how]
+    launches = rounds * PER_ROUND.get(how, 1)
+    assert len(records) == 6 * launches
     failed = [(r["launch"], r.get("reason")) for r in records if not r.get("digest")]
     assert failed == []
-    # c after the launch: a + b, different in every round, so its digest too
+    # c after each launch: a + b, different in every round, so its digest too (in `two`, the
+    # two launches of a round leave the same c, but for the last round's NaN)
     after_c = {r["launch"]: r["digest"] for r in records if r["arg"] == 2 and r["phase"] == "after"}
-    assert sorted(after_c) == list(range(1, ROUNDS[how] + 1))
-    assert len(set(after_c.values())) == ROUNDS[how]
+    assert sorted(after_c) == list(range(1, launches + 1))
+    assert len(set(after_c.values())) == rounds + (how == "two")
 
 
 @pytest.mark.parametrize("how", sorted(ROUNDS))

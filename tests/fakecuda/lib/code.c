@@ -17,15 +17,8 @@ struct fc_handle {
 
 /* One function object and one kernel object per built-in kernel. Handles are
  * addresses inside these arrays, which makes validation a range check. */
-#define FC_MAX_BUILTINS 16
 static struct fc_handle functions[FC_MAX_BUILTINS];
 static struct fc_handle kernels[FC_MAX_BUILTINS];
-
-/* The contexts (ids) each function was last got in: a function is its module's, so
- * of one context. A launch of it in another context, or once that one ended, fails
- * with CUDA_ERROR_INVALID_HANDLE (the real driver may crash there instead). */
-#define FC_FUNC_CONTEXTS 4
-static _Atomic unsigned long long got_in[FC_MAX_BUILTINS][FC_FUNC_CONTEXTS];
 
 static const struct fc_builtin *builtin_of(const void *h, const struct fc_handle *table)
 {
@@ -43,28 +36,13 @@ static size_t index_of(const struct fc_builtin *k)
     return 0;
 }
 
-static void note_got(size_t i)
-{
-    unsigned long long id = fc_context_id();
-    for (int j = 0; j < FC_FUNC_CONTEXTS; j++)
-        if (atomic_load(&got_in[i][j]) == id)
-            return;
-    for (int j = FC_FUNC_CONTEXTS - 1; j > 0; j--)
-        atomic_store(&got_in[i][j], atomic_load(&got_in[i][j - 1]));
-    atomic_store(&got_in[i][0], id);
-}
-
+/* A function is its module's, so of one context: one got in another context,
+ * or in one that ended, is not launchable (CUDA_ERROR_INVALID_HANDLE; the real
+ * driver may crash there instead). */
 FC_HIDDEN bool fc_function_in_context(CUfunction f)
 {
     const struct fc_builtin *k = builtin_of(f, functions);
-    if (!k)
-        return true; /* a CUkernel: of no one context */
-    unsigned long long id = fc_context_id();
-    size_t i = index_of(k);
-    for (int j = 0; j < FC_FUNC_CONTEXTS; j++)
-        if (atomic_load(&got_in[i][j]) == id)
-            return true;
-    return false;
+    return !k || fc_context_has_function(index_of(k)); /* a CUkernel: of no one context */
 }
 
 FC_HIDDEN const struct fc_builtin *fc_launchable(CUfunction f)
@@ -191,7 +169,7 @@ CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
     if (!k)
         return CUDA_ERROR_NOT_FOUND;
     lazy_load(k);
-    note_got(index_of(k));
+    fc_context_got_function(index_of(k));
     *hfunc = (CUfunction)&functions[index_of(k)];
     return CUDA_SUCCESS;
 }
@@ -245,7 +223,7 @@ CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
     if (!k)
         return CUDA_ERROR_INVALID_HANDLE;
     lazy_load(k);
-    note_got(index_of(k));
+    fc_context_got_function(index_of(k));
     *pFunc = (CUfunction)&functions[index_of(k)];
     return CUDA_SUCCESS;
 }

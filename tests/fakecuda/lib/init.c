@@ -26,14 +26,17 @@ struct fc_context {
     unsigned int magic;
     bool primary;
     _Atomic unsigned long long id;
+    _Atomic uint32_t functions; /* built-in functions got in it, a bit each */
 };
+_Static_assert(FC_MAX_BUILTINS <= 32, "a bit per built-in function");
 
 /* One primary context, as for the one device; created contexts are separate
  * objects so that a program can tell them apart. */
-static struct fc_context primary_ctx = {FC_MAGIC_CONTEXT, true, 1};
+static struct fc_context primary_ctx = {FC_MAGIC_CONTEXT, true, 1, 0};
 static atomic_int primary_refs;
 static _Thread_local struct fc_context *current_ctx;
 static _Atomic unsigned long long last_id = 1;
+static struct fc_context *_Atomic last_destroyed;
 
 static unsigned long long new_id(void)
 {
@@ -45,6 +48,7 @@ static unsigned long long new_id(void)
 static void end_context(struct fc_context *c)
 {
     fc_registrations_end(atomic_load(&c->id));
+    atomic_store(&c->functions, 0);
     if (c->primary)
         atomic_store(&c->id, new_id());
 }
@@ -52,6 +56,17 @@ static void end_context(struct fc_context *c)
 FC_HIDDEN unsigned long long fc_context_id(void)
 {
     return current_ctx ? atomic_load(&current_ctx->id) : 0;
+}
+
+FC_HIDDEN void fc_context_got_function(size_t index)
+{
+    if (current_ctx)
+        atomic_fetch_or(&current_ctx->functions, 1u << index);
+}
+
+FC_HIDDEN bool fc_context_has_function(size_t index)
+{
+    return current_ctx && (atomic_load(&current_ctx->functions) >> index & 1u);
 }
 
 #define REQUIRE_INIT()                                                                             \
@@ -191,7 +206,7 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
     REQUIRE_INIT();
     if (dev != 0)
         return FC_ERROR_INVALID_DEVICE;
-    atomic_store(&primary_refs, 0);
+    /* As the real driver's: the retains stay (a reset does not release). */
     end_context(&primary_ctx);
     return CUDA_SUCCESS;
 }
@@ -241,7 +256,14 @@ static CUresult create_context(CUcontext *pctx, CUdevice dev)
         return CUDA_ERROR_INVALID_VALUE;
     if (dev != 0)
         return FC_ERROR_INVALID_DEVICE;
-    struct fc_context *c = calloc(1, sizeof *c);
+    /* FAKECUDA_REUSE_CONTEXTS=1: the last context destroyed comes back as the next
+     * one made, under the same handle, as the real driver's did on an H200. */
+    const char *reuse = getenv("FAKECUDA_REUSE_CONTEXTS");
+    struct fc_context *c = reuse && *reuse == '1' ? atomic_exchange(&last_destroyed, NULL) : NULL;
+    if (c)
+        memset(c, 0, sizeof *c);
+    else
+        c = calloc(1, sizeof *c);
     if (!c)
         return CUDA_ERROR_OUT_OF_MEMORY;
     c->magic = FC_MAGIC_CONTEXT;
@@ -282,6 +304,7 @@ CUresult cuCtxDestroy_v2(CUcontext ctx)
     if (current_ctx == c)
         current_ctx = NULL;
     end_context(c);
+    atomic_store(&last_destroyed, c);
     /* Kept, not freed: a launch another thread was making in it meanwhile must find it
      * destroyed (fc_context_alive), not read freed memory. A test program makes few. */
     __atomic_store_n(&c->magic, 0, __ATOMIC_RELEASE);

@@ -57,9 +57,14 @@ FC_HIDDEN bool fc_context_alive(CUcontext ctx);
 FC_HIDDEN unsigned long long fc_context_id(void);
 /* A context ended: the registrations of host memory made in it end too (memory.c). */
 FC_HIDDEN void fc_registrations_end(unsigned long long ctx);
-/* Whether function f was got (cuModuleGetFunction, cuKernelGetFunction) in the current
- * context (code.c): one of a module of another context, or of one that ended, is not
- * launchable, as on the real driver. */
+/* How many built-in kernels there may be (code.c's handle tables). */
+#define FC_MAX_BUILTINS 16
+/* The built-in functions (by index) got in the current context (cuModuleGetFunction,
+ * cuKernelGetFunction); they go with it when it ends (init.c). */
+FC_HIDDEN void fc_context_got_function(size_t index);
+FC_HIDDEN bool fc_context_has_function(size_t index);
+/* Whether function f was got in the current context (code.c): one of a module of another
+ * context, or of one that ended, is not launchable, as on the real driver. */
 FC_HIDDEN bool fc_function_in_context(CUfunction f);
 
 /* ---- pools.c: the device's size, and pools of one's own ---- */

@@ -397,6 +397,14 @@ static void tools(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
     }
     if (t.x != d.x - 1 || ++acc[2] != j->blocks)
         return;
+    /* As on a GPU: results written where the device maps nothing (host memory whose
+     * registration ended with its context) fault the context. */
+    if (fc_check_mapped(j->acc, 3 * sizeof *acc) != CUDA_SUCCESS ||
+        fc_check_mapped(j->result, 3 * sizeof(uint64_t)) != CUDA_SUCCESS ||
+        (j->twin && fc_check_mapped(j->twin, 3 * sizeof(uint64_t)) != CUDA_SUCCESS)) {
+        fc_set_fault(FC_ERROR_ILLEGAL_ADDRESS);
+        return;
+    }
     volatile uint64_t *result = (volatile uint64_t *)(uintptr_t)j->result;
     volatile uint64_t *twin = (volatile uint64_t *)(uintptr_t)j->twin;
     result[0] = acc[0];

@@ -4,9 +4,12 @@
  * b[7] = -inf, so that it leaves NaN at c[7]), checks c and frees its buffers; then
  *   reset:  cuDevicePrimaryCtxReset_v2 ends the primary context, retained again next round;
  *   unseen: so does the stand-in's private reset, which no tool sees (as cudaDeviceReset's);
- *   create: the round's own context (cuCtxCreate_v4) is destroyed.
- * Usage: ctxcycle reset|unseen|create ROUNDS
- * Prints `round R ok` for each round.
+ *   create: the round's own context (cuCtxCreate_v4) is destroyed;
+ *   two:    a context made at the start (cuCtxCreate_v4) lives on beside the primary one:
+ *           each round runs in both (odd rounds the primary first, even rounds the other),
+ *           then the primary context is reset by the private call, as in `unseen`.
+ * Usage: ctxcycle reset|unseen|create|two ROUNDS
+ * Prints `round R ok` for each round (in `two`, `round R ok` for each of its launches).
  */
 #include "progcommon.h"
 
@@ -52,27 +55,41 @@ static void one_round(int r, bool last)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3 ||
-        (strcmp(argv[1], "reset") && strcmp(argv[1], "unseen") && strcmp(argv[1], "create")))
-        FAIL("usage: ctxcycle reset|unseen|create ROUNDS");
-    bool create = strcmp(argv[1], "create") == 0, unseen = strcmp(argv[1], "unseen") == 0;
+    const char *how = argc == 3 ? argv[1] : "";
+    if (strcmp(how, "reset") && strcmp(how, "unseen") && strcmp(how, "create") &&
+        strcmp(how, "two"))
+        FAIL("usage: ctxcycle reset|unseen|create|two ROUNDS");
     int rounds = atoi(argv[2]);
     CHECK(cuInit(0));
+    CUcontext other = NULL;
+    if (strcmp(how, "two") == 0)
+        CHECK(cuCtxCreate_v4(&other, NULL, 0, 0));
     for (int r = 1; r <= rounds; r++) {
         CUcontext ctx;
-        if (create) {
+        bool last = r == rounds;
+        if (strcmp(how, "create") == 0) {
             CHECK(cuCtxCreate_v4(&ctx, NULL, 0, 0));
-        } else {
-            CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
-            CHECK(cuCtxSetCurrent(ctx));
-        }
-        one_round(r, r == rounds);
-        if (create)
+            one_round(r, last);
             CHECK(cuCtxDestroy_v2(ctx));
-        else if (unseen)
-            CHECK(fcPrivatePrimaryCtxReset(0));
-        else
+            continue;
+        }
+        CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
+        if (other) {
+            CUcontext order[2] = {r % 2 ? ctx : other, r % 2 ? other : ctx};
+            for (int k = 0; k < 2; k++) {
+                CHECK(cuCtxSetCurrent(order[k]));
+                one_round(r, last && k == 1);
+            }
+        } else {
+            CHECK(cuCtxSetCurrent(ctx));
+            one_round(r, last);
+        }
+        if (strcmp(how, "reset") == 0)
             CHECK(cuDevicePrimaryCtxReset_v2(0));
+        else
+            CHECK(fcPrivatePrimaryCtxReset(0));
     }
+    if (other)
+        CHECK(cuCtxDestroy_v2(other));
     return 0;
 }

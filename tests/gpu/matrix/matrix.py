@@ -118,6 +118,8 @@ PROGRAMS: tuple[Program, ...] = (
     Program("ctx-reset", ("ctx_cycle", "reset", "4")),
     # more contexts, one after another, than the shim keeps anything for at once
     Program("ctx-create", ("ctx_cycle", "create", "40")),
+    # a context that lives on while the primary one is reset beside it
+    Program("ctx-two", ("ctx_cycle", "two", "4")),
     Program("big-256M", ("big_buffer", "256", "4"), drop_lines=r"^(launch \d+ ms|d2h_ms)"),
     Program("big-1G", ("big_buffer", "1024", "4"), drop_lines=r"^(launch \d+ ms|d2h_ms)"),
     Program("ddp-2gpu", ("py:ddp.py",), needs="torch", exclusive=True, gpus=2),
