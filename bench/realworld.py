@@ -11,7 +11,10 @@ repetitions:
 The two models run bare (which also times the anchor: a forward hook on every module doing
 torch.isnan(out).any(), how NaN is looked for without a debugger), under cudump with no rules,
 --trace, --check-nan and --digest, and under a minimal CUPTI subscriber (bench/cupti_count.c).
-Each prints its own ms per forward (synchronize and perf_counter around the timed forwards).
+Each prints its own ms per forward (synchronize and perf_counter around the timed forwards),
+and a CPU probe timed in the same process before them (µs for one small PyTorch op on the
+CPU): the notes give each mode's probe, and name a mode whose processes ran on a CPU of
+another speed than bare's (these hosts run the same process at two speeds).
 The snapshot rule runs at the default settings and with --staging 1G: per-launch time bare
 against cudump, the snapshots found on disk, the time a launch is held against two pinned
 device-to-host copies of the buffer timed in the same process, and the time from the first
@@ -66,6 +69,7 @@ from realworld_table import (  # noqa: E402
     parse_only,
     ratio_row,
     read_values,
+    speed_notes,
 )
 
 TORCH_MODES = ("bare", "cudump", "trace", "check-nan", "digest", "cupti")
@@ -137,6 +141,7 @@ class TorchWorkload:
 
     name: str
     ms: dict[str, list[float]] = field(default_factory=dict)
+    probes: dict[str, list[float]] = field(default_factory=dict)   # host_probe_us, per mode
     failed: dict[str, str] = field(default_factory=dict)
     outputs: set[float] = field(default_factory=set)
     notes: dict[str, str] = field(default_factory=dict)
@@ -167,7 +172,7 @@ class TorchWorkload:
 
     def _one(self, mode: str, program: list[str], out: Path, rep: int, s: Settings,
              where: str, min_launches: int) -> dict[str, float]:
-        keys = ["iter_ms", "output_absmean"]
+        keys = ["iter_ms", "output_absmean", "host_probe_us"]
         if mode == "bare":
             cmd = [*program, "--anchor", *(["--profile"] if rep == 0 else [])]
             keys += ["anchor_ms", "anchor_nosync_ms", *(["launches_per_iter"] if rep == 0
@@ -191,6 +196,7 @@ class TorchWorkload:
             summary = cudump_summary(out, where, min_launches)
             self.notes[mode] = check_mode(mode, out, summary, where, min_launches)
         self.outputs.add(values["output_absmean"])
+        self.probes.setdefault(mode, []).append(values["host_probe_us"])
         result = {mode: values["iter_ms"]}
         if mode == "bare":
             result["anchor"] = values["anchor_ms"]
@@ -228,6 +234,8 @@ class TorchWorkload:
         notes.append(f"{title}: the same output in every run: {same}")
         subscriber = next((row.ratio for row in rows if row.mode == LABELS["cupti"]), None)
         notes += noise_notes(title, bare, subscriber)
+        notes += speed_notes(title, {LABELS.get(mode, mode): probes
+                                     for mode, probes in self.probes.items()})
         return rows, notes
 
 

@@ -151,6 +151,25 @@ def noise_notes(workload: str, bare: Sequence[float], subscriber: float | None) 
     return notes
 
 
+def speed_notes(workload: str, probes: dict[str, Sequence[float]]) -> list[str]:
+    """What the programs' CPU probe (`host_probe_us`: µs for one small PyTorch op, timed in
+    each process before its forwards) read, by mode, as the median of its repetitions; and
+    each mode whose median was further than NOISE from bare's: its processes ran on a CPU of
+    another speed than bare's, and its ratio carries that. `probes` is keyed by the mode's
+    label, bare's as "bare"."""
+    if not probes:
+        return []
+    mids = {mode: median(values) for mode, values in probes.items() if values}
+    notes = [f"{workload}: the CPU probe, µs an op (median): " +
+             ", ".join(f"{mode} {mid:.2f}" for mode, mid in mids.items())]
+    base = mids.get("bare")
+    for mode, mid in mids.items():
+        if base and mode != "bare" and abs(mid / base - 1) > NOISE:
+            notes.append(f"{workload}, {mode}: its processes' CPU probe read {mid / base:.2f}x "
+                         "bare's: they ran on a CPU of another speed, and its ratio carries that")
+    return notes
+
+
 HEADER = ["workload", "mode", "bare ms", "cudump ms", "ratio", "goal", "met"]
 
 

@@ -12,6 +12,10 @@ debugger: `anchor_ms T` where each hook checks at once (`if torch.isnan(out).any
 so every hook waits for the GPU), and `anchor_nosync_ms T` where the hooks keep their flags
 and they are checked once per forward.
 --profile prints `launches_per_iter N` (torch.profiler's count of CUDA kernels, one forward).
+Also prints `host_probe_us T`: microseconds of the CPU for one small in-place add on a CPU
+tensor, the fastest of a few rounds timed right before the forwards. The same host ran bare
+ResNet-18 at 1.3 ms a forward in some processes and 2.4 ms in others; the probe says which
+speed this process had (a small model's forward is bound by the same dispatching work).
 """
 
 from __future__ import annotations
@@ -112,6 +116,19 @@ def hooked_ms(model: nn.Module, forward: Callable[[], Any], hook: Callable[..., 
             handle.remove()
 
 
+def host_probe_us(ops: int = 2000, rounds: int = 5) -> float:
+    """Microseconds for one in-place add on a small CPU tensor, the fastest of `rounds`
+    rounds of `ops` adds: how fast this process's CPU runs PyTorch's dispatching."""
+    x = torch.zeros(8)
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(ops):
+            x.add_(1.0)
+        best = min(best, time.perf_counter() - start)
+    return best / ops * 1e6
+
+
 def launches_per_forward(forward: Callable[[], Any]) -> int:
     from torch.profiler import ProfilerActivity, profile
 
@@ -137,10 +154,13 @@ def main() -> int:
         out = run()
         for _ in range(args.warmup):
             out = run()
+        torch.cuda.synchronize()
+        probe = host_probe_us()
         ms = timed(run, args.iters)
         out = run()
         torch.cuda.synchronize()
         print(f"iter_ms {ms:.4f}")
+        print(f"host_probe_us {probe:.4f}")
         print(f"output_absmean {float(out.double().abs().mean()):.4g}")
         if args.anchor:
             warm = max(1, args.warmup // 3)

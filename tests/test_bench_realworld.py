@@ -24,6 +24,7 @@ from realworld_table import (  # noqa: E402
     ratio_row,
     read_values,
     snapshot_rows,
+    speed_notes,
 )
 
 
@@ -151,3 +152,25 @@ def test_noise_notes_say_when_ratios_are_less_sure_than_their_digits():
     assert noise_notes("bert-base b8x128", [6.634, 6.640], 0.998) == []
     # one repetition cannot show a spread; no subscriber run, nothing said of it
     assert noise_notes("resnet18 b8", [2.234], None) == []
+
+
+def test_speed_notes_name_the_modes_that_ran_on_a_cpu_of_another_speed():
+    probes = {"bare": [2.0, 2.1, 4.0], "cudump --check-nan": [2.05, 2.2, 2.1],
+              "cudump --digest": [3.9, 4.1, 2.0], "CUPTI subscriber (no cudump)": [1.5]}
+    notes = speed_notes("resnet18 b8", probes)
+    assert notes[0] == ("resnet18 b8: the CPU probe, µs an op (median): bare 2.10, "
+                        "cudump --check-nan 2.10, cudump --digest 3.90, "
+                        "CUPTI subscriber (no cudump) 1.50")
+    # --check-nan's median is bare's; --digest's (3.90) is 1.86x, the subscriber's 0.71x
+    assert notes[1:] == [
+        "resnet18 b8, cudump --digest: its processes' CPU probe read 1.86x bare's: they ran "
+        "on a CPU of another speed, and its ratio carries that",
+        "resnet18 b8, CUPTI subscriber (no cudump): its processes' CPU probe read 0.71x "
+        "bare's: they ran on a CPU of another speed, and its ratio carries that"]
+
+
+def test_speed_notes_without_probes_or_without_bare():
+    assert speed_notes("bert-base b8x128", {}) == []
+    # no bare run to compare with: the medians only
+    assert speed_notes("bert-base b8x128", {"cudump --trace": [1.0, 3.0]}) == [
+        "bert-base b8x128: the CPU probe, µs an op (median): cudump --trace 2.00"]
