@@ -65,6 +65,7 @@ from realworld_table import (  # noqa: E402
     Row,
     cupti_launches,
     markdown,
+    matched_notes,
     noise_notes,
     parse_only,
     ratio_row,
@@ -130,6 +131,12 @@ def check_mode(mode: str, out: Path, summary: dict, where: str, min_launches: in
              f"{summary.get('scans_ahead_void', 0)} made ahead and not used)")
     handed = (f", {summary.get('handed_off', 0)} launches of cudump's kernel made by the "
               "launcher thread" if summary.get("handed_off") else "")
+    if summary.get("launcher_trials"):
+        handed += (f" and {summary.get('handed_back', 0)} by the launching thread (the launcher "
+                   f"won {summary.get('launcher_won', 0)} of {summary['launcher_trials']} trials)")
+    if summary.get("tools_waiting"):
+        handed += (f", {summary['tools_waiting']} launched with programmatic stream "
+                   "serialization")
     return (f"{summary['launches']} launches, {asked} asked about, {repeated} repeated by the "
             f"shim{ahead}{handed}, {summary.get('digests', 0)} digests, "
             f"{summary.get('nan_producers', 0)} NaN/Inf producers{mostly}")
@@ -145,13 +152,20 @@ class TorchWorkload:
     failed: dict[str, str] = field(default_factory=dict)
     outputs: set[float] = field(default_factory=set)
     notes: dict[str, str] = field(default_factory=dict)
+    # per repetition: mode -> (ms a forward, CPU probe µs)
+    runs: list[dict[str, tuple[float, float]]] = field(default_factory=list)
+    left_out: set[str] = field(default_factory=set)     # modes --modes did not name
 
     def rep(self, rep: int, s: Settings, say: Say) -> None:
         program = [*sample("torch_forward.py"), self.name, "--iters", str(s.iters),
                    "--warmup", str(s.warmup)]
         min_launches = s.iters + s.warmup
+        self.runs.append({})
         for mode in (*TORCH_MODES, *(ALONE_MODES if s.alone else ()),
                      *(OWN_MODES if s.own_thread else ())):
+            if s.modes and mode != "bare" and mode not in s.modes:
+                self.left_out.add(mode)
+                continue
             if mode == "cupti" and s.cupti is None:
                 continue
             where = f"{self.name} {mode} (rep {rep + 1})"
@@ -168,6 +182,7 @@ class TorchWorkload:
                 shutil.rmtree(out, ignore_errors=True)
             for key, value in values.items():
                 self.ms.setdefault(key, []).append(value)
+            self.runs[-1][LABELS.get(mode, mode)] = (values[mode], self.probes[mode][-1])
             say(f"rep {rep + 1}/{s.reps} {self.name:9} {mode:10} {values[mode]:.3f} ms/forward")
 
     def _one(self, mode: str, program: list[str], out: Path, rep: int, s: Settings,
@@ -218,15 +233,19 @@ class TorchWorkload:
         rows = []
         for mode in ("cudump", "trace", "check-nan", "digest", *ALONE_MODES, *OWN_MODES,
                      "cupti", "anchor", "anchor-nosync"):
+            if mode in self.left_out:
+                continue
             if (mode == "cupti" or mode in (*ALONE_MODES, *OWN_MODES)) \
                     and mode not in self.ms \
                     and mode not in self.failed:
                 continue
             rows.append(ratio_row(title, LABELS[mode], bare, self.ms.get(mode, []),
                                   GOALS.get(mode), self._failure(mode)))
-        rows.append(ratio_row(title, "cudump --check-nan vs the isnan hooks checked per module",
-                              self.ms.get("anchor", []), self.ms.get("check-nan", []),
-                              BELOW_ANCHOR, self._failure("check-nan")))
+        if "check-nan" not in self.left_out:
+            rows.append(ratio_row(title,
+                                  "cudump --check-nan vs the isnan hooks checked per module",
+                                  self.ms.get("anchor", []), self.ms.get("check-nan", []),
+                                  BELOW_ANCHOR, self._failure("check-nan")))
         same = ("yes" if len(self.outputs) == 1
                 else f"NO: {sorted(self.outputs)}" if self.outputs else "-")
         notes = [f"{title}, {LABELS.get(mode, mode)}: {note}"
@@ -236,6 +255,7 @@ class TorchWorkload:
         notes += noise_notes(title, bare, subscriber)
         notes += speed_notes(title, {LABELS.get(mode, mode): probes
                                      for mode, probes in self.probes.items()})
+        notes += matched_notes(title, self.runs)
         return rows, notes
 
 
@@ -290,6 +310,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="also run --check-nan and --digest with --no-scans-ahead")
     parser.add_argument("--no-hand-off", action="store_true",
                         help="also run --check-nan and --digest with --no-hand-off")
+    parser.add_argument("--modes", help="comma-separated modes of the models to run besides "
+                        f"bare (default: all): {','.join(TORCH_MODES[1:])}")
     parser.add_argument("--dir", type=Path, help="where the snapshot runs write (default: "
                         "/dev/shm where it has room, else the temporary directory)")
     args = parser.parse_args(argv)
@@ -297,6 +319,9 @@ def main(argv: list[str] | None = None) -> int:
         workloads = parse_only(args.only) if args.only is not None else WORKLOADS
     except ValueError as err:
         parser.error(str(err))
+    modes = tuple(m.strip() for m in (args.modes or "").split(",") if m.strip())
+    if set(modes) - set(TORCH_MODES):
+        parser.error(f"--modes: choose from {','.join(TORCH_MODES[1:])}")
     reps = args.reps if args.reps is not None else (1 if args.quick else 3)
     if reps < 1 or args.iters < 1 or args.warmup < 0 or args.limit < 1:
         parser.error("--reps, --iters and --limit must be positive, --warmup not negative")
@@ -320,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         base = snapshot_base(args.dir) if snapshots else scratch
         with tempfile.TemporaryDirectory(prefix="cudump-realworld-snap-", dir=base) as snap:
             s = Settings(reps, args.iters, args.warmup, args.limit, scratch, Path(snap), cupti,
-                         alone=args.without_ahead, own_thread=args.no_hand_off)
+                         alone=args.without_ahead, own_thread=args.no_hand_off, modes=modes)
             if snapshots:
                 say(f"snapshot runs write to {base}")
             for rep in range(reps):

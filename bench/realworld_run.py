@@ -89,5 +89,6 @@ class Settings:
     cupti: tuple[Path, Path] | None    # the subscriber and libcupti, where they were built
     alone: bool = False                # also the scanning modes with --no-scans-ahead
     own_thread: bool = False           # and with --no-hand-off
+    modes: tuple[str, ...] = ()        # the models' modes to run (bare always): () all
 
 

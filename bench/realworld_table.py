@@ -170,6 +170,28 @@ def speed_notes(workload: str, probes: dict[str, Sequence[float]]) -> list[str]:
     return notes
 
 
+def matched_notes(workload: str, runs: Sequence[dict[str, tuple[float, float]]]
+                  ) -> list[str]:
+    """The ratios of runs that ran on a CPU of bare's speed: for each mode, the repetitions
+    whose run's CPU probe was within NOISE of the same repetition's bare run, and the median
+    of their ratios to that bare run. `runs` has a dict per repetition, mode label -> (ms a
+    forward, probe µs), bare's as "bare"."""
+    notes = []
+    modes = [mode for run in runs for mode in run if mode != "bare"]
+    for mode in dict.fromkeys(modes):
+        pairs = [(run[mode], run["bare"]) for run in runs if mode in run and "bare" in run]
+        ratios = [ms / bare_ms for (ms, probe), (bare_ms, bare_probe) in pairs
+                  if abs(probe / bare_probe - 1) <= NOISE]
+        if not pairs:
+            continue
+        found = (f"median ratio {median(ratios):.3f}x ({', '.join(f'{r:.3f}' for r in ratios)})"
+                 if ratios else "no ratio")
+        notes.append(f"{workload}, {mode}: {len(ratios)} of {len(pairs)} repetitions ran on a "
+                     f"CPU of bare's speed (probe within {NOISE:.0%} of the same repetition's "
+                     f"bare run): {found}")
+    return notes
+
+
 HEADER = ["workload", "mode", "bare ms", "cudump ms", "ratio", "goal", "met"]
 
 

@@ -19,6 +19,7 @@ from realworld_table import (  # noqa: E402
     cupti_launches,
     launch_times,
     markdown,
+    matched_notes,
     noise_notes,
     parse_only,
     ratio_row,
@@ -174,3 +175,38 @@ def test_speed_notes_without_probes_or_without_bare():
     # no bare run to compare with: the medians only
     assert speed_notes("bert-base b8x128", {"cudump --trace": [1.0, 3.0]}) == [
         "bert-base b8x128: the CPU probe, µs an op (median): cudump --trace 2.00"]
+
+
+def test_matched_notes_keep_the_repetitions_run_on_a_cpu_of_bares_speed():
+    runs = [{"bare": (2.0, 5.0), "cudump --check-nan": (2.4, 5.2), "cudump --digest": (3.0, 3.0)},
+            {"bare": (1.5, 3.0), "cudump --check-nan": (2.4, 5.0), "cudump --digest": (2.1, 3.1)},
+            {"bare": (1.6, 3.2), "cudump --check-nan": (2.0, 3.3)},
+            {"cudump --check-nan": (2.0, 3.3)}]   # its bare run failed: no pair
+    assert matched_notes("resnet18 b8", runs) == [
+        "resnet18 b8, cudump --check-nan: 2 of 3 repetitions ran on a CPU of bare's speed "
+        "(probe within 10% of the same repetition's bare run): median ratio 1.225x "
+        "(1.200, 1.250)",
+        "resnet18 b8, cudump --digest: 1 of 2 repetitions ran on a CPU of bare's speed (probe "
+        "within 10% of the same repetition's bare run): median ratio 1.400x (1.400)"]
+    assert matched_notes("bert-base b8x128", [{"bare": (6.0, 2.0), "cudump --trace": (6.1, 3.0)}]
+                         ) == ["bert-base b8x128, cudump --trace: 0 of 1 repetitions ran on a "
+                               "CPU of bare's speed (probe within 10% of the same repetition's "
+                               "bare run): no ratio"]
+
+
+def test_modes_left_out_have_no_rows():
+    """`--modes check-nan,digest`: the rows of the modes not run are left out, not FAILED."""
+    import realworld
+
+    load = realworld.TorchWorkload("resnet18")
+    load.ms = {"bare": [2.0], "check-nan": [2.5], "digest": [2.8], "anchor": [6.0],
+               "anchor-nosync": [5.0]}
+    load.probes = {"bare": [3.0], "check-nan": [3.1], "digest": [3.0]}
+    load.left_out = {"cudump", "trace", "cupti"}
+    rows, _ = load.rows()
+    assert [row.mode for row in rows] == [
+        "cudump --check-nan", "cudump --digest",
+        "isnan hooks, checked per module (no cudump)",
+        "isnan hooks, one check per forward (no cudump)",
+        "cudump --check-nan vs the isnan hooks checked per module"]
+    assert not any(row.failed for row in rows)
