@@ -95,6 +95,12 @@ typedef enum {
 #define CU_EVENT_DISABLE_TIMING 0x2
 #define CU_STREAM_NON_BLOCKING 0x1
 
+/* CUdevice_attribute values cudump asks for. */
+enum {
+    CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
+};
+
 typedef struct {
     size_t srcXInBytes;
     size_t srcY;
@@ -114,8 +120,14 @@ typedef struct {
     size_t Height;
 } CUDA_MEMCPY2D;
 
-/* Only the size of a launch attribute matters to cudump: it never reads
- * one, but CUlaunchConfig's layout depends on it. */
+/* A launch attribute: cudump never reads the program's, but CUlaunchConfig's
+ * layout depends on its size, and cudump's own kernel is launched with one
+ * (programmatic stream serialization: its value, an int, first in `value`). */
+enum {
+    CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6,
+    CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT = 7,
+};
+
 typedef struct {
     int id;
     char pad[4];

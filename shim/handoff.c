@@ -14,7 +14,9 @@
  * default (--no-hand-off turns it off): ResNet-18 under --check-nan ran at
  * 1.09x bare with it and 1.57x without, on a host where the model is bound by
  * the CPU (docs/performance.md). The cost is a core, which the launcher spins
- * while the program launches.
+ * while the program launches. On other hosts the same program ran slower
+ * with it than without, so it is tried against the launching thread making
+ * the launches, stretch by stretch, and the faster way kept (handtune.h).
  *
  * Order is kept by one rule: at most one launch is handed over at a time, and
  * every wrapped call of the program (but those that work on the host alone)
@@ -56,6 +58,7 @@
 
 #include "channel.h"
 #include "handoff.h"
+#include "handtune.h"
 #include "util.h"
 
 enum {
@@ -68,7 +71,7 @@ _Atomic unsigned handoff_posted, handoff_made;
 /* The launch in hand: written by the thread that hands it over (under the
  * staging lock, after handoff_made caught up), read by the launcher. */
 static struct {
-    cuLaunchKernel_fn launch;
+    struct tool_launcher launcher;
     CUcontext ctx;
     CUfunction fn;
     CUstream stream;
@@ -77,6 +80,10 @@ static struct {
     struct proto_tool_result *results[2 * TOOL_JOBS]; /* a job's own, and its twin's */
     struct tool_jobs jobs;
 } hand;
+
+/* Whether the launcher is faster here (handtune.h): under the staging lock,
+ * which every hand-over is made under. */
+static struct handtune tune;
 
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int state;       /* 0: not started, 1: running, -1: could not start */
@@ -94,8 +101,7 @@ static void make_launch(void)
     /* Set each time: the handle of a context destroyed and made again may be reused. */
     CUresult rc = real_cuCtxSetCurrent ? real_cuCtxSetCurrent(hand.ctx) : CUDA_ERROR_NOT_SUPPORTED;
     if (rc == CUDA_SUCCESS) {
-        void *params[] = {&hand.jobs};
-        rc = hand.launch(hand.fn, hand.grid, 1, 1, TOOL_THREADS, 1, 1, 0, hand.stream, params, NULL);
+        rc = toollaunch(&hand.launcher, hand.fn, hand.grid, hand.stream, &hand.jobs);
     }
     if (rc == CUDA_SUCCESS) {
         volatile struct proto_control *ctl = channel_control_rw();
@@ -233,14 +239,27 @@ void handoff_wait(void)
     }
 }
 
-bool handoff_launch(cuLaunchKernel_fn launch, CUcontext ctx, CUfunction fn, unsigned grid,
-                    CUstream stream, const struct tool_jobs *jobs,
+bool handoff_launch(const struct tool_launcher *launcher, CUcontext ctx, CUfunction fn,
+                    unsigned grid, CUstream stream, const struct tool_jobs *jobs,
                     struct proto_tool_result *const *results, unsigned k, uint32_t *gate)
 {
-    if (!(channel_options() & OPTION_HAND_OFF) || !launch || k > 2 * TOOL_JOBS || !started())
+    if (!(channel_options() & OPTION_HAND_OFF) || !launcher->plain || k > 2 * TOOL_JOBS ||
+        !started())
         return false;
+    const uint64_t trials = tune.trials;
+    const bool on = handtune_hand_off(&tune, monotonic_ns);
+    volatile struct proto_control *ctl = channel_control_rw();
+    if (ctl && tune.trials != trials) {
+        __atomic_store_n(&ctl->handoff_trials, tune.trials, __ATOMIC_RELAXED);
+        __atomic_store_n(&ctl->handoff_won, tune.won, __ATOMIC_RELAXED);
+    }
+    if (!on) {
+        if (ctl)
+            __atomic_fetch_add(&ctl->handed_back, 1, __ATOMIC_RELAXED);
+        return false;
+    }
     handoff_fence(); /* the launcher has the one before (another thread's) made */
-    hand.launch = launch;
+    hand.launcher = *launcher;
     hand.ctx = ctx;
     hand.fn = fn;
     hand.stream = stream;
@@ -264,4 +283,5 @@ void handoff_reset_after_fork(void)
     atomic_store(&state, 0);
     atomic_store(&sleeping, 0);
     atomic_store(&handoff_made, atomic_load(&handoff_posted));
+    tune = (struct handtune){0}; /* its own trials: the parent's stretches were the parent's */
 }

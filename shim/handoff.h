@@ -10,6 +10,7 @@
 #include "protocol.h"
 #include "shim.h"
 #include "tooljob.h"
+#include "toollaunch.h"
 
 /* Launches handed over, and launches made, process-wide (they order every
  * thread's calls: handoff.c). Read by handoff_fence, inline, in every wrapped call. */
@@ -30,16 +31,17 @@ static inline void handoff_fence(void)
 }
 
 /* Hands the launch of cudump's kernel over `jobs` (grid blocks of TOOL_THREADS,
- * on `stream`, in `ctx`, whose function is fn; made with `launch`, the real
- * cuLaunchKernel) to the launcher thread, and
+ * on `stream`, in `ctx`, whose function is fn; made by `launcher`) to the
+ * launcher thread, and
  * returns at once; a launch that fails there is written into the k results (at
  * most 2 * TOOL_JOBS: the jobs' own and their twins')
  * (their rc), and the gate, if given, is set to GATE_NONE, as where the
  * launching thread would have seen the failure. Returns false, having done
  * nothing, where it is not to be handed over (the controller did not ask for
- * it: --hand-off) or cannot be (no launcher thread): the caller launches it itself. */
-bool handoff_launch(cuLaunchKernel_fn launch, CUcontext ctx, CUfunction fn, unsigned grid,
-                    CUstream stream, const struct tool_jobs *jobs,
+ * it: --hand-off; or the launcher was found slower here, handtune.h) or cannot
+ * be (no launcher thread): the caller launches it itself. */
+bool handoff_launch(const struct tool_launcher *launcher, CUcontext ctx, CUfunction fn,
+                    unsigned grid, CUstream stream, const struct tool_jobs *jobs,
                     struct proto_tool_result *const *results, unsigned k, uint32_t *gate);
 
 /* A forked child has no launcher thread, and nothing of the parent's is handed over. */

@@ -799,6 +799,21 @@ CUresult hook_cuLaunchCooperativeKernel(cuLaunchCooperativeKernel_fn real, int p
                      .api = ptsz ? API_cuLaunchCooperativeKernel_ptsz : API_cuLaunchCooperativeKernel)
 }
 
+/* Whether a launch's attributes let it begin before the kernel ahead of it on
+ * the stream has ended (Hopper's programmatic dependent launch). */
+static bool programmatic(const CUlaunchConfig *config)
+{
+    for (unsigned i = 0; config->attrs && i < config->numAttrs; i++) {
+        int value; /* the value's first member: an int, or an event's handle */
+        memcpy(&value, config->attrs[i].value, sizeof value);
+        if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT ||
+            (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION &&
+             value))
+            return true;
+    }
+    return false;
+}
+
 CUresult hook_cuLaunchKernelEx(cuLaunchKernelEx_fn real, int ptsz, const CUlaunchConfig *config,
                                CUfunction f, void **params, void **extra)
 {
@@ -809,7 +824,7 @@ CUresult hook_cuLaunchKernelEx(cuLaunchKernelEx_fn real, int ptsz, const CUlaunc
                      .grid = {config->gridDimX, config->gridDimY, config->gridDimZ},
                      .block = {config->blockDimX, config->blockDimY, config->blockDimZ},
                      .smem = config->sharedMemBytes, .stream = config->hStream, .params = params,
-                     .extra = extra, .ptsz = ptsz,
+                     .extra = extra, .ptsz = ptsz, .programmatic = programmatic(config),
                      .api = ptsz ? API_cuLaunchKernelEx_ptsz : API_cuLaunchKernelEx)
 }
 

@@ -19,6 +19,9 @@ struct launch_info {
     void **extra;
     int ptsz;
     enum proto_api api;
+    bool programmatic;          /* made with programmatic stream serialization or a
+                                 * programmatic event: it may run while the kernel before it
+                                 * ends, so cudump's kernel after it is launched plainly */
     bool interrupted;           /* this launch took the controller's interrupt */
     /* numbered by the pipeline (launch.c) or the graph launch (graph.c) */
     unsigned long long seq;

@@ -71,7 +71,7 @@
 
 #include <stdint.h>
 
-#define PROTO_VERSION 17
+#define PROTO_VERSION 18
 #define PROTO_MAGIC 0x50445543u /* "CUDP" */
 
 /* ---- limits ---------------------------------------------------------------- */
@@ -403,7 +403,14 @@ struct proto_control {
     uint64_t ahead_void;    /* shim: those made ahead and not used */
     uint64_t handed_off;    /* shim: launches of cudump's kernel the launcher thread made
                              * while the program went on (handoff.h) */
-    uint8_t pad10[40];
+    uint64_t handed_back;   /* shim: launches of cudump's kernel the program's thread made
+                             * itself where the launcher was off (its trials' stretches,
+                             * and where it was found slower: handtune.h) */
+    uint64_t handoff_trials; /* shim: the launcher's trials decided, and those it won */
+    uint64_t handoff_won;
+    uint64_t tools_waiting; /* shim: launches of cudump's kernel made with programmatic stream
+                             * serialization (Hopper and later: toollaunch.h) */
+    uint8_t pad10[8];
     uint64_t behind_done;   /* controller: the last write-behind launch whose files are
                              * written (its proto_end.behind); the shim reuses its bytes */
     uint64_t behind_ready;  /* controller: bytes of the write-behind area, from its start,

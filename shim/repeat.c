@@ -436,8 +436,12 @@ static bool run_phase(const struct repeat_run *run, const struct launch_info *li
     struct tool_hold hold = {&run->slot->gate, (unsigned)(run->slot_pos & (slots - 1))};
     /* After the launch, nobody waits for a gated launch's scans or for digests
      * (repeat_end): the launcher thread may make that launch of the kernel. */
-    bool hand_off = phase == PHASE_AFTER && (gated || !has_scans(p));
-    bool held = tools_run(li, reqs, n, gated ? &hold : NULL, hand_off);
+    unsigned how = phase == PHASE_AFTER && (gated || !has_scans(p)) ? TOOLS_HAND_OFF : 0;
+    /* Right after the program's launch, if nothing of cudump's (the flight recorder's mark)
+     * went on the stream after it and it was made plainly (tools.h). */
+    if (phase == PHASE_AFTER && !li->flight && !li->programmatic)
+        how |= TOOLS_RIGHT_AFTER;
+    bool held = tools_run(li, reqs, n, gated ? &hold : NULL, how);
     /* Copies all found inside tracked allocations stay there until one goes. */
     bool all = all_checked(reqs + before, n - before);
     if (phase == PHASE_BEFORE)

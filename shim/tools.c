@@ -38,6 +38,7 @@
 #include "toolblocks.h"
 #include "tools.h"
 #include "tooljob.h"
+#include "toollaunch.h"
 #include "tools_ptx.h"
 
 _Static_assert(sizeof(struct proto_tool_result) == PROTO_TOOL_RESULT, "tool result size");
@@ -48,7 +49,6 @@ _Static_assert(PROTO_MAX_COPIES <= PROTO_MAX_REPEAT, "run_on takes any plan's re
 
 enum {
     MAX_TOOL_CONTEXTS = 32,
-    CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
     ACC_BYTES = TOOL_ACC_WORDS * 8,
 };
 
@@ -56,6 +56,8 @@ struct tool_ctx {
     struct ctx_key key;     /* its context (key.ctx NULL: a free entry) */
     CUresult rc;            /* why the module or scratch could not be had */
     CUfunction fn;
+    bool waits;             /* fn is the Hopper build's, which waits for the kernel before
+                             * it: launched with programmatic stream serialization */
     CUdeviceptr scratch;    /* accumulators: PROTO_MAX_COPIES, then the ring's; then
                              * one word per ring slot for holds (tooljob.h's hold_acc) */
     unsigned accs;          /* how many accumulators */
@@ -101,10 +103,24 @@ static void load_kernel(struct tool_ctx *t, const struct launch_info *li)
     size_t bytes = (size_t)(t->accs + t->holds) * ACC_BYTES;
     cuModuleLoadData_fn load = shim_real_cuModuleLoadData();
     t->rc = load && get && alloc && zero ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
-    if (t->rc == CUDA_SUCCESS)
+    CUdevice dev;
+    int major = 0, sms = 0;
+    bool have_dev = real_cuCtxGetDevice && real_cuDeviceGetAttribute &&
+                    real_cuCtxGetDevice(&dev) == CUDA_SUCCESS;
+    /* Hopper and later: the build that waits for the kernel before it, if the driver
+     * takes it; else the one for every GPU. */
+    if (t->rc == CUDA_SUCCESS && have_dev &&
+        real_cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) ==
+            CUDA_SUCCESS &&
+        major >= 9 && load(&module, tools_ptx_sm90) == CUDA_SUCCESS) {
+        /* (Its function not found, the module stays, unused, until the context goes.) */
+        t->waits = get(&t->fn, module, "cudump_tools") == CUDA_SUCCESS;
+    }
+    if (t->rc == CUDA_SUCCESS && !t->waits) {
         t->rc = load(&module, tools_ptx);
-    if (t->rc == CUDA_SUCCESS)
-        t->rc = get(&t->fn, module, "cudump_tools");
+        if (t->rc == CUDA_SUCCESS)
+            t->rc = get(&t->fn, module, "cudump_tools");
+    }
     if (t->rc == CUDA_SUCCESS)
         t->rc = alloc(&t->scratch, bytes);
     /* Zeroed before any kernel of this context can use it: ordered on this
@@ -113,10 +129,7 @@ static void load_kernel(struct tool_ctx *t, const struct launch_info *li)
         t->rc = zero(t->scratch, 0, bytes, li->stream);
     if (t->rc == CUDA_SUCCESS)
         t->rc = gate_wait_stream(li);
-    CUdevice dev;
-    int sms = 0;
-    if (t->rc == CUDA_SUCCESS && real_cuCtxGetDevice && real_cuDeviceGetAttribute &&
-        real_cuCtxGetDevice(&dev) == CUDA_SUCCESS &&
+    if (t->rc == CUDA_SUCCESS && have_dev &&
         real_cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) ==
             CUDA_SUCCESS &&
         sms > 0)
@@ -148,8 +161,10 @@ static CUdeviceptr device_address(const struct tool_ctx *t, const void *host, si
 }
 
 /* The context's kernel and scratch, loaded on first use, and again in a
- * context that ended and came back under the same handle (ctx is current). */
-static const struct tool_ctx *tool_context(CUcontext ctx, const struct launch_info *li)
+ * context that ended and came back under the same handle (ctx is current);
+ * *loaded: now (its scratch zeroed on the launch's stream, and waited for). */
+static const struct tool_ctx *tool_context(CUcontext ctx, const struct launch_info *li,
+                                           bool *loaded)
 {
     pthread_mutex_lock(&tools_lock);
     struct tool_ctx *t = NULL, *free_entry = NULL;
@@ -171,6 +186,7 @@ static const struct tool_ctx *tool_context(CUcontext ctx, const struct launch_in
             *t = (struct tool_ctx){.max_blocks = 256};
             ctx_key_set(&t->key, ctx);
             load_kernel(t, li);
+            *loaded = true;
         }
     }
     pthread_mutex_unlock(&tools_lock);
@@ -217,16 +233,26 @@ static CUresult tool_check(const struct proto_copy *c, unsigned mode, bool *trac
     return inside_allocation(c, tracked) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+/* How the context's kernel is launched on the launch's stream: so that it waits
+ * on the GPU only right after the program's plain launch (TOOLS_RIGHT_AFTER),
+ * where the kernel before it is known: elsewhere (before a launch, behind the
+ * flight recorder's mark) it is launched plainly, and its wait returns at once. */
+static struct tool_launcher launcher_for(const struct launch_info *li, const struct tool_ctx *t,
+                                         unsigned how)
+{
+    struct tool_launcher l = {
+        li->ptsz ? shim_real_cuLaunchKernel_ptsz() : shim_real_cuLaunchKernel(), NULL};
+    if (t->waits && (how & TOOLS_RIGHT_AFTER))
+        l.ex = li->ptsz ? shim_real_cuLaunchKernelEx_ptsz() : shim_real_cuLaunchKernelEx();
+    return l;
+}
+
 /* Launches the kernel over the jobs gathered so far. */
 static CUresult launch_jobs(const struct launch_info *li, const struct tool_ctx *t,
-                           struct tool_jobs *jobs, unsigned grid)
+                           struct tool_jobs *jobs, unsigned grid, unsigned how)
 {
-    cuLaunchKernel_fn launch =
-        li->ptsz ? shim_real_cuLaunchKernel_ptsz() : shim_real_cuLaunchKernel();
-    if (!launch)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    void *params[] = {jobs};
-    return launch(t->fn, grid, 1, 1, TOOL_THREADS, 1, 1, 0, li->stream, params, NULL);
+    struct tool_launcher l = launcher_for(li, t, how);
+    return toollaunch(&l, t->fn, grid, li->stream, jobs);
 }
 
 /* The requests whose checks pass, in order, as jobs; those that mark, mark at
@@ -326,12 +352,12 @@ static unsigned fold_twins(struct tool_job *all, struct tool_request **of,
 }
 
 /* Runs the accepted jobs, TOOL_JOBS per launch; the last launch holds the
- * stream at `hold` if it is given. With `hand_off`, jobs that take one launch
- * are handed to the launcher thread (handoff.h). Returns whether the launch
- * that holds was made (or handed over). */
+ * stream at `hold` if it is given. With TOOLS_HAND_OFF, jobs that take one
+ * launch are handed to the launcher thread (handoff.h). Returns whether the
+ * launch that holds was made (or handed over). */
 static bool run_on(const struct launch_info *li, const struct tool_ctx *t,
                    struct tool_request *reqs, unsigned n, const struct tool_hold *hold,
-                   bool hand_off)
+                   unsigned how)
 {
     static struct tool_job all[PROTO_MAX_REPEAT];      /* under the staging lock; 40 KB */
     static struct tool_request *of[PROTO_MAX_REPEAT], *twin_of[PROTO_MAX_REPEAT];
@@ -347,6 +373,9 @@ static bool run_on(const struct launch_info *li, const struct tool_ctx *t,
     bool held = false;
     struct tool_jobs jobs; /* only the jobs used are filled in: the kernel reads no further */
     for (unsigned first = 0; first < total; first += TOOL_JOBS) {
+        /* Only the first launch follows the program's own: the next follow cudump's. */
+        if (first)
+            how &= ~(unsigned)TOOLS_RIGHT_AFTER;
         unsigned k = total - first < TOOL_JOBS ? total - first : TOOL_JOBS, grid = 0;
         bool last = first + k == total;
         memcpy(jobs.job, all + first, k * sizeof *all);
@@ -360,7 +389,7 @@ static bool run_on(const struct launch_info *li, const struct tool_ctx *t,
          * them holds nothing (shim/ahead.h puts them last, so the last launch has some). */
         jobs.hold = last && words && jobs.hold_jobs ? gate : 0;
         jobs.hold_acc = words;
-        if (hand_off && k == total && named_alike(li)) {
+        if ((how & TOOLS_HAND_OFF) && k == total && named_alike(li)) {
             struct proto_tool_result *results[2 * TOOL_JOBS];
             unsigned nres = 0;
             for (unsigned i = 0; i < k; i++) {
@@ -370,11 +399,12 @@ static bool run_on(const struct launch_info *li, const struct tool_ctx *t,
             }
             /* Each result's rc says CUDA_SUCCESS already (accept_jobs); a launch
              * that fails there says otherwise, and opens the gate. */
-            if (handoff_launch(shim_real_cuLaunchKernel(), t->key.ctx, t->fn, grid, li->stream,
-                               &jobs, results, nres, jobs.hold ? hold->gate : NULL))
+            struct tool_launcher l = launcher_for(li, t, how);
+            if (handoff_launch(&l, t->key.ctx, t->fn, grid, li->stream, &jobs, results, nres,
+                               jobs.hold ? hold->gate : NULL))
                 return jobs.hold != 0;
         }
-        CUresult rc = launch_jobs(li, t, &jobs, grid);
+        CUresult rc = launch_jobs(li, t, &jobs, grid, how);
         for (unsigned i = 0; i < k; i++) {
             of[first + i]->result->rc = rc;
             if (twin_of[first + i])
@@ -410,16 +440,19 @@ unsigned tools_pack(struct tool_jobs *out, const struct tool_job *jobs, unsigned
 
 /* The stream's context made current (if it is not) and cudump's kernel in it:
  * CUDA_SUCCESS with *t, or why not. ctx_leave(*scope) afterwards either way. */
+/* The launch's context made current, and its kernel; *loaded: loaded now, with
+ * work of its own put on the launch's stream. */
 static CUresult tools_enter(const struct launch_info *li, struct ctx_scope *scope,
-                            const struct tool_ctx **t)
+                            const struct tool_ctx **t, bool *loaded)
 {
     CUcontext ctx = stream_ctx(li);
     *scope = ctx_enter(ctx);
     *t = NULL;
+    *loaded = false;
     if (!scope->ok)
         return CUDA_ERROR_INVALID_CONTEXT;
     staging_follow_contexts();
-    *t = tool_context(ctx, li);
+    *t = tool_context(ctx, li, loaded);
     return *t == NULL ? CUDA_ERROR_OUT_OF_MEMORY : (*t)->rc;
 }
 
@@ -433,7 +466,8 @@ CUresult tools_graph_jobs(const struct launch_info *li, struct tool_request *req
         return CUDA_SUCCESS;
     struct ctx_scope scope;
     const struct tool_ctx *t;
-    CUresult rc = tools_enter(li, &scope, &t);
+    bool loaded;
+    CUresult rc = tools_enter(li, &scope, &t, &loaded);
     if (rc == CUDA_SUCCESS) {
         /* Every plan copy has its own accumulator (acc < PROTO_MAX_COPIES), as on the
          * stream: the graph's scans run while the staging lock is held and are waited
@@ -451,16 +485,20 @@ CUresult tools_graph_jobs(const struct launch_info *li, struct tool_request *req
 }
 
 bool tools_run(const struct launch_info *li, struct tool_request *reqs, unsigned n,
-               const struct tool_hold *hold, bool hand_off)
+               const struct tool_hold *hold, unsigned how)
 {
     if (!n)
         return false;
     struct ctx_scope scope;
     const struct tool_ctx *t;
-    CUresult rc = tools_enter(li, &scope, &t);
+    bool loaded;
+    CUresult rc = tools_enter(li, &scope, &t, &loaded);
     bool held = false;
     if (rc == CUDA_SUCCESS) {
-        held = run_on(li, t, reqs, n, hold, hand_off);
+        /* Loading it put a memset and a wait on the stream after the program's launch. */
+        if (loaded)
+            how &= ~(unsigned)TOOLS_RIGHT_AFTER;
+        held = run_on(li, t, reqs, n, hold, how);
     } else {
         for (unsigned i = 0; i < n; i++)
             reqs[i].result->rc = rc;

@@ -41,16 +41,26 @@ struct tool_hold {
     uint32_t *gate;
     unsigned acc;
 };
+/* How tools_run may launch cudump's kernel. */
+enum tools_how {
+    /* The caller neither waits for the kernel nor puts anything on the stream
+     * before the program's next call: a kernel launch that serves every job is
+     * handed to the launcher thread (handoff.h). */
+    TOOLS_HAND_OFF = 1u,
+    /* The program's launch, made plainly (not itself with programmatic
+     * serialization), is the last thing on the stream: cudump's kernel may be
+     * launched so that it waits on the GPU for it (toollaunch.h). */
+    TOOLS_RIGHT_AFTER = 2u,
+};
+
 /* Runs cudump's kernel over the buffers of n tool copies on the launch's stream
  * (as few launches as it takes); sets each result's rc. The kernel writes the
  * words and `done` once the stream gets there. With `hold`, the last of those
  * launches holds the stream at the gate if a scan that `marks` finds a new
  * non-finite value (tooljob.h); returns whether it was made (false without
- * `hold`). With `hand_off` (the caller neither waits for the kernel nor puts
- * anything on the stream before the program's next call), a kernel launch
- * that serves every job is handed to the launcher thread (handoff.h). */
+ * `hold`). `how`: enum tools_how's flags. */
 bool tools_run(const struct launch_info *li, struct tool_request *reqs, unsigned n,
-               const struct tool_hold *hold, bool hand_off);
+               const struct tool_hold *hold, unsigned how);
 
 /* cudump's kernel as kernel nodes of a graph (graph.c), where nothing goes on
  * the stream: the function of the kernel loaded in the context of li's stream

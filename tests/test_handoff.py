@@ -74,3 +74,23 @@ def test_a_context_destroyed_right_after_a_launch_waits_for_the_launch_handed_ov
     last = max(r["launch"] for r in records)
     after = [r for r in records if r["launch"] == last and r["phase"] == "after"]
     assert after and all("digest" in r for r in after), after
+
+
+def test_the_launcher_is_tried_against_the_launching_thread_stretch_by_stretch(
+        fake, cudump_run, tmp_path):
+    """layers 16 300: 9,600 launches, nearly all made with kept plans. The launcher takes the
+    first eight stretches of 512 launches of cudump's kernel that could be handed over (the
+    program's warm-up), then the trial: the launcher the next stretch, the launching thread
+    the two after it, the launcher two, the thread one (shim/handtune.h); then one way is
+    kept. Every stretch, either way, scans what the program left: the sums and the scans'
+    findings are those of a run with the launcher off."""
+    program = [str(fake.programs["layers"]), "16", "300"]
+    tried = cudump_run(program, "--check-nan", run_dir=tmp_path / "tried")
+    own = cudump_run(program, "--check-nan", "--no-hand-off", run_dir=tmp_path / "own")
+    assert tried.returncode == 0 and own.returncode == 0, tried.stderr + own.stderr
+    assert tried.stdout == own.stdout
+    counts = summary(tried.run_dir)
+    assert counts["handed_off"] >= 11 * 512 and counts["handed_back"] >= 3 * 512, counts
+    assert counts["launcher_trials"] == 1 and counts["launcher_won"] in (0, 1), counts
+    assert counts["repeated_launches"] == summary(own.run_dir)["repeated_launches"]
+    assert summary(own.run_dir)["handed_back"] == summary(own.run_dir)["launcher_trials"] == 0

@@ -103,6 +103,11 @@ class RunSummary:
     scans_ahead_void: int = 0      # with the launch before; made so and not used (shim/ahead.h)
     handed_off: int = 0            # launches of cudump's kernel made by the shim's launcher
                                    # thread while the program went on (shim/handoff.h)
+    handed_back: int = 0           # those the program's thread made, the launcher being off
+    launcher_trials: int = 0       # trials of the launcher on against off (shim/handtune.h)
+    launcher_won: int = 0          # of them, those it won
+    tools_waiting: int = 0         # launches of cudump's kernel made with programmatic stream
+                                   # serialization, right after a launch (shim/toollaunch.h)
     replay_captures: int = 0       # launches captured for replay (captures.jsonl)
     host_writes: int | None = None  # host-to-device copies and memsets recorded (--check-nan)
     trace_dropped: int = 0         # trace events the ring had no room for

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 from typing import Any, Protocol
 
-VERSION = 17
+VERSION = 18
 MAGIC = 0x50445543
 
 MAX_MESSAGE = 1 << 20
@@ -272,7 +272,9 @@ CONTROL = _layout("proto_control", ("magic", "I"), ("version", "I"), ("generatio
                   ("flight_head", "Q"), ("pad6", "56s"), ("host_head", "Q"),
                   ("pad7", "56s"), ("host_tail", "Q"), ("pad8", "56s"),
                   ("host_dropped", "Q"), ("pad9", "56s"), ("ahead_used", "Q"),
-                  ("ahead_void", "Q"), ("handed_off", "Q"), ("pad10", "40s"), ("behind_done", "Q"),
+                  ("ahead_void", "Q"), ("handed_off", "Q"), ("handed_back", "Q"),
+                  ("handoff_trials", "Q"), ("handoff_won", "Q"), ("tools_waiting", "Q"),
+                  ("pad10", "8s"), ("behind_done", "Q"),
                   ("behind_ready", "Q"), ("pad11", "48s"), ("behind_sent", "Q"),
                   ("pad12", "56s"))
 PARAM = _layout("proto_param", ("offset", "I"), ("size", "I"))

@@ -188,6 +188,23 @@ class SharedFile:
         """Launches of cudump's kernel made by the shim's launcher thread (shim/handoff.h)."""
         return self._load64("handed_off")
 
+    @property
+    def handed_back(self) -> int:
+        """Launches of cudump's kernel the program's thread made itself, in stretches where
+        the launcher was off: its trials', and where it was found slower (shim/handtune.h)."""
+        return self._load64("handed_back")
+
+    @property
+    def handoff_trials(self) -> tuple[int, int]:
+        """The launcher's trials decided, and those it won (shim/handtune.h)."""
+        return self._load64("handoff_trials"), self._load64("handoff_won")
+
+    @property
+    def tools_waiting(self) -> int:
+        """Launches of cudump's kernel made with programmatic stream serialization (Hopper and
+        later: shim/toollaunch.h)."""
+        return self._load64("tools_waiting")
+
     def set_host_tail(self, tail: int) -> None:
         self._store64("host_tail", tail)
 

@@ -327,6 +327,13 @@ extern "C" __global__ void cudump_tools(const struct tool_jobs jobs)
     while (n + 1 < jobs.njobs && block >= jobs.job[n].blocks)
         block -= jobs.job[n++].blocks;
     const struct tool_job &j = jobs.job[n];
+#if __CUDA_ARCH__ >= 900
+    // Launched with programmatic stream serialization (shim/toollaunch.h: on Hopper and
+    // later), the blocks may start while the kernel before this one on the stream ends:
+    // they wait here, before reading any memory, until it is done and its writes are
+    // seen. Launched without, this returns at once.
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
     unsigned long long a = 0, b = 0;
     double s = 0;
     accumulate(j, block * (unsigned long long)blockDim.x + threadIdx.x,

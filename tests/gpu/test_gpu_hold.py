@@ -27,10 +27,12 @@ SCAN_F32 = 1
 RESULT = 32                         # struct proto_tool_result
 
 
-def tools_ptx() -> bytes:
-    """The PTX string of shim/tools_ptx.h, as the shim passes it to cuModuleLoadData."""
+def tools_ptx(name: str = "tools_ptx") -> bytes:
+    """A PTX string of shim/tools_ptx.h (`tools_ptx`, for every GPU, or `tools_ptx_sm90`, for
+    Hopper and later), as the shim passes it to cuModuleLoadData."""
     text = (ROOT / "shim" / "tools_ptx.h").read_text()
-    body = text[text.index("tools_ptx[] ="):text.index(";\n#endif")]
+    start = text.index(f"{name}[] =")
+    body = text[start:text.index("\n;", start)]
     return "".join(ast.literal_eval(s) for s in re.findall(r'^\s*(".*")\s*$', body, re.M)).encode()
 
 
@@ -58,7 +60,12 @@ class Kernel:
         dev = self.ok(cu.cuDeviceGet(0))
         self.ctx = self.ok(cu.cuDevicePrimaryCtxRetain(dev))
         self.ok(cu.cuCtxSetCurrent(self.ctx))
-        module = self.ok(cu.cuModuleLoadData(tools_ptx()))
+        # The build the shim loads on this GPU (shim/tools.c): launched plainly here, the
+        # Hopper build's wait for the kernel before it returns at once.
+        major = self.ok(cu.cuDeviceGetAttribute(
+            cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev))
+        module = self.ok(cu.cuModuleLoadData(tools_ptx("tools_ptx_sm90" if major >= 9
+                                                       else "tools_ptx")))
         self.fn = self.ok(cu.cuModuleGetFunction(module, b"cudump_tools"))
         self.stream = self.ok(cu.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING))
         self.host = self.ok(cu.cuMemHostAlloc(4096, cu.CU_MEMHOSTALLOC_DEVICEMAP))

@@ -156,7 +156,10 @@ class Snapshots:
         summary.planned_launches = tally.asked
         summary.planned_kernels = collections.Counter(tally.asked_kernels)
         summary.scans_ahead, summary.scans_ahead_void = self.repeater.results.ahead()
-        summary.handed_off = self.repeater.results.handed_off()
+        launcher = self.repeater.results.tool_launches()
+        summary.handed_off, summary.handed_back = launcher.handed_off, launcher.handed_back
+        summary.launcher_trials, summary.launcher_won = launcher.trials, launcher.won
+        summary.tools_waiting = launcher.waiting
         summary.replay_captures = self.captures.count
         summary.host_writes = self.hosts.taken if self.hosts is not None else None
 

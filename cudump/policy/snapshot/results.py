@@ -70,6 +70,18 @@ Asked = Callable[[ProcessState, int], None]
 WriteDigests = Callable[[list[str], DigestBatch | None], None]
 
 
+@dataclass(frozen=True)
+class ToolLaunchCounts:
+    """How cudump's kernel was launched in a run: by the launcher thread (shim/handoff.h,
+    shim/handtune.h), and with programmatic stream serialization (shim/toollaunch.h)."""
+    handed_off: int     # launches of cudump's kernel it made while the program went on
+    handed_back: int    # those the program's thread made where the launcher was off
+    trials: int         # trials of the launcher on against off, decided
+    won: int            # of them, those the launcher won
+    waiting: int        # launches of cudump's kernel made with programmatic stream
+                        # serialization, to wait on the GPU (shim/toollaunch.h)
+
+
 @dataclass
 class FiniteWatch:
     """Told of plain launches (every scan after them found their buffers finite) where
@@ -130,10 +142,15 @@ class ResultDrain(RingDrain[_Ring]):
         rings = list(self._each())
         return (sum(r.shared.ahead_used for r in rings), sum(r.shared.ahead_void for r in rings))
 
-    def handed_off(self) -> int:
+    def tool_launches(self) -> ToolLaunchCounts:
         """Every process's launches of cudump's kernel made by the launcher thread
-        (shim/handoff.h)."""
-        return sum(r.shared.handed_off for r in self._each())
+        (shim/handoff.h), and its trials (shim/handtune.h)."""
+        rings = [r.shared for r in self._each()]
+        trials = [s.handoff_trials for s in rings]
+        return ToolLaunchCounts(handed_off=sum(s.handed_off for s in rings),
+                              handed_back=sum(s.handed_back for s in rings),
+                              trials=sum(t for t, _ in trials), won=sum(w for _, w in trials),
+                              waiting=sum(s.tools_waiting for s in rings))
 
     def catch_up(self, pid: int) -> None:
         """Takes what the process's ring holds now, on this thread: a NaN/Inf report about

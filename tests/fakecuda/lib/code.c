@@ -97,6 +97,23 @@ static bool refuses_ptx(const void *image)
            (strncmp(text, "//", 2) == 0 || strncmp(text, ".version", 8) == 0);
 }
 
+/* Whether the PTX of cudump's kernel loaded last waits for the kernel before it. */
+static _Atomic bool tools_waits;
+
+FC_HIDDEN bool fc_tools_ptx_waits(void)
+{
+    return atomic_load(&tools_waits);
+}
+
+/* PTX text (never a binary image, which has no end to search to) with cudump's kernel. */
+static void note_tools_ptx(const void *image)
+{
+    const char *text = image;
+    if ((strncmp(text, "//", 2) == 0 || strncmp(text, ".version", 8) == 0) &&
+        strstr(text, ".entry cudump_tools"))
+        atomic_store(&tools_waits, strstr(text, "griddepcontrol.wait") != NULL);
+}
+
 CUresult cuModuleLoadData(CUmodule *module, const void *image)
 {
     CUresult r = fc_require_context();
@@ -106,6 +123,7 @@ CUresult cuModuleLoadData(CUmodule *module, const void *image)
         return CUDA_ERROR_INVALID_VALUE;
     if (refuses_ptx(image))
         return FC_ERROR_UNSUPPORTED_PTX_VERSION;
+    note_tools_ptx(image);
     *module = new_object(FC_MAGIC_MODULE);
     return *module ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }

@@ -1053,9 +1053,10 @@ static void write_stats(void)
     FILE *f = path ? fopen(path, "w") : NULL;
     if (f) {
         fprintf(f, "graph_instantiations %lu\nasync_allocations %lu\nout_of_memory %lu\n"
-                   "tool_bytes %lu\n",
+                   "tool_bytes %lu\ntool_waiting %lu\n",
                 atomic_load(&instantiations), atomic_load(&fc_async_allocations),
-                atomic_load(&fc_out_of_memory), atomic_load(&fc_tool_bytes));
+                atomic_load(&fc_out_of_memory), atomic_load(&fc_tool_bytes),
+                atomic_load(&fc_tool_waiting));
         fclose(f);
     }
 }

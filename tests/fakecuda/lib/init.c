@@ -157,10 +157,20 @@ CUresult cuDeviceGetAttribute(int *value, int attribute, CUdevice dev)
         return CUDA_ERROR_INVALID_VALUE;
     if (dev != 0)
         return FC_ERROR_INVALID_DEVICE;
+    if (attribute == FC_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR) {
+        *value = fc_cc_major();
+        return CUDA_SUCCESS;
+    }
     if (attribute != FC_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT)
         return CUDA_ERROR_INVALID_VALUE;
     *value = fc_watchdog();
     return CUDA_SUCCESS;
+}
+
+FC_HIDDEN int fc_cc_major(void)
+{
+    const char *major = getenv("FAKECUDA_CC_MAJOR");
+    return major && *major ? atoi(major) : 9;
 }
 
 FC_HIDDEN int fc_watchdog(void)

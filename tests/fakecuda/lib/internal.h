@@ -72,6 +72,15 @@ FC_HIDDEN bool fc_function_in_context(CUfunction f);
 extern _Atomic unsigned long fc_out_of_memory;
 /* Bytes cudump's kernel read, job by job (kernels.c), for FAKECUDA_STATS. */
 extern _Atomic unsigned long fc_tool_bytes;
+/* Launches of cudump's kernel with programmatic stream serialization (launch.c), for
+ * FAKECUDA_STATS. */
+extern _Atomic unsigned long fc_tool_waiting;
+/* The device's compute capability, major (FAKECUDA_CC_MAJOR; 9, a Hopper, by default). */
+FC_HIDDEN int fc_cc_major(void);
+/* Whether the last PTX loaded with cudump's kernel in it waits for the kernel before it
+ * (griddepcontrol.wait: code.c), which a launch with programmatic stream serialization
+ * needs. */
+FC_HIDDEN bool fc_tools_ptx_waits(void);
 FC_HIDDEN CUresult fc_capacity_take(size_t n);
 FC_HIDDEN void fc_capacity_give(size_t n);
 /* With FAKECUDA_CAPACITY_MIB set: what is left of it. False where it is not set. */
@@ -141,7 +150,12 @@ struct fc_stream {
     struct fc_node **deps;
     struct fc_graph_edge_data *dep_edges; /* as many zeroed entries as deps can hold */
     size_t ndeps, deps_cap;
+    /* What was last put on it (outside a capture): FC_TAIL_*. A kernel launched with
+     * programmatic stream serialization may overlap only what it follows. */
+    _Atomic int tail;
 };
+
+enum { FC_TAIL_OTHER, FC_TAIL_PLAIN_KERNEL, FC_TAIL_PROGRAMMATIC_KERNEL };
 
 /* A kernel launch with its parameters packed by the kernel's layout. */
 struct fc_launch {
@@ -151,6 +165,7 @@ struct fc_launch {
     CUcontext ctx;
     struct fc_dim3 grid, block;
     unsigned int smem;
+    bool programmatic; /* launched with programmatic stream serialization */
     const unsigned char *args; /* kernel->args_size bytes */
 };
 
@@ -179,6 +194,7 @@ FC_HIDDEN void fc_wait_held_locked(void);
 FC_HIDDEN void fc_hold_gate(struct fc_stream *s, volatile uint32_t *gate,
                             uint64_t give_up_after_ns, uint32_t give_up_value);
 #define FC_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT 17
+#define FC_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
 /* Whether the device has a display's watchdog (FAKECUDA_WATCHDOG=1): a kernel
  * that holds its stream there would be ended with an error. */
 FC_HIDDEN int fc_watchdog(void);

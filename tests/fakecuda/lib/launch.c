@@ -12,7 +12,8 @@
 #include "tooljob.h"
 
 static CUresult launch(CUfunction f, struct fc_dim3 grid, struct fc_dim3 block, unsigned int smem,
-                       CUstream hStream, void **kernelParams, void **extra, bool per_thread)
+                       CUstream hStream, void **kernelParams, void **extra, bool per_thread,
+                       bool programmatic)
 {
     CUresult r = fc_require_context();
     if (r != CUDA_SUCCESS)
@@ -54,6 +55,7 @@ static CUresult launch(CUfunction f, struct fc_dim3 grid, struct fc_dim3 block, 
                                   .grid = grid,
                                   .block = block,
                                   .smem = smem,
+                                  .programmatic = programmatic,
                                   .args = args}};
     fc_tools_delay(k);
     /* As the driver: a launch into a context destroyed meanwhile (by another thread,
@@ -81,7 +83,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
                         void **kernelParams, void **extra)
 {
     return launch(f, DIM(gridDimX, gridDimY, gridDimZ), DIM(blockDimX, blockDimY, blockDimZ),
-                  sharedMemBytes, hStream, kernelParams, extra, false);
+                  sharedMemBytes, hStream, kernelParams, extra, false, false);
 }
 
 CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -90,7 +92,54 @@ CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int g
                              void **kernelParams, void **extra)
 {
     return launch(f, DIM(gridDimX, gridDimY, gridDimZ), DIM(blockDimX, blockDimY, blockDimZ),
-                  sharedMemBytes, hStream, kernelParams, extra, true);
+                  sharedMemBytes, hStream, kernelParams, extra, true, false);
+}
+
+_Atomic unsigned long fc_tool_waiting;
+
+/* A launch with programmatic stream serialization may start while the kernel
+ * before it ends (Hopper and later): the launched kernel must wait for it
+ * before it reads. The stand-in runs kernels one after the other, so it checks
+ * instead: that the device is one that has it (below 9, or with
+ * FAKECUDA_NO_PDL=1, the attribute is refused, as a driver that lacks it
+ * would); and, for cudump's kernel so launched, that it is the build that waits
+ * and that it follows a kernel launched plainly, the one case the shim launches
+ * it so (shim/tools.h: TOOLS_RIGHT_AFTER). Either broken is the shim's bug: the
+ * process ends at once, loudly. */
+static CUresult check_serialization(const CUlaunchConfig *c, CUfunction f, bool per_thread,
+                                    bool *programmatic)
+{
+    *programmatic = false;
+    for (unsigned i = 0; c->attrs && i < c->numAttrs; i++)
+        if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION) {
+            int allowed; /* the value's first member, an int */
+            memcpy(&allowed, c->attrs[i].value, sizeof allowed);
+            *programmatic = allowed != 0;
+        }
+    if (!*programmatic)
+        return CUDA_SUCCESS;
+    const char *refused = getenv("FAKECUDA_NO_PDL");
+    if (fc_cc_major() < 9 || (refused && strcmp(refused, "1") == 0))
+        return CUDA_ERROR_NOT_SUPPORTED;
+    const struct fc_builtin *k = fc_launchable(f);
+    if (!k || strcmp(k->short_name, "cudump_tools") != 0)
+        return CUDA_SUCCESS;
+    struct fc_stream *s;
+    CUresult r = fc_resolve_stream(c->hStream, per_thread, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    const int tail = atomic_load(&s->tail);
+    if (!fc_tools_ptx_waits() || tail != FC_TAIL_PLAIN_KERNEL) {
+        fprintf(stderr, "fakecuda: cudump's kernel launched with programmatic stream "
+                        "serialization %s\n",
+                !fc_tools_ptx_waits() ? "from a build that does not wait for the kernel before it"
+                : tail == FC_TAIL_PROGRAMMATIC_KERNEL
+                    ? "after a kernel launched so itself"
+                    : "after work other than a kernel");
+        abort();
+    }
+    atomic_fetch_add(&fc_tool_waiting, 1);
+    return CUDA_SUCCESS;
 }
 
 static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, void **kernelParams, void **extra,
@@ -98,9 +147,13 @@ static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, void **kernelPa
 {
     if (!c)
         return CUDA_ERROR_INVALID_VALUE;
+    bool programmatic;
+    CUresult r = check_serialization(c, f, per_thread, &programmatic);
+    if (r != CUDA_SUCCESS)
+        return r;
     return launch(f, DIM(c->gridDimX, c->gridDimY, c->gridDimZ),
                   DIM(c->blockDimX, c->blockDimY, c->blockDimZ), c->sharedMemBytes, c->hStream,
-                  kernelParams, extra, per_thread);
+                  kernelParams, extra, per_thread, programmatic);
 }
 
 CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
@@ -122,7 +175,7 @@ CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned
                                    void **kernelParams)
 {
     return launch(f, DIM(gridDimX, gridDimY, gridDimZ), DIM(blockDimX, blockDimY, blockDimZ),
-                  sharedMemBytes, hStream, kernelParams, NULL, false);
+                  sharedMemBytes, hStream, kernelParams, NULL, false, false);
 }
 
 CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -132,7 +185,7 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, uns
                                         void **kernelParams)
 {
     return launch(f, DIM(gridDimX, gridDimY, gridDimZ), DIM(blockDimX, blockDimY, blockDimZ),
-                  sharedMemBytes, hStream, kernelParams, NULL, true);
+                  sharedMemBytes, hStream, kernelParams, NULL, true, false);
 }
 
 /* Function attributes (cuFuncGetAttribute / cuFuncSetAttribute), for the

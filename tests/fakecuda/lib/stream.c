@@ -309,6 +309,9 @@ FC_HIDDEN CUresult fc_submit(struct fc_stream *s, const struct fc_op *op)
             return r;
     }
     fc_wait_held(s);
+    atomic_store(&s->tail, op->kind != FC_OP_LAUNCH  ? FC_TAIL_OTHER
+                           : op->launch.programmatic ? FC_TAIL_PROGRAMMATIC_KERNEL
+                                                     : FC_TAIL_PLAIN_KERNEL);
     return fc_op_execute(op);
 }
 
@@ -705,6 +708,7 @@ static CUresult event_record(CUevent hEvent, CUstream hStream, bool per_thread)
      * the stream is held. */
     struct fc_event *e = (struct fc_event *)hEvent;
     e->held = pending_hold(s, &e->hold);
+    atomic_store(&s->tail, FC_TAIL_OTHER);
     if (s->legacy)
         return legacy_conflict(true);
     return CUDA_SUCCESS;
@@ -757,7 +761,10 @@ static CUresult stream_wait_event(CUstream hStream, CUevent hEvent, bool per_thr
     struct fc_stream *s;
     if (!is_event(hEvent))
         return CUDA_ERROR_INVALID_HANDLE;
-    return fc_resolve_stream(hStream, per_thread, &s);
+    CUresult r = fc_resolve_stream(hStream, per_thread, &s);
+    if (r == CUDA_SUCCESS)
+        atomic_store(&s->tail, FC_TAIL_OTHER);
+    return r;
 }
 
 CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
@@ -798,6 +805,7 @@ static CUresult write_value(CUstream hStream, CUdeviceptr addr, uint64_t value, 
     if (atomic_load(&fc_fault_pending))
         return CUDA_SUCCESS; /* accepted, and never made: the context is lost */
     fc_wait_held(s);
+    atomic_store(&s->tail, FC_TAIL_OTHER);
     if (size == 8)
         __atomic_store_n((uint64_t *)(uintptr_t)addr, value, __ATOMIC_RELEASE);
     else

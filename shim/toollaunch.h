@@ -1,0 +1,40 @@
+/*
+ * How cudump's kernel is launched in a context (toollaunch.c): by the thread
+ * that makes the program's launch, or by the launcher thread (handoff.h).
+ *
+ * On Hopper and later the kernel is loaded from PTX that waits for the kernel
+ * before it on the stream (griddepcontrol.wait, shim/gpu/tools.cu), and right
+ * after a launch of the program's made plainly (shim/tools.h,
+ * TOOLS_RIGHT_AFTER) it is launched with programmatic stream serialization:
+ * its blocks may be started as the program's kernel ends, and wait there,
+ * rather than after the GPU has seen that kernel finish and only then started
+ * a grid. On an H200 (bench/kernel_pairs.cu), where the GPU bounds the loop,
+ * cudump's kernel after each of a program's kernels cost 7.7 us of GPU a pair
+ * launched plainly and 6.1 us so. Only there: the kernel it follows is then
+ * one launched plainly, which began after everything before it on the stream
+ * was done, so waiting for that kernel is waiting for all of it. After a
+ * launch that may itself overlap what came before it (made with programmatic
+ * serialization or a programmatic event), after anything else cudump put on
+ * the stream (the flight recorder's mark, the zeroing of its scratch where the
+ * kernel is loaded, an earlier launch of its own kernel), and before a launch,
+ * it is launched plainly, and the wait returns at once.
+ */
+#ifndef CUDUMP_TOOLLAUNCH_H
+#define CUDUMP_TOOLLAUNCH_H
+
+#include "shim.h"
+#include "tooljob.h"
+
+struct tool_launcher {
+    cuLaunchKernel_fn plain;    /* the real cuLaunchKernel (or its _ptsz) */
+    cuLaunchKernelEx_fn ex;     /* the real cuLaunchKernelEx: launches with programmatic
+                                 * stream serialization; NULL: plainly */
+};
+
+/* Launches cudump's kernel `fn` over `jobs` (grid blocks of TOOL_THREADS) on
+ * `stream`; a launch refused with the attribute is made again plainly, and so
+ * are all after it. */
+CUresult toollaunch(const struct tool_launcher *l, CUfunction fn, unsigned grid, CUstream stream,
+                    struct tool_jobs *jobs);
+
+#endif

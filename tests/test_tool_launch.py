@@ -1,0 +1,77 @@
+"""How cudump's kernel is launched (shim/toollaunch.h): on Hopper and later, from the PTX
+build that waits for the kernel before it (griddepcontrol.wait), with programmatic stream
+serialization; elsewhere, or where the driver refuses the attribute, plainly, from the build
+for every GPU. Checked on the stand-in driver, which reports compute capability 9 unless
+FAKECUDA_CC_MAJOR says otherwise, refuses the attribute below 9 or with FAKECUDA_NO_PDL=1,
+refuses a launch so made of a build of cudump's kernel that does not wait, and counts the
+launches so made (FAKECUDA_STATS)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from records import summary
+from test_check_nan import INDEX, assert_producer_23_found
+
+
+def stats(path: Path) -> dict[str, int]:
+    return {k: int(v) for k, v in (line.split() for line in path.read_text().splitlines())}
+
+
+@pytest.mark.parametrize("hand_off", [True, False], ids=["launcher", "own-thread"])
+def test_on_hopper_cudumps_kernel_waits_for_the_kernel_before_it(fake, cudump_run, tmp_path,
+                                                                  hand_off):
+    """nans 40 under --check-nan: every launch of cudump's kernel is made with programmatic
+    stream serialization, by the launcher thread or the launching thread, from the build that
+    waits (the stand-in refuses any other); the producer is found as it always is."""
+    counted = tmp_path / "stats"
+    ran = cudump_run([str(fake.programs["nans"]), "40", str(INDEX), "23"], "--check-nan",
+                     *(() if hand_off else ("--no-hand-off",)),
+                     env_extra={"FAKECUDA_STATS": str(counted)})
+    assert_producer_23_found(ran)
+    assert "fakecuda:" not in ran.stderr
+    made = stats(counted)["tool_waiting"]
+    assert made >= 40
+    assert summary(ran.run_dir)["tools_waiting"] == made
+
+
+@pytest.mark.parametrize("env", [{"FAKECUDA_CC_MAJOR": "8"}, {"FAKECUDA_NO_PDL": "1"}],
+                         ids=["ampere", "attribute-refused"])
+def test_elsewhere_it_is_launched_plainly(fake, cudump_run, tmp_path, env):
+    """Before Hopper the build for every GPU is loaded and launched plainly; where the driver
+    refuses the attribute, each launch is made again plainly. Either way the same producer."""
+    counted = tmp_path / "stats"
+    ran = cudump_run([str(fake.programs["nans"]), "40", str(INDEX), "23"], "--check-nan",
+                     env_extra={"FAKECUDA_STATS": str(counted), **env})
+    assert_producer_23_found(ran)
+    assert stats(counted)["tool_waiting"] == 0
+    assert summary(ran.run_dir)["tools_waiting"] == 0
+    assert summary(ran.run_dir)["repeated_launches"] >= 30
+
+
+def test_after_a_launch_that_may_overlap_its_own_predecessor_it_is_launched_plainly(
+        fake, cudump_run, bare_run, tmp_path):
+    """programmatic 50: square is launched with programmatic stream serialization itself, so
+    what ran before it may still run when it starts; cudump's kernel after it is launched
+    plainly (the stand-in ends the program if not), after each plain vecAdd so that it waits
+    on the GPU."""
+    counted = tmp_path / "stats"
+    program = [str(fake.programs["programmatic"]), "50"]
+    ran = cudump_run(program, "--check-nan", env_extra={"FAKECUDA_STATS": str(counted)})
+    bare = bare_run(program)
+    assert ran.returncode == 0 and "fakecuda:" not in ran.stderr, ran.stderr
+    assert ran.stdout == bare.stdout
+    made = stats(counted)["tool_waiting"]
+    assert 40 <= made <= 50
+    assert summary(ran.run_dir)["repeated_launches"] >= 95
+
+
+def test_behind_the_flight_recorders_mark_it_is_launched_plainly(fake, cudump_run, tmp_path):
+    """--flight marks each launch done with a write on its stream, right after it: cudump's
+    kernel then follows that write, not the program's kernel, and is launched plainly."""
+    counted = tmp_path / "stats"
+    ran = cudump_run([str(fake.programs["nans"]), "40", str(INDEX), "23"], "--check-nan",
+                     "--flight", env_extra={"FAKECUDA_STATS": str(counted)})
+    assert_producer_23_found(ran)
+    assert stats(counted)["tool_waiting"] == 0
