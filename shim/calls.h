@@ -22,9 +22,12 @@ extern _Atomic int calls_in_progress;
 
 static inline void calls_enter(bool waits)
 {
-    atomic_fetch_add_explicit(&calls_begun_count, 1, memory_order_seq_cst);
+    /* In progress before it counts as begun: a thread that reads calls_begun() and
+     * then calls_running() sees this call in one or the other (repeat.c's check
+     * that no other call comes between a launch and cudump's kernel after it). */
     if (!waits)
         atomic_fetch_add_explicit(&calls_in_progress, 1, memory_order_seq_cst);
+    atomic_fetch_add_explicit(&calls_begun_count, 1, memory_order_seq_cst);
 }
 
 static inline void calls_leave(bool waits)

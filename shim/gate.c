@@ -27,6 +27,7 @@
 
 #include "ahead.h"
 #include "gate.h"
+#include "handoff.h"
 #include "interpose.h"
 #include "util.h"
 
@@ -251,6 +252,9 @@ CUresult gate_wait_on(CUstream stream, int ptsz, unsigned grace_ms)
 
 CUresult gate_wait_stream(const struct launch_info *li)
 {
+    /* A launch of cudump's kernel handed to the launcher is on the stream before the
+     * wait is (a wait for a gated launch's scans where none of its own holds). */
+    handoff_fence();
     /* Under the staging lock: no gate is served meanwhile, so no grace. */
     return gate_wait_on(li->stream, li->ptsz, 0);
 }

@@ -49,7 +49,8 @@ CUresult gate_wait_event(CUevent ev, unsigned grace_ms);
 /* Waits for everything queued on `stream` so far (ptsz: its per-thread
  * default stream), as gate_wait_event waits. */
 CUresult gate_wait_on(CUstream stream, int ptsz, unsigned grace_ms);
-/* Waits for everything queued on the launch's stream so far. */
+/* Waits for everything queued on the launch's stream so far, a launch of
+ * cudump's kernel handed to the launcher thread included (handoff.h). */
 CUresult gate_wait_stream(const struct launch_info *li);
 /* For a call of the program that waits on the GPU inside the driver (a
  * synchronous copy, a synchronize), before it is made: waits until the gated

@@ -47,7 +47,7 @@ static void enqueue_copies(const struct launch_info *li, enum proto_phase phase)
                                     c->c.height);
         c->rc = copy2d(&m, li->stream);
     }
-    tools_run(li, tools, ntools, NULL, 0);
+    tools_run(li, tools, ntools, NULL, 0, 0);
     for (unsigned k = 0; k < ntools; k++)
         copies[tools[k].acc].rc = tools[k].result->rc;
 }

@@ -438,10 +438,12 @@ static bool run_phase(const struct repeat_run *run, const struct launch_info *li
      * (repeat_end): the launcher thread may make that launch of the kernel. */
     unsigned how = phase == PHASE_AFTER && (gated || !has_scans(p)) ? TOOLS_HAND_OFF : 0;
     /* Right after the program's launch, if nothing of cudump's (the flight recorder's mark)
-     * went on the stream after it and it was made plainly (tools.h). */
-    if (phase == PHASE_AFTER && !li->flight && !li->programmatic)
+     * went on the stream after it, it was made plainly, and no other call of the program's
+     * is in progress (tools.h). */
+    unsigned long long begun = calls_begun();
+    if (phase == PHASE_AFTER && !li->flight && !li->programmatic && calls_running() == 1)
         how |= TOOLS_RIGHT_AFTER;
-    bool held = tools_run(li, reqs, n, gated ? &hold : NULL, how);
+    bool held = tools_run(li, reqs, n, gated ? &hold : NULL, how, begun);
     /* Copies all found inside tracked allocations stay there until one goes. */
     bool all = all_checked(reqs + before, n - before);
     if (phase == PHASE_BEFORE)

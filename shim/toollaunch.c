@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "calls.h"
 #include "channel.h"
 #include "toollaunch.h"
 
@@ -15,7 +16,8 @@ CUresult toollaunch(const struct tool_launcher *l, CUfunction fn, unsigned grid,
                     struct tool_jobs *jobs)
 {
     void *params[] = {jobs};
-    if (l->ex && !atomic_load_explicit(&refused, memory_order_relaxed)) {
+    if (l->ex && !atomic_load_explicit(&refused, memory_order_relaxed) &&
+        calls_begun() == l->begun) {
         CUlaunchAttribute attr;
         memset(&attr, 0, sizeof attr);
         attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;

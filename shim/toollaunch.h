@@ -17,7 +17,13 @@
  * serialization or a programmatic event), after anything else cudump put on
  * the stream (the flight recorder's mark, the zeroing of its scratch where the
  * kernel is loaded, an earlier launch of its own kernel), and before a launch,
- * it is launched plainly, and the wait returns at once.
+ * it is launched plainly, and the wait returns at once. So it is too where
+ * another call of the program's was in progress at the launch, or began after
+ * it (another thread's work on the same stream could come between): the launch
+ * is made so only if the count of calls begun has not moved since (with the
+ * launcher thread, until it makes the launch; a call that begins after that is
+ * ordered behind it, handoff.h). A call another thread begins in the few
+ * nanoseconds between its count and its being in progress is not seen.
  */
 #ifndef CUDUMP_TOOLLAUNCH_H
 #define CUDUMP_TOOLLAUNCH_H
@@ -29,6 +35,9 @@ struct tool_launcher {
     cuLaunchKernel_fn plain;    /* the real cuLaunchKernel (or its _ptsz) */
     cuLaunchKernelEx_fn ex;     /* the real cuLaunchKernelEx: launches with programmatic
                                  * stream serialization; NULL: plainly */
+    unsigned long long begun;   /* with ex: so only while calls_begun() (calls.h) still
+                                 * reads this, no call of the program's having begun since
+                                 * the program's launch that the kernel is to follow */
 };
 
 /* Launches cudump's kernel `fn` over `jobs` (grid blocks of TOOL_THREADS) on

@@ -238,10 +238,10 @@ static CUresult tool_check(const struct proto_copy *c, unsigned mode, bool *trac
  * where the kernel before it is known: elsewhere (before a launch, behind the
  * flight recorder's mark) it is launched plainly, and its wait returns at once. */
 static struct tool_launcher launcher_for(const struct launch_info *li, const struct tool_ctx *t,
-                                         unsigned how)
+                                         unsigned how, unsigned long long begun)
 {
     struct tool_launcher l = {
-        li->ptsz ? shim_real_cuLaunchKernel_ptsz() : shim_real_cuLaunchKernel(), NULL};
+        li->ptsz ? shim_real_cuLaunchKernel_ptsz() : shim_real_cuLaunchKernel(), NULL, begun};
     if (t->waits && (how & TOOLS_RIGHT_AFTER))
         l.ex = li->ptsz ? shim_real_cuLaunchKernelEx_ptsz() : shim_real_cuLaunchKernelEx();
     return l;
@@ -249,9 +249,10 @@ static struct tool_launcher launcher_for(const struct launch_info *li, const str
 
 /* Launches the kernel over the jobs gathered so far. */
 static CUresult launch_jobs(const struct launch_info *li, const struct tool_ctx *t,
-                           struct tool_jobs *jobs, unsigned grid, unsigned how)
+                           struct tool_jobs *jobs, unsigned grid, unsigned how,
+                           unsigned long long begun)
 {
-    struct tool_launcher l = launcher_for(li, t, how);
+    struct tool_launcher l = launcher_for(li, t, how, begun);
     return toollaunch(&l, t->fn, grid, li->stream, jobs);
 }
 
@@ -357,7 +358,7 @@ static unsigned fold_twins(struct tool_job *all, struct tool_request **of,
  * launch that holds was made (or handed over). */
 static bool run_on(const struct launch_info *li, const struct tool_ctx *t,
                    struct tool_request *reqs, unsigned n, const struct tool_hold *hold,
-                   unsigned how)
+                   unsigned how, unsigned long long begun)
 {
     static struct tool_job all[PROTO_MAX_REPEAT];      /* under the staging lock; 40 KB */
     static struct tool_request *of[PROTO_MAX_REPEAT], *twin_of[PROTO_MAX_REPEAT];
@@ -399,12 +400,12 @@ static bool run_on(const struct launch_info *li, const struct tool_ctx *t,
             }
             /* Each result's rc says CUDA_SUCCESS already (accept_jobs); a launch
              * that fails there says otherwise, and opens the gate. */
-            struct tool_launcher l = launcher_for(li, t, how);
+            struct tool_launcher l = launcher_for(li, t, how, begun);
             if (handoff_launch(&l, t->key.ctx, t->fn, grid, li->stream, &jobs, results, nres,
                                jobs.hold ? hold->gate : NULL))
                 return jobs.hold != 0;
         }
-        CUresult rc = launch_jobs(li, t, &jobs, grid, how);
+        CUresult rc = launch_jobs(li, t, &jobs, grid, how, begun);
         for (unsigned i = 0; i < k; i++) {
             of[first + i]->result->rc = rc;
             if (twin_of[first + i])
@@ -485,7 +486,7 @@ CUresult tools_graph_jobs(const struct launch_info *li, struct tool_request *req
 }
 
 bool tools_run(const struct launch_info *li, struct tool_request *reqs, unsigned n,
-               const struct tool_hold *hold, unsigned how)
+               const struct tool_hold *hold, unsigned how, unsigned long long begun)
 {
     if (!n)
         return false;
@@ -498,7 +499,7 @@ bool tools_run(const struct launch_info *li, struct tool_request *reqs, unsigned
         /* Loading it put a memset and a wait on the stream after the program's launch. */
         if (loaded)
             how &= ~(unsigned)TOOLS_RIGHT_AFTER;
-        held = run_on(li, t, reqs, n, hold, how);
+        held = run_on(li, t, reqs, n, hold, how, begun);
     } else {
         for (unsigned i = 0; i < n; i++)
             reqs[i].result->rc = rc;

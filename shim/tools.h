@@ -48,8 +48,10 @@ enum tools_how {
      * handed to the launcher thread (handoff.h). */
     TOOLS_HAND_OFF = 1u,
     /* The program's launch, made plainly (not itself with programmatic
-     * serialization), is the last thing on the stream: cudump's kernel may be
-     * launched so that it waits on the GPU for it (toollaunch.h). */
+     * serialization), is the last thing on the stream, and no other call of the
+     * program's was in progress: cudump's kernel may be launched so that it
+     * waits on the GPU for it (toollaunch.h), while no call begins after
+     * `begun` (tools_run's). */
     TOOLS_RIGHT_AFTER = 2u,
 };
 
@@ -58,9 +60,10 @@ enum tools_how {
  * words and `done` once the stream gets there. With `hold`, the last of those
  * launches holds the stream at the gate if a scan that `marks` finds a new
  * non-finite value (tooljob.h); returns whether it was made (false without
- * `hold`). `how`: enum tools_how's flags. */
+ * `hold`). `how`: enum tools_how's flags; `begun`: calls_begun() where
+ * TOOLS_RIGHT_AFTER was decided. */
 bool tools_run(const struct launch_info *li, struct tool_request *reqs, unsigned n,
-               const struct tool_hold *hold, unsigned how);
+               const struct tool_hold *hold, unsigned how, unsigned long long begun);
 
 /* cudump's kernel as kernel nodes of a graph (graph.c), where nothing goes on
  * the stream: the function of the kernel loaded in the context of li's stream

@@ -75,3 +75,19 @@ def test_behind_the_flight_recorders_mark_it_is_launched_plainly(fake, cudump_ru
                      "--flight", env_extra={"FAKECUDA_STATS": str(counted)})
     assert_producer_23_found(ran)
     assert stats(counted)["tool_waiting"] == 0
+
+
+def test_with_other_threads_on_the_same_stream_it_waits_only_when_none_is_in_a_call(
+        fake, cudump_run, bare_run, tmp_path):
+    """threads 200 shared: eight threads launch on the one legacy stream at once. Another
+    thread's work may land on the stream between a launch and cudump's kernel after it, so
+    cudump's kernel waits on the GPU only where no other call of the program's was in
+    progress at the launch, nor began before cudump's kernel was launched (the stand-in ends
+    the program if it follows anything but the launch). Left unchecked, it did in every run."""
+    counted = tmp_path / "stats"
+    program = [str(fake.programs["threads"]), "200", "shared"]
+    ran = cudump_run(program, "--check-nan", env_extra={"FAKECUDA_STATS": str(counted)})
+    assert ran.returncode == 0 and "fakecuda:" not in ran.stderr, ran.stderr
+    assert ran.stdout == bare_run(program).stdout
+    assert summary(ran.run_dir)["repeated_launches"] > 1000
+    assert summary(ran.run_dir)["tools_waiting"] == stats(counted)["tool_waiting"]

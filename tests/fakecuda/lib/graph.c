@@ -1317,6 +1317,7 @@ static CUresult graph_launch(CUgraphExec hGraphExec, CUstream hStream, bool per_
     /* A capture records no graph launch here: refused, capture invalidated. */
     if ((r = fc_uncapturable_work(s)) != CUDA_SUCCESS)
         return r;
+    fc_stream_enqueued(s, FC_TAIL_OTHER);
     /* Replayed work never passes the launch entry points, as on a GPU. */
     return run_graph(e);
 }

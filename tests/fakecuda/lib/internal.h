@@ -156,6 +156,9 @@ struct fc_stream {
 };
 
 enum { FC_TAIL_OTHER, FC_TAIL_PLAIN_KERNEL, FC_TAIL_PROGRAMMATIC_KERNEL };
+/* Work of kind `tail` (FC_TAIL_*) put on s: every stream-ordered call says so,
+ * whatever it puts there (stream.c). Returns what was there last. */
+FC_HIDDEN int fc_stream_enqueued(struct fc_stream *s, int tail);
 
 /* A kernel launch with its parameters packed by the kernel's layout. */
 struct fc_launch {

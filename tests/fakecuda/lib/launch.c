@@ -95,19 +95,12 @@ CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int g
                   sharedMemBytes, hStream, kernelParams, extra, true, false);
 }
 
-_Atomic unsigned long fc_tool_waiting;
-
 /* A launch with programmatic stream serialization may start while the kernel
- * before it ends (Hopper and later): the launched kernel must wait for it
- * before it reads. The stand-in runs kernels one after the other, so it checks
- * instead: that the device is one that has it (below 9, or with
+ * before it ends (Hopper and later). Below compute capability 9, or with
  * FAKECUDA_NO_PDL=1, the attribute is refused, as a driver that lacks it
- * would); and, for cudump's kernel so launched, that it is the build that waits
- * and that it follows a kernel launched plainly, the one case the shim launches
- * it so (shim/tools.h: TOOLS_RIGHT_AFTER). Either broken is the shim's bug: the
- * process ends at once, loudly. */
-static CUresult check_serialization(const CUlaunchConfig *c, CUfunction f, bool per_thread,
-                                    bool *programmatic)
+ * would; else the launch is marked, and its stream checks it when it is put on
+ * it (stream.c, fc_submit). */
+static CUresult check_serialization(const CUlaunchConfig *c, bool *programmatic)
 {
     *programmatic = false;
     for (unsigned i = 0; c->attrs && i < c->numAttrs; i++)
@@ -116,29 +109,9 @@ static CUresult check_serialization(const CUlaunchConfig *c, CUfunction f, bool 
             memcpy(&allowed, c->attrs[i].value, sizeof allowed);
             *programmatic = allowed != 0;
         }
-    if (!*programmatic)
-        return CUDA_SUCCESS;
     const char *refused = getenv("FAKECUDA_NO_PDL");
-    if (fc_cc_major() < 9 || (refused && strcmp(refused, "1") == 0))
+    if (*programmatic && (fc_cc_major() < 9 || (refused && strcmp(refused, "1") == 0)))
         return CUDA_ERROR_NOT_SUPPORTED;
-    const struct fc_builtin *k = fc_launchable(f);
-    if (!k || strcmp(k->short_name, "cudump_tools") != 0)
-        return CUDA_SUCCESS;
-    struct fc_stream *s;
-    CUresult r = fc_resolve_stream(c->hStream, per_thread, &s);
-    if (r != CUDA_SUCCESS)
-        return r;
-    const int tail = atomic_load(&s->tail);
-    if (!fc_tools_ptx_waits() || tail != FC_TAIL_PLAIN_KERNEL) {
-        fprintf(stderr, "fakecuda: cudump's kernel launched with programmatic stream "
-                        "serialization %s\n",
-                !fc_tools_ptx_waits() ? "from a build that does not wait for the kernel before it"
-                : tail == FC_TAIL_PROGRAMMATIC_KERNEL
-                    ? "after a kernel launched so itself"
-                    : "after work other than a kernel");
-        abort();
-    }
-    atomic_fetch_add(&fc_tool_waiting, 1);
     return CUDA_SUCCESS;
 }
 
@@ -148,7 +121,7 @@ static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, void **kernelPa
     if (!c)
         return CUDA_ERROR_INVALID_VALUE;
     bool programmatic;
-    CUresult r = check_serialization(c, f, per_thread, &programmatic);
+    CUresult r = check_serialization(c, &programmatic);
     if (r != CUDA_SUCCESS)
         return r;
     return launch(f, DIM(c->gridDimX, c->gridDimY, c->gridDimZ),

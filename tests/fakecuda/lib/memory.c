@@ -227,6 +227,7 @@ static CUresult allocate_async(CUdeviceptr *dptr, size_t bytesize, CUstream hStr
     CUresult r = fc_resolve_stream(hStream, per_thread, &s);
     if (r != CUDA_SUCCESS)
         return r;
+    fc_stream_enqueued(s, FC_TAIL_OTHER);
     fc_stats_at_exit();
     atomic_fetch_add(&fc_async_allocations, 1);
     bool own = fc_is_own_pool(pool);
@@ -287,7 +288,10 @@ static CUresult free_async(CUdeviceptr dptr, CUstream hStream, bool per_thread)
 {
     struct fc_stream *s;
     CUresult r = fc_resolve_stream(hStream, per_thread, &s);
-    return r != CUDA_SUCCESS ? r : release(dptr, false);
+    if (r != CUDA_SUCCESS)
+        return r;
+    fc_stream_enqueued(s, FC_TAIL_OTHER);
+    return release(dptr, false);
 }
 
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)

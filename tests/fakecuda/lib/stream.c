@@ -284,6 +284,8 @@ FC_HIDDEN CUresult fc_op_execute(const struct fc_op *op)
     return CUDA_ERROR_INVALID_VALUE;
 }
 
+static void check_tools_waiting(int was);
+
 FC_HIDDEN CUresult fc_submit(struct fc_stream *s, const struct fc_op *op)
 {
     if (atomic_load(&fc_fault_pending))
@@ -309,10 +311,42 @@ FC_HIDDEN CUresult fc_submit(struct fc_stream *s, const struct fc_op *op)
             return r;
     }
     fc_wait_held(s);
-    atomic_store(&s->tail, op->kind != FC_OP_LAUNCH  ? FC_TAIL_OTHER
-                           : op->launch.programmatic ? FC_TAIL_PROGRAMMATIC_KERNEL
-                                                     : FC_TAIL_PLAIN_KERNEL);
-    return fc_op_execute(op);
+    const int was = fc_stream_enqueued(s, op->kind != FC_OP_LAUNCH  ? FC_TAIL_OTHER
+                                          : op->launch.programmatic ? FC_TAIL_PROGRAMMATIC_KERNEL
+                                                                    : FC_TAIL_PLAIN_KERNEL);
+    const bool waits = op->kind == FC_OP_LAUNCH && op->launch.programmatic &&
+                       strcmp(op->launch.kernel->short_name, "cudump_tools") == 0;
+    if (waits)
+        check_tools_waiting(was);
+    CUresult r = fc_op_execute(op);
+    if (waits && r == CUDA_SUCCESS)
+        atomic_fetch_add(&fc_tool_waiting, 1);
+    return r;
+}
+
+_Atomic unsigned long fc_tool_waiting;
+
+FC_HIDDEN int fc_stream_enqueued(struct fc_stream *s, int tail)
+{
+    return atomic_exchange(&s->tail, tail);
+}
+
+/* cudump's kernel launched with programmatic stream serialization: it is the
+ * build that waits for the kernel before it, and it follows (`was`) a kernel
+ * launched plainly, the one case the shim launches it so (shim/tools.h,
+ * TOOLS_RIGHT_AFTER). Either broken is the shim's bug: the process ends at
+ * once, loudly. Checked as it goes on the stream, after whatever delay its
+ * launch had (FAKECUDA_TOOLS_DELAY_US), when all that came before it is known. */
+static void check_tools_waiting(int was)
+{
+    if (fc_tools_ptx_waits() && was == FC_TAIL_PLAIN_KERNEL)
+        return;
+    fprintf(stderr, "fakecuda: cudump's kernel launched with programmatic stream serialization "
+                    "%s\n",
+            !fc_tools_ptx_waits()              ? "from a build that does not wait for the kernel before it"
+            : was == FC_TAIL_PROGRAMMATIC_KERNEL ? "after a kernel launched so itself"
+                                                 : "after work other than a kernel");
+    abort();
 }
 
 FC_HIDDEN CUresult fc_uncapturable_work(struct fc_stream *s)
@@ -708,7 +742,7 @@ static CUresult event_record(CUevent hEvent, CUstream hStream, bool per_thread)
      * the stream is held. */
     struct fc_event *e = (struct fc_event *)hEvent;
     e->held = pending_hold(s, &e->hold);
-    atomic_store(&s->tail, FC_TAIL_OTHER);
+    fc_stream_enqueued(s, FC_TAIL_OTHER);
     if (s->legacy)
         return legacy_conflict(true);
     return CUDA_SUCCESS;
@@ -763,7 +797,7 @@ static CUresult stream_wait_event(CUstream hStream, CUevent hEvent, bool per_thr
         return CUDA_ERROR_INVALID_HANDLE;
     CUresult r = fc_resolve_stream(hStream, per_thread, &s);
     if (r == CUDA_SUCCESS)
-        atomic_store(&s->tail, FC_TAIL_OTHER);
+        fc_stream_enqueued(s, FC_TAIL_OTHER);
     return r;
 }
 
@@ -805,7 +839,7 @@ static CUresult write_value(CUstream hStream, CUdeviceptr addr, uint64_t value, 
     if (atomic_load(&fc_fault_pending))
         return CUDA_SUCCESS; /* accepted, and never made: the context is lost */
     fc_wait_held(s);
-    atomic_store(&s->tail, FC_TAIL_OTHER);
+    fc_stream_enqueued(s, FC_TAIL_OTHER);
     if (size == 8)
         __atomic_store_n((uint64_t *)(uintptr_t)addr, value, __ATOMIC_RELEASE);
     else

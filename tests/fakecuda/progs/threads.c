@@ -1,8 +1,9 @@
 /*
  * Eight threads, each with its own stream and buffers, each launching
  * vecAdd N times (c += b) on its stream: launches from many threads at once.
- * Usage: threads [N [sig SIGNAL | turns K]]
+ * Usage: threads [N [sig SIGNAL | turns K | shared]]
  *   sig: once every launch is made and checked, die by SIGNAL (no exit handlers run).
+ *   shared: every thread launches on the legacy default stream, one stream for all.
  *   turns: the threads set up, then launch in turns, K launches at a time each
  *   (one lock held over the K), then check: while one thread launches, no other
  *   is inside a driver call.
@@ -23,6 +24,7 @@ struct worker {
     int index;
     int repeats;
     int turns; /* launches per turn, or 0: launch at will */
+    bool shared; /* on the legacy default stream, as every thread */
     CUcontext ctx;
     CUfunction vec_add;
     int failed;
@@ -32,10 +34,11 @@ static void *work(void *arg)
 {
     struct worker *w = arg;
     static _Thread_local float a[LEN], b[LEN], c[LEN];
-    CUstream stream;
+    CUstream stream = NULL;
     CUdeviceptr da, db, dc;
     CHECK(cuCtxSetCurrent(w->ctx));
-    CHECK(cuStreamCreate(&stream, FC_STREAM_NON_BLOCKING));
+    if (!w->shared)
+        CHECK(cuStreamCreate(&stream, FC_STREAM_NON_BLOCKING));
     for (int i = 0; i < LEN; i++) {
         a[i] = (float)(i + w->index);
         b[i] = (float)((i + w->index) % 5);
@@ -73,7 +76,8 @@ static void *work(void *arg)
     CHECK(cuMemFree_v2(da));
     CHECK(cuMemFree_v2(db));
     CHECK(cuMemFree_v2(dc));
-    CHECK(cuStreamDestroy_v2(stream));
+    if (!w->shared)
+        CHECK(cuStreamDestroy_v2(stream));
     return NULL;
 }
 
@@ -82,8 +86,9 @@ int main(int argc, char **argv)
     int repeats = argc > 1 ? atoi(argv[1]) : 100;
     bool by_signal = argc == 4 && strcmp(argv[2], "sig") == 0;
     int turns = argc == 4 && strcmp(argv[2], "turns") == 0 ? atoi(argv[3]) : 0;
-    if (repeats <= 0 || (argc > 2 && !by_signal && turns <= 0))
-        FAIL("usage: %s [N > 0 [sig SIGNAL | turns K > 0]]", argv[0]);
+    bool shared = argc == 3 && strcmp(argv[2], "shared") == 0;
+    if (repeats <= 0 || (argc > 2 && !by_signal && turns <= 0 && !shared))
+        FAIL("usage: %s [N > 0 [sig SIGNAL | turns K > 0 | shared]]", argv[0]);
     if (turns) {
         pthread_barrier_init(&ready, NULL, THREADS);
         pthread_barrier_init(&launched, NULL, THREADS);
@@ -97,7 +102,7 @@ int main(int argc, char **argv)
     struct worker workers[THREADS];
     pthread_t ids[THREADS];
     for (int i = 0; i < THREADS; i++) {
-        workers[i] = (struct worker){i, repeats, turns, ctx, vec_add, 0};
+        workers[i] = (struct worker){i, repeats, turns, shared, ctx, vec_add, 0};
         if (pthread_create(&ids[i], NULL, work, &workers[i]) != 0)
             FAIL("pthread_create failed");
     }
