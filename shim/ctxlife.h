@@ -26,6 +26,13 @@ enum ctx_match {
     CTX_ENDED,   /* the same handle, but that context ended: what was kept is gone */
 };
 
+/* Whether two keys name the same context: the same handle and the same id
+ * (a key taken before a context's end, against the tables' keys). */
+static inline bool ctx_key_is(const struct ctx_key *a, const struct ctx_key *b)
+{
+    return a->ctx == b->ctx && a->id == b->id;
+}
+
 /* Sets k for ctx, a live context (the launching thread's). */
 void ctx_key_set(struct ctx_key *k, CUcontext ctx);
 /* Compares k with ctx, a live context: one driver call (15 ns on an H200)

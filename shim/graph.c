@@ -474,7 +474,7 @@ void graph_forget_context(const struct ctx_key *gone)
 {
     pthread_mutex_lock(&graphs_lock);
     for (size_t i = 0; i < ngraphs; i++)
-        if (graphs[i]->ctx.ctx == gone->ctx && graphs[i]->ctx.id == gone->id)
+        if (ctx_key_is(&graphs[i]->ctx, gone))
             graphs[i]->ctx_gone = true;
     pthread_mutex_unlock(&graphs_lock);
 }

@@ -122,7 +122,7 @@ void staging_context_ends(const struct ctx_key *gone)
     pthread_mutex_lock(&pin_lock);
     struct pin *pins[] = {&staging_pin, &results_pin};
     for (int i = 0; i < 2; i++)
-        if (pins[i]->owner.ctx == gone->ctx && pins[i]->owner.id == gone->id)
+        if (ctx_key_is(&pins[i]->owner, gone))
             pins[i]->owner = (struct ctx_key){0};
     pthread_mutex_unlock(&pin_lock);
 }

@@ -197,7 +197,7 @@ void tools_forget(const struct ctx_key *gone)
 {
     pthread_mutex_lock(&tools_lock);
     for (unsigned i = 0; i < ntools; i++)
-        if (tools[i].key.ctx == gone->ctx && tools[i].key.id == gone->id)
+        if (ctx_key_is(&tools[i].key, gone))
             tools[i] = (struct tool_ctx){0};
     pthread_mutex_unlock(&tools_lock);
 }
@@ -440,9 +440,8 @@ unsigned tools_pack(struct tool_jobs *out, const struct tool_job *jobs, unsigned
 }
 
 /* The stream's context made current (if it is not) and cudump's kernel in it:
- * CUDA_SUCCESS with *t, or why not. ctx_leave(*scope) afterwards either way. */
-/* The launch's context made current, and its kernel; *loaded: loaded now, with
- * work of its own put on the launch's stream. */
+ * CUDA_SUCCESS with *t, or why not. ctx_leave(*scope) afterwards either way.
+ * *loaded: the kernel was loaded now, with work of its own put on the stream. */
 static CUresult tools_enter(const struct launch_info *li, struct ctx_scope *scope,
                             const struct tool_ctx **t, bool *loaded)
 {

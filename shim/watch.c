@@ -88,7 +88,7 @@ void watch_forget(const struct ctx_key *gone)
 {
     pthread_mutex_lock(&side_lock);
     for (unsigned i = 0; i < nside; i++)
-        if (side[i].key.ctx == gone->ctx && side[i].key.id == gone->id)
+        if (ctx_key_is(&side[i].key, gone))
             side[i].key = (struct ctx_key){0};
     pthread_mutex_unlock(&side_lock);
 }

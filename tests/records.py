@@ -22,6 +22,12 @@ def manifest(run_dir: Path) -> list[dict]:
     return [json.loads(r.to_json()) for r in read_manifest(run_dir)]
 
 
+def digests_by_buffer(run_dir: Path) -> dict[tuple, str]:
+    """The digests of the run's records, by launch, argument, offset and phase."""
+    return {(r["launch"], r["arg"], r.get("offset", 0), r["phase"]): r["digest"]
+            for r in manifest(run_dir) if "digest" in r}
+
+
 def raw_lines(run_dir: Path) -> list[dict]:
     """The manifest's lines, as JSON objects, unexpanded."""
     text = (Path(run_dir) / MANIFEST).read_text()

@@ -18,7 +18,7 @@ import re
 
 import pytest
 from gpurun import run, sample, under_cudump
-from records import manifest
+from records import digests_by_buffer
 
 pytestmark = pytest.mark.gpu
 
@@ -69,11 +69,8 @@ def test_digests_with_scans_ahead_are_those_without(workdir, tmp_path):
     assert ahead["digests"] == alone["digests"] > 1000
     assert ahead["scans_ahead"] > 100 and alone["scans_ahead"] == 0
 
-    def digests(name: str) -> dict[tuple, str]:
-        return {(r["launch"], r["arg"], r.get("offset", 0), r["phase"]): r["digest"]
-                for r in manifest(tmp_path / name) if "digest" in r}
-
-    a, b = digests("ahead"), digests("alone")
+    a = digests_by_buffer(tmp_path / "ahead")
+    b = digests_by_buffer(tmp_path / "alone")
     assert a.keys() == b.keys()
     differ = [k for k in a if a[k] != b[k]]
     # cuDNN runs deterministically here, and the caching allocator hands out the same blocks
