@@ -26,7 +26,7 @@ anchor; snapshots: held <= 1.25x the two copies, end to end >= 80% of the lesser
 copy's and the file write's rate (<= 1.25x the time at that rate).
 
 usage: python3 bench/realworld.py [--quick] [--only resnet18,bert,snapshots] [--reps R]
-                                  [--without-ahead] [--no-hand-off]
+                                  [--without-ahead] [--no-hand-off] [--cpus LIST]
        (GPU: torch, torchvision, transformers, the built samples, cudump installed)
 Exits 1 when a run failed or printed what was not expected (its row says FAILED).
 """
@@ -200,7 +200,7 @@ class TorchWorkload:
             extra = [f"--{scan}"] if scan in ("check-nan", "digest") else []
             extra += [option for suffix, option in VARIANTS.items() if mode.endswith(suffix)]
             cmd = under_cudump(program, out, trace=mode == "trace", extra=extra)
-        done = sub_run(cmd, s.scratch, where, s.limit_s)
+        done = sub_run(s.pinned(cmd), s.scratch, where, s.limit_s)
         values = read_values(done.stdout, keys, where)
         if mode == "cupti":
             counted = cupti_launches(done.stderr, where)
@@ -284,6 +284,17 @@ def check_needs(workloads: tuple[str, ...]) -> None:
                              "(make -C samples)")
 
 
+def check_cpus(cpus: str) -> None:
+    """Fails at once where --cpus names CPUs this process may not run on."""
+    try:
+        done = subprocess.run(["taskset", "-c", cpus, "true"], capture_output=True, text=True,
+                              timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise SystemExit(f"realworld.py: --cpus: taskset did not run: {err}") from None
+    if done.returncode != 0:
+        raise SystemExit(f"realworld.py: --cpus {cpus}: {done.stderr.strip()[:300]}")
+
+
 def cupti_files(scratch: Path) -> tuple[Path, Path] | None:
     """The subscriber and the libcupti it links, both preloaded by path: no LD_LIBRARY_PATH,
     which could hand the models the toolkit's libraries instead of their own."""
@@ -312,6 +323,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="also run --check-nan and --digest with --no-hand-off")
     parser.add_argument("--modes", help="comma-separated modes of the models to run besides "
                         f"bare (default: all): {','.join(TORCH_MODES[1:])}")
+    parser.add_argument("--cpus", default="",
+                        help="run every model process, bare and under cudump (its controller "
+                        "and threads too), on these CPUs only: taskset's list, such as 2-9 "
+                        "(default: anywhere)")
     parser.add_argument("--dir", type=Path, help="where the snapshot runs write (default: "
                         "/dev/shm where it has room, else the temporary directory)")
     args = parser.parse_args(argv)
@@ -326,6 +341,8 @@ def main(argv: list[str] | None = None) -> int:
     if reps < 1 or args.iters < 1 or args.warmup < 0 or args.limit < 1:
         parser.error("--reps, --iters and --limit must be positive, --warmup not negative")
     check_needs(workloads)
+    if args.cpus:
+        check_cpus(args.cpus)
     # Ended by a signal (bench/run.sh's timeout), it still kills the run in progress and
     # removes its directories.
     signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
@@ -345,7 +362,8 @@ def main(argv: list[str] | None = None) -> int:
         base = snapshot_base(args.dir) if snapshots else scratch
         with tempfile.TemporaryDirectory(prefix="cudump-realworld-snap-", dir=base) as snap:
             s = Settings(reps, args.iters, args.warmup, args.limit, scratch, Path(snap), cupti,
-                         alone=args.without_ahead, own_thread=args.no_hand_off, modes=modes)
+                         alone=args.without_ahead, own_thread=args.no_hand_off, modes=modes,
+                         cpus=args.cpus)
             if snapshots:
                 say(f"snapshot runs write to {base}")
             for rep in range(reps):
@@ -368,7 +386,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"real workloads, median of {reps} interleaved repetitions.")
     if torch_loads:
         print(f"Models: ms per forward, {args.iters} timed after {args.warmup} of warm-up; a "
-              "row marked (no cudump) has the other tool's time in the cudump column.")
+              "row marked (no cudump) has the other tool's time in the cudump column"
+              + (f"; every model process held to CPUs {args.cpus}." if args.cpus else "."))
     if snapshots:
         print(f"Snapshots: ms per launch, launches 2..{SNAP_LAUNCHES} of {SNAP_LAUNCHES} over "
               f"{SNAP_MIB} MiB; held = cudump - bare per launch, against two pinned D2H copies "

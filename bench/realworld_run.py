@@ -90,5 +90,11 @@ class Settings:
     alone: bool = False                # also the scanning modes with --no-scans-ahead
     own_thread: bool = False           # and with --no-hand-off
     modes: tuple[str, ...] = ()        # the models' modes to run (bare always): () all
+    cpus: str = ""                     # taskset's CPU list every model run is held to: "" any
+
+    def pinned(self, cmd: list[str]) -> list[str]:
+        """`cmd` held to the CPUs of --cpus (cudump's controller and threads with it, as
+        its children inherit them), or as it is."""
+        return ["taskset", "-c", self.cpus, *cmd] if self.cpus else cmd
 
 

@@ -11,6 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
+from realworld_run import Settings  # noqa: E402
 from realworld_table import (  # noqa: E402
     BenchError,
     Goal,
@@ -210,3 +211,10 @@ def test_modes_left_out_have_no_rows():
         "isnan hooks, one check per forward (no cudump)",
         "cudump --check-nan vs the isnan hooks checked per module"]
     assert not any(row.failed for row in rows)
+
+
+def test_cpus_hold_every_model_process_to_them(tmp_path):
+    settings = Settings(1, 10, 2, 60, tmp_path, tmp_path, None, cpus="2-9")
+    assert settings.pinned(["python3", "m.py"]) == ["taskset", "-c", "2-9", "python3", "m.py"]
+    anywhere = Settings(1, 10, 2, 60, tmp_path, tmp_path, None)
+    assert anywhere.pinned(["python3", "m.py"]) == ["python3", "m.py"]

@@ -2,20 +2,26 @@
 
 The trace ring (trace.py), the result ring (results.py) and the host-write ring
 (hostwrites.py) are written by the target's processes without a system call; a subclass says
-how to drain one ring, this says when: as long as there is something to take, then every
-2 ms.
+how to drain one ring, this says when: as long as there is a batch to take, then every 2 ms
+(pause_after).
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Generic, TypeVar
+import time
+from typing import Generic, Protocol, TypeVar
 
 import numpy as np
 
 from cudump.wire import protocol as p
 
-Ring = TypeVar("Ring")
+
+class _HasSlots(Protocol):
+    slots: np.ndarray       # the ring's slots, as numpy reads them
+
+
+Ring = TypeVar("Ring", bound=_HasSlots)
 IDLE_SECONDS = 0.002
 _NUMPY = {"Q": "<u8", "I": "<u4", "i": "<i4", "H": "<u2"}
 
@@ -47,6 +53,21 @@ def window(nslots: int, tail: int, head: int, batch: int) -> tuple[np.ndarray, n
     return positions, (positions & np.uint64(nslots - 1)).astype(np.intp)
 
 
+def pause_after(taken: int, since: float, goal: int) -> float:
+    """How long a drain thread waits after a drain that took `taken` slots, `since` seconds
+    after the one before: not at all once it took `goal` slots or more (the producers are
+    fast: what comes next is taken at once), IDLE_SECONDS after an empty one, and in between
+    about as long as the rings take to fill `goal` slots at the rate just seen (IDLE_SECONDS
+    at most). A drain costs mostly per batch (a few numpy calls), not per slot: taken as they
+    came, one or two at a time, the result ring of a model's forward under --check-nan kept
+    a core of the controller busy beside the program."""
+    if taken >= goal:
+        return 0.0
+    if taken <= 0 or since <= 0:
+        return IDLE_SECONDS
+    return min(IDLE_SECONDS, goal * since / taken)
+
+
 def leading(ok: np.ndarray) -> int:
     """How many slots from the first are ready: a ring is consumed in order."""
     return len(ok) if ok.all() else int(np.argmin(ok))
@@ -68,10 +89,22 @@ class RingDrain(Generic[Ring]):
         with self._lock:
             return list(self._rings)
 
+    def batch_goal(self) -> int:
+        """The slots a drain should find to go on at once (pause_after): a quarter of the
+        smallest ring, so that batches cost little each and the launches made while one is
+        taken still find room (a full ring makes the program wait)."""
+        sizes = [len(ring.slots) for ring in self._each()]
+        return max(1, min(sizes) // 4) if sizes else 1
+
     def _loop(self) -> None:
+        last = time.monotonic()
         while not self._stop.is_set():
-            if self.drain_once() == 0:
-                self._stop.wait(IDLE_SECONDS)
+            taken = self.drain_once()
+            now = time.monotonic()
+            pause = pause_after(taken, now - last, self.batch_goal())
+            last = now
+            if pause > 0:
+                self._stop.wait(pause)
 
     def drain_once(self) -> int:
         """Takes what every ring holds now; returns how many slots."""

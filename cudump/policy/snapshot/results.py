@@ -174,6 +174,8 @@ class ResultDrain(RingDrain[_Ring]):
         no plan uses: only the fields read and the results in use are copied, and only of
         the slots the shim has finished writing, so that a window of launches still on
         the GPU costs a few bytes each per look."""
+        if ring.shared.results_head == ring.tail:
+            return 0        # nothing reserved: no numpy call
         positions, index = window(len(ring.slots), ring.tail, ring.shared.results_head, BATCH)
         tag = positions + np.uint64(1)
         count = leading(ring.slots["ready"][index] == tag)
