@@ -34,6 +34,7 @@ Exits 1 when a run failed or printed what was not expected (its row says FAILED)
 from __future__ import annotations
 
 import argparse
+import copy
 import importlib.util
 import shutil
 import signal
@@ -259,6 +260,19 @@ class TorchWorkload:
         return rows, notes
 
 
+class Stopped(BaseException):
+    """A signal ended the benchmark (SIGTERM: bench/run.sh's timeout): a BaseException, as
+    sys.exit's is, so that nothing on the way takes it for a failed run."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def stop_on(signum: int, _frame: object) -> None:
+    raise Stopped(signum)
+
+
 def device_name() -> str:
     try:
         done = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version",
@@ -345,9 +359,10 @@ def main(argv: list[str] | None = None) -> int:
         check_cpus(args.cpus)
     # Ended by a signal (bench/run.sh's timeout), it still kills the run in progress and
     # removes its directories.
-    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
+    signal.signal(signal.SIGTERM, stop_on)
     device = device_name()
     start = time.monotonic()
+    stopped = 0     # the exit status a signal asked for, once the table is out
 
     def say(text: str) -> None:
         print(f"[{time.monotonic() - start:6.1f} s] {text}", flush=True)
@@ -366,12 +381,25 @@ def main(argv: list[str] | None = None) -> int:
                          cpus=args.cpus)
             if snapshots:
                 say(f"snapshot runs write to {base}")
-            for rep in range(reps):
-                # Interleaved: drift of the machine falls on every mode alike.
-                for load in torch_loads.values():
-                    load.rep(rep, s, say)
-                if snapshots:
-                    snapshots.rep(rep, s, say)
+            rep = 0
+            current: TorchWorkload | SnapshotWorkload | None = None
+            try:
+                for rep in range(reps):
+                    # Interleaved: drift of the machine falls on every mode alike.
+                    for current in [*torch_loads.values(), *([snapshots] if snapshots else [])]:
+                        kept = copy.deepcopy(current.__dict__)
+                        current.rep(rep, s, say)
+                    current = None
+            except Stopped as stop:
+                # The run in progress is killed and its directories go. The workload it
+                # belonged to goes back to what it had before this repetition, so that each
+                # workload's medians are over the same repetitions for every mode; the
+                # repetitions made before still make the table.
+                if current is not None:
+                    current.__dict__.update(kept)
+                stopped = 128 + stop.signum
+                say(f"stopped by a signal during repetition {rep + 1}: the table has the runs "
+                    "made before it")
     rows: list[Row] = []
     notes: list[str] = []
     for load in [*torch_loads.values(), *([snapshots] if snapshots else [])]:
@@ -383,7 +411,11 @@ def main(argv: list[str] | None = None) -> int:
                      "left out")
     print()
     print(f"device: {device}")
-    print(f"real workloads, median of {reps} interleaved repetitions.")
+    if stopped:
+        print(f"real workloads, medians of the runs made before a signal stopped repetition "
+              f"{rep + 1} of {reps}.")
+    else:
+        print(f"real workloads, median of {reps} interleaved repetitions.")
     if torch_loads:
         print(f"Models: ms per forward, {args.iters} timed after {args.warmup} of warm-up; a "
               "row marked (no cudump) has the other tool's time in the cudump column"
@@ -403,6 +435,8 @@ def main(argv: list[str] | None = None) -> int:
     for row in failed:
         print(f"FAILED: {row.workload} / {row.mode}: {row.failed}")
     print(f"took {time.monotonic() - start:.0f} s")
+    if stopped:
+        return stopped
     return 1 if failed or any("NO:" in note for note in notes) else 0
 
 

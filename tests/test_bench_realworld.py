@@ -218,3 +218,33 @@ def test_cpus_hold_every_model_process_to_them(tmp_path):
     assert settings.pinned(["python3", "m.py"]) == ["taskset", "-c", "2-9", "python3", "m.py"]
     anywhere = Settings(1, 10, 2, 60, tmp_path, tmp_path, None)
     assert anywhere.pinned(["python3", "m.py"]) == ["python3", "m.py"]
+
+
+def test_a_signal_during_a_repetition_still_gives_the_table_of_the_runs_before(
+        monkeypatch, capsys):
+    import realworld
+
+    monkeypatch.setattr(realworld, "check_needs", lambda workloads: None)
+    monkeypatch.setattr(realworld, "device_name", lambda: "Test GPU, 1.0")
+    monkeypatch.setattr(realworld, "cupti_files", lambda scratch: None)
+    monkeypatch.setattr(realworld.signal, "signal", lambda *args: None)
+
+    def rep(self, rep, s, say):
+        self.ms.setdefault("bare", []).append(2.0 + rep)
+        if rep == 1:
+            # What the SIGTERM handler raises, with bare run in this repetition and
+            # --check-nan not yet: this repetition is left out of every median.
+            realworld.stop_on(15, None)
+        self.ms.setdefault("check-nan", []).append(2.5)
+        self.left_out |= {"cudump", "trace", "digest", "cupti"}
+
+    monkeypatch.setattr(realworld.TorchWorkload, "rep", rep)
+    status = realworld.main(["--only", "resnet18", "--reps", "3", "--modes", "check-nan"])
+    out = capsys.readouterr().out
+    assert status == 143
+    assert "stopped by a signal during repetition 2: the table has the runs made before it" in out
+    assert "medians of the runs made before a signal stopped repetition 2 of 3." in out
+    rows = [[cell.strip() for cell in line.split("|")] for line in out.splitlines()
+            if line.startswith("| resnet18 b8 ")]
+    row = next(cells for cells in rows if cells[2] == "cudump --check-nan")
+    assert row[5] == "1.250x"

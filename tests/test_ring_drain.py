@@ -17,6 +17,10 @@ def test_a_full_batch_goes_on_at_once(taken: int, goal: int) -> None:
     assert pause_after(taken, 0.001, goal) == 0.0
 
 
+def test_slots_faster_than_the_clock_go_on_at_once() -> None:
+    assert pause_after(5, 0.0, 128) == 0.0
+
+
 def test_an_empty_drain_waits_the_idle_time() -> None:
     assert pause_after(0, 0.0005, 128) == IDLE_SECONDS
     assert pause_after(0, 0.0005, 1) == IDLE_SECONDS

@@ -2,8 +2,8 @@
 
 The trace ring (trace.py), the result ring (results.py) and the host-write ring
 (hostwrites.py) are written by the target's processes without a system call; a subclass says
-how to drain one ring, this says when: as long as there is a batch to take, then every 2 ms
-(pause_after).
+how to drain one ring, this says when: at once while there is a batch to take, else after a
+pause long enough for one to build up, 2 ms at most (pause_after).
 """
 
 from __future__ import annotations
@@ -61,9 +61,9 @@ def pause_after(taken: int, since: float, goal: int) -> float:
     at most). A drain costs mostly per batch (a few numpy calls), not per slot: taken as they
     came, one or two at a time, the result ring of a model's forward under --check-nan kept
     a core of the controller busy beside the program."""
-    if taken >= goal:
-        return 0.0
-    if taken <= 0 or since <= 0:
+    if taken >= goal or (taken > 0 and since <= 0):
+        return 0.0      # a batch, or slots faster than the clock can tell
+    if taken <= 0:
         return IDLE_SECONDS
     return min(IDLE_SECONDS, goal * since / taken)
 

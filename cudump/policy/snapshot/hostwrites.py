@@ -118,7 +118,7 @@ class HostWriteDrain(RingDrain[_Ring]):
 
     def _drain(self, ring: _Ring) -> int:
         if ring.shared.host_head == ring.tail:
-            return 0        # nothing written: no numpy call (this is looked at every 2 ms)
+            return 0        # nothing written: no numpy call (an idle ring is looked at every 2 ms)
         with ring.lock:
             positions, index = window(len(ring.slots), ring.tail, ring.shared.host_head, BATCH)
             count = leading(ring.slots["ready"][index] == positions + np.uint64(1))
