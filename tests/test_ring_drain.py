@@ -99,9 +99,10 @@ class _Sized:
 
 def test_the_goal_is_a_quarter_of_the_smallest_ring() -> None:
     drain = object.__new__(RingDrain)
-    drain._rings, drain._lock = [], threading.Lock()
+    drain._rings, drain._lock, drain._goal = [], threading.Lock(), 1
     assert drain.batch_goal() == 1                      # no ring yet: anything is a batch
-    drain._rings = [_Sized(512), _Sized(131072)]
+    drain._add(_Sized(131072))
+    drain._add(_Sized(512))
     assert drain.batch_goal() == 128
-    drain._rings = [_Sized(2)]
+    drain._add(_Sized(2))
     assert drain.batch_goal() == 1

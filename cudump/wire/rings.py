@@ -77,6 +77,7 @@ class RingDrain(Generic[Ring]):
     def __init__(self, name: str) -> None:
         self._rings: list[Ring] = []
         self._lock = threading.Lock()
+        self._goal = 1          # batch_goal's, set as rings come: not looked up every drain
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
@@ -84,6 +85,7 @@ class RingDrain(Generic[Ring]):
     def _add(self, ring: Ring) -> None:
         with self._lock:
             self._rings.append(ring)
+            self._goal = max(1, min(len(r.slots) for r in self._rings) // 4)
 
     def _each(self) -> list[Ring]:
         with self._lock:
@@ -92,9 +94,8 @@ class RingDrain(Generic[Ring]):
     def batch_goal(self) -> int:
         """The slots a drain should find to go on at once (pause_after): a quarter of the
         smallest ring, so that batches cost little each and the launches made while one is
-        taken still find room (a full ring makes the program wait)."""
-        sizes = [len(ring.slots) for ring in self._each()]
-        return max(1, min(sizes) // 4) if sizes else 1
+        taken still find room (a full ring makes the program wait); 1 before any ring."""
+        return self._goal
 
     def _loop(self) -> None:
         last = time.monotonic()
