@@ -14,7 +14,9 @@ torch.isnan(out).any(), how NaN is looked for without a debugger), under cudump 
 Each prints its own ms per forward (synchronize and perf_counter around the timed forwards),
 and a CPU probe timed in the same process before them (µs for one small PyTorch op on the
 CPU): the notes give each mode's probe, and name a mode whose processes ran on a CPU of
-another speed than bare's (these hosts run the same process at two speeds).
+another speed than bare's (these hosts run the same process at two speeds). With --chunks K
+the forwards are timed in K chunks, each after a shorter probe, and a note sets each chunk
+against bare's chunks of the same probe: the ratio at the host's speed of the moment.
 The snapshot rule runs at the default settings and with --staging 1G: per-launch time bare
 against cudump, the snapshots found on disk, the time a launch is held against two pinned
 device-to-host copies of the buffer timed in the same process, and the time from the first
@@ -27,6 +29,7 @@ copy's and the file write's rate (<= 1.25x the time at that rate).
 
 usage: python3 bench/realworld.py [--quick] [--only resnet18,bert,snapshots] [--reps R]
                                   [--without-ahead] [--no-hand-off] [--cpus LIST]
+                                  [--modes M,N] [--chunks K]
        (GPU: torch, torchvision, transformers, the built samples, cudump installed)
 Exits 1 when a run failed or printed what was not expected (its row says FAILED).
 """
@@ -65,11 +68,13 @@ from realworld_table import (  # noqa: E402
     Goal,
     Row,
     cupti_launches,
+    level_notes,
     markdown,
     matched_notes,
     noise_notes,
     parse_only,
     ratio_row,
+    read_list,
     read_values,
     speed_notes,
 )
@@ -103,6 +108,21 @@ def scanning_mode(mode: str) -> str:
     for suffix in VARIANTS:
         mode = mode.removesuffix(suffix)
     return mode
+
+
+def modes_to_run(s: Settings) -> tuple[list[str], set[str]]:
+    """The modes a repetition runs, in order, and those --modes leaves out. A variant
+    (--without-ahead, --no-hand-off) runs where its scanning mode runs: `--modes check-nan
+    --no-hand-off` runs --check-nan both ways."""
+    run: list[str] = []
+    left_out: set[str] = set()
+    for mode in (*TORCH_MODES, *(ALONE_MODES if s.alone else ()),
+                 *(OWN_MODES if s.own_thread else ())):
+        if s.modes and mode != "bare" and scanning_mode(mode) not in s.modes:
+            left_out.add(mode)
+        else:
+            run.append(mode)
+    return run, left_out
 
 
 def check_mode(mode: str, out: Path, summary: dict, where: str, min_launches: int) -> str:
@@ -155,18 +175,18 @@ class TorchWorkload:
     notes: dict[str, str] = field(default_factory=dict)
     # per repetition: mode -> (ms a forward, CPU probe µs)
     runs: list[dict[str, tuple[float, float]]] = field(default_factory=list)
+    # mode label -> (ms a forward, CPU probe µs) of each chunk of forwards (--chunks)
+    chunks: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     left_out: set[str] = field(default_factory=set)     # modes --modes did not name
 
     def rep(self, rep: int, s: Settings, say: Say) -> None:
         program = [*sample("torch_forward.py"), self.name, "--iters", str(s.iters),
-                   "--warmup", str(s.warmup)]
+                   "--warmup", str(s.warmup), "--chunks", str(s.chunks)]
         min_launches = s.iters + s.warmup
         self.runs.append({})
-        for mode in (*TORCH_MODES, *(ALONE_MODES if s.alone else ()),
-                     *(OWN_MODES if s.own_thread else ())):
-            if s.modes and mode != "bare" and mode not in s.modes:
-                self.left_out.add(mode)
-                continue
+        run, left_out = modes_to_run(s)
+        self.left_out |= left_out
+        for mode in run:
             if mode == "cupti" and s.cupti is None:
                 continue
             where = f"{self.name} {mode} (rep {rep + 1})"
@@ -184,7 +204,12 @@ class TorchWorkload:
             for key, value in values.items():
                 self.ms.setdefault(key, []).append(value)
             self.runs[-1][LABELS.get(mode, mode)] = (values[mode], self.probes[mode][-1])
-            say(f"rep {rep + 1}/{s.reps} {self.name:9} {mode:10} {values[mode]:.3f} ms/forward")
+            chunks = self.chunks.get(LABELS.get(mode, mode), [])[-s.chunks:]
+            shown = ("; chunks, ms/probe µs: " + " ".join(f"{ms:.2f}/{probe:.2f}"
+                                                          for ms, probe in chunks)
+                     if s.chunks > 1 and chunks else "")
+            say(f"rep {rep + 1}/{s.reps} {self.name:9} {mode:10} {values[mode]:.3f} "
+                f"ms/forward{shown}")
 
     def _one(self, mode: str, program: list[str], out: Path, rep: int, s: Settings,
              where: str, min_launches: int) -> dict[str, float]:
@@ -203,6 +228,9 @@ class TorchWorkload:
             cmd = under_cudump(program, out, trace=mode == "trace", extra=extra)
         done = sub_run(s.pinned(cmd), s.scratch, where, s.limit_s)
         values = read_values(done.stdout, keys, where)
+        chunks = list(zip(read_list(done.stdout, "chunk_ms", s.chunks, where),
+                          read_list(done.stdout, "chunk_probe_us", s.chunks, where),
+                          strict=True)) if s.chunks > 1 else []
         if mode == "cupti":
             counted = cupti_launches(done.stderr, where)
             if counted < min_launches:
@@ -213,6 +241,8 @@ class TorchWorkload:
             self.notes[mode] = check_mode(mode, out, summary, where, min_launches)
         self.outputs.add(values["output_absmean"])
         self.probes.setdefault(mode, []).append(values["host_probe_us"])
+        if chunks:   # only a run that did its work counts, as its other figures
+            self.chunks.setdefault(LABELS.get(mode, mode), []).extend(chunks)
         result = {mode: values["iter_ms"]}
         if mode == "bare":
             result["anchor"] = values["anchor_ms"]
@@ -257,6 +287,7 @@ class TorchWorkload:
         notes += speed_notes(title, {LABELS.get(mode, mode): probes
                                      for mode, probes in self.probes.items()})
         notes += matched_notes(title, self.runs)
+        notes += level_notes(title, self.chunks)
         return rows, notes
 
 
@@ -341,6 +372,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="run every model process, bare and under cudump (its controller "
                         "and threads too), on these CPUs only: taskset's list, such as 2-9 "
                         "(default: anywhere)")
+    parser.add_argument("--chunks", type=int, default=1,
+                        help="time each run's forwards in this many chunks, each after a CPU "
+                        "probe, and note the ratios of chunks that ran at bare's speed "
+                        "(default 1: one timing a run)")
     parser.add_argument("--dir", type=Path, help="where the snapshot runs write (default: "
                         "/dev/shm where it has room, else the temporary directory)")
     args = parser.parse_args(argv)
@@ -354,6 +389,8 @@ def main(argv: list[str] | None = None) -> int:
     reps = args.reps if args.reps is not None else (1 if args.quick else 3)
     if reps < 1 or args.iters < 1 or args.warmup < 0 or args.limit < 1:
         parser.error("--reps, --iters and --limit must be positive, --warmup not negative")
+    if args.chunks < 1 or args.iters % args.chunks:
+        parser.error("--chunks must be positive and divide --iters")
     check_needs(workloads)
     if args.cpus:
         check_cpus(args.cpus)
@@ -378,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="cudump-realworld-snap-", dir=base) as snap:
             s = Settings(reps, args.iters, args.warmup, args.limit, scratch, Path(snap), cupti,
                          alone=args.without_ahead, own_thread=args.no_hand_off, modes=modes,
-                         cpus=args.cpus)
+                         cpus=args.cpus, chunks=args.chunks)
             if snapshots:
                 say(f"snapshot runs write to {base}")
             rep = 0

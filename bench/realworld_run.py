@@ -91,6 +91,7 @@ class Settings:
     own_thread: bool = False           # and with --no-hand-off
     modes: tuple[str, ...] = ()        # the models' modes to run (bare always): () all
     cpus: str = ""                     # taskset's CPU list every model run is held to: "" any
+    chunks: int = 1                    # the models' forwards timed in chunks (torch_forward.py)
 
     def pinned(self, cmd: list[str]) -> list[str]:
         """`cmd` held to the CPUs of --cpus (cudump's controller and threads with it, as

@@ -48,6 +48,22 @@ def read_values(text: str, keys: Sequence[str], where: str) -> dict[str, float]:
     return values
 
 
+def read_list(text: str, key: str, count: int, where: str) -> list[float]:
+    """The `KEY A,B,...` line of a program's output: exactly one, of `count` finite numbers
+    that are not negative; BenchError otherwise."""
+    found = re.findall(rf"^{re.escape(key)} (\S+)$", text, re.MULTILINE)
+    if len(found) != 1:
+        raise BenchError(f"{where}: expected one `{key} A,B,...` line, found {len(found)} in:\n"
+                         f"{text[-1500:]}")
+    try:
+        values = [float(item) for item in found[0].split(",")]
+    except ValueError:
+        raise BenchError(f"{where}: `{key}` is not a list of numbers: {found[0]!r}") from None
+    if len(values) != count or not all(math.isfinite(v) and v >= 0 for v in values):
+        raise BenchError(f"{where}: `{key}` should be {count} numbers, not {found[0]!r}")
+    return values
+
+
 def launch_times(text: str, launches: int, where: str) -> list[float]:
     """samples/big_buffer's `launch K ms T` times of launches 2..K (the first warms up),
     checking that every launch 1..`launches` printed its line, once and in order."""
@@ -189,6 +205,36 @@ def matched_notes(workload: str, runs: Sequence[dict[str, tuple[float, float]]]
         notes.append(f"{workload}, {mode}: {len(ratios)} of {len(pairs)} repetitions ran on a "
                      f"CPU of bare's speed (probe within {NOISE:.0%} of the same repetition's "
                      f"bare run): {found}")
+    return notes
+
+
+LEVEL = 0.05     # how close two chunks' CPU probes are for the host to count as equally fast
+
+
+def level_notes(workload: str, chunks: dict[str, Sequence[tuple[float, float]]]) -> list[str]:
+    """Ratios at the host's speed of the moment. `chunks`: mode label -> (ms a forward, CPU
+    probe µs) of every chunk of forwards of its runs, bare's as "bare". Each chunk of a mode is
+    set against the median of bare's chunks whose probe was within LEVEL of its own; the note
+    gives the median of those ratios and how many chunks found such bare chunks. The same
+    host ran ResNet-18's bare forward at 1.5, 2.0 and 2.5 ms in stretches of a second or more
+    within one process, so a process's own probe, taken once, can be of another speed than
+    most of its forwards."""
+    bare = chunks.get("bare", [])
+    notes = []
+    for mode, own in chunks.items():
+        if mode == "bare" or not own or not bare:
+            continue
+        ratios = []
+        for ms, probe in own:
+            like = [b_ms for b_ms, b_probe in bare if abs(b_probe - probe) <= LEVEL * probe]
+            if like:
+                ratios.append(ms / statistics.median(like))
+        found = (f"median ratio {statistics.median(ratios):.3f}x, from "
+                 f"{min(ratios):.3f}x to {max(ratios):.3f}x" if ratios else "no ratio")
+        notes.append(f"{workload}, {mode}: at the host's speed of the moment (each chunk of "
+                     f"forwards against bare's chunks whose CPU probe was within {LEVEL:.0%} of "
+                     f"its own): {found}; {len(ratios)} of {len(own)} chunks had such bare "
+                     "chunks")
     return notes
 
 

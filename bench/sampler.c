@@ -12,6 +12,12 @@
  * libcudump.so anywhere on the stack (the shim's own time, the driver's calls
  * it made included).
  *
+ * With SAMPLER_RAW=FILE it also writes every sample to FILE, a line each: its
+ * frames, innermost first, as library+0xoffset (the address less the
+ * library's load base: its address in the ELF, which addr2line takes, against
+ * the same build), to name static functions
+ * (which dladdr cannot) and to tell which caller each library's time is for.
+ *
  * build: gcc -O2 -std=c11 -shared -fPIC -o sampler.so bench/sampler.c -ldl -lrt
  * usage: LD_PRELOAD=sampler.so program   (the program sends itself SIGUSR2)
  */
@@ -119,6 +125,27 @@ static void name_of(void *pc, char *out, size_t size, int with_symbol)
         snprintf(out, size, "%s", base(d.dli_fname));
 }
 
+/* Every sample's frames to SAMPLER_RAW's file, if set. */
+static void write_raw(unsigned n)
+{
+    const char *path = getenv("SAMPLER_RAW");
+    FILE *f = path && *path ? fopen(path, "w") : NULL;
+    if (!f)
+        return;
+    for (unsigned i = 0; i < n; i++) {
+        for (unsigned k = 0; k < depth[i]; k++) {
+            Dl_info d;
+            if (dladdr(frames[i][k], &d) && d.dli_fname)
+                fprintf(f, "%s%s+0x%lx", k ? " " : "", base(d.dli_fname),
+                        (unsigned long)((char *)frames[i][k] - (char *)d.dli_fbase));
+            else
+                fprintf(f, "%s?", k ? " " : "");
+        }
+        fputc('\n', f);
+    }
+    fclose(f);
+}
+
 static void report(void)
 {
     if (getpid() != owner)
@@ -159,6 +186,7 @@ static void report(void)
             add("libcudump.so (anywhere on the stack)", 1);
     }
     print("functions of the shim on the stack", n, TOP);
+    write_raw(n);
 }
 
 __attribute__((constructor)) static void start(void)

@@ -2,10 +2,16 @@
 (bench/realworld.py): torchvision's ResNet-18 (batch 8, 3x224x224) or a Hugging Face BERT-base
 encoder built from its config (batch 8, 128 tokens). Random weights: nothing is downloaded.
 
-usage: python3 torch_forward.py resnet18|bert [--iters 30] [--warmup 10] [--anchor] [--profile]
+usage: python3 torch_forward.py resnet18|bert [--iters 30] [--warmup 10] [--chunks 1] [--anchor]
+                                             [--profile]
 Prints `iter_ms T`: milliseconds per forward, torch.cuda.synchronize and perf_counter around
 --iters forwards after --warmup; and `output_absmean A`, the mean absolute value of the last
 output (the same whatever runs the program).
+--chunks K (which must divide --iters) times the forwards in K chunks of --iters/K, each after
+a synchronize and a short CPU probe (as host_probe_us below): `chunk_ms` and `chunk_probe_us`,
+K numbers each, comma-separated; iter_ms is then their mean. A host's speed can change within
+a process, so a chunk's probe says the speed of that chunk. The GPU runs dry before each chunk,
+so iter_ms with K > 1 is a little above what one timing of all --iters gives.
 --anchor then times the same forwards with a forward hook on every module that looks for NaN
 in its floating-point outputs with torch.isnan(out).any(), the way it is done without a
 debugger: `anchor_ms T` where each hook checks at once (`if torch.isnan(out).any(): raise`,
@@ -143,11 +149,14 @@ def main() -> int:
     parser.add_argument("model", choices=("resnet18", "bert"))
     parser.add_argument("--iters", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--chunks", type=int, default=1)
     parser.add_argument("--anchor", action="store_true")
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     if args.iters <= 0 or args.warmup < 0:
         parser.error("--iters must be positive and --warmup not negative")
+    if args.chunks < 1 or args.iters % args.chunks:
+        parser.error("--chunks must be positive and divide --iters")
     torch.manual_seed(0)
     model, run = build(args.model)
     with torch.no_grad():
@@ -156,7 +165,16 @@ def main() -> int:
             out = run()
         torch.cuda.synchronize()
         probe = host_probe_us()
-        ms = timed(run, args.iters)
+        if args.chunks == 1:
+            ms = timed(run, args.iters)
+        else:
+            chunk_probes, chunk_ms = [], []
+            for _ in range(args.chunks):
+                chunk_probes.append(host_probe_us(ops=300, rounds=3))
+                chunk_ms.append(timed(run, args.iters // args.chunks))
+            ms = sum(chunk_ms) / len(chunk_ms)
+            print("chunk_ms " + ",".join(f"{x:.4f}" for x in chunk_ms))
+            print("chunk_probe_us " + ",".join(f"{x:.4f}" for x in chunk_probes))
         out = run()
         torch.cuda.synchronize()
         print(f"iter_ms {ms:.4f}")

@@ -213,6 +213,49 @@ def test_modes_left_out_have_no_rows():
     assert not any(row.failed for row in rows)
 
 
+def test_variants_run_where_their_scanning_mode_runs(tmp_path):
+    """`--modes check-nan --no-hand-off` runs --check-nan with the launcher and without it;
+    --digest's variant is left out with --digest."""
+    import realworld
+
+    s = Settings(1, 10, 2, 60, tmp_path, tmp_path, None, own_thread=True,
+                 modes=("check-nan",))
+    run, left_out = realworld.modes_to_run(s)
+    assert run == ["bare", "check-nan", "check-nan-own"]
+    assert left_out == {"cudump", "trace", "digest", "cupti", "digest-own"}
+    everything, none_left = realworld.modes_to_run(
+        Settings(1, 10, 2, 60, tmp_path, tmp_path, None, alone=True))
+    assert everything == [*realworld.TORCH_MODES, *realworld.ALONE_MODES] and not none_left
+
+
+def test_lists_are_read_whole_and_checked():
+    from realworld_table import read_list
+
+    assert read_list("x 1\nchunk_ms 1.5,2.0,2.5\n", "chunk_ms", 3, "w") == [1.5, 2.0, 2.5]
+    for text, message in (("", "expected one"), ("chunk_ms 1,2\nchunk_ms 1,2\n", "found 2"),
+                          ("chunk_ms 1,a,2\n", "not a list"), ("chunk_ms 1,2\n", "3 numbers"),
+                          ("chunk_ms 1,nan,2\n", "3 numbers"), ("chunk_ms 1,-2,2\n", "3 numbers")):
+        with pytest.raises(BenchError, match=message):
+            read_list(text, "chunk_ms", 3, "w")
+
+
+def test_level_notes_set_each_chunk_against_bares_chunks_of_its_speed():
+    """Bare ran at 1.5 ms where the probe read 3 µs and at 2.5 ms where it read 5; a mode's
+    chunks are set against those of their own probe, and one of a speed bare never ran at
+    has no ratio."""
+    from realworld_table import level_notes
+
+    bare = [(1.5, 3.0), (1.6, 3.05), (2.5, 5.0), (2.5, 5.1)]
+    check = [(2.17, 3.0), (3.0, 5.05), (9.0, 4.0)]
+    assert level_notes("resnet18 b8", {"bare": bare, "cudump --check-nan": check}) == [
+        "resnet18 b8, cudump --check-nan: at the host's speed of the moment (each chunk of "
+        "forwards against bare's chunks whose CPU probe was within 5% of its own): median "
+        "ratio 1.300x, from 1.200x to 1.400x; 2 of 3 chunks had such bare chunks"]
+    assert level_notes("w", {"bare": bare, "trace": [(9.0, 4.0)]})[0].endswith(
+        "no ratio; 0 of 1 chunks had such bare chunks")
+    assert level_notes("w", {"trace": check}) == []
+
+
 def test_cpus_hold_every_model_process_to_them(tmp_path):
     settings = Settings(1, 10, 2, 60, tmp_path, tmp_path, None, cpus="2-9")
     assert settings.pinned(["python3", "m.py"]) == ["taskset", "-c", "2-9", "python3", "m.py"]
@@ -248,3 +291,30 @@ def test_a_signal_during_a_repetition_still_gives_the_table_of_the_runs_before(
             if line.startswith("| resnet18 b8 ")]
     row = next(cells for cells in rows if cells[2] == "cudump --check-nan")
     assert row[5] == "1.250x"
+
+
+def test_a_failed_runs_chunks_are_left_out_of_the_chunk_notes(monkeypatch, tmp_path):
+    """--chunks: a run whose checks fail (here cudump's summary) is FAILED, and its chunks
+    count no more than its other figures; bare's, which passed, are kept."""
+    import realworld
+    from realworld_run import Done
+    from realworld_table import BenchError as Error
+
+    printed = ("iter_ms 2.0\nhost_probe_us 3.0\noutput_absmean 1.5\nanchor_ms 6.0\n"
+               "anchor_nosync_ms 5.0\nlaunches_per_iter 119\n"
+               "chunk_ms 1.9,2.1\nchunk_probe_us 3.0,3.1\n")
+    monkeypatch.setattr(realworld, "sub_run", lambda *args: Done(printed, "", 1.0))
+
+    def summary(out, where, min_launches):
+        raise Error(f"{where}: no summary.json")
+
+    monkeypatch.setattr(realworld, "cudump_summary", summary)
+    s = Settings(1, 10, 2, 60, tmp_path, tmp_path, None, modes=("check-nan",), chunks=2)
+    load = realworld.TorchWorkload("resnet18")
+    said: list[str] = []
+    load.rep(0, s, said.append)
+    assert load.chunks == {"bare": [(1.9, 3.0), (2.1, 3.1)]}
+    assert "check-nan" in load.failed
+    assert said[0].endswith("2.000 ms/forward; chunks, ms/probe µs: 1.90/3.00 2.10/3.10")
+    _, notes = load.rows()
+    assert not any("speed of the moment" in note for note in notes)
