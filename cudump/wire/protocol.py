@@ -209,11 +209,14 @@ class Layout:
         return self._struct.size  # type: ignore[attr-defined,no-any-return]
 
     def offsets(self) -> dict[str, int]:
+        """Each field's byte offset. "<" packs without padding, so a field starts where the
+        ones before it end: one pass (the result slot has about 2,000 fields, and sizing each
+        prefix anew took a third of a second of every run's start)."""
         out: dict[str, int] = {}
-        fmt = "<"
+        at = 0
         for name, code in self.fields:
-            out[name] = struct.calcsize(fmt)
-            fmt += code
+            out[name] = at
+            at += struct.calcsize("<" + code)
         return out
 
     def pack_in_order(self, *values: Any) -> bytes:

@@ -35,11 +35,12 @@ BATCH = 4096
 # How long the rings are waited on at the end of a run for results still on the GPU.
 GRACE_SECONDS = 2.0
 
+_SLOT_OFFSETS = p.RESULT_SLOT.offsets()
 SLOT = np.dtype({
     "names": ["ready", "plan", "ncopies", "launch_rc", "flags", "gate", "event", "results"],
     "formats": ["<u8", "<u4", "<u4", "<i4", "<u4", "<u4", layout_dtype(p.LAUNCH),
                 (layout_dtype(p.TOOL_OUT), (p.MAX_REPEAT,))],
-    "offsets": [p.RESULT_SLOT.offsets()[f] for f in
+    "offsets": [_SLOT_OFFSETS[f] for f in
                 ("ready", "plan", "ncopies", "launch_rc", "flags", "gate", "event.seq",
                  "results[0].words")],
     "itemsize": p.RESULT_SLOT_SIZE,
