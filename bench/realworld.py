@@ -203,8 +203,9 @@ class TorchWorkload:
                 shutil.rmtree(out, ignore_errors=True)
             for key, value in values.items():
                 self.ms.setdefault(key, []).append(value)
-            self.runs[-1][LABELS.get(mode, mode)] = (values[mode], self.probes[mode][-1])
-            chunks = self.chunks.get(LABELS.get(mode, mode), [])[-s.chunks:]
+            label = LABELS.get(mode, mode)
+            self.runs[-1][label] = (values[mode], self.probes[mode][-1])
+            chunks = self.chunks.get(label, [])[-s.chunks:]
             shown = ("; chunks, ms/probe µs: " + " ".join(f"{ms:.2f}/{probe:.2f}"
                                                           for ms, probe in chunks)
                      if s.chunks > 1 and chunks else "")

@@ -29,21 +29,28 @@ def parse_only(text: str) -> tuple[str, ...]:
     return tuple(w for w in WORKLOADS if w in names)
 
 
+def only_line(text: str, key: str, shape: str, where: str) -> str:
+    """What follows KEY on the one `KEY <shape>` line of a program's output; BenchError unless
+    there is exactly one such line."""
+    found = re.findall(rf"^{re.escape(key)} (\S+)$", text, re.MULTILINE)
+    if len(found) != 1:
+        raise BenchError(f"{where}: expected one `{key} {shape}` line, found {len(found)} in:\n"
+                         f"{text[-1500:]}")
+    return str(found[0])
+
+
 def read_values(text: str, keys: Sequence[str], where: str) -> dict[str, float]:
     """The `KEY NUMBER` lines of a program's output, each key exactly once, each number finite
     and not negative; BenchError naming what is missing or wrong otherwise."""
     values: dict[str, float] = {}
     for key in keys:
-        found = re.findall(rf"^{re.escape(key)} (\S+)$", text, re.MULTILINE)
-        if len(found) != 1:
-            raise BenchError(f"{where}: expected one `{key} N` line, found {len(found)} in:\n"
-                             f"{text[-1500:]}")
+        word = only_line(text, key, "N", where)
         try:
-            value = float(found[0])
+            value = float(word)
         except ValueError:
-            raise BenchError(f"{where}: `{key}` is not a number: {found[0]!r}") from None
+            raise BenchError(f"{where}: `{key}` is not a number: {word!r}") from None
         if not math.isfinite(value) or value < 0:
-            raise BenchError(f"{where}: `{key}` is {found[0]}")
+            raise BenchError(f"{where}: `{key}` is {word}")
         values[key] = value
     return values
 
@@ -51,16 +58,13 @@ def read_values(text: str, keys: Sequence[str], where: str) -> dict[str, float]:
 def read_list(text: str, key: str, count: int, where: str) -> list[float]:
     """The `KEY A,B,...` line of a program's output: exactly one, of `count` finite numbers
     that are not negative; BenchError otherwise."""
-    found = re.findall(rf"^{re.escape(key)} (\S+)$", text, re.MULTILINE)
-    if len(found) != 1:
-        raise BenchError(f"{where}: expected one `{key} A,B,...` line, found {len(found)} in:\n"
-                         f"{text[-1500:]}")
+    word = only_line(text, key, "A,B,...", where)
     try:
-        values = [float(item) for item in found[0].split(",")]
+        values = [float(item) for item in word.split(",")]
     except ValueError:
-        raise BenchError(f"{where}: `{key}` is not a list of numbers: {found[0]!r}") from None
+        raise BenchError(f"{where}: `{key}` is not a list of numbers: {word!r}") from None
     if len(values) != count or not all(math.isfinite(v) and v >= 0 for v in values):
-        raise BenchError(f"{where}: `{key}` should be {count} numbers, not {found[0]!r}")
+        raise BenchError(f"{where}: `{key}` should be {count} numbers, not {word!r}")
     return values
 
 
