@@ -115,6 +115,8 @@ class Row:
     goal: str = "-"
     met: bool | None = None
     failed: str = ""                   # why the row has no figure
+    # the ratio at bare's speed of the moment (level_ratio), where chunks of forwards had one
+    matched: float | None = None
 
     @property
     def ratio(self) -> float | None:
@@ -128,7 +130,8 @@ class Row:
         if self.failed:
             met = "**FAILED**"
         return [self.workload, self.mode, ms_text(self.bare_ms), ms_text(self.tool_ms),
-                "-" if ratio is None else f"{ratio:.3f}x", self.goal, met]
+                "-" if ratio is None else f"{ratio:.3f}x",
+                "-" if self.matched is None else f"{self.matched:.3f}x", self.goal, met]
 
 
 def ms_text(ms: float | None) -> str:
@@ -140,12 +143,13 @@ def median(values: Sequence[float]) -> float | None:
 
 
 def ratio_row(workload: str, mode: str, bare: Sequence[float], tool: Sequence[float],
-              goal: Goal | None = None, failed: str = "") -> Row:
-    """A row of medians; the goal judged on the ratio of the medians."""
-    row = Row(workload, mode, median(bare), median(tool), failed=failed)
+              goal: Goal | None = None, failed: str = "", matched: float | None = None) -> Row:
+    """A row of medians; the goal judged on the ratio at bare's speed of the moment where
+    there is one (`matched`, level_ratio), else on the ratio of the medians."""
+    row = Row(workload, mode, median(bare), median(tool), failed=failed, matched=matched)
     if goal is not None:
         row.goal = goal.text
-        ratio = row.ratio
+        ratio = row.ratio if matched is None or row.ratio is None else matched
         row.met = None if ratio is None else goal.met(ratio)
     if (row.bare_ms is None or row.tool_ms is None) and not row.failed:
         row.failed = "no figure"
@@ -215,6 +219,26 @@ def matched_notes(workload: str, runs: Sequence[dict[str, tuple[float, float]]]
 LEVEL = 0.05     # how close two chunks' CPU probes are for the host to count as equally fast
 
 
+def level_ratios(own: Sequence[tuple[float, float]], bare: Sequence[tuple[float, float]]
+                 ) -> list[float]:
+    """Each chunk of `own` (ms a forward, CPU probe µs) against the median of bare's chunks
+    whose probe was within LEVEL of its own; chunks with no such bare chunk are left out."""
+    ratios = []
+    for ms, probe in own:
+        like = [b_ms for b_ms, b_probe in bare if abs(b_probe - probe) <= LEVEL * probe]
+        if like:
+            ratios.append(ms / statistics.median(like))
+    return ratios
+
+
+def level_ratio(own: Sequence[tuple[float, float]], bare: Sequence[tuple[float, float]]
+                ) -> float | None:
+    """The median of level_ratios, where at least half of `own`'s chunks had bare chunks of
+    their speed (fewer say too little to judge a goal on); else None."""
+    ratios = level_ratios(own, bare)
+    return statistics.median(ratios) if own and 2 * len(ratios) >= len(own) else None
+
+
 def level_notes(workload: str, chunks: dict[str, Sequence[tuple[float, float]]]) -> list[str]:
     """Ratios at the host's speed of the moment. `chunks`: mode label -> (ms a forward, CPU
     probe µs) of every chunk of forwards of its runs, bare's as "bare". Each chunk of a mode is
@@ -228,11 +252,7 @@ def level_notes(workload: str, chunks: dict[str, Sequence[tuple[float, float]]])
     for mode, own in chunks.items():
         if mode == "bare" or not own or not bare:
             continue
-        ratios = []
-        for ms, probe in own:
-            like = [b_ms for b_ms, b_probe in bare if abs(b_probe - probe) <= LEVEL * probe]
-            if like:
-                ratios.append(ms / statistics.median(like))
+        ratios = level_ratios(own, bare)
         found = (f"median ratio {statistics.median(ratios):.3f}x, from "
                  f"{min(ratios):.3f}x to {max(ratios):.3f}x" if ratios else "no ratio")
         notes.append(f"{workload}, {mode}: at the host's speed of the moment (each chunk of "
@@ -242,14 +262,14 @@ def level_notes(workload: str, chunks: dict[str, Sequence[tuple[float, float]]])
     return notes
 
 
-HEADER = ["workload", "mode", "bare ms", "cudump ms", "ratio", "goal", "met"]
+HEADER = ["workload", "mode", "bare ms", "cudump ms", "ratio", "at bare's speed", "goal", "met"]
 
 
 def markdown(rows: Sequence[Row]) -> str:
     """The table, columns padded so that it also reads as plain text."""
     lines = [HEADER, *[row.cells() for row in rows]]
     widths = [max(len(line[i]) for line in lines) for i in range(len(HEADER))]
-    right = {2, 3, 4}
+    right = {2, 3, 4, 5}
 
     def fmt(cells: list[str]) -> str:
         return "| " + " | ".join(c.rjust(w) if i in right else c.ljust(w)

@@ -5,7 +5,7 @@
 //
 // Each case is launched 200 times into a CUDA graph, and the graph replayed
 // five times between two events: microseconds of GPU per launch, without the
-// CPU's launch cost. Blocks per job: 4 or 16 units (16 bytes) a thread for
+// CPU's launch cost. Blocks per job: 4, 8 or 16 units (16 bytes) a thread for
 // every job, and the shim's own choice (shim/toolblocks.h, the same code).
 //
 // build: nvcc -O2 -arch=sm_90 -I shim -o tools_kernel bench/tools_kernel.cu -lcuda
@@ -83,7 +83,7 @@ int main()
     std::printf("%-7s %-30s %-7s %6s %10s %8s\n", "mode", "jobs", "blocks", "grid", "us/launch", "GB/s");
     for (unsigned mode : {(unsigned)SCAN_F32, (unsigned)DIGEST_F32}) {
         for (const Case &c : cases) {
-            for (unsigned upt : {4u, 16u, 0u}) {
+            for (unsigned upt : {4u, 8u, 16u, 0u}) {
                 struct tool_jobs jobs;
                 std::memset(&jobs, 0, sizeof jobs);
                 unsigned grid = 0;
