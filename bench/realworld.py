@@ -18,7 +18,8 @@ another speed than bare's (these hosts run the same process at several speeds). 
 forwards are timed in chunks (--chunks, 10 by default), each after a shorter probe, and each
 chunk is set against bare's chunks of the same probe: the ratio at the host's speed of the
 moment, the table's "at bare's speed". Where at least half of a mode's chunks found bare
-chunks of their speed, its goal is judged on that ratio; else on the ratio of the medians.
+chunks of their speed, its goal is judged on that ratio; else on the ratio of the medians
+(as is --check-nan's row against the isnan hooks, which are timed in bare's own processes).
 The snapshot rule runs at the default settings and with --staging 1G: per-launch time bare
 against cudump, the snapshots found on disk, the time a launch is held against two pinned
 device-to-host copies of the buffer timed in the same process, and the time from the first
@@ -85,6 +86,9 @@ from realworld_table import (  # noqa: E402
 # Chunks of forwards a run, each timed after its own CPU probe: the host ran one process at
 # several speeds, and a goal is judged at bare's speed of the moment (level_ratio).
 DEFAULT_CHUNKS = 10
+# Forwards a chunk has at least by default: each chunk begins with the GPU idle (a synchronize
+# and the probe), so a chunk of one forward would time its latency, not the program's pace.
+CHUNK_FORWARDS = 10
 TORCH_MODES = ("bare", "cudump", "trace", "check-nan", "digest", "cupti")
 # With --without-ahead: the two scanning modes again with --no-scans-ahead, and with
 # --no-hand-off: again without the launcher thread, for comparison in the same run. Each is the
@@ -396,8 +400,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunks", type=int,
                         help="time each run's forwards in this many chunks, each after a CPU "
                         "probe, and judge the goals on the ratios of chunks that ran at "
-                        f"bare's speed (default {DEFAULT_CHUNKS} where it divides --iters, "
-                        "else 1: one timing a run)")
+                        f"bare's speed (default {DEFAULT_CHUNKS} where it divides --iters "
+                        f"into chunks of {CHUNK_FORWARDS} forwards or more, else 1: one timing "
+                        "a run)")
     parser.add_argument("--dir", type=Path, help="where the snapshot runs write (default: "
                         "/dev/shm where it has room, else the temporary directory)")
     args = parser.parse_args(argv)
@@ -412,7 +417,8 @@ def main(argv: list[str] | None = None) -> int:
     if reps < 1 or args.iters < 1 or args.warmup < 0 or args.limit < 1:
         parser.error("--reps, --iters and --limit must be positive, --warmup not negative")
     if args.chunks is None:
-        args.chunks = DEFAULT_CHUNKS if args.iters % DEFAULT_CHUNKS == 0 else 1
+        args.chunks = (DEFAULT_CHUNKS if args.iters % DEFAULT_CHUNKS == 0
+                       and args.iters >= DEFAULT_CHUNKS * CHUNK_FORWARDS else 1)
     if args.chunks < 1 or args.iters % args.chunks:
         parser.error("--chunks must be positive and divide --iters")
     check_needs(workloads)

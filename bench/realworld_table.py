@@ -57,13 +57,13 @@ def read_values(text: str, keys: Sequence[str], where: str) -> dict[str, float]:
 
 def read_list(text: str, key: str, count: int, where: str) -> list[float]:
     """The `KEY A,B,...` line of a program's output: exactly one, of `count` finite numbers
-    that are not negative; BenchError otherwise."""
+    above zero (times, which other figures are divided by); BenchError otherwise."""
     word = only_line(text, key, "A,B,...", where)
     try:
         values = [float(item) for item in word.split(",")]
     except ValueError:
         raise BenchError(f"{where}: `{key}` is not a list of numbers: {word!r}") from None
-    if len(values) != count or not all(math.isfinite(v) and v >= 0 for v in values):
+    if len(values) != count or not all(math.isfinite(v) and v > 0 for v in values):
         raise BenchError(f"{where}: `{key}` should be {count} numbers, not {word!r}")
     return values
 

@@ -236,7 +236,8 @@ def test_lists_are_read_whole_and_checked():
     assert read_list("x 1\nchunk_ms 1.5,2.0,2.5\n", "chunk_ms", 3, "w") == [1.5, 2.0, 2.5]
     for text, message in (("", "expected one"), ("chunk_ms 1,2\nchunk_ms 1,2\n", "found 2"),
                           ("chunk_ms 1,a,2\n", "not a list"), ("chunk_ms 1,2\n", "3 numbers"),
-                          ("chunk_ms 1,nan,2\n", "3 numbers"), ("chunk_ms 1,-2,2\n", "3 numbers")):
+                          ("chunk_ms 1,nan,2\n", "3 numbers"), ("chunk_ms 1,-2,2\n", "3 numbers"),
+                          ("chunk_ms 1,0,2\n", "3 numbers")):
         with pytest.raises(BenchError, match=message):
             read_list(text, "chunk_ms", 3, "w")
 
@@ -345,7 +346,44 @@ def test_a_failed_runs_chunks_are_left_out_of_the_chunk_notes(monkeypatch, tmp_p
     assert not any("speed of the moment" in note for note in notes)
 
 
+def test_each_mode_is_judged_on_its_own_chunks_and_each_line_says_its_own_launcher(
+        monkeypatch, tmp_path):
+    """Two repetitions of bare and --check-nan. Bare ran where the host was fast (probe 3
+    µs); --check-nan half there and half where it was slow (probe 5 µs), which bare never
+    saw. Its figure at bare's speed is its fast chunks against bare's (1.4x, where the
+    medians say 1.87x), and that decides its goal. The check-nan run's line says its launcher
+    trial, and the bare run's line after it does not."""
+    import realworld
+    from realworld_run import Done
+
+    def printed(ms: tuple[float, float], probes: tuple[float, float]) -> str:
+        return (f"iter_ms {sum(ms) / 2}\nhost_probe_us {probes[0]}\noutput_absmean 1.5\n"
+                "anchor_ms 6.0\nanchor_nosync_ms 5.0\nlaunches_per_iter 119\n"
+                f"chunk_ms {ms[0]},{ms[1]}\nchunk_probe_us {probes[0]},{probes[1]}\n")
+
+    def sub_run(cmd, *args):
+        under = any("cudump" in str(part) for part in cmd)
+        return Done(printed((2.1, 3.5), (3.0, 5.0)) if under
+                    else printed((1.5, 1.5), (3.0, 3.0)), "", 1.0)
+
+    monkeypatch.setattr(realworld, "sub_run", sub_run)
+    monkeypatch.setattr(realworld, "cudump_summary", lambda out, where, least: {
+        "launches": 200, "planned_launches": 2, "repeated_launches": 198,
+        "launcher_trials": 1, "launcher_won": 1})
+    s = Settings(2, 10, 2, 60, tmp_path, tmp_path, None, modes=("check-nan",), chunks=2)
+    load = realworld.TorchWorkload("resnet18")
+    said: list[str] = []
+    for rep in range(2):
+        load.rep(rep, s, said.append)
+    assert [" (launcher won 1/1)" in line for line in said] == [False, True, False, True]
+    rows, _ = load.rows()
+    row = next(r for r in rows if r.mode == "cudump --check-nan")
+    assert row.ratio == pytest.approx(2.8 / 1.5) and row.matched == pytest.approx(1.4)
+    assert row.met is True
+
+
 @pytest.mark.parametrize("args, chunks", [([], 10), (["--iters", "75"], 1),
+                                          (["--iters", "50"], 1),
                                           (["--iters", "75", "--chunks", "5"], 5)])
 def test_forwards_are_timed_in_ten_chunks_where_ten_divide_them(monkeypatch, capsys, args,
                                                                    chunks):
