@@ -15,10 +15,11 @@ Each prints its own ms per forward (synchronize and perf_counter around the time
 and a CPU probe timed in the same process before them (µs for one small PyTorch op on the
 CPU): the notes give each mode's probe, and name a mode whose processes ran on a CPU of
 another speed than bare's (these hosts run the same process at several speeds). So the
-forwards are timed in chunks (--chunks, 10 by default), each after a shorter probe, and each
-chunk is set against bare's chunks of the same probe: the ratio at the host's speed of the
-moment, the table's "at bare's speed". Where at least half of a mode's chunks found bare
-chunks of their speed, its goal is judged on that ratio; else on the ratio of the medians
+forwards are timed in chunks (--chunks: by default 10, where --iters makes them 10 forwards or
+more), each after a shorter probe, and each chunk is set against bare's chunks of the same
+probe: the ratio at the host's speed of the moment, the table's "at bare's speed". Where at
+least half of a mode's chunks found bare chunks of their speed, its goal is judged on that
+ratio; else on the ratio of the medians
 (as is --check-nan's row against the isnan hooks, which are timed in bare's own processes).
 The snapshot rule runs at the default settings and with --staging 1G: per-launch time bare
 against cudump, the snapshots found on disk, the time a launch is held against two pinned
