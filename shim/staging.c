@@ -36,20 +36,35 @@ void staging_reset_after_fork(void)
     staging_pin = results_pin = (struct pin){0};
 }
 
+/* A timed wait for the lock is made of slices, each with its own deadline: a
+ * machine that stalls (a virtual machine paused, the clock stepped) ends at
+ * most one slice early, and the holder still gets the rest of the time to let
+ * go, so the wait is for how long the holder keeps the lock, not for how long
+ * the clock moved. */
+enum { LOCK_SLICE_MS = 10 };
+
+static bool lock_slice(unsigned ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    return pthread_mutex_timedlock(&snap_lock, &until) == 0;
+}
+
 bool staging_locked(unsigned ms, void (*fn)(void *), void *arg)
 {
     if (ms == 0) {
         pthread_mutex_lock(&snap_lock);
     } else {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += ms / 1000;
-        until.tv_nsec += (long)(ms % 1000) * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
-        if (pthread_mutex_timedlock(&snap_lock, &until) != 0)
+        bool got = false;
+        for (unsigned waited = 0; !got && waited < ms; waited += LOCK_SLICE_MS)
+            got = lock_slice(ms - waited < LOCK_SLICE_MS ? ms - waited : LOCK_SLICE_MS);
+        if (!got)
             return false;
     }
     fn(arg);

@@ -146,11 +146,36 @@ def test_the_first_launch_asked_about_is_found_as_a_producer(fake, cudump_run, l
     (found,) = [r for r in records if "nonfinite" in r]
     assert (found["launch"], found["arg"], found["first_nonfinite"]) == (1, 2, INDEX)
     snaps = {r["arg"]: r for r in records if r.get("file")}
-    assert sorted(snaps) == [0, 1, 2] and all(r["launch"] == 1 for r in snaps.values())
+    # (What cudump said and recorded, should a snapshot be missing: each one not taken has
+    # its record, with the reason.)
+    assert sorted(snaps) == [0, 1, 2] and all(r["launch"] == 1 for r in snaps.values()), (
+        ran.stderr, records)
     c = np.load(ran.run_dir / snaps[2]["file"])
     assert np.isnan(c[INDEX]) and np.isfinite(np.delete(c, INDEX)).all()
     totals = summary(ran.run_dir)
     assert (totals["planned_launches"], totals["repeated_launches"]) == (1, launches - 1)
+
+
+def test_a_hold_let_go_before_it_was_served_is_said_and_recorded(fake, cudump_run):
+    """cudump's kernel lets the stream go by itself when the shim does not serve the hold in
+    time (here: at once). The program goes on; the producer is still reported from its
+    scans, with what its inputs came from, and each snapshot it would have had is recorded
+    as not taken, with the reason, and said."""
+    ran = cudump_run([str(fake.programs["nans"]), "3", str(INDEX), "1"], "--check-nan",
+                     env_extra={"FAKECUDA_TOOLS_HOLD_NS": "0"})
+    assert ran.returncode == 0, ran.stderr
+    assert "launches vecAdd=3" in ran.stdout
+    records = manifest(ran.run_dir)
+    (found,) = [r for r in records if "nonfinite" in r]
+    assert (found["launch"], found["arg"], found["from_host"]["before_launch"]) == (1, 2, 1)
+    lost = [r for r in records if r.get("nan_producer") and "nonfinite" not in r]
+    assert sorted(r["arg"] for r in lost) == [0, 1, 2]
+    assert all(r["status"] == "error" and r["file"] is None and r["launch"] == 1
+               and "could not be served in time, so cudump let the stream go" in r["reason"]
+               for r in lost)
+    said = [line for line in ran.stderr.splitlines() if "no snapshot of vecAdd" in line]
+    assert len(said) == 3 and all("so cudump let the stream go" in x for x in said)
+    assert "3 failed" in ran.stderr
 
 
 def test_every_producer_is_reported_the_first_snapshotted(fake, cudump_run):

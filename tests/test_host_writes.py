@@ -196,11 +196,21 @@ def test_host_writes_and_launches_are_one_order():
         first)
 
 
-def test_a_range_written_again_keeps_the_latest_and_zeros_clear_it():
+def test_a_range_written_again_keeps_each_write_for_the_launches_after_it():
+    """A launch's scans may be weighed after the program wrote its inputs again (its
+    results come back while the program runs ahead): each launch is given the write
+    before it, and zeros clear what came before them."""
     makers = Makers()
     makers.wrote(1, write(3, 0x1000, 16, 0))
     makers.wrote(1, write(7, 0x1000, 16, 4))
-    assert len(makers.written[1]) == 1 and makers.maker(1, 0x1000, 0x1010, 10).before == 7
+    assert len(makers.written[1]) == 1
+    assert makers.maker(1, 0x1000, 0x1010, 10).before == 7
+    assert makers.maker(1, 0x1000, 0x1010, 5).before == 3
+    assert makers.maker(1, 0x1000, 0x1010, 3).before == 3
+    assert makers.maker(1, 0x1000, 0x1010, 2) is None
+    makers.finite(1, 0x1000, 0x1010, 5)                 # launch 5's scan before it
+    assert makers.maker(1, 0x1000, 0x1010, 6) is None
+    assert makers.maker(1, 0x1000, 0x1010, 10).before == 7
     makers.turned(1, 0x1000, 0x1010, Maker(8, "k"))
     zeros = write(9, 0x1000, 16, 5, elem=4, value=0, api="cuMemsetD32Async")
     makers.cleared(1, zeros)
@@ -208,6 +218,20 @@ def test_a_range_written_again_keeps_the_latest_and_zeros_clear_it():
     makers.wrote(1, write(3, 0x1000, 16, 6))
     makers.freed(1, 0x1000, 0x2000)
     assert not makers.known(1)
+
+
+def test_host_writes_are_bounded(monkeypatch):
+    import cudump.policy.snapshot.origin as origin_module
+    monkeypatch.setattr(origin_module, "WRITES_PER_RANGE", 2)
+    monkeypatch.setattr(origin_module, "MAX_WRITTEN", 2)
+    makers = Makers()
+    for k in range(4):
+        makers.wrote(1, write(k + 1, 0x1000, 16, k))
+    assert [w.before for w in makers.written[1][(0x1000, 0x1010)]] == [3, 4]
+    makers.wrote(1, write(5, 0x2000, 16, 4))
+    makers.wrote(1, write(6, 0x1000, 16, 5))     # written latest: kept longest
+    makers.wrote(1, write(7, 0x3000, 16, 6))
+    assert list(makers.written[1]) == [(0x1000, 0x1010), (0x3000, 0x3010)]
 
 
 def test_known_takes_the_host_writes_first():

@@ -21,9 +21,13 @@ from typing import NamedTuple
 
 # Buffers turned non-finite kept per process: the oldest is forgotten past this.
 MAX_MADE = 1024
-# Host writes kept per process (the latest of each address range): the oldest is forgotten
+# Address ranges the host wrote, kept per process: the one written longest ago is forgotten
 # past this.
 MAX_WRITTEN = 4096
+# Host writes kept per address range, the latest last: a launch's scans may be weighed after
+# the program wrote its inputs again (its results are read while the program runs ahead),
+# and what it read is then the write before it, not the latest.
+WRITES_PER_RANGE = 8
 
 PRODUCED, PROPAGATED = "produced", "propagated"
 COPY, MEMSET = "copy", "memset"     # HostWrite.kind
@@ -217,8 +221,9 @@ class Makers:
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     made: dict[int, collections.deque[_Made]] = field(default_factory=dict)
-    # pid -> (address, end) -> the latest host write there, the oldest first
-    written: dict[int, dict[tuple[int, int], HostWrite]] = field(default_factory=dict)
+    # pid -> (address, end) -> the latest host writes there (the latest last), the range
+    # written longest ago first
+    written: dict[int, dict[tuple[int, int], list[HostWrite]]] = field(default_factory=dict)
     # Takes the process's host writes made up to now (hostwrites.HostWriteDrain.catch_up),
     # so that what a launch's scans say is weighed against every write made before it.
     sync: Callable[[int], None] = field(default=lambda pid: None, repr=False)
@@ -239,7 +244,7 @@ class Makers:
             found: list[Source] = [m.maker for m in self.made.get(pid, ())
                                    if m.start < end and start < m.end
                                    and m.maker.launch < launch]
-            found += [w for w in self.written.get(pid, {}).values()
+            found += [w for writes in self.written.get(pid, {}).values() for w in writes
                       if w.address < end and start < w.end and order(w) < limit]
         return max(found, default=None, key=order)
 
@@ -257,8 +262,10 @@ class Makers:
         key = (write.address, write.end)
         with self.lock:
             kept = self.written.setdefault(pid, {})
-            kept.pop(key, None)     # the same range written again: the latest counts
-            kept[key] = write
+            writes = kept.pop(key, [])     # to the end: the range written latest
+            writes.append(write)
+            del writes[:-WRITES_PER_RANGE]
+            kept[key] = writes
             if len(kept) > MAX_WRITTEN:
                 del kept[next(iter(kept))]
 
@@ -286,9 +293,14 @@ class Makers:
                     self.made[pid] = collections.deque(left)
             written = self.written.get(pid)
             if written:
-                for key in [k for k, w in written.items() if w.address < end and start < w.end
-                            and (limit is None or order(w) < limit)]:
-                    del written[key]
+                for (address, stop), writes in list(written.items()):
+                    if not (address < end and start < stop):
+                        continue
+                    left = [w for w in writes if limit is not None and order(w) >= limit]
+                    if left:
+                        written[(address, stop)] = left
+                    else:
+                        del written[(address, stop)]
 
     def known(self, pid: int) -> bool:
         """Whether anything is kept for the process, once its host writes up to now are

@@ -27,6 +27,11 @@ CUDA_ERROR_NOT_SUPPORTED = 801
 CUDA_ERROR_TIMEOUT = 909
 STALLED_COPY = ("not taken: the GPU did not make the copy while the launch's stream was "
                 "held, so cudump let the stream go (the buffers may have changed since)")
+# A NaN/Inf producer's snapshot when the hold was not served in time (the shim was busy,
+# or the program waited on the GPU meanwhile), or the stream was never held.
+HOLD_NOT_SERVED = ("not taken: the launch's held stream could not be served in time, so cudump "
+                   "let the stream go (the program comes first)")
+NOT_HELD = "not taken: the launch's stream was not held, and went on before its scans were read"
 
 _PHASE_BEFORE, _PHASE_AFTER = int(p.Phase.BEFORE), int(p.Phase.AFTER)
 _TOOL_FLAG, _PIECE_FLAG = int(p.CopyFlag.TOOL), int(p.CopyFlag.PIECE)

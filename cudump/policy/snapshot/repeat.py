@@ -15,6 +15,8 @@ from cudump.console import warn
 from cudump.controller.process import FuncInfo, LaunchEvent, ProcessState
 from cudump.policy.snapshot.failures import Failures
 from cudump.policy.snapshot.planned import (
+    HOLD_NOT_SERVED,
+    NOT_HELD,
     LaunchContext,
     PlannedLaunch,
     ReadStaging,
@@ -30,7 +32,6 @@ from cudump.wire.shm import SharedFile
 # collect.Collector.collect: (process, launch, launch rc, sync rc, codes, read) -> follow
 Collect = Callable[[ProcessState, int, int, int, list[int], ReadStaging],
                    PlannedLaunch | None]
-
 
 def repeat_keys(event: LaunchEvent) -> tuple[tuple[int, int], ...]:
     """Byte ranges of the launch's parameters (one after the other) a plan without
@@ -161,7 +162,15 @@ class Repeater:
             self.repeat_report(proc, slot)
         except Exception as err:
             warn(f"results of launch {seq} are lost: {err}")
-        self.state.proc(proc.pid).pending.pop(seq, None)   # too late for copies to follow it
+        # Too late for copies to follow it: the launch's stream went on. The snapshots a
+        # NaN/Inf producer would have had are recorded as not taken, with the reason.
+        lost = self.state.proc(proc.pid).pending.pop(seq, None)
+        if lost is None:
+            return
+        reason = HOLD_NOT_SERVED if int(slot["gate"]) == p.Gate.RELEASED else NOT_HELD
+        for copy in lost.copies:
+            if copy.record.extra.get("nan_producer"):
+                self.failures.fail(copy.record, reason)
 
     def _made_as_planned(self, proc: ProcessState, seq: int) -> None:
         """The launch asked about was made with its plan's repeatable form: its results came

@@ -207,6 +207,10 @@ FC_HIDDEN volatile uint32_t *fc_tools_hold(const struct fc_builtin *k, const uns
  * process's first takes that long on that thread before it runs (a real launch takes
  * microseconds), so that a test sees what else reaches the device meanwhile. */
 FC_HIDDEN void fc_tools_delay(const struct fc_builtin *k);
+/* How long cudump's kernel holds a stream nobody begins to serve before it opens
+ * the gate itself: TOOL_HOLD_NS, or FAKECUDA_TOOLS_HOLD_NS (0: it gives up at once,
+ * as the real kernel does when the shim never comes). */
+FC_HIDDEN uint64_t fc_tools_hold_ns(void);
 FC_HIDDEN CUresult fc_submit(struct fc_stream *s, const struct fc_op *op);
 FC_HIDDEN CUresult fc_op_execute(const struct fc_op *op);
 /* Work that a capture cannot record (a graph launch) is refused on a

@@ -451,6 +451,12 @@ FC_HIDDEN void fc_tools_delay(const struct fc_builtin *k)
         nanosleep(&nap, NULL);
 }
 
+FC_HIDDEN uint64_t fc_tools_hold_ns(void)
+{
+    const char *ns = getenv("FAKECUDA_TOOLS_HOLD_NS");
+    return ns ? strtoull(ns, NULL, 10) : TOOL_HOLD_NS;
+}
+
 /* A launch that wrote GATE_HELD holds its stream while the gate reads GATE_HELD
  * or GATE_SERVING (shim/tooljob.h): here, where a launch runs at once, the
  * stream then waits (fc_hold_gate). */

@@ -71,7 +71,7 @@ static CUresult launch(CUfunction f, struct fc_dim3 grid, struct fc_dim3 block, 
         abort();
     }
     if (gate)
-        fc_hold_gate(s, gate, TOOL_HOLD_NS, 4 /* GATE_RELEASED */);
+        fc_hold_gate(s, gate, fc_tools_hold_ns(), 4 /* GATE_RELEASED */);
     return r;
 }
 

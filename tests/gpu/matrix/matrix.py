@@ -48,7 +48,8 @@ ALLOWED_FAILURES = re.compile(r"--max-bytes \d+ reached|byte budget \d+|captur")
 # inside graph launches where the driver gives cudump no way to run its kernel there.
 REFUSED = re.compile(r"no way to run its kernel inside this graph launch")
 # Recorded with its reason, and counted apart: a copy of a held launch's buffers that the GPU
-# did not make within the shim's bound, so the shim let the program's stream go on.
+# did not make within the shim's bound, or a hold not served in time, so the shim let the
+# program's stream go on.
 LET_GO = re.compile(r"so cudump let the stream go")
 
 
