@@ -43,7 +43,8 @@ void staging_reset_after_fork(void)
  * the clock moved. */
 enum { LOCK_SLICE_MS = 10 };
 
-static bool lock_slice(unsigned ms)
+/* CLOCK_REALTIME, as pthread_mutex_timedlock wants it, ms from now. */
+static struct timespec deadline_in(unsigned ms)
 {
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
@@ -53,7 +54,7 @@ static bool lock_slice(unsigned ms)
         until.tv_sec++;
         until.tv_nsec -= 1000000000L;
     }
-    return pthread_mutex_timedlock(&snap_lock, &until) == 0;
+    return until;
 }
 
 bool staging_locked(unsigned ms, void (*fn)(void *), void *arg)
@@ -62,8 +63,11 @@ bool staging_locked(unsigned ms, void (*fn)(void *), void *arg)
         pthread_mutex_lock(&snap_lock);
     } else {
         bool got = false;
-        for (unsigned waited = 0; !got && waited < ms; waited += LOCK_SLICE_MS)
-            got = lock_slice(ms - waited < LOCK_SLICE_MS ? ms - waited : LOCK_SLICE_MS);
+        for (unsigned waited = 0; !got && waited < ms; waited += LOCK_SLICE_MS) {
+            struct timespec until =
+                deadline_in(ms - waited < LOCK_SLICE_MS ? ms - waited : LOCK_SLICE_MS);
+            got = pthread_mutex_timedlock(&snap_lock, &until) == 0;
+        }
         if (!got)
             return false;
     }

@@ -185,10 +185,16 @@ class ResultDrain(RingDrain[_Ring]):
         index, tag = index[:count], tag[:count]
         ncopies = ring.slots["ncopies"][index]
         width = min(int(ncopies.max()), p.MAX_REPEAT)
-        results = ring.slots["results"][:, :width][index]
+        view = ring.slots["results"][:, :width]
+        # `done` is read before the words: cudump's kernel writes them first and `done`
+        # after, and x86 keeps loads in order, so words read after a `done` that says so
+        # are that launch's (a copy of whole results reads each one's words first, and
+        # could pair old words with a new `done`).
+        done = view["done"][index]
+        results = view[index]
         # Every result in use is done (its kernel wrote it) or failed (none will come).
         used = np.arange(width)[None, :] < ncopies[:, None]
-        settled = (~used | (results["rc"] != 0) | (results["done"] == tag[:, None])).all(axis=1)
+        settled = (~used | (results["rc"] != 0) | (done == tag[:, None])).all(axis=1)
         # A launch whose stream is held for the shim (a scan found something) is the
         # shim's to report; it is passed only once the shim has opened the gate.
         gate = ring.slots["gate"][index]
