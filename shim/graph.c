@@ -63,6 +63,7 @@
 #include "stream.h"
 #include "tools.h"
 #include "trace.h"
+#include "watch.h"
 
 /* Child graphs nested deeper than this are not looked into. */
 enum { GRAPH_MAX_DEPTH = 16 };
@@ -1045,6 +1046,10 @@ static void instrumented(void *arg)
     struct instrumented *in = arg;
     drain_wait_idle();
     CUstreamCaptureMode mode = capture_relax();
+    /* A launch of the program's before the graph may be held (a NaN producer): the
+     * graph would wait behind it, and the wait for the graph would let it go without
+     * its snapshots. */
+    watch_settle_here();
     plan_clear();
     in->rc = instrumented_locked(in->real, in->g, in->stream, in->ptsz, in->seq, in->replay);
     capture_restore(mode);

@@ -33,6 +33,7 @@ enum {
     LOCK_MS = 1000,             /* how long it waits for the staging lock */
     MAX_SIDE_STREAMS = 32,      /* contexts served: a handful per process at most */
     MAX_HELD = 1024,            /* held launches served in one go (gate.c keeps no more) */
+    SETTLE_HERE_MS = 2000,      /* how long watch_settle_here waits for scans still running */
 };
 #define SERVE_MARGIN_NS 2000000000ull /* no serve begins later than TOOL_HOLD_NS less this */
 
@@ -155,6 +156,24 @@ void watch_serve_newest(void)
 {
     if (gate_newest_held())
         serve_held(NULL);
+}
+
+void watch_settle_here(void)
+{
+    uint64_t until = monotonic_ns() + (uint64_t)SETTLE_HERE_MS * 1000000u;
+    for (;;) {
+        bool held;
+        if (gate_look(&held) == 0)
+            return;
+        if (held) {
+            serve_held(NULL);
+            continue;
+        }
+        if (monotonic_ns() > until)
+            return;
+        struct timespec nap = {0, 20 * 1000};
+        nanosleep(&nap, NULL);
+    }
 }
 
 /* One look at the launches in flight: settled ones are forgotten, held ones

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 from records import manifest, summary
 
 VECADD = "vecAdd(float const*, float const*, float*, int)"
@@ -67,6 +68,28 @@ def test_check_nan_names_the_kernel_node_that_left_a_nan(fake, cudump_run, bare_
     same = [(r["kernel"], r["arg"], r["nonfinite"], r["first_nonfinite"])
             for r in manifest(direct.run_dir) if "nonfinite" in r]
     assert same == [(VECADD, 2, 1, 5)] * 2
+
+
+def test_a_producer_held_right_before_a_graph_launch_is_snapshotted(fake, cudump_run,
+                                                                     bare_run):
+    """A plain launch leaves NaN and its stream is held; the program's graph launch comes
+    right behind it on that stream. The graph launch, which waits for its replay on the
+    GPU, first sees the held launch served: the producer's buffers are snapshotted as it
+    left them, not let go."""
+    program = [str(fake.programs["graph_scans"]), "--nan", "--held"]
+    ran = cudump_run(program, "--check-nan")
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == bare_run(program).stdout
+    records = manifest(ran.run_dir)
+    assert all(r["status"] == "ok" for r in records), [r["reason"] for r in records]
+    plain = [r for r in records if "graph" not in r]
+    (producer,) = [r for r in plain if "nonfinite" in r]
+    snaps = {r["arg"]: r for r in plain if r.get("file")}
+    assert sorted(snaps) == [0, 1, 2]
+    assert all(r["launch"] == producer["launch"] for r in snaps.values())
+    w = np.load(ran.run_dir / snaps[2]["file"])
+    assert np.isnan(w[5]) and np.isfinite(np.delete(w, 5)).all()
+    assert "failed" not in last_line(ran.stderr)
 
 
 def test_check_nan_over_clean_replays_fails_nothing_and_builds_each_graph_once(

@@ -8,7 +8,10 @@
  * Options:
  *   --direct   the same launches, in the same order, on the stream: no graph;
  *   --nan      y[5] is NaN: graph 1's vecAdd leaves z[5] NaN in its first
- *              replay, and graph 2's vecAdd leaves w[5] NaN in its first.
+ *              replay, and graph 2's vecAdd leaves w[5] NaN in its first;
+ *   --held     (with --nan) first vecAdd(x, y, w) on the stream, which leaves w[5] NaN,
+ *              and the first graph launch right behind it (w is written again by
+ *              graph 2, as ever).
  * Every result is checked against the host's (NaN where the host has NaN).
  * Launch counts are kernel executions per kernel, plus graph=<cuGraphLaunch calls>.
  */
@@ -61,7 +64,7 @@ static CUDA_KERNEL_NODE_PARAMS node_params(CUfunction f, void **params)
     return p;
 }
 
-static void run_graphs(void)
+static void run_graphs(bool held)
 {
     CUgraph g1, g2, child;
     CUgraphExec e1, e2;
@@ -84,6 +87,11 @@ static void run_graphs(void)
     CHECK(cuGraphDestroy(g2));
     CHECK(cuGraphDestroy(child));
 
+    if (held) {
+        void *v0[] = {&dx, &dy, &dw, &n};
+        launch(vec_add_fn, v0);
+        tally_launch(&t, "vecAdd", 1);
+    }
     for (int r = 0; r < REPLAYS1; r++)
         CHECK(cuGraphLaunch(e1, stream));
     for (int r = 0; r < REPLAYS2; r++)
@@ -119,12 +127,14 @@ static void expect(const char *what, CUdeviceptr dev, const float *want)
 
 int main(int argc, char **argv)
 {
-    bool direct = false, nan = false;
+    bool direct = false, nan = false, held = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--direct") == 0)
             direct = true;
         else if (strcmp(argv[i], "--nan") == 0)
             nan = true;
+        else if (strcmp(argv[i], "--held") == 0)
+            held = true;
         else
             FAIL("unknown option %s", argv[i]);
     }
@@ -153,7 +163,7 @@ int main(int argc, char **argv)
     if (direct)
         run_direct();
     else
-        run_graphs();
+        run_graphs(held);
     tally_launch(&t, "scale", 2 * REPLAYS1 + REPLAYS2);
     tally_launch(&t, "vecAdd", REPLAYS1 + REPLAYS2);
 
