@@ -33,7 +33,7 @@ enum {
     LOCK_MS = 1000,             /* how long it waits for the staging lock */
     MAX_SIDE_STREAMS = 32,      /* contexts served: a handful per process at most */
     MAX_HELD = 1024,            /* held launches served in one go (gate.c keeps no more) */
-    SETTLE_HERE_MS = 2000,      /* how long watch_settle_here waits for scans still running */
+    SETTLE_HERE_MS = 500,       /* how long watch_settle_here waits for scans still running */
 };
 #define SERVE_MARGIN_NS 2000000000ull /* no serve begins later than TOOL_HOLD_NS less this */
 
