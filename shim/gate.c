@@ -130,6 +130,40 @@ unsigned gate_look(bool *held)
     return left;
 }
 
+static bool legacy(CUstream s, int ptsz)
+{
+    return (s == NULL && !ptsz) || s == CU_STREAM_LEGACY;
+}
+
+unsigned gate_pending_for(CUstream stream, int ptsz, unsigned long long from, bool *held)
+{
+    *held = false;
+    if (!atomic_load_explicit(&in_flight, memory_order_acquire))
+        return 0;
+    pthread_mutex_lock(&gate_lock);
+    retire_locked();
+    struct gate_entry any;
+    *held = held_locked(&any, 1) != 0;
+    unsigned n = 0;
+    for (unsigned i = 0; i < count; i++) {
+        const struct gate_entry *g = &entries[(head + i) % GATE_MAX];
+        bool behind = (g->stream == stream && g->ptsz == ptsz) || legacy(g->stream, g->ptsz) ||
+                      legacy(stream, ptsz);
+        if (retired + i >= from && behind && !settled(g))
+            n++;
+    }
+    pthread_mutex_unlock(&gate_lock);
+    return n;
+}
+
+unsigned long long gate_added(void)
+{
+    pthread_mutex_lock(&gate_lock);
+    unsigned long long n = added;
+    pthread_mutex_unlock(&gate_lock);
+    return n;
+}
+
 bool gate_newest_held(void)
 {
     if (!atomic_load_explicit(&in_flight, memory_order_acquire))
@@ -259,7 +293,8 @@ CUresult gate_wait_stream(const struct launch_info *li)
     return gate_wait_on(li->stream, li->ptsz, 0);
 }
 
-void gate_add(struct proto_result_slot *slot, uint64_t tag, uint64_t seq, CUcontext ctx)
+void gate_add(struct proto_result_slot *slot, uint64_t tag, uint64_t seq, CUcontext ctx,
+              CUstream stream, int ptsz)
 {
     pthread_mutex_lock(&gate_lock);
     /* Each entry not yet settled has a ring slot of its own, and the ring has
@@ -275,7 +310,7 @@ void gate_add(struct proto_result_slot *slot, uint64_t tag, uint64_t seq, CUcont
         retire_locked();
     }
     entries[(head + count) % GATE_MAX] =
-        (struct gate_entry){slot, tag, seq, ctx, monotonic_ns()};
+        (struct gate_entry){slot, tag, seq, ctx, monotonic_ns(), stream, ptsz};
     added++;
     if (count++ == 0)
         pthread_cond_signal(&gate_cond);

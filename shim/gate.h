@@ -11,13 +11,22 @@ struct gate_entry {
     uint64_t seq;
     CUcontext ctx;
     uint64_t added_ns;          /* when the launch was made: its hold began later */
+    CUstream stream;            /* the launch's stream, and whether per-thread (ptsz) */
+    int ptsz;
 };
 
 /* Whether every result of the slot (whose `ready` is tag) is in, or will never
  * come (its tool was not launched). */
 bool gate_results_in(const struct proto_result_slot *s, uint64_t tag);
 /* Keeps track of a gated launch until its gate is settled (under the staging lock). */
-void gate_add(struct proto_result_slot *slot, uint64_t tag, uint64_t seq, CUcontext ctx);
+void gate_add(struct proto_result_slot *slot, uint64_t tag, uint64_t seq, CUcontext ctx,
+              CUstream stream, int ptsz);
+/* Forgets the settled launches; returns how many of those in flight, from the
+ * from-th ever added on, work on `stream` might wait behind (the same stream,
+ * or either is the legacy stream), and in *held whether any launch is held. */
+unsigned gate_pending_for(CUstream stream, int ptsz, unsigned long long from, bool *held);
+/* How many gated launches were ever added (the next one's number). */
+unsigned long long gate_added(void);
 /* Forgets the settled launches; returns how many are in flight, and in *held
  * whether any of them is held. */
 unsigned gate_look(bool *held);

@@ -1041,6 +1041,20 @@ static CUresult instrumented_locked(cuGraphLaunch_fn real, struct graph_exec *g,
     return launch_rc;
 }
 
+/* Whether a node of the graph may have copies: its function wants snapshots and
+ * the graph can be instrumented (a node's rules are counted later, once). */
+static bool may_instrument(const struct graph_exec *g)
+{
+    if (g->unsafe)
+        return false;
+    for (size_t k = 0; k < g->nkernels; k++) {
+        const struct graph_kernel *gk = &g->kernels[k];
+        if (gk->clone_node && gk->argv && (atomic_load(&gk->e->wants) & WANT_SNAPSHOT))
+            return true;
+    }
+    return false;
+}
+
 static void instrumented(void *arg)
 {
     struct instrumented *in = arg;
@@ -1049,7 +1063,8 @@ static void instrumented(void *arg)
     /* A launch of the program's before the graph may be held (a NaN producer): the
      * graph would wait behind it, and the wait for the graph would let it go without
      * its snapshots. */
-    watch_settle_here();
+    if (may_instrument(in->g))
+        watch_settle_here(in->stream, in->ptsz);
     plan_clear();
     in->rc = instrumented_locked(in->real, in->g, in->stream, in->ptsz, in->seq, in->replay);
     capture_restore(mode);

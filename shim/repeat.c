@@ -701,7 +701,7 @@ static bool repeat_end(struct repeat_run *run, const struct launch_info *li, CUr
         /* Nobody waits: the GPU holds the stream if a scan finds something.
          * (The slot is the reader's first: gate.c knows a slot by its `ready`.) */
         __atomic_store_n(&slot->ready, run->slot_pos + 1, __ATOMIC_RELEASE);
-        gate_add(slot, run->slot_pos + 1, li->seq, stream_ctx(li));
+        gate_add(slot, run->slot_pos + 1, li->seq, stream_ctx(li), li->stream, li->ptsz);
         return false;
     }
     bool found = false;

@@ -158,21 +158,27 @@ void watch_serve_newest(void)
         serve_held(NULL);
 }
 
-void watch_settle_here(void)
+void watch_settle_here(CUstream stream, int ptsz)
 {
+    /* Launches before this number were waited out once and never settled (their
+     * context ended with them in flight): not waited for again. */
+    static unsigned long long from; /* under the staging lock */
     uint64_t until = monotonic_ns() + (uint64_t)SETTLE_HERE_MS * 1000000u;
     for (;;) {
         bool held;
-        if (gate_look(&held) == 0)
+        unsigned left = gate_pending_for(stream, ptsz, from, &held);
+        if (held)
+            serve_held(NULL); /* on any stream: the wait after would let it go */
+        else if (!left)
             return;
-        if (held) {
-            serve_held(NULL);
-            continue;
+        if (monotonic_ns() > until) {
+            from = gate_added();
+            return;
         }
-        if (monotonic_ns() > until)
-            return;
-        struct timespec nap = {0, 20 * 1000};
-        nanosleep(&nap, NULL);
+        if (!held) {
+            struct timespec nap = {0, 20 * 1000};
+            nanosleep(&nap, NULL);
+        }
     }
 }
 

@@ -12,14 +12,15 @@ bool watch_room(int device);
  * newest gated launch is held (the GPU has caught up with it: its stream
  * would make the launch wait). One look, so that a launch pays next to nothing. */
 void watch_serve_newest(void);
-/* Under the staging lock, before a launch this thread then waits for on the
- * GPU (a graph's, with copy nodes): waits until the gated launches in flight
- * are settled, serving held ones on this thread, which has the lock the
- * watcher would need. Otherwise the wait would let a launch held before it go
- * without its copies (gate_wait_event). Gives up after a bound, and the wait
- * then lets them go as before. Before any plan is made: serving one uses the
- * plan buffers. */
-void watch_settle_here(void);
+/* Under the staging lock, before a launch on `stream` this thread then waits
+ * for on the GPU (a graph's, with copy nodes): serves held launches on this
+ * thread, which has the lock the watcher would need, until the gated launches
+ * that stream might wait behind are settled. Otherwise the wait would let a
+ * launch held before it go without its copies (gate_wait_event). Gives up
+ * after a bound (those launches are not waited for again), and the wait then
+ * lets them go as before. Before any plan is made: serving one uses the plan
+ * buffers. */
+void watch_settle_here(CUstream stream, int ptsz);
 /* A context destroyed (its key, taken before): its side stream went with it. */
 void watch_forget(const struct ctx_key *gone);
 void watch_reset_after_fork(void);
