@@ -532,6 +532,15 @@ def test_nested_repetition_regex_is_a_rule_error(tmp_path):
     assert "repeats a group that itself repeats" in err.problem
 
 
+@pytest.mark.parametrize("regex", ["[[a]", "[a--b]", "[a&&b]"])
+def test_a_set_python_would_read_otherwise_is_a_rule_error_not_a_python_warning(tmp_path,
+                                                                              regex, recwarn):
+    err = error(tmp_path, f"rules:\n  - name: odd\n    kernel: 're:{regex}'\n")
+    assert (err.path, err.line, err.field) == (str(tmp_path / P), 3, "kernel")
+    assert "possible " in err.problem and " set " in err.problem and "backslash" in err.problem
+    assert not [w for w in recwarn if issubclass(w.category, FutureWarning)]
+
+
 @pytest.mark.parametrize("regex", [
     ".*.*.*.*.*.*.*.*.*.*.*.*Q",      # minutes per kernel name without the check
     ".*.*.*", ".+x.+y.+", ".?" * 18, ".{0,100}" * 3, "(?=.*a.*b.*c)",

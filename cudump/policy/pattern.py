@@ -32,6 +32,7 @@ repetitions (`a.*b.*c`) are allowed.
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass, field
 
 try:  # the parser of the `re` module: walks a pattern's structure
@@ -186,10 +187,17 @@ def compile_regex(source: str) -> re.Pattern[str]:
     if len(source) > 4096:
         raise PatternError("regular expression longer than 4096 characters")
     try:
-        compiled = re.compile(source)
-        parsed = _sre_parse.parse(source)
+        with warnings.catch_warnings():
+            # Python warns of a set that a later version reads otherwise (`[[`, `--`, `&&`,
+            # `~~`, `||` inside brackets): said as the pattern's error, not as Python's.
+            warnings.simplefilter("error", FutureWarning)
+            compiled = re.compile(source)
+            parsed = _sre_parse.parse(source)
         risky = _risky(parsed, False)
         ways = 0 if risky else _ways(parsed)
+    except FutureWarning as err:
+        raise PatternError(f"regular expression {source!r}: {str(err).lower()} (put a "
+                           "backslash before the character to mean it literally)") from None
     except re.error as err:
         raise PatternError(f"invalid regular expression {source!r}: {err.msg} at position "
                            f"{err.pos}") from None
