@@ -164,9 +164,8 @@ static void *grow_main(void *arg)
  * until it is out (its handler runs after this one, registered before it). */
 static void behind_at_exit(void)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += EXIT_WAIT_S; /* a driver that never returns must not hang the exit */
+    /* A driver that never returns must not hang the exit. */
+    struct timespec until = realtime_after_ms(EXIT_WAIT_S * 1000);
     pthread_mutex_lock(&bh.lock);
     bh.exiting = true;
     pthread_cond_broadcast(&bh.cond);

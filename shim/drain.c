@@ -45,6 +45,7 @@
 #include "scratch.h"
 #include "staging.h"
 #include "stream.h"
+#include "util.h"
 
 /* How long the drain waits behind a held gate before it opens it without
  * copies: long enough for the watcher to serve one whose stream is not the
@@ -397,11 +398,7 @@ static void idle_wait(void)
         pthread_cond_wait(&dr.cond, &dr.lock);
         return;
     }
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += (long)SCRATCH_IDLE_MS * 1000000L;
-    until.tv_sec += until.tv_nsec / 1000000000L;
-    until.tv_nsec %= 1000000000L;
+    struct timespec until = realtime_after_ms(SCRATCH_IDLE_MS);
     if (pthread_cond_timedwait(&dr.cond, &dr.lock, &until) == ETIMEDOUT && !dr.queued &&
         !dr.exiting) {
         dr.trimming = true;

@@ -978,6 +978,13 @@ static void end_copies(struct launch_info *li, CUresult launch_rc, CUresult sync
     }
 }
 
+/* Whether a kernel node's function wants snapshots, and cudump has what it needs to
+ * copy around it (its clone in the instrumented graph, its arguments). */
+static bool wants_copies(const struct graph_kernel *gk)
+{
+    return gk->clone_node && gk->argv && (atomic_load(&gk->e->wants) & WANT_SNAPSHOT);
+}
+
 /* Plans each wanted node (one MSG_BEGIN each, copies appended), runs the
  * instrumented graph, reports. Under the staging lock. */
 static CUresult instrumented_locked(cuGraphLaunch_fn real, struct graph_exec *g, CUstream stream,
@@ -986,7 +993,7 @@ static CUresult instrumented_locked(cuGraphLaunch_fn real, struct graph_exec *g,
     uint32_t node_of[PROTO_MAX_COPIES];
     for (size_t k = 0; k < g->nkernels; k++) {
         struct graph_kernel *gk = &g->kernels[k];
-        if (!gk->clone_node || !gk->argv || !(atomic_load(&gk->e->wants) & WANT_SNAPSHOT))
+        if (!wants_copies(gk))
             continue;
         struct launch_info li = node_launch(g, k, stream, ptsz, seq, replay);
         li.begin_flags |= g->unsafe ? LAUNCH_UNSAFE_GRAPH : 0u;
@@ -1047,11 +1054,9 @@ static bool may_instrument(const struct graph_exec *g)
 {
     if (g->unsafe)
         return false;
-    for (size_t k = 0; k < g->nkernels; k++) {
-        const struct graph_kernel *gk = &g->kernels[k];
-        if (gk->clone_node && gk->argv && (atomic_load(&gk->e->wants) & WANT_SNAPSHOT))
+    for (size_t k = 0; k < g->nkernels; k++)
+        if (wants_copies(&g->kernels[k]))
             return true;
-    }
     return false;
 }
 

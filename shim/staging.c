@@ -15,6 +15,7 @@
 #include "channel.h"
 #include "ctxlife.h"
 #include "staging.h"
+#include "util.h"
 
 /* Held from MSG_BEGIN to MSG_END (and across a stop). */
 static pthread_mutex_t snap_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -43,20 +44,6 @@ void staging_reset_after_fork(void)
  * the clock moved. */
 enum { LOCK_SLICE_MS = 10 };
 
-/* CLOCK_REALTIME, as pthread_mutex_timedlock wants it, ms from now. */
-static struct timespec deadline_in(unsigned ms)
-{
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += ms / 1000;
-    until.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
-    return until;
-}
-
 bool staging_locked(unsigned ms, void (*fn)(void *), void *arg)
 {
     if (ms == 0) {
@@ -65,7 +52,7 @@ bool staging_locked(unsigned ms, void (*fn)(void *), void *arg)
         bool got = false;
         for (unsigned waited = 0; !got && waited < ms; waited += LOCK_SLICE_MS) {
             struct timespec until =
-                deadline_in(ms - waited < LOCK_SLICE_MS ? ms - waited : LOCK_SLICE_MS);
+                realtime_after_ms(ms - waited < LOCK_SLICE_MS ? ms - waited : LOCK_SLICE_MS);
             got = pthread_mutex_timedlock(&snap_lock, &until) == 0;
         }
         if (!got)

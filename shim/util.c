@@ -85,6 +85,19 @@ uint64_t monotonic_ns(void)
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
+struct timespec realtime_after_ms(unsigned ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    return until;
+}
+
 bool poll_until(bool (*done)(void *arg), void *arg, unsigned seconds)
 {
     for (long waited_us = 0; waited_us < (long)seconds * 1000000L; waited_us += 100) {

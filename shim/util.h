@@ -2,6 +2,8 @@
 #ifndef CUDUMP_UTIL_H
 #define CUDUMP_UTIL_H
 
+#include <time.h>
+
 #include "shim.h"
 
 struct strbuf {
@@ -20,6 +22,8 @@ void sb_free(struct strbuf *sb);
 enum { EXIT_WAIT_S = 5 };
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t monotonic_ns(void);
+/* CLOCK_REALTIME ms from now: the deadline pthread's timed waits take. */
+struct timespec realtime_after_ms(unsigned ms);
 /* Asks `done(arg)` every 100 us, for `seconds` at most; whether it said yes. */
 bool poll_until(bool (*done)(void *arg), void *arg, unsigned seconds);
 

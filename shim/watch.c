@@ -167,17 +167,17 @@ void watch_settle_here(CUstream stream, int ptsz)
     for (;;) {
         bool held;
         unsigned left = gate_pending_for(stream, ptsz, from, &held);
-        if (held)
+        if (held) {
             serve_held(NULL); /* on any stream: the wait after would let it go */
-        else if (!left)
+        } else if (!left) {
             return;
+        } else {
+            struct timespec nap = {0, 20 * 1000};
+            nanosleep(&nap, NULL);
+        }
         if (monotonic_ns() > until) {
             from = gate_added();
             return;
-        }
-        if (!held) {
-            struct timespec nap = {0, 20 * 1000};
-            nanosleep(&nap, NULL);
         }
     }
 }

@@ -33,6 +33,7 @@ from cudump.wire.shm import SharedFile
 Collect = Callable[[ProcessState, int, int, int, list[int], ReadStaging],
                    PlannedLaunch | None]
 
+
 def repeat_keys(event: LaunchEvent) -> tuple[tuple[int, int], ...]:
     """Byte ranges of the launch's parameters (one after the other) a plan without
     overrides depends on: every pointer word it found. Scalars are not among them: without
