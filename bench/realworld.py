@@ -21,6 +21,11 @@ probe: the ratio at the host's speed of the moment, the table's "at bare's speed
 least half of a mode's chunks found bare chunks of their speed, its goal is judged on that
 ratio; else on the ratio of the medians
 (as is --check-nan's row against the isnan hooks, which are timed in bare's own processes).
+With --turns the model processes of a repetition run all at once and take turns
+(bench/turns.py): each times a chunk only while the others wait, round by round, so that each
+chunk runs within a fraction of a second of bare's chunk of the same round, at the same host
+speed; the goals are then judged on the median of those pairs' ratios (each mode's figure
+"at bare's speed"), and bare, first in the ring, times the isnan hooks once the ring is done.
 The snapshot rule runs at the default settings and with --staging 1G: per-launch time bare
 against cudump, the snapshots found on disk, the time a launch is held against two pinned
 device-to-host copies of the buffer timed in the same process, and the time from the first
@@ -33,7 +38,7 @@ copy's and the file write's rate (<= 1.25x the time at that rate).
 
 usage: python3 bench/realworld.py [--quick] [--only resnet18,bert,snapshots] [--reps R]
                                   [--without-ahead] [--no-hand-off] [--cpus LIST]
-                                  [--modes M,N] [--chunks K]
+                                  [--modes M,N] [--chunks K] [--turns]
        (GPU: torch, torchvision, transformers, the built samples, cudump installed)
 Exits 1 when a run failed or printed what was not expected (its row says FAILED).
 """
@@ -59,7 +64,15 @@ sys.path.append(str(ROOT))      # cudump's manifest reader, where cudump is not 
 
 from gpurun import BUILD, sample, under_cudump  # noqa: E402
 from launch_overhead import build_cupti  # noqa: E402
-from realworld_run import Say, Settings, cudump_summary, first_line, sub_run  # noqa: E402
+from realworld_run import (  # noqa: E402
+    Done,
+    Say,
+    Settings,
+    cudump_summary,
+    first_line,
+    run_in_turns,
+    sub_run,
+)
 from realworld_snapshots import (  # noqa: E402
     SNAP_LAUNCHES,
     SNAP_MIB,
@@ -81,8 +94,11 @@ from realworld_table import (  # noqa: E402
     ratio_row,
     read_list,
     read_values,
+    round_notes,
+    round_ratio,
     speed_notes,
 )
+from turns import Ring  # noqa: E402
 
 # Chunks of forwards a run, each timed after its own CPU probe: the host ran one process at
 # several speeds, and a goal is judged at bare's speed of the moment (level_ratio).
@@ -198,22 +214,28 @@ class TorchWorkload:
     # mode label -> (ms a forward, CPU probe µs) of each chunk of forwards (--chunks)
     chunks: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     left_out: set[str] = field(default_factory=set)     # modes --modes did not name
+    # --turns: per repetition, mode label -> ms a forward of each chunk, in turn order
+    rounds: list[dict[str, list[float]]] = field(default_factory=list)
     launcher: str = ""      # the last cudump run's launcher trials, for its progress line
 
     def rep(self, rep: int, s: Settings, say: Say) -> None:
         program = [*sample("torch_forward.py"), self.name, "--iters", str(s.iters),
                    "--warmup", str(s.warmup), "--chunks", str(s.chunks)]
-        min_launches = s.iters + s.warmup
         self.runs.append({})
         run, left_out = modes_to_run(s)
         self.left_out |= left_out
+        run = [mode for mode in run if mode != "cupti" or s.cupti is not None]
+        if s.turns:
+            self.rounds.append({})
+            self._in_turns(run, program, rep, s, say)
+            return
         for mode in run:
-            if mode == "cupti" and s.cupti is None:
-                continue
             where = f"{self.name} {mode} (rep {rep + 1})"
             out = s.scratch / f"{self.name}-{mode}-{rep}"
             try:
-                values = self._one(mode, program, out, rep, s, where, min_launches)
+                cmd, keys = self._command(mode, program, out, rep, s)
+                done = sub_run(s.pinned(cmd), s.scratch, where, s.limit_s)
+                values = self._take(mode, done, keys, out, s, where)
             except BenchError as err:
                 self.failed.setdefault(mode, first_line(err))
                 say(f"FAILED {err}")
@@ -222,21 +244,55 @@ class TorchWorkload:
                 continue
             finally:
                 shutil.rmtree(out, ignore_errors=True)
-            for key, value in values.items():
-                self.ms.setdefault(key, []).append(value)
-            label = LABELS.get(mode, mode)
-            self.runs[-1][label] = (values[mode], self.probes[mode][-1])
-            chunks = self.chunks.get(label, [])[-s.chunks:]
-            shown = ("; chunks, ms/probe µs: " + " ".join(f"{ms:.2f}/{probe:.2f}"
-                                                          for ms, probe in chunks)
-                     if s.chunks > 1 and chunks else "")
-            say(f"rep {rep + 1}/{s.reps} {self.name:9} {mode:10} {values[mode]:.3f} "
-                f"ms/forward{self.launcher}{shown}")
+            self._said(mode, values, rep, s, say)
 
-    def _one(self, mode: str, program: list[str], out: Path, rep: int, s: Settings,
-             where: str, min_launches: int) -> dict[str, float]:
+    def _in_turns(self, run: list[str], program: list[str], rep: int, s: Settings,
+                  say: Say) -> None:
+        """Every mode of the repetition at once, taking turns chunk by chunk (bench/turns.py):
+        bare first in the ring, so that its anchors are timed once the ring is done."""
+        wheres = [f"{self.name} {mode} (rep {rep + 1}, in turns)" for mode in run]
+        outs = [s.scratch / f"{self.name}-{mode}-{rep}" for mode in run]
+        try:
+            with Ring(s.scratch / f"ring-{self.name}-{rep}", len(run)) as ring:
+                cmds, keys = [], []
+                for i, mode in enumerate(run):
+                    cmd, printed = self._command(mode, [*program, "--turns", ring.spec(i)],
+                                                 outs[i], rep, s)
+                    cmds.append((s.pinned(cmd), wheres[i]))
+                    keys.append(printed)
+                results = run_in_turns(ring, cmds, s.scratch, s.limit_s)
+                for i, (mode, result) in enumerate(zip(run, results, strict=True)):
+                    try:
+                        if isinstance(result, BenchError):
+                            raise result
+                        values = self._take(mode, result, keys[i], outs[i], s, wheres[i])
+                    except BenchError as err:
+                        self.failed.setdefault(mode, first_line(err))
+                        say(f"FAILED {err}")
+                        continue
+                    self._said(mode, values, rep, s, say)
+        finally:
+            for out in outs:
+                shutil.rmtree(out, ignore_errors=True)
+
+    def _said(self, mode: str, values: dict[str, float], rep: int, s: Settings,
+              say: Say) -> None:
+        """A run's figures kept, and its progress line."""
+        for key, value in values.items():
+            self.ms.setdefault(key, []).append(value)
+        label = LABELS.get(mode, mode)
+        self.runs[-1][label] = (values[mode], self.probes[mode][-1])
+        chunks = self.chunks.get(label, [])[-s.chunks:]
+        shown = ("; chunks, ms/probe µs: " + " ".join(f"{ms:.2f}/{probe:.2f}"
+                                                      for ms, probe in chunks)
+                 if s.chunks > 1 and chunks else "")
+        say(f"rep {rep + 1}/{s.reps} {self.name:9} {mode:10} {values[mode]:.3f} "
+            f"ms/forward{self.launcher}{shown}")
+
+    def _command(self, mode: str, program: list[str], out: Path, rep: int, s: Settings
+                 ) -> tuple[list[str], list[str]]:
+        """The command line of a mode's run, and the values it prints."""
         keys = ["iter_ms", "output_absmean", "host_probe_us"]
-        self.launcher = ""
         if mode == "bare":
             cmd = [*program, "--anchor", *(["--profile"] if rep == 0 else [])]
             keys += ["anchor_ms", "anchor_nosync_ms", *(["launches_per_iter"] if rep == 0
@@ -249,7 +305,14 @@ class TorchWorkload:
             extra = [f"--{scan}"] if scan in ("check-nan", "digest") else []
             extra += [option for suffix, option in VARIANTS.items() if mode.endswith(suffix)]
             cmd = under_cudump(program, out, trace=mode == "trace", extra=extra)
-        done = sub_run(s.pinned(cmd), s.scratch, where, s.limit_s)
+        return cmd, keys
+
+    def _take(self, mode: str, done: Done, keys: list[str], out: Path, s: Settings,
+              where: str) -> dict[str, float]:
+        """A finished run's figures, checked (a run that quietly did nothing measures
+        nothing)."""
+        min_launches = s.iters + s.warmup
+        self.launcher = ""
         values = read_values(done.stdout, keys, where)
         chunks = list(zip(read_list(done.stdout, "chunk_ms", s.chunks, where),
                           read_list(done.stdout, "chunk_probe_us", s.chunks, where),
@@ -265,8 +328,12 @@ class TorchWorkload:
             self.launcher = launcher_said(summary)
         self.outputs.add(values["output_absmean"])
         self.probes.setdefault(mode, []).append(values["host_probe_us"])
+        label = LABELS.get(mode, mode)
         if chunks:   # only a run that did its work counts, as its other figures
-            self.chunks.setdefault(LABELS.get(mode, mode), []).extend(chunks)
+            self.chunks.setdefault(label, []).extend(chunks)
+        if s.turns:
+            self.rounds[-1][label] = ([ms for ms, _ in chunks] if chunks
+                                      else [values["iter_ms"]])
         result = {mode: values["iter_ms"]}
         if mode == "bare":
             result["anchor"] = values["anchor_ms"]
@@ -294,10 +361,11 @@ class TorchWorkload:
                     and mode not in self.ms \
                     and mode not in self.failed:
                 continue
+            matched = (round_ratio(self.rounds, LABELS[mode]) if self.rounds
+                       else level_ratio(self.chunks.get(LABELS[mode], []),
+                                        self.chunks.get("bare", [])))
             rows.append(ratio_row(title, LABELS[mode], bare, self.ms.get(mode, []),
-                                  GOALS.get(mode), self._failure(mode),
-                                  level_ratio(self.chunks.get(LABELS[mode], []),
-                                              self.chunks.get("bare", []))))
+                                  GOALS.get(mode), self._failure(mode), matched))
         if "check-nan" not in self.left_out:
             rows.append(ratio_row(title,
                                   "cudump --check-nan vs the isnan hooks checked per module",
@@ -314,6 +382,7 @@ class TorchWorkload:
                                      for mode, probes in self.probes.items()})
         notes += matched_notes(title, self.runs)
         notes += level_notes(title, self.chunks)
+        notes += round_notes(title, self.rounds)
         return rows, notes
 
 
@@ -404,6 +473,11 @@ def main(argv: list[str] | None = None) -> int:
                         f"bare's speed (default {DEFAULT_CHUNKS} where it divides --iters "
                         f"into chunks of {CHUNK_FORWARDS} forwards or more, else 1: one timing "
                         "a run)")
+    parser.add_argument("--turns", action="store_true",
+                        help="run a repetition's model processes all at once, taking turns: "
+                        "each times a chunk of its forwards only while the others wait, round "
+                        "by round (bench/turns.py), and each goal is judged on the ratios of "
+                        "chunks to bare's chunk of the same round")
     parser.add_argument("--dir", type=Path, help="where the snapshot runs write (default: "
                         "/dev/shm where it has room, else the temporary directory)")
     args = parser.parse_args(argv)
@@ -446,7 +520,7 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="cudump-realworld-snap-", dir=base) as snap:
             s = Settings(reps, args.iters, args.warmup, args.limit, scratch, Path(snap), cupti,
                          alone=args.without_ahead, own_thread=args.no_hand_off, modes=modes,
-                         cpus=args.cpus, chunks=args.chunks)
+                         cpus=args.cpus, chunks=args.chunks, turns=args.turns)
             if snapshots:
                 say(f"snapshot runs write to {base}")
             rep = 0

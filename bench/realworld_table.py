@@ -262,6 +262,39 @@ def level_notes(workload: str, chunks: dict[str, Sequence[tuple[float, float]]])
     return notes
 
 
+def round_ratios(rounds: Sequence[dict[str, Sequence[float]]], mode: str) -> list[float]:
+    """Modes that took turns (bench/turns.py): each chunk of `mode` against bare's chunk of the
+    same round of the same repetition. `rounds`: one dict a repetition, mode label -> ms a
+    forward of each of its chunks in turn order, bare's as "bare"; a repetition without both
+    gives none."""
+    ratios = []
+    for rep in rounds:
+        own, bare = rep.get(mode, []), rep.get("bare", [])
+        if len(own) == len(bare):
+            ratios += [ms / b_ms for ms, b_ms in zip(own, bare, strict=True) if b_ms > 0]
+    return ratios
+
+
+def round_ratio(rounds: Sequence[dict[str, Sequence[float]]], mode: str) -> float | None:
+    """The median of round_ratios, or None where there are none."""
+    ratios = round_ratios(rounds, mode)
+    return statistics.median(ratios) if ratios else None
+
+
+def round_notes(workload: str, rounds: Sequence[dict[str, Sequence[float]]]) -> list[str]:
+    """What the modes that took turns measured, round by round."""
+    notes = []
+    modes = dict.fromkeys(mode for rep in rounds for mode in rep if mode != "bare")
+    for mode in modes:
+        ratios = round_ratios(rounds, mode)
+        found = (f"median ratio {statistics.median(ratios):.3f}x, from {min(ratios):.3f}x to "
+                 f"{max(ratios):.3f}x over {len(ratios)} rounds" if ratios else "no round had "
+                 "both")
+        notes.append(f"{workload}, {mode}: taking turns with bare (each chunk of forwards "
+                     f"against bare's chunk of the same round): {found}")
+    return notes
+
+
 HEADER = ["workload", "mode", "bare ms", "cudump ms", "ratio", "at bare's speed", "goal", "met"]
 
 

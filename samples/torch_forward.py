@@ -3,7 +3,7 @@
 encoder built from its config (batch 8, 128 tokens). Random weights: nothing is downloaded.
 
 usage: python3 torch_forward.py resnet18|bert [--iters 30] [--warmup 10] [--chunks 1] [--anchor]
-                                             [--profile]
+                                             [--profile] [--turns MINE,NEXT,READY]
 Prints `iter_ms T`: milliseconds per forward, torch.cuda.synchronize and perf_counter around
 --iters forwards after --warmup; and `output_absmean A`, the mean absolute value of the last
 output (the same whatever runs the program).
@@ -18,6 +18,9 @@ debugger: `anchor_ms T` where each hook checks at once (`if torch.isnan(out).any
 so every hook waits for the GPU), and `anchor_nosync_ms T` where the hooks keep their flags
 and they are checked once per forward.
 --profile prints `launches_per_iter N` (torch.profiler's count of CUDA kernels, one forward).
+--turns MINE,NEXT,READY makes the process one of a ring that takes turns (bench/turns.py): it
+says it is ready after the warm-up, and times each chunk only in its turn; the first process of
+the ring times its --anchor hooks once the ring is done.
 Also prints `host_probe_us T`: microseconds of the CPU for one small in-place add on a CPU
 tensor, the fastest of a few rounds timed right before the forwards. The same host ran bare
 ResNet-18 at 1.3 ms a forward in some processes and 2.4 ms in others; the probe says which
@@ -31,6 +34,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -144,19 +148,17 @@ def launches_per_forward(forward: Callable[[], Any]) -> int:
     return sum(1 for e in prof.events() if e.device_type.name == "CUDA")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("model", choices=("resnet18", "bert"))
-    parser.add_argument("--iters", type=int, default=30)
-    parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--chunks", type=int, default=1)
-    parser.add_argument("--anchor", action="store_true")
-    parser.add_argument("--profile", action="store_true")
-    args = parser.parse_args()
-    if args.iters <= 0 or args.warmup < 0:
-        parser.error("--iters must be positive and --warmup not negative")
-    if args.chunks < 1 or args.iters % args.chunks:
-        parser.error("--chunks must be positive and divide --iters")
+def ring_module() -> Any:
+    """bench/turns.py, the benchmark's ring of processes that take turns (beside this sample)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import turns
+
+    return turns
+
+
+def forwards(args: argparse.Namespace, turns: Any) -> int:
+    """Times the forwards and prints what the module's docstring says; with `turns` (a
+    bench/turns.py participant) each chunk in this process's turn."""
     torch.manual_seed(0)
     model, run = build(args.model)
     with torch.no_grad():
@@ -165,22 +167,32 @@ def main() -> int:
             out = run()
         torch.cuda.synchronize()
         probe = host_probe_us()
-        if args.chunks == 1:
-            ms = timed(run, args.iters)
-        else:
-            chunk_probes, chunk_ms = [], []
-            for _ in range(args.chunks):
+        if turns is not None:
+            turns.say_ready()
+        chunk_probes, chunk_ms = [], []
+        for k in range(args.chunks):
+            if turns is not None:
+                turns.wait()
+            if args.chunks > 1:
                 chunk_probes.append(host_probe_us(ops=300, rounds=3))
-                chunk_ms.append(timed(run, args.iters // args.chunks))
-            ms = sum(chunk_ms) / len(chunk_ms)
+            chunk_ms.append(timed(run, args.iters // args.chunks))
+            if k == args.chunks - 1:
+                # In the last turn: with --turns nothing of this process's runs on the GPU
+                # outside its turns.
+                out = run()
+                torch.cuda.synchronize()
+            if turns is not None:
+                turns.pass_on()
+        ms = sum(chunk_ms) / len(chunk_ms)
+        if args.chunks > 1:
             print("chunk_ms " + ",".join(f"{x:.4f}" for x in chunk_ms))
             print("chunk_probe_us " + ",".join(f"{x:.4f}" for x in chunk_probes))
-        out = run()
-        torch.cuda.synchronize()
         print(f"iter_ms {ms:.4f}")
         print(f"host_probe_us {probe:.4f}")
         print(f"output_absmean {float(out.double().abs().mean()):.4g}")
         if args.anchor:
+            if turns is not None:
+                turns.wait()    # the ring is done: the first process times its hooks alone
             warm = max(1, args.warmup // 3)
             print(f"anchor_ms {hooked_ms(model, run, checked_hook, args.iters, warm):.4f}")
             flags = Flags()
@@ -189,6 +201,34 @@ def main() -> int:
         if args.profile:
             print(f"launches_per_iter {launches_per_forward(run)}")
     return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model", choices=("resnet18", "bert"))
+    parser.add_argument("--iters", type=int, default=30)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--chunks", type=int, default=1)
+    parser.add_argument("--anchor", action="store_true")
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--turns", metavar="MINE,NEXT,READY")
+    args = parser.parse_args()
+    if args.iters <= 0 or args.warmup < 0:
+        parser.error("--iters must be positive and --warmup not negative")
+    if args.chunks < 1 or args.iters % args.chunks:
+        parser.error("--chunks must be positive and divide --iters")
+    if not args.turns:
+        return forwards(args, None)
+    ring = ring_module()
+    try:
+        turns = ring.Turns.parse(args.turns)
+    except ValueError as err:
+        parser.error(str(err))
+    try:
+        return forwards(args, turns)
+    except ring.TurnError as err:
+        print(f"torch_forward.py: --turns: {err}", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":
