@@ -219,6 +219,12 @@ def matched_notes(workload: str, runs: Sequence[dict[str, tuple[float, float]]]
 LEVEL = 0.05     # how close two chunks' CPU probes are for the host to count as equally fast
 
 
+def spread(ratios: Sequence[float]) -> str:
+    """A note's words for some ratios (at least one): their median and range."""
+    return (f"median ratio {statistics.median(ratios):.3f}x, from {min(ratios):.3f}x to "
+            f"{max(ratios):.3f}x")
+
+
 def level_ratios(own: Sequence[tuple[float, float]], bare: Sequence[tuple[float, float]]
                  ) -> list[float]:
     """Each chunk of `own` (ms a forward, CPU probe µs) against the median of bare's chunks
@@ -253,8 +259,7 @@ def level_notes(workload: str, chunks: dict[str, Sequence[tuple[float, float]]])
         if mode == "bare" or not own or not bare:
             continue
         ratios = level_ratios(own, bare)
-        found = (f"median ratio {statistics.median(ratios):.3f}x, from "
-                 f"{min(ratios):.3f}x to {max(ratios):.3f}x" if ratios else "no ratio")
+        found = spread(ratios) if ratios else "no ratio"
         notes.append(f"{workload}, {mode}: at the host's speed of the moment (each chunk of "
                      f"forwards against bare's chunks whose CPU probe was within {LEVEL:.0%} of "
                      f"its own): {found}; {len(ratios)} of {len(own)} chunks had such bare "
@@ -287,9 +292,7 @@ def round_notes(workload: str, rounds: Sequence[dict[str, Sequence[float]]]) -> 
     modes = dict.fromkeys(mode for rep in rounds for mode in rep if mode != "bare")
     for mode in modes:
         ratios = round_ratios(rounds, mode)
-        found = (f"median ratio {statistics.median(ratios):.3f}x, from {min(ratios):.3f}x to "
-                 f"{max(ratios):.3f}x over {len(ratios)} rounds" if ratios else "no round had "
-                 "both")
+        found = f"{spread(ratios)} over {len(ratios)} rounds" if ratios else "no round had both"
         notes.append(f"{workload}, {mode}: taking turns with bare (each chunk of forwards "
                      f"against bare's chunk of the same round): {found}")
     return notes

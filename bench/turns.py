@@ -110,11 +110,13 @@ class Turns:
 
 class Ring:
     """The harness's side: `size` FIFOs in a ring and one the participants say ready on,
-    made in `directory` and removed by close()."""
+    made in `directory` (made too, if it is not there) and removed by close()."""
 
     def __init__(self, directory: Path, size: int) -> None:
         if size < 1:
             raise ValueError("a ring needs a process")
+        self.directory = directory
+        self._made_directory = not directory.exists()
         directory.mkdir(parents=True, exist_ok=True)
         self.size = size
         self.paths = [directory / f"turn-{i}" for i in range(size)]
@@ -161,6 +163,9 @@ class Ring:
         self._fds = []
         for path in [*self.paths, self.ready_path]:
             path.unlink(missing_ok=True)
+        if self._made_directory:
+            self.directory.rmdir()
+            self._made_directory = False
 
     def __enter__(self) -> Ring:
         return self
