@@ -214,8 +214,9 @@ class TorchWorkload:
     # mode label -> (ms a forward, CPU probe µs) of each chunk of forwards (--chunks)
     chunks: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     left_out: set[str] = field(default_factory=set)     # modes --modes did not name
-    # --turns: per repetition, mode label -> ms a forward of each chunk, in turn order
-    rounds: list[dict[str, list[float]]] = field(default_factory=list)
+    # --turns: per repetition, mode label -> (ms a forward, CPU probe µs) of each chunk, in
+    # turn order
+    rounds: list[dict[str, list[tuple[float, float]]]] = field(default_factory=list)
     launcher: str = ""      # the last cudump run's launcher trials, for its progress line
 
     def rep(self, rep: int, s: Settings, say: Say) -> None:
@@ -332,8 +333,8 @@ class TorchWorkload:
         if chunks:   # only a run that did its work counts, as its other figures
             self.chunks.setdefault(label, []).extend(chunks)
         if s.turns:
-            self.rounds[-1][label] = ([ms for ms, _ in chunks] if chunks
-                                      else [values["iter_ms"]])
+            self.rounds[-1][label] = (list(chunks) if chunks
+                                      else [(values["iter_ms"], values["host_probe_us"])])
         result = {mode: values["iter_ms"]}
         if mode == "bare":
             result["anchor"] = values["anchor_ms"]
@@ -477,7 +478,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="run a repetition's model processes all at once, taking turns: "
                         "each times a chunk of its forwards only while the others wait, round "
                         "by round (bench/turns.py), and each goal is judged on the ratios of "
-                        "chunks to bare's chunk of the same round")
+                        "chunks to bare's chunk of the same round, in the rounds whose two "
+                        "chunks ran on CPUs of one speed (probes within 10%%) where there are "
+                        "at least 8")
     parser.add_argument("--dir", type=Path, help="where the snapshot runs write (default: "
                         "/dev/shm where it has room, else the temporary directory)")
     args = parser.parse_args(argv)

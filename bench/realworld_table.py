@@ -267,32 +267,57 @@ def level_notes(workload: str, chunks: dict[str, Sequence[tuple[float, float]]])
     return notes
 
 
-def round_ratios(rounds: Sequence[dict[str, Sequence[float]]], mode: str) -> list[float]:
+Chunk = tuple[float, float]      # a chunk of forwards: (ms a forward, CPU probe µs before it)
+# Rounds of one CPU speed a goal is judged on, at least: on an H200 host, 3 repetitions of 10
+# chunks had 10-20 such rounds of 30, and 5 repetitions 11-22 of 50.
+ALIKE_ROUNDS = 8
+
+
+def round_ratios(rounds: Sequence[dict[str, Sequence[Chunk]]], mode: str,
+                 within: float | None = None) -> list[float]:
     """Modes that took turns (bench/turns.py): each chunk of `mode` against bare's chunk of the
-    same round of the same repetition. `rounds`: one dict a repetition, mode label -> ms a
-    forward of each of its chunks in turn order, bare's as "bare"; a repetition without both
-    gives none."""
+    same round of the same repetition; with `within`, only the rounds whose two chunks' CPU
+    probes were that close (a share of bare's). `rounds`: one dict a repetition, mode label ->
+    its chunks in turn order, bare's as "bare"; a repetition without both gives none."""
     ratios = []
     for rep in rounds:
         own, bare = rep.get(mode, []), rep.get("bare", [])
-        if len(own) == len(bare):
-            ratios += [ms / b_ms for ms, b_ms in zip(own, bare, strict=True) if b_ms > 0]
+        if len(own) != len(bare):
+            continue
+        for (ms, probe), (b_ms, b_probe) in zip(own, bare, strict=True):
+            if b_ms > 0 and (within is None or abs(probe - b_probe) <= within * b_probe):
+                ratios.append(ms / b_ms)
     return ratios
 
 
-def round_ratio(rounds: Sequence[dict[str, Sequence[float]]], mode: str) -> float | None:
-    """The median of round_ratios, or None where there are none."""
-    ratios = round_ratios(rounds, mode)
-    return statistics.median(ratios) if ratios else None
+def round_ratio(rounds: Sequence[dict[str, Sequence[Chunk]]], mode: str) -> float | None:
+    """The figure a goal is judged on when the modes took turns: the median ratio of the
+    rounds whose chunks ran on CPUs of one speed (probes within NOISE), where at least
+    ALIKE_ROUNDS did; else the median of every round; None where there are none. Taking turns
+    puts a chunk within a fraction of a second of bare's, but the same host runs one
+    process's chunks on CPUs of two speeds (probes of 3 and 5.5 µs), and a round whose chunks
+    ran on CPUs of different speeds says more of the CPUs than of cudump."""
+    every = round_ratios(rounds, mode)
+    alike = round_ratios(rounds, mode, NOISE)
+    if len(alike) >= ALIKE_ROUNDS:
+        return statistics.median(alike)
+    return statistics.median(every) if every else None
 
 
-def round_notes(workload: str, rounds: Sequence[dict[str, Sequence[float]]]) -> list[str]:
-    """What the modes that took turns measured, round by round."""
+def round_notes(workload: str, rounds: Sequence[dict[str, Sequence[Chunk]]]) -> list[str]:
+    """What the modes that took turns measured, round by round: every round, and the rounds
+    whose two chunks ran on CPUs of one speed."""
     notes = []
     modes = dict.fromkeys(mode for rep in rounds for mode in rep if mode != "bare")
     for mode in modes:
-        ratios = round_ratios(rounds, mode)
-        found = f"{spread(ratios)} over {len(ratios)} rounds" if ratios else "no round had both"
+        every = round_ratios(rounds, mode)
+        if not every:
+            found = "no round had both"
+        else:
+            alike = round_ratios(rounds, mode, NOISE)
+            found = (f"{spread(every)} over {len(every)} rounds; the {len(alike)} rounds whose "
+                     f"chunks' CPU probes were within {NOISE:.0%} of each other: "
+                     + (spread(alike) if alike else "none"))
         notes.append(f"{workload}, {mode}: taking turns with bare (each chunk of forwards "
                      f"against bare's chunk of the same round): {found}")
     return notes

@@ -15,7 +15,13 @@ BENCH = Path(__file__).resolve().parents[1] / "bench"
 sys.path.insert(0, str(BENCH))
 
 from realworld_run import Done, Settings, run_in_turns  # noqa: E402
-from realworld_table import BenchError, round_notes, round_ratio, round_ratios  # noqa: E402
+from realworld_table import (  # noqa: E402
+    ALIKE_ROUNDS,
+    BenchError,
+    round_notes,
+    round_ratio,
+    round_ratios,
+)
 from turns import Ring, TurnError, Turns  # noqa: E402
 
 # A participant as samples/torch_forward.py is one: ready after its warm-up, then each chunk
@@ -150,16 +156,35 @@ def test_the_baton_goes_to_the_first_process_when_the_ring_starts(tmp_path):
 
 
 def test_round_ratios_pair_each_chunk_with_bares_of_the_same_round():
-    rounds = [{"bare": [1.0, 2.0], "cudump --check-nan": [1.4, 2.8]},
-              {"bare": [1.5, 1.5], "cudump --check-nan": [2.4, 2.1]},
-              {"cudump --check-nan": [9.0, 9.0]}]         # bare failed: no pairs
+    rounds = [{"bare": [(1.0, 3.0), (2.0, 5.5)], "cudump --check-nan": [(1.4, 3.1), (2.8, 3.0)]},
+              {"bare": [(1.5, 3.0), (1.5, 3.0)], "cudump --check-nan": [(2.4, 3.2), (2.1, 3.3)]},
+              {"cudump --check-nan": [(9.0, 3.0), (9.0, 3.0)]}]     # bare failed: no pairs
     assert round_ratios(rounds, "cudump --check-nan") == pytest.approx([1.4, 1.4, 1.6, 1.4])
+    # Only the rounds whose chunks ran on CPUs of one speed: the second round's probes
+    # (3.0 against bare's 5.5) are not, nor is the fourth's (3.3 against 3.0 is 10% off).
+    assert round_ratios(rounds, "cudump --check-nan", 0.10) == pytest.approx([1.4, 1.6, 1.4])
     assert round_ratio(rounds, "cudump --check-nan") == pytest.approx(1.4)
     assert round_ratio(rounds, "cudump --digest") is None
     assert round_notes("resnet18 b8", rounds) == [
         "resnet18 b8, cudump --check-nan: taking turns with bare (each chunk of forwards "
         "against bare's chunk of the same round): median ratio 1.400x, from 1.400x to 1.600x "
-        "over 4 rounds"]
+        "over 4 rounds; the 3 rounds whose chunks' CPU probes were within 10% of each other: "
+        "median ratio 1.400x, from 1.400x to 1.600x"]
+
+
+def test_a_goal_is_judged_on_the_rounds_of_one_cpu_speed_where_enough_are():
+    """Cudump's chunks ran at 1.3x bare's where both ran on the fast CPUs, and at 2x where
+    cudump's alone ran on a slow one: the rounds of one speed decide, unless there are fewer
+    than ALIKE_ROUNDS of them."""
+    def rounds(alike: int, unlike: int) -> list[dict[str, list[tuple[float, float]]]]:
+        return [{"bare": [(1.0, 3.0)] * (alike + unlike),
+                 "mode": [(1.3, 3.0)] * alike + [(2.0, 5.5)] * unlike}]
+    assert ALIKE_ROUNDS == 8
+    assert round_ratio(rounds(8, 42), "mode") == pytest.approx(1.3)
+    assert round_ratio(rounds(7, 3), "mode") == pytest.approx(1.3)      # every round: 7 of 10
+    assert round_ratio(rounds(7, 8), "mode") == pytest.approx(2.0)      # every round: 7 of 15
+    assert round_ratio(rounds(0, 3), "mode") == pytest.approx(2.0)
+    assert round_notes("w", rounds(0, 2))[0].endswith("of each other: none")
 
 
 def test_with_turns_a_repetitions_runs_take_turns_and_goals_are_judged_by_round(
