@@ -102,9 +102,7 @@ void drain_settle(void)
     /* Unlocked first look: the common case (nothing deferred) is one load. */
     if (!__atomic_load_n(&dr.unsafe, __ATOMIC_ACQUIRE))
         return;
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += SETTLE_WAIT_S;
+    struct timespec until = realtime_after_ms(SETTLE_WAIT_S * 1000);
     pthread_mutex_lock(&dr.lock);
     while (dr.unsafe && channel_controller_alive())
         if (pthread_cond_timedwait(&dr.cond, &dr.lock, &until) != 0)
