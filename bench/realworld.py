@@ -25,7 +25,9 @@ With --turns the model processes of a repetition run all at once and take turns
 (bench/turns.py): each times a chunk only while the others wait, round by round, so that each
 chunk runs within a fraction of a second of bare's chunk of the same round, at the same host
 speed; the goals are then judged on the median of those pairs' ratios (each mode's figure
-"at bare's speed"), and bare, first in the ring, times the isnan hooks once the ring is done.
+"at bare's speed"), over the rounds whose two chunks ran on CPUs of one speed (probes within
+10%) where there are at least 8, else over every round; bare, first in the ring, times the
+isnan hooks once the ring is done.
 The snapshot rule runs at the default settings and with --staging 1G: per-launch time bare
 against cudump, the snapshots found on disk, the time a launch is held against two pinned
 device-to-host copies of the buffer timed in the same process, and the time from the first
