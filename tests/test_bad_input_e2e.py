@@ -90,7 +90,7 @@ def test_a_request_that_fails_unexpectedly_still_answers_the_prompt():
     from concurrent.futures import Future
 
     from cudump.controller.remote_stop import RemoteStop
-    from cudump.controller.target import TargetError
+    from cudump.launches.stop import TargetError
 
     stop = RemoteStop(conn=None, proc=None, info=None, halt=None)  # type: ignore[arg-type]
     server = threading.Thread(target=stop.serve, daemon=True)

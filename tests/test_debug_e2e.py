@@ -347,7 +347,7 @@ def _wait_until_dead(pid: int) -> None:
     """Until the process is gone or a zombie (a condition, not a time)."""
     import time
 
-    from cudump.controller.process import process_lives
+    from cudump.launches.process import process_lives
 
     deadline = time.monotonic() + 20
     while process_lives(pid):

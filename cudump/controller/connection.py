@@ -12,19 +12,19 @@ from collections.abc import Callable
 
 from cudump.console import warn
 from cudump.controller.inject import Injection
-from cudump.controller.process import (
+from cudump.controller.ranks import environ_rank
+from cudump.controller.run_state import Controller
+from cudump.launches.events import EVENT_FIELDS, GraphLaunch
+from cudump.launches.process import (
     FuncInfo,
     LaunchEvent,
     ProcessState,
     decode_func,
     decode_launch,
 )
-from cudump.controller.ranks import environ_rank
-from cudump.controller.run_state import Controller
 from cudump.policy.rules import Action
 from cudump.policy.snapshot.planned import PlannedLaunch, Repeat, plan_payload
 from cudump.policy.snapshot.results import slot_of
-from cudump.policy.trace import EVENT_FIELDS, GraphLaunch
 from cudump.wire import protocol as p
 from cudump.wire.shm import SharedFile
 

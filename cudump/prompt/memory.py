@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from cudump.controller.target import StoppedLaunch
 from cudump.kernels.args import ArgValue
 from cudump.kernels.elements import ElementType, element_type
 from cudump.kernels.expr import ExprError, parse_expr
 from cudump.kernels.geometry import CopyPlan
+from cudump.launches.stop import StoppedLaunch
 from cudump.prompt.context import CommandError
 
 Number = int | float

@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING, TextIO
 
 import cudump.prompt.commands  # noqa: F401  (registers the commands)
 from cudump.console import console
-from cudump.controller.target import Debugger, StoppedLaunch
 from cudump.errors import UsageError
+from cudump.launches.stop import StoppedLaunch
 from cudump.prompt.commands.detach import detach_now
 from cudump.prompt.commands.display import show_displays
 from cudump.prompt.context import Context, Out, Outcome
+from cudump.prompt.debugger import Debugger
 from cudump.prompt.display import banner
 from cudump.prompt.registry import execute
 

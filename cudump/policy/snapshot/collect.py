@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from cudump.controller.process import ProcessState
 from cudump.kernels.geometry import CopyPlan
+from cudump.launches.process import ProcessState
 from cudump.policy.snapshot.capture import Captures
 from cudump.policy.snapshot.failures import Failures
 from cudump.policy.snapshot.nan import NanWatch, Scans, add_scan

@@ -7,8 +7,8 @@ from __future__ import annotations
 import threading
 
 from cudump.console import warn
-from cudump.controller.process import FuncInfo, LaunchEvent, ProcessState
 from cudump.kernels.args import ArgValue
+from cudump.launches.process import FuncInfo, LaunchEvent, ProcessState
 from cudump.policy.rules import Rule
 from cudump.policy.snapshot.planned import LaunchContext, base_name
 from cudump.policy.snapshot.records import make_record

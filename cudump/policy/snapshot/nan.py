@@ -20,9 +20,9 @@ from typing import NamedTuple
 import numpy as np
 
 from cudump.console import say
-from cudump.controller.process import FuncInfo, LaunchEvent, ProcessState
 from cudump.kernels.elements import BF16_NOTE, float_type_in_name
 from cudump.kernels.geometry import CopyPlan
+from cudump.launches.process import FuncInfo, LaunchEvent, ProcessState
 from cudump.policy.digest import SCAN_ELEMENT_SIZE, SCAN_MODES, Scan
 from cudump.policy.rules import FORMATS, Rule, option_rule
 from cudump.policy.snapshot.hostwrites import nonfinite_pattern

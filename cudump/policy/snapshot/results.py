@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from cudump.console import warn
-from cudump.controller.process import LaunchEvent, ProcessState
+from cudump.launches.process import LaunchEvent, ProcessState
 from cudump.policy.snapshot.plan_columns import PlanColumns
 from cudump.policy.snapshot.templates import RepeatTemplate
 from cudump.rundir.digest_batches import DIGEST, HAS_SUM, LAUNCH, DigestBatch

@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 
-from cudump.controller.target import TargetError
+from cudump.launches.stop import TargetError
 from cudump.prompt.context import CommandError, Context
 from cudump.prompt.display import char_text, float_text, format_char, safe_allocation
 from cudump.prompt.memory import read, whole
