@@ -22,7 +22,7 @@ import numpy as np
 
 from cudump.analysis.replay_engine import SPEC_FILE, LaunchSpec, ReplayError, SpecError
 from cudump.errors import CudumpError
-from cudump.policy.pattern import KernelPattern, name_forms
+from cudump.kernels.pattern import KernelPattern, name_forms
 from cudump.rundir.captures import CapturedAllocation, CaptureFormatError, CaptureRecord
 from cudump.rundir.layout import CAPTURES_FILE
 from cudump.rundir.runs import confined, load_array

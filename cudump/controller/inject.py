@@ -31,9 +31,9 @@ from cudump.controller.interfaces import ProcessLink
 from cudump.controller.remote_stop import write_held
 from cudump.errors import CudumpError
 from cudump.kernels.geometry import CopyPlan, GeometryError
+from cudump.kernels.pattern import KernelPattern
 from cudump.launches.process import FuncInfo, LaunchEvent, ProcessState
 from cudump.launches.stop import TargetError
-from cudump.policy.pattern import KernelPattern
 from cudump.policy.rules import Rule
 from cudump.policy.snapshot.coordinator import Snapshots
 from cudump.policy.snapshot.planned import PlannedCopy, PlannedLaunch

@@ -20,9 +20,9 @@ from typing import NoReturn
 
 from cudump.errors import CudumpError
 from cudump.kernels.expr import ExprError
+from cudump.kernels.pattern import PatternError
 from cudump.launches.stop import TargetError
 from cudump.policy.breakpoints import BreakpointError
-from cudump.policy.pattern import PatternError
 from cudump.prompt.context import CommandError, Context, Outcome
 
 HELP_WIDTH = 100
