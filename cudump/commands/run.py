@@ -6,6 +6,7 @@ import argparse
 import os
 import shutil
 import stat
+import sys
 from pathlib import Path
 
 from cudump.analysis.transplant.donor import Donor, load_donor, parse_spec
@@ -17,7 +18,7 @@ from cudump.controller.options import (
     TRACE_RING_SLOTS,
     RunOptions,
 )
-from cudump.controller.session import Session, default_run_dir
+from cudump.controller.session import RunPrompt, Session, default_run_dir
 from cudump.errors import UsageError
 from cudump.policy.rules import capture_rule, digest_rule, load_rules, scan_rule
 from cudump.rundir import files as runfiles
@@ -204,11 +205,21 @@ class RunCommand:
                              break_on_nan=args.break_on_nan, timeline=args.timeline,
                              injections=donors, flight_slots=args.flight,
                              scans_ahead=args.scans_ahead, hand_off=args.hand_off)
-        session = Session(options)
+        session = Session(options, load_prompt)
         try:
             return session.run()
         finally:
             _remove_if_empty(run_dir, created)
+
+
+def load_prompt() -> RunPrompt:
+    """The prompt, for a debugged run: loaded (with prompt_toolkit, where stdin is a terminal)
+    only when one is wanted, and handed to the controller, which lies below it."""
+    from cudump.prompt import run_prompt
+
+    if sys.stdin.isatty():
+        import prompt_toolkit  # noqa: F401
+    return run_prompt
 
 
 def _donors(specs: list[str]) -> list[Donor]:

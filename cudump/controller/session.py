@@ -15,12 +15,12 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from cudump.analysis.transplant.outcome import injection_lines
 from cudump.console import say, warn
 from cudump.controller.connection import Connection
-from cudump.controller.ctrl_c import forwarder
+from cudump.controller.ctrl_c import END_MESSAGE, INTERRUPT_MESSAGE, forwarder
 from cudump.controller.debugger import DebugController
 from cudump.controller.gc_pauses import short_collections
 from cudump.controller.options import RunOptions
@@ -62,8 +62,6 @@ def exit_status_of(returncode: int, program: str) -> int:
 
 
 def _early_interrupt(debugger: DebugController) -> Callable[..., None]:
-    from cudump.prompt.repl import END_MESSAGE, INTERRUPT_MESSAGE
-
     count = [0]
 
     def handler(*_: object) -> None:
@@ -86,11 +84,24 @@ def _peer_uid(sock: socket.socket) -> int | None:
     return _UCRED.unpack(data)[1]
 
 
+class RunPrompt(Protocol):
+    """The prompt a debugged run is driven from (cudump.prompt's run_prompt)."""
+
+    def __call__(self, debugger: DebugController, *, batch: Path | None,
+                 stdin_is_tty: bool) -> None: ...
+
+
+# The prompt lies above the controller, so the command line hands the session a loader for
+# it; the session calls it before the target starts, for Ctrl-C must find the prompt ready.
+PromptLoader = Callable[[], RunPrompt]
+
+
 class Session:
     """One run of a target program under cudump."""
 
-    def __init__(self, options: RunOptions) -> None:
+    def __init__(self, options: RunOptions, load_prompt: PromptLoader) -> None:
         self.options = options
+        self.load_prompt = load_prompt
         self._threads: list[threading.Thread] = []
         self._server: socket.socket | None = None
         self.child: subprocess.Popen[bytes] | None = None
@@ -122,12 +133,10 @@ class Session:
         acceptor.start()
         program = self.options.argv[0]
         debugger = self.controller.debugger
+        run_prompt: RunPrompt | None = None
         if debugger is not None:
             # Loaded before the target starts: Ctrl-C must find the prompt ready.
-            import cudump.prompt  # noqa: F401
-
-            if sys.stdin.isatty():
-                import prompt_toolkit  # noqa: F401
+            run_prompt = self.load_prompt()
             # Until the prompt is ready, Ctrl-C asks for a stop (twice: ends the run).
             signal.signal(signal.SIGINT, _early_interrupt(debugger))
         try:
@@ -156,8 +165,8 @@ class Session:
                 raise CudumpError(f"cannot run {program}: {err.strerror}",
                                   exit_code=126) from None
             with short_collections():
-                if debugger is not None:
-                    returncode = self._debug(debugger, self.child)
+                if debugger is not None and run_prompt is not None:
+                    returncode = self._debug(debugger, run_prompt, self.child)
                 else:
                     returncode = self._wait(self.child)
             status = exit_status_of(returncode, program)
@@ -210,9 +219,8 @@ class Session:
         say(f"cudump: timeline: {self.controller.timeline_written} ({timeline.events:,} "
             f"events{full})")
 
-    def _debug(self, debugger: DebugController, child: subprocess.Popen[bytes]) -> int:
-        from cudump.prompt import run_prompt
-
+    def _debug(self, debugger: DebugController, run_prompt: RunPrompt,
+               child: subprocess.Popen[bytes]) -> int:
         debugger.attach(child)
         waiter = threading.Thread(target=debugger.watch, args=(child,), name="cudump-wait",
                                   daemon=True)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, TextIO
 
 import cudump.prompt.commands  # noqa: F401  (registers the commands)
 from cudump.console import console
+from cudump.controller.ctrl_c import END_MESSAGE, INTERRUPT_MESSAGE
 from cudump.errors import UsageError
 from cudump.launches.stop import StoppedLaunch
 from cudump.prompt.commands.detach import detach_now
@@ -43,8 +44,6 @@ if TYPE_CHECKING:
 
 PROMPT = "(cudump) "
 POLL_SECONDS = 0.2
-INTERRUPT_MESSAGE = "cudump: interrupt: stopping at the next launch (Ctrl-C again to end the run)"
-END_MESSAGE = "cudump: interrupt: ending the run"
 CTRL_D_HINT = "(use 'continue', 'step', 'detach' or 'kill'; 'help' lists the commands)"
 
 
