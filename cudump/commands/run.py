@@ -171,10 +171,13 @@ class RunCommand:
             rules.append(scan_rule())
         for pattern in args.capture_launch:
             rules.append(capture_rule(pattern))
-        from cudump.policy.breakpoints import parse_break_spec
+        from cudump.policy.breakpoints import BreakpointError, parse_break_spec
 
         for spec in args.breaks:
-            parse_break_spec(spec)
+            try:
+                parse_break_spec(spec)
+            except BreakpointError as err:
+                raise UsageError(f"--break {spec}: {err}") from None
         if args.batch is not None and not args.batch.is_file():
             raise UsageError(f"--batch {args.batch}: no such file")
         donors = _donors(args.inject)
