@@ -38,7 +38,10 @@ UNCOMPILABLE = [
 ]
 
 
-@pytest.mark.parametrize(("source", "why"), UNCOMPILABLE)
+IDS = ["overflow", "overflow-range", "nested-groups", "nested-non-capturing", "re-error"]
+
+
+@pytest.mark.parametrize(("source", "why"), UNCOMPILABLE, ids=IDS)
 def test_a_regex_python_cannot_compile_is_one_line(source: str, why: str) -> None:
     with pytest.raises(PatternError) as info:
         KernelPattern("re:" + source)
@@ -46,7 +49,7 @@ def test_a_regex_python_cannot_compile_is_one_line(source: str, why: str) -> Non
     assert "\n" not in message and why in message and len(message) < 400
 
 
-@pytest.mark.parametrize(("source", "why"), UNCOMPILABLE[:3])
+@pytest.mark.parametrize(("source", "why"), UNCOMPILABLE[:3], ids=IDS[:3])
 def test_every_place_a_pattern_is_written_names_itself(tmp_path: Path, source: str,
                                                        why: str) -> None:
     rule = tmp_path / "r.yaml"
@@ -60,8 +63,7 @@ def test_every_place_a_pattern_is_written_names_itself(tmp_path: Path, source: s
         kernel_pattern("re:" + source)
     with pytest.raises(BreakpointError):                     # --break and the prompt's break
         parse_break_spec("re:" + source)
-    for err in (rule_err, ):
-        assert why in str(err.value) and "\n" not in str(err.value)
+    assert why in str(rule_err.value) and "\n" not in str(rule_err.value)
 
 
 @pytest.mark.parametrize("option", ["--break", "--capture-launch"])

@@ -861,6 +861,11 @@ def test_breakpoint_commands(prompt: Prompt) -> None:
      "error: regular expression '.*.*.*.*.*.*.*.*.*.*.*.*Q' has too many repetitions that can "
      "match the same text (like '.*.*.*'), which can take minutes per kernel name; use at most "
      "two unbounded repetitions ('*', '+', '{n,}') and few optional parts, or a glob"),
+    ("break re:x{4294967296}", "error: invalid regular expression 'x{4294967296}': the "
+                               "repetition number is too large"),
+    pytest.param("break re:" + "(" * 1500 + "k" + ")" * 1500,
+                 "error: regular expression '" + "(" * 60 + "'... (3001 characters) is nested "
+                 "too deeply", id="break-nested-too-deeply"),
     ("ignore 1", "error: ignore: the following arguments are required: COUNT"),
     ("ignore 7 2", "error: no breakpoint number 7 (see 'info breakpoints')"),
     ("ignore x 2", "error: 'x' is not a breakpoint number (see 'info breakpoints')"),
