@@ -514,6 +514,10 @@ def test_x_remembers_format_and_unit(prompt: Prompt) -> None:
     ("x/4xw arg7", "error: address 'arg7': arg7 has no numeric value in this launch at column 1"),
     ("x/300000xg arg0", "error: x: 2400000 bytes asked for; at most 1048576 at a time (dump "
                         "writes whole buffers to files)"),
+    ("x/5217s arg0", "error: x: 5217 strings asked for; at most 5216 at a time (each reads up "
+                     "to 201 bytes, and x reads at most 1048576)"),
+    ("x/99999999999s arg0", "error: x: 99999999999 strings asked for; at most 5216 at a time "
+                            "(each reads up to 201 bytes, and x reads at most 1048576)"),
     ("info/x args", "error: info takes no /FMT suffix"),
     ("bt/x", "error: bt takes no /FMT suffix (x/FMT does)"),
 ])

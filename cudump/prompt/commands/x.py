@@ -26,7 +26,8 @@ parser = make_parser(
     "x", "Examine device memory: x/NFU ADDRESS.",
     "N is how many units to show (default 1), F the format and U the unit size:\n"
     "  formats  x hex, d signed decimal, u unsigned decimal, f float, c char,\n"
-    "           s a C string (bytes up to a NUL, at most 200 shown; N strings)\n"
+    "           s a C string (bytes up to a NUL, at most 200 shown; N strings, at most\n"
+    "           5216 at a time)\n"
     "  units    b byte, h halfword (2), w word (4), g giant (8)\n"
     "Format and unit default to the last ones used (at first x and w); c defaults to b.\n"
     "ADDRESS is a number or an expression over argument values: arg0, arg0+16,\n"
@@ -146,6 +147,11 @@ def x(ctx: Context, args: argparse.Namespace) -> None:
     else:
         raise CommandError("x: give an address: argN, argN+OFFSET or a number")
     if fmt == "s":
+        most = MAX_BYTES // (MAX_STRING + 1)     # each string reads up to MAX_STRING + 1 bytes
+        if count > most:
+            raise CommandError(f"x: {count} strings asked for; at most {most} at a time (each "
+                               f"reads up to {MAX_STRING + 1} bytes, and x reads at most "
+                               f"{MAX_BYTES})")
         ctx.x_next = show_strings(ctx, address, count)
         ctx.x_format, ctx.x_unit = fmt, unit
         ctx.repeat = f"x/{count}s"
