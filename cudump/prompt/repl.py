@@ -146,21 +146,22 @@ class TerminalReader(Reader):
     def __init__(self, ctx: Context, out: Out, *, pt_input: Input | None = None,
                  pt_output: Output | None = None, history_path: str | None = None) -> None:
         from prompt_toolkit import PromptSession
-        from prompt_toolkit.history import FileHistory, History, InMemoryHistory
+        from prompt_toolkit.history import InMemoryHistory
         from prompt_toolkit.output import create_output
 
         from cudump.prompt.completion import PromptCompleter
+        from cudump.prompt.history import open_history
 
         self.out = out
         if history_path is None:
             history_path = (os.environ.get("CUDUMP_HISTORY")
                             or str(Path.home() / ".cudump_history"))
-        history: History
-        try:
-            Path(history_path).touch(exist_ok=True)
-            history = FileHistory(history_path)
-        except OSError:
-            history = InMemoryHistory()
+        self.history_path = history_path
+        history, warning = open_history(history_path)
+        if warning is not None:
+            out(warning)
+        self.history = history
+        self.history_warned = warning is not None
         # cudump's lines go to stderr (the program's stdout is its own); so does the prompt.
         output = pt_output
         if output is None and sys.stderr.isatty():
@@ -193,11 +194,23 @@ class TerminalReader(Reader):
     def read(self) -> str | None:
         while True:
             try:
-                return self._prompt(self.session, PROMPT)
+                line = self._prompt(self.session, PROMPT)
             except KeyboardInterrupt:
                 continue                  # Ctrl-C cancels the line only
             except EOFError:
                 self.out(CTRL_D_HINT)     # Ctrl-D never lets the target go by itself
+                continue
+            finally:
+                self._warn_history()
+            return line
+
+    def _warn_history(self) -> None:
+        """Once, when the history file failed after it was opened (a full disk)."""
+        problem = getattr(self.history, "problem", None)
+        if problem is not None and not self.history_warned:
+            self.history_warned = True
+            self.out(f"warning: history file {self.history_path}: {problem}; commands are "
+                     "not kept after this run")
 
     def confirm(self, question: str) -> bool:
         try:
