@@ -96,6 +96,16 @@ def test_read_batch_file(tmp_path: Path) -> None:
         read_batch_file(tmp_path / "missing")
 
 
+@pytest.mark.parametrize("where", ["big", "/dev/zero"])
+def test_a_batch_file_over_1_mib_is_refused(tmp_path: Path, where: str) -> None:
+    # /dev/zero was read until memory ran out.
+    path = Path(where) if where.startswith("/") else tmp_path / "big"
+    if where == "big":
+        path.write_text("p arg0\n" * ((1 << 20) // 7 + 1))
+    with pytest.raises(UsageError, match="larger than 1 MiB"):
+        read_batch_file(path)
+
+
 def test_piped_stdin_echoes_commands_and_detaches_at_eof(tmp_path: Path) -> None:
     debugger = FakeDebugger(tmp_path, [make_stop()])
     lines: list[str] = []

@@ -178,8 +178,12 @@ class RunCommand:
                 parse_break_spec(spec)
             except BreakpointError as err:
                 raise UsageError(f"--break {spec}: {err}") from None
-        if args.batch is not None and not args.batch.is_file():
-            raise UsageError(f"--batch {args.batch}: no such file")
+        if args.batch is not None:
+            if not args.batch.is_file():
+                raise UsageError(f"--batch {args.batch}: no such file")
+            from cudump.prompt import read_batch_file
+
+            read_batch_file(args.batch)      # too large, or not UTF-8: said before the run
         donors = _donors(args.inject)
         if donors and (args.breaks or args.batch or args.break_on_nan
                        or any(r.is_break for r in rules)):

@@ -47,11 +47,20 @@ END_MESSAGE = "cudump: interrupt: ending the run"
 CTRL_D_HINT = "(use 'continue', 'step', 'detach' or 'kill'; 'help' lists the commands)"
 
 
+MAX_BATCH_BYTES = 1 << 20     # a batch file holds commands: a few kilobytes
+
+
 def read_batch_file(path: Path) -> list[str]:
     """The commands of a batch file; raises UsageError when it cannot be read (check it
-    before the program starts)."""
+    before the program starts). A file over MAX_BATCH_BYTES (or endless, as /dev/zero) is
+    refused after reading that much."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with open(path, "rb") as f:
+            data = f.read(MAX_BATCH_BYTES + 1)
+        if len(data) > MAX_BATCH_BYTES:
+            raise UsageError(f"{path}: larger than 1 MiB; a batch file needs a few kilobytes "
+                             "(is this the right file?)")
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise UsageError(f"{path}: no such batch file") from None
     except (OSError, UnicodeDecodeError) as err:
