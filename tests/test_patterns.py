@@ -235,3 +235,12 @@ def test_answers_are_kept_per_pattern_and_name(monkeypatch: pytest.MonkeyPatch) 
     for _ in range(100):
         assert pattern.matches("void unique_kernel_name_7(float*)")
     assert len(calls) <= 2        # the two forms of the name, once
+
+
+def test_a_pattern_survives_pickling() -> None:
+    import pickle
+
+    for text in ("re:.*.*Q", "k*", "re:(?=a)b"):
+        pattern = KernelPattern(text, "base")
+        again = pickle.loads(pickle.dumps(pattern))
+        assert again == pattern and again.matches("void Q(int)") == pattern.matches("void Q(int)")

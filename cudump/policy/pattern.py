@@ -302,5 +302,9 @@ class KernelPattern:
     def matches(self, demangled: str, mangled: str = "") -> bool:
         return _matches(self, demangled, mangled)
 
+    def __reduce__(self) -> tuple[object, tuple[str, Subject]]:
+        # Rebuilt from its text: the automaton's matchers cannot be pickled.
+        return KernelPattern, (self.text, self.subject)
+
     def __str__(self) -> str:
         return self.text
