@@ -172,12 +172,19 @@ class RunCommand:
             rules.append(scan_rule())
         for pattern in args.capture_launch:
             rules.append(capture_rule(pattern))
-        from cudump.policy.breakpoints import parse_break_spec
+        from cudump.policy.breakpoints import BreakpointError, parse_break_spec
 
         for spec in args.breaks:
-            parse_break_spec(spec)
-        if args.batch is not None and not args.batch.is_file():
-            raise UsageError(f"--batch {args.batch}: no such file")
+            try:
+                parse_break_spec(spec)
+            except BreakpointError as err:
+                raise UsageError(f"--break {spec}: {err}") from None
+        if args.batch is not None:
+            if not args.batch.is_file():
+                raise UsageError(f"--batch {args.batch}: no such file")
+            from cudump.prompt import read_batch_file
+
+            read_batch_file(args.batch)      # too large, or not UTF-8: said before the run
         donors = _donors(args.inject)
         if donors and (args.breaks or args.batch or args.break_on_nan
                        or any(r.is_break for r in rules)):

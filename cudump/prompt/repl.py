@@ -47,11 +47,20 @@ POLL_SECONDS = 0.2
 CTRL_D_HINT = "(use 'continue', 'step', 'detach' or 'kill'; 'help' lists the commands)"
 
 
+MAX_BATCH_BYTES = 1 << 20     # a batch file holds commands: a few kilobytes
+
+
 def read_batch_file(path: Path) -> list[str]:
     """The commands of a batch file; raises UsageError when it cannot be read (check it
-    before the program starts)."""
+    before the program starts). A file over MAX_BATCH_BYTES (or endless, as /dev/zero) is
+    refused after reading that much."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with open(path, "rb") as f:
+            data = f.read(MAX_BATCH_BYTES + 1)
+        if len(data) > MAX_BATCH_BYTES:
+            raise UsageError(f"{path}: larger than 1 MiB; a batch file needs a few kilobytes "
+                             "(is this the right file?)")
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise UsageError(f"{path}: no such batch file") from None
     except (OSError, UnicodeDecodeError) as err:
@@ -146,21 +155,22 @@ class TerminalReader(Reader):
     def __init__(self, ctx: Context, out: Out, *, pt_input: Input | None = None,
                  pt_output: Output | None = None, history_path: str | None = None) -> None:
         from prompt_toolkit import PromptSession
-        from prompt_toolkit.history import FileHistory, History, InMemoryHistory
+        from prompt_toolkit.history import InMemoryHistory
         from prompt_toolkit.output import create_output
 
         from cudump.prompt.completion import PromptCompleter
+        from cudump.prompt.history import open_history
 
         self.out = out
         if history_path is None:
             history_path = (os.environ.get("CUDUMP_HISTORY")
                             or str(Path.home() / ".cudump_history"))
-        history: History
-        try:
-            Path(history_path).touch(exist_ok=True)
-            history = FileHistory(history_path)
-        except OSError:
-            history = InMemoryHistory()
+        self.history_path = history_path
+        history, warning = open_history(history_path)
+        if warning is not None:
+            out(warning)
+        self.history = history
+        self.history_warned = warning is not None
         # cudump's lines go to stderr (the program's stdout is its own); so does the prompt.
         output = pt_output
         if output is None and sys.stderr.isatty():
@@ -193,11 +203,23 @@ class TerminalReader(Reader):
     def read(self) -> str | None:
         while True:
             try:
-                return self._prompt(self.session, PROMPT)
+                line = self._prompt(self.session, PROMPT)
             except KeyboardInterrupt:
                 continue                  # Ctrl-C cancels the line only
             except EOFError:
                 self.out(CTRL_D_HINT)     # Ctrl-D never lets the target go by itself
+                continue
+            finally:
+                self._warn_history()
+            return line
+
+    def _warn_history(self) -> None:
+        """Once, when the history file failed after it was opened (a full disk)."""
+        problem = getattr(self.history, "problem", None)
+        if problem is not None and not self.history_warned:
+            self.history_warned = True
+            self.out(f"warning: history file {self.history_path}: {problem}; commands are "
+                     "not kept after this run")
 
     def confirm(self, question: str) -> bool:
         try:
