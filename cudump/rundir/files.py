@@ -8,7 +8,10 @@ appended to. So:
 - every file of a run is created with O_CREAT | O_EXCL | O_NOFOLLOW: never through a
   symlink, never into a file that was there (FileExistsError instead);
 - a file meant to appear whole is written under a temporary name created the same way and
-  renamed over its final name, which replaces a symlink there rather than following it;
+  renamed over its final name, which replaces a symlink there rather than following it.
+  Temporary names hold a token drawn by this process (and, for whole files, one drawn by
+  each write): a stale `.NAME.part` left by an earlier run, or a file or symlink planted
+  under a name that could be guessed, can neither block the write nor redirect it;
 - a folder the run makes inside itself (`modules/`) must be a real folder, not a symlink;
 - a file the run created and opens again (a module image written chunk by chunk) is
   reopened with O_NOFOLLOW.
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import errno
 import os
+import secrets
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -56,17 +60,36 @@ def write_at(fd: int, data: memoryview, offset: int) -> None:
         data, offset = data[n:], offset + n
 
 
+# Drawn once per process: the temporary names of this run's files are its own.
+_TOKEN = f"{os.getpid()}-{secrets.token_hex(6)}"
+PART_SUFFIX = ".part"      # every temporary name ends so (a reader of the run skips them)
+
+
 def temporary_name(path: Path) -> Path:
-    """The name a file is written under before it is renamed into place."""
-    return path.with_name(f".{path.name}.part")
+    """The name a file of this run is written under before it is renamed into place: the
+    same for the same `path` all through the run (a streamed snapshot's is found again by
+    it), and no earlier run's nor anyone else's."""
+    return path.with_name(f".{path.name}.{_TOKEN}{PART_SUFFIX}")
+
+
+def _fresh_temporary(path: Path) -> tuple[Path, IO[bytes]]:
+    """A temporary file for `path` created new under a name drawn for this write alone
+    (another draw, should one ever be taken)."""
+    for _ in range(8):
+        tmp = path.with_name(f".{path.name}.{_TOKEN}-{secrets.token_hex(4)}{PART_SUFFIX}")
+        try:
+            return tmp, create_file(tmp)
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no fresh temporary name could be created",
+                          str(path))
 
 
 def write_whole(path: str | Path, write: Callable[[IO[bytes]], None]) -> None:
     """Writes the file through a temporary name and renames it into place: a reader never
     sees half a file, and a symlink at `path` is replaced, never followed."""
     path = Path(path)
-    tmp = temporary_name(path)
-    f = create_file(tmp)
+    tmp, f = _fresh_temporary(path)
     try:    # from here on the temporary file is this call's own: removed on any failure
         with f:
             write(f)    # closing flushes, and a full disk may say so only then
@@ -93,6 +116,6 @@ def check_writable(run_dir: Path) -> None:
     """OSError unless a file can be created in run_dir (a read-only file system, a folder
     of /proc or /sys, no permission): found before the program starts, not after. Root
     passes permission checks, so only creating a file tells."""
-    probe = run_dir / f".cudump-probe-{os.getpid()}"
+    probe = run_dir / f".cudump-probe-{_TOKEN}-{secrets.token_hex(4)}"
     os.close(create(probe))
     os.unlink(probe)
