@@ -112,6 +112,23 @@ def make_dir(path: str | Path) -> Path:
     return path
 
 
+def make_dirs(path: str | Path) -> Path:
+    """`path` and the folders above it that are missing, each made new (make_dir): none is
+    a symlink, whatever appears under their names meanwhile. Folders above it that are
+    there already are the user's, symlinks or not."""
+    path = Path(path)
+    missing: list[Path] = []
+    at = path
+    while not os.path.lexists(at) and at.parent != at:
+        missing.append(at)
+        at = at.parent
+    if not missing:
+        return make_dir(path)      # there: a real folder, or NotADirectoryError
+    for folder in reversed(missing):
+        make_dir(folder)
+    return path
+
+
 def check_writable(run_dir: Path) -> None:
     """OSError unless a file can be created in run_dir (a read-only file system, a folder
     of /proc or /sys, no permission): found before the program starts, not after. Root
