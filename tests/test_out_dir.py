@@ -282,8 +282,8 @@ def test_make_dir_refuses_a_symlink_to_a_folder(tmp_path):
 
 
 def test_a_name_in_the_way_fails_that_snapshot_only(tmp_path, capsys, monkeypatch):
-    """Something at every temporary name one snapshot could take: that snapshot has an error record, the
-    next one is written, and writing is not stopped as it is for a full disk."""
+    """Something at every temporary name one snapshot could take: that snapshot has an
+    error record, the next one is written, and writing is not stopped as it is for a full disk."""
     from cudump.policy.snapshot.coordinator import Snapshots
     from cudump.policy.snapshot.writer import WriteJob
     from cudump.rundir.manifest import SnapshotRecord

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from cudump.analysis.transplant.donor import Donor, load_donor, parse_spec
 from cudump.commands import SUBCOMMANDS, USAGE
+from cudump.controller.batch_file import load_batch
 from cudump.controller.options import (
     DEFAULT_FLIGHT,
     DEFAULT_SCRATCH,
@@ -177,10 +178,10 @@ class RunCommand:
 
         for spec in args.breaks:
             parse_break_spec(spec)
-        if args.batch is not None and not args.batch.is_file():
-            raise UsageError(f"--batch {args.batch}: no such file")
+        # Read once, now (a FIFO or <(...) cannot be read again) and checked whole.
+        batch = load_batch(args.batch) if args.batch is not None else None
         donors = _donors(args.inject)
-        if donors and (args.breaks or args.batch or args.break_on_nan
+        if donors and (args.breaks or batch is not None or args.break_on_nan
                        or any(r.is_break for r in rules)):
             raise UsageError("--inject runs without the prompt: leave out --break, --batch, "
                              "--break-on-nan and rules with 'action: break'")
@@ -196,7 +197,7 @@ class RunCommand:
                                  staging_bytes=args.staging, scratch_bytes=args.scratch,
                                  write_behind_bytes=args.write_behind,
                                  breaks=list(args.breaks),
-                                 batch=args.batch, ring_slots=args.trace_ring,
+                                 batch=batch, ring_slots=args.trace_ring,
                                  break_on_nan=args.break_on_nan, timeline=args.timeline,
                                  injections=donors, flight_slots=args.flight,
                                  scans_ahead=args.scans_ahead, hand_off=args.hand_off)
