@@ -21,6 +21,7 @@ from cudump.controller.process import (
 )
 from cudump.controller.ranks import environ_rank
 from cudump.controller.run_state import Controller
+from cudump.controller.shared_files import no_shared_memory
 from cudump.policy.rules import Action
 from cudump.policy.snapshot.planned import PlannedLaunch, Repeat, plan_payload
 from cudump.policy.snapshot.results import slot_of
@@ -105,8 +106,7 @@ class Connection:
         try:
             self.shared = ctl.shared_files.take(self.proc.pid)
         except OSError as err:
-            raise p.ProtocolError(f"no shared memory of {ctl.options.staging_bytes} bytes for "
-                                  f"it ({err.strerror}); try a smaller --staging") from None
+            raise p.ProtocolError(no_shared_memory(err, ctl.options.staging_bytes)) from None
         ctl.add_process(self.proc, self.shared)
         options = p.Option.TRACE_GRAPHS if ctl.traced else p.Option(0)
         if any(Action.CAPTURE in r.actions for r in ctl.options.rules):

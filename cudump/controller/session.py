@@ -29,7 +29,7 @@ from cudump.controller.run_state import Controller
 from cudump.errors import CudumpError
 from cudump.rundir import files as runfiles
 from cudump.rundir import ownership
-from cudump.rundir.layout import FLIGHT_FILE, SUMMARY_FILE
+from cudump.rundir.layout import FLIGHT_FILE, MODULES_DIR, SUMMARY_FILE
 from cudump.rundir.ownership import Ownership
 
 # How long to wait, once the target has exited, for its processes' last
@@ -195,6 +195,9 @@ class Session:
             self._server.close()
             # A program that never started leaves no timeline.
             self.controller.close(complete=self.child is not None)
+            # Nothing of this run's left under a temporary name (a write that failed).
+            for folder in (self.options.run_dir, self.options.run_dir / MODULES_DIR):
+                runfiles.remove_own_temporaries(folder)
 
     def _flight(self, returncode: int) -> str | None:
         """--flight: flight.jsonl, and what was in flight when the program failed (nothing

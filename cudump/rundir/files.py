@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import errno
 import os
+import resource
 import secrets
 import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
+
+from cudump.sizes import human_bytes
 
 NEW_FILE = os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -136,3 +139,36 @@ def check_writable(run_dir: Path) -> None:
     probe = run_dir / f".cudump-probe-{_TOKEN}-{secrets.token_hex(4)}"
     os.close(create(probe))
     os.unlink(probe)
+
+
+def write_error(err: OSError) -> str:
+    """Why a file could not be written, in words that name the cause: a file larger than
+    the process may write (RLIMIT_FSIZE, `ulimit -f`; EFBIG with SIGXFSZ ignored) says
+    what the limit is, since "File too large" alone reads as a fault of the file."""
+    text = err.strerror or str(err)
+    if err.errno == errno.EFBIG:
+        soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+        if soft != resource.RLIM_INFINITY:
+            text += f" (the file size limit, ulimit -f, is {human_bytes(soft)})"
+    return text
+
+
+def remove_own_temporaries(folder: Path) -> list[str]:
+    """Removes what this process left under temporary names in `folder` (a write that
+    failed, or never ran): only names holding its own token, so nothing of another
+    run's. The names removed, for saying so."""
+    removed = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    mark = f".{_TOKEN}"
+    for entry in entries:
+        name = entry.name
+        if name.startswith(".") and name.endswith(PART_SUFFIX) and mark in name:
+            try:
+                os.unlink(entry.path)
+                removed.append(name)
+            except OSError:
+                pass
+    return removed
