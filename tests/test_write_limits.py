@@ -105,3 +105,34 @@ def test_a_shared_file_past_the_limit_names_the_limit_not_the_staging_area(
     (line,) = [ln for ln in done.stderr.splitlines() if "shared memory" in ln]
     assert "the file size limit, ulimit -f, is 100.0 KiB" in line, line
     assert "smaller --staging" not in line, line
+
+
+def test_a_manifest_that_takes_no_more_records_is_said_once_and_the_run_goes_on(
+        tmp_path, capsys):
+    """A failed snapshot's record past the file size limit: said once, and no error reaches
+    the thread recording it (a connection's thread would drop its process silently; the
+    writer's would stop, and the program wait on its queue)."""
+    from cudump.policy.snapshot.failures import Failures
+    from cudump.policy.snapshot.state import SnapshotState
+    from cudump.rundir.manifest import ManifestWriter, SnapshotRecord
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    manifest = ManifestWriter(run_dir)
+    failures = Failures(SnapshotState(run_dir, manifest))
+
+    def record(launch: int) -> SnapshotRecord:
+        return SnapshotRecord(kernel="k", mangled="k", launch=launch, occurrence=1, pid=1,
+                              grid=[1, 1, 1], block=[1, 1, 1], stream="0x0", arg=0,
+                              type=None, phase="after", address="0x0", dtype="float32",
+                              shape=[4], file="x.npy")
+
+    failures.fail(record(1), "no room")
+    size = (run_dir / "manifest.jsonl").stat().st_size
+    with file_size_limit(size + 10):
+        failures.fail(record(2), "no room")     # not a whole line under the limit
+        failures.fail(record(3), "no room")
+    manifest.close()
+    err = capsys.readouterr().err
+    assert err.count("records are no longer written to manifest.jsonl") == 1, err
+    assert (run_dir / "manifest.jsonl").stat().st_size == size     # whole lines only

@@ -26,6 +26,7 @@ from cudump.policy.rules import Action
 from cudump.policy.snapshot.planned import PlannedLaunch, Repeat, plan_payload
 from cudump.policy.snapshot.results import slot_of
 from cudump.policy.trace import EVENT_FIELDS, GraphLaunch
+from cudump.rundir.files import write_error
 from cudump.wire import protocol as p
 from cudump.wire.shm import SharedFile
 
@@ -242,7 +243,7 @@ class Connection:
         try:
             self.controller.snapshots.images.receive(self.proc.pid, msg.payload)
         except OSError as err:
-            warn(f"a module image of process {self.proc.pid} is lost: {err.strerror or err}")
+            warn(f"a module image of process {self.proc.pid} is lost: {write_error(err)}")
 
     def on_piece(self, msg: p.Message) -> None:
         assert self.proc is not None and self.shared is not None

@@ -221,5 +221,5 @@ class Collector:
                                               int.from_bytes(result[8:16], "little")))
         state = self.state
         with state.lock:
-            state.manifest.append(record)
+            state.append_locked(record)
             state.tally.digests += 1
