@@ -3,6 +3,7 @@ the shim preloaded, the prompt when debugging, and the summary at the end."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
@@ -57,6 +58,10 @@ def default_run_dir(base: Path = Path("cudump-out")) -> tuple[Path, Ownership]:
             return run_dir, ownership.take(run_dir)
         except (ownership.RunDirTaken, ownership.MarkerInTheWay):
             continue
+        except OSError:
+            with contextlib.suppress(OSError):
+                run_dir.rmdir()     # made just now, and nothing could be made in it
+            raise
 
 
 def exit_status_of(returncode: int, program: str) -> int:
