@@ -136,3 +136,43 @@ def test_a_manifest_that_takes_no_more_records_is_said_once_and_the_run_goes_on(
     err = capsys.readouterr().err
     assert err.count("records are no longer written to manifest.jsonl") == 1, err
     assert (run_dir / "manifest.jsonl").stat().st_size == size     # whole lines only
+
+
+FILL_TWO = """
+import errno, sys
+from pathlib import Path
+import numpy as np
+from cudump.policy.snapshot.writer import new_npy_memmap
+disk = Path(sys.argv[1])
+a = new_npy_memmap(disk / "a.npy", np.dtype(np.uint8), (700_000,))
+a[:] = 1
+a.flush()
+try:
+    b = new_npy_memmap(disk / "b.npy", np.dtype(np.uint8), (700_000,))
+except OSError as err:
+    assert err.errno == errno.ENOSPC, err
+    print("b refused:", err.strerror, sorted(p.name for p in disk.iterdir()))
+    sys.exit(0)
+b[:] = 1      # a page the disk cannot back: SIGBUS
+print("b filled")
+"""
+
+
+def test_a_streamed_snapshot_file_the_disk_cannot_hold_fails_without_sigbus(tmp_path):
+    """Two mapped .npy files of 700 KB on a 1 MiB tmpfs: the second's pages cannot all be
+    backed. Filling them would be SIGBUS, ending cudump; its blocks are reserved when it
+    is made, so making it fails with ENOSPC (a failed snapshot) and leaves no file."""
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    if subprocess.run(["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size=64k tmpfs {probe}"],
+                      capture_output=True, timeout=30).returncode != 0:
+        pytest.skip("cannot mount a tmpfs in a user namespace here (unshare -rm)")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    script = (f"mount -t tmpfs -o size=1m tmpfs {disk} || exit 99; "
+              f"exec {sys.executable} -c '{FILL_TWO}' {disk}")
+    env = os.environ | {"PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run(["unshare", "-rm", "sh", "-c", script], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, (done.returncode, done.stderr)
+    assert done.stdout == "b refused: No space left on device ['a.npy']\n"

@@ -19,6 +19,8 @@ appended to. So:
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import errno
 import os
 import resource
@@ -172,3 +174,33 @@ def remove_own_temporaries(folder: Path) -> list[str]:
             except OSError:
                 pass
     return removed
+
+
+def _libc_fallocate() -> Any:
+    try:
+        fn = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True).fallocate64
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_FALLOCATE = _libc_fallocate()
+# What fallocate(2) fails with where the file system cannot reserve blocks.
+_NO_FALLOCATE = frozenset({errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})
+
+
+def reserve(fd: int, nbytes: int) -> None:
+    """The first `nbytes` of file `fd` given their blocks now, so that a mapping of it is
+    never short of them: a store into a mapped page a full disk cannot back is SIGBUS,
+    which would end cudump; here it is ENOSPC (or EFBIG past the file size limit), an
+    OSError. fallocate(2) itself, not posix_fallocate, which where the file system has no
+    fallocate writes a byte into every block instead (slow for large files): there the
+    file is left as it is."""
+    if _FALLOCATE is None or nbytes <= 0:
+        return
+    if _FALLOCATE(fd, 0, 0, nbytes) != 0:
+        err = ctypes.get_errno()
+        if err not in _NO_FALLOCATE:
+            raise OSError(err, os.strerror(err))

@@ -7,7 +7,6 @@ records still come in the order their jobs came (Turns)."""
 
 from __future__ import annotations
 
-import errno
 import os
 import queue
 import threading
@@ -274,10 +273,6 @@ def save_whole(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     runfiles.write_whole(path, write)
 
 
-# What posix_fallocate fails with where the file system cannot reserve blocks.
-_NO_FALLOCATE = frozenset({errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})
-
-
 def new_npy_memmap(path: Path, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
     """np.lib.format.open_memmap(path, "w+") on a file created new (runfiles.create_file):
     it would open `path` by name, twice, following a symlink planted there."""
@@ -292,15 +287,10 @@ def new_npy_memmap(path: Path, dtype: np.dtype, shape: tuple[int, ...]) -> np.nd
                 f.truncate()
                 np.lib.format.write_array_header_2_0(f, header)
             offset = f.tell()
-            # The file's blocks reserved now: a store into a mapping of a file whose blocks
-            # a full disk cannot give is SIGBUS, which would end cudump; reserving them is
-            # ENOSPC (or EFBIG past the file size limit) here, which fails this snapshot.
-            nbytes = offset + dtype.itemsize * int(np.prod(shape, dtype=np.int64))
-            try:
-                os.posix_fallocate(f.fileno(), 0, max(nbytes, 1))
-            except OSError as err:
-                if err.errno not in _NO_FALLOCATE:
-                    raise
+            # The file's blocks reserved now (a full disk fails this snapshot here, rather
+            # than as SIGBUS when the mapping is filled).
+            runfiles.reserve(f.fileno(),
+                             offset + dtype.itemsize * int(np.prod(shape, dtype=np.int64)))
             # np.memmap sizes the file and maps it through the descriptor (mmap keeps its
             # own).
             return np.memmap(f, dtype=dtype, mode="r+", offset=offset, shape=shape)
