@@ -46,7 +46,9 @@ class RunCommand:
                                  "stream, a slice per launch, snapshots, stops and NaN/Inf "
                                  "reports as instants; written at the end of the run")
         parser.add_argument("--out", type=Path, metavar="DIR",
-                            help="run directory (default: a fresh cudump-out/<n>/)")
+                            help="run directory (default: a fresh cudump-out/<n>/); one "
+                                 "that holds a run, that another run is writing, or a "
+                                 "symlink is refused")
         parser.add_argument("--rule", action="append", type=Path, default=[], metavar="FILE",
                             help="YAML rule file naming the kernels and arguments to snapshot "
                                  "(repeatable)")
@@ -84,7 +86,9 @@ class RunCommand:
                                  "launch of another kernel, or buffers of other sizes, are "
                                  "left untouched")
         parser.add_argument("--batch", "-x", type=Path, metavar="FILE",
-                            help="run prompt commands from FILE instead of the terminal")
+                            help="run prompt commands from FILE instead of the terminal "
+                                 "(read once and checked before the program starts; a pipe "
+                                 "or <(...) will do)")
         parser.add_argument("--trace-ring", type=_ring_slots, default=TRACE_RING_SLOTS,
                             metavar="SLOTS",
                             help=f"events each process's trace ring holds (a power of two, "
