@@ -3,6 +3,7 @@ the shim preloaded, the prompt when debugging, and the summary at the end."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
@@ -27,7 +28,10 @@ from cudump.controller.options import RunOptions
 from cudump.controller.preload import preload_env
 from cudump.controller.run_state import Controller
 from cudump.errors import CudumpError
-from cudump.rundir.layout import FLIGHT_FILE, SUMMARY_FILE
+from cudump.rundir import files as runfiles
+from cudump.rundir import ownership
+from cudump.rundir.layout import FLIGHT_FILE, MODULES_DIR, SUMMARY_FILE
+from cudump.rundir.ownership import Ownership
 
 # How long to wait, once the target has exited, for its processes' last
 # messages (children that outlive it are not waited for longer than this).
@@ -35,17 +39,29 @@ DRAIN_SECONDS = 5.0
 _UCRED = struct.Struct("3i")
 
 
-def default_run_dir(base: Path = Path("cudump-out")) -> Path:
-    """A fresh numbered directory under cudump-out/."""
-    base.mkdir(parents=True, exist_ok=True)
-    numbers = [int(q.name) for q in base.iterdir() if q.name.isdigit()]
+def default_run_dir(base: Path = Path("cudump-out")) -> tuple[Path, Ownership]:
+    """A fresh numbered directory under cudump-out/, made and held by this run. Runs
+    started at once each get their own: a number is this run's only once its mkdir made
+    the directory and its lock is taken (an `--out` naming the same directory in between
+    keeps it); otherwise the next number is tried. OSError where none can be made."""
+    runfiles.make_dirs(base)        # never through a symlink (NotADirectoryError)
+    numbers = [int(q.name) for q in base.iterdir() if q.name.isascii() and q.name.isdigit()]
     n = max(numbers, default=0) + 1
     while True:
+        run_dir = base / str(n)
+        n += 1
         try:
-            (base / str(n)).mkdir()
-            return base / str(n)
+            run_dir.mkdir()
         except FileExistsError:
-            n += 1
+            continue
+        try:
+            return run_dir, ownership.take(run_dir)
+        except (ownership.RunDirTaken, ownership.MarkerInTheWay):
+            continue
+        except OSError:
+            with contextlib.suppress(OSError):
+                run_dir.rmdir()     # made just now, and nothing could be made in it
+            raise
 
 
 def exit_status_of(returncode: int, program: str) -> int:
@@ -193,6 +209,9 @@ class Session:
             self._server.close()
             # A program that never started leaves no timeline.
             self.controller.close(complete=self.child is not None)
+            # Nothing of this run's left under a temporary name (a write that failed).
+            for folder in (self.options.run_dir, self.options.run_dir / MODULES_DIR):
+                runfiles.remove_own_temporaries(folder)
 
     def _flight(self, returncode: int) -> str | None:
         """--flight: flight.jsonl, and what was in flight when the program failed (nothing

@@ -49,7 +49,7 @@ class Failures:
             warn(f"no snapshot of {record.kernel} {what} ({record.phase}, launch "
                  f"{record.launch}): {reason}")
         with state.lock:
-            state.manifest.append(record)
+            state.append_locked(record)
 
     def error(self, ctx: LaunchContext, arg: ArgValue | None, phase: str, rule: Rule,
               reason: str) -> None:

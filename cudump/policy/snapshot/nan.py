@@ -222,7 +222,7 @@ class NanWatch:
         record.extra.update(origin.fields())
         state = self.state
         with state.lock:
-            state.manifest.append(record)
+            state.append_locked(record)
             state.tally.count_nan(record, origin)
             for write in origin.hosts:   # the host wrote what it read: the producer
                 self._count_host_locked(record.pid, record.rank, write)
