@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from cudump.controller.batch_file import command_problem, load_batch
 from cudump.errors import UsageError
+from cudump.prompt.batch_file import command_problem, load_batch
 
 ROOT = Path(__file__).resolve().parent.parent
 W, H = 64, 48

@@ -14,7 +14,8 @@ from test_prompt_fakes import KERNEL, FakeDebugger, make_stop
 
 from cudump.console import console
 from cudump.errors import UsageError
-from cudump.prompt import read_batch_file, run_prompt
+from cudump.prompt import run_prompt
+from cudump.prompt.batch_file import load_batch
 from cudump.prompt.context import Context
 from cudump.prompt.repl import (
     CTRL_D_HINT,
@@ -88,12 +89,12 @@ def test_batch_quit_kills_without_asking(tmp_path: Path) -> None:
     assert debugger.resumes == [(2, "kill")]
 
 
-def test_read_batch_file(tmp_path: Path) -> None:
+def test_load_batch(tmp_path: Path) -> None:
     batch = tmp_path / "b"
     batch.write_text("  # comment\n\n  break k  \np arg0\n")
-    assert read_batch_file(batch) == ["break k", "p arg0"]
-    with pytest.raises(UsageError, match="no such batch file"):
-        read_batch_file(tmp_path / "missing")
+    assert load_batch(batch) == ["break k", "p arg0"]
+    with pytest.raises(UsageError, match="no such file"):
+        load_batch(tmp_path / "missing")
 
 
 @pytest.mark.parametrize("where", ["big", "/dev/zero"])
@@ -102,8 +103,8 @@ def test_a_batch_file_over_1_mib_is_refused(tmp_path: Path, where: str) -> None:
     path = Path(where) if where.startswith("/") else tmp_path / "big"
     if where == "big":
         path.write_text("p arg0\n" * ((1 << 20) // 7 + 1))
-    with pytest.raises(UsageError, match="larger than 1 MiB"):
-        read_batch_file(path)
+    with pytest.raises(UsageError, match="more than 1 MiB"):
+        load_batch(path)
 
 
 def test_piped_stdin_echoes_commands_and_detaches_at_eof(tmp_path: Path) -> None:

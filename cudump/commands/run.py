@@ -11,7 +11,6 @@ from pathlib import Path
 
 from cudump.analysis.transplant.donor import Donor, load_donor, parse_spec
 from cudump.commands import SUBCOMMANDS, USAGE
-from cudump.controller.batch_file import load_batch
 from cudump.controller.options import (
     DEFAULT_FLIGHT,
     DEFAULT_SCRATCH,
@@ -22,6 +21,7 @@ from cudump.controller.options import (
 from cudump.controller.session import RunPrompt, Session, default_run_dir
 from cudump.errors import UsageError
 from cudump.policy.rules import capture_rule, digest_rule, load_rules, scan_rule
+from cudump.prompt.batch_file import load_batch
 from cudump.rundir import files as runfiles
 from cudump.rundir import ownership
 from cudump.rundir.layout import RUN_FILES

@@ -4,6 +4,6 @@ Entry point: `run_prompt(debugger, batch=..., stdin_is_tty=...)`. The prompt use
 the Debugger interface (prompt/debugger.py) and StoppedLaunch (cudump.launches.stop).
 """
 
-from cudump.prompt.repl import read_batch_file, run_prompt
+from cudump.prompt.repl import run_prompt
 
-__all__ = ["read_batch_file", "run_prompt"]
+__all__ = ["run_prompt"]

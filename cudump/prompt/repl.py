@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, TextIO
 import cudump.prompt.commands  # noqa: F401  (registers the commands)
 from cudump.console import console
 from cudump.controller.ctrl_c import END_MESSAGE, INTERRUPT_MESSAGE
-from cudump.errors import UsageError
 from cudump.launches.stop import StoppedLaunch
+from cudump.prompt.batch_file import load_batch
 from cudump.prompt.commands.detach import detach_now
 from cudump.prompt.commands.display import show_displays
 from cudump.prompt.context import Context, Out, Outcome
@@ -45,28 +45,6 @@ if TYPE_CHECKING:
 PROMPT = "(cudump) "
 POLL_SECONDS = 0.2
 CTRL_D_HINT = "(use 'continue', 'step', 'detach' or 'kill'; 'help' lists the commands)"
-
-
-MAX_BATCH_BYTES = 1 << 20     # a batch file holds commands: a few kilobytes
-
-
-def read_batch_file(path: Path) -> list[str]:
-    """The commands of a batch file; raises UsageError when it cannot be read (check it
-    before the program starts). A file over MAX_BATCH_BYTES (or endless, as /dev/zero) is
-    refused after reading that much."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_BATCH_BYTES + 1)
-        if len(data) > MAX_BATCH_BYTES:
-            raise UsageError(f"{path}: larger than 1 MiB; a batch file needs a few kilobytes "
-                             "(is this the right file?)")
-        text = data.decode("utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such batch file") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise UsageError(f"{path}: cannot read the batch file: {err}") from None
-    return [line.strip() for line in text.splitlines()
-            if line.strip() and not line.strip().startswith("#")]
 
 
 class Reader:
@@ -272,7 +250,7 @@ def run_prompt(debugger: Debugger, *, batch: Path | list[str] | None = None,
     ctx = Context(debugger, write)
     reader: Reader
     if batch is not None:
-        lines = batch if isinstance(batch, list) else read_batch_file(batch)
+        lines = batch if isinstance(batch, list) else load_batch(batch)
         reader = LinesReader(lines, write)
     elif stdin_is_tty:
         reader = TerminalReader(ctx, write)

@@ -17,7 +17,7 @@ from pathlib import Path
 from cudump.errors import UsageError
 
 # Read no more than this (a batch file is a few lines; /dev/zero would never end).
-MAX_BATCH_BYTES = 4 << 20
+MAX_BATCH_BYTES = 1 << 20
 
 
 def load_batch(path: Path) -> list[str]:
