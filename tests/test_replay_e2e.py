@@ -147,14 +147,14 @@ def test_extracted_folder_runs_on_its_own(fake, cudump_run, offline, tmp_path):
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in folder.iterdir()) == [
         "README.md", "buffers", "launch.json", "module.ptx", "replay.py", "replay_driver.py",
-        "replay_spec.py"]
+        "replay_files.py", "replay_spec.py"]
     assert sorted(p.name for p in (folder / "buffers").iterdir()) == [
         f"arg{i}-{phase}.npy" for i in range(3) for phase in ("after", "before")]
     spec = json.loads((folder / "launch.json").read_text())
     assert (spec["format"], spec["mangled"], spec["grid"], spec["block"]) == (
         "cudump-launch/1", "_Z6vecAddPKfS0_Pfi", [4, 1, 1], [128, 1, 1])
     engine = ROOT / "cudump" / "analysis" / "replay_engine"
-    for name in ("replay.py", "replay_driver.py", "replay_spec.py"):
+    for name in ("replay.py", "replay_driver.py", "replay_files.py", "replay_spec.py"):
         assert (folder / name).read_bytes() == (engine / name).read_bytes(), name
     assert "python replay.py" in (folder / "README.md").read_text()
     elsewhere = tmp_path / "elsewhere"

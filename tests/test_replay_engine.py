@@ -333,16 +333,17 @@ def test_missing_kernel_exits_2_with_one_line(replay_run, tmp_path: Path) -> Non
 
 
 @needs_driver
-def test_invalid_block_exits_2_naming_the_launch(replay_run, tmp_path: Path) -> None:
+def test_block_past_cudas_limits_exits_2_before_the_launch(replay_run, tmp_path: Path) -> None:
     folder, _ = vecadd_folder(tmp_path / "vecadd")
     spec = json.loads((folder / "launch.json").read_text())
-    spec["block"] = [2048, 1, 1]
-    (folder / "launch.json").write_text(json.dumps(spec))
-    done = replay_run(folder)
-    assert done.returncode == 2
-    assert done.stderr == (f"replay: cuLaunchKernel({VECADD_NAME}) failed: "
-                           "CUDA_ERROR_INVALID_VALUE (1): the grid, block or shared memory size "
-                           "is not valid for this kernel on this GPU\n")
+    for block, problem in (([2048, 1, 1], "block x is 2048, more than CUDA allows (1024)"),
+                           ([64, 32, 1], "block has 2048 threads, more than CUDA allows in a "
+                                         "block (1024)")):
+        spec["block"] = block
+        (folder / "launch.json").write_text(json.dumps(spec))
+        done = replay_run(folder)
+        assert done.returncode == 2
+        assert (done.stdout, done.stderr) == ("", f"replay: launch.json: {problem}\n")
 
 
 SMEM_SCRIPT = """
@@ -402,8 +403,9 @@ def test_missing_npy_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     folder, _ = vecadd_folder(tmp_path / "vecadd")
     (folder / "buffers/arg1-before.npy").unlink()
     assert re_.main([str(folder)]) == 2
-    assert capsys.readouterr().err == (f"replay: {folder}/buffers/arg1-before.npy is missing: "
-                                       "the extract is incomplete\n")
+    assert capsys.readouterr().err == (f'replay: launch.json: buffers[1].before: '
+                                       f'"{folder}/buffers/arg1-before.npy" is missing: the '
+                                       'extract is incomplete\n')
 
 
 def test_invalid_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -510,7 +512,7 @@ def with_item(key: str, index: int, **changes: Any) -> dict[str, Any]:
     [
         (make_spec(format="cudump-launch/2"),
          'launch.json: format is "cudump-launch/2", not "cudump-launch/1": this '
-         "replay_engine.py reads only that format"),
+         "replay.py reads only that format"),
         ({k: v for k, v in make_spec().items() if k != "mangled"},
          "launch.json: mangled is missing"),
         (make_spec(image_format="elf"),
