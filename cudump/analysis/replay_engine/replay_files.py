@@ -142,7 +142,7 @@ def inside(folder: Path, name: str, what: str) -> Path:
     FileNotFoundError where nothing is there."""
     problem = name_problem(name)
     if problem is not None:
-        raise ReplayError(f"{what} {show_path(name)} {problem}; not read")
+        raise ReplayError(f"{what}: {show_path(name)} {problem}; not read")
     try:
         root = Path(folder).resolve(strict=True)
         target = (Path(folder) / name).resolve(strict=True)
@@ -150,9 +150,9 @@ def inside(folder: Path, name: str, what: str) -> Path:
         raise
     except (OSError, RuntimeError, ValueError) as e:   # link loops, names too long
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-        raise ReplayError(f"{what} {show_path(name)} cannot be used: {reason}") from None
+        raise ReplayError(f"{what}: {show_path(name)} cannot be used: {reason}") from None
     if target == root or not target.is_relative_to(root):
-        raise ReplayError(f"{what} {show_path(name)} leads to {show_path(target)}, outside the "
+        raise ReplayError(f"{what}: {show_path(name)} leads to {show_path(target)}, outside the "
                           f"folder {show_path(root)}; not read")
     return target
 
@@ -168,7 +168,7 @@ def read_npy(folder: Path, name: str, what: str, nbytes: int) -> np.ndarray:
     data: its header is read and checked before its data, and the file may hold no more
     than the header and those bytes."""
     data = read_file(folder, name, what, nbytes + NPY_HEADER_LIMIT)
-    where = f"{what} {show_path(name)}"
+    where = f"{what}: {show_path(name)}"
     f = io.BytesIO(data)
     try:
         version = np.lib.format.read_magic(f)
