@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -257,8 +258,9 @@ def one_line(done: subprocess.CompletedProcess[str], *words: str) -> None:
 def test_fifos_where_run_files_should_be_are_refused_without_hanging(fake, cudump_run, offline,
                                                                      tmp_path):
     """A FIFO (no writer: opening it for reading would wait for one) under the name of a
-    module image, a snapshot, captures.jsonl, or given as --ptx: `replay` and `extract` say
-    so in one line and never wait on it (the offline fixture's timeout would fail the test)."""
+    module image, a snapshot, captures.jsonl, or given as --ptx, and a device as the module
+    image: `replay` and `extract` say so in one line and never wait on it (the offline
+    fixture's timeout would fail the test)."""
     ran = cudump_run([str(fake.programs["linked"])], "--capture-launch", "vecAdd",
                      run_dir=tmp_path / "cap")
     first = captures(ran.run_dir)[0]
@@ -286,6 +288,15 @@ def test_fifos_where_run_files_should_be_are_refused_without_hanging(fake, cudum
     one_line(offline("replay", str(other.run_dir)), "captures.jsonl", "FIFO")
     one_line(offline("extract", str(other.run_dir), str(tmp_path / "x3")), "captures.jsonl",
              "FIFO")
+    image.unlink()
+    try:   # /dev/zero's twin as the module image, where this user may make one
+        os.mknod(image, stat.S_IFCHR | 0o600, os.makedev(1, 5))
+    except OSError:
+        return
+    one_line(offline("replay", str(ran.run_dir), "--launch", str(first["launch"])),
+             "is a device, not a regular file")
+    one_line(offline("extract", str(ran.run_dir), "--launch", str(first["launch"]),
+                     str(tmp_path / "x0")), "is a device, not a regular file")
 
 
 def test_overlong_and_hostile_names_in_a_run_are_one_line(fake, cudump_run, offline, tmp_path):

@@ -558,6 +558,32 @@ def with_item(key: str, index: int, **changes: Any) -> dict[str, Any]:
          "launch.json: buffers[0].after must be a file name or null, not 5"),
         (make_spec(pointers={"arg": 0}), 'launch.json: pointers must be a list, not {"arg": 0}'),
         ([], "launch.json: must hold a JSON object, not list"),
+        (make_spec(grid=[2**40, 1, 1]),
+         "launch.json: grid x is 1099511627776, more than CUDA allows (2147483647)"),
+        (make_spec(grid=[1, 65536, 1]), "launch.json: grid y is 65536, more than CUDA allows "
+                                        "(65535)"),
+        (make_spec(block=[1, 1, 65]), "launch.json: block z is 65, more than CUDA allows (64)"),
+        (make_spec(smem=2**32), "launch.json: smem must be at most 4294967295, not 4294967296"),
+        (with_item("regions", 0, size=2**70),
+         "launch.json: regions[0].size must be at most 281474976710656, not "
+         "1180591620717411303424"),
+        (make_spec(params="aa bb"), "launch.json: params is not a hex string"),
+        (make_spec(params="00" * 40000),
+         "launch.json: params holds 40000 bytes, more than a launch may have (32764)"),
+        (make_spec(layout=[[0, 8], [8, 8], [16, 8], [32762, 4]]),
+         "launch.json: layout[3] ends at byte 32766, past the 32764 bytes a launch's "
+         "parameters may take"),
+        (with_item("buffers", 0, dtype="(2,)f4"),
+         'launch.json: buffers[0].dtype "(2,)f4" is not a numpy dtype of plain data'),
+        (with_item("buffers", 0, dtype="f4,i4"),
+         'launch.json: buffers[0].dtype "f4,i4" is not a numpy dtype of plain data'),
+        (with_item("buffers", 0, shape=[1] * 33),
+         "launch.json: buffers[0].shape must be a list of at most 32 sizes (0 to "
+         "281474976710656), not a list of 33 items"),
+        (with_item("buffers", 0, offset=8),
+         "launch.json: buffers[0].offset 8 is past the end of parameter 2 (8 bytes)"),
+        (make_spec(mangled="_Z1k\0"), "launch.json: mangled holds a NUL character"),
+        (make_spec(kernel="k\udc80"), "launch.json: kernel is not valid Unicode text"),
     ],
 )
 def test_spec_errors_name_the_field(obj: Any, message: str) -> None:

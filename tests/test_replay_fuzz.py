@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -77,7 +78,7 @@ def base_spec() -> dict[str, Any]:
 
 # Names a hostile launch.json may give; the folder builder makes each of them something.
 NAMES = ["module.fatbin", "buffers/a-before.npy", "buffers/a-after.npy", "buffers/c-before.npy",
-         "fifo", "dir", "up", "abs", "zero", "loop", "inner", "big.npy", "short.npy",
+         "fifo", "device", "dir", "up", "abs", "zero", "loop", "inner", "big.npy", "short.npy",
          "objects.npy", "fortran.npy", "nope", "../outside/secret.npy", "/etc/passwd",
          "/dev/zero", "buffers/../../outside/secret.npy", "a" * 300, "x/" * 2100, "a\0b",
          "\udc80", "", ".", "buffers", "./module.fatbin", "buffers//a-before.npy"]
@@ -271,6 +272,8 @@ def build_folder(root: Path, launch: bytes, how: str) -> Path:
     save(folder / "buffers/a-after.npy", A + 1)
     save(folder / "buffers/c-before.npy", C)
     os.mkfifo(folder / "fifo")
+    with contextlib.suppress(OSError):   # a device node, where this user may make one
+        os.mknod(folder / "device", stat.S_IFCHR | 0o600, os.makedev(1, 5))
     (folder / "dir").mkdir()
     (folder / "up").symlink_to("../outside/secret.npy")
     (folder / "abs").symlink_to("/etc/passwd")
@@ -377,6 +380,7 @@ HOSTILE = {
     "image ../": ({"image": "../outside/secret.npy"}, "climbs out with '..'"),
     "image symlink out": ({"image": "up"}, "outside the folder"),
     "image fifo": ({"image": "fifo"}, "is a FIFO, not a regular file"),
+    "image device": ({"image": "device"}, "is a device, not a regular file"),
     "image /dev/zero link": ({"image": "zero"}, "outside the folder"),
     "before outside": ({"buffers": [dict(base_spec()["buffers"][0], before="up")]},
                        "launch.json: buffers[0].before: \"up\" leads to"),
@@ -395,6 +399,8 @@ def test_the_shipped_script_refuses_hostile_folders_in_one_line(tmp_path: Path,
     changes, words = HOSTILE[case]
     spec = base_spec() | changes
     folder = build_folder(tmp_path, json.dumps(spec).encode(), "file")
+    if case == "image device" and not (folder / "device").exists():
+        pytest.skip("this user cannot make a device node")
     done = run_shipped(folder)
     check_shipped(done)
     assert done.returncode == 2 and words in done.stderr, done.stderr
