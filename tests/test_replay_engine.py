@@ -584,6 +584,9 @@ def with_item(key: str, index: int, **changes: Any) -> dict[str, Any]:
          "launch.json: buffers[0].offset 8 is past the end of parameter 2 (8 bytes)"),
         (make_spec(mangled="_Z1k\0"), "launch.json: mangled holds a NUL character"),
         (make_spec(kernel="k\udc80"), "launch.json: kernel is not valid Unicode text"),
+        (make_spec(kernel="k\x1b[2J(int)"), "launch.json: kernel holds a control character"),
+        (make_spec(image="module\x9b.fatbin"),
+         "launch.json: image holds a control character"),
     ],
 )
 def test_spec_errors_name_the_field(obj: Any, message: str) -> None:

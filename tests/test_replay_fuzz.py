@@ -198,6 +198,7 @@ def check_spec(spec: LaunchSpec) -> None:
     assert len(spec.params) <= spec_module.MAX_PARAM_BYTES
     assert all(1 <= r.size <= spec_module.MAX_BYTES for r in spec.regions)
     assert engine.name_problem(spec.image) is None
+    assert not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in spec.kernel + spec.mangled)
     for b in spec.buffers:
         assert b.delta + b.extent <= spec.regions[b.region].size
         assert np.dtype(b.dtype).kind in "biufc"

@@ -61,6 +61,11 @@ def show_path(path: Path | str) -> str:
     return show(str(path), 300)
 
 
+def control_character(text: str) -> bool:
+    """Whether `text` holds a character a terminal may obey (C0, DEL, C1) rather than show."""
+    return any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in text)
+
+
 def name_problem(name: str) -> str | None:
     """Why `name` cannot be a file of an extract folder (None: it can): it must be a relative
     path that stays inside the folder, on any file system."""
@@ -70,6 +75,8 @@ def name_problem(name: str) -> str | None:
         return f"is {len(name)} characters long, more than a file name may be ({MAX_NAME})"
     if "\0" in name:
         return "holds a NUL character"
+    if control_character(name):
+        return "holds a control character"
     try:
         encoded = name.encode("utf-8")
     except UnicodeEncodeError:

@@ -19,9 +19,23 @@ import numpy as np
 # The engine's files import each other by their plain names when they run on their own and
 # relatively when they are the package cudump.analysis.replay_engine (see replay.py).
 if __package__:
-    from .replay_files import ReplayError, name_problem, read_file, show, show_path
+    from .replay_files import (
+        ReplayError,
+        control_character,
+        name_problem,
+        read_file,
+        show,
+        show_path,
+    )
 else:
-    from replay_files import ReplayError, name_problem, read_file, show, show_path
+    from replay_files import (
+        ReplayError,
+        control_character,
+        name_problem,
+        read_file,
+        show,
+        show_path,
+    )
 
 FORMAT = "cudump-launch/1"
 SPEC_FILE = "launch.json"
@@ -104,6 +118,8 @@ def _text(obj: dict[str, Any], key: str, where: str = "", limit: int = MAX_TEXT)
         raise _fail(name, f"is {len(value)} characters long, more than {limit}")
     if "\0" in value:
         raise _fail(name, "holds a NUL character")
+    if control_character(value):   # printed in messages: shown, never obeyed by a terminal
+        raise _fail(name, "holds a control character")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
