@@ -91,28 +91,37 @@ def name_problem(name: str) -> str | None:
     return None
 
 
+def _not_regular(mode: int) -> str | None:
+    """What a file of mode `mode` is, where it is not a regular file (None where it is)."""
+    if stat.S_ISREG(mode):
+        return None
+    return ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "not a file")
+
+
 def open_regular(path: Path | str, what: str) -> int:
-    """A descriptor of `path` for reading, which must be a regular file: opened with
-    O_NONBLOCK (a FIFO with no writer, or a device, cannot hold the open up) and checked
-    with fstat before anything is read."""
+    """A descriptor of `path` for reading, which must be a regular file: checked with stat
+    before it is opened (a device is never opened), opened with O_NONBLOCK (a FIFO put in its
+    place meanwhile cannot hold the open up) and checked again with fstat before anything is
+    read. FileNotFoundError where nothing is there; ReplayError, one line, otherwise."""
+    fd = -1
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+        kind = _not_regular(os.stat(path).st_mode)
+        if kind is None:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+            kind = _not_regular(os.fstat(fd).st_mode)
     except FileNotFoundError:
         raise
     except (OSError, ValueError) as e:
+        if fd >= 0:
+            os.close(fd)
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
         raise ReplayError(f"{what}: cannot open {show_path(path)}: {reason}") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
-                    else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-                    else "a socket" if stat.S_ISSOCK(mode) else "not a file")
-            raise ReplayError(f"{what}: {show_path(path)} is {kind}, not a regular file; "
-                              "not read")
-    except BaseException:
-        os.close(fd)
-        raise
+    if kind is not None:
+        if fd >= 0:
+            os.close(fd)
+        raise ReplayError(f"{what}: {show_path(path)} is {kind}, not a regular file; not read")
     return fd
 
 
