@@ -16,6 +16,7 @@ import io
 import json
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -213,3 +214,37 @@ def read_npy(folder: Path, name: str, what: str, nbytes: int) -> np.ndarray:
                           f"{rest} bytes of data, but the buffer holds {nbytes} bytes")
     array = np.frombuffer(data, dtype=dtype, count=count, offset=f.tell())
     return array.reshape(shape, order="F" if fortran else "C")
+
+
+MAX_DIGITS = 40                  # an integer in a JSON file of the folder
+
+
+@dataclass(frozen=True)
+class BigNumber:
+    """An integer too long to be one (MAX_DIGITS), kept as its length so that the field it
+    stands in is named when it is checked."""
+
+    digits: int
+
+    def __str__(self) -> str:
+        return f"a {self.digits}-digit number"
+
+
+def _parse_int(text: str) -> int | BigNumber:
+    return int(text) if len(text) <= MAX_DIGITS else BigNumber(len(text.lstrip("-")))
+
+
+def parse_json(data: bytes, name: str, error: type[ReplayError] = ReplayError) -> Any:
+    """A JSON file's bytes as values: UTF-8 text, of bounded depth, with over-long integers
+    kept as BigNumber; `error`, naming the file, where it is not that."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise error(f"{name}: not UTF-8 text (byte {e.start} is {data[e.start]:#04x})") from None
+    try:
+        return json.loads(text, parse_int=_parse_int)
+    except json.JSONDecodeError as e:
+        raise error(f"{name}: not valid JSON: {e.msg} at line {e.lineno} column "
+                    f"{e.colno}") from None
+    except RecursionError:
+        raise error(f"{name}: not valid JSON: nested too deeply") from None

@@ -20,18 +20,22 @@ import numpy as np
 # relatively when they are the package cudump.analysis.replay_engine (see replay.py).
 if __package__:
     from .replay_files import (
+        BigNumber,
         ReplayError,
         control_character,
         name_problem,
+        parse_json,
         read_file,
         show,
         show_path,
     )
 else:
     from replay_files import (
+        BigNumber,
         ReplayError,
         control_character,
         name_problem,
+        parse_json,
         read_file,
         show,
         show_path,
@@ -52,7 +56,6 @@ MAX_SMEM = (1 << 32) - 1         # cuLaunchKernel's sharedMemBytes is an unsigne
 MAX_ENTRIES = 1 << 16            # regions, pointers or buffers
 MAX_DIMS = 32                    # a buffer's shape
 MAX_TEXT = 1 << 20               # kernel and mangled names
-MAX_DIGITS = 40                  # an integer in launch.json
 GRID_LIMITS = ((1 << 31) - 1, 65535, 65535)
 BLOCK_LIMITS = (1024, 1024, 64)
 MAX_THREADS = 1024               # threads of one block
@@ -63,21 +66,6 @@ _HEX = re.compile(r"(?:[0-9A-Fa-f]{2})*")
 
 class SpecError(ReplayError):
     """launch.json is malformed or inconsistent."""
-
-
-@dataclass(frozen=True)
-class BigNumber:
-    """An integer of launch.json too long to be one (MAX_DIGITS), kept as its length so that
-    the field it stands in is named when it is checked."""
-
-    digits: int
-
-    def __str__(self) -> str:
-        return f"a {self.digits}-digit number"
-
-
-def _parse_int(text: str) -> int | BigNumber:
-    return int(text) if len(text) <= MAX_DIGITS else BigNumber(len(text.lstrip("-")))
 
 
 def _show(value: Any) -> str:
@@ -444,19 +432,7 @@ class LaunchSpec:
         """launch.json's bytes as a launch spec: UTF-8 JSON of bounded depth and numbers,
         every field checked (from_json), and every file it names one of the folder's
         (check_names). SpecError, naming the field, where it is not one."""
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise SpecError(f"{SPEC_FILE}: not UTF-8 text (byte {e.start} is "
-                            f"{data[e.start]:#04x})") from None
-        try:
-            obj = json.loads(text, parse_int=_parse_int)
-        except json.JSONDecodeError as e:
-            raise SpecError(f"{SPEC_FILE}: not valid JSON: {e.msg} at line {e.lineno} column "
-                            f"{e.colno}") from None
-        except RecursionError:
-            raise SpecError(f"{SPEC_FILE}: not valid JSON: nested too deeply") from None
-        spec = cls.from_json(obj)
+        spec = cls.from_json(parse_json(data, SPEC_FILE, SpecError))
         spec.check_names()
         return spec
 
