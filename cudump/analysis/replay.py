@@ -11,7 +11,6 @@ parameter bytes to patch. `launch_spec` makes that translation; the engine
 
 from __future__ import annotations
 
-import json
 import re
 import struct
 from dataclasses import dataclass
@@ -23,8 +22,9 @@ import numpy as np
 from cudump.analysis.replay_engine import SPEC_FILE, LaunchSpec, ReplayError, SpecError
 from cudump.errors import CudumpError
 from cudump.policy.pattern import KernelPattern, name_forms
-from cudump.rundir.captures import CapturedAllocation, CaptureFormatError, CaptureRecord
+from cudump.rundir.captures import CapturedAllocation, CaptureRecord, read_capture_lines
 from cudump.rundir.layout import CAPTURES_FILE
+from cudump.rundir.reading import NotThere, read_bytes
 from cudump.rundir.runs import confined, load_array
 
 SPEC_FORMAT = "cudump-launch/1"
@@ -73,25 +73,14 @@ class Capture:
 
 def read_captures(run_dir: Path) -> list[Capture]:
     path = run_dir / CAPTURES_FILE
-    if not path.is_file():
+    try:
+        lines = read_capture_lines(run_dir)
+    except NotThere:
         raise ReplayTrouble(f"{run_dir} holds no captured launch ({CAPTURES_FILE}); run the "
                             "program "
-                            "with --capture-launch PATTERN or a rule with 'replay: true'")
-    captures = []
-    with open(path, encoding="utf-8") as f:
-        for number, text in enumerate(f, 1):
-            if not text.strip():
-                continue
-            try:
-                data = json.loads(text)
-            except json.JSONDecodeError as err:
-                raise ReplayTrouble(f"{path}:{number}: not JSON ({err.msg})") from None
-            try:
-                record = CaptureRecord.from_json(data)
-            except CaptureFormatError as err:
-                raise ReplayTrouble(f"{path}:{number}: {err}") from None
-            captures.append(Capture(record, number, path))
-    return captures
+                            "with --capture-launch PATTERN or a rule with 'replay: true'"
+                            ) from None
+    return [Capture(line.record, line.number, path) for line in lines]
 
 
 def select_capture(captures: list[Capture], launch: int | None, pid: int | None,
@@ -223,8 +212,8 @@ def read_image(run_dir: Path, capture: Capture, override: Path | None) -> bytes:
         raise ReplayTrouble(f"{capture.describe()} has no module image; give the kernel's code "
                             "with --cubin FILE or --ptx FILE")
     try:
-        return confined(run_dir, str(name)).read_bytes()
-    except (OSError, CudumpError) as err:
+        return read_bytes(confined(run_dir, str(name)))
+    except CudumpError as err:
         raise ReplayTrouble(f"{name}: cannot read the module image: {err}") from None
 
 

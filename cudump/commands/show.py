@@ -18,6 +18,7 @@ from cudump.errors import UsageError
 from cudump.rundir.flight import FlightFormatError, read_flight
 from cudump.rundir.imaging import CHANNEL_NAMES, TooManyChannels, render, save_png
 from cudump.rundir.layout import FLIGHT_FILE, MANIFEST_FILE
+from cudump.rundir.reading import NotThere
 from cudump.rundir.runs import Run, Snapshot, is_run_dir, kernel_pattern, load_array
 
 EPILOG = """\
@@ -198,12 +199,11 @@ class ShowCommand:
 
 def _show_flight(run_dir: Path, pid: int | None) -> int:
     """The report of each process the flight recorder kept launches of, and the launches."""
-    if not (run_dir / FLIGHT_FILE).is_file():
-        raise UsageError(f"{run_dir} has no {FLIGHT_FILE}: the run was not made with --flight")
     try:
         log = read_flight(run_dir)
-    except OSError as err:
-        raise UsageError(f"cannot read {run_dir / FLIGHT_FILE}: {err.strerror or err}") from None
+    except NotThere:
+        raise UsageError(f"{run_dir} has no {FLIGHT_FILE}: the run was not made with --flight"
+                         ) from None
     except FlightFormatError as err:
         raise UsageError(str(err)) from None
     procs = [proc for proc in log.processes if pid is None or proc.pid == pid]
