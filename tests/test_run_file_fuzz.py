@@ -509,3 +509,142 @@ def test_special_files_never_block(tmp_path: Path) -> None:
             bad.append(f"{result['case']}: {code}: {err.strip()[:200]}")
         print(f"{result['case']}: {code}: {err.strip()}")
     assert not bad, "\n".join(bad)
+
+
+# ---------------------------------------------------------------------------------------
+# Cases by name: the message each gives
+
+
+DEEP = b"[" * 100_000 + b"]" * 100_000
+
+
+@pytest.mark.parametrize("line,problem", [
+    (b'{"pid": 9, "kernel": "\xff"}', "not UTF-8 text"),
+    (DEEP, "not valid JSON (nested too deeply)"),
+    (b'{"pid": ' + b"9" * 5000 + b"}", "not valid JSON"),
+    (json.dumps(capture_record(2) | {"launch": 2**63}).encode(),
+     "not a captured launch: field 'launch': expected a whole number from 0 to 2^63-1, got "
+     "9223372036854775808"),
+    (json.dumps(capture_record(2) | {"grid": [2**32, 1, 1]}).encode(),
+     "not a captured launch: field 'grid': expected a list of 3 whole numbers from 0 to "
+     "2^32-1, got [4294967296, 1, 1]"),
+    (json.dumps(capture_record(2) | {"device": [0]}).encode(),
+     "not a captured launch: field 'device': expected a whole number, got [0]"),
+], ids=["utf8", "deep", "digits", "2^63", "grid", "device"])
+def test_a_bad_capture_line_names_the_file_line_and_field(tmp_path: Path, line: bytes,
+                                                          problem: str) -> None:
+    from cudump.analysis.replay import read_captures
+
+    run = fresh(tmp_path / "run")
+    (run / CAPTURES_FILE).write_bytes(json.dumps(capture_record(1)).encode() + b"\n" + line
+                                      + b"\n")
+    with pytest.raises(CudumpError) as info:
+        read_captures(run)
+    assert str(info.value) == f"{run / CAPTURES_FILE}:2: {problem}"
+
+
+def test_a_capture_line_cut_short_at_the_end_is_skipped(tmp_path: Path) -> None:
+    from cudump.analysis.replay import read_captures
+
+    run = fresh(tmp_path / "run")
+    whole = json.dumps(capture_record(1)).encode() + b"\n"
+    (run / CAPTURES_FILE).write_bytes(whole + json.dumps(capture_record(2)).encode()[:50])
+    assert [c.launch for c in read_captures(run)] == [1]
+
+
+def flight_with(change: Callable[[list[dict[str, Any]]], None]) -> bytes:
+    records = flight_records()
+    change(records)
+    return b"".join(json.dumps(r).encode() + b"\n" for r in records)
+
+
+def test_a_flight_argument_without_a_type_reads_as_one_of_unknown_type(tmp_path: Path,
+                                                                        capsys) -> None:
+    run = fresh(tmp_path / "run")
+
+    def untyped(records: list[dict[str, Any]]) -> None:
+        records[2]["args"][0]["type"] = None
+        del records[2]["args"][1]["type"]
+
+    (run / FLIGHT_FILE).write_bytes(flight_with(untyped))
+    assert main(["show", str(run), "--flight"]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and "arg0   = 0xdead0000  -> outside every allocation" in out
+
+
+@pytest.mark.parametrize("line,field,problem", [
+    (2, ("args", 0, "index"), "not argument 0: field 'index': expected a whole number from 0 "
+                              "to 2^63-1, got 9223372036854775808"),
+    (2, ("params_size",), "not a recorded launch: field 'params_size': expected a whole "
+                          "number from 0 to 2^63-1, got 9223372036854775808"),
+    (1, ("kept",), "not a process record: field 'kept': expected a whole number from 0 to "
+                   "2^63-1, got 9223372036854775808"),
+])
+def test_flight_numbers_of_2_to_the_63_are_named(tmp_path: Path, capsys, line: int,
+                                                 field: tuple[Any, ...], problem: str) -> None:
+    run = fresh(tmp_path / "run")
+
+    def huge(records: list[dict[str, Any]]) -> None:
+        target = records[line - 1]
+        for key in field[:-1]:
+            target = target[key]
+        target[field[-1]] = 2**63
+
+    (run / FLIGHT_FILE).write_bytes(flight_with(huge))
+    assert main(["show", str(run), "--flight"]) == 2
+    assert capsys.readouterr().err == f"cudump: error: {run / FLIGHT_FILE}:{line}: {problem}\n"
+
+
+@pytest.mark.parametrize("raw,problem", [
+    (b"\xff\n", "not UTF-8 text"), (DEEP + b"\n", "not valid JSON (nested too deeply)"),
+    (b"9" * 5000 + b"\n", "not valid JSON")], ids=["utf8", "deep", "digits"])
+def test_a_flight_line_that_is_not_json(tmp_path: Path, capsys, raw: bytes,
+                                        problem: str) -> None:
+    run = fresh(tmp_path / "run")
+    (run / FLIGHT_FILE).write_bytes(flight_with(lambda _: None) + raw)
+    assert main(["show", str(run), "--flight"]) == 2
+    assert capsys.readouterr().err == f"cudump: error: {run / FLIGHT_FILE}:4: {problem}\n"
+
+
+def test_a_snapshot_name_of_5000_characters_is_one_line(tmp_path: Path, capsys) -> None:
+    run = fresh(tmp_path / "run")
+    (run / MANIFEST_FILE).write_text(json.dumps(manifest_record(1, file="a" * 5000)) + "\n")
+    assert main(["show", str(run), "--index", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("cudump: error: snapshot #0 cannot be read: file '" + "a" * 59
+                   + "...(5000 characters) cannot be used: its name is too long\n")
+    assert main(["ls", str(run)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "1 of 1 snapshots, 1 unreadable"
+
+
+def test_a_batch_line_at_2_to_the_63_is_named(tmp_path: Path, capsys) -> None:
+    run = fresh(tmp_path / "run")
+    batch = digest_batch()
+    line = json.loads(batch.line(0)) | {"offset": 2**63}
+    (run / MANIFEST_FILE).write_text("".join(json.dumps(x) + "\n" for x in (
+        manifest_record(1), template(), line)))
+    (run / DIGESTS_FILE).write_bytes(batch.to_bytes())
+    assert main(["ls", str(run)]) == 2
+    assert capsys.readouterr().err == (f"cudump: error: {run / MANIFEST_FILE}:3: field "
+                                       "'offset' should be a whole number below 2^63\n")
+
+
+def test_summary_counts_and_injections_of_2_to_the_63_are_named(tmp_path: Path,
+                                                                capsys) -> None:
+    from cudump.rundir.summary import read_injections
+
+    run = fresh(tmp_path / "run")
+    data = summary()
+    data["injections"][0]["bytes"] = 2**64
+    (run / SUMMARY_FILE).write_text(json.dumps(data))
+    with pytest.raises(CudumpError) as info:
+        read_injections(run)
+    assert str(info.value) == (f"{run / SUMMARY_FILE}: injections[0]: injection: field "
+                               "'bytes': expected a whole number from 0 to 2^63-1, got "
+                               "18446744073709551616")
+    data["kernels"][KERNEL] = 2**63
+    (run / SUMMARY_FILE).write_text(json.dumps(data))
+    assert main(["stats", str(run)]) == 2
+    assert capsys.readouterr().err == (
+        f"cudump: error: {run / SUMMARY_FILE}: field 'kernels' should map kernel names to "
+        "launch counts (whole numbers from 0 to 2^63-1)\n")

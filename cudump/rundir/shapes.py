@@ -3,11 +3,10 @@ the type of each value and whether it may be missing or null; everything else is
 
 Types: "int" (a whole number that fits in 64 bits, signed or not), "count" (a whole number
 from 0 to 2^63-1: a size, an offset, a count, a launch number), "u64" (from 0 to 2^64-1: a
-device address), "num" (a whole or a decimal number), "str", "hex" (a string of hexadecimal
-byte pairs), "bool", "int3" (a list of 3 whole numbers from 0 to 2^32-1: a grid or a block),
-"ints" (a list of counts), "pairs" (a list of [count, count]), "strs" (a list of strings),
-"list", a nested shape (an object), or a list holding one nested shape (a list of such
-objects). A number out of its range is named like a value of the wrong type: a record's
+device address), "num" (a whole or a decimal number), "str", "bool", "int3" (a list of 3
+whole numbers from 0 to 2^32-1: a grid or a block), "ints" (a list of counts), "strs" (a list
+of strings), "list", a nested shape (an object), or a list holding one nested shape (a list
+of such objects). A number out of its range is named like a value of the wrong type: a record's
 numbers are used as sizes, offsets and counts, and one of 2^63 or more is none of them.
 """
 
@@ -29,15 +28,10 @@ def _within(value: Any, low: int, high: int) -> bool:
 
 
 _I64, _U64, _U32 = 1 << 63, 1 << 64, 1 << 32
-_HEX = frozenset("0123456789abcdefABCDEF")
 
 
 def _is_count(value: Any) -> bool:
     return _within(value, 0, _I64)
-
-
-def _is_hex(value: Any) -> bool:
-    return isinstance(value, str) and len(value) % 2 == 0 and _HEX.issuperset(value)
 
 
 def _expected(kind: Any) -> str:
@@ -46,27 +40,27 @@ def _expected(kind: Any) -> str:
     if isinstance(kind, list):
         return "a list"
     return {"int": "a whole number", "count": "a whole number", "u64": "a whole number",
-            "num": "a number", "str": "a string", "hex": "hexadecimal bytes",
+            "num": "a number", "str": "a string",
             "int3": "a list of 3 whole numbers", "ints": "a list of whole numbers",
-            "pairs": "a list of [offset, size] pairs", "strs": "a list of strings",
+            "strs": "a list of strings",
             "list": "a list", "bool": "true or false"}[kind]
 
 
 # Where a whole number is out of its kind's range: the range, said.
 _RANGES = {"int": "from -2^63 to 2^64-1", "count": "from 0 to 2^63-1",
-           "u64": "from 0 to 2^64-1", "int3": "from 0 to 2^32-1", "ints": "from 0 to 2^63-1",
-           "pairs": "from 0 to 2^63-1"}
+           "u64": "from 0 to 2^64-1", "int3": "from 0 to 2^32-1", "ints": "from 0 to 2^63-1"}
 
 
 def _out_of_range(value: Any, kind: str) -> bool:
     """A whole number (or a list of them) of the right type but out of `kind`'s range."""
     if not isinstance(kind, str) or kind not in _RANGES:
         return False
+    if kind in ("int", "count", "u64"):
+        return _is_int(value)
     if isinstance(value, list):
-        items = [n for v in value for n in (v if isinstance(v, list) else [v])]
-        return bool(items) and all(_is_int(n) for n in items) and not (
+        return bool(value) and all(_is_int(n) for n in value) and not (
             kind == "int3" and len(value) != 3)
-    return _is_int(value)
+    return False
 
 
 def _shown(value: Any) -> str:
@@ -83,18 +77,16 @@ def _fits(value: Any, kind: str) -> bool:
         return _within(value, 0, _U64)
     if kind == "num":
         return isinstance(value, int | float) and not isinstance(value, bool)
-    if kind in ("str", "hex", "bool"):
-        return {"str": isinstance(value, str), "hex": _is_hex(value),
-                "bool": isinstance(value, bool)}[kind]
+    if kind == "str":
+        return isinstance(value, str)
+    if kind == "bool":
+        return isinstance(value, bool)
     if not isinstance(value, list):
         return False
     if kind == "int3":
         return len(value) == 3 and all(_within(v, 0, _U32) for v in value)
     if kind == "ints":
         return all(_is_count(v) for v in value)
-    if kind == "pairs":
-        return all(isinstance(v, list) and len(v) == 2 and all(_is_count(n) for n in v)
-                   for v in value)
     if kind == "strs":
         return all(isinstance(v, str) for v in value)
     return kind == "list"

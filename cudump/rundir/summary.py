@@ -252,3 +252,14 @@ def read_injections(run_dir: Path) -> list[InjectionRecord]:
             raise reading.RunFileError(f"{reading.shown(path)}: injections[{i}]: {err}"
                                        ) from None
     return found
+
+
+def read_exit_status(run_dir: Path) -> int | None:
+    """The program's exit status as summary.json says it; None where there is no summary
+    (the run was killed), or it cannot be read or holds no such number."""
+    try:
+        _, data = _summary(run_dir)
+    except reading.RunFileError:
+        return None
+    status = data.get("exit_status")
+    return status if isinstance(status, int) and not isinstance(status, bool) else None
