@@ -445,7 +445,7 @@ def _special_run(run: Path, name: str, kind: str) -> Path:
 SPECIAL = [(MANIFEST_FILE, ["ls"]), (DIGESTS_FILE, ["ls"]), (TRACE_FILE, ["stats"]),
            (SUMMARY_FILE, ["stats"]), (FLIGHT_FILE, ["show", "--flight"]),
            ("s0.npy", ["show", "--index", "0"]), (CAPTURES_FILE, ["replay"]),
-           ("modules/abc.cubin", ["replay"])]
+           ("modules/abc.cubin", ["replay"]), (MANIFEST_FILE, ["watch"])]
 
 # Run in one child process, case after case: each has SIGALRM after a generous bound (a
 # reader that blocks on a FIFO is interrupted and said to have blocked) and the child's
@@ -457,6 +457,7 @@ resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
 from cudump.cli import main
 from cudump.errors import CudumpError
 from cudump.analysis.replay import read_captures, read_image
+from cudump.rundir.watch import RunWatch
 
 class Blocked(Exception):
     pass
@@ -471,7 +472,10 @@ for case in json.loads(sys.argv[1]):
     signal.alarm(60)
     try:
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-            if argv == ["replay"]:
+            if argv == ["watch"]:           # bisect's look at a run as it grows
+                RunWatch(run).poll()
+                code = 0
+            elif argv == ["replay"]:
                 try:
                     for capture in read_captures(run):
                         read_image(run, capture, None)
