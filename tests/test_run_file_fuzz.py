@@ -658,3 +658,13 @@ def test_summary_counts_and_injections_of_2_to_the_63_are_named(tmp_path: Path,
     assert capsys.readouterr().err == (
         f"cudump: error: {run / SUMMARY_FILE}: field 'kernels' should map kernel names to "
         "launch counts (whole numbers from 0 to 2^63-1)\n")
+
+
+@pytest.mark.parametrize("argv", [["ls"], ["show"], ["stats"], ["show", "--flight"],
+                                  ["show", "--index", "0"]])
+def test_a_run_named_by_5000_characters_is_one_line(capsys, argv: list[str]) -> None:
+    name = "a" * 5000
+    assert main([argv[0], name, *argv[1:]]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("cudump: error: ") and err.count("\n") == 1, err
+    assert "(5000 characters)" in err or "(5013 characters)" in err

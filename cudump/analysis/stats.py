@@ -73,7 +73,7 @@ class RunStats:
 
 def is_any_run(path: Path) -> bool:
     """A directory holding at least one of a run's files."""
-    return path.is_dir() and any(reading.present(path / name) for name in RUN_FILES)
+    return reading.is_folder(path) and any(reading.present(path / name) for name in RUN_FILES)
 
 
 def run_stats(path: str | Path) -> RunStats:
@@ -81,7 +81,7 @@ def run_stats(path: str | Path) -> RunStats:
     not what a run writes."""
     path = Path(path)
     if not is_any_run(path):
-        raise SnapshotError(f"{path} is not a cudump run directory (none of "
+        raise SnapshotError(f"{reading.shown(path)} is not a cudump run directory (none of "
                             f"{', '.join(RUN_FILES)})")
     kernels: dict[str, KernelStats] = {}
 

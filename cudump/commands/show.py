@@ -15,6 +15,7 @@ from cudump.analysis.report.tables import LS_HEADERS, LS_RIGHT, format_table, sn
 from cudump.analysis.stats import is_any_run
 from cudump.commands import HelpFormatter
 from cudump.errors import UsageError
+from cudump.rundir import reading
 from cudump.rundir.flight import FlightFormatError, read_flight
 from cudump.rundir.imaging import CHANNEL_NAMES, TooManyChannels, render, save_png
 from cudump.rundir.layout import FLIGHT_FILE, MANIFEST_FILE
@@ -168,10 +169,11 @@ class ShowCommand:
     def _choose(self, args: argparse.Namespace) -> tuple[Snapshot | None, Path | None]:
         """The snapshot and its file; no file for a digest or a NaN/Inf report."""
         target: Path = args.target
-        if target.is_file():
+        if reading.is_regular(target):
             return _record_for_file(target), target
         if not is_any_run(target):
-            raise UsageError(f"{target} is neither a snapshot file nor a run directory")
+            raise UsageError(f"{reading.shown(target)} is neither a snapshot file nor a run "
+                             "directory")
         pattern = kernel_pattern(args.kernel)
         if not is_run_dir(target):
             raise UsageError(f"{target} holds no snapshots (no {MANIFEST_FILE}: no rule took any); "
@@ -268,7 +270,7 @@ def _print_finding(snap: Snapshot, run_dir: Path) -> None:
 def _record_for_file(path: Path) -> Snapshot | None:
     """The manifest record of a file inside a run directory (looked for up to two levels up)."""
     for parent in list(path.resolve().parents)[:3]:
-        if (parent / MANIFEST_FILE).is_file():
+        if reading.is_regular(parent / MANIFEST_FILE):
             try:
                 return Run.open(parent).by_file(path)
             except Exception:  # noqa: BLE001 - the file is still worth showing without it

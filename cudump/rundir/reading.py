@@ -94,6 +94,15 @@ def is_regular(path: str | Path) -> bool:
         return False
 
 
+def is_folder(path: str | Path) -> bool:
+    """Whether a folder is at `path` (links followed); False for a name that cannot be
+    looked up at all."""
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
 def present(path: str | Path) -> bool:
     """Whether anything is at `path` (links followed); False for a name that cannot be
     looked up at all."""

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -210,30 +210,33 @@ def load_array(path: str | Path) -> np.ndarray:
     path = Path(path)
     suffix = path.suffix.lower()
     # Only a regular file, opened without blocking (rundir.reading): a FIFO or a device
-    # under a snapshot's name is refused, not read.
+    # under a snapshot's name is refused, not read; and what is read is the file opened
+    # here, never the name looked up again.
     with reading.open_regular(path) as f:
         if suffix not in (".npy", ".png"):
             raise SnapshotError(f"{reading.shown(path)}: not a .npy or .png file")
+        if suffix == ".npy":
+            return _load_npy(path, f)
         try:
-            magic = f.read(len(NPY_MAGIC))
-        except OSError as err:
-            raise SnapshotError(f"{reading.shown(path)}: cannot read: {err.strerror or err}"
+            return read_png(path, f)
+        except (OSError, ValueError, SyntaxError) as err:   # PIL raises all three
+            raise SnapshotError(f"{path}: not a PNG file (or a corrupted one): {err}"
                                 ) from None
-    if suffix == ".npy":
-        return _load_npy(path, magic)
+
+
+def _load_npy(path: Path, f: IO[bytes]) -> np.ndarray:
     try:
-        return read_png(path)
-    except (OSError, ValueError, SyntaxError) as err:   # PIL raises all three
-        raise SnapshotError(f"{path}: not a PNG file (or a corrupted one): {err}") from None
-
-
-def _load_npy(path: Path, magic: bytes) -> np.ndarray:
+        magic = f.read(len(NPY_MAGIC))
+    except OSError as err:
+        raise SnapshotError(f"{reading.shown(path)}: cannot read: {err.strerror or err}"
+                            ) from None
     if magic != NPY_MAGIC:
         raise SnapshotError(f"{path}: not a .npy file (or a corrupted one)")
     try:
         # mmap: a diff of two large runs only pages in what it reads, and the page
-        # cache is shared by the worker threads.
-        arr = np.load(path, mmap_mode="r", allow_pickle=False)
+        # cache is shared by the worker threads. numpy maps a file by its name: the
+        # name of the descriptor opened above, which is the regular file checked.
+        arr = np.load(f"/proc/self/fd/{f.fileno()}", mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError, EOFError) as err:
         if "object" in str(err).lower() or "pickle" in str(err).lower():
             raise SnapshotError(f"{path}: holds Python objects, not numeric data") from None
