@@ -8,7 +8,8 @@ not UTF-8, lines cut short, binary records with bytes changed. The reader must r
 or refuse it with one line naming the file: never a traceback, never another exception.
 
 Each variant is made by random.Random(f"{SEED}:{family}:{number}"), so a failure names the
-seed, family and number that reproduce it alone (CUDUMP_FUZZ_SEED picks another seed).
+seed, family and number that reproduce it alone (CUDUMP_FUZZ_SEED picks another seed,
+CUDUMP_FUZZ_SCALE=10 makes ten times as many variants).
 
 Files that are not regular files (a FIFO, a device) where a run file should be are in
 test_special_files_never_block: each command runs in a child process with a generous bound.
@@ -44,6 +45,7 @@ from cudump.rundir.layout import (
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = int(os.environ.get("CUDUMP_FUZZ_SEED", "20261207"))
+SCALE = float(os.environ.get("CUDUMP_FUZZ_SCALE", "1"))    # more variants, for a long campaign
 KERNEL = "void k(float*, int)"
 
 # A value of any type and size where a record's value was.
@@ -401,7 +403,7 @@ def test_damaged_run_files_give_a_read_or_one_line(family: str, tmp_path: Path, 
     out = Outcome(family)
     run = fresh(tmp_path / "run")
     started = time.monotonic()
-    for number in range(variants):
+    for number in range(int(variants * SCALE)):
         rng = random.Random(f"{SEED}:{family}:{number}")
         fuzz(rng, run, out, number, capsys)
         out.variants += 1

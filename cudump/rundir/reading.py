@@ -186,10 +186,3 @@ def line_error(path: str | Path, number: int, problem: object) -> RunFileError:
     """The error of one line's record: `path:N: problem`."""
     return RunFileError(f"{shown(path)}:{number}: {problem}")
 
-
-# Bounds of the numbers records hold, for the fields whose values are used as offsets,
-# sizes or counts: what the shim writes fits in 64 bits, and a size or count cudump adds
-# to or allocates with must fit in a signed 64-bit value.
-U32 = 1 << 32
-I64 = 1 << 63
-U64 = 1 << 64
