@@ -314,6 +314,15 @@ def fuzz_manifest(rng: random.Random, run: Path, out: Outcome, n: int, capsys) -
              MANIFEST_FILE + "|s0.npy|snapshot #|no snapshot matches")
 
 
+def fuzz_watch(rng: random.Random, run: Path, out: Outcome, n: int, capsys) -> None:
+    from cudump.rundir.watch import RunWatch
+
+    records = [manifest_record(1), manifest_record(2), json.loads(digest_batch().line(0))]
+    # Compact, as the manifest is written: the watch looks for `"launch":N`.
+    put(run / MANIFEST_FILE, damaged_lines(rng, records).replace(b'": ', b'":'))
+    call_reader(out, n, lambda: RunWatch(run).poll(), MANIFEST_FILE)
+
+
 def fuzz_digests(rng: random.Random, run: Path, out: Outcome, n: int, capsys) -> None:
     batch = digest_batch()
     data = bytearray(batch.to_bytes())
@@ -394,6 +403,7 @@ FAMILIES: dict[str, tuple[Callable[..., None], int]] = {   # name -> (fuzz, vari
     "flight.jsonl": (fuzz_flight, 800),
     "trace.jsonl": (fuzz_trace, 800),
     "summary.json": (fuzz_summary, 800),
+    "manifest.jsonl as it grows": (fuzz_watch, 800),
 }
 
 
@@ -670,3 +680,12 @@ def test_a_run_named_by_5000_characters_is_one_line(capsys, argv: list[str]) -> 
     err = capsys.readouterr().err
     assert err.startswith("cudump: error: ") and err.count("\n") == 1, err
     assert "(5000 characters)" in err or "(5013 characters)" in err
+
+
+def test_the_watch_of_a_growing_manifest_takes_no_launch_of_5000_digits(tmp_path: Path) -> None:
+    from cudump.rundir.watch import RunWatch
+
+    run = fresh(tmp_path / "run")
+    put(run / MANIFEST_FILE, b'{"launch":7}\n{"launch":' + b"9" * 5000 + b"}\n")
+    progress = RunWatch(run).poll()
+    assert (progress.lines, progress.launch) == (2, 7)

@@ -14,7 +14,9 @@ from pathlib import Path
 from cudump.rundir import reading
 from cudump.rundir.layout import MANIFEST_FILE
 
-_LAUNCH = re.compile(rb'"launch":(\d+)')
+# A launch number of at most 20 digits (any 64-bit one): a longer run of digits is no
+# launch number, and int() refuses thousands of them.
+_LAUNCH = re.compile(rb'"launch":(\d{1,20})(?!\d)')
 READ_AT_MOST = 1 << 24           # per look: a run far ahead is caught up with over a few
 LOOK_BACK = 64                   # lines looked at, from the last, for a launch number
 
