@@ -308,10 +308,11 @@ def fuzz_manifest(rng: random.Random, run: Path, out: Outcome, n: int, capsys) -
     records = [manifest_record(1), manifest_record(2), digest_record(0) | {"launch": 3}]
     put(run / MANIFEST_FILE, damaged_lines(rng, records))
     call_cli(out, n, ["ls", str(run)], capsys, MANIFEST_FILE)
-    # `show` may also refuse the snapshot asked for: it names the snapshot, or says none
-    # matches (a record damaged into another launch's).
+    # `show` may also refuse the snapshot asked for: it names the snapshot or its file
+    # (a record damaged into naming another), or says none matches (a record damaged into
+    # another launch's).
     call_cli(out, n, ["show", str(run), "--index", str(rng.randrange(3))], capsys,
-             MANIFEST_FILE + "|s0.npy|snapshot #|no snapshot matches")
+             f"{MANIFEST_FILE}|{run}/|snapshot #|no snapshot matches")
 
 
 def fuzz_watch(rng: random.Random, run: Path, out: Outcome, n: int, capsys) -> None:
