@@ -11,7 +11,6 @@ parameter bytes to patch. `launch_spec` makes that translation; the engine
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import struct
@@ -32,8 +31,9 @@ from cudump.analysis.replay_engine import (
 )
 from cudump.errors import CudumpError
 from cudump.kernels.pattern import KernelPattern, name_forms
-from cudump.rundir.captures import CapturedAllocation, CaptureFormatError, CaptureRecord
+from cudump.rundir.captures import CapturedAllocation, CaptureRecord, read_capture_lines
 from cudump.rundir.layout import CAPTURES_FILE
+from cudump.rundir.reading import NotThere, read_bytes
 from cudump.rundir.runs import confined, load_array
 
 SPEC_FORMAT = "cudump-launch/1"
@@ -88,37 +88,13 @@ class Capture:
 def read_captures(run_dir: Path) -> list[Capture]:
     path = run_dir / CAPTURES_FILE
     try:
-        data = read_regular(path, CAPTURES_FILE, CAPTURES_LIMIT)
-    except FileNotFoundError:
+        lines = read_capture_lines(run_dir)
+    except NotThere:
         raise ReplayTrouble(f"{run_dir} holds no captured launch ({CAPTURES_FILE}); run the "
                             "program "
-                            "with --capture-launch PATTERN or a rule with 'replay: true'") \
-            from None
-    except ReplayError as err:
-        raise ReplayTrouble(str(err)) from None
-    captures = []
-    for number, raw in enumerate(data.split(b"\n"), 1):
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise ReplayTrouble(f"{path}:{number}: not UTF-8 text (byte {err.start + 1} of "
-                                "the line)") from None
-        if not text.strip():
-            continue
-        try:
-            data_line = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise ReplayTrouble(f"{path}:{number}: not JSON ({err.msg})") from None
-        except RecursionError:
-            raise ReplayTrouble(f"{path}:{number}: not JSON (nested too deeply)") from None
-        except ValueError:   # an integer of more digits than Python converts
-            raise ReplayTrouble(f"{path}:{number}: not JSON (a number too long)") from None
-        try:
-            record = CaptureRecord.from_json(data_line)
-        except CaptureFormatError as err:
-            raise ReplayTrouble(f"{path}:{number}: {err}") from None
-        captures.append(Capture(record, number, path))
-    return captures
+                            "with --capture-launch PATTERN or a rule with 'replay: true'"
+                            ) from None
+    return [Capture(line.record, line.number, path) for line in lines]
 
 
 def select_capture(captures: list[Capture], launch: int | None, pid: int | None,
@@ -272,12 +248,9 @@ def read_image(run_dir: Path, capture: Capture, override: Path | None) -> bytes:
         raise ReplayTrouble(f"{capture.describe()} has no module image; give the kernel's code "
                             "with --cubin FILE or --ptx FILE")
     try:
-        path = run_file(run_dir, str(name), "the module image")
-        return read_regular(path, "the module image", IMAGE_LIMIT)
-    except (OSError, CudumpError) as err:
-        reason = err.strerror if isinstance(err, OSError) and err.strerror else err
-        raise ReplayTrouble(f"{str(name)[:80]!r}: cannot read the module image: {reason}") \
-            from None
+        return read_bytes(confined(run_dir, str(name)))
+    except CudumpError as err:
+        raise ReplayTrouble(f"{str(name)[:80]!r}: cannot read the module image: {err}") from None
 
 
 __all__ = ["Capture", "ReplayError", "ReplayTrouble", "launch_spec", "load_snapshots",

@@ -15,7 +15,6 @@ naming the file and the line, except a last line cut short (a run killed while w
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,8 +23,10 @@ from typing import Any
 
 from cudump.errors import SnapshotError
 from cudump.kernels.pattern import KernelPattern
+from cudump.rundir import reading
 from cudump.rundir.layout import MANIFEST_FILE, STATS_FILES, SUMMARY_FILE, TRACE_FILE
 from cudump.rundir.manifest import read_manifest
+from cudump.rundir.summary import read_summary_counts
 
 RUN_FILES = STATS_FILES
 
@@ -72,7 +73,7 @@ class RunStats:
 
 def is_any_run(path: Path) -> bool:
     """A directory holding at least one of a run's files."""
-    return path.is_dir() and any((path / name).is_file() for name in RUN_FILES)
+    return reading.is_folder(path) and any(reading.present(path / name) for name in RUN_FILES)
 
 
 def run_stats(path: str | Path) -> RunStats:
@@ -80,7 +81,7 @@ def run_stats(path: str | Path) -> RunStats:
     not what a run writes."""
     path = Path(path)
     if not is_any_run(path):
-        raise SnapshotError(f"{path} is not a cudump run directory (none of "
+        raise SnapshotError(f"{reading.shown(path)} is not a cudump run directory (none of "
                             f"{', '.join(RUN_FILES)})")
     kernels: dict[str, KernelStats] = {}
 
@@ -92,15 +93,15 @@ def run_stats(path: str | Path) -> RunStats:
 
     sources: list[str] = []
     launches_from = None
-    if (path / SUMMARY_FILE).is_file():
+    if reading.present(path / SUMMARY_FILE):
         sources.append(SUMMARY_FILE)
         launches_from = SUMMARY_FILE
-        counts, graph = _summary_counts(path / SUMMARY_FILE)
+        counts, graph = read_summary_counts(path)
         for name, n in counts.items():
             of(name).launches = n
         for name, n in graph.items():
             of(name).graph = n
-    if (path / TRACE_FILE).is_file():
+    if reading.present(path / TRACE_FILE):
         sources.append(TRACE_FILE)
         traced: Counter[str] = Counter()
         in_graphs: Counter[str] = Counter()
@@ -118,7 +119,7 @@ def run_stats(path: str | Path) -> RunStats:
             for name, n in traced.items():
                 of(name).launches = n
                 of(name).graph = in_graphs[name]
-    if (path / MANIFEST_FILE).is_file():
+    if reading.present(path / MANIFEST_FILE):
         sources.append(MANIFEST_FILE)
         for r in read_manifest(path):
             k = of(r.kernel)
@@ -139,26 +140,6 @@ def run_stats(path: str | Path) -> RunStats:
     return RunStats(path, kernels, sources, launches_from)
 
 
-def _summary_counts(path: Path) -> tuple[dict[str, int], dict[str, int]]:
-    try:
-        data = json.loads(path.read_bytes())
-    except OSError as err:
-        raise SnapshotError(f"{path}: cannot read: {err.strerror or err}") from None
-    except (ValueError, RecursionError) as err:
-        raise SnapshotError(f"{path}: not a cudump summary ({err})") from None
-    if not isinstance(data, dict):
-        raise SnapshotError(f"{path}: not a cudump summary (not a JSON object)")
-    return _counts(path, data, "kernels"), _counts(path, data, "graph_kernels")
-
-
-def _counts(path: Path, data: dict[str, Any], key: str) -> dict[str, int]:
-    value = data.get(key, {})
-    if not isinstance(value, dict) or not all(
-            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value.values()):
-        raise SnapshotError(f"{path}: '{key}' should map kernel names to launch counts")
-    return value
-
-
 @dataclass(frozen=True)
 class TraceLaunch:
     """A kernel launch of trace.jsonl (a `launch` or a `graph-kernel` record)."""
@@ -171,33 +152,17 @@ class TraceLaunch:
 
 
 def _trace_records(path: Path) -> Iterator[TraceLaunch]:
-    try:
-        with path.open("rb") as f:
-            lines = iter(f)
-            number = 0
-            line = next(lines, None)
-            while line is not None:
-                number += 1
-                following = next(lines, None)
-                record = _trace_record(path, number, line, last=following is None)
-                if record is not None:
-                    yield record
-                line = following
-    except OSError as err:
-        raise SnapshotError(f"{path}: cannot read: {err.strerror or err}") from None
+    """The file's launch records, read as every run file is (rundir.reading): a last line
+    cut short (a run killed while writing it) is skipped."""
+    for line in reading.json_lines(path, torn_last=True, what="a trace record"):
+        record = _trace_record(path, line.number, line.data)
+        if record is not None:
+            yield record
 
 
-def _trace_record(path: Path, number: int, line: bytes, last: bool) -> TraceLaunch | None:
-    if not line.strip():
-        return None
-    try:
-        data = json.loads(line)
-    except (ValueError, RecursionError) as err:
-        if last and not line.endswith(b"\n"):
-            return None            # cut short: the run was killed while writing it
-        raise SnapshotError(f"{path}:{number}: not a trace record ({err})") from None
+def _trace_record(path: Path, number: int, data: Any) -> TraceLaunch | None:
     if not isinstance(data, dict):
-        raise SnapshotError(f"{path}:{number}: not a trace record (not a JSON object)")
+        raise reading.line_error(path, number, "not a trace record (not a JSON object)")
     event = data.get("event")
     if event not in ("launch", "graph-kernel"):
         return None                # a graph launch: its kernels have records of their own
@@ -205,15 +170,15 @@ def _trace_record(path: Path, number: int, line: bytes, last: bool) -> TraceLaun
     grid, block = data.get("grid"), data.get("block")
     if not isinstance(kernel, str) or not isinstance(mangled, str) or not _dims(grid) \
             or not _dims(block):
-        raise SnapshotError(f"{path}:{number}: a launch record needs 'kernel', 'grid' and "
-                            "'block'")
+        raise reading.line_error(path, number, "a launch record needs 'kernel', 'grid' and "
+                                 "'block' (3 whole numbers from 0 to 2^32-1 each)")
     return TraceLaunch(kernel, mangled, (tuple(grid), tuple(block)),
                        data.get("captured") is True, event == "graph-kernel")
 
 
 def _dims(value: Any) -> bool:
     return isinstance(value, list) and len(value) == 3 and all(
-        isinstance(n, int) and not isinstance(n, bool) for n in value)
+        isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 1 << 32 for n in value)
 
 
 def format_shape(shape: Shape) -> str:

@@ -15,6 +15,7 @@ from cudump.analysis.report.tables import (
 from cudump.analysis.stats import run_stats
 from cudump.commands import KERNEL_PATTERN_HELP
 from cudump.commands.stats import stats_lines
+from cudump.rundir import reading
 from cudump.rundir.layout import MANIFEST_FILE
 from cudump.rundir.runs import Run, kernel_pattern
 from cudump.rundir.summary import plural
@@ -40,7 +41,7 @@ class LsCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         pattern = kernel_pattern(args.kernel)
-        if not (args.run / MANIFEST_FILE).is_file():
+        if not reading.present(args.run / MANIFEST_FILE):
             # A run no rule took anything of (--trace, or nothing at all): its kernels.
             stats = run_stats(args.run)
             for line in stats_lines(stats, stats.select(pattern), args.full_names):

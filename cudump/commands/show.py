@@ -15,9 +15,11 @@ from cudump.analysis.report.tables import LS_HEADERS, LS_RIGHT, format_table, sn
 from cudump.analysis.stats import is_any_run
 from cudump.commands import HelpFormatter
 from cudump.errors import UsageError
+from cudump.rundir import reading
 from cudump.rundir.flight import FlightFormatError, read_flight
 from cudump.rundir.imaging import CHANNEL_NAMES, TooManyChannels, render, save_png
 from cudump.rundir.layout import FLIGHT_FILE, MANIFEST_FILE
+from cudump.rundir.reading import NotThere
 from cudump.rundir.runs import Run, Snapshot, is_run_dir, kernel_pattern, load_array
 
 EPILOG = """\
@@ -167,10 +169,11 @@ class ShowCommand:
     def _choose(self, args: argparse.Namespace) -> tuple[Snapshot | None, Path | None]:
         """The snapshot and its file; no file for a digest or a NaN/Inf report."""
         target: Path = args.target
-        if target.is_file():
+        if reading.is_regular(target):
             return _record_for_file(target), target
         if not is_any_run(target):
-            raise UsageError(f"{target} is neither a snapshot file nor a run directory")
+            raise UsageError(f"{reading.shown(target)} is neither a snapshot file nor a run "
+                             "directory")
         pattern = kernel_pattern(args.kernel)
         if not is_run_dir(target):
             raise UsageError(f"{target} holds no snapshots (no {MANIFEST_FILE}: no rule took any); "
@@ -198,12 +201,11 @@ class ShowCommand:
 
 def _show_flight(run_dir: Path, pid: int | None) -> int:
     """The report of each process the flight recorder kept launches of, and the launches."""
-    if not (run_dir / FLIGHT_FILE).is_file():
-        raise UsageError(f"{run_dir} has no {FLIGHT_FILE}: the run was not made with --flight")
     try:
         log = read_flight(run_dir)
-    except OSError as err:
-        raise UsageError(f"cannot read {run_dir / FLIGHT_FILE}: {err.strerror or err}") from None
+    except NotThere:
+        raise UsageError(f"{run_dir} has no {FLIGHT_FILE}: the run was not made with --flight"
+                         ) from None
     except FlightFormatError as err:
         raise UsageError(str(err)) from None
     procs = [proc for proc in log.processes if pid is None or proc.pid == pid]
@@ -268,7 +270,7 @@ def _print_finding(snap: Snapshot, run_dir: Path) -> None:
 def _record_for_file(path: Path) -> Snapshot | None:
     """The manifest record of a file inside a run directory (looked for up to two levels up)."""
     for parent in list(path.resolve().parents)[:3]:
-        if (parent / MANIFEST_FILE).is_file():
+        if reading.is_regular(parent / MANIFEST_FILE):
             try:
                 return Run.open(parent).by_file(path)
             except Exception:  # noqa: BLE001 - the file is still worth showing without it

@@ -12,9 +12,12 @@ an internal error; keys cudump does not read are left alone.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from cudump.kernels.geometry import Allocation
+from cudump.rundir import reading
+from cudump.rundir.layout import CAPTURES_FILE
 from cudump.rundir.shapes import Shape, shape_problem
 
 
@@ -156,19 +159,21 @@ class CaptureRecord:
 
 # What cudump reads of a captured launch, key by key (shapes.Shape); everything else is
 # left alone.
-_ALLOC: Shape = {"base": ("int", False), "size": ("int", False), "kind": ("str", False),
-                 "pitch": ("int", False), "width": ("int", False), "height": ("int", False),
-                 "elem": ("int", False)}
-_POINTER: Shape = {"arg": ("int", False), "offset": ("int", False), "value": ("int", False),
-                   "alloc": (_ALLOC, False)}
-_BUFFER: Shape = {"arg": ("int", False), "offset": ("int", False), "address": ("int", False),
-                  "width": ("int", False), "height": ("int", False), "pitch": ("int", False),
+_ALLOC: Shape = {"base": ("u64", False), "size": ("count", False), "kind": ("str", False),
+                 "pitch": ("count", False), "width": ("count", False),
+                 "height": ("count", False), "elem": ("count", False)}
+_POINTER: Shape = {"arg": ("count", False), "offset": ("count", False),
+                   "value": ("u64", False), "alloc": (_ALLOC, False)}
+_BUFFER: Shape = {"arg": ("count", False), "offset": ("count", False),
+                  "address": ("u64", False), "width": ("count", False),
+                  "height": ("count", False), "pitch": ("count", False),
                   "dtype": ("str", False), "shape": ("ints", False), "before": ("str", True),
                   "after": ("str", True)}
-_CAPTURE: Shape = {"pid": ("int", False), "launch": ("int", False), "kernel": ("str", False),
-                   "mangled": ("str", False), "occurrence": ("int", True),
-                   "grid": ("int3", False), "block": ("int3", False), "smem": ("int", True),
-                   "api": ("str", True), "stream": ("str", True), "image": ("str", True),
+_CAPTURE: Shape = {"pid": ("count", False), "launch": ("count", False),
+                   "kernel": ("str", False), "mangled": ("str", False),
+                   "occurrence": ("count", True), "grid": ("int3", False),
+                   "block": ("int3", False), "smem": ("count", True), "api": ("str", True),
+                   "device": ("int", True), "stream": ("str", True), "image": ("str", True),
                    "image_format": ("str", True), "params": ("str", True),
                    "layout": ("list", True), "problems": ("strs", True),
                    "pointers": ([_POINTER], True), "buffers": ([_BUFFER], True)}
@@ -180,3 +185,26 @@ def capture_problem(data: Any) -> str | None:
         return f"not a captured launch (a JSON {type(data).__name__}, not an object)"
     problem = shape_problem(data, _CAPTURE)
     return f"not a captured launch: {problem}" if problem else None
+
+
+@dataclass(frozen=True)
+class CaptureLine:
+    """A record of captures.jsonl and the line it is on (from 1)."""
+
+    number: int
+    record: CaptureRecord
+
+
+def read_capture_lines(run_dir: Path) -> list[CaptureLine]:
+    """The records of a run's captures.jsonl, read as every run file is (rundir.reading):
+    reading.NotThere where the run has none, RunFileError `path:N: why` for a line that is
+    not a captured launch. A last line cut short (the run was killed writing it) is
+    skipped: the file is written as the run goes."""
+    path = Path(run_dir) / CAPTURES_FILE
+    found = []
+    for line in reading.json_lines(path, torn_last=True):
+        try:
+            found.append(CaptureLine(line.number, CaptureRecord.from_json(line.data)))
+        except CaptureFormatError as err:
+            raise reading.line_error(path, line.number, err) from None
+    return found

@@ -94,13 +94,15 @@ class BatchLine:
 
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> BatchLine:
-        if data[BATCH] != DIGESTS_FILE:
+        if not isinstance(data[BATCH], str) or data[BATCH] != DIGESTS_FILE:
             raise SnapshotError(f"field '{BATCH}' should be \"{DIGESTS_FILE}\"")
         values = []
         for name in ("offset", "launches", "digests"):
             value = data.get(name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise SnapshotError(f"field '{name}' should be a whole number")
+            if value >= 1 << 63:        # an offset or a count: no file is that large
+                raise SnapshotError(f"field '{name}' should be a whole number below 2^63")
             values.append(value)
         return cls(*values)
 

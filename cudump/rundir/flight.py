@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cudump.rundir import files as runfiles
+from cudump.rundir import reading
 from cudump.rundir.layout import FLIGHT_FILE
 from cudump.rundir.shapes import Shape, shape_problem
 
@@ -122,20 +123,23 @@ def write_flight(run_dir: Path, log: FlightLog) -> Path:
 # -- reading ----------------------------------------------------------------------------
 
 # Each key cudump reads: its kind and whether it may be missing or null.
-_PROCESS: Shape = {"pid": ("int", False), "slots": ("int", False), "recorded": ("int", False),
-            "kept": ("int", False), "first_error": ("int", True), "error": ("str", True),
-            "ended": ("str", True)}
-_LAUNCH: Shape = {"pid": ("int", False), "launch": ("int", False), "kernel": ("str", False),
-           "status": ("str", False), "stream": ("str", False), "thread": ("int", False),
-           "api": ("str", False), "grid": ("int3", False), "block": ("int3", False),
-           "smem": ("int", True), "mangled": ("str", True), "graph": ("int", True),
-           "rc": ("int", True), "error": ("str", True), "params": ("str", True),
-           "params_size": ("int", True), "args": ("list", True), "culprit": ("bool", True)}
-_ARG: Shape = {"index": ("int", False), "type": ("str", True), "value": ("str", False),
-        "address": ("int", True), "allocation": ("str", True)}
+_PROCESS: Shape = {"pid": ("count", False), "slots": ("count", False),
+                   "recorded": ("count", False), "kept": ("count", False),
+                   "first_error": ("int", True), "error": ("str", True), "ended": ("str", True)}
+_LAUNCH: Shape = {"pid": ("count", False), "launch": ("count", False),
+                  "kernel": ("str", False), "status": ("str", False), "stream": ("str", False),
+                  "thread": ("int", False), "api": ("str", False), "grid": ("int3", False),
+                  "block": ("int3", False), "smem": ("count", True), "mangled": ("str", True),
+                  "graph": ("count", True), "rc": ("int", True), "error": ("str", True),
+                  "params": ("str", True), "params_size": ("count", True),
+                  "args": ("list", True), "culprit": ("bool", True)}
+_ARG: Shape = {"index": ("count", False), "type": ("str", True), "value": ("str", False),
+               "address": ("u64", True), "allocation": ("str", True)}
 
 
 def _checked(data: Any, shape: Shape, what: str) -> dict[str, Any]:
+    """The record's values of the keys `shape` names, checked; a key left out or null is
+    left out (its dataclass field's default stands)."""
     if not isinstance(data, dict):
         raise FlightFormatError(f"not {what} (a JSON {type(data).__name__}, not an object)")
     problem = shape_problem(data, shape)
@@ -144,33 +148,38 @@ def _checked(data: Any, shape: Shape, what: str) -> dict[str, Any]:
     return {key: data.get(key) for key in shape if data.get(key) is not None}
 
 
+def _arg(data: Any, number: int) -> FlightArg:
+    fields = _checked(data, _ARG, f"argument {number}")
+    return FlightArg(index=fields["index"], type=fields.get("type"), value=fields["value"],
+                     address=fields.get("address"), allocation=fields.get("allocation"))
+
+
 def _launch(data: dict[str, Any]) -> FlightLaunch:
     fields = _checked(data, _LAUNCH, "a recorded launch")
     if fields["status"] not in STATUSES:
-        raise FlightFormatError(f"not a recorded launch: status {fields['status']!r}")
-    args = [FlightArg(**_checked(a, _ARG, "an argument")) for a in fields.pop("args", [])]
+        raise FlightFormatError(f"not a recorded launch: status {fields['status']!r:.40}")
+    args = [_arg(a, i) for i, a in enumerate(fields.pop("args", []))]
     return FlightLaunch(**fields, args=args)
 
 
 def read_flight(run_dir: Path) -> FlightLog:
-    """flight.jsonl of a run; OSError if it cannot be read, FlightFormatError (naming the
-    line) for a line that is not a record."""
+    """flight.jsonl of a run, read as every run file is (rundir.reading): reading.NotThere
+    if there is none, RunFileError if it cannot be read or a line is not JSON, and
+    FlightFormatError (naming the file, the line and the field) for a line that is not a
+    record. The file is written whole at the end of a run: no line of it is cut short."""
     log = FlightLog()
     path = Path(run_dir) / FLIGHT_FILE
-    with path.open(encoding="utf-8", errors="replace") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-                kind = data.get("record") if isinstance(data, dict) else None
-                if kind == "process":
-                    log.processes.append(FlightProcess(**_checked(data, _PROCESS,
-                                                                  "a process record")))
-                elif kind == "launch":
-                    log.launches.append(_launch(data))
-                else:
-                    raise FlightFormatError("neither a process nor a launch record")
-            except (json.JSONDecodeError, FlightFormatError) as err:
-                raise FlightFormatError(f"{path}:{number}: {err}") from None
+    for line in reading.json_lines(path, torn_last=False):
+        data = line.data
+        try:
+            kind = data.get("record") if isinstance(data, dict) else None
+            if kind == "process":
+                log.processes.append(FlightProcess(**_checked(data, _PROCESS,
+                                                              "a process record")))
+            elif kind == "launch":
+                log.launches.append(_launch(data))
+            else:
+                raise FlightFormatError("neither a process nor a launch record")
+        except FlightFormatError as err:
+            raise FlightFormatError(f"{reading.shown(path)}:{line.number}: {err}") from None
     return log

@@ -297,8 +297,9 @@ def save_png(
     return path
 
 
-def read_png(path: str | Path) -> np.ndarray:
-    """A PNG as an array in the layout snapshots use: (H, W) L / I;16, (H, W, C) otherwise.
+def read_png(path: str | Path, file: IO[bytes] | None = None) -> np.ndarray:
+    """A PNG as an array in the layout snapshots use: (H, W) L / I;16, (H, W, C) otherwise;
+    read from `file` where given (`path` names it in messages).
 
     Images beyond MAX_PIXELS are refused (SnapshotError) before anything is decoded.
     """
@@ -306,7 +307,7 @@ def read_png(path: str | Path) -> np.ndarray:
         # MAX_PIXELS is the limit here; PIL's warning for large images is noise.
         warnings.simplefilter("ignore", Image.DecompressionBombWarning)
         try:
-            opened = Image.open(path)
+            opened = Image.open(file if file is not None else path)
         except Image.DecompressionBombError:
             raise SnapshotError(f"{path}: image too large to read (more than "
                                 f"{MAX_PIXELS:,} pixels)") from None

@@ -82,15 +82,15 @@ class InjectionRecord:
 
 # name -> (type, may be missing or null): rundir/shapes.py
 _OUTPUT_SHAPE: Shape = {
-    "arg": ("int", False), "offset": ("int", False), "status": ("str", False),
-    "elements": ("int", True), "differing": ("int", True), "max_abs": ("num", True),
+    "arg": ("count", False), "offset": ("count", False), "status": ("str", False),
+    "elements": ("count", True), "differing": ("count", True), "max_abs": ("num", True),
     "file": ("str", True), "reason": ("str", True),
 }
 _INJECTION_SHAPE: Shape = {
-    "source": ("str", False), "launch": ("int", False), "kernel": ("str", False),
-    "occurrence": ("int", False), "source_pid": ("int", False), "status": ("str", False),
-    "source_rank": ("int", True), "pid": ("int", True), "live_kernel": ("str", True),
-    "live_occurrence": ("int", True), "buffers": ("int", True), "bytes": ("int", True),
+    "source": ("str", False), "launch": ("count", False), "kernel": ("str", False),
+    "occurrence": ("count", False), "source_pid": ("count", False), "status": ("str", False),
+    "source_rank": ("int", True), "pid": ("count", True), "live_kernel": ("str", True),
+    "live_occurrence": ("count", True), "buffers": ("count", True), "bytes": ("count", True),
     "reason": ("str", True), "outputs": ("list", True),
 }
 _STATUSES = {"output": OUTPUT_STATUSES, "injection": INJECTION_STATUSES}

@@ -25,6 +25,7 @@ from typing import Any
 
 from cudump.errors import SnapshotError
 from cudump.rundir import files as runfiles
+from cudump.rundir import reading
 from cudump.rundir.digest_batches import BATCH, HAS_SUM, BatchLine, DigestBatch
 from cudump.rundir.layout import DIGESTS_FILE, MANIFEST_FILE
 from cudump.wire.digest import digest_hex, sum_json
@@ -145,12 +146,10 @@ def read_manifest(run_dir: Path) -> list[SnapshotRecord]:
     type is a SnapshotError naming the file and the line.
     """
     path = Path(run_dir) / MANIFEST_FILE
-    if not path.is_file():
-        raise SnapshotError(f"{run_dir} is not a cudump run directory (no {MANIFEST_FILE})")
-    try:
-        lines = path.read_bytes().split(b"\n")
-    except OSError as err:
-        raise SnapshotError(f"{path}: cannot read: {err.strerror or err}") from None
+    if not reading.present(path) or path.is_dir():
+        raise SnapshotError(f"{reading.shown(run_dir)} is not a cudump run directory (no "
+                            f"{MANIFEST_FILE})")
+    lines = reading.read_bytes(path).split(b"\n")     # a FIFO, a device: one line, refused
     while lines and not lines[-1].strip():
         lines.pop()
     records: list[SnapshotRecord] = []
@@ -242,13 +241,10 @@ class _BatchFile:
     def batch(self, line: BatchLine) -> DigestBatch:
         if self._data is None:
             try:
-                self._data = self.path.read_bytes()
-            except FileNotFoundError:
+                self._data = reading.read_bytes(self.path)
+            except reading.NotThere:
                 raise SnapshotError(f"a batch of digests is in {DIGESTS_FILE}, which the run "
                                     "directory lacks") from None
-            except OSError as err:
-                raise SnapshotError(f"{self.path}: cannot read: {err.strerror or err}"
-                                    ) from None
         view = memoryview(self._data)[line.offset:line.offset + line.size]
         return DigestBatch.from_bytes(view, line.launches, line.digests)
 
@@ -288,15 +284,9 @@ def _batch(line: BatchLine, templates: dict[str, list[dict[str, Any]]], file: _B
 
 def _decode_line(raw: bytes) -> Any:
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise SnapshotError("not UTF-8 text") from None
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise SnapshotError("not valid JSON (nested too deeply)") from None
-    except ValueError:           # JSONDecodeError, or an integer of thousands of digits
-        raise SnapshotError("not valid JSON") from None
+        return reading.decode_json(raw)
+    except reading.LineError as err:
+        raise SnapshotError(str(err)) from None
 
 
 class ManifestWriter:

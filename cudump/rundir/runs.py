@@ -10,12 +10,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
 from cudump.errors import SnapshotError, UsageError
 from cudump.kernels.pattern import KernelPattern, PatternError
+from cudump.rundir import reading
 from cudump.rundir.imaging import read_png
 from cudump.rundir.layout import MANIFEST_FILE
 from cudump.rundir.manifest import SnapshotRecord, read_manifest
@@ -77,7 +78,7 @@ class Digest:
         sum_of, total = extra.get("sum_of"), extra.get("abs_sum")
         if sum_of is None:
             return cls(value, size, width, rows, algorithm)
-        if sum_of not in SUM_SIZES:
+        if not isinstance(sum_of, str) or sum_of not in SUM_SIZES:
             raise SnapshotError(f"digest record: 'sum_of' should be one of "
                                 f"{', '.join(SUM_SIZES)}, got {sum_of!r:.40}")
         return cls(value, size, width, rows, algorithm, sum_of, _sum(total))
@@ -200,37 +201,42 @@ class NanReport:
 
 
 def _whole(value: Any, minimum: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+    """A whole number from `minimum` to 2^63-1: a count or a size cudump can use."""
+    return isinstance(value, int) and not isinstance(value, bool) and minimum <= value < 1 << 63
 
 
 def load_array(path: str | Path) -> np.ndarray:
     """A snapshot file as an array: .npy memory-mapped (read-only), .png decoded."""
     path = Path(path)
-    if not path.is_file():
-        raise SnapshotError(f"{path}: no such file")
     suffix = path.suffix.lower()
-    if suffix == ".npy":
-        return _load_npy(path)
-    if suffix == ".png":
+    # Only a regular file, opened without blocking (rundir.reading): a FIFO or a device
+    # under a snapshot's name is refused, not read; and what is read is the file opened
+    # here, never the name looked up again.
+    with reading.open_regular(path) as f:
+        if suffix not in (".npy", ".png"):
+            raise SnapshotError(f"{reading.shown(path)}: not a .npy or .png file")
+        if suffix == ".npy":
+            return _load_npy(path, f)
         try:
-            return read_png(path)
+            return read_png(path, f)
         except (OSError, ValueError, SyntaxError) as err:   # PIL raises all three
-            raise SnapshotError(f"{path}: not a PNG file (or a corrupted one): {err}") from None
-    raise SnapshotError(f"{path}: not a .npy or .png file")
+            raise SnapshotError(f"{path}: not a PNG file (or a corrupted one): {err}"
+                                ) from None
 
 
-def _load_npy(path: Path) -> np.ndarray:
+def _load_npy(path: Path, f: IO[bytes]) -> np.ndarray:
     try:
-        with path.open("rb") as f:
-            magic = f.read(len(NPY_MAGIC))
+        magic = f.read(len(NPY_MAGIC))
     except OSError as err:
-        raise SnapshotError(f"{path}: cannot read: {err.strerror or err}") from None
+        raise SnapshotError(f"{reading.shown(path)}: cannot read: {err.strerror or err}"
+                            ) from None
     if magic != NPY_MAGIC:
         raise SnapshotError(f"{path}: not a .npy file (or a corrupted one)")
     try:
         # mmap: a diff of two large runs only pages in what it reads, and the page
-        # cache is shared by the worker threads.
-        arr = np.load(path, mmap_mode="r", allow_pickle=False)
+        # cache is shared by the worker threads. numpy maps a file by its name: the
+        # name of the descriptor opened above, which is the regular file checked.
+        arr = np.load(f"/proc/self/fd/{f.fileno()}", mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError, EOFError) as err:
         if "object" in str(err).lower() or "pickle" in str(err).lower():
             raise SnapshotError(f"{path}: holds Python objects, not numeric data") from None
@@ -271,20 +277,33 @@ def kernel_pattern(text: str | KernelPattern | None) -> KernelPattern | None:
 
 
 def is_run_dir(path: str | Path) -> bool:
-    return (Path(path) / MANIFEST_FILE).is_file()
+    return reading.is_regular(Path(path) / MANIFEST_FILE)
 
 
 def confined(run_dir: Path, relative: str) -> Path:
     """`relative` (a manifest's file or png) as a path inside run_dir; SnapshotError if it
     is absolute, climbs out with `..`, or resolves (through links) to a place outside."""
+    if len(relative) > PATH_MAX or any(len(part.encode("utf-8", "surrogatepass")) > NAME_MAX
+                                       for part in relative.split("/")):
+        raise SnapshotError(f"file {_short(relative)} cannot be used: its name is too long")
     try:
         root = run_dir.resolve()
         target = (run_dir / relative).resolve()
     except (OSError, ValueError, RuntimeError) as err:   # NUL bytes, link loops
-        raise SnapshotError(f"file {relative!r} cannot be used: {err}") from None
+        raise SnapshotError(f"file {_short(relative)} cannot be used: {err}") from None
     if not target.is_relative_to(root) or target == root:
-        raise SnapshotError(f"file {relative!r} is outside the run directory; not read")
+        raise SnapshotError(f"file {_short(relative)} is outside the run directory; not read")
     return target
+
+
+# The longest name of one folder or file, and of a whole path, Linux takes.
+NAME_MAX, PATH_MAX = 255, 4096
+
+
+def _short(relative: str) -> str:
+    """A file name as a message quotes it: shortened where it is very long."""
+    text = repr(relative)
+    return text if len(text) <= 120 else f"{text[:60]}...({len(relative)} characters)"
 
 
 @dataclass

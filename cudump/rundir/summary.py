@@ -6,9 +6,11 @@ import json
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from cudump.rundir import files as runfiles
-from cudump.rundir.injections import InjectionRecord
+from cudump.rundir import reading
+from cudump.rundir.injections import InjectionFormatError, InjectionRecord
 from cudump.rundir.layout import SUMMARY_FILE
 from cudump.sizes import human_bytes
 
@@ -202,3 +204,62 @@ class RunSummary:
         text = (json.dumps(data, indent=2) + "\n").encode("utf-8")
         # Whole, and never through a symlink planted under its name (runfiles).
         runfiles.write_whole(run_dir / SUMMARY_FILE, lambda f: f.write(text))
+
+
+# -- reading ----------------------------------------------------------------------------
+
+
+def _summary(run_dir: Path) -> tuple[Path, dict[str, Any]]:
+    """summary.json's object, read as every run file is (rundir.reading)."""
+    path = Path(run_dir) / SUMMARY_FILE
+    data = reading.read_json(path)
+    if not isinstance(data, dict):
+        raise reading.RunFileError(f"{reading.shown(path)}: not a cudump summary (not a JSON "
+                                   "object)")
+    return path, data
+
+
+def _counts(path: Path, data: dict[str, Any], key: str) -> dict[str, int]:
+    value = data.get(key, {})
+    if not isinstance(value, dict) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 1 << 63
+            for n in value.values()):
+        raise reading.RunFileError(f"{reading.shown(path)}: field '{key}' should map kernel "
+                                   "names to launch counts (whole numbers from 0 to 2^63-1)")
+    return value
+
+
+def read_summary_counts(run_dir: Path) -> tuple[dict[str, int], dict[str, int]]:
+    """The launches of each kernel (`kernels`) and of them, kernel-node runs of graph
+    launches (`graph_kernels`); RunFileError naming the file and the field if not."""
+    path, data = _summary(run_dir)
+    return _counts(path, data, "kernels"), _counts(path, data, "graph_kernels")
+
+
+def read_injections(run_dir: Path) -> list[InjectionRecord]:
+    """What --inject did, as the run's summary.json says (none: the run had no --inject);
+    RunFileError naming the file and the injection's field if a record is not one."""
+    path, data = _summary(run_dir)
+    records = data.get("injections", [])
+    if not isinstance(records, list):
+        raise reading.RunFileError(f"{reading.shown(path)}: field 'injections' should be a "
+                                   "list")
+    found = []
+    for i, record in enumerate(records):
+        try:
+            found.append(InjectionRecord.from_json(record))
+        except InjectionFormatError as err:
+            raise reading.RunFileError(f"{reading.shown(path)}: injections[{i}]: {err}"
+                                       ) from None
+    return found
+
+
+def read_exit_status(run_dir: Path) -> int | None:
+    """The program's exit status as summary.json says it; None where there is no summary
+    (the run was killed), or it cannot be read or holds no such number."""
+    try:
+        _, data = _summary(run_dir)
+    except reading.RunFileError:
+        return None
+    status = data.get("exit_status")
+    return status if isinstance(status, int) and not isinstance(status, bool) else None

@@ -11,9 +11,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from cudump.rundir import reading
 from cudump.rundir.layout import MANIFEST_FILE
 
-_LAUNCH = re.compile(rb'"launch":(\d+)')
+# A launch number of at most 20 digits (any 64-bit one): a longer run of digits is no
+# launch number, and int() refuses thousands of them.
+_LAUNCH = re.compile(rb'"launch":(\d{1,20})(?!\d)')
 READ_AT_MOST = 1 << 24           # per look: a run far ahead is caught up with over a few
 LOOK_BACK = 64                   # lines looked at, from the last, for a launch number
 
@@ -33,10 +36,12 @@ class RunWatch:
 
     def poll(self) -> RunProgress:
         try:
-            with open(self.path, "rb") as f:
+            # A regular file only, opened without blocking (rundir.reading): a FIFO under
+            # the manifest's name is never waited on.
+            with reading.open_regular(self.path) as f:
                 f.seek(self._offset)
                 data = f.read(READ_AT_MOST)
-        except OSError:                 # not there yet
+        except (OSError, reading.RunFileError):     # not there yet, or not a manifest
             return self.progress
         self._offset += len(data)
         data = self._tail + data

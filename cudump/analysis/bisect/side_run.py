@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -15,7 +14,7 @@ from cudump.analysis.bisect.errors import BisectError
 from cudump.analysis.bisect.sides import Side
 from cudump.rundir import files as runfiles
 from cudump.rundir.layout import MANIFEST_FILE
-from cudump.rundir.summary import SUMMARY_FILE
+from cudump.rundir.summary import read_exit_status
 from cudump.rundir.watch import RunProgress, RunWatch
 
 WATCH_SECONDS = 0.2          # how often a side's run is looked at for the progress line
@@ -47,15 +46,6 @@ def _last_error(log: Path) -> str:
     return (errors or lines or ["no output"])[-1]
 
 
-def _exit_status(run_dir: Path) -> int | None:
-    try:
-        data = json.loads((run_dir / SUMMARY_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    status = data.get("exit_status") if isinstance(data, dict) else None
-    return status if isinstance(status, int) else None
-
-
 def run_side(side: Side, run_dir: Path, log: Path, options: Sequence[str],
              watch: Callable[[RunProgress], None] | None = None) -> SideRun:
     """`python -m cudump --out RUN_DIR OPTIONS -- PROGRAM...` for one side; BisectError if
@@ -73,7 +63,7 @@ def run_side(side: Side, run_dir: Path, log: Path, options: Sequence[str],
     except OSError as err:
         raise BisectError(f"{side.label}: cannot start cudump: {err.strerror or err}") from None
     returncode = _wait_for(child, RunWatch(run_dir) if watch is not None else None, watch)
-    ran = SideRun(side, run_dir, log, returncode, _exit_status(run_dir))
+    ran = SideRun(side, run_dir, log, returncode, read_exit_status(run_dir))
     if ran.exit_status is None:
         raise BisectError(f"{side.label}: {side.describe()} did not run under cudump: "
                           f"{_last_error(log)}")
