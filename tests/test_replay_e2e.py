@@ -268,9 +268,9 @@ def test_fifos_where_run_files_should_be_are_refused_without_hanging(fake, cudum
     image.unlink()
     os.mkfifo(image)
     one_line(offline("replay", str(ran.run_dir), "--launch", str(first["launch"])),
-             "is a FIFO, not a regular file")
+             "a FIFO, not a file cudump wrote")
     one_line(offline("extract", str(ran.run_dir), "--launch", str(first["launch"]),
-                     str(tmp_path / "x1")), "is a FIFO, not a regular file")
+                     str(tmp_path / "x1")), "a FIFO, not a file cudump wrote")
     fifo = tmp_path / "fifo.ptx"
     os.mkfifo(fifo)
     one_line(offline("replay", str(ran.run_dir), "--launch", str(first["launch"]), "--ptx",
@@ -294,9 +294,9 @@ def test_fifos_where_run_files_should_be_are_refused_without_hanging(fake, cudum
     except OSError:
         return
     one_line(offline("replay", str(ran.run_dir), "--launch", str(first["launch"])),
-             "is a device, not a regular file")
+             "a character device, not a file cudump wrote")
     one_line(offline("extract", str(ran.run_dir), "--launch", str(first["launch"]),
-                     str(tmp_path / "x0")), "is a device, not a regular file")
+                     str(tmp_path / "x0")), "a character device, not a file cudump wrote")
 
 
 def test_overlong_and_hostile_names_in_a_run_are_one_line(fake, cudump_run, offline, tmp_path):
@@ -306,7 +306,7 @@ def test_overlong_and_hostile_names_in_a_run_are_one_line(fake, cudump_run, offl
     path = ran.run_dir / "captures.jsonl"
     for field, value, word in (("before", "a" * 5000, "arg0"), ("before", "x/" * 2100, "arg0"),
                                ("image", "m" * 5000, "module image"),
-                               ("image", "/etc/passwd", "absolute path")):
+                               ("image", "/etc/passwd", "outside the run directory")):
         changed = json.loads(json.dumps(lines[0]))
         if field == "image":
             changed["image"] = value
@@ -332,4 +332,4 @@ def test_inputs_from_a_run_whose_manifest_names_an_overlong_file(fake, cudump_ru
     first["file"] = "a" * 5000
     manifest.write_text("".join(json.dumps(r) + "\n" for r in records))
     one_line(offline("replay", str(ran.run_dir), "--launch", "1", "--inputs-from",
-                     str(ran.run_dir)), "--inputs-from", "File name too long")
+                     str(ran.run_dir)), "--inputs-from", "its name is too long")

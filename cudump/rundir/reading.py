@@ -66,8 +66,14 @@ def _kind(mode: int) -> str:
 def open_regular(path: str | Path) -> IO[bytes]:
     """The file at `path` opened for reading, if it is a regular file (links followed).
     NotThere if nothing is there; RunFileError for anything else that is not a regular file
-    or cannot be opened. Never blocks: a FIFO is opened O_NONBLOCK and then refused."""
+    or cannot be opened. Never blocks, and never opens a device (opening some has effects):
+    what is there is looked at first, then opened O_NONBLOCK and looked at again, in case it
+    was swapped in between."""
     try:
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):
+            raise RunFileError(f"{shown(path)}: {_kind(mode)}, not a file cudump wrote; not "
+                               "read")
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except FileNotFoundError:
         raise NotThere(f"{shown(path)}: no such file") from None
