@@ -9,7 +9,8 @@ process's result ring (ResultDrain._drain) in which its report was said. For tha
 counts the distinct files, the steps (each time the innermost cudump frame changes file, on
 a call or a return), the returns (steps into a file the route had already left) and the
 distinct steps (pairs of files one after the other: the route's shape, a loop over a
-launch's buffers counted once).
+launch's buffers counted once), for the whole route and for its part up to the report's
+line (the rest plans and takes the producer's snapshots).
 
     python bench/nan_route.py [--runs 3] [--json]
 
@@ -49,6 +50,7 @@ class Extent:
     tag: int | None
     files: list[str] = field(default_factory=list)     # the innermost cudump file, each step
     reports: list[int] = field(default_factory=list)   # launches whose report it said
+    said_at: int | None = None      # len(files) when its first report was said
 
 
 @dataclass
@@ -59,6 +61,7 @@ class Route:
     returns: int
     edges: int          # distinct (file, next file) steps: the route's shape, loops counted once
     extents: int
+    to_report: tuple[int, int, int, int]    # the same four, up to the report's line
 
 
 def _short(filename: str) -> str:
@@ -93,6 +96,8 @@ class Tracer:
                 found = REPORT.match(str(frame.f_locals.get("line", "")))
                 if found:
                     extent.reports.append(int(found.group(1)))
+                    if extent.said_at is None:
+                        extent.said_at = len(extent.files)
             self._step(extent, short)
             return
         if frame is self._local.root:
@@ -123,8 +128,16 @@ def route_of(extents: list[Extent]) -> Route | None:
     door = ("result ring" if any(e.root.endswith("_drain") and launch in e.reports
                                  for e in mine) else "watcher (MSG_REPEAT)")
     files: list[str] = []
+    to_report: list[str] = []
     for e in mine:
+        if not to_report and e.said_at is not None:
+            to_report = files + e.files[:e.said_at]
         files += e.files
+    return Route(door, *_count(files), len(mine), _count(to_report))
+
+
+def _count(files: list[str]) -> tuple[int, int, int, int]:
+    """Distinct files, steps, returns to a file already left, distinct steps."""
     steps = returns = 0
     left: set[str] = set()
     edges: set[tuple[str, str]] = set()
@@ -136,7 +149,7 @@ def route_of(extents: list[Extent]) -> Route | None:
         left.add(before)
         if after in left:
             returns += 1
-    return Route(door, len(set(files)), steps, returns, len(edges), len(mine))
+    return len(set(files)), steps, returns, len(edges)
 
 
 def child(argv: list[str], out: Path) -> int:
@@ -198,9 +211,10 @@ def main() -> int:
     best = min(routes, key=lambda r: r.steps)
     print(f"one NaN/Inf result ({best.door}): {best.files} files, {best.steps} steps, "
           f"{best.returns} returns to a file already left, {best.edges} distinct steps "
-          f"({best.extents} handled messages or ring drains); runs (files/steps/returns/"
-          f"distinct): " + ", ".join(f"{r.files}/{r.steps}/{r.returns}/{r.edges}"
-                                     for r in routes))
+          f"({best.extents} handled messages or ring drains); up to its report's line: "
+          "{}/{}/{}/{}".format(*best.to_report))
+    print("runs (files/steps/returns/distinct): " + ", ".join(
+        f"{r.files}/{r.steps}/{r.returns}/{r.edges}" for r in routes))
     return 0
 
 
