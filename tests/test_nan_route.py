@@ -14,7 +14,15 @@ import functools
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
+import pytest
+from pair_kernel import kept_pair_plan, scanning
+from records import manifest
+
 import cudump
+from cudump.policy.snapshot.planned import HOLD_NOT_SERVED, NOT_HELD
+from cudump.policy.snapshot.results import SLOT, _Ring, _Taken
+from cudump.wire import protocol as p
 
 PACKAGE = Path(cudump.__file__).resolve().parent
 SNAPSHOT = PACKAGE / "policy" / "snapshot"
@@ -134,3 +142,56 @@ def test_nothing_is_patched_in_after_construction():
                 value = next((k.value for k in value.keywords if k.arg == "default"), None)
             assert not isinstance(value, ast.Lambda), \
                 f"{path.name}:{node.lineno} keeps a placeholder to be patched in later"
+
+
+def _producer_slot(plan_id: int, gate: int) -> np.ndarray:
+    """Launch 5 made with plan `plan_id`: the buffer at byte 0 finite before it, 2 elements
+    non-finite after it (the first at index 3)."""
+    slots = np.zeros(1, dtype=SLOT)
+    slots["plan"], slots["ncopies"], slots["gate"] = plan_id, 4, gate
+    for name, value in (("seq", 5), ("occurrence", 5), ("grid", (1, 1, 1)),
+                        ("block", (32, 1, 1)), ("device", 0)):
+        slots["event"][name] = value
+    slots["results"][0, 1]["words"] = (2, ~3 & (1 << 64) - 1)
+    return slots
+
+
+@pytest.mark.parametrize(("gate", "reason"), [(p.Gate.RELEASED, HOLD_NOT_SERVED),
+                                              (p.Gate.NONE, NOT_HELD)])
+def test_both_ways_in_report_alike_and_the_late_one_records_no_snapshots(tmp_path, gate,
+                                                                          reason):
+    """The same producer, reported by the shim (MSG_REPEAT) or found late by the ring's
+    reader, has the same report; the first gets its snapshots asked for, the second has
+    them recorded as not taken, with why."""
+    made = {}
+    for way in ("watcher", "ring"):
+        run_dir = tmp_path / way
+        run_dir.mkdir()
+        snapshots = scanning(run_dir)
+        try:
+            proc, _, repeat = kept_pair_plan(snapshots)
+            slots = _producer_slot(repeat.plan_id, gate)
+            if way == "watcher":
+                follow = snapshots.repeat_report(proc, slots[0])
+                assert follow is not None and follow.copies
+                assert snapshots.state.proc(1).pending[5] is follow
+                asked = len(follow.copies)
+            else:
+                templates = snapshots.state.proc(1).templates
+                ring = _Ring(proc, None, slots, templates)   # type: ignore[arg-type]
+                taken = _Taken(slots["event"], slots["plan"], slots["flags"],
+                               slots["launch_rc"], slots["results"][:, :4])
+                snapshots.repeater.results._handle(ring, taken, np.arange(1))
+                assert 5 not in snapshots.state.proc(1).pending
+        finally:
+            snapshots.close()
+        made[way] = manifest(run_dir)
+    reports = {way: [r for r in records if "nonfinite" in r] for way, records in made.items()}
+    assert len(reports["watcher"]) == 1 and reports["watcher"] == reports["ring"]
+    assert (reports["ring"][0]["launch"], reports["ring"][0]["nonfinite"],
+            reports["ring"][0]["origin"]) == (5, 2, "produced")
+    lost = [r for r in made["ring"] if r.get("nan_producer") and "nonfinite" not in r]
+    assert len(lost) == asked
+    assert all(r["status"] == "error" and r["reason"] == reason and r.get("file") is None
+               for r in lost)
+    assert not [r for r in made["watcher"] if r.get("status") == "error"]
