@@ -13,7 +13,7 @@ went on, so the snapshots a producer would have had are recorded as not taken, w
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from cudump.policy.snapshot.failures import Failures
 from cudump.policy.snapshot.nan import CatchUp, NanWatch, Scans, add_scan
@@ -67,16 +67,14 @@ def copy_failure(rc: int, launch_rc: int, sync_rc: int, failed: str | None) -> s
     return failed or None
 
 
-@dataclass(frozen=True)
-class Failed:
+class Failed(NamedTuple):
     """A copy not taken, and why (the manifest record's reason)."""
 
     copy: PlannedCopy
     reason: str
 
 
-@dataclass(frozen=True)
-class Computed:
+class Computed(NamedTuple):
     """What cudump's kernel computed over a buffer (a digest or a NaN/Inf scan): its
     result's bytes (protocol.h's TOOL_OUT words)."""
 
@@ -84,8 +82,7 @@ class Computed:
     result: bytes
 
 
-@dataclass(frozen=True)
-class Copied:
+class Copied(NamedTuple):
     """A copy's bytes, for the writer thread."""
 
     copy: PlannedCopy
