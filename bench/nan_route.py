@@ -10,9 +10,11 @@ counts the distinct files, the steps (each time the innermost cudump frame chang
 a call or a return), the returns (steps into a file the route had already left) and the
 distinct steps (pairs of files one after the other: the route's shape, a loop over a
 launch's buffers counted once), for the whole route and for its part up to the report's
-line (the rest plans and takes the producer's snapshots).
+line (the rest plans and takes the producer's snapshots). A catch-up of a ring on the way
+counts as one step into it: what it takes inside is other launches' results, as many as
+there happen to be, which would make runs differ.
 
-    python bench/nan_route.py [--runs 3] [--json]
+    python bench/nan_route.py [--runs 3] [--json] [--keep]
 
 Each run is traced separately (the watcher's timing decides which door a report takes); the
 smallest route is printed with the door it took, and with --json every run's counts.
@@ -25,6 +27,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -39,6 +42,10 @@ PACKAGE = str(ROOT / "cudump") + os.sep
 # Where a handled message, or a drained ring, begins: (file under cudump/, function).
 ROOTS = {("controller/connection.py", "on_repeat"), ("controller/connection.py", "on_end"),
          ("policy/snapshot/results.py", "_drain")}
+# Taking a ring up to now on the way (other launches' results, as many as there are then):
+# one step into it, what it does inside left out, so that runs compare.
+CATCH_UPS = {("policy/snapshot/results.py", "catch_up"),
+             ("policy/snapshot/hostwrites.py", "catch_up")}
 REPORT = re.compile(r"cudump: NaN/Inf: launch (\d+) of ")
 
 
@@ -91,15 +98,24 @@ class Tracer:
                                 getattr(msg, "tag", None), [short])
                 self._local.extent, self._local.root = extent, frame
             return
+        muted = getattr(self._local, "muted", None)
         if event == "call":
             if short == "console.py" and frame.f_code.co_name == "say":
                 found = REPORT.match(str(frame.f_locals.get("line", "")))
                 if found:
                     extent.reports.append(int(found.group(1)))
-                    if extent.said_at is None:
+                    if extent.said_at is None and muted is None:
                         extent.said_at = len(extent.files)
-            self._step(extent, short)
+            if muted is None:
+                self._step(extent, short)
+                if (short, frame.f_code.co_name) in CATCH_UPS:
+                    self._local.muted = frame
             return
+        if muted is not None:
+            if frame is muted:
+                self._local.muted = None
+            else:
+                return
         if frame is self._local.root:
             self._local.extent = self._local.root = None
             with self._lock:
@@ -188,10 +204,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the runs and their traces (the folder is printed)")
     args = parser.parse_args()
     program, env, work = _build()
+    try:
+        return _measure(args.runs, args.json, program, env, work)
+    finally:
+        if args.keep:
+            print(f"runs and traces in {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _measure(runs: int, as_json: bool, program: Path, env: dict[str, str], work: Path) -> int:
     routes = []
-    for i in range(args.runs):
+    for i in range(runs):
         out = work / f"extents{i}.json"
         done = subprocess.run(
             [sys.executable, __file__, "--child", str(out), "--check-nan", "--out",
@@ -206,7 +234,7 @@ def main() -> int:
             print("no NaN/Inf report in the run", file=sys.stderr)
             return 1
         routes.append(route)
-    if args.json:
+    if as_json:
         print(json.dumps([asdict(r) for r in routes]))
     best = min(routes, key=lambda r: r.steps)
     print(f"one NaN/Inf result ({best.door}): {best.files} files, {best.steps} steps, "
