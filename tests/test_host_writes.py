@@ -12,7 +12,11 @@ from records import manifest, nan_lines, summary
 from cudump.cli import main
 from cudump.launches.process import ProcessState
 from cudump.policy.snapshot.hostwrites import SLOT, HostWriteDrain, nonfinite_pattern, writes_of
+from cudump.policy.snapshot.nan import NanWatch
+from cudump.policy.snapshot.nanreport import NanReporter
 from cudump.policy.snapshot.origin import HostWrite, Maker, Makers, Origin, order
+from cudump.policy.snapshot.state import SnapshotState
+from cudump.rundir.manifest import ManifestWriter
 from cudump.rundir.runs import NanReport
 from cudump.rundir.summary import NanHostWrite, NanLaunch, RunSummary
 from cudump.wire import protocol as p
@@ -234,12 +238,21 @@ def test_host_writes_are_bounded(monkeypatch):
     assert list(makers.written[1]) == [(0x1000, 0x1010), (0x3000, 0x3010)]
 
 
-def test_known_takes_the_host_writes_first():
-    """Before anything is weighed, the process's host writes up to now are taken."""
+def test_known_takes_the_host_writes_first(tmp_path):
+    """Before anything is weighed, the process's host writes up to now are taken: the NaN/Inf
+    watch is made with the host-write ring's catch-up, nothing patched in later."""
     makers = Makers()
     pending = [write(2, 0x1000, 4, 0)]
-    makers.sync = lambda pid: [makers.wrote(pid, w) for w in pending] and pending.clear()
-    assert makers.known(1) and makers.maker(1, 0x1000, 0x1004, 2) is not None
+
+    def sync(pid: int) -> None:
+        for w in pending:
+            makers.wrote(pid, w)
+        pending.clear()
+
+    state = SnapshotState(tmp_path, ManifestWriter(tmp_path))
+    watch = NanWatch(state, lambda *a: [], lambda *a: None, makers, NanReporter(state), sync)
+    assert not makers.known(1)
+    assert watch.known(1) and makers.maker(1, 0x1000, 0x1004, 2) is not None
 
 
 def test_an_origin_from_the_host():

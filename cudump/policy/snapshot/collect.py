@@ -1,6 +1,7 @@
-"""What comes back once the shim has made a launch's copies: streamed pieces taken out of
-staging as they come, then each copy's bytes (or its digest, or scan) handed to the writer,
-its failure recorded, the capture line written and NaN/Inf producers followed up."""
+"""What comes back once the shim has made a launch's copies, for the plain strategy and the
+one that writes behind the program: streamed pieces taken out of staging as they come, then
+what became of each copy (its bytes, its digest or scan, or why it failed) handed to the
+route (route.py), and the capture line written."""
 
 from __future__ import annotations
 
@@ -11,12 +12,9 @@ import numpy as np
 from cudump.kernels.geometry import CopyPlan
 from cudump.launches.process import ProcessState
 from cudump.policy.snapshot.capture import Captures
-from cudump.policy.snapshot.failures import Failures
-from cudump.policy.snapshot.nan import NanWatch, Scans, add_scan
+from cudump.policy.snapshot.nan import CatchUp
 from cudump.policy.snapshot.place import Placer
 from cudump.policy.snapshot.planned import (
-    CUDA_ERROR_INVALID_VALUE,
-    CUDA_ERROR_NOT_SUPPORTED,
     CUDA_ERROR_TIMEOUT,
     STALLED_COPY,
     Piece,
@@ -24,46 +22,19 @@ from cudump.policy.snapshot.planned import (
     PlannedLaunch,
     ReadStaging,
 )
-from cudump.policy.snapshot.records import digest_fields
+from cudump.policy.snapshot.route import (
+    Computed,
+    Copied,
+    Failed,
+    Outcome,
+    ResultRoute,
+    copy_failure,
+    tool_failure,
+)
 from cudump.policy.snapshot.state import SnapshotState
-from cudump.policy.snapshot.writer import SnapshotWriter, WriteJob
+from cudump.policy.snapshot.writer import WriteJob
 from cudump.rundir import files as runfiles
 from cudump.wire import protocol as p
-
-# What the driver says when it cannot make a kernel of PTX text: no binary for the GPU, the
-# PTX refused, no JIT compiler, a PTX version newer than the driver.
-CANNOT_LOAD_PTX = frozenset({209, 218, 221, 222})
-
-
-def tool_failure(copy: PlannedCopy, rc: int, failure: str) -> str:
-    """Why cudump's kernel did not run, in the words of what it was asked to do."""
-    if copy.tool is None:
-        return failure
-    if rc in CANNOT_LOAD_PTX:
-        return (f"the driver cannot load cudump's kernel from its PTX (CUDA error {rc}); "
-                "it needs a CUDA 13 driver")
-    if rc == CUDA_ERROR_INVALID_VALUE:
-        return ("the buffer does not lie inside one allocation cudump knows (or is not "
-                "aligned to its elements), so cudump's kernel does not read it")
-    if rc == CUDA_ERROR_NOT_SUPPORTED and copy.record.extra.get("graph") is not None:
-        return ("the driver gives cudump no way to run its kernel inside this graph launch "
-                f"(CUDA error {rc})")
-    return failure.replace("the copy", "cudump's kernel")
-
-
-def copy_failure(rc: int, launch_rc: int, sync_rc: int, failed: str | None) -> str | None:
-    """Why a copy was not taken, from the shim's codes (`rc`: its first failing piece's,
-    -1: not reported), or None."""
-    if rc == -1:
-        return (f"the launch failed with CUDA error {launch_rc}, so there is "
-                "nothing after it to copy") if launch_rc else "the copy was not made"
-    if rc == CUDA_ERROR_TIMEOUT or sync_rc == CUDA_ERROR_TIMEOUT:
-        return STALLED_COPY
-    if rc != 0:
-        return f"the copy failed with CUDA error {rc}"
-    if sync_rc != 0:
-        return f"waiting for the copy failed with CUDA error {sync_rc}"
-    return failed or None
 
 
 def first_codes(entries: list[tuple[PlannedCopy, Piece | None]], codes: list[int]
@@ -91,16 +62,16 @@ def write_job(copy: PlannedCopy, array: np.ndarray | None, **streamed: Any) -> W
 
 
 class Collector:
-    """Takes the results of planned launches out of staging."""
+    """The plain strategy's results (taken out of staging) and those of the one that writes
+    behind the program (from its write-behind area), each handed to the route."""
 
-    def __init__(self, state: SnapshotState, failures: Failures, placer: Placer,
-                 writer: SnapshotWriter, captures: Captures, nan: NanWatch) -> None:
+    def __init__(self, state: SnapshotState, placer: Placer, captures: Captures,
+                 route: ResultRoute, catch_up: CatchUp) -> None:
         self.state = state
-        self.failures = failures
         self.placer = placer
-        self.writer = writer
         self.captures = captures
-        self.nan = nan
+        self.route = route
+        self.catch_up = catch_up     # the result ring's (results.ResultDrain.catch_up)
 
     def piece(self, proc: ProcessState, seq: int, index: int, rc: int,
               read: ReadStaging) -> None:
@@ -136,27 +107,22 @@ class Collector:
         pending = self.state.proc(proc.pid).pending.pop(seq, None)
         if pending is None:
             return None
-        scans: Scans = {}
         results = first_codes(pending.entries, codes)
-        outcomes: dict[int, str | None] = {}   # id(copy) -> why it failed (None: it did not)
+        outcomes: list[Outcome] = []
+        failures: dict[int, str | None] = {}   # id(copy) -> why it failed (None: it did not)
         for copy in pending.copies:
             rc = results.get(id(copy), -1)
             failure = copy_failure(rc, launch_rc, sync_rc, copy.failed)
-            outcomes[id(copy)] = failure
+            failures[id(copy)] = failure
             if failure is not None:
-                self.placer.discard_target(copy)
-                self.failures.fail(copy.record, tool_failure(copy, rc, failure))
-                continue
-            if copy.tool is not None and copy.tool != p.ToolMode.DIGEST:
-                add_scan(scans, copy, bytes(read(copy.offset, p.TOOL_RESULT)))
-                continue
-            if copy.tool is not None:
-                self._tool_result(copy, bytes(read(copy.offset, p.TOOL_RESULT)))
-                continue
-            self._write(copy, read)
+                outcomes.append(Failed(copy, tool_failure(copy, rc, failure)))
+            elif copy.tool is not None:
+                outcomes.append(Computed(copy, bytes(read(copy.offset, p.TOOL_RESULT))))
+            else:
+                outcomes.append(Copied(copy, self._job(copy, read)))
         if pending.capture is not None and pending.ctx is not None:
-            self.captures.write(pending.ctx, pending.args, pending.capture, outcomes)
-        return self.nan.producers(pending, scans) if scans else None
+            self.captures.write(pending.ctx, pending.args, pending.capture, failures)
+        return self.route.deliver(pending, outcomes, self.catch_up)
 
     def collect_behind(self, proc: ProcessState, seq: int, launch_rc: int, sync_rc: int,
                        codes: list[int], where: list[int], read: ReadStaging) -> None:
@@ -181,45 +147,33 @@ class Collector:
                         (piece.dst, read(where[i], piece.width * piece.height)))
             except (ValueError, IndexError) as err:
                 bad[id(copy)] = f"the shim put its bytes out of place: {err}"
-        outcomes: dict[int, str | None] = {}
+        outcomes: list[Outcome] = []
+        failures: dict[int, str | None] = {}
         for copy in pending.copies:
             rc = results.get(id(copy), -1)
             failure = copy_failure(rc, launch_rc, sync_rc, copy.failed) or bad.get(id(copy))
             if failure is None and copy.pieces is None and id(copy) not in whole:
                 failure = "the copy was not made"
-            outcomes[id(copy)] = failure
+            failures[id(copy)] = failure
             if failure is not None or copy.tool is not None:
-                self.placer.discard_target(copy)
-                self.failures.fail(copy.record, tool_failure(
-                    copy, rc, failure or "a scan cannot be written behind the program"))
-                continue
-            if copy.pieces is not None:
-                self.writer.put(write_job(copy, None, streamed=True, fill=fills.get(id(copy), []),
-                                          target=lambda c=copy: self.placer.open_target(c),
-                                          behind=True))
+                outcomes.append(Failed(copy, tool_failure(
+                    copy, rc, failure or "a scan cannot be written behind the program")))
+            elif copy.pieces is not None:
+                outcomes.append(Copied(copy, write_job(
+                    copy, None, streamed=True, fill=fills.get(id(copy), []),
+                    target=lambda c=copy: self.placer.open_target(c), behind=True)))
             else:
-                self.writer.put(write_job(copy, plan_array(whole[id(copy)], copy.plan),
-                                          behind=True))
+                outcomes.append(Copied(copy, write_job(
+                    copy, plan_array(whole[id(copy)], copy.plan), behind=True)))
         if pending.capture is not None and pending.ctx is not None:
-            self.captures.write(pending.ctx, pending.args, pending.capture, outcomes)
+            self.captures.write(pending.ctx, pending.args, pending.capture, failures)
+        self.route.deliver(pending, outcomes, self.catch_up)
 
-    def _write(self, copy: PlannedCopy, read: ReadStaging) -> None:
-        """A copy made: its bytes to the writer thread (copied out of staging, which the next
-        launch reuses)."""
+    @staticmethod
+    def _job(copy: PlannedCopy, read: ReadStaging) -> WriteJob:
+        """A copy made: its job for the writer thread (its bytes copied out of staging, which
+        the next launch reuses)."""
         if copy.target is not None:
-            self.writer.put(write_job(copy, copy.target, streamed=True))
-            return
-        self.writer.put(write_job(copy, plan_array(read(copy.offset, copy.plan.nbytes),
-                                                   copy.plan).copy()))
-
-    def _tool_result(self, copy: PlannedCopy, result: bytes) -> None:
-        """What cudump's kernel computed over a buffer, into its manifest record."""
-        record, plan = copy.record, copy.plan
-        if copy.tool == p.ToolMode.DIGEST:
-            record.extra.update(digest_fields(plan, int.from_bytes(result[:8], "little"),
-                                              copy.sum_of,
-                                              int.from_bytes(result[8:16], "little")))
-        state = self.state
-        with state.lock:
-            state.append_locked(record)
-            state.tally.digests += 1
+            return write_job(copy, copy.target, streamed=True)
+        return write_job(copy, plan_array(read(copy.offset, copy.plan.nbytes),
+                                          copy.plan).copy())

@@ -1,6 +1,7 @@
 """`Snapshots`: the snapshot policy of one run as the session sees it. It builds the parts
-(select, plan, place, collect, repeat, nan, capture, writer) over one shared state and
-hands each call to the part that does it."""
+(select, plan, place, collect, repeat, nan, route, capture, writer) over one shared state,
+each after what it needs and given it when made, and hands each call to the part that
+does it."""
 
 from __future__ import annotations
 
@@ -16,14 +17,17 @@ from cudump.policy.rules import Rule
 from cudump.policy.snapshot.capture import Captures, ImageStore
 from cudump.policy.snapshot.collect import Collector
 from cudump.policy.snapshot.failures import Failures, Notices
-from cudump.policy.snapshot.hostwrites import HostWriteDrain
-from cudump.policy.snapshot.nan import NanFound, NanWatch
+from cudump.policy.snapshot.hostwrites import HostWriteDrain, HostWriteWatch
+from cudump.policy.snapshot.nan import NanWatch
+from cudump.policy.snapshot.nanreport import NanFound, NanReporter
+from cudump.policy.snapshot.origin import Makers
 from cudump.policy.snapshot.place import Placer
 from cudump.policy.snapshot.plan import BufferRead, Planner
 from cudump.policy.snapshot.planned import PlannedLaunch, ReadStaging, Repeat
 from cudump.policy.snapshot.repeat import Repeater
 from cudump.policy.snapshot.replan import Replanner
 from cudump.policy.snapshot.results import FiniteWatch
+from cudump.policy.snapshot.route import ResultRoute
 from cudump.policy.snapshot.select import Selection
 from cudump.policy.snapshot.state import Budget, SnapshotState
 from cudump.policy.snapshot.writer import Release, SnapshotWriter
@@ -31,6 +35,10 @@ from cudump.rundir.manifest import ManifestWriter
 from cudump.rundir.summary import RunSummary
 from cudump.wire import protocol as p
 from cudump.wire.shm import SharedFile
+
+
+def _no_host_writes(pid: int) -> None:
+    """No host-write ring to take (no NaN/Inf scans)."""
 
 
 class Snapshots:
@@ -50,18 +58,22 @@ class Snapshots:
         self.planner = Planner(state, self.selection, Budget(state, max_bytes, budget_is_default),
                                self.failures, Notices(state), placer, self.captures,
                                self.replanner)
-        self.nan = NanWatch(state, self.planner.rule_copies, placer.place)
-        self.collector = Collector(state, self.failures, placer, self.writer, self.captures,
-                                   self.nan)
-        self.repeater = Repeater(state, self.failures, self.collector.collect,
-                                 FiniteWatch(self.nan.makers.known, self.nan.plain),
-                                 self.replanner.repeating)
-        self.nan.catch_up = self.repeater.results.catch_up
-        # Under NaN/Inf scans, the program's host-to-device copies and memsets too.
-        self.hosts = (HostWriteDrain(self.nan.host_writes)
+        # The NaN/Inf watch, over what the host wrote where (under NaN/Inf scans, the
+        # program's host-to-device copies and memsets too), reporting through one place.
+        makers = Makers()
+        self.report = NanReporter(state)
+        self.hosts = (HostWriteDrain(HostWriteWatch(makers, self.report).took)
                       if any(r.is_scan for r in rules) else None)
-        if self.hosts is not None:
-            self.nan.makers.sync = self.hosts.catch_up
+        self.nan = NanWatch(state, self.planner.rule_copies, placer.place, makers, self.report,
+                            self.hosts.catch_up if self.hosts is not None else _no_host_writes)
+        # Every strategy's results take one route: plain and behind (collector), repeated
+        # (repeater, whose result ring the others catch up on before weighing scans).
+        route = ResultRoute(state, self.failures, placer, self.writer, self.nan)
+        self.repeater = Repeater(state, self.failures, route,
+                                 FiniteWatch(self.nan.known, self.nan.plain),
+                                 self.replanner.repeating)
+        self.collector = Collector(state, placer, self.captures, route,
+                                   self.repeater.results.catch_up)
 
     @property
     def records_host_writes(self) -> bool:
@@ -140,7 +152,7 @@ class Snapshots:
 
     def take_nan(self, pid: int, launch: int) -> NanFound | None:
         """The NaN/Inf this launch was found to produce, if any (once)."""
-        return self.nan.take(pid, launch)
+        return self.report.take(pid, launch)
 
     def fill(self, summary: RunSummary) -> None:
         tally = self.state.tally

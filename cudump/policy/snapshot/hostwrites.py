@@ -8,7 +8,7 @@ call, and the process's launch count at the time, which places it among the laun
 module takes the rings on one thread, in batches, and on any thread that is about to weigh a
 launch's scans (`catch_up`), so that every write made before the launch is known by then.
 The bytes a copy wrote are never seen: a memset's pattern is, and one that is NaN or Inf
-for its element size is a producer at once (nan.NanWatch.host_writes).
+for its element size is a producer at once (HostWriteWatch).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ import numpy as np
 
 from cudump.console import warn
 from cudump.launches.process import ProcessState
-from cudump.policy.snapshot.origin import HostWrite
+from cudump.policy.snapshot.nanreport import NanReporter
+from cudump.policy.snapshot.origin import HostWrite, Makers
 from cudump.wire import protocol as p
 from cudump.wire.rings import RingDrain, layout_dtype, leading, window
 from cudump.wire.shm import SharedFile
@@ -29,7 +30,7 @@ from cudump.wire.shm import SharedFile
 BATCH = 4096
 SLOT = layout_dtype(p.HOST_WRITE)
 
-# (process, its writes in the order made) -> handled (nan.NanWatch.host_writes)
+# (process, its writes in the order made) -> handled (HostWriteWatch.took)
 Took = Callable[[ProcessState, list[HostWrite]], None]
 
 
@@ -80,6 +81,30 @@ def writes_of(slots: np.ndarray, positions: np.ndarray) -> list[HostWrite]:
                              position=position, elem=elem if elem in (1, 2, 4) else 0,
                              value=value))
     return out
+
+
+class HostWriteWatch:
+    """What the NaN/Inf watch keeps of the host writes (origin.Makers), and the memsets it
+    reports as producers."""
+
+    def __init__(self, makers: Makers, report: NanReporter) -> None:
+        self.makers = makers
+        self.report = report
+
+    def took(self, proc: ProcessState, writes: list[HostWrite]) -> None:
+        """The process's host-to-device copies and memsets, in the order made: each is what
+        the host last wrote where it wrote, but a memset of zeros, finite in every
+        floating-point type; a memset whose pattern is NaN/Inf for its element size is
+        reported as a producer now."""
+        pid = proc.pid
+        for write in writes:
+            if write.elem and write.value == 0:
+                self.makers.cleared(pid, write)
+                continue
+            self.makers.wrote(pid, write)
+            pattern = nonfinite_pattern(write.value, write.elem) if write.elem else None
+            if pattern is not None:
+                self.report.memset(proc, write, pattern)
 
 
 @dataclass

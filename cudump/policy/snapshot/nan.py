@@ -3,29 +3,25 @@
 Which buffers are scanned (floating-point elements, from the signature, the rule, or the
 one float type the kernel's name mentions), what a scan's result says, and what follows
 when a launch leaves NaN or Inf in a buffer that held none before: a warning and a manifest
-record for each such buffer, the finding kept for --break-on-nan, and, for the first
-launch of each kernel that does so, a snapshot of every buffer as the launch left them,
-taken by a rule made on the spot. Each report says whether the launch produced the NaN/Inf
-or propagated an input's (origin.py), and where an input's was written by the host (a
-host-to-device copy or a memset, hostwrites.py), that write is the producer. A memset whose
-pattern is NaN/Inf for its element size is reported as one at once.
+record for each such buffer and the finding kept for --break-on-nan (nanreport.py), and,
+for the first launch of each kernel that does so, a snapshot of every buffer as the launch
+left them, taken by a rule made on the spot. Each report says whether the launch produced
+the NaN/Inf or propagated an input's (origin.py), and where an input's was written by the
+host (a host-to-device copy or a memset, hostwrites.py), that write is the producer. Every
+copy strategy's scans reach this through one route (route.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import NamedTuple
 
-import numpy as np
-
-from cudump.console import say
 from cudump.kernels.elements import BF16_NOTE, float_type_in_name
 from cudump.kernels.geometry import CopyPlan
-from cudump.launches.process import FuncInfo, LaunchEvent, ProcessState
+from cudump.launches.process import FuncInfo
 from cudump.policy.rules import FORMATS, Rule, option_rule
-from cudump.policy.snapshot.hostwrites import nonfinite_pattern
-from cudump.policy.snapshot.origin import PRODUCED, HostWrite, Maker, Makers, Origin, Scanned
+from cudump.policy.snapshot.nanreport import NanReporter
+from cudump.policy.snapshot.origin import Maker, Makers, Scanned
 from cudump.policy.snapshot.planned import Place, PlannedCopy, PlannedLaunch, RuleCopies
 from cudump.policy.snapshot.state import SnapshotState
 from cudump.policy.snapshot.templates import RepeatTemplate
@@ -38,14 +34,8 @@ MAX_SNAPSHOTTED_KERNELS = 8
 # (kernel node, argument, byte offset of the pointer) -> phase -> the scan copy and what it
 # found (the node is 0 outside graph launches, whose kernel nodes share one plan)
 Scans = dict[tuple[int, int, int], dict[str, tuple[PlannedCopy, Scan]]]
-
-
-class NanFound(NamedTuple):
-    """A launch found to leave NaN/Inf, for --break-on-nan."""
-
-    func: FuncInfo
-    event: LaunchEvent
-    reason: str
+# Takes a process's result ring up to now, on the calling thread (results.ResultDrain).
+CatchUp = Callable[[int], None]
 
 
 def scan_mode(plan: CopyPlan, func: FuncInfo) -> p.ToolMode | None:
@@ -129,38 +119,47 @@ def follow_up_rule() -> Rule:
 
 
 class NanWatch:
-    """NaN/Inf producers: reported, kept for --break-on-nan, and snapshotted once per
-    kernel. `rule_copies` and `place` are the planner's."""
+    """Weighs a launch's NaN/Inf scans: the buffers it turned non-finite are reported
+    (nanreport.NanReporter), what turned which buffer non-finite is kept (origin.Makers), and
+    the first launch of each kernel that leaves NaN/Inf has every buffer snapshotted once.
+    `rule_copies` and `place` are the planner's; `sync` takes a process's host writes made
+    up to now (hostwrites.HostWriteDrain.catch_up), so that what a launch's scans say is
+    weighed against every write made before it."""
 
-    def __init__(self, state: SnapshotState, rule_copies: RuleCopies, place: Place) -> None:
+    def __init__(self, state: SnapshotState, rule_copies: RuleCopies, place: Place,
+                 makers: Makers, report: NanReporter, sync: Callable[[int], None]) -> None:
         self.state = state
         self.rule_copies = rule_copies
         self.place = place
+        self.makers = makers     # which launch turned which buffer non-finite
+        self.report = report
+        self.sync = sync
         self.snapshotted: set[str] = set()   # kernels whose NaN producer was snapshotted
-        # (pid, launch) -> the launch and what it did, for --break-on-nan (taken by the session)
-        self.found: dict[tuple[int, int], NanFound] = {}
-        self.makers = Makers()   # which launch turned which buffer non-finite
-        # (pid, ring position) of the host writes counted as producers (once each)
-        self.counted: set[tuple[int, int]] = set()
-        # Takes a process's result ring up to now (results.ResultDrain.catch_up), so that
-        # plain repeated launches that found buffers finite are known of before a report
-        # names the launch that left an input non-finite.
-        self.catch_up: Callable[[int], None] = lambda pid: None
 
-    def producers(self, pending: PlannedLaunch, scans: Scans) -> PlannedLaunch | None:
+    def known(self, pid: int) -> bool:
+        """Whether anything is kept for the process, once its host writes up to now are
+        taken (cheap where there are none)."""
+        self.sync(pid)
+        return self.makers.known(pid)
+
+    def producers(self, pending: PlannedLaunch, scans: Scans, catch_up: CatchUp
+                  ) -> PlannedLaunch | None:
         """Buffers this launch left NaN or Inf in that held none before: each is reported
         (a warning and a manifest record, saying whether the launch produced it or carried
         on an input's); the first launch of each kernel that does so has every buffer
-        snapshotted now, as the launch left them. The kernel nodes of a graph launch are
-        taken one by one, in the order they ran; none is snapshotted after it: the graph
-        has run on past it by the time its scans are read."""
+        snapshotted, as the launch left them: the copies returned, placed in staging. The
+        kernel nodes of a graph launch are taken one by one, in the order they ran; none is
+        snapshotted after it: the graph has run on past it by the time its scans are read.
+        `catch_up` takes the process's result ring up to now (results.ResultDrain.catch_up),
+        so that plain repeated launches that found buffers finite are known of before a
+        report names the launch that left an input non-finite."""
         found = False
         for node_scans in by_node(scans):
             reports = [(phases["after"][0], phases["after"][1])
                        for phases in node_scans.values()
                        if "after" in phases and "before" in phases
                        and phases["after"][1].count and not phases["before"][1].count]
-            self._learn(pending, node_scans, reports)
+            self._learn(pending, node_scans, reports, catch_up)
             found = found or bool(reports)
         ctx = pending.ctx
         if not found or ctx is None or ctx.in_graph:
@@ -176,26 +175,23 @@ class NanWatch:
                                   pending.stems)
         for copy in copies:
             copy.record.extra["nan_producer"] = True
-        follow = self.place(copies, pending.staging_size, 0, True)
-        if follow is not None:
-            state.proc(ctx.proc.pid).pending[ctx.event.seq] = follow
-        return follow
+        return self.place(copies, pending.staging_size, 0, True)
 
     def _learn(self, pending: PlannedLaunch, scans: Scans,
-               reports: list[tuple[PlannedCopy, Scan]]) -> None:
+               reports: list[tuple[PlannedCopy, Scan]], catch_up: CatchUp) -> None:
         """Classifies and reports the buffers turned non-finite, and keeps which launch
         turned which buffer non-finite (and forgets buffers found finite again)."""
         ctx = pending.ctx
         first = reports[0][0].record if reports else None
         pid = ctx.proc.pid if ctx is not None else first.pid if first is not None else 0
         # known() first takes the host writes the process made up to now (before this launch).
-        known = self.makers.known(pid)
+        known = self.known(pid)
         if not reports and not known:
             return   # the usual case: nothing found, nothing kept
         seq = ctx.event.seq if ctx is not None else first.launch if first is not None else 0
         scanned = scanned_buffers(scans)
         if reports and any(s.before for s in scanned) and known:
-            self.catch_up(pid)
+            catch_up(pid)
         origin = self.makers.origin(pid, seq, scanned) if reports else None
         for s in scanned:
             if not s.before:
@@ -204,54 +200,9 @@ class NanWatch:
                 self.makers.finite(pid, s.start, s.end, seq, after=True)
         for copy, after in reports:
             assert origin is not None
-            self._report(pending, copy, after, origin)
+            self.report.launch(pending, copy, after, origin)
             start, end = span(copy.plan)
             self.makers.turned(pid, start, end, Maker(seq, copy.record.kernel))
-
-    def _report(self, pending: PlannedLaunch, copy: PlannedCopy, after: Scan,
-                origin: Origin) -> None:
-        record = copy.record
-        # In the scan's elements: a buffer whose type comes from the kernel's name is
-        # planned as bytes.
-        size = SCAN_ELEMENT_SIZE.get(copy.tool) if copy.tool is not None else None
-        elements = copy.plan.width_bytes * copy.plan.height // (
-            size or max(1, np.dtype(copy.plan.dtype).itemsize))
-        record.extra.update(nonfinite=after.count, first_nonfinite=after.first,
-                            nonfinite_before=0, elements=elements)
-        record.extra["nan_producer"] = True
-        record.extra.update(origin.fields())
-        state = self.state
-        with state.lock:
-            state.append_locked(record)
-            state.tally.count_nan(record, origin)
-            for write in origin.hosts:   # the host wrote what it read: the producer
-                self._count_host_locked(record.pid, record.rank, write)
-        inside = f" (the pointer at byte {record.extra['offset']})" \
-            if record.extra.get("offset") else ""
-        rank = f", rank {record.rank}" if record.rank is not None else ""
-        extra = record.extra
-        where = (f"graph {extra['graph']}, replay {extra['replay']}, node {extra['node']}"
-                 if "graph" in extra else f"occurrence {record.occurrence}")
-        launch = (f"cudump: NaN/Inf: launch {record.launch} of {record.kernel} ({where}, "
-                  f"process {record.pid}{rank})")
-        if origin.kind == PRODUCED:
-            say(f"{launch} produced {after.count} of {elements} non-finite elements in arg "
-                f"{record.arg}{inside}, the first at index {after.first}; "
-                f"{origin.phrase()}")
-        else:
-            say(f"{launch} left {after.count} of {elements} elements of arg {record.arg}"
-                f"{inside} non-finite where there were none, the first at index "
-                f"{after.first}; {origin.phrase()}")
-        # A graph launch's kernel nodes share one plan: the producer is the copy's node.
-        # (A repeated plan's copies keep the launch they were first planned for.)
-        ctx = copy.ctx if copy.ctx is not None and copy.ctx.in_graph else pending.ctx
-        if ctx is not None and origin.is_root:
-            # --break-on-nan stops where NaN/Inf begins, not where it is carried on.
-            with state.lock:
-                self.found.setdefault((record.pid, record.launch), NanFound(
-                    ctx.func, ctx.event,
-                    f"NaN/Inf in arg {record.arg}{inside}: {after.count} of {elements} "
-                    f"elements, the first at index {after.first}"))
 
     def plain(self, pid: int, template: RepeatTemplate, launch: int) -> None:
         """A launch made with a repeated plan whose every scan after it found nothing: the
@@ -264,41 +215,7 @@ class NanWatch:
                 start, end = span(copy.plan)
                 self.makers.finite(pid, start, end, launch, after=True)
 
-    def host_writes(self, proc: ProcessState, writes: list[HostWrite]) -> None:
-        """The process's host-to-device copies and memsets, in the order made
-        (hostwrites.HostWriteDrain): each is what the host last wrote where it wrote, but
-        a memset of zeros, finite in every floating-point type; a memset whose pattern is
-        NaN/Inf for its element size is reported as a producer now."""
-        pid = proc.pid
-        for write in writes:
-            if write.elem and write.value == 0:
-                self.makers.cleared(pid, write)
-                continue
-            self.makers.wrote(pid, write)
-            pattern = nonfinite_pattern(write.value, write.elem) if write.elem else None
-            if pattern is None:
-                continue
-            rank = f", rank {proc.rank}" if proc.rank is not None else ""
-            many = "" if write.elements == 1 else "s"
-            say(f"cudump: NaN/Inf: {write.api} before launch {write.before} (process "
-                f"{pid}{rank}) wrote {write.elements} element{many} of "
-                f"0x{write.value:0{2 * write.elem}x} ({pattern}) at 0x{write.address:x}")
-            with self.state.lock:
-                self._count_host_locked(pid, proc.rank, write)
-
-    def _count_host_locked(self, pid: int, rank: int | None, write: HostWrite) -> None:
-        """A host write counted as a producer, once however many reports name it (the
-        state's lock held)."""
-        if (pid, write.position) not in self.counted:
-            self.counted.add((pid, write.position))
-            self.state.tally.count_host(pid, rank, write)
-
     def freed(self, pid: int, base: int, size: int) -> None:
         """An allocation of the process is gone: what turned it non-finite is forgotten."""
-        if self.makers.known(pid):
+        if self.known(pid):
             self.makers.freed(pid, base, base + size)
-
-    def take(self, pid: int, launch: int) -> NanFound | None:
-        """The NaN/Inf this launch was found to produce, if any (once)."""
-        with self.state.lock:
-            return self.found.pop((pid, launch), None)

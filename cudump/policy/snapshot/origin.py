@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import collections
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -224,9 +223,6 @@ class Makers:
     # pid -> (address, end) -> the latest host writes there (the latest last), the range
     # written longest ago first
     written: dict[int, dict[tuple[int, int], list[HostWrite]]] = field(default_factory=dict)
-    # Takes the process's host writes made up to now (hostwrites.HostWriteDrain.catch_up),
-    # so that what a launch's scans say is weighed against every write made before it.
-    sync: Callable[[int], None] = field(default=lambda pid: None, repr=False)
 
     def origin(self, pid: int, launch: int, scanned: list[Scanned]) -> Origin:
         """Produced or propagated, from the scans of one launch's buffers before it."""
@@ -303,7 +299,7 @@ class Makers:
                         del written[(address, stop)]
 
     def known(self, pid: int) -> bool:
-        """Whether anything is kept for the process, once its host writes up to now are
-        taken (cheap where there are none: no lock of this)."""
-        self.sync(pid)
+        """Whether anything is kept for the process (cheap where nothing is: no lock; what
+        the host wrote is kept only once the host-write ring is taken:
+        nan.NanWatch.known)."""
         return bool(self.made.get(pid)) or bool(self.written.get(pid))

@@ -1,6 +1,7 @@
 """Plans the shim may repeat on its own (p.PlanFlag.REPEAT), and the launches made with
 them: plain ones come back through the result ring (results.py); one out of the ordinary
-(a scan found something, a kernel failed) is taken the ordinary way, as if collected."""
+(a scan found something, a kernel failed) has its results handed to the route (route.py),
+whether the shim reported it (MSG_REPEAT) or the ring's reader found it."""
 
 from __future__ import annotations
 
@@ -18,20 +19,24 @@ from cudump.policy.snapshot.planned import (
     HOLD_NOT_SERVED,
     NOT_HELD,
     LaunchContext,
+    PlannedCopy,
     PlannedLaunch,
-    ReadStaging,
     Repeat,
 )
 from cudump.policy.snapshot.records import digest_record
 from cudump.policy.snapshot.results import FiniteWatch, ResultDrain, event_of
+from cudump.policy.snapshot.route import (
+    Computed,
+    Failed,
+    Outcome,
+    ResultRoute,
+    copy_failure,
+    tool_failure,
+)
 from cudump.policy.snapshot.state import SnapshotState
 from cudump.policy.snapshot.templates import RepeatCopy, RepeatTemplate
 from cudump.wire import protocol as p
 from cudump.wire.shm import SharedFile
-
-# collect.Collector.collect: (process, launch, launch rc, sync rc, codes, read) -> follow
-Collect = Callable[[ProcessState, int, int, int, list[int], ReadStaging],
-                   PlannedLaunch | None]
 
 
 def repeat_keys(event: LaunchEvent) -> tuple[tuple[int, int], ...]:
@@ -57,13 +62,13 @@ def repeat_keys(event: LaunchEvent) -> tuple[tuple[int, int], ...]:
 class Repeater:
     """Numbers and keeps repeatable plans, and drains every process's result ring."""
 
-    def __init__(self, state: SnapshotState, failures: Failures, collect: Collect,
+    def __init__(self, state: SnapshotState, failures: Failures, route: ResultRoute,
                  finite: FiniteWatch | None = None,
                  repeating: Callable[[], None] = lambda: None) -> None:
         self.state = state
         self.repeating = repeating      # launches made with kept plans (replan.py)
         self.failures = failures
-        self.collect = collect
+        self.route = route
         self.results = ResultDrain(state.manifest.append_digests, self._unusual, self._count,
                                    self._made_as_planned, finite)
 
@@ -117,8 +122,25 @@ class Repeater:
         return Repeat(plan_id, repeat_keys(event))
 
     def repeat_report(self, proc: ProcessState, slot: np.void) -> PlannedLaunch | None:
-        """A launch made with a repeated plan, taken the ordinary way (a scan found something,
-        or a kernel failed): its records and findings, and copies to follow it, if any."""
+        """A launch made with a repeated plan that the shim reported (MSG_REPEAT: a scan
+        found something, or a kernel failed; its stream held, or its thread waiting): its
+        records and findings, and copies to follow it, if any."""
+        return self._report(proc, slot, None)
+
+    def _unusual(self, proc: ProcessState, template: RepeatTemplate, slot: np.void) -> None:
+        """The same, found by the ring's reader: the shim did not report it in time."""
+        # Too late for copies to follow it: the launch's stream went on. The snapshots a
+        # NaN/Inf producer would have had are recorded as not taken, with the reason.
+        late = HOLD_NOT_SERVED if int(slot["gate"]) == p.Gate.RELEASED else NOT_HELD
+        try:
+            self._report(proc, slot, late)
+        except Exception as err:
+            warn(f"results of launch {int(slot['event']['seq'])} are lost: {err}")
+
+    def _report(self, proc: ProcessState, slot: np.void, late: str | None
+                ) -> PlannedLaunch | None:
+        """A repeated launch's results, from its slot, handed to the route (`late`: why no
+        copies may follow it)."""
         asked = bool(int(slot["flags"]) & p.ResultFlag.ASKED)
         if asked:   # made with its plan: its ordinary copies are not reported
             self._made_as_planned(proc, int(slot["event"]["seq"]))
@@ -136,7 +158,11 @@ class Repeater:
         ctx = LaunchContext(proc, func, replace(event, raw_args=first.ctx.event.raw_args,
                                                 pointers=first.ctx.event.pointers,
                                                 tensormaps=first.ctx.event.tensormaps))
-        copies = []
+        results = slot["results"]
+        data = results.tobytes()
+        launch_rc = int(slot["launch_rc"])
+        copies: list[PlannedCopy] = []
+        outcomes: list[Outcome] = []
         for k, copy in enumerate(first.copies):
             # Made afresh: the first launch's own record holds its results.
             record = copy.make_record()
@@ -147,31 +173,15 @@ class Repeater:
             placed = copy.with_record(record)
             placed.offset = k * p.TOOL_RESULT
             copies.append(placed)
+            rc = int(results[k]["rc"])
+            failure = copy_failure(rc, launch_rc, 0, placed.failed)
+            outcomes.append(Computed(placed, data[placed.offset:placed.offset + p.TOOL_RESULT])
+                            if failure is None else
+                            Failed(placed, tool_failure(placed, rc, failure)))
         launch = PlannedLaunch(copies, [(c, None) for c in copies], ctx=ctx,
                                staging_size=first.staging_size, args=first.args,
                                values=first.values)
-        self.state.proc(proc.pid).pending[event.seq] = launch
-        results = slot["results"]
-        codes = [int(results[k]["rc"]) for k in range(len(copies))]
-        data = results.tobytes()
-        return self.collect(proc, event.seq, int(slot["launch_rc"]), 0, codes,
-                            lambda offset, nbytes: memoryview(data)[offset:offset + nbytes])
-
-    def _unusual(self, proc: ProcessState, template: RepeatTemplate, slot: np.void) -> None:
-        seq = int(slot["event"]["seq"])
-        try:
-            self.repeat_report(proc, slot)
-        except Exception as err:
-            warn(f"results of launch {seq} are lost: {err}")
-        # Too late for copies to follow it: the launch's stream went on. The snapshots a
-        # NaN/Inf producer would have had are recorded as not taken, with the reason.
-        lost = self.state.proc(proc.pid).pending.pop(seq, None)
-        if lost is None:
-            return
-        reason = HOLD_NOT_SERVED if int(slot["gate"]) == p.Gate.RELEASED else NOT_HELD
-        for copy in lost.copies:
-            if copy.record.extra.get("nan_producer"):
-                self.failures.fail(copy.record, reason)
+        return self.route.deliver(launch, outcomes, self.results.catch_up, late)
 
     def _made_as_planned(self, proc: ProcessState, seq: int) -> None:
         """The launch asked about was made with its plan's repeatable form: its results came

@@ -9,8 +9,8 @@ with numpy (plan_columns.py): a plan's digest records become one template line, 
 once, and the digests of the launches made with it binary records, a batch at a time
 (rundir/digest_batches.py), so that every buffer of every kernel of a training loop or a
 model's forward can be digested without the controller falling behind.
-Anything out of the ordinary (a failed kernel, a scan that found something) goes the
-ordinary way, through collect.Collector.collect (repeat.py).
+Anything out of the ordinary (a failed kernel, a scan that found something) has its slot's
+results handed to the one route every strategy's results take (repeat.py, route.py).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def event_of(slot: np.void) -> LaunchEvent:
         api=p.api_name(int(ev["api"])), flags=int(ev["flags"]), rc=0)
 
 
-# (process, template, slot) -> handled the ordinary way (repeat.Repeater)
+# (process, template, slot) -> its results handed to the route, late (repeat.Repeater)
 Unusual = Callable[[ProcessState, RepeatTemplate, np.void], None]
 Asked = Callable[[ProcessState, int], None]
 # (template lines, a batch of digests) -> both in the run directory (ManifestWriter)
