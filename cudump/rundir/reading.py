@@ -63,6 +63,11 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def _must_be_regular(path: str | Path, mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        raise RunFileError(f"{shown(path)}: {_kind(mode)}, not a file cudump wrote; not read")
+
+
 def open_regular(path: str | Path) -> IO[bytes]:
     """The file at `path` opened for reading, if it is a regular file (links followed).
     NotThere if nothing is there; RunFileError for anything else that is not a regular file
@@ -70,20 +75,14 @@ def open_regular(path: str | Path) -> IO[bytes]:
     what is there is looked at first, then opened O_NONBLOCK and looked at again, in case it
     was swapped in between."""
     try:
-        mode = os.stat(path).st_mode
-        if not stat.S_ISREG(mode):
-            raise RunFileError(f"{shown(path)}: {_kind(mode)}, not a file cudump wrote; not "
-                               "read")
+        _must_be_regular(path, os.stat(path).st_mode)
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except FileNotFoundError:
         raise NotThere(f"{shown(path)}: no such file") from None
     except (OSError, ValueError) as err:     # ValueError: a NUL byte in the name
         raise RunFileError(f"{shown(path)}: cannot read: {_reason(err)}") from None
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise RunFileError(f"{shown(path)}: {_kind(mode)}, not a file cudump wrote; not "
-                               "read")
+        _must_be_regular(path, os.fstat(fd).st_mode)
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
