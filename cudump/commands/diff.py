@@ -21,6 +21,7 @@ from cudump.analysis.report.html_page import HtmlReport, PageOptions
 from cudump.analysis.report.text import PairTable, file_report, run_summary
 from cudump.commands import HelpFormatter
 from cudump.errors import CudumpError, DiffTrouble, SnapshotError
+from cudump.rundir import formats
 from cudump.rundir.imaging import (
     CannotDraw,
     Rendered,
@@ -32,8 +33,13 @@ from cudump.rundir.imaging import (
 from cudump.rundir.layout import MANIFEST_FILE
 from cudump.rundir.runs import Run, is_run_dir, kernel_pattern, load_array
 
-EPILOG = """\
-A and B are each a .npy file, a .png file or a run directory (both of one kind).
+# The snapshot files diff compares (rundir.formats): .npy, .png.
+_SUFFIXES = formats.suffixes()
+_FILES = formats.spelled([*(f"a {s} file" for s in _SUFFIXES), "a run directory"])
+_ARGUMENT = formats.spelled([*(f"a {s}" for s in _SUFFIXES), "a run directory"])
+
+EPILOG = f"""\
+A and B are each {_FILES} (both of one kind).
 
 Elements differ when |a-b| > atol + rtol*|b| (numpy.isclose); NaN equals NaN and equal
 infinities are equal. Mean, RMSE and the largest difference cover elements whose difference
@@ -60,12 +66,12 @@ Exit status: 0 equal within tolerance, 1 different, 2 trouble (one-line reason o
 
 class DiffCommand:
     name = "diff"
-    help = "Compare two snapshots (.npy/.png) or two run directories."
+    help = f"Compare two snapshots ({'/'.join(_SUFFIXES)}) or two run directories."
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.formatter_class = HelpFormatter
         parser.epilog = EPILOG
-        parser.add_argument("a", metavar="A", help="a .npy, a .png or a run directory")
+        parser.add_argument("a", metavar="A", help=_ARGUMENT)
         parser.add_argument("b", metavar="B", help="the same kind of thing to compare with")
         parser.add_argument("--atol", type=float, default=0.0,
                             help="absolute tolerance (default 0)")

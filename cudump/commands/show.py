@@ -15,18 +15,21 @@ from cudump.analysis.report.tables import LS_HEADERS, LS_RIGHT, format_table, sn
 from cudump.analysis.stats import is_any_run
 from cudump.commands import HelpFormatter
 from cudump.errors import UsageError
-from cudump.rundir import reading
+from cudump.rundir import formats, reading
 from cudump.rundir.flight import FlightFormatError, read_flight
 from cudump.rundir.imaging import CHANNEL_NAMES, TooManyChannels, render, save_png
 from cudump.rundir.layout import FLIGHT_FILE, MANIFEST_FILE
 from cudump.rundir.reading import NotThere
 from cudump.rundir.runs import Run, Snapshot, is_run_dir, kernel_pattern, load_array
 
-EPILOG = """\
+# The snapshot files show reads (rundir.formats): .npy/.png.
+_SUFFIXES = "/".join(formats.suffixes())
+
+EPILOG = f"""\
 Choosing a snapshot:
   cudump show RUN 'cam::paint*' --arg 0 --phase after --occurrence 2
   cudump show RUN --index 12           (the # column of `cudump ls RUN`)
-  cudump show RUN/some_snapshot.npy    (or any .npy/.png file)
+  cudump show RUN/some_snapshot.npy    (or any {_SUFFIXES} file)
 The criteria given must leave exactly one snapshot; otherwise the candidates are listed.
 KERNEL-PATTERN is a glob matching the demangled name with or without its return type, the
 name without its parameters (cam::paint<int>) or the bare name (paint); write *word* for a
@@ -99,7 +102,7 @@ class ShowCommand:
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.formatter_class = HelpFormatter
         parser.epilog = EPILOG
-        parser.add_argument("target", type=Path, help="run directory, or a .npy/.png file")
+        parser.add_argument("target", type=Path, help=f"run directory, or a {_SUFFIXES} file")
         parser.add_argument("kernel", nargs="?", metavar="KERNEL-PATTERN",
                             help="kernel: a glob (cam::paint*), a kernel name, or re:REGEX")
         parser.add_argument("--arg", type=int, help="argument index")

@@ -37,6 +37,7 @@ from cudump.launches.stop import TargetError
 from cudump.policy.rules import Rule
 from cudump.policy.snapshot.coordinator import Snapshots
 from cudump.policy.snapshot.planned import PlannedCopy, PlannedLaunch
+from cudump.rundir.formats import NPY
 from cudump.rundir.injections import InjectionRecord, OutputCheck
 from cudump.rundir.runs import confined, load_array, short_kernel_name
 from cudump.wire import protocol as p
@@ -48,7 +49,7 @@ def inject_rule() -> Rule:
     """What is taken of an injected launch: every buffer, after it ran, as .npy. It takes
     the launches it is handed (Snapshots.plan's `extra`), never any by its pattern."""
     return Rule(name=OPTION, path=Path(OPTION), line=0, matcher=KernelPattern("*"),
-                when=frozenset({"after"}), formats=frozenset({"npy"}), option=OPTION)
+                when=frozenset({"after"}), formats=frozenset({NPY.name}), option=OPTION)
 
 
 @dataclass

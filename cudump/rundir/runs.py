@@ -10,14 +10,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
 from cudump.errors import SnapshotError, UsageError
 from cudump.kernels.pattern import KernelPattern, PatternError
-from cudump.rundir import reading
-from cudump.rundir.imaging import read_png
+from cudump.rundir import formats, reading
 from cudump.rundir.layout import MANIFEST_FILE
 from cudump.rundir.manifest import SnapshotRecord, read_manifest
 from cudump.wire.digest import ALGORITHM, SUM_SIZES
@@ -25,7 +24,6 @@ from cudump.wire.digest import ALGORITHM, SUM_SIZES
 PHASE_ORDER = {"before": 0, "after": 1}
 
 
-NPY_MAGIC = b"\x93NUMPY"
 DIGEST_TEXT = re.compile(r"[0-9a-f]{16}")
 
 
@@ -206,43 +204,18 @@ def _whole(value: Any, minimum: int) -> bool:
 
 
 def load_array(path: str | Path) -> np.ndarray:
-    """A snapshot file as an array: .npy memory-mapped (read-only), .png decoded."""
+    """A snapshot file as an array, read by the format its suffix names (rundir.formats):
+    .npy memory-mapped (read-only), .png decoded."""
     path = Path(path)
-    suffix = path.suffix.lower()
     # Only a regular file, opened without blocking (rundir.reading): a FIFO or a device
     # under a snapshot's name is refused, not read; and what is read is the file opened
     # here, never the name looked up again.
     with reading.open_regular(path) as f:
-        if suffix not in (".npy", ".png"):
-            raise SnapshotError(f"{reading.shown(path)}: not a .npy or .png file")
-        if suffix == ".npy":
-            return _load_npy(path, f)
-        try:
-            return read_png(path, f)
-        except (OSError, ValueError, SyntaxError) as err:   # PIL raises all three
-            raise SnapshotError(f"{path}: not a PNG file (or a corrupted one): {err}"
-                                ) from None
-
-
-def _load_npy(path: Path, f: IO[bytes]) -> np.ndarray:
-    try:
-        magic = f.read(len(NPY_MAGIC))
-    except OSError as err:
-        raise SnapshotError(f"{reading.shown(path)}: cannot read: {err.strerror or err}"
-                            ) from None
-    if magic != NPY_MAGIC:
-        raise SnapshotError(f"{path}: not a .npy file (or a corrupted one)")
-    try:
-        # mmap: a diff of two large runs only pages in what it reads, and the page
-        # cache is shared by the worker threads. numpy maps a file by its name: the
-        # name of the descriptor opened above, which is the regular file checked.
-        arr = np.load(f"/proc/self/fd/{f.fileno()}", mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError, EOFError) as err:
-        if "object" in str(err).lower() or "pickle" in str(err).lower():
-            raise SnapshotError(f"{path}: holds Python objects, not numeric data") from None
-        raise SnapshotError(f"{path}: corrupted .npy file ({err})") from None
-    # asarray drops the memmap subclass, whose per-operation overhead is measurable.
-    return np.asarray(arr)
+        fmt = formats.by_suffix(path)
+        if fmt is None:
+            raise SnapshotError(f"{reading.shown(path)}: not a "
+                                f"{formats.spelled(formats.suffixes())} file")
+        return fmt.read(path, f)
 
 
 def short_kernel_name(kernel: str) -> str:
@@ -456,10 +429,11 @@ class Run:
                                                       launch, pid, index)]
 
     def by_file(self, file: str | Path) -> Snapshot | None:
-        """The snapshot whose .npy or .png is this file, if any."""
+        """The snapshot one of whose files (.npy, .png: rundir.formats) is this file, if
+        any."""
         target = Path(file).resolve()
         for snap in self.snapshots:
-            for rel in (snap.record.file, snap.record.png):
+            for rel in formats.files_of(snap.record):
                 if not rel:
                     continue
                 try:

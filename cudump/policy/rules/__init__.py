@@ -8,7 +8,6 @@ described) and checked field by field (validation.py).
 from cudump.policy.rules.matching import RuleCounter, RuleMatching
 from cudump.policy.rules.rule import (
     DIGEST_FORMATS,
-    FORMATS,
     PHASES,
     SCAN_FORMATS,
     STANDALONE_FORMATS,
@@ -35,7 +34,7 @@ from cudump.policy.rules.validation import (
 from cudump.policy.rules.yaml_file import MAX_RULE_FILE_BYTES, MAX_YAML_DEPTH, load_rules
 
 __all__ = [
-    "ACTIONS", "DIGEST_FORMATS", "FORMATS", "GEOMETRY_KEYS", "MAX_CONSTANT", "MAX_COUNT",
+    "ACTIONS", "DIGEST_FORMATS", "GEOMETRY_KEYS", "MAX_CONSTANT", "MAX_COUNT",
     "MAX_EVERY", "MAX_PARAM_BYTES", "MAX_RULE_FILE_BYTES", "MAX_SKIP", "MAX_YAML_DEPTH",
     "OVERRIDE_KEYS", "PHASES", "RULE_KEYS", "SCAN_FORMATS", "SNAPSHOT_KEYS",
     "STANDALONE_FORMATS", "Action", "ArgOverride", "Rule", "RuleCounter", "RuleMatching",

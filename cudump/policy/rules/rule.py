@@ -17,9 +17,10 @@ from cudump.errors import UsageError
 from cudump.kernels.overrides import ArgOverride
 from cudump.kernels.pattern import KernelPattern, PatternError
 from cudump.policy.rules.matching import RuleMatching
+from cudump.rundir import formats as file_formats
 
 PHASES = frozenset({"before", "after"})
-FORMATS = frozenset({"npy", "png"})
+# The formats that write files (npy, png) are the registry's: cudump.rundir.formats.
 # `format: digest`: a content hash computed on the GPU instead of a copy (cudump.wire.digest).
 DIGEST_FORMATS = frozenset({"digest"})
 # `format: check-nan`: scan floating-point buffers for NaN/Inf on the GPU, before and after.
@@ -30,7 +31,7 @@ STANDALONE_FORMATS = {"digest": DIGEST_FORMATS, "check-nan": SCAN_FORMATS}
 class Action(enum.Flag):
     """What a rule does at the launches it selects."""
 
-    SNAPSHOT = 1    # copy the buffers to .npy/.png files (format: npy, png, both)
+    SNAPSHOT = 1    # copy the buffers to files (format: npy, png, both: rundir.formats)
     DIGEST = 2      # a content hash of each buffer, on the GPU (format: digest, --digest)
     SCAN = 4        # scan float buffers for NaN/Inf (format: check-nan, --check-nan)
     BREAK = 8       # stop at the prompt (action: break)
@@ -57,7 +58,7 @@ class Rule(RuleMatching):
     every: int = 1
     args: list[int] | Literal["pointers"] = "pointers"
     when: frozenset[str] = PHASES
-    formats: frozenset[str] = FORMATS
+    formats: frozenset[str] = field(default_factory=file_formats.names)
     overrides: dict[int, ArgOverride] = field(default_factory=dict)
     # What the rule does. A break rule takes no snapshots: its `when` and `formats` are
     # empty. CAPTURE takes the module image, the parameter bytes and every buffer before
@@ -122,6 +123,7 @@ def scan_rule() -> Rule:
 def capture_rule(pattern: str) -> Rule:
     """--capture-launch PATTERN: every launch of matching kernels, captured for replay."""
     try:
-        return option_rule("--capture-launch", frozenset({"npy"}), pattern, replay=True)
+        return option_rule("--capture-launch", frozenset({file_formats.NPY.name}), pattern,
+                           replay=True)
     except PatternError as err:
         raise UsageError(f"--capture-launch {pattern}: {err}") from None

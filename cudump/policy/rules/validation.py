@@ -17,7 +17,6 @@ from cudump.kernels.expr import Expr, ExprError, parse_expr
 from cudump.kernels.pattern import SUBJECTS, KernelPattern, PatternError, Subject
 from cudump.policy.rules.rule import (
     DIGEST_FORMATS,
-    FORMATS,
     PHASES,
     SCAN_FORMATS,
     STANDALONE_FORMATS,
@@ -25,6 +24,7 @@ from cudump.policy.rules.rule import (
     ArgOverride,
     Rule,
 )
+from cudump.rundir import formats as file_formats
 from cudump.wire.protocol import NO_LIMIT
 
 ACTIONS = ("snapshot", "break")
@@ -40,6 +40,11 @@ MAX_PARAM_BYTES = 32764      # the largest kernel parameter block (CUDA 12.1+, V
 MAX_SKIP = (1 << 64) - 1
 MAX_EVERY = (1 << 32) - 1
 MAX_COUNT = NO_LIMIT - 1
+
+
+def _names() -> list[str]:
+    """The names of the formats that write files, in the registry's order (npy, png)."""
+    return [fmt.name for fmt in file_formats.in_order()]
 
 
 def _one_line(text: str, limit: int = 200) -> str:
@@ -317,10 +322,10 @@ class RuleReader(NodeReader):
                                  f"before and after; drop '{name}' (or write a second rule)")
         if rule.formats & (DIGEST_FORMATS | SCAN_FORMATS):
             raise self.error(entries["format"][1], "format",
-                             "'replay: true' needs the buffers' bytes; use npy or png, not "
-                             f"{next(iter(rule.formats))}")
+                             "'replay: true' needs the buffers' bytes; use "
+                             f"{file_formats.spelled(_names())}, not {next(iter(rule.formats))}")
         rule.actions |= Action.CAPTURE
-        rule.formats = rule.formats | {"npy"}
+        rule.formats = rule.formats | {file_formats.NPY.name}   # what a replay reads
 
     def no_snapshot_keys(self, entries: dict[str, tuple[yaml.Node, yaml.Node]]) -> None:
         for key in SNAPSHOT_KEYS:
@@ -363,7 +368,8 @@ class RuleReader(NodeReader):
                          f"or 'pointers', got {_kind(node, value)}")
 
     def formats(self, entry: tuple[yaml.Node, yaml.Node] | None) -> frozenset[str]:
-        """npy, png, both; or digest or check-nan, which stand alone (they write no files)."""
+        """The formats that write files (npy, png: rundir.formats), both (all of them); or
+        digest or check-nan, which stand alone (they write no files)."""
         value = self.scalar(entry[1]) if entry is not None else None
         if isinstance(value, str) and value in STANDALONE_FORMATS:
             return STANDALONE_FORMATS[value]
@@ -372,9 +378,10 @@ class RuleReader(NodeReader):
                 alone = self.scalar(item)
                 if isinstance(alone, str) and alone in STANDALONE_FORMATS:
                     raise self.error(item, "format", f"{alone} stands alone (it writes no "
-                                     f"files); write format: {alone}, or npy/png in a rule "
-                                     "of its own")
-        return self.phases(entry, "format", FORMATS, "npy, png, both, digest or check-nan")
+                                     f"files); write format: {alone}, or "
+                                     f"{'/'.join(_names())} in a rule of its own")
+        spelled = file_formats.spelled([*_names(), "both", *STANDALONE_FORMATS])
+        return self.phases(entry, "format", file_formats.names(), spelled)
 
     def overrides(self, entry: tuple[yaml.Node, yaml.Node] | None,
                   args: list[int] | Literal["pointers"]) -> dict[int, ArgOverride]:

@@ -37,7 +37,10 @@ one with more repetitions that can match the same text than two unbounded ones
 and a choice (`.*.*.*`, whose time is a high power of the name's length; see
 cudump.kernels.pattern).
 
-`action: snapshot` (the default) copies the buffers as described below.
+`action: snapshot` (the default) copies the buffers as described below, to a
+file per format named in `format` that can hold the data: `npy` (any data) and
+`png` (image-like data), the formats cudump.rundir.formats registers; `both`
+(the default) names all of them.
 `format: digest` copies nothing: cudump's own kernel computes a 64-bit content
 hash of each buffer on the GPU (cudump.wire.digest), and the manifest records it;
 `cudump diff` of two digest runs names the first launch that differs.

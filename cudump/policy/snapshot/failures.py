@@ -13,6 +13,7 @@ from cudump.policy.rules import Rule
 from cudump.policy.snapshot.planned import LaunchContext, base_name
 from cudump.policy.snapshot.records import make_record
 from cudump.policy.snapshot.state import SnapshotState
+from cudump.rundir.formats import forget_files
 from cudump.rundir.manifest import SnapshotRecord
 
 
@@ -33,7 +34,7 @@ class Failures:
     def fail(self, record: SnapshotRecord, reason: str) -> None:
         record.status = "error"
         record.reason = reason
-        record.file = None
+        forget_files(record)        # the planned name, and any file a format named
         self._thread_failures.count = self.thread_failures() + 1
         what = f"arg {record.arg}" if not record.extra.get("arg_unknown") else "its arguments"
         state = self.state

@@ -19,12 +19,13 @@ from dataclasses import replace
 from cudump.kernels.elements import BF16_NOTE, float_type_in_name
 from cudump.kernels.geometry import CopyPlan
 from cudump.launches.process import FuncInfo
-from cudump.policy.rules import FORMATS, Rule, option_rule
+from cudump.policy.rules import Rule, option_rule
 from cudump.policy.snapshot.nanreport import NanReporter
 from cudump.policy.snapshot.origin import Maker, Makers, Scanned
 from cudump.policy.snapshot.planned import Place, PlannedCopy, PlannedLaunch, RuleCopies
 from cudump.policy.snapshot.state import SnapshotState
 from cudump.policy.snapshot.templates import RepeatTemplate
+from cudump.rundir import formats as file_formats
 from cudump.wire import protocol as p
 from cudump.wire.digest import SCAN_ELEMENT_SIZE, SCAN_MODES, Scan
 
@@ -113,7 +114,7 @@ def scanned_buffers(scans: Scans) -> list[Scanned]:
 
 def follow_up_rule() -> Rule:
     """The rule that snapshots every buffer a NaN producer left, after it."""
-    rule = option_rule("--check-nan", FORMATS)
+    rule = option_rule("--check-nan", file_formats.names())
     rule.when = frozenset({"after"})
     return rule
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from cudump.kernels.geometry import CopyPlan
 from cudump.policy.rules import Rule
 from cudump.policy.snapshot.planned import LaunchContext
+from cudump.rundir.formats import NPY
 from cudump.rundir.manifest import SnapshotRecord
 from cudump.wire.digest import ALGORITHM as DIGEST_ALGORITHM
 from cudump.wire.digest import SUM_DTYPES, digest_hex, sum_json, sum_of_bits
@@ -28,7 +29,8 @@ def make_record(ctx: LaunchContext, arg: int, phase: str, plan: CopyPlan | None,
         address=f"0x{plan.address:x}" if plan is not None else "",
         dtype=plan.dtype if plan is not None else None,
         shape=list(plan.shape) if plan is not None else None,
-        file=f"{stem}.npy" if stem is not None else None,
+        # The planned name: the writer gives it each format's suffix (rundir.formats).
+        file=f"{stem}{NPY.suffix}" if stem is not None else None,
         device=ev.device if ev.device >= 0 else None, rank=ctx.proc.rank,
     )
     if plan is not None and plan.note:
@@ -47,7 +49,7 @@ def make_record(ctx: LaunchContext, arg: int, phase: str, plan: CopyPlan | None,
 
 
 def stem(ctx: LaunchContext, arg: int, phase: str, offset: int, stems: set[str]) -> str:
-    """The file name (less .npy) of a snapshot of one buffer around one launch."""
+    """The file name (less its suffix) of a snapshot of one buffer around one launch."""
     ev = ctx.event
     where = f"-g{ev.graph}r{ev.replay}n{ev.node}" if ctx.in_graph else ""
     inside = f"-off{offset}" if offset else ""

@@ -1,5 +1,6 @@
-"""The writer thread: each snapshot's .npy, its PNG and its manifest record, written while
-the program runs on (PNG encoding never happens while the target waits). The files of a
+"""The writer thread: each snapshot's files (one per format its rule names that can hold the
+data: .npy, .png; cudump.rundir.formats) and its manifest record, written while the
+program runs on (PNG encoding never happens while the target waits). The files of a
 launch written behind the program are written side by side, by a few threads: one thread
 writes one file at about the rate np.save does (2 GB/s into tmpfs on the hosts measured),
 which is what holds back a program that snapshots large buffers in a loop. Their manifest
@@ -23,7 +24,8 @@ from cudump.console import warn
 from cudump.policy.snapshot.failures import Failures
 from cudump.policy.snapshot.state import SnapshotState
 from cudump.rundir import files as runfiles
-from cudump.rundir.imaging import is_image_like, render, save_png
+from cudump.rundir import formats as file_formats
+from cudump.rundir.formats import Picture, SnapshotFormat
 from cudump.rundir.manifest import SnapshotRecord
 
 
@@ -31,7 +33,7 @@ from cudump.rundir.manifest import SnapshotRecord
 class WriteJob:
     record: SnapshotRecord
     array: np.ndarray | None    # None: made by `target` first
-    formats: frozenset[str]
+    formats: frozenset[str]     # the rule's (rundir.formats names)
     value_range: tuple[float, float] | None
     streamed: bool = False   # the array is the .npy itself, filled piece by piece
     # Pieces still to put into a streamed .npy first: (byte offset in it, their bytes), read
@@ -151,7 +153,7 @@ class SnapshotWriter:
         except FileExistsError as err:
             # Something (a symlink?) is in the run directory under this snapshot's
             # temporary name: this one is not written; the others go on (runfiles).
-            job.record.png = None
+            file_formats.forget_files(job.record)
             with self._in_turn(turn):
                 self.failures.fail(job.record, f"could not write the snapshot: "
                                    f"{err.filename} is in the way")
@@ -170,7 +172,7 @@ class SnapshotWriter:
             with self._in_turn(turn):
                 self._drop(job.record, str(self.disk_failed))
         except Exception as err:  # a bad write must not stop the others
-            job.record.png = None
+            file_formats.forget_files(job.record)
             with self._in_turn(turn):
                 self.failures.fail(job.record, f"could not write the snapshot: {err}")
 
@@ -181,7 +183,8 @@ class SnapshotWriter:
 
     def _drop(self, record: SnapshotRecord, reason: str) -> None:
         """A snapshot that cannot be written: recorded if the manifest still can be."""
-        record.status, record.reason, record.file, record.png = "error", reason, None, None
+        record.status, record.reason = "error", reason
+        file_formats.forget_files(record)
         state = self.state
         with state.lock:
             state.tally.failed += 1
@@ -193,8 +196,10 @@ class SnapshotWriter:
     def _write(self, job: WriteJob, turn: int | None) -> None:
         record = job.record
         assert record.file is not None
-        npy = self.run_dir / record.file
-        png = npy.with_suffix(".png")
+        # The copy's planned name (its .npy, where a streamed copy is filled): each format's
+        # file is that name with the format's suffix.
+        planned = record.file
+        npy = self.run_dir / planned
         written: list[Path] = []
         try:
             if job.array is None:
@@ -220,26 +225,21 @@ class SnapshotWriter:
                     finally:
                         os.close(fd)
                 array.flush()  # type: ignore[attr-defined]
-                if "npy" in job.formats:
-                    os.replace(part, npy)
-                    written.append(npy)
+            picture = Picture(job.value_range, {
+                "kernel": record.kernel, "arg": str(record.arg), "phase": record.phase,
+                "launch": str(record.launch)})
+            for fmt in file_formats.in_order():
+                if fmt.name not in job.formats or not fmt.holds(array.dtype, array.shape):
+                    fmt.set_file(record, None)
+                    continue
+                name = str(Path(planned).with_suffix(fmt.suffix))
+                path = self.run_dir / name
+                if job.streamed and fmt is file_formats.NPY:
+                    os.replace(part, path)     # the array is that file, filled in place
                 else:
-                    record.file = None
-            elif "npy" in job.formats:
-                save_whole(npy, lambda tmp: save_npy(tmp, array))
-                written.append(npy)
-            else:
-                record.file = None
-            if "png" in job.formats and is_image_like(array.dtype, array.shape):
-                rendered = render(array, value_range=job.value_range)
-                info = {"kernel": record.kernel, "arg": str(record.arg),
-                        "phase": record.phase, "launch": str(record.launch)}
-                save_whole(png, lambda f: save_png(rendered, f, info))
-                written.append(png)
-                record.png = png.name
-                if rendered.value_range is not None and array.dtype.kind == "f":
-                    record.range = [float(rendered.value_range[0]),
-                                    float(rendered.value_range[1])]
+                    self._save(fmt, path, array, picture, record)
+                written.append(path)
+                fmt.set_file(record, name)
             state = self.state
             with self._in_turn(turn), state.lock:
                 state.manifest.append(record)
@@ -254,6 +254,16 @@ class SnapshotWriter:
             if job.streamed:
                 runfiles.temporary_name(npy).unlink(missing_ok=True)
 
+    @staticmethod
+    def _save(fmt: SnapshotFormat, path: Path, array: np.ndarray, picture: Picture,
+              record: SnapshotRecord) -> None:
+        """One format's file of a snapshot, written whole (encoded first: a picture is drawn
+        before its file is made)."""
+        encoded = fmt.encode(array, picture)
+        save_whole(path, encoded.write)
+        if encoded.value_range is not None:
+            record.range = encoded.value_range
+
     def close(self) -> None:
         self.jobs.put(None)
         self.thread.join()
@@ -264,7 +274,8 @@ class SnapshotWriter:
 
 
 def save_npy(f: IO[bytes], array: np.ndarray) -> None:
-    np.save(f, array)  # a file object: np.save would add ".npy" to a name
+    """An array as a .npy file, into an open file (rundir.formats.NPY)."""
+    file_formats.NPY.encode(array, Picture()).write(f)
 
 
 def save_whole(path: Path, write: Callable[[IO[bytes]], None]) -> None:

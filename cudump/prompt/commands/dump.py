@@ -1,4 +1,6 @@
-"""`dump argN [FILE.npy|FILE.png] [as TYPE [WxH|N] [pitch P]]`: write a buffer to a file.
+"""`dump argN [FILE.npy|FILE.png] [as TYPE [WxH|N] [pitch P]]`: write a buffer to a file
+(any format of cudump.rundir.formats, by FILE's suffix; without FILE, every format that can
+hold the data).
 
 The geometry is the snapshots' (geometry.plan_copy): a pitched allocation as rows x width,
 padding dropped; linear memory from the pointer to the end of its allocation. `as` states
@@ -31,14 +33,18 @@ from cudump.prompt.context import CommandError, Context
 from cudump.prompt.memory import read_plan
 from cudump.prompt.registry import STOPPED, command, make_parser
 from cudump.rundir import files as runfiles
-from cudump.rundir.imaging import is_image_like, render, save_png
+from cudump.rundir import formats as file_formats
+from cudump.rundir.formats import Picture, SnapshotFormat
 from cudump.rundir.manifest import SnapshotRecord
 
+_FIRST, *_OTHERS = file_formats.suffixes()
+_FILES = "dump argN " + "|".join(f"FILE{suffix}" for suffix in (_FIRST, *_OTHERS))
 parser = make_parser(
-    "dump", "Write an argument's buffer to .npy and/or .png.",
-    "dump argN                     dump-<launch>-<pid>-<kernel>-argN-<phase>.npy in the run\n"
-    "                              directory, and a .png beside it when it is image-like\n"
-    "dump argN FILE.npy|FILE.png   that file only (relative to the run directory)\n"
+    "dump", f"Write an argument's buffer to {file_formats.spelled((_FIRST, *_OTHERS), 'and/or')}.",
+    f"dump argN                     dump-<launch>-<pid>-<kernel>-argN-<phase>{_FIRST} in the run\n"
+    f"                              directory, and a {file_formats.spelled(_OTHERS)} beside it "
+    "when it is image-like\n"
+    f"{_FILES:<29} that file only (relative to the run directory)\n"
     "dump argN ... as TYPE [WxH|N] [pitch P]\n"
     "                              read it as TYPE (uint8, float32, uchar4, unsigned short),\n"
     "                              W elements x H rows, or N elements, rows P bytes apart\n\n"
@@ -87,8 +93,9 @@ def parse_request(arg_text: str, words: list[str]) -> DumpRequest:
     rest = list(words)
     if rest and rest[0] != "as":
         path = Path(rest.pop(0))
-        if path.suffix.lower() not in (".npy", ".png"):
-            raise CommandError(f"dump: {path}: the file name must end in .npy or .png")
+        if file_formats.by_suffix(path) is None:
+            raise CommandError(f"dump: {path}: the file name must end in "
+                               f"{file_formats.spelled(file_formats.suffixes())}")
     if not rest:
         return DumpRequest(int(m.group(1)), path, None)
     if rest[0] != "as" or len(rest) < 2:
@@ -141,8 +148,8 @@ def _free_stem(run_dir: Path, stem: str) -> str:
     """The stem, or stem-2, stem-3 ... so that an earlier dump is never overwritten."""
     candidate, n = stem, 1
     # lexists: a dangling symlink under the name is taken too (nothing is written through it).
-    while (os.path.lexists(run_dir / f"{candidate}.npy")
-           or os.path.lexists(run_dir / f"{candidate}.png")):
+    while any(os.path.lexists(run_dir / f"{candidate}{suffix}")
+              for suffix in file_formats.suffixes()):
         n += 1
         candidate = f"{stem}-{n}"
     return candidate
@@ -198,46 +205,34 @@ def dump(ctx: Context, args: argparse.Namespace) -> None:
     # A name cudump chooses is a new file of the run (runfiles: never through a symlink);
     # a path the user gives is written as they asked.
     chosen = request.path is None
+    targets: list[tuple[SnapshotFormat, Path]]
     if request.path is None:
         _make_folder(run_dir, run_dir)
         stem = _free_stem(run_dir, default_stem(info, arg.index))
-        npy: Path | None = run_dir / f"{stem}.npy"
-        png: Path | None = (run_dir / f"{stem}.png"
-                            if is_image_like(array.dtype, array.shape) else None)
+        targets = [(fmt, run_dir / f"{stem}{fmt.suffix}") for fmt in file_formats.in_order()
+                   if fmt.holds(array.dtype, array.shape)]
     else:
         target = request.path if request.path.is_absolute() else run_dir / request.path
         _make_folder(target.parent, target)
-        wants_png = target.suffix.lower() == ".png"
-        npy, png = (None, target) if wants_png else (target, None)
+        fmt = file_formats.by_suffix(target)
+        assert fmt is not None      # parse_request checked the suffix
+        targets = [(fmt, target)]
     record = _record(info, plan)
+    picture = Picture(text={"kernel": info.kernel, "arg": str(arg.index),
+                            "phase": info.phase, "launch": str(info.launch)})
     written: list[Path] = []
     try:
-        if npy is not None:
-            if chosen:
-                with runfiles.create_file(npy) as f:
-                    np.save(f, array)
-            else:
-                np.save(npy, array)
-            record.file = _relative(npy, run_dir)
-            if record.file is None:
-                record.extra["path"] = str(npy.resolve())
-            written.append(npy)
-        if png is not None:
-            rendered = render(array)
-            text = {"kernel": info.kernel, "arg": str(arg.index), "phase": info.phase,
-                    "launch": str(info.launch)}
-            if chosen:
-                with runfiles.create_file(png) as f:
-                    save_png(rendered, f, text)
-            else:
-                save_png(rendered, png, text)
-            record.png = _relative(png, run_dir)
-            if record.png is None:
-                record.extra["path"] = str(png.resolve())
-            if rendered.value_range is not None and array.dtype.kind == "f":
-                record.range = [float(rendered.value_range[0]),
-                                float(rendered.value_range[1])]
-            written.append(png)
+        for fmt, path in targets:
+            encoded = fmt.encode(array, picture)     # drawn before its file is made
+            with runfiles.create_file(path) if chosen else open(path, "wb") as f:
+                encoded.write(f)
+            name = _relative(path, run_dir)
+            fmt.set_file(record, name)
+            if name is None:
+                record.extra["path"] = str(path.resolve())
+            if encoded.value_range is not None:
+                record.range = encoded.value_range
+            written.append(path)
     except (OSError, ValueError, CudumpError) as err:
         raise CommandError(f"dump: cannot write: {err}") from None
     ctx.debugger.record_dump(record)
