@@ -2,18 +2,19 @@
  * The one table of the driver entry points cudump wraps, and what the shim
  * does around each.
  *
- * A family is one API whose variants share an ABI. Its row,
+ * A family is one API whose variants share an ABI. Its row says everything
+ * the shim does with it:
  *
  *     F(c, family, counts, waits, does, (parameters), (arguments), (symbol, ptsz)...)
  *
- * (c: whatever was given to CUDUMP_API(F, c) beside F, handed on to each row)
- * says everything the shim does with it; the code is made from the rows:
- * interpose.c makes one wrapper per variant (exported under the symbol's
- * name, and handed out by dlsym and cuGetProcAddress for the real symbol's
- * address), and hooks.c makes the family's entry, which the wrapper calls
- * through the table of entries (interpose.h). Adding a driver API is one
- * row (and, where it writes device memory from the host, its name in
- * cudump/wire/protocol.py's HOST_APIS, which tests/test_protocol.py checks).
+ * (c is what CUDUMP_API(F, c) was given beside F, handed on to each row.) The
+ * code is made from the rows: interpose.c makes one wrapper per variant
+ * (exported under the symbol's name, and handed out by dlsym and
+ * cuGetProcAddress for the real symbol's address), and hooks.c makes the
+ * family's entry, which the wrapper calls through the table of entries
+ * (interpose.h). Adding a driver API is one row; where it writes device
+ * memory from the host, its name goes into cudump/wire/protocol.py's
+ * HOST_APIS too (tests/test_protocol.py fails until it does).
  *
  * counts: how the call counts for scans ahead (calls.h, ahead.h)
  *   HOST    works on the host and the driver's tables alone: not counted,
@@ -55,6 +56,7 @@
  *               synchronous form. Each such family is a proto_host_write.api
  *               code (protocol.h's PROTO_HOST_APIS: in the order of the rows)
  *   HOOK        hand-written: hooks.c's hook_<family>(real, parameters)
+ *               (cuGetProcAddress's are interpose.c's own)
  *   HOOK_PTSZ   hand-written, and told whether the variant called is a
  *               per-thread-default-stream one: hook_<family>(real, ptsz, ...)
  * (parameters) and (arguments): the family's parameter list, as cuda.h
