@@ -63,7 +63,9 @@ def one_run(mode: str, launches: int, scratch: Path, rep: int,
     if mode.endswith("-before"):
         assert before is not None
         mode = mode.removesuffix("-before")
-        env = {"PYTHONPATH": str(before), "CUDUMP_SHIM": str(before / "cudump/_lib/libcudump.so")}
+        env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(before),
+                                                            os.environ.get("PYTHONPATH")])),
+               "CUDUMP_SHIM": str(before / "cudump/_lib/libcudump.so")}
     if mode == "bare":
         cmd = program
     elif mode == "cupti":
