@@ -25,8 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cudump.controller.process import FuncInfo, LaunchEvent, ProcessState  # noqa: E402
 from cudump.kernels.geometry import Allocation  # noqa: E402
+from cudump.launches.process import FuncInfo, LaunchEvent, ProcessState  # noqa: E402
 from cudump.policy.rules import SCAN_FORMATS, option_rule  # noqa: E402
 from cudump.policy.snapshot.coordinator import Snapshots  # noqa: E402
 from cudump.policy.snapshot.planned import plan_payload  # noqa: E402

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cudump.controller.process import FuncInfo, LaunchEvent, ProcessState
 from cudump.kernels.geometry import Allocation
+from cudump.launches.process import FuncInfo, LaunchEvent, ProcessState
 from cudump.policy.rules import SCAN_FORMATS, option_rule
 from cudump.policy.snapshot.coordinator import Snapshots
 from cudump.policy.snapshot.planned import PlannedLaunch, Repeat

@@ -67,6 +67,10 @@ def test_a_polynomial_regex_at_the_prompt_is_refused_and_the_run_goes_on(
     ("x/1xb 0x10000000000000000", "do not fit in the 64-bit address space"),
     ("x/1xb 0-1", "it must be >= 0"),
     ("print arg0[1000000000000000000]@4", "is outside the allocation of arg0"),
+    # outside every allocation: the stand-in driver read host memory there and faulted
+    ("x/8xb 4096", "address 0x1000 is not in any allocation"),
+    ("x/s 4096", "address 0x1000 is not in any allocation"),
+    ("x/2xg 0x7f00", "address 0x7f00 is not in any allocation"),
 ])
 def test_a_read_beyond_the_address_space_is_refused_and_the_process_stays(
         fake, cudump_run, bare_run, tmp_path, command, problem):
@@ -82,6 +86,18 @@ def test_a_read_beyond_the_address_space_is_refused_and_the_process_stays(
     assert ran.stderr.splitlines()[at + 1].startswith("0x")   # the next read still works
 
 
+def test_a_read_past_the_end_of_an_allocation_stops_at_its_end_and_the_process_stays(
+        fake, cudump_run, bare_run, tmp_path):
+    commands = batch(tmp_path, "x/1048576xb arg0", "continue")
+    ran = cudump_run(zed(fake, 1), "--break", "FrP0k5607tPV", "--batch", str(commands),
+                     timeout=30)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == bare_run(zed(fake, 1)).stdout
+    assert "Traceback" not in ran.stderr and not error_lines(ran.stderr)
+    assert "bytes past the end of the allocation at" in ran.stderr
+    assert "is not in any allocation; showing the" in ran.stderr
+
+
 def test_a_request_that_fails_unexpectedly_still_answers_the_prompt():
     """Whatever goes wrong while the connection's thread serves a request, the prompt gets
     an error, not a wait for ever, and the next request is served."""
@@ -90,7 +106,7 @@ def test_a_request_that_fails_unexpectedly_still_answers_the_prompt():
     from concurrent.futures import Future
 
     from cudump.controller.remote_stop import RemoteStop
-    from cudump.controller.target import TargetError
+    from cudump.launches.stop import TargetError
 
     stop = RemoteStop(conn=None, proc=None, info=None, halt=None)  # type: ignore[arg-type]
     server = threading.Thread(target=stop.serve, daemon=True)

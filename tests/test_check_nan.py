@@ -10,9 +10,9 @@ import pytest
 from pair_kernel import PAIR_ALLOC, PAIR_FUNC, kept_pair_plan, pair_launch, scanning
 from records import manifest, nan_lines, summary
 
-from cudump.controller.process import FuncInfo, LaunchEvent, ProcessState
 from cudump.errors import RuleError
 from cudump.kernels.geometry import CopyPlan
+from cudump.launches.process import FuncInfo, LaunchEvent, ProcessState
 from cudump.policy.rules import SCAN_FORMATS, capture_rule, load_rules, option_rule
 from cudump.policy.snapshot import state as snapshot_state
 from cudump.policy.snapshot.buffers import tool_of

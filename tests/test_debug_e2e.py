@@ -242,11 +242,11 @@ pexpect = pytest.importorskip("pexpect")
 
 @pytest.fixture
 def spawn(shim_lib, fake, tmp_path):
-    def start(*args: str, timeout: float = 30):
+    def start(*args: str, timeout: float = 30, history: Path | None = None):
         env = fake.env()
         env["CUDUMP_SHIM"] = str(shim_lib)
         env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-        env["CUDUMP_HISTORY"] = str(tmp_path / "history")
+        env["CUDUMP_HISTORY"] = str(history or tmp_path / "history")
         env["TERM"] = "dumb"
         child = pexpect.spawn(sys.executable, ["-m", "cudump", "--out", str(tmp_path / "run"),
                                                *args], env=env, cwd=str(tmp_path),
@@ -273,6 +273,30 @@ def test_terminal_session_on_a_breakpoint(spawn, fake, tmp_path):
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo", "device"])
+def test_a_history_path_that_is_no_regular_file_warns_and_the_terminal_works(spawn, fake,
+                                                                            tmp_path, kind):
+    # A directory gave prompt_toolkit's traceback and "Press ENTER"; a FIFO or /dev/full
+    # hung the prompt after the first command.
+    history = {"directory": tmp_path, "fifo": tmp_path / "fifo",
+               "device": Path("/dev/full")}[kind]
+    if kind == "fifo":
+        os.mkfifo(history)
+    child = spawn("--break", "FrP0k5607tPV", "--", str(fake.programs["zed"]), "1", "--size",
+                  f"{W}x{H}", history=history)
+    child.expect_exact(f"warning: history file {history}: ")
+    child.expect_exact("(cudump)")
+    child.sendline("p arg1")
+    child.expect(r"arg1 = \d+")
+    child.expect_exact("(cudump)")
+    child.sendline("continue")
+    child.expect(r"cudump: 1 process")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    assert "Traceback" not in child.before and "Press ENTER" not in child.before
 
 
 def test_enter_repeats_x_from_the_next_address_in_a_terminal(spawn, fake):
@@ -347,7 +371,7 @@ def _wait_until_dead(pid: int) -> None:
     """Until the process is gone or a zombie (a condition, not a time)."""
     import time
 
-    from cudump.controller.process import process_lives
+    from cudump.launches.process import process_lives
 
     deadline = time.monotonic() + 20
     while process_lives(pid):

@@ -20,8 +20,8 @@ from cudump.analysis.report.html_page import HtmlReport
 from cudump.analysis.report.text import divergent_line
 from cudump.commands.diff import DiffCommand
 from cudump.commands.ls import LsCommand
-from cudump.policy.digest import ALGORITHM, abs_sum, digest, digest_hex
 from cudump.rundir.runs import Run, Snapshot
+from cudump.wire.digest import ALGORITHM, abs_sum, digest, digest_hex
 from cudump.wire.protocol import ToolMode
 
 RNG = np.random.default_rng(77)

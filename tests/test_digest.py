@@ -14,7 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cudump.errors import RuleError, SnapshotError
-from cudump.policy.digest import (
+from cudump.policy.rules import load_rules
+from cudump.rundir.layout import MANIFEST_FILE
+from cudump.rundir.manifest import SnapshotRecord, read_manifest, template_line
+from cudump.wire.digest import (
     GOLDEN,
     SCAN_ELEMENT_SIZE,
     SUM_DTYPES,
@@ -26,9 +29,6 @@ from cudump.policy.digest import (
     sums_within,
     words,
 )
-from cudump.policy.rules import load_rules
-from cudump.rundir.layout import MANIFEST_FILE
-from cudump.rundir.manifest import SnapshotRecord, read_manifest, template_line
 from cudump.wire.protocol import ToolMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

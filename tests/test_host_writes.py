@@ -10,7 +10,7 @@ import pytest
 from records import manifest, nan_lines, summary
 
 from cudump.cli import main
-from cudump.controller.process import ProcessState
+from cudump.launches.process import ProcessState
 from cudump.policy.snapshot.hostwrites import SLOT, HostWriteDrain, nonfinite_pattern, writes_of
 from cudump.policy.snapshot.origin import HostWrite, Maker, Makers, Origin, order
 from cudump.rundir.runs import NanReport

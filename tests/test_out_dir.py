@@ -169,19 +169,53 @@ def test_the_summary_replaces_a_planted_symlink_with_a_real_file(tmp_path):
     assert [p.name for p in run_dir.iterdir()] == ["summary.json"]   # no temporary left
 
 
-def test_a_snapshot_replaces_a_symlink_at_its_name_and_refuses_one_at_its_temporary_name(
+def test_a_snapshot_replaces_a_symlink_at_its_name_and_is_not_stopped_by_a_stale_part(
         tmp_path):
+    """A `.NAME.part` left by an earlier run, or planted (a symlink), is not the temporary
+    name this run writes under: the snapshot is written, and what was there left alone."""
     run_dir = tmp_path / "run"
     targets = plant(run_dir, tmp_path / "outside", "a.npy", ".b.npy.part")
+    (run_dir / ".c.npy.part").write_bytes(b"stale")
     array = np.arange(6, dtype=np.float32)
     save_whole(run_dir / "a.npy", lambda f: save_npy(f, array))
     assert not (run_dir / "a.npy").is_symlink()
     np.testing.assert_array_equal(np.load(run_dir / "a.npy"), array)
-    with pytest.raises(FileExistsError):
-        save_whole(run_dir / "b.npy", lambda f: save_npy(f, array))
+    for name in ("b.npy", "c.npy"):
+        save_whole(run_dir / name, lambda f: save_npy(f, array))
+        np.testing.assert_array_equal(np.load(run_dir / name), array)
     assert (run_dir / ".b.npy.part").is_symlink()     # not ours: left alone
-    assert not os.path.lexists(run_dir / "b.npy")
+    assert (run_dir / ".c.npy.part").read_bytes() == b"stale"
     assert not [t for t in targets.values() if os.path.lexists(t)]
+    assert sorted(p.name for p in run_dir.iterdir()) == [".b.npy.part", ".c.npy.part",
+                                                         "a.npy", "b.npy", "c.npy"]
+
+
+@pytest.mark.parametrize("stale", ["file", "symlink", "dangling"])
+def test_a_stale_summary_part_neither_loses_nor_redirects_the_summary(tmp_path, stale):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    part, outside = run_dir / ".summary.json.part", tmp_path / "outside.json"
+    if stale == "file":
+        part.write_text("stale")
+    elif stale == "symlink":
+        outside.write_text("theirs")
+        part.symlink_to(outside)
+    else:
+        part.symlink_to(outside)
+    RunSummary(exit_status=3).write(run_dir)
+    assert json.loads((run_dir / "summary.json").read_text())["exit_status"] == 3
+    assert os.path.lexists(part)                     # not ours: left as it was
+    assert (outside.read_text() == "theirs") if stale == "symlink" else not outside.exists()
+    assert sorted(p.name for p in run_dir.iterdir()) == [".summary.json.part", "summary.json"]
+
+
+def test_temporary_names_are_this_process_own(tmp_path):
+    """The streamed snapshot's temporary name holds a token of this process: stable for a
+    path, and not the bare `.NAME.part` an earlier run (or anyone) could leave there."""
+    name = runfiles.temporary_name(tmp_path / "x.npy")
+    assert name == runfiles.temporary_name(tmp_path / "x.npy")
+    assert name.name.startswith(".x.npy.") and name.name.endswith(".part")
+    assert name.name != ".x.npy.part" and str(os.getpid()) in name.name
 
 
 def test_a_streamed_snapshot_target_is_never_opened_through_a_symlink(tmp_path):
@@ -247,15 +281,23 @@ def test_make_dir_refuses_a_symlink_to_a_folder(tmp_path):
     assert runfiles.make_dir(tmp_path / "new").is_dir()   # a real folder already there
 
 
-def test_a_name_in_the_way_fails_that_snapshot_only(tmp_path, capsys):
-    """A symlink at one snapshot's temporary name: that snapshot has an error record, the
-    next one is written, and writing is not stopped as it is for a full disk."""
+def test_a_name_in_the_way_fails_that_snapshot_only(tmp_path, capsys, monkeypatch):
+    """Something at every temporary name one snapshot could take: that snapshot has an
+    error record, the next one is written, and writing is not stopped as it is for a full disk."""
     from cudump.policy.snapshot.coordinator import Snapshots
     from cudump.policy.snapshot.writer import WriteJob
     from cudump.rundir.manifest import SnapshotRecord
 
     run_dir = tmp_path / "run"
-    targets = plant(run_dir, tmp_path / "outside", ".a.npy.part")
+    run_dir.mkdir()
+    create_file = runfiles.create_file
+
+    def in_the_way(path, mode="wb", encoding=None):    # every temporary name of a.npy taken
+        if Path(path).name.startswith(".a.npy."):
+            raise FileExistsError(17, "File exists", str(path))
+        return create_file(path, mode, encoding)
+
+    monkeypatch.setattr(runfiles, "create_file", in_the_way)
     snapshots = Snapshots([], run_dir, None, ManifestWriter(run_dir))
 
     def record(name: str) -> SnapshotRecord:
@@ -274,5 +316,4 @@ def test_a_name_in_the_way_fails_that_snapshot_only(tmp_path, capsys):
     assert "in the way" in lines[0]["reason"]
     assert snapshots.writer.disk_failed is None and not snapshots.state.stopped
     np.testing.assert_array_equal(np.load(run_dir / "b.npy"), array)
-    assert not os.path.lexists(targets[".a.npy.part"])
     assert "writing snapshots stopped" not in capsys.readouterr().err

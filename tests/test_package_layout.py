@@ -1,7 +1,7 @@
 """The package's shape, read from the source (ast): no import cycle among cudump's modules, no
-module over 500 lines or class over 300 lines, and the data path importing downward only
-(nothing under analysis/, rundir/, kernels/, policy/ or wire/ imports the command line, the
-prompt or the subcommands)."""
+module over 500 lines or class over 300 lines, and every import pointing down the layers that
+cudump/layers.py declares (each folder and root module imports only itself and the layers
+below it), as docs/architecture.md draws them."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ from pathlib import Path
 
 from graphs import find_cycle
 
+from cudump.layers import LAYERS, drawing
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "cudump"
 
 MAX_MODULE_LINES = 500
 MAX_CLASS_LINES = 300
 
-# The data path: these packages never import the command line, the prompt or the subcommands.
-DATA_PATH = ("analysis", "rundir", "kernels", "policy", "wire")
-ABOVE_DATA_PATH = ("cudump.commands", "cudump.prompt", "cudump.cli")
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,15 @@ def modules() -> dict[str, Module]:
             parts.pop()
         found[".".join(parts)] = Module(".".join(parts), path, is_package)
     return found
+
+
+def layer_of(name: str) -> str:
+    """The layer a module is in: its folder under cudump/, or the root module's name
+    (`__init__` for the package itself)."""
+    parts = name.split(".")
+    if len(parts) == 1:
+        return "__init__"
+    return parts[1]
 
 
 def _tree(module: Module) -> ast.Module:
@@ -101,12 +110,56 @@ def test_modules_and_classes_are_not_too_long():
     assert not problems, "\n".join(problems)
 
 
-def test_the_data_path_imports_downward():
-    graph = import_graph()
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Each import of a layer declared above the importer's, as a line."""
+    rank = {layer.name: n for n, layer in enumerate(LAYERS)}
     problems = []
     for name, targets in sorted(graph.items()):
-        if name.split(".")[1:2] and name.split(".")[1] in DATA_PATH:
-            for target in sorted(targets):
-                if any(target == up or target.startswith(up + ".") for up in ABOVE_DATA_PATH):
-                    problems.append(f"{name} imports {target}")
-    assert not problems, "\n".join(problems)
+        here = layer_of(name)
+        for target in sorted(targets):
+            there = layer_of(target)
+            # a layer not declared is the next test's to name
+            if here in rank and there in rank and rank[there] > rank[here]:
+                problems.append(f"{name} imports {target} ({there} is above {here})")
+    return problems
+
+
+def test_every_folder_and_root_module_has_one_layer():
+    names = [layer.name for layer in LAYERS]
+    assert len(names) == len(set(names)), f"a layer declared twice: {names}"
+    found = {layer_of(name) for name in modules()}
+    assert found == set(names), (f"not declared in cudump/layers.py: {sorted(found - set(names))}"
+                                 f"; declared but not there: {sorted(set(names) - found)}")
+
+
+def test_imports_point_down_the_layers():
+    problems = upward_imports(import_graph())
+    assert not problems, (f"{len(problems)} imports of a layer above (cudump/layers.py):\n"
+                          + "\n".join(problems))
+
+
+def test_imports_in_functions_and_under_type_checking_count(tmp_path):
+    """An import made late (inside a function) or for types only (TYPE_CHECKING) is a
+    dependency all the same: the layout check sees both."""
+    source = tmp_path / "timeline.py"
+    source.write_text("from typing import TYPE_CHECKING\n"
+                      "if TYPE_CHECKING:\n"
+                      "    from cudump.controller.session import Session\n"
+                      "def f():\n"
+                      "    from cudump.prompt import repl\n"
+                      "    import cudump.cli\n", encoding="utf-8")
+    known = modules()
+    module = Module("cudump.rundir.timeline", source, is_package=False)
+    graph = {module.name: imported(module, known)}
+    assert graph[module.name] == {"cudump.controller.session", "cudump.prompt.repl",
+                                  "cudump.cli"}
+    assert len(upward_imports(graph)) == 3
+
+
+def test_the_architecture_draws_the_layers():
+    """docs/architecture.md draws the order cudump/layers.py declares
+    (`python3 -m cudump.layers` prints it)."""
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    assert f"```\n{drawing()}\n```" in text, (
+        "docs/architecture.md's layers differ from cudump/layers.py; draw them as "
+        f"`python3 -m cudump.layers` prints:\n{drawing()}")

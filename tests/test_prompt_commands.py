@@ -509,11 +509,18 @@ def test_x_remembers_format_and_unit(prompt: Prompt) -> None:
     ("x/4q arg0", "error: x: unknown format or unit 'q' in '/4q' (formats x d u f c s, units b "
                   "h w g)"),
     ("x/xx arg0", "error: x: two formats in '/xx'"),
-    ("x/4xw 0x10", "error: cannot read 16 bytes at 0x10: not in device memory"),
+    ("x/4xw 0x10", "error: x: address 0x10 is not in any allocation ('info allocs' lists them)"),
+    ("x/8xb 4096", "error: x: address 0x1000 is not in any allocation ('info allocs' lists "
+                   "them)"),
+    ("x/s 4096", "error: x: address 0x1000 is not in any allocation ('info allocs' lists them)"),
     ("x/4xw", "error: x: give an address: argN, argN+OFFSET or a number"),
     ("x/4xw arg7", "error: address 'arg7': arg7 has no numeric value in this launch at column 1"),
     ("x/300000xg arg0", "error: x: 2400000 bytes asked for; at most 1048576 at a time (dump "
                         "writes whole buffers to files)"),
+    ("x/5217s arg0", "error: x: 5217 strings asked for; at most 5216 at a time (each reads up "
+                     "to 201 bytes, and x reads at most 1048576)"),
+    ("x/99999999999s arg0", "error: x: 99999999999 strings asked for; at most 5216 at a time "
+                            "(each reads up to 201 bytes, and x reads at most 1048576)"),
     ("info/x args", "error: info takes no /FMT suffix"),
     ("bt/x", "error: bt takes no /FMT suffix (x/FMT does)"),
 ])
@@ -523,24 +530,48 @@ def test_x_errors(prompt: Prompt, line: str, expected: str) -> None:
 
 def test_x_past_the_end_of_an_allocation_warns_and_shows_what_can_be_read(
         prompt: Prompt) -> None:
-    # arg0's allocation is 64 bytes (16 floats); the stand-in refuses bytes past it.
+    # arg0's allocation is 64 bytes (16 floats): the bytes past it are not asked for.
+    stop = prompt.ctx.stopped
     out = prompt.run("x/20fw arg0+48")
     assert out == [
         "warning: x: the 80 bytes from 0x7f0000000030 run 64 bytes past the end of the "
         "allocation at 0x7f0000000000 (64 bytes)",
-        "x: cannot read 80 bytes at 0x7f0000000030: not in device memory; showing the 4 "
-        "units inside the allocation",
+        "x: 0x7f0000000040 is not in any allocation; showing the 4 units before it",
         "0x7f0000000030:    6  6.5    7  7.5",
     ]
-    assert prompt.run("x/1xw") == ["error: cannot read 4 bytes at 0x7f0000000040: not in "
-                                   "device memory"]
+    assert stop.reads[-1] == (A + 48, 16)  # type: ignore[attr-defined]
+    reads = len(stop.reads)  # type: ignore[attr-defined]
+    assert prompt.run("x/1xw") == ["error: x: address 0x7f0000000040 is not in any allocation "
+                                   "('info allocs' lists them)"]
+    assert prompt.run("x/1xw arg0+62") == ["warning: x: the 4 bytes from 0x7f000000003e run 2 "
+                                           "bytes past the end of the allocation at "
+                                           "0x7f0000000000 (64 bytes)",
+                                           "error: x: 0x7f0000000040 is not in any allocation, "
+                                           "so not even one unit of 4 bytes can be shown"]
+    assert len(stop.reads) == reads  # type: ignore[attr-defined]
 
 
-def test_x_past_the_end_that_the_driver_reads_is_shown_after_the_warning(
-        prompt: Prompt) -> None:
-    # A driver reads past the end when the next bytes are mapped (the same page): shown.
+def test_x_past_the_end_is_never_read_even_where_a_driver_would(prompt: Prompt) -> None:
+    # A driver may read past the end where the next bytes are mapped (the same page), or,
+    # as the stand-in does, fault: either way they are not the program's, and not read.
     stop = prompt.ctx.stopped
-    stop.allocation = lambda address: Allocation(A, 32, "linear")  # type: ignore[method-assign]
+    stop.allocation = lambda address: (  # type: ignore[method-assign]
+        Allocation(A, 32, "linear") if A <= address < A + 32 else None)
+    assert prompt.run("x/12fw arg0") == [
+        "warning: x: the 48 bytes from 0x7f0000000000 run 16 bytes past the end of the "
+        "allocation at 0x7f0000000000 (32 bytes)",
+        "x: 0x7f0000000020 is not in any allocation; showing the 8 units before it",
+        "0x7f0000000000:    0  0.5    1  1.5",
+        "0x7f0000000010:    2  2.5    3  3.5",
+    ]
+    assert stop.reads == [(A, 32)]  # type: ignore[attr-defined]
+
+
+def test_x_reads_on_into_an_allocation_that_follows_without_a_gap(prompt: Prompt) -> None:
+    stop = prompt.ctx.stopped
+    first, second = Allocation(A, 32, "linear"), Allocation(A + 32, 32, "linear")
+    stop.allocation = lambda address: next(  # type: ignore[method-assign]
+        (a for a in (first, second) if a.base <= address < a.end), None)
     assert prompt.run("x/12fw arg0") == [
         "warning: x: the 48 bytes from 0x7f0000000000 run 16 bytes past the end of the "
         "allocation at 0x7f0000000000 (32 bytes)",
@@ -548,6 +579,16 @@ def test_x_past_the_end_that_the_driver_reads_is_shown_after_the_warning(
         "0x7f0000000010:    2  2.5    3  3.5",
         "0x7f0000000020:    4  4.5    5  5.5",
     ]
+
+
+def test_reads_outside_allocations_are_refused_by_every_command(prompt: Prompt) -> None:
+    stop = prompt.ctx.stopped
+    stop.allocation = lambda address: None  # type: ignore[method-assign]
+    before = len(stop.reads)  # type: ignore[attr-defined]
+    for line in ("x/4xb arg0", "x/s arg0", "p arg0[0]@2", "dump arg2"):
+        (out,) = prompt.run(line)
+        assert out.startswith("error: ") and "not in any allocation" in out, (line, out)
+    assert len(stop.reads) == before  # type: ignore[attr-defined]
 
 
 def test_x_s_shows_c_strings(debugger: FakeDebugger) -> None:
@@ -861,6 +902,11 @@ def test_breakpoint_commands(prompt: Prompt) -> None:
      "error: regular expression '.*.*.*.*.*.*.*.*.*.*.*.*Q' has too many repetitions that can "
      "match the same text (like '.*.*.*'), which can take minutes per kernel name; use at most "
      "two unbounded repetitions ('*', '+', '{n,}') and few optional parts, or a glob"),
+    ("break re:x{4294967296}", "error: invalid regular expression 'x{4294967296}': the "
+                               "repetition number is too large"),
+    pytest.param("break re:" + "(" * 1500 + "k" + ")" * 1500,
+                 "error: regular expression '" + "(" * 60 + "'... (3001 characters) is nested "
+                 "too deeply", id="break-nested-too-deeply"),
     ("ignore 1", "error: ignore: the following arguments are required: COUNT"),
     ("ignore 7 2", "error: no breakpoint number 7 (see 'info breakpoints')"),
     ("ignore x 2", "error: 'x' is not a breakpoint number (see 'info breakpoints')"),

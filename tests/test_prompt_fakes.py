@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cudump.controller.target import Frame, KernelSeen, ResumeMode, StopInfo, TargetError
 from cudump.kernels.args import decode_args
 from cudump.kernels.geometry import Allocation
 from cudump.kernels.signature import parse_signature
+from cudump.launches.stop import Frame, KernelSeen, ResumeMode, StopInfo, TargetError
 from cudump.policy.breakpoints import Breakpoints
 from cudump.rundir.manifest import SnapshotRecord
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,8 @@ from test_prompt_fakes import KERNEL, FakeDebugger, make_stop
 
 from cudump.console import console
 from cudump.errors import UsageError
-from cudump.prompt import read_batch_file, run_prompt
+from cudump.prompt import run_prompt
+from cudump.prompt.batch_file import load_batch
 from cudump.prompt.context import Context
 from cudump.prompt.repl import (
     CTRL_D_HINT,
@@ -87,12 +89,22 @@ def test_batch_quit_kills_without_asking(tmp_path: Path) -> None:
     assert debugger.resumes == [(2, "kill")]
 
 
-def test_read_batch_file(tmp_path: Path) -> None:
+def test_load_batch(tmp_path: Path) -> None:
     batch = tmp_path / "b"
     batch.write_text("  # comment\n\n  break k  \np arg0\n")
-    assert read_batch_file(batch) == ["break k", "p arg0"]
-    with pytest.raises(UsageError, match="no such batch file"):
-        read_batch_file(tmp_path / "missing")
+    assert load_batch(batch) == ["break k", "p arg0"]
+    with pytest.raises(UsageError, match="no such file"):
+        load_batch(tmp_path / "missing")
+
+
+@pytest.mark.parametrize("where", ["big", "/dev/zero"])
+def test_a_batch_file_over_1_mib_is_refused(tmp_path: Path, where: str) -> None:
+    # /dev/zero was read until memory ran out.
+    path = Path(where) if where.startswith("/") else tmp_path / "big"
+    if where == "big":
+        path.write_text("p arg0\n" * ((1 << 20) // 7 + 1))
+    with pytest.raises(UsageError, match="more than 1 MiB"):
+        load_batch(path)
 
 
 def test_piped_stdin_echoes_commands_and_detaches_at_eof(tmp_path: Path) -> None:
@@ -247,3 +259,69 @@ def test_history_file_from_the_environment(tmp_path: Path,
         pipe.send_text("detach\r")
         drive(ctx, reader)
     assert "+detach" in path.read_text()
+
+
+def _history_at(tmp_path: Path, kind: str) -> tuple[Path, str]:
+    """A history path that cannot be used, and why cudump says it cannot."""
+    if kind == "directory":
+        path = tmp_path / "a-directory"
+        path.mkdir()
+        return path, "Is a directory"
+    if kind == "fifo":
+        path = tmp_path / "a-fifo"
+        os.mkfifo(path)
+        return path, "not a regular file"
+    if kind == "device":
+        return Path("/dev/full"), "not a regular file"
+    return tmp_path / "no-such-directory" / "history", "No such file or directory"
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo", "device", "missing-directory"])
+def test_a_history_path_that_is_not_a_regular_file_is_one_warning_and_the_prompt_works(
+        tmp_path: Path, kind: str) -> None:
+    # A directory gave prompt_toolkit's traceback and "Press ENTER"; a FIFO or /dev/full
+    # hung the prompt at its first read or write of the history.
+    path, why = _history_at(tmp_path, kind)
+    debugger = FakeDebugger(tmp_path / "run", [make_stop()])
+    lines: list[str] = []
+    ctx = Context(debugger, lines.append)
+    with create_pipe_input() as pipe:
+        reader = TerminalReader(ctx, lines.append, pt_input=pipe, pt_output=DummyOutput(),
+                                history_path=str(path))
+        pipe.send_text("p arg3\rp arg3\rkill\ry\r")
+        drive(ctx, reader)
+    assert lines == [f"warning: history file {path}: {why}; commands are not kept after this "
+                     "run", *BANNER, "arg3 = 16", "arg3 = 16",
+                     "Killed the program; what was captured is kept."]
+    assert debugger.resumes == [(2, "kill")]
+
+
+def test_a_history_file_that_stops_being_usable_is_one_warning(tmp_path: Path) -> None:
+    # The file is replaced by a FIFO with no reader after the prompt opened it: writing
+    # it without O_NONBLOCK would wait for a reader forever.
+    path = tmp_path / "history"
+    debugger = FakeDebugger(tmp_path / "run", [make_stop()])
+    lines: list[str] = []
+    ctx = Context(debugger, lines.append)
+    with create_pipe_input() as pipe:
+        reader = TerminalReader(ctx, lines.append, pt_input=pipe, pt_output=DummyOutput(),
+                                history_path=str(path))
+        path.unlink()
+        os.mkfifo(path)
+        pipe.send_text("p arg3\rp arg3\rkill\ry\r")
+        drive(ctx, reader)
+    warning = [line for line in lines if line.startswith("warning: history file")]
+    assert len(warning) == 1 and str(path) in warning[0]
+    assert lines.count("arg3 = 16") == 2 and debugger.resumes == [(2, "kill")]
+
+
+def test_a_long_history_file_is_read_from_its_newest_megabyte(tmp_path: Path) -> None:
+    from cudump.prompt.history import MAX_HISTORY_BYTES, SafeFileHistory
+
+    path = tmp_path / "history"
+    entry = "\n# 2026-01-01\n+p arg" + "3" * 50 + "\n"
+    count = MAX_HISTORY_BYTES // len(entry) + 100
+    path.write_text(entry * count + "\n# now\n+two\n+lines\n")
+    strings = list(SafeFileHistory(str(path)).load_history_strings())
+    assert strings[0] == "two\nlines"
+    assert len(strings) < count and set(strings[1:]) == {"p arg" + "3" * 50}

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from records import batched_launches, manifest, raw_lines, summary
 
-from cudump.policy.digest import digest, digest_hex
+from cudump.wire.digest import digest, digest_hex
 
 
 def key(r: dict) -> tuple:

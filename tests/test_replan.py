@@ -8,9 +8,9 @@ import numpy as np
 from records import manifest, summary
 
 from cudump.kernels.geometry import CopyPlan
-from cudump.policy.digest import digest, digest_hex
 from cudump.policy.snapshot.planned import PlannedCopy
 from cudump.policy.snapshot.replan import MAX_BUMPS, MAX_REPLANS, GuessedExtents, Replanner
+from cudump.wire.digest import digest, digest_hex
 
 N = 1024
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -147,14 +148,14 @@ def test_extracted_folder_runs_on_its_own(fake, cudump_run, offline, tmp_path):
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in folder.iterdir()) == [
         "README.md", "buffers", "launch.json", "module.ptx", "replay.py", "replay_driver.py",
-        "replay_spec.py"]
+        "replay_files.py", "replay_spec.py"]
     assert sorted(p.name for p in (folder / "buffers").iterdir()) == [
         f"arg{i}-{phase}.npy" for i in range(3) for phase in ("after", "before")]
     spec = json.loads((folder / "launch.json").read_text())
     assert (spec["format"], spec["mangled"], spec["grid"], spec["block"]) == (
         "cudump-launch/1", "_Z6vecAddPKfS0_Pfi", [4, 1, 1], [128, 1, 1])
     engine = ROOT / "cudump" / "analysis" / "replay_engine"
-    for name in ("replay.py", "replay_driver.py", "replay_spec.py"):
+    for name in ("replay.py", "replay_driver.py", "replay_files.py", "replay_spec.py"):
         assert (folder / name).read_bytes() == (engine / name).read_bytes(), name
     assert "python replay.py" in (folder / "README.md").read_text()
     elsewhere = tmp_path / "elsewhere"
@@ -244,3 +245,91 @@ def test_replay_out_never_writes_through_planted_symlinks(fake, cudump_run, offl
         assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert list(outside.iterdir()) == []
     assert not os.path.lexists(link_files / "manifest.jsonl")
+
+
+def one_line(done: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("cudump: error: "), \
+        done.stderr
+    for word in words:
+        assert word in done.stderr, done.stderr
+
+
+def test_fifos_where_run_files_should_be_are_refused_without_hanging(fake, cudump_run, offline,
+                                                                     tmp_path):
+    """A FIFO (no writer: opening it for reading would wait for one) under the name of a
+    module image, a snapshot, captures.jsonl, or given as --ptx, and a device as the module
+    image: `replay` and `extract` say so in one line and never wait on it (the offline
+    fixture's timeout would fail the test)."""
+    ran = cudump_run([str(fake.programs["linked"])], "--capture-launch", "vecAdd",
+                     run_dir=tmp_path / "cap")
+    first = captures(ran.run_dir)[0]
+    image = ran.run_dir / first["image"]
+    image.unlink()
+    os.mkfifo(image)
+    one_line(offline("replay", str(ran.run_dir), "--launch", str(first["launch"])),
+             "is a FIFO, not a regular file")
+    one_line(offline("extract", str(ran.run_dir), "--launch", str(first["launch"]),
+                     str(tmp_path / "x1")), "is a FIFO, not a regular file")
+    fifo = tmp_path / "fifo.ptx"
+    os.mkfifo(fifo)
+    one_line(offline("replay", str(ran.run_dir), "--launch", str(first["launch"]), "--ptx",
+                     str(fifo)), "is a FIFO, not a regular file")
+    other = cudump_run([str(fake.programs["linked"])], "--capture-launch", "vecAdd",
+                       run_dir=tmp_path / "cap2")
+    snapshot = other.run_dir / captures(other.run_dir)[0]["buffers"][0]["before"]
+    snapshot.unlink()
+    os.mkfifo(snapshot)
+    one_line(offline("replay", str(other.run_dir), "--launch", "1"), "arg0")
+    one_line(offline("extract", str(other.run_dir), "--launch", "1", str(tmp_path / "x2")),
+             "arg0")
+    (other.run_dir / "captures.jsonl").unlink()
+    os.mkfifo(other.run_dir / "captures.jsonl")
+    one_line(offline("replay", str(other.run_dir)), "captures.jsonl", "FIFO")
+    one_line(offline("extract", str(other.run_dir), str(tmp_path / "x3")), "captures.jsonl",
+             "FIFO")
+    image.unlink()
+    try:   # /dev/zero's twin as the module image, where this user may make one
+        os.mknod(image, stat.S_IFCHR | 0o600, os.makedev(1, 5))
+    except OSError:
+        return
+    one_line(offline("replay", str(ran.run_dir), "--launch", str(first["launch"])),
+             "is a device, not a regular file")
+    one_line(offline("extract", str(ran.run_dir), "--launch", str(first["launch"]),
+                     str(tmp_path / "x0")), "is a device, not a regular file")
+
+
+def test_overlong_and_hostile_names_in_a_run_are_one_line(fake, cudump_run, offline, tmp_path):
+    ran = cudump_run([str(fake.programs["linked"])], "--capture-launch", "vecAdd",
+                     run_dir=tmp_path / "cap")
+    lines = captures(ran.run_dir)
+    path = ran.run_dir / "captures.jsonl"
+    for field, value, word in (("before", "a" * 5000, "arg0"), ("before", "x/" * 2100, "arg0"),
+                               ("image", "m" * 5000, "module image"),
+                               ("image", "/etc/passwd", "absolute path")):
+        changed = json.loads(json.dumps(lines[0]))
+        if field == "image":
+            changed["image"] = value
+        else:
+            changed["buffers"][0][field] = value
+        path.write_text("".join(json.dumps(c) + "\n" for c in [changed, *lines[1:]]))
+        one_line(offline("replay", str(ran.run_dir), "--launch", str(changed["launch"])), word)
+        one_line(offline("extract", str(ran.run_dir), "--launch", str(changed["launch"]),
+                         str(tmp_path / f"x-{field}-{len(value)}")), word)
+    path.write_bytes(b'{"kernel": "\xff"}\n')
+    one_line(offline("replay", str(ran.run_dir)), "captures.jsonl:1")
+    path.write_bytes(b"[" * 100000 + b"\n")
+    one_line(offline("replay", str(ran.run_dir)), "captures.jsonl:1")
+
+
+def test_inputs_from_a_run_whose_manifest_names_an_overlong_file(fake, cudump_run, offline,
+                                                                 tmp_path):
+    ran = cudump_run([str(fake.programs["linked"])], "--capture-launch", "vecAdd",
+                     run_dir=tmp_path / "cap")
+    manifest = ran.run_dir / "manifest.jsonl"
+    records = [json.loads(line) for line in manifest.read_text().splitlines()]
+    first = next(r for r in records if r["launch"] == 1 and r["phase"] == "before")
+    first["file"] = "a" * 5000
+    manifest.write_text("".join(json.dumps(r) + "\n" for r in records))
+    one_line(offline("replay", str(ran.run_dir), "--launch", "1", "--inputs-from",
+                     str(ran.run_dir)), "--inputs-from", "File name too long")

@@ -333,16 +333,17 @@ def test_missing_kernel_exits_2_with_one_line(replay_run, tmp_path: Path) -> Non
 
 
 @needs_driver
-def test_invalid_block_exits_2_naming_the_launch(replay_run, tmp_path: Path) -> None:
+def test_block_past_cudas_limits_exits_2_before_the_launch(replay_run, tmp_path: Path) -> None:
     folder, _ = vecadd_folder(tmp_path / "vecadd")
     spec = json.loads((folder / "launch.json").read_text())
-    spec["block"] = [2048, 1, 1]
-    (folder / "launch.json").write_text(json.dumps(spec))
-    done = replay_run(folder)
-    assert done.returncode == 2
-    assert done.stderr == (f"replay: cuLaunchKernel({VECADD_NAME}) failed: "
-                           "CUDA_ERROR_INVALID_VALUE (1): the grid, block or shared memory size "
-                           "is not valid for this kernel on this GPU\n")
+    for block, problem in (([2048, 1, 1], "block x is 2048, more than CUDA allows (1024)"),
+                           ([64, 32, 1], "block has 2048 threads, more than CUDA allows in a "
+                                         "block (1024)")):
+        spec["block"] = block
+        (folder / "launch.json").write_text(json.dumps(spec))
+        done = replay_run(folder)
+        assert done.returncode == 2
+        assert (done.stdout, done.stderr) == ("", f"replay: launch.json: {problem}\n")
 
 
 SMEM_SCRIPT = """
@@ -402,8 +403,9 @@ def test_missing_npy_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     folder, _ = vecadd_folder(tmp_path / "vecadd")
     (folder / "buffers/arg1-before.npy").unlink()
     assert re_.main([str(folder)]) == 2
-    assert capsys.readouterr().err == (f"replay: {folder}/buffers/arg1-before.npy is missing: "
-                                       "the extract is incomplete\n")
+    assert capsys.readouterr().err == (f'replay: launch.json: buffers[1].before: '
+                                       f'"{folder}/buffers/arg1-before.npy" is missing: the '
+                                       'extract is incomplete\n')
 
 
 def test_invalid_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -510,7 +512,7 @@ def with_item(key: str, index: int, **changes: Any) -> dict[str, Any]:
     [
         (make_spec(format="cudump-launch/2"),
          'launch.json: format is "cudump-launch/2", not "cudump-launch/1": this '
-         "replay_engine.py reads only that format"),
+         "replay.py reads only that format"),
         ({k: v for k, v in make_spec().items() if k != "mangled"},
          "launch.json: mangled is missing"),
         (make_spec(image_format="elf"),
@@ -556,6 +558,35 @@ def with_item(key: str, index: int, **changes: Any) -> dict[str, Any]:
          "launch.json: buffers[0].after must be a file name or null, not 5"),
         (make_spec(pointers={"arg": 0}), 'launch.json: pointers must be a list, not {"arg": 0}'),
         ([], "launch.json: must hold a JSON object, not list"),
+        (make_spec(grid=[2**40, 1, 1]),
+         "launch.json: grid x is 1099511627776, more than CUDA allows (2147483647)"),
+        (make_spec(grid=[1, 65536, 1]), "launch.json: grid y is 65536, more than CUDA allows "
+                                        "(65535)"),
+        (make_spec(block=[1, 1, 65]), "launch.json: block z is 65, more than CUDA allows (64)"),
+        (make_spec(smem=2**32), "launch.json: smem must be at most 4294967295, not 4294967296"),
+        (with_item("regions", 0, size=2**70),
+         "launch.json: regions[0].size must be at most 281474976710656, not "
+         "1180591620717411303424"),
+        (make_spec(params="aa bb"), "launch.json: params is not a hex string"),
+        (make_spec(params="00" * 40000),
+         "launch.json: params holds 40000 bytes, more than a launch may have (32764)"),
+        (make_spec(layout=[[0, 8], [8, 8], [16, 8], [32762, 4]]),
+         "launch.json: layout[3] ends at byte 32766, past the 32764 bytes a launch's "
+         "parameters may take"),
+        (with_item("buffers", 0, dtype="(2,)f4"),
+         'launch.json: buffers[0].dtype "(2,)f4" is not a numpy dtype of plain data'),
+        (with_item("buffers", 0, dtype="f4,i4"),
+         'launch.json: buffers[0].dtype "f4,i4" is not a numpy dtype of plain data'),
+        (with_item("buffers", 0, shape=[1] * 33),
+         "launch.json: buffers[0].shape must be a list of at most 32 sizes (0 to "
+         "281474976710656), not a list of 33 items"),
+        (with_item("buffers", 0, offset=8),
+         "launch.json: buffers[0].offset 8 is past the end of parameter 2 (8 bytes)"),
+        (make_spec(mangled="_Z1k\0"), "launch.json: mangled holds a NUL character"),
+        (make_spec(kernel="k\udc80"), "launch.json: kernel is not valid Unicode text"),
+        (make_spec(kernel="k\x1b[2J(int)"), "launch.json: kernel holds a control character"),
+        (make_spec(image="module\x9b.fatbin"),
+         "launch.json: image holds a control character"),
     ],
 )
 def test_spec_errors_name_the_field(obj: Any, message: str) -> None:

@@ -302,7 +302,7 @@ def test_a_buffer_in_memory_made_again_is_not_cut_where_a_freed_one_began(fake, 
 def test_a_rule_that_finds_no_buffer_says_so_once(tmp_path, capsys):
     """A kernel of plain numbers: the rule matches every launch, finds nothing to copy, and
     says so once for that kernel, with how to name a buffer."""
-    from cudump.controller.process import FuncInfo, LaunchEvent, ProcessState
+    from cudump.launches.process import FuncInfo, LaunchEvent, ProcessState
     from cudump.policy.rules import load_rules
     from cudump.policy.snapshot.coordinator import Snapshots
     from cudump.rundir.manifest import ManifestWriter

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from records import manifest
 
-from cudump.controller.process import LaunchEvent
 from cudump.errors import GeometryError
 from cudump.kernels.geometry import Allocation
 from cudump.kernels.tensormaps import TensorMap, tensormap_plan
+from cudump.launches.process import LaunchEvent
 from cudump.policy.snapshot.repeat import repeat_keys
 
 KERNEL = "tma_copy(float*, CUtensorMap_st)"

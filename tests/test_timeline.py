@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from cudump.controller.process import FuncInfo, ProcessState
-from cudump.policy.trace import EVENT_FIELDS
+from cudump.launches.events import EVENT_FIELDS
+from cudump.launches.process import FuncInfo, ProcessState
 from cudump.rundir.manifest import SnapshotRecord
 from cudump.rundir.timeline import STREAM_TIDS, Timeline
 from cudump.wire import protocol as p

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from cudump.controller.process import FuncInfo, ProcessState
+from cudump.launches.process import FuncInfo, ProcessState
 from cudump.policy.trace import count_launches, format_events
 from cudump.wire import protocol as p
 

@@ -12,6 +12,7 @@ parameter bytes to patch. `launch_spec` makes that translation; the engine
 from __future__ import annotations
 
 import json
+import os
 import re
 import struct
 from dataclasses import dataclass
@@ -20,14 +21,27 @@ from typing import Any
 
 import numpy as np
 
-from cudump.analysis.replay_engine import SPEC_FILE, LaunchSpec, ReplayError, SpecError
+from cudump.analysis.replay_engine import (
+    SPEC_FILE,
+    LaunchSpec,
+    ReplayError,
+    SpecError,
+    name_problem,
+    open_regular,
+    read_regular,
+)
 from cudump.errors import CudumpError
-from cudump.policy.pattern import KernelPattern, name_forms
+from cudump.kernels.pattern import KernelPattern, name_forms
 from cudump.rundir.captures import CapturedAllocation, CaptureFormatError, CaptureRecord
 from cudump.rundir.layout import CAPTURES_FILE
 from cudump.rundir.runs import confined, load_array
 
 SPEC_FORMAT = "cudump-launch/1"
+# The most bytes captures.jsonl and a module image may have: files of a run are read only
+# when they are regular files (a FIFO or a device is refused, without waiting on it) of
+# bounded size.
+CAPTURES_LIMIT = 1 << 30
+IMAGE_LIMIT = 4 << 30
 
 
 class ReplayTrouble(CudumpError):
@@ -73,24 +87,37 @@ class Capture:
 
 def read_captures(run_dir: Path) -> list[Capture]:
     path = run_dir / CAPTURES_FILE
-    if not path.is_file():
+    try:
+        data = read_regular(path, CAPTURES_FILE, CAPTURES_LIMIT)
+    except FileNotFoundError:
         raise ReplayTrouble(f"{run_dir} holds no captured launch ({CAPTURES_FILE}); run the "
                             "program "
-                            "with --capture-launch PATTERN or a rule with 'replay: true'")
+                            "with --capture-launch PATTERN or a rule with 'replay: true'") \
+            from None
+    except ReplayError as err:
+        raise ReplayTrouble(str(err)) from None
     captures = []
-    with open(path, encoding="utf-8") as f:
-        for number, text in enumerate(f, 1):
-            if not text.strip():
-                continue
-            try:
-                data = json.loads(text)
-            except json.JSONDecodeError as err:
-                raise ReplayTrouble(f"{path}:{number}: not JSON ({err.msg})") from None
-            try:
-                record = CaptureRecord.from_json(data)
-            except CaptureFormatError as err:
-                raise ReplayTrouble(f"{path}:{number}: {err}") from None
-            captures.append(Capture(record, number, path))
+    for number, raw in enumerate(data.split(b"\n"), 1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise ReplayTrouble(f"{path}:{number}: not UTF-8 text (byte {err.start + 1} of "
+                                "the line)") from None
+        if not text.strip():
+            continue
+        try:
+            data_line = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ReplayTrouble(f"{path}:{number}: not JSON ({err.msg})") from None
+        except RecursionError:
+            raise ReplayTrouble(f"{path}:{number}: not JSON (nested too deeply)") from None
+        except ValueError:   # an integer of more digits than Python converts
+            raise ReplayTrouble(f"{path}:{number}: not JSON (a number too long)") from None
+        try:
+            record = CaptureRecord.from_json(data_line)
+        except CaptureFormatError as err:
+            raise ReplayTrouble(f"{path}:{number}: {err}") from None
+        captures.append(Capture(record, number, path))
     return captures
 
 
@@ -195,6 +222,22 @@ def _launch_spec(capture: Capture, image: str | None, image_format: str | None) 
     })
 
 
+def run_file(run_dir: Path, name: str, what: str) -> Path:
+    """File `name` of the run (a name the run's records give), checked before it is opened:
+    a name a file system can hold, inside the run directory (after symlinks), and a regular
+    file there (a FIFO or a device is refused without waiting on it). CudumpError or
+    OSError (FileNotFoundError where it is missing) otherwise."""
+    problem = name_problem(name)
+    if problem is not None:
+        raise ReplayTrouble(f"its name {problem}")
+    path = confined(run_dir, name)
+    try:
+        os.close(open_regular(path, what))
+    except ReplayError as err:
+        raise ReplayTrouble(str(err)) from None
+    return path
+
+
 def load_snapshots(run_dir: Path, spec: LaunchSpec, phase: str) -> list[np.ndarray | None]:
     """Each buffer's "before" or "after" snapshot from the run (None where there is none)."""
     arrays: list[np.ndarray | None] = []
@@ -204,28 +247,37 @@ def load_snapshots(run_dir: Path, spec: LaunchSpec, phase: str) -> list[np.ndarr
             arrays.append(None)
             continue
         try:
-            arrays.append(np.asarray(load_array(confined(run_dir, name))))
+            arrays.append(np.asarray(load_array(run_file(run_dir, name, str(name)))))
         except CudumpError as err:
             raise ReplayTrouble(f"{buf.label}: its {phase} snapshot cannot be read: {err}") \
                 from None
+        except OSError as err:
+            raise ReplayTrouble(f"{buf.label}: its {phase} snapshot cannot be read: "
+                                f"{err.strerror or err}") from None
     return arrays
 
 
 def read_image(run_dir: Path, capture: Capture, override: Path | None) -> bytes:
-    """The kernel's code: a --ptx/--cubin file, or the module image the run saved."""
+    """The kernel's code: a --ptx/--cubin file, or the module image the run saved; either a
+    regular file (a FIFO or a device is refused without waiting on it)."""
     if override is not None:
         try:
-            return override.read_bytes()
-        except OSError as err:
-            raise ReplayTrouble(f"{override}: cannot read: {err.strerror or err}") from None
+            return read_regular(override, "the kernel's code", IMAGE_LIMIT)
+        except FileNotFoundError as err:
+            raise ReplayTrouble(f"{override}: cannot read: {err.strerror}") from None
+        except ReplayError as err:
+            raise ReplayTrouble(str(err)) from None
     name = capture.record.image
     if not name:
         raise ReplayTrouble(f"{capture.describe()} has no module image; give the kernel's code "
                             "with --cubin FILE or --ptx FILE")
     try:
-        return confined(run_dir, str(name)).read_bytes()
+        path = run_file(run_dir, str(name), "the module image")
+        return read_regular(path, "the module image", IMAGE_LIMIT)
     except (OSError, CudumpError) as err:
-        raise ReplayTrouble(f"{name}: cannot read the module image: {err}") from None
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else err
+        raise ReplayTrouble(f"{str(name)[:80]!r}: cannot read the module image: {reason}") \
+            from None
 
 
 __all__ = ["Capture", "ReplayError", "ReplayTrouble", "launch_spec", "load_snapshots",

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from cudump.errors import SnapshotError
-from cudump.policy.pattern import KernelPattern
+from cudump.kernels.pattern import KernelPattern
 from cudump.rundir.layout import MANIFEST_FILE, STATS_FILES, SUMMARY_FILE, TRACE_FILE
 from cudump.rundir.manifest import read_manifest
 

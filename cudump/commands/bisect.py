@@ -57,7 +57,9 @@ type with a rule's overrides (0: {dtype: float32}).
 
 Exit status: 0 no divergence, 1 divergence found (and shown), 2 trouble (one line on
 stderr: bad arguments, a side cudump could not run), 3 the snapshot re-runs did not
-reproduce the divergence (the program is not deterministic).
+reproduce the divergence (the program is not deterministic). Stopped by SIGTERM, SIGINT or
+SIGHUP, bisect stops the run under way (cudump and the program), removes a temporary work
+directory and exits with 128 + the signal's number.
 """
 
 

@@ -19,8 +19,8 @@ from cudump.commands.replay import add_selection, choose
 EPILOG = """\
 DIR (new or empty) gets: launch.json (the kernel, its grid, block, shared memory, parameter
 bytes and where each pointer points), the module image, buffers/*.npy (every buffer before
-and after the launch), replay.py with replay_spec.py and replay_driver.py (they need only
-Python, numpy and cuda-python) and a README.
+and after the launch), replay.py with replay_spec.py, replay_files.py and replay_driver.py (they
+need only Python, numpy and cuda-python) and a README.
 `python DIR/replay.py` runs the launch on a GPU and says, buffer by buffer, whether it wrote
 what the capture holds (exit status 0 equal, 1 different, 2 trouble).
 """
@@ -120,8 +120,9 @@ the new buffers), and compares each buffer with its `*-after.npy`, bit for bit. 
 - `launch.json`: the kernel, its launch configuration, the parameter bytes (hex) and
   layout, the memory regions, which parameter bytes point where, and each buffer.
 - `{spec.image}`: the module the kernel came from ({spec.image_format}).
-- `replay.py`: the replay, with `replay_spec.py` (reads `launch.json`) and
-  `replay_driver.py` (runs the launch); numpy and cuda-python only.
+- `replay.py`: the replay, with `replay_spec.py` (reads `launch.json`),
+  `replay_files.py` (reads only regular files inside this folder) and `replay_driver.py`
+  (runs the launch); numpy and cuda-python only.
 
 | buffer | data | before | after |
 | --- | --- | --- | --- |

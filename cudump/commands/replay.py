@@ -28,7 +28,7 @@ from cudump.analysis.transplant.outcome import injection_lines
 from cudump.analysis.transplant.replayed import transplant
 from cudump.commands import HelpFormatter
 from cudump.errors import DiffTrouble
-from cudump.policy.pattern import name_forms
+from cudump.kernels.pattern import name_forms
 from cudump.rundir import files as runfiles
 from cudump.rundir.layout import MANIFEST_FILE
 from cudump.rundir.manifest import ManifestWriter, SnapshotRecord

@@ -6,6 +6,7 @@ import argparse
 import os
 import shutil
 import stat
+import sys
 from pathlib import Path
 
 from cudump.analysis.transplant.donor import Donor, load_donor, parse_spec
@@ -17,11 +18,14 @@ from cudump.controller.options import (
     TRACE_RING_SLOTS,
     RunOptions,
 )
-from cudump.controller.session import Session, default_run_dir
+from cudump.controller.session import RunPrompt, Session, default_run_dir
 from cudump.errors import UsageError
 from cudump.policy.rules import capture_rule, digest_rule, load_rules, scan_rule
+from cudump.prompt.batch_file import load_batch
 from cudump.rundir import files as runfiles
+from cudump.rundir import ownership
 from cudump.rundir.layout import RUN_FILES
+from cudump.rundir.ownership import Ownership
 from cudump.sizes import size_arg
 from cudump.wire.protocol import MAX_FLIGHT
 
@@ -43,7 +47,9 @@ class RunCommand:
                                  "stream, a slice per launch, snapshots, stops and NaN/Inf "
                                  "reports as instants; written at the end of the run")
         parser.add_argument("--out", type=Path, metavar="DIR",
-                            help="run directory (default: a fresh cudump-out/<n>/)")
+                            help="run directory (default: a fresh cudump-out/<n>/); one "
+                                 "that holds a run, that another run is writing, or a "
+                                 "symlink is refused")
         parser.add_argument("--rule", action="append", type=Path, default=[], metavar="FILE",
                             help="YAML rule file naming the kernels and arguments to snapshot "
                                  "(repeatable)")
@@ -81,7 +87,9 @@ class RunCommand:
                                  "launch of another kernel, or buffers of other sizes, are "
                                  "left untouched")
         parser.add_argument("--batch", "-x", type=Path, metavar="FILE",
-                            help="run prompt commands from FILE instead of the terminal")
+                            help="run prompt commands from FILE instead of the terminal "
+                                 "(read once and checked before the program starts; a pipe "
+                                 "or <(...) will do)")
         parser.add_argument("--trace-ring", type=_ring_slots, default=TRACE_RING_SLOTS,
                             metavar="SLOTS",
                             help=f"events each process's trace ring holds (a power of two, "
@@ -171,44 +179,67 @@ class RunCommand:
             rules.append(scan_rule())
         for pattern in args.capture_launch:
             rules.append(capture_rule(pattern))
-        from cudump.policy.breakpoints import parse_break_spec
+        from cudump.policy.breakpoints import BreakpointError, parse_break_spec
 
         for spec in args.breaks:
-            parse_break_spec(spec)
-        if args.batch is not None and not args.batch.is_file():
-            raise UsageError(f"--batch {args.batch}: no such file")
+            try:
+                parse_break_spec(spec)
+            except BreakpointError as err:
+                raise UsageError(f"--break {spec}: {err}") from None
+        # Read once, now (a FIFO or <(...) cannot be read again) and checked whole.
+        batch = load_batch(args.batch) if args.batch is not None else None
         donors = _donors(args.inject)
-        if donors and (args.breaks or args.batch or args.break_on_nan
+        if donors and (args.breaks or batch is not None or args.break_on_nan
                        or any(r.is_break for r in rules)):
             raise UsageError("--inject runs without the prompt: leave out --break, --batch, "
                              "--break-on-nan and rules with 'action: break'")
         if args.timeline is not None:
             _check_timeline(args.timeline)
-        created = args.out is None or not os.path.lexists(args.out)
-        if args.out:
-            run_dir = _prepare_out(args.out)
-        else:
-            try:
-                run_dir = default_run_dir()
-            except OSError as err:
-                raise UsageError(f"cannot create a run directory in cudump-out: "
-                                 f"{err.strerror or err} (give --out DIR)") from None
-        max_bytes = args.max_bytes if args.max_bytes is not None else default_budget(run_dir)
-        options = RunOptions(argv=[args.program, *args.args], run_dir=run_dir, trace=args.trace,
-                             rules=rules, max_bytes=max_bytes,
-                             max_bytes_default=args.max_bytes is None,
-                             staging_bytes=args.staging, scratch_bytes=args.scratch,
-                             write_behind_bytes=args.write_behind,
-                             breaks=list(args.breaks),
-                             batch=args.batch, ring_slots=args.trace_ring,
-                             break_on_nan=args.break_on_nan, timeline=args.timeline,
-                             injections=donors, flight_slots=args.flight,
-                             scans_ahead=args.scans_ahead, hand_off=args.hand_off)
-        session = Session(options)
+        run_dir, owner, created = _run_dir(args.out)
         try:
-            return session.run()
+            max_bytes = (args.max_bytes if args.max_bytes is not None
+                         else default_budget(run_dir))
+            options = RunOptions(argv=[args.program, *args.args], run_dir=run_dir,
+                                 trace=args.trace, rules=rules, max_bytes=max_bytes,
+                                 max_bytes_default=args.max_bytes is None,
+                                 staging_bytes=args.staging, scratch_bytes=args.scratch,
+                                 write_behind_bytes=args.write_behind,
+                                 breaks=list(args.breaks),
+                                 batch=batch, ring_slots=args.trace_ring,
+                                 break_on_nan=args.break_on_nan, timeline=args.timeline,
+                                 injections=donors, flight_slots=args.flight,
+                                 scans_ahead=args.scans_ahead, hand_off=args.hand_off)
+            return Session(options, load_prompt).run()
         finally:
+            owner.release()
             _remove_if_empty(run_dir, created)
+
+
+def load_prompt() -> RunPrompt:
+    """The prompt, for a debugged run: loaded (with prompt_toolkit, where stdin is a terminal)
+    only when one is wanted, and handed to the controller, which lies below it."""
+    from cudump.prompt import run_prompt
+
+    if sys.stdin.isatty():
+        import prompt_toolkit  # noqa: F401
+    return run_prompt
+
+
+def _run_dir(out: Path | None) -> tuple[Path, Ownership, bool]:
+    """The run directory, held by this run (rundir.ownership), and whether this run made
+    it: --out DIR, or a fresh cudump-out/<n>/."""
+    if out is not None:
+        return _prepare_out(out)
+    base = Path("cudump-out")
+    if os.path.islink(base):
+        raise UsageError(f"{base} is a symlink; cudump does not write through symlinks "
+                         "(give --out DIR)")
+    try:
+        run_dir, owner = default_run_dir(base)
+    except OSError as err:
+        raise UsageError(f"cannot create a run directory in {base}: "
+                         f"{err.strerror or err} (give --out DIR)") from None
+    return run_dir, owner, True
 
 
 def _donors(specs: list[str]) -> list[Donor]:
@@ -267,21 +298,57 @@ def _flight_slots(text: str) -> int:
     return value
 
 
-def _prepare_out(out: Path) -> Path:
-    """--out DIR: a new directory, or one that holds no run already and that cudump can
-    write in; UsageError (one line, before the program starts) otherwise.
+def _prepare_out(out: Path) -> tuple[Path, Ownership, bool]:
+    """--out DIR: a new directory, or one that holds no run already, that no other run
+    holds and that cudump can write in; UsageError (one line, before the program starts)
+    otherwise. The directory comes back held by this run (rundir.ownership), with whether
+    this run made it.
 
+    A symlink, even to a directory, is refused: the run's files would go wherever it
+    points. The folders cudump makes for it are made one by one, none through a symlink.
     Anything under the name of a run's file counts, a dangling symlink included: it is
     refused here, and in any case never written through (cudump.rundir.files creates every
     file of the run new, with O_EXCL | O_NOFOLLOW)."""
     try:
-        is_dir = stat.S_ISDIR(os.stat(out).st_mode)
+        st: os.stat_result | None = os.lstat(out)
     except FileNotFoundError:
-        is_dir = None
+        st = None
     except OSError as err:
         raise UsageError(f"--out {out}: cannot use it: {err.strerror or err}") from None
-    if is_dir is False:
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        raise UsageError(f"--out {out} is a symlink (to {_link_text(out)}); cudump does not "
+                         "write through symlinks: give the directory itself")
+    if st is not None and not stat.S_ISDIR(st.st_mode):
         raise UsageError(f"--out {out}: exists and is not a directory")
+    try:
+        runfiles.make_dirs(out)
+    except NotADirectoryError as err:
+        raise UsageError(f"--out {out}: cannot create it: {err.filename} is not a folder of "
+                         "its own (a symlink?)" if err.filename else
+                         f"--out {out}: cannot create it: {err.strerror or err}") from None
+    except OSError as err:
+        raise UsageError(f"--out {out}: cannot create it: {err.strerror or err}") from None
+    try:
+        owner = ownership.take(out)
+    except (ownership.RunDirTaken, ownership.MarkerInTheWay) as err:
+        raise UsageError(f"--out {err}; give another directory") from None
+    except OSError as err:
+        raise UsageError(f"--out {out}: cannot write in it: {err.strerror or err}") from None
+    try:
+        # Looked at once the directory is this run's: a run that ended meanwhile left its
+        # files, and they are seen.
+        _check_holds_no_run(out)
+        runfiles.check_writable(out)
+    except OSError as err:
+        owner.release()
+        raise UsageError(f"--out {out}: cannot write in it: {err.strerror or err}") from None
+    except BaseException:
+        owner.release()
+        raise
+    return out, owner, st is None
+
+
+def _check_holds_no_run(out: Path) -> None:
     held = [name for name in RUN_FILES if os.path.lexists(out / name)]
     links = [name for name in held if (out / name).is_symlink()]
     if links:
@@ -291,15 +358,13 @@ def _prepare_out(out: Path) -> Path:
     if held:
         raise UsageError(f"--out {out} already holds a run ({', '.join(held)}); give a new "
                          "directory, or leave --out out for a fresh cudump-out/<n>/")
+
+
+def _link_text(path: Path) -> str:
     try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise UsageError(f"--out {out}: cannot create it: {err.strerror or err}") from None
-    try:
-        runfiles.check_writable(out)
-    except OSError as err:
-        raise UsageError(f"--out {out}: cannot write in it: {err.strerror or err}") from None
-    return out
+        return os.readlink(path)
+    except OSError:
+        return "?"
 
 
 def _remove_if_empty(run_dir: Path, created: bool) -> None:

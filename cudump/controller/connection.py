@@ -12,19 +12,21 @@ from collections.abc import Callable
 
 from cudump.console import warn
 from cudump.controller.inject import Injection
-from cudump.controller.process import (
+from cudump.controller.ranks import environ_rank
+from cudump.controller.run_state import Controller
+from cudump.controller.shared_files import no_shared_memory
+from cudump.launches.events import EVENT_FIELDS, GraphLaunch
+from cudump.launches.process import (
     FuncInfo,
     LaunchEvent,
     ProcessState,
     decode_func,
     decode_launch,
 )
-from cudump.controller.ranks import environ_rank
-from cudump.controller.run_state import Controller
 from cudump.policy.rules import Action
 from cudump.policy.snapshot.planned import PlannedLaunch, Repeat, plan_payload
 from cudump.policy.snapshot.results import slot_of
-from cudump.policy.trace import EVENT_FIELDS, GraphLaunch
+from cudump.rundir.files import write_error
 from cudump.wire import protocol as p
 from cudump.wire.shm import SharedFile
 
@@ -105,8 +107,7 @@ class Connection:
         try:
             self.shared = ctl.shared_files.take(self.proc.pid)
         except OSError as err:
-            raise p.ProtocolError(f"no shared memory of {ctl.options.staging_bytes} bytes for "
-                                  f"it ({err.strerror}); try a smaller --staging") from None
+            raise p.ProtocolError(no_shared_memory(err, ctl.options.staging_bytes)) from None
         ctl.add_process(self.proc, self.shared)
         options = p.Option.TRACE_GRAPHS if ctl.traced else p.Option(0)
         if any(Action.CAPTURE in r.actions for r in ctl.options.rules):
@@ -242,7 +243,7 @@ class Connection:
         try:
             self.controller.snapshots.images.receive(self.proc.pid, msg.payload)
         except OSError as err:
-            warn(f"a module image of process {self.proc.pid} is lost: {err.strerror or err}")
+            warn(f"a module image of process {self.proc.pid} is lost: {write_error(err)}")
 
     def on_piece(self, msg: p.Message) -> None:
         assert self.proc is not None and self.shared is not None

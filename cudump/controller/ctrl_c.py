@@ -14,6 +14,11 @@ from typing import Any
 
 Handler = Callable[[int, Any], Any]
 
+# What Ctrl-C says while the debugger has the program: before the prompt is ready (the
+# session) and at the prompt (cudump/prompt/repl.py).
+INTERRUPT_MESSAGE = "cudump: interrupt: stopping at the next launch (Ctrl-C again to end the run)"
+END_MESSAGE = "cudump: interrupt: ending the run"
+
 
 def forwarder(child: subprocess.Popen[bytes]) -> Handler:
     """A signal handler that passes the signal on to the program's process group."""

@@ -22,11 +22,11 @@ from typing import Any
 from cudump.console import warn
 from cudump.controller.ctrl_c import pass_ctrl_c_on
 from cudump.controller.interfaces import ProcessLink, RunControl
-from cudump.controller.process import FuncInfo, LaunchEvent, how_it_ended, process_lives
 from cudump.controller.remote_stop import Halt, RemoteStop
-from cudump.controller.target import KernelSeen, ResumeMode, TargetError
 from cudump.kernels.args import arg_values, decode_args
 from cudump.kernels.signature import parse_signature
+from cudump.launches.process import FuncInfo, LaunchEvent, how_it_ended, process_lives
+from cudump.launches.stop import KernelSeen, ResumeMode, TargetError
 from cudump.policy.breakpoints import Breakpoints
 from cudump.policy.rules import RuleCounter
 from cudump.rundir.manifest import SnapshotRecord
@@ -46,7 +46,7 @@ REAP_WAIT_SECONDS = 2.0
 
 
 class DebugController:
-    """The run as the prompt drives it (implements target.Debugger)."""
+    """The run as the prompt drives it (implements prompt.debugger.Debugger)."""
 
     def __init__(self, controller: RunControl) -> None:
         self.controller = controller

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cudump.analysis.flight import error_name, outcome, report_lines, settle
-from cudump.controller.process import FuncInfo, ProcessState
 from cudump.kernels.args import ArgValue, decode_args
 from cudump.kernels.geometry import Allocation
 from cudump.kernels.signature import parse_signature
+from cudump.launches.process import FuncInfo, ProcessState
 from cudump.rundir.flight import FlightArg, FlightLaunch, FlightLog, FlightProcess, write_flight
 from cudump.rundir.layout import FLIGHT_FILE
 from cudump.wire import protocol as p

@@ -28,12 +28,12 @@ from cudump.analysis.transplant.donor import Donor, DonorBuffer
 from cudump.analysis.transplant.outcome import check_output
 from cudump.console import say
 from cudump.controller.interfaces import ProcessLink
-from cudump.controller.process import FuncInfo, LaunchEvent, ProcessState
 from cudump.controller.remote_stop import write_held
-from cudump.controller.target import TargetError
 from cudump.errors import CudumpError
 from cudump.kernels.geometry import CopyPlan, GeometryError
-from cudump.policy.pattern import KernelPattern
+from cudump.kernels.pattern import KernelPattern
+from cudump.launches.process import FuncInfo, LaunchEvent, ProcessState
+from cudump.launches.stop import TargetError
 from cudump.policy.rules import Rule
 from cudump.policy.snapshot.coordinator import Snapshots
 from cudump.policy.snapshot.planned import PlannedCopy, PlannedLaunch

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import Protocol
 
 from cudump.controller.options import RunOptions
-from cudump.controller.process import ProcessState
-from cudump.controller.target import StopInfo
+from cudump.launches.process import ProcessState
+from cudump.launches.stop import StopInfo
 from cudump.rundir.manifest import ManifestWriter
 from cudump.wire import protocol as p
 from cudump.wire.shm import SharedFile

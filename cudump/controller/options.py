@@ -40,7 +40,7 @@ class RunOptions:
     scratch_bytes: int = DEFAULT_SCRATCH
     write_behind_bytes: int = DEFAULT_WRITE_BEHIND
     breaks: list[str] = field(default_factory=list)
-    batch: Path | None = None
+    batch: list[str] | None = None    # --batch FILE: its commands, read and checked up front
     ring_slots: int = TRACE_RING_SLOTS
     break_on_nan: bool = False
     timeline: Path | None = None      # --timeline FILE: the run as trace-event JSON
@@ -57,5 +57,5 @@ class RunOptions:
 
     @property
     def debugging(self) -> bool:
-        return bool(self.breaks or self.batch or self.break_on_nan
+        return bool(self.breaks or self.batch is not None or self.break_on_nan
                     or any(r.is_break for r in self.rules))

@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from cudump.controller.interfaces import ProcessLink
-from cudump.controller.process import FuncInfo, LaunchEvent, ProcessState, pointer_allocation
-from cudump.controller.target import Frame, GraphNode, StopInfo, TargetError
 from cudump.kernels.args import decode_args
 from cudump.kernels.demangle import demangle
 from cudump.kernels.geometry import Allocation
 from cudump.kernels.signature import parse_signature
 from cudump.kernels.symbols import symbolize
+from cudump.launches.process import FuncInfo, LaunchEvent, ProcessState, pointer_allocation
+from cudump.launches.stop import Frame, GraphNode, StopInfo, TargetError
 from cudump.wire import protocol as p
 
 

@@ -21,11 +21,11 @@ from cudump.controller.debugger import DebugController
 from cudump.controller.host_memory import available_bytes, behind_mib
 from cudump.controller.inject import Injector
 from cudump.controller.options import HOST_RING_SLOTS, RESULT_RING_SLOTS, RunOptions
-from cudump.controller.process import FuncInfo, ProcessState, pointer_allocation
 from cudump.controller.shared_files import SharedFiles
-from cudump.controller.target import StopInfo
 from cudump.errors import CudumpError
 from cudump.kernels.geometry import Allocation
+from cudump.launches.process import FuncInfo, ProcessState, pointer_allocation
+from cudump.launches.stop import StopInfo
 from cudump.policy.snapshot.coordinator import Snapshots
 from cudump.policy.snapshot.writer import Release
 from cudump.policy.trace import LaunchFeed, TraceDrain, TraceWriter

@@ -3,6 +3,7 @@ the shim preloaded, the prompt when debugging, and the summary at the end."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
@@ -15,19 +16,22 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from cudump.analysis.transplant.outcome import injection_lines
 from cudump.console import say, warn
 from cudump.controller.connection import Connection
-from cudump.controller.ctrl_c import forwarder
+from cudump.controller.ctrl_c import END_MESSAGE, INTERRUPT_MESSAGE, forwarder
 from cudump.controller.debugger import DebugController
 from cudump.controller.gc_pauses import short_collections
 from cudump.controller.options import RunOptions
 from cudump.controller.preload import preload_env
 from cudump.controller.run_state import Controller
 from cudump.errors import CudumpError
-from cudump.rundir.layout import FLIGHT_FILE, SUMMARY_FILE
+from cudump.rundir import files as runfiles
+from cudump.rundir import ownership
+from cudump.rundir.layout import FLIGHT_FILE, MODULES_DIR, SUMMARY_FILE
+from cudump.rundir.ownership import Ownership
 
 # How long to wait, once the target has exited, for its processes' last
 # messages (children that outlive it are not waited for longer than this).
@@ -35,17 +39,29 @@ DRAIN_SECONDS = 5.0
 _UCRED = struct.Struct("3i")
 
 
-def default_run_dir(base: Path = Path("cudump-out")) -> Path:
-    """A fresh numbered directory under cudump-out/."""
-    base.mkdir(parents=True, exist_ok=True)
-    numbers = [int(q.name) for q in base.iterdir() if q.name.isdigit()]
+def default_run_dir(base: Path = Path("cudump-out")) -> tuple[Path, Ownership]:
+    """A fresh numbered directory under cudump-out/, made and held by this run. Runs
+    started at once each get their own: a number is this run's only once its mkdir made
+    the directory and its lock is taken (an `--out` naming the same directory in between
+    keeps it); otherwise the next number is tried. OSError where none can be made."""
+    runfiles.make_dirs(base)        # never through a symlink (NotADirectoryError)
+    numbers = [int(q.name) for q in base.iterdir() if q.name.isascii() and q.name.isdigit()]
     n = max(numbers, default=0) + 1
     while True:
+        run_dir = base / str(n)
+        n += 1
         try:
-            (base / str(n)).mkdir()
-            return base / str(n)
+            run_dir.mkdir()
         except FileExistsError:
-            n += 1
+            continue
+        try:
+            return run_dir, ownership.take(run_dir)
+        except (ownership.RunDirTaken, ownership.MarkerInTheWay):
+            continue
+        except OSError:
+            with contextlib.suppress(OSError):
+                run_dir.rmdir()     # made just now, and nothing could be made in it
+            raise
 
 
 def exit_status_of(returncode: int, program: str) -> int:
@@ -62,8 +78,6 @@ def exit_status_of(returncode: int, program: str) -> int:
 
 
 def _early_interrupt(debugger: DebugController) -> Callable[..., None]:
-    from cudump.prompt.repl import END_MESSAGE, INTERRUPT_MESSAGE
-
     count = [0]
 
     def handler(*_: object) -> None:
@@ -86,11 +100,24 @@ def _peer_uid(sock: socket.socket) -> int | None:
     return _UCRED.unpack(data)[1]
 
 
+class RunPrompt(Protocol):
+    """The prompt a debugged run is driven from (cudump.prompt's run_prompt)."""
+
+    def __call__(self, debugger: DebugController, *, batch: Path | None,
+                 stdin_is_tty: bool) -> None: ...
+
+
+# The prompt lies above the controller, so the command line hands the session a loader for
+# it; the session calls it before the target starts, for Ctrl-C must find the prompt ready.
+PromptLoader = Callable[[], RunPrompt]
+
+
 class Session:
     """One run of a target program under cudump."""
 
-    def __init__(self, options: RunOptions) -> None:
+    def __init__(self, options: RunOptions, load_prompt: PromptLoader) -> None:
         self.options = options
+        self.load_prompt = load_prompt
         self._threads: list[threading.Thread] = []
         self._server: socket.socket | None = None
         self.child: subprocess.Popen[bytes] | None = None
@@ -122,12 +149,10 @@ class Session:
         acceptor.start()
         program = self.options.argv[0]
         debugger = self.controller.debugger
+        run_prompt: RunPrompt | None = None
         if debugger is not None:
             # Loaded before the target starts: Ctrl-C must find the prompt ready.
-            import cudump.prompt  # noqa: F401
-
-            if sys.stdin.isatty():
-                import prompt_toolkit  # noqa: F401
+            run_prompt = self.load_prompt()
             # Until the prompt is ready, Ctrl-C asks for a stop (twice: ends the run).
             signal.signal(signal.SIGINT, _early_interrupt(debugger))
         try:
@@ -156,8 +181,8 @@ class Session:
                 raise CudumpError(f"cannot run {program}: {err.strerror}",
                                   exit_code=126) from None
             with short_collections():
-                if debugger is not None:
-                    returncode = self._debug(debugger, self.child)
+                if debugger is not None and run_prompt is not None:
+                    returncode = self._debug(debugger, run_prompt, self.child)
                 else:
                     returncode = self._wait(self.child)
             status = exit_status_of(returncode, program)
@@ -184,6 +209,9 @@ class Session:
             self._server.close()
             # A program that never started leaves no timeline.
             self.controller.close(complete=self.child is not None)
+            # Nothing of this run's left under a temporary name (a write that failed).
+            for folder in (self.options.run_dir, self.options.run_dir / MODULES_DIR):
+                runfiles.remove_own_temporaries(folder)
 
     def _flight(self, returncode: int) -> str | None:
         """--flight: flight.jsonl, and what was in flight when the program failed (nothing
@@ -210,9 +238,8 @@ class Session:
         say(f"cudump: timeline: {self.controller.timeline_written} ({timeline.events:,} "
             f"events{full})")
 
-    def _debug(self, debugger: DebugController, child: subprocess.Popen[bytes]) -> int:
-        from cudump.prompt import run_prompt
-
+    def _debug(self, debugger: DebugController, run_prompt: RunPrompt,
+               child: subprocess.Popen[bytes]) -> int:
         debugger.attach(child)
         waiter = threading.Thread(target=debugger.watch, args=(child,), name="cudump-wait",
                                   daemon=True)

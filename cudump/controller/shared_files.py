@@ -6,10 +6,12 @@ otherwise wait for them. The shim pins each segment once it is allocated."""
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 from collections.abc import Callable
 
+from cudump.rundir.files import write_error
 from cudump.wire import protocol as p
 from cudump.wire.shm import SharedFile
 
@@ -62,3 +64,15 @@ class SharedFiles:
             made, self._ahead = self._ahead, None
         if made is not None:
             made.close()
+
+
+def no_shared_memory(err: OSError, staging_bytes: int) -> str:
+    """Why a process got no shared file, and what to do about it. The file is sized with
+    ftruncate, which the file size limit (`ulimit -f`) bounds as it bounds any file: that
+    is no shortage of memory, and a smaller --staging may not be enough to fit it."""
+    if err.errno == errno.EFBIG:
+        return (f"no shared memory for it: {write_error(err)}, below the size of the "
+                "process's shared file (its staging area, rings and write-behind area): "
+                "raise the limit (ulimit -f unlimited)")
+    return (f"no shared memory of {staging_bytes} bytes for it ({err.strerror}); try a "
+            "smaller --staging")

@@ -33,7 +33,7 @@ from cudump.errors import GeometryError
 from cudump.kernels.args import ArgValue
 from cudump.kernels.elements import ElementType, element_type
 from cudump.kernels.expr import Expr, ExprError
-from cudump.policy.rules import ArgOverride
+from cudump.kernels.overrides import ArgOverride
 
 __all__ = ["Allocation", "CopyPlan", "GeometryError", "plan_copy"]
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from cudump.errors import CudumpError
 from cudump.kernels.expr import Expr, ExprError, parse_expr
-from cudump.policy.pattern import KernelPattern, PatternError
+from cudump.kernels.pattern import KernelPattern, PatternError
 
 Number = int | float
 

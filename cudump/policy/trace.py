@@ -17,30 +17,13 @@ from typing import Any, Protocol
 import numpy as np
 
 from cudump.console import say_lines, warn
-from cudump.controller.process import ProcessState
+from cudump.launches.events import EVENT_FIELDS, GraphLaunch
+from cudump.launches.process import ProcessState
 from cudump.rundir import files as runfiles
 from cudump.rundir.layout import TRACE_FILE
 from cudump.wire import protocol as p
 from cudump.wire.rings import RingDrain, layout_dtype, leading, window
 from cudump.wire.shm import SharedFile
-
-
-@dataclass(frozen=True)
-class GraphLaunch:
-    """A cuGraphLaunch as the shim reports it (MSG_GRAPH)."""
-
-    seq: int
-    exec: int          # the executable graph
-    stream: int
-    api: str
-    device: int
-
-    def record(self, pid: int, rank: int | None = None) -> dict[str, Any]:
-        """Its trace.jsonl record (`rank` where the process has one)."""
-        ranked = {"rank": rank} if rank is not None else {}
-        return {"event": "graph-launch", "launch": self.seq, "pid": pid, **ranked,
-                "device": self.device, "graph": f"0x{self.exec:x}",
-                "stream": f"0x{self.stream:x}", "api": self.api}
 
 
 def format_graph_launch(record: dict[str, Any]) -> str:
@@ -52,9 +35,6 @@ def format_graph_launch(record: dict[str, Any]) -> str:
             f"exec={record['graph']} stream={record['stream']}")
 
 
-# The proto_launch fields of a launch event, the order of a row's values.
-EVENT_FIELDS = ("seq", "id", "device", "grid", "block", "smem", "stream", "api", "flags", "rc",
-                "graph", "replay", "node", "tid")
 _ID, _FLAGS, _RC = (EVENT_FIELDS.index(name) for name in ("id", "flags", "rc"))
 # Plain ints: a row's flags are an int, and an enum's `&` costs more than the rest of a row.
 _CAPTURED = int(p.LaunchFlag.CAPTURED)

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 
-from cudump.policy.pattern import name_forms
+from cudump.kernels.pattern import name_forms
 from cudump.prompt.context import CommandError, Context
 from cudump.prompt.registry import REGISTRY, Registry, pick_subcommand, split_line
 

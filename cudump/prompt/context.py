@@ -6,9 +6,10 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from cudump.controller.target import Debugger, Frame, StoppedLaunch, TargetError
 from cudump.kernels.args import ArgValue, arg_values
 from cudump.kernels.geometry import Allocation, CopyPlan
+from cudump.launches.stop import Frame, StoppedLaunch, TargetError
+from cudump.prompt.debugger import Debugger
 
 Out = Callable[[str], None]
 Number = int | float

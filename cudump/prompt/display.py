@@ -22,10 +22,10 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from cudump.controller.target import Frame, StopInfo, StoppedLaunch, TargetError
 from cudump.kernels.args import ArgValue
 from cudump.kernels.elements import ElementType, element_type
 from cudump.kernels.geometry import Allocation
+from cudump.launches.stop import Frame, StopInfo, StoppedLaunch, TargetError
 from cudump.wire import protocol as p
 
 RAW_BYTES_SHOWN = 32

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from cudump.controller.target import StoppedLaunch
 from cudump.kernels.args import ArgValue
 from cudump.kernels.elements import ElementType, element_type
 from cudump.kernels.expr import ExprError, parse_expr
 from cudump.kernels.geometry import CopyPlan
+from cudump.launches.stop import StoppedLaunch
 from cudump.prompt.context import CommandError
 
 Number = int | float
@@ -56,9 +56,52 @@ def check_span(address: int, nbytes: int) -> None:
                            "address space")
 
 
+class NotInAllocation(CommandError):
+    """A read of bytes outside every allocation the target knows: refused before anything is
+    asked of the program. `inside`: how many bytes from the start are in allocations."""
+
+    def __init__(self, message: str, inside: int) -> None:
+        super().__init__(message)
+        self.inside = inside
+
+
+def covered(stop: StoppedLaunch, address: int, nbytes: int) -> int:
+    """How many of the `nbytes` bytes from `address` lie, without a gap, in allocations the
+    target knows (tracked by the shim, or resolved by the driver: a query that reads no
+    memory)."""
+    done = 0
+    while done < nbytes:
+        alloc = stop.allocation(address + done)
+        if alloc is None or not alloc.base <= address + done < alloc.end:
+            break
+        done = min(nbytes, alloc.end - address)
+    return done
+
+
+def check_inside(stop: StoppedLaunch, address: int, nbytes: int) -> None:
+    """Refuses a read of bytes outside the allocations the target knows. A driver may read
+    any address it maps (the stand-in one reads host memory, and faults where none is), so
+    nothing typed at the prompt is read unless it is in an allocation."""
+    inside = covered(stop, address, nbytes)
+    if inside == 0:
+        raise NotInAllocation(f"address 0x{address:x} is not in any allocation "
+                              "('info allocs' lists them)", 0)
+    if inside < nbytes:
+        raise NotInAllocation(f"the {nbytes} bytes from 0x{address:x} run past the end of "
+                              f"the allocations there: 0x{address + inside:x} is not in any "
+                              "allocation", inside)
+
+
 def read(stop: StoppedLaunch, address: int, nbytes: int) -> bytes:
-    """`nbytes` from `address`, in reads of at most stop.max_read bytes."""
+    """`nbytes` from `address`, in reads of at most stop.max_read bytes; refused (before
+    anything is read) unless every byte is in an allocation the target knows."""
     check_span(address, nbytes)
+    check_inside(stop, address, nbytes)
+    return _read_checked(stop, address, nbytes)
+
+
+def _read_checked(stop: StoppedLaunch, address: int, nbytes: int) -> bytes:
+    """read() of a span already checked."""
     step = max(int(stop.max_read), 1)
     parts = []
     done = 0
@@ -74,11 +117,14 @@ def read_plan(stop: StoppedLaunch, plan: CopyPlan) -> bytes:
     in reads of at most stop.max_read bytes."""
     step = max(int(stop.max_read), 1)
     width, height, pitch = plan.width_bytes, plan.height, plan.pitch
-    check_span(plan.address, pitch * (height - 1) + width if height > 1 else width * height)
+    extent = pitch * (height - 1) + width if height > 1 else width * height
+    check_span(plan.address, extent)
+    check_inside(stop, plan.address, extent)
     if height == 1 or pitch == width:
-        return read(stop, plan.address, width * height)
+        return _read_checked(stop, plan.address, width * height)
     if width > step:
-        return b"".join(read(stop, plan.address + row * pitch, width) for row in range(height))
+        return b"".join(_read_checked(stop, plan.address + row * pitch, width)
+                        for row in range(height))
     rows_per_read = step // width
     parts = []
     for row in range(0, height, rows_per_read):

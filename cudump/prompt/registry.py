@@ -18,11 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NoReturn
 
-from cudump.controller.target import TargetError
 from cudump.errors import CudumpError
 from cudump.kernels.expr import ExprError
+from cudump.kernels.pattern import PatternError
+from cudump.launches.stop import TargetError
 from cudump.policy.breakpoints import BreakpointError
-from cudump.policy.pattern import PatternError
 from cudump.prompt.context import CommandError, Context, Outcome
 
 HELP_WIDTH = 100

@@ -26,11 +26,13 @@ from typing import TYPE_CHECKING, TextIO
 
 import cudump.prompt.commands  # noqa: F401  (registers the commands)
 from cudump.console import console
-from cudump.controller.target import Debugger, StoppedLaunch
-from cudump.errors import UsageError
+from cudump.controller.ctrl_c import END_MESSAGE, INTERRUPT_MESSAGE
+from cudump.launches.stop import StoppedLaunch
+from cudump.prompt.batch_file import load_batch
 from cudump.prompt.commands.detach import detach_now
 from cudump.prompt.commands.display import show_displays
 from cudump.prompt.context import Context, Out, Outcome
+from cudump.prompt.debugger import Debugger
 from cudump.prompt.display import banner
 from cudump.prompt.registry import execute
 
@@ -42,22 +44,7 @@ if TYPE_CHECKING:
 
 PROMPT = "(cudump) "
 POLL_SECONDS = 0.2
-INTERRUPT_MESSAGE = "cudump: interrupt: stopping at the next launch (Ctrl-C again to end the run)"
-END_MESSAGE = "cudump: interrupt: ending the run"
 CTRL_D_HINT = "(use 'continue', 'step', 'detach' or 'kill'; 'help' lists the commands)"
-
-
-def read_batch_file(path: Path) -> list[str]:
-    """The commands of a batch file; raises UsageError when it cannot be read (check it
-    before the program starts)."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such batch file") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise UsageError(f"{path}: cannot read the batch file: {err}") from None
-    return [line.strip() for line in text.splitlines()
-            if line.strip() and not line.strip().startswith("#")]
 
 
 class Reader:
@@ -146,21 +133,22 @@ class TerminalReader(Reader):
     def __init__(self, ctx: Context, out: Out, *, pt_input: Input | None = None,
                  pt_output: Output | None = None, history_path: str | None = None) -> None:
         from prompt_toolkit import PromptSession
-        from prompt_toolkit.history import FileHistory, History, InMemoryHistory
+        from prompt_toolkit.history import InMemoryHistory
         from prompt_toolkit.output import create_output
 
         from cudump.prompt.completion import PromptCompleter
+        from cudump.prompt.history import open_history
 
         self.out = out
         if history_path is None:
             history_path = (os.environ.get("CUDUMP_HISTORY")
                             or str(Path.home() / ".cudump_history"))
-        history: History
-        try:
-            Path(history_path).touch(exist_ok=True)
-            history = FileHistory(history_path)
-        except OSError:
-            history = InMemoryHistory()
+        self.history_path = history_path
+        history, warning = open_history(history_path)
+        if warning is not None:
+            out(warning)
+        self.history = history
+        self.history_warned = warning is not None
         # cudump's lines go to stderr (the program's stdout is its own); so does the prompt.
         output = pt_output
         if output is None and sys.stderr.isatty():
@@ -193,11 +181,23 @@ class TerminalReader(Reader):
     def read(self) -> str | None:
         while True:
             try:
-                return self._prompt(self.session, PROMPT)
+                line = self._prompt(self.session, PROMPT)
             except KeyboardInterrupt:
                 continue                  # Ctrl-C cancels the line only
             except EOFError:
                 self.out(CTRL_D_HINT)     # Ctrl-D never lets the target go by itself
+                continue
+            finally:
+                self._warn_history()
+            return line
+
+    def _warn_history(self) -> None:
+        """Once, when the history file failed after it was opened (a full disk)."""
+        problem = getattr(self.history, "problem", None)
+        if problem is not None and not self.history_warned:
+            self.history_warned = True
+            self.out(f"warning: history file {self.history_path}: {problem}; commands are "
+                     "not kept after this run")
 
     def confirm(self, question: str) -> bool:
         try:
@@ -250,7 +250,7 @@ def run_prompt(debugger: Debugger, *, batch: Path | list[str] | None = None,
     ctx = Context(debugger, write)
     reader: Reader
     if batch is not None:
-        lines = batch if isinstance(batch, list) else read_batch_file(batch)
+        lines = batch if isinstance(batch, list) else load_batch(batch)
         reader = LinesReader(lines, write)
     elif stdin_is_tty:
         reader = TerminalReader(ctx, write)

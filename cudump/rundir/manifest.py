@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from cudump.errors import SnapshotError
-from cudump.policy.digest import digest_hex, sum_json
 from cudump.rundir import files as runfiles
 from cudump.rundir.digest_batches import BATCH, HAS_SUM, BatchLine, DigestBatch
 from cudump.rundir.layout import DIGESTS_FILE, MANIFEST_FILE
+from cudump.wire.digest import digest_hex, sum_json
 
 
 @dataclass

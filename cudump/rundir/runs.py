@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 
 from cudump.errors import SnapshotError, UsageError
-from cudump.policy.digest import ALGORITHM, SUM_SIZES
-from cudump.policy.pattern import KernelPattern, PatternError
+from cudump.kernels.pattern import KernelPattern, PatternError
 from cudump.rundir.imaging import read_png
 from cudump.rundir.layout import MANIFEST_FILE
 from cudump.rundir.manifest import SnapshotRecord, read_manifest
+from cudump.wire.digest import ALGORITHM, SUM_SIZES
 
 PHASE_ORDER = {"before": 0, "after": 1}
 
@@ -30,7 +30,7 @@ DIGEST_TEXT = re.compile(r"[0-9a-f]{16}")
 
 @dataclass(frozen=True)
 class Digest:
-    """A buffer's content digest as a digest run records it (see cudump.policy.digest): `value` over
+    """A buffer's content digest as a digest run records it (see cudump.wire.digest): `value` over
     `bytes` bytes read as rows of `row_bytes`, by `algorithm`."""
 
     value: str                 # 16 lowercase hex digits
@@ -39,7 +39,7 @@ class Digest:
     rows: int | None
     algorithm: str
     sum_of: str | None = None  # the float format of the elements summed, if any
-    abs_sum: float | None = None  # their sum of |x| (cudump.policy.digest)
+    abs_sum: float | None = None  # their sum of |x| (cudump.wire.digest)
 
     @property
     def elements(self) -> int:
@@ -259,7 +259,7 @@ def short_kernel_name(kernel: str) -> str:
 def kernel_pattern(text: str | KernelPattern | None) -> KernelPattern | None:
     """A user's `--kernel PATTERN` as the KernelPattern every part of cudump uses.
 
-    See cudump.policy.pattern: a glob matching the demangled name with or without its return type,
+    See cudump.kernels.pattern: a glob matching the demangled name with or without its return type,
     without its parameters, or the bare function name; `re:` for a regular expression.
     """
     if text is None or isinstance(text, KernelPattern):

@@ -38,9 +38,9 @@ from typing import Any
 
 import cudump
 from cudump.console import warn
-from cudump.controller.process import ProcessState
-from cudump.controller.target import StopInfo
-from cudump.policy.trace import EVENT_FIELDS, GraphLaunch
+from cudump.launches.events import EVENT_FIELDS, GraphLaunch
+from cudump.launches.process import ProcessState
+from cudump.launches.stop import StopInfo
 from cudump.rundir.manifest import SnapshotRecord
 from cudump.rundir.pending_file import PendingFile
 from cudump.rundir.runs import short_kernel_name
@@ -192,7 +192,7 @@ class Timeline:
             self._exes[proc.pid] = proc.exe
 
     def launches(self, proc: ProcessState, rows: Sequence[Sequence[Any]]) -> None:
-        """Launch events (rows of trace.EVENT_FIELDS): a slice on the launching thread's
+        """Launch events (rows of events.EVENT_FIELDS): a slice on the launching thread's
         track and one on the stream's."""
         with self._lock:
             out: list[str] = []

@@ -19,8 +19,8 @@ import zedref
 from gpurun import RULES, cudump_command, run, sample
 from PIL import Image
 
-from cudump.policy.digest import digest, digest_hex
 from cudump.rundir.manifest import SnapshotRecord, read_manifest
+from cudump.wire.digest import digest, digest_hex
 
 pytestmark = pytest.mark.gpu
 

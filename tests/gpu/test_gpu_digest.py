@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from gpurun import RULES, big_buffer_rule, run, sample, under_cudump
 
-from cudump.policy.digest import SUM_DTYPES, abs_sum, digest, digest_hex, sum_json
 from cudump.rundir.manifest import read_manifest
+from cudump.wire.digest import SUM_DTYPES, abs_sum, digest, digest_hex, sum_json
 
 pytestmark = pytest.mark.gpu
 

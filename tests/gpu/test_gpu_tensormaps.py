@@ -25,10 +25,10 @@ import numpy as np
 import pytest
 from gpurun import BUILD, SAMPLES, run, sample, under_cudump
 
-from cudump.policy.digest import digest, digest_hex
-from cudump.policy.pattern import KernelPattern
+from cudump.kernels.pattern import KernelPattern
 from cudump.rundir.layout import MANIFEST_FILE
 from cudump.rundir.manifest import SnapshotRecord, read_manifest
+from cudump.wire.digest import digest, digest_hex
 
 pytestmark = pytest.mark.gpu
 

@@ -11,6 +11,7 @@ from cudump.analysis.diff.metrics import Tolerance
 from cudump.analysis.outputs import report_dir
 from cudump.analysis.report.html_page import PageOptions
 from cudump.errors import UsageError
+from cudump.rundir import files as runfiles
 
 
 @dataclass
@@ -45,10 +46,13 @@ def prepare_work(out: Path | None) -> tuple[Path, bool]:
     or a fresh temporary directory."""
     if out is None:
         return Path(tempfile.mkdtemp(prefix="cudump-bisect-")), True
+    if out.is_symlink():     # the runs would go wherever it points
+        raise UsageError(f"--out {out} is a symlink; cudump does not write through symlinks: "
+                         "give the directory itself")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"--out {out}: give a new or empty directory")
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        runfiles.make_dirs(out)         # the folders it makes, none through a symlink
     except OSError as err:
         raise UsageError(f"--out {out}: cannot create it: {err.strerror or err}") from None
     return out, False

@@ -12,6 +12,7 @@ import yaml
 from cudump.analysis.bisect.errors import BisectError
 from cudump.analysis.bisect.target import Target
 from cudump.policy.rules import Rule, load_rules
+from cudump.rundir import files as runfiles
 
 
 @dataclass
@@ -62,7 +63,9 @@ def target_rule(raw: dict[str, Any], target: Target) -> dict[str, Any]:
 
 
 def write_rules(path: Path, rules: list[dict[str, Any]]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump({"rules": rules}, sort_keys=False, allow_unicode=True),
-                    encoding="utf-8")
+    """The rules in a file of the work directory: its folder a real one, the file put in
+    place whole, never written through a symlink (runfiles)."""
+    runfiles.make_dir(path.parent)
+    text = yaml.safe_dump({"rules": rules}, sort_keys=False, allow_unicode=True)
+    runfiles.write_whole(path, lambda f: f.write(text.encode("utf-8")))
     return path

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -11,6 +13,7 @@ from pathlib import Path
 
 from cudump.analysis.bisect.errors import BisectError
 from cudump.analysis.bisect.sides import Side
+from cudump.rundir import files as runfiles
 from cudump.rundir.layout import MANIFEST_FILE
 from cudump.rundir.summary import SUMMARY_FILE
 from cudump.rundir.watch import RunProgress, RunWatch
@@ -59,11 +62,14 @@ def run_side(side: Side, run_dir: Path, log: Path, options: Sequence[str],
     cudump could not run the program (a program that fails is a SideRun with its status).
     `watch` hears how far the run has got, from the start and then every WATCH_SECONDS."""
     cmd = [sys.executable, "-m", "cudump", "--out", str(run_dir), *options, "--", *side.argv]
-    log.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with log.open("wb") as out:
+        runfiles.make_dir(log.parent)
+        with runfiles.create_file(log) as out:
+            # A session of its own: a terminal's Ctrl-C is bisect's, and bisect stops the
+            # side run's whole process group, its program included (interrupt).
             child = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
-                                     stderr=subprocess.STDOUT, env=side.environment())
+                                     stderr=subprocess.STDOUT, env=side.environment(),
+                                     start_new_session=True)
     except OSError as err:
         raise BisectError(f"{side.label}: cannot start cudump: {err.strerror or err}") from None
     returncode = _wait_for(child, RunWatch(run_dir) if watch is not None else None, watch)
@@ -93,6 +99,17 @@ def _wait_for(child: subprocess.Popen[bytes], runs: RunWatch | None,
             except subprocess.TimeoutExpired:
                 pass
     except BaseException:
-        child.kill()
-        child.wait()
+        stop_group(child)
         raise
+
+
+def stop_group(child: subprocess.Popen[bytes]) -> None:
+    """Ends a side run now: its cudump and everything in its process group (the program
+    and the program's children), then reaps it."""
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    except PermissionError:         # not ours (cannot be): at least the child itself
+        child.kill()
+    child.wait()

@@ -17,6 +17,7 @@ from cudump.analysis.bisect.errors import (
     BisectError,
     NotReproduced,
 )
+from cudump.analysis.bisect.interrupt import Interrupted, stop_on_signals
 from cudump.analysis.bisect.options import BisectOptions, check_html, html_target, prepare_work
 from cudump.analysis.bisect.rules import UserRules, digest_rule, target_rule, write_rules
 from cudump.analysis.bisect.side_run import SideRun, run_side
@@ -33,6 +34,7 @@ from cudump.analysis.progress import Progress
 from cudump.analysis.report.formats import plural
 from cudump.analysis.report.html_page import HtmlReport
 from cudump.analysis.report.text import PairTable, attribution_lines, divergent_line
+from cudump.console import console
 from cudump.errors import UsageError
 from cudump.rundir.runs import Run, short_kernel_name
 from cudump.rundir.watch import RunProgress
@@ -344,11 +346,20 @@ def bisect(options: BisectOptions, say: Callable[[str], None] = print,
     if options.html is not None:
         check_html(options.html)
     work, temporary = prepare_work(options.out)
-    try:
-        status = Bisect(options, work, user, say, progress).run()
-    except BaseException:
-        say(f"work directory (kept, with the runs' logs): {work}")
-        raise
+    with stop_on_signals():
+        try:
+            status = Bisect(options, work, user, say, progress).run()
+        except Interrupted as stop:
+            # The side run under way was stopped as the signal unwound it (side_run).
+            removed = temporary and not options.keep
+            if removed:
+                shutil.rmtree(work, ignore_errors=True)
+            console.say(f"cudump bisect: stopped by {stop.name}; its runs were stopped" +
+                        (f" and {work} removed" if removed else f"; work directory: {work}"))
+            return stop.exit_status
+        except BaseException:
+            say(f"work directory (kept, with the runs' logs): {work}")
+            raise
     if temporary and not options.keep:
         shutil.rmtree(work, ignore_errors=True)
         say(f"(the runs were in {work}, now removed; --keep or --out DIR keeps them)")

@@ -1,5 +1,5 @@
 """bisect with --atol/--rtol: which launches may differ beyond the tolerance, as the digests'
-sums of |x| tell (cudump.policy.digest), and the float type a buffer of no known type is
+sums of |x| tell (cudump.wire.digest), and the float type a buffer of no known type is
 compared as, from the launches that typed the same memory."""
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ Semantics (stated once, used by `cudump diff` and the HTML report):
 - Digests (`cudump --digest`, `format: digest`): two digest records compare by digest, byte
   count and geometry, exactly (tolerances do not apply: a digest says only whether the bytes
   are the same). A digest against an .npy compares by digesting the array's bytes the way
-  the digest was taken (cudump.policy.digest, rows of the digest's `row_bytes`).
+  the digest was taken (cudump.wire.digest, rows of the digest's `row_bytes`).
 - A run diff names its first divergent launch: launches in order (processes in the order
   they first appear in A's manifest, each one's launches in sequence), the first with a pair
   whose buffers differ, and how many launches before it matched.

@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from cudump.analysis.diff.metrics import Metrics
-from cudump.policy.pattern import KernelPattern
+from cudump.kernels.pattern import KernelPattern
 from cudump.rundir.runs import Run, Snapshot, in_launch_order, kernel_pattern
 
 # kernel, occurrence, arg, phase, n-th such record, rank (-1: aligned without ranks)

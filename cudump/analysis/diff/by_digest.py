@@ -6,8 +6,8 @@ from __future__ import annotations
 from cudump.analysis.diff.align import PairResult
 from cudump.analysis.diff.metrics import Tolerance
 from cudump.errors import DiffTrouble
-from cudump.policy import digest as digests
 from cudump.rundir.runs import Digest, Snapshot
+from cudump.wire import digest as digests
 
 EXACT = Tolerance()
 
@@ -48,7 +48,7 @@ def compare_digests(pair: PairResult, tol: Tolerance = EXACT) -> PairResult:
     """A pair of which one side or both hold a digest only: by digest, never loading a digest
     side (a file side is digested the way the other side's digest was taken). With a
     tolerance, digests that differ are told apart by their sums of |x| where both sides have
-    one (cudump.policy.digest): "close" when the sums are within it (the elements may be),
+    one (cudump.wire.digest): "close" when the sums are within it (the elements may be),
     "differ" when they are not (the elements are not)."""
     a, b = pair.a, pair.b
     assert a is not None and b is not None

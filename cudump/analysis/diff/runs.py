@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from cudump.analysis.diff.align import PairKey, PairResult, align
 from cudump.analysis.diff.metrics import Tolerance
 from cudump.analysis.diff.parallel import compare_pairs
-from cudump.policy.pattern import KernelPattern
+from cudump.kernels.pattern import KernelPattern
 from cudump.rundir.runs import Run, Snapshot
 
 DIVERGED = ("differ", "mismatch")

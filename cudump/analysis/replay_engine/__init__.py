@@ -1,8 +1,9 @@
 """The replay engine: replays one captured launch from an extract folder and compares its
-output with the capture (replay.py, the entry; replay_spec.py, launch.json; replay_driver.py,
-the GPU side through cuda-python).
+output with the capture (replay.py, the entry; replay_spec.py, launch.json; replay_files.py,
+the folder's files, each a regular file inside it; replay_driver.py, the GPU side through
+cuda-python).
 
-Those three files ship: `cudump extract` copies each of FILES byte for byte, under its own
+Those four files ship: `cudump extract` copies each of FILES byte for byte, under its own
 name, into the folder it writes, where `python replay.py` runs them with the standard library,
 numpy and cuda-python alone. So they import nothing of cudump, and each other in one of two
 ways, chosen by `__package__` at the top of each:
@@ -21,8 +22,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .replay import bit_equal, compare, differing, load_array, main
+from .replay import Prepared, bit_equal, compare, differing, load_array, main, prepare
 from .replay_driver import Replayer
+from .replay_files import name_problem, open_regular, read_regular
 from .replay_spec import (
     FORMAT,
     SPEC_FILE,
@@ -38,7 +40,7 @@ from .replay_spec import (
 
 # The files an extract folder gets, the entry first; their names are the ones they import
 # each other by.
-FILES = ("replay.py", "replay_spec.py", "replay_driver.py")
+FILES = ("replay.py", "replay_spec.py", "replay_files.py", "replay_driver.py")
 
 
 def shipped_files() -> list[Path]:
@@ -48,7 +50,8 @@ def shipped_files() -> list[Path]:
 
 
 __all__ = [
-    "FILES", "FORMAT", "SPEC_FILE", "Buffer", "LaunchSpec", "Pointer", "Region", "ReplayError",
-    "Replayer", "SpecError", "bit_equal", "compare", "differing", "format_shape", "load_array",
-    "main", "patch_params", "shipped_files",
+    "FILES", "FORMAT", "SPEC_FILE", "Buffer", "LaunchSpec", "Pointer", "Prepared", "Region",
+    "ReplayError", "Replayer", "SpecError", "bit_equal", "compare", "differing", "format_shape",
+    "load_array", "main", "name_problem", "open_regular", "patch_params", "prepare",
+    "read_regular", "shipped_files",
 ]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +35,18 @@ import numpy as np
 # cudump/analysis/replay_engine/__init__.py.
 if __package__:
     from .replay_driver import Replayer
+    from .replay_files import read_file, read_npy, show_path
     from .replay_spec import Buffer, LaunchSpec, ReplayError, format_shape, raw_bytes
 else:
     sys.dont_write_bytecode = True  # no __pycache__: the extract folder stays as written
     from replay_driver import Replayer
+    from replay_files import read_file, read_npy, show_path
     from replay_spec import Buffer, LaunchSpec, ReplayError, format_shape, raw_bytes
+
+# The most bytes a module image may have.
+IMAGE_LIMIT = 4 << 30
+# The largest --device (CUdevice is an int).
+MAX_DEVICE = (1 << 31) - 1
 
 
 # ---------------------------------------------------------------- comparing
@@ -75,36 +83,58 @@ def compare(buffer: Buffer, got: np.ndarray, want: np.ndarray) -> str | None:
             f"index {index}: {got.reshape(-1)[first]} != {want.reshape(-1)[first]}")
 
 
-def load_array(folder: Path, name: str, buffer: Buffer) -> np.ndarray:
-    path = folder / name
+def _missing(folder: Path, name: str, where: str) -> ReplayError:
+    return ReplayError(f"launch.json: {where}: {show_path(folder / name)} is missing: the "
+                       "extract is incomplete")
+
+
+def load_array(folder: Path, name: str, buffer: Buffer, where: str = "buffer") -> np.ndarray:
+    """The .npy file `name` of the folder (launch.json's field `where`) as the buffer's
+    array: a regular file inside the folder that holds exactly the buffer's bytes."""
     try:
-        array = np.load(path, allow_pickle=False)
+        array = read_npy(folder, name, f"launch.json: {where}", buffer.width * buffer.height)
     except FileNotFoundError:
-        raise ReplayError(f"{path} is missing: the extract is incomplete") from None
-    except (OSError, ValueError) as e:
-        raise ReplayError(f"{path} is not a readable .npy file: {e}") from None
+        raise _missing(folder, name, where) from None
     data = raw_bytes(buffer, array)
     return buffer.as_array(data)
 
 
 def read_image(folder: Path, spec: LaunchSpec) -> bytes:
-    path = folder / spec.image
+    """The module image launch.json names: a regular file inside the folder."""
     try:
-        return path.read_bytes()
+        return read_file(folder, spec.image, "launch.json: image", IMAGE_LIMIT)
     except FileNotFoundError:
-        raise ReplayError(f"{path} is missing: the extract is incomplete") from None
-    except OSError as e:
-        raise ReplayError(f"cannot read {path}: {e.strerror}") from None
+        raise _missing(folder, spec.image, "image") from None
+
+
+@dataclass
+class Prepared:
+    """All an extract folder holds for a replay, read and checked before the driver is."""
+
+    spec: LaunchSpec
+    image: bytes
+    before: list[np.ndarray | None]
+    after: list[np.ndarray | None]
+
+
+def prepare(folder: Path) -> Prepared:
+    """launch.json, the image and every buffer's arrays of `folder`; ReplayError, in one
+    line naming the file and field, where any is not as it must be."""
+    spec = LaunchSpec.load(folder)
+    image = read_image(folder, spec)
+    before = [None if b.before is None else load_array(folder, b.before, b,
+                                                       f"buffers[{i}].before")
+              for i, b in enumerate(spec.buffers)]
+    after = [None if b.after is None else load_array(folder, b.after, b, f"buffers[{i}].after")
+             for i, b in enumerate(spec.buffers)]
+    return Prepared(spec, image, before, after)
 
 
 def replay(folder: Path, runs: int = 1, device: int = 0, out: Any = None) -> int:
     """Replays the launch in `folder` `runs` times, prints what it finds; the exit status."""
     out = out or sys.stdout
-    spec = LaunchSpec.load(folder)
-    image = read_image(folder, spec)
-    before = [None if b.before is None else load_array(folder, b.before, b)
-              for b in spec.buffers]
-    after = [None if b.after is None else load_array(folder, b.after, b) for b in spec.buffers]
+    ready = prepare(folder)
+    spec, image, before, after = ready.spec, ready.image, ready.before, ready.after
     status = 0
     results: list[list[np.ndarray]] = []
     with Replayer(spec, image, device) as replayer:
@@ -140,7 +170,7 @@ def replay(folder: Path, runs: int = 1, device: int = 0, out: Any = None) -> int
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="replay_engine.py",
+        prog="replay.py",
         description="Replays one captured CUDA kernel launch and compares its output with the "
                     "capture.")
     parser.add_argument("folder", nargs="?", type=Path, default=Path(__file__).resolve().parent,
@@ -150,8 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
-    if args.device < 0:
-        parser.error("--device must be 0 or more")
+    if not 0 <= args.device <= MAX_DEVICE:
+        parser.error(f"--device must be 0 to {MAX_DEVICE}")
     try:
         return replay(args.folder, args.runs, args.device)
     except ReplayError as e:

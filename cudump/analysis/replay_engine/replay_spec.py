@@ -9,11 +9,37 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+# The engine's files import each other by their plain names when they run on their own and
+# relatively when they are the package cudump.analysis.replay_engine (see replay.py).
+if __package__:
+    from .replay_files import (
+        BigNumber,
+        ReplayError,
+        control_character,
+        name_problem,
+        parse_json,
+        read_file,
+        show,
+        show_path,
+    )
+else:
+    from replay_files import (
+        BigNumber,
+        ReplayError,
+        control_character,
+        name_problem,
+        parse_json,
+        read_file,
+        show,
+        show_path,
+    )
 
 FORMAT = "cudump-launch/1"
 SPEC_FILE = "launch.json"
@@ -21,13 +47,29 @@ IMAGE_FORMATS = ("cubin", "fatbin", "ptx")
 REGION_KINDS = ("linear", "pitched")
 POINTER_SIZE = 8
 
-
-class ReplayError(Exception):
-    """A replay that could not be done: one line saying what and, where possible, how to fix it."""
+# The bounds every field is checked against, so that nothing the driver is given, and no
+# size computed on the host, can be out of its type's range.
+SPEC_LIMIT = 64 << 20            # bytes of launch.json
+MAX_BYTES = 1 << 48              # a region, buffer or offset in one (GPU address space)
+MAX_PARAM_BYTES = 32764          # a launch's parameters (CUDA 12.1 and later)
+MAX_SMEM = (1 << 32) - 1         # cuLaunchKernel's sharedMemBytes is an unsigned int
+MAX_ENTRIES = 1 << 16            # regions, pointers or buffers
+MAX_DIMS = 32                    # a buffer's shape
+MAX_TEXT = 1 << 20               # kernel and mangled names
+GRID_LIMITS = ((1 << 31) - 1, 65535, 65535)
+BLOCK_LIMITS = (1024, 1024, 64)
+MAX_THREADS = 1024               # threads of one block
+# A dtype is a plain name ("float32", "<u2", "bool"), parsed by numpy only when it is one.
+_DTYPE_NAME = re.compile(r"[<>=|]?[A-Za-z][A-Za-z0-9]{0,15}")
+_HEX = re.compile(r"(?:[0-9A-Fa-f]{2})*")
 
 
 class SpecError(ReplayError):
     """launch.json is malformed or inconsistent."""
+
+
+def _show(value: Any) -> str:
+    return str(value) if isinstance(value, BigNumber) else show(value)
 
 
 def _fail(where: str, problem: str) -> SpecError:
@@ -40,25 +82,41 @@ def _field(obj: dict[str, Any], key: str, where: str) -> Any:
     return obj[key]
 
 
-def _int(obj: dict[str, Any], key: str, where: str, *, minimum: int | None = 0,
-         default: int | None = None) -> int:
+def _int(obj: dict[str, Any], key: str, where: str, *, minimum: int = 0,
+         maximum: int = MAX_BYTES, default: int | None = None) -> int:
     name = f"{where}.{key}" if where else key
     if key not in obj and default is not None:
         return default
     value = _field(obj, key, where)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _fail(name, f"must be an integer, not {json.dumps(value)}")
-    if minimum is not None and value < minimum:
+        raise _fail(name, f"must be an integer, not {_show(value)}")
+    if value < minimum:
         raise _fail(name, f"must be at least {minimum}, not {value}")
+    if value > maximum:
+        raise _fail(name, f"must be at most {maximum}, not {value}")
+    return value
+
+
+def _text(obj: dict[str, Any], key: str, where: str = "", limit: int = MAX_TEXT) -> str:
+    name = f"{where}.{key}" if where else key
+    value = _field(obj, key, where)
+    if not isinstance(value, str) or not value:
+        raise _fail(name, f"must be a non-empty string, not {_show(value)}")
+    if len(value) > limit:
+        raise _fail(name, f"is {len(value)} characters long, more than {limit}")
+    if "\0" in value:
+        raise _fail(name, "holds a NUL character")
+    if control_character(value):   # printed in messages: shown, never obeyed by a terminal
+        raise _fail(name, "holds a control character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _fail(name, "is not valid Unicode text") from None
     return value
 
 
 def _str(obj: dict[str, Any], key: str, where: str = "") -> str:
-    name = f"{where}.{key}" if where else key
-    value = _field(obj, key, where)
-    if not isinstance(value, str) or not value:
-        raise _fail(name, f"must be a non-empty string, not {json.dumps(value)}")
-    return value
+    return _text(obj, key, where)
 
 
 def _optional_path(obj: dict[str, Any], key: str, where: str) -> str | None:
@@ -66,29 +124,48 @@ def _optional_path(obj: dict[str, Any], key: str, where: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not value:
-        raise _fail(f"{where}.{key}", f"must be a file name or null, not {json.dumps(value)}")
+        raise _fail(f"{where}.{key}", f"must be a file name or null, not {_show(value)}")
     return value
 
 
-def _dim3(obj: dict[str, Any], key: str) -> tuple[int, int, int]:
+def _dim3(obj: dict[str, Any], key: str, limits: tuple[int, int, int]) -> tuple[int, int, int]:
     value = _field(obj, key, "")
     if (not isinstance(value, list) or len(value) != 3
             or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)):
-        raise _fail(key, f"must be 3 positive integers, not {json.dumps(value)}")
+        raise _fail(key, f"must be 3 positive integers, not {_show(value)}")
+    for axis, v, most in zip("xyz", value, limits, strict=True):
+        if v > most:
+            raise _fail(key, f"{axis} is {v}, more than CUDA allows ({most})")
     return value[0], value[1], value[2]
 
 
 def _list(obj: dict[str, Any], key: str) -> list[Any]:
     value = obj.get(key, [])
     if not isinstance(value, list):
-        raise _fail(key, f"must be a list, not {json.dumps(value)}")
+        raise _fail(key, f"must be a list, not {_show(value)}")
+    if len(value) > MAX_ENTRIES:
+        raise _fail(key, f"has {len(value)} entries, more than {MAX_ENTRIES}")
     return value
 
 
 def _entry(value: Any, where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise _fail(where, f"must be an object, not {json.dumps(value)}")
+        raise _fail(where, f"must be an object, not {_show(value)}")
     return value
+
+
+def _dtype(value: Any, where: str) -> np.dtype:
+    """A buffer's dtype: a plain name of a numeric numpy type, parsed only when it is one."""
+    np_dtype = None
+    if isinstance(value, str) and _DTYPE_NAME.fullmatch(value):
+        try:
+            np_dtype = np.dtype(value)
+        except (TypeError, ValueError, SyntaxError, OverflowError):
+            np_dtype = None
+    if (np_dtype is None or np_dtype.kind not in "biufc" or np_dtype.fields is not None
+            or np_dtype.subdtype is not None or np_dtype.itemsize == 0):
+        raise _fail(f"{where}.dtype", f"{_show(value)} is not a numpy dtype of plain data")
+    return np_dtype
 
 
 @dataclass(frozen=True)
@@ -106,12 +183,12 @@ class Region:
     def from_json(cls, obj: dict[str, Any], where: str) -> Region:
         size = _int(obj, "size", where, minimum=1)
         kind = obj.get("kind", "linear")
-        if kind not in REGION_KINDS:
+        if not isinstance(kind, str) or kind not in REGION_KINDS:
             raise _fail(f"{where}.kind", f"must be one of {', '.join(REGION_KINDS)}, "
-                                         f"not {json.dumps(kind)}")
+                                         f"not {_show(kind)}")
         region = cls(size, kind, _int(obj, "pitch", where, default=0),
                      _int(obj, "width", where, default=0), _int(obj, "height", where, default=0),
-                     _int(obj, "elem", where, default=0))
+                     _int(obj, "elem", where, maximum=1024, default=0))
         if kind == "pitched":
             if region.width < 1 or region.height < 1:
                 raise _fail(where, f"is pitched but its width {region.width} or height "
@@ -137,8 +214,10 @@ class Pointer:
 
     @classmethod
     def from_json(cls, obj: dict[str, Any], where: str) -> Pointer:
-        return cls(_int(obj, "arg", where), _int(obj, "offset", where, default=0),
-                   _int(obj, "region", where), _int(obj, "delta", where, default=0))
+        return cls(_int(obj, "arg", where, maximum=MAX_PARAM_BYTES),
+                   _int(obj, "offset", where, maximum=MAX_PARAM_BYTES, default=0),
+                   _int(obj, "region", where, maximum=MAX_ENTRIES),
+                   _int(obj, "delta", where, default=0))
 
     def to_json(self) -> dict[str, Any]:
         return {"arg": self.arg, "offset": self.offset, "region": self.region,
@@ -168,20 +247,17 @@ class Buffer:
         height = _int(obj, "height", where, minimum=1, default=1)
         pitch = _int(obj, "pitch", where, default=width)
         dtype = _field(obj, "dtype", where)
-        try:
-            np_dtype = np.dtype(dtype) if isinstance(dtype, str) and dtype else None
-        except TypeError:
-            np_dtype = None
-        if np_dtype is None or np_dtype.hasobject or np_dtype.itemsize == 0:
-            raise _fail(f"{where}.dtype", f"{json.dumps(dtype)} is not a numpy dtype of "
-                                          "plain data")
+        np_dtype = _dtype(dtype, where)
         shape = _field(obj, "shape", where)
-        if (not isinstance(shape, list)
-                or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
+        if (not isinstance(shape, list) or len(shape) > MAX_DIMS
+                or not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= MAX_BYTES
                            for n in shape)):
-            raise _fail(f"{where}.shape", f"must be a list of sizes, not {json.dumps(shape)}")
-        buffer = cls(_int(obj, "arg", where), _int(obj, "offset", where, default=0),
-                     _int(obj, "region", where), _int(obj, "delta", where, default=0), width,
+            raise _fail(f"{where}.shape", f"must be a list of at most {MAX_DIMS} sizes (0 to "
+                                          f"{MAX_BYTES}), not {_show(shape)}")
+        buffer = cls(_int(obj, "arg", where, maximum=MAX_PARAM_BYTES),
+                     _int(obj, "offset", where, maximum=MAX_PARAM_BYTES, default=0),
+                     _int(obj, "region", where, maximum=MAX_ENTRIES),
+                     _int(obj, "delta", where, default=0), width,
                      height, pitch, str(dtype), tuple(shape),
                      _optional_path(obj, "before", where), _optional_path(obj, "after", where))
         if height > 1 and pitch < width:
@@ -239,19 +315,21 @@ class LaunchSpec:
             raise SpecError(f"{SPEC_FILE}: must hold a JSON object, not {type(obj).__name__}")
         fmt = obj.get("format")
         if fmt != FORMAT:
-            raise _fail("format", f"is {json.dumps(fmt)}, not {json.dumps(FORMAT)}: this "
-                                  "replay_engine.py reads only that format")
+            raise _fail("format", f"is {_show(fmt)}, not {json.dumps(FORMAT)}: this "
+                                  "replay.py reads only that format")
         image_format = _str(obj, "image_format")
         if image_format not in IMAGE_FORMATS:
             raise _fail("image_format", f"must be one of {', '.join(IMAGE_FORMATS)}, not "
-                                        f"{json.dumps(image_format)}")
+                                        f"{_show(image_format)}")
         hex_params = _field(obj, "params", "")
         if not isinstance(hex_params, str):
-            raise _fail("params", f"must be a hex string, not {json.dumps(hex_params)}")
-        try:
-            params = bytes.fromhex(hex_params)
-        except ValueError:
-            raise _fail("params", "is not a hex string") from None
+            raise _fail("params", f"must be a hex string, not {_show(hex_params)}")
+        if len(hex_params) > 2 * MAX_PARAM_BYTES:
+            raise _fail("params", f"holds {len(hex_params) // 2} bytes, more than a launch "
+                                  f"may have ({MAX_PARAM_BYTES})")
+        if not _HEX.fullmatch(hex_params):
+            raise _fail("params", "is not a hex string")
+        params = bytes.fromhex(hex_params)
         layout = cls._layout(obj, len(params))
         regions = tuple(Region.from_json(_entry(r, f"regions[{i}]"), f"regions[{i}]")
                         for i, r in enumerate(_list(obj, "regions")))
@@ -262,10 +340,15 @@ class LaunchSpec:
         known = {"format", "kernel", "mangled", "image", "image_format", "grid", "block", "smem",
                  "params", "layout", "regions", "pointers", "buffers"}
         spec = cls(kernel=_str(obj, "kernel"), mangled=_str(obj, "mangled"),
-                   image=_str(obj, "image"), image_format=image_format, grid=_dim3(obj, "grid"),
-                   block=_dim3(obj, "block"), smem=_int(obj, "smem", "", default=0),
+                   image=_str(obj, "image"), image_format=image_format,
+                   grid=_dim3(obj, "grid", GRID_LIMITS), block=_dim3(obj, "block", BLOCK_LIMITS),
+                   smem=_int(obj, "smem", "", maximum=MAX_SMEM, default=0),
                    params=params, layout=layout, regions=regions, pointers=pointers,
                    buffers=buffers, extra={k: v for k, v in obj.items() if k not in known})
+        threads = math.prod(spec.block)
+        if threads > MAX_THREADS:
+            raise _fail("block", f"has {threads} threads, more than CUDA allows in a block "
+                                 f"({MAX_THREADS})")
         spec._check_references()
         return spec
 
@@ -279,7 +362,11 @@ class LaunchSpec:
                     or not all(isinstance(v, int) and not isinstance(v, bool) for v in entry)
                     or entry[0] < 0 or entry[1] < 1):
                 raise _fail(f"layout[{i}]", f"must be [offset, size] with size > 0, not "
-                                            f"{json.dumps(entry)}")
+                                            f"{_show(entry)}")
+            if entry[0] + entry[1] > MAX_PARAM_BYTES:
+                raise _fail(f"layout[{i}]", f"ends at byte {entry[0] + entry[1]}, past the "
+                                            f"{MAX_PARAM_BYTES} bytes a launch's parameters "
+                                            "may take")
             offset, size = entry
             if offset < end:
                 raise _fail(f"layout[{i}]", f"offset {offset} overlaps the parameter before it "
@@ -299,6 +386,9 @@ class LaunchSpec:
                 where = f"{kind}[{i}]"
                 if e.arg >= nargs:
                     raise _fail(f"{where}.arg", f"{e.arg} does not exist ({nargs} parameters)")
+                if kind == "buffers" and e.offset >= self.layout[e.arg][1]:
+                    raise _fail(f"{where}.offset", f"{e.offset} is past the end of parameter "
+                                                   f"{e.arg} ({self.layout[e.arg][1]} bytes)")
                 if e.region >= nregions:
                     raise _fail(f"{where}.region", f"{e.region} does not exist "
                                                    f"({nregions} regions)")
@@ -328,20 +418,34 @@ class LaunchSpec:
 
     @classmethod
     def load(cls, folder: Path) -> LaunchSpec:
-        path = Path(folder) / SPEC_FILE
+        """The launch.json of an extract folder, read (a regular file of the folder, at most
+        SPEC_LIMIT bytes) and checked (parse)."""
         try:
-            text = path.read_text()
+            data = read_file(Path(folder), SPEC_FILE, SPEC_FILE, SPEC_LIMIT)
         except FileNotFoundError:
-            raise ReplayError(f"no {SPEC_FILE} in {folder}: give the folder of an extracted "
-                              "launch") from None
-        except OSError as e:
-            raise ReplayError(f"cannot read {path}: {e.strerror}") from None
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise SpecError(f"{SPEC_FILE}: not valid JSON: {e.msg} at line {e.lineno} column "
-                            f"{e.colno}") from None
-        return cls.from_json(obj)
+            raise ReplayError(f"no {SPEC_FILE} in {folder}: give the folder of an "
+                              "extracted launch") from None
+        return cls.parse(data)
+
+    @classmethod
+    def parse(cls, data: bytes) -> LaunchSpec:
+        """launch.json's bytes as a launch spec: UTF-8 JSON of bounded depth and numbers,
+        every field checked (from_json), and every file it names one of the folder's
+        (check_names). SpecError, naming the field, where it is not one."""
+        spec = cls.from_json(parse_json(data, SPEC_FILE, SpecError))
+        spec.check_names()
+        return spec
+
+    def check_names(self) -> None:
+        """Every file the spec names is a relative name inside its folder (name_problem)."""
+        names = [("image", self.image)]
+        for i, b in enumerate(self.buffers):
+            names += [(f"buffers[{i}].{phase}", name) for phase, name
+                      in (("before", b.before), ("after", b.after)) if name is not None]
+        for where, name in names:
+            problem = name_problem(name)
+            if problem is not None:
+                raise _fail(where, f"{show_path(name)} {problem}")
 
     def param_bytes(self) -> list[bytes]:
         """Each parameter's captured bytes."""

@@ -9,6 +9,7 @@ live launch's.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -61,6 +62,8 @@ def transplant(text: str, capture: Capture, spec: LaunchSpec,
                            capture.launch)
     except CudumpError as err:
         raise ReplayTrouble(str(err)) from None
+    except OSError as err:   # a manifest's file name no file system takes, and the like
+        raise ReplayTrouble(f"{OPTION} {text}: {unreadable(err)}") from None
     if not donor.same_kernel(capture.kernel, capture.record.mangled):
         mine, theirs = short_kernel_name(capture.kernel), donor.short_kernel
         if mine == theirs:
@@ -83,6 +86,8 @@ def transplant(text: str, capture: Capture, spec: LaunchSpec,
             result.before[i] = np.ascontiguousarray(theirs.load())
         except CudumpError as err:
             raise ReplayTrouble(f"{OPTION} {text}: {err}") from None
+        except OSError as err:
+            raise ReplayTrouble(f"{OPTION} {text}: {unreadable(err)}") from None
         result.buffers += 1
         result.bytes += theirs.nbytes
     if inputs:
@@ -91,3 +96,11 @@ def transplant(text: str, capture: Capture, spec: LaunchSpec,
                             f"{extra.label}, a buffer the capture does not have; nothing "
                             "replayed")
     return result
+
+
+def unreadable(err: OSError) -> str:
+    """An OSError of reading a run's file, in a few words: the file's name (cut short) and
+    the reason."""
+    name = os.path.basename(str(err.filename)) if err.filename else "a snapshot"
+    shown = name if len(name) <= 80 else f"{name[:80]}... ({len(name)} characters)"
+    return f"cannot read {shown}: {err.strerror or err}"

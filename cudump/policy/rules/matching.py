@@ -1,6 +1,6 @@
 """Which launches and which arguments a rule takes.
 
-A rule's pattern names the kernels (cudump.policy.pattern); among the launches it
+A rule's pattern names the kernels (cudump.kernels.pattern); among the launches it
 matches, counted per rule and per process from 1, `skip`, `every` and `count`
 choose; among a chosen launch's arguments, `args` and `overrides` choose the buffers.
 """
@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Generic, Literal, TypeVar
 
 from cudump.kernels.args import ArgValue
-from cudump.policy.pattern import KernelPattern
+from cudump.kernels.pattern import KernelPattern
 
 
 class RuleMatching:

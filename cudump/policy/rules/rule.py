@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Literal
 
 from cudump.errors import UsageError
-from cudump.kernels.expr import Expr
-from cudump.policy.pattern import KernelPattern, PatternError
+from cudump.kernels.overrides import ArgOverride
+from cudump.kernels.pattern import KernelPattern, PatternError
 from cudump.policy.rules.matching import RuleMatching
 
 PHASES = frozenset({"before", "after"})
 FORMATS = frozenset({"npy", "png"})
-# `format: digest`: a content hash computed on the GPU instead of a copy (cudump.policy.digest).
+# `format: digest`: a content hash computed on the GPU instead of a copy (cudump.wire.digest).
 DIGEST_FORMATS = frozenset({"digest"})
 # `format: check-nan`: scan floating-point buffers for NaN/Inf on the GPU, before and after.
 SCAN_FORMATS = frozenset({"check-nan"})
@@ -44,25 +44,6 @@ class Action(enum.Flag):
         actions = (cls.DIGEST if formats == DIGEST_FORMATS
                    else cls.SCAN if formats == SCAN_FORMATS else cls.SNAPSHOT)
         return actions | cls.CAPTURE if replay else actions
-
-
-@dataclass
-class ArgOverride:
-    dtype: str | None = None
-    note: str | None = None           # what the dtype only stands for (bfloat16 as uint16 bits)
-    channels: Expr | None = None
-    width: Expr | None = None
-    height: Expr | None = None
-    pitch: Expr | None = None
-    count: Expr | None = None
-    range: tuple[float, float] | None = None
-    # The argument is a struct passed by value (e.g. std::array<char*, 3>):
-    # snapshot the buffer of the pointer stored at this byte offset in it.
-    field: int | None = None
-
-    @property
-    def is_2d(self) -> bool:
-        return self.width is not None or self.height is not None or self.pitch is not None
 
 
 @dataclass

@@ -14,7 +14,7 @@ import yaml
 from cudump.errors import RuleError
 from cudump.kernels.elements import NUMPY_DTYPES, element_type
 from cudump.kernels.expr import Expr, ExprError, parse_expr
-from cudump.policy.pattern import SUBJECTS, KernelPattern, PatternError, Subject
+from cudump.kernels.pattern import SUBJECTS, KernelPattern, PatternError, Subject
 from cudump.policy.rules.rule import (
     DIGEST_FORMATS,
     FORMATS,

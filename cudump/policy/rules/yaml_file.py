@@ -17,7 +17,7 @@ rules, or a single rule mapping, is accepted too::
           2: {dtype: uint8, channels: 4, width: arg5, height: arg6, pitch: arg4}
           7: {dtype: float32, count: "arg5 * arg6", range: [0, 1]}
 
-`kernel` is a kernel pattern (cudump.policy.pattern, the one matcher rules,
+`kernel` is a kernel pattern (cudump.kernels.pattern, the one matcher rules,
 breakpoints and `cudump ls/show/diff --kernel` share): a glob, where `*` is any
 run of characters, `?` one character, and every other character stands for
 itself (brackets too, since C++ names hold them). With `match: demangled` it
@@ -35,11 +35,11 @@ matches `void device::k(int)`); a regular expression that repeats a group that
 itself repeats (`(a+)+`), which can take exponential time, is refused, and so is
 one with more repetitions that can match the same text than two unbounded ones
 and a choice (`.*.*.*`, whose time is a high power of the name's length; see
-cudump.policy.pattern).
+cudump.kernels.pattern).
 
 `action: snapshot` (the default) copies the buffers as described below.
 `format: digest` copies nothing: cudump's own kernel computes a 64-bit content
-hash of each buffer on the GPU (cudump.policy.digest), and the manifest records it;
+hash of each buffer on the GPU (cudump.wire.digest), and the manifest records it;
 `cudump diff` of two digest runs names the first launch that differs.
 `format: check-nan` scans the floating-point buffers (float, double, half,
 bfloat16) before and after each launch on the GPU and reports the launches

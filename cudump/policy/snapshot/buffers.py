@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from cudump.controller.process import FuncInfo, LaunchEvent
 from cudump.kernels.args import ArgValue, Number
 from cudump.kernels.extents import (
     ALLOCATION_REST,
@@ -19,6 +18,7 @@ from cudump.kernels.extents import (
 )
 from cudump.kernels.geometry import Allocation, CopyPlan, GeometryError, plan_copy
 from cudump.kernels.tensormaps import TensorMap, tensormap_plan
+from cudump.launches.process import FuncInfo, LaunchEvent
 from cudump.policy.rules import ArgOverride, Rule
 from cudump.policy.snapshot.nan import scan_mode, whole_elements
 from cudump.policy.snapshot.planned import NOTHING, Buffer, base_name

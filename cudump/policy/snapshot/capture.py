@@ -95,7 +95,8 @@ class ImageStore:
                     self.partial.pop(key, None)
                 # A real folder of the run, and a file created new in it (runfiles).
                 folder = runfiles.make_dir(self.run_dir / MODULES_DIR)
-                part = _Partial(folder / f".{key[0]}-{key[1]:x}.part", size, fmt)
+                part = _Partial(runfiles.temporary_name(folder / f"{key[0]}-{key[1]:x}"), size,
+                                fmt)
                 os.close(runfiles.create(part.path))
                 self.partial[key] = part
         fd = runfiles.reopen(part.path)

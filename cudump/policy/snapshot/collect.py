@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from cudump.controller.process import ProcessState
 from cudump.kernels.geometry import CopyPlan
+from cudump.launches.process import ProcessState
 from cudump.policy.snapshot.capture import Captures
 from cudump.policy.snapshot.failures import Failures
 from cudump.policy.snapshot.nan import NanWatch, Scans, add_scan
@@ -27,6 +27,7 @@ from cudump.policy.snapshot.planned import (
 from cudump.policy.snapshot.records import digest_fields
 from cudump.policy.snapshot.state import SnapshotState
 from cudump.policy.snapshot.writer import SnapshotWriter, WriteJob
+from cudump.rundir import files as runfiles
 from cudump.wire import protocol as p
 
 # What the driver says when it cannot make a kernel of PTX text: no binary for the GPU, the
@@ -118,7 +119,7 @@ class Collector:
             try:
                 copy.target = self.placer.open_target(copy)
             except OSError as err:
-                copy.failed = f"cannot create its file: {err.strerror or err}"
+                copy.failed = f"cannot create its file: {runfiles.write_error(err)}"
                 return
         nbytes = piece.width * piece.height
         flat = copy.target.reshape(-1).view(np.uint8)
@@ -126,7 +127,7 @@ class Collector:
             flat[piece.dst:piece.dst + nbytes] = np.frombuffer(read(piece.offset, nbytes),
                                                                dtype=np.uint8)
         except OSError as err:
-            copy.failed = f"could not write the snapshot: {err.strerror or err}"
+            copy.failed = f"could not write the snapshot: {runfiles.write_error(err)}"
 
     def collect(self, proc: ProcessState, seq: int, launch_rc: int, sync_rc: int,
                 codes: list[int], read: ReadStaging) -> PlannedLaunch | None:
@@ -220,5 +221,5 @@ class Collector:
                                               int.from_bytes(result[8:16], "little")))
         state = self.state
         with state.lock:
-            state.manifest.append(record)
+            state.append_locked(record)
             state.tally.digests += 1

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from cudump.controller.process import FuncInfo, LaunchEvent, ProcessState
 from cudump.kernels.geometry import Allocation
+from cudump.launches.process import FuncInfo, LaunchEvent, ProcessState
 from cudump.policy.rules import Rule
 from cudump.policy.snapshot.capture import Captures, ImageStore
 from cudump.policy.snapshot.collect import Collector

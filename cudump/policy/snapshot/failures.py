@@ -7,8 +7,8 @@ from __future__ import annotations
 import threading
 
 from cudump.console import warn
-from cudump.controller.process import FuncInfo, LaunchEvent, ProcessState
 from cudump.kernels.args import ArgValue
+from cudump.launches.process import FuncInfo, LaunchEvent, ProcessState
 from cudump.policy.rules import Rule
 from cudump.policy.snapshot.planned import LaunchContext, base_name
 from cudump.policy.snapshot.records import make_record
@@ -49,7 +49,7 @@ class Failures:
             warn(f"no snapshot of {record.kernel} {what} ({record.phase}, launch "
                  f"{record.launch}): {reason}")
         with state.lock:
-            state.manifest.append(record)
+            state.append_locked(record)
 
     def error(self, ctx: LaunchContext, arg: ArgValue | None, phase: str, rule: Rule,
               reason: str) -> None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from cudump.console import warn
-from cudump.controller.process import ProcessState
+from cudump.launches.process import ProcessState
 from cudump.policy.snapshot.origin import HostWrite
 from cudump.wire import protocol as p
 from cudump.wire.rings import RingDrain, layout_dtype, leading, window

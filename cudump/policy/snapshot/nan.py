@@ -20,10 +20,9 @@ from typing import NamedTuple
 import numpy as np
 
 from cudump.console import say
-from cudump.controller.process import FuncInfo, LaunchEvent, ProcessState
 from cudump.kernels.elements import BF16_NOTE, float_type_in_name
 from cudump.kernels.geometry import CopyPlan
-from cudump.policy.digest import SCAN_ELEMENT_SIZE, SCAN_MODES, Scan
+from cudump.launches.process import FuncInfo, LaunchEvent, ProcessState
 from cudump.policy.rules import FORMATS, Rule, option_rule
 from cudump.policy.snapshot.hostwrites import nonfinite_pattern
 from cudump.policy.snapshot.origin import PRODUCED, HostWrite, Maker, Makers, Origin, Scanned
@@ -31,6 +30,7 @@ from cudump.policy.snapshot.planned import Place, PlannedCopy, PlannedLaunch, Ru
 from cudump.policy.snapshot.state import SnapshotState
 from cudump.policy.snapshot.templates import RepeatTemplate
 from cudump.wire import protocol as p
+from cudump.wire.digest import SCAN_ELEMENT_SIZE, SCAN_MODES, Scan
 
 # Kernels whose first NaN producer has every buffer snapshotted, at most.
 MAX_SNAPSHOTTED_KERNELS = 8
@@ -222,7 +222,7 @@ class NanWatch:
         record.extra.update(origin.fields())
         state = self.state
         with state.lock:
-            state.manifest.append(record)
+            state.append_locked(record)
             state.tally.count_nan(record, origin)
             for write in origin.hosts:   # the host wrote what it read: the producer
                 self._count_host_locked(record.pid, record.rank, write)

@@ -11,6 +11,7 @@ from cudump.kernels.geometry import CopyPlan
 from cudump.policy.snapshot.failures import Failures
 from cudump.policy.snapshot.planned import Piece, PlannedCopy, PlannedLaunch
 from cudump.policy.snapshot.writer import new_npy_memmap
+from cudump.rundir import files as runfiles
 from cudump.wire import protocol as p
 
 
@@ -102,11 +103,11 @@ class Placer:
     def open_target(self, copy: PlannedCopy) -> np.ndarray:
         """The .npy a streamed copy is written into, piece by piece (under a temporary name)."""
         assert copy.record.file is not None
-        return new_npy_memmap(self.run_dir / f".{copy.record.file}.part",
+        return new_npy_memmap(runfiles.temporary_name(self.run_dir / copy.record.file),
                               np.dtype(copy.plan.dtype), tuple(copy.plan.shape))
 
     def discard_target(self, copy: PlannedCopy) -> None:
         """The .npy a streamed copy that failed was being written into, removed."""
         if copy.target is not None and copy.record.file is not None:
             copy.target = None
-            (self.run_dir / f".{copy.record.file}.part").unlink(missing_ok=True)
+            runfiles.temporary_name(self.run_dir / copy.record.file).unlink(missing_ok=True)

@@ -7,10 +7,10 @@ import functools
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from cudump.controller.process import FuncInfo, LaunchEvent, ProcessState
 from cudump.kernels.args import ArgValue, Number, arg_values, decode_args
 from cudump.kernels.geometry import Allocation, CopyPlan, GeometryError
 from cudump.kernels.signature import parse_signature
+from cudump.launches.process import FuncInfo, LaunchEvent, ProcessState
 from cudump.policy.rules import Rule
 from cudump.policy.snapshot.buffers import (
     Target,

@@ -10,10 +10,10 @@ from typing import NamedTuple, Protocol
 
 import numpy as np
 
-from cudump.controller.process import FuncInfo, LaunchEvent, ProcessState
 from cudump.kernels.args import ArgValue, Number
 from cudump.kernels.geometry import CopyPlan
-from cudump.policy.pattern import name_forms
+from cudump.kernels.pattern import name_forms
+from cudump.launches.process import FuncInfo, LaunchEvent, ProcessState
 from cudump.policy.rules import Rule
 from cudump.rundir.manifest import SnapshotRecord
 from cudump.wire import protocol as p

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from cudump.kernels.geometry import CopyPlan
-from cudump.policy.digest import ALGORITHM as DIGEST_ALGORITHM
-from cudump.policy.digest import SUM_DTYPES, digest_hex, sum_json, sum_of_bits
 from cudump.policy.rules import Rule
 from cudump.policy.snapshot.planned import LaunchContext
 from cudump.rundir.manifest import SnapshotRecord
+from cudump.wire.digest import ALGORITHM as DIGEST_ALGORITHM
+from cudump.wire.digest import SUM_DTYPES, digest_hex, sum_json, sum_of_bits
 from cudump.wire.protocol import ToolMode
 
 

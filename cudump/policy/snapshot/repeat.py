@@ -12,7 +12,7 @@ from dataclasses import replace
 import numpy as np
 
 from cudump.console import warn
-from cudump.controller.process import FuncInfo, LaunchEvent, ProcessState
+from cudump.launches.process import FuncInfo, LaunchEvent, ProcessState
 from cudump.policy.snapshot.failures import Failures
 from cudump.policy.snapshot.planned import (
     HOLD_NOT_SERVED,

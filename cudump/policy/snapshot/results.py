@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from cudump.console import warn
-from cudump.controller.process import LaunchEvent, ProcessState
+from cudump.launches.process import LaunchEvent, ProcessState
 from cudump.policy.snapshot.plan_columns import PlanColumns
 from cudump.policy.snapshot.templates import RepeatTemplate
+from cudump.rundir import files as runfiles
 from cudump.rundir.digest_batches import DIGEST, HAS_SUM, LAUNCH, DigestBatch
 from cudump.wire import protocol as p
 from cudump.wire.rings import RingDrain, layout_dtype, leading, window
@@ -216,7 +217,7 @@ class ResultDrain(RingDrain[_Ring]):
                 self._write(lines, batch)
             except OSError as err:
                 self._failed = True   # once: the program carries on, the manifest stays whole
-                warn(f"digests are no longer written: {err.strerror or err}")
+                warn(f"digests are no longer written: {runfiles.write_error(err)}")
         self._counted(plain_launches, digests if not self._failed else 0)
         return count
 

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from cudump.controller.process import FuncInfo, LaunchEvent, ProcessState
 from cudump.kernels.signature import parse_signature
+from cudump.launches.process import FuncInfo, LaunchEvent, ProcessState
 from cudump.policy.rules import Rule
 from cudump.policy.snapshot.state import FuncRules, ProcessSnapshots, SnapshotState
 from cudump.wire import protocol as p

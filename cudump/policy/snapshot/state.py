@@ -16,6 +16,7 @@ from cudump.policy.snapshot.origin import PRODUCED, HostWrite, Origin
 from cudump.policy.snapshot.planned import Buffer, PlannedLaunch
 from cudump.policy.snapshot.replan import GuessedExtents
 from cudump.policy.snapshot.templates import RepeatTemplate
+from cudump.rundir.files import write_error
 from cudump.rundir.manifest import ManifestWriter, SnapshotRecord
 from cudump.rundir.summary import NanHostWrite, NanLaunch, NanProducer
 
@@ -111,6 +112,20 @@ class SnapshotState:
         self.processes: dict[int, ProcessSnapshots] = {}
         self.tally = Tally()
         self.stopped = False    # the budget is spent or the disk failed: no more snapshots
+        self.manifest_failed: str | None = None   # why the manifest takes no more records
+
+    def append_locked(self, record: SnapshotRecord) -> None:
+        """A record into the manifest, under the lock. A manifest that can take no more (a
+        full disk, the file size limit) is said once; the records after it are lost and
+        the run goes on: the error never reaches the thread that was recording (a
+        connection's would drop the process, the writer's would stop writing)."""
+        try:
+            self.manifest.append(record)
+        except OSError as err:
+            if self.manifest_failed is None:
+                self.manifest_failed = write_error(err)
+                warn(f"records are no longer written to {self.manifest.path.name}: "
+                     f"{self.manifest_failed}; the program carries on")
 
     def proc(self, pid: int) -> ProcessSnapshots:
         with self.lock:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from cudump.controller.process import FuncInfo
+from cudump.launches.process import FuncInfo
 from cudump.policy.snapshot.planned import PlannedLaunch
 from cudump.rundir.manifest import SnapshotRecord, template_line
 from cudump.wire import protocol as p

@@ -139,6 +139,7 @@ class SnapshotWriter:
         """Writes one job; whatever goes wrong is that snapshot's failure, or the disk's.
         `turn`: a job written side by side, whose record waits for those before it."""
         if self.disk_failed is not None:
+            self._discard_part(job)
             with self._in_turn(turn):
                 self._drop(job.record, f"not written: {self.disk_failed}")
             return
@@ -160,7 +161,8 @@ class SnapshotWriter:
             with self._disk_lock:
                 first = self.disk_failed is None
                 if first:
-                    self.disk_failed = f"writing snapshots stopped: {err.strerror or err}"
+                    self.disk_failed = (f"writing snapshots stopped: "
+                                        f"{runfiles.write_error(err)}")
                     self.state.stopped = True
             if first:
                 warn(f"{self.disk_failed} ({self.run_dir}); no more snapshots, the program "
@@ -171,6 +173,11 @@ class SnapshotWriter:
             job.record.png = None
             with self._in_turn(turn):
                 self.failures.fail(job.record, f"could not write the snapshot: {err}")
+
+    def _discard_part(self, job: WriteJob) -> None:
+        """The temporary file of a streamed snapshot that will not be written, removed."""
+        if job.streamed and job.record.file is not None:
+            runfiles.temporary_name(self.run_dir / job.record.file).unlink(missing_ok=True)
 
     def _drop(self, record: SnapshotRecord, reason: str) -> None:
         """A snapshot that cannot be written: recorded if the manifest still can be."""
@@ -197,7 +204,8 @@ class SnapshotWriter:
                 except FileExistsError:
                     raise                 # something in the way: said so below
                 except OSError as err:    # this snapshot's file, not the disk's end
-                    raise _NoFile(f"cannot create its file: {err.strerror or err}") from None
+                    raise _NoFile(f"cannot create its file: {runfiles.write_error(err)}"
+                                  ) from None
             array = job.array
             if job.streamed:
                 part = runfiles.temporary_name(npy)
@@ -250,6 +258,9 @@ class SnapshotWriter:
         self.jobs.put(None)
         self.thread.join()
         self._side.shutdown()
+        # Whatever a failed write left under this run's temporary names (a full disk, a
+        # file size limit) is not part of the run: each such snapshot has its error record.
+        runfiles.remove_own_temporaries(self.run_dir)
 
 
 def save_npy(f: IO[bytes], array: np.ndarray) -> None:
@@ -269,10 +280,20 @@ def new_npy_memmap(path: Path, dtype: np.dtype, shape: tuple[int, ...]) -> np.nd
               "shape": shape}
     with runfiles.create_file(path, "w+b") as f:
         try:
-            np.lib.format.write_array_header_1_0(f, header)
-        except ValueError:   # a header too long for format 1.0
-            f.seek(0)
-            f.truncate()
-            np.lib.format.write_array_header_2_0(f, header)
-        # np.memmap sizes the file and maps it through the descriptor (mmap keeps its own).
-        return np.memmap(f, dtype=dtype, mode="r+", offset=f.tell(), shape=shape)
+            try:
+                np.lib.format.write_array_header_1_0(f, header)
+            except ValueError:   # a header too long for format 1.0
+                f.seek(0)
+                f.truncate()
+                np.lib.format.write_array_header_2_0(f, header)
+            offset = f.tell()
+            # The file's blocks reserved now (a full disk fails this snapshot here, rather
+            # than as SIGBUS when the mapping is filled).
+            runfiles.reserve(f.fileno(),
+                             offset + dtype.itemsize * int(np.prod(shape, dtype=np.int64)))
+            # np.memmap sizes the file and maps it through the descriptor (mmap keeps its
+            # own).
+            return np.memmap(f, dtype=dtype, mode="r+", offset=offset, shape=shape)
+        except BaseException:
+            path.unlink(missing_ok=True)     # this call's own file: no header without data
+            raise

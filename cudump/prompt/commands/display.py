@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from cudump.controller.target import TargetError
+from cudump.launches.stop import TargetError
 from cudump.prompt.commands.print import print_format, print_text
 from cudump.prompt.context import CommandError, Context, Display
 from cudump.prompt.registry import STOPPED, command, make_parser

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
-from cudump.controller.target import StopInfo
 from cudump.errors import CudumpError
 from cudump.kernels.elements import NUMPY_DTYPES, element_type
 from cudump.kernels.expr import Expr, ExprError, parse_expr
 from cudump.kernels.geometry import CopyPlan, GeometryError, plan_copy
-from cudump.policy.pattern import name_forms
+from cudump.kernels.pattern import name_forms
+from cudump.launches.stop import StopInfo
 from cudump.policy.rules import ArgOverride
 from cudump.policy.snapshot.planned import safe_name
 from cudump.prompt.context import CommandError, Context

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from cudump.analysis.report.tables import format_table
-from cudump.policy.pattern import name_forms
+from cudump.kernels.pattern import name_forms
 from cudump.prompt.context import CommandError, Context
 from cudump.prompt.display import arg_lines, dims
 from cudump.prompt.registry import (

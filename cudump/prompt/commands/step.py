@@ -11,10 +11,10 @@ import argparse
 
 import numpy as np
 
-from cudump.controller.target import StoppedLaunch, TargetError
 from cudump.kernels.args import ArgValue
 from cudump.kernels.elements import element_type
 from cudump.kernels.geometry import GeometryError, plan_copy
+from cudump.launches.stop import StoppedLaunch, TargetError
 from cudump.prompt.commands.display import show_displays
 from cudump.prompt.context import Context, Kept, KeptArg, Outcome
 from cudump.prompt.display import arg_label, headline, placement

@@ -7,10 +7,9 @@ import re
 
 import numpy as np
 
-from cudump.controller.target import TargetError
 from cudump.prompt.context import CommandError, Context
 from cudump.prompt.display import char_text, float_text, format_char, safe_allocation
-from cudump.prompt.memory import read, whole
+from cudump.prompt.memory import check_span, covered, read, whole
 from cudump.prompt.registry import STOPPED, command, make_parser
 
 UNITS = {"b": 1, "h": 2, "w": 4, "g": 8}
@@ -26,13 +25,15 @@ parser = make_parser(
     "x", "Examine device memory: x/NFU ADDRESS.",
     "N is how many units to show (default 1), F the format and U the unit size:\n"
     "  formats  x hex, d signed decimal, u unsigned decimal, f float, c char,\n"
-    "           s a C string (bytes up to a NUL, at most 200 shown; N strings)\n"
+    "           s a C string (bytes up to a NUL, at most 200 shown; N strings, at most\n"
+    "           5216 at a time)\n"
     "  units    b byte, h halfword (2), w word (4), g giant (8)\n"
     "Format and unit default to the last ones used (at first x and w); c defaults to b.\n"
     "ADDRESS is a number or an expression over argument values: arg0, arg0+16,\n"
     "arg0 + arg1*4, 0x7f0000000000 (offsets are in bytes). Without one, x goes on after\n"
-    "the last memory shown. Memory past the end of the allocation that ADDRESS is in is\n"
-    "shown after a warning naming the allocation, as far as the driver lets it be read.",
+    "the last memory shown. Only memory inside the program's allocations is read: units\n"
+    "past the end of the allocation that ADDRESS is in are shown after a warning naming\n"
+    "it, as far as allocations go on without a gap.",
     usage="x[/NFU] [ADDRESS]")
 parser.add_argument("address", nargs="?", metavar="ADDRESS",
                     help="number or expression over argN (default: after the last x)")
@@ -84,10 +85,12 @@ def show_strings(ctx: Context, address: int, count: int) -> int:
     """x/Ns: `count` C strings from `address`, each up to its NUL; returns the address
     after the last. A string is read no further than the end of its allocation."""
     for _ in range(count):
+        check_span(address, 1)
         alloc = safe_allocation(ctx.stopped, address)
-        limit = MAX_STRING + 1
-        if alloc is not None and alloc.base <= address < alloc.end:
-            limit = min(limit, alloc.end - address)
+        if alloc is None or not alloc.base <= address < alloc.end:
+            raise CommandError(f"x: address 0x{address:x} is not in any allocation ('info "
+                               "allocs' lists them)")
+        limit = min(MAX_STRING + 1, alloc.end - address)
         data = read(ctx.stopped, address, limit)
         end = data.find(0)
         if end >= 0:
@@ -118,22 +121,29 @@ def format_units(data: bytes, fmt: str, size: int) -> list[str]:
 
 def read_checked(ctx: Context, address: int, nbytes: int, size: int) -> bytes:
     """`nbytes` from `address`; a span that runs past the end of the allocation holding
-    `address` gets a warning naming the allocation, and is read as far as the driver
-    allows: whole, or (when the driver refuses it) the units inside the allocation."""
-    alloc = safe_allocation(ctx.stopped, address)
+    `address` gets a warning naming the allocation, and only the units inside allocations
+    are read (nothing outside them is ever asked of the program)."""
+    stop = ctx.stopped
+    check_span(address, nbytes)
+    alloc = safe_allocation(stop, address)
+    if alloc is None or not alloc.base <= address < alloc.end:
+        raise CommandError(f"x: address 0x{address:x} is not in any allocation ('info allocs' "
+                           "lists them)")
     end = address + nbytes
-    if alloc is None or end <= alloc.end:
-        return read(ctx.stopped, address, nbytes)
-    ctx.say(f"warning: x: the {nbytes} bytes from 0x{address:x} run {end - alloc.end} bytes "
-            f"past the end of the allocation at 0x{alloc.base:x} ({alloc.size} bytes)")
-    try:
-        return read(ctx.stopped, address, nbytes)
-    except TargetError as err:
-        inside = (alloc.end - address) // size * size
-        if inside <= 0:
-            raise
-        ctx.say(f"x: {err}; showing the {inside // size} units inside the allocation")
-        return read(ctx.stopped, address, inside)
+    if end > alloc.end:
+        ctx.say(f"warning: x: the {nbytes} bytes from 0x{address:x} run {end - alloc.end} "
+                f"bytes past the end of the allocation at 0x{alloc.base:x} ({alloc.size} "
+                "bytes)")
+    inside = covered(stop, address, nbytes)
+    if inside < nbytes:
+        units = inside // size
+        if units == 0:
+            raise CommandError(f"x: 0x{address + inside:x} is not in any allocation, so not "
+                               f"even one unit of {size} bytes can be shown")
+        ctx.say(f"x: 0x{address + inside:x} is not in any allocation; showing the {units} "
+                "units before it")
+        nbytes = units * size
+    return read(stop, address, nbytes)
 
 
 @command(parser, requires=(STOPPED,), raw=True, slash=True, complete="args", repeat=True)
@@ -146,6 +156,11 @@ def x(ctx: Context, args: argparse.Namespace) -> None:
     else:
         raise CommandError("x: give an address: argN, argN+OFFSET or a number")
     if fmt == "s":
+        most = MAX_BYTES // (MAX_STRING + 1)     # each string reads up to MAX_STRING + 1 bytes
+        if count > most:
+            raise CommandError(f"x: {count} strings asked for; at most {most} at a time (each "
+                               f"reads up to {MAX_STRING + 1} bytes, and x reads at most "
+                               f"{MAX_BYTES})")
         ctx.x_next = show_strings(ctx, address, count)
         ctx.x_format, ctx.x_unit = fmt, unit
         ctx.repeat = f"x/{count}s"

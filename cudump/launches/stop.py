@@ -1,6 +1,6 @@
 """What a launch stopped at a breakpoint offers the prompt.
 
-The debugger (remote_stop.py) implements StoppedLaunch over the shim's stop loop;
+The debugger (controller/remote_stop.py) implements StoppedLaunch over the shim's stop loop;
 the prompt's commands (cudump/prompt/) use nothing else, so they can be tested
 against an in-memory stand-in.
 """
@@ -8,7 +8,6 @@ against an in-memory stand-in.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Literal, Protocol
 
 from cudump.errors import CudumpError
@@ -16,8 +15,6 @@ from cudump.kernels.args import ArgValue
 from cudump.kernels.geometry import Allocation
 from cudump.kernels.signature import Signature
 from cudump.kernels.tensormaps import TensorMap
-from cudump.policy.breakpoints import Breakpoints
-from cudump.rundir.manifest import SnapshotRecord
 
 Phase = Literal["before", "after"]
 ResumeMode = Literal["continue", "step", "detach", "kill"]
@@ -134,55 +131,3 @@ class KernelSeen:
     kernel: str               # demangled
     mangled: str
     launches: int
-
-
-class Debugger(Protocol):
-    """The run as the prompt drives it (implemented by debugger.py).
-
-    Stops arrive one at a time: while one launch is held, every other thread
-    and process of the target waits at its next launch (all-stop).
-    """
-
-    @property
-    def breakpoints(self) -> Breakpoints: ...
-
-    @property
-    def run_dir(self) -> Path: ...
-
-    def kernels(self) -> list[KernelSeen]: ...
-
-    def changed(self) -> None:
-        """Breakpoints changed: every process asks again at its next launch."""
-        ...
-
-    def wait_for_stop(self, timeout: float | None = None) -> StoppedLaunch | None:
-        """The next stop; None when the run has ended (or `timeout` seconds passed:
-        check `finished`)."""
-        ...
-
-    @property
-    def finished(self) -> bool: ...
-
-    def resume(self, stop: StoppedLaunch, mode: ResumeMode) -> StoppedLaunch | None:
-        """Lets the held launch go. `step` runs the kernel and returns the stop right
-        after it (phase "after"), or None if there is none (the launch failed, the
-        process went away). The other modes return None at once."""
-        ...
-
-    def ended(self, stop: StoppedLaunch) -> str | None:
-        """None while the stopped launch's process lives; once it has gone (killed from
-        outside, or ended by another of its threads while the launch was held), how it
-        ended: "process 4242 exited with status 3", "... was killed by SIGKILL"."""
-        ...
-
-    def interrupt(self) -> None:
-        """Stop at the next launch of any kernel in any process (Ctrl-C)."""
-        ...
-
-    def end(self) -> None:
-        """End the run now: the target is killed, what was captured is kept."""
-        ...
-
-    def record_dump(self, record: SnapshotRecord) -> None:
-        """Append a record of a file `dump` wrote to the run's manifest."""
-        ...

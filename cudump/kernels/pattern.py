@@ -18,15 +18,22 @@ without the return type. `subject="base"` matches only the bare name and
 `subject="mangled"` only the symbol (`_Z1kPf`).
 
 Kernel names can be long (thousands of characters for templates), so matching
-must stay cheap whatever the pattern: globs are matched by a linear-time
-wildcard matcher (never a backtracking regular expression), and regular
-expressions whose shape makes Python's backtracking engine exponential — a
-repeated group that contains a repetition or an alternative, at any depth,
-such as `(a+)+`, `((a+))+`, `(\\w*)*` or `(a|aa)+` — are refused with a
-message saying how to write them instead. So are those whose repetitions can
-divide a name among themselves in too many ways, which makes the engine's work
-a high power of the name's length: `.*.*.*` (see MAX_WAYS). Two unbounded
-repetitions (`a.*b.*c`) are allowed.
+must stay cheap whatever the pattern and the name: globs are matched in time
+linear in the name (cudump/kernels/glob.py, never a backtracking regular
+expression). Regular expressions whose shape makes Python's backtracking engine
+exponential — a repeated group that contains a repetition or an alternative, at
+any depth, such as `(a+)+`, `((a+))+`, `(\\w*)*` or `(a|aa)+` — are refused with
+a message saying how to write them instead. So are those whose repetitions can
+divide a name among themselves in too many ways (`.*.*.*`, see MAX_WAYS). Two
+unbounded repetitions (`a.*b.*c`) are allowed; on a long name, where Python's
+engine would take a high power of the name's length, such an expression is
+searched by an automaton in time linear in the name
+(cudump/kernels/regex_nfa.py). An expression the automaton cannot take (a
+lookaround, a backreference, a conditional, an atomic group or possessive
+repetition) is matched by Python's engine only, so it may have one unbounded
+repetition at most (MAX_WAYS_IRREGULAR): its work grows at most with the square
+of the name's length. The answer for each (pattern, name) is kept, since a run
+launches the same kernels again and again.
 """
 
 from __future__ import annotations
@@ -42,6 +49,8 @@ except ImportError:  # pragma: no cover - Python < 3.11
 from functools import lru_cache
 from typing import Literal
 
+from cudump.kernels.glob import Glob
+from cudump.kernels.regex_nfa import Automaton, NotRegular
 from cudump.kernels.signature import parse_signature
 
 Subject = Literal["demangled", "mangled", "base"]
@@ -62,33 +71,6 @@ def name_forms(demangled: str) -> tuple[str, str, str, str]:
         return text, text, text, text
     callable_text = text[len(sig.return_type):].lstrip() if sig.return_type else text
     return text, callable_text, sig.qualified_name or text, sig.base_name or text
-
-
-class _Glob:
-    """A glob matched in O(len(text) * len(pattern)) at worst: `*` any run, `?` one character."""
-
-    def __init__(self, pattern: str) -> None:
-        self.pattern = re.sub(r"\*+", "*", pattern)  # runs of `*` are one `*`
-
-    def fullmatch(self, text: str) -> bool:
-        p, t = self.pattern, text
-        i = j = 0
-        star, mark = -1, 0
-        while j < len(t):
-            if i < len(p) and (p[i] == "?" or p[i] == t[j]):
-                i += 1
-                j += 1
-            elif i < len(p) and p[i] == "*":
-                star, mark = i, j
-                i += 1
-            elif star >= 0:
-                i, mark = star + 1, mark + 1
-                j = mark
-            else:
-                return False
-        while i < len(p) and p[i] == "*":
-            i += 1
-        return i == len(p)
 
 
 _REPEATS = {_sre_parse.MAX_REPEAT, _sre_parse.MIN_REPEAT}
@@ -138,14 +120,21 @@ def _risky(items: object, inside_repeat: bool) -> bool:
 # UNBOUNDED_WAYS (the places it may stop at in a name of that length), `{m,n}` as n - m + 1
 # (so `?` as 2), alternatives add and everything else multiplies. MAX_WAYS allows two
 # unbounded repetitions and one choice more (`(a|b).*c.*`, `.*c.*d?`): about a second at worst
-# on a name of a thousand characters. `.*.*.*` is refused: it takes minutes there.
+# on a name of a thousand characters. `.*.*.*` is refused: it takes minutes there. On longer
+# names an expression is searched by an automaton instead (ENGINE_BUDGET), but for one the
+# automaton cannot take: those may have one unbounded repetition (MAX_WAYS_IRREGULAR).
 UNBOUNDED_WAYS = 256
 MAX_WAYS = 2 * UNBOUNDED_WAYS ** 2
+MAX_WAYS_IRREGULAR = 4 * UNBOUNDED_WAYS
+# The most steps (ways times positions) Python's engine is given for one name; past it, the
+# automaton searches the name (a millisecond per thousand characters or so).
+ENGINE_BUDGET = 20_000_000
 
 
-def _ways(items: object) -> int:
+def _ways(items: object, unbounded: int = UNBOUNDED_WAYS, cap: int = MAX_WAYS) -> int:
     """The ways a parsed pattern's repetitions can divide a text among themselves (capped just
-    above MAX_WAYS): repetitions multiply, alternatives add. Nested repetitions are refused
+    above `cap`), an unbounded repetition counting as `unbounded`: repetitions multiply,
+    alternatives add. Nested repetitions are refused
     before this (_risky), so a repeated body has no choices of its own unless the repetition
     is optional or single (`(a.*)?`), or but for a lookaround. A lookaround, an atomic group
     or a possessive repetition is matched one way only (Python never backtracks into it): its
@@ -156,36 +145,77 @@ def _ways(items: object) -> int:
     for op, arg in items:  # type: ignore[attr-defined]
         factor = 1
         if _POSSESSIVE is not None and op == _POSSESSIVE:
-            spent += total * _ways(arg[2])
+            spent += total * _ways(arg[2], unbounded, cap)
         elif op in _REPEATS:
             low, high, sub = arg
-            inner = _ways(sub)
+            inner = _ways(sub, unbounded, cap)
             if high is not _sre_parse.MAXREPEAT and high <= 1:   # absent, or once
                 factor = inner + (1 if low == 0 < high else 0)
             else:                # a body of one way but for lookarounds (_risky)
-                factor = inner * (UNBOUNDED_WAYS if high is _sre_parse.MAXREPEAT
-                                  else min(high - low + 1, UNBOUNDED_WAYS))
+                factor = inner * (unbounded if high is _sre_parse.MAXREPEAT
+                                  else min(high - low + 1, unbounded))
         elif op == _sre_parse.BRANCH:
-            factor = sum(_ways(branch) for branch in arg[1])
+            factor = sum(_ways(branch, unbounded, cap) for branch in arg[1])
         elif op == _GROUPREF_EXISTS:
-            factor = sum(_ways(branch) for branch in arg[1:] if branch is not None) or 1
+            factor = sum(_ways(branch, unbounded, cap)
+                         for branch in arg[1:] if branch is not None) or 1
         elif op == _sre_parse.SUBPATTERN:
-            factor = _ways(arg[-1])
+            factor = _ways(arg[-1], unbounded, cap)
         elif _ATOMIC is not None and op == _ATOMIC:
-            spent += total * _ways(arg)
+            spent += total * _ways(arg, unbounded, cap)
         elif op in (_sre_parse.ASSERT, _sre_parse.ASSERT_NOT):
-            spent += total * _ways(arg[1])
-        total = min(total * factor, MAX_WAYS + 1)
-        spent = min(spent, MAX_WAYS + 1)
-    return min(total + spent, MAX_WAYS + 1)
+            spent += total * _ways(arg[1], unbounded, cap)
+        total = min(total * factor, cap + 1)
+        spent = min(spent, cap + 1)
+    return min(total + spent, cap + 1)
 
 
-def compile_regex(source: str) -> re.Pattern[str]:
+class Regex:
+    """A user's regular expression, searched by Python's engine where its work on the name
+    is small, else by an automaton linear in the name (where the expression is regular)."""
+
+    def __init__(self, source: str, compiled: re.Pattern[str], parsed: object,
+                 automaton: Automaton | None) -> None:
+        self.source = source
+        self.compiled = compiled
+        self._parsed = parsed
+        self.automaton = automaton
+        self._engine_ok: dict[int, bool] = {}     # name length -> Python's engine is cheap
+
+    def engine_cheap(self, length: int) -> bool:
+        """Whether Python's engine searches a text of `length` characters within
+        ENGINE_BUDGET steps (by the count of ways, with `length` + 1 stops per repetition)."""
+        cheap = self._engine_ok.get(length)
+        if cheap is None:
+            if len(self._engine_ok) > 4096:
+                self._engine_ok.clear()
+            stops = length + 1
+            ways = _ways(self._parsed, stops, ENGINE_BUDGET)
+            cheap = self._engine_ok[length] = ways * stops <= ENGINE_BUDGET
+        return cheap
+
+    def search(self, text: str) -> bool:
+        if self.automaton is None or self.engine_cheap(len(text)):
+            return self.compiled.search(text) is not None
+        return self.automaton.search(text)
+
+
+def _shown(source: str) -> str:
+    """A regular expression as messages quote it: a long one by its start and its length."""
+    if len(source) <= 120:
+        return repr(source)
+    return f"{source[:60]!r}... ({len(source)} characters)"
+
+
+def compile_regex(source: str) -> Regex:
     """Compiles a user's regular expression; raises PatternError with the reason."""
     if not source:
         raise PatternError("empty regular expression after 're:'")
     if len(source) > 4096:
         raise PatternError("regular expression longer than 4096 characters")
+    automaton: Automaton | None = None
+    irregular = ""
+    shown = _shown(source)
     try:
         with warnings.catch_warnings():
             # Python warns of a set that a later version reads otherwise (`[[`, `--`, `&&`,
@@ -195,32 +225,55 @@ def compile_regex(source: str) -> re.Pattern[str]:
             parsed = _sre_parse.parse(source)
         risky = _risky(parsed, False)
         ways = 0 if risky else _ways(parsed)
+        if not risky and ways <= MAX_WAYS:
+            try:
+                automaton = Automaton(parsed)
+            except NotRegular as why:
+                irregular = str(why)
     except FutureWarning as err:
-        raise PatternError(f"regular expression {source!r}: {str(err).lower()} (put a "
+        raise PatternError(f"regular expression {shown}: {str(err).lower()} (put a "
                            "backslash before the character to mean it literally)") from None
     except re.error as err:
-        raise PatternError(f"invalid regular expression {source!r}: {err.msg} at position "
+        raise PatternError(f"invalid regular expression {shown}: {err.msg} at position "
                            f"{err.pos}") from None
     except RecursionError:
-        raise PatternError(f"regular expression {source!r} is nested too deeply") from None
+        raise PatternError(f"regular expression {shown} is nested too deeply") from None
+    except Exception as err:  # noqa: BLE001 - whatever re.compile raises (OverflowError, ...)
+        raise PatternError(f"invalid regular expression {shown}: "
+                           f"{str(err) or type(err).__name__}") from None
     if risky:
         raise PatternError(
-            f"regular expression {source!r} repeats a group that itself repeats or has "
+            f"regular expression {shown} repeats a group that itself repeats or has "
             "alternatives (like '(a+)+' or '(a|aa)+'), which can take exponential time; "
             "drop the inner or the outer repetition, or use a glob")
     if ways > MAX_WAYS:
         raise PatternError(
-            f"regular expression {source!r} has too many repetitions that can match the same "
+            f"regular expression {shown} has too many repetitions that can match the same "
             "text (like '.*.*.*'), which can take minutes per kernel name; use at most two "
             "unbounded repetitions ('*', '+', '{n,}') and few optional parts, or a glob")
-    return compiled
+    if automaton is None and ways > MAX_WAYS_IRREGULAR:
+        raise PatternError(
+            f"regular expression {shown} has {irregular} and more than one unbounded "
+            "repetition ('*', '+', '{n,}'), which can take minutes per long kernel name; "
+            f"with {irregular}, use at most one")
+    return Regex(source, compiled, parsed, automaton)
+
+
+@lru_cache(maxsize=8192)
+def _matches(pattern: KernelPattern, demangled: str, mangled: str) -> bool:
+    """KernelPattern.matches, kept per (pattern, name): a run launches its kernels again and
+    again, and one pattern is asked about each launch."""
+    names = pattern.candidates(demangled, mangled or demangled)
+    if isinstance(pattern.regex, Glob):
+        return any(pattern.regex.fullmatch(c) for c in names)
+    return any(pattern.regex.search(c) for c in names)
 
 
 @dataclass(frozen=True)
 class KernelPattern:
     text: str                       # as written, `re:` prefix included
     subject: Subject = "demangled"
-    regex: re.Pattern[str] | _Glob = field(init=False, repr=False, compare=False)
+    regex: Regex | Glob = field(init=False, repr=False, compare=False)
     is_regex: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -233,7 +286,7 @@ class KernelPattern:
         else:
             if not self.text.strip():
                 raise PatternError("empty kernel pattern")
-            object.__setattr__(self, "regex", _Glob(self.text))
+            object.__setattr__(self, "regex", Glob(self.text))
             object.__setattr__(self, "is_regex", False)
 
     def candidates(self, demangled: str, mangled: str) -> tuple[str, ...]:
@@ -247,10 +300,11 @@ class KernelPattern:
         return (full, callable_text, qualified, base)
 
     def matches(self, demangled: str, mangled: str = "") -> bool:
-        names = self.candidates(demangled, mangled or demangled)
-        if isinstance(self.regex, _Glob):
-            return any(self.regex.fullmatch(c) for c in names)
-        return any(self.regex.search(c) is not None for c in names)
+        return _matches(self, demangled, mangled)
+
+    def __reduce__(self) -> tuple[object, tuple[str, Subject]]:
+        # Rebuilt from its text: the automaton's matchers cannot be pickled.
+        return KernelPattern, (self.text, self.subject)
 
     def __str__(self) -> str:
         return self.text
