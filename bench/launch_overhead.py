@@ -8,7 +8,11 @@ per second of each and the time per launch against the bare run.
 Goals: no rules and an unhit breakpoint within 3%; --trace at most 1.10x bare and cheaper than
 the CUPTI subscriber.
 
-usage: python3 bench/launch_overhead.py [--launches N] [--reps R]
+With --before TREE (a checkout of an earlier tree, its shim built into TREE/cudump/_lib by
+`python3 TREE/shim/build.py`), cudump with no rules and --trace run from that tree too,
+interleaved with the rest, so a change is measured side by side with the tree before it.
+
+usage: python3 bench/launch_overhead.py [--launches N] [--reps R] [--before TREE]
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "gpu"))
 
-from gpurun import run, sample, under_cudump  # noqa: E402
+from gpurun import cudump_command, run, sample, under_cudump  # noqa: E402
 
 RATE = re.compile(r"^launches_per_second (\d+(?:\.\d+)?)$", re.MULTILINE)
 GOAL_PERCENT = 3.0
@@ -52,9 +56,16 @@ def build_cupti(scratch: Path) -> tuple[Path, Path] | None:
 
 
 def one_run(mode: str, launches: int, scratch: Path, rep: int,
-            cupti: tuple[Path, Path] | None = None) -> float:
+            cupti: tuple[Path, Path] | None = None, before: Path | None = None) -> float:
     program = [*sample("empty_launch"), str(launches)]
     out = scratch / f"{mode}-{rep}"
+    env: dict[str, str] = {}
+    if mode.endswith("-before"):
+        assert before is not None
+        mode = mode.removesuffix("-before")
+        env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(before),
+                                                            os.environ.get("PYTHONPATH")])),
+               "CUDUMP_SHIM": str(before / "cudump/_lib/libcudump.so")}
     if mode == "bare":
         cmd = program
     elif mode == "cupti":
@@ -71,6 +82,10 @@ def one_run(mode: str, launches: int, scratch: Path, rep: int,
                                                 "--batch", str(batch)])
     else:
         cmd = under_cudump(program, out, trace=(mode == "trace"))
+        if env:
+            # That tree's package and shim, run as a module (not the installed script).
+            cmd = ["env", *(f"{k}={v}" for k, v in env.items()), sys.executable, "-m", "cudump",
+                   *cmd[len(cudump_command()):]]
     # --trace prints a line per launch on stderr: into a file, not a pipe.
     result = run(cmd, scratch, stderr_path=scratch / f"{mode}-{rep}.stderr")
     if result.returncode != 0:
@@ -88,12 +103,22 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--quick", action="store_true",
                         help="cudump's own modes only (no CUPTI, no compute-sanitizer)")
+    parser.add_argument("--before", type=Path, metavar="TREE",
+                        help="an earlier checkout (its shim built): its no-rule and --trace "
+                             "runs interleaved with this tree's")
     args = parser.parse_args()
 
     modes = ["bare", "cudump", "break", "trace"]
     labels = {"bare": "bare", "cudump": "cudump", "break": "cudump --break",
               "trace": "cudump --trace", "cupti": "CUPTI subscriber",
-              "sanitizer": "compute-sanitizer"}
+              "sanitizer": "compute-sanitizer", "cudump-before": "cudump (before)",
+              "trace-before": "--trace (before)"}
+    if args.before:
+        before = args.before.resolve()
+        if not (before / "cudump/_lib/libcudump.so").is_file():
+            raise SystemExit(f"--before {before}: no cudump/_lib/libcudump.so (run "
+                             f"python3 {before}/shim/build.py)")
+        modes += ["cudump-before", "trace-before"]
     rates: dict[str, list[float]] = {m: [] for m in modes}
     with tempfile.TemporaryDirectory(prefix="cudump-bench-") as tmp:
         scratch = Path(tmp)
@@ -106,7 +131,8 @@ def main() -> int:
         for rep in range(args.reps):
             # Interleaved, so that drift of the machine falls on every mode alike.
             for mode in modes:
-                rates[mode].append(one_run(mode, args.launches, scratch, rep, cupti))
+                rates[mode].append(one_run(mode, args.launches, scratch, rep, cupti,
+                                           args.before and args.before.resolve()))
         sanitizer_launches = max(1, args.launches // 10)
         if not args.quick and (CUDA / "bin" / "compute-sanitizer").is_file():
             rates["sanitizer"] = [one_run("sanitizer", sanitizer_launches, scratch, 0)]
@@ -128,6 +154,13 @@ def main() -> int:
         verdict = "met" if trace < cupti_x else "NOT met"
         print(f"goal: --trace cheaper than the CUPTI subscriber: {verdict} "
               f"({trace:.2f}x against {cupti_x:.2f}x)")
+    for mode in ("cudump", "trace"):
+        if f"{mode}-before" in rates:
+            now, then = (statistics.median(rates[m]) for m in (mode, f"{mode}-before"))
+            print(f"{labels[mode]} against the tree before: {then / now:.3f}x its time a launch "
+                  f"(runs ranged {min(rates[mode]):.0f}-{max(rates[mode]):.0f} launches/s, "
+                  f"before {min(rates[f'{mode}-before']):.0f}-"
+                  f"{max(rates[f'{mode}-before']):.0f})")
     for mode, what in (("cudump", "no-rule"), ("break", "unhit-breakpoint")):
         extra = (bare / statistics.median(rates[mode]) - 1.0) * 100.0
         verdict = "met" if extra <= GOAL_PERCENT else "NOT met"

@@ -1,605 +1,499 @@
 /*
- * The one table of driver entry points cudump wraps.
+ * The one table of the driver entry points cudump wraps, and what the shim
+ * does around each.
  *
- * A family is one API whose variants share an ABI. CUDUMP_P_<family> is its
- * parameter list and CUDUMP_A_<family> the matching argument list; each
- * family has one hook, `hook_<family>`, in hooks.c (or interpose.c), which
- * receives the real pointer of the exact variant called and whether that
- * variant is a per-thread-default-stream (`_ptsz`) one.
+ * A family is one API whose variants share an ABI. Its row says everything
+ * the shim does with it:
  *
- * VARIANT(symbol, family, ptsz) is one symbol the real driver exports. For
- * each, interpose.c generates a wrapper that calls `hook_<family>` with the
- * real `symbol`, exports it under the same name (for programs linked with
- * -lcuda), and hands it out from dlsym and cuGetProcAddress when the real
- * lookup returned the real `symbol`'s address. Variants with another ABI
- * (cuMemAlloc v1 with 32-bit pointers, cuStreamBeginCapture v1) are
- * deliberately absent: their pointers pass through untouched.
+ *     F(c, family, counts, waits, does, (parameters), (arguments), (symbol, ptsz)...)
+ *
+ * (c is what CUDUMP_API(F, c) was given beside F, handed on to each row.) The
+ * code is made from the rows: interpose.c makes one wrapper per variant
+ * (exported under the symbol's name, and handed out by dlsym and
+ * cuGetProcAddress for the real symbol's address), and hooks.c makes the
+ * family's entry, which the wrapper calls through the table of entries
+ * (interpose.h). Adding a driver API is one row; where it writes device
+ * memory from the host, its name goes into cudump/wire/protocol.py's
+ * HOST_APIS too (tests/test_protocol.py fails until it does).
+ *
+ * counts: how the call counts for scans ahead (calls.h, ahead.h)
+ *   HOST    works on the host and the driver's tables alone: not counted,
+ *           nothing done around it (libraries encode a Hopper kernel's
+ *           tensor maps right before its launch, each time)
+ *   WORK    may put work on a stream: counted, in progress until it
+ *           returns; voids the scan ahead; waits for a launch handed over
+ *           (handoff.h) first
+ *   ASKS    a wait or a query: puts nothing on a stream; counted again when
+ *           it returns (the host may act on what it learnt); voids the scan
+ *           ahead; waits for a launch handed over first
+ *   LAUNCH  a kernel launch: counted as WORK, but leaves the scan ahead to
+ *           the launch pipeline, which decides whether it uses it
+ * waits: whether the driver waits inside the call (gate.h)
+ *   NO_WAIT     it does not
+ *   WAITS       it may wait for the context: held launches are settled first
+ *               (gate_settle)
+ *   WAITS_COPY  a synchronous copy: settled first, and the call's error,
+ *               which may be an earlier launch's, is kept (flight.h)
+ *   WAITS_GPU   the program waits for the GPU: settled first, its error kept,
+ *               and once it returned success what cudump took of the launches
+ *               before it is handed over (drain.h)
+ * does: what the shim does with the call (hooks.c makes each of these)
+ *   PASSES      nothing: the call is passed on
+ *   ALLOCATES(kind, out, size)  *out is a new allocation of `size` bytes,
+ *               tracked (alloctab.h's kind: AK_LINEAR, AK_MANAGED, AK_ASYNC
+ *               for device memory, made again once where it failed for want of
+ *               the memory cudump's scratch pools keep; AK_HOST)
+ *   MAPS(ptr, size)    a VMM range mapped: tracked (AK_VMM)
+ *   FREES(ptr)         the allocation at ptr, of whatever kind, is gone
+ *   LOADS(out, image), LOADS_FILE(out, path)   *out is a module or library
+ *               loaded from memory or from a file (modules.h)
+ *   COPIES_TO_DEVICE(dst, bytes, stream), COPIES_2D(copy, stream),
+ *   COPIES_3D(copy, stream), SETS(elem, dst, value, n, stream),
+ *   SETS_2D(elem, dst, pitch, value, width, height, stream)
+ *               writes device memory from the host (a 1D, 2D or 3D copy, or a
+ *               memset of elem-byte elements): recorded for NaN/Inf scans
+ *               (hostwrite.h) once the driver took it; stream is NULL for the
+ *               synchronous form. Each such family is a proto_host_write.api
+ *               code (protocol.h's PROTO_HOST_APIS: in the order of the rows)
+ *   HOOK        hand-written: hooks.c's hook_<family>(real, parameters)
+ *               (cuGetProcAddress's are interpose.c's own)
+ *   HOOK_PTSZ   hand-written, and told whether the variant called is a
+ *               per-thread-default-stream one: hook_<family>(real, ptsz, ...)
+ * (parameters) and (arguments): the family's parameter list, as cuda.h
+ * declares it, and the matching argument list (tests/test_cudecl.py checks
+ * each against cuda.h's prototype where it has one).
+ * (symbol, ptsz): each symbol the real driver exports for the family, and
+ * whether it is a _ptsz/_ptds one. Variants with another ABI (cuMemAlloc v1
+ * with 32-bit pointers, cuStreamBeginCapture v1) are deliberately absent:
+ * their pointers pass through untouched.
  */
+#ifndef CUDUMP_API_H
+#define CUDUMP_API_H
 
-#define CUDUMP_APPLY(macro, args) macro args
 #define CUDUMP_UNPAREN(...) __VA_ARGS__
-/* ", a, b" after a hook's own leading parameters; nothing for an empty list. */
+/* ", a, b" after a list's own leading items; nothing for an empty list. */
 #define CUDUMP_TAIL(...) __VA_OPT__(, ) __VA_ARGS__
 
-#define CUDUMP_P_cuInit (unsigned int flags)
-#define CUDUMP_A_cuInit (flags)
-#define CUDUMP_P_cuGetProcAddress (const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
-#define CUDUMP_A_cuGetProcAddress (symbol, pfn, cudaVersion, flags)
-#define CUDUMP_P_cuGetProcAddress_v2                                            \
-    (const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,         \
-     CUdriverProcAddressQueryResult *status)
-#define CUDUMP_A_cuGetProcAddress_v2 (symbol, pfn, cudaVersion, flags, status)
-#define CUDUMP_P_cuModuleGetFunction (CUfunction *hfunc, CUmodule hmod, const char *name)
-#define CUDUMP_A_cuModuleGetFunction (hfunc, hmod, name)
-#define CUDUMP_P_cuLibraryGetKernel (CUkernel *pKernel, CUlibrary library, const char *name)
-#define CUDUMP_A_cuLibraryGetKernel (pKernel, library, name)
-#define CUDUMP_P_cuModuleLoadData (CUmodule *module, const void *image)
-#define CUDUMP_A_cuModuleLoadData (module, image)
-#define CUDUMP_P_cuModuleLoadDataEx                                             \
-    (CUmodule *module, const void *image, unsigned int numOptions, int *options, \
-     void **optionValues)
-#define CUDUMP_A_cuModuleLoadDataEx (module, image, numOptions, options, optionValues)
-#define CUDUMP_P_cuModuleLoadFatBinary (CUmodule *module, const void *fatCubin)
-#define CUDUMP_A_cuModuleLoadFatBinary (module, fatCubin)
-#define CUDUMP_P_cuModuleLoad (CUmodule *module, const char *fname)
-#define CUDUMP_A_cuModuleLoad (module, fname)
-#define CUDUMP_P_cuLibraryLoadData                                              \
-    (CUlibrary *library, const void *code, int *jitOptions, void **jitOptionsValues, \
-     unsigned int numJitOptions, int *libraryOptions, void **libraryOptionValues,   \
-     unsigned int numLibraryOptions)
-#define CUDUMP_A_cuLibraryLoadData                                              \
-    (library, code, jitOptions, jitOptionsValues, numJitOptions, libraryOptions,   \
-     libraryOptionValues, numLibraryOptions)
-#define CUDUMP_P_cuLibraryLoadFromFile                                          \
-    (CUlibrary *library, const char *fileName, int *jitOptions, void **jitOptionsValues, \
-     unsigned int numJitOptions, int *libraryOptions, void **libraryOptionValues,   \
-     unsigned int numLibraryOptions)
-#define CUDUMP_A_cuLibraryLoadFromFile                                          \
-    (library, fileName, jitOptions, jitOptionsValues, numJitOptions, libraryOptions, \
-     libraryOptionValues, numLibraryOptions)
-#define CUDUMP_P_cuKernelGetFunction (CUfunction *pFunc, CUkernel kernel)
-#define CUDUMP_A_cuKernelGetFunction (pFunc, kernel)
-#define CUDUMP_P_cuMemAlloc (CUdeviceptr *dptr, size_t bytesize)
-#define CUDUMP_A_cuMemAlloc (dptr, bytesize)
-#define CUDUMP_P_cuMemAllocPitch                                                \
-    (CUdeviceptr *dptr, size_t *pPitch, size_t widthInBytes, size_t height,     \
-     unsigned int elementSizeBytes)
-#define CUDUMP_A_cuMemAllocPitch (dptr, pPitch, widthInBytes, height, elementSizeBytes)
-#define CUDUMP_P_cuMemAllocManaged (CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
-#define CUDUMP_A_cuMemAllocManaged (dptr, bytesize, flags)
-#define CUDUMP_P_cuMemGetInfo (size_t *free, size_t *total)
-#define CUDUMP_A_cuMemGetInfo (free, total)
-#define CUDUMP_P_cuMemAllocAsync (CUdeviceptr *dptr, size_t bytesize, CUstream stream)
-#define CUDUMP_A_cuMemAllocAsync (dptr, bytesize, stream)
-#define CUDUMP_P_cuMemAllocFromPoolAsync                                        \
-    (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream stream)
-#define CUDUMP_A_cuMemAllocFromPoolAsync (dptr, bytesize, pool, stream)
-#define CUDUMP_P_cuMemFree (CUdeviceptr dptr)
-#define CUDUMP_A_cuMemFree (dptr)
-#define CUDUMP_P_cuMemFreeAsync (CUdeviceptr dptr, CUstream stream)
-#define CUDUMP_A_cuMemFreeAsync (dptr, stream)
-#define CUDUMP_P_cuMemMap                                                       \
-    (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, \
-     unsigned long long flags)
-#define CUDUMP_A_cuMemMap (ptr, size, offset, handle, flags)
-#define CUDUMP_P_cuMemCreate                                                    \
-    (CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop, \
-     unsigned long long flags)
-#define CUDUMP_A_cuMemCreate (handle, size, prop, flags)
-#define CUDUMP_P_cuMemRelease (CUmemGenericAllocationHandle handle)
-#define CUDUMP_A_cuMemRelease (handle)
-#define CUDUMP_P_cuMemUnmap (CUdeviceptr ptr, size_t size)
-#define CUDUMP_A_cuMemUnmap (ptr, size)
-#define CUDUMP_P_cuMemAllocHost (void **pp, size_t bytesize)
-#define CUDUMP_A_cuMemAllocHost (pp, bytesize)
-#define CUDUMP_P_cuMemHostAlloc (void **pp, size_t bytesize, unsigned int flags)
-#define CUDUMP_A_cuMemHostAlloc (pp, bytesize, flags)
-#define CUDUMP_P_cuMemFreeHost (void *p)
-#define CUDUMP_A_cuMemFreeHost (p)
-#define CUDUMP_P_cuLaunchKernel                                                 \
-    (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,           \
-     unsigned int bx, unsigned int by, unsigned int bz, unsigned int smem,      \
-     CUstream stream, void **params, void **extra)
-#define CUDUMP_A_cuLaunchKernel (f, gx, gy, gz, bx, by, bz, smem, stream, params, extra)
-#define CUDUMP_P_cuLaunchCooperativeKernel                                      \
-    (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,           \
-     unsigned int bx, unsigned int by, unsigned int bz, unsigned int smem,      \
-     CUstream stream, void **params)
-#define CUDUMP_A_cuLaunchCooperativeKernel (f, gx, gy, gz, bx, by, bz, smem, stream, params)
-#define CUDUMP_P_cuLaunchKernelEx                                               \
-    (const CUlaunchConfig *config, CUfunction f, void **params, void **extra)
-#define CUDUMP_A_cuLaunchKernelEx (config, f, params, extra)
-/* The program's waits for the GPU. cuCtxSynchronize takes nothing: its lists
- * are empty, and the hook's tail (CUDUMP_TAIL in shim.h) leaves the comma out. */
-#define CUDUMP_P_cuCtxSynchronize ()
-#define CUDUMP_A_cuCtxSynchronize ()
-#define CUDUMP_P_cuCtxSynchronize_v2 (CUcontext ctx)
-#define CUDUMP_A_cuCtxSynchronize_v2 (ctx)
-/* A context destroyed or reset (a primary context released for the last time is
- * destroyed): it must not be under the launcher thread's launch (handoff.h), and
- * what the shim made in it is gone with it (ctxlife.h). */
-#define CUDUMP_P_cuCtxDestroy (CUcontext ctx)
-#define CUDUMP_A_cuCtxDestroy (ctx)
-#define CUDUMP_P_cuDevicePrimaryCtxRelease (CUdevice dev)
-#define CUDUMP_A_cuDevicePrimaryCtxRelease (dev)
-#define CUDUMP_P_cuDevicePrimaryCtxReset (CUdevice dev)
-#define CUDUMP_A_cuDevicePrimaryCtxReset (dev)
-#define CUDUMP_P_cuStreamSynchronize (CUstream stream)
-#define CUDUMP_A_cuStreamSynchronize (stream)
-#define CUDUMP_P_cuEventSynchronize (CUevent event)
-#define CUDUMP_A_cuEventSynchronize (event)
-#define CUDUMP_P_cuMemcpyDtoH (void *dst, CUdeviceptr src, size_t bytes)
-#define CUDUMP_A_cuMemcpyDtoH (dst, src, bytes)
-/* The program's synchronous copies, which wait for the GPU inside the driver. */
-#define CUDUMP_P_cuMemcpyHtoD (CUdeviceptr dst, const void *src, size_t bytes)
-#define CUDUMP_A_cuMemcpyHtoD (dst, src, bytes)
-#define CUDUMP_P_cuMemcpyDtoD (CUdeviceptr dst, CUdeviceptr src, size_t bytes)
-#define CUDUMP_A_cuMemcpyDtoD (dst, src, bytes)
-#define CUDUMP_P_cuMemcpy (CUdeviceptr dst, CUdeviceptr src, size_t bytes)
-#define CUDUMP_A_cuMemcpy (dst, src, bytes)
-#define CUDUMP_P_cuMemcpy2D (const CUDA_MEMCPY2D *copy)
-#define CUDUMP_A_cuMemcpy2D (copy)
-#define CUDUMP_P_cuMemcpy2DUnaligned (const CUDA_MEMCPY2D *copy)
-#define CUDUMP_A_cuMemcpy2DUnaligned (copy)
-#define CUDUMP_P_cuMemcpy3D (const CUDA_MEMCPY3D *copy)
-#define CUDUMP_A_cuMemcpy3D (copy)
-/* The program's writes from the host that do not wait (and its memsets): recorded
- * for NaN/Inf scans (hostwrite.c), passed straight on otherwise. Each family is
- * named as cuda.h names the API (tests/test_cudecl.py checks the lists against it). */
-#define CUDUMP_P_cuMemcpyHtoDAsync                                              \
-    (CUdeviceptr dst, const void *src, size_t bytes, CUstream stream)
-#define CUDUMP_A_cuMemcpyHtoDAsync (dst, src, bytes, stream)
-#define CUDUMP_P_cuMemcpy2DAsync (const CUDA_MEMCPY2D *copy, CUstream stream)
-#define CUDUMP_A_cuMemcpy2DAsync (copy, stream)
-#define CUDUMP_P_cuMemcpy3DAsync (const CUDA_MEMCPY3D *copy, CUstream stream)
-#define CUDUMP_A_cuMemcpy3DAsync (copy, stream)
-#define CUDUMP_P_cuMemsetD8 (CUdeviceptr dst, unsigned char value, size_t n)
-#define CUDUMP_A_cuMemsetD8 (dst, value, n)
-#define CUDUMP_P_cuMemsetD16 (CUdeviceptr dst, unsigned short value, size_t n)
-#define CUDUMP_A_cuMemsetD16 (dst, value, n)
-#define CUDUMP_P_cuMemsetD32 (CUdeviceptr dst, unsigned int value, size_t n)
-#define CUDUMP_A_cuMemsetD32 (dst, value, n)
-#define CUDUMP_P_cuMemsetD8Async (CUdeviceptr dst, unsigned char value, size_t n, CUstream stream)
-#define CUDUMP_A_cuMemsetD8Async (dst, value, n, stream)
-#define CUDUMP_P_cuMemsetD16Async                                               \
-    (CUdeviceptr dst, unsigned short value, size_t n, CUstream stream)
-#define CUDUMP_A_cuMemsetD16Async (dst, value, n, stream)
-#define CUDUMP_P_cuMemsetD32Async (CUdeviceptr dst, unsigned int value, size_t n, CUstream stream)
-#define CUDUMP_A_cuMemsetD32Async (dst, value, n, stream)
-#define CUDUMP_P_cuMemsetD2D8                                                   \
-    (CUdeviceptr dst, size_t pitch, unsigned char value, size_t width, size_t height)
-#define CUDUMP_A_cuMemsetD2D8 (dst, pitch, value, width, height)
-#define CUDUMP_P_cuMemsetD2D16                                                  \
-    (CUdeviceptr dst, size_t pitch, unsigned short value, size_t width, size_t height)
-#define CUDUMP_A_cuMemsetD2D16 (dst, pitch, value, width, height)
-#define CUDUMP_P_cuMemsetD2D32                                                  \
-    (CUdeviceptr dst, size_t pitch, unsigned int value, size_t width, size_t height)
-#define CUDUMP_A_cuMemsetD2D32 (dst, pitch, value, width, height)
-#define CUDUMP_P_cuMemsetD2D8Async                                              \
-    (CUdeviceptr dst, size_t pitch, unsigned char value, size_t width, size_t height,  \
-     CUstream stream)
-#define CUDUMP_A_cuMemsetD2D8Async (dst, pitch, value, width, height, stream)
-#define CUDUMP_P_cuMemsetD2D16Async                                             \
-    (CUdeviceptr dst, size_t pitch, unsigned short value, size_t width, size_t height, \
-     CUstream stream)
-#define CUDUMP_A_cuMemsetD2D16Async (dst, pitch, value, width, height, stream)
-#define CUDUMP_P_cuMemsetD2D32Async                                             \
-    (CUdeviceptr dst, size_t pitch, unsigned int value, size_t width, size_t height,   \
-     CUstream stream)
-#define CUDUMP_A_cuMemsetD2D32Async (dst, pitch, value, width, height, stream)
-#define CUDUMP_P_cuGraphLaunch (CUgraphExec exec, CUstream stream)
-#define CUDUMP_A_cuGraphLaunch (exec, stream)
-#define CUDUMP_P_cuStreamBeginCapture (CUstream stream, CUstreamCaptureMode mode)
-#define CUDUMP_A_cuStreamBeginCapture (stream, mode)
-#define CUDUMP_P_cuStreamBeginCaptureToGraph                                   \
-    (CUstream stream, CUgraph graph, const CUgraphNode *deps, const void *depData,     \
-     size_t numDeps, CUstreamCaptureMode mode)
-#define CUDUMP_A_cuStreamBeginCaptureToGraph (stream, graph, deps, depData, numDeps, mode)
-#define CUDUMP_P_cuStreamEndCapture (CUstream stream, void **graph)
-#define CUDUMP_A_cuStreamEndCapture (stream, graph)
-#define CUDUMP_P_cuGraphInstantiateWithFlags                                    \
-    (CUgraphExec *exec, CUgraph graph, unsigned long long flags)
-#define CUDUMP_A_cuGraphInstantiateWithFlags (exec, graph, flags)
-/* The pre-12.0 form that cuGetProcAddress still gives for "cuGraphInstantiate". */
-#define CUDUMP_P_cuGraphInstantiate                                             \
-    (CUgraphExec *exec, CUgraph graph, CUgraphNode *errorNode, char *log, size_t logSize)
-#define CUDUMP_A_cuGraphInstantiate (exec, graph, errorNode, log, logSize)
-#define CUDUMP_P_cuGraphInstantiateWithParams                                   \
-    (CUgraphExec *exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS *params)
-#define CUDUMP_A_cuGraphInstantiateWithParams (exec, graph, params)
-#define CUDUMP_P_cuGraphExecDestroy (CUgraphExec exec)
-#define CUDUMP_A_cuGraphExecDestroy (exec)
-#define CUDUMP_P_cuGraphExecKernelNodeSetParams                                 \
-    (CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *params)
-#define CUDUMP_A_cuGraphExecKernelNodeSetParams (exec, node, params)
-#define CUDUMP_P_cuGraphExecUpdate (CUgraphExec exec, CUgraph graph, void *resultInfo)
-#define CUDUMP_A_cuGraphExecUpdate (exec, graph, resultInfo)
+#define CUDUMP_API(F, c)                                                                          \
+    /* ---- start and lookups: cuGetProcAddress hands out wrappers (interpose.c) ---- */          \
+    F(c, cuInit, WORK, NO_WAIT, HOOK,                                                             \
+      (unsigned int flags), (flags), (cuInit, 0))                                                 \
+    F(c, cuGetProcAddress, HOST, NO_WAIT, HOOK,                                                   \
+      (const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags),                        \
+      (symbol, pfn, cudaVersion, flags), (cuGetProcAddress, 0))                                   \
+    F(c, cuGetProcAddress_v2, HOST, NO_WAIT, HOOK,                                                \
+      (const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,                         \
+       CUdriverProcAddressQueryResult *status),                                                   \
+      (symbol, pfn, cudaVersion, flags, status), (cuGetProcAddress_v2, 0))                        \
+    /* ---- code loaded, and kernels named (modules.c, functab.c) ---- */                         \
+    F(c, cuModuleLoadData, WORK, WAITS, LOADS(module, image),                                     \
+      (CUmodule *module, const void *image), (module, image), (cuModuleLoadData, 0))              \
+    F(c, cuModuleLoadDataEx, WORK, WAITS, LOADS(module, image),                                   \
+      (CUmodule *module, const void *image, unsigned int numOptions, int *options,                \
+       void **optionValues),                                                                      \
+      (module, image, numOptions, options, optionValues), (cuModuleLoadDataEx, 0))                \
+    F(c, cuModuleLoadFatBinary, WORK, WAITS, LOADS(module, fatCubin),                             \
+      (CUmodule *module, const void *fatCubin), (module, fatCubin), (cuModuleLoadFatBinary, 0))   \
+    F(c, cuModuleLoad, WORK, WAITS, LOADS_FILE(module, fname),                                    \
+      (CUmodule *module, const char *fname), (module, fname), (cuModuleLoad, 0))                  \
+    F(c, cuLibraryLoadData, WORK, WAITS, LOADS(library, code),                                    \
+      (CUlibrary *library, const void *code, int *jitOptions, void **jitOptionsValues,            \
+       unsigned int numJitOptions, int *libraryOptions, void **libraryOptionValues,               \
+       unsigned int numLibraryOptions),                                                           \
+      (library, code, jitOptions, jitOptionsValues, numJitOptions, libraryOptions,                \
+       libraryOptionValues, numLibraryOptions),                                                   \
+      (cuLibraryLoadData, 0))                                                                     \
+    F(c, cuLibraryLoadFromFile, WORK, WAITS, LOADS_FILE(library, fileName),                       \
+      (CUlibrary *library, const char *fileName, int *jitOptions, void **jitOptionsValues,        \
+       unsigned int numJitOptions, int *libraryOptions, void **libraryOptionValues,               \
+       unsigned int numLibraryOptions),                                                           \
+      (library, fileName, jitOptions, jitOptionsValues, numJitOptions, libraryOptions,            \
+       libraryOptionValues, numLibraryOptions),                                                   \
+      (cuLibraryLoadFromFile, 0))                                                                 \
+    F(c, cuModuleGetFunction, HOST, WAITS, HOOK,                                                  \
+      (CUfunction *hfunc, CUmodule hmod, const char *name), (hfunc, hmod, name),                  \
+      (cuModuleGetFunction, 0))                                                                   \
+    F(c, cuLibraryGetKernel, HOST, NO_WAIT, HOOK,                                                 \
+      (CUkernel *pKernel, CUlibrary library, const char *name), (pKernel, library, name),         \
+      (cuLibraryGetKernel, 0))                                                                    \
+    F(c, cuKernelGetFunction, HOST, NO_WAIT, HOOK,                                                \
+      (CUfunction *pFunc, CUkernel kernel), (pFunc, kernel), (cuKernelGetFunction, 0))            \
+    /* ---- memory: allocations and frees (alloctab.c) ---- */                                    \
+    F(c, cuMemAlloc, WORK, NO_WAIT, ALLOCATES(AK_LINEAR, dptr, bytesize),                         \
+      (CUdeviceptr *dptr, size_t bytesize), (dptr, bytesize), (cuMemAlloc_v2, 0))                 \
+    F(c, cuMemAllocPitch, WORK, NO_WAIT, HOOK,                                                    \
+      (CUdeviceptr *dptr, size_t *pPitch, size_t widthInBytes, size_t height,                     \
+       unsigned int elementSizeBytes),                                                            \
+      (dptr, pPitch, widthInBytes, height, elementSizeBytes), (cuMemAllocPitch_v2, 0))            \
+    F(c, cuMemAllocManaged, WORK, NO_WAIT, ALLOCATES(AK_MANAGED, dptr, bytesize),                 \
+      (CUdeviceptr *dptr, size_t bytesize, unsigned int flags), (dptr, bytesize, flags),          \
+      (cuMemAllocManaged, 0))                                                                     \
+    F(c, cuMemGetInfo, HOST, NO_WAIT, HOOK,                                                       \
+      (size_t *free, size_t *total), (free, total), (cuMemGetInfo_v2, 0))                         \
+    F(c, cuMemAllocAsync, WORK, NO_WAIT, ALLOCATES(AK_ASYNC, dptr, bytesize),                     \
+      (CUdeviceptr *dptr, size_t bytesize, CUstream stream), (dptr, bytesize, stream),            \
+      (cuMemAllocAsync, 0), (cuMemAllocAsync_ptsz, 1))                                            \
+    F(c, cuMemAllocFromPoolAsync, WORK, NO_WAIT, ALLOCATES(AK_ASYNC, dptr, bytesize),             \
+      (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream stream),                   \
+      (dptr, bytesize, pool, stream), (cuMemAllocFromPoolAsync, 0),                               \
+      (cuMemAllocFromPoolAsync_ptsz, 1))                                                          \
+    F(c, cuMemFree, WORK, WAITS, FREES(dptr),                                                     \
+      (CUdeviceptr dptr), (dptr), (cuMemFree_v2, 0))                                              \
+    F(c, cuMemFreeAsync, WORK, NO_WAIT, FREES(dptr),                                              \
+      (CUdeviceptr dptr, CUstream stream), (dptr, stream), (cuMemFreeAsync, 0),                   \
+      (cuMemFreeAsync_ptsz, 1))                                                                   \
+    F(c, cuMemCreate, WORK, NO_WAIT, HOOK,                                                        \
+      (CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,        \
+       unsigned long long flags),                                                                 \
+      (handle, size, prop, flags), (cuMemCreate, 0))                                              \
+    F(c, cuMemRelease, WORK, NO_WAIT, HOOK,                                                       \
+      (CUmemGenericAllocationHandle handle), (handle), (cuMemRelease, 0))                         \
+    F(c, cuMemMap, WORK, NO_WAIT, MAPS(ptr, size),                                                \
+      (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,          \
+       unsigned long long flags),                                                                 \
+      (ptr, size, offset, handle, flags), (cuMemMap, 0))                                          \
+    F(c, cuMemUnmap, WORK, NO_WAIT, FREES(ptr),                                                   \
+      (CUdeviceptr ptr, size_t size), (ptr, size), (cuMemUnmap, 0))                               \
+    F(c, cuMemAllocHost, WORK, NO_WAIT, ALLOCATES(AK_HOST, pp, bytesize),                         \
+      (void **pp, size_t bytesize), (pp, bytesize), (cuMemAllocHost_v2, 0))                       \
+    F(c, cuMemHostAlloc, WORK, NO_WAIT, ALLOCATES(AK_HOST, pp, bytesize),                         \
+      (void **pp, size_t bytesize, unsigned int flags), (pp, bytesize, flags),                    \
+      (cuMemHostAlloc, 0))                                                                        \
+    F(c, cuMemFreeHost, WORK, WAITS, FREES(p),                                                    \
+      (void *p), (p), (cuMemFreeHost, 0))                                                         \
+    /* ---- launches (launch.c, graph.c) ---- */                                                  \
+    F(c, cuLaunchKernel, LAUNCH, NO_WAIT, HOOK_PTSZ,                                              \
+      (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,          \
+       unsigned int by, unsigned int bz, unsigned int smem, CUstream stream, void **params,       \
+       void **extra),                                                                             \
+      (f, gx, gy, gz, bx, by, bz, smem, stream, params, extra), (cuLaunchKernel, 0),              \
+      (cuLaunchKernel_ptsz, 1))                                                                   \
+    F(c, cuLaunchCooperativeKernel, LAUNCH, NO_WAIT, HOOK_PTSZ,                                   \
+      (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,          \
+       unsigned int by, unsigned int bz, unsigned int smem, CUstream stream, void **params),      \
+      (f, gx, gy, gz, bx, by, bz, smem, stream, params), (cuLaunchCooperativeKernel, 0),          \
+      (cuLaunchCooperativeKernel_ptsz, 1))                                                        \
+    F(c, cuLaunchKernelEx, LAUNCH, NO_WAIT, HOOK_PTSZ,                                            \
+      (const CUlaunchConfig *config, CUfunction f, void **params, void **extra),                  \
+      (config, f, params, extra), (cuLaunchKernelEx, 0), (cuLaunchKernelEx_ptsz, 1))              \
+    F(c, cuGraphLaunch, WORK, NO_WAIT, HOOK_PTSZ,                                                 \
+      (CUgraphExec exec, CUstream stream), (exec, stream), (cuGraphLaunch, 0),                    \
+      (cuGraphLaunch_ptsz, 1))                                                                    \
+    /* ---- stream capture, and executable graphs learnt when they are made (graph.c) ---- */     \
+    F(c, cuStreamBeginCapture, WORK, NO_WAIT, HOOK,                                               \
+      (CUstream stream, CUstreamCaptureMode mode), (stream, mode), (cuStreamBeginCapture_v2, 0),  \
+      (cuStreamBeginCapture_v2_ptsz, 1))                                                          \
+    F(c, cuStreamBeginCaptureToGraph, WORK, NO_WAIT, HOOK,                                        \
+      (CUstream stream, CUgraph graph, const CUgraphNode *deps, const void *depData,              \
+       size_t numDeps, CUstreamCaptureMode mode),                                                 \
+      (stream, graph, deps, depData, numDeps, mode), (cuStreamBeginCaptureToGraph, 0),            \
+      (cuStreamBeginCaptureToGraph_ptsz, 1))                                                      \
+    F(c, cuStreamEndCapture, WORK, NO_WAIT, HOOK,                                                 \
+      (CUstream stream, void **graph), (stream, graph), (cuStreamEndCapture, 0),                  \
+      (cuStreamEndCapture_ptsz, 1))                                                               \
+    F(c, cuGraphInstantiateWithFlags, WORK, NO_WAIT, HOOK,                                        \
+      (CUgraphExec *exec, CUgraph graph, unsigned long long flags), (exec, graph, flags),         \
+      (cuGraphInstantiateWithFlags, 0))                                                           \
+    F(c, cuGraphInstantiate, WORK, NO_WAIT, HOOK,                                                 \
+      (CUgraphExec *exec, CUgraph graph, CUgraphNode *errorNode, char *log, size_t logSize),      \
+      (exec, graph, errorNode, log, logSize), (cuGraphInstantiate_v2, 0))                         \
+    F(c, cuGraphInstantiateWithParams, WORK, NO_WAIT, HOOK,                                       \
+      (CUgraphExec *exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS *params),                  \
+      (exec, graph, params), (cuGraphInstantiateWithParams, 0),                                   \
+      (cuGraphInstantiateWithParams_ptsz, 1))                                                     \
+    F(c, cuGraphExecDestroy, WORK, NO_WAIT, HOOK,                                                 \
+      (CUgraphExec exec), (exec), (cuGraphExecDestroy, 0))                                        \
+    F(c, cuGraphExecKernelNodeSetParams, WORK, NO_WAIT, HOOK,                                     \
+      (CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *params),                \
+      (exec, node, params), (cuGraphExecKernelNodeSetParams_v2, 0))                               \
+    F(c, cuGraphExecUpdate, WORK, NO_WAIT, HOOK,                                                  \
+      (CUgraphExec exec, CUgraph graph, void *resultInfo), (exec, graph, resultInfo),             \
+      (cuGraphExecUpdate_v2, 0))                                                                  \
+    /* ---- the program's waits, and its synchronous copies that do not write from the host ---- */\
+    F(c, cuCtxSynchronize, ASKS, WAITS_GPU, PASSES,                                               \
+      (), (), (cuCtxSynchronize, 0))                                                              \
+    F(c, cuCtxSynchronize_v2, ASKS, WAITS_GPU, PASSES,                                            \
+      (CUcontext ctx), (ctx), (cuCtxSynchronize_v2, 0))                                           \
+    F(c, cuStreamSynchronize, ASKS, WAITS_GPU, PASSES,                                            \
+      (CUstream stream), (stream), (cuStreamSynchronize, 0), (cuStreamSynchronize_ptsz, 1))       \
+    F(c, cuEventSynchronize, ASKS, WAITS_GPU, PASSES,                                             \
+      (CUevent event), (event), (cuEventSynchronize, 0))                                          \
+    F(c, cuMemcpyDtoH, WORK, WAITS_GPU, PASSES,                                                   \
+      (void *dst, CUdeviceptr src, size_t bytes), (dst, src, bytes), (cuMemcpyDtoH_v2, 0),        \
+      (cuMemcpyDtoH_v2_ptds, 1))                                                                  \
+    F(c, cuMemcpyDtoD, WORK, WAITS_COPY, PASSES,                                                  \
+      (CUdeviceptr dst, CUdeviceptr src, size_t bytes), (dst, src, bytes), (cuMemcpyDtoD_v2, 0),  \
+      (cuMemcpyDtoD_v2_ptds, 1))                                                                  \
+    F(c, cuMemcpy, WORK, WAITS_COPY, PASSES,                                                      \
+      (CUdeviceptr dst, CUdeviceptr src, size_t bytes), (dst, src, bytes), (cuMemcpy, 0),         \
+      (cuMemcpy_ptds, 1))                                                                         \
+    /* ---- the program's writes into device memory from the host (hostwrite.c), in the order of  \
+     * their wire codes (proto_host_write.api): a new one goes last ---- */                       \
+    F(c, cuMemcpyHtoD, WORK, WAITS_COPY, COPIES_TO_DEVICE(dst, bytes, NULL),                      \
+      (CUdeviceptr dst, const void *src, size_t bytes), (dst, src, bytes), (cuMemcpyHtoD_v2, 0),  \
+      (cuMemcpyHtoD_v2_ptds, 1))                                                                  \
+    F(c, cuMemcpyHtoDAsync, WORK, NO_WAIT, COPIES_TO_DEVICE(dst, bytes, stream),                  \
+      (CUdeviceptr dst, const void *src, size_t bytes, CUstream stream),                          \
+      (dst, src, bytes, stream), (cuMemcpyHtoDAsync_v2, 0), (cuMemcpyHtoDAsync_v2_ptsz, 1))       \
+    F(c, cuMemcpy2D, WORK, WAITS_COPY, COPIES_2D(copy, NULL),                                     \
+      (const CUDA_MEMCPY2D *copy), (copy), (cuMemcpy2D_v2, 0), (cuMemcpy2D_v2_ptds, 1))           \
+    F(c, cuMemcpy2DUnaligned, WORK, WAITS_COPY, COPIES_2D(copy, NULL),                            \
+      (const CUDA_MEMCPY2D *copy), (copy), (cuMemcpy2DUnaligned_v2, 0),                           \
+      (cuMemcpy2DUnaligned_v2_ptds, 1))                                                           \
+    F(c, cuMemcpy2DAsync, WORK, NO_WAIT, COPIES_2D(copy, stream),                                 \
+      (const CUDA_MEMCPY2D *copy, CUstream stream), (copy, stream), (cuMemcpy2DAsync_v2, 0),      \
+      (cuMemcpy2DAsync_v2_ptsz, 1))                                                               \
+    F(c, cuMemcpy3D, WORK, WAITS_COPY, COPIES_3D(copy, NULL),                                     \
+      (const CUDA_MEMCPY3D *copy), (copy), (cuMemcpy3D_v2, 0), (cuMemcpy3D_v2_ptds, 1))           \
+    F(c, cuMemcpy3DAsync, WORK, NO_WAIT, COPIES_3D(copy, stream),                                 \
+      (const CUDA_MEMCPY3D *copy, CUstream stream), (copy, stream), (cuMemcpy3DAsync_v2, 0),      \
+      (cuMemcpy3DAsync_v2_ptsz, 1))                                                               \
+    F(c, cuMemsetD8, WORK, NO_WAIT, SETS(1, dst, value, n, NULL),                                 \
+      (CUdeviceptr dst, unsigned char value, size_t n), (dst, value, n), (cuMemsetD8_v2, 0),      \
+      (cuMemsetD8_v2_ptds, 1))                                                                    \
+    F(c, cuMemsetD16, WORK, NO_WAIT, SETS(2, dst, value, n, NULL),                                \
+      (CUdeviceptr dst, unsigned short value, size_t n), (dst, value, n), (cuMemsetD16_v2, 0),    \
+      (cuMemsetD16_v2_ptds, 1))                                                                   \
+    F(c, cuMemsetD32, WORK, NO_WAIT, SETS(4, dst, value, n, NULL),                                \
+      (CUdeviceptr dst, unsigned int value, size_t n), (dst, value, n), (cuMemsetD32_v2, 0),      \
+      (cuMemsetD32_v2_ptds, 1))                                                                   \
+    F(c, cuMemsetD8Async, WORK, NO_WAIT, SETS(1, dst, value, n, stream),                          \
+      (CUdeviceptr dst, unsigned char value, size_t n, CUstream stream),                          \
+      (dst, value, n, stream), (cuMemsetD8Async, 0), (cuMemsetD8Async_ptsz, 1))                   \
+    F(c, cuMemsetD16Async, WORK, NO_WAIT, SETS(2, dst, value, n, stream),                         \
+      (CUdeviceptr dst, unsigned short value, size_t n, CUstream stream),                         \
+      (dst, value, n, stream), (cuMemsetD16Async, 0), (cuMemsetD16Async_ptsz, 1))                 \
+    F(c, cuMemsetD32Async, WORK, NO_WAIT, SETS(4, dst, value, n, stream),                         \
+      (CUdeviceptr dst, unsigned int value, size_t n, CUstream stream), (dst, value, n, stream),  \
+      (cuMemsetD32Async, 0), (cuMemsetD32Async_ptsz, 1))                                          \
+    F(c, cuMemsetD2D8, WORK, NO_WAIT, SETS_2D(1, dst, pitch, value, width, height, NULL),         \
+      (CUdeviceptr dst, size_t pitch, unsigned char value, size_t width, size_t height),          \
+      (dst, pitch, value, width, height), (cuMemsetD2D8_v2, 0), (cuMemsetD2D8_v2_ptds, 1))        \
+    F(c, cuMemsetD2D16, WORK, NO_WAIT, SETS_2D(2, dst, pitch, value, width, height, NULL),        \
+      (CUdeviceptr dst, size_t pitch, unsigned short value, size_t width, size_t height),         \
+      (dst, pitch, value, width, height), (cuMemsetD2D16_v2, 0), (cuMemsetD2D16_v2_ptds, 1))      \
+    F(c, cuMemsetD2D32, WORK, NO_WAIT, SETS_2D(4, dst, pitch, value, width, height, NULL),        \
+      (CUdeviceptr dst, size_t pitch, unsigned int value, size_t width, size_t height),           \
+      (dst, pitch, value, width, height), (cuMemsetD2D32_v2, 0), (cuMemsetD2D32_v2_ptds, 1))      \
+    F(c, cuMemsetD2D8Async, WORK, NO_WAIT, SETS_2D(1, dst, pitch, value, width, height, stream),  \
+      (CUdeviceptr dst, size_t pitch, unsigned char value, size_t width, size_t height,           \
+       CUstream stream),                                                                          \
+      (dst, pitch, value, width, height, stream), (cuMemsetD2D8Async, 0),                         \
+      (cuMemsetD2D8Async_ptsz, 1))                                                                \
+    F(c, cuMemsetD2D16Async, WORK, NO_WAIT, SETS_2D(2, dst, pitch, value, width, height, stream), \
+      (CUdeviceptr dst, size_t pitch, unsigned short value, size_t width, size_t height,          \
+       CUstream stream),                                                                          \
+      (dst, pitch, value, width, height, stream), (cuMemsetD2D16Async, 0),                        \
+      (cuMemsetD2D16Async_ptsz, 1))                                                               \
+    F(c, cuMemsetD2D32Async, WORK, NO_WAIT, SETS_2D(4, dst, pitch, value, width, height, stream), \
+      (CUdeviceptr dst, size_t pitch, unsigned int value, size_t width, size_t height,            \
+       CUstream stream),                                                                          \
+      (dst, pitch, value, width, height, stream), (cuMemsetD2D32Async, 0),                        \
+      (cuMemsetD2D32Async_ptsz, 1))                                                               \
+    /* ---- TMA tensor maps: encoded into the caller's memory (tensormap.c) ---- */               \
+    F(c, cuTensorMapEncodeTiled, HOST, NO_WAIT, HOOK,                                             \
+      (CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank,         \
+       void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides,         \
+       const cuuint32_t *boxDim, const cuuint32_t *elementStrides,                                \
+       CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,                              \
+       CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill),                      \
+      (tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, boxDim,    \
+       elementStrides, interleave, swizzle, l2Promotion, oobFill),                                \
+      (cuTensorMapEncodeTiled, 0))                                                                \
+    F(c, cuTensorMapEncodeIm2col, HOST, NO_WAIT, HOOK,                                            \
+      (CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank,         \
+       void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides,         \
+       const int *pixelBoxLowerCorner, const int *pixelBoxUpperCorner,                            \
+       cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn,                                   \
+       const cuuint32_t *elementStrides, CUtensorMapInterleave interleave,                        \
+       CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion,                            \
+       CUtensorMapFloatOOBfill oobFill),                                                          \
+      (tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides,            \
+       pixelBoxLowerCorner, pixelBoxUpperCorner, channelsPerPixel, pixelsPerColumn,               \
+       elementStrides, interleave, swizzle, l2Promotion, oobFill),                                \
+      (cuTensorMapEncodeIm2col, 0))                                                               \
+    F(c, cuTensorMapEncodeIm2colWide, HOST, NO_WAIT, HOOK,                                        \
+      (CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank,         \
+       void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides,         \
+       int pixelBoxLowerCornerWidth, int pixelBoxUpperCornerWidth, cuuint32_t channelsPerPixel,   \
+       cuuint32_t pixelsPerColumn, const cuuint32_t *elementStrides,                              \
+       CUtensorMapInterleave interleave, CUtensorMapIm2ColWideMode mode,                          \
+       CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion,                            \
+       CUtensorMapFloatOOBfill oobFill),                                                          \
+      (tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides,            \
+       pixelBoxLowerCornerWidth, pixelBoxUpperCornerWidth, channelsPerPixel, pixelsPerColumn,     \
+       elementStrides, interleave, mode, swizzle, l2Promotion, oobFill),                          \
+      (cuTensorMapEncodeIm2colWide, 0))                                                           \
+    F(c, cuTensorMapReplaceAddress, HOST, NO_WAIT, HOOK,                                          \
+      (CUtensorMap *tensorMap, void *globalAddress), (tensorMap, globalAddress),                  \
+      (cuTensorMapReplaceAddress, 0))                                                             \
+    /* ---- contexts that end: what the shim made in them goes with them (ctxlife.h) ---- */      \
+    F(c, cuCtxDestroy, WORK, NO_WAIT, HOOK,                                                       \
+      (CUcontext ctx), (ctx), (cuCtxDestroy_v2, 0), (cuCtxDestroy, 0))                            \
+    F(c, cuDevicePrimaryCtxRelease, WORK, NO_WAIT, HOOK,                                          \
+      (CUdevice dev), (dev), (cuDevicePrimaryCtxRelease_v2, 0), (cuDevicePrimaryCtxRelease, 0))   \
+    F(c, cuDevicePrimaryCtxReset, WORK, NO_WAIT, HOOK,                                            \
+      (CUdevice dev), (dev), (cuDevicePrimaryCtxReset_v2, 0), (cuDevicePrimaryCtxReset, 0))       \
+    /* ---- the program's other calls that put work on a stream or move bytes, and its queries:   \
+     * counted only (calls.h), so that scans ahead know something came between two launches.      \
+     * A stream made may have the handle of one destroyed; a semaphore signalled tells another    \
+     * API that a launch is done (it waits for a launch handed over first, as every counted       \
+     * call does). The CUDA 12.8 batch copies (_v1) are cuda.h's _v2 forms of today. ---- */      \
+    F(c, cuMemcpyAsync, WORK, NO_WAIT, PASSES,                                                    \
+      (CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream),                          \
+      (dst, src, bytes, stream), (cuMemcpyAsync, 0), (cuMemcpyAsync_ptsz, 1))                     \
+    F(c, cuMemcpyDtoDAsync, WORK, NO_WAIT, PASSES,                                                \
+      (CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream),                          \
+      (dst, src, bytes, stream), (cuMemcpyDtoDAsync_v2, 0), (cuMemcpyDtoDAsync_v2_ptsz, 1))       \
+    F(c, cuMemcpyDtoHAsync, WORK, NO_WAIT, PASSES,                                                \
+      (void *dst, CUdeviceptr src, size_t bytes, CUstream stream), (dst, src, bytes, stream),     \
+      (cuMemcpyDtoHAsync_v2, 0), (cuMemcpyDtoHAsync_v2_ptsz, 1))                                  \
+    F(c, cuMemcpyPeer, WORK, NO_WAIT, PASSES,                                                     \
+      (CUdeviceptr dst, CUcontext dstCtx, CUdeviceptr src, CUcontext srcCtx, size_t bytes),       \
+      (dst, dstCtx, src, srcCtx, bytes), (cuMemcpyPeer, 0), (cuMemcpyPeer_ptds, 1))               \
+    F(c, cuMemcpyPeerAsync, WORK, NO_WAIT, PASSES,                                                \
+      (CUdeviceptr dst, CUcontext dstCtx, CUdeviceptr src, CUcontext srcCtx, size_t bytes,        \
+       CUstream stream),                                                                          \
+      (dst, dstCtx, src, srcCtx, bytes, stream), (cuMemcpyPeerAsync, 0),                          \
+      (cuMemcpyPeerAsync_ptsz, 1))                                                                \
+    F(c, cuMemcpy3DPeer, WORK, NO_WAIT, PASSES,                                                   \
+      (const CUDA_MEMCPY3D_PEER *copy), (copy), (cuMemcpy3DPeer, 0), (cuMemcpy3DPeer_ptds, 1))    \
+    F(c, cuMemcpy3DPeerAsync, WORK, NO_WAIT, PASSES,                                              \
+      (const CUDA_MEMCPY3D_PEER *copy, CUstream stream), (copy, stream),                          \
+      (cuMemcpy3DPeerAsync, 0), (cuMemcpy3DPeerAsync_ptsz, 1))                                    \
+    F(c, cuMemcpyAtoD, WORK, NO_WAIT, PASSES,                                                     \
+      (CUdeviceptr dst, CUarray src, size_t srcOffset, size_t bytes),                             \
+      (dst, src, srcOffset, bytes), (cuMemcpyAtoD_v2, 0), (cuMemcpyAtoD_v2_ptds, 1))              \
+    F(c, cuMemcpyBatchAsync, WORK, NO_WAIT, PASSES,                                               \
+      (CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,                         \
+       CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, CUstream stream),           \
+      (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream),                             \
+      (cuMemcpyBatchAsync_v2, 0), (cuMemcpyBatchAsync_v2_ptsz, 1))                                \
+    F(c, cuMemcpy3DBatchAsync, WORK, NO_WAIT, PASSES,                                             \
+      (size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags, CUstream stream), \
+      (numOps, opList, flags, stream), (cuMemcpy3DBatchAsync_v2, 0),                              \
+      (cuMemcpy3DBatchAsync_v2_ptsz, 1))                                                          \
+    F(c, cuMemcpyBatchAsync_v1, WORK, NO_WAIT, PASSES,                                            \
+      (CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,                         \
+       CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx,            \
+       CUstream stream),                                                                          \
+      (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, stream),                    \
+      (cuMemcpyBatchAsync, 0), (cuMemcpyBatchAsync_ptsz, 1))                                      \
+    F(c, cuMemcpy3DBatchAsync_v1, WORK, NO_WAIT, PASSES,                                          \
+      (size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx,                            \
+       unsigned long long flags, CUstream stream),                                                \
+      (numOps, opList, failIdx, flags, stream), (cuMemcpy3DBatchAsync, 0),                        \
+      (cuMemcpy3DBatchAsync_ptsz, 1))                                                             \
+    F(c, cuEventRecord, WORK, NO_WAIT, PASSES,                                                    \
+      (CUevent event, CUstream stream), (event, stream), (cuEventRecord, 0),                      \
+      (cuEventRecord_ptsz, 1))                                                                    \
+    F(c, cuEventRecordWithFlags, WORK, NO_WAIT, PASSES,                                           \
+      (CUevent event, CUstream stream, unsigned int flags), (event, stream, flags),               \
+      (cuEventRecordWithFlags, 0), (cuEventRecordWithFlags_ptsz, 1))                              \
+    F(c, cuStreamWaitEvent, WORK, NO_WAIT, PASSES,                                                \
+      (CUstream stream, CUevent event, unsigned int flags), (stream, event, flags),               \
+      (cuStreamWaitEvent, 0), (cuStreamWaitEvent_ptsz, 1))                                        \
+    F(c, cuLaunchHostFunc, WORK, NO_WAIT, PASSES,                                                 \
+      (CUstream stream, CUhostFn fn, void *userData), (stream, fn, userData),                     \
+      (cuLaunchHostFunc, 0), (cuLaunchHostFunc_ptsz, 1))                                          \
+    F(c, cuStreamWriteValue32, WORK, NO_WAIT, PASSES,                                             \
+      (CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags),                  \
+      (stream, addr, value, flags), (cuStreamWriteValue32, 0), (cuStreamWriteValue32_ptsz, 1),    \
+      (cuStreamWriteValue32_v2, 0), (cuStreamWriteValue32_v2_ptsz, 1))                            \
+    F(c, cuStreamWriteValue64, WORK, NO_WAIT, PASSES,                                             \
+      (CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags),                  \
+      (stream, addr, value, flags), (cuStreamWriteValue64, 0), (cuStreamWriteValue64_ptsz, 1),    \
+      (cuStreamWriteValue64_v2, 0), (cuStreamWriteValue64_v2_ptsz, 1))                            \
+    F(c, cuStreamWaitValue32, WORK, NO_WAIT, PASSES,                                              \
+      (CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags),                  \
+      (stream, addr, value, flags), (cuStreamWaitValue32, 0), (cuStreamWaitValue32_ptsz, 1),      \
+      (cuStreamWaitValue32_v2, 0), (cuStreamWaitValue32_v2_ptsz, 1))                              \
+    F(c, cuStreamWaitValue64, WORK, NO_WAIT, PASSES,                                              \
+      (CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags),                  \
+      (stream, addr, value, flags), (cuStreamWaitValue64, 0), (cuStreamWaitValue64_ptsz, 1),      \
+      (cuStreamWaitValue64_v2, 0), (cuStreamWaitValue64_v2_ptsz, 1))                              \
+    F(c, cuStreamBatchMemOp, WORK, NO_WAIT, PASSES,                                               \
+      (CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray,                 \
+       unsigned int flags),                                                                       \
+      (stream, count, paramArray, flags), (cuStreamBatchMemOp, 0), (cuStreamBatchMemOp_ptsz, 1),  \
+      (cuStreamBatchMemOp_v2, 0), (cuStreamBatchMemOp_v2_ptsz, 1))                                \
+    F(c, cuWaitExternalSemaphoresAsync, WORK, NO_WAIT, PASSES,                                    \
+      (const CUexternalSemaphore *extSemArray,                                                    \
+       const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *paramsArray, unsigned int numExtSems,           \
+       CUstream stream),                                                                          \
+      (extSemArray, paramsArray, numExtSems, stream), (cuWaitExternalSemaphoresAsync, 0),         \
+      (cuWaitExternalSemaphoresAsync_ptsz, 1))                                                    \
+    F(c, cuStreamAddCallback, WORK, NO_WAIT, PASSES,                                              \
+      (CUstream stream, CUstreamCallback callback, void *userData, unsigned int flags),           \
+      (stream, callback, userData, flags), (cuStreamAddCallback, 0),                              \
+      (cuStreamAddCallback_ptsz, 1))                                                              \
+    F(c, cuGraphicsMapResources, WORK, NO_WAIT, PASSES,                                           \
+      (unsigned int count, CUgraphicsResource *resources, CUstream stream),                       \
+      (count, resources, stream), (cuGraphicsMapResources, 0), (cuGraphicsMapResources_ptsz, 1))  \
+    F(c, cuGraphicsUnmapResources, WORK, NO_WAIT, PASSES,                                         \
+      (unsigned int count, CUgraphicsResource *resources, CUstream stream),                       \
+      (count, resources, stream), (cuGraphicsUnmapResources, 0),                                  \
+      (cuGraphicsUnmapResources_ptsz, 1))                                                         \
+    F(c, cuStreamCreate, WORK, NO_WAIT, PASSES,                                                   \
+      (CUstream *stream, unsigned int flags), (stream, flags), (cuStreamCreate, 0))               \
+    F(c, cuStreamCreateWithPriority, WORK, NO_WAIT, PASSES,                                       \
+      (CUstream *stream, unsigned int flags, int priority), (stream, flags, priority),            \
+      (cuStreamCreateWithPriority, 0))                                                            \
+    F(c, cuStreamDestroy, WORK, NO_WAIT, PASSES,                                                  \
+      (CUstream stream), (stream), (cuStreamDestroy_v2, 0))                                       \
+    F(c, cuStreamQuery, ASKS, NO_WAIT, PASSES,                                                    \
+      (CUstream stream), (stream), (cuStreamQuery, 0), (cuStreamQuery_ptsz, 1))                   \
+    F(c, cuEventQuery, ASKS, NO_WAIT, PASSES,                                                     \
+      (CUevent event), (event), (cuEventQuery, 0))                                                \
+    F(c, cuSignalExternalSemaphoresAsync, WORK, NO_WAIT, PASSES,                                  \
+      (const CUexternalSemaphore *extSemArray,                                                    \
+       const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *paramsArray, unsigned int numExtSems,         \
+       CUstream stream),                                                                          \
+      (extSemArray, paramsArray, numExtSems, stream), (cuSignalExternalSemaphoresAsync, 0),       \
+      (cuSignalExternalSemaphoresAsync_ptsz, 1))
 
-/* TMA tensor maps: encoded into the caller's memory, remembered by their bytes (tensormap.c). */
-#define CUDUMP_P_cuTensorMapEncodeTiled                                         \
-    (CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, \
-     void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides, \
-     const cuuint32_t *boxDim, const cuuint32_t *elementStrides,                \
-     CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,              \
-     CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)
-#define CUDUMP_A_cuTensorMapEncodeTiled                                         \
-    (tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, boxDim, \
-     elementStrides, interleave, swizzle, l2Promotion, oobFill)
-#define CUDUMP_P_cuTensorMapEncodeIm2col                                        \
-    (CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, \
-     void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides, \
-     const int *pixelBoxLowerCorner, const int *pixelBoxUpperCorner,            \
-     cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn,                   \
-     const cuuint32_t *elementStrides, CUtensorMapInterleave interleave,        \
-     CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion,            \
-     CUtensorMapFloatOOBfill oobFill)
-#define CUDUMP_A_cuTensorMapEncodeIm2col                                        \
-    (tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, \
-     pixelBoxLowerCorner, pixelBoxUpperCorner, channelsPerPixel, pixelsPerColumn,  \
-     elementStrides, interleave, swizzle, l2Promotion, oobFill)
-#define CUDUMP_P_cuTensorMapEncodeIm2colWide                                    \
-    (CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, \
-     void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides, \
-     int pixelBoxLowerCornerWidth, int pixelBoxUpperCornerWidth,                \
-     cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn,                   \
-     const cuuint32_t *elementStrides, CUtensorMapInterleave interleave,        \
-     CUtensorMapIm2ColWideMode mode, CUtensorMapSwizzle swizzle,                \
-     CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)
-#define CUDUMP_A_cuTensorMapEncodeIm2colWide                                    \
-    (tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, \
-     pixelBoxLowerCornerWidth, pixelBoxUpperCornerWidth, channelsPerPixel,         \
-     pixelsPerColumn, elementStrides, interleave, mode, swizzle, l2Promotion, oobFill)
-#define CUDUMP_P_cuTensorMapReplaceAddress (CUtensorMap *tensorMap, void *globalAddress)
-#define CUDUMP_A_cuTensorMapReplaceAddress (tensorMap, globalAddress)
+/* ---- lists made from the rows ------------------------------------------- */
 
-/* The program's other calls that put work on a stream or move bytes, and its
- * queries: nothing is done around them but counting them (calls.h), so that
- * scans ahead (ahead.h) know that something came between two launches. Their
- * hooks are generated (hooks.c: CUDUMP_PASSED). */
-#define CUDUMP_P_cuMemcpyAsync (CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream)
-#define CUDUMP_A_cuMemcpyAsync (dst, src, bytes, stream)
-#define CUDUMP_P_cuMemcpyDtoDAsync                                              \
-    (CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream)
-#define CUDUMP_A_cuMemcpyDtoDAsync (dst, src, bytes, stream)
-#define CUDUMP_P_cuMemcpyDtoHAsync (void *dst, CUdeviceptr src, size_t bytes, CUstream stream)
-#define CUDUMP_A_cuMemcpyDtoHAsync (dst, src, bytes, stream)
-#define CUDUMP_P_cuMemcpyPeer                                                   \
-    (CUdeviceptr dst, CUcontext dstCtx, CUdeviceptr src, CUcontext srcCtx, size_t bytes)
-#define CUDUMP_A_cuMemcpyPeer (dst, dstCtx, src, srcCtx, bytes)
-#define CUDUMP_P_cuMemcpyPeerAsync                                              \
-    (CUdeviceptr dst, CUcontext dstCtx, CUdeviceptr src, CUcontext srcCtx, size_t bytes, \
-     CUstream stream)
-#define CUDUMP_A_cuMemcpyPeerAsync (dst, dstCtx, src, srcCtx, bytes, stream)
-#define CUDUMP_P_cuMemcpy3DPeer (const CUDA_MEMCPY3D_PEER *copy)
-#define CUDUMP_A_cuMemcpy3DPeer (copy)
-#define CUDUMP_P_cuMemcpy3DPeerAsync (const CUDA_MEMCPY3D_PEER *copy, CUstream stream)
-#define CUDUMP_A_cuMemcpy3DPeerAsync (copy, stream)
-#define CUDUMP_P_cuMemcpyAtoD                                                   \
-    (CUdeviceptr dst, CUarray src, size_t srcOffset, size_t bytes)
-#define CUDUMP_A_cuMemcpyAtoD (dst, src, srcOffset, bytes)
-#define CUDUMP_P_cuMemcpyBatchAsync                                             \
-    (CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,         \
-     CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, CUstream stream)
-#define CUDUMP_A_cuMemcpyBatchAsync                                             \
-    (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream)
-#define CUDUMP_P_cuMemcpy3DBatchAsync                                           \
-    (size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags, CUstream stream)
-#define CUDUMP_A_cuMemcpy3DBatchAsync (numOps, opList, flags, stream)
-/* The CUDA 12.8 forms of the two (cuda.h's own names for them now end in _v2). */
-#define CUDUMP_P_cuMemcpyBatchAsync_v1                                          \
-    (CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,         \
-     CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx, \
-     CUstream stream)
-#define CUDUMP_A_cuMemcpyBatchAsync_v1                                          \
-    (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, stream)
-#define CUDUMP_P_cuMemcpy3DBatchAsync_v1                                        \
-    (size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx, unsigned long long flags, \
-     CUstream stream)
-#define CUDUMP_A_cuMemcpy3DBatchAsync_v1 (numOps, opList, failIdx, flags, stream)
-#define CUDUMP_P_cuEventRecord (CUevent event, CUstream stream)
-#define CUDUMP_A_cuEventRecord (event, stream)
-#define CUDUMP_P_cuEventRecordWithFlags (CUevent event, CUstream stream, unsigned int flags)
-#define CUDUMP_A_cuEventRecordWithFlags (event, stream, flags)
-#define CUDUMP_P_cuStreamWaitEvent (CUstream stream, CUevent event, unsigned int flags)
-#define CUDUMP_A_cuStreamWaitEvent (stream, event, flags)
-#define CUDUMP_P_cuLaunchHostFunc (CUstream stream, CUhostFn fn, void *userData)
-#define CUDUMP_A_cuLaunchHostFunc (stream, fn, userData)
-#define CUDUMP_P_cuStreamWriteValue32                                           \
-    (CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
-#define CUDUMP_A_cuStreamWriteValue32 (stream, addr, value, flags)
-#define CUDUMP_P_cuStreamWriteValue64                                           \
-    (CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
-#define CUDUMP_A_cuStreamWriteValue64 (stream, addr, value, flags)
-#define CUDUMP_P_cuStreamWaitValue32                                            \
-    (CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
-#define CUDUMP_A_cuStreamWaitValue32 (stream, addr, value, flags)
-#define CUDUMP_P_cuStreamWaitValue64                                            \
-    (CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
-#define CUDUMP_A_cuStreamWaitValue64 (stream, addr, value, flags)
-#define CUDUMP_P_cuStreamBatchMemOp                                             \
-    (CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray,   \
-     unsigned int flags)
-#define CUDUMP_A_cuStreamBatchMemOp (stream, count, paramArray, flags)
-#define CUDUMP_P_cuWaitExternalSemaphoresAsync                                  \
-    (const CUexternalSemaphore *extSemArray,                                      \
-     const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *paramsArray, unsigned int numExtSems, \
-     CUstream stream)
-#define CUDUMP_A_cuWaitExternalSemaphoresAsync (extSemArray, paramsArray, numExtSems, stream)
-#define CUDUMP_P_cuStreamAddCallback                                            \
-    (CUstream stream, CUstreamCallback callback, void *userData, unsigned int flags)
-#define CUDUMP_A_cuStreamAddCallback (stream, callback, userData, flags)
-#define CUDUMP_P_cuGraphicsMapResources                                         \
-    (unsigned int count, CUgraphicsResource *resources, CUstream stream)
-#define CUDUMP_A_cuGraphicsMapResources (count, resources, stream)
-#define CUDUMP_P_cuGraphicsUnmapResources                                       \
-    (unsigned int count, CUgraphicsResource *resources, CUstream stream)
-#define CUDUMP_A_cuGraphicsUnmapResources (count, resources, stream)
-/* A stream destroyed and another made: the new one may have the old one's handle. */
-#define CUDUMP_P_cuStreamCreate (CUstream *stream, unsigned int flags)
-#define CUDUMP_A_cuStreamCreate (stream, flags)
-#define CUDUMP_P_cuStreamCreateWithPriority (CUstream *stream, unsigned int flags, int priority)
-#define CUDUMP_A_cuStreamCreateWithPriority (stream, flags, priority)
-#define CUDUMP_P_cuStreamDestroy (CUstream stream)
-#define CUDUMP_A_cuStreamDestroy (stream)
-#define CUDUMP_P_cuStreamQuery (CUstream stream)
-#define CUDUMP_A_cuStreamQuery (stream)
-#define CUDUMP_P_cuEventQuery (CUevent event)
-#define CUDUMP_A_cuEventQuery (event)
-/* A semaphore signalled after a launch tells another API the launch is done:
- * it waits for a launch handed over (handoff.h) first, as every counted call does. */
-#define CUDUMP_P_cuSignalExternalSemaphoresAsync                                \
-    (const CUexternalSemaphore *extSemArray,                                      \
-     const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *paramsArray, unsigned int numExtSems, \
-     CUstream stream)
-#define CUDUMP_A_cuSignalExternalSemaphoresAsync (extSemArray, paramsArray, numExtSems, stream)
+/* M(c, x) for each x of a row's variants (at most 6). */
+#define CUDUMP_EACH(M, c, ...) __VA_OPT__(CUDUMP_EACH1_(M, c, __VA_ARGS__))
+#define CUDUMP_EACH1_(M, c, x, ...) M(c, x) __VA_OPT__(CUDUMP_EACH2_(M, c, __VA_ARGS__))
+#define CUDUMP_EACH2_(M, c, x, ...) M(c, x) __VA_OPT__(CUDUMP_EACH3_(M, c, __VA_ARGS__))
+#define CUDUMP_EACH3_(M, c, x, ...) M(c, x) __VA_OPT__(CUDUMP_EACH4_(M, c, __VA_ARGS__))
+#define CUDUMP_EACH4_(M, c, x, ...) M(c, x) __VA_OPT__(CUDUMP_EACH5_(M, c, __VA_ARGS__))
+#define CUDUMP_EACH5_(M, c, x, ...) M(c, x) __VA_OPT__(CUDUMP_EACH6_(M, c, __VA_ARGS__))
+#define CUDUMP_EACH6_(M, c, x, ...) M(c, x) __VA_OPT__(CUDUMP_EACH_TOO_MANY_VARIANTS)
 
-/* The families whose hooks only pass the call on (and are counted around it). */
-#define CUDUMP_PASSED(F)                                                                \
-    F(cuMemcpyAsync) F(cuMemcpyDtoDAsync) F(cuMemcpyDtoHAsync) F(cuMemcpyPeer)            \
-    F(cuMemcpyPeerAsync) F(cuMemcpy3DPeer) F(cuMemcpy3DPeerAsync) F(cuMemcpyAtoD)          \
-    F(cuMemcpyBatchAsync) F(cuMemcpy3DBatchAsync) F(cuMemcpyBatchAsync_v1)               \
-    F(cuMemcpy3DBatchAsync_v1) F(cuEventRecord) F(cuEventRecordWithFlags) \
-    F(cuStreamWaitEvent) F(cuLaunchHostFunc) F(cuStreamWriteValue32) F(cuStreamWriteValue64) \
-    F(cuStreamWaitValue32) F(cuStreamWaitValue64) F(cuStreamBatchMemOp)                   \
-    F(cuWaitExternalSemaphoresAsync) F(cuStreamAddCallback) F(cuGraphicsMapResources)         \
-    F(cuGraphicsUnmapResources) F(cuStreamCreate) F(cuStreamCreateWithPriority)            \
-    F(cuStreamDestroy) F(cuStreamQuery) F(cuEventQuery) F(cuSignalExternalSemaphoresAsync)
+/* VARIANT(symbol, family, ptsz, (parameters), (arguments)) for every variant of every row. */
+#define CUDUMP_VARIANTS(VARIANT) CUDUMP_API(CUDUMP_VARIANTS_OF_, VARIANT)
+#define CUDUMP_VARIANTS_OF_(VARIANT, family, counts, waits, does, params, args, ...) \
+    CUDUMP_EACH(CUDUMP_VARIANT_, (VARIANT, family, params, args), __VA_ARGS__)
+#define CUDUMP_VARIANT_(c, x) CUDUMP_VARIANT__(CUDUMP_UNPAREN c, CUDUMP_UNPAREN x)
+#define CUDUMP_VARIANT__(...) CUDUMP_VARIANT___(__VA_ARGS__)
+#define CUDUMP_VARIANT___(VARIANT, family, params, args, symbol, ptsz) \
+    VARIANT(symbol, family, ptsz, params, args)
 
-/* What a family is, for the counting (calls.h), by the probe idiom:
- * CUDUMP_IS(CUDUMP_WAITS_, f) is 1 where CUDUMP_WAITS_f is defined as `~, 1`,
- * else 0. A wait or a query puts nothing on a stream; a kernel launch does not
- * void the scans ahead (the launch pipeline decides whether it uses them). A
- * host-only call is not counted at all: it works on the host's own memory and
- * the driver's tables, neither touches device memory nor puts work on a stream,
- * and libraries make some between two launches (cuDNN and cuBLASLt encode a
- * Hopper kernel's tensor maps right before its launch, each time). */
+/* Whether a row's `does` is one of the writes from the host, by the probe
+ * idiom: CUDUMP_WRITES_<does> is defined as `~, 1` for those, and the second
+ * item of "<that>, 0, ~" is then 1, else 0. */
 #define CUDUMP_SECOND_(a, b, ...) b
 #define CUDUMP_SECOND(...) CUDUMP_SECOND_(__VA_ARGS__)
-#define CUDUMP_IS(attribute, family) CUDUMP_SECOND(attribute##family, 0, ~)
-#define CUDUMP_WAITS_cuCtxSynchronize ~, 1
-#define CUDUMP_WAITS_cuCtxSynchronize_v2 ~, 1
-#define CUDUMP_WAITS_cuStreamSynchronize ~, 1
-#define CUDUMP_WAITS_cuEventSynchronize ~, 1
-#define CUDUMP_WAITS_cuStreamQuery ~, 1
-#define CUDUMP_WAITS_cuEventQuery ~, 1
-#define CUDUMP_LAUNCHES_cuLaunchKernel ~, 1
-#define CUDUMP_LAUNCHES_cuLaunchCooperativeKernel ~, 1
-#define CUDUMP_LAUNCHES_cuLaunchKernelEx ~, 1
-#define CUDUMP_HOST_ONLY_cuGetProcAddress ~, 1
-#define CUDUMP_HOST_ONLY_cuGetProcAddress_v2 ~, 1
-#define CUDUMP_HOST_ONLY_cuModuleGetFunction ~, 1
-#define CUDUMP_HOST_ONLY_cuLibraryGetKernel ~, 1
-#define CUDUMP_HOST_ONLY_cuKernelGetFunction ~, 1
-#define CUDUMP_HOST_ONLY_cuTensorMapEncodeTiled ~, 1
-#define CUDUMP_HOST_ONLY_cuTensorMapEncodeIm2col ~, 1
-#define CUDUMP_HOST_ONLY_cuTensorMapEncodeIm2colWide ~, 1
-#define CUDUMP_HOST_ONLY_cuTensorMapReplaceAddress ~, 1
-#define CUDUMP_HOST_ONLY_cuMemGetInfo ~, 1
+#define CUDUMP_WRITES(does) CUDUMP_SECOND(CUDUMP_WRITES_##does, 0, ~)
+#define CUDUMP_WRITES_COPIES_TO_DEVICE(...) ~, 1
+#define CUDUMP_WRITES_COPIES_2D(...) ~, 1
+#define CUDUMP_WRITES_COPIES_3D(...) ~, 1
+#define CUDUMP_WRITES_SETS(...) ~, 1
+#define CUDUMP_WRITES_SETS_2D(...) ~, 1
+/* CUDUMP_WHEN(1, x) is x, CUDUMP_WHEN(0, x) nothing. */
+#define CUDUMP_WHEN(cond, ...) CUDUMP_WHEN_(cond, __VA_ARGS__)
+#define CUDUMP_WHEN_(cond, ...) CUDUMP_WHEN_##cond(__VA_ARGS__)
+#define CUDUMP_WHEN_0(...)
+#define CUDUMP_WHEN_1(...) __VA_ARGS__
 
-#define CUDUMP_FAMILIES(F)                                                           \
-    F(cuInit) F(cuGetProcAddress) F(cuGetProcAddress_v2) F(cuModuleGetFunction)       \
-    F(cuModuleLoadData) F(cuModuleLoadDataEx) F(cuModuleLoadFatBinary) F(cuModuleLoad)  \
-    F(cuLibraryLoadData) F(cuLibraryLoadFromFile)                                      \
-    F(cuLibraryGetKernel) F(cuKernelGetFunction) F(cuMemAlloc) F(cuMemAllocPitch)     \
-    F(cuMemAllocManaged) F(cuMemAllocAsync) F(cuMemAllocFromPoolAsync) F(cuMemFree)   \
-    F(cuMemGetInfo)                                                                   \
-    F(cuMemFreeAsync) F(cuMemCreate) F(cuMemRelease) F(cuMemMap) F(cuMemUnmap) F(cuMemAllocHost) F(cuMemHostAlloc)   \
-    F(cuMemFreeHost) F(cuLaunchKernel) F(cuLaunchCooperativeKernel)                   \
-    F(cuLaunchKernelEx) F(cuGraphLaunch) F(cuStreamBeginCapture) F(cuStreamEndCapture)   \
-    F(cuStreamBeginCaptureToGraph)                                                       \
-    F(cuGraphInstantiateWithFlags) F(cuGraphInstantiate) F(cuGraphInstantiateWithParams)  \
-    F(cuGraphExecDestroy)                                                                \
-    F(cuGraphExecKernelNodeSetParams) F(cuGraphExecUpdate)                              \
-    F(cuCtxSynchronize) F(cuCtxSynchronize_v2) F(cuStreamSynchronize) F(cuEventSynchronize) \
-    F(cuCtxDestroy) F(cuDevicePrimaryCtxRelease) F(cuDevicePrimaryCtxReset)                 \
-    F(cuMemcpyDtoH) F(cuMemcpyHtoD) F(cuMemcpyDtoD) F(cuMemcpy) F(cuMemcpy2D)             \
-    F(cuMemcpy2DUnaligned) F(cuMemcpy3D)                                                   \
-    F(cuMemcpyHtoDAsync) F(cuMemcpy2DAsync) F(cuMemcpy3DAsync) F(cuMemsetD8) F(cuMemsetD16)  \
-    F(cuMemsetD32) F(cuMemsetD8Async) F(cuMemsetD16Async) F(cuMemsetD32Async)               \
-    F(cuMemsetD2D8) F(cuMemsetD2D16) F(cuMemsetD2D32) F(cuMemsetD2D8Async)                  \
-    F(cuMemsetD2D16Async) F(cuMemsetD2D32Async)                                             \
-    F(cuTensorMapEncodeTiled) F(cuTensorMapEncodeIm2col) F(cuTensorMapEncodeIm2colWide)    \
-    F(cuTensorMapReplaceAddress) CUDUMP_PASSED(F)
-
-#define CUDUMP_VARIANTS(VARIANT)                                           \
-    VARIANT(cuInit, cuInit, 0)                                             \
-    VARIANT(cuGetProcAddress, cuGetProcAddress, 0)                         \
-    VARIANT(cuGetProcAddress_v2, cuGetProcAddress_v2, 0)                   \
-    VARIANT(cuModuleGetFunction, cuModuleGetFunction, 0)                   \
-    VARIANT(cuLibraryGetKernel, cuLibraryGetKernel, 0)                     \
-    VARIANT(cuModuleLoadData, cuModuleLoadData, 0)                         \
-    VARIANT(cuModuleLoadDataEx, cuModuleLoadDataEx, 0)                     \
-    VARIANT(cuModuleLoadFatBinary, cuModuleLoadFatBinary, 0)               \
-    VARIANT(cuModuleLoad, cuModuleLoad, 0)                                 \
-    VARIANT(cuLibraryLoadData, cuLibraryLoadData, 0)                       \
-    VARIANT(cuLibraryLoadFromFile, cuLibraryLoadFromFile, 0)               \
-    VARIANT(cuKernelGetFunction, cuKernelGetFunction, 0)                   \
-    VARIANT(cuMemAlloc_v2, cuMemAlloc, 0)                                  \
-    VARIANT(cuMemAllocPitch_v2, cuMemAllocPitch, 0)                        \
-    VARIANT(cuMemAllocManaged, cuMemAllocManaged, 0)                       \
-    VARIANT(cuMemGetInfo_v2, cuMemGetInfo, 0)                              \
-    VARIANT(cuMemAllocAsync, cuMemAllocAsync, 0)                           \
-    VARIANT(cuMemAllocAsync_ptsz, cuMemAllocAsync, 1)                      \
-    VARIANT(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 0)           \
-    VARIANT(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync, 1)      \
-    VARIANT(cuMemFree_v2, cuMemFree, 0)                                    \
-    VARIANT(cuMemFreeAsync, cuMemFreeAsync, 0)                             \
-    VARIANT(cuMemFreeAsync_ptsz, cuMemFreeAsync, 1)                        \
-    VARIANT(cuMemCreate, cuMemCreate, 0)                                   \
-    VARIANT(cuMemRelease, cuMemRelease, 0)                                 \
-    VARIANT(cuMemMap, cuMemMap, 0)                                         \
-    VARIANT(cuMemUnmap, cuMemUnmap, 0)                                     \
-    VARIANT(cuMemAllocHost_v2, cuMemAllocHost, 0)                          \
-    VARIANT(cuMemHostAlloc, cuMemHostAlloc, 0)                             \
-    VARIANT(cuMemFreeHost, cuMemFreeHost, 0)                               \
-    VARIANT(cuLaunchKernel, cuLaunchKernel, 0)                             \
-    VARIANT(cuLaunchKernel_ptsz, cuLaunchKernel, 1)                        \
-    VARIANT(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel, 0)       \
-    VARIANT(cuLaunchCooperativeKernel_ptsz, cuLaunchCooperativeKernel, 1)  \
-    VARIANT(cuLaunchKernelEx, cuLaunchKernelEx, 0)                         \
-    VARIANT(cuLaunchKernelEx_ptsz, cuLaunchKernelEx, 1)                    \
-    VARIANT(cuGraphLaunch, cuGraphLaunch, 0)                               \
-    VARIANT(cuGraphLaunch_ptsz, cuGraphLaunch, 1)                          \
-    VARIANT(cuStreamBeginCapture_v2, cuStreamBeginCapture, 0)              \
-    VARIANT(cuStreamBeginCapture_v2_ptsz, cuStreamBeginCapture, 1)         \
-    VARIANT(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph, 0)   \
-    VARIANT(cuStreamBeginCaptureToGraph_ptsz, cuStreamBeginCaptureToGraph, 1) \
-    VARIANT(cuStreamEndCapture, cuStreamEndCapture, 0)                     \
-    VARIANT(cuStreamEndCapture_ptsz, cuStreamEndCapture, 1)                \
-    VARIANT(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 0)   \
-    VARIANT(cuGraphInstantiate_v2, cuGraphInstantiate, 0)                  \
-    VARIANT(cuGraphInstantiateWithParams, cuGraphInstantiateWithParams, 0) \
-    VARIANT(cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams, 1) \
-    VARIANT(cuGraphExecDestroy, cuGraphExecDestroy, 0)                     \
-    VARIANT(cuGraphExecKernelNodeSetParams_v2, cuGraphExecKernelNodeSetParams, 0) \
-    VARIANT(cuGraphExecUpdate_v2, cuGraphExecUpdate, 0)                    \
-    VARIANT(cuCtxSynchronize, cuCtxSynchronize, 0)                         \
-    VARIANT(cuCtxSynchronize_v2, cuCtxSynchronize_v2, 0)                   \
-    VARIANT(cuStreamSynchronize, cuStreamSynchronize, 0)                   \
-    VARIANT(cuStreamSynchronize_ptsz, cuStreamSynchronize, 1)              \
-    VARIANT(cuEventSynchronize, cuEventSynchronize, 0)                     \
-    VARIANT(cuMemcpyDtoH_v2, cuMemcpyDtoH, 0)                              \
-    VARIANT(cuMemcpyDtoH_v2_ptds, cuMemcpyDtoH, 1)                         \
-    VARIANT(cuMemcpyHtoD_v2, cuMemcpyHtoD, 0)                              \
-    VARIANT(cuMemcpyHtoD_v2_ptds, cuMemcpyHtoD, 1)                         \
-    VARIANT(cuMemcpyDtoD_v2, cuMemcpyDtoD, 0)                              \
-    VARIANT(cuMemcpyDtoD_v2_ptds, cuMemcpyDtoD, 1)                         \
-    VARIANT(cuMemcpy, cuMemcpy, 0)                                         \
-    VARIANT(cuMemcpy_ptds, cuMemcpy, 1)                                    \
-    VARIANT(cuMemcpy2D_v2, cuMemcpy2D, 0)                                  \
-    VARIANT(cuMemcpy2D_v2_ptds, cuMemcpy2D, 1)                             \
-    VARIANT(cuMemcpy2DUnaligned_v2, cuMemcpy2DUnaligned, 0)                \
-    VARIANT(cuMemcpy2DUnaligned_v2_ptds, cuMemcpy2DUnaligned, 1)           \
-    VARIANT(cuMemcpy3D_v2, cuMemcpy3D, 0)                                  \
-    VARIANT(cuMemcpy3D_v2_ptds, cuMemcpy3D, 1)                             \
-    VARIANT(cuMemcpyHtoDAsync_v2, cuMemcpyHtoDAsync, 0)                    \
-    VARIANT(cuMemcpyHtoDAsync_v2_ptsz, cuMemcpyHtoDAsync, 1)               \
-    VARIANT(cuMemcpy2DAsync_v2, cuMemcpy2DAsync, 0)                        \
-    VARIANT(cuMemcpy2DAsync_v2_ptsz, cuMemcpy2DAsync, 1)                   \
-    VARIANT(cuMemcpy3DAsync_v2, cuMemcpy3DAsync, 0)                        \
-    VARIANT(cuMemcpy3DAsync_v2_ptsz, cuMemcpy3DAsync, 1)                   \
-    VARIANT(cuMemsetD8_v2, cuMemsetD8, 0)                                  \
-    VARIANT(cuMemsetD8_v2_ptds, cuMemsetD8, 1)                             \
-    VARIANT(cuMemsetD16_v2, cuMemsetD16, 0)                                \
-    VARIANT(cuMemsetD16_v2_ptds, cuMemsetD16, 1)                           \
-    VARIANT(cuMemsetD32_v2, cuMemsetD32, 0)                                \
-    VARIANT(cuMemsetD32_v2_ptds, cuMemsetD32, 1)                           \
-    VARIANT(cuMemsetD8Async, cuMemsetD8Async, 0)                           \
-    VARIANT(cuMemsetD8Async_ptsz, cuMemsetD8Async, 1)                      \
-    VARIANT(cuMemsetD16Async, cuMemsetD16Async, 0)                         \
-    VARIANT(cuMemsetD16Async_ptsz, cuMemsetD16Async, 1)                    \
-    VARIANT(cuMemsetD32Async, cuMemsetD32Async, 0)                         \
-    VARIANT(cuMemsetD32Async_ptsz, cuMemsetD32Async, 1)                    \
-    VARIANT(cuMemsetD2D8_v2, cuMemsetD2D8, 0)                              \
-    VARIANT(cuMemsetD2D8_v2_ptds, cuMemsetD2D8, 1)                         \
-    VARIANT(cuMemsetD2D16_v2, cuMemsetD2D16, 0)                            \
-    VARIANT(cuMemsetD2D16_v2_ptds, cuMemsetD2D16, 1)                       \
-    VARIANT(cuMemsetD2D32_v2, cuMemsetD2D32, 0)                            \
-    VARIANT(cuMemsetD2D32_v2_ptds, cuMemsetD2D32, 1)                       \
-    VARIANT(cuMemsetD2D8Async, cuMemsetD2D8Async, 0)                       \
-    VARIANT(cuMemsetD2D8Async_ptsz, cuMemsetD2D8Async, 1)                  \
-    VARIANT(cuMemsetD2D16Async, cuMemsetD2D16Async, 0)                     \
-    VARIANT(cuMemsetD2D16Async_ptsz, cuMemsetD2D16Async, 1)                \
-    VARIANT(cuMemsetD2D32Async, cuMemsetD2D32Async, 0)                     \
-    VARIANT(cuMemsetD2D32Async_ptsz, cuMemsetD2D32Async, 1)                \
-    VARIANT(cuTensorMapEncodeTiled, cuTensorMapEncodeTiled, 0)             \
-    VARIANT(cuTensorMapEncodeIm2col, cuTensorMapEncodeIm2col, 0)           \
-    VARIANT(cuTensorMapEncodeIm2colWide, cuTensorMapEncodeIm2colWide, 0)   \
-    VARIANT(cuTensorMapReplaceAddress, cuTensorMapReplaceAddress, 0)   \
-    VARIANT(cuMemcpyAsync, cuMemcpyAsync, 0)                               \
-    VARIANT(cuMemcpyAsync_ptsz, cuMemcpyAsync, 1)                          \
-    VARIANT(cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync, 0)                    \
-    VARIANT(cuMemcpyDtoDAsync_v2_ptsz, cuMemcpyDtoDAsync, 1)               \
-    VARIANT(cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync, 0)                    \
-    VARIANT(cuMemcpyDtoHAsync_v2_ptsz, cuMemcpyDtoHAsync, 1)               \
-    VARIANT(cuMemcpyPeer, cuMemcpyPeer, 0)                                 \
-    VARIANT(cuMemcpyPeer_ptds, cuMemcpyPeer, 1)                            \
-    VARIANT(cuMemcpyPeerAsync, cuMemcpyPeerAsync, 0)                       \
-    VARIANT(cuMemcpyPeerAsync_ptsz, cuMemcpyPeerAsync, 1)                  \
-    VARIANT(cuMemcpy3DPeer, cuMemcpy3DPeer, 0)                             \
-    VARIANT(cuMemcpy3DPeer_ptds, cuMemcpy3DPeer, 1)                        \
-    VARIANT(cuMemcpy3DPeerAsync, cuMemcpy3DPeerAsync, 0)                   \
-    VARIANT(cuMemcpy3DPeerAsync_ptsz, cuMemcpy3DPeerAsync, 1)              \
-    VARIANT(cuMemcpyAtoD_v2, cuMemcpyAtoD, 0)                              \
-    VARIANT(cuMemcpyAtoD_v2_ptds, cuMemcpyAtoD, 1)                         \
-    VARIANT(cuMemcpyBatchAsync_v2, cuMemcpyBatchAsync, 0)                  \
-    VARIANT(cuMemcpyBatchAsync_v2_ptsz, cuMemcpyBatchAsync, 1)             \
-    VARIANT(cuMemcpy3DBatchAsync_v2, cuMemcpy3DBatchAsync, 0)              \
-    VARIANT(cuMemcpy3DBatchAsync_v2_ptsz, cuMemcpy3DBatchAsync, 1)         \
-    VARIANT(cuMemcpyBatchAsync, cuMemcpyBatchAsync_v1, 0)                  \
-    VARIANT(cuMemcpyBatchAsync_ptsz, cuMemcpyBatchAsync_v1, 1)             \
-    VARIANT(cuMemcpy3DBatchAsync, cuMemcpy3DBatchAsync_v1, 0)              \
-    VARIANT(cuMemcpy3DBatchAsync_ptsz, cuMemcpy3DBatchAsync_v1, 1)         \
-    VARIANT(cuEventRecord, cuEventRecord, 0)                               \
-    VARIANT(cuEventRecord_ptsz, cuEventRecord, 1)                          \
-    VARIANT(cuEventRecordWithFlags, cuEventRecordWithFlags, 0)             \
-    VARIANT(cuEventRecordWithFlags_ptsz, cuEventRecordWithFlags, 1)        \
-    VARIANT(cuStreamWaitEvent, cuStreamWaitEvent, 0)                       \
-    VARIANT(cuStreamWaitEvent_ptsz, cuStreamWaitEvent, 1)                  \
-    VARIANT(cuLaunchHostFunc, cuLaunchHostFunc, 0)                         \
-    VARIANT(cuLaunchHostFunc_ptsz, cuLaunchHostFunc, 1)                    \
-    VARIANT(cuStreamWriteValue32, cuStreamWriteValue32, 0)                 \
-    VARIANT(cuStreamWriteValue32_ptsz, cuStreamWriteValue32, 1)            \
-    VARIANT(cuStreamWriteValue32_v2, cuStreamWriteValue32, 0)              \
-    VARIANT(cuStreamWriteValue32_v2_ptsz, cuStreamWriteValue32, 1)         \
-    VARIANT(cuStreamWriteValue64, cuStreamWriteValue64, 0)                 \
-    VARIANT(cuStreamWriteValue64_ptsz, cuStreamWriteValue64, 1)            \
-    VARIANT(cuStreamWriteValue64_v2, cuStreamWriteValue64, 0)              \
-    VARIANT(cuStreamWriteValue64_v2_ptsz, cuStreamWriteValue64, 1)         \
-    VARIANT(cuStreamWaitValue32, cuStreamWaitValue32, 0)                   \
-    VARIANT(cuStreamWaitValue32_ptsz, cuStreamWaitValue32, 1)              \
-    VARIANT(cuStreamWaitValue32_v2, cuStreamWaitValue32, 0)                \
-    VARIANT(cuStreamWaitValue32_v2_ptsz, cuStreamWaitValue32, 1)           \
-    VARIANT(cuStreamWaitValue64, cuStreamWaitValue64, 0)                   \
-    VARIANT(cuStreamWaitValue64_ptsz, cuStreamWaitValue64, 1)              \
-    VARIANT(cuStreamWaitValue64_v2, cuStreamWaitValue64, 0)                \
-    VARIANT(cuStreamWaitValue64_v2_ptsz, cuStreamWaitValue64, 1)           \
-    VARIANT(cuStreamBatchMemOp, cuStreamBatchMemOp, 0)                     \
-    VARIANT(cuStreamBatchMemOp_ptsz, cuStreamBatchMemOp, 1)                \
-    VARIANT(cuStreamBatchMemOp_v2, cuStreamBatchMemOp, 0)                  \
-    VARIANT(cuStreamBatchMemOp_v2_ptsz, cuStreamBatchMemOp, 1)             \
-    VARIANT(cuWaitExternalSemaphoresAsync, cuWaitExternalSemaphoresAsync, 0) \
-    VARIANT(cuWaitExternalSemaphoresAsync_ptsz, cuWaitExternalSemaphoresAsync, 1) \
-    VARIANT(cuStreamAddCallback, cuStreamAddCallback, 0)                   \
-    VARIANT(cuStreamAddCallback_ptsz, cuStreamAddCallback, 1)              \
-    VARIANT(cuGraphicsMapResources, cuGraphicsMapResources, 0)             \
-    VARIANT(cuGraphicsMapResources_ptsz, cuGraphicsMapResources, 1)        \
-    VARIANT(cuGraphicsUnmapResources, cuGraphicsUnmapResources, 0)         \
-    VARIANT(cuGraphicsUnmapResources_ptsz, cuGraphicsUnmapResources, 1)    \
-    VARIANT(cuStreamCreate, cuStreamCreate, 0)                             \
-    VARIANT(cuStreamCreateWithPriority, cuStreamCreateWithPriority, 0)     \
-    VARIANT(cuStreamDestroy_v2, cuStreamDestroy, 0)                        \
-    VARIANT(cuStreamQuery, cuStreamQuery, 0)                               \
-    VARIANT(cuStreamQuery_ptsz, cuStreamQuery, 1)                          \
-    VARIANT(cuEventQuery, cuEventQuery, 0)                                 \
-    VARIANT(cuCtxDestroy_v2, cuCtxDestroy, 0)                              \
-    VARIANT(cuCtxDestroy, cuCtxDestroy, 0)                                 \
-    VARIANT(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease, 0)    \
-    VARIANT(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease, 0)       \
-    VARIANT(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset, 0)        \
-    VARIANT(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset, 0)           \
-    VARIANT(cuSignalExternalSemaphoresAsync, cuSignalExternalSemaphoresAsync, 0) \
-    VARIANT(cuSignalExternalSemaphoresAsync_ptsz, cuSignalExternalSemaphoresAsync, 1)
+/* X(family) for every family that writes device memory from the host, in the
+ * order of the rows (protocol.h's PROTO_HOST_APIS). */
+#define CUDUMP_HOST_WRITES(X) CUDUMP_API(CUDUMP_HOST_WRITE_OF_, X)
+#define CUDUMP_HOST_WRITE_OF_(X, family, counts, waits, does, ...) \
+    CUDUMP_WHEN(CUDUMP_WRITES(does), X(family))
 
 /*
  * Driver functions the shim calls for its own work but does not wrap (those
@@ -657,3 +551,5 @@
     SERVICE(cuMemPoolSetAttribute, (CUmemoryPool pool, int attr, void *value))             \
     SERVICE(cuMemPoolGetAttribute, (CUmemoryPool pool, int attr, void *value))             \
     SERVICE(cuMemPoolTrimTo, (CUmemoryPool pool, size_t keep))
+
+#endif

@@ -4,7 +4,7 @@
  * Scans ahead (ahead.h) are made with one launch for the next: they are good
  * only if nothing reached the GPU, or let the host act on it, between the two
  * launches. Every wrapped call counts as begun when it enters (but those that
- * work on the host alone: api.h's CUDUMP_HOST_ONLY_), and one that
+ * work on the host alone: api.h's HOST rows), and one that
  * may put work on a stream (anything but a wait or a query) counts as in
  * progress until it returns, so that a call another thread began earlier and
  * has not finished is seen too. A wait or query counts as begun again when it

@@ -29,7 +29,7 @@ typedef struct CUgraph_st *CUgraph;
 typedef struct CUgraphNode_st *CUgraphNode;
 typedef struct CUmemPoolHandle_st *CUmemoryPool;
 typedef struct CUarray_st *CUarray;
-/* Passed through only (api.h's CUDUMP_PASSED families): never looked into, so
+/* Passed through only (api.h's PASSES rows): never looked into, so
  * declared without their members, under cuda.h's tags. */
 typedef struct CUextSemaphore_st *CUexternalSemaphore;
 typedef struct CUDA_MEMCPY3D_PEER_st CUDA_MEMCPY3D_PEER;

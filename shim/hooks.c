@@ -1,9 +1,15 @@
 /*
- * What the shim does around each wrapped driver call. Every hook calls the
- * real function first or last and returns its result unchanged: cudump's
- * own work never changes what the program sees. (An allocation that failed
- * for want of the memory cudump's scratch pools keep is made again once they
- * have given it back: the result it would have had bare.)
+ * What the shim does around each wrapped driver call. Every entry calls the
+ * real function once and returns its result unchanged: cudump's own work
+ * never changes what the program sees. (An allocation that failed for want of
+ * the memory cudump's scratch pools keep is made again once they have given
+ * it back: the result it would have had bare.)
+ *
+ * Each family's entry is made from its row of api.h (at the end of this
+ * file), which says what it counts, whether the driver waits inside and what
+ * the shim does with it. The hooks written by hand here are the families
+ * whose work is their own (api.h's HOOK and HOOK_PTSZ rows), each saying why;
+ * the entry still does the counting and the settling the row asks for.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -22,7 +28,6 @@
 #include "gate.h"
 #include "graph.h"
 #include "handoff.h"
-#include "hooks.h"
 #include "hostwrite.h"
 #include "interpose.h"
 #include "launch.h"
@@ -109,9 +114,9 @@ __attribute__((destructor)) static void shim_unload(void)
     msg_free(&m);
 }
 
-CUresult hook_cuInit(cuInit_fn real, int ptsz, unsigned int flags)
+/* Hand-written: the shim starts here, once the driver has. */
+static CUresult hook_cuInit(cuInit_fn real, unsigned int flags)
 {
-    (void)ptsz;
     CUresult rc = real(flags);
     if (rc == CUDA_SUCCESS) {
         shim_resolve_real();
@@ -121,13 +126,14 @@ CUresult hook_cuInit(cuInit_fn real, int ptsz, unsigned int flags)
     return rc;
 }
 
-/* ---- kernel names --------------------------------------------------------- */
+/* ---- kernel names --------------------------------------------------------------
+ * Hand-written: each names its handle in its own way (functab.h). The driver may
+ * wait for the context in cuModuleGetFunction (its row settles first);
+ * cuKernelGetFunction settles itself, only the first time. */
 
-CUresult hook_cuModuleGetFunction(cuModuleGetFunction_fn real, int ptsz, CUfunction *hfunc,
-                                  CUmodule hmod, const char *name)
+static CUresult hook_cuModuleGetFunction(cuModuleGetFunction_fn real, CUfunction *hfunc,
+                                         CUmodule hmod, const char *name)
 {
-    (void)ptsz;
-    gate_settle();   /* the driver may wait for the context here (gate.h) */
     CUresult rc = real(hfunc, hmod, name);
     if (rc == CUDA_SUCCESS && hfunc) {
         functab_name((uintptr_t)*hfunc, name, false);
@@ -136,10 +142,9 @@ CUresult hook_cuModuleGetFunction(cuModuleGetFunction_fn real, int ptsz, CUfunct
     return rc;
 }
 
-CUresult hook_cuLibraryGetKernel(cuLibraryGetKernel_fn real, int ptsz, CUkernel *pKernel,
-                                 CUlibrary library, const char *name)
+static CUresult hook_cuLibraryGetKernel(cuLibraryGetKernel_fn real, CUkernel *pKernel,
+                                        CUlibrary library, const char *name)
 {
-    (void)ptsz;
     CUresult rc = real(pKernel, library, name);
     if (rc == CUDA_SUCCESS && pKernel) {
         functab_name((uintptr_t)*pKernel, name, true);
@@ -148,10 +153,9 @@ CUresult hook_cuLibraryGetKernel(cuLibraryGetKernel_fn real, int ptsz, CUkernel 
     return rc;
 }
 
-CUresult hook_cuKernelGetFunction(cuKernelGetFunction_fn real, int ptsz, CUfunction *pFunc,
-                                  CUkernel kernel)
+static CUresult hook_cuKernelGetFunction(cuKernelGetFunction_fn real, CUfunction *pFunc,
+                                         CUkernel kernel)
 {
-    (void)ptsz;
     /* The first get loads the kernel into the context, which waits for it
      * (gate.h); libraries get it again at many launches, which must not wait. */
     struct func_entry *k = functab_find((uintptr_t)kernel);
@@ -223,20 +227,11 @@ static void track_free(CUdeviceptr base)
         send_memory_event(a.kind == AK_VMM ? MEM_UNMAP : MEM_FREE, a.kind, base, a.size, 0, 0, 0, 0);
 }
 
-CUresult hook_cuMemAlloc(cuMemAlloc_fn real, int ptsz, CUdeviceptr *dptr, size_t bytesize)
+/* Hand-written: the one allocation with a geometry (pitch, width, rows, element size). */
+static CUresult hook_cuMemAllocPitch(cuMemAllocPitch_fn real, CUdeviceptr *dptr, size_t *pPitch,
+                                     size_t widthInBytes, size_t height,
+                                     unsigned int elementSizeBytes)
 {
-    (void)ptsz;
-    CUresult rc;
-    ALLOCATE(rc, real(dptr, bytesize));
-    if (rc == CUDA_SUCCESS && dptr)
-        track_alloc(AK_LINEAR, *dptr, bytesize, 0, 0, 0, 0);
-    return rc;
-}
-
-CUresult hook_cuMemAllocPitch(cuMemAllocPitch_fn real, int ptsz, CUdeviceptr *dptr, size_t *pPitch,
-                              size_t widthInBytes, size_t height, unsigned int elementSizeBytes)
-{
-    (void)ptsz;
     CUresult rc;
     ALLOCATE(rc, real(dptr, pPitch, widthInBytes, height, elementSizeBytes));
     if (rc == CUDA_SUCCESS && dptr && pPitch)
@@ -245,72 +240,20 @@ CUresult hook_cuMemAllocPitch(cuMemAllocPitch_fn real, int ptsz, CUdeviceptr *dp
     return rc;
 }
 
-CUresult hook_cuMemAllocManaged(cuMemAllocManaged_fn real, int ptsz, CUdeviceptr *dptr,
-                                size_t bytesize, unsigned int flags)
+/* Hand-written: the program sizes itself by what is free: it is told what it
+ * would be told bare, once cudump's scratch pools have given back what they keep. */
+static CUresult hook_cuMemGetInfo(cuMemGetInfo_fn real, size_t *free_bytes, size_t *total_bytes)
 {
-    (void)ptsz;
-    CUresult rc;
-    ALLOCATE(rc, real(dptr, bytesize, flags));
-    if (rc == CUDA_SUCCESS && dptr)
-        track_alloc(AK_MANAGED, *dptr, bytesize, 0, 0, 0, 0);
-    return rc;
-}
-
-CUresult hook_cuMemAllocAsync(cuMemAllocAsync_fn real, int ptsz, CUdeviceptr *dptr,
-                              size_t bytesize, CUstream stream)
-{
-    (void)ptsz;
-    CUresult rc;
-    ALLOCATE(rc, real(dptr, bytesize, stream));
-    if (rc == CUDA_SUCCESS && dptr)
-        track_alloc(AK_ASYNC, *dptr, bytesize, 0, 0, 0, 0);
-    return rc;
-}
-
-CUresult hook_cuMemAllocFromPoolAsync(cuMemAllocFromPoolAsync_fn real, int ptsz, CUdeviceptr *dptr,
-                                      size_t bytesize, CUmemoryPool pool, CUstream stream)
-{
-    (void)ptsz;
-    CUresult rc;
-    ALLOCATE(rc, real(dptr, bytesize, pool, stream));
-    if (rc == CUDA_SUCCESS && dptr)
-        track_alloc(AK_ASYNC, *dptr, bytesize, 0, 0, 0, 0);
-    return rc;
-}
-
-/* The program sizes itself by what is free: it is told what it would be told
- * bare, once cudump's scratch pools have given back what they keep. */
-CUresult hook_cuMemGetInfo(cuMemGetInfo_fn real, int ptsz, size_t *free_bytes,
-                           size_t *total_bytes)
-{
-    (void)ptsz;
     scratch_trim();
     return real(free_bytes, total_bytes);
 }
 
-CUresult hook_cuMemFree(cuMemFree_fn real, int ptsz, CUdeviceptr dptr)
+/* Hand-written: VMM physical memory is a handle, not an address: the controller
+ * counts it, the table of allocations does not hold it. */
+static CUresult hook_cuMemCreate(cuMemCreate_fn real, CUmemGenericAllocationHandle *handle,
+                                 size_t size, const CUmemAllocationProp *prop,
+                                 unsigned long long flags)
 {
-    (void)ptsz;
-    gate_settle();   /* the driver may wait for the context here (gate.h) */
-    CUresult rc = real(dptr);
-    if (rc == CUDA_SUCCESS)
-        track_free(dptr);
-    return rc;
-}
-
-CUresult hook_cuMemFreeAsync(cuMemFreeAsync_fn real, int ptsz, CUdeviceptr dptr, CUstream stream)
-{
-    (void)ptsz;
-    CUresult rc = real(dptr, stream);
-    if (rc == CUDA_SUCCESS)
-        track_free(dptr);
-    return rc;
-}
-
-CUresult hook_cuMemCreate(cuMemCreate_fn real, int ptsz, CUmemGenericAllocationHandle *handle,
-                          size_t size, const CUmemAllocationProp *prop, unsigned long long flags)
-{
-    (void)ptsz;
     CUresult rc;
     ALLOCATE(rc, real(handle, size, prop, flags));
     /* Physical memory: counted, but it has no address until it is mapped. */
@@ -319,64 +262,17 @@ CUresult hook_cuMemCreate(cuMemCreate_fn real, int ptsz, CUmemGenericAllocationH
     return rc;
 }
 
-CUresult hook_cuMemRelease(cuMemRelease_fn real, int ptsz, CUmemGenericAllocationHandle handle)
+static CUresult hook_cuMemRelease(cuMemRelease_fn real, CUmemGenericAllocationHandle handle)
 {
-    (void)ptsz;
     CUresult rc = real(handle);
     if (rc == CUDA_SUCCESS)
         send_memory_event(MEM_FREE, AK_VMM, handle, 0, 0, 0, 0, 0);
     return rc;
 }
 
-CUresult hook_cuMemMap(cuMemMap_fn real, int ptsz, CUdeviceptr ptr, size_t size, size_t offset,
-                       CUmemGenericAllocationHandle handle, unsigned long long flags)
-{
-    (void)ptsz;
-    CUresult rc = real(ptr, size, offset, handle, flags);
-    if (rc == CUDA_SUCCESS)
-        track_alloc(AK_VMM, ptr, size, 0, 0, 0, 0);
-    return rc;
-}
-
-CUresult hook_cuMemUnmap(cuMemUnmap_fn real, int ptsz, CUdeviceptr ptr, size_t size)
-{
-    (void)ptsz;
-    CUresult rc = real(ptr, size);
-    if (rc == CUDA_SUCCESS)
-        track_free(ptr);
-    return rc;
-}
-
-CUresult hook_cuMemAllocHost(cuMemAllocHost_fn real, int ptsz, void **pp, size_t bytesize)
-{
-    (void)ptsz;
-    CUresult rc = real(pp, bytesize);
-    if (rc == CUDA_SUCCESS && pp)
-        track_alloc(AK_HOST, (CUdeviceptr)(uintptr_t)*pp, bytesize, 0, 0, 0, 0);
-    return rc;
-}
-
-CUresult hook_cuMemHostAlloc(cuMemHostAlloc_fn real, int ptsz, void **pp, size_t bytesize,
-                             unsigned int flags)
-{
-    (void)ptsz;
-    CUresult rc = real(pp, bytesize, flags);
-    if (rc == CUDA_SUCCESS && pp)
-        track_alloc(AK_HOST, (CUdeviceptr)(uintptr_t)*pp, bytesize, 0, 0, 0, 0);
-    return rc;
-}
-
-CUresult hook_cuMemFreeHost(cuMemFreeHost_fn real, int ptsz, void *p)
-{
-    (void)ptsz;
-    gate_settle();   /* the driver may wait for the context here (gate.h) */
-    CUresult rc = real(p);
-    if (rc == CUDA_SUCCESS)
-        track_free((CUdeviceptr)(uintptr_t)p);
-    return rc;
-}
-
-/* ---- stream capture ------------------------------------------------------ */
+/* ---- stream capture --------------------------------------------------------------
+ * Hand-written: the captures under way are counted (shim_stats.captures_active),
+ * and no trim of cudump's scratch pools runs while one is. */
 
 /* A capture is counted before it begins, once no trim of cudump's scratch pools
  * is under way: none starts while it is counted (scratch.h). */
@@ -394,27 +290,24 @@ static CUresult capture_began(CUresult rc)
     return rc;
 }
 
-CUresult hook_cuStreamBeginCapture(cuStreamBeginCapture_fn real, int ptsz, CUstream stream,
-                                   CUstreamCaptureMode mode)
+static CUresult hook_cuStreamBeginCapture(cuStreamBeginCapture_fn real, CUstream stream,
+                                          CUstreamCaptureMode mode)
 {
-    (void)ptsz;
     capture_begins();
     return capture_began(real(stream, mode));
 }
 
-CUresult hook_cuStreamBeginCaptureToGraph(cuStreamBeginCaptureToGraph_fn real, int ptsz,
-                                          CUstream stream, CUgraph graph, const CUgraphNode *deps,
-                                          const void *depData, size_t numDeps,
-                                          CUstreamCaptureMode mode)
+static CUresult hook_cuStreamBeginCaptureToGraph(cuStreamBeginCaptureToGraph_fn real,
+                                                 CUstream stream, CUgraph graph,
+                                                 const CUgraphNode *deps, const void *depData,
+                                                 size_t numDeps, CUstreamCaptureMode mode)
 {
-    (void)ptsz;
     capture_begins();
     return capture_began(real(stream, graph, deps, depData, numDeps, mode));
 }
 
-CUresult hook_cuStreamEndCapture(cuStreamEndCapture_fn real, int ptsz, CUstream stream, void **graph)
+static CUresult hook_cuStreamEndCapture(cuStreamEndCapture_fn real, CUstream stream, void **graph)
 {
-    (void)ptsz;
     CUresult rc = real(stream, graph);
     /* 901: the capture was invalidated, but it has ended all the same. */
     if (rc == CUDA_SUCCESS || rc == 901) {
@@ -426,286 +319,10 @@ CUresult hook_cuStreamEndCapture(cuStreamEndCapture_fn real, int ptsz, CUstream 
     return rc;
 }
 
-/* ---- the program's waits ------------------------------------------------------
- * Once the program has waited for the GPU, what cudump took of the launches
- * before the wait must survive whatever comes next (an abort() right after
- * cudaDeviceSynchronize): copies still on their way through scratch (drain.c)
- * are handed over before the wait returns. The call itself and its result
- * are the program's, untouched. */
-
-static CUresult waited(CUresult rc)
-{
-    if (rc == CUDA_SUCCESS)
-        drain_settle();
-    return flight_seen(rc);
-}
-
-/* Before the program waits in the driver, its held launches are settled
- * (gate_settle): the serve's copies could not be made while it waits there. */
-CUresult hook_cuCtxSynchronize(cuCtxSynchronize_fn real, int ptsz)
-{
-    (void)ptsz;
-    gate_settle();
-    return waited(real());
-}
-
-CUresult hook_cuCtxSynchronize_v2(cuCtxSynchronize_v2_fn real, int ptsz, CUcontext ctx)
-{
-    (void)ptsz;
-    gate_settle();
-    return waited(real(ctx));
-}
-
-CUresult hook_cuStreamSynchronize(cuStreamSynchronize_fn real, int ptsz, CUstream stream)
-{
-    (void)ptsz;
-    gate_settle();
-    return waited(real(stream));
-}
-
-CUresult hook_cuEventSynchronize(cuEventSynchronize_fn real, int ptsz, CUevent event)
-{
-    (void)ptsz;
-    gate_settle();
-    return waited(real(event));
-}
-
-CUresult hook_cuMemcpyDtoH(cuMemcpyDtoH_fn real, int ptsz, void *dst, CUdeviceptr src,
-                           size_t bytes)
-{
-    (void)ptsz;
-    gate_settle();
-    return waited(real(dst, src, bytes));
-}
-
-CUresult hook_cuMemcpyHtoD(cuMemcpyHtoD_fn real, int ptsz, CUdeviceptr dst, const void *src,
-                           size_t bytes)
-{
-    gate_settle();
-    if (__builtin_expect(!channel_host_on(), 1))
-        return flight_seen(real(dst, src, bytes));
-    uint64_t launches = hostwrite_launches();
-    CUresult rc = real(dst, src, bytes);
-    if (rc == CUDA_SUCCESS)
-        hostwrite_record(&(struct host_write){.api = HOST_API_cuMemcpyHtoD, .ptsz = ptsz,
-                                              .dst = dst, .width = bytes, .height = 1,
-                                              .pitch = bytes, .depth = 1, .slice = bytes},
-                         launches);
-    return flight_seen(rc);
-}
-
-CUresult hook_cuMemcpyDtoD(cuMemcpyDtoD_fn real, int ptsz, CUdeviceptr dst, CUdeviceptr src,
-                           size_t bytes)
-{
-    (void)ptsz;
-    gate_settle();
-    return flight_seen(real(dst, src, bytes));
-}
-
-CUresult hook_cuMemcpy(cuMemcpy_fn real, int ptsz, CUdeviceptr dst, CUdeviceptr src,
-                       size_t bytes)
-{
-    (void)ptsz;
-    gate_settle();
-    return flight_seen(real(dst, src, bytes));
-}
-
-/* A 2D copy's result, recorded first where it wrote device memory from the host. */
-static CUresult copied_2d(CUresult rc, enum proto_host_api api, int ptsz, CUstream stream,
-                          const CUDA_MEMCPY2D *copy, uint64_t launches)
-{
-    struct host_write w = {.api = api, .ptsz = ptsz, .stream = stream};
-    if (rc == CUDA_SUCCESS && hostwrite_of_2d(copy, &w))
-        hostwrite_record(&w, launches);
-    return rc;
-}
-
-static CUresult copied_3d(CUresult rc, enum proto_host_api api, int ptsz, CUstream stream,
-                          const CUDA_MEMCPY3D *copy, uint64_t launches)
-{
-    struct host_write w = {.api = api, .ptsz = ptsz, .stream = stream};
-    if (rc == CUDA_SUCCESS && hostwrite_of_3d(copy, &w))
-        hostwrite_record(&w, launches);
-    return rc;
-}
-
-CUresult hook_cuMemcpy2D(cuMemcpy2D_fn real, int ptsz, const CUDA_MEMCPY2D *copy)
-{
-    gate_settle();
-    if (__builtin_expect(!channel_host_on(), 1))
-        return flight_seen(real(copy));
-    uint64_t launches = hostwrite_launches();
-    return flight_seen(copied_2d(real(copy), HOST_API_cuMemcpy2D, ptsz, NULL, copy, launches));
-}
-
-CUresult hook_cuMemcpy2DUnaligned(cuMemcpy2DUnaligned_fn real, int ptsz,
-                                  const CUDA_MEMCPY2D *copy)
-{
-    gate_settle();
-    if (__builtin_expect(!channel_host_on(), 1))
-        return flight_seen(real(copy));
-    uint64_t launches = hostwrite_launches();
-    return flight_seen(copied_2d(real(copy), HOST_API_cuMemcpy2DUnaligned, ptsz, NULL, copy,
-                                 launches));
-}
-
-CUresult hook_cuMemcpy3D(cuMemcpy3D_fn real, int ptsz, const CUDA_MEMCPY3D *copy)
-{
-    gate_settle();
-    if (__builtin_expect(!channel_host_on(), 1))
-        return flight_seen(real(copy));
-    uint64_t launches = hostwrite_launches();
-    return flight_seen(copied_3d(real(copy), HOST_API_cuMemcpy3D, ptsz, NULL, copy, launches));
-}
-
-/* ---- the program's writes that do not wait ------------------------------------------
- * Copies from the host and memsets, passed straight on unless NaN/Inf scans asked
- * for the program's host writes (one load): then recorded once the driver has taken
- * them, with the launch count from before the call (hostwrite.c). */
-
-CUresult hook_cuMemcpyHtoDAsync(cuMemcpyHtoDAsync_fn real, int ptsz, CUdeviceptr dst,
-                                const void *src, size_t bytes, CUstream stream)
-{
-    if (__builtin_expect(!channel_host_on(), 1))
-        return real(dst, src, bytes, stream);
-    uint64_t launches = hostwrite_launches();
-    CUresult rc = real(dst, src, bytes, stream);
-    if (rc == CUDA_SUCCESS)
-        hostwrite_record(&(struct host_write){.api = HOST_API_cuMemcpyHtoDAsync, .ptsz = ptsz,
-                                              .stream = stream, .dst = dst, .width = bytes,
-                                              .height = 1, .pitch = bytes, .depth = 1,
-                                              .slice = bytes},
-                         launches);
-    return rc;
-}
-
-CUresult hook_cuMemcpy2DAsync(cuMemcpy2DAsync_fn real, int ptsz, const CUDA_MEMCPY2D *copy,
-                              CUstream stream)
-{
-    if (__builtin_expect(!channel_host_on(), 1))
-        return real(copy, stream);
-    uint64_t launches = hostwrite_launches();
-    return copied_2d(real(copy, stream), HOST_API_cuMemcpy2DAsync, ptsz, stream, copy, launches);
-}
-
-CUresult hook_cuMemcpy3DAsync(cuMemcpy3DAsync_fn real, int ptsz, const CUDA_MEMCPY3D *copy,
-                              CUstream stream)
-{
-    if (__builtin_expect(!channel_host_on(), 1))
-        return real(copy, stream);
-    uint64_t launches = hostwrite_launches();
-    return copied_3d(real(copy, stream), HOST_API_cuMemcpy3DAsync, ptsz, stream, copy, launches);
-}
-
-/* A memset's result, recorded first: `height` rows `pitch` bytes apart of `width`
- * elements of `elem` bytes, each the pattern `value`. */
-static CUresult memset_done(CUresult rc, enum proto_host_api api, int ptsz, CUstream stream,
-                            CUdeviceptr dst, size_t pitch, uint32_t value, uint32_t elem,
-                            size_t width, size_t height, uint64_t launches)
-{
-    if (rc == CUDA_SUCCESS)
-        hostwrite_record(&(struct host_write){.api = api, .ptsz = ptsz, .stream = stream,
-                                              .dst = dst, .width = width * elem,
-                                              .height = height, .pitch = pitch, .depth = 1,
-                                              .slice = pitch * height, .value = value,
-                                              .elem = elem},
-                         launches);
-    return rc;
-}
-
-/* The body of a memset hook: `call` made, and recorded under NaN/Inf scans. */
-#define MEMSET_BODY(call, api, stream, dst, pitch, value, elem, width, height)         \
-    if (__builtin_expect(!channel_host_on(), 1))                                       \
-        return call;                                                                   \
-    uint64_t launches = hostwrite_launches();                                          \
-    return memset_done(call, api, ptsz, stream, dst, pitch, value, elem, width, height, \
-                       launches);
-
-CUresult hook_cuMemsetD8(cuMemsetD8_fn real, int ptsz, CUdeviceptr dst, unsigned char value,
-                         size_t n)
-{
-    MEMSET_BODY(real(dst, value, n), HOST_API_cuMemsetD8, NULL, dst, n, value, 1, n, 1)
-}
-
-CUresult hook_cuMemsetD16(cuMemsetD16_fn real, int ptsz, CUdeviceptr dst, unsigned short value,
-                          size_t n)
-{
-    MEMSET_BODY(real(dst, value, n), HOST_API_cuMemsetD16, NULL, dst, 2 * n, value, 2, n, 1)
-}
-
-CUresult hook_cuMemsetD32(cuMemsetD32_fn real, int ptsz, CUdeviceptr dst, unsigned int value,
-                          size_t n)
-{
-    MEMSET_BODY(real(dst, value, n), HOST_API_cuMemsetD32, NULL, dst, 4 * n, value, 4, n, 1)
-}
-
-CUresult hook_cuMemsetD8Async(cuMemsetD8Async_fn real, int ptsz, CUdeviceptr dst,
-                              unsigned char value, size_t n, CUstream stream)
-{
-    MEMSET_BODY(real(dst, value, n, stream), HOST_API_cuMemsetD8Async, stream, dst, n, value,
-                1, n, 1)
-}
-
-CUresult hook_cuMemsetD16Async(cuMemsetD16Async_fn real, int ptsz, CUdeviceptr dst,
-                               unsigned short value, size_t n, CUstream stream)
-{
-    MEMSET_BODY(real(dst, value, n, stream), HOST_API_cuMemsetD16Async, stream, dst, 2 * n,
-                value, 2, n, 1)
-}
-
-CUresult hook_cuMemsetD32Async(cuMemsetD32Async_fn real, int ptsz, CUdeviceptr dst,
-                               unsigned int value, size_t n, CUstream stream)
-{
-    MEMSET_BODY(real(dst, value, n, stream), HOST_API_cuMemsetD32Async, stream, dst, 4 * n,
-                value, 4, n, 1)
-}
-
-CUresult hook_cuMemsetD2D8(cuMemsetD2D8_fn real, int ptsz, CUdeviceptr dst, size_t pitch,
-                           unsigned char value, size_t width, size_t height)
-{
-    MEMSET_BODY(real(dst, pitch, value, width, height), HOST_API_cuMemsetD2D8, NULL, dst, pitch,
-                value, 1, width, height)
-}
-
-CUresult hook_cuMemsetD2D16(cuMemsetD2D16_fn real, int ptsz, CUdeviceptr dst, size_t pitch,
-                            unsigned short value, size_t width, size_t height)
-{
-    MEMSET_BODY(real(dst, pitch, value, width, height), HOST_API_cuMemsetD2D16, NULL, dst,
-                pitch, value, 2, width, height)
-}
-
-CUresult hook_cuMemsetD2D32(cuMemsetD2D32_fn real, int ptsz, CUdeviceptr dst, size_t pitch,
-                            unsigned int value, size_t width, size_t height)
-{
-    MEMSET_BODY(real(dst, pitch, value, width, height), HOST_API_cuMemsetD2D32, NULL, dst,
-                pitch, value, 4, width, height)
-}
-
-CUresult hook_cuMemsetD2D8Async(cuMemsetD2D8Async_fn real, int ptsz, CUdeviceptr dst,
-                                size_t pitch, unsigned char value, size_t width, size_t height,
-                                CUstream stream)
-{
-    MEMSET_BODY(real(dst, pitch, value, width, height, stream), HOST_API_cuMemsetD2D8Async,
-                stream, dst, pitch, value, 1, width, height)
-}
-
-CUresult hook_cuMemsetD2D16Async(cuMemsetD2D16Async_fn real, int ptsz, CUdeviceptr dst,
-                                 size_t pitch, unsigned short value, size_t width, size_t height,
-                                 CUstream stream)
-{
-    MEMSET_BODY(real(dst, pitch, value, width, height, stream), HOST_API_cuMemsetD2D16Async,
-                stream, dst, pitch, value, 2, width, height)
-}
-
-CUresult hook_cuMemsetD2D32Async(cuMemsetD2D32Async_fn real, int ptsz, CUdeviceptr dst,
-                                 size_t pitch, unsigned int value, size_t width, size_t height,
-                                 CUstream stream)
-{
-    MEMSET_BODY(real(dst, pitch, value, width, height, stream), HOST_API_cuMemsetD2D32Async,
-                stream, dst, pitch, value, 4, width, height)
-}
-
-/* ---- launches ---------------------------------------------------------------- */
+/* ---- launches ------------------------------------------------------------------
+ * Hand-written: the launch pipeline (launch.c) and graph launches (graph.c). The
+ * three kernel launches are made part of their entries (always_inline), so that
+ * the fast path costs no call but the wrapper's into the entry. */
 
 /* The fast path of every launch: one table lookup, one compare with the
  * control page, one load (the flight recorder is off), the real call, three
@@ -772,10 +389,10 @@ static CUresult call_kernel_ex(void *arg)
     return c->real(c->config, c->f, c->params, c->extra);
 }
 
-CUresult hook_cuLaunchKernel(cuLaunchKernel_fn real, int ptsz, CUfunction f, unsigned int gx,
-                             unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,
-                             unsigned int bz, unsigned int smem, CUstream stream, void **params,
-                             void **extra)
+static inline __attribute__((always_inline)) CUresult
+hook_cuLaunchKernel(cuLaunchKernel_fn real, int ptsz, CUfunction f, unsigned int gx, unsigned int gy,
+                    unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz,
+                    unsigned int smem, CUstream stream, void **params, void **extra)
 {
     LAUNCH_HOOK_BODY(f, stream, real(f, gx, gy, gz, bx, by, bz, smem, stream, params, extra),
                      call_kernel,
@@ -785,10 +402,11 @@ CUresult hook_cuLaunchKernel(cuLaunchKernel_fn real, int ptsz, CUfunction f, uns
                      .api = ptsz ? API_cuLaunchKernel_ptsz : API_cuLaunchKernel)
 }
 
-CUresult hook_cuLaunchCooperativeKernel(cuLaunchCooperativeKernel_fn real, int ptsz, CUfunction f,
-                                        unsigned int gx, unsigned int gy, unsigned int gz,
-                                        unsigned int bx, unsigned int by, unsigned int bz,
-                                        unsigned int smem, CUstream stream, void **params)
+static inline __attribute__((always_inline)) CUresult
+hook_cuLaunchCooperativeKernel(cuLaunchCooperativeKernel_fn real, int ptsz, CUfunction f,
+                               unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                               unsigned int by, unsigned int bz, unsigned int smem,
+                               CUstream stream, void **params)
 {
     LAUNCH_HOOK_BODY(f, stream, real(f, gx, gy, gz, bx, by, bz, smem, stream, params),
                      call_cooperative,
@@ -814,8 +432,9 @@ static bool programmatic(const CUlaunchConfig *config)
     return false;
 }
 
-CUresult hook_cuLaunchKernelEx(cuLaunchKernelEx_fn real, int ptsz, const CUlaunchConfig *config,
-                               CUfunction f, void **params, void **extra)
+static inline __attribute__((always_inline)) CUresult
+hook_cuLaunchKernelEx(cuLaunchKernelEx_fn real, int ptsz, const CUlaunchConfig *config,
+                      CUfunction f, void **params, void **extra)
 {
     if (!config)
         return real(config, f, params, extra);
@@ -828,66 +447,64 @@ CUresult hook_cuLaunchKernelEx(cuLaunchKernelEx_fn real, int ptsz, const CUlaunc
                      .api = ptsz ? API_cuLaunchKernelEx_ptsz : API_cuLaunchKernelEx)
 }
 
-CUresult hook_cuGraphLaunch(cuGraphLaunch_fn real, int ptsz, CUgraphExec exec, CUstream stream)
+static CUresult hook_cuGraphLaunch(cuGraphLaunch_fn real, int ptsz, CUgraphExec exec,
+                                   CUstream stream)
 {
     return graph_launch(real, exec, stream, ptsz);
 }
 
-/* ---- executable graphs: their kernels are learnt when they are made (graph.c) ---- */
+/* ---- executable graphs: their kernels are learnt when they are made (graph.c) ----
+ * Hand-written: each tells graph.c something of its own. */
 
-CUresult hook_cuGraphInstantiateWithFlags(cuGraphInstantiateWithFlags_fn real, int ptsz,
-                                          CUgraphExec *exec, CUgraph graph, unsigned long long flags)
+static CUresult hook_cuGraphInstantiateWithFlags(cuGraphInstantiateWithFlags_fn real,
+                                                 CUgraphExec *exec, CUgraph graph,
+                                                 unsigned long long flags)
 {
-    (void)ptsz;
     CUresult rc = real(exec, graph, flags);
     if (rc == CUDA_SUCCESS && exec && channel_up())
         graph_remember(*exec, graph, flags);
     return rc;
 }
 
-CUresult hook_cuGraphInstantiateWithParams(cuGraphInstantiateWithParams_fn real, int ptsz,
-                                           CUgraphExec *exec, CUgraph graph,
-                                           CUDA_GRAPH_INSTANTIATE_PARAMS *params)
+static CUresult hook_cuGraphInstantiateWithParams(cuGraphInstantiateWithParams_fn real,
+                                                  CUgraphExec *exec, CUgraph graph,
+                                                  CUDA_GRAPH_INSTANTIATE_PARAMS *params)
 {
-    (void)ptsz;
     CUresult rc = real(exec, graph, params);
     if (rc == CUDA_SUCCESS && exec && channel_up())
         graph_remember(*exec, graph, params ? params->flags : 0);
     return rc;
 }
 
-CUresult hook_cuGraphInstantiate(cuGraphInstantiate_fn real, int ptsz, CUgraphExec *exec,
-                                 CUgraph graph, CUgraphNode *errorNode, char *log, size_t logSize)
+static CUresult hook_cuGraphInstantiate(cuGraphInstantiate_fn real, CUgraphExec *exec,
+                                        CUgraph graph, CUgraphNode *errorNode, char *log,
+                                        size_t logSize)
 {
-    (void)ptsz;
     CUresult rc = real(exec, graph, errorNode, log, logSize);
     if (rc == CUDA_SUCCESS && exec && channel_up())
         graph_remember(*exec, graph, 0);
     return rc;
 }
 
-CUresult hook_cuGraphExecDestroy(cuGraphExecDestroy_fn real, int ptsz, CUgraphExec exec)
+static CUresult hook_cuGraphExecDestroy(cuGraphExecDestroy_fn real, CUgraphExec exec)
 {
-    (void)ptsz;
     graph_forget(exec);
     return real(exec);
 }
 
-CUresult hook_cuGraphExecUpdate(cuGraphExecUpdate_fn real, int ptsz, CUgraphExec exec,
-                                CUgraph graph, void *resultInfo)
+static CUresult hook_cuGraphExecUpdate(cuGraphExecUpdate_fn real, CUgraphExec exec, CUgraph graph,
+                                       void *resultInfo)
 {
-    (void)ptsz;
     CUresult rc = real(exec, graph, resultInfo);
     if (rc == CUDA_SUCCESS && channel_up())
         graph_updated(exec, graph);
     return rc;
 }
 
-CUresult hook_cuGraphExecKernelNodeSetParams(cuGraphExecKernelNodeSetParams_fn real, int ptsz,
-                                             CUgraphExec exec, CUgraphNode node,
-                                             const CUDA_KERNEL_NODE_PARAMS *params)
+static CUresult hook_cuGraphExecKernelNodeSetParams(cuGraphExecKernelNodeSetParams_fn real,
+                                                    CUgraphExec exec, CUgraphNode node,
+                                                    const CUDA_KERNEL_NODE_PARAMS *params)
 {
-    (void)ptsz;
     CUresult rc = real(exec, node, params);
     if (rc != CUDA_SUCCESS || !params)
         return rc;
@@ -899,7 +516,8 @@ CUresult hook_cuGraphExecKernelNodeSetParams(cuGraphExecKernelNodeSetParams_fn r
  * A kernel that reads through a tensor map gets no pointer word: the map's
  * 128 bytes say where its tensor is. What each encode was given is remembered
  * with the bytes it made (tensormap.c), so a launch's parameters can be matched
- * against them. Nothing is remembered of a call that failed. */
+ * against them. Nothing is remembered of a call that failed. Hand-written: each
+ * encoding is remembered with its own parameters. */
 
 static void remember_map(const CUtensorMap *map, uint32_t encoding, CUtensorMapDataType dtype,
                          cuuint32_t rank, const void *address, const cuuint64_t *dims,
@@ -918,16 +536,18 @@ static void remember_map(const CUtensorMap *map, uint32_t encoding, CUtensorMapD
     tensormap_remember(map, &info);
 }
 
-CUresult hook_cuTensorMapEncodeTiled(cuTensorMapEncodeTiled_fn real, int ptsz,
-                                     CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType,
-                                     cuuint32_t tensorRank, void *globalAddress,
-                                     const cuuint64_t *globalDim, const cuuint64_t *globalStrides,
-                                     const cuuint32_t *boxDim, const cuuint32_t *elementStrides,
-                                     CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
-                                     CUtensorMapL2promotion l2Promotion,
-                                     CUtensorMapFloatOOBfill oobFill)
+static CUresult hook_cuTensorMapEncodeTiled(cuTensorMapEncodeTiled_fn real, CUtensorMap *tensorMap,
+                                            CUtensorMapDataType tensorDataType,
+                                            cuuint32_t tensorRank, void *globalAddress,
+                                            const cuuint64_t *globalDim,
+                                            const cuuint64_t *globalStrides,
+                                            const cuuint32_t *boxDim,
+                                            const cuuint32_t *elementStrides,
+                                            CUtensorMapInterleave interleave,
+                                            CUtensorMapSwizzle swizzle,
+                                            CUtensorMapL2promotion l2Promotion,
+                                            CUtensorMapFloatOOBfill oobFill)
 {
-    (void)ptsz;
     CUresult rc = real(tensorMap, tensorDataType, tensorRank, globalAddress, globalDim,
                        globalStrides, boxDim, elementStrides, interleave, swizzle, l2Promotion,
                        oobFill);
@@ -937,21 +557,22 @@ CUresult hook_cuTensorMapEncodeTiled(cuTensorMapEncodeTiled_fn real, int ptsz,
     return rc;
 }
 
-CUresult hook_cuTensorMapEncodeIm2col(cuTensorMapEncodeIm2col_fn real, int ptsz,
-                                      CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType,
-                                      cuuint32_t tensorRank, void *globalAddress,
-                                      const cuuint64_t *globalDim,
-                                      const cuuint64_t *globalStrides,
-                                      const int *pixelBoxLowerCorner,
-                                      const int *pixelBoxUpperCorner,
-                                      cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn,
-                                      const cuuint32_t *elementStrides,
-                                      CUtensorMapInterleave interleave,
-                                      CUtensorMapSwizzle swizzle,
-                                      CUtensorMapL2promotion l2Promotion,
-                                      CUtensorMapFloatOOBfill oobFill)
+static CUresult hook_cuTensorMapEncodeIm2col(cuTensorMapEncodeIm2col_fn real,
+                                             CUtensorMap *tensorMap,
+                                             CUtensorMapDataType tensorDataType,
+                                             cuuint32_t tensorRank, void *globalAddress,
+                                             const cuuint64_t *globalDim,
+                                             const cuuint64_t *globalStrides,
+                                             const int *pixelBoxLowerCorner,
+                                             const int *pixelBoxUpperCorner,
+                                             cuuint32_t channelsPerPixel,
+                                             cuuint32_t pixelsPerColumn,
+                                             const cuuint32_t *elementStrides,
+                                             CUtensorMapInterleave interleave,
+                                             CUtensorMapSwizzle swizzle,
+                                             CUtensorMapL2promotion l2Promotion,
+                                             CUtensorMapFloatOOBfill oobFill)
 {
-    (void)ptsz;
     CUresult rc = real(tensorMap, tensorDataType, tensorRank, globalAddress, globalDim,
                        globalStrides, pixelBoxLowerCorner, pixelBoxUpperCorner, channelsPerPixel,
                        pixelsPerColumn, elementStrides, interleave, swizzle, l2Promotion,
@@ -962,23 +583,23 @@ CUresult hook_cuTensorMapEncodeIm2col(cuTensorMapEncodeIm2col_fn real, int ptsz,
     return rc;
 }
 
-CUresult hook_cuTensorMapEncodeIm2colWide(cuTensorMapEncodeIm2colWide_fn real, int ptsz,
-                                          CUtensorMap *tensorMap,
-                                          CUtensorMapDataType tensorDataType,
-                                          cuuint32_t tensorRank, void *globalAddress,
-                                          const cuuint64_t *globalDim,
-                                          const cuuint64_t *globalStrides,
-                                          int pixelBoxLowerCornerWidth,
-                                          int pixelBoxUpperCornerWidth,
-                                          cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn,
-                                          const cuuint32_t *elementStrides,
-                                          CUtensorMapInterleave interleave,
-                                          CUtensorMapIm2ColWideMode mode,
-                                          CUtensorMapSwizzle swizzle,
-                                          CUtensorMapL2promotion l2Promotion,
-                                          CUtensorMapFloatOOBfill oobFill)
+static CUresult hook_cuTensorMapEncodeIm2colWide(cuTensorMapEncodeIm2colWide_fn real,
+                                                 CUtensorMap *tensorMap,
+                                                 CUtensorMapDataType tensorDataType,
+                                                 cuuint32_t tensorRank, void *globalAddress,
+                                                 const cuuint64_t *globalDim,
+                                                 const cuuint64_t *globalStrides,
+                                                 int pixelBoxLowerCornerWidth,
+                                                 int pixelBoxUpperCornerWidth,
+                                                 cuuint32_t channelsPerPixel,
+                                                 cuuint32_t pixelsPerColumn,
+                                                 const cuuint32_t *elementStrides,
+                                                 CUtensorMapInterleave interleave,
+                                                 CUtensorMapIm2ColWideMode mode,
+                                                 CUtensorMapSwizzle swizzle,
+                                                 CUtensorMapL2promotion l2Promotion,
+                                                 CUtensorMapFloatOOBfill oobFill)
 {
-    (void)ptsz;
     CUresult rc = real(tensorMap, tensorDataType, tensorRank, globalAddress, globalDim,
                        globalStrides, pixelBoxLowerCornerWidth, pixelBoxUpperCornerWidth,
                        channelsPerPixel, pixelsPerColumn, elementStrides, interleave, mode,
@@ -991,10 +612,9 @@ CUresult hook_cuTensorMapEncodeIm2colWide(cuTensorMapEncodeIm2colWide_fn real, i
 
 /* The map changes in place: what its old bytes said, with the new address,
  * is what its new bytes say. A map cudump did not see made stays unknown. */
-CUresult hook_cuTensorMapReplaceAddress(cuTensorMapReplaceAddress_fn real, int ptsz,
-                                        CUtensorMap *tensorMap, void *globalAddress)
+static CUresult hook_cuTensorMapReplaceAddress(cuTensorMapReplaceAddress_fn real,
+                                               CUtensorMap *tensorMap, void *globalAddress)
 {
-    (void)ptsz;
     struct tmap_info info;
     bool known = tensorMap && tensormap_find((const unsigned char *)tensorMap, &info);
     CUresult rc = real(tensorMap, globalAddress);
@@ -1005,7 +625,9 @@ CUresult hook_cuTensorMapReplaceAddress(cuTensorMapReplaceAddress_fn real, int p
     return rc;
 }
 
-/* ---- contexts that end -------------------------------------------------- */
+/* ---- contexts that end ------------------------------------------------------------
+ * Hand-written: before the end the drain's thread must be idle too, and whether a
+ * release is the last one is asked of the driver. */
 
 /* What the shim made in a context that ended went with it (ctxlife.h): its
  * kernel and scratch (tools.c), its side stream (watch.c), the instrumented
@@ -1027,9 +649,8 @@ static void settle_before_end(void)
     drain_wait_idle();
 }
 
-CUresult hook_cuCtxDestroy(cuCtxDestroy_fn real, int ptsz, CUcontext ctx)
+static CUresult hook_cuCtxDestroy(cuCtxDestroy_fn real, CUcontext ctx)
 {
-    (void)ptsz;
     settle_before_end();
     /* Its key while the handle is good; the tables let go of it by handle and
      * id, since another thread may make a context under the same handle as soon
@@ -1047,18 +668,15 @@ CUresult hook_cuCtxDestroy(cuCtxDestroy_fn real, int ptsz, CUcontext ctx)
     return context_ended(rc);
 }
 
-CUresult hook_cuDevicePrimaryCtxReset(cuDevicePrimaryCtxReset_fn real, int ptsz, CUdevice dev)
+static CUresult hook_cuDevicePrimaryCtxReset(cuDevicePrimaryCtxReset_fn real, CUdevice dev)
 {
-    (void)ptsz;
     settle_before_end();
     return context_ended(real(dev));
 }
 
 /* Released for the last time, the primary context is destroyed. */
-CUresult hook_cuDevicePrimaryCtxRelease(cuDevicePrimaryCtxRelease_fn real, int ptsz,
-                                        CUdevice dev)
+static CUresult hook_cuDevicePrimaryCtxRelease(cuDevicePrimaryCtxRelease_fn real, CUdevice dev)
 {
-    (void)ptsz;
     unsigned flags = 0;
     int active = 0;
     if (real_cuDevicePrimaryCtxGetState &&
@@ -1071,15 +689,189 @@ CUresult hook_cuDevicePrimaryCtxRelease(cuDevicePrimaryCtxRelease_fn real, int p
     return context_ended(rc);
 }
 
-/* ---- calls passed straight on ------------------------------------------- */
+/* ---- made from api.h's rows ------------------------------------------------
+ * Each family's entry, which interpose.c's wrappers call through the table
+ * below: the counting of `counts`, the settling before and the keeping of the
+ * result after of `waits`, and the work around the call of `does` (api.h says
+ * what each means). */
 
-/* The generated wrapper counts them (calls.h) and voids scans ahead (ahead.h):
- * that is all they are wrapped for. */
-#define DEFINE_PASSED(name)                                                                \
-    CUresult hook_##name(name##_fn real, int ptsz CUDUMP_TAIL(CUDUMP_APPLY(CUDUMP_UNPAREN, CUDUMP_P_##name))) \
-    {                                                                                      \
-        (void)ptsz;                                                                        \
-        return real CUDUMP_A_##name;                                                       \
+/* Once the program has waited for the GPU, what cudump took of the launches
+ * before the wait must survive whatever comes next (an abort() right after
+ * cudaDeviceSynchronize): copies still on their way through scratch (drain.c)
+ * are handed over before the wait returns. The call itself and its result
+ * are the program's, untouched. */
+static CUresult waited(CUresult rc)
+{
+    if (rc == CUDA_SUCCESS)
+        drain_settle();
+    return flight_seen(rc);
+}
+
+/* A copy's result, recorded first where it wrote device memory from the host. */
+static CUresult copied_1d(CUresult rc, enum proto_host_api api, int ptsz, CUstream stream,
+                          CUdeviceptr dst, size_t bytes, uint64_t launches)
+{
+    if (rc == CUDA_SUCCESS)
+        hostwrite_record(&(struct host_write){.api = api, .ptsz = ptsz, .stream = stream,
+                                              .dst = dst, .width = bytes, .height = 1,
+                                              .pitch = bytes, .depth = 1, .slice = bytes},
+                         launches);
+    return rc;
+}
+
+static CUresult copied_2d(CUresult rc, enum proto_host_api api, int ptsz, CUstream stream,
+                          const CUDA_MEMCPY2D *copy, uint64_t launches)
+{
+    struct host_write w = {.api = api, .ptsz = ptsz, .stream = stream};
+    if (rc == CUDA_SUCCESS && hostwrite_of_2d(copy, &w))
+        hostwrite_record(&w, launches);
+    return rc;
+}
+
+static CUresult copied_3d(CUresult rc, enum proto_host_api api, int ptsz, CUstream stream,
+                          const CUDA_MEMCPY3D *copy, uint64_t launches)
+{
+    struct host_write w = {.api = api, .ptsz = ptsz, .stream = stream};
+    if (rc == CUDA_SUCCESS && hostwrite_of_3d(copy, &w))
+        hostwrite_record(&w, launches);
+    return rc;
+}
+
+/* A memset's result, recorded first: `height` rows `pitch` bytes apart of `width`
+ * elements of `elem` bytes, each the pattern `value`. */
+static CUresult memset_done(CUresult rc, enum proto_host_api api, int ptsz, CUstream stream,
+                            CUdeviceptr dst, size_t pitch, uint32_t value, uint32_t elem,
+                            size_t width, size_t height, uint64_t launches)
+{
+    if (rc == CUDA_SUCCESS)
+        hostwrite_record(&(struct host_write){.api = api, .ptsz = ptsz, .stream = stream,
+                                              .dst = dst, .width = width * elem,
+                                              .height = height, .pitch = pitch, .depth = 1,
+                                              .slice = pitch * height, .value = value,
+                                              .elem = elem},
+                         launches);
+    return rc;
+}
+
+/* counts: before the call, and after it. */
+#define ENTER_HOST
+#define LEAVE_HOST
+#define ENTER_WORK handoff_fence(); calls_enter(false); ahead_void();
+#define LEAVE_WORK calls_leave(false);
+#define ENTER_ASKS handoff_fence(); calls_enter(true); ahead_void();
+#define LEAVE_ASKS calls_leave(true);
+#define ENTER_LAUNCH handoff_fence(); calls_enter(false);
+#define LEAVE_LAUNCH calls_leave(false);
+
+/* waits: before the call, and what becomes of its result. */
+#define BEFORE_NO_WAIT
+#define BEFORE_WAITS gate_settle();
+#define BEFORE_WAITS_COPY gate_settle();
+#define BEFORE_WAITS_GPU gate_settle();
+#define AFTER_NO_WAIT(rc) (rc)
+#define AFTER_WAITS(rc) (rc)
+#define AFTER_WAITS_COPY(rc) flight_seen(rc)
+#define AFTER_WAITS_GPU(rc) waited(rc)
+
+/* does: DOES_<does> names the body that makes the call `real args` and sets rc,
+ * and the row's arguments for it; DOES hands the body the family and the call's
+ * arguments in front of them. (Macro parameters end in _ where a struct member
+ * has the same name.) */
+#define DOES(does, family, args) DOES_(DOES_##does, family, args)
+#define DOES_(...) DOES__(__VA_ARGS__)
+#define DOES__(body, bargs, family, args) DOES_CALL_(body, (family, args CUDUMP_TAIL bargs))
+#define DOES_CALL_(body, all) body all
+
+#define DOES_PASSES PASSES_, ()
+#define PASSES_(family, args) rc = real args;
+
+#define DOES_HOOK HOOK_, ()
+#define HOOK_(family, args) rc = hook_##family(real CUDUMP_TAIL args);
+#define DOES_HOOK_PTSZ HOOK_PTSZ_, ()
+#define HOOK_PTSZ_(family, args) rc = hook_##family(real, ptsz CUDUMP_TAIL args);
+
+/* Device memory is made again once where it failed for want of what cudump's
+ * scratch pools keep (ALLOCATE); host memory is not theirs to give back. */
+#define DOES_ALLOCATES(kind, out, size) ALLOCATES_, (kind, out, size)
+#define ALLOCATES_(family, args, kind, out, size)                                      \
+    if ((kind) == AK_HOST)                                                          \
+        rc = real args;                                                             \
+    else                                                                            \
+        ALLOCATE(rc, real args);                                                    \
+    if (rc == CUDA_SUCCESS && (out))                                                \
+        track_alloc((kind), (CUdeviceptr)(uintptr_t) * (out), (size), 0, 0, 0, 0);
+
+#define DOES_MAPS(ptr, size) MAPS_, (ptr, size)
+#define MAPS_(family, args, ptr, size)                                              \
+    rc = real args;                                                                 \
+    if (rc == CUDA_SUCCESS)                                                         \
+        track_alloc(AK_VMM, (ptr), (size), 0, 0, 0, 0);
+
+#define DOES_FREES(ptr) FREES_, (ptr)
+#define FREES_(family, args, ptr)                                                   \
+    rc = real args;                                                                 \
+    if (rc == CUDA_SUCCESS)                                                         \
+        track_free((CUdeviceptr)(uintptr_t)(ptr));
+
+#define DOES_LOADS(out, image) LOADS_, (out, image)
+#define LOADS_(family, args, out, image)                                            \
+    rc = real args;                                                                 \
+    if (rc == CUDA_SUCCESS && (out))                                                \
+        modules_add((uintptr_t) * (out), (image), NULL);
+#define DOES_LOADS_FILE(out, path) LOADS_FILE_, (out, path)
+#define LOADS_FILE_(family, args, out, path)                                        \
+    rc = real args;                                                                 \
+    if (rc == CUDA_SUCCESS && (out) && (path))                                      \
+        modules_add((uintptr_t) * (out), NULL, (path));
+
+/* The writes from the host: passed straight on unless NaN/Inf scans asked for
+ * them (one load); then recorded once the driver has taken them, with the
+ * launch count from before the call (hostwrite.c). */
+#define HOST_WRITE_(args, record)                                                   \
+    if (__builtin_expect(!channel_host_on(), 1)) {                                  \
+        rc = real args;                                                             \
+    } else {                                                                        \
+        uint64_t launches = hostwrite_launches();                                   \
+        rc = record;                                                                \
     }
-CUDUMP_PASSED(DEFINE_PASSED)
-#undef DEFINE_PASSED
+#define DOES_COPIES_TO_DEVICE(dst, bytes, stream) COPIES_TO_DEVICE_, (dst, bytes, stream)
+#define COPIES_TO_DEVICE_(family, args, dst_, bytes_, stream_)                      \
+    HOST_WRITE_(args, copied_1d(real args, HOST_API_##family, ptsz, (stream_), (dst_), \
+                                (bytes_), launches))
+#define DOES_COPIES_2D(copy, stream) COPIES_2D_, (copy, stream)
+#define COPIES_2D_(family, args, copy_, stream_)                                    \
+    HOST_WRITE_(args, copied_2d(real args, HOST_API_##family, ptsz, (stream_), (copy_), launches))
+#define DOES_COPIES_3D(copy, stream) COPIES_3D_, (copy, stream)
+#define COPIES_3D_(family, args, copy_, stream_)                                    \
+    HOST_WRITE_(args, copied_3d(real args, HOST_API_##family, ptsz, (stream_), (copy_), launches))
+#define DOES_SETS(elem, dst, value, n, stream) SETS_, (elem, dst, value, n, stream)
+#define SETS_(family, args, elem_, dst_, value_, n_, stream_)                       \
+    HOST_WRITE_(args, memset_done(real args, HOST_API_##family, ptsz, (stream_), (dst_), \
+                                  (elem_) * (n_), (value_), (elem_), (n_), 1, launches))
+#define DOES_SETS_2D(elem, dst, pitch, value, width, height, stream)                \
+    SETS_2D_, (elem, dst, pitch, value, width, height, stream)
+#define SETS_2D_(family, args, elem_, dst_, pitch_, value_, width_, height_, stream_) \
+    HOST_WRITE_(args, memset_done(real args, HOST_API_##family, ptsz, (stream_), (dst_), \
+                                  (pitch_), (value_), (elem_), (width_), (height_), launches))
+
+#define ENTRY(c, family, counts, waits, does, params, args, ...)                   \
+    static CUresult entry_##family(family##_fn real,                                \
+                                   __attribute__((unused)) int ptsz CUDUMP_TAIL params) \
+    {                                                                               \
+        ENTER_##counts                                                              \
+        BEFORE_##waits                                                              \
+        CUresult rc;                                                                \
+        DOES(does, family, args)                                                    \
+        rc = AFTER_##waits(rc);                                                     \
+        LEAVE_##counts                                                              \
+        return rc;                                                                  \
+    }
+CUDUMP_API(ENTRY, ~)
+#undef ENTRY
+
+/* The table interpose.c's wrappers call through (interpose.h): a constant, so
+ * it is whole before any code of the process runs (a library's constructor may
+ * call the driver before this one's). */
+#define ENTRY_OF(c, family, ...) .family = entry_##family,
+const struct shim_entries shim_entries = {CUDUMP_API(ENTRY_OF, ~)};
+#undef ENTRY_OF

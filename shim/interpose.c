@@ -7,28 +7,25 @@
  * generates one wrapper per real variant from api.h, exports it under the
  * variant's name, and maps real pointers handed out by dlsym and
  * cuGetProcAddress to the wrapper of exactly that variant, chosen by
- * address.
+ * address. A wrapper calls its family's entry through the table the layer
+ * above fills (interpose.h): nothing here calls a file above it.
  */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <string.h>
 
-#include "ahead.h"
-#include "calls.h"
-#include "handoff.h"
-#include "hooks.h"
 #include "interpose.h"
 
 SHIM_TLS int shim_busy;
 
 /* ---- real pointers ----------------------------------------------------- */
 
-#define DEFINE_REAL(sym, family, ptsz) static _Atomic(family##_fn) real_##sym;
+#define DEFINE_REAL(sym, family, ptsz, ...) static _Atomic(family##_fn) real_##sym;
 CUDUMP_VARIANTS(DEFINE_REAL)
 #undef DEFINE_REAL
 
 /* The shim's own calls of functions it also wraps go to the real pointers. */
-#define DEFINE_GETTER(sym, family, ptsz) \
+#define DEFINE_GETTER(sym, family, ptsz, ...) \
     family##_fn shim_real_##sym(void) { return atomic_load_explicit(&real_##sym, memory_order_relaxed); }
 CUDUMP_VARIANTS(DEFINE_GETTER)
 #undef DEFINE_GETTER
@@ -70,7 +67,7 @@ bool shim_resolve_real(void)
             h = dlopen("libcuda.so", RTLD_NOW | RTLD_NOLOAD);
         dlsym_fn look = get_real_dlsym();
         if (h && look) {
-#define RESOLVE(sym, family, ptsz) \
+#define RESOLVE(sym, family, ptsz, ...) \
     atomic_store_explicit(&real_##sym, (family##_fn)look(h, #sym), memory_order_relaxed);
             CUDUMP_VARIANTS(RESOLVE)
 #undef RESOLVE
@@ -86,8 +83,11 @@ bool shim_resolve_real(void)
 
 /* ---- generated wrappers ------------------------------------------------ */
 
-#define DEFINE_WRAPPER(sym, family, ptsz)                                              \
-    static CUresult wrap_##sym CUDUMP_P_##family                                       \
+/* The shim's own driver calls (shim_busy) go straight to the driver; the
+ * program's go to the family's entry, told whether the variant is a
+ * per-thread-default-stream one. */
+#define DEFINE_WRAPPER(sym, family, ptsz, params, args)                                \
+    static CUresult wrap_##sym params                                                  \
     {                                                                                  \
         family##_fn real = atomic_load_explicit(&real_##sym, memory_order_relaxed);    \
         if (__builtin_expect(!real, 0)) {                                              \
@@ -98,20 +98,10 @@ bool shim_resolve_real(void)
                 return CUDA_ERROR_NOT_FOUND;                                           \
         }                                                                              \
         if (shim_busy)                                                                 \
-            return real CUDUMP_A_##family;                                             \
-        const bool counted = !CUDUMP_IS(CUDUMP_HOST_ONLY_, family);                    \
-        if (counted) {                                                                 \
-            handoff_fence();                                                           \
-            calls_enter(CUDUMP_IS(CUDUMP_WAITS_, family));                             \
-        }                                                                              \
-        if (counted && !CUDUMP_IS(CUDUMP_LAUNCHES_, family))                           \
-            ahead_void();                                                              \
-        CUresult rc = hook_##family(real, ptsz CUDUMP_TAIL(CUDUMP_APPLY(CUDUMP_UNPAREN, CUDUMP_A_##family))); \
-        if (counted)                                                                   \
-            calls_leave(CUDUMP_IS(CUDUMP_WAITS_, family));                             \
-        return rc;                                                                     \
+            return real args;                                                          \
+        return shim_entries.family(real, ptsz CUDUMP_TAIL args);                      \
     }                                                                                  \
-    SHIM_EXPORT CUresult sym CUDUMP_P_##family __attribute__((alias("wrap_" #sym)));
+    SHIM_EXPORT CUresult sym params __attribute__((alias("wrap_" #sym)));
 
 CUDUMP_VARIANTS(DEFINE_WRAPPER)
 #undef DEFINE_WRAPPER
@@ -122,7 +112,7 @@ void *shim_wrap_pointer(void *real)
 {
     if (!real || !shim_resolve_real())
         return real;
-#define MATCH(sym, family, ptsz)                                                 \
+#define MATCH(sym, family, ptsz, ...)                                               \
     if (real == (void *)atomic_load_explicit(&real_##sym, memory_order_relaxed)) \
         return (void *)wrap_##sym;
     CUDUMP_VARIANTS(MATCH)
@@ -162,21 +152,19 @@ SHIM_EXPORT void *dlsym(void *handle, const char *name)
 
 /* ---- cuGetProcAddress --------------------------------------------------- */
 
-CUresult hook_cuGetProcAddress(cuGetProcAddress_fn real, int ptsz, const char *symbol, void **pfn,
+CUresult hook_cuGetProcAddress(cuGetProcAddress_fn real, const char *symbol, void **pfn,
                                int cudaVersion, cuuint64_t flags)
 {
-    (void)ptsz;
     CUresult rc = real(symbol, pfn, cudaVersion, flags);
     if (rc == CUDA_SUCCESS && pfn)
         *pfn = shim_wrap_pointer(*pfn);
     return rc;
 }
 
-CUresult hook_cuGetProcAddress_v2(cuGetProcAddress_v2_fn real, int ptsz, const char *symbol,
-                                  void **pfn, int cudaVersion, cuuint64_t flags,
+CUresult hook_cuGetProcAddress_v2(cuGetProcAddress_v2_fn real, const char *symbol, void **pfn,
+                                  int cudaVersion, cuuint64_t flags,
                                   CUdriverProcAddressQueryResult *status)
 {
-    (void)ptsz;
     CUresult rc = real(symbol, pfn, cudaVersion, flags, status);
     if (rc == CUDA_SUCCESS && pfn)
         *pfn = shim_wrap_pointer(*pfn);

@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 #include "channel.h"
-#include "gate.h"
 #include "modules.h"
 
 enum {
@@ -292,79 +291,4 @@ void modules_reset_after_fork(void)
     for (size_t i = 0; i < nmodules; i++)
         modules[i].sent = false;
     pthread_mutex_unlock(&modules_lock);
-}
-
-/* ---- the loads ------------------------------------------------------------- */
-
-CUresult hook_cuModuleLoadData(cuModuleLoadData_fn real, int ptsz, CUmodule *module,
-                               const void *image)
-{
-    (void)ptsz;
-    gate_settle();   /* loading waits for the context inside the driver (gate.h) */
-    CUresult rc = real(module, image);
-    if (rc == CUDA_SUCCESS && module)
-        modules_add((uintptr_t)*module, image, NULL);
-    return rc;
-}
-
-CUresult hook_cuModuleLoadDataEx(cuModuleLoadDataEx_fn real, int ptsz, CUmodule *module,
-                                 const void *image, unsigned int numOptions, int *options,
-                                 void **optionValues)
-{
-    (void)ptsz;
-    gate_settle();   /* loading waits for the context inside the driver (gate.h) */
-    CUresult rc = real(module, image, numOptions, options, optionValues);
-    if (rc == CUDA_SUCCESS && module)
-        modules_add((uintptr_t)*module, image, NULL);
-    return rc;
-}
-
-CUresult hook_cuModuleLoadFatBinary(cuModuleLoadFatBinary_fn real, int ptsz, CUmodule *module,
-                                    const void *fatCubin)
-{
-    (void)ptsz;
-    gate_settle();   /* loading waits for the context inside the driver (gate.h) */
-    CUresult rc = real(module, fatCubin);
-    if (rc == CUDA_SUCCESS && module)
-        modules_add((uintptr_t)*module, fatCubin, NULL);
-    return rc;
-}
-
-CUresult hook_cuModuleLoad(cuModuleLoad_fn real, int ptsz, CUmodule *module, const char *fname)
-{
-    (void)ptsz;
-    gate_settle();   /* loading waits for the context inside the driver (gate.h) */
-    CUresult rc = real(module, fname);
-    if (rc == CUDA_SUCCESS && module && fname)
-        modules_add((uintptr_t)*module, NULL, fname);
-    return rc;
-}
-
-CUresult hook_cuLibraryLoadData(cuLibraryLoadData_fn real, int ptsz, CUlibrary *library,
-                                const void *code, int *jitOptions, void **jitOptionsValues,
-                                unsigned int numJitOptions, int *libraryOptions,
-                                void **libraryOptionValues, unsigned int numLibraryOptions)
-{
-    (void)ptsz;
-    gate_settle();   /* loading waits for the context inside the driver (gate.h) */
-    CUresult rc = real(library, code, jitOptions, jitOptionsValues, numJitOptions,
-                       libraryOptions, libraryOptionValues, numLibraryOptions);
-    if (rc == CUDA_SUCCESS && library)
-        modules_add((uintptr_t)*library, code, NULL);
-    return rc;
-}
-
-CUresult hook_cuLibraryLoadFromFile(cuLibraryLoadFromFile_fn real, int ptsz, CUlibrary *library,
-                                    const char *fileName, int *jitOptions,
-                                    void **jitOptionsValues, unsigned int numJitOptions,
-                                    int *libraryOptions, void **libraryOptionValues,
-                                    unsigned int numLibraryOptions)
-{
-    (void)ptsz;
-    gate_settle();   /* loading waits for the context inside the driver (gate.h) */
-    CUresult rc = real(library, fileName, jitOptions, jitOptionsValues, numJitOptions,
-                       libraryOptions, libraryOptionValues, numLibraryOptions);
-    if (rc == CUDA_SUCCESS && library && fileName)
-        modules_add((uintptr_t)*library, NULL, fileName);
-    return rc;
 }

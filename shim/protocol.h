@@ -71,6 +71,8 @@
 
 #include <stdint.h>
 
+#include "api.h"
+
 #define PROTO_VERSION 18
 #define PROTO_MAGIC 0x50445543u /* "CUDP" */
 
@@ -312,13 +314,9 @@ enum proto_alloc_kind {
     X(linear) X(pitched) X(managed) X(async) X(vmm) X(host) X(range)
 
 /* proto_host_write.api: the driver call that wrote (its _v2, _ptds and _ptsz
- * variants under one name). */
-#define PROTO_HOST_APIS(X)                                                    \
-    X(cuMemcpyHtoD) X(cuMemcpyHtoDAsync) X(cuMemcpy2D) X(cuMemcpy2DUnaligned)  \
-    X(cuMemcpy2DAsync) X(cuMemcpy3D) X(cuMemcpy3DAsync) X(cuMemsetD8)          \
-    X(cuMemsetD16) X(cuMemsetD32) X(cuMemsetD8Async) X(cuMemsetD16Async)       \
-    X(cuMemsetD32Async) X(cuMemsetD2D8) X(cuMemsetD2D16) X(cuMemsetD2D32)      \
-    X(cuMemsetD2D8Async) X(cuMemsetD2D16Async) X(cuMemsetD2D32Async)
+ * variants under one name): the families of api.h's table that write device
+ * memory from the host, numbered in the order of their rows. */
+#define PROTO_HOST_APIS(X) CUDUMP_HOST_WRITES(X)
 #define PROTO_HOST_API_ENUM(name) HOST_API_##name,
 enum proto_host_api { PROTO_HOST_APIS(PROTO_HOST_API_ENUM) HOST_API_COUNT };
 #undef PROTO_HOST_API_ENUM

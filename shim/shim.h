@@ -19,8 +19,9 @@
 
 /* ---- real driver entry points (interpose.c) ---------------------------- */
 
-#define DECLARE_FAMILY_TYPE(name) typedef CUresult(*name##_fn) CUDUMP_P_##name;
-CUDUMP_FAMILIES(DECLARE_FAMILY_TYPE)
+#define DECLARE_FAMILY_TYPE(c, family, counts, waits, does, params, ...) \
+    typedef CUresult(*family##_fn) params;
+CUDUMP_API(DECLARE_FAMILY_TYPE, ~)
 #undef DECLARE_FAMILY_TYPE
 
 #define DECLARE_SERVICE(sym, params) \

@@ -7,7 +7,9 @@ prints every size, offset and constant the shim relies on, and compare.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -117,128 +119,152 @@ def test_declarations_match_the_real_cuda_h(tmp_path):
     assert ours == theirs
 
 
-# api.h's parameter lists of the tensor-map functions and cuMemGetInfo, against cuda.h's
-# prototypes: a wrapper called with another list would pass the driver its arguments in the
-# wrong places.
-PROTOTYPES = r"""
-#include <cuda.h>
-#include "api.h"
-#define SAME(name) CUresult (*check_##name) CUDUMP_P_##name = name;
-SAME(cuTensorMapEncodeTiled) SAME(cuTensorMapEncodeIm2col) SAME(cuTensorMapEncodeIm2colWide)
-SAME(cuTensorMapReplaceAddress) SAME(cuMemGetInfo)
-int main(void) { return 0; }
-"""
+# ---- api.h's table against cuda.h's prototypes and names --------------------------------
+
+# Families whose name in cuda.h means another ABI than the row's, or is not in cuda.h at all:
+# their rows are checked by the tests that run them on the stand-in driver only.
+NOT_IN_CUDA_H = {
+    "cuGetProcAddress": "cuda.h's name is the _v2 form (5 arguments), the row the 4-argument one",
+    "cuGraphInstantiate": "cuda.h's name is cuGraphInstantiateWithFlags, the row the pre-12.0 form",
+    "cuMemcpyBatchAsync_v1": "the CUDA 12.8 form, not in cuda.h",
+    "cuMemcpy3DBatchAsync_v1": "the CUDA 12.8 form, not in cuda.h",
+}
+# Rows whose list names a type cudecl.h does not declare by one of the same ABI (an int for an
+# enum, void * for a pointer the shim never looks into): not compared with cuda.h's types.
+ABI_TYPES = {"cuModuleLoadDataEx", "cuLibraryLoadData", "cuLibraryLoadFromFile",
+             "cuStreamBeginCaptureToGraph", "cuStreamEndCapture", "cuGraphExecUpdate"}
+# Per-thread builds name an inline function of cuda.h's own, which calls cuGetProcAddress_v2.
+INLINE_PER_THREAD = {"cuGetProcAddress_v2"}
 
 
-@pytest.mark.skipif(not (CUDA_INCLUDE / "cuda.h").is_file(),
-                    reason=f"no cuda.h under {CUDA_INCLUDE} to check against")
-def test_prototypes_match_the_real_cuda_h(tmp_path):
-    src = tmp_path / "prototypes.c"
-    src.write_text(PROTOTYPES)
-    done = subprocess.run(["cc", "-std=c11", "-Wall", "-Werror", "-Wincompatible-pointer-types",
-                           "-fsyntax-only", f"-I{CUDA_INCLUDE}", f"-I{ROOT / 'shim'}", str(src)],
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+@dataclass(frozen=True)
+class Row:
+    """One row of api.h's CUDUMP_API table, as written."""
+
+    family: str
+    counts: str
+    waits: str
+    does: str                           # the behaviour's name: PASSES, SETS, HOOK ...
+    variants: tuple[tuple[str, int], ...]  # (symbol, ptsz)
+
+    @property
+    def writes(self) -> bool:
+        return self.does in ("COPIES_TO_DEVICE", "COPIES_2D", "COPIES_3D", "SETS", "SETS_2D")
 
 
-# The families of the program's writes from the host (shim/hostwrite.c), named as cuda.h names
-# each API. cuda.h maps the name to the variant a program gets: with
-# CUDA_API_PER_THREAD_DEFAULT_STREAM the _ptds or _ptsz one, else the plain one (cuMemsetD8 ->
-# cuMemsetD8_v2 or cuMemsetD8_v2_ptds). For each, api.h's parameter list must be that
-# prototype's, and its VARIANT rows must name exactly those symbols.
-HOST_WRITE_FAMILIES = (
-    "cuMemcpyHtoD", "cuMemcpyHtoDAsync", "cuMemcpy2D", "cuMemcpy2DUnaligned", "cuMemcpy2DAsync",
-    "cuMemcpy3D", "cuMemcpy3DAsync", "cuMemsetD8", "cuMemsetD16", "cuMemsetD32",
-    "cuMemsetD8Async", "cuMemsetD16Async", "cuMemsetD32Async", "cuMemsetD2D8", "cuMemsetD2D16",
-    "cuMemsetD2D32", "cuMemsetD2D8Async", "cuMemsetD2D16Async", "cuMemsetD2D32Async")
-
-# Compiled only (-fsyntax-only): each family's list is the type of cuda.h's function.
-HOST_WRITE_PROTOTYPES = r"""
-#include <cuda.h>
-#include "api.h"
-#define SAME(name) CUresult (*check_##name) CUDUMP_P_##name = name;
-CHECKS
-"""
-
-# Run: the variant each VARIANT row names beside the one cuda.h's name gives, for the rows
-# of the mode compiled (PTSZ).
-HOST_WRITE_NAMES = r"""
+ROWS_PROGRAM = r"""
 #include <stdio.h>
-#include <string.h>
-#include <cuda.h>
 #include "api.h"
-#define STR_(x) #x
-#define STR(x) STR_(x)
+#define ROW(c, family, counts, waits, does, params, args, ...) \
+    printf("%s|%s|%s|%s|%s\n", #family, #counts, #waits, #does, #__VA_ARGS__);
 int main(void) {
-#define NAME(sym, family, ptsz) \
-    if (ptsz == PTSZ && strstr(FAMILIES, " " #family " ")) printf("%s %s\n", #sym, STR(family));
-    CUDUMP_VARIANTS(NAME)
+    CUDUMP_API(ROW, ~)
     return 0;
 }
 """
 
 
-def variant_pairs(tmp_path: Path, families: tuple[str, ...], per_thread: bool
-                  ) -> list[list[str]]:
-    """Compiles each family's parameter list against cuda.h's prototype (failing the test
-    where one differs), then pairs each VARIANT row of those families (of the mode compiled)
-    with the variant cuda.h's name gives: [row symbol, cuda.h's]."""
+def api_rows(tmp_path: Path) -> list[Row]:
+    """The rows of api.h, printed by a program that expands the table (no cuda.h needed)."""
+    src, exe = tmp_path / "rows.c", tmp_path / "rows"
+    src.write_text(ROWS_PROGRAM)
+    subprocess.run(["cc", "-std=c11", "-Wall", "-Werror", f"-I{ROOT / 'shim'}", "-o", str(exe),
+                    str(src)], check=True)
+    rows = []
+    for line in subprocess.run([str(exe)], check=True, capture_output=True,
+                               text=True).stdout.splitlines():
+        family, counts, waits, does, variants = line.split("|")
+        rows.append(Row(family, counts, waits, re.match(r"\w+", does).group(0),
+                        tuple((sym, int(ptsz)) for sym, ptsz in
+                              re.findall(r"\((\w+), ([01])\)", variants))))
+    return rows
+
+
+def test_the_table_is_read_whole(tmp_path):
+    """Every row has a variant, a family once, and the words api.h defines."""
+    rows = api_rows(tmp_path)
+    assert len(rows) > 100
+    assert len({r.family for r in rows}) == len(rows)
+    assert all(r.variants for r in rows)
+    assert {r.counts for r in rows} == {"HOST", "WORK", "ASKS", "LAUNCH"}
+    assert {r.waits for r in rows} == {"NO_WAIT", "WAITS", "WAITS_COPY", "WAITS_GPU"}
+    assert {r.does for r in rows} >= {"PASSES", "HOOK", "SETS", "COPIES_2D", "ALLOCATES"}
+
+
+# Compiled only (-fsyntax-only): each family's list is the type of cuda.h's function.
+PROTOTYPES = r"""
+#include <cuda.h>
+#include "api.h"
+#define OURS(c, family, counts, waits, does, params, ...) typedef CUresult (*ours_##family) params;
+CUDUMP_API(OURS, ~)
+CHECKS
+"""
+
+# Run: the variant cuda.h's name gives, in the mode compiled (CUDA_API_PER_THREAD_DEFAULT_STREAM
+# or not), for each family.
+NAMES = r"""
+#include <stdio.h>
+#include <cuda.h>
+#define STR_(x) #x
+#define STR(x) STR_(x)
+int main(void) {
+NAMES
+    return 0;
+}
+"""
+
+
+def cuda_h_flags(per_thread: bool) -> list[str]:
     flags = ["-std=c11", "-Wall", "-Werror", "-Wincompatible-pointer-types",
              f"-I{CUDA_INCLUDE}", f"-I{ROOT / 'shim'}"]
-    if per_thread:
-        flags.append("-DCUDA_API_PER_THREAD_DEFAULT_STREAM")
-    src = tmp_path / "prototypes.c"
-    src.write_text(HOST_WRITE_PROTOTYPES.replace(
-        "CHECKS", " ".join(f"SAME({f})" for f in families)))
-    done = subprocess.run(["cc", *flags, "-fsyntax-only", str(src)], capture_output=True,
-                          text=True)
-    assert done.returncode == 0, done.stderr
+    return [*flags, "-DCUDA_API_PER_THREAD_DEFAULT_STREAM"] if per_thread else flags
+
+
+def cuda_h_variants(tmp_path: Path, families: list[str], per_thread: bool) -> dict[str, str]:
+    """family -> the variant that cuda.h's name of it gives in that mode."""
     src, exe = tmp_path / "names.c", tmp_path / "names"
-    src.write_text(HOST_WRITE_NAMES.replace(
-        "FAMILIES", '" ' + " ".join(families) + ' "').replace(
-        "PTSZ", "1" if per_thread else "0"))
-    subprocess.run(["cc", *flags, "-o", str(exe), str(src)], check=True)
-    return [line.split() for line in subprocess.run(
-        [str(exe)], check=True, capture_output=True, text=True).stdout.splitlines()]
+    src.write_text(NAMES.replace("NAMES", "\n".join(
+        f'    printf("%s %s\\n", "{f}", STR({f}));' for f in families)))
+    subprocess.run(["cc", *cuda_h_flags(per_thread), "-o", str(exe), str(src)], check=True)
+    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
+    return dict(line.split() for line in out.splitlines())
+
+
+def checked(rows: list[Row]) -> list[Row]:
+    return [r for r in rows if r.family not in NOT_IN_CUDA_H]
 
 
 @pytest.mark.skipif(not (CUDA_INCLUDE / "cuda.h").is_file(),
                     reason=f"no cuda.h under {CUDA_INCLUDE} to check against")
 @pytest.mark.parametrize("per_thread", [False, True])
-def test_host_write_prototypes_and_variants_match_the_real_cuda_h(tmp_path, per_thread):
-    pairs = variant_pairs(tmp_path, HOST_WRITE_FAMILIES, per_thread)
-    assert len(pairs) == len(HOST_WRITE_FAMILIES)
-    assert all(ours == theirs for ours, theirs in pairs), pairs
-
-
-# The families the shim only counts (api.h's CUDUMP_PASSED: shim/calls.h), named as cuda.h
-# names each API; the two CUDA 12.8 batch forms (_v1) are not in cuda.h's public names.
-PASSED_FAMILIES = (
-    "cuMemcpyAsync", "cuMemcpyDtoDAsync", "cuMemcpyDtoHAsync", "cuMemcpyPeer",
-    "cuMemcpyPeerAsync", "cuMemcpy3DPeer", "cuMemcpy3DPeerAsync", "cuMemcpyAtoD",
-    "cuMemcpyBatchAsync", "cuMemcpy3DBatchAsync", "cuEventRecord", "cuEventRecordWithFlags",
-    "cuStreamWaitEvent", "cuLaunchHostFunc", "cuStreamWriteValue32", "cuStreamWriteValue64",
-    "cuStreamWaitValue32", "cuStreamWaitValue64", "cuStreamBatchMemOp",
-    "cuWaitExternalSemaphoresAsync", "cuStreamAddCallback", "cuGraphicsMapResources",
-    "cuGraphicsUnmapResources", "cuStreamCreate", "cuStreamCreateWithPriority",
-    "cuStreamDestroy", "cuStreamQuery", "cuEventQuery", "cuSignalExternalSemaphoresAsync")
-# Counted too, and the shim's hooks note that the context ended (shim/ctxlife.h).
-CONTEXT_END_FAMILIES = ("cuCtxDestroy", "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxReset")
+def test_every_row_s_parameters_are_cuda_h_s_prototype(tmp_path, per_thread):
+    """A wrapper called with another list than the driver's would pass the driver its
+    arguments in the wrong places: each row's list must be the type of cuda.h's function."""
+    rows = [r for r in checked(api_rows(tmp_path)) if r.family not in ABI_TYPES]
+    assert len(rows) > 90
+    src = tmp_path / "prototypes.c"
+    src.write_text(PROTOTYPES.replace("CHECKS", "\n".join(
+        f"ours_{r.family} check_{r.family} = {r.family};" for r in rows)))
+    done = subprocess.run(["cc", *cuda_h_flags(per_thread), "-fsyntax-only", str(src)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
 
 
 @pytest.mark.skipif(not (CUDA_INCLUDE / "cuda.h").is_file(),
                     reason=f"no cuda.h under {CUDA_INCLUDE} to check against")
 @pytest.mark.parametrize("per_thread", [False, True])
-def test_passed_prototypes_and_variants_match_the_real_cuda_h(tmp_path, per_thread):
-    """Each counted family's list is cuda.h's prototype, and the variant cuda.h's name gives
-    (plain, or per-thread) is one of the family's VARIANT rows: a program built either way
-    reaches the shim's wrapper."""
-    families = PASSED_FAMILIES + CONTEXT_END_FAMILIES
-    pairs = variant_pairs(tmp_path, families, per_thread)
-    gives = {theirs for _, theirs in pairs}
-    rows: dict[str, set[str]] = {}
-    for ours, theirs in pairs:
-        rows.setdefault(theirs, set()).add(ours)
-    # every family's variant named by cuda.h is a row of that family
-    assert len(gives) == len(families) or per_thread
-    assert all(theirs in rows[theirs] for theirs in gives), rows
+def test_the_variant_cuda_h_names_is_a_row_s(tmp_path, per_thread):
+    """A program built either way (plain, or per-thread default stream) reaches the shim's
+    wrapper: the variant cuda.h's name gives is one of the family's, of the mode compiled
+    where the family has one of that mode. A family that writes device memory from the host
+    has exactly one variant of each mode, and it is cuda.h's."""
+    rows = [r for r in checked(api_rows(tmp_path))
+            if not (per_thread and r.family in INLINE_PER_THREAD)]
+    theirs = cuda_h_variants(tmp_path, [r.family for r in rows], per_thread)
+    wrong = []
+    for r in rows:
+        mode = [sym for sym, ptsz in r.variants if ptsz == per_thread]
+        want = mode or [sym for sym, ptsz in r.variants if not ptsz]
+        if r.writes and len(mode) != 1 or theirs[r.family] not in want:
+            wrong.append(f"{r.family}: cuda.h gives {theirs[r.family]}, the row has {want}")
+    assert not wrong, "\n".join(wrong)

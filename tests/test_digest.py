@@ -165,19 +165,49 @@ def test_a_digest_outside_its_allocation_is_refused(fake, cudump_run, tmp_path):
     assert "launches add3=1" in ran.stdout
 
 
+def _shim_build():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("shim_build", ROOT / "shim" / "build.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_embedded_ptx_is_compiled_from_the_current_kernel_source():
-    """shim/tools_ptx.h is generated (shim/gpu/make_ptx.sh, needs nvcc): its stamp must be
+    """shim/gpu/tools.ptx is generated (shim/gpu/make_ptx.sh, needs nvcc): its stamp must be
     the hash of shim/gpu/tools.cu and shim/tooljob.h, or the shim runs an older kernel than
     the sources say."""
-    import hashlib
-
-    header = (ROOT / "shim" / "tools_ptx.h").read_text()
-    digest = hashlib.sha256()
-    for name in ("gpu/tools.cu", "tooljob.h"):
-        digest.update((ROOT / "shim" / name).read_bytes())
-    assert f"source sha256 {digest.hexdigest()}" in header, \
+    build = _shim_build()
+    ptx = build.PTX.read_text()
+    assert f"// source sha256 {build.ptx_source_hash()}\n" in ptx, \
         "run shim/gpu/make_ptx.sh and commit the result"
-    assert ".entry cudump_tools(" in header
+    assert ".entry cudump_tools(" in ptx
+
+
+def test_the_hopper_build_is_the_same_code_with_the_wait_in_the_markers_place():
+    """One PTX is kept; the compute_90 build made from it differs in the target and in the
+    one line where tools.cu waits for the kernel before it, nothing else."""
+    import difflib
+
+    build = _shim_build()
+    ptx = build.PTX.read_text()
+    hopper = build.ptx_for_hopper(ptx)
+    changed = [line for line in difflib.unified_diff(ptx.splitlines(), hopper.splitlines(),
+                                                     lineterm="", n=0)
+               if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+    assert sorted(changed) == sorted([
+        "-.target sm_75", "+.target sm_90",
+        "-\t// cudump: the grid dependency wait, on compute_90 and later",
+        "+\tgriddepcontrol.wait;"])
+
+
+def test_a_ptx_without_its_marker_is_refused_not_embedded_without_the_wait():
+    build = _shim_build()
+    ptx = build.PTX.read_text().replace(build.PTX_WAIT_MARKER, "")
+    with pytest.raises(build.PtxError, match="expected one"):
+        build.ptx_for_hopper(ptx)
 
 
 def test_show_of_a_digest_prints_it_and_says_there_is_no_data(fake, cudump_run):

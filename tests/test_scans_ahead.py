@@ -155,7 +155,7 @@ def test_threads_taking_turns_use_scans_ahead_and_get_the_same_digests(fake, cud
 def test_a_tensor_map_encoded_between_two_launches_does_not_void_them(fake, cudump_run,
                                                                       tmp_path):
     """cuDNN and cuBLASLt encode a Hopper kernel's tensor maps right before each launch: an
-    encode works on the host alone (api.h's CUDUMP_HOST_ONLY_), so the scans ahead of the
+    encode works on the host alone (api.h's rows say HOST), so the scans ahead of the
     launch after it hold, as where the map is encoded once. tensormaps 12 ... encode: tma_copy
     12 times, its map encoded again before each launch."""
     def run(way: str, *more: str, name: str):

@@ -1,11 +1,14 @@
-"""The shim's file layout, checked from its C sources (no compiler needed).
+"""The shim's file layout.
 
 The shim is layered: every file calls only files below it, so a change to one
 file can be understood by reading it and what it uses, never what uses it.
 This test keeps it that way:
 
-(a) no call cycle between files: the graph "x uses a function of y" (a call,
-    or a function passed as a callback) over the files of shim/ is a DAG;
+(a) declared layers: shim/layers.txt lists the modules bottom first, and every
+    use of a function of another module (a call, or its address taken as a
+    callback) goes to a module listed before the user's. The graph is gcc's,
+    after macro expansion (tests/shim_callgraph.py), so a call inside a macro
+    counts; planted edits show the check sees what it must;
 (b) one header per file for what that file defines: every non-static function
     of x.c is declared in x.h, x.h declares nothing defined elsewhere, and a
     header without a .c of its own declares no functions;
@@ -14,28 +17,32 @@ This test keeps it that way:
     pthread_mutex_lock(&X) (or timedlock) also calls pthread_mutex_unlock(&X).
 
 A file and its header are one unit ("module"): a static inline function in
-x.h belongs to x. The scanner is deliberately simple: comments, strings and
-preprocessor lines are dropped, and functions are found as `name(...) {` at
-the top level. Function names made by the X-macro tables of api.h are
+x.h belongs to x. For (b) and (d) the scanner is deliberately simple: comments,
+strings and preprocessor lines are dropped, and functions are found as
+`name(...) {` at the top level. Function names made by the X-macro tables of api.h are
 matched by their prefix (GENERATED below).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from graphs import find_cycle
+from shim_callgraph import ModuleGraph, module_graph, read_layers, violations
 
 SHIM = Path(__file__).resolve().parent.parent / "shim"
 
 # Functions declared by a table-driven macro rather than by name: their prefix,
 # the header that declares them, the token that header's macro pastes, and
-# whether files other than its own may define them. A hook per family of
-# api.h is declared by one table in hooks.h; the hooks of interposition
-# (cuGetProcAddress) and module loading live with what they serve.
+# whether files other than its own may define them. (The entries and hooks of
+# api.h's families are static to hooks.c, but cuGetProcAddress's, declared by
+# name in interpose.h.)
 GENERATED = {
-    "hook_": ("hooks.h", "hook_##name", True),
     "shim_real_": ("interpose.h", "shim_real_##sym", False),
 }
 
@@ -177,29 +184,89 @@ def owner_of(mods: dict[str, Module]) -> dict[str, str]:
     return owner
 
 
-def call_graph(mods: dict[str, Module]) -> dict[str, dict[str, set[str]]]:
-    """module -> used module -> the names used (calls and functions passed as values)."""
-    owner = owner_of(mods)
-    graph: dict[str, dict[str, set[str]]] = {m: {} for m in mods}
-    for m in mods.values():
-        for f in m.bodies:
-            for name in set(_IDENT.findall(f.body)):
-                if name in m.static or name not in owner or owner[name] == m.name:
-                    continue
-                graph[m.name].setdefault(owner[name], set()).add(f"{f.name} -> {name}")
-    return graph
+LAYERS = SHIM / "layers.txt"
 
 
-def test_no_call_cycle_between_files():
-    mods = load()
-    graph = call_graph(mods)
-    cycle = find_cycle({m: set(used) for m, used in graph.items()})
-    if cycle:
-        detail = []
-        for a, b in zip(cycle, cycle[1:], strict=False):
-            detail.append(f"  {a} -> {b}: " + ", ".join(sorted(graph[a][b])[:4]))
-        raise AssertionError("call cycle between shim files: " + " -> ".join(cycle) + "\n"
-                             + "\n".join(detail))
+@pytest.fixture(scope="module")
+def shim_graph(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path], ModuleGraph]:
+    """The module graph of a shim source folder; one cache of compiler dumps for all."""
+    cache = tmp_path_factory.mktemp("callgraph")
+    generated = tmp_path_factory.mktemp("generated")
+    spec = importlib.util.spec_from_file_location("shim_build", SHIM / "build.py")
+    assert spec is not None and spec.loader is not None
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    if hasattr(build, "tools_ptx_header"):
+        (generated / "tools_ptx.h").write_text(build.tools_ptx_header(), encoding="ascii")
+    return lambda shim: module_graph(shim, cache, [generated])
+
+
+def test_every_use_goes_down_the_declared_layers(shim_graph):
+    problems = violations(shim_graph(SHIM), read_layers(LAYERS))
+    assert not problems, "\n".join(problems)
+
+
+def test_no_use_cycle_between_files(shim_graph):
+    graph = shim_graph(SHIM)
+    cycle = find_cycle({m: set(graph.uses.get(m, {})) for m in graph.modules})
+    assert not cycle, "use cycle between shim files: " + " -> ".join(cycle)
+
+
+def test_the_graph_sees_the_launch_path(shim_graph):
+    """The checks are only as good as the graph: the launch path must be in it."""
+    uses = shim_graph(SHIM).uses
+    assert "launch" in uses["hooks"] and "gate" in uses["launch"]
+    assert "interpose" in uses["tools"] and "util" in uses["channel"]
+
+
+def _planted(tmp_path: Path, file: str, code: str) -> Path:
+    shim = tmp_path / "shim"
+    shutil.copytree(SHIM, shim, ignore=shutil.ignore_patterns("gpu", "diff"))
+    with open(shim / file, "a") as f:
+        f.write(code)
+    return shim
+
+
+@pytest.mark.parametrize("file, code, edge", [
+    # A call inside a macro, invisible to a reader who skips preprocessor lines.
+    ("util.c", '\n#include "launch.h"\n#define KICK() launch_run(0, 0, 0)\n'
+               "void util_planted(void) { KICK(); }\n", "util (driver) uses launch"),
+    # A call many layers up.
+    ("tensormap.c", '\n#include "handtune.h"\n'
+                    "void tensormap_planted(void) { (void)handtune_hand_off(0, 0); }\n",
+     "tensormap (process) uses handtune"),
+    # A new cycle: channel already uses util.
+    ("util.c", '\n#include "channel.h"\nunsigned util_planted(void) '
+               "{ return channel_options(); }\n", "util (driver) uses channel"),
+    # A callback: a function of a module above, passed as a value.
+    ("stream.c", '\n#include "watch.h"\nvoid *stream_planted(void) '
+                 "{ return (void *)watch_serve_newest; }\n", "stream (driver) uses watch"),
+])
+def test_a_planted_upward_use_is_found(shim_graph, tmp_path, file, code, edge):
+    problems = violations(shim_graph(_planted(tmp_path, file, code)), read_layers(LAYERS))
+    assert any(p.startswith(edge) for p in problems), "\n".join(problems)
+
+
+def test_a_planted_cycle_is_named(shim_graph, tmp_path):
+    graph = shim_graph(_planted(tmp_path, "util.c", '\n#include "channel.h"\n'
+                                "unsigned util_planted(void) { return channel_options(); }\n"))
+    pair = {"util", "channel"}
+    cycle = find_cycle({m: set(graph.uses.get(m, {})) & pair for m in pair})
+    assert cycle and set(cycle) == pair
+
+
+def test_the_architecture_page_lists_the_layers_in_order():
+    """docs/architecture.md's shim table names the modules bottom up, as declared."""
+    declared = [m for _name, mods in read_layers(LAYERS) for m in mods]
+    page = (SHIM.parent / "docs" / "architecture.md").read_text()
+    table = page[page.index("| file | holds |"):]
+    table = table[:table.index("\n\n")]
+    listed = []
+    for row in table.splitlines()[2:]:
+        for name in re.findall(r"`(\w+)\.[ch]`", row.split("|")[1]):
+            if name not in listed:
+                listed.append(name)
+    assert listed == declared
 
 
 def test_one_header_per_file():
@@ -258,10 +325,8 @@ def test_no_lock_crosses_a_function():
 
 
 def test_scanner_sees_the_shim():
-    """The checks above are only as good as the scanner: it must find the launch path."""
+    """The header checks are only as good as the scanner: it must find the launch path."""
     mods = load()
     owner = owner_of(mods)
     assert len(owner) > 50
-    graph = call_graph(mods)
-    assert any(graph[m] for m in graph)
-    assert "hook_cuLaunchKernel" in owner
+    assert "launch_run" in owner

@@ -1,8 +1,8 @@
 // cudump's own kernels: content digests and non-finite scans of a buffer, run
 // on the launch's stream instead of copying the bytes to the host.
 //
-// The shim does not need a CUDA toolkit: shim/tools_ptx.h holds this file
-// compiled to PTX (shim/gpu/make_ptx.sh), which the shim loads with
+// The shim does not need a CUDA toolkit: shim/gpu/tools.ptx holds this file
+// compiled to PTX (shim/gpu/make_ptx.sh), which shim/build.py embeds and the shim loads with
 // cuModuleLoadData in each context that needs it. cudump/digest.py holds the
 // same definitions in numpy; the tests check one against the other.
 //
@@ -327,12 +327,16 @@ extern "C" __global__ void cudump_tools(const struct tool_jobs jobs)
     while (n + 1 < jobs.njobs && block >= jobs.job[n].blocks)
         block -= jobs.job[n++].blocks;
     const struct tool_job &j = jobs.job[n];
-#if __CUDA_ARCH__ >= 900
     // Launched with programmatic stream serialization (shim/toollaunch.h: on Hopper and
     // later), the blocks may start while the kernel before this one on the stream ends:
     // they wait here, before reading any memory, until it is done and its writes are
-    // seen. Launched without, this returns at once.
+    // seen. Launched without, the wait returns at once. One PTX (compute_75) is kept: it
+    // holds this marker, and shim/gpu/ptx.py makes the compute_90 build from it by putting
+    // the wait in the marker's place, so both builds are the same code around it.
+#if __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
+#else
+    asm volatile("// cudump: the grid dependency wait, on compute_90 and later" ::: "memory");
 #endif
     unsigned long long a = 0, b = 0;
     double s = 0;

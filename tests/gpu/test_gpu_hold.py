@@ -5,8 +5,8 @@ or NaN that was there before, holds nothing."""
 
 from __future__ import annotations
 
-import ast
 import ctypes
+import importlib.util
 import re
 import struct
 import time
@@ -28,12 +28,15 @@ RESULT = 32                         # struct proto_tool_result
 
 
 def tools_ptx(name: str = "tools_ptx") -> bytes:
-    """A PTX string of shim/tools_ptx.h (`tools_ptx`, for every GPU, or `tools_ptx_sm90`, for
-    Hopper and later), as the shim passes it to cuModuleLoadData."""
-    text = (ROOT / "shim" / "tools_ptx.h").read_text()
-    start = text.index(f"{name}[] =")
-    body = text[start:text.index("\n;", start)]
-    return "".join(ast.literal_eval(s) for s in re.findall(r'^\s*(".*")\s*$', body, re.M)).encode()
+    """cudump's kernel as the shim embeds it (shim/build.py from shim/gpu/tools.ptx):
+    `tools_ptx`, for every GPU, or `tools_ptx_sm90`, for Hopper and later, as the shim passes
+    it to cuModuleLoadData."""
+    spec = importlib.util.spec_from_file_location("shim_build", ROOT / "shim" / "build.py")
+    assert spec is not None and spec.loader is not None
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    ptx = build.PTX.read_text(encoding="ascii")
+    return (build.ptx_for_hopper(ptx) if name == "tools_ptx_sm90" else ptx).encode()
 
 
 def tool_holds() -> int:
