@@ -4,11 +4,12 @@ bisect) that run cudump more than once: the `cudump` fixture in conftest.py."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+import sessions
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,8 +35,8 @@ def cli_runner(shim_lib: Path, base: dict[str, str], tmp_path: Path) -> Cudump:
         full["TMPDIR"] = str(tmp_path / "tmp")
         (tmp_path / "tmp").mkdir(exist_ok=True)
         full.update(env or {})
-        done = subprocess.run([sys.executable, "-m", "cudump", *args], env=full,
-                              capture_output=True, text=True, timeout=timeout, cwd=tmp_path)
+        done = sessions.run([sys.executable, "-m", "cudump", *args], env=full, timeout=timeout,
+                            cwd=tmp_path)
         return Done(done.returncode, done.stdout, done.stderr)
 
     return run

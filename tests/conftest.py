@@ -15,6 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import sessions  # noqa: E402
 from cli_run import Cudump, cli_runner  # noqa: E402
 from fakecuda_build import FakeCuda, build_fakecuda  # noqa: E402
 
@@ -55,7 +56,8 @@ class Ran:
 
 @pytest.fixture
 def cudump_run(shim_lib: Path, fake: FakeCuda, tmp_path: Path):
-    """Runs `cudump [options] PROGRAM` on the stand-in driver; returns what happened."""
+    """Runs `cudump [options] PROGRAM` on the stand-in driver; returns what happened. cudump
+    runs in a session of its own, every process of which is killed at the end."""
 
     def run(argv: list[str], *options: str, run_dir: Path | None = None,
             timeout: float = 60, env_extra: dict[str, str] | None = None) -> Ran:
@@ -63,9 +65,8 @@ def cudump_run(shim_lib: Path, fake: FakeCuda, tmp_path: Path):
         env = fake.env() | (env_extra or {})
         env["CUDUMP_SHIM"] = str(shim_lib)
         env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-        done = subprocess.run([sys.executable, "-m", "cudump", *options, "--out", str(out),
-                               "--", *argv], env=env, capture_output=True, text=True,
-                              timeout=timeout, cwd=tmp_path)
+        done = sessions.run([sys.executable, "-m", "cudump", *options, "--out", str(out),
+                             "--", *argv], env=env, timeout=timeout, cwd=tmp_path)
         return Ran(done.returncode, done.stdout, done.stderr, out)
 
     return run
@@ -77,8 +78,7 @@ def bare_run(fake: FakeCuda):
 
     def run(argv: list[str], timeout: float = 60,
             env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(argv, env=fake.env() | (env_extra or {}), capture_output=True,
-                              text=True, timeout=timeout)
+        return sessions.run(argv, env=fake.env() | (env_extra or {}), timeout=timeout)
 
     return run
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import sessions
 from records import manifest
 from zedref import pipeline
 
@@ -135,6 +136,39 @@ def test_controller_killed_mid_run_leaves_the_program_and_nothing_else(shim_lib,
     proc.stderr.close()
     shm_after = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
     assert not [n for n in shm_after - shm_before if "cudump" in n]
+
+
+def test_a_killed_controller_left_unreaped_lets_the_program_go_on(shim_lib, fake, tmp_path):
+    """cudump is killed and its parent does not reap it for a while (Python's
+    `communicate(timeout=...)`, `kill()`, then `communicate()` later): a zombie, which
+    kill(pid, 0) still finds. With a trace ring far smaller than the program's 24000
+    launches, every launch after the ring fills would wait for a reader that never comes
+    (about a second each: most of an hour). The program must go on at full speed
+    instead: it ends on its own, with its own output, while cudump is still unreaped."""
+    status = tmp_path / "status"
+    script = tmp_path / "target.sh"
+    script.write_text(f"#!/bin/sh\n{fake.programs['threads']} 3000 > {tmp_path / 'out'}\n"
+                      f"echo $? > {status}\n")
+    script.chmod(0o755)
+    argv = [sys.executable, "-m", "cudump", "--trace", "--trace-ring", "1024", "--out",
+            str(tmp_path / "run"), str(script)]
+    with sessions.session(argv, env=cudump_env(fake, shim_lib), stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, cwd=tmp_path) as proc:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        while line and not line.startswith(b"cudump: #"):
+            line = proc.stderr.readline()
+        assert line, "cudump ended before the program launched a kernel"
+        proc.send_signal(signal.SIGKILL)    # and no wait: it stays a zombie meanwhile
+        deadline = time.monotonic() + 120   # a normal run takes a second or a few
+        while not (status.exists() and status.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert sessions.members(proc.pid), "cudump was reaped: the test tests nothing"
+        assert status.exists() and status.read_text().strip() == "0", \
+            "the program crawled on after cudump was killed"
+    assert (tmp_path / "out").read_text() == subprocess.run(
+        [str(fake.programs["threads"]), "3000"], env=fake.env(), capture_output=True,
+        text=True, timeout=60).stdout
 
 
 def _can_mount_tmpfs(tmp_path: Path) -> bool:
