@@ -13,7 +13,7 @@ import pytest
 from cudump.controller.process import FuncInfo, ProcessState
 from cudump.policy.trace import EVENT_FIELDS
 from cudump.rundir.manifest import SnapshotRecord
-from cudump.rundir.timeline import STREAM_TIDS, Timeline
+from cudump.rundir.timeline import SLICE_US, STREAM_TIDS, Timeline
 from cudump.wire import protocol as p
 
 VEC_ADD = "vecAdd(float const*, float const*, float*, int)"
@@ -204,9 +204,31 @@ def _process() -> ProcessState:
     return proc
 
 
+def _frozen_clock(at_us: int):
+    """A clock that reads 0 when the timeline opens and `at_us` ever after: every event
+    is received at the same time, so whatever spacing the slices have is the layout's."""
+    ticks = iter([0])
+    return lambda: next(ticks, at_us * 1000)
+
+
+def test_launches_received_together_are_laid_out_in_order_a_slice_apart(
+        tmp_path: Path) -> None:
+    timeline = Timeline(tmp_path / "t.json", clock=_frozen_clock(7000))
+    proc = _process()
+    timeline.launches(proc, _rows(5))
+    timeline.launches(proc, _rows(3))          # a second batch goes on after the first
+    timeline.close()
+    events, _ = load(tmp_path / "t.json")
+    for track in ("thread", "stream"):
+        slices = [e for e in events if e["ph"] == "X" and
+                  (e["tid"] >= STREAM_TIDS) == (track == "stream")]
+        assert [e["ts"] for e in slices] == [7000 + k * SLICE_US for k in range(8)], track
+        assert [e["args"]["launch"] for e in slices] == [1, 2, 3, 4, 5, 1, 2, 3], track
+        assert all(e["dur"] == SLICE_US for e in slices), track
+
+
 def test_a_full_timeline_stops_with_a_note_and_stays_valid(tmp_path: Path) -> None:
-    ticks = iter(range(0, 10**12, 1000))
-    timeline = Timeline(tmp_path / "t.json", ["app"], limit=50, clock=lambda: next(ticks))
+    timeline = Timeline(tmp_path / "t.json", ["app"], limit=50, clock=_frozen_clock(100))
     proc = _process()
     timeline.process(proc)
     timeline.launches(proc, _rows(100))
@@ -224,9 +246,9 @@ def test_a_full_timeline_stops_with_a_note_and_stays_valid(tmp_path: Path) -> No
     assert doc["otherData"]["full"] is True
     assert not any(e["name"].startswith("snapshot") for e in events)
     slices = [e for e in events if e["ph"] == "X"]
-    # Received together, laid out in launch order 1 us apart, never overlapping.
+    # Received together (the clock stands still), laid out in launch order a slice apart.
     stream = [e["ts"] for e in slices if e["tid"] >= STREAM_TIDS]
-    assert stream == sorted(stream) and len(set(stream)) == len(stream)
+    assert stream == [100 + k * SLICE_US for k in range(len(stream))] and stream
 
 
 def test_a_timeline_not_completed_leaves_no_file(tmp_path: Path) -> None:
