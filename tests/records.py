@@ -16,10 +16,32 @@ from cudump.rundir.manifest import read_manifest
 
 
 def manifest(run_dir: Path) -> list[dict]:
-    """Every record, in order; none if the run wrote no manifest."""
+    """Every record, in order; none if the run wrote no manifest. Each record of a file
+    written is checked against that file: its dtype and shape are the .npy's own."""
     if not (Path(run_dir) / MANIFEST).exists():
         return []
-    return [json.loads(r.to_json()) for r in read_manifest(run_dir)]
+    records = [json.loads(r.to_json()) for r in read_manifest(run_dir)]
+    for record in records:
+        check_file_record(Path(run_dir), record)
+    return records
+
+
+def check_file_record(run_dir: Path, record: dict) -> None:
+    """A record that names an .npy says the dtype and shape that file holds (a record
+    without its dtype leaves `cudump show`, `diff` and `replay` guessing)."""
+    if record.get("status", "ok") != "ok" or not record.get("file"):
+        return
+    assert isinstance(record.get("dtype"), str), f"a record without its dtype: {record}"
+    path = run_dir / record["file"]
+    if not path.exists():
+        return      # written after the manifest line, or removed by the test itself
+    with path.open("rb") as f:
+        major, _ = np.lib.format.read_magic(f)
+        read_header = (np.lib.format.read_array_header_1_0 if major == 1
+                       else np.lib.format.read_array_header_2_0)
+        shape, _, dtype = read_header(f)
+    assert record["dtype"] == dtype.name, f"dtype {record['dtype']} of a {dtype.name} file"
+    assert record.get("shape") is None or list(record["shape"]) == list(shape), record
 
 
 def digests_by_buffer(run_dir: Path) -> dict[tuple, str]:
