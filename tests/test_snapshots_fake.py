@@ -4,6 +4,7 @@ written as .npy and PNG, must equal the numpy reference pixel for pixel."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -330,6 +331,7 @@ def test_a_rule_that_finds_no_buffer_says_so_once(tmp_path, capsys):
     (("--write-behind", "0"), {}, 2, 0),           # through staging from scratch
     (("--staging", "4K", "--write-behind", "0"), {}, 2, 0),   # in pieces
     (("--scratch", "0"), {}, 0, 0),                # off
+    (("--scratch", "0", "--staging", "4K"), {}, 0, 0),   # off, in pieces of staging
     ((), {"FAKECUDA_DEVICE_MIB": "0"}, 0, 0),       # not a quarter of what is free
 ])
 def test_launches_are_let_go_after_a_copy_into_scratch(fake, cudump_run, tmp_path, monkeypatch,
@@ -359,3 +361,38 @@ def test_launches_are_let_go_after_a_copy_into_scratch(fake, cudump_run, tmp_pat
             assert np.array_equal(array, uyvy.reshape(array.shape))
         elif r["phase"] == "after":
             assert np.array_equal(array, left if r["arg"] == 2 else right)
+
+
+@pytest.mark.parametrize("options", [("--scratch", "0"), ("--scratch", "0", "--staging", "4K")],
+                         ids=["whole", "in-pieces"])
+def test_plain_copies_from_eight_threads_see_what_each_launch_read_and_left(
+        fake, cudump_run, tmp_path, options):
+    """--scratch 0: no launch is let go before its copies are made; each "before" copy is
+    ordered ahead of its launch and each "after" copy behind it on the launch's stream,
+    while seven other threads launch on theirs (sharing the one staging area, which with
+    --staging 4K holds a 16 KiB buffer only in pieces). Thread t's launch k reads
+    c = (i + t) + (k - 1) * ((i + t) % 5) and leaves c = (i + t) + k * ((i + t) % 5)."""
+    rules = tmp_path / "vecadd.yaml"
+    rules.write_text("rules:\n  - kernel: vecAdd\n    args: [2]\n    when: both\n"
+                     "    format: npy\n    overrides:\n      2: {dtype: float32, count: arg3}\n")
+    repeats = 6
+    stats = tmp_path / "stats.txt"
+    ran = cudump_run([str(fake.programs["threads"]), str(repeats)], "--rule", str(rules),
+                     *options, env_extra={"FAKECUDA_STATS": str(stats)}, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    counted = stats.read_text().splitlines() if stats.exists() else ["async_allocations 0"]
+    assert "async_allocations 0" in counted          # nothing borrowed: the plain path
+    records = manifest(ran.run_dir)
+    assert len(records) == 2 * 8 * repeats and all(r["status"] == "ok" for r in records)
+    i = np.arange(4096, dtype=np.float32)
+    by_launch: dict[int, dict[str, np.ndarray]] = {}
+    for r in records:
+        by_launch.setdefault(r["launch"], {})[r["phase"]] = np.load(ran.run_dir / r["file"])
+    seen: Counter[tuple[int, int]] = Counter()
+    for launch, phases in by_launch.items():
+        found = [(t, k) for t in range(8) for k in range(1, repeats + 1)
+                 if np.array_equal(phases["before"], (i + t) + (k - 1) * ((i + t) % 5))
+                 and np.array_equal(phases["after"], (i + t) + k * ((i + t) % 5))]
+        assert len(found) == 1, launch
+        seen[found[0]] += 1
+    assert seen == Counter({(t, k): 1 for t in range(8) for k in range(1, repeats + 1)})
