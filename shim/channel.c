@@ -272,13 +272,9 @@ static int open_pidfd(pid_t pid)
 #endif
 }
 
-/* Starts watching the controller `pid` that this process has just connected to
- * (a fork child connecting anew to its parent's controller keeps the pidfd it
- * inherited, which is on that very process). */
+/* Starts watching the controller `pid` that this process has just connected to. */
 static void watch_controller(pid_t pid)
 {
-    if (atomic_load(&controller_pid) == pid && atomic_load(&controller_pidfd) >= 0)
-        return;
     int old = atomic_exchange(&controller_pidfd, -1);
     if (old >= 0)
         close(old);
@@ -635,6 +631,13 @@ void channel_reset_after_fork(void)
     if (fd >= 0)
         close(fd);
     fd = -1;
+    /* The parent's pidfd too, while the number is still the shim's (the program's
+     * child may close descriptors it does not know of, and reuse the number): the
+     * child opens its own when it connects, and until then looks in /proc. A
+     * controller known to be gone stays so. */
+    int pidfd = atomic_exchange(&controller_pidfd, -1);
+    if (pidfd >= 0)
+        close(pidfd);
     /* The parent's shared memory: the child gets its own when it connects. */
     if (shared_map)
         munmap(shared_map, shared_size);
