@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,3 +93,12 @@ def cudump(shim_lib: Path, fake: FakeCuda, tmp_path: Path) -> Cudump:
 @pytest.fixture
 def diverge(fake: FakeCuda) -> str:
     return str(fake.programs["diverge"])
+
+
+@pytest.fixture
+def spawn() -> Iterator[Callable[..., subprocess.Popen]]:
+    """subprocess.Popen(argv, **options) in a session of its own (tests/sessions.py): at the
+    test's end, however it ends, every process of that session is killed, the programs
+    under cudump included."""
+    with contextlib.ExitStack() as stack:
+        yield lambda argv, **options: stack.enter_context(sessions.session(argv, **options))

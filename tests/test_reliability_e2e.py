@@ -82,13 +82,13 @@ def test_bad_sizes_are_one_line_errors(value, fake, cudump_run):
     assert "Traceback" not in ran.stderr and "--staging" in lines[-1]
 
 
-def test_closing_stderr_does_not_end_the_run(shim_lib, fake, tmp_path):
+def test_closing_stderr_does_not_end_the_run(shim_lib, fake, tmp_path, spawn):
     """`cudump --trace prog 2>&1 | head -1`: the program finishes, the run is complete."""
     program = [str(fake.programs["threads"]), "50"]
     out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "cudump", "--trace", "--out", str(out), "--",
-                             *program], env=cudump_env(fake, shim_lib), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, cwd=tmp_path)
+    proc = spawn([sys.executable, "-m", "cudump", "--trace", "--out", str(out), "--",
+                  *program], env=cudump_env(fake, shim_lib), stdout=subprocess.DEVNULL,
+                 stderr=subprocess.PIPE, cwd=tmp_path)
     assert proc.stderr is not None
     assert proc.stderr.readline().startswith(b"cudump: writing to ")
     assert proc.stderr.readline().startswith(b"cudump: #")   # the program runs
@@ -101,16 +101,16 @@ def test_closing_stderr_does_not_end_the_run(shim_lib, fake, tmp_path):
 
 
 def test_controller_killed_mid_run_leaves_the_program_and_nothing_else(shim_lib, fake,
-                                                                        tmp_path):
+                                                                        tmp_path, spawn):
     status = tmp_path / "status"
     script = tmp_path / "target.sh"
     script.write_text(f"#!/bin/sh\n{fake.programs['threads']} 3000 > {tmp_path / 'out'}\n"
                       f"echo $? > {status}\n")
     script.chmod(0o755)
     shm_before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
-    proc = subprocess.Popen([sys.executable, "-m", "cudump", "--trace", "--out",
-                             str(tmp_path / "run"), str(script)], env=cudump_env(fake, shim_lib),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path)
+    proc = spawn([sys.executable, "-m", "cudump", "--trace", "--out",
+                  str(tmp_path / "run"), str(script)], env=cudump_env(fake, shim_lib),
+                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path)
     # Mid-run: once the trace shows a launch (the program runs, talking to cudump), however
     # long a loaded machine takes to get there.
     assert proc.stderr is not None
@@ -302,7 +302,7 @@ def test_the_run_directory_is_named_first_and_last(shim_lib, fake, bare_run, tmp
     assert (tmp_path / run_dir / "summary.json").is_file()
 
 
-def test_a_held_launch_goes_on_when_cudump_is_killed(shim_lib, fake, tmp_path):
+def test_a_held_launch_goes_on_when_cudump_is_killed(shim_lib, fake, tmp_path, spawn):
     """Stopped at a breakpoint, cudump dies: the program is not left hanging."""
     status = tmp_path / "status"
     zed = fake.programs["zed"]
@@ -310,10 +310,10 @@ def test_a_held_launch_goes_on_when_cudump_is_killed(shim_lib, fake, tmp_path):
     script.write_text(f"#!/bin/sh\n{zed} 3 --size {W}x{H} > {tmp_path / 'out'}\n"
                       f"echo $? > {status}\n")
     script.chmod(0o755)
-    proc = subprocess.Popen([sys.executable, "-m", "cudump", "--out", str(tmp_path / "run"),
-                             "--break", "FrP0k5607tPV", str(script)],
-                            env=cudump_env(fake, shim_lib), stdin=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path)
+    proc = spawn([sys.executable, "-m", "cudump", "--out", str(tmp_path / "run"),
+                  "--break", "FrP0k5607tPV", str(script)],
+                 env=cudump_env(fake, shim_lib), stdin=subprocess.PIPE,
+                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path)
     assert proc.stderr is not None
     assert proc.stderr.readline().decode() == f"cudump: writing to {tmp_path / 'run'}\n"
     line = proc.stderr.readline().decode()
