@@ -19,6 +19,12 @@
 /* Process-wide, by nature: they count every thread's calls. */
 extern _Atomic unsigned long long calls_begun_count;
 extern _Atomic int calls_in_progress;
+/* Launches of cudump's kernel being made on the condition that no call has
+ * begun since a given count (calls_fence). */
+extern _Atomic int calls_fenced;
+
+/* Waits (a while at most) until no launch holds the fence. */
+void calls_fence_wait(void);
 
 static inline void calls_enter(bool waits)
 {
@@ -28,6 +34,11 @@ static inline void calls_enter(bool waits)
     if (!waits)
         atomic_fetch_add_explicit(&calls_in_progress, 1, memory_order_seq_cst);
     atomic_fetch_add_explicit(&calls_begun_count, 1, memory_order_seq_cst);
+    /* Counted first, then the fence looked at (calls_fence does the two the other
+     * way round): either the launch behind the fence sees this call, or this call
+     * sees the fence and reaches the driver only after that launch has. */
+    if (!waits && __builtin_expect(atomic_load_explicit(&calls_fenced, memory_order_seq_cst), 0))
+        calls_fence_wait();
 }
 
 static inline void calls_leave(bool waits)
@@ -48,6 +59,27 @@ static inline unsigned long long calls_begun(void)
 static inline int calls_running(void)
 {
     return atomic_load_explicit(&calls_in_progress, memory_order_seq_cst);
+}
+
+/* Before a launch of cudump's kernel that must come right after the program's
+ * launch on its stream: true if no call has begun since `begun` was read, and
+ * then, until calls_unfence(), a call of the program's that may put work on a
+ * stream and begins meanwhile waits before it reaches the driver, so that it
+ * cannot come between (a call that read the count just before could otherwise
+ * reach the stream first, while this thread is on its way into the driver). */
+static inline bool calls_fence(unsigned long long begun)
+{
+    atomic_fetch_add_explicit(&calls_fenced, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&calls_begun_count, memory_order_seq_cst) == begun)
+        return true;
+    atomic_fetch_sub_explicit(&calls_fenced, 1, memory_order_release);
+    return false;
+}
+
+/* The launch behind the fence is on the stream. */
+static inline void calls_unfence(void)
+{
+    atomic_fetch_sub_explicit(&calls_fenced, 1, memory_order_release);
 }
 
 /* The shim itself changed device memory (a write at a stop): as if a call had begun. */

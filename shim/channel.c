@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <signal.h>
@@ -26,6 +27,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -44,7 +46,12 @@ uint32_t channel_host_count;
 static pthread_mutex_t io_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int state = CH_NEW;
 static int fd = -1;
-static pid_t controller_pid;
+/* The controller process: its pid, a pidfd on it where the kernel has them
+ * (-1 otherwise), and whether it is known to have ended (latched: a process
+ * does not come back, so every later look is one load). */
+static _Atomic pid_t controller_pid;
+static _Atomic int controller_pidfd = -1;
+static _Atomic bool controller_gone;
 static unsigned options;
 static size_t staging_size;
 static uint32_t ring_slots;
@@ -55,6 +62,8 @@ static uint32_t behind_mib;
 /* The control page, the trace ring and the staging area, mapped at greeting. */
 static void *shared_map;
 static size_t shared_size;
+
+static void controller_ended(void);
 
 static void go_down_locked(void)
 {
@@ -250,6 +259,30 @@ bool channel_request(struct msg *m, enum proto_kind expect, void *reply, size_t 
     return ok;
 }
 
+/* A pidfd on process `pid` (close-on-exec, as pidfd_open always makes them);
+ * -1 where the kernel has none (before Linux 5.3). */
+static int open_pidfd(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+#else
+    (void)pid;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+/* Starts watching the controller `pid` that this process has just connected to. */
+static void watch_controller(pid_t pid)
+{
+    int old = atomic_exchange(&controller_pidfd, -1);
+    if (old >= 0)
+        close(old);
+    atomic_store(&controller_gone, false);
+    atomic_store(&controller_pid, pid);
+    atomic_store(&controller_pidfd, open_pidfd(pid));
+}
+
 /* The peer must be the controller this process was started by. */
 static bool peer_is_controller(int s)
 {
@@ -262,8 +295,10 @@ static bool peer_is_controller(int s)
     long pid = strtol(want, &end, 10);
     if (!end || *end || pid <= 0)
         return false;
-    controller_pid = (pid_t)pid;
-    return cred.pid == controller_pid && cred.uid == geteuid();
+    if (cred.pid != (pid_t)pid || cred.uid != geteuid())
+        return false;
+    watch_controller((pid_t)pid);
+    return true;
 }
 
 /* Bytes of the three rings, which lie between the control page and staging. */
@@ -472,6 +507,9 @@ void channel_connect(void)
                                                               results_bytes()),
                                   memory_order_release);
         atomic_store_explicit(&channel_control_page, shared_map, memory_order_release);
+        /* A controller found gone while this greeting went on stays gone. */
+        if (atomic_load(&controller_gone))
+            controller_ended();
     } else {
         go_down_locked();
     }
@@ -521,9 +559,62 @@ unsigned channel_options(void)
     return options;
 }
 
+/* Whether process `pid` has ended, without a pidfd: gone, or a zombie that its
+ * parent has not reaped yet (kill(pid, 0) succeeds on a zombie). */
+static bool ended_by_proc(pid_t pid)
+{
+    if (kill(pid, 0) != 0 && errno == ESRCH)
+        return true;
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int f = open(path, O_RDONLY | O_CLOEXEC);
+    if (f < 0)
+        return errno == ENOENT;
+    ssize_t n = read(f, buf, sizeof buf - 1);
+    close(f);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    /* "pid (comm) S ...": the state follows the last ')' (comm may hold one). */
+    const char *close_paren = strrchr(buf, ')');
+    return close_paren && close_paren[1] == ' ' &&
+           (close_paren[2] == 'Z' || close_paren[2] == 'X');
+}
+
+/* The controller is gone: from now on the shim is a pass-through, at once,
+ * whatever thread noticed (the socket is closed by the next call that uses
+ * it, under its lock). Every wait that consults channel_controller_alive()
+ * ends at its next look. */
+static void controller_ended(void)
+{
+    atomic_store(&controller_gone, true);
+    atomic_store_explicit(&channel_control_page, NULL, memory_order_release);
+    atomic_store_explicit(&channel_host_area, NULL, memory_order_release);
+}
+
 bool channel_controller_alive(void)
 {
-    return controller_pid > 0 && (kill(controller_pid, 0) == 0 || errno != ESRCH);
+    if (atomic_load_explicit(&controller_gone, memory_order_acquire))
+        return false;
+    pid_t pid = atomic_load_explicit(&controller_pid, memory_order_relaxed);
+    if (pid <= 0)
+        return false;
+    /* A pidfd is readable once its process has exited, reaped or not. */
+    int pfd = atomic_load_explicit(&controller_pidfd, memory_order_relaxed);
+    bool ended;
+    if (pfd >= 0) {
+        struct pollfd p = {.fd = pfd, .events = POLLIN};
+        int n;
+        do
+            n = poll(&p, 1, 0);
+        while (n < 0 && errno == EINTR);
+        ended = n > 0 && (p.revents & POLLNVAL) ? ended_by_proc(pid) : n > 0;
+    } else {
+        ended = ended_by_proc(pid);
+    }
+    if (ended)
+        controller_ended();
+    return !ended;
 }
 
 void channel_reset_after_fork(void)
@@ -540,6 +631,13 @@ void channel_reset_after_fork(void)
     if (fd >= 0)
         close(fd);
     fd = -1;
+    /* The parent's pidfd too, while the number is still the shim's (the program's
+     * child may close descriptors it does not know of, and reuse the number): the
+     * child opens its own when it connects, and until then looks in /proc. A
+     * controller known to be gone stays so. */
+    int pidfd = atomic_exchange(&controller_pidfd, -1);
+    if (pidfd >= 0)
+        close(pidfd);
     /* The parent's shared memory: the child gets its own when it connects. */
     if (shared_map)
         munmap(shared_map, shared_size);

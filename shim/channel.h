@@ -86,7 +86,10 @@ char *channel_behind(size_t *size);
 struct proto_ring_slot *channel_ring(uint32_t *slots);
 /* The result ring's slots (NULL and 0 without one). */
 struct proto_result_slot *channel_results(uint32_t *slots);
-/* Whether the controller process still exists (a held thread polls it). */
+/* Whether the controller process still runs: false once it has exited, even
+ * while its parent has not reaped it (a pidfd where the kernel has them, else
+ * its state in /proc). Once false, false for good (one load), and the shim is
+ * a pass-through from then on. Every wait for the controller consults it. */
 bool channel_controller_alive(void);
 
 /* A message being built: header first, then payload appended. */

@@ -94,19 +94,23 @@ void drain_wait_idle(void)
     pthread_mutex_unlock(&dr.lock);
 }
 
-/* A drain that does not end in time is left to itself: the program comes first. */
-enum { SETTLE_WAIT_S = 10 };
+/* A drain that does not end in time is left to itself: the program comes first.
+ * The wait is taken in slices, each ending with a look at the controller: one
+ * that dies meanwhile (nothing then wakes this wait) ends it within a slice. */
+enum { SETTLE_WAIT_S = 10, SETTLE_SLICE_MS = 20 };
 
 void drain_settle(void)
 {
     /* Unlocked first look: the common case (nothing deferred) is one load. */
     if (!__atomic_load_n(&dr.unsafe, __ATOMIC_ACQUIRE))
         return;
-    struct timespec until = realtime_after_ms(SETTLE_WAIT_S * 1000);
+    unsigned slices = SETTLE_WAIT_S * 1000 / SETTLE_SLICE_MS;
     pthread_mutex_lock(&dr.lock);
-    while (dr.unsafe && channel_controller_alive())
+    while (dr.unsafe && slices && channel_controller_alive()) {
+        struct timespec until = realtime_after_ms(SETTLE_SLICE_MS);
         if (pthread_cond_timedwait(&dr.cond, &dr.lock, &until) != 0)
-            break;
+            slices--;
+    }
     pthread_mutex_unlock(&dr.lock);
 }
 

@@ -439,9 +439,12 @@ static bool run_phase(const struct repeat_run *run, const struct launch_info *li
     unsigned how = phase == PHASE_AFTER && (gated || !has_scans(p)) ? TOOLS_HAND_OFF : 0;
     /* Right after the program's launch, if nothing of cudump's (the flight recorder's mark)
      * went on the stream after it, it was made plainly, and no other call of the program's
-     * is in progress (tools.h). */
-    unsigned long long begun = calls_begun();
-    if (phase == PHASE_AFTER && !li->flight && !li->programmatic && calls_running() == 1)
+     * was in progress before it was made, nor has begun since (tools.h): the count is the
+     * one read before the launch, as a call that began after that and ended already put
+     * its work between the launch and cudump's kernel. */
+    unsigned long long begun = phase == PHASE_AFTER ? run->begun : calls_begun();
+    if (phase == PHASE_AFTER && run->alone && !li->flight && !li->programmatic &&
+        calls_running() == 1)
         how |= TOOLS_RIGHT_AFTER;
     bool held = tools_run(li, reqs, n, gated ? &hold : NULL, how, begun);
     /* Copies all found inside tracked allocations stay there until one goes. */
@@ -562,6 +565,10 @@ bool repeat_start(struct repeat_run *run, const struct launch_info *li, struct r
     static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
     pthread_once(&exit_once, register_exit);
     *consumed = a != NULL;
+    /* Before the launch, for cudump's kernel after it (run_phase); read first, as
+     * ahead_of reads them. */
+    unsigned long long begun = calls_begun();
+    bool alone = calls_running() == 1;
     /* The plan of the last launch learns that this one came right after it. */
     bool in_row = last_alone && right_after(&last, li);
     if (in_row) {
@@ -593,7 +600,8 @@ bool repeat_start(struct repeat_run *run, const struct launch_info *li, struct r
         a->slot->flags = 0;
         a->slot->gate = gated ? GATE_ARMED : GATE_NONE;
         *run = (struct repeat_run){.plan = p, .slot = a->slot, .slot_pos = a->pos,
-                                   .gated = gated, .context = context};
+                                   .gated = gated, .context = context, .begun = begun,
+                                   .alone = alone};
         return true;
     }
     uint64_t pos;
@@ -603,7 +611,7 @@ bool repeat_start(struct repeat_run *run, const struct launch_info *li, struct r
     slot->gate = gated ? GATE_ARMED : GATE_NONE;
     slot_event(slot, li);
     *run = (struct repeat_run){.plan = p, .slot = slot, .slot_pos = pos, .gated = gated,
-                               .context = context};
+                               .context = context, .begun = begun, .alone = alone};
     run_phase(run, li, PHASE_BEFORE, NULL);
     return true;
 }

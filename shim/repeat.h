@@ -20,6 +20,8 @@ struct repeat_run {
     uint64_t slot_pos;
     bool gated;                         /* its scans not waited for (gate.c, watch.c) */
     uint64_t context;                   /* the plans of the launches in a row up to it */
+    unsigned long long begun;           /* calls_begun() before the launch was made, */
+    bool alone;                         /* its call then the only one in progress */
 };
 
 /* The plan kept for a launch of e with these parameter bytes, if it still holds. */

@@ -17,7 +17,7 @@ CUresult toollaunch(const struct tool_launcher *l, CUfunction fn, unsigned grid,
 {
     void *params[] = {jobs};
     if (l->ex && !atomic_load_explicit(&refused, memory_order_relaxed) &&
-        calls_begun() == l->begun) {
+        calls_fence(l->begun)) {
         CUlaunchAttribute attr;
         memset(&attr, 0, sizeof attr);
         attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
@@ -28,6 +28,7 @@ CUresult toollaunch(const struct tool_launcher *l, CUfunction fn, unsigned grid,
                                  .sharedMemBytes = 0, .hStream = stream, .attrs = &attr,
                                  .numAttrs = 1};
         CUresult rc = l->ex(&config, fn, params, NULL);
+        calls_unfence();
         volatile struct proto_control *ctl = channel_control_rw();
         if (rc == CUDA_SUCCESS && ctl)
             __atomic_fetch_add(&ctl->tools_waiting, 1, __ATOMIC_RELAXED);

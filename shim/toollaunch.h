@@ -20,10 +20,11 @@
  * it is launched plainly, and the wait returns at once. So it is too where
  * another call of the program's was in progress at the launch, or began after
  * it (another thread's work on the same stream could come between): the launch
- * is made so only if the count of calls begun has not moved since (with the
- * launcher thread, until it makes the launch; a call that begins after that is
- * ordered behind it, handoff.h). A call another thread begins in the few
- * nanoseconds between its count and its being in progress is not seen.
+ * is made so only if the count of calls begun, read before the program's launch
+ * was made, has not moved since (with the launcher thread, until it makes the
+ * launch). From that look until the launch is on the stream, a call that
+ * begins is held back in calls_enter (calls_fence, calls.h): a thread preempted
+ * on its way into the driver would otherwise let it reach the stream first.
  */
 #ifndef CUDUMP_TOOLLAUNCH_H
 #define CUDUMP_TOOLLAUNCH_H

@@ -60,8 +60,8 @@ enum tools_how {
  * words and `done` once the stream gets there. With `hold`, the last of those
  * launches holds the stream at the gate if a scan that `marks` finds a new
  * non-finite value (tooljob.h); returns whether it was made (false without
- * `hold`). `how`: enum tools_how's flags; `begun`: calls_begun() where
- * TOOLS_RIGHT_AFTER was decided. */
+ * `hold`). `how`: enum tools_how's flags; `begun`: with TOOLS_RIGHT_AFTER,
+ * calls_begun() read before the program's launch was made. */
 bool tools_run(const struct launch_info *li, struct tool_request *reqs, unsigned n,
                const struct tool_hold *hold, unsigned how, unsigned long long begun);
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import sessions
 from records import manifest
 from zedref import pipeline
 
@@ -81,13 +82,13 @@ def test_bad_sizes_are_one_line_errors(value, fake, cudump_run):
     assert "Traceback" not in ran.stderr and "--staging" in lines[-1]
 
 
-def test_closing_stderr_does_not_end_the_run(shim_lib, fake, tmp_path):
+def test_closing_stderr_does_not_end_the_run(shim_lib, fake, tmp_path, spawn):
     """`cudump --trace prog 2>&1 | head -1`: the program finishes, the run is complete."""
     program = [str(fake.programs["threads"]), "50"]
     out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "cudump", "--trace", "--out", str(out), "--",
-                             *program], env=cudump_env(fake, shim_lib), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, cwd=tmp_path)
+    proc = spawn([sys.executable, "-m", "cudump", "--trace", "--out", str(out), "--",
+                  *program], env=cudump_env(fake, shim_lib), stdout=subprocess.DEVNULL,
+                 stderr=subprocess.PIPE, cwd=tmp_path)
     assert proc.stderr is not None
     assert proc.stderr.readline().startswith(b"cudump: writing to ")
     assert proc.stderr.readline().startswith(b"cudump: #")   # the program runs
@@ -100,16 +101,16 @@ def test_closing_stderr_does_not_end_the_run(shim_lib, fake, tmp_path):
 
 
 def test_controller_killed_mid_run_leaves_the_program_and_nothing_else(shim_lib, fake,
-                                                                        tmp_path):
+                                                                        tmp_path, spawn):
     status = tmp_path / "status"
     script = tmp_path / "target.sh"
     script.write_text(f"#!/bin/sh\n{fake.programs['threads']} 3000 > {tmp_path / 'out'}\n"
                       f"echo $? > {status}\n")
     script.chmod(0o755)
     shm_before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
-    proc = subprocess.Popen([sys.executable, "-m", "cudump", "--trace", "--out",
-                             str(tmp_path / "run"), str(script)], env=cudump_env(fake, shim_lib),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path)
+    proc = spawn([sys.executable, "-m", "cudump", "--trace", "--out",
+                  str(tmp_path / "run"), str(script)], env=cudump_env(fake, shim_lib),
+                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path)
     # Mid-run: once the trace shows a launch (the program runs, talking to cudump), however
     # long a loaded machine takes to get there.
     assert proc.stderr is not None
@@ -135,6 +136,39 @@ def test_controller_killed_mid_run_leaves_the_program_and_nothing_else(shim_lib,
     proc.stderr.close()
     shm_after = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
     assert not [n for n in shm_after - shm_before if "cudump" in n]
+
+
+def test_a_killed_controller_left_unreaped_lets_the_program_go_on(shim_lib, fake, tmp_path):
+    """cudump is killed and its parent does not reap it for a while (Python's
+    `communicate(timeout=...)`, `kill()`, then `communicate()` later): a zombie, which
+    kill(pid, 0) still finds. With a trace ring far smaller than the program's 24000
+    launches, every launch after the ring fills would wait for a reader that never comes
+    (about a second each: most of an hour). The program must go on at full speed
+    instead: it ends on its own, with its own output, while cudump is still unreaped."""
+    status = tmp_path / "status"
+    script = tmp_path / "target.sh"
+    script.write_text(f"#!/bin/sh\n{fake.programs['threads']} 3000 > {tmp_path / 'out'}\n"
+                      f"echo $? > {status}\n")
+    script.chmod(0o755)
+    argv = [sys.executable, "-m", "cudump", "--trace", "--trace-ring", "1024", "--out",
+            str(tmp_path / "run"), str(script)]
+    with sessions.session(argv, env=cudump_env(fake, shim_lib), stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, cwd=tmp_path) as proc:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        while line and not line.startswith(b"cudump: #"):
+            line = proc.stderr.readline()
+        assert line, "cudump ended before the program launched a kernel"
+        proc.send_signal(signal.SIGKILL)    # and no wait: it stays a zombie meanwhile
+        deadline = time.monotonic() + 120   # a normal run takes a second or a few
+        while not (status.exists() and status.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert sessions.members(proc.pid), "cudump was reaped: the test tests nothing"
+        assert status.exists() and status.read_text().strip() == "0", \
+            "the program crawled on after cudump was killed"
+    assert (tmp_path / "out").read_text() == subprocess.run(
+        [str(fake.programs["threads"]), "3000"], env=fake.env(), capture_output=True,
+        text=True, timeout=60).stdout
 
 
 def _can_mount_tmpfs(tmp_path: Path) -> bool:
@@ -268,7 +302,7 @@ def test_the_run_directory_is_named_first_and_last(shim_lib, fake, bare_run, tmp
     assert (tmp_path / run_dir / "summary.json").is_file()
 
 
-def test_a_held_launch_goes_on_when_cudump_is_killed(shim_lib, fake, tmp_path):
+def test_a_held_launch_goes_on_when_cudump_is_killed(shim_lib, fake, tmp_path, spawn):
     """Stopped at a breakpoint, cudump dies: the program is not left hanging."""
     status = tmp_path / "status"
     zed = fake.programs["zed"]
@@ -276,10 +310,10 @@ def test_a_held_launch_goes_on_when_cudump_is_killed(shim_lib, fake, tmp_path):
     script.write_text(f"#!/bin/sh\n{zed} 3 --size {W}x{H} > {tmp_path / 'out'}\n"
                       f"echo $? > {status}\n")
     script.chmod(0o755)
-    proc = subprocess.Popen([sys.executable, "-m", "cudump", "--out", str(tmp_path / "run"),
-                             "--break", "FrP0k5607tPV", str(script)],
-                            env=cudump_env(fake, shim_lib), stdin=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path)
+    proc = spawn([sys.executable, "-m", "cudump", "--out", str(tmp_path / "run"),
+                  "--break", "FrP0k5607tPV", str(script)],
+                 env=cudump_env(fake, shim_lib), stdin=subprocess.PIPE,
+                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path)
     assert proc.stderr is not None
     assert proc.stderr.readline().decode() == f"cudump: writing to {tmp_path / 'run'}\n"
     line = proc.stderr.readline().decode()

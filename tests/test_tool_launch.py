@@ -91,3 +91,22 @@ def test_with_other_threads_on_the_same_stream_it_waits_only_when_none_is_in_a_c
     assert ran.stdout == bare_run(program).stdout
     assert summary(ran.run_dir)["repeated_launches"] > 1000
     assert summary(ran.run_dir)["tools_waiting"] == stats(counted)["tool_waiting"]
+
+
+def test_a_call_of_another_thread_never_slips_in_while_cudumps_kernel_is_being_launched(
+        fake, cudump_run, bare_run, tmp_path):
+    """As above, with each launch of cudump's kernel taking 2 ms in the driver
+    (FAKECUDA_TOOLS_DELAY_US) before it reaches the stream: the time for another thread's
+    call, begun after the shim looked at the count of calls, to reach the stream first. The
+    shim holds such a call back until its launch is on the stream (calls_fence). Without
+    that, one run in two ended with the stand-in's abort; three runs here."""
+    program = [str(fake.programs["threads"]), "200", "shared"]
+    bare = bare_run(program)
+    for n in range(3):
+        counted = tmp_path / f"stats{n}"
+        ran = cudump_run(program, "--check-nan", run_dir=tmp_path / f"run{n}",
+                         env_extra={"FAKECUDA_STATS": str(counted),
+                                    "FAKECUDA_TOOLS_DELAY_US": "2000"})
+        assert ran.returncode == 0 and "fakecuda:" not in ran.stderr, ran.stderr
+        assert ran.stdout == bare.stdout
+        assert summary(ran.run_dir)["tools_waiting"] == stats(counted)["tool_waiting"]
