@@ -189,12 +189,18 @@ class Session:
             self._drain()
             self.controller.close()  # waits for the last snapshots to be written
             summary = self.controller.summary(status)
-            summary.flight = self._flight(returncode)
+            summary.flight, flight_named = self._flight(returncode)
             self._say_timeline()
             for record in summary.injections:
                 if record.status != "refused":     # said as it happened
                     for line in injection_lines(record):
                         say(line)
+            # As compute-sanitizer's --error-exitcode: a CI job fails on what was found
+            # (summary.json keeps the program's own status).
+            found = summary.findings(flight_named) if self.options.error_exitcode else []
+            if found:
+                say(f"cudump: exit status {self.options.error_exitcode} (--error-exitcode): "
+                    f"{'; '.join(found)}")
             # The last line: what the run did, and where its files are.
             say(summary.line(self.options.run_dir))
             try:
@@ -202,7 +208,7 @@ class Session:
             except OSError as err:
                 warn(f"could not write {self.options.run_dir / SUMMARY_FILE}: "
                      f"{err.strerror or err}")
-            return status
+            return self.options.error_exitcode if found else status
         finally:
             if debugger is not None:
                 signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -213,21 +219,22 @@ class Session:
             for folder in (self.options.run_dir, self.options.run_dir / MODULES_DIR):
                 runfiles.remove_own_temporaries(folder)
 
-    def _flight(self, returncode: int) -> str | None:
+    def _flight(self, returncode: int) -> tuple[str | None, int]:
         """--flight: flight.jsonl, and what was in flight when the program failed (nothing
-        printed for a clean run). The file's name, as the summary lists it."""
+        printed for a clean run). The file's name, as the summary lists it, and how many
+        launches the report named."""
         if not self.options.flight_slots:
-            return None
+            return None, 0
         from cudump.controller.flight import finish
 
         try:
             result = finish(self.controller.processes, self.options.run_dir, returncode)
         except OSError as err:
             warn(f"could not write {self.options.run_dir / FLIGHT_FILE}: {err.strerror or err}")
-            return None
+            return None, 0
         for line in result.lines:
             say(line)
-        return FLIGHT_FILE if result.written is not None else None
+        return (FLIGHT_FILE if result.written is not None else None), result.named
 
     def _say_timeline(self) -> None:
         timeline = self.controller.timeline

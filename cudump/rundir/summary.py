@@ -118,6 +118,20 @@ class RunSummary:
     exit_status: int = 0
     flight: str | None = None      # --flight: the flight recorder's file (flight.jsonl)
 
+    def findings(self, flight_named: int = 0) -> list[str]:
+        """What this run found, for --error-exitcode: NaN/Inf reported (--check-nan and
+        scan rules), launches the flight recorder named, and --inject outputs that still
+        differ from the run they were taken from. Empty: nothing found."""
+        found: list[str] = []
+        if self.nan_producers:
+            found.append(f"{plural(self.nan_producers, 'buffer')} turned NaN/Inf")
+        if flight_named:
+            found.append(f"the flight recorder named {plural(flight_named, 'launch', 'launches')}")
+        differ = sum(1 for r in self.injections for o in r.outputs if o.status == "differs")
+        if differ:
+            found.append(f"{plural(differ, 'injected output')} differing from the source run")
+        return found
+
     def line(self, run_dir: Path | None = None) -> str:
         """The summary line; with `run_dir`, it ends naming the run directory."""
         procs = f"{self.processes} process" + ("" if self.processes == 1 else "es")
