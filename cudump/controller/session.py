@@ -185,11 +185,21 @@ class Session:
                     returncode = self._debug(debugger, run_prompt, self.child)
                 else:
                     returncode = self._wait(self.child)
-            status = exit_status_of(returncode, program)
+            # gdb's quit kills the program and exits 0: so does the prompt's (the program's
+            # status, 128+N, stays in summary.json), and says so, not as a failure.
+            quit_at_prompt = (debugger is not None and returncode < 0
+                              and debugger.ended_at_prompt == "quit")
+            if quit_at_prompt:
+                status = 128 - returncode
+                say(f"cudump: {program} was ended at the prompt (quit)")
+            else:
+                status = exit_status_of(returncode, program)
             self._drain()
             self.controller.close()  # waits for the last snapshots to be written
             summary = self.controller.summary(status)
             summary.flight, flight_named = self._flight(returncode)
+            if quit_at_prompt:
+                summary.ended_at_prompt = "quit"
             self._say_timeline()
             for record in summary.injections:
                 if record.status != "refused":     # said as it happened
@@ -208,7 +218,9 @@ class Session:
             except OSError as err:
                 warn(f"could not write {self.options.run_dir / SUMMARY_FILE}: "
                      f"{err.strerror or err}")
-            return self.options.error_exitcode if found else status
+            if found:
+                return self.options.error_exitcode
+            return 0 if quit_at_prompt else status
         finally:
             if debugger is not None:
                 signal.signal(signal.SIGINT, signal.default_int_handler)

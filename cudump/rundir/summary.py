@@ -117,6 +117,7 @@ class RunSummary:
     injections: list[InjectionRecord] = field(default_factory=list)   # --inject
     exit_status: int = 0
     flight: str | None = None      # --flight: the flight recorder's file (flight.jsonl)
+    ended_at_prompt: str | None = None   # "quit": the prompt's quit ended the program
 
     def findings(self, flight_named: int = 0) -> list[str]:
         """What this run found, for --error-exitcode: NaN/Inf reported (--check-nan and
@@ -210,6 +211,8 @@ class RunSummary:
             del data["ranks"]
         if self.flight is None:     # written only by a run with --flight
             del data["flight"]
+        if self.ended_at_prompt is None:    # written only by a run quit at the prompt
+            del data["ended_at_prompt"]
         data["kernels"] = dict(sorted(self.kernels.items(), key=lambda kv: (-kv[1], kv[0])))
         data["graph_kernels"] = dict(sorted(self.graph_kernels.items(),
                                             key=lambda kv: (-kv[1], kv[0])))
