@@ -64,7 +64,7 @@ sys.path.insert(0, str(ROOT / "tests" / "gpu"))
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.append(str(ROOT))      # cudump's manifest reader, where cudump is not installed
 
-from gpurun import BUILD, sample, under_cudump  # noqa: E402
+from gpurun import BUILD, cudump_command, sample, under_cudump  # noqa: E402
 from launch_overhead import build_cupti  # noqa: E402
 from realworld_run import (  # noqa: E402
     Done,
@@ -291,6 +291,16 @@ class TorchWorkload:
                  if s.chunks > 1 and chunks else "")
         say(f"rep {rep + 1}/{s.reps} {self.name:9} {mode:10} {values[mode]:.3f} "
             f"ms/forward{self.launcher}{shown}")
+
+    @staticmethod
+    def runs_cudump(cmd: list[str]) -> bool:
+        """Whether a run's command line (held to CPUs by taskset or not) starts cudump: its
+        first words are cudump's command (gpurun.cudump_command), decided by position, not
+        by a word that contains "cudump" (a checkout's folder, hence a sample's path, may)."""
+        if cmd[:2] == ["taskset", "-c"]:
+            cmd = cmd[3:]
+        head = cudump_command()
+        return cmd[:len(head)] == head
 
     def _command(self, mode: str, program: list[str], out: Path, rep: int, s: Settings
                  ) -> tuple[list[str], list[str]]:

@@ -68,9 +68,24 @@ class _ArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"cudump: error: {printable(message)}\n")
 
 
+class _VersionAction(argparse.Action):
+    """-V/--version: cudump's version, looked up only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print cudump's version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        print(f"cudump {version()}")
+        parser.exit(0)
+
+
 def _parser(command: Command) -> argparse.ArgumentParser:
     prog = "cudump" if command.name == "run" else f"cudump {command.name}"
     parser = _ArgumentParser(prog=prog, description=command.help)
+    if command.name == "run":
+        parser.add_argument("-V", "--version", action=_VersionAction)
     command.prepare_parser(parser)
     return parser
 
@@ -98,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv:
         return _error(f"no program given; {USAGE}")
-    if argv[0] == "--version":
+    if argv[0] in ("--version", "-V"):
         print(f"cudump {version()}")
         return 0
     # A program is run unless the first word names a subcommand; `cudump -- diff`

@@ -346,15 +346,22 @@ def test_a_failed_runs_chunks_are_left_out_of_the_chunk_notes(monkeypatch, tmp_p
     assert not any("speed of the moment" in note for note in notes)
 
 
+@pytest.mark.parametrize("checkout", ["/src/project", "/home/me/cudump"])
+@pytest.mark.parametrize("cpus", ["", "2-9"])
 def test_each_mode_is_judged_on_its_own_chunks_and_each_line_says_its_own_launcher(
-        monkeypatch, tmp_path):
+        monkeypatch, tmp_path, checkout, cpus):
     """Two repetitions of bare and --check-nan. Bare ran where the host was fast (probe 3
     µs); --check-nan half there and half where it was slow (probe 5 µs), which bare never
     saw. Its figure at bare's speed is its fast chunks against bare's (1.4x, where the
     medians say 1.87x), and that decides its goal. The check-nan run's line says its launcher
-    trial, and the bare run's line after it does not."""
+    trial, and the bare run's line after it does not. Which run is under cudump is told
+    from the command line's structure, never from its words: the checkout's folder, in
+    every sample's path, may be named cudump."""
     import realworld
     from realworld_run import Done
+
+    monkeypatch.setattr(realworld, "sample", lambda name: [sys.executable,
+                                                           f"{checkout}/samples/{name}"])
 
     def printed(ms: tuple[float, float], probes: tuple[float, float]) -> str:
         return (f"iter_ms {sum(ms) / 2}\nhost_probe_us {probes[0]}\noutput_absmean 1.5\n"
@@ -362,7 +369,7 @@ def test_each_mode_is_judged_on_its_own_chunks_and_each_line_says_its_own_launch
                 f"chunk_ms {ms[0]},{ms[1]}\nchunk_probe_us {probes[0]},{probes[1]}\n")
 
     def sub_run(cmd, *args):
-        under = any("cudump" in str(part) for part in cmd)
+        under = realworld.TorchWorkload.runs_cudump(cmd)
         return Done(printed((2.1, 3.5), (3.0, 5.0)) if under
                     else printed((1.5, 1.5), (3.0, 3.0)), "", 1.0)
 
@@ -370,7 +377,8 @@ def test_each_mode_is_judged_on_its_own_chunks_and_each_line_says_its_own_launch
     monkeypatch.setattr(realworld, "cudump_summary", lambda out, where, least: {
         "launches": 200, "planned_launches": 2, "repeated_launches": 198,
         "launcher_trials": 1, "launcher_won": 1})
-    s = Settings(2, 10, 2, 60, tmp_path, tmp_path, None, modes=("check-nan",), chunks=2)
+    s = Settings(2, 10, 2, 60, tmp_path, tmp_path, None, modes=("check-nan",), chunks=2,
+                 cpus=cpus)
     load = realworld.TorchWorkload("resnet18")
     said: list[str] = []
     for rep in range(2):

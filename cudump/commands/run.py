@@ -142,6 +142,12 @@ class RunCommand:
                                  "program fails (non-zero exit, signal, CUDA error) say which "
                                  "launch was the last to complete and which were in flight, "
                                  "naming the likely culprit; always written to flight.jsonl")
+        parser.add_argument("--error-exitcode", type=_error_exitcode, default=0, metavar="N",
+                            help="exit with status N (1 to 255) instead of the program's when "
+                                 "cudump finds something: a buffer turned NaN/Inf "
+                                 "(--check-nan), a launch the flight recorder names "
+                                 "(--flight), an --inject output that differs; otherwise "
+                                 "the program's own status (as compute-sanitizer's option)")
         parser.add_argument("program", metavar="PROGRAM", nargs="?", help="the program to run")
         parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
                             help="its arguments")
@@ -208,7 +214,8 @@ class RunCommand:
                                  batch=batch, ring_slots=args.trace_ring,
                                  break_on_nan=args.break_on_nan, timeline=args.timeline,
                                  injections=donors, flight_slots=args.flight,
-                                 scans_ahead=args.scans_ahead, hand_off=args.hand_off)
+                                 scans_ahead=args.scans_ahead, hand_off=args.hand_off,
+                                 error_exitcode=args.error_exitcode)
             return Session(options, load_prompt).run()
         finally:
             owner.release()
@@ -284,6 +291,17 @@ def _ring_slots(text: str) -> int:
     if value < 2 or value > 1 << 24 or value & (value - 1):
         raise argparse.ArgumentTypeError(f"bad ring size '{text}': a power of two from 2 "
                                          f"to {1 << 24}")
+    return value
+
+
+def _error_exitcode(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 255:
+        raise argparse.ArgumentTypeError(f"bad --error-exitcode '{text}': an exit status "
+                                         "from 1 to 255")
     return value
 
 

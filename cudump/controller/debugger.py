@@ -55,6 +55,7 @@ class DebugController:
             self._breakpoints.add(spec)
         self.break_rules = RuleCounter([r for r in controller.options.rules if r.is_break])
         self.detached = False
+        self.ended_at_prompt: str | None = None   # "quit", "kill": the prompt ended it
         self._lock = threading.Lock()
         self._pending: dict[tuple[int, int], Halt] = {}   # (id(conn), seq) -> halt decided
         self._stepping: dict[int, Halt] = {}              # id(conn) -> the stepped launch

@@ -35,6 +35,7 @@ class FlightResult:
     log: FlightLog
     lines: list[str] = field(default_factory=list)   # the report; none for a clean run
     written: Path | None = None
+    named: int = 0          # launches named as the likely culprit (or the first that failed)
 
 
 def ended(returncode: int, first_error: int) -> str:
@@ -169,6 +170,7 @@ def finish(processes: list[ProcessState], run_dir: Path, returncode: int) -> Fli
         named = outcome(launches).named
         if named is not None:
             named.culprit = True
+            result.named += 1
     if result.lines:
         result.lines.append(f"cudump: flight: the last launches of each process are in "
                             f"{run_dir / FLIGHT_FILE}")

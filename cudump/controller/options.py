@@ -48,6 +48,8 @@ class RunOptions:
     flight_slots: int = 0             # --flight N: the last N launches of each process; 0: off
     scans_ahead: bool = True          # --no-scans-ahead turns them off (shim/ahead.h)
     hand_off: bool = True             # --no-hand-off: no launcher thread (shim/handoff.h)
+    error_exitcode: int = 0           # --error-exitcode N: cudump's status when it finds
+                                      # something (Findings); 0: the program's own
 
     @property
     def writes_behind(self) -> bool:

@@ -16,8 +16,11 @@ def shim_path() -> Path:
     path = Path(override) if override else Path(__file__).resolve().parents[1] / "_lib" / SHIM_NAME
     if not path.is_file():
         raise ShimNotFound(
-            f"the cudump shim is missing at {path}; reinstall with `pip install .` "
-            "(it needs a C compiler) or point CUDUMP_SHIM at a built libcudump.so"
+            f"the cudump shim is missing at {path}"
+            + ("" if override else
+               f" (this cudump was imported from {Path(__file__).resolve().parents[2]})")
+            + "; build it with `pip install .` (it needs a C compiler) or point CUDUMP_SHIM "
+            "at a built libcudump.so"
         )
     return path
 

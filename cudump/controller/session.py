@@ -185,16 +185,32 @@ class Session:
                     returncode = self._debug(debugger, run_prompt, self.child)
                 else:
                     returncode = self._wait(self.child)
-            status = exit_status_of(returncode, program)
+            # gdb's quit kills the program and exits 0: so does the prompt's (the program's
+            # status, 128+N, stays in summary.json), and says so, not as a failure.
+            quit_at_prompt = (debugger is not None and returncode < 0
+                              and debugger.ended_at_prompt == "quit")
+            if quit_at_prompt:
+                status = 128 - returncode
+                say(f"cudump: {program} was ended at the prompt (quit)")
+            else:
+                status = exit_status_of(returncode, program)
             self._drain()
             self.controller.close()  # waits for the last snapshots to be written
             summary = self.controller.summary(status)
-            summary.flight = self._flight(returncode)
+            summary.flight, flight_named = self._flight(returncode)
+            if quit_at_prompt:
+                summary.ended_at_prompt = "quit"
             self._say_timeline()
             for record in summary.injections:
                 if record.status != "refused":     # said as it happened
                     for line in injection_lines(record):
                         say(line)
+            # As compute-sanitizer's --error-exitcode: a CI job fails on what was found
+            # (summary.json keeps the program's own status).
+            found = summary.findings(flight_named) if self.options.error_exitcode else []
+            if found:
+                say(f"cudump: exit status {self.options.error_exitcode} (--error-exitcode): "
+                    f"{'; '.join(found)}")
             # The last line: what the run did, and where its files are.
             say(summary.line(self.options.run_dir))
             try:
@@ -202,7 +218,9 @@ class Session:
             except OSError as err:
                 warn(f"could not write {self.options.run_dir / SUMMARY_FILE}: "
                      f"{err.strerror or err}")
-            return status
+            if found:
+                return self.options.error_exitcode
+            return 0 if quit_at_prompt else status
         finally:
             if debugger is not None:
                 signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -213,21 +231,22 @@ class Session:
             for folder in (self.options.run_dir, self.options.run_dir / MODULES_DIR):
                 runfiles.remove_own_temporaries(folder)
 
-    def _flight(self, returncode: int) -> str | None:
+    def _flight(self, returncode: int) -> tuple[str | None, int]:
         """--flight: flight.jsonl, and what was in flight when the program failed (nothing
-        printed for a clean run). The file's name, as the summary lists it."""
+        printed for a clean run). The file's name, as the summary lists it, and how many
+        launches the report named."""
         if not self.options.flight_slots:
-            return None
+            return None, 0
         from cudump.controller.flight import finish
 
         try:
             result = finish(self.controller.processes, self.options.run_dir, returncode)
         except OSError as err:
             warn(f"could not write {self.options.run_dir / FLIGHT_FILE}: {err.strerror or err}")
-            return None
+            return None, 0
         for line in result.lines:
             say(line)
-        return FLIGHT_FILE if result.written is not None else None
+        return (FLIGHT_FILE if result.written is not None else None), result.named
 
     def _say_timeline(self) -> None:
         timeline = self.controller.timeline

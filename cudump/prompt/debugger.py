@@ -20,6 +20,10 @@ class Debugger(Protocol):
     and process of the target waits at its next launch (all-stop).
     """
 
+    # "quit" or "kill" once the program is ended from the prompt (the summary says so);
+    # None otherwise.
+    ended_at_prompt: str | None
+
     @property
     def breakpoints(self) -> Breakpoints: ...
 

@@ -117,6 +117,21 @@ class RunSummary:
     injections: list[InjectionRecord] = field(default_factory=list)   # --inject
     exit_status: int = 0
     flight: str | None = None      # --flight: the flight recorder's file (flight.jsonl)
+    ended_at_prompt: str | None = None   # "quit": the prompt's quit ended the program
+
+    def findings(self, flight_named: int = 0) -> list[str]:
+        """What this run found, for --error-exitcode: NaN/Inf reported (--check-nan and
+        scan rules), launches the flight recorder named, and --inject outputs that still
+        differ from the run they were taken from. Empty: nothing found."""
+        found: list[str] = []
+        if self.nan_producers:
+            found.append(f"{plural(self.nan_producers, 'buffer')} turned NaN/Inf")
+        if flight_named:
+            found.append(f"the flight recorder named {plural(flight_named, 'launch', 'launches')}")
+        differ = sum(1 for r in self.injections for o in r.outputs if o.status == "differs")
+        if differ:
+            found.append(f"{plural(differ, 'injected output')} differing from the source run")
+        return found
 
     def line(self, run_dir: Path | None = None) -> str:
         """The summary line; with `run_dir`, it ends naming the run directory."""
@@ -196,6 +211,8 @@ class RunSummary:
             del data["ranks"]
         if self.flight is None:     # written only by a run with --flight
             del data["flight"]
+        if self.ended_at_prompt is None:    # written only by a run quit at the prompt
+            del data["ended_at_prompt"]
         data["kernels"] = dict(sorted(self.kernels.items(), key=lambda kv: (-kv[1], kv[0])))
         data["graph_kernels"] = dict(sorted(self.graph_kernels.items(),
                                             key=lambda kv: (-kv[1], kv[0])))

@@ -1,16 +1,16 @@
-"""Running a side: `python -m cudump` as a subprocess writing a run directory."""
+"""Running a side: this cudump again, as a subprocess writing a run directory."""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from cudump.analysis.bisect.errors import BisectError
+from cudump.analysis.bisect.relaunch import cudump_argv
 from cudump.analysis.bisect.sides import Side
 from cudump.rundir import files as runfiles
 from cudump.rundir.layout import MANIFEST_FILE
@@ -48,10 +48,10 @@ def _last_error(log: Path) -> str:
 
 def run_side(side: Side, run_dir: Path, log: Path, options: Sequence[str],
              watch: Callable[[RunProgress], None] | None = None) -> SideRun:
-    """`python -m cudump --out RUN_DIR OPTIONS -- PROGRAM...` for one side; BisectError if
+    """`cudump --out RUN_DIR OPTIONS -- PROGRAM...` for one side; BisectError if
     cudump could not run the program (a program that fails is a SideRun with its status).
     `watch` hears how far the run has got, from the start and then every WATCH_SECONDS."""
-    cmd = [sys.executable, "-m", "cudump", "--out", str(run_dir), *options, "--", *side.argv]
+    cmd = cudump_argv("--out", str(run_dir), *options, "--", *side.argv)
     try:
         runfiles.make_dir(log.parent)
         with runfiles.create_file(log) as out:

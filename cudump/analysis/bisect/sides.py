@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import os
 import shlex
-import site
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-import cudump
 from cudump.errors import UsageError
 
 
@@ -26,21 +23,11 @@ class Side:
         return text
 
     def environment(self, base: dict[str, str] | None = None) -> dict[str, str]:
-        """Its environment: ours (or `base`) and its settings; and when this cudump is not
-        installed (a checkout), PYTHONPATH leading to it, so that the `python -m cudump` it
-        runs under is this one."""
+        """Its environment: ours (or `base`) and its settings (the cudump it runs under is
+        found without PYTHONPATH: relaunch.py)."""
         env = dict(os.environ if base is None else base)
         env.update(self.env)
-        root = Path(cudump.__file__).resolve().parent.parent
-        if root not in _site_dirs():
-            old = env.get("PYTHONPATH")
-            env["PYTHONPATH"] = str(root) + (os.pathsep + old if old else "")
         return env
-
-
-def _site_dirs() -> set[Path]:
-    dirs = [*site.getsitepackages(), site.getusersitepackages()]
-    return {Path(d).resolve() for d in dirs}
 
 
 def parse_env(items: Sequence[str], option: str) -> tuple[tuple[str, str], ...]:

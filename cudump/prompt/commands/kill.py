@@ -11,8 +11,9 @@ parser = make_parser("kill", "Kill the program now (what was captured is kept)."
                      "The prompt ends. Interactively you are asked first.")
 
 
-def kill_now(ctx: Context) -> Outcome | None:
-    """Kills the run after asking (interactive only); None when the user says no."""
+def kill_now(ctx: Context, how: str = "kill") -> Outcome | None:
+    """Kills the run after asking (interactive only); None when the user says no. `how`,
+    the command ("kill", "quit"), is kept for the run's last lines."""
     if ctx.check_gone() and ctx.debugger.finished:
         return Outcome.ENDED
     if ctx.stop is None and ctx.debugger.finished:
@@ -21,6 +22,7 @@ def kill_now(ctx: Context) -> Outcome | None:
     if not ctx.confirm("Kill the program being debugged? (y or n) "):
         ctx.say("Not confirmed.")
         return None
+    ctx.debugger.ended_at_prompt = how
     if ctx.stop is not None:
         ctx.debugger.resume(ctx.stop, "kill")
         ctx.set_stop(None)
