@@ -66,6 +66,25 @@ def test_every_place_a_pattern_is_written_names_itself(tmp_path: Path, source: s
     assert why in str(rule_err.value) and "\n" not in str(rule_err.value)
 
 
+def test_nsight_computes_regex_prefix_is_a_regex_everywhere(tmp_path: Path) -> None:
+    """`regex:` (Nsight Compute's --kernel-name prefix) means what `re:` means, in every
+    place a pattern is read, not a glob that matches nothing."""
+    name = "void vecAdd<float>(float*, int)"
+    assert KernelPattern("regex:^void vec").matches(name)
+    assert KernelPattern("regex:^void vec").is_regex
+    assert not KernelPattern("regex:^mul").matches(name)
+    rule = tmp_path / "r.yaml"
+    rule.write_text("rules:\n  - name: x\n    kernel: 'regex:vecA'\n")
+    assert load_rules([rule])[0].matches(name, "")
+    assert capture_rule("regex:vecA").matches(name, "")
+    assert kernel_pattern("regex:vecA").matches(name)                    # type: ignore[union-attr]
+    assert parse_break_spec("regex:vecA")[0].matches(name)
+    with pytest.raises(PatternError, match="after 'regex:'"):
+        KernelPattern("regex:")
+    with pytest.raises(UsageError, match=r"^--capture-launch regex:\(a\+\)\+"):
+        capture_rule("regex:(a+)+")
+
+
 @pytest.mark.parametrize("option", ["--break", "--capture-launch"])
 def test_a_bad_regex_option_is_one_line_naming_the_option(shim_lib: Path, tmp_path: Path,
                                                           option: str) -> None:

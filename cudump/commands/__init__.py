@@ -17,7 +17,8 @@ USAGE = ("usage: cudump [options] [--] PROGRAM [ARGS...], or cudump SUBCOMMAND .
 # What the offline subcommands' --kernel PATTERN matches, for their help.
 KERNEL_PATTERN_HELP = ("--kernel PATTERN is a glob matching the demangled name with or without "
                        "its return type, without its parameters, or the bare function name "
-                       "(write *word* for a substring), or re:REGEX.")
+                       "(write *word* for a substring), or re:REGEX (or regex:REGEX, as in "
+                       "Nsight Compute).")
 
 
 class HelpFormatter(argparse.HelpFormatter):

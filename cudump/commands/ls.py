@@ -14,7 +14,7 @@ from cudump.analysis.report.tables import (
 )
 from cudump.analysis.stats import run_stats
 from cudump.commands import KERNEL_PATTERN_HELP
-from cudump.commands.stats import stats_lines
+from cudump.commands.stats import say_unmatched, stats_lines
 from cudump.rundir import reading
 from cudump.rundir.layout import MANIFEST_FILE
 from cudump.rundir.runs import Run, kernel_pattern
@@ -46,6 +46,7 @@ class LsCommand:
             stats = run_stats(args.run)
             for line in stats_lines(stats, stats.select(pattern), args.full_names):
                 print(line)
+            say_unmatched("ls", pattern, stats)
             print(f"0 snapshots: {args.run} has no {MANIFEST_FILE} (no rule took any); the kernels "
                   f"above are `cudump stats {args.run}`")
             return 0
@@ -63,4 +64,6 @@ class LsCommand:
             (f", {missing} not captured" if missing else "") + \
             (f", {unreadable} unreadable" if unreadable else "")
         print(f"{len(snaps)} of {len(run.snapshots)} snapshots{tail}")
+        if pattern is not None and not run.select(pattern):
+            say_unmatched("ls", pattern, run_stats(args.run))
         return 0

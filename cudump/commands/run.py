@@ -7,6 +7,7 @@ import os
 import shutil
 import stat
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from cudump.analysis.transplant.donor import Donor, load_donor, parse_spec
@@ -20,7 +21,15 @@ from cudump.controller.options import (
 )
 from cudump.controller.session import RunPrompt, Session, default_run_dir
 from cudump.errors import UsageError
-from cudump.policy.rules import capture_rule, digest_rule, load_rules, scan_rule
+from cudump.policy.rules import (
+    MAX_COUNT,
+    MAX_SKIP,
+    LaunchChoice,
+    capture_rule,
+    digest_rule,
+    load_rules,
+    scan_rule,
+)
 from cudump.prompt.batch_file import load_batch
 from cudump.rundir import files as runfiles
 from cudump.rundir import ownership
@@ -73,6 +82,21 @@ class RunCommand:
                                  "`cudump replay`: the module image, the parameters and every "
                                  "buffer before and after (repeatable; a rule file's "
                                  "'replay: true' and count: choose launches more finely)")
+        parser.add_argument("-k", "--kernel-name", action="append", default=[],
+                            metavar="PATTERN",
+                            help="as Nsight Compute's: --digest and --check-nan (and "
+                                 "--break-on-nan) take only kernels matching PATTERN (a kernel "
+                                 "pattern: glob, re:REGEX or regex:REGEX; once)")
+        parser.add_argument("--launch-skip", type=_whole("--launch-skip", 0, MAX_SKIP),
+                            default=0, metavar="N",
+                            help="as Nsight Compute's: --digest, --check-nan and "
+                                 "--capture-launch pass over the first N launches their "
+                                 "kernels match, counted in each process")
+        parser.add_argument("--launch-count", type=_whole("--launch-count", 1, MAX_COUNT),
+                            metavar="N",
+                            help="as Nsight Compute's: --digest, --check-nan and "
+                                 "--capture-launch take N launches at most (after "
+                                 "--launch-skip), in each process")
         parser.add_argument("--break", dest="breaks", action="append", default=[],
                             metavar="PATTERN",
                             help="stop at launches of kernels matching PATTERN and open the "
@@ -179,12 +203,13 @@ class RunCommand:
             raise UsageError(f"no program given; {USAGE}")
         # Rules and breakpoints are checked before anything runs.
         rules = load_rules(args.rule) if args.rule else []
+        choice = _launch_choice(args)
         if args.digest:
-            rules.append(digest_rule())
+            rules.append(digest_rule(choice))
         if args.check_nan or args.break_on_nan:
-            rules.append(scan_rule())
+            rules.append(scan_rule(choice))
         for pattern in args.capture_launch:
-            rules.append(capture_rule(pattern))
+            rules.append(capture_rule(pattern, choice))
         from cudump.policy.breakpoints import BreakpointError, parse_break_spec
 
         for spec in args.breaks:
@@ -220,6 +245,41 @@ class RunCommand:
         finally:
             owner.release()
             _remove_if_empty(run_dir, created)
+
+
+def _launch_choice(args: argparse.Namespace) -> LaunchChoice:
+    """-k/--kernel-name, --launch-skip and --launch-count, checked: they choose the launches
+    of --digest, --check-nan (--break-on-nan) and --capture-launch, so one of those must
+    be given (-k: --digest or --check-nan, since --capture-launch names its own kernels)."""
+    if len(args.kernel_name) > 1:
+        raise UsageError("-k/--kernel-name given more than once; one pattern names the "
+                         "kernels (write 'regex:A|B' for several)")
+    choice = LaunchChoice(args.kernel_name[0] if args.kernel_name else None,
+                          args.launch_skip, args.launch_count)
+    scans = args.digest or args.check_nan or args.break_on_nan
+    if choice.kernel is not None and not scans:
+        raise UsageError("-k/--kernel-name chooses the kernels of --digest and --check-nan: "
+                         "give one of them (--capture-launch and --break take a pattern "
+                         "of their own)")
+    if choice.narrows and not (scans or args.capture_launch):
+        raise UsageError("--launch-skip and --launch-count choose the launches of --digest, "
+                         "--check-nan and --capture-launch: give one of them (a rule file "
+                         "has skip: and count:)")
+    return choice
+
+
+def _whole(option: str, low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"bad {option} '{text}': a whole number from "
+                                             f"{low}")
+        return value
+
+    return parse
 
 
 def load_prompt() -> RunPrompt:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from cudump.analysis.report.tables import fit, format_table
 from cudump.analysis.stats import KernelStats, RunStats, format_shape, run_stats
 from cudump.commands import KERNEL_PATTERN_HELP
+from cudump.kernels.pattern import KernelPattern
+from cudump.kernels.unmatched import NamedPattern, SeenKernel, unmatched_lines
 from cudump.rundir.layout import TRACE_FILE
 from cudump.rundir.runs import kernel_pattern, short_kernel_name
 from cudump.rundir.summary import plural
@@ -46,7 +49,19 @@ class StatsCommand:
         stats = run_stats(args.run)
         for line in stats_lines(stats, stats.select(pattern), args.full_names):
             print(line)
+        say_unmatched("stats", pattern, stats)
         return 0
+
+
+def say_unmatched(command: str, pattern: KernelPattern | None, stats: RunStats) -> None:
+    """`--kernel PATTERN` that names no kernel of the run: one line on stderr with the names
+    it may have meant (the exit status stays 0, as for any selection that is empty)."""
+    if pattern is None:
+        return
+    seen = [SeenKernel(k.kernel, k.mangled) for k in stats.kernels.values()]
+    for line in unmatched_lines([NamedPattern(f"--kernel '{pattern.text}'", pattern)], seen,
+                                prefix=f"cudump {command}", what=f"kernel of {stats.path}"):
+        print(line, file=sys.stderr)
 
 
 def stats_lines(stats: RunStats, kernels: list[KernelStats],

@@ -24,6 +24,7 @@ from cudump.controller.options import HOST_RING_SLOTS, RESULT_RING_SLOTS, RunOpt
 from cudump.controller.shared_files import SharedFiles
 from cudump.errors import CudumpError
 from cudump.kernels.geometry import Allocation
+from cudump.kernels.unmatched import SeenKernel
 from cudump.launches.process import FuncInfo, ProcessState, pointer_allocation
 from cudump.launches.stop import StopInfo
 from cudump.policy.snapshot.coordinator import Snapshots
@@ -83,6 +84,8 @@ class Controller:
         self._closed = False
         self.shared_files = SharedFiles(self.new_shared)
         self.timeline_written: Path | None = None
+        # The kernel functions that ran (in every process), as summary() finds them.
+        self.launched: set[SeenKernel] = set()
 
     def connection_ended(self, shared: SharedFile) -> None:
         """A process's connection is over: once the writer has written what lies in its
@@ -215,6 +218,7 @@ class Controller:
                 for fid, (n, g) in counts.items():
                     func = proc.funcs.get(fid)
                     if func is not None and (n or g):
+                        self.launched.add(SeenKernel(func.demangled, func.mangled))
                         result.kernels[func.demangled] += n + g
                         result.launches += n
                         if g:

@@ -28,6 +28,8 @@ from cudump.controller.options import RunOptions
 from cudump.controller.preload import preload_env
 from cudump.controller.run_state import Controller
 from cudump.errors import CudumpError
+from cudump.kernels.unmatched import unmatched_lines
+from cudump.policy.given_patterns import given_patterns
 from cudump.rundir import files as runfiles
 from cudump.rundir import ownership
 from cudump.rundir.layout import FLIGHT_FILE, MODULES_DIR, SUMMARY_FILE
@@ -205,6 +207,10 @@ class Session:
                 if record.status != "refused":     # said as it happened
                     for line in injection_lines(record):
                         say(line)
+            # Each pattern that named no kernel of the run, with the names it may have meant.
+            for line in unmatched_lines(given_patterns(self.options.rules, self.options.breaks),
+                                        self.controller.launched):
+                say(line)
             # As compute-sanitizer's --error-exitcode: a CI job fails on what was found
             # (summary.json keeps the program's own status).
             found = summary.findings(flight_named) if self.options.error_exitcode else []

@@ -2,7 +2,8 @@
 
 A pattern is a glob (`*` any run of characters, `?` one character; every other
 character stands for itself, brackets too, since C++ names hold them) or, with
-a `re:` prefix, a Python regular expression.
+a `re:` prefix, a Python regular expression. `regex:`, the prefix Nsight Compute's
+`--kernel-name` takes, is the same as `re:`.
 
 With `subject="demangled"` (the default) a glob matches when it matches, as a
 whole, any of these forms of the demangled name:
@@ -55,6 +56,18 @@ from cudump.kernels.signature import parse_signature
 
 Subject = Literal["demangled", "mangled", "base"]
 SUBJECTS: tuple[Subject, ...] = ("demangled", "mangled", "base")
+
+
+# The prefixes that make a pattern a regular expression: cudump's own, and Nsight Compute's.
+REGEX_PREFIXES = ("re:", "regex:")
+
+
+def regex_source(text: str) -> str | None:
+    """The regular expression a pattern's text holds after its prefix; None for a glob."""
+    for prefix in REGEX_PREFIXES:
+        if text.startswith(prefix):
+            return text[len(prefix):]
+    return None
 
 
 class PatternError(ValueError):
@@ -207,10 +220,10 @@ def _shown(source: str) -> str:
     return f"{source[:60]!r}... ({len(source)} characters)"
 
 
-def compile_regex(source: str) -> Regex:
+def compile_regex(source: str, prefix: str = "re:") -> Regex:
     """Compiles a user's regular expression; raises PatternError with the reason."""
     if not source:
-        raise PatternError("empty regular expression after 're:'")
+        raise PatternError(f"empty regular expression after {prefix!r}")
     if len(source) > 4096:
         raise PatternError("regular expression longer than 4096 characters")
     automaton: Automaton | None = None
@@ -271,7 +284,7 @@ def _matches(pattern: KernelPattern, demangled: str, mangled: str) -> bool:
 
 @dataclass(frozen=True)
 class KernelPattern:
-    text: str                       # as written, `re:` prefix included
+    text: str                       # as written, `re:` or `regex:` prefix included
     subject: Subject = "demangled"
     regex: Regex | Glob = field(init=False, repr=False, compare=False)
     is_regex: bool = field(init=False, repr=False, compare=False)
@@ -280,8 +293,10 @@ class KernelPattern:
         if self.subject not in SUBJECTS:
             raise PatternError(f"unknown subject {self.subject!r}; use one of "
                                f"{', '.join(SUBJECTS)}")
-        if self.text.startswith("re:"):
-            object.__setattr__(self, "regex", compile_regex(self.text[3:]))
+        source = regex_source(self.text)
+        if source is not None:
+            prefix = self.text[:len(self.text) - len(source)]
+            object.__setattr__(self, "regex", compile_regex(source, prefix))
             object.__setattr__(self, "is_regex", True)
         else:
             if not self.text.strip():

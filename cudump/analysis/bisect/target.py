@@ -8,6 +8,7 @@ from typing import Any
 from cudump.analysis.bisect.errors import BisectError, NotReproduced
 from cudump.analysis.diff.align import PairResult
 from cudump.analysis.diff.runs import DivergentLaunch
+from cudump.kernels.pattern import regex_source
 from cudump.policy.rules import Rule
 from cudump.rundir.manifest import SnapshotRecord
 
@@ -36,7 +37,7 @@ class Target:
         r = self.record
         if r.mangled and not any(c in r.mangled for c in "*?"):
             return {"kernel": r.mangled, "match": "mangled"}
-        if any(c in r.kernel for c in "*?") or r.kernel.startswith("re:"):
+        if any(c in r.kernel for c in "*?") or regex_source(r.kernel) is not None:
             raise BisectError(f"cannot write a rule naming exactly {r.kernel!r}")
         return {"kernel": r.kernel, "match": "demangled"}
 

@@ -13,6 +13,7 @@ from cudump.policy.rules.rule import (
     STANDALONE_FORMATS,
     Action,
     ArgOverride,
+    LaunchChoice,
     Rule,
     capture_rule,
     digest_rule,
@@ -37,6 +38,7 @@ __all__ = [
     "ACTIONS", "DIGEST_FORMATS", "GEOMETRY_KEYS", "MAX_CONSTANT", "MAX_COUNT",
     "MAX_EVERY", "MAX_PARAM_BYTES", "MAX_RULE_FILE_BYTES", "MAX_SKIP", "MAX_YAML_DEPTH",
     "OVERRIDE_KEYS", "PHASES", "RULE_KEYS", "SCAN_FORMATS", "SNAPSHOT_KEYS",
-    "STANDALONE_FORMATS", "Action", "ArgOverride", "Rule", "RuleCounter", "RuleMatching",
+    "STANDALONE_FORMATS", "Action", "ArgOverride", "LaunchChoice", "Rule", "RuleCounter",
+    "RuleMatching",
     "capture_rule", "digest_rule", "load_rules", "option_rule", "scan_rule",
 ]

@@ -103,27 +103,57 @@ class Rule(RuleMatching):
         return bool(self.actions & Action.BUFFERS)
 
 
+@dataclass(frozen=True)
+class LaunchChoice:
+    """Which launches the command line's modes take (`-k/--kernel-name`, `--launch-skip`,
+    `--launch-count`, as Nsight Compute's options of those names): of the launches of
+    kernels matching `kernel`, counted per process, the first `skip` are passed over and
+    the next `count` (all, where None) taken."""
+
+    kernel: str | None = None
+    skip: int = 0
+    count: int | None = None
+
+    @property
+    def narrows(self) -> bool:
+        return self.kernel is not None or self.skip > 0 or self.count is not None
+
+
+ALL_LAUNCHES = LaunchChoice()
+
+
 def option_rule(option: str, formats: frozenset[str], pattern: str = "*",
-                replay: bool = False) -> Rule:
-    """The rule a command-line option stands for: every buffer of every matching kernel."""
+                replay: bool = False, choice: LaunchChoice = ALL_LAUNCHES) -> Rule:
+    """The rule a command-line option stands for: every buffer of every matching kernel
+    (of the launches `choice` takes)."""
     return Rule(name=option, path=Path(option), line=0, matcher=KernelPattern(pattern),
-                formats=formats, option=option, actions=Action.of_formats(formats, replay))
+                formats=formats, option=option, actions=Action.of_formats(formats, replay),
+                skip=choice.skip, count=choice.count)
 
 
-def digest_rule() -> Rule:
-    """--digest: a GPU content digest of every buffer of every kernel."""
-    return option_rule("--digest", DIGEST_FORMATS)
+def _chosen_rule(option: str, formats: frozenset[str], choice: LaunchChoice) -> Rule:
+    try:
+        return option_rule(option, formats, choice.kernel or "*", choice=choice)
+    except PatternError as err:
+        raise UsageError(f"--kernel-name {choice.kernel}: {err}") from None
 
 
-def scan_rule() -> Rule:
-    """--check-nan (and --break-on-nan): every float buffer of every kernel scanned."""
-    return option_rule("--check-nan", SCAN_FORMATS)
+def digest_rule(choice: LaunchChoice = ALL_LAUNCHES) -> Rule:
+    """--digest: a GPU content digest of every buffer of every kernel (that `choice` takes)."""
+    return _chosen_rule("--digest", DIGEST_FORMATS, choice)
 
 
-def capture_rule(pattern: str) -> Rule:
-    """--capture-launch PATTERN: every launch of matching kernels, captured for replay."""
+def scan_rule(choice: LaunchChoice = ALL_LAUNCHES) -> Rule:
+    """--check-nan (and --break-on-nan): every float buffer of every kernel (that `choice`
+    takes) scanned."""
+    return _chosen_rule("--check-nan", SCAN_FORMATS, choice)
+
+
+def capture_rule(pattern: str, choice: LaunchChoice = ALL_LAUNCHES) -> Rule:
+    """--capture-launch PATTERN: every launch of matching kernels (past `choice`'s skip,
+    up to its count), captured for replay."""
     try:
         return option_rule("--capture-launch", frozenset({file_formats.NPY.name}), pattern,
-                           replay=True)
+                           replay=True, choice=choice)
     except PatternError as err:
         raise UsageError(f"--capture-launch {pattern}: {err}") from None
