@@ -60,6 +60,9 @@ class Prompt:
         self.ctx.set_stop(stop)
         self.outcomes: list[Outcome | None] = []
 
+    def stopped_writes(self) -> list[tuple[int, bytes]]:
+        return self.ctx.stopped.writes  # type: ignore[attr-defined]
+
     def run(self, line: str) -> list[str]:
         start = len(self.lines)
         self.outcomes.append(execute(self.ctx, line))
@@ -462,6 +465,40 @@ def test_set_var_converts_as_c_does(debugger: FakeDebugger) -> None:
     assert p.run("set var arg1[4] = 1.5") == []
     assert p.run("p arg1[4]") == ["arg1[4] = 1.5"]
     assert p.run("x/2xb arg0+8") == ["0x7f0000200008:  0xc0  0x3f"]   # bfloat16 bits 0x3fc0
+
+
+def test_set_var_refuses_overflow_and_takes_nan_and_inf(debugger: FakeDebugger) -> None:
+    """A finite value too large for a floating element is refused (C would store inf);
+    nan, inf and -inf are written as they are, into floating elements only."""
+    memory = make_memory()
+    memory.add(Allocation(0x7F0000200000, 16, "linear"))
+    sig = parse_signature("void k(float*, __nv_bfloat16*, int*, double*)")
+    address = (0x7F0000200000).to_bytes(8, "little")
+    info = replace(make_info(), kernel=sig.demangled, signature=sig, pointers={},
+                   args=decode_args(sig, [address] * 4))
+    p = Prompt(debugger, FakeStop(info, memory))
+    assert p.run("set var arg0[0] = 1e40") == [
+        "error: set: 1e+40 does not fit in arg0[0] (float32: at most 3.40282e+38 in magnitude)"]
+    assert p.run("set var arg0[0] = -1e40") == [
+        "error: set: -1e+40 does not fit in arg0[0] (float32: at most 3.40282e+38 in "
+        "magnitude)"]
+    assert p.run("set var arg1[0] = 1e39") == [
+        "error: set: 1e+39 does not fit in arg1[0] (bfloat16: at most 3.39e+38 in magnitude)"]
+    assert p.stopped_writes() == []
+    assert p.run("set var arg3[0] = 1e40") == []             # a double holds it
+    assert p.run("set var arg0[0] = nan") == []
+    assert p.run("set var arg0[1] = inf") == []
+    assert p.run("set var arg0[2] = -inf") == []
+    assert p.run("set var arg0[3] = 3e38") == []
+    assert p.run("p arg0[0]@4") == ["arg0[0]@4 = {nan, inf, -inf, 3e+38}"]
+    assert p.run("set var arg1[0] = NaN") == []
+    assert p.run("x/2xb arg0") == ["0x7f0000200000:  0xc0  0x7f"]  # bfloat16 quiet NaN
+    assert p.run("set var arg2[0] = nan") == [
+        "error: set: nan is not a value of int32: nan and inf go only into floating elements "
+        "(float, double, half)"]
+    assert p.run("set var arg2[0] = -inf") == [
+        "error: set: -inf is not a value of int32: nan and inf go only into floating "
+        "elements (float, double, half)"]
 
 
 # ------------------------------------------------------------------ x
