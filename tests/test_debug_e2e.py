@@ -43,6 +43,24 @@ def batch(tmp_path: Path, *commands: str) -> Path:
 
 
 
+def test_next_stops_at_the_next_launch_of_any_kernel(fake, cudump_run, tmp_path):
+    """`next` at a breakpoint on one kernel stops at the launch after it, of another kernel;
+    `continue` then goes to the breakpoint again."""
+    program = [str(fake.programs["zed"]), "2", "--size", f"{W}x{H}"]
+    commands = batch(tmp_path, "next", "whatis arg0", "continue", "continue")
+    ran = cudump_run(program, "--break", "device::FrP0k5607tPV*", "--batch", str(commands))
+    assert ran.returncode == 0, ran.stderr
+    heads = [line for line in transcript(ran.stderr)
+             if line.startswith(("Breakpoint", "Interrupt", "(cudump)", "Continuing", "type ="))]
+    assert heads[:4] == [f"Breakpoint 1, launch 2 (occurrence 1) of {FRP0K}",
+                         "(cudump) next", "Continuing to the next launch."] + heads[3:4]
+    assert heads[3].startswith("Interrupt, launch 3 (occurrence 2) of ")
+    assert heads[4:] == ["(cudump) whatis arg0", heads[5], "(cudump) continue", "Continuing.",
+                         f"Breakpoint 1, launch 4 (occurrence 2) of {FRP0K}",
+                         "(cudump) continue", "Continuing."]
+    assert heads[5].startswith("type = ")
+
+
 def test_batch_session_reads_dumps_and_steps_a_pitched_image_kernel(fake, cudump_run, bare_run,
                                                                    tmp_path):
     program = [str(fake.programs["zed"]), "2", "--size", f"{W}x{H}"]

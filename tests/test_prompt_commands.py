@@ -1023,9 +1023,9 @@ def test_kill_asks_when_interactive(debugger: FakeDebugger) -> None:
     ("foo", "error: unknown command 'foo' (try 'help')"),
     ("de 1", "error: ambiguous command 'de': delete, detach"),
     ("info", "error: info needs a subcommand: allocs, args, breakpoints, display, graph, "
-             "kernels, launch, threads"),
+             "kernels, launch, locals, threads"),
     ("info zork", "error: info: unknown subcommand 'zork' (one of allocs, args, breakpoints, "
-                  "display, graph, kernels, launch, threads)"),
+                  "display, graph, kernels, launch, locals, threads)"),
     ("info a", "error: info: ambiguous subcommand 'a': allocs, args"),
     ("bt x", "error: bt: argument N: invalid int value: 'x'"),
     ("continue now", "error: continue: unrecognized arguments: now"),
@@ -1065,6 +1065,34 @@ def test_a_failing_command_never_escapes(debugger: FakeDebugger) -> None:
     assert p.lines == ["error: internal error in 'boom': RuntimeError: kaput"]
 
 
+def test_gdb_habits_next_run_whatis_info_locals(debugger: FakeDebugger) -> None:
+    """The gdb commands people type do the nearest thing, or say in one line what to type."""
+    p = Prompt(debugger, make_stop())
+    assert p.run("whatis arg0") == ["type = float const*"]
+    assert p.run("ptype arg0[3]") == ["type = float const"]
+    assert p.run("whatis *arg2") == ["type = uchar4"]
+    assert p.run("whatis arg3") == ["type = int"]
+    assert p.run("whatis arg3[0]") == [
+        "error: whatis: arg3 is not a pointer to data (its type is int)"]
+    assert p.run("whatis arg9") == ["error: the kernel has no arg9 (arguments: arg0..arg4)"]
+    assert p.run("whatis 1 + 2") == ["error: whatis: write argN, argN[I] or *argN, not '1 + 2'"]
+    assert p.run("info locals") == [
+        "A kernel's local variables live on the GPU and are not visible from outside it; "
+        "'info args' shows its arguments, 'p argN[I]' what they point to."]
+    running = ["The program is already running (cudump started it): 'continue' lets it go on, "
+               "'next' stops at the next launch, 'kill' ends it."]
+    assert p.run("r") == running and p.run("run ./app --flag") == running
+    assert debugger.resumes == [] and debugger.interrupts == 0
+    assert p.run("n") == ["Continuing to the next launch."]
+    assert p.outcomes[-1] is Outcome.RESUMED
+    # the next launch of any kernel stops (as Ctrl-C asks), asked before the launch goes
+    assert debugger.interrupts == 1 and debugger.resumes == [(2, "continue")]
+    assert p.run("next") == ["error: next: the program is not stopped at a launch"]
+    debugger.wait_for_stop()
+    assert p.run("run") == ["The program has ended; cudump runs it once: start cudump again "
+                            "to run it again."]
+
+
 def test_help(prompt: Prompt) -> None:
     out = prompt.run("help")
     assert out[0] == "Commands (help CMD for more; a unique prefix of a name works too):"
@@ -1080,7 +1108,7 @@ def test_help(prompt: Prompt) -> None:
     assert prompt.run("help args")[0] == "usage: info args [-h]"
     info_help = prompt.run("help info")
     assert info_help[0] == "usage: info SUBCOMMAND"
-    assert info_help[-8:] == [
+    assert info_help[-9:] == [
         "  allocs       The process's live device allocations.",
         "  args         The launch's arguments and the allocations they point into.",
         "  breakpoints  The breakpoint table.",
@@ -1088,6 +1116,7 @@ def test_help(prompt: Prompt) -> None:
         "  graph        At a graph launch: its kernels in run order.",
         "  kernels      Kernels seen so far, with launch counts per process.",
         "  launch       Where and why the program stopped.",
+        "  locals       A kernel's locals are not visible: see 'info args'.",
         "  threads      The host threads of the stopped process; * marks the one holding "
         "the launch.",
     ]
