@@ -61,6 +61,26 @@ def test_next_stops_at_the_next_launch_of_any_kernel(fake, cudump_run, tmp_path)
     assert heads[5].startswith("type = ")
 
 
+@pytest.mark.parametrize("how", ["path", "relative"])
+def test_bt_symbolises_a_program_found_on_path(fake, cudump_run, tmp_path, how):
+    """A program started by name (found on PATH, as the kernel did) or by a path relative
+    to its working directory: bt names main, which only the file's symbol table knows."""
+    zed = Path(fake.programs["zed"])
+    commands = batch(tmp_path, "bt", "continue", "continue")
+    if how == "path":
+        argv, env = [zed.name], {"PATH": f"{zed.parent}{os.pathsep}{os.environ['PATH']}"}
+    else:
+        argv, env = [os.path.relpath(zed, tmp_path)], {}
+    ran = cudump_run([*argv, "2", "--size", f"{W}x{H}"], "--break", "device::FrP0k5607tPV*",
+                     "--batch", str(commands), env_extra=env)
+    assert ran.returncode == 0, ran.stderr
+    frames = [line for line in ran.stderr.splitlines() if line.startswith("#")]
+    ours = [line for line in frames if f"({argv[0]}" in line]
+    assert ours, frames
+    assert any(re.search(r" in main\+0x[0-9a-f]+ \(", line) for line in ours), frames
+    assert not any("??" in line for line in ours), frames
+
+
 def test_batch_session_reads_dumps_and_steps_a_pitched_image_kernel(fake, cudump_run, bare_run,
                                                                    tmp_path):
     program = [str(fake.programs["zed"]), "2", "--size", f"{W}x{H}"]
