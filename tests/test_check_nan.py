@@ -71,7 +71,8 @@ def assert_producer_23_found(ran) -> None:
     # The two copies are the producers, a's the first (it was made first).
     assert found["from_host"]["address"] == int(snaps[0]["address"], 16)
     assert ran.stderr.splitlines()[-1].endswith(
-        f"3 buffers turned NaN/Inf (first produced by a host-to-device copy of 4096 bytes at "
+        f"1 NaN/Inf report, 2 host writes that left NaN/Inf (first produced by a "
+        f"host-to-device copy of 4096 bytes at "
         f"{snaps[0]['address']} before launch 23 of process {found['pid']}); run: "
         f"{ran.run_dir}")
     totals = summary(ran.run_dir)
@@ -103,7 +104,7 @@ def test_ls_and_show_present_the_report_as_a_finding(fake, cudump_run, capsys):
     assert row.endswith(f"NaN/Inf: 1 of 1024 elements, first at {INDEX}, propagated from arg 0 "
                         "(host copy before launch 23)")
     assert "error" not in out and "unreadable" not in out
-    assert out.splitlines()[-1] == "4 of 4 snapshots, 1 NaN/Inf report"
+    assert out.splitlines()[-1] == "4 of 4 records: 3 snapshots, 1 NaN/Inf report"
     assert main(["show", str(ran.run_dir), "--index", str(report)]) == 0
     out = capsys.readouterr().out.splitlines()
     data = next(i for i, r in enumerate(records) if r.get("file") and r["arg"] == 2)

@@ -43,6 +43,44 @@ def batch(tmp_path: Path, *commands: str) -> Path:
 
 
 
+def test_next_stops_at_the_next_launch_of_any_kernel(fake, cudump_run, tmp_path):
+    """`next` at a breakpoint on one kernel stops at the launch after it, of another kernel;
+    `continue` then goes to the breakpoint again."""
+    program = [str(fake.programs["zed"]), "2", "--size", f"{W}x{H}"]
+    commands = batch(tmp_path, "next", "whatis arg0", "continue", "continue")
+    ran = cudump_run(program, "--break", "device::FrP0k5607tPV*", "--batch", str(commands))
+    assert ran.returncode == 0, ran.stderr
+    heads = [line for line in transcript(ran.stderr)
+             if line.startswith(("Breakpoint", "Interrupt", "(cudump)", "Continuing", "type ="))]
+    assert heads[:4] == [f"Breakpoint 1, launch 2 (occurrence 1) of {FRP0K}",
+                         "(cudump) next", "Continuing to the next launch."] + heads[3:4]
+    assert heads[3].startswith("Interrupt, launch 3 (occurrence 2) of ")
+    assert heads[4:] == ["(cudump) whatis arg0", heads[5], "(cudump) continue", "Continuing.",
+                         f"Breakpoint 1, launch 4 (occurrence 2) of {FRP0K}",
+                         "(cudump) continue", "Continuing."]
+    assert heads[5].startswith("type = ")
+
+
+@pytest.mark.parametrize("how", ["path", "relative"])
+def test_bt_symbolises_a_program_found_on_path(fake, cudump_run, tmp_path, how):
+    """A program started by name (found on PATH, as the kernel did) or by a path relative
+    to its working directory: bt names main, which only the file's symbol table knows."""
+    zed = Path(fake.programs["zed"])
+    commands = batch(tmp_path, "bt", "continue", "continue")
+    if how == "path":
+        argv, env = [zed.name], {"PATH": f"{zed.parent}{os.pathsep}{os.environ['PATH']}"}
+    else:
+        argv, env = [os.path.relpath(zed, tmp_path)], {}
+    ran = cudump_run([*argv, "2", "--size", f"{W}x{H}"], "--break", "device::FrP0k5607tPV*",
+                     "--batch", str(commands), env_extra=env)
+    assert ran.returncode == 0, ran.stderr
+    frames = [line for line in ran.stderr.splitlines() if line.startswith("#")]
+    ours = [line for line in frames if f"({argv[0]}" in line]
+    assert ours, frames
+    assert any(re.search(r" in main\+0x[0-9a-f]+ \(", line) for line in ours), frames
+    assert not any("??" in line for line in ours), frames
+
+
 def test_batch_session_reads_dumps_and_steps_a_pitched_image_kernel(fake, cudump_run, bare_run,
                                                                    tmp_path):
     program = [str(fake.programs["zed"]), "2", "--size", f"{W}x{H}"]

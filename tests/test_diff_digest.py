@@ -4,6 +4,7 @@ before it."""
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -358,3 +359,18 @@ def test_nonfinite_sums_are_written_as_words_and_read_back(tmp_path: Path) -> No
     assert [d.abs_sum for d in digests if d is not None][1] == float("inf")
     statuses = [p.status for p in diff_runs(Run.open(a), Run.open(b), Tolerance(rtol=1)).pairs]
     assert statuses == ["close", "differ"]   # NaN with NaN may be close; Inf with 3 is not
+
+
+def test_help_says_what_tolerances_do_to_digests(tmp_path: Path, capsys) -> None:
+    """`diff --help` states that --atol/--rtol apply to digests carrying sums; they do."""
+    parser = argparse.ArgumentParser(prog="cudump diff")
+    DiffCommand().prepare_parser(parser)
+    text = " ".join(parser.format_help().split())
+    assert "do not apply" not in text
+    assert 'with them, records that carry a sum of |x|' in text
+    assert '"close" (counted as matching) when the two sums are within the tolerance' in text
+    data = RNG.random(100).astype(np.float32) + 1
+    a = write_run(tmp_path / "a", [summed(ADD, 1, data)])
+    b = write_run(tmp_path / "b", [summed(ADD, 1, data * np.float32(1 + 1e-6))])
+    assert run_cli(DiffCommand(), [str(a), str(b)], capsys)[0] == 1
+    assert run_cli(DiffCommand(), ["--rtol", "1e-4", str(a), str(b)], capsys)[0] == 0

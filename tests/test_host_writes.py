@@ -61,7 +61,8 @@ def test_an_asynchronous_copy_of_a_nan_is_the_first_producer(fake, cudump_run, w
     assert report["from_host"] == {"kind": "copy", "api": "cuMemcpyHtoDAsync", "bytes": 4,
                                    "address": at, "before_launch": 14}
     assert ran.stderr.splitlines()[-1].endswith(
-        f"2 buffers turned NaN/Inf (first produced by a host-to-device copy of 4 bytes at "
+        f"1 NaN/Inf report, 1 host write that left NaN/Inf (first produced by a "
+        f"host-to-device copy of 4 bytes at "
         f"{at:#x} before launch 14 of process {pid}); run: {ran.run_dir}")
     totals = summary(ran.run_dir)
     assert totals["first_nan_producer"] == {"kind": "copy", "pid": pid, "before_launch": 14,
@@ -342,11 +343,12 @@ def test_the_summary_names_a_host_write_and_keeps_the_record_typed(tmp_path):
     import json
 
     first = NanHostWrite("copy", 7, 59, "cuMemcpyHtoDAsync", 0x7F00, 4, position=12)
-    made = RunSummary(processes=1, pids=[7], nan_producers=2, nan_produced=1,
+    made = RunSummary(processes=1, pids=[7], nan_reports=1, nan_producers=2, nan_produced=1,
                       first_nan_producer=first, first_nan_report=NanLaunch(7, 59, "k"),
                       host_writes=3)
-    assert made.line().endswith("2 buffers turned NaN/Inf (first produced by a host-to-device "
-                                "copy of 4 bytes at 0x7f00 before launch 59 of process 7)")
+    assert made.line().endswith("1 NaN/Inf report, 1 host write that left NaN/Inf (first "
+                                "produced by a host-to-device copy of 4 bytes at 0x7f00 "
+                                "before launch 59 of process 7)")
     made.write(tmp_path)
     data = json.loads((tmp_path / "summary.json").read_text())
     assert data["first_nan_producer"] == {"kind": "copy", "pid": 7, "before_launch": 59,

@@ -57,7 +57,7 @@ def test_ls_lists_every_snapshot_with_aligned_columns(run_dir: Path, capsys) -> 
     lines = out.splitlines()
     header, rows = lines[0], lines[1:-1]
     assert len(rows) == 9
-    assert "9 of 9 snapshots, 1 not captured" in lines[-1]
+    assert lines[-1] == "9 of 9 records: 8 snapshots, 1 failed (not captured)"
     col = header.index("phase")
     assert [r[col:col + 6].strip() for r in rows[:4]] == ["before", "before", "after", "after"]
     assert "cam::paint<(sl::YUV_CONVENTION)2>" in rows[0] and "(uchar4*" not in rows[0]
@@ -65,7 +65,7 @@ def test_ls_lists_every_snapshot_with_aligned_columns(run_dir: Path, capsys) -> 
 
     code, out, _ = run_cli(LsCommand(), [str(run_dir), "--arg", "2", "--phase", "after"],
                            capsys)
-    assert code == 0 and "2 of 9 snapshots" in out
+    assert code == 0 and out.splitlines()[-1] == "2 of 9 records: 2 snapshots"
     code, out, _ = run_cli(LsCommand(), [str(run_dir), "--full-names"], capsys)
     assert KERNEL in out
 
@@ -174,7 +174,7 @@ def zed_run(root: Path) -> Path:
 def test_ls_kernel_pattern_matches_like_a_rule(tmp_path: Path, capsys, pattern, found) -> None:
     run = zed_run(tmp_path / "run")
     code, out, _ = run_cli(LsCommand(), [str(run), "--kernel", pattern], capsys)
-    assert code == 0 and f"{found} of 2 snapshots" in out
+    assert code == 0 and f"{found} of 2 records: " in out
     code, out, _ = run_cli(ShowCommand(), [str(run), pattern], capsys)
     assert code == (0 if found == 1 else 2)
 

@@ -65,7 +65,7 @@ def test_the_producer_and_the_launch_that_carries_it_on(fake, cudump_run, watchd
         assert (r["kernel"], r["arg"], r["origin"], r["from_arg"], r["from_launch"],
                 r["from_kernel"]) == (ADD, 2, "propagated", 0, made, SQUARE)
     assert ran.stderr.splitlines()[-1].endswith(
-        f"4 buffers turned NaN/Inf (first produced by launch 9 of {SQUARE}); run: "
+        f"4 NaN/Inf reports (first produced by launch 9 of {SQUARE}); run: "
         f"{ran.run_dir}")
     totals = summary(ran.run_dir)
     assert (totals["nan_producers"], totals["nan_produced"]) == (4, 2)
@@ -276,11 +276,11 @@ def test_plain_repeated_launches_tell_which_buffers_are_finite_again(tmp_path):
 
 
 def test_the_summary_names_the_first_producer():
-    summary_ = RunSummary(processes=1, pids=[7], nan_producers=3, nan_produced=1,
+    summary_ = RunSummary(processes=1, pids=[7], nan_reports=3, nan_producers=3, nan_produced=1,
                           first_nan_producer=NanLaunch(7, 11, "k"),
                           first_nan_report=NanLaunch(7, 4, "j"))
-    assert summary_.line().endswith("3 buffers turned NaN/Inf (first produced by launch 11 "
-                                    "of k)")
+    assert summary_.line().endswith("3 NaN/Inf reports (first produced by launch 11 of "
+                                    "k)")
     summary_.pids = [7, 8]
     assert summary_.line().endswith("(first produced by launch 11 of k (process 7))")
     # With ranks: the rank named, and first_nan_rank, are the producer's.

@@ -60,6 +60,9 @@ class Prompt:
         self.ctx.set_stop(stop)
         self.outcomes: list[Outcome | None] = []
 
+    def stopped_writes(self) -> list[tuple[int, bytes]]:
+        return self.ctx.stopped.writes  # type: ignore[attr-defined]
+
     def run(self, line: str) -> list[str]:
         start = len(self.lines)
         self.outcomes.append(execute(self.ctx, line))
@@ -462,6 +465,40 @@ def test_set_var_converts_as_c_does(debugger: FakeDebugger) -> None:
     assert p.run("set var arg1[4] = 1.5") == []
     assert p.run("p arg1[4]") == ["arg1[4] = 1.5"]
     assert p.run("x/2xb arg0+8") == ["0x7f0000200008:  0xc0  0x3f"]   # bfloat16 bits 0x3fc0
+
+
+def test_set_var_refuses_overflow_and_takes_nan_and_inf(debugger: FakeDebugger) -> None:
+    """A finite value too large for a floating element is refused (C would store inf);
+    nan, inf and -inf are written as they are, into floating elements only."""
+    memory = make_memory()
+    memory.add(Allocation(0x7F0000200000, 16, "linear"))
+    sig = parse_signature("void k(float*, __nv_bfloat16*, int*, double*)")
+    address = (0x7F0000200000).to_bytes(8, "little")
+    info = replace(make_info(), kernel=sig.demangled, signature=sig, pointers={},
+                   args=decode_args(sig, [address] * 4))
+    p = Prompt(debugger, FakeStop(info, memory))
+    assert p.run("set var arg0[0] = 1e40") == [
+        "error: set: 1e+40 does not fit in arg0[0] (float32: at most 3.40282e+38 in magnitude)"]
+    assert p.run("set var arg0[0] = -1e40") == [
+        "error: set: -1e+40 does not fit in arg0[0] (float32: at most 3.40282e+38 in "
+        "magnitude)"]
+    assert p.run("set var arg1[0] = 1e39") == [
+        "error: set: 1e+39 does not fit in arg1[0] (bfloat16: at most 3.39e+38 in magnitude)"]
+    assert p.stopped_writes() == []
+    assert p.run("set var arg3[0] = 1e40") == []             # a double holds it
+    assert p.run("set var arg0[0] = nan") == []
+    assert p.run("set var arg0[1] = inf") == []
+    assert p.run("set var arg0[2] = -inf") == []
+    assert p.run("set var arg0[3] = 3e38") == []
+    assert p.run("p arg0[0]@4") == ["arg0[0]@4 = {nan, inf, -inf, 3e+38}"]
+    assert p.run("set var arg1[0] = NaN") == []
+    assert p.run("x/2xb arg0") == ["0x7f0000200000:  0xc0  0x7f"]  # bfloat16 quiet NaN
+    assert p.run("set var arg2[0] = nan") == [
+        "error: set: nan is not a value of int32: nan and inf go only into floating elements "
+        "(float, double, half)"]
+    assert p.run("set var arg2[0] = -inf") == [
+        "error: set: -inf is not a value of int32: nan and inf go only into floating "
+        "elements (float, double, half)"]
 
 
 # ------------------------------------------------------------------ x
@@ -986,9 +1023,9 @@ def test_kill_asks_when_interactive(debugger: FakeDebugger) -> None:
     ("foo", "error: unknown command 'foo' (try 'help')"),
     ("de 1", "error: ambiguous command 'de': delete, detach"),
     ("info", "error: info needs a subcommand: allocs, args, breakpoints, display, graph, "
-             "kernels, launch, threads"),
+             "kernels, launch, locals, threads"),
     ("info zork", "error: info: unknown subcommand 'zork' (one of allocs, args, breakpoints, "
-                  "display, graph, kernels, launch, threads)"),
+                  "display, graph, kernels, launch, locals, threads)"),
     ("info a", "error: info: ambiguous subcommand 'a': allocs, args"),
     ("bt x", "error: bt: argument N: invalid int value: 'x'"),
     ("continue now", "error: continue: unrecognized arguments: now"),
@@ -1028,6 +1065,34 @@ def test_a_failing_command_never_escapes(debugger: FakeDebugger) -> None:
     assert p.lines == ["error: internal error in 'boom': RuntimeError: kaput"]
 
 
+def test_gdb_habits_next_run_whatis_info_locals(debugger: FakeDebugger) -> None:
+    """The gdb commands people type do the nearest thing, or say in one line what to type."""
+    p = Prompt(debugger, make_stop())
+    assert p.run("whatis arg0") == ["type = float const*"]
+    assert p.run("ptype arg0[3]") == ["type = float const"]
+    assert p.run("whatis *arg2") == ["type = uchar4"]
+    assert p.run("whatis arg3") == ["type = int"]
+    assert p.run("whatis arg3[0]") == [
+        "error: whatis: arg3 is not a pointer to data (its type is int)"]
+    assert p.run("whatis arg9") == ["error: the kernel has no arg9 (arguments: arg0..arg4)"]
+    assert p.run("whatis 1 + 2") == ["error: whatis: write argN, argN[I] or *argN, not '1 + 2'"]
+    assert p.run("info locals") == [
+        "A kernel's local variables live on the GPU and are not visible from outside it; "
+        "'info args' shows its arguments, 'p argN[I]' what they point to."]
+    running = ["The program is already running (cudump started it): 'continue' lets it go on, "
+               "'next' stops at the next launch, 'kill' ends it."]
+    assert p.run("r") == running and p.run("run ./app --flag") == running
+    assert debugger.resumes == [] and debugger.interrupts == 0
+    assert p.run("n") == ["Continuing to the next launch."]
+    assert p.outcomes[-1] is Outcome.RESUMED
+    # the next launch of any kernel stops (as Ctrl-C asks), asked before the launch goes
+    assert debugger.interrupts == 1 and debugger.resumes == [(2, "continue")]
+    assert p.run("next") == ["error: next: the program is not stopped at a launch"]
+    debugger.wait_for_stop()
+    assert p.run("run") == ["The program has ended; cudump runs it once: start cudump again "
+                            "to run it again."]
+
+
 def test_help(prompt: Prompt) -> None:
     out = prompt.run("help")
     assert out[0] == "Commands (help CMD for more; a unique prefix of a name works too):"
@@ -1043,7 +1108,7 @@ def test_help(prompt: Prompt) -> None:
     assert prompt.run("help args")[0] == "usage: info args [-h]"
     info_help = prompt.run("help info")
     assert info_help[0] == "usage: info SUBCOMMAND"
-    assert info_help[-8:] == [
+    assert info_help[-9:] == [
         "  allocs       The process's live device allocations.",
         "  args         The launch's arguments and the allocations they point into.",
         "  breakpoints  The breakpoint table.",
@@ -1051,6 +1116,7 @@ def test_help(prompt: Prompt) -> None:
         "  graph        At a graph launch: its kernels in run order.",
         "  kernels      Kernels seen so far, with launch counts per process.",
         "  launch       Where and why the program stopped.",
+        "  locals       A kernel's locals are not visible: see 'info args'.",
         "  threads      The host threads of the stopped process; * marks the one holding "
         "the launch.",
     ]

@@ -59,10 +59,11 @@ def test_check_nan_names_the_rank(cudump_run, fake, tmp_path: Path) -> None:
                      rf"propagated: arg 0 \(from {copy}\) and arg 1 \(from {copy}\) were "
                      r"already non-finite", nan[0]), nan[0]
     summary = [ln for ln in ran.stderr.splitlines() if ln.startswith("cudump: ") and
-               "turned NaN/Inf" in ln]
+               "that left NaN/Inf" in ln]
     # The host's copies put the infinities there: the summary names the first, with its
     # process and rank.
-    assert summary and re.search(r"3 buffers turned NaN/Inf \(first produced by a "
+    assert summary and re.search(r"1 NaN/Inf report, 2 host writes that left NaN/Inf \(first "
+                                 r"produced by a "
                                  r"host-to-device copy of 4096 bytes at 0x[0-9a-f]+ before "
                                  r"launch 2 of process \d+ \(rank 1\)\)", summary[0]), summary
     # Trace lines and records carry the rank.
@@ -122,7 +123,7 @@ def test_check_nan_names_the_rank_of_the_first_producer(cudump_run, fake, tmp_pa
     assert [(r["rank"], r["launch"], r["origin"], r.get("from_launch")) for r in reports] == [
         (0, 2, "propagated", None), (1, 2, "produced", None), (1, 3, "propagated", 2)]
     assert ran.stderr.splitlines()[-1].endswith(
-        f"3 buffers turned NaN/Inf (first produced by launch 2 of {square} (process "
+        f"3 NaN/Inf reports (first produced by launch 2 of {square} (process "
         f"{pids[1]}, rank 1)); run: {ran.run_dir}")
     data = json.loads((ran.run_dir / "summary.json").read_text())
     assert data["first_nan_producer"] == {"kind": "launch", "pid": pids[1], "launch": 2,

@@ -637,7 +637,7 @@ def test_a_snapshot_name_of_5000_characters_is_one_line(tmp_path: Path, capsys) 
     assert err == ("cudump: error: snapshot #0 cannot be read: file '" + "a" * 59
                    + "...(5000 characters) cannot be used: its name is too long\n")
     assert main(["ls", str(run)]) == 0
-    assert capsys.readouterr().out.splitlines()[-1] == "1 of 1 snapshots, 1 unreadable"
+    assert capsys.readouterr().out.splitlines()[-1] == "1 of 1 record: 1 snapshot, 1 unreadable"
 
 
 def test_a_batch_line_at_2_to_the_63_is_named(tmp_path: Path, capsys) -> None:

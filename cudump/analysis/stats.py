@@ -25,7 +25,7 @@ from cudump.errors import SnapshotError
 from cudump.kernels.pattern import KernelPattern
 from cudump.rundir import reading
 from cudump.rundir.layout import MANIFEST_FILE, STATS_FILES, SUMMARY_FILE, TRACE_FILE
-from cudump.rundir.manifest import read_manifest
+from cudump.rundir.manifest import SnapshotRecord, read_manifest
 from cudump.rundir.summary import read_summary_counts
 
 RUN_FILES = STATS_FILES
@@ -69,6 +69,25 @@ class RunStats:
         kept = [k for k in self.kernels.values()
                 if pattern is None or pattern.matches(k.kernel, k.mangled)]
         return sorted(kept, key=lambda k: (-k.launches, -k.snapshots, k.kernel))
+
+
+# What a manifest record is, in the words every count uses (ls, stats, the summary line
+# and summary.json): a snapshot is a file of data, a digest stands for one, a NaN/Inf report
+# is what a scan found, and a failed one was not taken (with its reason).
+SNAPSHOT, DIGEST, REPORT, FAILED = "snapshot", "digest", "NaN/Inf report", "failed"
+
+
+def record_kind(record: SnapshotRecord) -> str | None:
+    """The kind a manifest record is counted as; None for one that is none of them."""
+    if record.status != "ok":
+        return FAILED
+    if "digest" in record.extra:
+        return DIGEST
+    if "nonfinite" in record.extra:
+        return REPORT
+    if record.file is not None:
+        return SNAPSHOT
+    return None
 
 
 def is_any_run(path: Path) -> bool:
@@ -126,16 +145,17 @@ def run_stats(path: str | Path) -> RunStats:
             k.mangled = k.mangled or r.mangled
             if r.rank is not None:
                 k.ranks.add(r.rank)
-            if r.status != "ok":
+            kind = record_kind(r)
+            if kind == FAILED:
                 k.failed += 1
-            elif "digest" in r.extra:
+            elif kind == DIGEST:
                 k.digests += 1
-            elif "nonfinite" in r.extra:
+            elif kind == REPORT:
                 k.nan_reports += 1
                 origin = r.extra.get("origin")
                 k.nan_produced += origin == "produced"
                 k.nan_propagated += origin == "propagated"
-            elif r.file is not None:
+            elif kind == SNAPSHOT:
                 k.snapshots += 1
     return RunStats(path, kernels, sources, launches_from)
 

@@ -53,8 +53,11 @@ launch is the first launch, in that order, with a pair that differs, and the lin
 says how many launches (with snapshots or digests) matched before it.
 
 Runs taken with --digest (or rules with format: digest) hold a digest per buffer instead
-of its data: two digests compare by digest, exactly (--atol/--rtol do not apply); a digest
-against a .npy compares by digesting the array's bytes the same way.
+of its data: two digests compare by digest. Digests that differ stay different without
+--atol/--rtol; with them, records that carry a sum of |x| (runs whose kernels have types)
+are "close" (counted as matching) when the two sums are within the tolerance, and differ
+when they are not; records without sums stay exact. A digest against a .npy compares by
+digesting the array's bytes the same way.
 
 --kernel PATTERN is a glob (* and ?) matching the demangled name with or without its
 return type, the name without its parameters (ns::k<int>) or the bare name (k); write

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 from pathlib import Path
 
 from cudump.analysis.report.tables import (
@@ -12,19 +13,26 @@ from cudump.analysis.report.tables import (
     snapshot_rows,
     with_rank_column,
 )
-from cudump.analysis.stats import run_stats
+from cudump.analysis.stats import (
+    DIGEST,
+    FAILED,
+    REPORT,
+    SNAPSHOT,
+    record_kind,
+    run_stats,
+)
 from cudump.commands import KERNEL_PATTERN_HELP
 from cudump.commands.stats import say_unmatched, stats_lines
 from cudump.rundir import reading
 from cudump.rundir.layout import MANIFEST_FILE
-from cudump.rundir.runs import Run, kernel_pattern
+from cudump.rundir.runs import Run, Snapshot, kernel_pattern
 from cudump.rundir.summary import plural
 
 
 class LsCommand:
     name = "ls"
-    help = ("List the snapshots of a run directory (of a run without any, its kernels, as "
-            "cudump stats shows them).")
+    help = ("List the records of a run directory: snapshots (files of data), digests, NaN/Inf "
+            "reports (of a run without any, its kernels, as cudump stats shows them).")
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.epilog = ("The # column is the snapshot's index in manifest.jsonl (from 0); "
@@ -57,13 +65,23 @@ class LsCommand:
             headers, right, rows = with_rank_column(snaps, headers, right, rows)
         for line in format_table(headers, rows, right):
             print(line)
-        missing = sum(1 for s in snaps if not s.captured)
-        unreadable = sum(1 for s in snaps if s.captured and not s.ok)
-        reports = sum(1 for s in snaps if s.ok and s.report_only)
-        tail = (f", {plural(reports, 'NaN/Inf report')}" if reports else "") + \
-            (f", {missing} not captured" if missing else "") + \
-            (f", {unreadable} unreadable" if unreadable else "")
-        print(f"{len(snaps)} of {len(run.snapshots)} snapshots{tail}")
+        print(count_line(snaps, len(run.snapshots)))
         if pattern is not None and not run.select(pattern):
             say_unmatched("ls", pattern, run_stats(args.run))
         return 0
+
+
+def count_line(snaps: list[Snapshot], total: int) -> str:
+    """`9 of 9 records: 5 snapshots, 4 NaN/Inf reports`: the manifest's records shown, by
+    kind, counted as stats and the end-of-run summary count them (analysis.stats)."""
+    kinds = Counter(record_kind(s.record) for s in snaps)
+    parts = [plural(kinds[SNAPSHOT], SNAPSHOT)]
+    parts += [plural(kinds[kind], kind) for kind in (DIGEST, REPORT) if kinds[kind]]
+    if kinds[FAILED]:
+        parts.append(f"{kinds[FAILED]} failed (not captured)")
+    unreadable = sum(1 for s in snaps if s.captured and not s.ok)
+    if unreadable:
+        parts.append(f"{unreadable} unreadable")
+    if kinds[DIGEST] and not kinds[SNAPSHOT]:
+        parts.pop(0)           # a run of digests: no files of data to speak of
+    return f"{len(snaps)} of {plural(total, 'record')}: {', '.join(parts)}"

@@ -271,7 +271,7 @@ class RemoteStop:
             path = module if module != "?" else None
             if not symbol and where is not None:
                 # The loader knows no name here (a static function): the file may.
-                found = symbolize(path, where)
+                found = symbolize(path, where, self.info.pid)
                 if found is not None:
                     symbol, where = found
             frames.append(Frame(len(frames), int(addr, 16), path,

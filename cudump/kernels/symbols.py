@@ -6,11 +6,19 @@ release binary, for one. Their names are still in the file's `.symtab` unless
 it was stripped; this reads it (ELF64, little endian: every CUDA host) and
 falls back to `.dynsym`. Names are returned as stored (mangled); the caller
 demangles.
+
+The module path is as the loader holds it: for the program itself, the name it was
+started by (argv[0]), which is a bare name when the shell found it on PATH, or a path
+relative to the directory it started in. module_file resolves such a name the way the
+kernel did: /proc/PID/exe (the file the kernel executed), the process's working directory,
+then a PATH lookup.
 """
 
 from __future__ import annotations
 
 import bisect
+import os
+import shutil
 import struct
 from dataclasses import dataclass
 from functools import lru_cache
@@ -96,8 +104,54 @@ def symbol_table(path: str) -> SymbolTable | None:
         return None
 
 
-def symbolize(module: str | None, module_offset: int) -> tuple[str, int] | None:
+def _proc_link(pid: int, name: str) -> str | None:
+    try:
+        target = os.readlink(f"/proc/{pid}/{name}")
+    except OSError:
+        return None
+    return target.removesuffix(" (deleted)")
+
+
+def _process_path_variable(pid: int) -> str | None:
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return None
+    for entry in environ.split(b"\0"):
+        if entry.startswith(b"PATH="):
+            return entry[5:].decode("utf-8", "replace")
+    return None
+
+
+def module_file(module: str, pid: int | None = None) -> str:
+    """The file a module path names, as the process `pid` sees it: an absolute path as it
+    is; the program's own name (bare, as found on PATH, or relative) resolved the way the
+    kernel resolved it when it started the program."""
+    if os.path.isabs(module):
+        return module
+    if pid is not None:
+        exe = _proc_link(pid, "exe")
+        # A bare name is the program itself: libraries are held by the paths they were
+        # found at. A relative path is the program when the names agree.
+        if exe is not None and ("/" not in module
+                                or os.path.basename(module) == os.path.basename(exe)):
+            return exe
+        cwd = _proc_link(pid, "cwd")
+        if cwd is not None and "/" in module and os.path.exists(os.path.join(cwd, module)):
+            return os.path.join(cwd, module)
+    if "/" not in module:
+        path = (_process_path_variable(pid) if pid is not None else None) \
+            or os.environ.get("PATH")
+        found = shutil.which(module, path=path)
+        if found is not None:
+            return found
+    return module
+
+
+def symbolize(module: str | None, module_offset: int, pid: int | None = None
+              ) -> tuple[str, int] | None:
+    """The symbol (name, offset into it) at `module_offset` in `module` of process `pid`."""
     if not module:
         return None
-    table = symbol_table(module)
+    table = symbol_table(module_file(module, pid))
     return table.lookup(module_offset) if table is not None else None

@@ -92,6 +92,7 @@ class RunSummary:
     snapshot_errors: int = 0
     snapshot_bytes: int = 0
     digests: int = 0               # buffers digested on the GPU (format: digest)
+    nan_reports: int = 0           # NaN/Inf reports (--check-nan): records of manifest.jsonl
     nan_producers: int = 0         # buffers turned NaN/Inf (--check-nan), by launches or the host
     nan_produced: int = 0          # of which from finite inputs, or by the host's writes
     first_nan_producer: NanProducer | None = None   # the first launch or host write that did
@@ -157,7 +158,14 @@ class RunSummary:
             text += (f", {plural(self.replay_captures, 'launch', 'launches')} captured for "
                      "replay")
         if self.nan_producers:
-            text += f", {plural(self.nan_producers, 'buffer')} turned NaN/Inf{self._nan_first()}"
+            # Reports as ls and stats count them (records of the manifest); the host's writes
+            # that left NaN/Inf have no record of their own.
+            host = self.nan_producers - self.nan_reports
+            if self.nan_reports:
+                text += f", {plural(self.nan_reports, 'NaN/Inf report')}"
+            if host > 0:
+                text += f", {plural(host, 'host write')} that left NaN/Inf"
+            text += self._nan_first()
         if self.injections:
             made = sum(1 for r in self.injections if r.status in ("written", "failed"))
             asked = plural(len(self.injections), "launch", "launches")

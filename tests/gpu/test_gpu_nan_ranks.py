@@ -44,7 +44,7 @@ def test_the_first_producer_is_named_with_its_rank(workdir, tmp_path):
         rf"already non-finite \(from launch 11 of {re.escape(NORMALIZE)}\)", reports[1]), \
         reports[1]
     last = ran.stderr.splitlines()[-1]
-    assert (f"2 buffers turned NaN/Inf (first produced by launch 11 of {NORMALIZE} (process "
+    assert (f"2 NaN/Inf reports (first produced by launch 11 of {NORMALIZE} (process "
             f"{pid}, rank 1)); run: ") in last, last
     totals = json.loads((out / "summary.json").read_text())
     assert totals["first_nan_rank"] == 1 and totals["nan_produced"] == 1

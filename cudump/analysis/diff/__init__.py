@@ -17,9 +17,11 @@ Semantics (stated once, used by `cudump diff` and the HTML report):
   as a difference and not as trouble. Captured on one side only, or for different reasons,
   it cannot be compared (trouble).
 - Digests (`cudump --digest`, `format: digest`): two digest records compare by digest, byte
-  count and geometry, exactly (tolerances do not apply: a digest says only whether the bytes
-  are the same). A digest against an .npy compares by digesting the array's bytes the way
-  the digest was taken (cudump.wire.digest, rows of the digest's `row_bytes`).
+  count and geometry. Without a tolerance that is exact. With one, digests that differ are
+  "close" when both records carry a sum of |x| of the same type and the sums are within the
+  tolerance (by_digest.py); records without sums stay exact. A digest against an .npy
+  compares by digesting the array's bytes the way the digest was taken (cudump.wire.digest,
+  rows of the digest's `row_bytes`).
 - A run diff names its first divergent launch: launches in order (processes in the order
   they first appear in A's manifest, each one's launches in sequence), the first with a pair
   whose buffers differ, and how many launches before it matched.

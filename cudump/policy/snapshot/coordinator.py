@@ -160,6 +160,7 @@ class Snapshots:
         summary.snapshot_errors = tally.failed
         summary.snapshot_bytes = tally.bytes_written
         summary.digests = tally.digests
+        summary.nan_reports = tally.nan_reports
         summary.nan_producers = tally.nan_producers
         summary.nan_produced = tally.nan_produced
         summary.first_nan_producer = tally.first_producer   # first_nan_rank is its rank

@@ -66,6 +66,7 @@ class Tally:
     failed: int = 0
     bytes_written: int = 0
     digests: int = 0
+    nan_reports: int = 0        # NaN/Inf reports (--check-nan): manifest records, one a buffer
     nan_producers: int = 0      # buffers turned NaN/Inf (--check-nan), however
     nan_produced: int = 0       # of which by a launch whose inputs were finite, or the host
     # The first launch or host write that produced NaN/Inf, and the first report of a
@@ -79,6 +80,7 @@ class Tally:
 
     def count_nan(self, record: SnapshotRecord, origin: Origin) -> None:
         """A buffer a launch turned NaN/Inf (under the state's lock)."""
+        self.nan_reports += 1
         self.nan_producers += 1
         made = NanLaunch(record.pid, record.launch, record.kernel, record.rank)
         if self.first_report is None:

@@ -27,9 +27,10 @@ parser = make_parser(
     "set var *(argN + I) = VALUE  the element a pointer expression points to\n"
     "VALUE is an expression over the arguments (arg3 * 2, 1.5); for vector types a list,\n"
     "{1, 2, 3, 255}. Values are converted as C converts them (a float into an int drops\n"
-    "the fraction); one that does not fit the element type is refused. 'var' may be left\n"
-    "out. The element must lie inside the allocation argN points into. Arguments passed\n"
-    "by value (argN itself) cannot be changed.",
+    "the fraction); one that does not fit the element type is refused (1e40 into a float\n"
+    "would become inf). nan, inf and -inf are written as they are into floating elements\n"
+    "(to plant a NaN). 'var' may be left out. The element must lie inside the allocation\n"
+    "argN points into. Arguments passed by value (argN itself) cannot be changed.",
     usage="set var LVALUE = VALUE")
 parser.add_argument("assignment", metavar="LVALUE = VALUE")
 
@@ -37,6 +38,11 @@ _VAR = re.compile(r"^var(?:iable)?\b\s*")
 _INDEXED = re.compile(r"^arg(?P<n>\d+)\s*\[(?P<index>[^\]]+)\]$")
 _STAR_ARG = re.compile(r"^\*\s*arg(?P<n>\d+)$")
 _ARG = re.compile(r"^arg(?P<n>\d+)$")
+# The values that are no finite number, as they are written: only floating elements take them.
+_NONFINITE = {"nan": float("nan"), "+nan": float("nan"), "-nan": float("nan"),
+              "inf": float("inf"), "+inf": float("inf"), "-inf": float("-inf"),
+              "infinity": float("inf"), "+infinity": float("inf"),
+              "-infinity": float("-inf")}
 
 
 def split_assignment(text: str) -> tuple[str, str]:
@@ -87,18 +93,47 @@ def target_of(ctx: Context, lvalue: str) -> tuple[int, Pointee, str, int]:
                        "*(argN + I))")
 
 
+def is_floating(elem: ElementType) -> bool:
+    return (bool(elem.note) and "bfloat16" in elem.note) or (
+        not elem.note and np.dtype(elem.dtype).kind == "f")
+
+
+def type_name(elem: ElementType) -> str:
+    return "bfloat16" if elem.note and "bfloat16" in elem.note else np.dtype(elem.dtype).name
+
+
+def _overflows(value: int | float, stored: float) -> bool:
+    """A finite value that became infinite when stored: it does not fit the type."""
+    return bool(np.isfinite(float(value)) and not np.isfinite(stored))
+
+
 def encode(numbers: list[int | float], elem: ElementType, what: str) -> bytes:
-    """The element's bytes, converted as C converts; out-of-range values are refused."""
+    """The element's bytes, converted as C converts; out-of-range values are refused (a
+    finite value too large for a floating type too: C would store inf)."""
     if elem.note and "bfloat16" in elem.note:
-        bits = np.array(numbers, dtype=np.float32).view(np.uint32)
+        with np.errstate(over="ignore"):
+            bits = np.array(numbers, dtype=np.float32).view(np.uint32)
         rounded = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))
-        return (rounded >> np.uint32(16)).astype(np.uint16).tobytes()
+        nan = np.isnan(bits.view(np.float32))
+        halves = np.where(nan, bits >> np.uint32(16) | np.uint32(0x40),
+                          rounded >> np.uint32(16)).astype(np.uint16)
+        stored = (halves.astype(np.uint32) << np.uint32(16)).view(np.float32)
+        for value, back in zip(numbers, stored, strict=True):
+            if _overflows(value, float(back)):
+                raise CommandError(f"set: {value} does not fit in {what} (bfloat16: at most "
+                                   "3.39e+38 in magnitude)")
+        return halves.tobytes()
     if elem.note:
         raise CommandError(f"set: cudump cannot write this element type ({elem.note})")
     dtype = np.dtype(elem.dtype)
     out = []
     for value in numbers:
         if dtype.kind == "f":
+            with np.errstate(over="ignore"):
+                stored = dtype.type(value)
+            if _overflows(value, float(stored)):
+                raise CommandError(f"set: {value} does not fit in {what} ({dtype.name}: at "
+                                   f"most {float(np.finfo(dtype).max):.6g} in magnitude)")
             out.append(value)
         elif dtype.kind == "b":
             out.append(bool(value))
@@ -123,7 +158,17 @@ def values_of(ctx: Context, text: str, elem: ElementType) -> list[int | float]:
         want = "one value" if elem.channels == 1 else \
             f"{elem.channels} values in braces ({{{', '.join(['0'] * elem.channels)}}})"
         raise CommandError(f"set: the element takes {want}, not {len(parts)}")
-    return [evaluate(part, values, "value") for part in parts]
+    out: list[int | float] = []
+    for part in parts:
+        word = part.replace(" ", "").lower()
+        if word in _NONFINITE:
+            if not is_floating(elem):
+                raise CommandError(f"set: {part} is not a value of {type_name(elem)}: nan and "
+                                   "inf go only into floating elements (float, double, half)")
+            out.append(_NONFINITE[word])
+            continue
+        out.append(evaluate(part, values, "value"))
+    return out
 
 
 @command(parser, requires=(STOPPED,), raw=True, complete="args")
