@@ -43,3 +43,10 @@ class Command(Protocol):
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None: ...
 
     def run(self, args: argparse.Namespace) -> int: ...
+
+
+def note(command: str, text: str) -> None:
+    """One line on stderr, prefixed with the subcommand's name: `cudump bisect: note: ...`."""
+    import sys
+
+    print(f"cudump {command}: note: {text}", file=sys.stderr)
