@@ -67,3 +67,13 @@ def test_bisect_batch_size_and_the_old_spelling(capsys):
     assert "--batch-size K" in _parser(BisectCommand()).format_help()
 
 
+
+
+# ---- 6. messages ----------------------------------------------------------------------------
+
+def test_a_run_no_process_connected_to_says_so(cudump_run):
+    ran = cudump_run([sys.executable, "-c", "pass"])
+    assert ran.returncode == 0, ran.stderr
+    last = ran.stderr.splitlines()[-1]
+    assert "ran but no process connected to the controller" in last
+    assert "never initialised CUDA" in last
