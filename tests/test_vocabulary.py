@@ -14,6 +14,11 @@ from clirun import run_cli
 
 from cudump.cli import _parser
 from cudump.commands.bisect import BisectCommand
+from cudump.commands.extract import ExtractCommand
+from cudump.commands.ls import LsCommand
+from cudump.commands.replay import ReplayCommand
+from cudump.commands.show import ShowCommand
+from cudump.commands.stats import StatsCommand
 from cudump.rundir.manifest import ManifestWriter, SnapshotRecord
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,6 +58,69 @@ def offline(fake, tmp_path):
                               capture_output=True, text=True, timeout=120, cwd=tmp_path)
 
     return run
+
+
+# ---- 1. kernels: --kernel PATTERN everywhere; the old positional with a note ---------------
+
+def test_show_takes_kernel_as_an_option_and_the_old_positional_with_a_note(run_dir, capsys):
+    code, out, err = run_cli(ShowCommand(), [str(run_dir), "--kernel", "paint", "--launch", "1",
+                                             "--phase", "after"], capsys)
+    assert code == 0, err
+    assert "snapshot #1: cam::paint" in out and err == ""
+    code, out, err = run_cli(ShowCommand(), [str(run_dir), "paint", "--launch", "1",
+                                             "--phase", "after"], capsys)
+    assert code == 0 and "snapshot #1: cam::paint" in out
+    assert err == ("cudump show: note: a kernel pattern as a positional argument is deprecated "
+                   "and will be removed; write --kernel 'paint'\n")
+    code, _, err = run_cli(ShowCommand(), [str(run_dir), "paint", "--kernel", "other"], capsys)
+    assert code == 2 and "a kernel pattern twice" in err
+
+
+def test_extract_and_replay_take_kernel_as_an_option(fake, cudump_run, offline, tmp_path):
+    ran = cudump_run([str(fake.programs["linked"])], "--capture-launch", "vecAdd")
+    assert ran.returncode == 0, ran.stderr
+    done = offline("extract", str(ran.run_dir), "--kernel", "vecAdd", str(tmp_path / "x"))
+    assert done.returncode == 0, done.stderr
+    assert "deprecated" not in done.stderr
+    # 6. extract speaks as extract, never as replay.
+    assert done.stdout.startswith("extract: "), done.stdout
+    assert "replay:" not in done.stdout
+    assert "captured launches match" in done.stdout.splitlines()[0]
+    old = offline("extract", str(ran.run_dir), "vecAdd", str(tmp_path / "y"))
+    assert old.returncode == 0, old.stderr
+    assert "write --kernel 'vecAdd'" in old.stderr
+    usage = _parser(ReplayCommand()).format_help()
+    assert "--kernel PATTERN" in usage
+
+
+# ---- 2. launches: --launch [PID:]N in ls, show, replay and extract ----------------------------
+
+def test_launch_is_n_or_pid_colon_n_everywhere(run_dir, capsys):
+    code, out, _ = run_cli(LsCommand(), [str(run_dir), "--launch", "2"], capsys)
+    assert code == 0 and out.splitlines()[-1] == "2 of 4 snapshots"
+    code, out, _ = run_cli(LsCommand(), [str(run_dir), "--launch", "42:2"], capsys)
+    assert code == 0 and out.splitlines()[-1] == "2 of 4 snapshots"
+    code, out, _ = run_cli(LsCommand(), [str(run_dir), "--launch", "41:2"], capsys)
+    assert code == 0 and out.splitlines()[-1] == "0 of 4 snapshots"
+    code, out, _ = run_cli(ShowCommand(), [str(run_dir), "--launch", "42:2", "--phase",
+                                           "before"], capsys)
+    assert code == 0 and "snapshot #2:" in out
+    code, _, err = run_cli(ShowCommand(), [str(run_dir), "--launch", "42:2", "--pid", "7"],
+                           capsys)
+    assert code == 2 and "name two processes" in err
+    for command in (ShowCommand(), ReplayCommand(), ExtractCommand(), LsCommand()):
+        assert "--launch [PID:]N" in _parser(command).format_help()
+
+
+# ---- 3. the run directory is RUN in every usage line ------------------------------------------
+
+@pytest.mark.parametrize("command", [LsCommand(), StatsCommand(), ShowCommand(),
+                                     ReplayCommand(), ExtractCommand()],
+                         ids=lambda c: c.name)
+def test_the_run_directory_is_run_in_every_usage(command) -> None:
+    usage = _parser(command).format_usage()
+    assert f"cudump {command.name}" in usage
+    assert " RUN" in usage and " run" not in usage and "target" not in usage, usage
 
 
 # ---- 5. bisect's batch is --batch-size (--batch K still taken, with a note) ---------------

@@ -13,7 +13,14 @@ from cudump.analysis.flight import report_lines
 from cudump.analysis.report.formats import fmt_num
 from cudump.analysis.report.tables import LS_HEADERS, LS_RIGHT, format_table, snapshot_rows
 from cudump.analysis.stats import is_any_run
-from cudump.commands import HelpFormatter
+from cudump.commands import (
+    RUN_METAVAR,
+    HelpFormatter,
+    add_kernel_option,
+    add_launch_option,
+    kernel_choice,
+    launch_choice,
+)
 from cudump.errors import UsageError
 from cudump.rundir import formats, reading
 from cudump.rundir.flight import FlightFormatError, read_flight
@@ -27,11 +34,14 @@ _SUFFIXES = "/".join(formats.suffixes())
 
 EPILOG = f"""\
 Choosing a snapshot:
-  cudump show RUN 'cam::paint*' --arg 0 --phase after --occurrence 2
+  cudump show RUN --kernel 'cam::paint*' --arg 0 --phase after --occurrence 2
+  cudump show RUN --launch 4242:7 --arg 1   (launch 7 of process 4242; --launch 7 in a run
+                                             of one process)
   cudump show RUN --index 12           (the # column of `cudump ls RUN`)
   cudump show RUN/some_snapshot.npy    (or any {_SUFFIXES} file)
 The criteria given must leave exactly one snapshot; otherwise the candidates are listed.
-KERNEL-PATTERN is a glob matching the demangled name with or without its return type, the
+The kernel pattern may still be given after RUN without --kernel (deprecated: a note on
+stderr says so). PATTERN is a glob matching the demangled name with or without its return type, the
 name without its parameters (cam::paint<int>) or the bare name (paint); write *word* for a
 substring, re:REGEX for a regular expression.
 
@@ -102,14 +112,15 @@ class ShowCommand:
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.formatter_class = HelpFormatter
         parser.epilog = EPILOG
-        parser.add_argument("target", type=Path, help=f"run directory, or a {_SUFFIXES} file")
+        parser.add_argument("target", type=Path, metavar=RUN_METAVAR,
+                            help=f"run directory, or a {_SUFFIXES} file")
         parser.add_argument("kernel", nargs="?", metavar="KERNEL-PATTERN",
-                            help="kernel: a glob (cam::paint*), a kernel name, or re:REGEX")
+                            help="deprecated: write --kernel PATTERN")
+        add_kernel_option(parser, "kernel: a glob (cam::paint*), a kernel name, or re:REGEX")
         parser.add_argument("--arg", type=int, help="argument index")
         parser.add_argument("--phase", choices=("before", "after"), help="before or after")
         parser.add_argument("--occurrence", type=int, help="n-th launch of the kernel (from 1)")
-        parser.add_argument("--launch", type=int, help="launch sequence number")
-        parser.add_argument("--pid", type=int, help="process id (runs of several processes)")
+        add_launch_option(parser, "process id (runs of several processes)")
         parser.add_argument("--index", type=int, help="manifest index (# in `cudump ls`)")
         parser.add_argument("--png", type=Path, metavar="FILE", help="render to this PNG")
         parser.add_argument("--range", metavar="LO:HI",
@@ -177,13 +188,14 @@ class ShowCommand:
         if not is_any_run(target):
             raise UsageError(f"{reading.shown(target)} is neither a snapshot file nor a run "
                              "directory")
-        pattern = kernel_pattern(args.kernel)
+        pattern = kernel_pattern(kernel_choice(args, "show"))
+        launch, pid = launch_choice(args)
         if not is_run_dir(target):
             raise UsageError(f"{target} holds no snapshots (no {MANIFEST_FILE}: no rule took any); "
                              f"`cudump stats {target}` shows its kernels")
         run = Run.open(target)
         found = run.select(pattern, arg=args.arg, phase=args.phase,
-                           occurrence=args.occurrence, launch=args.launch, pid=args.pid,
+                           occurrence=args.occurrence, launch=launch, pid=pid,
                            index=args.index)
         if not found:
             raise UsageError("no snapshot matches; `cudump ls RUN` lists them")

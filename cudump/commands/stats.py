@@ -7,7 +7,7 @@ from pathlib import Path
 
 from cudump.analysis.report.tables import fit, format_table
 from cudump.analysis.stats import KernelStats, RunStats, format_shape, run_stats
-from cudump.commands import KERNEL_PATTERN_HELP
+from cudump.commands import KERNEL_PATTERN_HELP, RUN_METAVAR
 from cudump.rundir.layout import TRACE_FILE
 from cudump.rundir.runs import kernel_pattern, short_kernel_name
 from cudump.rundir.summary import plural
@@ -32,7 +32,7 @@ class StatsCommand:
                          "ended before writing it); grid and block shapes need a trace "
                          "(--trace), '-' without one; snapshots, failed ones, digests and "
                          "NaN/Inf reports come from manifest.jsonl. " + KERNEL_PATTERN_HELP)
-        parser.add_argument("run", type=Path,
+        parser.add_argument("run", type=Path, metavar=RUN_METAVAR,
                             help="run directory (holds summary.json, trace.jsonl and/or "
                                  "manifest.jsonl)")
         parser.add_argument("--kernel", metavar="PATTERN",
