@@ -3,6 +3,7 @@ every output path that exists, bisect's --batch-size, and the messages they shar
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from clirun import run_cli
 
 from cudump.cli import _parser
 from cudump.commands.bisect import BisectCommand
+from cudump.commands.diff import DiffCommand
 from cudump.commands.extract import ExtractCommand
 from cudump.commands.ls import LsCommand
 from cudump.commands.replay import ReplayCommand
@@ -123,6 +125,46 @@ def test_the_run_directory_is_run_in_every_usage(command) -> None:
     assert " RUN" in usage and " run" not in usage and "target" not in usage, usage
 
 
+# ---- 4. an output path that exists is refused unless --force ------------------------------
+
+def test_show_png_refuses_an_existing_file_unless_force(run_dir, tmp_path, capsys):
+    png = tmp_path / "old.png"
+    png.write_bytes(b"keep me")
+    args = [str(run_dir), "--index", "0", "--png", str(png)]
+    code, out, err = run_cli(ShowCommand(), args, capsys)
+    assert code == 2 and "already exists" in err and "--force" in err
+    assert out == "" and png.read_bytes() == b"keep me"
+    code, out, err = run_cli(ShowCommand(), [*args, "--force"], capsys)
+    assert code == 0, err
+    assert png.read_bytes().startswith(b"\x89PNG")
+
+
+def test_diff_out_refuses_existing_pictures_unless_force(run_dir, tmp_path, capsys):
+    pictures = tmp_path / "pics"
+    pictures.mkdir()
+    (pictures / "heatmap.png").write_bytes(b"keep me")
+    files = [str(run_dir / "l1_after.npy"), str(run_dir / "l2_after.npy")]
+    code, _, err = run_cli(DiffCommand(), [*files, "--out", str(pictures)], capsys)
+    assert code == 2 and "heatmap.png: already exists" in err
+    assert (pictures / "heatmap.png").read_bytes() == b"keep me"
+    code, _, err = run_cli(DiffCommand(), [*files, "--out", str(pictures), "--force"], capsys)
+    assert code == 1, err           # they differ: written
+    assert (pictures / "heatmap.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_timeline_refuses_an_existing_file_unless_force(fake, cudump_run, tmp_path):
+    timeline = tmp_path / "t.json"
+    timeline.write_text("keep me")
+    ran = cudump_run([str(fake.programs["linked"])], "--timeline", str(timeline))
+    assert ran.returncode == 2
+    assert "--timeline" in ran.stderr and "already exists" in ran.stderr
+    assert timeline.read_text() == "keep me"
+    ran = cudump_run([str(fake.programs["linked"])], "--timeline", str(timeline), "--force",
+                     run_dir=tmp_path / "again")
+    assert ran.returncode == 0, ran.stderr
+    assert "traceEvents" in json.loads(timeline.read_text())
+
+
 # ---- 5. bisect's batch is --batch-size (--batch K still taken, with a note) ---------------
 
 def test_bisect_batch_size_and_the_old_spelling(capsys):
@@ -135,9 +177,17 @@ def test_bisect_batch_size_and_the_old_spelling(capsys):
     assert "--batch-size K" in _parser(BisectCommand()).format_help()
 
 
-
-
 # ---- 6. messages ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("bad", [["--png", "/no/such/dir/x.png"], ["--png", "x.png",
+                                                                     "--channels", "q"]])
+def test_show_checks_its_options_before_printing_statistics(run_dir, tmp_path, capsys, bad,
+                                                            monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(ShowCommand(), [str(run_dir), "--index", "0", *bad], capsys)
+    assert code == 2 and err.startswith("cudump: error: ")
+    assert out == ""
+
 
 def test_a_run_no_process_connected_to_says_so(cudump_run):
     ran = cudump_run([sys.executable, "-c", "pass"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 # The subcommands (`cudump SUBCOMMAND ...`); every other first word is a program to run.
@@ -48,7 +49,7 @@ class Command(Protocol):
 
 # How every offline subcommand names its arguments: a run directory is RUN, a kernel is
 # --kernel PATTERN, one launch is --launch [PID:]N (PID:N as RUN:PID:LAUNCH of --inject and
-# --inputs-from writes it).
+# --inputs-from writes it), and an output path that exists is refused unless --force.
 RUN_METAVAR = "RUN"
 LAUNCH_HELP = ("the launch with this launch number; PID:N the one of process PID (as "
                "--pid PID --launch N)")
@@ -122,3 +123,12 @@ def launch_choice(args: argparse.Namespace) -> tuple[int | None, int | None]:
         raise UsageError(f"--launch {ref.pid}:{ref.launch} and --pid {pid} name two "
                          "processes; give one")
     return ref.launch, ref.pid if ref.pid is not None else pid
+
+
+def refuse_existing(path: Path, option: str, force: bool) -> None:
+    """An output file that exists is kept unless --force (every output path of cudump)."""
+    from cudump.errors import UsageError
+
+    if not force and (path.exists() or path.is_symlink()):
+        raise UsageError(f"{option} {path}: already exists; give a new name, or --force to "
+                         "replace it")

@@ -19,7 +19,7 @@ from cudump.analysis.progress import Progress
 from cudump.analysis.report.formats import fmt_tol
 from cudump.analysis.report.html_page import HtmlReport, PageOptions
 from cudump.analysis.report.text import PairTable, file_report, run_summary
-from cudump.commands import HelpFormatter
+from cudump.commands import HelpFormatter, refuse_existing
 from cudump.errors import CudumpError, DiffTrouble, SnapshotError
 from cudump.rundir import formats
 from cudump.rundir.imaging import (
@@ -32,6 +32,9 @@ from cudump.rundir.imaging import (
 )
 from cudump.rundir.layout import MANIFEST_FILE
 from cudump.rundir.runs import Run, is_run_dir, kernel_pattern, load_array
+
+# What --out DIR gets (two files): an existing one is replaced only with --force.
+PICTURES = ("heatmap.png", "side_by_side.png")
 
 # The snapshot files diff compares (rundir.formats): .npy, .png.
 _SUFFIXES = formats.suffixes()
@@ -84,6 +87,9 @@ class DiffCommand:
                             help="runs: print only pairs that are not equal")
         parser.add_argument("--out", metavar="DIR", type=Path,
                             help="files: write heatmap.png and side_by_side.png (A | B | diff)")
+        parser.add_argument("--force", action="store_true",
+                            help="files: replace the pictures --out DIR already holds "
+                                 "(refused otherwise)")
         parser.add_argument("--html", metavar="DIR", type=Path,
                             help="runs: write a static report DIR/index.html")
         parser.add_argument("--alpha", action="store_true",
@@ -113,6 +119,8 @@ class DiffCommand:
     def _files(self, a: Path, b: Path, tol: Tolerance, args: argparse.Namespace) -> int:
         if args.out is not None:
             output_dir(args.out, "--out")
+            for name in PICTURES:
+                refuse_existing(args.out / name, "--out", args.force)
         try:
             arr_a, arr_b = load_array(a), load_array(b)
         except SnapshotError as err:
@@ -124,7 +132,7 @@ class DiffCommand:
         if pictures is not None:
             heat, both = pictures
             text = {"a": str(a), "b": str(b)}
-            written = [args.out / "heatmap.png", args.out / "side_by_side.png"]
+            written = [args.out / name for name in PICTURES]
             try:
                 save_png(heat, written[0], text)
                 save_png(both, written[1], text)

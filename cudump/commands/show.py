@@ -20,6 +20,7 @@ from cudump.commands import (
     add_launch_option,
     kernel_choice,
     launch_choice,
+    refuse_existing,
 )
 from cudump.errors import UsageError
 from cudump.rundir import formats, reading
@@ -123,6 +124,8 @@ class ShowCommand:
         add_launch_option(parser, "process id (runs of several processes)")
         parser.add_argument("--index", type=int, help="manifest index (# in `cudump ls`)")
         parser.add_argument("--png", type=Path, metavar="FILE", help="render to this PNG")
+        parser.add_argument("--force", action="store_true",
+                            help="replace the --png file if it exists (refused otherwise)")
         parser.add_argument("--range", metavar="LO:HI",
                             help="value range mapped to black..white (default: data min:max)")
         parser.add_argument("--channels", metavar="LIST",
@@ -148,6 +151,15 @@ class ShowCommand:
         arr = load_array(path)
         if arr.dtype.kind not in "uifb":
             raise UsageError(f"{path}: holds {arr.dtype} data, not numbers; nothing to show")
+        # Everything the options ask is checked (and the picture drawn) before a line of
+        # statistics is printed: a bad option is one line of error, not a table and then one.
+        drawn = None
+        if args.png is not None:
+            _check_png(args.png, args.force)
+            try:
+                drawn = render(arr, value_range=value_range, channels=args.channels)
+            except TooManyChannels as err:
+                raise UsageError(f"{err}; choose up to 4 with --channels") from None
         if snap is not None:
             _print_record(snap)
         print(f"file: {path}")
@@ -160,11 +172,7 @@ class ShowCommand:
         headers = ["", "min", "max", "mean", "std", "zeros", "NaN", "+Inf", "-Inf"]
         for line in format_table(headers, rows, [False] + [True] * 8):
             print(line)
-        if args.png is not None:
-            try:
-                drawn = render(arr, value_range=value_range, channels=args.channels)
-            except TooManyChannels as err:
-                raise UsageError(f"{err}; choose up to 4 with --channels") from None
+        if args.png is not None and drawn is not None:
             text = {"source": str(path)}
             if snap is not None:
                 text.update(kernel=snap.record.kernel, arg=str(snap.record.arg),
@@ -212,6 +220,16 @@ class ShowCommand:
             what = "was not captured" if not snap.captured else "cannot be read"
             raise UsageError(f"snapshot #{snap.index} {what}: {snap.problem or 'no file'}")
         return snap, snap.path
+
+
+def _check_png(path: Path, force: bool) -> None:
+    """--png FILE: a new file (or --force) in a directory that exists."""
+    if path.is_dir():
+        raise UsageError(f"--png {path}: is a directory; give a file name")
+    refuse_existing(path, "--png", force)
+    folder = path.parent
+    if not folder.is_dir():
+        raise UsageError(f"--png {path}: cannot write: no directory {folder}")
 
 
 def _show_flight(run_dir: Path, pid: int | None) -> int:
