@@ -179,6 +179,35 @@ def test_bisect_batch_size_and_the_old_spelling(capsys):
 
 # ---- 6. messages ----------------------------------------------------------------------------
 
+def test_ls_stats_show_and_diff_say_not_a_run_in_one_wording(tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    said = set()
+    for command, argv in ((LsCommand(), [str(empty)]), (StatsCommand(), [str(empty)]),
+                          (ShowCommand(), [str(empty)]), (DiffCommand(), [str(empty)] * 2)):
+        code, _, err = run_cli(command, argv, capsys)
+        assert code == 2
+        said.add(err)
+    assert said == {f"cudump: error: {empty} is not a cudump run directory (none of "
+                    "summary.json, trace.jsonl, manifest.jsonl)\n"}
+
+
+def test_show_index_out_of_range_names_the_range(run_dir, capsys):
+    code, _, err = run_cli(ShowCommand(), [str(run_dir), "--index", "99"], capsys)
+    assert code == 2
+    assert f"--index 99: {run_dir} has snapshots #0 to #3" in err
+
+
+def test_diff_of_unrelated_runs_says_they_have_nothing_in_common(tmp_path, capsys):
+    a = make_run(tmp_path / "a", "cam::paint(float*, int)")
+    b = make_run(tmp_path / "b", "net::conv(float*, int)")
+    code, out, _ = run_cli(DiffCommand(), [str(a), str(b)], capsys)
+    assert code == 1
+    assert out.splitlines() == [
+        f"A: {a}  B: {b}: nothing in common: no kernel in common; A has 4 snapshots of 1 "
+        "kernel, B 4 snapshots of 1 kernel (`cudump stats` lists each run's)"]
+
+
 @pytest.mark.parametrize("bad", [["--png", "/no/such/dir/x.png"], ["--png", "x.png",
                                                                      "--channels", "q"]])
 def test_show_checks_its_options_before_printing_statistics(run_dir, tmp_path, capsys, bad,

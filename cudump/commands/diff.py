@@ -19,6 +19,7 @@ from cudump.analysis.progress import Progress
 from cudump.analysis.report.formats import fmt_tol
 from cudump.analysis.report.html_page import HtmlReport, PageOptions
 from cudump.analysis.report.text import PairTable, file_report, run_summary
+from cudump.analysis.stats import is_any_run, no_snapshots, not_a_run
 from cudump.commands import HelpFormatter, refuse_existing
 from cudump.errors import CudumpError, DiffTrouble, SnapshotError
 from cudump.rundir import formats
@@ -30,8 +31,8 @@ from cudump.rundir.imaging import (
     save_png,
     side_by_side,
 )
-from cudump.rundir.layout import MANIFEST_FILE
 from cudump.rundir.runs import Run, is_run_dir, kernel_pattern, load_array
+from cudump.rundir.summary import plural
 
 # What --out DIR gets (two files): an existing one is replaced only with --force.
 PICTURES = ("heatmap.png", "side_by_side.png")
@@ -144,8 +145,10 @@ class DiffCommand:
 
     def _runs(self, a: Path, b: Path, tol: Tolerance, args: argparse.Namespace) -> int:
         for p in (a, b):
+            if not is_any_run(p):
+                raise DiffTrouble(not_a_run(p))
             if not is_run_dir(p):
-                raise DiffTrouble(f"{p} is not a cudump run directory (no {MANIFEST_FILE})")
+                raise DiffTrouble(no_snapshots(p))
         if args.out is not None:
             raise DiffTrouble("--out is for two files; use --html DIR for runs")
         try:
@@ -161,6 +164,20 @@ class DiffCommand:
         if not pairs:
             only = f" for kernel '{args.kernel}'" if args.kernel else ""
             raise DiffTrouble(f"no snapshots to compare{only}")
+        if all(p.a is None or p.b is None for p in pairs):
+            # Nothing aligns: listing every snapshot twice (only in A, only in B) says less
+            # than this line does.
+            kernels_a = {p.a.record.kernel for p in pairs if p.a is not None}
+            kernels_b = {p.b.record.kernel for p in pairs if p.b is not None}
+            what = ("no kernel in common" if not kernels_a & kernels_b else
+                    "no snapshot in common (the same kernels, other launches, arguments or "
+                    "phases)")
+            print(f"A: {a}  B: {b}: nothing in common: {what}; A has "
+                  f"{plural(sum(p.a is not None for p in pairs), 'snapshot')} of "
+                  f"{plural(len(kernels_a), 'kernel')}, B "
+                  f"{plural(sum(p.b is not None for p in pairs), 'snapshot')} of "
+                  f"{plural(len(kernels_b), 'kernel')} (`cudump stats` lists each run's)")
+            return 1
         print(f"A: {a}  B: {b}  [{fmt_tol(tol)}]")
         table = PairTable(pairs)
         print(table.header())

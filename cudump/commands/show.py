@@ -12,7 +12,7 @@ from cudump.analysis.diff.metrics import channel_count
 from cudump.analysis.flight import report_lines
 from cudump.analysis.report.formats import fmt_num
 from cudump.analysis.report.tables import LS_HEADERS, LS_RIGHT, format_table, snapshot_rows
-from cudump.analysis.stats import is_any_run
+from cudump.analysis.stats import is_any_run, no_snapshots, not_a_run
 from cudump.commands import (
     RUN_METAVAR,
     HelpFormatter,
@@ -193,18 +193,23 @@ class ShowCommand:
         target: Path = args.target
         if reading.is_regular(target):
             return _record_for_file(target), target
+        if reading.is_folder(target) and not is_any_run(target):
+            raise UsageError(not_a_run(target))
         if not is_any_run(target):
             raise UsageError(f"{reading.shown(target)} is neither a snapshot file nor a run "
                              "directory")
         pattern = kernel_pattern(kernel_choice(args, "show"))
         launch, pid = launch_choice(args)
         if not is_run_dir(target):
-            raise UsageError(f"{target} holds no snapshots (no {MANIFEST_FILE}: no rule took any); "
-                             f"`cudump stats {target}` shows its kernels")
+            raise UsageError(no_snapshots(target))
         run = Run.open(target)
         found = run.select(pattern, arg=args.arg, phase=args.phase,
                            occurrence=args.occurrence, launch=launch, pid=pid,
                            index=args.index)
+        if not found and args.index is not None and not 0 <= args.index < len(run.snapshots):
+            raise UsageError(f"--index {args.index}: {target} has snapshots #0 to "
+                             f"#{len(run.snapshots) - 1}" if run.snapshots else
+                             f"--index {args.index}: {target} has no snapshots")
         if not found:
             raise UsageError("no snapshot matches; `cudump ls RUN` lists them")
         if len(found) > 1:
