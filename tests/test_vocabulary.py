@@ -152,6 +152,21 @@ def test_diff_out_refuses_existing_pictures_unless_force(run_dir, tmp_path, caps
     assert (pictures / "heatmap.png").read_bytes().startswith(b"\x89PNG")
 
 
+def test_diff_html_refuses_an_existing_report_unless_force(tmp_path, capsys):
+    a = make_run(tmp_path / "a")
+    b = make_run(tmp_path / "b")
+    report = tmp_path / "report"
+    report.mkdir()
+    (report / "index.html").write_text("keep me")
+    code, out, err = run_cli(DiffCommand(), [str(a), str(b), "--html", str(report)], capsys)
+    assert code == 2 and "already exists" in err and "--force" in err and out == ""
+    assert (report / "index.html").read_text() == "keep me"
+    code, _, err = run_cli(DiffCommand(), [str(a), str(b), "--html", str(report), "--force"],
+                           capsys)
+    assert code == 0, err
+    assert "<html" in (report / "index.html").read_text().lower()
+
+
 def test_timeline_refuses_an_existing_file_unless_force(fake, cudump_run, tmp_path):
     timeline = tmp_path / "t.json"
     timeline.write_text("keep me")

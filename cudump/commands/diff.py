@@ -89,8 +89,8 @@ class DiffCommand:
         parser.add_argument("--out", metavar="DIR", type=Path,
                             help="files: write heatmap.png and side_by_side.png (A | B | diff)")
         parser.add_argument("--force", action="store_true",
-                            help="files: replace the pictures --out DIR already holds "
-                                 "(refused otherwise)")
+                            help="replace the pictures --out DIR already holds (files), "
+                                 "or the report --html DIR holds (runs); refused otherwise")
         parser.add_argument("--html", metavar="DIR", type=Path,
                             help="runs: write a static report DIR/index.html")
         parser.add_argument("--alpha", action="store_true",
@@ -157,7 +157,7 @@ class DiffCommand:
         except CudumpError as err:
             raise DiffTrouble(str(err)) from None
         if args.html is not None:
-            report_dir(args.html, "index.html")
+            report_dir(args.html, "index.html", force=args.force)
         elif args.alpha:
             raise DiffTrouble("--alpha is for the --html report; give --html DIR")
         pairs = align(run_a, run_b, pattern)
