@@ -265,7 +265,7 @@ def floats_rule(tmp_path: Path) -> str:
 def test_rounding_within_the_tolerance_is_no_divergence(cudump: Cudump, diverge: str,
                                                         tmp_path: Path) -> None:
     work = tmp_path / "work"
-    done = cudump("bisect", "--env-b", "DIVERGE_JITTER=2", "--rtol", "1e-4", "--batch", "4",
+    done = cudump("bisect", "--env-b", "DIVERGE_JITTER=2", "--rtol", "1e-4", "--batch-size", "4",
                   "--rule", floats_rule(tmp_path), "--out", str(work), "--", diverge, "6")
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
@@ -297,7 +297,7 @@ def test_the_divergence_beyond_the_tolerance_is_found_past_rounding(
     elements unwritten: launch 14 is the divergence, found in the second batch, its inputs
     equal within the tolerance."""
     done = cudump("bisect", "--env-b", "DIVERGE_JITTER=2", "--env-b", "DIVERGE_AT=4",
-                  "--rtol", "1e-4", "--batch", "4", "--rule", floats_rule(tmp_path), "--",
+                  "--rtol", "1e-4", "--batch-size", "4", "--rule", floats_rule(tmp_path), "--",
                   diverge, "6")
     assert done.returncode == 1, done.stdout + done.stderr
     out = done.stdout
@@ -371,7 +371,7 @@ def test_a_buffer_of_no_known_type_is_compared_as_the_type_others_gave_it(
     its bytes differ from round 2 on; vecAdd writes the same memory as float*, so step 3
     compares scale's buffer as float32, within the tolerance: no divergence. --by-sums
     snapshots only scale's launch, which the sums cannot judge."""
-    done = cudump("bisect", "--env-b", "DIVERGE_JITTER=2", "--rtol", "1e-4", "--batch", "4",
+    done = cudump("bisect", "--env-b", "DIVERGE_JITTER=2", "--rtol", "1e-4", "--batch-size", "4",
                   "--", diverge, "6")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "96 pairs compared, 1 differ" in done.stdout

@@ -144,7 +144,7 @@ def test_pitched_images_replay_and_a_changed_pixel_is_named(fake, cudump_run, of
 def test_extracted_folder_runs_on_its_own(fake, cudump_run, offline, tmp_path):
     ran = cudump_run([str(fake.programs["cudart_like"])], "--capture-launch", "vecAdd")
     folder = tmp_path / "repro"
-    done = offline("extract", str(ran.run_dir), "vecAdd", str(folder))
+    done = offline("extract", str(ran.run_dir), "--kernel", "vecAdd", str(folder))
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in folder.iterdir()) == [
         "README.md", "buffers", "launch.json", "module.ptx", "replay.py", "replay_driver.py",
@@ -172,7 +172,7 @@ def test_extracted_folder_runs_on_its_own(fake, cudump_run, offline, tmp_path):
     wrong = offline(str(folder / "replay.py"), cwd=elsewhere)
     assert wrong.returncode == 1
     assert "arg2 (float32 [512]): 1 of 512 elements differ" in wrong.stdout
-    again = offline("extract", str(ran.run_dir), "vecAdd", str(folder))
+    again = offline("extract", str(ran.run_dir), "--kernel", "vecAdd", str(folder))
     assert again.returncode == 2
     assert again.stderr.strip() == (f"cudump: error: {folder} exists and is not an empty "
                                     "directory; give a new one")

@@ -24,13 +24,14 @@ def output_dir(path: Path, option: str) -> Path:
     return path
 
 
-def report_dir(path: Path, index: str, given: Path | None = None) -> Path:
+def report_dir(path: Path, index: str, given: Path | None = None, force: bool = False) -> Path:
     """The directory of an HTML report (--html), made if need be; DiffTrouble before any work
-    if it already holds a page of that name: a report is never written over another."""
+    if it already holds a page of that name: a report is never written over another unless
+    --force says to (`force`)."""
     output_dir(path, "--html")
     page = path / index
-    if page.exists() or page.is_symlink():
+    if not force and (page.exists() or page.is_symlink()):
         shown = given if given is not None else path
         raise DiffTrouble(f"--html {shown}: {page} already exists; give a new or empty "
-                          "directory (or remove the old report)")
+                          "directory (or remove the old report), or --force to replace it")
     return path

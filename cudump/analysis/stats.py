@@ -95,13 +95,24 @@ def is_any_run(path: Path) -> bool:
     return reading.is_folder(path) and any(reading.present(path / name) for name in RUN_FILES)
 
 
+def not_a_run(path: Path) -> str:
+    """What every subcommand says of a path holding none of a run's files."""
+    return (f"{reading.shown(path)} is not a cudump run directory (none of "
+            f"{', '.join(RUN_FILES)})")
+
+
+def no_snapshots(path: Path) -> str:
+    """What every subcommand that reads snapshots says of a run without a manifest."""
+    return (f"{reading.shown(path)} holds no snapshots (no {MANIFEST_FILE}: no rule took any); "
+            f"`cudump stats {reading.shown(path)}` shows its kernels")
+
+
 def run_stats(path: str | Path) -> RunStats:
     """The statistics of a run directory; SnapshotError when it is none, or a file of it is
     not what a run writes."""
     path = Path(path)
     if not is_any_run(path):
-        raise SnapshotError(f"{reading.shown(path)} is not a cudump run directory (none of "
-                            f"{', '.join(RUN_FILES)})")
+        raise SnapshotError(not_a_run(path))
     kernels: dict[str, KernelStats] = {}
 
     def of(name: str) -> KernelStats:

@@ -10,7 +10,7 @@ from cudump.analysis.bisect.sides import make_sides
 from cudump.analysis.bisect.steps import bisect
 from cudump.analysis.diff.metrics import Tolerance
 from cudump.analysis.progress import Progress
-from cudump.commands import HelpFormatter
+from cudump.commands import HelpFormatter, note
 from cudump.errors import UsageError
 
 EPILOG = """\
@@ -48,7 +48,7 @@ such a difference has digests that differ. Beside each digest of floats step 1 a
 the sum of |x|: sums further apart than n*atol + rtol*sum|b| (n elements) say the buffers
 differ beyond the tolerance, so the first launch with such a buffer (or with a buffer of
 no known type whose digests differ) is the last candidate. Step 3 snapshots the candidates,
---batch at a time, and the divergence is the first whose buffers differ beyond the
+--batch-size at a time, and the divergence is the first whose buffers differ beyond the
 tolerance. If none does, bisect says "no divergence beyond the tolerance" (exit status 0).
 With --by-sums, buffers whose sums are within the tolerance count as within it, without
 snapshot runs: faster, but a change to a few elements smaller than rtol times the sum goes
@@ -94,9 +94,12 @@ class BisectCommand:
                                  "exact; see below)")
         parser.add_argument("--rtol", type=float, default=0.0,
                             help="relative tolerance, times |B| (default 0)")
-        parser.add_argument("--batch", type=int, default=32, metavar="K",
+        parser.add_argument("--batch-size", type=int, default=32, metavar="K",
                             help="with a tolerance: launches whose digests differ checked by "
                                  "each pair of snapshot runs (default 32)")
+        # The old spelling, kept for a release: `cudump --batch FILE` is a prompt command file.
+        parser.add_argument("--batch", type=int, dest="old_batch", metavar="K",
+                            help=argparse.SUPPRESS)
         parser.add_argument("--by-sums", action="store_true",
                             help="with a tolerance: take buffers whose sums of |x| are within "
                                  "it as within it, without snapshot runs (see below)")
@@ -115,15 +118,19 @@ class BisectCommand:
         if not (args.atol >= 0 and args.rtol >= 0):
             raise UsageError(f"--atol and --rtol must be 0 or more (not {args.atol}, "
                              f"{args.rtol})")
-        if args.batch < 1:
-            raise UsageError(f"--batch must be 1 or more, not {args.batch}")
+        if args.old_batch is not None:
+            note("bisect", "--batch K is deprecated and will be removed; write --batch-size K "
+                           "(cudump --batch FILE is the prompt's command file)")
+            args.batch_size = args.old_batch
+        if args.batch_size < 1:
+            raise UsageError(f"--batch-size must be 1 or more, not {args.batch_size}")
         if args.by_sums and not (args.atol > 0 or args.rtol > 0):
             raise UsageError("--by-sums needs a tolerance (--atol or --rtol)")
         sides = make_sides(args.command, args.env_a, args.env_b)
         options = BisectOptions(sides=sides, rules=list(args.rule), out=args.out,
                                 keep=args.keep, html=args.html, jobs=args.jobs,
                                 baseline_runs=args.baseline_runs,
-                                tol=Tolerance(args.atol, args.rtol), batch=args.batch,
+                                tol=Tolerance(args.atol, args.rtol), batch=args.batch_size,
                                 by_sums=args.by_sums)
         progress = Progress()            # on stderr, only where it is a terminal
 

@@ -19,7 +19,8 @@ from cudump.analysis.progress import Progress
 from cudump.analysis.report.formats import fmt_tol
 from cudump.analysis.report.html_page import HtmlReport, PageOptions
 from cudump.analysis.report.text import PairTable, file_report, run_summary
-from cudump.commands import HelpFormatter
+from cudump.analysis.stats import is_any_run, no_snapshots, not_a_run
+from cudump.commands import HelpFormatter, refuse_existing
 from cudump.errors import CudumpError, DiffTrouble, SnapshotError
 from cudump.rundir import formats
 from cudump.rundir.imaging import (
@@ -30,8 +31,11 @@ from cudump.rundir.imaging import (
     save_png,
     side_by_side,
 )
-from cudump.rundir.layout import MANIFEST_FILE
 from cudump.rundir.runs import Run, is_run_dir, kernel_pattern, load_array
+from cudump.rundir.summary import plural
+
+# What --out DIR gets (two files): an existing one is replaced only with --force.
+PICTURES = ("heatmap.png", "side_by_side.png")
 
 # The snapshot files diff compares (rundir.formats): .npy, .png.
 _SUFFIXES = formats.suffixes()
@@ -87,6 +91,9 @@ class DiffCommand:
                             help="runs: print only pairs that are not equal")
         parser.add_argument("--out", metavar="DIR", type=Path,
                             help="files: write heatmap.png and side_by_side.png (A | B | diff)")
+        parser.add_argument("--force", action="store_true",
+                            help="replace the pictures --out DIR already holds (files), "
+                                 "or the report --html DIR holds (runs); refused otherwise")
         parser.add_argument("--html", metavar="DIR", type=Path,
                             help="runs: write a static report DIR/index.html")
         parser.add_argument("--alpha", action="store_true",
@@ -116,6 +123,8 @@ class DiffCommand:
     def _files(self, a: Path, b: Path, tol: Tolerance, args: argparse.Namespace) -> int:
         if args.out is not None:
             output_dir(args.out, "--out")
+            for name in PICTURES:
+                refuse_existing(args.out / name, "--out", args.force)
         try:
             arr_a, arr_b = load_array(a), load_array(b)
         except SnapshotError as err:
@@ -127,7 +136,7 @@ class DiffCommand:
         if pictures is not None:
             heat, both = pictures
             text = {"a": str(a), "b": str(b)}
-            written = [args.out / "heatmap.png", args.out / "side_by_side.png"]
+            written = [args.out / name for name in PICTURES]
             try:
                 save_png(heat, written[0], text)
                 save_png(both, written[1], text)
@@ -139,8 +148,10 @@ class DiffCommand:
 
     def _runs(self, a: Path, b: Path, tol: Tolerance, args: argparse.Namespace) -> int:
         for p in (a, b):
+            if not is_any_run(p):
+                raise DiffTrouble(not_a_run(p))
             if not is_run_dir(p):
-                raise DiffTrouble(f"{p} is not a cudump run directory (no {MANIFEST_FILE})")
+                raise DiffTrouble(no_snapshots(p))
         if args.out is not None:
             raise DiffTrouble("--out is for two files; use --html DIR for runs")
         try:
@@ -149,13 +160,27 @@ class DiffCommand:
         except CudumpError as err:
             raise DiffTrouble(str(err)) from None
         if args.html is not None:
-            report_dir(args.html, "index.html")
+            report_dir(args.html, "index.html", force=args.force)
         elif args.alpha:
             raise DiffTrouble("--alpha is for the --html report; give --html DIR")
         pairs = align(run_a, run_b, pattern)
         if not pairs:
             only = f" for kernel '{args.kernel}'" if args.kernel else ""
             raise DiffTrouble(f"no snapshots to compare{only}")
+        if all(p.a is None or p.b is None for p in pairs):
+            # Nothing aligns: listing every snapshot twice (only in A, only in B) says less
+            # than this line does.
+            kernels_a = {p.a.record.kernel for p in pairs if p.a is not None}
+            kernels_b = {p.b.record.kernel for p in pairs if p.b is not None}
+            what = ("no kernel in common" if not kernels_a & kernels_b else
+                    "no snapshot in common (the same kernels, other launches, arguments or "
+                    "phases)")
+            print(f"A: {a}  B: {b}: nothing in common: {what}; A has "
+                  f"{plural(sum(p.a is not None for p in pairs), 'snapshot')} of "
+                  f"{plural(len(kernels_a), 'kernel')}, B "
+                  f"{plural(sum(p.b is not None for p in pairs), 'snapshot')} of "
+                  f"{plural(len(kernels_b), 'kernel')} (`cudump stats` lists each run's)")
+            return 1
         print(f"A: {a}  B: {b}  [{fmt_tol(tol)}]")
         table = PairTable(pairs)
         print(table.header())

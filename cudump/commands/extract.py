@@ -1,4 +1,5 @@
-"""`cudump extract RUN --launch N DIR`: one captured launch as a folder that runs without cudump."""
+"""`cudump extract RUN --kernel PATTERN --launch [PID:]N DIR`: one captured launch as a folder
+that runs without cudump."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ class ExtractCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         run_dir = Path(args.run)
-        capture = choose(run_dir, args)
+        capture = choose(run_dir, args, "extract")
         if capture.problems:
             raise ReplayTrouble(f"{capture.describe()} cannot be extracted: "
                                 f"{capture.problems[0]}")

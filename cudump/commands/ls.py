@@ -21,7 +21,12 @@ from cudump.analysis.stats import (
     record_kind,
     run_stats,
 )
-from cudump.commands import KERNEL_PATTERN_HELP
+from cudump.commands import (
+    KERNEL_PATTERN_HELP,
+    RUN_METAVAR,
+    add_launch_option,
+    launch_choice,
+)
 from cudump.commands.stats import say_unmatched, stats_lines
 from cudump.rundir import reading
 from cudump.rundir.layout import MANIFEST_FILE
@@ -38,10 +43,11 @@ class LsCommand:
         parser.epilog = ("The # column is the snapshot's index in manifest.jsonl (from 0); "
                          "`cudump show RUN --index N` shows that snapshot. "
                          + KERNEL_PATTERN_HELP)
-        parser.add_argument("run", type=Path, help="run directory")
+        parser.add_argument("run", type=Path, metavar=RUN_METAVAR, help="run directory")
         parser.add_argument("--kernel", metavar="PATTERN",
                             help="only kernels matching PATTERN (glob such as 'ns::k*', a "
                                  "kernel name, or re:REGEX)")
+        add_launch_option(parser, "only this process")
         parser.add_argument("--arg", type=int, help="only this argument index")
         parser.add_argument("--phase", choices=("before", "after"), help="only this phase")
         parser.add_argument("--full-names", action="store_true",
@@ -59,7 +65,8 @@ class LsCommand:
                   f"above are `cudump stats {args.run}`")
             return 0
         run = Run.open(args.run)
-        snaps = run.select(pattern, arg=args.arg, phase=args.phase)
+        launch, pid = launch_choice(args)
+        snaps = run.select(pattern, arg=args.arg, phase=args.phase, launch=launch, pid=pid)
         headers, right, rows = LS_HEADERS, LS_RIGHT, snapshot_rows(snaps, args.full_names)
         if any(s.record.rank is not None for s in snaps):
             headers, right, rows = with_rank_column(snaps, headers, right, rows)

@@ -26,7 +26,14 @@ from cudump.analysis.replay_engine import Buffer, LaunchSpec, Replayer, bit_equa
 from cudump.analysis.report.formats import fmt_count, fmt_num, fmt_share, fmt_tol, fmt_where
 from cudump.analysis.transplant.outcome import injection_lines
 from cudump.analysis.transplant.replayed import transplant
-from cudump.commands import HelpFormatter
+from cudump.commands import (
+    RUN_METAVAR,
+    HelpFormatter,
+    add_kernel_option,
+    add_launch_option,
+    kernel_choice,
+    launch_choice,
+)
 from cudump.errors import DiffTrouble
 from cudump.kernels.pattern import name_forms
 from cudump.rundir import files as runfiles
@@ -143,26 +150,28 @@ class ReplayCommand:
 
 def add_selection(parser: argparse.ArgumentParser) -> None:
     """The arguments that pick one captured launch (replay and extract share them)."""
-    parser.add_argument("run", metavar="RUN", help="a run directory with captured launches")
+    parser.add_argument("run", metavar=RUN_METAVAR, help="a run directory with captured launches")
     parser.add_argument("kernel", metavar="KERNEL-PATTERN", nargs="?",
-                        help="the first captured launch of a kernel matching this (glob, "
-                             "bare name, or re:REGEX)")
-    parser.add_argument("--launch", type=int, metavar="N",
-                        help="the captured launch with this launch number")
+                        help="deprecated: write --kernel PATTERN")
+    add_kernel_option(parser, "the first captured launch of a kernel matching PATTERN (glob, "
+                              "bare name, or re:REGEX)")
+    add_launch_option(parser, "in this process (a run may hold several)")
     parser.add_argument("--occurrence", type=int, metavar="K",
                         help="its K-th launch of the kernel")
-    parser.add_argument("--pid", type=int, help="in this process (a run may hold several)")
 
 
-def choose(run_dir: Path, args: argparse.Namespace) -> Capture:
+def choose(run_dir: Path, args: argparse.Namespace, command: str = "replay") -> Capture:
+    """The captured launch the options name; `command` prefixes what is said about it."""
+    pattern = kernel_choice(args, command)
+    launch, pid = launch_choice(args)
     if not run_dir.is_dir():
         raise ReplayTrouble(f"{run_dir}: no such run directory")
     captures = read_captures(run_dir)
-    capture, count = select_capture(captures, args.launch, args.pid,
-                                    kernel_pattern(args.kernel), args.occurrence)
+    capture, count = select_capture(captures, launch, pid, kernel_pattern(pattern),
+                                    args.occurrence)
     if count > 1:
-        print(f"replay: {count} captured launches match; taking the first, launch "
-              f"{capture.launch} (choose one with --launch N)")
+        print(f"{command}: {count} captured launches match; taking the first, launch "
+              f"{capture.launch} (choose one with --launch [PID:]N)")
     return capture
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cudump.analysis.transplant.donor import Donor, load_donor, parse_spec
-from cudump.commands import SUBCOMMANDS, USAGE
+from cudump.commands import SUBCOMMANDS, USAGE, refuse_existing
 from cudump.controller.options import (
     DEFAULT_FLIGHT,
     DEFAULT_SCRATCH,
@@ -54,7 +54,10 @@ class RunCommand:
                             help="write the run as trace-event JSON (Perfetto, "
                                  "chrome://tracing): a track per process, host thread and "
                                  "stream, a slice per launch, snapshots, stops and NaN/Inf "
-                                 "reports as instants; written at the end of the run")
+                                 "reports as instants; written at the end of the run (an "
+                                 "existing FILE is refused unless --force)")
+        parser.add_argument("--force", action="store_true",
+                            help="replace the --timeline FILE if it exists")
         parser.add_argument("--out", type=Path, metavar="DIR",
                             help="run directory (default: a fresh cudump-out/<n>/); one "
                                  "that holds a run, that another run is writing, or a "
@@ -225,7 +228,7 @@ class RunCommand:
             raise UsageError("--inject runs without the prompt: leave out --break, --batch, "
                              "--break-on-nan and rules with 'action: break'")
         if args.timeline is not None:
-            _check_timeline(args.timeline)
+            _check_timeline(args.timeline, args.force)
         run_dir, owner, created = _run_dir(args.out)
         try:
             max_bytes = (args.max_bytes if args.max_bytes is not None
@@ -331,11 +334,12 @@ def default_budget(run_dir: Path) -> int:
         return 1 << 30
 
 
-def _check_timeline(path: Path) -> None:
-    """--timeline FILE: a file (replaced at the end of the run, if it exists) in a directory
-    cudump can write in; UsageError before anything runs otherwise."""
+def _check_timeline(path: Path, force: bool) -> None:
+    """--timeline FILE: a new file (or, with --force, one replaced at the end of the run) in a
+    directory cudump can write in; UsageError before anything runs otherwise."""
     if path.is_dir():
         raise UsageError(f"--timeline {path}: is a directory; give a file name")
+    refuse_existing(path, "--timeline", force)
     folder = path.parent
     if not folder.is_dir():
         raise UsageError(f"--timeline {path}: no directory {folder}")

@@ -12,8 +12,16 @@ from cudump.analysis.diff.metrics import channel_count
 from cudump.analysis.flight import report_lines
 from cudump.analysis.report.formats import fmt_num
 from cudump.analysis.report.tables import LS_HEADERS, LS_RIGHT, format_table, snapshot_rows
-from cudump.analysis.stats import is_any_run
-from cudump.commands import HelpFormatter
+from cudump.analysis.stats import is_any_run, no_snapshots, not_a_run
+from cudump.commands import (
+    RUN_METAVAR,
+    HelpFormatter,
+    add_kernel_option,
+    add_launch_option,
+    kernel_choice,
+    launch_choice,
+    refuse_existing,
+)
 from cudump.errors import UsageError
 from cudump.rundir import formats, reading
 from cudump.rundir.flight import FlightFormatError, read_flight
@@ -27,11 +35,14 @@ _SUFFIXES = "/".join(formats.suffixes())
 
 EPILOG = f"""\
 Choosing a snapshot:
-  cudump show RUN 'cam::paint*' --arg 0 --phase after --occurrence 2
+  cudump show RUN --kernel 'cam::paint*' --arg 0 --phase after --occurrence 2
+  cudump show RUN --launch 4242:7 --arg 1   (launch 7 of process 4242; --launch 7 in a run
+                                             of one process)
   cudump show RUN --index 12           (the # column of `cudump ls RUN`)
   cudump show RUN/some_snapshot.npy    (or any {_SUFFIXES} file)
 The criteria given must leave exactly one snapshot; otherwise the candidates are listed.
-KERNEL-PATTERN is a glob matching the demangled name with or without its return type, the
+The kernel pattern may still be given after RUN without --kernel (deprecated: a note on
+stderr says so). PATTERN is a glob matching the demangled name with or without its return type, the
 name without its parameters (cam::paint<int>) or the bare name (paint); write *word* for a
 substring, re:REGEX for a regular expression.
 
@@ -102,16 +113,19 @@ class ShowCommand:
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.formatter_class = HelpFormatter
         parser.epilog = EPILOG
-        parser.add_argument("target", type=Path, help=f"run directory, or a {_SUFFIXES} file")
+        parser.add_argument("target", type=Path, metavar=RUN_METAVAR,
+                            help=f"run directory, or a {_SUFFIXES} file")
         parser.add_argument("kernel", nargs="?", metavar="KERNEL-PATTERN",
-                            help="kernel: a glob (cam::paint*), a kernel name, or re:REGEX")
+                            help="deprecated: write --kernel PATTERN")
+        add_kernel_option(parser, "kernel: a glob (cam::paint*), a kernel name, or re:REGEX")
         parser.add_argument("--arg", type=int, help="argument index")
         parser.add_argument("--phase", choices=("before", "after"), help="before or after")
         parser.add_argument("--occurrence", type=int, help="n-th launch of the kernel (from 1)")
-        parser.add_argument("--launch", type=int, help="launch sequence number")
-        parser.add_argument("--pid", type=int, help="process id (runs of several processes)")
+        add_launch_option(parser, "process id (runs of several processes)")
         parser.add_argument("--index", type=int, help="manifest index (# in `cudump ls`)")
         parser.add_argument("--png", type=Path, metavar="FILE", help="render to this PNG")
+        parser.add_argument("--force", action="store_true",
+                            help="replace the --png file if it exists (refused otherwise)")
         parser.add_argument("--range", metavar="LO:HI",
                             help="value range mapped to black..white (default: data min:max)")
         parser.add_argument("--channels", metavar="LIST",
@@ -137,6 +151,15 @@ class ShowCommand:
         arr = load_array(path)
         if arr.dtype.kind not in "uifb":
             raise UsageError(f"{path}: holds {arr.dtype} data, not numbers; nothing to show")
+        # Everything the options ask is checked (and the picture drawn) before a line of
+        # statistics is printed: a bad option is one line of error, not a table and then one.
+        drawn = None
+        if args.png is not None:
+            _check_png(args.png, args.force)
+            try:
+                drawn = render(arr, value_range=value_range, channels=args.channels)
+            except TooManyChannels as err:
+                raise UsageError(f"{err}; choose up to 4 with --channels") from None
         if snap is not None:
             _print_record(snap)
         print(f"file: {path}")
@@ -149,11 +172,7 @@ class ShowCommand:
         headers = ["", "min", "max", "mean", "std", "zeros", "NaN", "+Inf", "-Inf"]
         for line in format_table(headers, rows, [False] + [True] * 8):
             print(line)
-        if args.png is not None:
-            try:
-                drawn = render(arr, value_range=value_range, channels=args.channels)
-            except TooManyChannels as err:
-                raise UsageError(f"{err}; choose up to 4 with --channels") from None
+        if args.png is not None and drawn is not None:
             text = {"source": str(path)}
             if snap is not None:
                 text.update(kernel=snap.record.kernel, arg=str(snap.record.arg),
@@ -174,17 +193,23 @@ class ShowCommand:
         target: Path = args.target
         if reading.is_regular(target):
             return _record_for_file(target), target
+        if reading.is_folder(target) and not is_any_run(target):
+            raise UsageError(not_a_run(target))
         if not is_any_run(target):
             raise UsageError(f"{reading.shown(target)} is neither a snapshot file nor a run "
                              "directory")
-        pattern = kernel_pattern(args.kernel)
+        pattern = kernel_pattern(kernel_choice(args, "show"))
+        launch, pid = launch_choice(args)
         if not is_run_dir(target):
-            raise UsageError(f"{target} holds no snapshots (no {MANIFEST_FILE}: no rule took any); "
-                             f"`cudump stats {target}` shows its kernels")
+            raise UsageError(no_snapshots(target))
         run = Run.open(target)
         found = run.select(pattern, arg=args.arg, phase=args.phase,
-                           occurrence=args.occurrence, launch=args.launch, pid=args.pid,
+                           occurrence=args.occurrence, launch=launch, pid=pid,
                            index=args.index)
+        if not found and args.index is not None and not 0 <= args.index < len(run.snapshots):
+            raise UsageError(f"--index {args.index}: {target} has snapshots #0 to "
+                             f"#{len(run.snapshots) - 1}" if run.snapshots else
+                             f"--index {args.index}: {target} has no snapshots")
         if not found:
             raise UsageError("no snapshot matches; `cudump ls RUN` lists them")
         if len(found) > 1:
@@ -200,6 +225,16 @@ class ShowCommand:
             what = "was not captured" if not snap.captured else "cannot be read"
             raise UsageError(f"snapshot #{snap.index} {what}: {snap.problem or 'no file'}")
         return snap, snap.path
+
+
+def _check_png(path: Path, force: bool) -> None:
+    """--png FILE: a new file (or --force) in a directory that exists."""
+    if path.is_dir():
+        raise UsageError(f"--png {path}: is a directory; give a file name")
+    refuse_existing(path, "--png", force)
+    folder = path.parent
+    if not folder.is_dir():
+        raise UsageError(f"--png {path}: cannot write: no directory {folder}")
 
 
 def _show_flight(run_dir: Path, pid: int | None) -> int:

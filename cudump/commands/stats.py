@@ -8,7 +8,7 @@ from pathlib import Path
 
 from cudump.analysis.report.tables import fit, format_table
 from cudump.analysis.stats import KernelStats, RunStats, format_shape, run_stats
-from cudump.commands import KERNEL_PATTERN_HELP
+from cudump.commands import KERNEL_PATTERN_HELP, RUN_METAVAR
 from cudump.kernels.pattern import KernelPattern
 from cudump.kernels.unmatched import NamedPattern, SeenKernel, unmatched_lines
 from cudump.rundir.layout import TRACE_FILE
@@ -35,7 +35,7 @@ class StatsCommand:
                          "ended before writing it); grid and block shapes need a trace "
                          "(--trace), '-' without one; snapshots, failed ones, digests and "
                          "NaN/Inf reports come from manifest.jsonl. " + KERNEL_PATTERN_HELP)
-        parser.add_argument("run", type=Path,
+        parser.add_argument("run", type=Path, metavar=RUN_METAVAR,
                             help="run directory (holds summary.json, trace.jsonl and/or "
                                  "manifest.jsonl)")
         parser.add_argument("--kernel", metavar="PATTERN",

@@ -219,6 +219,12 @@ class Session:
                     f"{'; '.join(found)}")
             # The last line: what the run did, and where its files are.
             say(summary.line(self.options.run_dir))
+            if summary.processes == 0:
+                # The shim connects once the driver's cuInit succeeds: without a process,
+                # the summary's zeros say nothing of the program, only of the driver.
+                say(f"cudump: {program} ran but no process connected to the controller: it "
+                    "never initialised CUDA (cuInit), or the CUDA driver (libcuda.so.1) was "
+                    "not found or failed to start")
             try:
                 summary.write(self.options.run_dir)
             except OSError as err:

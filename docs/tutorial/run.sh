@@ -128,7 +128,7 @@ check_size
 
 step 02-ls-show
 run 0 "cudump ls cudump-out/1"
-run 0 "cudump show cudump-out/1 FrP0k5607tPV --arg 2 --phase after --occurrence 2 --png frame1-left.png"
+run 0 "cudump show cudump-out/1 --kernel FrP0k5607tPV --arg 2 --phase after --occurrence 2 --png frame1-left.png"
 picture frame1-left.png 02-frame1-left.png
 
 step 03-break

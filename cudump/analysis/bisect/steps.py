@@ -216,7 +216,7 @@ class Bisect:
         return a, b
 
     def _beyond_tolerance(self, result: RunDiff) -> tuple[Target, tuple[Run, Run]] | None:
-        """With --atol/--rtol: the candidate launches (tolerance.py), snapshotted --batch at a
+        """With --atol/--rtol: the candidate launches (tolerance.py), snapshotted --batch-size at a
         time, until one differs beyond the tolerance (that one, and the runs that show it);
         None when every one is within it."""
         tol, batch = self.options.tol, self.options.batch

@@ -143,7 +143,7 @@ def first_beyond(chunk: list[Target], pairs: list[PairResult]) -> tuple[Target, 
         if any(p.status == "uncaptured" for p in mine):
             raise BisectError(f"launch {target.record.launch}'s buffers were not all "
                               "snapshotted (the disk budget, or a copy that failed: the runs' "
-                              "logs say); a smaller --batch takes fewer at a time")
+                              "logs say); a smaller --batch-size takes fewer at a time")
         beyond = [p for p in mine if p.status in DIVERGED]
         if beyond:
             return target, not any(p.key[3] == "before" for p in beyond)
