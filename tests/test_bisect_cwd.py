@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 import sessions
-from conftest import ROOT
 from fakecuda_build import FakeCuda
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def bisect_from(cwd: Path, shim_lib: Path, fake: FakeCuda, diverge: str, work: Path):
