@@ -99,11 +99,11 @@ def test_extract_and_replay_take_kernel_as_an_option(fake, cudump_run, offline, 
 
 def test_launch_is_n_or_pid_colon_n_everywhere(run_dir, capsys):
     code, out, _ = run_cli(LsCommand(), [str(run_dir), "--launch", "2"], capsys)
-    assert code == 0 and out.splitlines()[-1] == "2 of 4 snapshots"
+    assert code == 0 and out.splitlines()[-1] == "2 of 4 records: 2 snapshots"
     code, out, _ = run_cli(LsCommand(), [str(run_dir), "--launch", "42:2"], capsys)
-    assert code == 0 and out.splitlines()[-1] == "2 of 4 snapshots"
+    assert code == 0 and out.splitlines()[-1] == "2 of 4 records: 2 snapshots"
     code, out, _ = run_cli(LsCommand(), [str(run_dir), "--launch", "41:2"], capsys)
-    assert code == 0 and out.splitlines()[-1] == "0 of 4 snapshots"
+    assert code == 0 and out.splitlines()[-1] == "0 of 4 records: 0 snapshots"
     code, out, _ = run_cli(ShowCommand(), [str(run_dir), "--launch", "42:2", "--phase",
                                            "before"], capsys)
     assert code == 0 and "snapshot #2:" in out

@@ -126,6 +126,23 @@ def launch_choice(args: argparse.Namespace) -> tuple[int | None, int | None]:
     return ref.launch, ref.pid if ref.pid is not None else pid
 
 
+def check_output_file(path: Path, option: str, force: bool) -> None:
+    """An output file named on the command line: a file name (not a folder), new unless
+    --force, in a folder that exists and cudump may write in; UsageError before any work."""
+    import os
+
+    from cudump.errors import UsageError
+
+    if path.is_dir():
+        raise UsageError(f"{option} {path}: is a directory; give a file name")
+    refuse_existing(path, option, force)
+    folder = path.parent
+    if not folder.is_dir():
+        raise UsageError(f"{option} {path}: cannot write: no directory {folder}")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {path}: cannot write in {folder}")
+
+
 def refuse_existing(path: Path, option: str, force: bool) -> None:
     """An output file that exists is kept unless --force (every output path of cudump)."""
     from cudump.errors import UsageError

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cudump.analysis.transplant.donor import Donor, load_donor, parse_spec
-from cudump.commands import SUBCOMMANDS, USAGE, refuse_existing
+from cudump.commands import SUBCOMMANDS, USAGE, check_output_file
 from cudump.controller.options import (
     DEFAULT_FLIGHT,
     DEFAULT_SCRATCH,
@@ -228,7 +228,7 @@ class RunCommand:
             raise UsageError("--inject runs without the prompt: leave out --break, --batch, "
                              "--break-on-nan and rules with 'action: break'")
         if args.timeline is not None:
-            _check_timeline(args.timeline, args.force)
+            check_output_file(args.timeline, "--timeline", args.force)
         run_dir, owner, created = _run_dir(args.out)
         try:
             max_bytes = (args.max_bytes if args.max_bytes is not None
@@ -332,19 +332,6 @@ def default_budget(run_dir: Path) -> int:
         return max(1, shutil.disk_usage(run_dir).free // 2)
     except OSError:
         return 1 << 30
-
-
-def _check_timeline(path: Path, force: bool) -> None:
-    """--timeline FILE: a new file (or, with --force, one replaced at the end of the run) in a
-    directory cudump can write in; UsageError before anything runs otherwise."""
-    if path.is_dir():
-        raise UsageError(f"--timeline {path}: is a directory; give a file name")
-    refuse_existing(path, "--timeline", force)
-    folder = path.parent
-    if not folder.is_dir():
-        raise UsageError(f"--timeline {path}: no directory {folder}")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise UsageError(f"--timeline {path}: cannot write in {folder}")
 
 
 def _ring_slots(text: str) -> int:

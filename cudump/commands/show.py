@@ -18,9 +18,9 @@ from cudump.commands import (
     HelpFormatter,
     add_kernel_option,
     add_launch_option,
+    check_output_file,
     kernel_choice,
     launch_choice,
-    refuse_existing,
 )
 from cudump.errors import UsageError
 from cudump.rundir import formats, reading
@@ -155,7 +155,7 @@ class ShowCommand:
         # statistics is printed: a bad option is one line of error, not a table and then one.
         drawn = None
         if args.png is not None:
-            _check_png(args.png, args.force)
+            check_output_file(args.png, "--png", args.force)
             try:
                 drawn = render(arr, value_range=value_range, channels=args.channels)
             except TooManyChannels as err:
@@ -225,16 +225,6 @@ class ShowCommand:
             what = "was not captured" if not snap.captured else "cannot be read"
             raise UsageError(f"snapshot #{snap.index} {what}: {snap.problem or 'no file'}")
         return snap, snap.path
-
-
-def _check_png(path: Path, force: bool) -> None:
-    """--png FILE: a new file (or --force) in a directory that exists."""
-    if path.is_dir():
-        raise UsageError(f"--png {path}: is a directory; give a file name")
-    refuse_existing(path, "--png", force)
-    folder = path.parent
-    if not folder.is_dir():
-        raise UsageError(f"--png {path}: cannot write: no directory {folder}")
 
 
 def _show_flight(run_dir: Path, pid: int | None) -> int:
