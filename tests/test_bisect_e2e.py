@@ -202,7 +202,7 @@ def test_a_failing_side_is_reported(cudump: Cudump, diverge: str, tmp_path: Path
     (["--env-a", "X=1", "--env-b", "X=1", "--", "prog"], ["the same command"]),
     (["--rule", "/nonexistent.yaml", "--env-b", "X=1", "--", "prog"], ["no such rule file"]),
     (["--rtol", "-1", "--env-b", "X=1", "--", "prog"], ["--atol and --rtol", "0 or more"]),
-    (["--batch", "0", "--env-b", "X=1", "--", "prog"], ["--batch must be 1 or more"]),
+    (["--batch-size", "0", "--env-b", "X=1", "--", "prog"], ["--batch-size must be 1 or more"]),
     (["--by-sums", "--env-b", "X=1", "--", "prog"], ["--by-sums needs a tolerance"]),
 ])
 def test_bad_arguments_are_one_line(cudump: Cudump, tmp_path: Path, args: list[str],

@@ -21,10 +21,10 @@ def test_a_nan_found_exits_n(fake, cudump_run, tmp_path):
     assert plain.returncode == 0, plain.stderr          # the program's own status
     ran = cudump_run(prog, "--check-nan", "--error-exitcode", "7", run_dir=tmp_path / "n")
     assert ran.returncode == 7, ran.stderr
-    # As many buffers as the summary line counts.
-    assert said(ran.stderr) == ["cudump: exit status 7 (--error-exitcode): 3 buffers turned "
-                                "NaN/Inf"]
-    assert ", 3 buffers turned NaN/Inf" in ran.stderr.splitlines()[-1]
+    # Counted as the summary line counts them.
+    assert said(ran.stderr) == ["cudump: exit status 7 (--error-exitcode): 1 NaN/Inf report; "
+                                "2 host writes that left NaN/Inf"]
+    assert ", 1 NaN/Inf report, 2 host writes that left NaN/Inf" in ran.stderr.splitlines()[-1]
     assert summary(ran.run_dir)["exit_status"] == 0
 
 

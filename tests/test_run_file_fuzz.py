@@ -312,7 +312,7 @@ def fuzz_manifest(rng: random.Random, run: Path, out: Outcome, n: int, capsys) -
     # (a record damaged into naming another), or says none matches (a record damaged into
     # another launch's).
     call_cli(out, n, ["show", str(run), "--index", str(rng.randrange(3))], capsys,
-             f"{MANIFEST_FILE}|{run}/|snapshot #|no snapshot matches")
+             f"{MANIFEST_FILE}|{run}/|snapshot #|no snapshot matches|has snapshots #")
 
 
 def fuzz_watch(rng: random.Random, run: Path, out: Outcome, n: int, capsys) -> None:

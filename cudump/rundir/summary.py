@@ -124,15 +124,20 @@ class RunSummary:
         """What this run found, for --error-exitcode: NaN/Inf reported (--check-nan and
         scan rules), launches the flight recorder named, and --inject outputs that still
         differ from the run they were taken from. Empty: nothing found."""
-        found: list[str] = []
-        if self.nan_producers:
-            found.append(f"{plural(self.nan_producers, 'buffer')} turned NaN/Inf")
+        found: list[str] = self._nan_counts()
         if flight_named:
             found.append(f"the flight recorder named {plural(flight_named, 'launch', 'launches')}")
         differ = sum(1 for r in self.injections for o in r.outputs if o.status == "differs")
         if differ:
             found.append(f"{plural(differ, 'injected output')} differing from the source run")
         return found
+
+    def _nan_counts(self) -> list[str]:
+        """NaN/Inf found: reports as ls and stats count them (records of the manifest), and
+        the host's writes that left NaN/Inf, which have no record of their own."""
+        host = self.nan_producers - self.nan_reports
+        return ([plural(self.nan_reports, "NaN/Inf report")] if self.nan_reports else []) + \
+            ([f"{plural(host, 'host write')} that left NaN/Inf"] if host > 0 else [])
 
     def line(self, run_dir: Path | None = None) -> str:
         """The summary line; with `run_dir`, it ends naming the run directory."""
@@ -158,14 +163,7 @@ class RunSummary:
             text += (f", {plural(self.replay_captures, 'launch', 'launches')} captured for "
                      "replay")
         if self.nan_producers:
-            # Reports as ls and stats count them (records of the manifest); the host's writes
-            # that left NaN/Inf have no record of their own.
-            host = self.nan_producers - self.nan_reports
-            if self.nan_reports:
-                text += f", {plural(self.nan_reports, 'NaN/Inf report')}"
-            if host > 0:
-                text += f", {plural(host, 'host write')} that left NaN/Inf"
-            text += self._nan_first()
+            text += "".join(f", {part}" for part in self._nan_counts()) + self._nan_first()
         if self.injections:
             made = sum(1 for r in self.injections if r.status in ("written", "failed"))
             asked = plural(len(self.injections), "launch", "launches")
