@@ -117,7 +117,11 @@ class RunCommand:
                             help="run prompt commands from FILE instead of the terminal "
                                  "(read once and checked before the program starts; a pipe "
                                  "or <(...) will do)")
-        parser.add_argument("--trace-ring", type=_ring_slots, default=TRACE_RING_SLOTS,
+        # Options that tune speed and memory, not what is recorded: `--help` shows them apart.
+        tuning = parser.add_argument_group(
+            "tuning", "speed and memory use of the run; what it records is the same "
+            "(except as --staging says)")
+        tuning.add_argument("--trace-ring", type=_ring_slots, default=TRACE_RING_SLOTS,
                             metavar="SLOTS",
                             help=f"events each process's trace ring holds (a power of two, "
                                  f"default {TRACE_RING_SLOTS}); a launch waits while it is full")
@@ -125,20 +129,20 @@ class RunCommand:
                             help="stop taking snapshots once this much has been planned "
                                  "(e.g. 2G; default: half the disk space free where the run "
                                  "directory is, at the start); the program carries on")
-        parser.add_argument("--staging", type=size_arg(4096, MAX_STAGING), default=256 << 20,
+        tuning.add_argument("--staging", type=size_arg(4096, MAX_STAGING), default=256 << 20,
                             metavar="SIZE",
                             help="shared staging area per process (default 256M) that "
                                  "snapshot copies pass through: larger buffers are streamed "
                                  "through it in pieces, so it tunes speed, not what can be "
                                  "snapshotted (except inside a CUDA graph, where a buffer is "
                                  "copied whole); also the largest read at the prompt")
-        parser.add_argument("--scratch", type=size_arg(0, MAX_STAGING), default=DEFAULT_SCRATCH,
+        tuning.add_argument("--scratch", type=size_arg(0, MAX_STAGING), default=DEFAULT_SCRATCH,
                             metavar="SIZE",
                             help="device memory a process may lend its snapshot copies "
                                  "(default 1G, never more than a quarter of what is free): "
                                  "the launch is held only for a copy into it, and the bytes "
                                  "reach the files while the program runs on; 0 turns it off")
-        parser.add_argument("--write-behind", type=size_arg(0, MAX_STAGING),
+        tuning.add_argument("--write-behind", type=size_arg(0, MAX_STAGING),
                             default=DEFAULT_WRITE_BEHIND, metavar="SIZE",
                             help="host memory a process may pin for those copies while their "
                                  "files are written (default 2G, never more than a quarter of "
@@ -146,14 +150,14 @@ class RunCommand:
                                  "waits only until the bytes are there, where a crash cannot "
                                  "take them; prepared in the background from the start, under "
                                  "snapshot rules only; 0 turns it off")
-        parser.add_argument("--scans-ahead", action=argparse.BooleanOptionalAction,
+        tuning.add_argument("--scans-ahead", action=argparse.BooleanOptionalAction,
                             default=True,
                             help="under --digest, --check-nan and digest rules, make each "
                                  "launch's scans before it with the scans after the launch "
                                  "before it, where that one came next last time (used only if "
                                  "nothing came between the two): on by default; "
                                  "--no-scans-ahead scans before each launch by itself")
-        parser.add_argument("--hand-off", action=argparse.BooleanOptionalAction, default=True,
+        tuning.add_argument("--hand-off", action=argparse.BooleanOptionalAction, default=True,
                             help="under --digest, --check-nan and digest rules, have a thread "
                                  "of cudump's launch its kernel after each launch while the "
                                  "program goes on, instead of the program's thread, where "
