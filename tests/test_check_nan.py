@@ -144,7 +144,11 @@ def test_the_first_launch_asked_about_is_found_as_a_producer(fake, cudump_run, l
                      "--check-nan")
     assert ran.returncode == 0, ran.stderr
     records = manifest(ran.run_dir)
-    (found,) = [r for r in records if "nonfinite" in r]
+    reports = [r for r in records if "nonfinite" in r]
+    # (Once in a full CPU suite run, with one launch, no report was recorded: what cudump
+    # said and recorded is shown should it happen again.)
+    assert len(reports) == 1, (ran.stderr, records)
+    (found,) = reports
     assert (found["launch"], found["arg"], found["first_nonfinite"]) == (1, 2, INDEX)
     snaps = {r["arg"]: r for r in records if r.get("file")}
     # (What cudump said and recorded, should a snapshot be missing: each one not taken has
