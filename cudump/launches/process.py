@@ -16,6 +16,7 @@ from typing import Any
 from cudump.kernels.demangle import demangle
 from cudump.kernels.geometry import Allocation
 from cudump.kernels.tensormaps import TensorMap
+from cudump.launches.scopes import ScopeTable, Where
 from cudump.wire import protocol as p
 from cudump.wire.shm import FlightRing, LaunchCounts
 
@@ -52,6 +53,9 @@ class LaunchEvent:
     graph: int = 0                                         # LAUNCH_GRAPH: graph, replay, node
     replay: int = 0
     node: int = 0
+    scope: int = 0                                         # innermost open scope (scopes.py)
+    step: int = 0                                          # steps completed + 1; 0: none
+    source: int = 0                                        # a ScopeKind.SOURCE node
     raw_args: list[bytes] | None = None                    # MSG_BEGIN: parameter bytes
     pointers: dict[tuple[int, int], Allocation] = field(default_factory=dict)
     # MSG_BEGIN: TMA tensor maps among the parameters, by (argument, byte offset inside it)
@@ -65,6 +69,10 @@ class LaunchEvent:
     @property
     def interrupted(self) -> bool:
         return bool(self.flags & p.LaunchFlag.INTERRUPTED)
+
+    def where(self, proc: ProcessState) -> Where:
+        """The launch in the user's terms (its process's scope nodes)."""
+        return proc.scopes.where(self.scope, self.step, self.source)
 
     @functools.cached_property
     def stream_hex(self) -> str:
@@ -83,6 +91,7 @@ class ProcessState:
     stats: dict[str, Any] | None = None      # MSG_STATS, at its exit
     counted: LaunchCounts | None = None      # the shared launch counts, at the run's end
     flight: FlightRing | None = None         # its flight ring (--flight), at the run's end
+    scopes: ScopeTable = field(default_factory=ScopeTable)   # MSG_SCOPE
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
