@@ -108,6 +108,9 @@ void flight_begin(struct launch_info *li)
     s->smem = li->smem;
     s->flags = (li->captured ? FLIGHT_CAPTURED : 0u) | (li->e ? 0u : FLIGHT_GRAPH);
     s->rc = 0;
+    s->scope = li->scope;
+    s->step = li->step;
+    s->source = li->source;
     keep_params(s, li);
     __atomic_store_n(&s->ready, pos + 1, __ATOMIC_RELEASE);
     li->flight = pos + 1;

@@ -29,6 +29,8 @@ struct launch_info {
     int device;
     uint64_t tid;
     bool captured;
+    /* where it came from (scope.h): the innermost scope, the step, a source line */
+    uint32_t scope, step, source;
     /* a kernel node of a graph launch */
     uint64_t graph;
     uint32_t replay, node;

@@ -168,7 +168,8 @@ static void build_begin(struct msg *m, const struct launch_info *li)
         .flags = (li->interrupted ? LAUNCH_INTERRUPTED : 0u) | (li->graph ? LAUNCH_GRAPH : 0u) |
                  li->begin_flags,
         .rc = 0, .nparams = nparams, .nptrs = nptrs, .graph = li->graph, .replay = li->replay,
-        .node = li->node, .ntmaps = ntmaps};
+        .node = li->node, .ntmaps = ntmaps, .scope = li->scope, .step = li->step,
+        .source = li->source};
     msg_add(m, &head, sizeof head);
     for (int i = 0; i < nparams; i++) {
         struct proto_param p = {e->param_offset[i], e->param_size[i]};

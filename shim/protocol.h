@@ -73,7 +73,7 @@
 
 #include "api.h"
 
-#define PROTO_VERSION 18
+#define PROTO_VERSION 19
 #define PROTO_MAGIC 0x50445543u /* "CUDP" */
 
 /* ---- limits ---------------------------------------------------------------- */
@@ -88,12 +88,12 @@ enum {
     PROTO_BEHIND_ALIGN = 2 << 20,  /* the write-behind area starts at a multiple of this */
     PROTO_BEHIND_SEGMENT = 1 << 30, /* and is prepared and pinned this much at a time */
     PROTO_TOKEN_SIZE = 32,         /* bytes of the session token (hex characters) */
-    PROTO_RING_SLOT_SIZE = 128,    /* bytes of one trace ring slot (two cache lines) */
+    PROTO_RING_SLOT_SIZE = 136,    /* bytes of one trace ring slot */
     PROTO_TOOL_RESULT = 32,        /* staging bytes a COPY_TOOL result takes */
     PROTO_MAX_REPEAT = 512,        /* copies in a plan the shim may repeat (PLAN_REPEAT) */
     PROTO_REPEAT_WAYS = 256,       /* repeated plans the shim keeps per function, at most */
     PROTO_MAX_KEYS = 512,          /* byte ranges a repeated plan is kept by */
-    PROTO_RESULT_SLOT_SIZE = 16528, /* bytes of one result ring slot */
+    PROTO_RESULT_SLOT_SIZE = 16536, /* bytes of one result ring slot */
     PROTO_IMAGE_CHUNK = 512 << 10, /* image bytes in one MSG_IMAGE */
     PROTO_MAX_COUNTERS = 64,       /* rules whose matching launches the shim counts */
     PROTO_MAX_SELECTORS = 8,       /* counted rules one function's launches count for */
@@ -107,6 +107,7 @@ enum {
     PROTO_FLIGHT_SLOT_SIZE = 384,  /* bytes of one flight ring slot */
     PROTO_MAX_FLIGHT = 16384,      /* slots of the flight ring, at most */
     PROTO_HOST_SLOT_SIZE = 128,    /* bytes of one host-write ring slot (two cache lines) */
+    PROTO_MAX_SCOPE_NAME = 512,    /* bytes of a scope's name, at most (longer ones are cut) */
 };
 
 /* ---- message kinds ----------------------------------------------------------- */
@@ -144,6 +145,8 @@ enum proto_kind {
                         * same module send the header alone */
     MSG_NOTICE = 15,   /* proto_notice: something the user should know that no launch
                         * carries (event, no reply) */
+    MSG_SCOPE = 16,    /* proto_scope + `length` bytes of UTF-8 name: a scope node, sent once,
+                        * before the first launch event that names it (event, no reply) */
 
     /* controller -> shim */
     MSG_WELCOME = 32,  /* proto_welcome, with the shared memory's descriptor attached */
@@ -192,6 +195,14 @@ enum proto_image_format {  /* proto_image.format */
     IMAGE_PTX = 3,         /* text, NUL-terminated */
 };
 #define PROTO_IMAGE_FORMATS(X) X(unknown) X(cubin) X(fatbin) X(ptx)
+
+enum proto_scope_kind {   /* proto_scope.kind (cudump/launches/scopes.py's ScopeKind) */
+    SCOPE_RANGE = 1,          /* an NVTX range, or a range the program named itself */
+    SCOPE_FORWARD = 2,        /* a PyTorch module's forward */
+    SCOPE_BACKWARD = 3,       /* its backward */
+    SCOPE_OP = 4,             /* an operation of a compiled program */
+    SCOPE_SOURCE = 5,         /* not a scope: the "file:line" a launch's `source` names */
+};
 
 enum proto_notice_kind {  /* proto_notice.kind */
     NOTICE_DEVICE_GRAPH = 1,  /* graph `graph` was instantiated for device launch: launches
@@ -498,7 +509,10 @@ struct proto_launch {
     uint32_t replay;        /* LAUNCH_GRAPH: its n-th launch, from 1 */
     uint32_t node;          /* LAUNCH_GRAPH: the kernel node's index, in run order */
     uint32_t ntmaps;        /* MSG_BEGIN: proto_tensormap entries */
-    uint32_t reserved;
+    uint32_t scope;         /* the innermost scope open on the launching thread (a graph's
+                             * kernel node: open where it was captured); 0: none */
+    uint32_t step;          /* training steps completed + 1; 0: the process counts none */
+    uint32_t source;        /* a SCOPE_SOURCE node ("file:line"); 0: none */
 };
 
 /* One slot of the trace ring: the event fills it exactly. */
@@ -549,8 +563,10 @@ struct proto_flight_slot {
     int32_t rc;             /* FLIGHT_RETURNED: what the launch call returned */
     uint32_t nbytes;        /* bytes of the launch's parameters, one after the other */
     uint32_t kept;          /* of them in params (at most PROTO_FLIGHT_PARAM_BYTES) */
-    uint32_t reserved;
-    uint8_t pad[24];
+    uint32_t scope;         /* as in proto_launch */
+    uint32_t step;
+    uint32_t source;
+    uint8_t pad[16];
     uint8_t params[PROTO_FLIGHT_PARAM_BYTES];
 };
 
@@ -605,6 +621,16 @@ struct proto_graph {
     uint64_t stream;
     uint32_t api;
     int32_t device;
+};
+
+/* MSG_SCOPE: one node of the tree of scopes the process's threads opened. Each
+ * distinct (parent, kind, name) is one node, numbered from 1 in the order the
+ * shim met them; the name's bytes follow. */
+struct proto_scope {
+    uint32_t id;
+    uint32_t parent;        /* 0: outermost (and always for a SCOPE_SOURCE node) */
+    uint32_t kind;          /* enum proto_scope_kind */
+    uint32_t length;        /* bytes of name after the struct */
 };
 
 struct proto_notice {

@@ -529,7 +529,7 @@ static void slot_event(struct proto_result_slot *slot, const struct launch_info 
         .stream = (uint64_t)(uintptr_t)li->stream, .tid = li->tid, .id = li->e->id,
         .device = li->device, .grid = {li->grid[0], li->grid[1], li->grid[2]},
         .block = {li->block[0], li->block[1], li->block[2]}, .smem = li->smem, .api = li->api,
-        .nparams = -1};
+        .nparams = -1, .scope = li->scope, .step = li->step, .source = li->source};
 }
 
 /* Whether nothing came between launch `a` (its tools made when calls_begun()

@@ -73,7 +73,8 @@ void trace_graph_kernel(const struct launch_info *li, uint64_t graph, uint32_t r
         .grid = {li->grid[0], li->grid[1], li->grid[2]},
         .block = {li->block[0], li->block[1], li->block[2]}, .smem = li->smem, .api = li->api,
         .flags = LAUNCH_GRAPH, .rc = 0, .nparams = -1, .nptrs = 0, .graph = graph,
-        .replay = replay, .node = node,
+        .replay = replay, .node = node, .scope = li->scope, .step = li->step,
+        .source = li->source,
     };
     send_event(&ev, li->seq);
 }
@@ -86,6 +87,7 @@ void trace_launch(const struct launch_info *li, CUresult rc)
         .grid = {li->grid[0], li->grid[1], li->grid[2]},
         .block = {li->block[0], li->block[1], li->block[2]}, .smem = li->smem, .api = li->api,
         .flags = (li->captured ? LAUNCH_CAPTURED : 0u), .rc = rc, .nparams = -1, .nptrs = 0,
+        .scope = li->scope, .step = li->step, .source = li->source,
     };
     send_event(&ev, li->seq);
 }

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from cudump.launches.scopes import ScopeKind
 from cudump.wire import protocol as p
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,13 +36,14 @@ CONSTANTS: dict[str, int] = {
     "PROTO_TMAP_STEP": p.TMAP_STEP, "PROTO_TMAP_RANK": p.TMAP_RANK,
     "PROTO_FLIGHT_PARAM_BYTES": p.FLIGHT_PARAM_BYTES, "PROTO_FLIGHT_SLOT_SIZE": p.FLIGHT_SLOT_SIZE,
     "PROTO_MAX_FLIGHT": p.MAX_FLIGHT, "PROTO_HOST_SLOT_SIZE": p.HOST_SLOT_SIZE,
-    "HOST_API_COUNT": len(p.HOST_APIS),
+    "HOST_API_COUNT": len(p.HOST_APIS), "PROTO_MAX_SCOPE_NAME": p.MAX_SCOPE_NAME,
 }
 ENUMS: list[tuple[type[Enum], str]] = [
     (p.Kind, "MSG_"), (p.Want, "WANT_"), (p.Option, "OPTION_"), (p.LaunchFlag, "LAUNCH_"),
     (p.PlanFlag, "PLAN_"), (p.ResultFlag, "RESULT_"), (p.Phase, "PHASE_"), (p.CopyFlag, "COPY_"),
     (p.ResumeMode, "RESUME_"), (p.NoticeKind, "NOTICE_"),
     (p.MemoryOp, "MEM_"), (p.ToolMode, "TOOL_"), (p.Gate, "GATE_"), (p.FlightFlag, "FLIGHT_"),
+    (ScopeKind, "SCOPE_"),
 ]
 for enum, prefix in ENUMS:
     for member in enum:

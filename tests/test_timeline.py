@@ -194,7 +194,7 @@ def test_bad_timeline_paths_are_one_line_and_nothing_runs(fake, cudump_run,
 def _rows(count: int, tid: int = 7) -> list[tuple[Any, ...]]:
     values = {"seq": 0, "id": 1, "device": 0, "grid": (1, 1, 1), "block": (32, 1, 1),
               "smem": 0, "stream": 0x10, "api": 0, "flags": 0, "rc": 0, "graph": 0,
-              "replay": 0, "node": 0, "tid": tid}
+              "replay": 0, "node": 0, "tid": tid, "scope": 0, "step": 0, "source": 0}
     return [tuple({**values, "seq": n + 1}[f] for f in EVENT_FIELDS) for n in range(count)]
 
 

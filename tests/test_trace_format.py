@@ -8,6 +8,7 @@ import json
 import pytest
 
 from cudump.launches.process import FuncInfo, ProcessState
+from cudump.launches.scopes import ScopeKind, ScopeNode
 from cudump.policy.trace import count_launches, format_events
 from cudump.wire import protocol as p
 
@@ -19,13 +20,18 @@ def process(rank: int | None = None) -> ProcessState:
     funcs = {fid: FuncInfo(id=fid, handle=0x1000 + fid, mangled=f"_Z1k{fid}Pf",
                            demangled=f'void k{fid}<"{fid}">(float*)', params=None)
              for fid in range(3)}
-    return ProcessState(pid=4321, ppid=1, exe="prog", rank=rank, funcs=funcs)
+    proc = ProcessState(pid=4321, ppid=1, exe="prog", rank=rank, funcs=funcs)
+    for node in (ScopeNode(1, 0, ScopeKind.RANGE, "train"),
+                 ScopeNode(2, 1, ScopeKind.FORWARD, "layer1.conv"),
+                 ScopeNode(3, 0, ScopeKind.SOURCE, "train.py:57")):
+        proc.scopes.add(node)
+    return proc
 
 
-BASE = (7, 1, 0, [4, 1, 1], [128, 1, 1], 0, 0x7f00, 0, 0, 0, 0, 0, 0, 77)
+BASE = (7, 1, 0, [4, 1, 1], [128, 1, 1], 0, 0x7f00, 0, 0, 0, 0, 0, 0, 77, 0, 0, 0)
 # Another value for each field of an event but its sequence number, rc and tid.
 OTHER = {1: 2, 2: 1, 3: [4, 2, 1], 4: [256, 1, 1], 5: 48, 6: 0, 7: 1, 8: CAPTURED,
-         10: 1, 11: 1, 12: 1}
+         10: 1, 11: 1, 12: 1, 14: 2, 15: 3, 16: 3}
 
 
 def alike_but(index: int, flags: int) -> list[tuple]:
@@ -56,10 +62,10 @@ def test_a_batch_says_of_each_event_what_the_event_alone_says(index, flags, rank
 
 def test_an_event_record_and_line():
     proc = process(rank=2)
-    rows = [(7, 1, 0, [4, 1, 1], [128, 1, 1], 0, 0x7f00, 0, 0, 0, 0, 0, 0, 77),
-            (8, 1, 0, [4, 1, 1], [128, 1, 1], 0, 0x7f00, 0, 0, 0, 0, 0, 0, 77),
-            (9, 1, 0, [4, 1, 1], [128, 1, 1], 0, 0x7f00, 0, GRAPH, 0, 5, 3, 1, 77),
-            (10, 1, 0, [4, 1, 1], [128, 1, 1], 0, 0x7f00, 0, 0, 700, 0, 0, 0, 77)]
+    rows = [(7, 1, 0, [4, 1, 1], [128, 1, 1], 0, 0x7f00, 0, 0, 0, 0, 0, 0, 77, 0, 0, 0),
+            (8, 1, 0, [4, 1, 1], [128, 1, 1], 0, 0x7f00, 0, 0, 0, 0, 0, 0, 77, 0, 0, 0),
+            (9, 1, 0, [4, 1, 1], [128, 1, 1], 0, 0x7f00, 0, GRAPH, 0, 5, 3, 1, 77, 0, 0, 0),
+            (10, 1, 0, [4, 1, 1], [128, 1, 1], 0, 0x7f00, 0, 0, 700, 0, 0, 0, 77, 0, 0, 0)]
     records, lines = format_events(proc, rows)
     assert [json.loads(r)["launch"] for r in records] == [7, 8, 9]   # the failed one left out
     first, graph = json.loads(records[0]), json.loads(records[2])
@@ -74,3 +80,16 @@ def test_an_event_record_and_line():
     assert lines[2].startswith("cudump: #9 pid=4321 rank=2 dev=0 graph=5 replay=3 node=1 ")
     count_launches(proc, rows)
     assert proc.funcs[1].launches == 2    # direct launches that succeeded
+
+
+def test_an_event_record_says_where_the_launch_came_from():
+    """A launch's scope, step and source in the record, by the names the process announced;
+    a scope not yet announced says nothing of itself."""
+    proc = process()
+    rows = [(7, 1, 0, [4, 1, 1], [128, 1, 1], 0, 0x7f00, 0, 0, 0, 0, 0, 0, 77, 2, 3, 3),
+            (8, 1, 0, [4, 1, 1], [128, 1, 1], 0, 0x7f00, 0, 0, 0, 0, 0, 0, 77, 9, 0, 0)]
+    records, _ = format_events(proc, rows)
+    first, unknown = (json.loads(r) for r in records)
+    assert (first["scope"], first["layer"], first["pass"], first["step"], first["source"]) == \
+        (["train", "layer1.conv"], "layer1.conv", "forward", 2, "train.py:57")
+    assert not {"scope", "layer", "pass", "step", "source"} & set(unknown)

@@ -22,6 +22,7 @@ from cudump.launches.process import (
     ProcessState,
     decode_func,
     decode_launch,
+    decode_scope,
 )
 from cudump.policy.rules import Action
 from cudump.policy.snapshot.planned import PlannedLaunch, Repeat, plan_payload
@@ -58,6 +59,7 @@ class Connection:
             p.Kind.STOPPED: self.on_stopped,
             p.Kind.IMAGE: self.on_image,
             p.Kind.NOTICE: self.on_notice,
+            p.Kind.SCOPE: self.on_scope,
         }
 
     def send(self, kind: p.Kind, payload: bytes = b"", tag: int = 0) -> None:
@@ -168,6 +170,10 @@ class Connection:
             warn(f"graph {n['graph']} of process {self.proc.pid} was instantiated for device "
                  f"launch: cudump sees its launches from the host only; launches from device "
                  f"code are neither traced nor snapshotted")
+
+    def on_scope(self, msg: p.Message) -> None:
+        assert self.proc is not None
+        self.proc.scopes.add(decode_scope(msg.payload))
 
     def on_memory(self, msg: p.Message) -> None:
         assert self.proc is not None

@@ -8,7 +8,7 @@ from typing import Any
 
 # The proto_launch fields of a launch event, the order of a row's values.
 EVENT_FIELDS = ("seq", "id", "device", "grid", "block", "smem", "stream", "api", "flags", "rc",
-                "graph", "replay", "node", "tid")
+                "graph", "replay", "node", "tid", "scope", "step", "source")
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Any
 from cudump.kernels.demangle import demangle
 from cudump.kernels.geometry import Allocation
 from cudump.kernels.tensormaps import TensorMap
-from cudump.launches.scopes import ScopeTable, Where
+from cudump.launches.scopes import ScopeKind, ScopeNode, ScopeTable, Where
 from cudump.wire import protocol as p
 from cudump.wire.shm import FlightRing, LaunchCounts
 
@@ -142,7 +142,8 @@ def decode_launch(payload: bytes) -> LaunchEvent:
         seq=h["seq"], occurrence=h["occurrence"], func_id=h["id"], device=h["device"],
         grid=h["grid"], block=h["block"], smem=h["smem"], stream=h["stream"], tid=h["tid"],
         api=p.api_name(h["api"]), flags=h["flags"], rc=h["rc"], graph=h["graph"],
-        replay=h["replay"], node=h["node"])
+        replay=h["replay"], node=h["node"], scope=h["scope"], step=h["step"],
+        source=h["source"])
     nparams, nptrs, ntmaps = h["nparams"], h["nptrs"], h["ntmaps"]
     if nparams > p.MAX_PARAMS or nptrs > p.MAX_PARAMS or ntmaps > p.MAX_TMAPS:
         raise p.ProtocolError(f"{nparams} parameters, {nptrs} pointers, {ntmaps} tensor maps")
@@ -175,6 +176,21 @@ def decode_launch(payload: bytes) -> LaunchEvent:
         pos += p.COUNTED.size
         event.counted[fields["counter"]] = fields["n"]
     return event
+
+
+def decode_scope(payload: bytes) -> ScopeNode:
+    """MSG_SCOPE: one scope node (a kind this controller does not know is a protocol
+    error)."""
+    h = p.SCOPE.unpack(payload)
+    length = h["length"]
+    if length > p.MAX_SCOPE_NAME or p.SCOPE.size + length != len(payload):
+        raise p.ProtocolError(f"a scope's name of {length} bytes in {len(payload)}")
+    try:
+        kind = ScopeKind(h["kind"])
+    except ValueError:
+        raise p.ProtocolError(f"scope kind {h['kind']}") from None
+    name = bytes(payload[p.SCOPE.size:]).decode("utf-8", "replace")
+    return ScopeNode(id=h["id"], parent=h["parent"], kind=kind, name=name)
 
 
 def process_lives(pid: int, proc: Path = Path("/proc")) -> bool:

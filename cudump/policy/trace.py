@@ -63,7 +63,8 @@ class _Tails:
 
 
 def _tails(proc: ProcessState, name: tuple[str, str, str], row: Sequence[Any]) -> _Tails:
-    _seq, _fid, dev, grid, block, smem, stream, api, flags, _rc, graph, replay, node, _tid = row
+    (_seq, _fid, dev, grid, block, smem, stream, api, flags, _rc, graph, replay, node, _tid,
+     scope, step, source) = row
     pid = proc.pid
     # The process's rank, where it has one: in the record after the pid, and on the line.
     rank_json = f',"rank":{proc.rank}' if proc.rank is not None else ""
@@ -74,6 +75,10 @@ def _tails(proc: ProcessState, name: tuple[str, str, str], row: Sequence[Any]) -
     bx, by, bz = block
     event = "graph-kernel" if in_graph else "launch"
     where = f',"graph":{graph},"replay":{replay},"node":{node}' if in_graph else ""
+    # The launch in the user's terms (scopes.py), where the process said anything of it.
+    fields = proc.scopes.where(scope, step, source).fields() if scope or step or source else {}
+    if fields:
+        where += "," + json.dumps(fields, separators=(",", ":"))[1:-1]
     device = f" dev={dev}" if dev >= 0 else ""
     node_text = f" graph={graph} replay={replay} node={node}" if in_graph else ""
     return _Tails(
@@ -100,11 +105,14 @@ def format_events(proc: ProcessState, rows: Iterable[Sequence[Any]]) -> tuple[li
     names: dict[int, tuple[str, str, str]] = {}
     tails: dict[tuple[Any, ...], _Tails] = {}
     for row in rows:
-        seq, fid, dev, grid, block, smem, stream, api, flags, rc, graph, replay, node, _ = row
+        (seq, fid, dev, grid, block, smem, stream, api, flags, rc, graph, replay, node, _,
+         scope, step, source) = row
         if rc != 0:
             continue
-        key = ((fid, dev, *grid, *block, smem, stream, api, flags, graph, replay, node)
-               if flags & _GRAPH else (fid, dev, *grid, *block, smem, stream, api, flags))
+        key = ((fid, dev, *grid, *block, smem, stream, api, flags, graph, replay, node, scope,
+                step, source)
+               if flags & _GRAPH else (fid, dev, *grid, *block, smem, stream, api, flags, scope,
+                                       step, source))
         tail = tails.get(key)
         if tail is None:
             func = proc.funcs.get(fid)

@@ -57,7 +57,7 @@ NOTE = ("ts: when cudump received each event (the shim sends no timestamp), in m
         "times are not measured)")
 
 _SEQ, _ID, _DEV, _GRID, _BLOCK, _SMEM, _STREAM, _API, _FLAGS, _RC, _GRAPH, _REPLAY, _NODE, \
-    _TID = range(len(EVENT_FIELDS))
+    _TID, _SCOPE, _STEP, _SOURCE = range(len(EVENT_FIELDS))
 
 
 def _j(value: object) -> str:

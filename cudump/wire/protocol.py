@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 from typing import Any, Protocol
 
-VERSION = 18
+VERSION = 19
 MAGIC = 0x50445543
 
 MAX_MESSAGE = 1 << 20
@@ -28,12 +28,12 @@ STAGING_ALIGN = 256
 BEHIND_ALIGN = 2 << 20      # the write-behind area starts at a multiple of this
 BEHIND_SEGMENT = 1 << 30    # and is prepared and pinned this much at a time
 TOKEN_SIZE = 32
-RING_SLOT_SIZE = 128
+RING_SLOT_SIZE = 136
 TOOL_RESULT = 32          # staging bytes a CopyFlag.TOOL result takes
 MAX_REPEAT = 512          # copies in a plan the shim may repeat (PlanFlag.REPEAT)
 REPEAT_WAYS = 256         # repeated plans the shim keeps per function, at most
 MAX_KEYS = 512            # byte ranges a repeated plan is kept by
-RESULT_SLOT_SIZE = 16528
+RESULT_SLOT_SIZE = 16536
 IMAGE_CHUNK = 512 << 10    # image bytes in one Kind.IMAGE message
 TOOL_MODE_SHIFT = 8
 TOOL_SUM_SHIFT = 16         # a digest's sum of |x|: its element format (a scan mode)
@@ -50,6 +50,7 @@ FLIGHT_PARAM_BYTES = 256   # parameter bytes a flight ring slot keeps
 FLIGHT_SLOT_SIZE = 384     # bytes of one flight ring slot
 MAX_FLIGHT = 16384         # slots of the flight ring, at most
 HOST_SLOT_SIZE = 128       # bytes of one host-write ring slot
+MAX_SCOPE_NAME = 512       # bytes of a scope's name, at most (the shim cuts longer ones)
 
 
 class Kind(IntEnum):
@@ -68,6 +69,7 @@ class Kind(IntEnum):
     REPEAT = 13
     IMAGE = 14
     NOTICE = 15
+    SCOPE = 16
     WELCOME = 32
     WANTS = 33
     PLAN = 34
@@ -314,15 +316,16 @@ LAUNCH = _layout("proto_launch", ("seq", "Q"), ("occurrence", "Q"), ("stream", "
                  ("tid", "Q"), ("id", "I"), ("device", "i"), ("grid", "3I"), ("block", "3I"),
                  ("smem", "I"), ("api", "I"), ("flags", "I"), ("rc", "i"), ("nparams", "i"),
                  ("nptrs", "I"), ("graph", "Q"), ("replay", "I"), ("node", "I"),
-                 ("ntmaps", "I"), ("reserved", "I"))
+                 ("ntmaps", "I"), ("scope", "I"), ("step", "I"), ("source", "I"))
 # The event fills a ring slot exactly (no padding after it).
 RING_SLOT = _layout("proto_ring_slot", ("ready", "Q"), ("reserved", "Q"),
                     *[(f"event.{name}", code) for name, code in LAUNCH.fields])
 FLIGHT_SLOT = _layout("proto_flight_slot", ("ready", "Q"), ("done", "Q"), ("seq", "Q"),
                       ("stream", "Q"), ("tid", "Q"), ("graph", "Q"), ("id", "I"), ("api", "I"),
                       ("grid", "3I"), ("block", "3I"), ("smem", "I"), ("flags", "I"),
-                      ("rc", "i"), ("nbytes", "I"), ("kept", "I"), ("reserved", "I"),
-                      ("pad", "24s"), ("params", f"{FLIGHT_PARAM_BYTES}s"))
+                      ("rc", "i"), ("nbytes", "I"), ("kept", "I"), ("scope", "I"),
+                      ("step", "I"), ("source", "I"), ("pad", "16s"),
+                      ("params", f"{FLIGHT_PARAM_BYTES}s"))
 HOST_WRITE = _layout("proto_host_write", ("ready", "Q"), ("launches", "Q"), ("dst", "Q"),
                      ("width", "Q"), ("height", "Q"), ("pitch", "Q"), ("depth", "Q"),
                      ("slice", "Q"), ("stream", "Q"), ("tid", "Q"), ("value", "I"),
@@ -339,6 +342,7 @@ MEMORY = _layout("proto_memory", ("op", "I"), ("kind", "I"), ("base", "Q"), ("si
                  ("device", "i"))
 GRAPH = _layout("proto_graph", ("seq", "Q"), ("exec", "Q"), ("stream", "Q"), ("api", "I"),
                 ("device", "i"))
+SCOPE = _layout("proto_scope", ("id", "I"), ("parent", "I"), ("kind", "I"), ("length", "I"))
 NOTICE = _layout("proto_notice", ("kind", "I"), ("reserved", "I"), ("graph", "Q"))
 GRAPH_NODE = _layout("proto_graph_node", ("node", "I"), ("id", "I"), ("grid", "3I"),
                      ("block", "3I"), ("smem", "I"), ("child", "I"))
@@ -376,7 +380,7 @@ RESUME = _layout("proto_resume", ("mode", "I"), ("reserved", "I"))
 RESULT = _layout("proto_result", ("rc", "i"), ("reserved", "I"), ("nbytes", "Q"))
 
 LAYOUTS = (HEADER, HELLO, WELCOME, CONTROL, PARAM, FUNC, ASK, SELECTOR, WANTS, COUNTED, LAUNCH,
-           RING_SLOT, FLIGHT_SLOT, HOST_WRITE, POINTER, TENSORMAP, MEMORY, GRAPH, NOTICE,
+           RING_SLOT, FLIGHT_SLOT, HOST_WRITE, POINTER, TENSORMAP, MEMORY, GRAPH, NOTICE, SCOPE,
            GRAPH_NODE, COUNT, FUNC_COUNT, COUNTS, STATS, COPY, PLAN, KEY, TOOL_OUT, RESULT_SLOT,
            IMAGE, PIECE, END, STOPPED, READ, QUERY, WRITE, RESUME, RESULT)
 

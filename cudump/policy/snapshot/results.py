@@ -62,7 +62,8 @@ def event_of(slot: np.void) -> LaunchEvent:
         device=int(ev["device"]), grid=tuple(int(v) for v in ev["grid"]),  # type: ignore[arg-type]
         block=tuple(int(v) for v in ev["block"]),  # type: ignore[arg-type]
         smem=int(ev["smem"]), stream=int(ev["stream"]), tid=int(ev["tid"]),
-        api=p.api_name(int(ev["api"])), flags=int(ev["flags"]), rc=0)
+        api=p.api_name(int(ev["api"])), flags=int(ev["flags"]), rc=0,
+        scope=int(ev["scope"]), step=int(ev["step"]), source=int(ev["source"]))
 
 
 # (process, template, slot) -> its results handed to the route, late (repeat.Repeater)
