@@ -509,6 +509,12 @@
     SERVICE(cuMemGetAddressRange_v2, (CUdeviceptr *base, size_t *size, CUdeviceptr ptr))  \
     SERVICE(cuStreamIsCapturing, (CUstream s, CUstreamCaptureStatus *status))             \
     SERVICE(cuStreamIsCapturing_ptsz, (CUstream s, CUstreamCaptureStatus *status))        \
+    SERVICE(cuStreamGetCaptureInfo_v3,                                                     \
+            (CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,    \
+             const CUgraphNode **deps, const void **edges, size_t *ndeps))                 \
+    SERVICE(cuStreamGetCaptureInfo_v3_ptsz,                                                \
+            (CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,    \
+             const CUgraphNode **deps, const void **edges, size_t *ndeps))                 \
     SERVICE(cuThreadExchangeStreamCaptureMode, (CUstreamCaptureMode *mode))               \
     SERVICE(cuMemHostRegister_v2, (void *p, size_t size, unsigned int flags))             \
     SERVICE(cuMemHostUnregister, (void *p))                                               \

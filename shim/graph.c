@@ -58,6 +58,8 @@
 #include "graph.h"
 #include "interpose.h"
 #include "plan.h"
+#include "pysource.h"
+#include "scope.h"
 #include "staging.h"
 #include "stop.h"
 #include "stream.h"
@@ -82,6 +84,7 @@ struct graph_kernel {
     unsigned route[GRAPH_MAX_DEPTH];
     CUgraphNode clone_anchor;   /* the anchor in the shim's clone */
     CUgraphNode clone_node;     /* the kernel node in the shim's clone; NULL: not found */
+    uint32_t scope;             /* open where it was captured; 0: the graph launch's */
     unsigned char *params;      /* the parameter values, at the layout's offsets */
     void **argv;                /* kernelParams-style pointers into `params` */
 };
@@ -163,6 +166,58 @@ static void free_kernels(struct graph_kernel *k, size_t n)
     free(k);
 }
 
+/* ---- scopes at capture --------------------------------------------------------
+ * A kernel node made by a captured launch keeps the scope its thread had open
+ * then: its node handle is the capturing stream's one dependency right after
+ * the launch. Kept by node handle in a table that forgets the oldest where it
+ * is crowded (a node then reports the scope of the graph's launch). */
+enum { CAPTURED_SLOTS = 8192, CAPTURED_PROBES = 16 };
+static struct { CUgraphNode node; uint32_t scope; } captured_scopes[CAPTURED_SLOTS];
+static pthread_mutex_t captured_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static size_t captured_home(CUgraphNode node)
+{
+    return (size_t)(((uintptr_t)node >> 3) * 0x9E3779B97F4A7C15ull >> 51); /* 13 bits */
+}
+
+void graph_captured(const struct launch_info *li)
+{
+    cuStreamGetCaptureInfo_v3_fn info =
+        li->ptsz ? real_cuStreamGetCaptureInfo_v3_ptsz : real_cuStreamGetCaptureInfo_v3;
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    const CUgraphNode *deps = NULL;
+    size_t n = 0;
+    if (!info || info(li->stream, &status, NULL, NULL, &deps, NULL, &n) != CUDA_SUCCESS ||
+        status != CU_STREAM_CAPTURE_STATUS_ACTIVE || n != 1 || !deps || !deps[0])
+        return;
+    size_t home = captured_home(deps[0]), at = home;
+    pthread_mutex_lock(&captured_lock);
+    for (size_t k = 0; k < CAPTURED_PROBES; k++) {
+        size_t i = (home + k) % CAPTURED_SLOTS;
+        if (!captured_scopes[i].node || captured_scopes[i].node == deps[0]) {
+            at = i;
+            break;
+        }
+    }
+    captured_scopes[at].node = deps[0];
+    captured_scopes[at].scope = li->scope;
+    pthread_mutex_unlock(&captured_lock);
+}
+
+static uint32_t captured_scope(CUgraphNode node)
+{
+    uint32_t scope = 0;
+    size_t home = captured_home(node);
+    pthread_mutex_lock(&captured_lock);
+    for (size_t k = 0; k < CAPTURED_PROBES && !scope; k++) {
+        size_t i = (home + k) % CAPTURED_SLOTS;
+        if (captured_scopes[i].node == node)
+            scope = captured_scopes[i].scope;
+    }
+    pthread_mutex_unlock(&captured_lock);
+    return scope;
+}
+
 static void add_kernel(struct walk *w, CUgraphNode node, unsigned depth)
 {
     CUDA_KERNEL_NODE_PARAMS p;
@@ -193,7 +248,8 @@ static void add_kernel(struct walk *w, CUgraphNode node, unsigned depth)
                                 .grid = {p.gridDimX, p.gridDimY, p.gridDimZ},
                                 .block = {p.blockDimX, p.blockDimY, p.blockDimZ},
                                 .smem = p.sharedMemBytes, .top = depth == 0,
-                                .anchor = w->anchor, .depth = depth};
+                                .anchor = w->anchor, .depth = depth,
+                                .scope = captured_scope(node)};
     memcpy(gk->route, w->route, depth * sizeof *gk->route);
     keep_params(&w->k[w->n], p.kernelParams);
     w->n++;
@@ -543,6 +599,7 @@ static size_t held_nodes(struct proto_graph_node *out, size_t cap)
 /* The launching thread and its device, asked once per graph launch. */
 static SHIM_TLS int here_device = -1;
 static SHIM_TLS uint64_t here_tid;
+static SHIM_TLS uint32_t here_scope, here_step, here_source; /* the graph launch's */
 
 static void learn_here(void)
 {
@@ -565,6 +622,10 @@ static struct launch_info node_launch(struct graph_exec *g, size_t k, CUstream s
                              .seq = seq, .occurrence = replay, .device = here_device,
                              .tid = here_tid, .graph = g->id, .replay = (uint32_t)replay,
                              .node = (uint32_t)k};
+    /* The scope open where the node was captured; else the graph launch's. */
+    li.scope = gk->scope ? gk->scope : here_scope;
+    li.step = here_step;
+    li.source = here_source;
     return li;
 }
 
@@ -1088,6 +1149,8 @@ static CUresult run_graph(cuGraphLaunch_fn real, CUgraphExec exec, CUstream stre
 {
     unsigned long long seq = atomic_fetch_add(&shim_stats.seq, 1) + 1;
     learn_here();
+    scope_stamp(&here_scope, &here_step);
+    here_source = pysource_here();
     pthread_mutex_lock(&graphs_lock);
     struct graph_exec *g = NULL;
     for (size_t i = 0; i < ngraphs && !g; i++)
@@ -1104,7 +1167,8 @@ static CUresult run_graph(cuGraphLaunch_fn real, CUgraphExec exec, CUstream stre
     /* One flight ring slot for the whole graph launch, marked done after it. */
     struct launch_info flown = {
         .stream = stream, .ptsz = ptsz, .api = ptsz ? API_cuGraphLaunch_ptsz : API_cuGraphLaunch,
-        .seq = seq, .tid = stream_tid(), .captured = capturing, .graph = g ? g->id : 0};
+        .seq = seq, .tid = stream_tid(), .captured = capturing, .graph = g ? g->id : 0,
+        .scope = here_scope, .step = here_step, .source = here_source};
     flight_begin(&flown);
     CUresult rc = instrument ? run_instrumented(real, g, stream, ptsz, seq, replay)
                              : real(exec, stream);

@@ -20,6 +20,10 @@ void graph_forget_context(const struct ctx_key *gone);
 void graph_updated(CUgraphExec exec, CUgraph graph);
 /* A kernel node's parameters were changed in the executable graph. */
 void graph_node_params(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *params);
+struct launch_info;
+/* A kernel launch was captured into a graph while a scope was open on its
+ * thread: its node keeps that scope (a launch of the graph reports it). */
+void graph_captured(const struct launch_info *li);
 /* Adds every graph's launches so far to its kernels' counts (at exit). */
 void graph_fold_all(void);
 void graph_reset_after_fork(void);

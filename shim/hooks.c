@@ -33,6 +33,7 @@
 #include "launch.h"
 #include "modules.h"
 #include "repeat.h"
+#include "scope.h"
 #include "scratch.h"
 #include "staging.h"
 #include "stream.h"
@@ -63,6 +64,7 @@ static void after_fork_child(void)
     behind_reset_after_fork();
     tensormap_reset_after_fork();
     flight_reset_after_fork();
+    scope_reset_after_fork();
     ahead_reset_after_fork();
     calls_reset_after_fork();
     handoff_reset_after_fork();

@@ -38,6 +38,9 @@
 
 #include "drain.h"
 #include "flight.h"
+#include "graph.h"
+#include "pysource.h"
+#include "scope.h"
 #include "gate.h"
 #include "launch.h"
 #include "modules.h"
@@ -178,6 +181,8 @@ static void number(struct launch_info *li)
     }
     li->device = stream_device();
     li->tid = stream_tid();
+    scope_stamp(&li->scope, &li->step);
+    li->source = pysource_here();
     plan_select(li);
 }
 
@@ -262,6 +267,8 @@ static bool decide(struct launch_run *r)
 static void launched(const struct launch_info *li, CUresult rc)
 {
     flight_end(li, rc);
+    if (li->captured && rc == CUDA_SUCCESS && li->scope)
+        graph_captured(li);
     if (rc != CUDA_SUCCESS && !li->captured)
         atomic_fetch_sub(&li->e->launches, 1);
     else if (!li->captured)
@@ -311,11 +318,15 @@ static CUresult recorded(struct launch_info *li, CUresult (*call)(void *), void 
         stream_capturing(li->stream, li->ptsz);
     li->device = -1;
     li->tid = stream_tid();
+    scope_stamp(&li->scope, &li->step);
+    li->source = pysource_here();
     flight_begin(li);
     shim_busy--;
     CUresult rc = call(arg);
     shim_busy++;
     flight_end(li, rc);
+    if (li->captured && rc == CUDA_SUCCESS && li->scope)
+        graph_captured(li);
     if (rc == CUDA_SUCCESS && li->captured) {
         atomic_fetch_add_explicit(&shim_stats.captured, 1, memory_order_relaxed);
         counts_add_process(false);

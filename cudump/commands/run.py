@@ -173,6 +173,10 @@ class RunCommand:
                                  "program fails (non-zero exit, signal, CUDA error) say which "
                                  "launch was the last to complete and which were in flight, "
                                  "naming the likely culprit; always written to flight.jsonl")
+        parser.add_argument("--step-range", type=_step_range, metavar="NAME",
+                            help="count training steps by an NVTX range: each push of a "
+                                 "range named NAME begins the next step (step 0 at the "
+                                 "first), which the trace, reports and records name")
         parser.add_argument("--error-exitcode", type=_error_exitcode, default=0, metavar="N",
                             help="exit with status N (1 to 255) instead of the program's when "
                                  "cudump finds something: a buffer turned NaN/Inf "
@@ -247,7 +251,8 @@ class RunCommand:
                                  break_on_nan=args.break_on_nan, timeline=args.timeline,
                                  injections=donors, flight_slots=args.flight,
                                  scans_ahead=args.scans_ahead, hand_off=args.hand_off,
-                                 error_exitcode=args.error_exitcode)
+                                 error_exitcode=args.error_exitcode,
+                                 step_range=args.step_range)
             return Session(options, load_prompt).run()
         finally:
             owner.release()
@@ -358,6 +363,12 @@ def _error_exitcode(text: str) -> int:
         raise argparse.ArgumentTypeError(f"bad --error-exitcode '{text}': an exit status "
                                          "from 1 to 255")
     return value
+
+
+def _step_range(text: str) -> str:
+    if not text or "\0" in text:
+        raise argparse.ArgumentTypeError("a range's name, not empty")
+    return text
 
 
 def _flight_slots(text: str) -> int:

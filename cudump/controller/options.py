@@ -50,6 +50,15 @@ class RunOptions:
     hand_off: bool = True             # --no-hand-off: no launcher thread (shim/handoff.h)
     error_exitcode: int = 0           # --error-exitcode N: cudump's status when it finds
                                       # something (Findings); 0: the program's own
+    step_range: str | None = None     # --step-range NAME: each push of that range begins a step
+
+    @property
+    def reads_scopes(self) -> bool:
+        """Whether some mode shows where launches came from (scopes, step, source line):
+        the trace, the timeline, snapshots and NaN checks, breakpoints, the flight
+        recorder. Without one the target is given nothing of scopes."""
+        return bool(self.trace or self.timeline is not None or self.rules or self.debugging
+                    or self.flight_slots)
 
     @property
     def writes_behind(self) -> bool:

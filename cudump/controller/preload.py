@@ -25,6 +25,23 @@ def shim_path() -> Path:
     return path
 
 
+def scopes_env(env: dict[str, str], step_range: str | None) -> str | None:
+    """Sets, in the target's `env`, what has the shim keep scopes: the shim as NVTX's tool
+    (NVTX_INJECTION64_PATH), CUDUMP_SCOPES=1 (the older libnvToolsExt's calls), and
+    CUDUMP_STEP_RANGE. A user's own NVTX tool is kept: then the line to say (NVTX's ranges
+    reach that tool, not cudump), else None."""
+    env["CUDUMP_SCOPES"] = "1"
+    if step_range is not None:
+        env["CUDUMP_STEP_RANGE"] = step_range
+    theirs = env.get("NVTX_INJECTION64_PATH")
+    shim = str(shim_path())
+    if theirs and theirs != shim:
+        return (f"NVTX_INJECTION64_PATH is set ({theirs}): that tool gets the program's "
+                "NVTX ranges, so scopes from NVTX are off")
+    env["NVTX_INJECTION64_PATH"] = shim
+    return None
+
+
 def preload_env(base: dict[str, str], socket_name: str) -> dict[str, str]:
     """`base` with the shim first in LD_PRELOAD and the controller's socket named."""
     env = dict(base)

@@ -25,7 +25,7 @@ from cudump.controller.ctrl_c import END_MESSAGE, INTERRUPT_MESSAGE, forwarder
 from cudump.controller.debugger import DebugController
 from cudump.controller.gc_pauses import short_collections
 from cudump.controller.options import RunOptions
-from cudump.controller.preload import preload_env
+from cudump.controller.preload import preload_env, scopes_env
 from cudump.controller.run_state import Controller
 from cudump.errors import CudumpError
 from cudump.kernels.unmatched import unmatched_lines
@@ -161,6 +161,10 @@ class Session:
             env = preload_env(dict(os.environ), "@" + name)
             env["CUDUMP_TOKEN"] = self.controller.token
             env["CUDUMP_CONTROLLER_PID"] = str(os.getpid())
+            if self.options.reads_scopes:
+                kept = scopes_env(env, self.options.step_range)
+                if kept:
+                    warn(kept)
             # cudump's first line: where the files go (the program's stdout stays its own).
             # Not for a program that cannot start: its run directory is removed.
             if shutil.which(program, path=env.get("PATH")) is not None:
