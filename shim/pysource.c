@@ -47,7 +47,7 @@ static char *cwd;
 static size_t cwd_len;
 static char *stdlib_dir;     /* the directory of the standard library's os.py */
 static size_t stdlib_len;
-static char *cudump_dir;     /* the cudump package (the shim is its _lib/libcudump.so) */
+static char *cudump_dir;     /* the cudump package (CUDUMP_PACKAGE_DIR, from the controller) */
 static size_t cudump_len;
 
 static struct code_seen {
@@ -112,10 +112,12 @@ static void learn_places(void)
     if (os)
         py.dec_ref(os);
     py.err_clear();
-    Dl_info info;
-    if (dladdr((void *)pysource_walk, &info) && info.dli_fname) {
-        cudump_dir = dir_of(info.dli_fname, 2);
+    const char *package = getenv("CUDUMP_PACKAGE_DIR");
+    if (package && *package) {
+        cudump_dir = strdup(package);
         cudump_len = cudump_dir ? strlen(cudump_dir) : 0;
+        while (cudump_len > 1 && cudump_dir[cudump_len - 1] == '/')
+            cudump_dir[--cudump_len] = '\0';
     }
 }
 

@@ -27,10 +27,13 @@ def shim_path() -> Path:
 
 def scopes_env(env: dict[str, str], step_range: str | None) -> str | None:
     """Sets, in the target's `env`, what has the shim keep scopes: the shim as NVTX's tool
-    (NVTX_INJECTION64_PATH), CUDUMP_SCOPES=1 (the older libnvToolsExt's calls), and
-    CUDUMP_STEP_RANGE. A user's own NVTX tool is kept: then the line to say (NVTX's ranges
-    reach that tool, not cudump), else None."""
+    (NVTX_INJECTION64_PATH), CUDUMP_SCOPES=1 (the older libnvToolsExt's calls),
+    CUDUMP_PACKAGE_DIR (whose frames are not the user's) and CUDUMP_STEP_RANGE. A user's
+    own NVTX tool is kept: then the line to say (NVTX's ranges reach that tool, not
+    cudump), else None."""
     env["CUDUMP_SCOPES"] = "1"
+    # Frames of cudump's own Python (its in-target hooks) are never a launch's source line.
+    env["CUDUMP_PACKAGE_DIR"] = str(Path(__file__).resolve().parent.parent)
     if step_range is not None:
         env["CUDUMP_STEP_RANGE"] = step_range
     theirs = env.get("NVTX_INJECTION64_PATH")

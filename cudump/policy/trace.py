@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,13 +137,35 @@ class LaunchSink(Protocol):
     def graph_launch(self, proc: ProcessState, launch: GraphLaunch) -> None: ...
 
 
+_SCOPE, _SOURCE = (EVENT_FIELDS.index(name) for name in ("scope", "source"))
+# How long a batch from the trace ring waits for the scope nodes it names (sent on the
+# socket before the launch was put in the ring, so normally already read).
+SCOPE_WAIT_SECONDS = 2.0
+
+
 class LaunchFeed:
     """Launch events from the rings and from messages, counted once, to every sink."""
 
     def __init__(self, sinks: Sequence[LaunchSink]) -> None:
         self.sinks = list(sinks)
+        self._given_up: set[tuple[int, int]] = set()   # (pid, node) never announced
+
+    def _await_scopes(self, proc: ProcessState, rows: Sequence[Sequence[Any]]) -> None:
+        """Waits (bounded) until the process's connection has read the scope nodes the
+        rows name: the shim announces a node on the socket before the first launch naming
+        it, but the ring is read apart from the socket. A node still unknown then is shown
+        as nothing (and not waited for again)."""
+        nodes = proc.scopes.nodes
+        wanted = {row[i] for row in rows for i in (_SCOPE, _SOURCE) if row[i]}
+        missing = {n for n in wanted if n not in nodes and (proc.pid, n) not in self._given_up}
+        deadline = time.monotonic() + SCOPE_WAIT_SECONDS
+        while missing and time.monotonic() < deadline:
+            time.sleep(0.001)
+            missing = {n for n in missing if n not in nodes}
+        self._given_up |= {(proc.pid, n) for n in missing}
 
     def launches(self, proc: ProcessState, rows: Sequence[Sequence[Any]]) -> None:
+        self._await_scopes(proc, rows)
         count_launches(proc, rows)
         for sink in self.sinks:
             sink.launches(proc, rows)
