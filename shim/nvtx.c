@@ -149,11 +149,12 @@ static size_t attributes_name(const void *domain, const struct nvtx_attributes *
     return strlen(out);
 }
 
-static int push_named(const char *name)
+static int push_named(const void *domain, const char *name)
 {
     if (forwarding)
         return NVTX_NO_PUSH_POP_TRACKING;
-    int level = scope_push(SCOPE_RANGE, name ? name : "", name ? strlen(name) : 0);
+    int level = scope_push(SCOPE_RANGE, name ? name : "", name ? strlen(name) : 0,
+                           (uintptr_t)domain);
     return level < 0 ? NVTX_NO_PUSH_POP_TRACKING : level;
 }
 
@@ -168,21 +169,21 @@ static nvtx_range_id start_named(const char *name)
 
 static int tool_push_a(const char *message)
 {
-    return push_named(message);
+    return push_named(NULL, message);
 }
 
 static int tool_push_w(const wchar_t *message)
 {
     char name[NAME_CAP];
     utf8_of(message, name, sizeof name);
-    return push_named(name);
+    return push_named(NULL, name);
 }
 
 static int tool_domain_push(const void *domain, const struct nvtx_attributes *a)
 {
     char name[NAME_CAP];
     attributes_name(domain, a, name);
-    return push_named(name);
+    return push_named(domain, name);
 }
 
 static int tool_push_ex(const struct nvtx_attributes *a)
@@ -190,18 +191,18 @@ static int tool_push_ex(const struct nvtx_attributes *a)
     return tool_domain_push(NULL, a);
 }
 
-static int tool_pop(void)
+/* Each domain pops its own pushes. */
+static int tool_domain_pop(const void *domain)
 {
     if (forwarding)
         return NVTX_NO_PUSH_POP_TRACKING;
-    int level = scope_pop();
+    int level = scope_pop((uintptr_t)domain);
     return level < 0 ? NVTX_NO_PUSH_POP_TRACKING : level;
 }
 
-static int tool_domain_pop(const void *domain)
+static int tool_pop(void)
 {
-    (void)domain;
-    return tool_pop();
+    return tool_domain_pop(NULL);
 }
 
 static nvtx_range_id tool_start_a(const char *message)

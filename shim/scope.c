@@ -175,6 +175,7 @@ void scope_reset_after_fork(void)
 struct frame {
     uint32_t node;      /* what the thread has open up to here (its parent's when unnamed) */
     uint64_t range;     /* a start/end range's id; 0: pushed */
+    uintptr_t owner;    /* who pushed it (scope_push) */
 };
 
 struct scope_stack {
@@ -267,20 +268,21 @@ static void take_ended(struct scope_stack *s)
 }
 
 static bool open_frame(struct scope_stack *s, unsigned kind, const char *name, size_t len,
-                       uint64_t range)
+                       uint64_t range, uintptr_t owner)
 {
     if (s->depth == SCOPE_DEPTH)
         return false;
     uint32_t parent = s->depth ? s->f[s->depth - 1].node : 0;
     uint32_t node = scope_intern(parent, kind, name, len);
-    s->f[s->depth++] = (struct frame){.node = node ? node : parent, .range = range};
+    s->f[s->depth++] = (struct frame){.node = node ? node : parent, .range = range,
+                                      .owner = owner};
     if (range)
         s->ranges++;
     publish(s);
     return node != 0;
 }
 
-int scope_push(unsigned kind, const char *name, size_t len)
+int scope_push(unsigned kind, const char *name, size_t len, uintptr_t owner)
 {
     struct scope_stack *s = stack_here();
     if (!s)
@@ -291,14 +293,14 @@ int scope_push(unsigned kind, const char *name, size_t len)
         s->overflow++;
         return -1;
     }
-    bool named = open_frame(s, kind, name, len, 0);
+    bool named = open_frame(s, kind, name, len, 0, owner);
     if (kind == SCOPE_RANGE && step_range && len == step_range_len &&
         memcmp(name, step_range, len) == 0)
         atomic_fetch_add_explicit(&scope_step_now, 1, memory_order_relaxed);
     return named ? level : -1;
 }
 
-int scope_pop(void)
+int scope_pop(uintptr_t owner)
 {
     struct scope_stack *s = mine;
     if (!s)
@@ -309,7 +311,7 @@ int scope_pop(void)
         return (int)(s->depth + s->overflow);
     }
     for (unsigned i = s->depth; i-- > 0;) {
-        if (!s->f[i].range) {
+        if (!s->f[i].range && s->f[i].owner == owner) {
             remove_frame(s, i);
             return (int)i;
         }
@@ -325,7 +327,7 @@ uint64_t scope_start(unsigned kind, const char *name, size_t len)
     struct scope_stack *s = stack_here();
     if (s) {
         take_ended(s);
-        open_frame(s, kind, name, len, id);
+        open_frame(s, kind, name, len, id, 0);
     }
     return id;
 }
@@ -372,12 +374,12 @@ SHIM_EXPORT int cudump_scope_push(unsigned kind, const char *name)
 {
     if (kind == SCOPE_SOURCE)
         kind = 0; /* a source line is no scope: pushed unnamed */
-    return scope_push(kind, name ? name : "", name ? strlen(name) : 0) < 0 ? -1 : 0;
+    return scope_push(kind, name ? name : "", name ? strlen(name) : 0, 0) < 0 ? -1 : 0;
 }
 
 SHIM_EXPORT void cudump_scope_pop(void)
 {
-    scope_pop();
+    scope_pop(0);
 }
 
 SHIM_EXPORT void cudump_scope_step(unsigned wire_step)

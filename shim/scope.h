@@ -36,13 +36,16 @@ uint32_t scope_intern(uint32_t parent, unsigned kind, const char *name, size_t l
 /* A node's kind and name (NULL for an unknown id). */
 const char *scope_name(uint32_t id, unsigned *kind, size_t *len);
 
-/* Opens a scope on this thread. Returns the level it opens at (0: outermost),
- * or -1 when it could not be named (a full table: the thread's innermost scope
- * stays what it was, and the matching pop still balances). */
-int scope_push(unsigned kind, const char *name, size_t len);
-/* Closes this thread's innermost pushed scope (start/end ranges stay). Returns
- * the level it was at, or -1 when none was open. */
-int scope_pop(void);
+/* Opens a scope on this thread, pushed by `owner` (an NVTX domain; 0: the
+ * default domain and the program's Python hooks): each owner pushes and pops
+ * its own stack, as NVTX's domains do, while the scopes nest in the order
+ * they were opened. Returns the level it opens at (0: outermost), or -1 when
+ * it could not be named (a full table: the thread's innermost scope stays what
+ * it was, and the matching pop still balances). */
+int scope_push(unsigned kind, const char *name, size_t len, uintptr_t owner);
+/* Closes this thread's innermost scope pushed by `owner` (start/end ranges
+ * stay). Returns the level it was at, or -1 when none was open. */
+int scope_pop(uintptr_t owner);
 /* A start/end range: open on this thread until scope_end(id), from any thread.
  * Returns its id (never 0). */
 uint64_t scope_start(unsigned kind, const char *name, size_t len);

@@ -29,9 +29,8 @@ def scopes_env(env: dict[str, str], step_range: str | None) -> str | None:
     """Sets, in the target's `env`, what has the shim keep scopes: the shim as NVTX's tool
     (NVTX_INJECTION64_PATH), CUDUMP_SCOPES=1 (the older libnvToolsExt's calls),
     CUDUMP_PACKAGE_DIR (whose frames are not the user's) and CUDUMP_STEP_RANGE. A user's
-    own NVTX tool is kept: then the line to say (NVTX's ranges reach that tool, not
-    cudump), else None."""
-    env["CUDUMP_SCOPES"] = "1"
+    own NVTX tool is kept (and the older library's calls are only forwarded): then the
+    line to say, else None."""
     # Frames of cudump's own Python (its in-target hooks) are never a launch's source line.
     env["CUDUMP_PACKAGE_DIR"] = str(Path(__file__).resolve().parent.parent)
     if step_range is not None:
@@ -42,6 +41,7 @@ def scopes_env(env: dict[str, str], step_range: str | None) -> str | None:
         return (f"NVTX_INJECTION64_PATH is set ({theirs}): that tool gets the program's "
                 "NVTX ranges, so scopes from NVTX are off")
     env["NVTX_INJECTION64_PATH"] = shim
+    env["CUDUMP_SCOPES"] = "1"
     return None
 
 

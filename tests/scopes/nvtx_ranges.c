@@ -14,10 +14,19 @@
  *   7  async                               the push popped, the start range still open
  *   8  (none)                              the start range ended
  *   9  step / step                         two pushes of one name (steps)
- *  10, 11  captured                        two kernel nodes captured under a range,
- *                                          reported when the graph launches outside it
+ *  10  mydomain:inner                      pushes of two domains interleaved: each
+ *  11  (none)                              domain pops its own
+ *  12  after                               a start/end range ended on another thread,
+ *                                          gone at its own thread's next push
+ *  13  legacy                              the older libnvToolsExt's exported call
+ *                                          (the shim's, found by dlsym)
+ *  then two kernel nodes captured under "captured", reported when the graph
+ *  launches outside it ("expect graph captured").
  */
 #include "progcommon.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
 
 #include <nvtx3/nvToolsExt.h>
 
@@ -28,6 +37,12 @@ static CUstream stream;
 static CUdeviceptr dx;
 static int n = N;
 static float two = 2.0f;
+
+static void *end_elsewhere(void *arg)
+{
+    nvtxRangeEnd(*(nvtxRangeId_t *)arg);
+    return NULL;
+}
 
 static void launch(const char *expect)
 {
@@ -87,6 +102,38 @@ int main(void)
     nvtxRangePushA("step");
     launch("step");
     nvtxRangePop();
+
+    nvtxRangePushA("outer");
+    a.messageType = NVTX_MESSAGE_TYPE_ASCII;
+    a.message.ascii = "inner";
+    nvtxDomainRangePushEx(domain, &a);
+    nvtxRangePop();
+    launch("mydomain:inner");
+    nvtxDomainRangePop(domain);
+    launch("-");
+
+    nvtxRangeId_t handoff = nvtxRangeStartA("handoff");
+    pthread_t other;
+    if (pthread_create(&other, NULL, end_elsewhere, &handoff) != 0)
+        FAIL("pthread_create failed");
+    pthread_join(other, NULL);
+    nvtxRangePushA("after");
+    launch("after");
+    nvtxRangePop();
+
+    int (*legacy_push)(const char *) = NULL;
+    int (*legacy_pop)(void) = NULL;
+    *(void **)&legacy_push = dlsym(RTLD_DEFAULT, "nvtxRangePushA");
+    *(void **)&legacy_pop = dlsym(RTLD_DEFAULT, "nvtxRangePop");
+    if (!legacy_push || !legacy_pop)
+        FAIL("no exported nvtxRangePushA (run under cudump)");
+    /* Levels where the calls are recorded; NVTX's "not tracked" where they are only
+     * forwarded (to no library here). */
+    int level = legacy_push("legacy");
+    launch("legacy");
+    int popped = legacy_pop();
+    if (popped != level || (level != 0 && level != -2))
+        FAIL("the exported push and pop answered levels %d, %d", level, popped);
 
     nvtxRangePushA("captured");
     CHECK(cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
