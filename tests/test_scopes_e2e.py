@@ -136,6 +136,12 @@ PYTHON_TARGET = textwrap.dedent("""
     shim.cudump_scope_pop()
     shim.cudump_scope_pop()
     assert shim.cudump_scope_current() == 0
+    # Deeper than a thread's stack: still balanced.
+    for _ in range(300):
+        shim.cudump_scope_push(1, b"deep")
+    for _ in range(300):
+        shim.cudump_scope_pop()
+    assert shim.cudump_scope_current() == 0
     launch()
     check(cuda.cuCtxSynchronize())
 """)

@@ -5,7 +5,8 @@
  * place among this program's launches, from 1). Built against NVTX 3's
  * headers (header only: NVTX_INJECTION64_PATH names the tool).
  *
- *   1  outside any range
+ *   1  setup                               pushed before the driver started (announced
+ *                                          with the first launch that names it)
  *   2  train / forward                     nested pushes
  *   3  train                               after the inner pop
  *   4  mydomain:block                      a domain's range
@@ -56,6 +57,7 @@ int main(void)
 {
     CUcontext ctx;
     CUmodule mod;
+    nvtxRangePushA("setup");
     CHECK(cuInit(0));
     CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
     CHECK(cuCtxSetCurrent(ctx));
@@ -65,7 +67,8 @@ int main(void)
     CHECK(cuMemAlloc_v2(&dx, N * sizeof(float)));
     CHECK(cuMemsetD8_v2(dx, 0, N * sizeof(float)));
 
-    launch("-");
+    launch("setup");
+    nvtxRangePop();
     nvtxRangePushA("train");
     nvtxRangePushA("forward");
     launch("train/forward");
