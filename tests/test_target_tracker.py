@@ -153,6 +153,32 @@ def test_a_submodule_added_later_and_a_module_from_outside_the_model():
     assert ("push", "late") in shim.events
 
 
+class OptimizedModule(Module):
+    def __init__(self, model: Module) -> None:
+        super().__init__(_orig_mod=model)
+        self._orig_mod = model
+
+
+class DistributedDataParallel(Module):
+    def __init__(self, model: Module) -> None:
+        super().__init__(module=model)
+        self.module = model
+
+
+def test_a_wrapped_model_is_named_as_the_model():
+    model = resnet()
+    wrapped = DistributedDataParallel(OptimizedModule(model))
+    shim = Recorder()
+    t = Tracker(shim)
+    conv = model.children["layer1"].children["0"].children["conv1"]
+    for module in (wrapped, wrapped.module, model, model.children["layer1"],
+                   model.children["layer1"].children["0"], conv):
+        t.forward_enter(module)
+    assert shim.names() == ["ResNet", "layer1", "layer1.0", "layer1.0.conv1"]
+    t.forward_exit(wrapped)
+    assert shim.stack() == []
+
+
 def test_paths_are_forgotten_with_their_modules():
     paths = ModulePaths()
     model = resnet()

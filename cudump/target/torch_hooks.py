@@ -133,7 +133,10 @@ class TorchHooks:
             return
         tensor = _first_grad_tensor(output, self.torch.Tensor)
         if tensor is not None:
-            tensor.register_hook(self._backward_hook(chain))
+            try:
+                tensor.register_hook(self._backward_hook(chain))
+            except RuntimeError:
+                pass                        # a tensor that takes no hook: no backward scope
 
     def _backward_hook(self, chain: Chain) -> Callable[[Any], None]:
         def begin(grad: Any) -> None:

@@ -41,6 +41,24 @@ class Scopes(Protocol):
     def step(self, wire_step: int) -> None: ...
 
 
+# Modules that wrap a model, by class name, and the attribute that holds it.
+WRAPPERS = {"DistributedDataParallel": "module", "DataParallel": "module",
+            "OptimizedModule": "_orig_mod"}
+
+
+def _unwrapped(module: Any) -> list[Any]:
+    """`module`, and the modules it wraps in turn (a wrapper's model, through wrappers of
+    wrappers): the model is the last."""
+    out = [module]
+    for _ in range(8):
+        attribute = WRAPPERS.get(type(out[-1]).__name__)
+        inner = getattr(out[-1], attribute, None) if attribute else None
+        if inner is None:
+            break
+        out.append(inner)
+    return out
+
+
 class _Strong:
     """A stand-in for a weak reference to an object that takes none."""
 
@@ -89,15 +107,20 @@ class ModulePaths:
     def root(self, module: Any, again: bool = False) -> Chain:
         """`module`'s chain when its forward runs with no module open: its own if it has one
         (from an earlier model), else its class name, as a model's. Its submodules are named
-        the first time (and `again`, for those added since)."""
+        the first time (and `again`, for those added since). A wrapper (DDP, DataParallel,
+        torch.compile's OptimizedModule) is named as the model it wraps, whose paths stay
+        those of the model unwrapped."""
         chain = self.get(module)
+        layers = _unwrapped(module)
+        model = layers[-1]
         if chain is None:
-            chain = (type(module).__name__,)
-            self._put(module, chain)
+            chain = self.get(model) or (type(model).__name__,)
+            for layer in layers:
+                self._put(layer, chain)
         elif not again and id(module) in self._read:
             return chain
         self._read[id(module)] = None
-        self._name_submodules(module, chain, chain[-1] + "." if len(chain) > 1 else "")
+        self._name_submodules(model, chain, chain[-1] + "." if len(chain) > 1 else "")
         return chain
 
     def inner(self, module: Any, root: Any, parent: Chain) -> Chain:
@@ -168,8 +191,10 @@ class Tracker:
             chain = self.paths.inner(module, state.modules[0], parent)
         else:
             chain = self.paths.root(module)
+        # A module named as the one around it (a wrapper's model) opens no scope of its own.
+        same = bool(state.modules) and chain == self.paths.get(state.modules[-1])
         state.modules.append(module)
-        if self.scopes.push(FORWARD, chain[-1]):
+        if not same and self.scopes.push(FORWARD, chain[-1]):
             state.opened.append((FORWARD, id(module), chain[-1]))
         else:
             state.opened.append((FORWARD, id(module), ""))   # nothing to pop
