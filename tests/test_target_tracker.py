@@ -179,6 +179,17 @@ def test_a_wrapped_model_is_named_as_the_model():
     assert shim.stack() == []
 
 
+def test_layers_wrapped_inside_a_model_keep_their_paths():
+    block = Block(conv1=Conv())
+    unit = Module(_fsdp_wrapped_module=block)
+    model = ResNet(layers=Module(**{"0": unit}))
+    shim = Recorder()
+    t = Tracker(shim)
+    for module in (model, model.children["layers"], unit, block, block.children["conv1"]):
+        t.forward_enter(module)
+    assert shim.names() == ["ResNet", "layers", "layers.0", "layers.0.conv1"]
+
+
 def test_paths_are_forgotten_with_their_modules():
     paths = ModulePaths()
     model = resnet()

@@ -23,6 +23,7 @@ program.
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 from collections.abc import Callable
@@ -82,13 +83,12 @@ class TorchHooks:
         original = optimizer.__init__
         hooks = self
 
+        @functools.wraps(original)
         def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
             original(self, *args, **kwargs)
             if hooks.on:
                 hooks._guard(hooks.tracker.optimizer_created)
 
-        __init__.__wrapped__ = original     # type: ignore[attr-defined]
-        __init__.__doc__ = original.__doc__
         optimizer.__init__ = __init__
         self._optimizer_init = (optimizer, original, __init__)
 

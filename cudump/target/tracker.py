@@ -43,7 +43,13 @@ class Scopes(Protocol):
 
 # Modules that wrap a model, by class name, and the attribute that holds it.
 WRAPPERS = {"DistributedDataParallel": "module", "DataParallel": "module",
-            "OptimizedModule": "_orig_mod"}
+            "OptimizedModule": "_orig_mod", "FullyShardedDataParallel": "_fsdp_wrapped_module"}
+
+
+# Attributes by which a wrapper holds a module inside a model (FSDP's units, activation
+# checkpointing's wrapper, torch.compile's): left out of paths, so that a wrapped layer keeps
+# the path it has unwrapped, and opens no second scope.
+HIDDEN = frozenset({"_fsdp_wrapped_module", "_checkpoint_wrapped_module", "_orig_mod"})
 
 
 def _unwrapped(module: Any) -> list[Any]:
@@ -148,8 +154,7 @@ class ModulePaths:
         for path, sub in named():
             if not path or self.get(sub) is not None:
                 continue
-            full = prefix + path
-            parts = full.split(".")
+            parts = [part for part in (prefix + path).split(".") if part not in HIDDEN]
             self._put(sub, (model, *(".".join(parts[:n]) for n in range(1, len(parts) + 1))))
 
 
