@@ -126,6 +126,17 @@ def test_the_programs_own_sitecustomize_still_runs(tmp_path):
                                                         bare.stderr)
 
 
+def test_the_site_folder_twice_on_the_path_runs_once(tmp_path):
+    alias = tmp_path / "alias"
+    alias.symlink_to(SITE_DIR)
+    script = tmp_path / "plain.py"
+    script.write_text("import sys\nprint(sorted(m for m in sys.modules if 'cudump' in m))\n")
+    ran = python(script, layers_env(alias, SITE_DIR))
+    assert ran.returncode == 0 and ran.stderr == "", ran.stderr
+    assert ran.stdout == "['_cudump_target', '_cudump_target.importhook', " \
+                         "'_cudump_target.start']\n"
+
+
 def test_a_failing_sitecustomize_of_the_programs_fails_as_it_would(tmp_path):
     theirs = tmp_path / "theirs"
     theirs.mkdir()

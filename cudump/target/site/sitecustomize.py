@@ -13,7 +13,7 @@ import sys
 
 
 def _cudump_start():
-    if os.environ.get("CUDUMP_LAYERS") != "1":
+    if os.environ.get("CUDUMP_LAYERS") != "1" or "_cudump_target" in sys.modules:
         return
     try:
         import importlib.util
@@ -36,10 +36,12 @@ def _chain():
     import importlib.machinery
     import importlib.util
 
-    here = os.path.dirname(os.path.abspath(__file__))
-    path = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    me = os.path.realpath(__file__)
+    here = os.path.dirname(me)
+    path = [p for p in sys.path if os.path.realpath(p or os.curdir) != here]
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
-    if spec is None or spec.loader is None:
+    if (spec is None or spec.loader is None
+            or (spec.origin and os.path.realpath(spec.origin) == me)):
         return
     module = importlib.util.module_from_spec(spec)
     sys.modules["sitecustomize"] = module
