@@ -1,7 +1,9 @@
 """PyTorch's global hooks, calling the tracker (tracker.py): the thin part that knows torch.
 
 - Forward: `register_module_forward_pre_hook` pushes the module's scope and
-  `register_module_forward_hook(..., always_call=True)` pops it, even when the forward raises.
+  `register_module_forward_hook(..., always_call=True)` pops it, even when the forward raises
+  (a PyTorch without always_call, before 2.1, leaves a raising forward's scopes open on its
+  thread).
 - Backward: PyTorch's global full backward hooks are not used: they wrap every module's
   inputs and outputs in an autograd Function, which makes an in-place operation on a module's
   output (torchvision's ReLU(inplace=True) after a BatchNorm) raise in the program. Instead the
@@ -27,9 +29,12 @@ import functools
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .tracker import Chain, Scopes, Tracker
+from .tracker import Tracker
+
+if TYPE_CHECKING:
+    from .tracker import Chain, Scopes
 
 
 def _compiling_check(torch: Any) -> Callable[[], bool]:

@@ -23,14 +23,16 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 # ScopeKind.FORWARD and .BACKWARD of cudump/launches/scopes.py, repeated so that the target
 # imports nothing of cudump outside this folder (tests/test_target_tracker.py checks them).
 FORWARD = 2
 BACKWARD = 3
 
-Chain = tuple[str, ...]          # the scope names from the model to the module
+if TYPE_CHECKING:                # (a program's Python may be older than cudump's: only
+                                 # annotations, which are not evaluated, name it)
+    Chain = tuple[str, ...]      # the scope names from the model to the module
 
 
 class Scopes(Protocol):
