@@ -307,3 +307,26 @@ def test_threads_have_stacks_of_their_own():
     thread.join(30)
     assert seen == [["fc"], []]
     assert shim.names() == ["ResNet"]
+
+
+def test_a_new_backward_pass_closes_what_an_unseen_end_left_open():
+    shim = Recorder()
+    t = Tracker(shim)
+    assert t.backward_begin(("ResNet", "layer1", "layer1.0"), backward_pass=1) is True
+    # The pass's end never came (it raised); the next pass starts from nothing.
+    assert t.backward_begin(("ResNet",), backward_pass=2) is True
+    assert shim.names() == ["ResNet"]
+    assert [e for e in shim.events if e[0] == "pop"] == [("pop", "layer1.0"), ("pop", "layer1"),
+                                                         ("pop", "ResNet")]
+
+
+def test_a_backward_scope_the_shim_refused_still_counts_as_open():
+    shim = Recorder()
+    shim.refuse.add("layer1")
+    t = Tracker(shim)
+    t.backward_begin(("ResNet", "layer1", "layer1.0"))
+    t.backward_begin(("ResNet", "layer1", "layer1.1"))
+    assert shim.names() == ["ResNet", "layer1.1"]
+    assert [e for e in shim.events if e[0] == "pop"] == [("pop", "layer1.0")]
+    t.backward_end()
+    assert shim.stack() == []

@@ -72,6 +72,8 @@ class TorchHooks:
         self._engine = getattr(getattr(torch.autograd, "Variable", None), "_execution_engine",
                                None)
         self._optimizer_init: Any = None
+        # The running backward pass's number, where this PyTorch tells it.
+        self._graph_task = getattr(getattr(torch, "_C", None), "_current_graph_task_id", None)
 
     def install(self) -> None:
         from torch.nn.modules import module as nn_module
@@ -151,7 +153,8 @@ class TorchHooks:
         return begin
 
     def _backward_begin(self, chain: Chain) -> None:
-        if self.tracker.backward_begin(chain) and self._engine is not None:
+        backward_pass = self._graph_task() if self._graph_task is not None else None
+        if self.tracker.backward_begin(chain, backward_pass) and self._engine is not None:
             ident = threading.get_ident()
             self._engine.queue_callback(lambda: self._guard(self.tracker.backward_end, ident))
 

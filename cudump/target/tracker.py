@@ -161,13 +161,15 @@ class ModulePaths:
 
 
 class _Thread:
-    """What one thread has pushed onto its shim stack, in order: (kind, module id, name)."""
+    """What one thread has opened, in order: (kind, module id, name, whether the shim took
+    it onto its stack)."""
 
     def __init__(self) -> None:
-        self.opened: list[tuple[int, int, str]] = []
+        self.opened: list[tuple[int, int, str, bool]] = []
         self.modules: list[Any] = []        # the modules whose forward is open, outermost
                                             # first: the model, then those inside it
         self.backward_ended = False         # the backward pass ended on another thread
+        self.backward_pass: object = None   # the pass whose scopes are open (where known)
 
 
 class Tracker:
@@ -201,10 +203,8 @@ class Tracker:
         # A module named as the one around it (a wrapper's model) opens no scope of its own.
         same = bool(state.modules) and chain == self.paths.get(state.modules[-1])
         state.modules.append(module)
-        if not same and self.scopes.push(FORWARD, chain[-1]):
-            state.opened.append((FORWARD, id(module), chain[-1]))
-        else:
-            state.opened.append((FORWARD, id(module), ""))   # nothing to pop
+        state.opened.append((FORWARD, id(module), chain[-1],
+                             not same and self.scopes.push(FORWARD, chain[-1])))
 
     def forward_exit(self, module: Any) -> Chain | None:
         """Pop `module`'s forward scope (and any left open inside it); its chain, or None
@@ -212,7 +212,7 @@ class Tracker:
         state = self.thread()
         key = id(module)
         for depth in range(len(state.opened) - 1, -1, -1):
-            kind, opened, _ = state.opened[depth]
+            kind, opened, _, _ = state.opened[depth]
             if kind == FORWARD and opened == key:
                 break
         else:
@@ -226,19 +226,22 @@ class Tracker:
 
     def _pop_to(self, state: _Thread, depth: int) -> None:
         while len(state.opened) > depth:
-            _, _, name = state.opened.pop()
-            if name:
+            if state.opened.pop()[3]:
                 self.scopes.pop()
 
     # Backward: each module's begins when its output's gradient is ready.
 
-    def backward_begin(self, chain: Chain) -> bool:
+    def backward_begin(self, chain: Chain, backward_pass: object = None) -> bool:
         """The calling thread's backward scopes become `chain`'s; True where this thread had
-        no backward scope open (the caller then arranges `backward_end` at the pass's end)."""
+        no backward scope open (the caller then arranges `backward_end` at the pass's end).
+        `backward_pass` names the pass where autograd says (a new one closes the scopes an
+        earlier pass left open, should its end not have been seen)."""
         state = self.thread()
-        if state.backward_ended:
+        if state.backward_ended or (backward_pass is not None
+                                    and backward_pass != state.backward_pass):
             state.backward_ended = False
             self._end_backward(state)
+        state.backward_pass = backward_pass
         start = len(state.opened)
         while start > 0 and state.opened[start - 1][0] == BACKWARD:
             start -= 1
@@ -252,7 +255,7 @@ class Tracker:
             common += 1
         self._pop_to(state, start + common)
         for name in chain[common:]:
-            state.opened.append((BACKWARD, 0, name if self.scopes.push(BACKWARD, name) else ""))
+            state.opened.append((BACKWARD, 0, name, self.scopes.push(BACKWARD, name)))
         return first
 
     def backward_end(self, ident: int | None = None) -> None:
