@@ -116,8 +116,11 @@ class TorchHooks:
             self.tracker.close_thread()
         except Exception:
             pass
-        sys.stderr.write(f"cudump: layers are off in this process: {what} "
-                         f"({type(why).__name__}: {why})\n")
+        try:
+            sys.stderr.write(f"cudump: layers are off in this process: {what} "
+                             f"({type(why).__name__}: {why})\n")
+        except Exception:
+            pass                            # no stderr to say it on: the program goes on
 
     def _guard(self, call: Callable[..., Any], *args: Any) -> Any:
         try:
