@@ -8,6 +8,8 @@ Why this order. Data flows program -> shim -> wire -> controller -> policy -> ru
 analysis, but imports follow calls, not data: the controller calls the policies, the
 policies call the run directory's writers, and the offline tools call its readers. So:
 
+- target runs inside the traced program, not in cudump: it imports nothing else of cudump
+  (the controller only names its folder).
 - kernels and wire know nothing of each other: what a launch means, and the shim's
   messages. The launch model (launches/) is the shim's messages read in kernels' terms,
   and every later layer speaks it.
@@ -42,6 +44,7 @@ LAYERS: tuple[Layer, ...] = (
     Layer("errors", "typed exceptions, made messages at the command line's edge"),
     Layer("sizes", "byte sizes, read and written"),
     Layer("console", "cudump's own lines on the terminal"),
+    Layer("target", "code run inside the traced Python program: sitecustomize, PyTorch hooks"),
     Layer("kernels", "what a launch means: names and their patterns, signatures, arguments, "
                      "geometry"),
     Layer("wire", "the shim's messages, shared memory and rings; its GPU digests and scans"),

@@ -50,6 +50,15 @@ class RunCommand:
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--trace", action="store_true",
                             help="print one line per kernel launch (and graph launch) on stderr")
+        parser.add_argument("--layers", action="store_true",
+                            help="name each launch's layer, step and line of the program: "
+                                 "PyTorch modules' forward and backward (by their path in "
+                                 "the model, e.g. layer3.0.conv1) and optimizer steps, with "
+                                 "no change to the program (a sitecustomize first on its "
+                                 "PYTHONPATH, which runs the program's own after it); JAX "
+                                 "operations behind XLA's kernels (XLA dumps its modules into "
+                                 "the run directory's xla/); the line of the program's own "
+                                 "Python code behind each launch")
         parser.add_argument("--timeline", type=Path, metavar="FILE",
                             help="write the run as trace-event JSON (Perfetto, "
                                  "chrome://tracing): a track per process, host thread and "
@@ -242,7 +251,8 @@ class RunCommand:
             max_bytes = (args.max_bytes if args.max_bytes is not None
                          else default_budget(run_dir))
             options = RunOptions(argv=[args.program, *args.args], run_dir=run_dir,
-                                 trace=args.trace, rules=rules, max_bytes=max_bytes,
+                                 trace=args.trace, layers=args.layers, rules=rules,
+                                 max_bytes=max_bytes,
                                  max_bytes_default=args.max_bytes is None,
                                  staging_bytes=args.staging, scratch_bytes=args.scratch,
                                  write_behind_bytes=args.write_behind,

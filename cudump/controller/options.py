@@ -33,6 +33,7 @@ class RunOptions:
     argv: list[str]
     run_dir: Path
     trace: bool = False
+    layers: bool = False              # --layers: launches name their layer, step and line
     rules: list[Rule] = field(default_factory=list)
     max_bytes: int | None = None
     max_bytes_default: bool = False   # max_bytes is the default budget, not --max-bytes

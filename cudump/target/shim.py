@@ -1,0 +1,47 @@
+"""The shim's scope calls, found in the process by ctypes (the shim is preloaded into it):
+`cudump_scope_push(kind, name)`, `cudump_scope_pop()`, `cudump_scope_step(wire_step)`."""
+
+from __future__ import annotations
+
+import ctypes
+
+
+class ShimScopes:
+    """The calling thread's scope stack in the shim (tracker.Scopes).
+
+    Called through ctypes.PyDLL, which keeps the GIL: the calls are short and never wait on
+    Python, and giving the GIL up around each would let another thread of the program take
+    it for as long as the switch interval at every module call."""
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        self._push = lib.cudump_scope_push
+        self._push.argtypes = (ctypes.c_uint, ctypes.c_char_p)
+        self._push.restype = ctypes.c_int
+        self._pop = lib.cudump_scope_pop
+        self._pop.argtypes = ()
+        self._pop.restype = None
+        self._step = lib.cudump_scope_step
+        self._step.argtypes = (ctypes.c_uint,)
+        self._step.restype = None
+        self._names: dict[str, bytes] = {}
+
+    def push(self, kind: int, name: str) -> bool:
+        data = self._names.get(name)
+        if data is None:
+            data = self._names[name] = name.encode("utf-8", "replace")
+        return self._push(kind, data) == 0
+
+    def pop(self) -> None:
+        self._pop()
+
+    def step(self, wire_step: int) -> None:
+        self._step(wire_step)
+
+
+def shim_scopes() -> ShimScopes | None:
+    """The shim's scope calls, or None where this process has no shim that exports them
+    (not run under cudump, or a shim without them)."""
+    try:
+        return ShimScopes(ctypes.PyDLL(None))
+    except (AttributeError, OSError):
+        return None

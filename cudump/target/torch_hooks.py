@@ -1,0 +1,175 @@
+"""PyTorch's global hooks, calling the tracker (tracker.py): the thin part that knows torch.
+
+- Forward: `register_module_forward_pre_hook` pushes the module's scope and
+  `register_module_forward_hook(..., always_call=True)` pops it, even when the forward raises
+  (a PyTorch without always_call, before 2.1, leaves a raising forward's scopes open on its
+  thread).
+- Backward: PyTorch's global full backward hooks are not used: they wrap every module's
+  inputs and outputs in an autograd Function, which makes an in-place operation on a module's
+  output (torchvision's ReLU(inplace=True) after a BatchNorm) raise in the program. Instead the
+  forward post-hook puts a gradient hook on the module's first output that requires one; it
+  runs on autograd's thread when that gradient is ready, and that thread's backward scopes
+  become the module's. The backward pass's end (a callback queued on autograd's engine) closes
+  them.
+- Steps: `torch.optim.Optimizer.__init__` is wrapped so that steps are counted from the first
+  optimizer made (the first step's forward and backward are step 0; waiting for the first
+  step hook would leave them without a step); `register_optimizer_step_post_hook` advances
+  the step after each optimizer step that runs.
+- Under torch.compile's tracing (`torch.compiler.is_compiling()`) every hook does nothing: a
+  call into the shim would break the graph. Kernels of a compiled region get the scopes open
+  around it.
+
+Any exception in a hook takes every hook off, with one "cudump: " line; none reaches the
+program.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .tracker import Tracker
+
+if TYPE_CHECKING:
+    from .tracker import Chain, Scopes
+
+
+def _compiling_check(torch: Any) -> Callable[[], bool]:
+    for owner, name in ((getattr(torch, "compiler", None), "is_compiling"),
+                        (getattr(torch, "_dynamo", None), "is_compiling")):
+        check = getattr(owner, name, None)
+        if callable(check):
+            return check
+    return lambda: False
+
+
+def _first_grad_tensor(output: Any, tensor_type: type) -> Any:
+    """The first tensor of a module's output (itself, or in its tuple, list or dict) that
+    autograd will give a gradient."""
+    if isinstance(output, tensor_type):
+        return output if output.requires_grad and output.grad_fn is not None else None
+    items = output.values() if isinstance(output, dict) else output
+    if isinstance(items, (tuple, list)) or isinstance(output, dict):
+        for item in items:
+            if (isinstance(item, tensor_type) and item.requires_grad
+                    and item.grad_fn is not None):
+                return item
+    return None
+
+
+class TorchHooks:
+    """The hooks, installed on a torch imported in this process."""
+
+    def __init__(self, torch: Any, scopes: Scopes) -> None:
+        self.torch = torch
+        self.tracker = Tracker(scopes)
+        self.on = True
+        self._handles: list[Any] = []
+        self._compiling = _compiling_check(torch)
+        self._engine = getattr(getattr(torch.autograd, "Variable", None), "_execution_engine",
+                               None)
+        self._optimizer_init: Any = None
+        # The running backward pass's number, where this PyTorch tells it.
+        self._graph_task = getattr(getattr(torch, "_C", None), "_current_graph_task_id", None)
+
+    def install(self) -> None:
+        from torch.nn.modules import module as nn_module
+        from torch.optim import optimizer as optim_module
+
+        self._handles.append(nn_module.register_module_forward_pre_hook(self._pre))
+        try:
+            handle = nn_module.register_module_forward_hook(self._post, always_call=True)
+        except TypeError:                   # older torch: no always_call
+            handle = nn_module.register_module_forward_hook(self._post)
+        self._handles.append(handle)
+        self._handles.append(optim_module.register_optimizer_step_post_hook(self._stepped))
+        optimizer = optim_module.Optimizer
+        original = optimizer.__init__
+        hooks = self
+
+        @functools.wraps(original)
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            original(self, *args, **kwargs)
+            if hooks.on:
+                hooks._guard(hooks.tracker.optimizer_created)
+
+        optimizer.__init__ = __init__
+        self._optimizer_init = (optimizer, original, __init__)
+
+    def off(self, why: BaseException, what: str = "a PyTorch hook failed") -> None:
+        if not self.on:
+            return
+        self.on = False
+        for handle in self._handles:
+            try:
+                handle.remove()
+            except Exception:
+                pass
+        if self._optimizer_init is not None:
+            optimizer, original, ours = self._optimizer_init
+            if optimizer.__dict__.get("__init__") is ours:
+                optimizer.__init__ = original
+        try:
+            self.tracker.close_thread()
+        except Exception:
+            pass
+        try:
+            sys.stderr.write(f"cudump: layers are off in this process: {what} "
+                             f"({type(why).__name__}: {why})\n")
+        except Exception:
+            pass                            # no stderr to say it on: the program goes on
+
+    def _guard(self, call: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return call(*args)
+        except Exception as err:
+            self.off(err)
+            return None
+
+    def _pre(self, module: Any, args: Any) -> None:
+        if self.on and not self._compiling():
+            self._guard(self.tracker.forward_enter, module)
+
+    def _post(self, module: Any, args: Any, output: Any) -> None:
+        if self.on and not self._compiling():
+            self._guard(self._forward_exit, module, output)
+
+    def _forward_exit(self, module: Any, output: Any) -> None:
+        chain = self.tracker.forward_exit(module)
+        if chain is None or not self.torch.is_grad_enabled():
+            return
+        tensor = _first_grad_tensor(output, self.torch.Tensor)
+        if tensor is not None:
+            try:
+                tensor.register_hook(self._backward_hook(chain))
+            except RuntimeError:
+                pass                        # a tensor that takes no hook: no backward scope
+
+    def _backward_hook(self, chain: Chain) -> Callable[[Any], None]:
+        def begin(grad: Any) -> None:
+            if self.on and not self._compiling():
+                self._guard(self._backward_begin, chain)
+
+        return begin
+
+    def _backward_begin(self, chain: Chain) -> None:
+        backward_pass = self._graph_task() if self._graph_task is not None else None
+        if self.tracker.backward_begin(chain, backward_pass) and self._engine is not None:
+            ident = threading.get_ident()
+            self._engine.queue_callback(lambda: self._guard(self.tracker.backward_end, ident))
+
+    def _stepped(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if self.on and not self._compiling():
+            self._guard(self.tracker.optimizer_stepped, optimizer)
+
+
+def install(torch: Any, scopes: Scopes) -> TorchHooks:
+    hooks = TorchHooks(torch, scopes)
+    try:
+        hooks.install()
+    except Exception as err:
+        hooks.off(err, "its PyTorch hooks could not be installed")
+    return hooks
