@@ -74,3 +74,27 @@ def test_an_event_record_and_line():
     assert lines[2].startswith("cudump: #9 pid=4321 rank=2 dev=0 graph=5 replay=3 node=1 ")
     count_launches(proc, rows)
     assert proc.funcs[1].launches == 2    # direct launches that succeeded
+
+
+def scoped_process() -> ProcessState:
+    from cudump.launches.scopes import ScopeKind, ScopeNode
+    proc = process(rank=1)
+    for node in (ScopeNode(1, 0, ScopeKind.FORWARD, "ResNet"),
+                 ScopeNode(2, 1, ScopeKind.FORWARD, "layer3.0.conv1"),
+                 ScopeNode(9, 0, ScopeKind.SOURCE, "train.py:57")):
+        proc.scopes.add(node)
+    return proc
+
+
+def test_a_line_names_where_its_launch_came_from(monkeypatch):
+    """Rows that carry the scope, step and source numbers (after the fields of today) end
+    their line with the launch's where; a launch with none, or with nodes not yet announced,
+    keeps the line it had."""
+    from cudump.policy import trace
+    monkeypatch.setattr(trace, "_WHERE", (14, 15, 16))
+    proc = scoped_process()
+    rows = [(*BASE, 2, 3, 9), (*BASE[:13], 78, 0, 0, 0), (*BASE, 5, 0, 0)]
+    records, lines = format_events(proc, rows)
+    assert lines[0].endswith(" stream=0x7f00 in layer3.0.conv1 (forward, step 2) at train.py:57")
+    assert lines[1].endswith(" stream=0x7f00") and lines[2].endswith(" stream=0x7f00")
+    assert records[0] == records[2]     # the record's fields are the trace record's own
