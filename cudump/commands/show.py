@@ -29,6 +29,7 @@ from cudump.rundir.imaging import CHANNEL_NAMES, TooManyChannels, render, save_p
 from cudump.rundir.layout import FLIGHT_FILE, MANIFEST_FILE
 from cudump.rundir.reading import NotThere
 from cudump.rundir.runs import Run, Snapshot, is_run_dir, kernel_pattern, load_array
+from cudump.rundir.wheres import record_where
 
 # The snapshot files show reads (rundir.formats): .npy/.png.
 _SUFFIXES = "/".join(formats.suffixes())
@@ -262,6 +263,9 @@ def _print_record(snap: Snapshot) -> None:
           f"{f' ({r.type})' if r.type else ''}, {r.phase}")
     print(f"  pid {r.pid}, grid {r.grid}, block {r.block}, stream {r.stream}, "
           f"address {r.address}")
+    where = record_where(r.extra)
+    if where:
+        print(f"  {where.text(r.rank)}")
 
 
 def _print_finding(snap: Snapshot, run_dir: Path) -> None:
