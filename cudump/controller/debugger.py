@@ -267,7 +267,7 @@ class DebugController:
         if halt is None:
             raise p.ProtocolError(f"a stop at launch {seq} that was never decided")
         event, func = halt.event, halt.func
-        info = halt.stop_info(conn.proc.pid, phase)
+        info = halt.stop_info(conn.proc.pid, phase, event.where(conn.proc))
         if self.detached:
             # Decided before a detach (another process's stop was let go with it, while
             # this one was on its way): nothing stops any more, so it goes on at once.
