@@ -304,3 +304,19 @@ def test_scopes_are_nested_slices_around_their_launches(tmp_path: Path, monkeypa
     timeline.close()
     events, _ = load(tmp_path / "u.json")
     assert not [e for e in events if e.get("cat") == "scope"]
+
+
+def test_a_nan_instant_names_its_layer(tmp_path: Path) -> None:
+    timeline = Timeline(tmp_path / "t.json")
+    record = SnapshotRecord(kernel="k(float*)", mangled="_Z1kPf", launch=1, occurrence=1,
+                            pid=4242, grid=[1, 1, 1], block=[32, 1, 1], stream="0x10", arg=0,
+                            type="float*", phase="after", address="0x0", dtype="float32",
+                            shape=[4], file=None,
+                            extra={"nonfinite": 1, "nan_producer": True, "layer": "fc",
+                                   "pass": "forward", "step": 3, "scope": ["Net", "fc"]})
+    timeline.record(record)
+    timeline.close()
+    events, _ = load(tmp_path / "t.json")
+    (nan,) = [e for e in events if e["name"] == "NaN/Inf"]
+    assert (nan["args"]["layer"], nan["args"]["pass"], nan["args"]["step"],
+            nan["args"]["scope"]) == ("fc", "forward", 3, ["Net", "fc"])

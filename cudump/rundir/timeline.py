@@ -47,6 +47,7 @@ from cudump.launches.stop import StopInfo
 from cudump.rundir.manifest import SnapshotRecord
 from cudump.rundir.pending_file import PendingFile
 from cudump.rundir.runs import short_kernel_name
+from cudump.rundir.wheres import WHERE_FIELDS
 from cudump.wire import protocol as p
 
 MAX_EVENTS = 1_000_000
@@ -302,6 +303,7 @@ class Timeline:
         args: dict[str, Any] = {"kernel": record.kernel, "launch": record.launch,
                                 "occurrence": record.occurrence, "arg": record.arg,
                                 "phase": record.phase}
+        args.update({k: extra[k] for k in WHERE_FIELDS if k in extra})   # its layer, step...
         if "nonfinite" in extra and extra.get("nan_producer"):
             name = "NaN/Inf"
             args.update(nonfinite=extra["nonfinite"], first_nonfinite=extra.get(
