@@ -134,7 +134,7 @@ def test_a_graph_launch_in_flight_on_a_lost_context():
         "complete (a graph launch: one of its kernels)"]
 
 
-def test_a_launch_names_where_it_came_from(tmp_path):
+def test_a_launch_names_where_it_came_from(tmp_path, capsys):
     """A slot's scope, step and source numbers, in the process's names: in the report, and
     in flight.jsonl (Where.fields()), read back as written; a damaged one is named."""
     from cudump.controller.flight import launches_of
@@ -168,6 +168,11 @@ def test_a_launch_names_where_it_came_from(tmp_path):
         "scope": ["Net", "fc"], "layer": "fc", "pass": "backward", "step": 0,
         "source": "train.py:57"}
     assert read_flight(tmp_path) == log
+    from cudump.commands.show import _show_flight
+    _show_flight(tmp_path, None)
+    table = capsys.readouterr().out.splitlines()
+    assert table[-3].split()[-1] == "where"
+    assert table[-2].endswith(" in fc (backward, step 0) at train.py:57")
     line["step"] = "two"
     (tmp_path / "flight.jsonl").write_text(json.dumps(record.to_json()) + "\n"
                                            + json.dumps(line) + "\n")

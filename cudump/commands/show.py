@@ -248,8 +248,12 @@ def _show_flight(run_dir: Path, pid: int | None) -> int:
         rows = [[str(x.launch), x.status + (" (named)" if x.culprit else ""), x.stream,
                  str(x.thread), x.kernel if x.graph is None else f"graph {x.graph}"]
                 for x in launches]
-        for line in format_table(["launch", "status", "stream", "thread", "kernel"], rows,
-                                 [True, False, False, True, False]):
+        headers = ["launch", "status", "stream", "thread", "kernel"]
+        right = [True, False, False, True, False]
+        if any(x.where for x in launches):   # where each was made, in the program's terms
+            headers, right = headers + ["where"], right + [False]
+            rows = [row + [x.where.text() or "-"] for row, x in zip(rows, launches, strict=True)]
+        for line in format_table(headers, rows, right):
             print(line)
         print(f"{proc.kept} of the {proc.recorded} launches of process {proc.pid} kept "
               f"(--flight {proc.slots})")
