@@ -132,3 +132,49 @@ def test_a_graph_launch_in_flight_on_a_lost_context():
         "of k(int*)",
         "cudump: flight: the likely culprit: the first launch on stream 0x10 that did not "
         "complete (a graph launch: one of its kernels)"]
+
+
+def test_a_launch_names_where_it_came_from(tmp_path, capsys):
+    """A slot's scope, step and source numbers, in the process's names: in the report, and
+    in flight.jsonl (Where.fields()), read back as written; a damaged one is named."""
+    from cudump.controller.flight import launches_of
+    from cudump.launches.process import FuncInfo, ProcessState
+    from cudump.launches.scopes import ScopeKind, ScopeNode
+    from cudump.wire.shm import FlightRing
+    proc = ProcessState(1, 0, "python3")
+    proc.funcs[3] = FuncInfo(3, 0x1000, "_Z1kPi", "k(int*)", [(0, 8)])
+    for node in (ScopeNode(1, 0, ScopeKind.FORWARD, "Net"),
+                 ScopeNode(2, 1, ScopeKind.BACKWARD, "fc"),
+                 ScopeNode(9, 0, ScopeKind.SOURCE, "train.py:57")):
+        proc.scopes.add(node)
+    slot = dict(position=0, ready=1, done=0, seq=5, stream=0x10, tid=7, id=3, api=0,
+                grid=[1, 1, 1], block=[32, 1, 1], smem=0, graph=0, rc=0, kept=8, nbytes=8,
+                flags=int(p.FlightFlag.RETURNED | p.FlightFlag.MARKED),
+                params=(0xDEAD0000).to_bytes(8, "little"), scope=2, step=1, source=9)
+    (made,) = launches_of(proc, FlightRing(8, 1, 700, [slot]))
+    assert made.name == "launch 5 of k(int*) in fc (backward, step 0) at train.py:57"
+    plain = dict(slot)
+    del plain["scope"], plain["step"], plain["source"]
+    assert launches_of(proc, FlightRing(8, 1, 700, [plain]))[0].name == "launch 5 of k(int*)"
+    record = FlightProcess(pid=1, slots=8, recorded=1, kept=1, first_error=700,
+                           error=error_name(700), ended="failed with CUDA_ERROR_ILLEGAL_ADDRESS")
+    assert report_lines(record, [made])[0].startswith(
+        "cudump: flight: launch 5 of k(int*) in fc (backward, step 0) at train.py:57 (stream "
+        "0x10, thread 7) was in flight")
+    log = FlightLog([record], [made])
+    write_flight(tmp_path, log)
+    line = json.loads((tmp_path / "flight.jsonl").read_text().splitlines()[1])
+    assert {k: line[k] for k in ("scope", "layer", "pass", "step", "source")} == {
+        "scope": ["Net", "fc"], "layer": "fc", "pass": "backward", "step": 0,
+        "source": "train.py:57"}
+    assert read_flight(tmp_path) == log
+    from cudump.commands.show import _show_flight
+    _show_flight(tmp_path, None)
+    table = capsys.readouterr().out.splitlines()
+    assert table[-3].split()[-1] == "where"
+    assert table[-2].endswith(" in fc (backward, step 0) at train.py:57")
+    line["step"] = "two"
+    (tmp_path / "flight.jsonl").write_text(json.dumps(record.to_json()) + "\n"
+                                           + json.dumps(line) + "\n")
+    with pytest.raises(FlightFormatError, match=r":2: not a recorded launch: field 'step'"):
+        read_flight(tmp_path)

@@ -27,6 +27,7 @@ from test_prompt_fakes import (
 from cudump.kernels.args import decode_args
 from cudump.kernels.geometry import Allocation
 from cudump.kernels.signature import parse_signature
+from cudump.launches.scopes import Where
 from cudump.prompt.context import Context, Outcome
 from cudump.prompt.display import banner
 from cudump.prompt.registry import (
@@ -206,6 +207,48 @@ def test_info_threads(prompt: Prompt, tmp_path: Path, monkeypatch: pytest.Monkey
     assert prompt.run("info threads") == [
         f"error: cannot list the threads of process 4242 ({tmp_path}/none/4242/task cannot be "
         "read)"]
+
+
+CONV = Where(scopes=("ResNet", "layer3", "layer3.0.conv1"), layer="layer3.0.conv1",
+             pass_="forward", step=2, source="train.py:57")
+
+
+def scoped_stop(where: Where = CONV) -> FakeStop:
+    stop = make_stop()
+    stop.info = replace(stop.info, where=where)
+    return stop
+
+
+def test_bt_shows_the_scopes_and_the_source_line_above_the_frames(prompt: Prompt) -> None:
+    prompt.ctx.set_stop(scoped_stop())
+    assert prompt.run("bt 1") == [
+        "scope 0  layer3.0.conv1 (forward, step 2)",
+        "scope 1  layer3",
+        "scope 2  ResNet",
+        "source   train.py:57",
+        "#0  0x00007f1234500010 in cuLaunchKernel+0x10 (/usr/lib/libcuda.so.1)",
+        "(more stack frames follow: 2)",
+    ]
+    prompt.ctx.set_stop(scoped_stop(Where(source="app.py:3")))
+    assert prompt.run("bt")[0] == "source   app.py:3"
+
+
+def test_the_scope_command_and_the_banner_name_where_the_launch_was_made(
+        prompt: Prompt) -> None:
+    assert prompt.run("scope") == [
+        "launch 2 names no scope (the program opened none on its thread; a PyTorch program "
+        "names its modules with --layers)"]
+    stop = scoped_stop()
+    prompt.ctx.set_stop(stop)
+    lines = prompt.run("info scope")
+    assert lines == [
+        "launch 2 of scale in layer3.0.conv1 (forward, step 2) at train.py:57",
+        "  scopes  ResNet > layer3 > layer3.0.conv1"]
+    assert prompt.run("scope") == lines
+    assert banner(stop)[:2] == [BANNER[0], "  in layer3.0.conv1 (forward, step 2) at "
+                                           "train.py:57"]
+    assert prompt.run("info launch")[-1] == (
+        "where    in layer3.0.conv1 (forward, step 2) at train.py:57")
 
 
 def test_bt(prompt: Prompt) -> None:
@@ -1023,9 +1066,9 @@ def test_kill_asks_when_interactive(debugger: FakeDebugger) -> None:
     ("foo", "error: unknown command 'foo' (try 'help')"),
     ("de 1", "error: ambiguous command 'de': delete, detach"),
     ("info", "error: info needs a subcommand: allocs, args, breakpoints, display, graph, "
-             "kernels, launch, locals, threads"),
+             "kernels, launch, locals, scope, threads"),
     ("info zork", "error: info: unknown subcommand 'zork' (one of allocs, args, breakpoints, "
-                  "display, graph, kernels, launch, locals, threads)"),
+                  "display, graph, kernels, launch, locals, scope, threads)"),
     ("info a", "error: info: ambiguous subcommand 'a': allocs, args"),
     ("bt x", "error: bt: argument N: invalid int value: 'x'"),
     ("continue now", "error: continue: unrecognized arguments: now"),
@@ -1099,7 +1142,7 @@ def test_help(prompt: Prompt) -> None:
     assert "Running:" in out and "Breakpoints:" in out and "Inspecting:" in out
     assert "  x                     Examine device memory: x/NFU ADDRESS." in out
     assert "  print, p, inspect     Print an argument or the typed elements it points to." in out
-    assert out[-1] == "Shorthands: args = info args"
+    assert out[-1] == "Shorthands: args = info args, scope = info scope"
     assert all(len(line) <= 100 for line in out)
     x_help = prompt.run("help x")
     assert x_help[0] == "usage: x[/NFU] [ADDRESS]"
@@ -1108,7 +1151,7 @@ def test_help(prompt: Prompt) -> None:
     assert prompt.run("help args")[0] == "usage: info args [-h]"
     info_help = prompt.run("help info")
     assert info_help[0] == "usage: info SUBCOMMAND"
-    assert info_help[-9:] == [
+    assert info_help[-10:] == [
         "  allocs       The process's live device allocations.",
         "  args         The launch's arguments and the allocations they point into.",
         "  breakpoints  The breakpoint table.",
@@ -1117,6 +1160,7 @@ def test_help(prompt: Prompt) -> None:
         "  kernels      Kernels seen so far, with launch counts per process.",
         "  launch       Where and why the program stopped.",
         "  locals       A kernel's locals are not visible: see 'info args'.",
+        "  scope        Where the launch was made: its layer, pass, step and source line.",
         "  threads      The host threads of the stopped process; * marks the one holding "
         "the launch.",
     ]

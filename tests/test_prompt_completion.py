@@ -32,7 +32,7 @@ def test_subcommands(tmp_path: Path) -> None:
     ctx = _ctx(tmp_path)
     assert complete(ctx, "info ") == (
         ["allocs", "args", "breakpoints", "display", "graph", "kernels", "launch",
-         "locals", "threads"], 0)
+         "locals", "scope", "threads"], 0)
     assert complete(ctx, "info b") == (["breakpoints"], 1)
     assert complete(ctx, "i k") == (["kernels"], 1)
 

@@ -275,7 +275,7 @@ ERRORS = [
      "missing; every rule needs a kernel pattern such as 'device::FrP0k5607tPV*' or 're:FrP0k'"),
     ("rules:\n  - kernal: a\n", 2, "kernal",
      "unknown key; did you mean 'kernel'? (expected one of: name, kernel, match, skip, count, "
-     "every, args, when, format, overrides, action, replay)"),
+     "every, args, when, format, overrides, action, replay, scope)"),
     ("rules:\n  - kernel: a\n    kernel: b\n", 3, "kernel", "appears twice"),
     ("rules:\n  - kernel: 12\n", 2, "kernel", "expected a pattern string, got 12"),
     ("rules:\n  - kernel: [a]\n", 2, "kernel", "expected a pattern string, got a list"),

@@ -272,3 +272,51 @@ def test_failed_launches_are_left_out(tmp_path: Path, flags: p.LaunchFlag) -> No
     slices = [e for e in events if e["ph"] == "X"]
     assert [e["args"]["launch"] for e in slices] == [2]      # tid 0: the stream's track only
     assert slices[0]["args"].get("captured", False) == bool(flags)
+
+
+def test_scopes_are_nested_slices_around_their_launches(tmp_path: Path, monkeypatch) -> None:
+    """Rows naming their innermost scope: Net > layer1 for launches 1-2, Net > layer2 for
+    3, none for 4, Net again for 5 (open at the end). Each scope is one slice on the
+    thread's track from its first launch's start to its last launch's end, nested."""
+    from cudump.launches.scopes import ScopeKind, ScopeNode
+    from cudump.rundir import timeline as timeline_module
+    monkeypatch.setattr(timeline_module, "_SCOPE", len(EVENT_FIELDS))
+    proc = _process()
+    for node in (ScopeNode(1, 0, ScopeKind.FORWARD, "Net"),
+                 ScopeNode(2, 1, ScopeKind.FORWARD, "layer1"),
+                 ScopeNode(3, 1, ScopeKind.FORWARD, "layer2")):
+        proc.scopes.add(node)
+    rows = [(*row, scope) for row, scope in zip(_rows(5), (2, 2, 3, 0, 1), strict=True)]
+    timeline = Timeline(tmp_path / "t.json", clock=_frozen_clock(1000))
+    timeline.launches(proc, rows)
+    timeline.close()
+    events, _ = load(tmp_path / "t.json")
+    scopes = sorted(((e["name"], e["ts"], e["ts"] + e["dur"], e["args"]["scope"])
+                     for e in events if e.get("cat") == "scope"), key=lambda x: (x[1], -x[2]))
+    at = [1000 + k * SLICE_US for k in range(6)]     # launch k+1 runs from at[k] to at[k+1]
+    assert scopes == [("Net", at[0], at[3], "forward"), ("layer1", at[0], at[2], "forward"),
+                      ("layer2", at[2], at[3], "forward"), ("Net", at[4], at[5], "forward")]
+    assert {e["tid"] for e in events if e.get("cat") == "scope"} == {7}
+    # No scopes: no scope slices (the rows of today carry none).
+    monkeypatch.setattr(timeline_module, "_SCOPE", None)
+    timeline = Timeline(tmp_path / "u.json", clock=_frozen_clock(1000))
+    timeline.launches(proc, rows)
+    timeline.close()
+    events, _ = load(tmp_path / "u.json")
+    assert not [e for e in events if e.get("cat") == "scope"]
+
+
+def test_a_nan_instant_names_its_layer(tmp_path: Path) -> None:
+    timeline = Timeline(tmp_path / "t.json")
+    record = SnapshotRecord(kernel="k(float*)", mangled="_Z1kPf", launch=1, occurrence=1,
+                            pid=4242, grid=[1, 1, 1], block=[32, 1, 1], stream="0x10", arg=0,
+                            type="float*", phase="after", address="0x0", dtype="float32",
+                            shape=[4], file=None,
+                            extra={"nonfinite": 1, "nan_producer": True, "layer": "fc",
+                                   "pass": "forward", "step": 3, "scope": ["Net", "fc"]})
+    timeline.record(record)
+    timeline.close()
+    events, _ = load(tmp_path / "t.json")
+    (nan,) = [e for e in events if e["name"] == "NaN/Inf"]
+    assert (nan["args"]["layer"], nan["args"]["pass"], nan["args"]["step"],
+            nan["args"]["scope"]) == ("fc", "forward", 3, ["Net", "fc"])

@@ -93,3 +93,26 @@ def test_an_event_record_says_where_the_launch_came_from():
     assert (first["scope"], first["layer"], first["pass"], first["step"], first["source"]) == \
         (["train", "layer1.conv"], "layer1.conv", "forward", 2, "train.py:57")
     assert not {"scope", "layer", "pass", "step", "source"} & set(unknown)
+
+
+def scoped_process() -> ProcessState:
+    from cudump.launches.scopes import ScopeKind, ScopeNode
+    proc = process(rank=1)
+    for node in (ScopeNode(1, 0, ScopeKind.FORWARD, "ResNet"),
+                 ScopeNode(2, 1, ScopeKind.FORWARD, "layer3.0.conv1"),
+                 ScopeNode(9, 0, ScopeKind.SOURCE, "train.py:57")):
+        proc.scopes.add(node)
+    return proc
+
+
+def test_a_line_names_where_its_launch_came_from(monkeypatch):
+    """Rows that carry the scope, step and source numbers (after the fields of today) end
+    their line with the launch's where; a launch with none, or with nodes not yet announced,
+    keeps the line it had."""
+    from cudump.policy import trace
+    monkeypatch.setattr(trace, "_WHERE", (14, 15, 16))
+    proc = scoped_process()
+    rows = [(*BASE[:14], 2, 3, 9), (*BASE[:13], 78, 0, 0, 0), (*BASE[:14], 5, 0, 0)]
+    records, lines = format_events(proc, rows)
+    assert lines[0].endswith(" stream=0x7f00 in layer3.0.conv1 (forward, step 2) at train.py:57")
+    assert lines[1].endswith(" stream=0x7f00") and lines[2].endswith(" stream=0x7f00")

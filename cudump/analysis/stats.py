@@ -23,10 +23,12 @@ from typing import Any
 
 from cudump.errors import SnapshotError
 from cudump.kernels.pattern import KernelPattern
+from cudump.launches.scopes import NOWHERE, Where
 from cudump.rundir import reading
 from cudump.rundir.layout import MANIFEST_FILE, STATS_FILES, SUMMARY_FILE, TRACE_FILE
 from cudump.rundir.manifest import SnapshotRecord, read_manifest
 from cudump.rundir.summary import read_summary_counts
+from cudump.rundir.wheres import record_where
 
 RUN_FILES = STATS_FILES
 
@@ -107,10 +109,13 @@ def no_snapshots(path: Path) -> str:
             f"`cudump stats {reading.shown(path)}` shows its kernels")
 
 
-def run_stats(path: str | Path) -> RunStats:
+def run_stats(path: str | Path, pattern: KernelPattern | None = None) -> RunStats:
     """The statistics of a run directory; SnapshotError when it is none, or a file of it is
-    not what a run writes."""
+    not what a run writes. With a `scope:` pattern, only the launches and records made
+    inside a matching scope count: summary.json, which counts launches by kernel alone, is
+    left out."""
     path = Path(path)
+    scope = pattern if pattern is not None and pattern.scope is not None else None
     if not is_any_run(path):
         raise SnapshotError(not_a_run(path))
     kernels: dict[str, KernelStats] = {}
@@ -123,7 +128,7 @@ def run_stats(path: str | Path) -> RunStats:
 
     sources: list[str] = []
     launches_from = None
-    if reading.present(path / SUMMARY_FILE):
+    if reading.present(path / SUMMARY_FILE) and scope is None:
         sources.append(SUMMARY_FILE)
         launches_from = SUMMARY_FILE
         counts, graph = read_summary_counts(path)
@@ -136,6 +141,8 @@ def run_stats(path: str | Path) -> RunStats:
         traced: Counter[str] = Counter()
         in_graphs: Counter[str] = Counter()
         for record in _trace_records(path / TRACE_FILE):
+            if scope is not None and not scope.matches_where(record.where):
+                continue
             k = of(record.kernel)
             k.mangled = k.mangled or record.mangled
             if record.captured:
@@ -152,6 +159,8 @@ def run_stats(path: str | Path) -> RunStats:
     if reading.present(path / MANIFEST_FILE):
         sources.append(MANIFEST_FILE)
         for r in read_manifest(path):
+            if scope is not None and not scope.matches_where(record_where(r.extra)):
+                continue
             k = of(r.kernel)
             k.mangled = k.mangled or r.mangled
             if r.rank is not None:
@@ -180,6 +189,9 @@ class TraceLaunch:
     shape: Shape
     captured: bool
     graph: bool
+    pid: int = 0
+    launch: int = 0
+    where: Where = NOWHERE        # its scopes, step and source line, where recorded
 
 
 def _trace_records(path: Path) -> Iterator[TraceLaunch]:
@@ -203,8 +215,15 @@ def _trace_record(path: Path, number: int, data: Any) -> TraceLaunch | None:
             or not _dims(block):
         raise reading.line_error(path, number, "a launch record needs 'kernel', 'grid' and "
                                  "'block' (3 whole numbers from 0 to 2^32-1 each)")
+    pid, launch = data.get("pid"), data.get("launch")
     return TraceLaunch(kernel, mangled, (tuple(grid), tuple(block)),
-                       data.get("captured") is True, event == "graph-kernel")
+                       data.get("captured") is True, event == "graph-kernel",
+                       pid if _whole(pid) else 0, launch if _whole(launch) else 0,
+                       record_where(data))
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _dims(value: Any) -> bool:
@@ -215,3 +234,92 @@ def _dims(value: Any) -> bool:
 def format_shape(shape: Shape) -> str:
     grid, block = shape
     return f"({','.join(map(str, grid))}) / ({','.join(map(str, block))})"
+
+
+# -- by layer -----------------------------------------------------------------------------
+
+
+@dataclass
+class LayerStats:
+    """One layer of a run (`cudump stats --by layer`): the launches made inside one
+    module (its innermost scope, for a range or an operation) in one pass."""
+
+    layer: str | None             # None: launches made outside every scope
+    pass_: str | None
+    first: tuple[int, int]        # (launch, pid) of the first of its launches seen
+    launches: int = 0
+    kernels: Counter[str] = field(default_factory=Counter)
+    steps: set[int] = field(default_factory=set)
+    nan_produced: int = 0         # NaN/Inf reports of buffers its launches made non-finite
+    nan_propagated: int = 0       # ... and of those they carried on from an input
+
+    @property
+    def verdict(self) -> str:
+        """`produced` (some of its launches made NaN/Inf from finite inputs), `propagated`
+        (they only carried it on), or '' (none reported)."""
+        if self.nan_produced:
+            return "produced"
+        return "propagated" if self.nan_propagated else ""
+
+
+@dataclass
+class LayerRun:
+    layers: list[LayerStats]      # in the order of their first launches
+    launches_from: str | None     # TRACE_FILE, or MANIFEST_FILE (launches with records)
+    scoped: bool                  # whether any launch or record of the run names a scope
+
+
+def layer_stats(path: str | Path, pattern: KernelPattern | None = None) -> LayerRun:
+    """The run's launches and NaN/Inf reports grouped by layer and pass (the where fields
+    of trace.jsonl and manifest.jsonl): launches are counted from the trace where the run
+    has one, else from the manifest (a launch with records counts once). `pattern` (a
+    kernel or a scope pattern) narrows both."""
+    path = Path(path)
+    if not is_any_run(path):
+        raise SnapshotError(not_a_run(path))
+    layers: dict[tuple[str | None, str | None], LayerStats] = {}
+
+    def of(where: Where, pid: int, launch: int) -> LayerStats:
+        key = (where.layer, where.pass_)
+        found = layers.get(key)
+        if found is None:
+            found = layers[key] = LayerStats(where.layer, where.pass_, (launch, pid))
+        found.first = min(found.first, (launch, pid))
+        if where.step is not None:
+            found.steps.add(where.step)
+        return found
+
+    def wanted(kernel: str, mangled: str, where: Where) -> bool:
+        return pattern is None or pattern.matches_launch(kernel, mangled, where)
+
+    scoped = False
+    launches_from = None
+    if reading.present(path / TRACE_FILE):
+        launches_from = TRACE_FILE
+        for t in _trace_records(path / TRACE_FILE):
+            scoped = scoped or bool(t.where)
+            if t.captured or not wanted(t.kernel, t.mangled, t.where):
+                continue
+            layer = of(t.where, t.pid, t.launch)
+            layer.launches += 1
+            layer.kernels[t.kernel] += 1
+    if reading.present(path / MANIFEST_FILE):
+        seen: set[tuple[int, int]] = set()
+        for r in read_manifest(path):
+            where = record_where(r.extra)
+            scoped = scoped or bool(where)
+            if not wanted(r.kernel, r.mangled, where):
+                continue
+            layer = of(where, r.pid, r.launch)
+            if launches_from is None and (r.pid, r.launch) not in seen:
+                seen.add((r.pid, r.launch))
+                layer.launches += 1
+                layer.kernels[r.kernel] += 1
+            if record_kind(r) == REPORT:
+                origin = r.extra.get("origin")
+                layer.nan_produced += origin == "produced"
+                layer.nan_propagated += origin == "propagated"
+        if launches_from is None:
+            launches_from = MANIFEST_FILE
+    ordered = sorted(layers.values(), key=lambda x: x.first)
+    return LayerRun(ordered, launches_from, scoped)

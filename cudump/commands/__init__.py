@@ -20,7 +20,9 @@ USAGE = ("usage: cudump [options] [--] PROGRAM [ARGS...], or cudump SUBCOMMAND .
 KERNEL_PATTERN_HELP = ("--kernel PATTERN is a glob matching the demangled name with or without "
                        "its return type, without its parameters, or the bare function name "
                        "(write *word* for a substring), or re:REGEX (or regex:REGEX, as in "
-                       "Nsight Compute).")
+                       "Nsight Compute), or scope:GLOB: launches made inside a scope (an NVTX "
+                       "range, a PyTorch module path such as 'layer3.*') or at a source line "
+                       "('train.py:57') the glob matches.")
 
 
 class HelpFormatter(argparse.HelpFormatter):

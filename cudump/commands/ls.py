@@ -12,6 +12,7 @@ from cudump.analysis.report.tables import (
     format_table,
     snapshot_rows,
     with_rank_column,
+    with_where_column,
 )
 from cudump.analysis.stats import (
     DIGEST,
@@ -32,6 +33,7 @@ from cudump.rundir import reading
 from cudump.rundir.layout import MANIFEST_FILE
 from cudump.rundir.runs import Run, Snapshot, kernel_pattern
 from cudump.rundir.summary import plural
+from cudump.rundir.wheres import record_where
 
 
 class LsCommand:
@@ -57,7 +59,7 @@ class LsCommand:
         pattern = kernel_pattern(args.kernel)
         if not reading.present(args.run / MANIFEST_FILE):
             # A run no rule took anything of (--trace, or nothing at all): its kernels.
-            stats = run_stats(args.run)
+            stats = run_stats(args.run, pattern)
             for line in stats_lines(stats, stats.select(pattern), args.full_names):
                 print(line)
             say_unmatched("ls", pattern, stats)
@@ -70,6 +72,8 @@ class LsCommand:
         headers, right, rows = LS_HEADERS, LS_RIGHT, snapshot_rows(snaps, args.full_names)
         if any(s.record.rank is not None for s in snaps):
             headers, right, rows = with_rank_column(snaps, headers, right, rows)
+        if any(record_where(s.record.extra) for s in snaps):
+            headers, right, rows = with_where_column(snaps, headers, right, rows)
         for line in format_table(headers, rows, right):
             print(line)
         print(count_line(snaps, len(run.snapshots)))

@@ -29,6 +29,7 @@ from cudump.rundir.imaging import CHANNEL_NAMES, TooManyChannels, render, save_p
 from cudump.rundir.layout import FLIGHT_FILE, MANIFEST_FILE
 from cudump.rundir.reading import NotThere
 from cudump.rundir.runs import Run, Snapshot, is_run_dir, kernel_pattern, load_array
+from cudump.rundir.wheres import record_where
 
 # The snapshot files show reads (rundir.formats): .npy/.png.
 _SUFFIXES = "/".join(formats.suffixes())
@@ -247,8 +248,12 @@ def _show_flight(run_dir: Path, pid: int | None) -> int:
         rows = [[str(x.launch), x.status + (" (named)" if x.culprit else ""), x.stream,
                  str(x.thread), x.kernel if x.graph is None else f"graph {x.graph}"]
                 for x in launches]
-        for line in format_table(["launch", "status", "stream", "thread", "kernel"], rows,
-                                 [True, False, False, True, False]):
+        headers = ["launch", "status", "stream", "thread", "kernel"]
+        right = [True, False, False, True, False]
+        if any(x.where for x in launches):   # where each was made, in the program's terms
+            headers, right = headers + ["where"], right + [False]
+            rows = [row + [x.where.text() or "-"] for row, x in zip(rows, launches, strict=True)]
+        for line in format_table(headers, rows, right):
             print(line)
         print(f"{proc.kept} of the {proc.recorded} launches of process {proc.pid} kept "
               f"(--flight {proc.slots})")
@@ -262,6 +267,9 @@ def _print_record(snap: Snapshot) -> None:
           f"{f' ({r.type})' if r.type else ''}, {r.phase}")
     print(f"  pid {r.pid}, grid {r.grid}, block {r.block}, stream {r.stream}, "
           f"address {r.address}")
+    where = record_where(r.extra)
+    if where:
+        print(f"  {where.text(r.rank)}")
 
 
 def _print_finding(snap: Snapshot, run_dir: Path) -> None:

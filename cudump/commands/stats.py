@@ -7,7 +7,14 @@ import sys
 from pathlib import Path
 
 from cudump.analysis.report.tables import fit, format_table
-from cudump.analysis.stats import KernelStats, RunStats, format_shape, run_stats
+from cudump.analysis.stats import (
+    KernelStats,
+    LayerRun,
+    RunStats,
+    format_shape,
+    layer_stats,
+    run_stats,
+)
 from cudump.commands import KERNEL_PATTERN_HELP, RUN_METAVAR
 from cudump.kernels.pattern import KernelPattern
 from cudump.kernels.unmatched import NamedPattern, SeenKernel, unmatched_lines
@@ -43,10 +50,19 @@ class StatsCommand:
                                  "kernel name, or re:REGEX)")
         parser.add_argument("--full-names", action="store_true",
                             help="print whole demangled signatures, not shortened names")
+        parser.add_argument("--by", choices=("kernel", "layer"), default="kernel",
+                            help="group by kernel (the default) or by layer: the module (or "
+                                 "innermost scope) and pass the launches were made in, in "
+                                 "the order of their first launches, with which layers "
+                                 "produced NaN/Inf and which only propagated it")
 
     def run(self, args: argparse.Namespace) -> int:
         pattern = kernel_pattern(args.kernel)
-        stats = run_stats(args.run)
+        if args.by == "layer":
+            for line in layer_lines(layer_stats(args.run, pattern)):
+                print(line)
+            return 0
+        stats = run_stats(args.run, pattern)
         for line in stats_lines(stats, stats.select(pattern), args.full_names):
             print(line)
         say_unmatched("stats", pattern, stats)
@@ -96,4 +112,36 @@ def stats_lines(stats: RunStats, kernels: list[KernelStats],
     note = "" if traced else "; shapes need a trace (--trace)"
     lines.append(f"{plural(len(kernels), 'kernel')}, {plural(total, 'launch', 'launches')} "
                  f"(from {where}{note})")
+    return lines
+
+
+LAYER_HEADERS = ["layer", "pass", "steps", "launches", "kernels", "NaN/Inf", "produced",
+                 "propagated"]
+LAYER_RIGHT = [False, False, False, True, True, False, True, True]
+
+
+def _steps(steps: set[int]) -> str:
+    if not steps:
+        return "-"
+    low, high = min(steps), max(steps)
+    return str(low) if low == high else f"{low}-{high}"
+
+
+def layer_lines(run: LayerRun) -> list[str]:
+    """`cudump stats --by layer`: a row per layer and pass, in the order of their first
+    launches; its NaN/Inf column says `produced` where a launch of it made NaN/Inf from
+    finite inputs and `propagated` where its launches only carried it on."""
+    rows = [[x.layer if x.layer is not None else "(no scope)", x.pass_ or "-", _steps(x.steps),
+             str(x.launches), str(len(x.kernels)), x.verdict or "-", str(x.nan_produced),
+             str(x.nan_propagated)] for x in run.layers]
+    lines = format_table(LAYER_HEADERS, rows, LAYER_RIGHT) if rows else []
+    named = sum(1 for x in run.layers if x.layer is not None)
+    total = sum(x.launches for x in run.layers)
+    counted = ("" if run.launches_from in (None, TRACE_FILE) else
+               "; launches with records only: a trace (--trace) counts every one")
+    lines.append(f"{plural(named, 'layer')}, {plural(total, 'launch', 'launches')} "
+                 f"(from {run.launches_from or 'no trace or manifest'}{counted})")
+    if not run.scoped:
+        lines.append("no launch of this run names a scope (run with --layers for PyTorch "
+                     "modules, or NVTX ranges)")
     return lines

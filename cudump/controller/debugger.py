@@ -26,6 +26,7 @@ from cudump.controller.remote_stop import Halt, RemoteStop
 from cudump.kernels.args import arg_values, decode_args
 from cudump.kernels.signature import parse_signature
 from cudump.launches.process import FuncInfo, LaunchEvent, how_it_ended, process_lives
+from cudump.launches.scopes import Where
 from cudump.launches.stop import KernelSeen, ResumeMode, TargetError
 from cudump.policy.breakpoints import Breakpoints
 from cudump.policy.rules import RuleCounter
@@ -213,7 +214,9 @@ class DebugController:
         elif func.wants & p.Want.STOP:
             sig = parse_signature(func.demangled)
             values = arg_values(decode_args(sig, event.raw_args or []))
-            bp, warnings = self._breakpoints.hit(func.demangled, func.mangled, values)
+            assert conn.proc is not None
+            where = event.where(conn.proc)
+            bp, warnings = self._breakpoints.hit(func.demangled, func.mangled, values, where)
             for text in warnings:
                 warn(text)
             if bp is not None:
@@ -222,7 +225,7 @@ class DebugController:
                 if bp.temporary:
                     self.changed()
             else:
-                reason = self._rule_halt(conn, func)
+                reason = self._rule_halt(conn, func, where)
         if reason is None:
             return None
         assert conn.proc is not None
@@ -246,9 +249,9 @@ class DebugController:
         self._set_hold(True)
         return True
 
-    def _rule_halt(self, conn: ProcessLink, func: FuncInfo) -> str | None:
+    def _rule_halt(self, conn: ProcessLink, func: FuncInfo, where: Where) -> str | None:
         assert conn.proc is not None
-        rule = self.break_rules.selected(conn.proc.pid, func.demangled, func.mangled)
+        rule = self.break_rules.selected(conn.proc.pid, func.demangled, func.mangled, where)
         return f"rule {rule.name} ({rule.path}:{rule.line})" if rule is not None else None
 
     def serve_stop(self, conn: ProcessLink, seq: int, stopped: dict[str, int]) -> None:
@@ -264,7 +267,7 @@ class DebugController:
         if halt is None:
             raise p.ProtocolError(f"a stop at launch {seq} that was never decided")
         event, func = halt.event, halt.func
-        info = halt.stop_info(conn.proc.pid, phase)
+        info = halt.stop_info(conn.proc.pid, phase, event.where(conn.proc))
         if self.detached:
             # Decided before a detach (another process's stop was let go with it, while
             # this one was on its way): nothing stops any more, so it goes on at once.

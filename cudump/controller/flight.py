@@ -16,12 +16,14 @@ import math
 import signal
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from cudump.analysis.flight import error_name, outcome, report_lines, settle
 from cudump.kernels.args import ArgValue, decode_args
 from cudump.kernels.geometry import Allocation
 from cudump.kernels.signature import parse_signature
 from cudump.launches.process import FuncInfo, ProcessState
+from cudump.launches.scopes import Where
 from cudump.rundir.flight import FlightArg, FlightLaunch, FlightLog, FlightProcess, write_flight
 from cudump.rundir.layout import FLIGHT_FILE
 from cudump.wire import protocol as p
@@ -122,6 +124,13 @@ def _args(func: FuncInfo | None, raw: bytes,
     return [_flight_arg(a, allocations) for a in decode_args(sig, pieces)]
 
 
+def _where(proc: ProcessState, raw: dict[str, Any]) -> Where:
+    """The slot's scope, step and source (proto_flight_slot), in names; nothing where the
+    slot does not carry them."""
+    return proc.scopes.where(int(raw.get("scope", 0)), int(raw.get("step", 0)),
+                             int(raw.get("source", 0)))
+
+
 def launches_of(proc: ProcessState, ring: FlightRing) -> list[FlightLaunch]:
     """The ring's launches as records, their completion settled (analysis.flight)."""
     allocations = list(proc.allocations.values())
@@ -140,7 +149,8 @@ def launches_of(proc: ProcessState, ring: FlightRing) -> list[FlightLaunch]:
             mangled=func.mangled if func is not None else "",
             graph=raw["graph"] if graph else None, rc=rc,
             error=error_name(rc) if rc else None, params=kept.hex(),
-            params_size=raw["nbytes"], args=_args(func, kept, allocations)))
+            params_size=raw["nbytes"], args=_args(func, kept, allocations),
+            where=_where(proc, raw)))
     settle(out)
     return out
 

@@ -23,6 +23,7 @@ from cudump.kernels.geometry import Allocation
 from cudump.kernels.signature import parse_signature
 from cudump.kernels.symbols import symbolize
 from cudump.launches.process import FuncInfo, LaunchEvent, ProcessState, pointer_allocation
+from cudump.launches.scopes import NOWHERE, Where
 from cudump.launches.stop import Frame, GraphNode, StopInfo, TargetError
 from cudump.wire import protocol as p
 
@@ -61,8 +62,9 @@ class Halt:
     breakpoint: int | None
     after: bool = False     # decided after the launch ran (its reason is not a step)
 
-    def stop_info(self, pid: int, phase: str) -> StopInfo:
-        """The stop as the prompt shows it, at `phase` ("before" or "after") of the launch."""
+    def stop_info(self, pid: int, phase: str, where: Where = NOWHERE) -> StopInfo:
+        """The stop as the prompt shows it, at `phase` ("before" or "after") of the launch
+        (made `where`, in its process's names)."""
         event, func = self.event, self.func
         sig = parse_signature(func.demangled)
         info = StopInfo(
@@ -73,7 +75,7 @@ class Halt:
             reason="step" if phase == "after" and not self.after else self.reason,
             breakpoint=self.breakpoint,
             signature=sig, args=decode_args(sig, event.raw_args or []),
-            pointers=dict(event.pointers), tensormaps=dict(event.tensormaps))
+            pointers=dict(event.pointers), tensormaps=dict(event.tensormaps), where=where)
         if event.flags & p.LaunchFlag.GRAPH:
             info.graph, info.replay, info.node = event.graph, event.replay, event.node
         return info

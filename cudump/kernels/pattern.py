@@ -48,7 +48,7 @@ try:  # the parser of the `re` module: walks a pattern's structure
 except ImportError:  # pragma: no cover - Python < 3.11
     import sre_parse as _sre_parse  # type: ignore[no-redef]
 from functools import lru_cache
-from typing import Literal
+from typing import Literal, Protocol
 
 from cudump.kernels.glob import Glob
 from cudump.kernels.regex_nfa import Automaton, NotRegular
@@ -282,17 +282,45 @@ def _matches(pattern: KernelPattern, demangled: str, mangled: str) -> bool:
     return any(pattern.regex.search(c) for c in names)
 
 
+# The prefix of a pattern that names launches by where they were made, not by kernel.
+SCOPE_PREFIX = "scope:"
+
+
+class HasWhere(Protocol):
+    """Where a launch came from (cudump.launches.scopes.Where): what a scope pattern asks."""
+
+    def matches(self, pattern: str) -> bool: ...
+
+
 @dataclass(frozen=True)
 class KernelPattern:
-    text: str                       # as written, `re:` or `regex:` prefix included
+    """A kernel pattern; or, written `scope:GLOB`, a scope pattern: launches any of whose
+    open scopes (an NVTX range, a PyTorch module's path, ...) or whose source line
+    ("train.py:57") the glob matches, shell-style and case-sensitive. A scope pattern is
+    decided at each launch (matches_where), never by the kernel's name: every function may
+    be launched inside the scope, so `matches` says yes to every name, and whoever uses the
+    pattern asks about every launch and checks it there."""
+
+    text: str                       # as written, `re:`, `regex:` or `scope:` prefix included
     subject: Subject = "demangled"
     regex: Regex | Glob = field(init=False, repr=False, compare=False)
     is_regex: bool = field(init=False, repr=False, compare=False)
+    scope: str | None = field(init=False, repr=False, compare=False)   # a scope pattern's glob
 
     def __post_init__(self) -> None:
         if self.subject not in SUBJECTS:
             raise PatternError(f"unknown subject {self.subject!r}; use one of "
                                f"{', '.join(SUBJECTS)}")
+        object.__setattr__(self, "scope", None)
+        if self.text.startswith(SCOPE_PREFIX):
+            glob = self.text[len(SCOPE_PREFIX):]
+            if not glob.strip():
+                raise PatternError(f"empty scope pattern after {SCOPE_PREFIX!r} (write "
+                                   "scope:GLOB, e.g. 'scope:layer3.*')")
+            object.__setattr__(self, "scope", glob)
+            object.__setattr__(self, "regex", Glob("*"))
+            object.__setattr__(self, "is_regex", False)
+            return
         source = regex_source(self.text)
         if source is not None:
             prefix = self.text[:len(self.text) - len(source)]
@@ -315,7 +343,17 @@ class KernelPattern:
         return (full, callable_text, qualified, base)
 
     def matches(self, demangled: str, mangled: str = "") -> bool:
-        return _matches(self, demangled, mangled)
+        """Whether a launch of this function may match (a scope pattern: every one may)."""
+        return True if self.scope is not None else _matches(self, demangled, mangled)
+
+    def matches_where(self, where: HasWhere | None) -> bool:
+        """Whether a launch the name matched is one the pattern takes: any launch for a
+        kernel pattern; for a scope pattern one made inside a matching scope (`where`: the
+        launch's; None or nothing known: none)."""
+        return self.scope is None or (where is not None and where.matches(self.scope))
+
+    def matches_launch(self, demangled: str, mangled: str, where: HasWhere | None) -> bool:
+        return self.matches(demangled, mangled) and self.matches_where(where)
 
     def __reduce__(self) -> tuple[object, tuple[str, Subject]]:
         # Rebuilt from its text: the automaton's matchers cannot be pickled.

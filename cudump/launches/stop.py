@@ -15,6 +15,7 @@ from cudump.kernels.args import ArgValue
 from cudump.kernels.geometry import Allocation
 from cudump.kernels.signature import Signature
 from cudump.kernels.tensormaps import TensorMap
+from cudump.launches.scopes import NOWHERE, Where
 
 Phase = Literal["before", "after"]
 ResumeMode = Literal["continue", "step", "detach", "kill"]
@@ -77,6 +78,8 @@ class StopInfo:
     graph: int | None = None
     replay: int | None = None
     node: int | None = None
+    # Where the launch was made in the program's terms: its scopes, step and source line.
+    where: Where = NOWHERE
 
     def allocation_of(self, index: int, offset: int = 0) -> Allocation | None:
         return self.pointers.get((index, offset))

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from cudump.errors import CudumpError
 from cudump.kernels.expr import Expr, ExprError, parse_expr
-from cudump.kernels.pattern import KernelPattern, PatternError
+from cudump.kernels.pattern import HasWhere, KernelPattern, PatternError
 
 Number = int | float
 
@@ -134,16 +134,17 @@ class Breakpoints:
             items = [b for b in self._items.values() if b.enabled]
         return any(b.pattern.matches(demangled, mangled) for b in items)
 
-    def hit(self, demangled: str, mangled: str,
-            values: Mapping[str, Number]) -> tuple[Breakpoint | None, list[str]]:
-        """The breakpoint this launch stops at, if any, and warnings (a condition that
-        could not be evaluated stops, as in gdb, and says why)."""
+    def hit(self, demangled: str, mangled: str, values: Mapping[str, Number],
+            where: HasWhere | None = None) -> tuple[Breakpoint | None, list[str]]:
+        """The breakpoint this launch (made `where`: a `scope:` pattern asks) stops at, if
+        any, and warnings (a condition that could not be evaluated stops, as in gdb, and
+        says why)."""
         warnings: list[str] = []
         with self._lock:
             items = sorted((b for b in self._items.values() if b.enabled),
                            key=lambda b: b.number)
             for bp in items:
-                if not bp.pattern.matches(demangled, mangled):
+                if not bp.pattern.matches_launch(demangled, mangled, where):
                     continue
                 if bp.condition is not None:
                     try:

@@ -247,7 +247,27 @@ def arg_lines(stop: StoppedLaunch, allocation_for: AllocationFor | None = None) 
 
 
 def banner(stop: StoppedLaunch, allocation_for: AllocationFor | None = None) -> list[str]:
-    return [headline(stop.info), placement(stop.info), *arg_lines(stop, allocation_for)]
+    where = [f"  {stop.info.where.text()}"] if stop.info.where else []
+    return [headline(stop.info), *where, placement(stop.info),
+            *arg_lines(stop, allocation_for)]
+
+
+def scope_lines(info: StopInfo) -> list[str]:
+    """What `bt` shows above the host frames: the scopes open on the launching thread,
+    innermost first as frames are (`scope 0  layer3.0.conv1 (forward, step 2)`), and the
+    line of the program's own code that made the launch (`source   train.py:57`)."""
+    where = info.where
+    lines = []
+    for depth, name in enumerate(reversed(where.scopes)):
+        inside = [p for p in (where.pass_ if name == where.layer else None,
+                              f"step {where.step}" if depth == 0 and where.step is not None
+                              else None) if p]
+        lines.append(f"scope {depth:<2} {name}" + (f" ({', '.join(inside)})" if inside else ""))
+    if not where.scopes and where.step is not None:
+        lines.append(f"step     {where.step}")
+    if where.source:
+        lines.append(f"source   {where.source}")
+    return lines
 
 
 def format_frame(frame: Frame) -> str:

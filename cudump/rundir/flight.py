@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cudump.launches.scopes import NOWHERE, Where
 from cudump.rundir import files as runfiles
 from cudump.rundir import reading
 from cudump.rundir.layout import FLIGHT_FILE
@@ -69,18 +70,23 @@ class FlightLaunch:
     params_size: int = 0            # bytes of the launch's parameters (may be more than kept)
     args: list[FlightArg] = field(default_factory=list)
     culprit: bool = False           # the launch the report names
+    where: Where = NOWHERE          # the launch in the program's terms (its record fields)
 
     @property
     def name(self) -> str:
-        """`launch 812 of scale(float*, int)`, `graph launch 9 (graph 2)`."""
+        """`launch 812 of scale(float*, int)`, `graph launch 9 (graph 2)`, and where the
+        launch came from when that is known: `... in layer3.0.conv1 (forward, step 2) at
+        train.py:57`."""
+        scoped = f" {self.where.text()}" if self.where else ""
         if self.graph is not None:
-            return f"graph launch {self.launch} (graph {self.graph})"
-        return f"launch {self.launch} of {self.kernel}"
+            return f"graph launch {self.launch} (graph {self.graph}){scoped}"
+        return f"launch {self.launch} of {self.kernel}{scoped}"
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
+        del data["where"]
         data["args"] = [a.to_json() for a in self.args]
-        return {"record": "launch", **data}
+        return {"record": "launch", **data, **self.where.fields()}
 
 
 @dataclass
@@ -132,7 +138,11 @@ _LAUNCH: Shape = {"pid": ("count", False), "launch": ("count", False),
                   "block": ("int3", False), "smem": ("count", True), "mangled": ("str", True),
                   "graph": ("count", True), "rc": ("int", True), "error": ("str", True),
                   "params": ("str", True), "params_size": ("count", True),
-                  "args": ("list", True), "culprit": ("bool", True)}
+                  "args": ("list", True), "culprit": ("bool", True),
+                  # Where.fields(), where the launch's scopes, step or source were known
+                  "scope": ("strs", True), "layer": ("str", True), "pass": ("str", True),
+                  "step": ("count", True), "source": ("str", True)}
+_WHERE_KEYS = ("scope", "layer", "pass", "step", "source")
 _ARG: Shape = {"index": ("count", False), "type": ("str", True), "value": ("str", False),
                "address": ("u64", True), "allocation": ("str", True)}
 
@@ -159,7 +169,8 @@ def _launch(data: dict[str, Any]) -> FlightLaunch:
     if fields["status"] not in STATUSES:
         raise FlightFormatError(f"not a recorded launch: status {fields['status']!r:.40}")
     args = [_arg(a, i) for i, a in enumerate(fields.pop("args", []))]
-    return FlightLaunch(**fields, args=args)
+    where = Where.from_fields({k: fields.pop(k) for k in _WHERE_KEYS if k in fields})
+    return FlightLaunch(**fields, args=args, where=where)
 
 
 def read_flight(run_dir: Path) -> FlightLog:

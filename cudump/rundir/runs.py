@@ -19,6 +19,7 @@ from cudump.kernels.pattern import KernelPattern, PatternError
 from cudump.rundir import formats, reading
 from cudump.rundir.layout import MANIFEST_FILE
 from cudump.rundir.manifest import SnapshotRecord, read_manifest
+from cudump.rundir.wheres import record_where
 from cudump.wire.digest import ALGORITHM, SUM_SIZES
 
 PHASE_ORDER = {"before": 0, "after": 1}
@@ -458,6 +459,7 @@ def _wanted(
     return (
         (index is None or snap.index == index)
         and (kernel is None or kernel.matches(r.kernel, r.mangled))
+        and (kernel is None or kernel.scope is None or kernel.matches_where(record_where(r.extra)))
         and (arg is None or r.arg == arg)
         and (phase is None or r.phase == phase)
         and (occurrence is None or r.occurrence == occurrence)

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cudump.launches.scopes import NOWHERE, Where
 from cudump.rundir import files as runfiles
 from cudump.rundir import reading
 from cudump.rundir.injections import InjectionFormatError, InjectionRecord
@@ -28,15 +29,18 @@ class NanLaunch:
     kernel: str
     rank: int | None = None        # its process's rank, where it has one
     kind: str = field(default="launch", init=False)   # beside NanHostWrite's kinds
+    where: Where = NOWHERE         # the launch in the program's terms (written as its fields)
 
     def name(self, with_process: bool = False) -> str:
-        """`launch L of K`, and `(process P, rank R)`: the process where the run has several
-        (`with_process`), the rank where the process has one."""
+        """`launch L of K`, its where (`in layer3.0.conv1 (forward, step 2) at
+        train.py:57`) where known, and `(process P, rank R)`: the process where the run has
+        several (`with_process`), the rank where the process has one."""
         where = [f"process {self.pid}"] if with_process else []
         if self.rank is not None:
             where.append(f"rank {self.rank}")
-        return f"launch {self.launch} of {self.kernel}" + (f" ({', '.join(where)})"
-                                                           if where else "")
+        scoped = f" {self.where.text()}" if self.where else ""
+        return f"launch {self.launch} of {self.kernel}{scoped}" + (
+            f" ({', '.join(where)})" if where else "")
 
     @property
     def order(self) -> tuple[int, int]:
@@ -201,6 +205,10 @@ class RunSummary:
                 del data[first]["rank"]
             if data[first] is not None:
                 data[first].pop("position", None)
+                data[first].pop("where", None)
+                made = getattr(self, first)
+                if isinstance(made, NanLaunch):     # its where's record fields, if any
+                    data[first].update(made.where.fields())
                 data[first] = {"kind": data[first].pop("kind"), **data[first]}
         if self.host_writes is None:    # written only where they were recorded
             del data["host_writes"]

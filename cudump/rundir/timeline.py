@@ -13,6 +13,9 @@ The Trace Event Format's JSON Object Format: {"traceEvents": [...], ...}. Tracks
   track; a launch that left NaN/Inf where there was none is an instant named "NaN/Inf";
   each stop at the prompt (breakpoint, step, interrupt) is an instant on its thread's track;
 - cudump's own track (the controller's pid) holds the note that the timeline is full.
+- where launches name the scopes open on their thread (NVTX ranges, PyTorch modules: see
+  launches/scopes.py), each scope is a complete event ("X", category "scope") on the
+  thread's track, nested as the scopes were, around the launches made inside it.
 
 Time: the shim's launch events carry no timestamp, so `ts` is when cudump received the
 event, in microseconds from when the timeline was opened. Launch events come through each
@@ -44,6 +47,7 @@ from cudump.launches.stop import StopInfo
 from cudump.rundir.manifest import SnapshotRecord
 from cudump.rundir.pending_file import PendingFile
 from cudump.rundir.runs import short_kernel_name
+from cudump.rundir.wheres import WHERE_FIELDS
 from cudump.wire import protocol as p
 
 MAX_EVENTS = 1_000_000
@@ -73,6 +77,18 @@ class _Process:
     streams: dict[tuple[int, int], int] = field(default_factory=dict)   # (dev, stream) -> tid
     last_us: float = 0.0          # the latest slice's start: the next one starts after it
     names: dict[int, tuple[str, str]] = field(default_factory=dict)   # func id -> JSON texts
+    # tid -> the scopes open on the thread's track (outermost first), and when its latest
+    # launch slice started
+    scopes: dict[int, list[_OpenScope]] = field(default_factory=dict)
+    thread_last: dict[int, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _OpenScope:
+    node: int
+    name: str
+    kind: str
+    start: float
 
 
 class Timeline:
@@ -184,6 +200,33 @@ class Timeline:
         proc.last_us = ts
         return ts
 
+    def _scope_slice(self, pid: int, tid: int, scope: _OpenScope, end: float) -> str:
+        return (f'{{"name":{_j(scope.name)},"cat":"scope","ph":"X","ts":{scope.start:.3f},'
+                f'"dur":{end - scope.start:.3f},"pid":{pid},"tid":{tid},'
+                f'"args":{{"scope":{_j(scope.kind)}}}}}')
+
+    def _enter(self, proc: ProcessState, track: _Process, tid: int, scope: int, ts: float,
+               out: list[str]) -> None:
+        """The thread's open scopes made those of a launch at `ts` inside `scope`: each
+        scope it has left becomes a slice. A scope's slice starts where the first launch made
+        inside it starts (after a launch on that thread made outside it) and ends where the
+        last launch made inside it ends, before the thread's next launch outside it (or at
+        the end of the run). Scopes without launches are not seen; two calls of the same
+        module with no launch between them are one slice (a scope is its name's path)."""
+        chain = proc.scopes.chain(scope)
+        open_ = track.scopes.setdefault(tid, [])
+        keep = 0
+        while (keep < len(open_) and keep < len(chain)
+               and open_[keep].node == chain[keep].id):
+            keep += 1
+        if keep < len(open_):
+            end = track.thread_last.get(tid, ts) + SLICE_US
+            for gone in reversed(open_[keep:]):
+                out.append(self._scope_slice(track.pid, tid, gone, end))
+            del open_[keep:]
+        for node in chain[keep:]:
+            open_.append(_OpenScope(node.id, node.name, node.kind.name.lower(), ts))
+
     # -- what happens in a run -----------------------------------------------------
 
     def process(self, proc: ProcessState) -> None:
@@ -203,7 +246,8 @@ class Timeline:
                 func = proc.funcs.get(row[_ID])
                 if func is None:
                     continue
-                if not self._room(len(out) + 6):
+                # a launch's slices and track names, and the scope slices it may end
+                if not self._room(len(out) + 6 + len(track.scopes.get(row[_TID], ()))):
                     break
                 names = track.names.get(row[_ID])
                 if names is None:
@@ -225,8 +269,11 @@ class Timeline:
                 args += "}"
                 ts = self._slice_ts(track)
                 if tid:
-                    out.append(self._slice(names[0], ts, proc.pid,
-                                           self._thread(track, tid, out), args))
+                    thread = self._thread(track, tid, out)
+                    if _SCOPE is not None and (row[_SCOPE] or track.scopes.get(tid)):
+                        self._enter(proc, track, tid, row[_SCOPE], ts, out)
+                    track.thread_last[tid] = ts
+                    out.append(self._slice(names[0], ts, proc.pid, thread, args))
                 out.append(self._slice(names[0], ts, proc.pid,
                                        self._stream(track, device, stream, out), args))
             self._emit(out)
@@ -252,6 +299,7 @@ class Timeline:
         args: dict[str, Any] = {"kernel": record.kernel, "launch": record.launch,
                                 "occurrence": record.occurrence, "arg": record.arg,
                                 "phase": record.phase}
+        args.update({k: extra[k] for k in WHERE_FIELDS if k in extra})   # its layer, step...
         if "nonfinite" in extra and extra.get("nan_producer"):
             name = "NaN/Inf"
             args.update(nonfinite=extra["nonfinite"], first_nonfinite=extra.get(
@@ -301,6 +349,17 @@ class Timeline:
 
     # -- the end ---------------------------------------------------------------------
 
+    def _close_scopes(self) -> None:
+        """The scopes still open on each thread end with its last launch (the lock held)."""
+        out: list[str] = []
+        for track in self._processes.values():
+            for tid, open_ in track.scopes.items():
+                end = track.thread_last.get(tid, 0.0) + SLICE_US
+                out.extend(self._scope_slice(track.pid, tid, s, end) for s in reversed(open_))
+                open_.clear()
+        if out and self._room(len(out)):
+            self._emit(out)
+
     def close(self, complete: bool = True) -> Path | None:
         """Ends the JSON and puts the file in place; without `complete` (the program never
         ran) or after a write failed, nothing is written. Returns the path written."""
@@ -308,6 +367,7 @@ class Timeline:
             if self._failed or not complete:
                 self._file.discard()
                 return None
+            self._close_scopes()
             other = {"cudump": cudump.__version__, "program": self._argv, "clock": NOTE,
                      "events": self.events, "full": self.full}
             tail = f'\n],\n"displayTimeUnit":"ms",\n"otherData":{_j(other)}}}\n'

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from cudump.console import printable
 from cudump.rundir.runs import Snapshot, short_kernel_name
+from cudump.rundir.wheres import record_where
 
 
 @dataclass
@@ -74,6 +75,15 @@ def with_rank_column(snapshots: Sequence[Snapshot], headers: list[str], right: l
     ranks = ["-" if s.record.rank is None else str(s.record.rank) for s in snapshots]
     return (headers[:at] + ["rank"] + headers[at:], right[:at] + [True] + right[at:],
             [row[:at] + [rank] + row[at:] for row, rank in zip(rows, ranks, strict=True)])
+
+
+def with_where_column(snapshots: Sequence[Snapshot], headers: list[str], right: list[bool],
+                      rows: list[list[str]]) -> tuple[list[str], list[bool], list[list[str]]]:
+    """The table with a last `where` column: where each record's launch was made, in the
+    program's terms (`in layer3.0.conv1 (forward, step 2) at train.py:57`; '-' unknown)."""
+    wheres = [record_where(s.record.extra).text() or "-" for s in snapshots]
+    return (headers + ["where"], right + [False],
+            [row + [where] for row, where in zip(rows, wheres, strict=True)])
 
 
 LS_HEADERS = ["#", "pid", "launch", "kernel", "occ", "arg", "type", "phase", "dtype", "shape",

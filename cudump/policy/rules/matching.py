@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Generic, Literal, TypeVar
 
 from cudump.kernels.args import ArgValue
-from cudump.kernels.pattern import KernelPattern
+from cudump.kernels.pattern import HasWhere, KernelPattern
 
 
 class RuleMatching:
@@ -23,15 +23,32 @@ class RuleMatching:
     every: int
     args: list[int] | Literal["pointers"]
     overrides: Mapping[int, object]     # argument index -> rule.ArgOverride
+    scope: str | None                   # a rule file's `scope:` glob (scopes.Where.matches)
 
     def matches(self, demangled: str, mangled: str) -> bool:
-        """Whether the rule wants this function; the caller caches it per function."""
+        """Whether the rule wants this function; the caller caches it per function. A rule
+        decided by launch (`by_launch`) may still pass over a launch (matches_where)."""
         return self.matcher.matches(demangled, mangled)
 
     @property
+    def by_launch(self) -> bool:
+        """Whether the rule names launches by where they were made (its `scope:` field, or
+        a `scope:GLOB` pattern): decided at each launch, which the shim must then ask about
+        and never count or repeat on its own."""
+        return self.scope is not None or self.matcher.scope is not None
+
+    def matches_where(self, where: HasWhere | None) -> bool:
+        """Whether a launch of a function the rule wants is one it takes, by where it was
+        made (`where`: the launch's; None: unknown)."""
+        return self.matcher.matches_where(where) and (
+            self.scope is None or (where is not None and where.matches(self.scope)))
+
+    @property
     def takes_every_launch(self) -> bool:
-        """No skip, every or count: every launch the pattern matches is selected."""
-        return self.skip == 0 and self.every == 1 and self.count is None
+        """No skip, every or count, nor a scope: every launch of a function the pattern
+        matches is selected."""
+        return (self.skip == 0 and self.every == 1 and self.count is None
+                and not self.by_launch)
 
     def selects(self, match_number: int) -> bool:
         """Whether the n-th matching launch (1-based, per process) is snapshotted."""
@@ -67,10 +84,12 @@ class RuleCounter(Generic[R]):
         """Whether any of the rules matches the function."""
         return any(r.matches(demangled, mangled) for r in self.rules)
 
-    def selected(self, pid: int, demangled: str, mangled: str) -> R | None:
-        """The rule that selects this launch of the function in process `pid`, or None."""
+    def selected(self, pid: int, demangled: str, mangled: str,
+                 where: HasWhere | None = None) -> R | None:
+        """The rule that selects this launch of the function in process `pid` (made
+        `where`), or None. A rule counts only the launches it matches."""
         for rule in self.rules:
-            if not rule.matches(demangled, mangled):
+            if not rule.matches(demangled, mangled) or not rule.matches_where(where):
                 continue
             key = (pid, id(rule))
             n = self._matches.get(key, 0) + 1

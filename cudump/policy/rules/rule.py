@@ -66,6 +66,9 @@ class Rule(RuleMatching):
     actions: Action = Action.SNAPSHOT
     # The command-line option that made the rule (--digest, --check-nan), not a file.
     option: str | None = None
+    # A rule file's `scope:` glob: only launches made inside a matching scope (or at a
+    # matching source line) are taken (RuleMatching.matches_where).
+    scope: str | None = None
 
     @property
     def origin(self) -> str:

@@ -29,7 +29,7 @@ from cudump.wire.protocol import NO_LIMIT
 
 ACTIONS = ("snapshot", "break")
 RULE_KEYS = ("name", "kernel", "match", "skip", "count", "every", "args", "when", "format",
-             "overrides", "action", "replay")
+             "overrides", "action", "replay", "scope")
 # Keys that only make sense for a rule that takes snapshots.
 SNAPSHOT_KEYS = ("args", "when", "format", "overrides", "replay")
 OVERRIDE_KEYS = ("dtype", "channels", "width", "height", "pitch", "count", "range", "field")
@@ -269,13 +269,16 @@ class RuleReader(NodeReader):
             raise self.error(node, "rules", "each rule must be a mapping with a 'kernel:' key, "
                              f"got {_kind(node, self.scalar(node))}")
         entries = self.items(node, RULE_KEYS, "")
-        if "kernel" not in entries:
+        if "kernel" not in entries and "scope" not in entries:
             raise self.error(node, "kernel", "missing; every rule needs a kernel pattern such "
                              "as 'device::FrP0k5607tPV*' or 're:FrP0k'")
         subject = self.choice(entries.get("match"), "match", SUBJECTS, "demangled")
-        matcher = self.matcher(entries["kernel"][1], cast(Subject, subject))
+        matcher = (self.matcher(entries["kernel"][1], cast(Subject, subject))
+                   if "kernel" in entries else KernelPattern("*"))
+        scope = self.scope(entries["scope"][1]) if "scope" in entries else None
         action = self.choice(entries.get("action"), "action", ACTIONS, "snapshot")
-        name = matcher.text
+        name = matcher.text if scope is None else (
+            f"scope:{scope}" if "kernel" not in entries else f"{matcher.text} scope:{scope}")
         if "name" in entries:
             name_node = entries["name"][1]
             value = self.scalar(name_node)
@@ -292,6 +295,7 @@ class RuleReader(NodeReader):
             skip=self.whole(entries.get("skip"), "skip", 0, 0, MAX_SKIP),
             count=self.whole(entries.get("count"), "count", 1, None, MAX_COUNT),
             every=self.whole(entries.get("every"), "every", 1, 1, MAX_EVERY),
+            scope=scope,
         )
         if action == "break":
             self.no_snapshot_keys(entries)
@@ -343,6 +347,18 @@ class RuleReader(NodeReader):
             return KernelPattern(value, subject)
         except PatternError as err:
             raise self.error(node, "kernel", str(err)) from None
+
+    def scope(self, node: yaml.Node) -> str:
+        """`scope:`: a glob over the names of the scopes open at a launch (and its source
+        line), as a `scope:GLOB` pattern takes it."""
+        value = self.scalar(node)
+        if not isinstance(value, str) or not value.strip():
+            raise self.error(node, "scope", "expected a glob over scope names such as "
+                             f"'layer3.*' or 'train.py:57', got {_kind(node, value)}")
+        if value.startswith("scope:"):
+            raise self.error(node, "scope", f"write the glob alone ('{value[6:]}'): the "
+                             "field already says it is a scope")
+        return value
 
     def args(self, entry: tuple[yaml.Node, yaml.Node] | None) -> list[int] | Literal["pointers"]:
         if entry is None:

@@ -6,6 +6,7 @@ rules, or a single rule mapping, is accepted too::
     rules:
       - name: zed-stereo                 # optional; defaults to the kernel pattern
         kernel: "device::FrP0k5607tPV*"  # required, see below
+        scope: "layer3.*"                # optional: only launches made inside a scope
         match: demangled                 # demangled (default) | mangled | base
         skip: 0                          # leave out the first N matching launches
         every: 1                         # then take every N-th one ...
@@ -36,6 +37,12 @@ itself repeats (`(a+)+`), which can take exponential time, is refused, and so is
 one with more repetitions that can match the same text than two unbounded ones
 and a choice (`.*.*.*`, whose time is a high power of the name's length; see
 cudump.kernels.pattern).
+
+`scope` (beside `kernel`, or instead of it: then every kernel) is a glob, shell-style
+and case-sensitive, over the names of the scopes open on the launching thread (NVTX
+ranges, PyTorch module paths such as `layer3.0.conv1`, JAX operations) and the launch's
+source line (`train.py:57`): the rule takes only launches one of which it matches, and
+counts only those for skip, every and count. `kernel: "scope:GLOB"` says the same.
 
 `action: snapshot` (the default) copies the buffers as described below, to a
 file per format named in `format` that can hold the data: `npy` (any data) and

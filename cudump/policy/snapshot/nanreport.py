@@ -15,9 +15,11 @@ import numpy as np
 
 from cudump.console import say
 from cudump.launches.process import FuncInfo, LaunchEvent, ProcessState
+from cudump.policy.snapshot.layers_hint import HINT, wants_layers_hint
 from cudump.policy.snapshot.origin import PRODUCED, HostWrite, Origin
 from cudump.policy.snapshot.planned import PlannedCopy, PlannedLaunch
 from cudump.policy.snapshot.state import SnapshotState
+from cudump.rundir.wheres import record_where
 from cudump.wire.digest import SCAN_ELEMENT_SIZE, Scan
 
 # Every report's first words.
@@ -41,6 +43,7 @@ class NanReporter:
         self.found: dict[tuple[int, int], NanFound] = {}
         # (pid, ring position) of the host writes counted as producers (once each)
         self.counted: set[tuple[int, int]] = set()
+        self.hinted = False     # the --layers hint is said once a run
 
     def launch(self, pending: PlannedLaunch, copy: PlannedCopy, after: Scan,
                origin: Origin) -> None:
@@ -66,9 +69,13 @@ class NanReporter:
             if record.extra.get("offset") else ""
         rank = f", rank {record.rank}" if record.rank is not None else ""
         extra = record.extra
-        where = (f"graph {extra['graph']}, replay {extra['replay']}, node {extra['node']}"
+        which = (f"graph {extra['graph']}, replay {extra['replay']}, node {extra['node']}"
                  if "graph" in extra else f"occurrence {record.occurrence}")
-        launch = (f"{PREFIX}launch {record.launch} of {record.kernel} ({where}, "
+        # The launch in the program's terms: 'in layer3.0.conv1 (forward, step 2) at
+        # train.py:57' (the record's where fields, make_record's).
+        where = record_where(extra)
+        scoped = f" {where.text()}" if where else ""
+        launch = (f"{PREFIX}launch {record.launch} of {record.kernel}{scoped} ({which}, "
                   f"process {record.pid}{rank})")
         if origin.kind == PRODUCED:
             say(f"{launch} produced {after.count} of {elements} non-finite elements in arg "
@@ -81,6 +88,10 @@ class NanReporter:
         # A graph launch's kernel nodes share one plan: the producer is the copy's node.
         # (A repeated plan's copies keep the launch they were first planned for.)
         ctx = copy.ctx if copy.ctx is not None and copy.ctx.in_graph else pending.ctx
+        if origin.kind == PRODUCED and not where and not self.hinted and ctx is not None \
+                and wants_layers_hint(ctx.proc):
+            self.hinted = True
+            say(f"{PREFIX}{HINT}")
         if ctx is not None and origin.is_root:
             # --break-on-nan stops where NaN/Inf begins, not where it is carried on.
             with state.lock:

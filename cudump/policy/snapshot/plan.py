@@ -101,7 +101,8 @@ class Planner:
         next, where `stream` allows."""
         ps = self.state.proc(proc.pid)
         fr = ps.rules.get(func.id)
-        taken = [*(self.selection.taken(ps, fr, event) if fr is not None else ()), *extra]
+        taken = [*(self.selection.taken(ps, fr, event, event.where(proc)) if fr is not None
+                   else ()), *extra]
         if not taken or self.state.stopped:
             return None
         ctx = LaunchContext(proc, func, event)

@@ -9,6 +9,7 @@ from cudump.policy.rules import Rule
 from cudump.policy.snapshot.planned import LaunchContext
 from cudump.rundir.formats import NPY
 from cudump.rundir.manifest import SnapshotRecord
+from cudump.rundir.wheres import set_where
 from cudump.wire.digest import ALGORITHM as DIGEST_ALGORITHM
 from cudump.wire.digest import SUM_DTYPES, digest_hex, sum_json, sum_of_bits
 from cudump.wire.protocol import ToolMode
@@ -39,6 +40,8 @@ def make_record(ctx: LaunchContext, arg: int, phase: str, plan: CopyPlan | None,
         record.extra["offset"] = offset   # byte offset of the pointer inside the argument
     if ctx.in_graph:
         record.extra.update(graph=ev.graph, replay=ev.replay, node=ev.node)
+    # Where the launch came from in the program's terms (layer, pass, step, source line).
+    set_where(record.extra, ev.where(ctx.proc))
     if rule is not None:
         record.extra["rule"] = rule.origin
     if extent is not None:

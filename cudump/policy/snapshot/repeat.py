@@ -35,6 +35,7 @@ from cudump.policy.snapshot.route import (
 )
 from cudump.policy.snapshot.state import SnapshotState
 from cudump.policy.snapshot.templates import RepeatCopy, RepeatTemplate
+from cudump.rundir.wheres import set_where
 from cudump.wire import protocol as p
 from cudump.wire.shm import SharedFile
 
@@ -170,6 +171,7 @@ class Repeater:
             record.grid, record.block = list(event.grid), list(event.block)
             record.stream = event.stream_hex
             record.device = event.device if event.device >= 0 else None
+            set_where(record.extra, event.where(proc))
             placed = copy.with_record(record)
             placed.offset = k * p.TOOL_RESULT
             copies.append(placed)

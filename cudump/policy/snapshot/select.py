@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from cudump.kernels.signature import parse_signature
 from cudump.launches.process import FuncInfo, LaunchEvent, ProcessState
+from cudump.launches.scopes import Where
 from cudump.policy.rules import Rule
 from cudump.policy.snapshot.state import FuncRules, ProcessSnapshots, SnapshotState
 from cudump.wire import protocol as p
@@ -48,8 +49,8 @@ class Selection:
         return selectors[:p.MAX_SELECTORS], every
 
     def _counter(self, rule: Rule) -> int | None:
-        if rule.takes_every_launch:
-            return None   # nothing to count
+        if rule.takes_every_launch or rule.by_launch:
+            return None   # nothing to count, or only here: the shim cannot see a scope
         with self.state.lock:
             counter = self.counters.get(id(rule))
             if counter is None and len(self.counters) < p.MAX_COUNTERS:
@@ -61,10 +62,14 @@ class Selection:
         fr = self.state.proc(proc.pid).rules.get(func.id)
         return fr is not None and any(r.replay for r in fr.rules)
 
-    def taken(self, ps: ProcessSnapshots, fr: FuncRules, event: LaunchEvent) -> list[Rule]:
-        """The function's rules that take this launch, counting it for each."""
+    def taken(self, ps: ProcessSnapshots, fr: FuncRules, event: LaunchEvent,
+              where: Where | None = None) -> list[Rule]:
+        """The function's rules that take this launch (made `where`), counting it for each
+        that matches it."""
         taken: list[Rule] = []
         for rule in fr.rules:
+            if rule.by_launch and not rule.matches_where(where):
+                continue
             counter = self.counters.get(id(rule))
             if counter is not None and counter in event.counted:
                 n = event.counted[counter]   # counted by the shim, across all its kernels

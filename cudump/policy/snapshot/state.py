@@ -19,6 +19,7 @@ from cudump.policy.snapshot.templates import RepeatTemplate
 from cudump.rundir.files import write_error
 from cudump.rundir.manifest import ManifestWriter, SnapshotRecord
 from cudump.rundir.summary import NanHostWrite, NanLaunch, NanProducer
+from cudump.rundir.wheres import record_where
 
 # Buffers of one process whose plans are kept (FuncRules.buffers), before they are forgotten
 MAX_KNOWN_BUFFERS = 65536
@@ -82,7 +83,8 @@ class Tally:
         """A buffer a launch turned NaN/Inf (under the state's lock)."""
         self.nan_reports += 1
         self.nan_producers += 1
-        made = NanLaunch(record.pid, record.launch, record.kernel, record.rank)
+        made = NanLaunch(record.pid, record.launch, record.kernel, record.rank,
+                         where=record_where(record.extra))
         if self.first_report is None:
             self.first_report = made
         if origin.kind == PRODUCED:

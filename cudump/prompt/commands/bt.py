@@ -5,17 +5,21 @@ from __future__ import annotations
 import argparse
 
 from cudump.prompt.context import Context
-from cudump.prompt.display import format_frame
+from cudump.prompt.display import format_frame, scope_lines
 from cudump.prompt.registry import STOPPED, command, make_parser
 
 parser = make_parser("bt", "The host call stack of the launching thread.",
                      "Innermost frame first, as the target unwinds it; 'frame N', 'up' and\n"
-                     "'down' select one of them.")
+                     "'down' select one of them. Above them, where the program names them,\n"
+                     "the scopes open on the thread (innermost first) and the line of its\n"
+                     "own code that made the launch.")
 parser.add_argument("limit", nargs="?", type=int, metavar="N", help="show only N frames")
 
 
 @command(parser, aliases=("backtrace", "where"), requires=(STOPPED,))
 def bt(ctx: Context, args: argparse.Namespace) -> None:
+    for line in scope_lines(ctx.stopped.info):
+        ctx.say(line)
     frames = ctx.backtrace()
     if not frames:
         ctx.say("no host frames (the stack could not be unwound)")

@@ -1,5 +1,5 @@
-"""`info args|allocs|kernels|graph|breakpoints|display|threads|launch` (`args` is short for
-`info args`)."""
+"""`info args|allocs|kernels|graph|breakpoints|display|threads|launch|scope` (`args` is short
+for `info args`, `scope` for `info scope`)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ INFO = prefix_command(
                 usage="info SUBCOMMAND"),
     aliases=("i",))
 REGISTRY.alias("args", "info args")
+REGISTRY.alias("scope", "info scope")
 
 
 @subcommand(INFO, make_parser("info args", "The launch's arguments and the allocations they "
@@ -198,5 +199,25 @@ def info_launch(ctx: Context, args: argparse.Namespace) -> None:
         ("stream", info.stream),
         ("api", info.api),
     ]
+    if info.where:
+        rows.append(("where", info.where.text()))
     for key, value in rows:
         ctx.say(f"{key:<8} {value}")
+
+
+@subcommand(INFO, make_parser("info scope", "Where the launch was made: its layer, pass, "
+                              "step and source line.",
+                              "The scopes open on the launching thread (NVTX ranges, PyTorch "
+                              "modules,\nJAX operations), outermost first; 'bt' shows them "
+                              "innermost first.\n'scope' is short for 'info scope'."),
+            requires=(STOPPED,))
+def info_scope(ctx: Context, args: argparse.Namespace) -> None:
+    info = ctx.stopped.info
+    where = info.where
+    if not where:
+        ctx.say(f"launch {info.launch} names no scope (the program opened none on its "
+                "thread; a PyTorch program names its modules with --layers)")
+        return
+    ctx.say(f"launch {info.launch} of {name_forms(info.kernel)[2]} {where.text()}")
+    if where.scopes:
+        ctx.say(f"  scopes  {' > '.join(where.scopes)}")
