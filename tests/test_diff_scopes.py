@@ -49,11 +49,12 @@ OPS = [
 
 
 def write_model(root: Path, side: str = "a", change: dict[int, float] | None = None, *,
-                digests: bool = False, scopes: bool = True) -> Path:
+                digests: bool = False, scopes: bool = True, temp: int | None = None) -> Path:
     """One forward step of the model, as side `side` launches it ("a" eager, "b" compiled,
     "b-eager": B with A's kernels); `change`: op index -> a value added to its output's
     first element. Each launch reads its input (arg 0) and writes its output (arg 1),
-    both recorded before and after, as .npy files or digests."""
+    both recorded before and after, as .npy files or digests; an eager temporary holds
+    `temp` elements (default: twice the input's)."""
     root.mkdir(parents=True)
     lines: list[dict] = []
     occurrence: dict[str, int] = {}
@@ -92,7 +93,8 @@ def write_model(root: Path, side: str = "a", change: dict[int, float] | None = N
             occurrence[kernel] = occurrence.get(kernel, 0) + 1
             last = k == len(kernels) - 1
             # a temporary of another size than the output: only the eager side has it
-            written = out if last else np.full(source.size * 2, float(k + 1), np.float32)
+            written = out if last else np.full(temp or source.size * 2, float(k + 1),
+                                               np.float32)
             address += 0x100
             lines.append(record(kernel, 0, "before", 0x100 + index, source, op))
             lines.append(record(kernel, 1, "before", address, np.zeros_like(written), op))
@@ -137,6 +139,16 @@ def test_outputs_pair_by_size_from_the_last_write(tmp_path: Path) -> None:
         ("sgemm_conv", "triton_conv")]
     assert [s.record.kernel for s in paired.unpaired_a] == ["im2col"]
     assert paired.places == [1] and not paired.unpaired_b
+
+
+def test_a_temporary_of_the_output_s_size_is_left_unpaired(tmp_path: Path, capsys) -> None:
+    """The eager conv writes a temporary as large as its output before the output: the
+    outputs pair from the last write backwards, so the output pairs with the output."""
+    a = write_model(tmp_path / "a", temp=16)
+    b = write_model(tmp_path / "b", "b")
+    code, out, _ = diff([str(a), str(b)], capsys)
+    assert code == 0, out
+    assert "  block1.conv (forward, step 0)  same  1 output match; unpaired: A 1, B 0" in out
 
 
 def test_eager_against_compiled_align_by_scope(tmp_path: Path, capsys) -> None:
