@@ -287,3 +287,82 @@ def test_alignment_is_per_occurrence(tmp_path: Path) -> None:
     assert [p.key.nth for p in relu] == [0, 1]
     assert all(p.a is not None and p.b is not None for p in pairs)
     assert relu[0].a.launches[0].record.launch == 3 and relu[0].b.launches[0].record.launch == 2
+
+
+# ---------------------------------------------------------------------------------------
+# bisect's steps by scope, each side's runs made here (the full bisect runs the shim)
+
+
+def fake_sides(monkeypatch, change: dict[int, float]) -> list[tuple[str, list[dict]]]:
+    """bisect's side runs replaced: A runs the eager model, B the compiled one with
+    `change`; a digest run records every buffer, a snapshot run only the launches its
+    rules name (kernel and occurrence). Returns each run's (name, rules) as made."""
+    import yaml
+
+    import cudump.analysis.bisect.steps as steps_mod
+    from cudump.analysis.bisect.side_run import SideRun
+
+    made: list[tuple[str, list[dict]]] = []
+
+    def run_side(side, run_dir: Path, log: Path, options: list[str], watch=None) -> SideRun:
+        label = "a" if side.label == "A" else "b"
+        digests = options == ["--digest"]
+        write_model(run_dir, label, change if label == "b" else None, digests=digests)
+        rules: list[dict] = []
+        if not digests:
+            rules = yaml.safe_load(Path(options[1]).read_text())["rules"]
+            taken = {(r["kernel"], r["skip"] + 1) for r in rules}
+            manifest = run_dir / "manifest.jsonl"
+            lines = [json.loads(x) for x in manifest.read_text().splitlines()]
+            kept = [x for x in lines if (x["mangled"], x["occurrence"]) in taken
+                    and (x["phase"] == "after" or rules[0]["when"] == "both")]
+            manifest.write_text("".join(json.dumps(x) + "\n" for x in kept))
+        made.append((run_dir.name, rules))
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text("")
+        return SideRun(side, run_dir, log, 0, 0)
+
+    monkeypatch.setattr(steps_mod, "run_side", run_side)
+    return made
+
+
+def bisect_lines(tmp_path: Path, tol: Tolerance) -> tuple[int, list[str]]:
+    from cudump.analysis.bisect.options import BisectOptions
+    from cudump.analysis.bisect.sides import Side
+    from cudump.analysis.bisect.steps import bisect
+
+    said: list[str] = []
+    options = BisectOptions(sides=(Side("A", ("eager",)), Side("B", ("compiled",))),
+                            out=tmp_path / "work", tol=tol, batch=2, jobs=1)
+    return bisect(options, said.append), said
+
+
+def test_bisect_names_the_module_and_snapshots_its_launches(tmp_path: Path,
+                                                            monkeypatch) -> None:
+    made = fake_sides(monkeypatch, {3: 0.5})
+    code, said = bisect_lines(tmp_path, Tolerance())
+    text = "\n".join(said)
+    assert code == 1, text
+    assert ("  first difference: block1.relu (forward, step 0, call 2): output 0 "
+            "float32[4,4] digest differs") in text
+    assert "step 3: snapshots of the launches in block1.relu (forward, step 0, call 2) " \
+           "(1 in A, 1 in B), before and after" in text
+    # each side's own launch: A's 5th launch is relu_kernel's 2nd, B's 4th triton_relu's 2nd
+    snaps = {name: rules for name, rules in made if name.endswith("-snap")}
+    assert [(r["kernel"], r["skip"]) for r in snaps["a-snap"]] == [("relu_kernel", 1)]
+    assert [(r["kernel"], r["skip"]) for r in snaps["b-snap"]] == [("triton_relu", 1)]
+    assert "step 4: the outputs of block1.relu (forward, step 0, call 2)" in text
+    assert any(line.startswith("    largest difference: 0.5") for line in said), text
+
+
+def test_bisect_by_scope_with_no_change_beyond_the_tolerance(tmp_path: Path,
+                                                              monkeypatch) -> None:
+    made = fake_sides(monkeypatch, {1: 1e-4})
+    code, said = bisect_lines(tmp_path, Tolerance(atol=1e-3))
+    assert code == 0, said
+    assert said[-2] == ("no divergence beyond the tolerance (atol 0.001, rtol 0): every "
+                        "aligned scope's outputs match")
+    # the scopes whose digests differ were snapshotted (their outputs only, after)
+    assert any(name.startswith("a-snapout") for name, _ in made)
+    assert all(r["when"] == "after" for name, rules in made if "snapout" in name
+               for r in rules)

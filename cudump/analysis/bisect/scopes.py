@@ -17,7 +17,7 @@ from typing import Any
 
 from cudump.analysis.bisect.errors import BisectError
 from cudump.analysis.bisect.tolerance import FloatTypes
-from cudump.analysis.diff.align import PairResult
+from cudump.analysis.diff.align import PairKey, PairResult
 from cudump.analysis.diff.by_scope import (
     DIVERGED,
     LaunchesInside,
@@ -44,7 +44,8 @@ def digest_verdict(pair: ScopePair, tolerant: bool, by_sums: bool = False) -> bo
     if any(p.status == "mismatch" or (p.status == "differ" and p.sums is not None)
            for p in pair.outputs.pairs):
         return True
-    settled = ("equal", "uncaptured", "close") if by_sums else ("equal", "uncaptured")
+    settled = (("equal", "uncaptured", "noise", "close") if by_sums
+               else ("equal", "uncaptured", "noise"))
     if all(s in settled for s in statuses):
         return False
     return None
@@ -59,6 +60,9 @@ class ScopeFinding:
     first: ScopePair | None
     inside: LaunchesInside | None = None
 
+
+# Output pairs the digests settle, with or without a tolerance.
+SETTLED = ("equal", "uncaptured", "noise")
 
 # Judges a batch of undecided scope pairs by their elements: id(pair) -> differs.
 Snapshotter = Callable[[list[ScopePair]], dict[int, bool]]
@@ -92,13 +96,14 @@ class TolerantJudge:
 
 def find_scope(a: Run, b: Run, tol: Tolerance,
                judge: Callable[[ScopeDiff], Callable[[ScopePair], bool]] | None = None,
-               ) -> ScopeFinding:
+               noise: frozenset[PairKey] = frozenset()) -> ScopeFinding:
     """The digest runs aligned by scope and compared within `tol`; the first module that
     differs (by what `judge` makes of the aligned scopes, default: their digests) and,
     where its launches line up on both sides, the first launch inside it that differs (by
     the digests, so only without a `judge`: digests cannot tell what is within a
     tolerance)."""
     diff = align_scopes(a, b)
+    diff.noise = noise
     diff.compare_all(tol)
     first = diff.first_differing(judge(diff) if judge is not None
                                  else lambda p: digest_verdict(p, False) is True)
@@ -162,7 +167,7 @@ def judge_snapshots(batch: list[ScopePair], snaps: tuple[Run, Run], tol: Toleran
     verdicts: dict[int, bool] = {}
     rerun = Rerun(snaps)
     for pair in batch:
-        wanted = [p for p in pair.outputs.pairs if p.status not in ("equal", "uncaptured")]
+        wanted = [p for p in pair.outputs.pairs if p.status not in SETTLED]
         again = [q for q in (rerun.pair(p, types) for p in wanted) if q is not None]
         if len(again) < len(wanted):
             raise BisectError(f"the snapshot re-runs did not record every output of "

@@ -21,6 +21,7 @@ from cudump.analysis.bisect.interrupt import Interrupted, stop_on_signals
 from cudump.analysis.bisect.options import BisectOptions, check_html, html_target, prepare_work
 from cudump.analysis.bisect.rules import UserRules, digest_rule, target_rule, write_rules
 from cudump.analysis.bisect.scopes import (
+    SETTLED,
     TolerantJudge,
     find_scope,
     judge_snapshots,
@@ -243,8 +244,8 @@ class Bisect:
         tol = self.options.tol
         self.say("step 2: the first module whose outputs differ (the runs aligned by scope)")
         judge = None
+        types = FloatTypes([PairResult(pair_key(s, False), s, None) for s in a.snapshots])
         if self.options.tolerant:
-            types = FloatTypes([PairResult(pair_key(s, False), s, None) for s in a.snapshots])
             rounds = iter(range(1, 1 << 30))
 
             def snapshot(batch: list[ScopePair]) -> dict[int, bool]:
@@ -255,16 +256,16 @@ class Bisect:
                 self.say(f"step 3: snapshots of the outputs of {names} (digests differ), "
                          f"compared within {within}")
                 wanted = [p for sp in batch for p in sp.outputs.pairs
-                          if p.status not in ("equal", "uncaptured")]
+                          if p.status not in SETTLED]
                 snaps = self._side_snapshots(wanted, f"snapout{n}", "after")
                 return judge_snapshots(batch, snaps, tol, types)
 
             def judge(diff: ScopeDiff) -> TolerantJudge:
                 return TolerantJudge(diff, snapshot, self.options.batch, self.options.by_sums)
 
-        found = find_scope(a, b, tol, judge)
+        found = find_scope(a, b, tol, judge, self.noise.keys)
         diff = found.diff
-        self.say(f"  {summary_line(diff)}")
+        self.say(f"  {summary_line(diff, by_digest=self.options.tolerant)}")
         first = found.first
         if first is None:
             if self.options.tolerant:
@@ -287,7 +288,7 @@ class Bisect:
                  "after")
         records = ([ln.record for ln in first.a.launches], [ln.record for ln in first.b.launches])
         snaps = self._side_snapshots(records, "snap", "both")
-        return self._show_scope(first, snaps, diff.ranked)
+        return self._show_scope(first, snaps, diff.ranked, types)
 
     def _side_snapshots(self, wanted: list[PairResult] | tuple[list[SnapshotRecord],
                                                                  list[SnapshotRecord]],
@@ -306,11 +307,12 @@ class Bisect:
             runs.append(self._run(side, step, ["--rule", str(path)])[1])
         return runs[0], runs[1]
 
-    def _show_scope(self, first: ScopePair, snaps: tuple[Run, Run], ranked: bool) -> int:
+    def _show_scope(self, first: ScopePair, snaps: tuple[Run, Run], ranked: bool,
+                    types: FloatTypes) -> int:
         tol = self.options.tol
         name = first.key.text(ranked)
         self.say(f"step 4: the outputs of {name}")
-        again = rerun_scope(first, snaps)
+        again = rerun_scope(first, snaps, types)
         if not again.outputs.pairs:
             raise NotReproduced(f"the snapshot re-runs did not record the outputs of {name}: "
                                 "the programs do not run the same launches each time")
@@ -333,6 +335,8 @@ class Bisect:
         for _, pair in differing:
             for line in buffer_report(pair, tol, self.work, shown):
                 self.say(line)
+        self._write_html(RunDiff(again.outputs.pairs),
+                         (f"first module whose outputs differ: {name}",))
         return DIVERGED_STATUS
 
     def _snapshot_runs(self, targets: list[Target], step: str = "snap") -> tuple[Run, Run]:
@@ -449,15 +453,17 @@ class Bisect:
         return changed
 
     def _report(self, target: Target, pairs: list[PairResult]) -> None:
+        self._write_html(RunDiff(pairs), (divergent_line(target.launch)
+                                          + " (in the digest runs)", *self.attribution))
+
+    def _write_html(self, result: RunDiff, notes: tuple[str, ...]) -> None:
         if self.options.html is None:
             return
         out, page = html_target(self.options.html)
         a, b = self.options.sides
-        page = replace(page, title="cudump bisect", divergent=False,
-                       notes=(divergent_line(target.launch) + " (in the digest runs)",
-                              *self.attribution))
+        page = replace(page, title="cudump bisect", divergent=False, notes=notes)
         try:
-            index = HtmlReport(out, RunDiff(pairs), a.describe(), b.describe(),
+            index = HtmlReport(out, result, a.describe(), b.describe(),
                                self.options.tol, self.options.jobs, page).write()
         except OSError as err:
             raise BisectError(f"--html {self.options.html}: cannot write the report: "

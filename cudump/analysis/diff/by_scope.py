@@ -225,6 +225,9 @@ class ScopeDiff:
     b: ScopeTree
     roots: list[ScopePair]
     ranked: bool
+    # Outputs that differ between identical runs of A (bisect --baseline-runs), by their
+    # launch-order key: a difference there is no divergence.
+    noise: frozenset[PairKey] = frozenset()
     _compared: dict[tuple[int, int], PairResult] = field(default_factory=dict)
 
     @property
@@ -247,6 +250,9 @@ class ScopeDiff:
             seen = self._compared[key]
             out.status, out.metrics, out.reason = seen.status, seen.metrics, seen.reason
             out.digests, out.sums = seen.digests, seen.sums
+            if out.status in DIVERGED and out.key in self.noise:
+                out.status = "noise"
+                out.reason = "differs between identical runs of A (nondeterministic)"
             done.append(out)
         if any(p.status in DIVERGED for p in done):
             pair.status = "differ"

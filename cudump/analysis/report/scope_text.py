@@ -15,7 +15,7 @@ from cudump.analysis.report.formats import fmt_count, fmt_num, fmt_tol, plural
 from cudump.analysis.report.text import digest_text, launch_place
 
 STATUS_TEXT = {"equal": "same", "differ": "DIFF", "only-a": "only A", "only-b": "only B",
-               "unpaired": "none", "error": "ERROR", "pending": "-"}
+               "unpaired": "none", "error": "ERROR", "pending": "-", "noise": "noise"}
 
 
 def output_detail(pair: PairResult, tol: Tolerance) -> str:
@@ -100,13 +100,16 @@ def _elements(pair: PairResult) -> str:
             f"{fmt_num(m.max_abs)}")
 
 
-def summary_line(diff: ScopeDiff) -> str:
-    """`12 scopes compared, 3 differ, 1 only in A, 0 only in B, 2 with no outputs to pair`."""
+def summary_line(diff: ScopeDiff, by_digest: bool = False) -> str:
+    """`12 scopes compared, 3 differ, 1 only in A, 0 only in B, 2 with no outputs to pair`;
+    `by_digest`: digests compared, with a tolerance they cannot judge (`3 with outputs whose
+    digests differ`)."""
     counts = diff.counts()
     compared = sum(counts.get(s, 0) for s in ("equal", "differ", "error"))
     unpaired = counts.get("unpaired", 0)
     errors = counts.get("error", 0)
-    return (f"{plural(compared, 'scope', 'scopes')} compared, {counts.get('differ', 0)} differ"
+    verb = "with outputs whose digests differ" if by_digest else "differ"
+    return (f"{plural(compared, 'scope', 'scopes')} compared, {counts.get('differ', 0)} {verb}"
             + (f", {errors} could not be compared" if errors else "")
             + f", {counts.get('only-a', 0)} only in A, {counts.get('only-b', 0)} only in B"
             + (f", {unpaired} with no outputs of the same size" if unpaired else ""))
