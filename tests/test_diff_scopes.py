@@ -192,6 +192,15 @@ def test_launches_that_line_up_name_the_first_that_differs(tmp_path: Path, capsy
             "sgemm_conv (occurrence 1), arg 1 after") in out
 
 
+def test_html_report_of_the_scope_outputs(tmp_path: Path, capsys) -> None:
+    a = write_model(tmp_path / "a")
+    b = write_model(tmp_path / "b", "b", {3: 0.5})
+    code, out, err = diff([str(a), str(b), "--html", str(tmp_path / "report")], capsys)
+    assert code == 1, out + err
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "relu_kernel" in page and "linear" in page
+
+
 def test_a_difference_within_the_tolerance_is_not_reported(tmp_path: Path, capsys) -> None:
     a = write_model(tmp_path / "a")
     b = write_model(tmp_path / "b", "b", {1: 1e-4})
@@ -236,6 +245,22 @@ def test_modules_in_one_run_only_are_listed_not_a_difference(tmp_path: Path, cap
     assert code == 0, out
     assert "block1.bn (forward, step 0)  only A  no such scope in B" in out
     assert "block1.fused (forward, step 0)  only B  no such scope in A" in out
+
+
+def test_runs_with_no_scope_in_common_compare_in_launch_order(tmp_path: Path,
+                                                               capsys) -> None:
+    a = write_model(tmp_path / "a")
+    b = tmp_path / "b"
+    write_model(b, "b-eager", {0: 2.0})
+    manifest = b / "manifest.jsonl"
+    lines = [json.loads(x) for x in manifest.read_text().splitlines()]
+    for line in lines:
+        line["scope"] = ["Other"]
+    manifest.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    code, out, _ = diff([str(a), str(b)], capsys)
+    assert code == 1
+    assert out.splitlines()[0] == "the runs have no scope in common: comparing in launch order"
+    assert "first divergent: launch 2 of sgemm_conv" in out
 
 
 # ---------------------------------------------------------------------------------------

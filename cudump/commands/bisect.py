@@ -22,9 +22,9 @@ launch, before and after, and prints the diff of each buffer that differs: the m
 whether the bytes are the same).
 
 Where both digest runs' records name the scopes they were made in (PyTorch modules, NVTX
-ranges), the runs are aligned by scope instead, as `cudump diff` aligns
-them: each time a scope was entered, in a step and pass, in A against the same one in B, by
-the buffers the launches inside it wrote last (its outputs; paired by size from the last
+ranges), the runs are aligned by scope instead, as `cudump diff` aligns them: each time a
+scope was entered, in a step and pass, in A against the same one in B, by the buffers the
+launches inside it wrote last (its outputs; paired by size from the last
 write back, since the two sides may launch other kernels). Step 2 names the first module
 whose outputs differ (the first scope in A's order, then its first child that differs, and
 so on down); step 3 snapshots the launches inside it, each side its own; step 4 shows its

@@ -97,6 +97,9 @@ Exit status: 0 equal within tolerance, 1 different, 2 trouble (one-line reason o
 """
 
 
+NO_SCOPE_IN_COMMON = "the runs have no scope in common: comparing in launch order"
+
+
 class DiffCommand:
     name = "diff"
     help = f"Compare two snapshots ({'/'.join(_SUFFIXES)}) or two run directories."
@@ -200,7 +203,10 @@ class DiffCommand:
         if args.by is None and missing is not None and missing != "neither run has scopes":
             print(f"{missing}: comparing in launch order")
         if args.by != "launch" and missing is None:
-            return self._scopes(a, b, align_scopes(run_a, run_b, pattern), tol, args)
+            scopes = align_scopes(run_a, run_b, pattern)
+            if scopes.in_common or args.by == "scope":
+                return self._scopes(a, b, scopes, tol, args)
+            print(NO_SCOPE_IN_COMMON)
         pairs = align(run_a, run_b, pattern)
         if not pairs:
             only = f" for kernel '{args.kernel}'" if args.kernel else ""

@@ -96,13 +96,14 @@ class TolerantJudge:
 
 def find_scope(a: Run, b: Run, tol: Tolerance,
                judge: Callable[[ScopeDiff], Callable[[ScopePair], bool]] | None = None,
-               noise: frozenset[PairKey] = frozenset()) -> ScopeFinding:
+               noise: frozenset[PairKey] = frozenset(), aligned: ScopeDiff | None = None
+               ) -> ScopeFinding:
     """The digest runs aligned by scope and compared within `tol`; the first module that
     differs (by what `judge` makes of the aligned scopes, default: their digests) and,
     where its launches line up on both sides, the first launch inside it that differs (by
     the digests, so only without a `judge`: digests cannot tell what is within a
-    tolerance)."""
-    diff = align_scopes(a, b)
+    tolerance). `aligned`: the runs already aligned (align_scopes)."""
+    diff = aligned if aligned is not None else align_scopes(a, b)
     diff.noise = noise
     diff.compare_all(tol)
     first = diff.first_differing(judge(diff) if judge is not None

@@ -36,6 +36,7 @@ from cudump.analysis.diff.align import PairResult, align
 from cudump.analysis.diff.by_scope import (
     ScopeDiff,
     ScopePair,
+    align_scopes,
     compare_output,
     launches_inside,
     missing_scopes,
@@ -91,9 +92,12 @@ class Bisect:
         self.say(f"B: {b.describe()}")
         digest_a, digest_b = self._digest_runs()
         missing = missing_scopes(digest_a, digest_b)
+        scopes = align_scopes(digest_a, digest_b) if missing is None else None
+        if scopes is not None and scopes.in_common:
+            return self._by_scope(digest_a, digest_b, scopes)
         if missing is None:
-            return self._by_scope(digest_a, digest_b)
-        if missing != "neither run has scopes":
+            self.say("the runs have no scope in common: comparing in launch order")
+        elif missing != "neither run has scopes":
             self.say(f"{missing}: comparing in launch order")
         result = self._diff_digests(digest_a, digest_b)
         first = result.first_divergent_launch
@@ -238,7 +242,7 @@ class Bisect:
 
     # -- steps 2 to 4 of runs whose records name scopes
 
-    def _by_scope(self, a: Run, b: Run) -> int:
+    def _by_scope(self, a: Run, b: Run, scopes: ScopeDiff) -> int:
         """The first module whose outputs differ (by_scope), its launches snapshotted on
         each side, and its outputs shown."""
         tol = self.options.tol
@@ -263,7 +267,7 @@ class Bisect:
             def judge(diff: ScopeDiff) -> TolerantJudge:
                 return TolerantJudge(diff, snapshot, self.options.batch, self.options.by_sums)
 
-        found = find_scope(a, b, tol, judge, self.noise.keys)
+        found = find_scope(a, b, tol, judge, self.noise.keys, scopes)
         diff = found.diff
         self.say(f"  {summary_line(diff, by_digest=self.options.tolerant)}")
         first = found.first

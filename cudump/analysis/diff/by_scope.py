@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -230,10 +231,15 @@ class ScopeDiff:
     noise: frozenset[PairKey] = frozenset()
     _compared: dict[tuple[int, int], PairResult] = field(default_factory=dict)
 
-    @property
+    @cached_property
     def pairs(self) -> list[ScopePair]:
         """Every scope pair, in A's run order (B's own ones after their A neighbours)."""
         return [p for root in self.roots for p in root.walk()]
+
+    @property
+    def in_common(self) -> bool:
+        """Whether any scope occurrence is in both runs."""
+        return any(p.both for p in self.pairs)
 
     def compare(self, pair: ScopePair, tol: Tolerance) -> ScopePair:
         """Fill in a scope pair's status (each output pair compared once, however many

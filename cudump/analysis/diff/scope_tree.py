@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -76,6 +77,14 @@ class Launch:
     def short(self) -> str:
         return short_kernel_name(self.kernel)
 
+    @cached_property
+    def written(self) -> list[Snapshot]:
+        """Its `after` records of the buffers it wrote (see the module's text), in order;
+        worked out once, however many scopes hold the launch."""
+        before = {_buffer_arg(s): s for s in self.snapshots if s.record.phase == "before"}
+        return [s for s in self.snapshots if s.record.phase == "after"
+                and _written(before.get(_buffer_arg(s)), s)]
+
 
 @dataclass
 class ScopeOccurrence:
@@ -89,11 +98,7 @@ class ScopeOccurrence:
         buffer, in the order of those last writes (see the module's text)."""
         last: dict[tuple[int, str, int], Snapshot] = {}
         for launch in self.launches:
-            before = {_buffer_arg(s): s for s in launch.snapshots if s.record.phase == "before"}
-            for snap in launch.snapshots:
-                if snap.record.phase != "after" or not _written(before.get(_buffer_arg(snap)),
-                                                                snap):
-                    continue
+            for snap in launch.written:
                 buffer = (snap.process, snap.record.address, _offset(snap))
                 last.pop(buffer, None)          # moved to the end: written last here
                 last[buffer] = snap
