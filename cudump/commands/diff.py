@@ -66,8 +66,9 @@ Runs whose records name the scopes they were made in (PyTorch modules, NVTX rang
 --layers) are compared scope by scope (--by scope, the default where both runs have them):
 each time a scope was entered, in a step and pass, in A against the same one in B, by the
 buffers the launches inside it wrote (the last write of each: its outputs). Outputs pair by
-size, from the last written backwards (the implementations may write other temporaries),
-dtype and shape agreeing where both sides have them; those left over are listed as unpaired.
+size in the order written, dtype and shape agreeing where both sides have them; where one
+side has more of a size (the implementations may write other temporaries), only the last
+written of that size pair. Those left over are listed as unpaired.
 The first difference is the first scope in A's order whose outputs differ, narrowed to the
 first of its children that differs, and so on; where both sides' launches inside it line up
 (the same kernels, as many), the first launch that differs is named. Scopes in one run only

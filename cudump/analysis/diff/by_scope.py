@@ -2,14 +2,15 @@
 B (scope_tree.ScopeKey), by what it left behind, then the first one that differs, narrowed
 to its innermost module and, where both sides' launches inside it line up, to a launch.
 
-Outputs pair by geometry, in the order of their last writes, from the last one backwards:
-the two implementations of a module may launch other kernels and leave other temporaries,
-but the result a module hands on is what it wrote last. Outputs group by their size in
-bytes; in a group, A's last-written pairs with B's last-written, the one before with the one
-before, and so on. Where both records have an element type (not bytes) and their dtype or
-shape differ, they are not the same output and stay unpaired; where one side has bytes
-only (a kernel whose signature gives no types), it is compared as the other side's type.
-Outputs left over on either side are "unpaired": listed, never a difference.
+Outputs pair by geometry, in the order of their last writes: the two implementations of a
+module may launch other kernels and leave other temporaries, but the result a module hands
+on is what it wrote last. Outputs group by their size in bytes; in a group with as many on
+both sides, they pair in order; in one with more on one side, only the last-written of each
+side pair (which of the earlier ones match cannot be told). Where both records have an
+element type (not bytes) and their dtype or shape differ, they are not the same output and
+stay unpaired; where one side has bytes only (a kernel whose signature gives no types), it
+is compared as the other side's type. Outputs left over on either side are "unpaired":
+listed, never a difference.
 
 Compared within the tolerance as `cudump diff` compares (compare.py, by_digest.py):
 digests compare exactly unless a tolerance is given and both records have sums of |x|.
@@ -105,7 +106,11 @@ def pair_outputs(a: list[Snapshot], b: list[Snapshot], ranked: bool = False) -> 
         ib = groups_b.get(size, [])
         if size is None:
             continue
-        for i, j in zip(reversed(ia), reversed(ib), strict=False):
+        # As many on both sides: in order. Otherwise only the last-written of each: which
+        # of the earlier ones match is anyone's guess (temporaries, reused memory).
+        together = zip(ia, ib, strict=True) if len(ia) == len(ib) else (
+            [(ia[-1], ib[-1])] if ib else [])
+        for i, j in together:
             ga, gb = _typed(a[i]), _typed(b[j])
             if ga is not None and gb is not None and ga != gb:
                 continue

@@ -154,9 +154,25 @@ class ScopeTree:
         return {occ.key: occ for occ in self.walk()}
 
 
+# The record fields Where.fields writes (a record keeps those it does not know in `extra`).
+_WHERE_FIELDS = {"scope": "scope", "layer": "layer", "pass": "pass_", "step": "step",
+                 "source": "source"}
+
+
+def where_of(record: SnapshotRecord) -> Where:
+    """Where a record's launch was made: its scope fields, kept in `extra` (or, should the
+    record come to know them, as its own)."""
+    data = dict(record.extra)
+    for name, attribute in _WHERE_FIELDS.items():
+        value = getattr(record, attribute, None)
+        if value is not None and name not in data:
+            data[name] = value
+    return Where.from_fields(data)
+
+
 def has_scopes(snapshots: list[Snapshot]) -> bool:
     """Whether any record names a scope it was made in."""
-    return any(Where.from_fields(s.record.extra).scopes for s in snapshots)
+    return any(where_of(s.record).scopes for s in snapshots)
 
 
 def launches_of(snapshots: list[Snapshot]) -> list[Launch]:
@@ -164,7 +180,7 @@ def launches_of(snapshots: list[Snapshot]) -> list[Launch]:
     grouped: dict[tuple[int, int, int, int], list[Snapshot]] = {}
     for snap in in_launch_order(snapshots):
         grouped.setdefault(snap.launch_key(), []).append(snap)
-    return [Launch(snaps, Where.from_fields(snaps[0].record.extra))
+    return [Launch(snaps, where_of(snaps[0].record))
             for snaps in grouped.values()]
 
 
