@@ -391,3 +391,23 @@ def test_bisect_by_scope_with_no_change_beyond_the_tolerance(tmp_path: Path,
     assert any(name.startswith("a-snapout") for name, _ in made)
     assert all(r["when"] == "after" for name, rules in made if "snapout" in name
                for r in rules)
+
+
+def test_launch_rules_narrow_the_users_rules_to_each_launch(tmp_path: Path) -> None:
+    from cudump.analysis.bisect.rules import UserRules
+    from cudump.analysis.bisect.scopes import launch_rules
+
+    run = Run.open(write_model(tmp_path / "a"))
+    records = [ln.record for ln in scope_tree(run).launches if ln.kernel == "relu_kernel"]
+    assert [r.occurrence for r in records] == [1, 2]
+    plain = launch_rules(records, "both", "npy")
+    assert [(r["kernel"], r["skip"], r["count"], r["args"]) for r in plain] == [
+        ("relu_kernel", 0, 1, "pointers"), ("relu_kernel", 1, 1, "pointers")]
+    path = tmp_path / "rules.yaml"
+    path.write_text("rules:\n  - kernel: 'relu*'\n    every: 3\n    args: [1]\n"
+                    "    overrides: {1: {dtype: float32}}\n")
+    user = UserRules.load([path]).snapshot_rules()
+    narrowed = launch_rules(records[1:], "after", "npy", user)
+    assert narrowed == [{"kernel": "relu_kernel", "args": [1],
+                         "overrides": {1: {"dtype": "float32"}}, "match": "mangled",
+                         "skip": 1, "count": 1, "when": "after", "format": "npy"}]

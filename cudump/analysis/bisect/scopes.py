@@ -28,8 +28,9 @@ from cudump.analysis.diff.by_scope import (
     launches_inside,
 )
 from cudump.analysis.diff.metrics import Tolerance
-from cudump.analysis.diff.scope_tree import Launch, ScopeOccurrence, launches_of
+from cudump.analysis.diff.scope_tree import Launch, ScopeOccurrence
 from cudump.kernels.pattern import regex_source
+from cudump.policy.rules import Rule
 from cudump.rundir.manifest import SnapshotRecord
 from cudump.rundir.runs import Run, Snapshot
 
@@ -113,33 +114,65 @@ def find_scope(a: Run, b: Run, tol: Tolerance,
     return ScopeFinding(diff, first, inside)
 
 
-def launch_rule(record: SnapshotRecord, when: str, fmt: str) -> dict[str, Any]:
-    """A rule taking exactly this launch of its kernel (in each process), every pointer."""
+def launch_rule(record: SnapshotRecord, when: str, fmt: str,
+                raw: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A rule taking exactly this launch of its kernel (in each process): a user's rule
+    `raw` narrowed to it (its arguments and overrides kept), or every pointer."""
     if record.mangled and not any(c in record.mangled for c in "*?"):
         kernel = {"kernel": record.mangled, "match": "mangled"}
     elif any(c in record.kernel for c in "*?") or regex_source(record.kernel) is not None:
         raise BisectError(f"cannot write a rule naming exactly {record.kernel!r}")
     else:
         kernel = {"kernel": record.kernel, "match": "demangled"}
-    return {"name": f"cudump bisect: launch {record.launch}", **kernel, "args": "pointers",
-            "skip": record.occurrence - 1, "count": 1, "when": when, "format": fmt}
+    base = ({k: v for k, v in raw.items() if k not in ("every", "match", "kernel")}
+            if raw is not None else {"name": f"cudump bisect: launch {record.launch}",
+                                     "args": "pointers"})
+    return {**base, **kernel, "skip": record.occurrence - 1, "count": 1, "when": when,
+            "format": fmt}
 
 
-def launch_rules(records: list[SnapshotRecord], when: str, fmt: str) -> list[dict[str, Any]]:
-    """One rule per launch (kernel and occurrence) among `records`, in order."""
+def launch_rules(records: list[SnapshotRecord], when: str, fmt: str,
+                 user: list[tuple[Rule, dict[str, Any]]] | None = None) -> list[dict[str, Any]]:
+    """Rules for each launch (kernel and occurrence) among `records`, in order: the user's
+    snapshot rules that take its kernel, narrowed to it, where rules were given (their
+    digests came from them), else one taking every pointer."""
     seen: dict[tuple[str, str, int], SnapshotRecord] = {}
     for r in records:
         seen.setdefault((r.kernel, r.mangled, r.occurrence), r)
-    return [launch_rule(r, when, fmt) for r in seen.values()]
+    rules: list[dict[str, Any]] = []
+    for r in seen.values():
+        if not user:
+            rules.append(launch_rule(r, when, fmt))
+            continue
+        mine = [launch_rule(r, when, fmt, raw) for rule, raw in user
+                if rule.matches(r.kernel, r.mangled)]
+        if not mine:
+            raise BisectError(f"no rule names {r.kernel}, though its digests came from the "
+                              "rules")
+        rules += mine
+    return rules
 
 
-def _place(snap: Snapshot) -> tuple[int, int, int, int, str, int]:
-    """A record's place, the same in a re-run of the program: its process, launch, graph
-    node, argument, phase and pointer offset."""
+Place = tuple[int, str, int, int, int, int, str, int]
+
+
+def _place(snap: Snapshot) -> Place:
+    """A record's place, the same in a re-run of the program: its rank (-1: none), kernel,
+    occurrence, launch, graph node, argument, phase and pointer offset. The process is left
+    out: a re-run that records fewer processes numbers them otherwise."""
     r = snap.record
     offset = r.extra.get("offset")
-    return (snap.process, r.launch, snap.node, r.arg, r.phase,
-            offset if isinstance(offset, int) else 0)
+    return (-1 if r.rank is None else r.rank, r.kernel, r.occurrence, r.launch, snap.node,
+            r.arg, r.phase, offset if isinstance(offset, int) else 0)
+
+
+def _pick(found: list[Snapshot] | None, like: Snapshot) -> Snapshot | None:
+    """Of the re-run's records at one place, the one of `like`'s process (by its place in
+    the run) or, where only one process has it, that one."""
+    if not found:
+        return None
+    return next((s for s in found if s.process == like.process),
+                found[0] if len(found) == 1 else None)
 
 
 class Rerun:
@@ -147,12 +180,19 @@ class Rerun:
 
     def __init__(self, snaps: tuple[Run, Run]) -> None:
         self.runs = snaps
-        self._index = [{_place(s): s for s in run.snapshots} for run in snaps]
+        self._index: list[dict[Place, list[Snapshot]]] = [{}, {}]
+        for index, run in zip(self._index, snaps, strict=True):
+            for snap in run.snapshots:
+                index.setdefault(_place(snap), []).append(snap)
+
+    def find(self, side: int, snap: Snapshot) -> Snapshot | None:
+        """The re-run of side `side` (0: A)'s record of a digest run's `snap`."""
+        return _pick(self._index[side].get(_place(snap)), snap)
 
     def pair(self, pair: PairResult, types: FloatTypes | None = None) -> PairResult | None:
         """An output pair of the digest runs, found again (None: a re-run lacks it)."""
         assert pair.a is not None and pair.b is not None
-        a, b = self._index[0].get(_place(pair.a)), self._index[1].get(_place(pair.b))
+        a, b = self.find(0, pair.a), self.find(1, pair.b)
         if a is None or b is None:
             return None
         again = PairResult(pair.key, a, b)
@@ -183,22 +223,20 @@ def rerun_scope(pair: ScopePair, snaps: tuple[Run, Run], types: FloatTypes | Non
     """The scope occurrence's launches and outputs as the snapshot re-runs recorded them."""
     assert pair.a is not None and pair.b is not None
 
-    def again(occ: ScopeOccurrence, run: Run) -> ScopeOccurrence:
-        index = {_launch_place(ln): ln for ln in launches_of(run.snapshots)}
-        launches = [Launch(index[_launch_place(ln)].snapshots, ln.where)
-                    for ln in occ.launches if _launch_place(ln) in index]
+    rerun = Rerun(snaps)
+
+    def again(occ: ScopeOccurrence, side: int) -> ScopeOccurrence:
+        launches: list[Launch] = []
+        for ln in occ.launches:
+            found = [f for f in (rerun.find(side, s) for s in ln.snapshots) if f is not None]
+            if found:
+                launches.append(Launch(found, ln.where))
         return ScopeOccurrence(occ.key, launches=launches)
 
-    out = ScopePair(pair.key, again(pair.a, snaps[0]), again(pair.b, snaps[1]))
-    rerun = Rerun(snaps)
+    out = ScopePair(pair.key, again(pair.a, 0), again(pair.b, 1))
     for place, output in zip(pair.outputs.places, pair.outputs.pairs, strict=True):
         found = rerun.pair(output, types)
         if found is not None:
             out.outputs.pairs.append(found)
             out.outputs.places.append(place)
     return out
-
-
-def _launch_place(launch: Launch) -> tuple[int, int, int]:
-    first = launch.snapshots[0]
-    return (first.process, first.record.launch, first.node)

@@ -307,7 +307,7 @@ class Bisect:
         runs: list[Run] = []
         for side, mine in zip(self.options.sides, records, strict=True):
             path = write_rules(self.work / "rules" / f"{step}-{side.label.lower()}.yaml",
-                               launch_rules(mine, when, "npy"))
+                               launch_rules(mine, when, "npy", self.user.snapshot_rules()))
             runs.append(self._run(side, step, ["--rule", str(path)])[1])
         return runs[0], runs[1]
 
