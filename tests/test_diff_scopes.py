@@ -411,3 +411,27 @@ def test_launch_rules_narrow_the_users_rules_to_each_launch(tmp_path: Path) -> N
     assert narrowed == [{"kernel": "relu_kernel", "args": [1],
                          "overrides": {1: {"dtype": "float32"}}, "match": "mangled",
                          "skip": 1, "count": 1, "when": "after", "format": "npy"}]
+
+
+def ranked_run(root: Path, side: str, changes: dict[int, dict[int, float]],
+               order: tuple[int, int]) -> Path:
+    """Two processes of ranks 0 and 1 (in manifest order `order`), each one model step."""
+    root.mkdir()
+    lines: list[str] = []
+    for rank in order:
+        part = write_model(root / f"r{rank}", side, changes.get(rank))
+        for text in (part / "manifest.jsonl").read_text().splitlines():
+            line = json.loads(text)
+            line.update(pid=100 + rank, rank=rank, file=f"r{rank}/{line['file']}")
+            lines.append(json.dumps(line) + "\n")
+    (root / "manifest.jsonl").write_text("".join(lines))
+    return root
+
+
+def test_ranks_align_rank_by_rank(tmp_path: Path, capsys) -> None:
+    a = ranked_run(tmp_path / "a", "a", {}, (0, 1))
+    b = ranked_run(tmp_path / "b", "b", {1: {3: 0.5}}, (1, 0))
+    code, out, _ = diff([str(a), str(b)], capsys)
+    assert code == 1, out
+    assert "first difference: block1.relu (forward, step 0, call 2, rank 1): " in out
+    assert "14 scopes compared, 4 differ, 0 only in A, 0 only in B" in out
