@@ -21,6 +21,19 @@ launch, before and after, and prints the diff of each buffer that differs: the m
 `cudump diff` and the elements that differ. Buffers compare exactly (a digest tells only
 whether the bytes are the same).
 
+Where both digest runs' records name the scopes they were made in (PyTorch modules, NVTX
+ranges), the runs are aligned by scope instead, as `cudump diff` aligns them: each time a
+scope was entered, in a step and pass, in A against the same one in B, by the buffers the
+launches inside it wrote last (its outputs; paired by size, only the last written of a size
+where one side has more, since the two sides may launch other kernels). Step 2 names the
+first module whose outputs differ (the first scope in A's order, then its first child that
+differs, and so on down); step 3 snapshots the launches inside it, each side its own; step
+4 shows its outputs and, where both sides' launches inside it line up (the same kernels, as
+many), the first launch that differs. With --atol/--rtol, scopes whose digests differ are
+judged by snapshots of their outputs, --batch-size scopes at a time. "No divergence beyond
+the tolerance" when every aligned scope's outputs match. Where one run has no scopes,
+bisect says so and compares in launch order.
+
 Sides: two programs (-- PROGRAM_A ARGS... -- PROGRAM_B ARGS...), or one program run with
 --env-a and --env-b settings (either may be left out; the other side then runs in this
 environment). The second '--' separates the two programs.

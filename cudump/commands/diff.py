@@ -11,6 +11,12 @@ from PIL import Image
 
 from cudump.analysis.diff.align import align
 from cudump.analysis.diff.arrays import compare_arrays
+from cudump.analysis.diff.by_scope import (
+    ScopeDiff,
+    align_scopes,
+    launches_inside,
+    missing_scopes,
+)
 from cudump.analysis.diff.metrics import Tolerance
 from cudump.analysis.diff.parallel import compare_pairs
 from cudump.analysis.diff.runs import RunDiff
@@ -18,6 +24,13 @@ from cudump.analysis.outputs import output_dir, report_dir
 from cudump.analysis.progress import Progress
 from cudump.analysis.report.formats import fmt_tol
 from cudump.analysis.report.html_page import HtmlReport, PageOptions
+from cudump.analysis.report.scope_text import (
+    first_scope_line,
+    inside_lines,
+    no_difference_line,
+    scope_line,
+    summary_line,
+)
 from cudump.analysis.report.text import PairTable, file_report, run_summary
 from cudump.analysis.stats import is_any_run, no_snapshots, not_a_run
 from cudump.commands import HelpFormatter, refuse_existing
@@ -49,9 +62,23 @@ Elements differ when |a-b| > atol + rtol*|b| (numpy.isclose); NaN equals NaN and
 infinities are equal. Mean, RMSE and the largest difference cover elements whose difference
 is finite. PSNR's peak is the dtype maximum for integers and A's data range for floats.
 
-Runs are aligned by (kernel, occurrence, argument, phase); pairs are listed in A's launch
-order, then snapshots present in one run only. A snapshot neither run could capture, for
-the same reason, is listed as not captured on either side and is not a difference.
+Runs whose records name the scopes they were made in (PyTorch modules, NVTX ranges:
+--layers) are compared scope by scope (--by scope, the default where both runs have them):
+each time a scope was entered, in a step and pass, in A against the same one in B, by the
+buffers the launches inside it wrote (the last write of each: its outputs). Outputs pair by
+size in the order written, dtype and shape agreeing where both sides have them; where one
+side has more of a size (the implementations may write other temporaries), only the last
+written of that size pair. Those left over are listed as unpaired.
+The first difference is the first scope in A's order whose outputs differ, narrowed to the
+first of its children that differs, and so on; where both sides' launches inside it line up
+(the same kernels, as many), the first launch that differs is named. Scopes in one run only
+are listed, not counted as a difference. Where a run has no scopes, diff says so and
+compares in launch order (--by launch always does).
+
+In launch order, runs are aligned by (kernel, occurrence, argument, phase); pairs are
+listed in A's launch order, then snapshots present in one run only. A snapshot neither run
+could capture, for the same reason, is listed as not captured on either side and is not a
+difference.
 Processes are taken in the order they first appear in the manifest; the first divergent
 launch is the first launch, in that order, with a pair that differs, and the line naming it
 says how many launches (with snapshots or digests) matched before it.
@@ -71,6 +98,9 @@ Exit status: 0 equal within tolerance, 1 different, 2 trouble (one-line reason o
 """
 
 
+NO_SCOPE_IN_COMMON = "the runs have no scope in common: comparing in launch order"
+
+
 class DiffCommand:
     name = "diff"
     help = f"Compare two snapshots ({'/'.join(_SUFFIXES)}) or two run directories."
@@ -87,6 +117,10 @@ class DiffCommand:
         parser.add_argument("--kernel", metavar="PATTERN",
                             help="runs: only kernels matching PATTERN (glob such as "
                                  "'ns::k*', a kernel name, or re:REGEX)")
+        parser.add_argument("--by", choices=("scope", "launch"), default=None,
+                            help="runs: align by scope (the default where both runs' records "
+                                 "name scopes; an error where one does not) or in launch "
+                                 "order")
         parser.add_argument("--brief", action="store_true",
                             help="runs: print only pairs that are not equal")
         parser.add_argument("--out", metavar="DIR", type=Path,
@@ -163,6 +197,17 @@ class DiffCommand:
             report_dir(args.html, "index.html", force=args.force)
         elif args.alpha:
             raise DiffTrouble("--alpha is for the --html report; give --html DIR")
+        missing = missing_scopes(run_a, run_b)
+        if args.by == "scope" and missing is not None:
+            raise DiffTrouble(f"--by scope: {missing} (runs record scopes with --layers or "
+                              "NVTX ranges); --by launch compares in launch order")
+        if args.by is None and missing is not None and missing != "neither run has scopes":
+            print(f"{missing}: comparing in launch order")
+        if args.by != "launch" and missing is None:
+            scopes = align_scopes(run_a, run_b, pattern)
+            if scopes.in_common or args.by == "scope":
+                return self._scopes(a, b, scopes, tol, args)
+            print(NO_SCOPE_IN_COMMON)
         pairs = align(run_a, run_b, pattern)
         if not pairs:
             only = f" for kernel '{args.kernel}'" if args.kernel else ""
@@ -211,6 +256,42 @@ class DiffCommand:
             raise DiffTrouble(f"{len(result.errors)} pair(s) could not be compared; first: "
                               f"{first.reason}")
         return result.exit_code
+
+    def _scopes(self, a: Path, b: Path, diff: ScopeDiff, tol: Tolerance,
+                args: argparse.Namespace) -> int:
+        """Runs compared scope by scope: a line per scope occurrence, then the first that
+        differs (and the launches inside it) and the counts."""
+        if not diff.pairs:
+            only = f" for kernel '{args.kernel}'" if args.kernel else ""
+            raise DiffTrouble(f"no scopes to compare{only}")
+        print(f"A: {a}  B: {b}  [{fmt_tol(tol)}]  aligned by scope")
+        for pair in diff.pairs:
+            diff.compare(pair, tol)
+            if not (args.brief and pair.status in ("equal", "unpaired")):
+                print(scope_line(pair, diff, tol))
+        first = diff.first_differing()
+        if first is None:
+            print(no_difference_line(tol))
+        else:
+            print(first_scope_line(first, tol, diff.ranked))
+            processes = len(diff.a.run.processes)
+            for line in inside_lines(launches_inside(first, tol, diff.ranked), processes):
+                print(line)
+        print(summary_line(diff))
+        outputs = list({id(p): p for s in diff.pairs for p in s.outputs.pairs}.values())
+        if args.html is not None:
+            sys.stdout.flush()
+            progress = Progress()
+            try:
+                self._report(args.html, RunDiff(outputs), a, b, tol, args.jobs, args.alpha,
+                             progress)
+            finally:
+                progress.clear()
+        errors = [p for p in outputs if p.status == "error"]
+        if errors:
+            raise DiffTrouble(f"{len(errors)} output(s) could not be compared; first: "
+                              f"{errors[0].reason}")
+        return 1 if first is not None else 0
 
     @staticmethod
     def _report(out: Path, result: RunDiff, a: Path, b: Path, tol: Tolerance,

@@ -19,9 +19,14 @@ re-run does not show is reported as not reproduced (exit status 3). Where the wo
 is kept, bisect ends with the command that confirms it: B run again with A's inputs written
 into that launch (`cudump --inject a-snap:LAUNCH`).
 
+Runs whose records name scopes (modules, ranges) are aligned by scope instead (scopes.py,
+cudump.analysis.diff.by_scope): step 2 names the first module whose outputs differ, step 3
+snapshots its launches on each side (each side's own rules), step 4 shows its outputs.
+
 Modules: sides (A and B from the command line), side_run (running a side under cudump),
 rules (the user's rules as digests, and narrowed to one launch), target (the first divergent
 launch), buffers (a differing buffer shown), confirm (the --inject command suggested),
-options (BisectOptions, the work directory and the report's place), steps (Bisect, the four
+options (BisectOptions, the work directory and the report's place), scopes (the first
+module that differs, and rules for each side's launches inside it), steps (Bisect, the four
 steps, and bisect), errors.
 """

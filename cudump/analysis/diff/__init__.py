@@ -34,7 +34,12 @@ them, and only what is left is widened; a chunk where every element differs is c
 without a mask. Pairs of a run are compared `jobs` at a time, in worker processes when there
 is much to compare (see parallel_kind), on threads otherwise.
 
+Runs whose records name scopes compare scope by scope (by_scope.py states how; the scope
+occurrences and their outputs: scope_tree.py).
+
 Modules: metrics (Tolerance, Metrics), arrays (compare_arrays), chunks (the chunk arithmetic),
 align (PairResult, align), by_digest (digest pairs), compare (compare_pair), parallel
-(compare_pairs), runs (RunDiff, diff_runs, the first divergent launch).
+(compare_pairs), runs (RunDiff, diff_runs, the first divergent launch), scope_tree (a run's scope
+occurrences and their outputs), by_scope (ScopeDiff, align_scopes, the first differing
+scope).
 """
