@@ -45,9 +45,14 @@ def batch(rows: list[tuple[int, int, int, int]], digests: list[tuple[int, float,
           ) -> DigestBatch:
     """Launches (launch, occurrence, stream, device) of plan 9.4, and digests (value, sum,
     row, copy) with a sum where the template's record has one."""
+    # Field by field, so that the 4 bytes of padding stay zero: the bytes name the
+    # parametrized tests, and the names must be the same in every process that collects
+    # them (pytest-xdist's workers).
     launches = np.zeros(len(rows), LAUNCH)
-    for i, (launch, occurrence, stream, device) in enumerate(rows):
-        launches[i] = (launch, stream, occurrence, 9, 4, device, (2, 1, 1), (32, 1, 1))
+    launches["launch"], launches["occurrence"], launches["stream"], launches["device"] = (
+        np.array(rows, dtype=np.int64).T)
+    launches["pid"], launches["plan"] = 9, 4
+    launches["grid"], launches["block"] = (2, 1, 1), (32, 1, 1)
     records = np.zeros(len(digests), DIGEST)
     for i, (value, total, row, copy) in enumerate(digests):
         has = "abs_sum" in TEMPLATE[copy].extra
@@ -117,20 +122,26 @@ def batch_line(**changes: object) -> str:
     return json.dumps(data)
 
 
+def copy_of(records: np.ndarray) -> np.ndarray:
+    """A writable copy, padding and all (ndarray.copy() of a record type with padding leaves
+    the padding's bytes undefined)."""
+    return np.frombuffer(bytearray(records.tobytes()), records.dtype)
+
+
 def rows_of(value: int) -> bytes:
-    bad = GOOD.digests.copy()
+    bad = copy_of(GOOD.digests)
     bad["row"][3] = value
     return GOOD.launches.tobytes() + bad.tobytes()
 
 
 def copies_of(value: int) -> bytes:
-    bad = GOOD.digests.copy()
+    bad = copy_of(GOOD.digests)
     bad["copy"][1] = value
     return GOOD.launches.tobytes() + bad.tobytes()
 
 
 def plans_of(value: int) -> bytes:
-    bad = GOOD.launches.copy()
+    bad = copy_of(GOOD.launches)
     bad["plan"][1] = value
     return bad.tobytes() + GOOD.digests.tobytes()
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zedref
-from cli_run import Cudump
+from cli_run import Cudump, cli_runner
 from records import manifest, summary
 
 from cudump.analysis.bisect.confirm import confirm_command, whole_buffers
@@ -56,11 +56,14 @@ def inject_lines(stderr: str) -> list[str]:
     return [ln for ln in stderr.splitlines() if ln.startswith("cudump: inject:")]
 
 
-@pytest.fixture
-def a11(cudump: Cudump, diverge: str, tmp_path: Path) -> Path:
-    """A's snapshots of launch 11 (scale, occurrence 3), before and after."""
-    rule = rule_file(tmp_path / "scale3.yaml", "scale", 3)
-    return snapshot_run(cudump, tmp_path / "a11", rule, diverge, ROUNDS)
+@pytest.fixture(scope="module")
+def a11(shim_lib: Path, fake, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A's snapshots of launch 11 (scale, occurrence 3), before and after: one run for the
+    module, which its tests only read."""
+    base = tmp_path_factory.mktemp("a11")
+    rule = rule_file(base / "scale3.yaml", "scale", 3)
+    return snapshot_run(cli_runner(shim_lib, fake.env(), base), base / "a11", rule,
+                        str(fake.programs["diverge"]), ROUNDS)
 
 
 def test_bisect_suggests_the_confirmation_and_it_shows_the_launch_itself_differs(

@@ -44,6 +44,23 @@ def _numbers_aside(line: str) -> str:
     return re.sub(r"0x[0-9a-f]+|\d+", "N", line)
 
 
+def run_as_written(shown: list[Shown], root: Path, env: dict[str, str]) -> None:
+    """Runs the commands in one shell from root, as a reader types them (the `export` holds
+    for the commands after it), and checks each exits 0 and ends with the line shown."""
+    script = "".join(f"{{ {s.command}\n}} >out.{i} 2>&1; echo $? >rc.{i}\n"
+                     for i, s in enumerate(shown))
+    subprocess.run(["bash", "-c", script], cwd=root, env=env, timeout=120, check=True)
+    for i, s in enumerate(shown):
+        out = (root / f"out.{i}").read_text()
+        rc = int((root / f"rc.{i}").read_text())
+        assert rc == 0, f"README.md's `{s.command}` exited {rc}:\n{out}"
+        got = out.splitlines()
+        if s.output:
+            assert got, f"`{s.command}` printed nothing; README.md shows output"
+            assert _numbers_aside(got[-1]) == _numbers_aside(s.output[-1]), (
+                f"`{s.command}`: README.md shows {s.output[-1]!r}, it printed {got[-1]!r}")
+
+
 def test_try_without_gpu_commands_run_as_written(shim_lib: Path, tmp_path: Path) -> None:
     shown = shown_commands(README.read_text(encoding="utf-8"))
     assert [s.command.split()[0] for s in shown][:2] == ["python3", "export"]
@@ -59,19 +76,7 @@ def test_try_without_gpu_commands_run_as_written(shim_lib: Path, tmp_path: Path)
     wrapper.chmod(0o755)
     env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", PYTHONPATH=str(ROOT))
     env.pop("LD_LIBRARY_PATH", None)
-    # One shell, as a reader types them: the `export` holds for the commands after it.
-    script = "".join(f"{{ {s.command}\n}} >out.{i} 2>&1; echo $? >rc.{i}\n"
-                     for i, s in enumerate(shown))
-    subprocess.run(["bash", "-c", script], cwd=root, env=env, timeout=120, check=True)
-    for i, s in enumerate(shown):
-        out = (root / f"out.{i}").read_text()
-        rc = int((root / f"rc.{i}").read_text())
-        assert rc == 0, f"README.md's `{s.command}` exited {rc}:\n{out}"
-        got = out.splitlines()
-        if s.output:
-            assert got, f"`{s.command}` printed nothing; README.md shows output"
-            assert _numbers_aside(got[-1]) == _numbers_aside(s.output[-1]), (
-                f"`{s.command}`: README.md shows {s.output[-1]!r}, it printed {got[-1]!r}")
+    run_as_written(shown, root, env)
 
 
 TUNING = ["--trace-ring", "--staging", "--scratch", "--write-behind", "--scans-ahead",

@@ -293,7 +293,7 @@ def _commands_of(lines: list[str]) -> set[tuple[str, ...]]:
 def test_the_install_commands_are_the_ones_ci_runs() -> None:
     (block,) = [b for b in fenced_blocks(section(readme(), "## Install"))
                 if "pip install" in b]
-    assert block.splitlines() == ['pip install ".[test]"', "python3 -m pytest -q"]
+    assert block.splitlines() == ['pip install ".[test]"', "python3 -m pytest -q -n 2"]
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert _commands_of(block.splitlines()) <= _commands_of(
         [ln.strip() for ln in ci if ln.strip().startswith(("python3 ", "pip "))])
