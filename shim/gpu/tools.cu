@@ -351,33 +351,32 @@ __device__ bool next_copy(const struct tool_jobs &jobs, unsigned long long start
     }
 }
 
-// Bytes copied between two looks at the gate (copy_rows).
-#define COPY_CHUNK (1u << 20)
-
-// `n` units of sizeof(T) bytes from src to dst, by every thread of the block. Kept
-// small on purpose: the registers a kernel is given are the most any of its paths needs,
-// and every launch of the kernel pays for them, not only a launch that holds.
+// `n` units of sizeof(T) bytes from src to dst, unit `first` and every `stride`-th after
+// it by this thread. Kept small on purpose: the registers a kernel is given are the most
+// any of its paths needs, and every launch of the kernel pays for them.
 template <typename T>
 __device__ __forceinline__ void copy_line(const unsigned char *__restrict__ src,
-                                          unsigned char *__restrict__ dst, unsigned int n)
+                                          unsigned char *__restrict__ dst, unsigned int n,
+                                          unsigned int first, unsigned int stride)
 {
     const T *__restrict__ s = (const T *)src;
     T *__restrict__ d = (T *)dst;
-#pragma unroll 8
-    for (unsigned int k = threadIdx.x; k < n; k += blockDim.x)
+#pragma unroll 2
+    for (unsigned int k = first; k < n; k += stride)
         d[k] = s[k];
 }
 
-// `n` bytes in units of `unit` bytes.
+// `n` bytes in units of `unit` bytes (n a multiple of it).
 __device__ __forceinline__ void copy_some(unsigned int unit, const unsigned char *src,
-                                          unsigned char *dst, unsigned int n)
+                                          unsigned char *dst, unsigned int n,
+                                          unsigned int first, unsigned int stride)
 {
     if (unit == 16)
-        copy_line<uint4>(src, dst, n / 16);
+        copy_line<uint4>(src, dst, n / 16, first, stride);
     else if (unit == 4)
-        copy_line<unsigned int>(src, dst, n / 4);
+        copy_line<unsigned int>(src, dst, n / 4, first, stride);
     else
-        copy_line<unsigned char>(src, dst, n);
+        copy_line<unsigned char>(src, dst, n, first, stride);
 }
 
 // Whether the shim still waits for the copy (the gate reads GATE_COPY), asked by thread 0
@@ -392,34 +391,47 @@ __device__ bool still_wanted(const struct tool_jobs &jobs)
     return wanted;
 }
 
+// Bytes copied between two looks at the gate (copy_rows).
+#define COPY_CHUNK (1u << 20)
+
 // Makes the copy `req` with every thread of the block: `height` rows of `width`
 // bytes, `pitch` apart, packed at `dst`; 16 bytes at a time where every address and
-// length allows it, else 4, else single bytes. Between chunks of about COPY_CHUNK
-// bytes (whole rows of a pitched copy) thread 0 looks at the gate: where the shim
-// stopped waiting (it opened the gate), the copy ends there, so that nothing is
-// written into staging long after the shim went on. Returns whether all of it was made.
+// length allows it, else 4, else single bytes. One row (or rows without padding) is
+// shared by every thread; rows at a pitch go to the warps in turn, each row's units
+// to the warp's lanes. Between chunks of about COPY_CHUNK bytes thread 0 looks at the
+// gate: where the shim stopped waiting (it opened the gate), the copy ends there, so
+// that nothing is written into staging long after the shim went on. Returns whether
+// all of it was made. The shim asks for less than 4 GB (tools_mail_target), which the
+// kernel counts in 32 bits.
 __device__ bool copy_rows(const struct tool_jobs &jobs, const struct mail_copy &req)
 {
     const bool one_row = req.height == 1 || req.pitch == req.width;
     const unsigned long long width = one_row ? req.width * req.height : req.width;
-    const unsigned long long rows = one_row ? 1 : req.height;
     const unsigned long long bits = req.src | req.dst | width | (one_row ? 0ull : req.pitch);
     const unsigned int unit = bits % 16 == 0 ? 16 : bits % 4 == 0 ? 4 : 1;
-    if (width >= 1ull << 32)
-        return false;   // the shim asks for no such copy
+    if (!width || width >= 1ull << 32 || req.width * req.height >= 1ull << 32)
+        return false;
     const unsigned char *src = (const unsigned char *)req.src;
     unsigned char *dst = (unsigned char *)req.dst;
-    // A pitched copy row by row, a chunk at a time: whole rows, or pieces of a long one.
-    const unsigned int chunk = (unsigned int)min((unsigned long long)COPY_CHUNK, width);
-    bool first = true;
-    for (unsigned long long r = 0; r < rows; r++) {
-        for (unsigned int c = 0; c < width; c += chunk) {
-            if (!first && (r * width + c) % COPY_CHUNK < chunk && !still_wanted(jobs))
+    if (one_row) {
+        for (unsigned int c = 0; c < width; c += COPY_CHUNK) {
+            if (c && !still_wanted(jobs))
                 return false;
-            first = false;
-            copy_some(unit, src + r * req.pitch + c, dst + r * width + c,
-                      (unsigned int)min((unsigned long long)chunk, width - c));
+            copy_some(unit, src + c, dst + c, min(COPY_CHUNK, (unsigned int)width - c),
+                      threadIdx.x, blockDim.x);
         }
+        return true;
+    }
+    const unsigned int w = (unsigned int)width, rows = (unsigned int)req.height;
+    const unsigned int warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    const unsigned int step = max(1u, COPY_CHUNK / w);   // rows between two looks
+    for (unsigned int r0 = 0; r0 < rows; r0 += step) {
+        if (r0 && !still_wanted(jobs))
+            return false;
+        const unsigned int end = min(rows, r0 + step);
+        for (unsigned int r = r0 + warp; r < end; r += warps)
+            copy_some(unit, src + r * req.pitch, dst + (unsigned long long)r * w, w,
+                      threadIdx.x % 32, 32);
     }
     return true;
 }
