@@ -52,3 +52,20 @@ def test_a_hold_the_kernel_gave_up_loses_its_copies_with_the_reason(fake, cudump
     lost = [r for r in manifest(ran.run_dir) if r.get("nan_producer") and "nonfinite" not in r]
     assert sorted(r["arg"] for r in lost) == [0, 1, 2]
     assert all(r["status"] == "error" and LET_GO in r["reason"] for r in lost)
+
+
+@pytest.mark.parametrize("how", ["release", "ignore"])
+def test_a_mailbox_the_kernel_does_not_answer_lets_the_stream_go(fake, cudump_run, how):
+    """The kernel gives up while served (release: as after TOOL_SERVE_NS), or never answers
+    (ignore: the shim stops waiting after its bound): the copies are reported failed with
+    the reason they always had, the program goes on, and nothing is copied on another
+    stream (the shared queue would hold such a copy until the hold ends)."""
+    ran = cudump_run([str(fake.programs["nans"]), "6", str(INDEX), "5"], "--check-nan",
+                     env_extra={"FAKECUDA_MAIL": how, "FAKECUDA_SHARED_QUEUE": "1"})
+    assert ran.returncode == 0, ran.stderr
+    assert "launches vecAdd=6" in ran.stdout
+    records = manifest(ran.run_dir)
+    lost = [r for r in records if r.get("nan_producer") and "nonfinite" not in r]
+    assert sorted(r["arg"] for r in lost) == [0, 1, 2], records
+    assert all(r["status"] == "error" and r["launch"] == 5 and LET_GO in r["reason"]
+               and "did not make the copy" in r["reason"] for r in lost), lost
