@@ -46,10 +46,12 @@ enum {
 enum { SERVE_STALL_MS = 2000 };
 
 /* Copies that serve a held gate are made by the kernel that holds it, through
- * the slot's mailbox (GATE_COPY), which cannot queue behind itself. Its block
- * copies gigabytes a second; a copy not made after MAIL_WAIT_MS, and a further
- * millisecond per MAIL_MS_BYTES of it, is given up (the kernel is no longer
- * running: its context ended), as a stalled wait is. */
+ * the slot's mailbox (GATE_COPY), which cannot queue behind itself. A copy not
+ * made after MAIL_WAIT_MS and a further millisecond per MAIL_MS_BYTES of it
+ * (256 MB/s, far below what the kernel's block copies: the GPU tests print its
+ * rate) is given up, as a stalled wait is: the kernel no longer runs (its
+ * context ended under it). Giving up opens the gate, and the kernel stops
+ * copying within a MiB (tools.cu's copy_rows). */
 enum { MAIL_WAIT_MS = 2000 };
 #define MAIL_MS_BYTES (256ull << 10)
 
