@@ -45,6 +45,16 @@ enum {
  * they and the rest of the serve are reported failed (CUDA_ERROR_TIMEOUT). */
 enum { SERVE_STALL_MS = 2000 };
 
+/* Copies that serve a held gate are made by the kernel that holds it, through
+ * the slot's mailbox (GATE_COPY), which cannot queue behind itself. A copy not
+ * made after MAIL_WAIT_MS and a further millisecond per MAIL_MS_BYTES of it
+ * (256 MB/s, far below what the kernel's block copies: the GPU tests print its
+ * rate) is given up, as a stalled wait is: the kernel no longer runs (its
+ * context ended under it). Giving up opens the gate, and the kernel stops
+ * copying within a MiB (tools.cu's copy_rows). */
+enum { MAIL_WAIT_MS = 2000 };
+#define MAIL_MS_BYTES (256ull << 10)
+
 /* One process's gated launches, in the order they were made. */
 static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t gate_cond = PTHREAD_COND_INITIALIZER;
@@ -63,6 +73,8 @@ static _Thread_local bool serving;
  * done (a stalled wait): every copy of that serve is then reported failed. */
 static _Thread_local struct proto_result_slot *serving_slot;
 static _Thread_local bool serve_stalled;
+/* The number of the last copy asked for through a mailbox, in this process. */
+static _Atomic uint64_t mail_seq;
 
 static uint32_t gate_of(const struct gate_entry *g)
 {
@@ -87,7 +99,8 @@ static bool settled(const struct gate_entry *g)
     if (__atomic_load_n(&s->ready, __ATOMIC_ACQUIRE) != g->tag)
         return true;
     uint32_t gate = gate_of(g);
-    return gate != GATE_HELD && gate != GATE_SERVING && gate_results_in(s, g->tag);
+    return gate != GATE_HELD && gate != GATE_SERVING && gate != GATE_COPY &&
+           gate_results_in(s, g->tag);
 }
 
 static void retire_locked(void)
@@ -184,8 +197,8 @@ void gate_wait_any(void)
 
 void gate_open(const struct gate_entry *g, uint32_t how)
 {
-    uint32_t from[] = {GATE_HELD, GATE_SERVING};
-    for (int i = 0; i < 2; i++) {
+    uint32_t from[] = {GATE_HELD, GATE_SERVING, GATE_COPY};
+    for (int i = 0; i < 3; i++) {
         uint32_t was = from[i];
         if (__atomic_compare_exchange_n(&g->slot->gate, &was, how, false, __ATOMIC_RELEASE,
                                         __ATOMIC_RELAXED))
@@ -241,6 +254,67 @@ static void backoff(unsigned spin)
     }
 }
 
+bool gate_mail_open(void)
+{
+    return serving && serving_slot;
+}
+
+/* Opens the gate being served without the copies: every copy of the serve is
+ * then reported failed, as after a stalled wait. */
+static void serve_gives_up(uint32_t from)
+{
+    __atomic_compare_exchange_n(&serving_slot->gate, &from, GATE_RELEASED, false,
+                                __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+    serve_stalled = true;
+}
+
+CUresult gate_mail_copy(CUdeviceptr src, size_t width, size_t height, size_t pitch,
+                        CUdeviceptr dst)
+{
+    struct proto_result_slot *s = serving_slot;
+    if (!s || serve_stalled)
+        return CUDA_ERROR_TIMEOUT;
+    struct proto_gate_mail *m = &s->mail;
+    uint64_t seq = atomic_fetch_add(&mail_seq, 1) + 1;
+    m->src = src;
+    m->dst = dst;
+    m->width = width;
+    m->height = height;
+    m->pitch = pitch;
+    __atomic_store_n(&m->seq, seq, __ATOMIC_RELEASE);
+    /* The kernel reads the mailbox once the gate says so. It writes the gate
+     * only to give up (GATE_RELEASED), so a failed exchange means it left. */
+    uint32_t was = GATE_SERVING;
+    if (!__atomic_compare_exchange_n(&s->gate, &was, GATE_COPY, false, __ATOMIC_RELEASE,
+                                     __ATOMIC_ACQUIRE)) {
+        serve_stalled = true;
+        return CUDA_ERROR_TIMEOUT;
+    }
+    uint64_t limit = (uint64_t)MAIL_WAIT_MS + (uint64_t)width * height / MAIL_MS_BYTES;
+    uint64_t deadline = monotonic_ns() + limit * 1000000u;
+    /* On host memory only: no call into the driver, which could wait behind the hold. */
+    for (unsigned spin = 0;; spin++) {
+        if (__atomic_load_n(&m->done, __ATOMIC_ACQUIRE) == seq) {
+            was = GATE_COPY;
+            if (!__atomic_compare_exchange_n(&s->gate, &was, GATE_SERVING, false,
+                                             __ATOMIC_RELEASE, __ATOMIC_ACQUIRE))
+                serve_stalled = true; /* made while held; the kernel left since */
+            return CUDA_SUCCESS;
+        }
+        /* The kernel wrote `done` before it gave up, if it made the copy at all. */
+        if (__atomic_load_n(&s->gate, __ATOMIC_ACQUIRE) != GATE_COPY) {
+            bool made = __atomic_load_n(&m->done, __ATOMIC_ACQUIRE) == seq;
+            serve_stalled = true;
+            return made ? CUDA_SUCCESS : CUDA_ERROR_TIMEOUT;
+        }
+        if (monotonic_ns() >= deadline) {
+            serve_gives_up(GATE_COPY);
+            return CUDA_ERROR_TIMEOUT;
+        }
+        backoff(spin);
+    }
+}
+
 CUresult gate_wait_event(CUevent ev, unsigned grace_ms)
 {
     cuEventSynchronize_fn sync = shim_real_cuEventSynchronize();
@@ -259,12 +333,8 @@ CUresult gate_wait_event(CUevent ev, unsigned grace_ms)
         CUresult rc = query(ev);
         if (rc != CUDA_ERROR_NOT_READY)
             return serving && serve_stalled && rc == CUDA_SUCCESS ? CUDA_ERROR_TIMEOUT : rc;
-        if (serving && !serve_stalled && serving_slot && monotonic_ns() >= deadline) {
-            uint32_t was = GATE_SERVING;
-            __atomic_compare_exchange_n(&serving_slot->gate, &was, GATE_RELEASED, false,
-                                        __ATOMIC_RELEASE, __ATOMIC_RELAXED);
-            serve_stalled = true;
-        }
+        if (serving && !serve_stalled && serving_slot && monotonic_ns() >= deadline)
+            serve_gives_up(GATE_SERVING);
         backoff(spin);
     }
 }

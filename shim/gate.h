@@ -49,6 +49,19 @@ void gate_serving(bool on);
  * (every copy of that serve is then reported failed). */
 void gate_serve_slot(struct proto_result_slot *slot);
 bool gate_serve_stalled(void);
+/* Whether this thread serves a held gate now: its copies are then made by the
+ * kernel that holds it (gate_mail_copy), not on a stream. */
+bool gate_mail_open(void);
+/* Has the kernel that holds the gate this thread serves copy `height` rows of
+ * `width` bytes, `pitch` apart, from src to dst (a device address of staging,
+ * tools_mail_target): fills the slot's mailbox, sets GATE_COPY and waits, on
+ * host memory only, until the kernel says it is made (the gate reads
+ * GATE_SERVING again). If the kernel gave up on the hold (GATE_RELEASED), or
+ * the copy is not made within a bound, the gate is opened and this copy and
+ * every later one of the serve fail with CUDA_ERROR_TIMEOUT, as the copies of a
+ * stalled wait do. */
+CUresult gate_mail_copy(CUdeviceptr src, size_t width, size_t height, size_t pitch,
+                        CUdeviceptr dst);
 /* Waits for an event recorded on a stream the caller waits for: as
  * cuEventSynchronize, opening held gates meanwhile while any launch is gated;
  * after grace_ms of waiting only (0: at once), for a caller the watcher may

@@ -6,6 +6,10 @@
  * of buffers larger than the staging area are copied, waited for and handed
  * over one at a time. The launching thread waits for the "after" copies and
  * reports them (MSG_END).
+ *
+ * The copies that serve a launch held by cudump's kernel (watch.c) are made
+ * by that kernel instead, through the slot's mailbox (gate_mail_copy): copies
+ * on another stream can queue behind the held one on the GPU.
  */
 #include "gate.h"
 #include "interpose.h"
@@ -14,6 +18,27 @@
 #include "staging.h"
 #include "stream.h"
 #include "tools.h"
+
+/* Set when this thread's copies put work on the stream (reset each round of
+ * plain_after): a serve whose copies all went through the mailbox has nothing
+ * on its side stream to wait for, and does not wait on the GPU at all. */
+static _Thread_local bool on_stream;
+
+/* A copy that serves a held launch, made by the kernel that holds it where it
+ * can be (*rc: its result); false: it is made on the stream as any other. */
+static bool mail_copy(CUdeviceptr src, size_t width, size_t height, size_t pitch, size_t offset,
+                      CUresult *rc)
+{
+    if (!gate_mail_open())
+        return false;
+    size_t size;
+    char *area = staging_area(&size);
+    CUdeviceptr dst;
+    if (!area || tools_mail_target(src, width, height, pitch, area + offset, &dst) != CUDA_SUCCESS)
+        return false;
+    *rc = gate_mail_copy(src, width, height, pitch, dst);
+    return true;
+}
 
 static void enqueue_copies(const struct launch_info *li, enum proto_phase phase)
 {
@@ -43,10 +68,14 @@ static void enqueue_copies(const struct launch_info *li, enum proto_phase phase)
             c->rc = CUDA_ERROR_NOT_FOUND;
             continue;
         }
+        if (mail_copy(c->c.src, c->c.width, c->c.height, c->c.pitch, c->c.offset, &c->rc))
+            continue;
         CUDA_MEMCPY2D m = rows_copy(c->c.src, c->c.pitch, area + c->c.offset, 0, c->c.width,
                                     c->c.height);
         c->rc = copy2d(&m, li->stream);
+        on_stream = true;
     }
+    on_stream = on_stream || ntools;
     tools_run(li, tools, ntools, NULL, 0, 0);
     for (unsigned k = 0; k < ntools; k++)
         copies[tools[k].acc].rc = tools[k].result->rc;
@@ -83,8 +112,11 @@ CUresult plain_copy_wait(const struct launch_info *li, CUdeviceptr src, size_t w
         li->ptsz ? shim_real_cuMemcpy2DAsync_v2_ptsz() : shim_real_cuMemcpy2DAsync_v2();
     if (!area || !copy2d)
         return CUDA_ERROR_NOT_FOUND;
+    CUresult rc;
+    if (mail_copy(src, width, height, pitch, offset, &rc))
+        return rc;
     CUDA_MEMCPY2D m = rows_copy(src, pitch, area + offset, 0, width, height);
-    CUresult rc = copy2d(&m, li->stream);
+    rc = copy2d(&m, li->stream);
     return rc == CUDA_SUCCESS ? gate_wait_stream(li) : rc;
 }
 
@@ -120,11 +152,13 @@ bool plain_after(const struct launch_info *li, CUresult launch_rc, bool more, in
 {
     bool halt = false;
     for (; more; round++) {
+        on_stream = false;
         if (launch_rc == CUDA_SUCCESS) {
             enqueue_copies(li, PHASE_AFTER);
             run_pieces(li, PHASE_AFTER);
         }
-        CUresult sync_rc = gate_wait_stream(li);
+        CUresult sync_rc =
+            gate_mail_open() && !on_stream ? CUDA_SUCCESS : gate_wait_stream(li);
         uint32_t flags;
         unsigned ncopies;
         plan_copies(&ncopies);

@@ -93,7 +93,7 @@ enum {
     PROTO_MAX_REPEAT = 512,        /* copies in a plan the shim may repeat (PLAN_REPEAT) */
     PROTO_REPEAT_WAYS = 256,       /* repeated plans the shim keeps per function, at most */
     PROTO_MAX_KEYS = 512,          /* byte ranges a repeated plan is kept by */
-    PROTO_RESULT_SLOT_SIZE = 16536, /* bytes of one result ring slot */
+    PROTO_RESULT_SLOT_SIZE = 16592, /* bytes of one result ring slot */
     PROTO_IMAGE_CHUNK = 512 << 10, /* image bytes in one MSG_IMAGE */
     PROTO_MAX_COUNTERS = 64,       /* rules whose matching launches the shim counts */
     PROTO_MAX_SELECTORS = 8,       /* counted rules one function's launches count for */
@@ -268,8 +268,9 @@ enum proto_result_flag {   /* proto_result_slot.flags */
  * none, and then waits on the GPU while the word reads GATE_HELD or
  * GATE_SERVING (shim/tooljob.h), so the stream stops right after the launch
  * that produced them, with its buffers as it left them. The shim then marks
- * the gate GATE_SERVING, reports the launch (MSG_REPEAT), makes the copies the
- * answer asks for on a stream of its own, and opens the gate: GATE_SERVED. If
+ * the gate GATE_SERVING, reports the launch (MSG_REPEAT), has cudump's kernel
+ * make the copies the answer asks for, one at a time through the slot's mailbox
+ * (GATE_COPY, proto_gate_mail), and opens the gate: GATE_SERVED. If
  * it cannot (the controller is gone, or the shim is busy for too long), it
  * opens it without copies: GATE_RELEASED, as the kernel itself does after
  * TOOL_HOLD_NS held and not served (TOOL_SERVE_NS served); the ring's reader
@@ -282,6 +283,11 @@ enum proto_gate {
     GATE_SERVED = 3,
     GATE_RELEASED = 4,
     GATE_SERVING = 5,      /* the shim is copying its buffers: the kernel waits longer */
+    GATE_COPY = 6,         /* as GATE_SERVING, and the slot's mailbox holds a copy for the
+                            * holding kernel to make: it makes it and writes the request's
+                            * number into the mailbox's `done`; the shim then sets
+                            * GATE_SERVING again. The kernel never writes GATE_SERVING or
+                            * GATE_COPY, only GATE_RELEASED when it gives up */
 };
 
 enum proto_phase { PHASE_BEFORE = 0, PHASE_AFTER = 1 };
@@ -698,6 +704,21 @@ struct proto_tool_result {
     uint32_t reserved;
 };
 
+/* A held launch's mailbox (proto_result_slot.mail): one copy the shim asks the
+ * kernel that holds the stream to make (GATE_COPY). The shim writes the fields,
+ * then `seq`, then the gate; the kernel copies the rows, packed, to `dst` and
+ * then writes `seq` into `done`. Copies made by the hold itself cannot queue
+ * behind it, as copies on another stream can (gate.c). */
+struct proto_gate_mail {
+    uint64_t seq;           /* the request's number: never 0, never the same twice */
+    uint64_t done;          /* the kernel's: the number of the last request it made */
+    uint64_t src;           /* device address of the first byte */
+    uint64_t dst;           /* device address of the staging bytes (mapped host memory) */
+    uint64_t width;         /* bytes per row */
+    uint64_t height;        /* rows */
+    uint64_t pitch;         /* source bytes from row to row */
+};
+
 /* One slot of the result ring: a launch made with a repeated plan. */
 struct proto_result_slot {
     uint64_t ready;         /* position + 1 once the shim has written the slot */
@@ -709,6 +730,7 @@ struct proto_result_slot {
     uint32_t reserved;
     struct proto_launch event;
     struct proto_tool_result results[PROTO_MAX_REPEAT];
+    struct proto_gate_mail mail; /* a gated launch's, while its stream is held */
 };
 
 struct proto_image {

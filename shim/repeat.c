@@ -433,7 +433,8 @@ static bool run_phase(const struct repeat_run *run, const struct launch_info *li
     for (unsigned k = 0; k < before; k++)
         reqs[k].ahead = true;
     unsigned n = add_requests(reqs, before, p, run->slot, run->slot_pos, phase, gated);
-    struct tool_hold hold = {&run->slot->gate, (unsigned)(run->slot_pos & (slots - 1))};
+    struct tool_hold hold = {&run->slot->gate, &run->slot->mail,
+                             (unsigned)(run->slot_pos & (slots - 1))};
     /* After the launch, nobody waits for a gated launch's scans or for digests
      * (repeat_end): the launcher thread may make that launch of the kernel. */
     unsigned how = phase == PHASE_AFTER && (gated || !has_scans(p)) ? TOOLS_HAND_OFF : 0;

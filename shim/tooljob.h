@@ -35,7 +35,16 @@
  * them, until the shim opens the gate (gate.c). It waits TOOL_HOLD_NS for the
  * shim to begin and TOOL_SERVE_NS for it to finish at most, then opens the
  * gate itself (GATE_RELEASED): nothing the shim does, or fails to do, holds the
- * program's stream for good. Counting before `done` means that once every
+ * program's stream for good.
+ *
+ * While it holds, the whole block of the job that holds waits (its threads do
+ * not leave before the hold is decided), so that it can make the copies that
+ * serve the hold: where the gate reads GATE_COPY, the mailbox at `hold_mail`
+ * (protocol.h's proto_gate_mail) names one copy, rows of device memory into
+ * staging, which the block's threads make together; then the block writes the
+ * request's number into the mailbox's `done`. Copies on another stream may
+ * queue behind the holding kernel in the GPU's shared hardware queues; these
+ * cannot. Counting before `done` means that once every
  * `done` of the slot is written nothing touches its scratch words again, so a
  * reused slot finds them zeroed.
  */
@@ -82,6 +91,18 @@ struct tool_jobs {
     unsigned long long hold;     /* device address of the gate to hold the stream at, or 0 */
     unsigned long long hold_acc; /* after a gated launch: two zeroed words of scratch, jobs
                                   * counted and marked, or 0 */
+    unsigned long long hold_mail; /* with `hold`: device address of the slot's mailbox */
+};
+
+/* The mailbox's 64-bit words (protocol.h's proto_gate_mail, checked in tools.c). */
+enum {
+    TOOL_MAIL_SEQ = 0,
+    TOOL_MAIL_DONE = 1,
+    TOOL_MAIL_SRC = 2,
+    TOOL_MAIL_DST = 3,
+    TOOL_MAIL_WIDTH = 4,
+    TOOL_MAIL_HEIGHT = 5,
+    TOOL_MAIL_PITCH = 6,
 };
 
 #endif

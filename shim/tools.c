@@ -46,6 +46,14 @@ _Static_assert(sizeof(struct proto_result_slot) == PROTO_RESULT_SLOT_SIZE, "resu
 _Static_assert(sizeof(struct tool_job) == 96, "tool_job has no implicit padding");
 _Static_assert(sizeof(struct tool_jobs) <= 4096, "the kernel's parameter fits any launch");
 _Static_assert(PROTO_MAX_COPIES <= PROTO_MAX_REPEAT, "run_on takes any plan's requests");
+_Static_assert(offsetof(struct proto_gate_mail, seq) == TOOL_MAIL_SEQ * 8 &&
+                   offsetof(struct proto_gate_mail, done) == TOOL_MAIL_DONE * 8 &&
+                   offsetof(struct proto_gate_mail, src) == TOOL_MAIL_SRC * 8 &&
+                   offsetof(struct proto_gate_mail, dst) == TOOL_MAIL_DST * 8 &&
+                   offsetof(struct proto_gate_mail, width) == TOOL_MAIL_WIDTH * 8 &&
+                   offsetof(struct proto_gate_mail, height) == TOOL_MAIL_HEIGHT * 8 &&
+                   offsetof(struct proto_gate_mail, pitch) == TOOL_MAIL_PITCH * 8,
+               "the kernel reads the mailbox's words where protocol.h puts them");
 
 enum {
     MAX_TOOL_CONTEXTS = 32,
@@ -390,6 +398,8 @@ static bool run_on(const struct launch_info *li, const struct tool_ctx *t,
          * them holds nothing (shim/ahead.h puts them last, so the last launch has some). */
         jobs.hold = last && words && jobs.hold_jobs ? gate : 0;
         jobs.hold_acc = words;
+        jobs.hold_mail = jobs.hold && hold->mail ? device_address(t, hold->mail, sizeof *hold->mail)
+                                                 : 0;
         if ((how & TOOLS_HAND_OFF) && k == total && named_alike(li)) {
             struct proto_tool_result *results[2 * TOOL_JOBS];
             unsigned nres = 0;
@@ -418,6 +428,31 @@ static bool run_on(const struct launch_info *li, const struct tool_ctx *t,
             clear_words(li, words);
     }
     return held;
+}
+
+CUresult tools_mail_target(CUdeviceptr src, size_t width, size_t height, size_t pitch,
+                           const void *host, CUdeviceptr *dst)
+{
+    /* The kernel reads the bytes as they are: where they are not all one
+     * allocation's it would fault, and take the program's context with it. The
+     * kernel counts in 32 bits (tools.cu). */
+    struct proto_copy c = {.src = src, .width = width, .height = height, .pitch = pitch};
+    bool tracked = false;
+    size_t size;
+    if (!width || !height || (height > 1 && pitch < width) ||
+        __builtin_mul_overflow(width, height, &size) || size >= (1ull << 32) ||
+        !inside_allocation(&c, &tracked))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUcontext ctx = NULL;
+    if (!real_cuCtxGetCurrent || real_cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *dst = 0;
+    pthread_mutex_lock(&tools_lock);
+    for (unsigned i = 0; i < ntools && !*dst; i++)
+        if (ctx_key_match(&tools[i].key, ctx) == CTX_SAME)
+            *dst = device_address(&tools[i], host, size);
+    pthread_mutex_unlock(&tools_lock);
+    return *dst ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }
 
 bool tools_readable(const struct proto_copy *c)

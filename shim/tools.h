@@ -39,6 +39,7 @@ struct tool_request {
  * slot's index (its word of hold scratch). */
 struct tool_hold {
     uint32_t *gate;
+    struct proto_gate_mail *mail;   /* the slot's mailbox: copies that serve the hold */
     unsigned acc;
 };
 /* How tools_run may launch cudump's kernel. */
@@ -64,6 +65,14 @@ enum tools_how {
  * calls_begun() read before the program's launch was made. */
 bool tools_run(const struct launch_info *li, struct tool_request *reqs, unsigned n,
                const struct tool_hold *hold, unsigned how, unsigned long long begun);
+
+/* For a copy that serves a held launch through its mailbox (GATE_COPY, made by
+ * cudump's kernel that holds the stream, in the current context): CUDA_SUCCESS
+ * with the device's address of the `size` staging bytes at `host` in *dst if
+ * the bytes it reads lie inside one allocation and the kernel's context sees
+ * staging there; else why not (the copy is then made as any other). */
+CUresult tools_mail_target(CUdeviceptr src, size_t width, size_t height, size_t pitch,
+                           const void *host, CUdeviceptr *dst);
 
 /* cudump's kernel as kernel nodes of a graph (graph.c), where nothing goes on
  * the stream: the function of the kernel loaded in the context of li's stream

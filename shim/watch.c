@@ -4,9 +4,11 @@
  *
  * It looks at the gates of launches still in flight, and for a held one it
  * takes the staging lock, marks the gate GATE_SERVING (the kernel then waits
- * longer), reports the launch (MSG_REPEAT) and makes the copies the
- * controller asks for on a stream of its own that does not wait for the held
- * one, then opens the gate. If the lock cannot be had within a second, the
+ * longer), reports the launch (MSG_REPEAT) and has the copies the controller
+ * asks for made by the kernel that holds the stream (the slot's mailbox,
+ * gate_mail_copy; a copy the kernel cannot make, or cudump's own kernel the
+ * answer asks to run, goes on a stream of its own that does not wait for the
+ * held one), then opens the gate. If the lock cannot be had within a second, the
  * gate is opened without copies: the program must go on. At exit, gated
  * launches still in flight are seen through (gate_at_exit).
  */
@@ -117,8 +119,9 @@ static bool serve_gate(struct proto_result_slot *slot, uint64_t seq, CUstream st
     plan_clear();
     uint32_t flags = 0;
     bool ok = plan_request(&m, &flags);
-    /* The launch's own stream is held: the copies go on `stream`. A hold it
-     * asks for (PLAN_HALT) is not kept: the launching thread is long gone. */
+    /* The launch's own stream is held: the copies are made by the kernel that
+     * holds it (plain.c), or else go on `stream`. A hold it asks for
+     * (PLAN_HALT) is not kept: the launching thread is long gone. */
     struct launch_info li = {.stream = stream, .seq = seq};
     plain_after(&li, (CUresult)slot->launch_rc, plan_follow_ups(ok, &flags), 1);
     capture_restore(mode);

@@ -33,7 +33,7 @@ TOOL_RESULT = 32          # staging bytes a CopyFlag.TOOL result takes
 MAX_REPEAT = 512          # copies in a plan the shim may repeat (PlanFlag.REPEAT)
 REPEAT_WAYS = 256         # repeated plans the shim keeps per function, at most
 MAX_KEYS = 512            # byte ranges a repeated plan is kept by
-RESULT_SLOT_SIZE = 16536
+RESULT_SLOT_SIZE = 16592
 IMAGE_CHUNK = 512 << 10    # image bytes in one Kind.IMAGE message
 TOOL_MODE_SHIFT = 8
 TOOL_SUM_SHIFT = 16         # a digest's sum of |x|: its element format (a scan mode)
@@ -138,6 +138,7 @@ class Gate(IntEnum):
     SERVED = 3
     RELEASED = 4
     SERVING = 5     # the shim is copying its buffers: still held
+    COPY = 6        # the holding kernel is asked to make a copy (the slot's mailbox): held
 
 
 class Phase(IntEnum):
@@ -360,11 +361,14 @@ PLAN = _layout("proto_plan", ("flags", "I"), ("ncopies", "I"), ("id", "I"), ("nk
 KEY = _layout("proto_key", ("offset", "I"), ("size", "I"))
 TOOL_OUT = _layout("proto_tool_result", ("words", "2Q"), ("done", "Q"), ("rc", "i"),
                    ("reserved", "I"))
+GATE_MAIL = _layout("proto_gate_mail", ("seq", "Q"), ("done", "Q"), ("src", "Q"), ("dst", "Q"),
+                    ("width", "Q"), ("height", "Q"), ("pitch", "Q"))
 RESULT_SLOT = _layout("proto_result_slot", ("ready", "Q"), ("plan", "I"), ("ncopies", "I"),
                       ("launch_rc", "i"), ("flags", "I"), ("gate", "I"), ("reserved", "I"),
                       *[(f"event.{name}", code) for name, code in LAUNCH.fields],
                       *[(f"results[{i}].{name}", code) for i in range(MAX_REPEAT)
-                        for name, code in TOOL_OUT.fields])
+                        for name, code in TOOL_OUT.fields],
+                      *[(f"mail.{name}", code) for name, code in GATE_MAIL.fields])
 IMAGE = _layout("proto_image", ("module", "Q"), ("size", "Q"), ("offset", "Q"), ("id", "I"),
                 ("format", "I"))
 PIECE = _layout("proto_piece", ("index", "I"), ("rc", "i"))
@@ -381,7 +385,8 @@ RESULT = _layout("proto_result", ("rc", "i"), ("reserved", "I"), ("nbytes", "Q")
 
 LAYOUTS = (HEADER, HELLO, WELCOME, CONTROL, PARAM, FUNC, ASK, SELECTOR, WANTS, COUNTED, LAUNCH,
            RING_SLOT, FLIGHT_SLOT, HOST_WRITE, POINTER, TENSORMAP, MEMORY, GRAPH, NOTICE, SCOPE,
-           GRAPH_NODE, COUNT, FUNC_COUNT, COUNTS, STATS, COPY, PLAN, KEY, TOOL_OUT, RESULT_SLOT,
+           GRAPH_NODE, COUNT, FUNC_COUNT, COUNTS, STATS, COPY, PLAN, KEY, TOOL_OUT, GATE_MAIL,
+           RESULT_SLOT,
            IMAGE, PIECE, END, STOPPED, READ, QUERY, WRITE, RESUME, RESULT)
 
 # Byte offsets of the control page's fields, for the controller's stores.

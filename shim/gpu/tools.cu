@@ -276,11 +276,13 @@ __device__ __forceinline__ unsigned long long globaltimer()
     return t;
 }
 
+// The gate's states the kernel reads and writes (protocol.h's proto_gate).
+enum { GATE_HELD = 1, GATE_RELEASED = 4, GATE_SERVING = 5, GATE_COPY = 6 };
+
 // Called by the last block of each job of a launch with `hold`, after its
 // result and before its `done`: the job that finishes last zeroes the hold's
 // words and, if any job of the phase marked a new NaN or Inf, writes GATE_HELD
-// (every result is in by then) and holds the stream while the gate reads
-// GATE_HELD (TOOL_HOLD_NS at most) or GATE_SERVING (TOOL_SERVE_NS at most).
+// (every result is in by then); its block then holds the stream (hold_stream).
 // Returns whether this block holds.
 __device__ bool hold_begins(const struct tool_jobs &jobs)
 {
@@ -294,33 +296,239 @@ __device__ bool hold_begins(const struct tool_jobs &jobs)
     fence_gpu();   // zeroed before this job's `done`: the slot may be reused after it
     if (!marked)
         return false;
-    *(volatile unsigned int *)jobs.hold = 1;   // GATE_HELD (protocol.h)
+    *(volatile unsigned int *)jobs.hold = GATE_HELD;
     fence_sys();
     return true;
 }
 
-__device__ void hold_stream(const struct tool_jobs &jobs)
+// One copy the shim asks for through the mailbox (tooljob.h).
+struct mail_copy {
+    unsigned long long seq, src, dst, width, height, pitch;
+};
+
+// Thread 0 of the holding block: waits while the gate reads GATE_HELD (TOOL_HOLD_NS at
+// most) or GATE_SERVING or GATE_COPY (TOOL_SERVE_NS at most from the first of those), and
+// returns true with a copy the mailbox asks for that was not made yet, or false once the
+// gate is open (by the shim, or by the kernel giving up: GATE_RELEASED).
+__device__ bool next_copy(const struct tool_jobs &jobs, unsigned long long start,
+                          unsigned long long &serving, unsigned long long &last,
+                          struct mail_copy &req)
 {
     volatile unsigned int *gate = (volatile unsigned int *)jobs.hold;
-    const unsigned long long start = globaltimer();
-    unsigned long long serving = 0;
-    for (unsigned int g = *gate; g == 1 || g == 5; g = *gate) {   // GATE_HELD, GATE_SERVING
-        __nanosleep(2000);
+    volatile unsigned long long *mail = (volatile unsigned long long *)jobs.hold_mail;
+    for (;;) {
+        const unsigned int g = *gate;
+        if (g != GATE_HELD && g != GATE_SERVING && g != GATE_COPY)
+            return false;
         const unsigned long long now = globaltimer();
-        if (g == 5 && !serving)
+        if (g != GATE_HELD && !serving)
             serving = now;
         // Given up only if the gate still reads what timed out; else look again. (The
-        // shim does not begin to serve a gate this close to TOOL_HOLD_NS: gate.c.)
-        if ((g == 1 ? now - start > TOOL_HOLD_NS : now - serving > TOOL_SERVE_NS) &&
-            *gate == g) {
-            *gate = 4;   // GATE_RELEASED: nobody came, or nobody finished
-            fence_sys();
+        // shim does not begin to serve a gate this close to TOOL_HOLD_NS: watch.c.)
+        if (g == GATE_HELD ? now - start > TOOL_HOLD_NS : now - serving > TOOL_SERVE_NS) {
+            if (*gate == g) {
+                *gate = GATE_RELEASED;   // nobody came, or nobody finished
+                fence_sys();
+                return false;
+            }
+            continue;
+        }
+        if (g == GATE_COPY && mail) {
+            fence_sys();   // the mailbox is read after the gate that says it is filled
+            const unsigned long long seq = mail[TOOL_MAIL_SEQ];
+            if (seq != last) {
+                req.seq = seq;
+                req.src = mail[TOOL_MAIL_SRC];
+                req.dst = mail[TOOL_MAIL_DST];
+                req.width = mail[TOOL_MAIL_WIDTH];
+                req.height = mail[TOOL_MAIL_HEIGHT];
+                req.pitch = mail[TOOL_MAIL_PITCH];
+                last = seq;
+                return true;
+            }
+        }
+        __nanosleep(2000);
+    }
+}
+
+// `n` units of sizeof(T) bytes from src to dst, unit `first` and every `stride`-th after
+// it by this thread. Kept small on purpose: the registers a kernel is given are the most
+// any of its paths needs, and every launch of the kernel pays for them.
+template <typename T>
+__device__ __forceinline__ void copy_line(const unsigned char *__restrict__ src,
+                                          unsigned char *__restrict__ dst, unsigned int n,
+                                          unsigned int first, unsigned int stride)
+{
+    const T *__restrict__ s = (const T *)src;
+    T *__restrict__ d = (T *)dst;
+#pragma unroll 2
+    for (unsigned int k = first; k < n; k += stride)
+        d[k] = s[k];
+}
+
+// `n` bytes in units of `unit` bytes (n a multiple of it).
+__device__ __forceinline__ void copy_some(unsigned int unit, const unsigned char *src,
+                                          unsigned char *dst, unsigned int n,
+                                          unsigned int first, unsigned int stride)
+{
+    if (unit == 16)
+        copy_line<uint4>(src, dst, n / 16, first, stride);
+    else if (unit == 4)
+        copy_line<unsigned int>(src, dst, n / 4, first, stride);
+    else
+        copy_line<unsigned char>(src, dst, n, first, stride);
+}
+
+// Whether the shim still waits for the copy (the gate reads GATE_COPY), asked by thread 0
+// and told to every thread.
+__device__ bool still_wanted(const struct tool_jobs &jobs)
+{
+    __shared__ int wanted;
+    __syncthreads();   // every thread read `wanted` before it is written again
+    if (threadIdx.x == 0)
+        wanted = *(volatile unsigned int *)jobs.hold == GATE_COPY;
+    __syncthreads();
+    return wanted;
+}
+
+// Bytes copied between two looks at the gate (copy_rows).
+#define COPY_CHUNK (1u << 20)
+
+// Makes the copy `req` with every thread of the block: `height` rows of `width`
+// bytes, `pitch` apart, packed at `dst`; 16 bytes at a time where every address and
+// length allows it, else 4, else single bytes. One row (or rows without padding) is
+// shared by every thread; rows at a pitch go to the warps in turn, each row's units
+// to the warp's lanes. Between chunks of about COPY_CHUNK bytes thread 0 looks at the
+// gate: where the shim stopped waiting (it opened the gate), the copy ends there, so
+// that nothing is written into staging long after the shim went on. Returns whether
+// all of it was made. The shim asks for less than 4 GB (tools_mail_target), which the
+// kernel counts in 32 bits.
+__device__ bool copy_rows(const struct tool_jobs &jobs, const struct mail_copy &req)
+{
+    const bool one_row = req.height == 1 || req.pitch == req.width;
+    const unsigned long long width = one_row ? req.width * req.height : req.width;
+    const unsigned long long bits = req.src | req.dst | width | (one_row ? 0ull : req.pitch);
+    const unsigned int unit = bits % 16 == 0 ? 16 : bits % 4 == 0 ? 4 : 1;
+    if (!width || width >= 1ull << 32 || req.width * req.height >= 1ull << 32)
+        return false;
+    const unsigned char *src = (const unsigned char *)req.src;
+    unsigned char *dst = (unsigned char *)req.dst;
+    if (one_row) {
+        for (unsigned int c = 0; c < width; c += COPY_CHUNK) {
+            if (c && !still_wanted(jobs))
+                return false;
+            copy_some(unit, src + c, dst + c, min(COPY_CHUNK, (unsigned int)width - c),
+                      threadIdx.x, blockDim.x);
+        }
+        return true;
+    }
+    const unsigned int w = (unsigned int)width, rows = (unsigned int)req.height;
+    const unsigned int warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    const unsigned int step = max(1u, COPY_CHUNK / w);   // rows between two looks
+    for (unsigned int r0 = 0; r0 < rows; r0 += step) {
+        if (r0 && !still_wanted(jobs))
+            return false;
+        const unsigned int end = min(rows, r0 + step);
+        for (unsigned int r = r0 + warp; r < end; r += warps)
+            copy_some(unit, src + r * req.pitch, dst + (unsigned long long)r * w, w,
+                      threadIdx.x % 32, 32);
+    }
+    return true;
+}
+
+// The holding block holds the stream: thread 0 waits on the gate (next_copy) and hands
+// each copy the mailbox asks for to every thread through shared memory; once all of
+// them made it (each fenced at system scope), thread 0 writes its number into the
+// mailbox's `done`. Returns when the gate is open.
+__device__ void hold_stream(const struct tool_jobs &jobs)
+{
+    __shared__ struct mail_copy req;
+    __shared__ int go;
+    unsigned long long start = threadIdx.x == 0 ? globaltimer() : 0, serving = 0, last = 0;
+    for (;;) {
+        if (threadIdx.x == 0)
+            go = next_copy(jobs, start, serving, last, req);
+        __syncthreads();
+        if (!go)
             return;
+        const bool made = copy_rows(jobs, req);
+        fence_sys();   // this thread's bytes are in staging before the block says so
+        __syncthreads();   // and every thread read `req` and `go` before they change
+        if (threadIdx.x == 0 && made) {
+            ((volatile unsigned long long *)jobs.hold_mail)[TOOL_MAIL_DONE] = req.seq;
+            fence_sys();
         }
     }
 }
 
-extern "C" __global__ void cudump_tools(const struct tool_jobs jobs)
+// Thread 0 of each block, once the block's warps have summed: the block's sums, and
+// for the job's last block the job's result, its mark, the hold's count and `done`.
+// Returns whether this block holds the stream (hold_begins).
+__device__ bool close_job(const struct tool_jobs &jobs, const struct tool_job &j,
+                          unsigned long long a, unsigned long long b, double s,
+                          const unsigned long long *wa, const unsigned long long *wb)
+{
+    const bool digest = (j.mode & 0xffu) == 0, sums = digest && (j.mode & 0xff00u) != 0;
+    for (unsigned int w = 1; w < blockDim.x / 32; w++) {
+        a += wa[w];
+        if (sums)
+            s += __longlong_as_double(wb[w]);
+        else
+            b = max(b, wb[w]);
+    }
+    if (sums)
+        b = __double_as_longlong(s);
+    unsigned long long found = a, first = b;
+    if (j.blocks > 1) {
+        // Sums meet in the job's accumulator; the block that counts last has them all.
+        unsigned long long *acc = (unsigned long long *)j.acc;
+        if (a)
+            atomicAdd(acc, a);
+        if (sums && s != 0)
+            atomicAdd((double *)(acc + 1), s);
+        else if (!digest && a)
+            atomicMax(acc + 1, b);
+        // This block's sums are in the accumulator before it counts as done. A block that
+        // found nothing added nothing, and has nothing to wait for: each wait is a round
+        // trip to memory on the path every launch of the program's next kernel waits behind.
+        if (a || (sums && s != 0))
+            fence_gpu();
+        if (atomicAdd(acc + 2, 1ull) != j.blocks - 1)
+            return false;
+        fence_gpu();
+        // Every other block's sums are in: read them at once (two loads in flight, where
+        // two atomic exchanges wait one after the other) and zero the accumulator for the
+        // next use; the fence before `done` below orders the zeroes too.
+        volatile unsigned long long *sum = acc;
+        found = sum[0];
+        first = sum[1];
+        sum[0] = 0;
+        sum[1] = 0;
+        sum[2] = 0;
+    }
+    volatile unsigned long long *result = (volatile unsigned long long *)j.result;
+    volatile unsigned long long *twin = (volatile unsigned long long *)j.twin;
+    result[0] = found;
+    result[1] = first;
+    if (twin) {
+        twin[0] = found;
+        twin[1] = first;
+    }
+    // A new NaN or Inf: the stream is to be held for the shim (hold_begins).
+    if (j.mark && found && (!j.before || ((volatile unsigned long long *)j.before)[0] == 0))
+        atomicOr((unsigned long long *)j.mark, 1ull);
+    fence_sys();   // the result and the mark are in before this job counts
+    const bool holds = jobs.hold && (j.mode & TOOL_HOLDS) && hold_begins(jobs);
+    result[2] = j.tag;        // `done`, after the count: see tooljob.h
+    if (twin)
+        twin[2] = j.twin_tag;
+    return holds;
+}
+
+// Registers: at most as many as let five blocks share a multiprocessor (48 on Hopper),
+// what the scans alone need; the copies of a hold (hold_stream) would take more
+// without the bound, and every launch of the kernel would pay for them in occupancy.
+extern "C" __global__ void __launch_bounds__(TOOL_THREADS, 5) cudump_tools(const struct tool_jobs jobs)
 {
     // Which job this block works on, and which of that job's blocks it is.
     unsigned int n = 0, block = blockIdx.x;
@@ -358,61 +566,23 @@ extern "C" __global__ void cudump_tools(const struct tool_jobs jobs)
         wb[threadIdx.x / 32] = sums ? __double_as_longlong(s) : b;
     }
     __syncthreads();
-    if (threadIdx.x != 0)
+    // Only a block of one of the held launch's own jobs, in the launch of the kernel that
+    // holds, can come to hold the stream: its threads stay until thread 0 knows whether
+    // it does, to make the copies that serve the hold (hold_stream). Every other block's
+    // threads leave here, as they always did. A block that may hold and does not pays
+    // one barrier more: its threads wait for thread 0's closing steps, which the block
+    // as a whole waited for anyway (it ends with its last thread).
+    const bool may_hold = jobs.hold && (j.mode & TOOL_HOLDS);
+    if (threadIdx.x != 0 && !may_hold)
         return;
-    for (unsigned int w = 1; w < blockDim.x / 32; w++) {
-        a += wa[w];
-        if (sums)
-            s += __longlong_as_double(wb[w]);
-        else
-            b = max(b, wb[w]);
-    }
-    if (sums)
-        b = __double_as_longlong(s);
-    unsigned long long found = a, first = b;
-    if (j.blocks > 1) {
-        // Sums meet in the job's accumulator; the block that counts last has them all.
-        unsigned long long *acc = (unsigned long long *)j.acc;
-        if (a)
-            atomicAdd(acc, a);
-        if (sums && s != 0)
-            atomicAdd((double *)(acc + 1), s);
-        else if (!digest && a)
-            atomicMax(acc + 1, b);
-        // This block's sums are in the accumulator before it counts as done. A block that
-        // found nothing added nothing, and has nothing to wait for: each wait is a round
-        // trip to memory on the path every launch of the program's next kernel waits behind.
-        if (a || (sums && s != 0))
-            fence_gpu();
-        if (atomicAdd(acc + 2, 1ull) != j.blocks - 1)
+    __shared__ int holds;
+    if (threadIdx.x == 0) {
+        const bool h = close_job(jobs, j, a, b, s, wa, wb);
+        if (!may_hold)
             return;
-        fence_gpu();
-        // Every other block's sums are in: read them at once (two loads in flight, where
-        // two atomic exchanges wait one after the other) and zero the accumulator for the
-        // next use; the fence before `done` below orders the zeroes too.
-        volatile unsigned long long *sum = acc;
-        found = sum[0];
-        first = sum[1];
-        sum[0] = 0;
-        sum[1] = 0;
-        sum[2] = 0;
+        holds = h;
     }
-    volatile unsigned long long *result = (volatile unsigned long long *)j.result;
-    volatile unsigned long long *twin = (volatile unsigned long long *)j.twin;
-    result[0] = found;
-    result[1] = first;
-    if (twin) {
-        twin[0] = found;
-        twin[1] = first;
-    }
-    // A new NaN or Inf: the stream is to be held for the shim (hold_begins).
-    if (j.mark && found && (!j.before || ((volatile unsigned long long *)j.before)[0] == 0))
-        atomicOr((unsigned long long *)j.mark, 1ull);
-    fence_sys();   // the result and the mark are in before this job counts
-    const bool holds = jobs.hold && (j.mode & TOOL_HOLDS) && hold_begins(jobs);
-    result[2] = j.tag;        // `done`, after the count: see tooljob.h
-    if (twin)
-        twin[2] = j.twin_tag;
+    __syncthreads();
     if (holds)
         hold_stream(jobs);
 }

@@ -1,7 +1,9 @@
 """cudump's kernel as the shim ships it (shim/tools_ptx.h), launched here by itself: a scan
 that finds a new NaN holds its stream until the gate opens, or opens the gate itself after
 TOOL_HOLD_NS (but not while the gate says the shim is serving it); a scan that finds nothing,
-or NaN that was there before, holds nothing."""
+or NaN that was there before, holds nothing. While it holds, it makes the copies its mailbox
+asks for (GATE_COPY), rows of device memory into mapped host memory, as the shim's serve
+asks for a NaN producer's buffers."""
 
 from __future__ import annotations
 
@@ -22,7 +24,10 @@ pytestmark = pytest.mark.gpu
 
 TOOL_JOBS = int(re.search(r"TOOL_JOBS = (\d+)", (ROOT / "shim" / "tooljob.h").read_text()).group(1))
 JOB = struct.Struct("<11Q2I")       # shim/tooljob.h: struct tool_job (twin, twin_tag: 0 here)
-TAIL = struct.Struct("<2I2Q")       # njobs, hold_jobs, hold, hold_acc
+TAIL = struct.Struct("<2I3Q")       # njobs, hold_jobs, hold, hold_acc, hold_mail
+MAIL = struct.Struct("<7Q")         # protocol.h: struct proto_gate_mail
+MAIL_AT = 256                       # the mailbox, in the host page after the results
+STAGING = 64 << 20                  # mapped host memory the mailbox's copies go to
 SCAN_F32 = 1
 RESULT = 32                         # struct proto_tool_result
 
@@ -78,6 +83,9 @@ class Kernel:
         self.ok(cu.cuMemsetD8(self.scratch, 0, 4096))
         self.buffer = self.ok(cu.cuMemAlloc(4096))
         self.buffer2 = self.ok(cu.cuMemAlloc(4096))
+        self.staging = self.ok(cu.cuMemHostAlloc(STAGING, cu.CU_MEMHOSTALLOC_DEVICEMAP))
+        self.staging_dev = int(self.ok(cu.cuMemHostGetDevicePointer(self.staging, 0)))
+        self.big = self.ok(cu.cuMemAlloc(STAGING))
 
     def ok(self, result):
         rc, *values = result
@@ -110,7 +118,8 @@ class Kernel:
             jobs.insert(0, JOB.pack(*self.put(self.buffer2, ahead), self.host_dev + AHEAD_AT,
                                     int(self.scratch) + 64, 8, 0, 0, 0, 0, SCAN_F32, 2))
         params = (b"".join(jobs) + bytes(JOB.size * (TOOL_JOBS - len(jobs)))
-                  + TAIL.pack(len(jobs), 1, self.host_dev + GATE, words))
+                  + TAIL.pack(len(jobs), 1, self.host_dev + GATE, words,
+                              self.host_dev + MAIL_AT))
         arg = ctypes.create_string_buffer(params, len(params))
         pointers = (ctypes.c_void_p * 1)(ctypes.addressof(arg))
         self.ok(cu.cuLaunchKernel(self.fn, 2 * len(jobs), 1, 1, 256, 1, 1, 0, self.stream,
@@ -125,6 +134,27 @@ class Kernel:
         data = np.ascontiguousarray(values, dtype=np.float32)
         self.ok(self.cu.cuMemcpyHtoD(buffer, data.ctypes.data, data.nbytes))
         return int(buffer), data.nbytes, 1, data.nbytes
+
+    def ask_copy(self, seq: int, src: int, width: int, height: int, pitch: int) -> None:
+        """Asks the holding kernel, as the shim does (gate.c), for rows of device memory
+        into staging: the mailbox's fields, then its number, then GATE_COPY."""
+        ctypes.memmove(self.host + MAIL_AT + 16,
+                       MAIL.pack(0, 0, src, self.staging_dev, width, height, pitch)[16:], 40)
+        ctypes.c_uint64.from_address(self.host + MAIL_AT).value = seq
+        self.set_word(0, Gate.COPY)
+
+    def copied(self, seq: int, seconds: float) -> bool:
+        """Whether the kernel says copy `seq` is made (the mailbox's `done`), within seconds."""
+        end = time.monotonic() + seconds
+        while self.word(MAIL_AT + 8, "<Q") != seq:
+            if time.monotonic() > end:
+                return False
+            time.sleep(0.0005)
+        return True
+
+    def staged(self, nbytes: int) -> np.ndarray:
+        return np.frombuffer((ctypes.c_char * nbytes).from_address(self.staging),
+                             np.uint8).copy()
 
     def hold_words(self) -> list[int]:
         words = np.zeros(2, np.uint64)
@@ -228,3 +258,61 @@ def test_a_scan_made_ahead_neither_holds_nor_counts(kernel):
     kernel.set_word(0, Gate.SERVED)
     assert kernel.wait(event, 2.0)
     assert kernel.hold_words() == [0, 0]
+
+
+def test_a_held_stream_makes_the_copies_its_mailbox_asks_for(kernel):
+    """Held and being served, the kernel makes each copy the mailbox asks for: 16 bytes at
+    a time, 4, or bytes (an odd address), one row or rows at a pitch; then says so in
+    `done` and holds on until the gate opens."""
+    cu = kernel.cu
+    data = np.random.default_rng(7).integers(0, 256, 1 << 20, dtype=np.uint8)
+    kernel.ok(cu.cuMemcpyHtoD(kernel.big, data.ctypes.data, data.nbytes))
+    event = kernel.scan(nan_at(77), before_found=0)
+    assert not kernel.wait(event, 0.3)
+    kernel.set_word(0, Gate.SERVING)
+    cases = [(0, 4096, 1, 4096), (4, 1000, 1, 1000), (3, 1001, 1, 1001),
+             (32, 512, 40, 4096), (8, 100, 30, 1028), (1, 77, 9, 513), (0, 1 << 20, 1, 1 << 20)]
+    for seq, (at, width, height, pitch) in enumerate(cases, 1):
+        kernel.ask_copy(seq, int(kernel.big) + at, width, height, pitch)
+        assert kernel.copied(seq, 10.0), (at, width, height, pitch)
+        want = np.concatenate([data[at + r * pitch:at + r * pitch + width]
+                               for r in range(height)])
+        assert np.array_equal(kernel.staged(width * height), want), (at, width, height, pitch)
+        assert kernel.word(0) == Gate.COPY
+        kernel.set_word(0, Gate.SERVING)
+    assert not kernel.wait(event, 0.2)                 # still held
+    kernel.set_word(0, Gate.SERVED)
+    assert kernel.wait(event, 2.0)
+
+
+def test_a_big_copy_through_the_mailbox_and_its_rate(kernel, capsys):
+    """64 MiB, as the serve of a big buffer asks for it: made within the shim's bound
+    (gate.c's MAIL_WAIT_MS and a millisecond per 256 KiB), its rate printed."""
+    cu = kernel.cu
+    kernel.ok(cu.cuMemsetD32(kernel.big, 0x5A5A1234, STAGING // 4))
+    event = kernel.scan(nan_at(5), before_found=0)
+    assert not kernel.wait(event, 0.3)
+    kernel.set_word(0, Gate.SERVING)
+    start = time.monotonic()
+    kernel.ask_copy(100, int(kernel.big), STAGING, 1, STAGING)
+    assert kernel.copied(100, 2.0 + STAGING / (256 << 10) / 1000)
+    seconds = time.monotonic() - start
+    got = np.frombuffer((ctypes.c_char * STAGING).from_address(kernel.staging), np.uint32)
+    assert (got == 0x5A5A1234).all()
+    kernel.set_word(0, Gate.SERVED)
+    assert kernel.wait(event, 2.0)
+    with capsys.disabled():
+        print(f"\nmailbox copy: 64 MiB in {seconds * 1e3:.1f} ms "
+              f"({STAGING / seconds / 1e9:.1f} GB/s, one block)")
+
+
+def test_a_copy_the_shim_stopped_waiting_for_lets_the_stream_go(kernel):
+    """The shim gives a copy up by opening the gate (GATE_RELEASED): the kernel stops at its
+    next chunk, or finishes, and leaves; nothing holds the stream after."""
+    event = kernel.scan(nan_at(6), before_found=0)
+    assert not kernel.wait(event, 0.3)
+    kernel.set_word(0, Gate.SERVING)
+    kernel.ask_copy(200, int(kernel.big), STAGING, 1, STAGING)
+    kernel.set_word(0, Gate.RELEASED)
+    assert kernel.wait(event, 5.0)
+    assert kernel.word(0) == Gate.RELEASED

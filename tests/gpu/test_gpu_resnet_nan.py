@@ -18,6 +18,8 @@ import re
 import pytest
 from gpurun import run, sample, under_cudump
 
+from cudump.rundir.manifest import read_manifest
+
 pytestmark = pytest.mark.gpu
 
 
@@ -49,6 +51,14 @@ def test_the_overflowing_convolution_is_the_first_producer(workdir, tmp_path):
     assert later and all("propagated" in ln or " produced " in ln for ln in later), later[:5]
     assert any("propagated" in ln for ln in later), later[:5]
     assert not any("CUDA error" in ln for ln in ran.stderr.splitlines())
+    # The convolution's buffers, snapshotted while its stream was held: none let go (the
+    # copies are the holding kernel's own; on a side stream the GPU queued them behind it).
+    records = read_manifest(tmp_path / "run")
+    snaps = [r for r in records if r.extra.get("nan_producer") and "nonfinite" not in r.extra]
+    let_go = [r for r in records if "let the stream go" in (r.reason or "")]
+    assert snaps and not let_go, [(r.launch, r.arg, r.reason) for r in let_go]
+    assert all(r.status == "ok" for r in snaps if r.launch == first["launch"]), \
+        [(r.arg, r.status, r.reason) for r in snaps]
 
 
 def test_the_host_copy_that_wrote_the_nan_is_the_first_producer(workdir, tmp_path):

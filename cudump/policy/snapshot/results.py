@@ -200,7 +200,7 @@ class ResultDrain(RingDrain[_Ring]):
         # A launch whose stream is held for the shim (a scan found something) is the
         # shim's to report; it is passed only once the shim has opened the gate.
         gate = ring.slots["gate"][index]
-        settled &= (gate != p.Gate.HELD) & (gate != p.Gate.SERVING)
+        settled &= (gate != p.Gate.HELD) & (gate != p.Gate.SERVING) & (gate != p.Gate.COPY)
         count = leading(settled)
         if count == 0:
             return 0

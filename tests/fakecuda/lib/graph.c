@@ -1053,10 +1053,10 @@ static void write_stats(void)
     FILE *f = path ? fopen(path, "w") : NULL;
     if (f) {
         fprintf(f, "graph_instantiations %lu\nasync_allocations %lu\nout_of_memory %lu\n"
-                   "tool_bytes %lu\ntool_waiting %lu\n",
+                   "tool_bytes %lu\ntool_waiting %lu\nmail_copies %lu\n",
                 atomic_load(&instantiations), atomic_load(&fc_async_allocations),
                 atomic_load(&fc_out_of_memory), atomic_load(&fc_tool_bytes),
-                atomic_load(&fc_tool_waiting));
+                atomic_load(&fc_tool_waiting), atomic_load(&fc_mail_copies));
         fclose(f);
     }
 }
@@ -1282,7 +1282,8 @@ static CUresult run_graph(const struct fc_graph *e)
         switch (n->type) {
         case FC_GRAPH_NODE_TYPE_KERNEL:
             fc_builtin_run(n->launch.kernel, n->launch.args, n->launch.grid, n->launch.block);
-            if (fc_tools_hold(n->launch.kernel, n->launch.args)) {
+            volatile uint64_t *mail;
+            if (fc_tools_hold(n->launch.kernel, n->launch.args, &mail)) {
                 /* cudump's kernel holding its stream inside a graph would hold the
                  * whole graph, and the shim never serves it there: never allowed. */
                 fprintf(stderr, "fakecuda: cudump's kernel held a stream inside a graph\n");

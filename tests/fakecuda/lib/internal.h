@@ -191,18 +191,23 @@ FC_HIDDEN void fc_wait_held(const struct fc_stream *s);
  * lock the other threads' copies take (memory.c): the real driver's lazy
  * loading, which waits for the context when a function is first got. */
 FC_HIDDEN void fc_wait_held_locked(void);
-/* The stream waits while the gate reads GATE_HELD or GATE_SERVING (cudump's
- * kernel holding it); still GATE_HELD after give_up_after_ns, the gate gets
+/* The stream waits while the gate reads GATE_HELD, GATE_SERVING or GATE_COPY
+ * (cudump's kernel holding it), the copies its mailbox (NULL: none) asks for
+ * made meanwhile; still GATE_HELD after give_up_after_ns, the gate gets
  * give_up_value. */
-FC_HIDDEN void fc_hold_gate(struct fc_stream *s, volatile uint32_t *gate,
+FC_HIDDEN void fc_hold_gate(struct fc_stream *s, volatile uint32_t *gate, volatile uint64_t *mail,
                             uint64_t give_up_after_ns, uint32_t give_up_value);
+/* Copies made through a held gate's mailbox (FAKECUDA_STATS). */
+extern _Atomic unsigned long fc_mail_copies;
 #define FC_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT 17
 #define FC_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
 /* Whether the device has a display's watchdog (FAKECUDA_WATCHDOG=1): a kernel
  * that holds its stream there would be ended with an error. */
 FC_HIDDEN int fc_watchdog(void);
-/* The gate cudump's kernel holds its stream at once this launch ran, or NULL. */
-FC_HIDDEN volatile uint32_t *fc_tools_hold(const struct fc_builtin *k, const unsigned char *args);
+/* The gate cudump's kernel holds its stream at once this launch ran, or NULL;
+ * and (*mail) the slot's mailbox it takes copies from while it holds. */
+FC_HIDDEN volatile uint32_t *fc_tools_hold(const struct fc_builtin *k, const unsigned char *args,
+                                           volatile uint64_t **mail);
 /* FAKECUDA_TOOLS_DELAY_US: a launch of cudump's kernel made by a thread other than the
  * process's first takes that long on that thread before it runs (a real launch takes
  * microseconds), so that a test sees what else reaches the device meanwhile. */

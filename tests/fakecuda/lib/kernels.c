@@ -457,15 +457,19 @@ FC_HIDDEN uint64_t fc_tools_hold_ns(void)
     return ns ? strtoull(ns, NULL, 10) : TOOL_HOLD_NS;
 }
 
-/* A launch that wrote GATE_HELD holds its stream while the gate reads GATE_HELD
- * or GATE_SERVING (shim/tooljob.h): here, where a launch runs at once, the
+/* A launch that wrote GATE_HELD holds its stream while the gate reads GATE_HELD,
+ * GATE_SERVING or GATE_COPY (shim/tooljob.h): here, where a launch runs at once, the
  * stream then waits (fc_hold_gate). */
-FC_HIDDEN volatile uint32_t *fc_tools_hold(const struct fc_builtin *k, const unsigned char *args)
+FC_HIDDEN volatile uint32_t *fc_tools_hold(const struct fc_builtin *k, const unsigned char *args,
+                                           volatile uint64_t **mail)
 {
+    *mail = NULL;
     if (k != self(K_TOOLS))
         return NULL;
-    uint64_t gate;
+    uint64_t gate, box;
     memcpy(&gate, args + k->offsets[0] + offsetof(struct tool_jobs, hold), sizeof gate);
+    memcpy(&box, args + k->offsets[0] + offsetof(struct tool_jobs, hold_mail), sizeof box);
+    *mail = (volatile uint64_t *)(uintptr_t)box;
     volatile uint32_t *word = (volatile uint32_t *)(uintptr_t)gate;
     return word && *word == 1 ? word : NULL; /* GATE_HELD */
 }

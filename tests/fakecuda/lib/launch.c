@@ -63,7 +63,8 @@ static CUresult launch(CUfunction f, struct fc_dim3 grid, struct fc_dim3 block, 
     if (!fc_context_alive(op.launch.ctx))
         return FC_ERROR_INVALID_CONTEXT;
     r = fc_submit(s, &op);
-    volatile uint32_t *gate = r == CUDA_SUCCESS ? fc_tools_hold(k, args) : NULL;
+    volatile uint64_t *mail = NULL;
+    volatile uint32_t *gate = r == CUDA_SUCCESS ? fc_tools_hold(k, args, &mail) : NULL;
     if (gate && fc_watchdog()) {
         /* The real driver would end the kernel with CUDA_ERROR_LAUNCH_TIMEOUT and
          * the context with it: a test must never get here. */
@@ -71,7 +72,7 @@ static CUresult launch(CUfunction f, struct fc_dim3 grid, struct fc_dim3 block, 
         abort();
     }
     if (gate)
-        fc_hold_gate(s, gate, fc_tools_hold_ns(), 4 /* GATE_RELEASED */);
+        fc_hold_gate(s, gate, mail, fc_tools_hold_ns(), 4 /* GATE_RELEASED */);
     return r;
 }
 

@@ -9,25 +9,38 @@
  * as the real driver records a single stream), and the calls the real driver
  * forbids during a capture invalidate it here too.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
+#include "tooljob.h"
 
 /* Streams held by cudump's kernel waiting on its gate (fc_hold_gate): the one
  * place the stand-in does not run work at once. Work submitted behind a hold,
  * and any wait for it, waits on the calling thread while the gate reads
- * GATE_HELD or GATE_SERVING, as the real stream would on the GPU; a stream does not wait for a
- * non-blocking one or vice versa, except the streams themselves. An event
- * recorded behind a hold completes with it (cuEventQuery says
- * CUDA_ERROR_NOT_READY until then). */
+ * GATE_HELD, GATE_SERVING or GATE_COPY, as the real stream would on the GPU; a
+ * stream does not wait for a non-blocking one or vice versa, except the streams
+ * themselves. An event recorded behind a hold completes with it (cuEventQuery
+ * says CUDA_ERROR_NOT_READY until then). With FAKECUDA_SHARED_QUEUE=1, an event
+ * recorded on any stream while one is held completes only with the hold, as
+ * where streams share the GPU's hardware queue with the held one: copies made
+ * on a side stream then cannot be waited for while the stream is held.
+ *
+ * While held, the kernel makes the copies its mailbox asks for (GATE_COPY): a
+ * thread of the stand-in's, the "device", looks at the held gates and makes
+ * them (serve_mail), as the kernel's holding block would; FAKECUDA_MAIL says
+ * otherwise for a test (serve_mail). */
 struct fc_hold {
     const struct fc_stream *stream;
     volatile uint32_t *gate;
     uint64_t give_up_ns;     /* when the kernel opens a gate nobody began to serve */
     uint32_t give_up_value;  /* and what it writes there */
+    volatile uint64_t *mail; /* the slot's mailbox (shim/tooljob.h's TOOL_MAIL_*), or NULL */
+    uint64_t last;           /* the number of the last copy it made */
 };
 
 struct fc_event {
@@ -52,7 +65,7 @@ static uint64_t now_ns(void)
 static bool gate_open(const struct fc_hold *h)
 {
     uint32_t v = __atomic_load_n(h->gate, __ATOMIC_ACQUIRE);
-    return v != 1 && v != 5; /* neither GATE_HELD nor GATE_SERVING */
+    return v != 1 && v != 5 && v != 6; /* not GATE_HELD, GATE_SERVING or GATE_COPY */
 }
 
 /* The kernel gives up on a gate nobody began to serve (here: not on one being
@@ -122,13 +135,92 @@ FC_HIDDEN void fc_wait_held(const struct fc_stream *s)
         wait_for(&h);
 }
 
-FC_HIDDEN void fc_hold_gate(struct fc_stream *s, volatile uint32_t *gate,
+/* The copy a held gate's mailbox asks for, if it is new, made as the kernel's
+ * block makes it; then its number in `done`. Lock held. */
+static void serve_mail(struct fc_hold *h)
+{
+    volatile uint64_t *m = h->mail;
+    if (!m || __atomic_load_n(h->gate, __ATOMIC_ACQUIRE) != 6) /* GATE_COPY */
+        return;
+    uint64_t seq = __atomic_load_n(&m[TOOL_MAIL_SEQ], __ATOMIC_ACQUIRE);
+    if (seq == h->last)
+        return;
+    h->last = seq;
+    /* FAKECUDA_MAIL=release: the kernel gives up instead (as at TOOL_SERVE_NS); =ignore:
+     * it never answers (its context ended under it). */
+    const char *how = getenv("FAKECUDA_MAIL");
+    if (how && strcmp(how, "ignore") == 0)
+        return;
+    if (how && strcmp(how, "release") == 0) {
+        __atomic_store_n(h->gate, 4, __ATOMIC_RELEASE); /* GATE_RELEASED */
+        return;
+    }
+    uint64_t src = m[TOOL_MAIL_SRC], dst = m[TOOL_MAIL_DST], width = m[TOOL_MAIL_WIDTH],
+             height = m[TOOL_MAIL_HEIGHT], pitch = m[TOOL_MAIL_PITCH];
+    /* As on a GPU: bytes read outside device memory, or written where the
+     * device maps nothing, fault the context (and the copy is never made). */
+    size_t span = height ? (height - 1) * pitch + width : 0;
+    if (fc_check_device(src, span) != CUDA_SUCCESS ||
+        fc_check_mapped(dst, width * height) != CUDA_SUCCESS) {
+        fc_set_fault(FC_ERROR_ILLEGAL_ADDRESS);
+        return;
+    }
+    for (uint64_t r = 0; r < height; r++)
+        memmove((void *)(uintptr_t)(dst + r * width), (const void *)(uintptr_t)(src + r * pitch),
+                width);
+    atomic_fetch_add(&fc_mail_copies, 1);
+    __atomic_store_n(&m[TOOL_MAIL_DONE], seq, __ATOMIC_RELEASE);
+}
+
+_Atomic unsigned long fc_mail_copies;
+
+static void *device(void *unused)
+{
+    (void)unused;
+    for (;;) {
+        bool any = atomic_load(&nholds) != 0;
+        if (any) {
+            pthread_mutex_lock(&hold_lock);
+            int n = atomic_load(&nholds);
+            for (int i = 0; i < n; i++)
+                serve_mail(&holds[i]);
+            pthread_mutex_unlock(&hold_lock);
+        }
+        struct timespec nap = {0, (any ? 20 : 1000) * 1000};
+        nanosleep(&nap, NULL);
+    }
+    return NULL;
+}
+
+/* The device thread, in this process (a child of fork has none of its parent's). */
+static void start_device(void)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static pid_t started;
+    pthread_mutex_lock(&lock);
+    if (started != getpid()) {
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old); /* signals are the program's */
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&t, &attr, device, NULL) == 0)
+            started = getpid();
+        pthread_attr_destroy(&attr);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+FC_HIDDEN void fc_hold_gate(struct fc_stream *s, volatile uint32_t *gate, volatile uint64_t *mail,
                             uint64_t give_up_after_ns, uint32_t give_up_value)
 {
     if (s->status != CU_STREAM_CAPTURE_STATUS_NONE)
         return;
     fc_wait_held(s); /* one hold per stream at a time: the one before it first */
-    struct fc_hold h = {s, gate, now_ns() + give_up_after_ns, give_up_value};
+    struct fc_hold h = {s, gate, now_ns() + give_up_after_ns, give_up_value, mail, 0};
     if (hold_met(&h))
         return;
     pthread_mutex_lock(&hold_lock);
@@ -140,6 +232,8 @@ FC_HIDDEN void fc_hold_gate(struct fc_stream *s, volatile uint32_t *gate,
     holds[n] = h;
     atomic_store(&nholds, n + 1);
     pthread_mutex_unlock(&hold_lock);
+    if (mail)
+        start_device();
 }
 
 static struct fc_stream legacy_stream = {.magic = FC_MAGIC_STREAM, .legacy = true};
@@ -741,7 +835,12 @@ static CUresult event_record(CUevent hEvent, CUstream hStream, bool per_thread)
     /* Work is already done when it is submitted: the event is complete, unless
      * the stream is held. */
     struct fc_event *e = (struct fc_event *)hEvent;
-    e->held = pending_hold(s, &e->hold);
+    static int shared_queue = -1;
+    if (shared_queue < 0) {
+        const char *v = getenv("FAKECUDA_SHARED_QUEUE");
+        shared_queue = v && strcmp(v, "1") == 0;
+    }
+    e->held = pending_hold(shared_queue ? NULL : s, &e->hold);
     fc_stream_enqueued(s, FC_TAIL_OTHER);
     if (s->legacy)
         return legacy_conflict(true);

@@ -5,16 +5,19 @@ For every cell (program x mode) it checks what a user of a debugger may take for
 - the run ends within BOUND of the bare time (10x + 60 s), or it is killed and fails;
 - every record in the manifest is either on disk (its files exist) or says why not, and
   no record failed for a reason other than a limit the user set (`--max-bytes`) or a
-  launch recorded during stream capture (which does not run, so there is nothing to copy),
-  or a copy the shim gave up so as not to hold the program's stream (the GPU queued it behind
-  the held launch: cudump lets the program go first), counted apart in the table;
+  launch recorded during stream capture (which does not run, so there is nothing to copy);
+  a snapshot "let go" (a held launch's copies not made in time, so cudump let the program's
+  stream go without them: a NaN producer's buffers, what the user came for) fails the cell
+  and is counted in the table;
 - cudump printed no traceback and no internal error;
 - for the program that aborts right after a synchronised launch, that launch's `after`
   record is on disk in every mode that takes one.
 
 usage: python3 tests/gpu/matrix/matrix.py [--programs A,B] [--modes X,Y] [--jobs N]
-                                          [--json FILE]
+                                          [--json FILE] [--neighbour gemm]
 Prints one line per cell as it ends and a table last; exits 1 if any cell failed.
+`--neighbour gemm` keeps a second process busy on the same GPU for the whole matrix, bare
+runs included (large bf16 GEMMs back to back, neighbour_gemm.py), and stops it at the end.
 Programs that reserve most of the GPU's memory (JAX) run alone, after the others.
 """
 
@@ -47,10 +50,12 @@ ALLOWED_FAILURES = re.compile(r"--max-bytes \d+ reached|byte budget \d+|captur")
 # Refused with a reason, and counted apart in the table: digests and NaN scans of kernels
 # inside graph launches where the driver gives cudump no way to run its kernel there.
 REFUSED = re.compile(r"no way to run its kernel inside this graph launch")
-# Recorded with its reason, and counted apart: a copy of a held launch's buffers that the GPU
-# did not make within the shim's bound, or a hold not served in time, so the shim let the
-# program's stream go on.
+# Recorded with its reason, counted apart, and a failure of the cell: a copy of a held
+# launch's buffers that was not made within the shim's bound, or a hold not served in time,
+# so the shim let the program's stream go on without them.
 LET_GO = re.compile(r"so cudump let the stream go")
+# How long the neighbour process may take to start (import torch, its first GEMM).
+NEIGHBOUR_START_S = 180.0
 
 
 @dataclass(frozen=True)
@@ -242,9 +247,12 @@ def check_records(cell: Cell, run_dir: Path, program: Program, mode: Mode) -> No
                 cell.refused += 1
             elif LET_GO.search(rec.reason):
                 cell.let_go += 1
+                cell.ok = False
             elif not ALLOWED_FAILURES.search(rec.reason):
                 cell.ok = False
-    if cell.failed and not cell.ok and not cell.problems:
+    if cell.let_go:
+        cell.problems.append(f"{cell.let_go} snapshots let go (a held launch's buffers lost)")
+    if cell.failed and not cell.ok and len(cell.problems) == (1 if cell.let_go else 0):
         worst = cell.failed.most_common(1)[0]
         cell.problems.append(f"{sum(cell.failed.values())} failed records, "
                              f"e.g. {worst[1]}x '{worst[0]}'")
@@ -337,6 +345,46 @@ def table(cells: Sequence[Cell], mode_names: Sequence[str]) -> str:
     return "\n".join("| " + " | ".join(r) + " |" for r in rows)
 
 
+class Neighbour:
+    """A second process on the same GPU for the whole matrix (neighbour_gemm.py), in its
+    own process group, stopped with SIGTERM at the end."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.out = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen([sys.executable, str(HERE / f"neighbour_{kind}.py")],
+                                     stdout=self.out, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, text=True,
+                                     start_new_session=True)
+
+    def output(self) -> str:
+        self.out.seek(0)
+        return self.out.read()
+
+    def started(self) -> bool:
+        """Waits until it says `ready` (its first GEMM is done); false if it died first."""
+        end = time.monotonic() + NEIGHBOUR_START_S
+        while time.monotonic() < end and self.proc.poll() is None:
+            if "ready" in self.output().split():
+                return True
+            time.sleep(0.2)
+        return "ready" in self.output().split()
+
+    def stop(self) -> str | None:
+        """Stops it; why it did not run to the end, or None."""
+        early = self.proc.poll()
+        if early is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        tail = self.output().strip().splitlines()[-3:]
+        print(f"neighbour {self.kind}: {' / '.join(tail)}", flush=True)
+        return None if early is None else f"the neighbour ended early (exit {early})"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--programs", help="comma-separated names (default: all)")
@@ -345,7 +393,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write every cell's result here")
     parser.add_argument("--work", type=Path, help="where run directories go (default: a "
                         "temporary folder, removed at the end)")
+    parser.add_argument("--neighbour", choices=["gemm"], help="a second process busy on the "
+                        "same GPU for the whole matrix: gemm, bf16 GEMMs back to back")
     args = parser.parse_args(argv)
+    neighbour = Neighbour(args.neighbour) if args.neighbour else None
+    if neighbour is not None and not neighbour.started():
+        print(f"the neighbour did not start: {neighbour.output()[-1500:]}", flush=True)
+        neighbour.stop()
+        return 1
     work = Path(tempfile.mkdtemp(prefix="cudump-matrix-", dir=args.work))
     all_modes = modes(work)
     if args.modes:
@@ -382,14 +437,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             cells += run_program(program, all_modes, work, 1, report)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        ended = neighbour.stop() if neighbour is not None else None
     print()
     print(table(cells, [m.name for m in all_modes]))
     if args.json:
         args.json.write_text(json.dumps([cell.__dict__ for cell in cells], indent=1,
                                         default=dict))
     bad = [c for c in cells if not c.ok]
-    print(f"\n{len(cells) - len(bad)} cells ok, {len(bad)} failed")
-    return 1 if bad else 0
+    let_go = sum(c.let_go for c in cells)
+    print(f"\n{len(cells) - len(bad)} cells ok, {len(bad)} failed, {let_go} snapshots let go"
+          + (f" (beside a {neighbour.kind} neighbour)" if neighbour is not None else ""))
+    if ended:
+        print(ended)
+    return 1 if bad or ended else 0
 
 
 if __name__ == "__main__":
