@@ -91,6 +91,10 @@ class BisectCommand:
                             help="set in A's environment (repeatable)")
         parser.add_argument("--env-b", action="append", default=[], metavar="NAME=VALUE",
                             help="set in B's environment (repeatable)")
+        parser.add_argument("--layers", action="store_true",
+                            help="run both sides with cudump run --layers, so that their "
+                                 "launches name PyTorch modules and steps and the runs are "
+                                 "compared layer by layer")
         parser.add_argument("--out", type=Path, metavar="DIR",
                             help="work directory for the runs, kept (a new or empty one)")
         parser.add_argument("--html", type=Path, metavar="FILE",
@@ -139,7 +143,8 @@ class BisectCommand:
             raise UsageError(f"--batch-size must be 1 or more, not {args.batch_size}")
         if args.by_sums and not (args.atol > 0 or args.rtol > 0):
             raise UsageError("--by-sums needs a tolerance (--atol or --rtol)")
-        sides = make_sides(args.command, args.env_a, args.env_b)
+        layers = ["CUDUMP_LAYERS=1"] if args.layers else []
+        sides = make_sides(args.command, layers + args.env_a, layers + args.env_b)
         options = BisectOptions(sides=sides, rules=list(args.rule), out=args.out,
                                 keep=args.keep, html=args.html, jobs=args.jobs,
                                 baseline_runs=args.baseline_runs,

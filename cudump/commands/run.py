@@ -250,8 +250,10 @@ class RunCommand:
         try:
             max_bytes = (args.max_bytes if args.max_bytes is not None
                          else default_budget(run_dir))
+            # --layers, or CUDUMP_LAYERS=1 where cudump is started by another tool (bisect)
+            layers = args.layers or os.environ.get("CUDUMP_LAYERS") == "1"
             options = RunOptions(argv=[args.program, *args.args], run_dir=run_dir,
-                                 trace=args.trace, layers=args.layers, rules=rules,
+                                 trace=args.trace, layers=layers, rules=rules,
                                  max_bytes=max_bytes,
                                  max_bytes_default=args.max_bytes is None,
                                  staging_bytes=args.staging, scratch_bytes=args.scratch,
