@@ -42,8 +42,7 @@ class Connection:
         self.sock = sock
         self.proc: ProcessState | None = None
         self.shared: SharedFile | None = None
-        # Buffered: a burst of small events costs one system call, not two each.
-        self.reader = sock.makefile("rb")
+        self.reader = sock.makefile("rb")   # buffered: a burst of events, one system call
         self.handlers: dict[int, Handler] = {
             p.Kind.HELLO: self.on_hello,
             p.Kind.FUNC: self.on_func,
@@ -138,6 +137,7 @@ class Connection:
     def on_func(self, msg: p.Message) -> None:
         assert self.proc is not None
         func = decode_func(msg.payload)
+        func.op = ops.lookup(func.mangled) if (ops := self.controller.compiled_ops) else None
         self.proc.funcs[func.id] = func
         self._wants_reply(func)
 

@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from cudump.controller.compiled_ops import CompiledOps
 from cudump.controller.debugger import DebugController
 from cudump.controller.host_memory import available_bytes, behind_mib
 from cudump.controller.inject import Injector
@@ -43,6 +44,8 @@ class Controller:
 
     def __init__(self, options: RunOptions) -> None:
         self.options = options
+        # --layers: the kernels a compiled program's compiler described (XLA's dump)
+        self.compiled_ops = CompiledOps(options.run_dir) if options.layers else None
         self.token = secrets.token_hex(p.TOKEN_SIZE // 2)
         try:
             self.trace = TraceWriter(options.run_dir) if options.trace else None

@@ -16,7 +16,7 @@ from typing import Any
 from cudump.kernels.demangle import demangle
 from cudump.kernels.geometry import Allocation
 from cudump.kernels.tensormaps import TensorMap
-from cudump.launches.scopes import ScopeKind, ScopeNode, ScopeTable, Where
+from cudump.launches.scopes import NOWHERE, ScopeKind, ScopeNode, ScopeTable, Where
 from cudump.wire import protocol as p
 from cudump.wire.shm import FlightRing, LaunchCounts
 
@@ -32,6 +32,9 @@ class FuncInfo:
     params: list[tuple[int, int]] | None  # (offset, size) per parameter, from the driver
     wants: int = 0
     launches: int = 0
+    # What a compiled program's own metadata says the kernel does (an XLA fusion's op_name
+    # and source line, --layers): the where of its launches that no scope names.
+    op: Where | None = None
 
 
 @dataclass
@@ -72,7 +75,7 @@ class LaunchEvent:
 
     def where(self, proc: ProcessState) -> Where:
         """The launch in the user's terms (its process's scope nodes)."""
-        return proc.scopes.where(self.scope, self.step, self.source)
+        return proc.where(self.func_id, self.scope, self.step, self.source)
 
     @functools.cached_property
     def stream_hex(self) -> str:
@@ -93,6 +96,18 @@ class ProcessState:
     flight: FlightRing | None = None         # its flight ring (--flight), at the run's end
     scopes: ScopeTable = field(default_factory=ScopeTable)   # MSG_SCOPE
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def where(self, func_id: int, scope: int, step: int = 0, source: int = 0) -> Where:
+        """A launch's wire numbers in names; a launch no scope names takes its kernel's
+        operation (FuncInfo.op), where the program's compiler said what it is."""
+        where = self.scopes.where(scope, step, source) if scope or step or source else NOWHERE
+        if not where.layer:
+            func = self.funcs.get(func_id)
+            if func is not None and func.op is not None:
+                op = func.op
+                return Where(scopes=op.scopes, layer=op.layer, pass_=where.pass_,
+                             step=where.step, source=where.source or op.source)
+        return where
 
 
 def pointer_allocation(fields: dict[str, Any]) -> Allocation:

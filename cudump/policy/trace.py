@@ -82,7 +82,7 @@ def _tails(proc: ProcessState, name: tuple[str, str, str], row: Sequence[Any]) -
     event = "graph-kernel" if in_graph else "launch"
     where = f',"graph":{graph},"replay":{replay},"node":{node}' if in_graph else ""
     # The launch in the user's terms (scopes.py), where the process said anything of it.
-    fields = proc.scopes.where(scope, step, source).fields() if scope or step or source else {}
+    fields = proc.where(_fid, scope, step, source).fields()
     if fields:
         where += "," + json.dumps(fields, separators=(",", ":"))[1:-1]
     device = f" dev={dev}" if dev >= 0 else ""

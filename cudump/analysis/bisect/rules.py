@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from cudump.analysis.bisect.errors import BisectError
-from cudump.analysis.bisect.target import Target
+from cudump.analysis.bisect.target import DEFAULT_TARGET_RULE, Target
 from cudump.policy.rules import Rule, load_rules
 from cudump.rundir import files as runfiles
 
@@ -37,6 +37,18 @@ class UserRules:
     def snapshot_rules(self) -> list[tuple[Rule, dict[str, Any]]]:
         return [(r, raw) for r, raw in zip(self.rules, self.raw, strict=True)
                 if not r.is_break]
+
+    def target_rules(self, given: bool, target: Target) -> list[dict[str, Any]]:
+        """The snapshot rules of the divergent launch: the user's that apply to it (`given`:
+        rule files were given), else one of every pointer argument."""
+        if not given:
+            return [target_rule(DEFAULT_TARGET_RULE, target)]
+        rules = [target_rule(raw, target) for rule, raw in self.snapshot_rules()
+                 if target.rule_applies(rule)]
+        if not rules:
+            raise BisectError(f"no rule names {target.record.kernel}, though its digests came "
+                              "from the rules")
+        return rules
 
 
 def _raw_rules(path: Path) -> list[dict[str, Any]]:

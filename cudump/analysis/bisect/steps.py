@@ -6,7 +6,6 @@ import shutil
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from cudump.analysis.bisect.baseline import Nondeterminism, learn
 from cudump.analysis.bisect.buffers import buffer_report
@@ -19,28 +18,16 @@ from cudump.analysis.bisect.errors import (
 )
 from cudump.analysis.bisect.interrupt import Interrupted, stop_on_signals
 from cudump.analysis.bisect.options import BisectOptions, check_html, html_target, prepare_work
-from cudump.analysis.bisect.rules import UserRules, digest_rule, target_rule, write_rules
-from cudump.analysis.bisect.scopes import (
-    SETTLED,
-    TolerantJudge,
-    find_scope,
-    judge_snapshots,
-    launch_rules,
-    rerun_scope,
-)
+from cudump.analysis.bisect.rules import UserRules, digest_rule, write_rules
+from cudump.analysis.bisect.scope_steps import ScopeSteps
 from cudump.analysis.bisect.side_run import SideRun, run_side
 from cudump.analysis.bisect.sides import Side
-from cudump.analysis.bisect.target import DEFAULT_TARGET_RULE, Target, not_reached
+from cudump.analysis.bisect.target import Target, not_reached
 from cudump.analysis.bisect.tolerance import FloatTypes, candidates, first_beyond
 from cudump.analysis.diff.align import PairResult, align
 from cudump.analysis.diff.by_scope import (
-    ScopeDiff,
-    ScopePair,
     align_scopes,
-    compare_output,
-    launches_inside,
     missing_scopes,
-    pair_key,
 )
 from cudump.analysis.diff.causes import attribute
 from cudump.analysis.diff.compare import compare_pair
@@ -50,16 +37,9 @@ from cudump.analysis.diff.runs import DIVERGED, RunDiff
 from cudump.analysis.progress import Progress
 from cudump.analysis.report.formats import plural
 from cudump.analysis.report.html_page import HtmlReport
-from cudump.analysis.report.scope_text import (
-    first_scope_line,
-    inside_lines,
-    no_difference_line,
-    summary_line,
-)
 from cudump.analysis.report.text import PairTable, attribution_lines, divergent_line
 from cudump.console import console
 from cudump.errors import UsageError
-from cudump.rundir.manifest import SnapshotRecord
 from cudump.rundir.runs import Run, short_kernel_name
 from cudump.rundir.watch import RunProgress
 
@@ -94,7 +74,7 @@ class Bisect:
         missing = missing_scopes(digest_a, digest_b)
         scopes = align_scopes(digest_a, digest_b) if missing is None else None
         if scopes is not None and scopes.in_common:
-            return self._by_scope(digest_a, digest_b, scopes)
+            return ScopeSteps(self).run(digest_a, digest_b, scopes)
         if missing is None:
             self.say("the runs have no scope in common: comparing in launch order")
         elif missing != "neither run has scopes":
@@ -240,111 +220,9 @@ class Bisect:
                  f"{r.occurrence}), arg {r.arg} {r.phase}, only in {side}")
         return DIVERGED_STATUS
 
-    # -- steps 2 to 4 of runs whose records name scopes
-
-    def _by_scope(self, a: Run, b: Run, scopes: ScopeDiff) -> int:
-        """The first module whose outputs differ (by_scope), its launches snapshotted on
-        each side, and its outputs shown."""
-        tol = self.options.tol
-        self.say("step 2: the first module whose outputs differ (the runs aligned by scope)")
-        judge = None
-        types = FloatTypes([PairResult(pair_key(s, False), s, None) for s in a.snapshots])
-        if self.options.tolerant:
-            rounds = iter(range(1, 1 << 30))
-
-            def snapshot(batch: list[ScopePair]) -> dict[int, bool]:
-                n = next(rounds)
-                within = f"atol {tol.atol:g}, rtol {tol.rtol:g}"
-                names = batch[0].key.text() + (f" and {len(batch) - 1} more" if len(batch) > 1
-                                               else "")
-                self.say(f"step 3: snapshots of the outputs of {names} (digests differ), "
-                         f"compared within {within}")
-                wanted = [p for sp in batch for p in sp.outputs.pairs
-                          if p.status not in SETTLED]
-                snaps = self._side_snapshots(wanted, f"snapout{n}", "after")
-                return judge_snapshots(batch, snaps, tol, types)
-
-            def judge(diff: ScopeDiff) -> TolerantJudge:
-                return TolerantJudge(diff, snapshot, self.options.batch, self.options.by_sums)
-
-        found = find_scope(a, b, tol, judge, self.noise.keys, scopes)
-        diff = found.diff
-        self.say(f"  {summary_line(diff, by_digest=self.options.tolerant)}")
-        first = found.first
-        if first is None:
-            if self.options.tolerant:
-                self.say(no_difference_line(tol))
-            else:
-                sa, sb = self.statuses
-                but = (f", but the programs' exit statuses differ (A {sa}, B {sb})"
-                       if sa != sb else "")
-                self.say("no divergence: every aligned scope's outputs have the same digest "
-                         f"in A and B{but}")
-            return NO_DIVERGENCE
-        assert first.a is not None and first.b is not None
-        name = first.key.text(diff.ranked)
-        if found.inside is not None:
-            self.say(f"  {first_scope_line(first, tol, diff.ranked)}")
-        else:
-            self.say(f"  first module whose outputs differ beyond the tolerance: {name}")
-        self.say(f"step 3: snapshots of the launches in {name} "
-                 f"({len(first.a.launches)} in A, {len(first.b.launches)} in B), before and "
-                 "after")
-        records = ([ln.record for ln in first.a.launches], [ln.record for ln in first.b.launches])
-        snaps = self._side_snapshots(records, "snap", "both")
-        return self._show_scope(first, snaps, diff.ranked, types)
-
-    def _side_snapshots(self, wanted: list[PairResult] | tuple[list[SnapshotRecord],
-                                                                 list[SnapshotRecord]],
-                        step: str, when: str) -> tuple[Run, Run]:
-        """Snapshot runs of each side's own launches: those of the output pairs `wanted`,
-        or the two lists of launch records."""
-        if isinstance(wanted, tuple):
-            records = wanted
-        else:
-            records = ([p.a.record for p in wanted if p.a is not None],
-                       [p.b.record for p in wanted if p.b is not None])
-        runs: list[Run] = []
-        for side, mine in zip(self.options.sides, records, strict=True):
-            path = write_rules(self.work / "rules" / f"{step}-{side.label.lower()}.yaml",
-                               launch_rules(mine, when, "npy", self.user.snapshot_rules()))
-            runs.append(self._run(side, step, ["--rule", str(path)])[1])
-        return runs[0], runs[1]
-
-    def _show_scope(self, first: ScopePair, snaps: tuple[Run, Run], ranked: bool,
-                    types: FloatTypes) -> int:
-        tol = self.options.tol
-        name = first.key.text(ranked)
-        self.say(f"step 4: the outputs of {name}")
-        again = rerun_scope(first, snaps, types)
-        if not again.outputs.pairs:
-            raise NotReproduced(f"the snapshot re-runs did not record the outputs of {name}: "
-                                "the programs do not run the same launches each time")
-        for pair in again.outputs.pairs:
-            compare_output(pair, tol)
-        table = PairTable(again.outputs.pairs)
-        self.say("  " + table.header())
-        for pair in again.outputs.pairs:
-            self.say("  " + table.line(pair))
-        differing = again.differing
-        if not differing:
-            raise NotReproduced(f"the re-run did not reproduce the divergence in {name}: its "
-                                "outputs are equal this time; the program is not deterministic "
-                                "(or depends on something that changed between runs)")
-        self.say(f"  {first_scope_line(again, tol, ranked)}")
-        processes = len(snaps[0].processes)
-        for line in inside_lines(launches_inside(again, tol, ranked), processes):
-            self.say(line)
-        shown = self.options.out or (self.work if self.options.keep else None)
-        for _, pair in differing:
-            for line in buffer_report(pair, tol, self.work, shown):
-                self.say(line)
-        self._write_html(RunDiff(again.outputs.pairs),
-                         (f"first module whose outputs differ: {name}",))
-        return DIVERGED_STATUS
-
     def _snapshot_runs(self, targets: list[Target], step: str = "snap") -> tuple[Run, Run]:
-        rules = [rule for target in targets for rule in self._target_rules(target)]
+        given = bool(self.options.rules)
+        rules = [rule for target in targets for rule in self.user.target_rules(given, target)]
         path = write_rules(self.work / "rules" / f"{step}.yaml", rules)
         (_, a), (_, b) = (self._run(side, step, ["--rule", str(path)])
                           for side in self.options.sides)
@@ -387,16 +265,6 @@ class Bisect:
                      else "  equal within the tolerance")
         self.say(found.verdict(within))
         return None
-
-    def _target_rules(self, target: Target) -> list[dict[str, Any]]:
-        if not self.options.rules:
-            return [target_rule(DEFAULT_TARGET_RULE, target)]
-        rules = [target_rule(raw, target) for rule, raw in self.user.snapshot_rules()
-                 if target.rule_applies(rule)]
-        if not rules:
-            raise BisectError(f"no rule names {target.record.kernel}, though its digests came "
-                              "from the rules")
-        return rules
 
     # -- step 4
 
