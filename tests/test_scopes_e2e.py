@@ -167,3 +167,20 @@ def test_python_hooks_and_source_lines(cudump_run, tmp_path):
     # of the user's code (the path relative to the working directory where inside it).
     assert {r["source"] for r in (first, inside, after)} == {f"{target.name}:{line}"} or \
         {r["source"] for r in (first, inside, after)} == {f"{target}:{line}"}
+
+
+def test_digests_of_repeated_launches_keep_each_launchs_scope(nvtx_program, cudump_run):
+    """Under --digest the shim repeats a kernel's plan on its own and its digests are
+    written in bulk; a launch in a scope must still carry its own scope in the manifest
+    (diff and bisect align runs by it), not the scope of the plan's first launch."""
+    from cudump.rundir.manifest import read_manifest
+
+    ran = cudump_run([str(nvtx_program)], "--digest", "--step-range", "step")
+    assert ran.returncode == 0, ran.stderr
+    expected = {int(line.split()[1]): line.split()[2] for line in ran.stdout.splitlines()
+                if line.startswith("expect ") and line.split()[1] != "graph"}
+    direct = sorted({r.launch: r for r in read_manifest(ran.run_dir)
+                     if "graph" not in r.extra}.values(), key=lambda r: r.launch)
+    assert len(direct) >= len(expected) > 3
+    seen = ["/".join(r.extra.get("scope", [])) or "-" for r in direct[:len(expected)]]
+    assert seen == [expected[n] for n in sorted(expected)]

@@ -65,8 +65,9 @@ def test_a_python_program_without_scopes_is_told_of_the_layers_flag(tmp_path, ca
     no process's here, or one without PyTorch), so an interpreter's name decides."""
     proc = ProcessState(2 ** 22 + 17, 0, "/usr/bin/python3.12")
     said, _ = report_one(tmp_path, capsys, proc, 0)
-    assert said.splitlines()[-1] == ("cudump: NaN/Inf: (run with --layers to name the "
-                                     "PyTorch module)")
+    assert said.splitlines()[-1] == ("cudump: hint: run with --layers to name the PyTorch "
+                                     "module, step and line behind each NaN/Inf report")
+    assert not said.splitlines()[-1].startswith("cudump: NaN/Inf: ")   # no report's words
 
 
 def test_the_summary_names_the_first_producers_layer(tmp_path, capsys):

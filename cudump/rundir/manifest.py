@@ -28,6 +28,7 @@ from cudump.rundir import files as runfiles
 from cudump.rundir import reading
 from cudump.rundir.digest_batches import BATCH, HAS_SUM, BatchLine, DigestBatch
 from cudump.rundir.layout import DIGESTS_FILE, MANIFEST_FILE
+from cudump.rundir.wheres import WHERE_FIELDS
 from cudump.wire.digest import digest_hex, sum_json
 
 
@@ -195,7 +196,9 @@ def template_line(key: str, records: list[SnapshotRecord]) -> str:
     data = []
     for record in records:
         fields_ = json.loads(record.to_json())
-        for name in (*_LAUNCH_FIELDS, "digest", "abs_sum"):
+        # A launch's where is its own (wheres.py): a launch made with the plan that has
+        # one is written as a record of its own (policy/snapshot/results.py).
+        for name in (*_LAUNCH_FIELDS, *WHERE_FIELDS, "digest", "abs_sum"):
             fields_.pop(name, None)
         data.append(fields_)
     return json.dumps({TEMPLATE: key, "records": data}, separators=(",", ":"))

@@ -24,6 +24,16 @@ class ShimScopes:
         self._step.argtypes = (ctypes.c_uint,)
         self._step.restype = None
         self._names: dict[str, bytes] = {}
+        # The line behind a module's launches (sources.py); absent from an older shim.
+        self._source = getattr(lib, "cudump_scope_source", None)
+        self._restore = getattr(lib, "cudump_scope_source_restore", None)
+        if self._source is not None and self._restore is not None:
+            self._source.argtypes = (ctypes.c_char_p,)
+            self._source.restype = ctypes.c_uint
+            self._restore.argtypes = (ctypes.c_uint,)
+            self._restore.restype = None
+        else:
+            self._source = self._restore = None
 
     def push(self, kind: int, name: str) -> bool:
         data = self._names.get(name)
@@ -36,6 +46,19 @@ class ShimScopes:
 
     def step(self, wire_step: int) -> None:
         self._step(wire_step)
+
+    @property
+    def has_sources(self) -> bool:
+        return self._source is not None
+
+    def source(self, text: str) -> int:
+        """Says `text` ('file:line') is behind this thread's launches; returns what was."""
+        assert self._source is not None
+        return int(self._source(text.encode("utf-8", "replace")))
+
+    def restore(self, before: int) -> None:
+        assert self._restore is not None
+        self._restore(before)
 
 
 def shim_scopes() -> ShimScopes | None:

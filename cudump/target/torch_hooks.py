@@ -31,6 +31,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .sources import UserLines
 from .tracker import Tracker
 
 if TYPE_CHECKING:
@@ -74,6 +75,10 @@ class TorchHooks:
         self._optimizer_init: Any = None
         # The running backward pass's number, where this PyTorch tells it.
         self._graph_task = getattr(getattr(torch, "_C", None), "_current_graph_task_id", None)
+        # The line that called each open module, told to the shim (sources.py), per thread.
+        self._shim = scopes if getattr(scopes, "has_sources", False) else None
+        self._lines = UserLines() if self._shim is not None else None
+        self._befores = threading.local()
 
     def install(self) -> None:
         from torch.nn.modules import module as nn_module
@@ -132,10 +137,28 @@ class TorchHooks:
     def _pre(self, module: Any, args: Any) -> None:
         if self.on and not self._compiling():
             self._guard(self.tracker.forward_enter, module)
+            if self._shim is not None:
+                self._guard(self._source_enter)
 
     def _post(self, module: Any, args: Any, output: Any) -> None:
         if self.on and not self._compiling():
             self._guard(self._forward_exit, module, output)
+            if self._shim is not None:
+                self._guard(self._source_exit)
+
+    def _source_enter(self) -> None:
+        assert self._shim is not None and self._lines is not None
+        befores = self._befores.__dict__.setdefault("stack", [])
+        line = self._lines.line(1)      # cudump's and torch's frames are skipped
+        befores.append(self._shim.source(line) if line else None)
+
+    def _source_exit(self) -> None:
+        assert self._shim is not None
+        befores = self._befores.__dict__.get("stack")
+        if befores:
+            before = befores.pop()
+            if before is not None:
+                self._shim.restore(before)
 
     def _forward_exit(self, module: Any, output: Any) -> None:
         chain = self.tracker.forward_exit(module)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from cudump.launches.process import ProcessState
 
-HINT = "(run with --layers to name the PyTorch module)"
+HINT = ("cudump: hint: run with --layers to name the PyTorch module, step and line behind "
+        "each NaN/Inf report")
 
 
 def _uses_torch(pid: int, exe: str) -> bool:

@@ -91,7 +91,7 @@ class NanReporter:
         if origin.kind == PRODUCED and not where and not self.hinted and ctx is not None \
                 and wants_layers_hint(ctx.proc):
             self.hinted = True
-            say(f"{PREFIX}{HINT}")
+            say(HINT)
         if ctx is not None and origin.is_root:
             # --break-on-nan stops where NaN/Inf begins, not where it is carried on.
             with state.lock:
