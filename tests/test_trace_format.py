@@ -109,8 +109,6 @@ def test_a_line_names_where_its_launch_came_from(monkeypatch):
     """Rows that carry the scope, step and source numbers (after the fields of today) end
     their line with the launch's where; a launch with none, or with nodes not yet announced,
     keeps the line it had."""
-    from cudump.policy import trace
-    monkeypatch.setattr(trace, "_WHERE", (14, 15, 16))
     proc = scoped_process()
     rows = [(*BASE[:14], 2, 3, 9), (*BASE[:13], 78, 0, 0, 0), (*BASE[:14], 5, 0, 0)]
     records, lines = format_events(proc, rows)

@@ -41,13 +41,6 @@ _ID, _FLAGS, _RC = (EVENT_FIELDS.index(name) for name in ("id", "flags", "rc"))
 _CAPTURED = int(p.LaunchFlag.CAPTURED)
 _GRAPH = int(p.LaunchFlag.GRAPH)
 _NOT_DIRECT = _CAPTURED | _GRAPH
-# Where a row carries its launch's scope, step and source numbers (scopes.py): the positions
-# of those EVENT_FIELDS, or none while the stream does not carry them.
-_WHERE_FIELDS = ("scope", "step", "source")
-_WHERE: tuple[int, ...] = (tuple(EVENT_FIELDS.index(n) for n in _WHERE_FIELDS)
-                           if all(n in EVENT_FIELDS for n in _WHERE_FIELDS) else ())
-
-
 def count_launches(proc: ProcessState, rows: Iterable[Sequence[Any]]) -> None:
     """Counts each direct launch that succeeded on its function (what the summary falls back
     on for a process that ends without saying goodbye)."""
@@ -82,7 +75,8 @@ def _tails(proc: ProcessState, name: tuple[str, str, str], row: Sequence[Any]) -
     event = "graph-kernel" if in_graph else "launch"
     where = f',"graph":{graph},"replay":{replay},"node":{node}' if in_graph else ""
     # The launch in the user's terms (scopes.py), where the process said anything of it.
-    fields = proc.where(_fid, scope, step, source).fields()
+    where_ = proc.where(_fid, scope, step, source)
+    fields = where_.fields()
     if fields:
         where += "," + json.dumps(fields, separators=(",", ":"))[1:-1]
     device = f" dev={dev}" if dev >= 0 else ""
@@ -96,15 +90,8 @@ def _tails(proc: ProcessState, name: tuple[str, str, str], row: Sequence[Any]) -
                 f'{where}}}'),
         line=(f" pid={pid}{rank_text}{device}{node_text} {name[0]} "
               f"grid=({gx},{gy},{gz}) block=({bx},{by},{bz}) smem={smem} "
-              f"stream=0x{stream:x}" + (" captured" if captured else "")))
-
-
-def where_text(proc: ProcessState, scope: int, step: int, source: int) -> str:
-    """What a trace line says of a launch's scopes, step and source (` in layer3.0.conv1
-    (forward, step 2) at train.py:57`), or '' when nothing is known. Names the process has
-    not yet announced (its socket is read apart from the ring) are left out."""
-    where = proc.scopes.where(scope, step, source)
-    return f" {where.text()}" if where else ""
+              f"stream=0x{stream:x}" + (" captured" if captured else "")
+              + (f" {where_.text()}" if where_ else "")))
 
 
 def format_events(proc: ProcessState, rows: Iterable[Sequence[Any]]) -> tuple[list[str], list[str]]:
@@ -118,7 +105,6 @@ def format_events(proc: ProcessState, rows: Iterable[Sequence[Any]]) -> tuple[li
     lines: list[str] = []
     names: dict[int, tuple[str, str, str]] = {}
     tails: dict[tuple[Any, ...], _Tails] = {}
-    wheres: dict[tuple[int, ...], str] = {}
     for row in rows:
         (seq, fid, dev, grid, block, smem, stream, api, flags, rc, graph, replay, node, _,
          scope, step, source) = row
@@ -139,14 +125,7 @@ def format_events(proc: ProcessState, rows: Iterable[Sequence[Any]]) -> tuple[li
                                      json.dumps(func.mangled))
             tail = tails[key] = _tails(proc, name, row)
         records.append(f"{tail.head}{seq}{tail.record}")
-        where = ""
-        if _WHERE:
-            numbers = tuple(row[i] for i in _WHERE)
-            if any(numbers):
-                where = wheres.get(numbers)
-                if where is None:
-                    where = wheres[numbers] = where_text(proc, *numbers)
-        lines.append(f"cudump: #{seq}{tail.line}{where}")
+        lines.append(f"cudump: #{seq}{tail.line}")
     return records, lines
 
 

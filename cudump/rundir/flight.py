@@ -21,6 +21,7 @@ from cudump.rundir import files as runfiles
 from cudump.rundir import reading
 from cudump.rundir.layout import FLIGHT_FILE
 from cudump.rundir.shapes import Shape, shape_problem
+from cudump.rundir.wheres import WHERE_FIELDS
 
 # What became of a recorded launch: its completion marker was written (or a later launch on
 # its stream completed), it was still in flight, its launch call failed, it was recorded
@@ -142,7 +143,6 @@ _LAUNCH: Shape = {"pid": ("count", False), "launch": ("count", False),
                   # Where.fields(), where the launch's scopes, step or source were known
                   "scope": ("strs", True), "layer": ("str", True), "pass": ("str", True),
                   "step": ("count", True), "source": ("str", True)}
-_WHERE_KEYS = ("scope", "layer", "pass", "step", "source")
 _ARG: Shape = {"index": ("count", False), "type": ("str", True), "value": ("str", False),
                "address": ("u64", True), "allocation": ("str", True)}
 
@@ -169,7 +169,7 @@ def _launch(data: dict[str, Any]) -> FlightLaunch:
     if fields["status"] not in STATUSES:
         raise FlightFormatError(f"not a recorded launch: status {fields['status']!r:.40}")
     args = [_arg(a, i) for i, a in enumerate(fields.pop("args", []))]
-    where = Where.from_fields({k: fields.pop(k) for k in _WHERE_KEYS if k in fields})
+    where = Where.from_fields({k: fields.pop(k) for k in WHERE_FIELDS if k in fields})
     return FlightLaunch(**fields, args=args, where=where)
 
 

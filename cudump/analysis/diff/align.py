@@ -61,10 +61,10 @@ def has_ranks(snapshots: list[Snapshot]) -> bool:
     return any(s.record.rank is not None for s in snapshots)
 
 
-def align(a: Run, b: Run, kernel: str | KernelPattern | None = None) -> list[PairResult]:
-    """Pairs in A's launch order, then snapshots only B has, in B's launch order. Records
-    align by kernel, occurrence, argument and phase, and per rank where both runs have
-    ranks."""
+def kept_snapshots(a: Run, b: Run, kernel: str | KernelPattern | None = None
+                   ) -> tuple[list[Snapshot], list[Snapshot], bool]:
+    """Each run's snapshots of the kernels `kernel` matches (all without it), and whether
+    both runs have ranks (then they align rank by rank)."""
     pattern = kernel_pattern(kernel)
 
     def keep(s: Snapshot) -> bool:
@@ -72,8 +72,15 @@ def align(a: Run, b: Run, kernel: str | KernelPattern | None = None) -> list[Pai
 
     sa = [s for s in a.snapshots if keep(s)]
     sb = [s for s in b.snapshots if keep(s)]
+    return sa, sb, has_ranks(sa) and has_ranks(sb)
+
+
+def align(a: Run, b: Run, kernel: str | KernelPattern | None = None) -> list[PairResult]:
+    """Pairs in A's launch order, then snapshots only B has, in B's launch order. Records
+    align by kernel, occurrence, argument and phase, and per rank where both runs have
+    ranks."""
+    sa, sb, by_rank = kept_snapshots(a, b, kernel)
     # Where both runs have ranks, launches align per (rank, kernel, occurrence).
-    by_rank = has_ranks(sa) and has_ranks(sb)
     ka, kb = _keys(sa, by_rank), _keys(sb, by_rank)
     pairs = [PairResult(k, sa, kb.get(k)) for k, sa in ka.items()]
     pairs += [PairResult(k, None, sb) for k, sb in kb.items() if k not in ka]

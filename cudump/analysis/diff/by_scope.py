@@ -28,7 +28,7 @@ from functools import cached_property
 
 import numpy as np
 
-from cudump.analysis.diff.align import NO_RANK, PairKey, PairResult, has_ranks
+from cudump.analysis.diff.align import NO_RANK, PairKey, PairResult, kept_snapshots
 from cudump.analysis.diff.arrays import compare_arrays
 from cudump.analysis.diff.compare import compare_pair
 from cudump.analysis.diff.metrics import Tolerance
@@ -42,7 +42,7 @@ from cudump.analysis.diff.scope_tree import (
 )
 from cudump.errors import CudumpError
 from cudump.kernels.pattern import KernelPattern
-from cudump.rundir.runs import Run, Snapshot, kernel_pattern
+from cudump.rundir.runs import Run, Snapshot
 
 DIVERGED = ("differ", "mismatch")
 UNTYPED = ("uint8", "int8")
@@ -320,14 +320,7 @@ def _pair_level(a: list[ScopeOccurrence], b: list[ScopeOccurrence], ranked: bool
 def align_scopes(a: Run, b: Run, kernel: str | KernelPattern | None = None) -> ScopeDiff:
     """The two runs' scope occurrences paired (per rank where both runs have ranks); outputs
     paired, not yet compared (ScopeDiff.compare_all)."""
-    pattern = kernel_pattern(kernel)
-
-    def keep(s: Snapshot) -> bool:
-        return pattern is None or pattern.matches(s.record.kernel, s.record.mangled)
-
-    sa = [s for s in a.snapshots if keep(s)]
-    sb = [s for s in b.snapshots if keep(s)]
-    ranked = has_ranks(sa) and has_ranks(sb)
+    sa, sb, ranked = kept_snapshots(a, b, kernel)
     ta, tb = scope_tree(a, sa, ranked), scope_tree(b, sb, ranked)
     return ScopeDiff(ta, tb, _pair_level(ta.roots, tb.roots, ranked), ranked)
 
