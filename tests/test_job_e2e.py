@@ -1,0 +1,117 @@
+"""`cudump --job JOB` end to end on the stand-in driver: each "node" is its own cudump writing
+into one job directory (JOB/nodes/NODE); snapshots' bytes stored once in JOB/blobs; a node
+that finds NaN/Inf writes JOB/triggers/NODE.json, and the other nodes running with --flight
+write their flight recorder when it appears."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+from records import manifest
+
+from cudump.rundir.blobs import file_sha256
+from cudump.rundir.flight import read_flight
+from cudump.rundir.job import job_nodes
+from cudump.rundir.triggers import read_triggers
+
+ROOT = Path(__file__).resolve().parent.parent
+SNAP_RULE = ('rules:\n  - kernel: "vecAdd"\n    args: [0, 1, 2]\n    when: after\n'
+             '    format: npy\n')
+
+
+def test_job_and_out_exclude_each_other(cudump, tmp_path: Path, fake) -> None:
+    prog = str(fake.programs["nans"])
+    done = cudump("--job", str(tmp_path / "j"), "--out", str(tmp_path / "o"), prog, "1", "0")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "cudump: error: --job and --out exclude each other: under --job the run is written "
+        "to JOB/nodes/NODE/"]
+    done = cudump("--node", "n0", prog, "1", "0")
+    assert done.returncode == 2 and "--node names this node of a --job" in done.stderr
+    done = cudump("--job", str(tmp_path / "j"), "--node", "../x", prog, "1", "0")
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_node_that_finds_nan_writes_the_jobs_trigger(cudump, tmp_path: Path, fake) -> None:
+    job = tmp_path / "job"
+    done = cudump("--job", str(job), "--node", "a", "--check-nan",
+                  str(fake.programs["nans"]), "3", "5", "2")
+    assert done.returncode == 0, done.stderr
+    run = job / "nodes" / "a"
+    # The summary, cudump's last line, names the node's folder.
+    assert done.stderr.strip().splitlines()[-1].endswith(f"run: {run}")
+    assert [n.name for n in job_nodes(job)] == ["a"]
+    (trigger,) = read_triggers(job)
+    assert (trigger.node, trigger.what, trigger.launch) == ("a", "NaN/Inf", 2)
+    assert trigger.kernel is not None and trigger.kernel.startswith("vecAdd")
+    assert "cudump: job: node a: NaN/Inf in arg 2" in done.stderr
+
+
+def test_another_nodes_trigger_writes_this_nodes_flight_recorder(
+        cudump, spawn, shim_lib: Path, fake, tmp_path: Path) -> None:
+    """Node b runs until its flight.jsonl exists: only the trigger of node a, which finds
+    NaN/Inf meanwhile, can make b's cudump write it before b's program ends."""
+    job = tmp_path / "job"
+    ready = tmp_path / "b.ready"
+    flight = job / "nodes" / "b" / "flight.jsonl"
+    env = fake.env() | {"CUDUMP_SHIM": str(shim_lib),
+                        "PYTHONPATH": f"{ROOT}:{fake.env().get('PYTHONPATH', '')}"}
+    node_b = spawn([sys.executable, "-m", "cudump", "--job", str(job), "--node", "b",
+                    "--flight", "--", str(fake.programs["untilfile"]), str(ready),
+                    str(flight), "120"], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                   stderr=subprocess.PIPE, text=True)
+    _wait_for(ready, node_b)
+    done = cudump("--job", str(job), "--node", "a", "--check-nan", "--flight",
+                  str(fake.programs["nans"]), "3", "5", "2")
+    assert done.returncode == 0, done.stderr
+    out, err = node_b.communicate(timeout=120)
+    assert node_b.returncode == 0, err
+    assert out.startswith("launches vecAdd=")
+    said = [ln for ln in err.splitlines() if ln.startswith("cudump: flight: node a:")]
+    assert said == [f"cudump: flight: node a: NaN/Inf in arg 2 (1 of 1024 elements) (launch 2 "
+                    f"of vecAdd(float const*, float const*, float*, int)); this node's last "
+                    f"launches are in {flight}"], err
+    # Written again at the end, as every --flight run's.
+    log = read_flight(job / "nodes" / "b")
+    assert log.launches and log.processes[0].ended == "exited normally"
+    assert [t.node for t in read_triggers(job)] == ["a"]     # b ended cleanly
+
+
+def _wait_for(path: Path, proc: subprocess.Popen) -> None:
+    """Until `path` exists (the program runs), or the process ended (a failure)."""
+    while not path.exists():
+        try:
+            proc.wait(timeout=0.05)
+        except subprocess.TimeoutExpired:
+            continue
+        raise AssertionError(f"node b ended before it was ready: {proc.communicate()}")
+
+
+def test_equal_snapshots_of_two_nodes_are_stored_once(cudump, tmp_path: Path, fake) -> None:
+    job = tmp_path / "job"
+    rule = tmp_path / "snap.yaml"
+    rule.write_text(SNAP_RULE)
+    for node in ("a", "b"):
+        done = cudump("--job", str(job), "--node", node, "--rule", str(rule),
+                      str(fake.programs["nans"]), "3", "5")
+        assert done.returncode == 0, done.stderr
+    records = [r for node in ("a", "b") for r in manifest(job / "nodes" / node)]
+    assert len(records) == 18 and all(r["status"] == "ok" for r in records)
+    blobs = sorted((job / "blobs").glob("*/*.npy"))
+    # a and b are alike in every launch, c too after the first: 3 distinct buffers.
+    assert len(blobs) == len({r["blob"] for r in records}) == 3
+    for blob in blobs:
+        assert blob.name == f"{file_sha256(blob)}.npy"
+        assert blob.parent.name == blob.name[:2]
+    # No .npy is left in a node's folder: the records point at the blobs.
+    assert not list((job / "nodes").rglob("*.npy"))
+    first = records[0]
+    data = np.load(job / first["blob"])
+    assert data.dtype == np.float32 and data.shape == (1024,)
+    written = sum((job / r["blob"]).stat().st_size for r in records)
+    stored = sum(b.stat().st_size for b in blobs)
+    assert stored * 6 == written        # 18 snapshots' bytes on disk as 3
