@@ -115,3 +115,49 @@ def test_equal_snapshots_of_two_nodes_are_stored_once(cudump, tmp_path: Path, fa
     written = sum((job / r["blob"]).stat().st_size for r in records)
     stored = sum(b.stat().st_size for b in blobs)
     assert stored * 6 == written        # 18 snapshots' bytes on disk as 3
+
+
+def test_offline_commands_read_a_job(cudump, tmp_path: Path, fake) -> None:
+    """ls, stats, show, show --flight and diff take the job where they take a run: a job's
+    rows have a node column, its records' bytes are read from the job's blobs."""
+    job, other = tmp_path / "job", tmp_path / "other"
+    rule = tmp_path / "snap.yaml"
+    rule.write_text(SNAP_RULE)
+    for where, node, poison in ((job, "a", []), (job, "b", ["2"]), (other, "a", []),
+                                (other, "b", [])):
+        done = cudump("--job", str(where), "--node", node, "--rule", str(rule), "--flight",
+                      str(fake.programs["nans"]), "3", "5", *poison)
+        assert done.returncode == 0, done.stderr
+    listed = cudump("ls", str(job))
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0].split()[:3] == ["#", "pid", "node"]
+    assert {ln.split()[2] for ln in lines[1:-1]} == {"a", "b"}
+    assert lines[-1] == "18 of 18 records: 18 snapshots"
+    assert all(" blobs/" in ln for ln in lines[1:-1])
+    only_b = cudump("ls", str(job), "--node", "b")
+    assert only_b.stdout.splitlines()[-1] == "9 of 9 records: 9 snapshots"
+    missing = cudump("ls", str(job), "--node", "c")
+    assert missing.returncode == 2 and missing.stderr.strip() == (
+        f"cudump: error: --node c: {job} has no such node (it has a, b)")
+    # Two nodes hold launch 2's arg 2: show lists both, then shows b's from its blob.
+    both = cudump("show", str(job), "--launch", "2", "--arg", "2")
+    assert both.returncode == 2 and "--node" in both.stderr
+    shown = cudump("show", str(job), "--node", "b", "--launch", "2", "--arg", "2")
+    assert shown.returncode == 0, shown.stderr
+    assert "(node b)" in shown.stdout and "/blobs/" in shown.stdout
+    assert shown.stdout.splitlines()[-1].split()[-3:] == ["1", "0", "0"]    # NaN +Inf -Inf
+    stats = cudump("stats", str(job))
+    assert stats.returncode == 0, stats.stderr
+    rows = stats.stdout.splitlines()
+    assert rows[0].split()[-1] == "node" and [r.split()[-1] for r in rows[1:3]] == ["a", "b"]
+    assert rows[-1].endswith("on 2 nodes")
+    flight = cudump("show", str(job), "--flight")
+    assert flight.returncode == 0, flight.stderr
+    assert [ln for ln in flight.stdout.splitlines() if ln.startswith("node ")] == [
+        f"node a: {job / 'nodes' / 'a'}", f"node b: {job / 'nodes' / 'b'}"]
+    # The jobs differ in node b's launch 2 (its NaN), and there first.
+    diff = cudump("diff", str(other), str(job))
+    assert diff.returncode == 1, diff.stderr
+    assert ("first divergent: launch 2 of vecAdd(float const*, float const*, float*, int) "
+            "(occurrence 2, node b, process 2 of 2 (pid ") in diff.stdout, diff.stdout

@@ -300,6 +300,7 @@ class Snapshot:
     record: SnapshotRecord
     run_dir: Path
     process: int = 0           # the process's place in its run, from 1 (0: unknown)
+    job_node: str | None = None   # the node of a job whose run it is in (analysis.job_runs)
 
     @cached_property
     def digest(self) -> Digest | None:

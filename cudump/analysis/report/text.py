@@ -156,6 +156,8 @@ def launch_place(snap: Snapshot, processes: int = 1) -> str:
     where = f"occurrence {r.occurrence}"
     if r.rank is not None:
         where += f", rank {r.rank}"
+    if snap.job_node is not None:
+        where += f", node {snap.job_node}"
     if processes > 1:
         where += f", process {snap.process} of {processes} (pid {r.pid})"
     return f"launch {r.launch}{_graph_place(snap)} of {r.kernel} ({where})"
