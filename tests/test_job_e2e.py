@@ -5,6 +5,7 @@ write their flight recorder when it appears."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -161,3 +162,26 @@ def test_offline_commands_read_a_job(cudump, tmp_path: Path, fake) -> None:
     assert diff.returncode == 1, diff.stderr
     assert ("first divergent: launch 2 of vecAdd(float const*, float const*, float*, int) "
             "(occurrence 2, node b, process 2 of 2 (pid ") in diff.stdout, diff.stdout
+
+
+def test_a_jobs_timeline_shows_every_nodes_processes(cudump, tmp_path: Path, fake) -> None:
+    job = tmp_path / "job"
+    for node, poison in (("a", []), ("b", ["2"])):
+        done = cudump("--job", str(job), "--node", node, "--trace", "--check-nan",
+                      str(fake.programs["nans"]), "3", "5", *poison)
+        assert done.returncode == 0, done.stderr
+    out = tmp_path / "job.json"
+    shown = cudump("show", str(job), "--timeline", str(out))
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout == f"wrote {out}: 2 processes, 6 launches, 1 NaN/Inf report\n"
+    events = json.loads(out.read_text())["traceEvents"]
+    names = sorted(e["args"]["name"].split(",")[0] for e in events
+                   if e["name"] == "process_name")
+    assert names == ["node a", "node b"]
+    slices = [e for e in events if e["ph"] == "X"]
+    assert sorted((e["args"]["node"], e["ts"]) for e in slices) == [
+        ("a", 1), ("a", 2), ("a", 3), ("b", 1), ("b", 2), ("b", 3)]
+    (nan,) = [e for e in events if e["name"] == "NaN/Inf"]
+    assert (nan["args"]["node"], nan["ts"]) == ("b", 2)
+    again = cudump("show", str(job), "--timeline", str(out))
+    assert again.returncode == 2 and "already exists" in again.stderr

@@ -11,6 +11,7 @@ import numpy as np
 from cudump.analysis.diff.metrics import channel_count
 from cudump.analysis.flight import report_lines
 from cudump.analysis.job_runs import node_runs, one_run, open_run
+from cudump.analysis.job_timeline import write_timeline
 from cudump.analysis.report.formats import fmt_num
 from cudump.analysis.report.tables import (
     LS_HEADERS,
@@ -37,6 +38,7 @@ from cudump.rundir.job import is_job
 from cudump.rundir.layout import FLIGHT_FILE, MANIFEST_FILE
 from cudump.rundir.reading import NotThere
 from cudump.rundir.runs import Run, Snapshot, is_run_dir, kernel_pattern, load_array
+from cudump.rundir.summary import plural
 from cudump.rundir.wheres import record_where
 
 # The snapshot files show reads (rundir.formats): .npy/.png.
@@ -134,7 +136,8 @@ class ShowCommand:
         parser.add_argument("--index", type=int, help="manifest index (# in `cudump ls`)")
         parser.add_argument("--png", type=Path, metavar="FILE", help="render to this PNG")
         parser.add_argument("--force", action="store_true",
-                            help="replace the --png file if it exists (refused otherwise)")
+                            help="replace the --png (or --timeline) file if it exists "
+                                 "(refused otherwise)")
         parser.add_argument("--range", metavar="LO:HI",
                             help="value range mapped to black..white (default: data min:max)")
         parser.add_argument("--channels", metavar="LIST",
@@ -143,10 +146,24 @@ class ShowCommand:
                             help="the flight recorder's account of the run (flight.jsonl, "
                                  "from cudump --flight): what was in flight when the program "
                                  "ended, and every launch it kept (--pid: of one process)")
+        parser.add_argument("--timeline", type=Path, metavar="FILE",
+                            help="write the launches of the run, or of every node of a job, "
+                                 "as trace-event JSON (Perfetto) from their trace.jsonl "
+                                 "(--trace): a track per node's process and stream, laid out "
+                                 "by launch number, with the NaN/Inf reports")
         parser.add_argument("--node", metavar="NAME",
                             help="RUN a job directory (cudump --job): this node's run")
 
     def run(self, args: argparse.Namespace) -> int:
+        if args.timeline is not None:
+            check_output_file(args.timeline, "--timeline", args.force)
+            source = (args.target if args.node is None
+                      else one_run(args.target, args.node, "show"))
+            written = write_timeline(source, args.timeline)
+            print(f"wrote {written.path}: {plural(written.processes, 'process', 'processes')}"
+                  f", {plural(written.launches, 'launch', 'launches')}, "
+                  f"{plural(written.reports, 'NaN/Inf report')}")
+            return 0
         if args.flight and is_job(args.target):
             for job_node in node_runs(args.target, args.node):
                 print(f"node {job_node.name}: {job_node.run}")
