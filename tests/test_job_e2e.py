@@ -73,7 +73,7 @@ def test_another_nodes_trigger_writes_this_nodes_flight_recorder(
     assert node_b.returncode == 0, err
     assert out.startswith("launches vecAdd=")
     said = [ln for ln in err.splitlines() if ln.startswith("cudump: flight: node a:")]
-    assert said == [f"cudump: flight: node a: NaN/Inf in arg 2 (1 of 1024 elements) (launch 2 "
+    assert said == [f"cudump: flight: node a: NaN/Inf in arg 2, 1 of 1024 elements (launch 2 "
                     f"of vecAdd(float const*, float const*, float*, int)); this node's last "
                     f"launches are in {flight}"], err
     # Written again at the end, as every --flight run's.

@@ -87,7 +87,8 @@ class NanReporter:
                 f"{after.first}; {origin.phrase()}")
         if state.on_nan is not None:
             state.on_nan(record.pid, record.rank, record.launch, record.kernel,
-                         f"NaN/Inf in arg {record.arg} ({after.count} of {elements} elements)")
+                         f"NaN/Inf in arg {record.arg}, {after.count} of {elements} elements"
+                         f"{scoped}")
         # A graph launch's kernel nodes share one plan: the producer is the copy's node.
         # (A repeated plan's copies keep the launch they were first planned for.)
         ctx = copy.ctx if copy.ctx is not None and copy.ctx.in_graph else pending.ctx
