@@ -96,10 +96,17 @@ def test_equal_snapshots_of_two_nodes_are_stored_once(cudump, tmp_path: Path, fa
     job = tmp_path / "job"
     rule = tmp_path / "snap.yaml"
     rule.write_text(SNAP_RULE)
+    said = []
     for node in ("a", "b"):
         done = cudump("--job", str(job), "--node", node, "--rule", str(rule),
                       str(fake.programs["nans"]), "3", "5")
         assert done.returncode == 0, done.stderr
+        said += [ln for ln in done.stderr.splitlines() if ln.startswith("cudump: job:")]
+    # a stores its three buffers once for its three launches; b's are all there already.
+    assert said == [f"cudump: job: 9 snapshots stored in {job / 'blobs'}: 3 new, 6 already "
+                    "there (24.8 KiB not written again)",
+                    f"cudump: job: 9 snapshots stored in {job / 'blobs'}: 0 new, 9 already "
+                    "there (37.1 KiB not written again)"]
     records = [r for node in ("a", "b") for r in manifest(job / "nodes" / node)]
     assert len(records) == 18 and all(r["status"] == "ok" for r in records)
     blobs = sorted((job / "blobs").glob("*/*.npy"))

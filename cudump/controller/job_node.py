@@ -18,7 +18,9 @@ from cudump.launches.process import ProcessState
 from cudump.rundir import triggers
 from cudump.rundir.blobs import BlobStore
 from cudump.rundir.layout import FLIGHT_FILE
+from cudump.rundir.summary import plural
 from cudump.rundir.triggers import Trigger, TriggerWatch
+from cudump.sizes import human_bytes
 from cudump.wire.shm import FlightRing
 
 # The processes' flight rings as they are now; and the first CUDA error a process has seen
@@ -81,6 +83,15 @@ class JobNode:
         if status != 0:
             self.trigger(f"exit status {status}", f"the program exited with status {status}",
                          rank=rank)
+
+    def blob_lines(self) -> list[str]:
+        """What storing snapshots by content did, for the end of the run."""
+        tally = self.blobs.tally
+        if not tally.stored and not tally.reused:
+            return []
+        return [f"cudump: job: {plural(tally.stored + tally.reused, 'snapshot')} stored in "
+                f"{self.blobs.root}: {tally.stored} new, {tally.reused} already there "
+                f"({human_bytes(tally.bytes_saved)} not written again)"]
 
     def _tick(self) -> None:
         found = self._first_error()

@@ -229,6 +229,9 @@ class Session:
             if found:
                 say(f"cudump: exit status {self.options.error_exitcode} (--error-exitcode): "
                     f"{'; '.join(found)}")
+            if self.controller.node is not None:
+                for line in self.controller.node.blob_lines():
+                    say(line)
             # The last line: what the run did, and where its files are.
             say(summary.line(self.options.run_dir))
             if summary.processes == 0:
