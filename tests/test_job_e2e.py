@@ -192,3 +192,18 @@ def test_a_jobs_timeline_shows_every_nodes_processes(cudump, tmp_path: Path, fak
     assert (nan["args"]["node"], nan["ts"]) == ("b", 2)
     again = cudump("show", str(job), "--timeline", str(out))
     assert again.returncode == 2 and "already exists" in again.stderr
+
+
+def test_a_cuda_error_is_the_nodes_trigger(cudump, tmp_path: Path, fake) -> None:
+    """Without --flight too: the first CUDA error a call returned, read from the process's
+    control page, is the node's trigger (before its exit status, which follows from it)."""
+    job = tmp_path / "job"
+    done = cudump("--job", str(job), "--node", "n0", str(fake.programs["flight"]), "fault")
+    assert done.returncode == 1, done.stderr
+    (trigger,) = read_triggers(job)
+    assert (trigger.node, trigger.what, trigger.detail) == (
+        "n0", "CUDA error", "a call returned CUDA_ERROR_ILLEGAL_ADDRESS")
+    done = cudump("--job", str(job), "--node", "n1", str(fake.programs["exitcode"]), "3")
+    assert done.returncode == 3
+    assert [(t.node, t.what) for t in read_triggers(job)] == [
+        ("n0", "CUDA error"), ("n1", "exit status 3")]

@@ -79,7 +79,9 @@ class JobNode:
         self.trigger("NaN/Inf", detail, rank=rank, pid=pid, launch=launch, kernel=kernel)
 
     def ended(self, status: int, rank: int | None) -> None:
-        """The program's end: a non-zero status is the node's trigger."""
+        """The program's end: a CUDA error a process saw (the more telling reason), else
+        a non-zero status is the node's trigger."""
+        self._tick()
         if status != 0:
             self.trigger(f"exit status {status}", f"the program exited with status {status}",
                          rank=rank)
