@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cudump.analysis.job_runs import node_runs
 from cudump.errors import SnapshotError
 from cudump.rundir import files as runfiles
 from cudump.rundir import reading
-from cudump.rundir.job import is_job, job_nodes
+from cudump.rundir.job import is_job
 from cudump.rundir.layout import MANIFEST_FILE, TRACE_FILE
 from cudump.rundir.manifest import read_manifest
 from cudump.rundir.runs import short_kernel_name
@@ -47,7 +48,7 @@ class TimelineWritten:
 
 def _runs(path: Path) -> list[tuple[str | None, Path]]:
     if is_job(path):
-        return [(n.name, n.run) for n in job_nodes(path)]
+        return [(n.name, n.run) for n in node_runs(path)]
     return [(None, path)]
 
 
