@@ -167,6 +167,8 @@ def test_offline_commands_read_a_job(cudump, tmp_path: Path, fake) -> None:
     # The jobs differ in node b's launch 2 (its NaN), and there first.
     diff = cudump("diff", str(other), str(job))
     assert diff.returncode == 1, diff.stderr
+    assert diff.stdout.splitlines()[1].split()[:2] == ["node", "launch"]
+    assert [ln.split()[0] for ln in diff.stdout.splitlines()[2:20]] == ["a"] * 9 + ["b"] * 9
     assert ("first divergent: launch 2 of vecAdd(float const*, float const*, float*, int) "
             "(occurrence 2, node b, process 2 of 2 (pid ") in diff.stdout, diff.stdout
 
