@@ -209,3 +209,20 @@ def test_a_cuda_error_is_the_nodes_trigger(cudump, tmp_path: Path, fake) -> None
     assert done.returncode == 3
     assert [(t.node, t.what) for t in read_triggers(job)] == [
         ("n0", "CUDA error"), ("n1", "exit status 3")]
+
+
+def test_two_jobs_align_rank_by_rank_whichever_node_ran_it(cudump, tmp_path: Path,
+                                                          fake) -> None:
+    """Ranks' buffers differ (a[i] = i + rank): job B runs rank 1 on its first node and rank
+    0 on its second, the other way from A, and still nothing differs."""
+    rule = tmp_path / "snap.yaml"
+    rule.write_text(SNAP_RULE)
+    for job, order in (("ja", ("0", "1")), ("jb", ("1", "0"))):
+        for node, rank in zip(("n0", "n1"), order, strict=True):
+            done = cudump("--job", str(tmp_path / job), "--node", node, "--rule", str(rule),
+                          str(fake.programs["ranks"]), "2", "5", "0", env={"RANK": rank})
+            assert done.returncode == 0, done.stderr
+    diff = cudump("diff", str(tmp_path / "ja"), str(tmp_path / "jb"))
+    assert diff.returncode == 0, diff.stdout + diff.stderr
+    nodes = {ln.split()[0] for ln in diff.stdout.splitlines()[2:14]}
+    assert nodes == {"n0|n1", "n1|n0"}
