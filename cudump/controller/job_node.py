@@ -29,7 +29,7 @@ Rings = Callable[[], list[tuple[ProcessState, FlightRing]]]
 FirstError = Callable[[], tuple[ProcessState, int] | None]
 
 
-class JobNode:
+class NodeOfJob:
     def __init__(self, job: Path, run_dir: Path, rings: Rings | None,
                  first_error: FirstError) -> None:
         self.job = job

@@ -21,7 +21,7 @@ from cudump.controller.compiled_ops import CompiledOps
 from cudump.controller.debugger import DebugController
 from cudump.controller.host_memory import available_bytes, behind_mib
 from cudump.controller.inject import Injector
-from cudump.controller.job_node import JobNode
+from cudump.controller.job_node import NodeOfJob
 from cudump.controller.options import HOST_RING_SLOTS, RESULT_RING_SLOTS, RunOptions
 from cudump.controller.shared_files import SharedFiles
 from cudump.errors import CudumpError
@@ -86,7 +86,7 @@ class Controller:
                          if self.snapshots is not None and options.injections else None)
         self.debugger = DebugController(self) if options.debugging else None
         # --job: one node of a job (blobs, triggers; --flight: the other nodes' triggers)
-        self.node = (JobNode(options.job, options.run_dir,
+        self.node = (NodeOfJob(options.job, options.run_dir,
                              self._rings if options.flight_slots else None, self._first_error)
                      if options.job is not None else None)
         if self.node is not None and self.snapshots is not None:
