@@ -71,8 +71,8 @@ class NodeOfJob:
             warn(f"could not write the job's trigger in {self.job}: {err.strerror or err}")
             return
         if path is not None:
-            say(f"cudump: job: {trigger.text()}; every node's flight recorder is called "
-                f"({path})")
+            say(f"cudump: job: {trigger.text()}; the other nodes write their flight "
+                f"recorders (--flight): {path}")
 
     def nan(self, pid: int, rank: int | None, launch: int | None, kernel: str | None,
             detail: str) -> None:
