@@ -20,6 +20,7 @@ from cudump.analysis.diff.by_scope import (
 from cudump.analysis.diff.metrics import Tolerance
 from cudump.analysis.diff.parallel import compare_pairs
 from cudump.analysis.diff.runs import RunDiff
+from cudump.analysis.job_runs import open_run
 from cudump.analysis.outputs import output_dir, report_dir
 from cudump.analysis.progress import Progress
 from cudump.analysis.report.formats import fmt_tol
@@ -44,7 +45,8 @@ from cudump.rundir.imaging import (
     save_png,
     side_by_side,
 )
-from cudump.rundir.runs import Run, is_run_dir, kernel_pattern, load_array
+from cudump.rundir.job import is_job
+from cudump.rundir.runs import is_run_dir, kernel_pattern, load_array
 from cudump.rundir.summary import plural
 
 # What --out DIR gets (two files): an existing one is replaced only with --force.
@@ -56,7 +58,10 @@ _FILES = formats.spelled([*(f"a {s} file" for s in _SUFFIXES), "a run directory"
 _ARGUMENT = formats.spelled([*(f"a {s}" for s in _SUFFIXES), "a run directory"])
 
 EPILOG = f"""\
-A and B are each {_FILES} (both of one kind).
+A and B are each {_FILES} (both of one kind). A job directory (cudump --job) is
+compared as one run holding every node's records: where the records have ranks, launches
+align per (rank, kernel, occurrence) whichever node ran each rank; without ranks, the
+processes pair in order (nodes by name, then each node's processes as they came).
 
 Elements differ when |a-b| > atol + rtol*|b| (numpy.isclose); NaN equals NaN and equal
 infinities are equal. Mean, RMSE and the largest difference cover elements whose difference
@@ -182,6 +187,8 @@ class DiffCommand:
 
     def _runs(self, a: Path, b: Path, tol: Tolerance, args: argparse.Namespace) -> int:
         for p in (a, b):
+            if is_job(p):
+                continue            # its node runs, read as one run (analysis.job_runs)
             if not is_any_run(p):
                 raise DiffTrouble(not_a_run(p))
             if not is_run_dir(p):
@@ -190,7 +197,7 @@ class DiffCommand:
             raise DiffTrouble("--out is for two files; use --html DIR for runs")
         try:
             pattern = kernel_pattern(args.kernel)
-            run_a, run_b = Run.open(a), Run.open(b)
+            run_a, run_b = open_run(a), open_run(b)
         except CudumpError as err:
             raise DiffTrouble(str(err)) from None
         if args.html is not None:

@@ -33,6 +33,7 @@ from cudump.policy.rules import (
 from cudump.prompt.batch_file import load_batch
 from cudump.rundir import files as runfiles
 from cudump.rundir import ownership
+from cudump.rundir.job import JobError, claim_node, node_name
 from cudump.rundir.layout import RUN_FILES
 from cudump.rundir.ownership import Ownership
 from cudump.sizes import size_arg
@@ -71,6 +72,15 @@ class RunCommand:
                             help="run directory (default: a fresh cudump-out/<n>/); one "
                                  "that holds a run, that another run is writing, or a "
                                  "symlink is refused")
+        parser.add_argument("--job", type=Path, metavar="JOB",
+                            help="write the run as one node of a job of many nodes: into "
+                                 "JOB/nodes/NODE/ (JOB on storage every node shares; not "
+                                 "with --out); snapshots' bytes are stored once in JOB/blobs/, "
+                                 "and a node that fails or finds NaN/Inf has every node's "
+                                 "--flight recorder written")
+        parser.add_argument("--node", metavar="NAME",
+                            help="with --job: this node's name (default: $CUDUMP_NODE, the "
+                                 "launcher's name or number for the node, else the host name)")
         parser.add_argument("--rule", action="append", type=Path, default=[], metavar="FILE",
                             help="YAML rule file naming the kernels and arguments to snapshot "
                                  "(repeatable)")
@@ -246,7 +256,7 @@ class RunCommand:
                              "--break-on-nan and rules with 'action: break'")
         if args.timeline is not None:
             check_output_file(args.timeline, "--timeline", args.force)
-        run_dir, owner, created = _run_dir(args.out)
+        run_dir, owner, created = _run_dir(args.out, args.job, args.node)
         try:
             max_bytes = (args.max_bytes if args.max_bytes is not None
                          else default_budget(run_dir))
@@ -264,7 +274,7 @@ class RunCommand:
                                  injections=donors, flight_slots=args.flight,
                                  scans_ahead=args.scans_ahead, hand_off=args.hand_off,
                                  error_exitcode=args.error_exitcode,
-                                 step_range=args.step_range)
+                                 step_range=args.step_range, job=args.job)
             return Session(options, load_prompt).run()
         finally:
             owner.release()
@@ -316,9 +326,22 @@ def load_prompt() -> RunPrompt:
     return run_prompt
 
 
-def _run_dir(out: Path | None) -> tuple[Path, Ownership, bool]:
+def _run_dir(out: Path | None, job: Path | None = None,
+             node: str | None = None) -> tuple[Path, Ownership, bool]:
     """The run directory, held by this run (rundir.ownership), and whether this run made
-    it: --out DIR, or a fresh cudump-out/<n>/."""
+    it: --out DIR, --job JOB's JOB/nodes/NODE/, or a fresh cudump-out/<n>/."""
+    if job is not None and out is not None:
+        raise UsageError("--job and --out exclude each other: under --job the run is written "
+                         "to JOB/nodes/NODE/")
+    if node is not None and job is None:
+        raise UsageError("--node names this node of a --job; give --job JOB")
+    if job is not None:
+        try:
+            claimed = claim_node(job, node_name(os.environ, node))
+        except JobError as err:
+            raise UsageError(str(err)) from None
+        run_dir, owner, _ = _prepare_out(claimed)
+        return run_dir, owner, True
     if out is not None:
         return _prepare_out(out)
     base = Path("cudump-out")

@@ -10,8 +10,16 @@ import numpy as np
 
 from cudump.analysis.diff.metrics import channel_count
 from cudump.analysis.flight import report_lines
+from cudump.analysis.job_runs import node_runs, one_run, open_run
+from cudump.analysis.job_timeline import write_timeline
 from cudump.analysis.report.formats import fmt_num
-from cudump.analysis.report.tables import LS_HEADERS, LS_RIGHT, format_table, snapshot_rows
+from cudump.analysis.report.tables import (
+    LS_HEADERS,
+    LS_RIGHT,
+    format_table,
+    snapshot_rows,
+    with_node_column,
+)
 from cudump.analysis.stats import is_any_run, no_snapshots, not_a_run
 from cudump.commands import (
     RUN_METAVAR,
@@ -26,9 +34,11 @@ from cudump.errors import UsageError
 from cudump.rundir import formats, reading
 from cudump.rundir.flight import FlightFormatError, read_flight
 from cudump.rundir.imaging import CHANNEL_NAMES, TooManyChannels, render, save_png
+from cudump.rundir.job import is_job
 from cudump.rundir.layout import FLIGHT_FILE, MANIFEST_FILE
 from cudump.rundir.reading import NotThere
 from cudump.rundir.runs import Run, Snapshot, is_run_dir, kernel_pattern, load_array
+from cudump.rundir.summary import plural
 from cudump.rundir.wheres import record_where
 
 # The snapshot files show reads (rundir.formats): .npy/.png.
@@ -126,7 +136,8 @@ class ShowCommand:
         parser.add_argument("--index", type=int, help="manifest index (# in `cudump ls`)")
         parser.add_argument("--png", type=Path, metavar="FILE", help="render to this PNG")
         parser.add_argument("--force", action="store_true",
-                            help="replace the --png file if it exists (refused otherwise)")
+                            help="replace the --png (or --timeline) file if it exists "
+                                 "(refused otherwise)")
         parser.add_argument("--range", metavar="LO:HI",
                             help="value range mapped to black..white (default: data min:max)")
         parser.add_argument("--channels", metavar="LIST",
@@ -135,10 +146,31 @@ class ShowCommand:
                             help="the flight recorder's account of the run (flight.jsonl, "
                                  "from cudump --flight): what was in flight when the program "
                                  "ended, and every launch it kept (--pid: of one process)")
+        parser.add_argument("--timeline", type=Path, metavar="FILE",
+                            help="write the launches of the run, or of every node of a job, "
+                                 "as trace-event JSON (Perfetto) from their trace.jsonl "
+                                 "(--trace): a track per node's process and stream, laid out "
+                                 "by launch number, with the NaN/Inf reports")
+        parser.add_argument("--node", metavar="NAME",
+                            help="RUN a job directory (cudump --job): this node's run")
 
     def run(self, args: argparse.Namespace) -> int:
+        if args.timeline is not None:
+            check_output_file(args.timeline, "--timeline", args.force)
+            source = (args.target if args.node is None
+                      else one_run(args.target, args.node, "show"))
+            written = write_timeline(source, args.timeline)
+            print(f"wrote {written.path}: {plural(written.processes, 'process', 'processes')}"
+                  f", {plural(written.launches, 'launch', 'launches')}, "
+                  f"{plural(written.reports, 'NaN/Inf report')}")
+            return 0
+        if args.flight and is_job(args.target):
+            for job_node in node_runs(args.target, args.node):
+                print(f"node {job_node.name}: {job_node.run}")
+                _show_flight(job_node.run, args.pid, missing_ok=True)
+            return 0
         if args.flight:
-            return _show_flight(args.target, args.pid)
+            return _show_flight(one_run(args.target, args.node, "show"), args.pid)
         value_range = parse_range(args.range)
         snap, path = self._choose(args)
         if path is None:
@@ -147,7 +179,7 @@ class ShowCommand:
             if args.png is not None:
                 raise UsageError(f"snapshot #{snap.index} holds no data to render (--png)")
             _print_record(snap)
-            _print_finding(snap, args.target)
+            _print_finding(snap, snap.run_dir)
             return 0
         arr = load_array(path)
         if arr.dtype.kind not in "uifb":
@@ -194,16 +226,17 @@ class ShowCommand:
         target: Path = args.target
         if reading.is_regular(target):
             return _record_for_file(target), target
-        if reading.is_folder(target) and not is_any_run(target):
+        job = is_job(target)
+        if reading.is_folder(target) and not job and not is_any_run(target):
             raise UsageError(not_a_run(target))
-        if not is_any_run(target):
+        if not job and not is_any_run(target):
             raise UsageError(f"{reading.shown(target)} is neither a snapshot file nor a run "
                              "directory")
         pattern = kernel_pattern(kernel_choice(args, "show"))
         launch, pid = launch_choice(args)
-        if not is_run_dir(target):
+        if not job and not is_run_dir(one_run(target, args.node, "show")):
             raise UsageError(no_snapshots(target))
-        run = Run.open(target)
+        run = open_run(target, args.node)
         found = run.select(pattern, arg=args.arg, phase=args.phase,
                            occurrence=args.occurrence, launch=launch, pid=pid,
                            index=args.index)
@@ -214,11 +247,15 @@ class ShowCommand:
         if not found:
             raise UsageError("no snapshot matches; `cudump ls RUN` lists them")
         if len(found) > 1:
-            for line in format_table(LS_HEADERS, snapshot_rows(found[:20]), LS_RIGHT):
+            headers, right, rows = LS_HEADERS, LS_RIGHT, snapshot_rows(found[:20])
+            if job:
+                headers, right, rows = with_node_column(found[:20], headers, right, rows)
+            for line in format_table(headers, rows, right):
                 print(line)
             more = " (first 20 listed)" if len(found) > 20 else ""
+            nodes = ", --node" if job and len({s.job_node for s in found}) > 1 else ""
             raise UsageError(f"{len(found)} snapshots match{more}; narrow with --arg, "
-                             "--phase, --occurrence or --index")
+                             f"--phase, --occurrence{nodes} or --index")
         snap = found[0]
         if snap.path is None and snap.ok and (snap.digest_only or snap.report_only):
             return snap, None
@@ -228,16 +265,22 @@ class ShowCommand:
         return snap, snap.path
 
 
-def _show_flight(run_dir: Path, pid: int | None) -> int:
-    """The report of each process the flight recorder kept launches of, and the launches."""
+def _show_flight(run_dir: Path, pid: int | None, missing_ok: bool = False) -> int:
+    """The report of each process the flight recorder kept launches of, and the launches
+    (`missing_ok`: a job's node without flight.jsonl says so and is passed over)."""
     try:
         log = read_flight(run_dir)
     except NotThere:
+        if missing_ok:
+            print(f"no {FLIGHT_FILE}: the node's run was not made with --flight")
+            return 0
         raise UsageError(f"{run_dir} has no {FLIGHT_FILE}: the run was not made with --flight"
                          ) from None
     except FlightFormatError as err:
         raise UsageError(str(err)) from None
     procs = [proc for proc in log.processes if pid is None or proc.pid == pid]
+    if not procs and missing_ok:
+        return 0
     if not procs:
         raise UsageError(f"{run_dir / FLIGHT_FILE} holds no process {pid}")
     several = len(log.processes) > 1
@@ -262,7 +305,8 @@ def _show_flight(run_dir: Path, pid: int | None) -> int:
 
 def _print_record(snap: Snapshot) -> None:
     r = snap.record
-    print(f"snapshot #{snap.index}: {r.kernel}")
+    node = f" (node {snap.job_node})" if snap.job_node is not None else ""
+    print(f"snapshot #{snap.index}{node}: {r.kernel}")
     print(f"  launch {r.launch}, occurrence {r.occurrence}, arg {r.arg}"
           f"{f' ({r.type})' if r.type else ''}, {r.phase}")
     print(f"  pid {r.pid}, grid {r.grid}, block {r.block}, stream {r.stream}, "

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from cudump.analysis.job_runs import node_runs, one_run
 from cudump.analysis.report.tables import fit, format_table
 from cudump.analysis.stats import (
     KernelStats,
@@ -18,9 +19,11 @@ from cudump.analysis.stats import (
 from cudump.commands import KERNEL_PATTERN_HELP, RUN_METAVAR
 from cudump.kernels.pattern import KernelPattern
 from cudump.kernels.unmatched import NamedPattern, SeenKernel, unmatched_lines
+from cudump.rundir.job import is_job
 from cudump.rundir.layout import TRACE_FILE
 from cudump.rundir.runs import kernel_pattern, short_kernel_name
 from cudump.rundir.summary import plural
+from cudump.rundir.triggers import read_triggers
 
 HEADERS = ["kernel", "launches", "in graphs", "shapes", "most common grid / block",
            "snapshots", "failed", "digests", "NaN/Inf"]
@@ -44,7 +47,8 @@ class StatsCommand:
                          "NaN/Inf reports come from manifest.jsonl. " + KERNEL_PATTERN_HELP)
         parser.add_argument("run", type=Path, metavar=RUN_METAVAR,
                             help="run directory (holds summary.json, trace.jsonl and/or "
-                                 "manifest.jsonl)")
+                                 "manifest.jsonl), or a job directory (cudump --job): a row "
+                                 "per node and kernel")
         parser.add_argument("--kernel", metavar="PATTERN",
                             help="only kernels matching PATTERN (glob such as 'ns::k*', a "
                                  "kernel name, or re:REGEX)")
@@ -55,13 +59,21 @@ class StatsCommand:
                                  "innermost scope) and pass the launches were made in, in "
                                  "the order of their first launches, with which layers "
                                  "produced NaN/Inf and which only propagated it")
+        parser.add_argument("--node", metavar="NAME",
+                            help="a job directory (cudump --job): only this node's run")
 
     def run(self, args: argparse.Namespace) -> int:
         pattern = kernel_pattern(args.kernel)
         if args.by == "layer":
-            for line in layer_lines(layer_stats(args.run, pattern)):
+            run = one_run(args.run, args.node, "stats --by layer")
+            for line in layer_lines(layer_stats(run, pattern)):
                 print(line)
             return 0
+        if is_job(args.run):
+            for line in job_stats_lines(args.run, args.node, pattern, args.full_names):
+                print(line)
+            return 0
+        one_run(args.run, args.node, "stats")      # --node of a run: refused
         stats = run_stats(args.run, pattern)
         for line in stats_lines(stats, stats.select(pattern), args.full_names):
             print(line)
@@ -80,9 +92,31 @@ def say_unmatched(command: str, pattern: KernelPattern | None, stats: RunStats) 
         print(line, file=sys.stderr)
 
 
+def job_stats_lines(job: Path, node: str | None, pattern: KernelPattern | None,
+                    full_names: bool) -> list[str]:
+    """`cudump stats JOB`: each node's kernels, a row per node and kernel (a `node` column),
+    then the job's triggers (the nodes that failed or found NaN/Inf)."""
+    nodes = node_runs(job, node)
+    kernels: list[KernelStats] = []
+    names: list[str] = []
+    sources: dict[str, None] = {}
+    for job_node in nodes:
+        stats = run_stats(job_node.run, pattern)
+        chosen = stats.select(pattern)
+        kernels += chosen
+        names += [job_node.name] * len(chosen)
+        sources.update(dict.fromkeys(stats.sources))
+    merged = RunStats(job, {}, list(sources), None)
+    lines = stats_lines(merged, kernels, full_names, names)
+    lines[-1] += f" on {plural(len(nodes), 'node')}"
+    lines += [f"trigger: {t.text()}" for t in read_triggers(job) if node in (None, t.node)]
+    return lines
+
+
 def stats_lines(stats: RunStats, kernels: list[KernelStats],
-                full_names: bool = False) -> list[str]:
-    """The table of `kernels` (KernelStats) and a line saying where the figures come from."""
+                full_names: bool = False, nodes: list[str] | None = None) -> list[str]:
+    """The table of `kernels` (KernelStats) and a line saying where the figures come from;
+    `nodes`: a job's, each kernel's node (a `node` column after `ranks`)."""
     traced = TRACE_FILE in stats.sources
     origins = any(k.nan_produced or k.nan_propagated for k in kernels)
     rows = []
@@ -106,11 +140,15 @@ def stats_lines(stats: RunStats, kernels: list[KernelStats],
         headers, right = headers + ["ranks"], right + [False]
         rows = [row + [",".join(map(str, sorted(k.ranks))) or "-"]
                 for row, k in zip(rows, kernels, strict=True)]
+    if nodes is not None:
+        headers, right = headers + ["node"], right + [False]
+        rows = [row + [name] for row, name in zip(rows, nodes, strict=True)]
     lines = format_table(headers, rows, right) if rows else []
     total = sum(k.launches for k in kernels)
     where = ", ".join(stats.sources)
     note = "" if traced else "; shapes need a trace (--trace)"
-    lines.append(f"{plural(len(kernels), 'kernel')}, {plural(total, 'launch', 'launches')} "
+    distinct = len({k.kernel for k in kernels})
+    lines.append(f"{plural(distinct, 'kernel')}, {plural(total, 'launch', 'launches')} "
                  f"(from {where}{note})")
     return lines
 

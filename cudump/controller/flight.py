@@ -155,6 +155,21 @@ def launches_of(proc: ProcessState, ring: FlightRing) -> list[FlightLaunch]:
     return out
 
 
+def write_now(rings: list[tuple[ProcessState, FlightRing]], run_dir: Path, why: str) -> Path:
+    """flight.jsonl while the program runs (another node of a job failed): each process's
+    last launches as its ring holds them now, `ended` saying why they were written. The
+    file is written again, whole, at the end of the run."""
+    log = FlightLog()
+    for proc, ring in rings:
+        log.processes.append(FlightProcess(
+            pid=proc.pid, slots=ring.slots, recorded=ring.head, kept=len(ring.records),
+            first_error=ring.first_error or None,
+            error=error_name(ring.first_error) if ring.first_error else None,
+            ended=f"running ({why})"))
+        log.launches.extend(launches_of(proc, ring))
+    return write_flight(run_dir, log)
+
+
 def finish(processes: list[ProcessState], run_dir: Path, returncode: int) -> FlightResult:
     """flight.jsonl, and the report of a run that did not end cleanly."""
     result = FlightResult(FlightLog())

@@ -39,7 +39,7 @@ from cudump.policy.snapshot.coordinator import Snapshots
 from cudump.policy.snapshot.planned import PlannedCopy, PlannedLaunch
 from cudump.rundir.formats import NPY
 from cudump.rundir.injections import InjectionRecord, OutputCheck
-from cudump.rundir.runs import confined, load_array, short_kernel_name
+from cudump.rundir.runs import load_array, short_kernel_name, snapshot_file
 from cudump.wire import protocol as p
 
 OPTION = "--inject"
@@ -268,7 +268,7 @@ class Injector:
             return check_output(buffer, None,
                                 missing=f"not snapshotted here: {record.reason or 'no file'}")
         try:
-            array = load_array(confined(run_dir, record.file))
+            array = load_array(snapshot_file(run_dir, record))
         except CudumpError as err:
             return check_output(buffer, None, record.file, f"not readable here: {err}")
         return check_output(buffer, array, record.file)

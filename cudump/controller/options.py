@@ -52,6 +52,7 @@ class RunOptions:
     error_exitcode: int = 0           # --error-exitcode N: cudump's status when it finds
                                       # something (Findings); 0: the program's own
     step_range: str | None = None     # --step-range NAME: each push of that range begins a step
+    job: Path | None = None           # --job JOB: run_dir is JOB/nodes/NODE (rundir.job)
 
     @property
     def reads_scopes(self) -> bool:

@@ -21,6 +21,7 @@ from cudump.controller.compiled_ops import CompiledOps
 from cudump.controller.debugger import DebugController
 from cudump.controller.host_memory import available_bytes, behind_mib
 from cudump.controller.inject import Injector
+from cudump.controller.job_node import NodeOfJob
 from cudump.controller.options import HOST_RING_SLOTS, RESULT_RING_SLOTS, RunOptions
 from cudump.controller.shared_files import SharedFiles
 from cudump.errors import CudumpError
@@ -36,7 +37,7 @@ from cudump.rundir.manifest import ManifestWriter
 from cudump.rundir.summary import RunSummary
 from cudump.rundir.timeline import Timeline
 from cudump.wire import protocol as p
-from cudump.wire.shm import SharedFile
+from cudump.wire.shm import FlightRing, SharedFile
 
 
 class Controller:
@@ -84,11 +85,37 @@ class Controller:
         self.injector = (Injector(options.injections, self.snapshots, self.bump)
                          if self.snapshots is not None and options.injections else None)
         self.debugger = DebugController(self) if options.debugging else None
+        # --job: one node of a job (blobs, triggers; --flight: the other nodes' triggers)
+        self.node = (NodeOfJob(options.job, options.run_dir,
+                             self._rings if options.flight_slots else None, self._first_error)
+                     if options.job is not None else None)
+        if self.node is not None and self.snapshots is not None:
+            self.snapshots.state.blobs = self.node.blobs
+            self.snapshots.state.on_nan = self.node.nan
         self._closed = False
         self.shared_files = SharedFiles(self.new_shared)
         self.timeline_written: Path | None = None
         # The kernel functions that ran (in every process), as summary() finds them.
         self.launched: set[SeenKernel] = set()
+
+    def _rings(self) -> list[tuple[ProcessState, FlightRing]]:
+        """Each process's flight ring as it is now (none once the run is closing)."""
+        with self.lock:
+            if self._closed:
+                return []
+            rings = [(proc, self.shared[proc.pid].flight()) for proc in self.processes
+                     if proc.pid in self.shared]
+        return [(proc, ring) for proc, ring in rings if ring is not None]
+
+    def _first_error(self) -> tuple[ProcessState, int] | None:
+        """The first process (in the order they came) whose calls returned a CUDA error."""
+        with self.lock:
+            for proc in self.processes:
+                shared = None if self._closed else self.shared.get(proc.pid)
+                error = shared.first_error() if shared is not None else 0
+                if error:
+                    return proc, error
+        return None
 
     def connection_ended(self, shared: SharedFile) -> None:
         """A process's connection is over: once the writer has written what lies in its
@@ -243,6 +270,8 @@ class Controller:
         timeline is written)."""
         if self._closed:
             return
+        if self.node is not None:
+            self.node.stop()        # before the shared memory goes
         self._closed = True
         if self.debugger is not None:
             self.debugger.close()

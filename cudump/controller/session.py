@@ -174,6 +174,8 @@ class Session:
                 say(f"cudump: writing to {self.options.run_dir}")
             if self.options.writes_behind:
                 self.controller.shared_files.prepare()
+            if self.controller.node is not None:
+                self.controller.node.start()
             try:
                 # Under the prompt the target gets its own process group, so that
                 # Ctrl-C in the terminal reaches cudump (which stops the target at
@@ -203,6 +205,9 @@ class Session:
                 say(f"cudump: {program} was ended at the prompt (quit)")
             else:
                 status = exit_status_of(returncode, program)
+            if self.controller.node is not None and not quit_at_prompt:
+                ranks = [p.rank for p in self.controller.processes if p.rank is not None]
+                self.controller.node.ended(status, ranks[0] if ranks else None)
             self._drain()
             self.controller.close()  # waits for the last snapshots to be written
             summary = self.controller.summary(status)
@@ -224,6 +229,9 @@ class Session:
             if found:
                 say(f"cudump: exit status {self.options.error_exitcode} (--error-exitcode): "
                     f"{'; '.join(found)}")
+            if self.controller.node is not None:
+                for line in self.controller.node.blob_lines():
+                    say(line)
             # The last line: what the run did, and where its files are.
             say(summary.line(self.options.run_dir))
             if summary.processes == 0:

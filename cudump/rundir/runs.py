@@ -17,6 +17,7 @@ import numpy as np
 from cudump.errors import SnapshotError, UsageError
 from cudump.kernels.pattern import KernelPattern, PatternError
 from cudump.rundir import formats, reading
+from cudump.rundir.blobs import BLOB_FIELD, blob_path
 from cudump.rundir.layout import MANIFEST_FILE
 from cudump.rundir.manifest import SnapshotRecord, read_manifest
 from cudump.rundir.wheres import record_where
@@ -270,6 +271,17 @@ def confined(run_dir: Path, relative: str) -> Path:
     return target
 
 
+def snapshot_file(run_dir: Path, record: SnapshotRecord) -> Path:
+    """Where a record's .npy bytes are: its job's blob where the record names one (a run
+    of `cudump --job`, rundir.blobs), else its `file` inside the run directory;
+    SnapshotError for a name that leads elsewhere."""
+    if BLOB_FIELD in record.extra:
+        return blob_path(run_dir, record.extra[BLOB_FIELD])
+    if record.file is None:
+        raise SnapshotError("no file was written")
+    return confined(run_dir, record.file)
+
+
 # The longest name of one folder or file, and of a whole path, Linux takes.
 NAME_MAX, PATH_MAX = 255, 4096
 
@@ -288,6 +300,7 @@ class Snapshot:
     record: SnapshotRecord
     run_dir: Path
     process: int = 0           # the process's place in its run, from 1 (0: unknown)
+    job_node: str | None = None   # the node of a job whose run it is in (analysis.job_runs)
 
     @cached_property
     def digest(self) -> Digest | None:
@@ -328,7 +341,7 @@ class Snapshot:
                 return None
             return "no file was written"
         try:
-            confined(self.run_dir, r.file)
+            snapshot_file(self.run_dir, r)
         except SnapshotError as err:
             return str(err)
         return None
@@ -347,7 +360,7 @@ class Snapshot:
         """The .npy inside the run directory; None when there is none or it lies outside."""
         if self.problem is not None or self.record.file is None:
             return None
-        return confined(self.run_dir, self.record.file)
+        return snapshot_file(self.run_dir, self.record)
 
     def load(self) -> np.ndarray:
         path = self.path
@@ -434,6 +447,8 @@ class Run:
         any."""
         target = Path(file).resolve()
         for snap in self.snapshots:
+            if BLOB_FIELD in snap.record.extra and snap.path == target:
+                return snap
             for rel in formats.files_of(snap.record):
                 if not rel:
                     continue

@@ -286,6 +286,10 @@ class SharedFile:
                 funcs[fid] = (int(launches), int(graph_runs))
         return LaunchCounts(captured, graphs, funcs)
 
+    def first_error(self) -> int:
+        """The first CUDA error a call of the program's returned (0: none yet)."""
+        return int(_I32.unpack_from(self._map, p.CONTROL_OFFSETS["first_error"])[0])
+
     def flight(self) -> FlightRing | None:
         """The flight ring's launches, oldest first (None without one): each slot whose
         `ready` says it holds the launch of its position, unchanged while it was read."""

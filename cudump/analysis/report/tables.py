@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cudump.console import printable
+from cudump.rundir.blobs import BLOB_FIELD
 from cudump.rundir.runs import Snapshot, short_kernel_name
 from cudump.rundir.wheres import record_where
 
@@ -53,7 +54,9 @@ def snapshot_rows(snapshots: Sequence[Snapshot], full_names: bool = False) -> li
         r = s.record
         name = r.kernel if full_names else fit(short_kernel_name(r.kernel), 48)
         shape = "x".join(str(n) for n in r.shape) if r.shape else "-"
-        if s.ok and r.file:
+        if s.ok and BLOB_FIELD in r.extra:
+            where = str(r.extra[BLOB_FIELD])       # a job's: bytes stored once (rundir.blobs)
+        elif s.ok and r.file:
             where = r.file
         elif s.ok and s.digest is not None:
             where = f"digest {s.digest.value}"
@@ -75,6 +78,16 @@ def with_rank_column(snapshots: Sequence[Snapshot], headers: list[str], right: l
     ranks = ["-" if s.record.rank is None else str(s.record.rank) for s in snapshots]
     return (headers[:at] + ["rank"] + headers[at:], right[:at] + [True] + right[at:],
             [row[:at] + [rank] + row[at:] for row, rank in zip(rows, ranks, strict=True)])
+
+
+def with_node_column(snapshots: Sequence[Snapshot], headers: list[str], right: list[bool],
+                     rows: list[list[str]]) -> tuple[list[str], list[bool], list[list[str]]]:
+    """A job's table with a `node` column after `rank` where there is one, else after
+    `pid` (pids of two nodes may be equal)."""
+    at = headers.index("rank" if "rank" in headers else "pid") + 1
+    nodes = [s.job_node or "-" for s in snapshots]
+    return (headers[:at] + ["node"] + headers[at:], right[:at] + [False] + right[at:],
+            [row[:at] + [node] + row[at:] for row, node in zip(rows, nodes, strict=True)])
 
 
 def with_where_column(snapshots: Sequence[Snapshot], headers: list[str], right: list[bool],

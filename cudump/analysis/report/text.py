@@ -81,7 +81,11 @@ class PairTable:
         names = [short_kernel_name(p.launch_snapshot.record.kernel) for p in pairs]
         launches = [str(p.launch_snapshot.record.launch) for p in pairs]
         width = min(max([6] + [len(n) for n in names]), kernel_width)
-        self.columns = [
+        # Jobs (analysis.job_runs): each pair's node first, `a|b` where the sides' differ.
+        nodes = [_nodes(p) for p in pairs] if any(
+            s is not None and s.job_node is not None for p in pairs for s in (p.a, p.b)) else []
+        self.lead = [Column("node", max([4] + [len(n) for n in nodes]))] if nodes else []
+        self.columns = self.lead + [
             Column("launch", max([6] + [len(x) for x in launches]), True),
             Column("kernel", width),
             Column("occ", 3, True),
@@ -102,8 +106,10 @@ class PairTable:
 
     def line(self, pair: PairResult) -> str:
         r = pair.launch_snapshot.record
-        head = [str(r.launch), fit(short_kernel_name(r.kernel), self.columns[1].width),
-                str(r.occurrence), str(r.arg), r.phase, STATUS_TEXT.get(pair.status, pair.status)]
+        k = len(self.lead)
+        head = [_nodes(pair)] * k + [
+            str(r.launch), fit(short_kernel_name(r.kernel), self.columns[k + 1].width),
+            str(r.occurrence), str(r.arg), r.phase, STATUS_TEXT.get(pair.status, pair.status)]
         m = pair.metrics
         if m is not None:
             tail = [fmt_count(m.differing), fmt_share(m.share), fmt_num(m.max_abs),
@@ -111,13 +117,19 @@ class PairTable:
                     fmt_psnr(m.psnr)]
             return render_line(self.columns, head + tail)
         # No metrics: the reason takes the place of the numbers.
-        text = render_line(self.columns[:6], head)
+        text = render_line(self.columns[:6 + k], head)
         reason = digest_text(pair) or pair.reason or ""
         if pair.status == "only-a":
             reason = "no such snapshot in B"
         elif pair.status == "only-b":
             reason = "no such snapshot in A"
-        return f"{text.ljust(sum(c.width + 2 for c in self.columns[:6]))}{reason}"
+        return f"{text.ljust(sum(c.width + 2 for c in self.columns[:6 + k]))}{reason}"
+
+
+def _nodes(pair: PairResult) -> str:
+    """The node of a pair of two jobs' snapshots: `a`, or `a|b` where the sides differ."""
+    sides = [s.job_node or "-" for s in (pair.a, pair.b) if s is not None]
+    return sides[0] if len(set(sides)) == 1 else "|".join(sides)
 
 
 def digest_text(pair: PairResult) -> str | None:
@@ -156,6 +168,8 @@ def launch_place(snap: Snapshot, processes: int = 1) -> str:
     where = f"occurrence {r.occurrence}"
     if r.rank is not None:
         where += f", rank {r.rank}"
+    if snap.job_node is not None:
+        where += f", node {snap.job_node}"
     if processes > 1:
         where += f", process {snap.process} of {processes} (pid {r.pid})"
     return f"launch {r.launch}{_graph_place(snap)} of {r.kernel} ({where})"

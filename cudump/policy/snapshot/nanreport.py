@@ -85,6 +85,10 @@ class NanReporter:
             say(f"{launch} left {after.count} of {elements} elements of arg {record.arg}"
                 f"{inside} non-finite where there were none, the first at index "
                 f"{after.first}; {origin.phrase()}")
+        if state.on_nan is not None:
+            state.on_nan(record.pid, record.rank, record.launch, record.kernel,
+                         f"NaN/Inf in arg {record.arg}, {after.count} of {elements} elements"
+                         f"{scoped}")
         # A graph launch's kernel nodes share one plan: the producer is the copy's node.
         # (A repeated plan's copies keep the launch they were first planned for.)
         ctx = copy.ctx if copy.ctx is not None and copy.ctx.in_graph else pending.ctx
@@ -110,6 +114,9 @@ class NanReporter:
             f"0x{write.value:0{2 * write.elem}x} ({pattern}) at 0x{write.address:x}")
         with self.state.lock:
             self._count_host_locked(proc.pid, proc.rank, write)
+        if self.state.on_nan is not None:
+            self.state.on_nan(proc.pid, proc.rank, None, None,
+                              f"NaN/Inf written by {write.api} before launch {write.before}")
 
     def _count_host_locked(self, pid: int, rank: int | None, write: HostWrite) -> None:
         """A host write counted as a producer, once however many reports name it (the

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from cudump.policy.snapshot.origin import PRODUCED, HostWrite, Origin
 from cudump.policy.snapshot.planned import Buffer, PlannedLaunch
 from cudump.policy.snapshot.replan import GuessedExtents
 from cudump.policy.snapshot.templates import RepeatTemplate
+from cudump.rundir.blobs import BlobStore
 from cudump.rundir.files import write_error
 from cudump.rundir.manifest import ManifestWriter, SnapshotRecord
 from cudump.rundir.summary import NanHostWrite, NanLaunch, NanProducer
@@ -117,6 +119,10 @@ class SnapshotState:
         self.tally = Tally()
         self.stopped = False    # the budget is spent or the disk failed: no more snapshots
         self.manifest_failed: str | None = None   # why the manifest takes no more records
+        self.blobs: BlobStore | None = None   # --job: .npy bytes stored once in the job's
+        # --job: a NaN/Inf producer found (pid, rank, launch, kernel, what): the job's trigger
+        self.on_nan: Callable[[int, int | None, int | None, str | None, str], None] | None \
+            = None
 
     def append_locked(self, record: SnapshotRecord) -> None:
         """A record into the manifest, under the lock. A manifest that can take no more (a

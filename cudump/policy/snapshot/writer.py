@@ -25,6 +25,7 @@ from cudump.policy.snapshot.failures import Failures
 from cudump.policy.snapshot.state import SnapshotState
 from cudump.rundir import files as runfiles
 from cudump.rundir import formats as file_formats
+from cudump.rundir.blobs import BLOB_FIELD
 from cudump.rundir.formats import Picture, SnapshotFormat
 from cudump.rundir.manifest import SnapshotRecord
 
@@ -238,8 +239,10 @@ class SnapshotWriter:
                     os.replace(part, path)     # the array is that file, filled in place
                 else:
                     self._save(fmt, path, array, picture, record)
-                written.append(path)
                 fmt.set_file(record, name)
+                if not (fmt is file_formats.NPY and self.state.blobs is not None
+                        and self._to_blob(path, record)):
+                    written.append(path)
             state = self.state
             with self._in_turn(turn), state.lock:
                 state.manifest.append(record)
@@ -253,6 +256,20 @@ class SnapshotWriter:
         finally:
             if job.streamed:
                 runfiles.temporary_name(npy).unlink(missing_ok=True)
+
+    def _to_blob(self, path: Path, record: SnapshotRecord) -> bool:
+        """Under --job: the .npy stored once in the job's blobs (rundir.blobs), named by
+        the record (True); where the store cannot be written, the file stays in the run
+        directory (False). A failure later on removes nothing of a blob: other records may
+        share it."""
+        assert self.state.blobs is not None
+        try:
+            record.extra[BLOB_FIELD] = self.state.blobs.keep(path)
+        except OSError as err:
+            warn(f"{path.name} kept in the run directory: the job's blobs cannot be written "
+                 f"({runfiles.write_error(err)})")
+            return False
+        return True
 
     @staticmethod
     def _save(fmt: SnapshotFormat, path: Path, array: np.ndarray, picture: Picture,

@@ -1,0 +1,61 @@
+"""README.md's "Multi-node jobs" commands, run as written on the stand-in driver: two
+"nodes", each its own cudump writing into one job directory, then the offline commands on
+the job. Each command exits 0 and ends with the line the README shows (numbers aside), so
+the section cannot go stale."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from test_readme_try import Shown, run_as_written
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+MARKER = "<!-- multi-node-job:"
+
+
+def job_commands(text: str) -> list[Shown]:
+    """The commands of the fenced block right under the section's marker, with their output."""
+    assert MARKER in text, "README.md has no multi-node job block"
+    lines = text[text.index(MARKER):].splitlines()
+    start = lines.index("```") + 1
+    end = lines.index("```", start)
+    shown: list[Shown] = []
+    for line in lines[start:end]:
+        if line.startswith("$ "):
+            shown.append(Shown(line[2:], []))
+        else:
+            assert shown, f"README.md's job block starts with output, not a command: {line!r}"
+            shown[-1].output.append(line)
+    return shown
+
+
+def test_the_multi_node_section_runs_as_written(shim_lib: Path, tmp_path: Path) -> None:
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("## Multi-node jobs"):]
+    # The launchers the section shows, each with --job.
+    assert "srun --nodes=2 --ntasks-per-node=1 cudump --job /shared/job1" in section
+    assert "torchrun --nnodes=2 --node-rank=0" in section
+    shown = job_commands(text)
+    jobs = [s.command for s in shown if " --job " in s.command]
+    assert len(jobs) == 2 and len({c.split("--node ")[1].split()[0] for c in jobs}) == 2
+    root = tmp_path / "checkout"
+    root.mkdir()
+    (root / "tests").symlink_to(ROOT / "tests")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "cudump"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m cudump "$@"\n')
+    wrapper.chmod(0o755)
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", PYTHONPATH=str(ROOT))
+    env.pop("LD_LIBRARY_PATH", None)
+    run_as_written(shown, root, env)
+    # What the commands left: two nodes' runs, node b's trigger, the snapshots as blobs.
+    job = root / "job1"
+    assert sorted(p.name for p in (job / "nodes").iterdir()) == ["a", "b"]
+    assert json.loads((job / "triggers" / "b.json").read_text())["rank"] == 1
+    assert len(list((job / "blobs").glob("*/*.npy"))) == 3
+    assert (root / "job1.json").is_file()
