@@ -131,7 +131,8 @@ class Controller:
 
     def decide(self, proc: ProcessState, func: FuncInfo) -> tuple[int, list[p.Selector]]:
         """What is wanted of a function's launches, and its rules the shim counts."""
-        wants = p.Want.TRACE if self.traced else p.Want(0)
+        # A collective's launches are always heard of, to number them (collectives.py).
+        wants = p.Want.TRACE if self.traced or func.collective is not None else p.Want(0)
         selectors: list[p.Selector] = []
         if self.snapshots is not None and self.snapshots.wants(proc, func):
             wants |= p.Want.SNAPSHOT
@@ -169,6 +170,7 @@ class Controller:
         if self.timeline is not None:
             self.timeline.process(proc)
         if self.drain is not None:
+            proc.collectives.ringed = True      # its launches come through the ring
             self.drain.add(proc, shared)
         if self.snapshots is not None:
             self.snapshots.attach(proc, shared)
