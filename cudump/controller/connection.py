@@ -15,7 +15,6 @@ from cudump.controller.inject import Injection
 from cudump.controller.ranks import environ_rank
 from cudump.controller.run_state import Controller
 from cudump.controller.shared_files import no_shared_memory
-from cudump.launches.collectives import collective_op
 from cudump.launches.events import EVENT_FIELDS, GraphLaunch
 from cudump.launches.process import (
     FuncInfo,
@@ -28,7 +27,6 @@ from cudump.launches.process import (
 from cudump.policy.rules import Action
 from cudump.policy.snapshot.planned import PlannedLaunch, Repeat, plan_payload
 from cudump.policy.snapshot.results import slot_of
-from cudump.policy.trace import hear_collectives
 from cudump.rundir.files import write_error
 from cudump.wire import protocol as p
 from cudump.wire.shm import SharedFile
@@ -140,10 +138,7 @@ class Connection:
         assert self.proc is not None
         func = decode_func(msg.payload)
         func.op = ops.lookup(func.mangled) if (ops := self.controller.compiled_ops) else None
-        func.collective = collective_op(func.demangled)
-        if func.collective is not None:
-            self.proc.collectives.announce()
-        self.proc.funcs[func.id] = func
+        self.proc.add_func(func)
         self._wants_reply(func)
 
     def on_ask(self, msg: p.Message) -> None:
@@ -158,11 +153,7 @@ class Connection:
     def on_launch(self, msg: p.Message) -> None:
         assert self.proc is not None
         h = p.LAUNCH.unpack(msg.payload)
-        row = [h[f] for f in EVENT_FIELDS]
-        if self.controller.feed is not None:
-            self.controller.feed.launches(self.proc, [row])
-        else:       # a collective's launch, heard of to number them (collectives.py)
-            hear_collectives(self.proc, [row])
+        self.controller.launches_heard(self.proc, [[h[f] for f in EVENT_FIELDS]])
 
     def on_graph(self, msg: p.Message) -> None:
         assert self.proc is not None

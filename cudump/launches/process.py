@@ -17,7 +17,7 @@ from typing import Any
 from cudump.kernels.demangle import demangle
 from cudump.kernels.geometry import Allocation
 from cudump.kernels.tensormaps import TensorMap
-from cudump.launches.collectives import CollectiveLog
+from cudump.launches.collectives import CollectiveLog, collective_op
 from cudump.launches.scopes import NOWHERE, ScopeKind, ScopeNode, ScopeTable, Where
 from cudump.wire import protocol as p
 from cudump.wire.shm import FlightRing, LaunchCounts
@@ -120,6 +120,13 @@ class ProcessState:
             if place is not None:
                 where = replace(where, collective=place.count, collective_op=place.op)
         return where
+
+    def add_func(self, func: FuncInfo) -> None:
+        """A function the process announced (a collective's counted from now on)."""
+        func.collective = collective_op(func.demangled)
+        if func.collective is not None:
+            self.collectives.announce()
+        self.funcs[func.id] = func
 
     def hear_launches(self, launches: Iterable[tuple[int, int]]) -> None:
         """Launches heard of, as (launch number, function): their collectives counted."""
