@@ -1,0 +1,294 @@
+"""The columnar index: a job's (or a run's) launches, records, NaN/Inf reports and ranks as
+Parquet, one dataset per rank, that any engine reads (DuckDB here; Spark, Trino, pyarrow):
+
+    JOB/index/TABLE/job=J/node=N/rank=R/data.parquet     TABLE: launches, records, reports,
+                                                          ranks (index_rows.py's rows)
+
+The partition columns (job, node, rank) are in the paths only, in the Hive style every
+engine reads. A run directory of its own is indexed the same way in RUN/index/, as job RUN's
+node "local". JSONL stays the source of truth: a node's partitions are written at its run's
+end, and rewritten (by `cudump query`) where any is missing or older than its node's files.
+
+DuckDB (`pip install 'cudump[job]'`) writes and reads them; it is imported only here, inside
+the functions that need it, never on a run's default path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cudump.errors import QueryError
+from cudump.rundir import reading
+from cudump.rundir.index_rows import RunRows, row_json, run_rows
+from cudump.rundir.job import INDEX_DIR, NODES_DIR, is_job, job_name, job_nodes
+from cudump.rundir.layout import MANIFEST_FILE, RUN_FILES, SUMMARY_FILE, TRACE_FILE
+
+TABLES = ("launches", "records", "reports", "ranks")
+DATA_FILE = "data.parquet"
+BUILT_DIR = "_built"          # one file per node: the ranks its partitions hold
+LONE_NODE = "local"           # a run of its own's node
+NEEDS_DUCKDB = "cudump query needs DuckDB: pip install 'cudump[job]'"
+
+# Each table's columns and their types (the files hold all but the partition columns).
+_WHERE = {"step": "INTEGER", "collective": "INTEGER", "collective_op": "VARCHAR"}
+_PLACE = {"layer": "VARCHAR", "pass": "VARCHAR", "source": "VARCHAR"}
+COLUMNS: dict[str, dict[str, str]] = {
+    "launches": {"rank": "INTEGER", "pid": "BIGINT", "launch": "BIGINT", "kernel": "VARCHAR",
+                 "op": "VARCHAR", "event": "VARCHAR", **_WHERE, "within": "BIGINT",
+                 **_PLACE, "scope": "VARCHAR", "device": "INTEGER"},
+    "records": {"rank": "INTEGER", "pid": "BIGINT", "launch": "BIGINT", "kernel": "VARCHAR",
+                "arg": "INTEGER", "phase": "VARCHAR", "status": "VARCHAR", "file": "VARCHAR",
+                "dtype": "VARCHAR", "digest": "VARCHAR", "nonfinite": "BIGINT", **_WHERE,
+                **_PLACE, "record": "VARCHAR"},
+    "reports": {"rank": "INTEGER", "pid": "BIGINT", "launch": "BIGINT", "kernel": "VARCHAR",
+                "arg": "INTEGER", "nonfinite": "BIGINT", "elements": "BIGINT",
+                "origin": "VARCHAR", **_WHERE, "within": "BIGINT", **_PLACE},
+    "ranks": {"rank": "INTEGER", "pid": "BIGINT", "launches": "BIGINT",
+              "collectives": "BIGINT", "last_launch": "BIGINT", "last_kernel": "VARCHAR",
+              "last_step": "INTEGER", "last_collective": "INTEGER",
+              "last_collective_op": "VARCHAR", "reports": "BIGINT",
+              "first_report_launch": "BIGINT"},
+}
+PARTITIONS = {"job": "VARCHAR", "node": "VARCHAR", "rank": "INTEGER"}
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def duckdb_module() -> Any:
+    """DuckDB, or QueryError with the line that says how to install it."""
+    try:
+        import duckdb
+    except ImportError:
+        raise QueryError(NEEDS_DUCKDB) from None
+    return duckdb
+
+
+def has_duckdb() -> bool:
+    return importlib.util.find_spec("duckdb") is not None
+
+
+@dataclass(frozen=True)
+class IndexedRun:
+    """One run directory of what is indexed: a job's node, or a run of its own."""
+
+    job: str
+    node: str
+    run: Path
+
+
+@dataclass(frozen=True)
+class Indexed:
+    """What `cudump query PATH` reads: its runs and where their index lies."""
+
+    root: Path              # PATH/index
+    runs: list[IndexedRun]
+
+
+def partition_value(text: str) -> str:
+    """A job's or node's name as one safe path component (`job=NAME`)."""
+    return _UNSAFE.sub("_", text) or "_"
+
+
+def indexed(path: Path) -> Indexed:
+    """A job directory's node runs, or a run directory as a job of one node."""
+    if is_job(path):
+        job = partition_value(job_name(path))
+        return Indexed(path / INDEX_DIR, [IndexedRun(job, n.name, n.run)
+                                          for n in job_nodes(path)])
+    if reading.is_folder(path) and any(reading.present(path / f) for f in RUN_FILES):
+        return Indexed(path / INDEX_DIR, [IndexedRun(partition_value(path.resolve().name),
+                                                     LONE_NODE, path)])
+    raise QueryError(f"{reading.shown(path)}: not a job or run directory")
+
+
+def partition(root: Path, table: str, run: IndexedRun, rank: int) -> Path:
+    return root / table / f"job={run.job}" / f"node={run.node}" / f"rank={rank}" / DATA_FILE
+
+
+def _sources_mtime(run: Path) -> int:
+    """The newest of the node's JSONL files (and summary), in ns."""
+    newest = 0
+    for name in (TRACE_FILE, MANIFEST_FILE, SUMMARY_FILE):
+        with contextlib.suppress(OSError):
+            newest = max(newest, (run / name).stat().st_mtime_ns)
+    return newest
+
+
+def _built_file(root: Path, run: IndexedRun) -> Path:
+    return root / BUILT_DIR / f"{run.job}.{run.node}.json"
+
+
+def _built_ranks(root: Path, run: IndexedRun) -> list[int] | None:
+    try:
+        data = json.loads(_built_file(root, run).read_text())
+    except (OSError, ValueError):
+        return None
+    ranks = data.get("ranks") if isinstance(data, dict) else None
+    if not isinstance(ranks, list) or not all(isinstance(r, int) for r in ranks):
+        return None
+    return ranks
+
+
+def up_to_date(root: Path, run: IndexedRun) -> bool:
+    """Every partition of the node is there and no older than its JSONL files."""
+    ranks = _built_ranks(root, run)
+    if ranks is None:
+        return False
+    newest = _sources_mtime(run.run)
+    for table in TABLES:
+        for rank in ranks:
+            try:
+                if partition(root, table, run, rank).stat().st_mtime_ns < newest:
+                    return False
+            except OSError:
+                return False
+    return True
+
+
+def _sql_text(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _columns_sql(columns: dict[str, str]) -> str:
+    return "{" + ", ".join(f"{_sql_text(name)}: {_sql_text(kind)}"
+                           for name, kind in columns.items()) + "}"
+
+
+def write_node(con: Any, root: Path, run: IndexedRun, rows: RunRows) -> None:
+    """The node's partitions, one file per table and rank (a rank without rows of a table
+    gets an empty file, so every table reads with its columns), each written under a
+    temporary name and renamed."""
+    ranks = sorted({r.rank for r in rows.ranks} | {r.rank for r in rows.launches}
+                   | {r.rank for r in rows.records})
+    # Ranks this node held at its last build that it no longer has: their files go.
+    for old in set(_built_ranks(root, run) or ()) - set(ranks):
+        for table in TABLES:
+            shutil.rmtree(partition(root, table, run, old).parent, ignore_errors=True)
+    work = Path(tempfile.mkdtemp(prefix=".cudump-index-", dir=root))
+    try:
+        for table in TABLES:
+            columns = COLUMNS[table]
+            source = work / f"{table}.jsonl"
+            with source.open("w", encoding="utf-8") as out:
+                for row in rows.table(table):
+                    out.write(row_json(row) + "\n")
+            con.execute(f"CREATE OR REPLACE TEMP TABLE cudump_rows AS SELECT * FROM read_json("
+                        f"{_sql_text(str(source))}, format='newline_delimited', "
+                        f"columns={_columns_sql(columns)})")
+            kept = ", ".join(f'"{c}"' for c in columns if c != "rank")
+            order = "pid, launch" if "launch" in columns else "pid"
+            for rank in ranks:
+                target = partition(root, table, run, rank)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                temporary = target.with_name(f".{DATA_FILE}.{os.getpid()}")
+                con.execute(f"COPY (SELECT {kept} FROM cudump_rows WHERE rank = {int(rank)} "
+                            f"ORDER BY {order}) TO {_sql_text(str(temporary))} "
+                            "(FORMAT parquet)")
+                os.replace(temporary, target)
+            con.execute("DROP TABLE cudump_rows")
+        built = _built_file(root, run)
+        built.parent.mkdir(parents=True, exist_ok=True)
+        built.write_text(json.dumps({"ranks": ranks}) + "\n")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def build(con: Any, target: Indexed, root: Path | None = None, force: bool = False) -> int:
+    """Writes the partitions of every node that lacks them or whose files are newer, under
+    `root` (target.root unless given); how many nodes were written."""
+    root = root or target.root
+    written = 0
+    for run in target.runs:
+        if not force and up_to_date(root, run):
+            continue
+        duckdb = duckdb_module()
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            write_node(con, root, run, run_rows(run.run))
+        except OSError as err:
+            raise QueryError(f"cannot write the index in {reading.shown(root)}: "
+                             f"{err.strerror or err}") from None
+        except duckdb.Error as err:
+            raise QueryError(f"cannot write the index of {reading.shown(run.run)}: "
+                             f"{first_line(err)}") from None
+        written += 1
+    return written
+
+
+def first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def _glob(root: Path, table: str) -> str:
+    return str(root / table / "job=*" / "node=*" / "rank=*" / DATA_FILE)
+
+
+def create_views(con: Any, root: Path) -> None:
+    """The views launches, records, reports and ranks over the Parquet under `root`."""
+    hive = "{" + ", ".join(f"'{k}': '{v}'" for k, v in PARTITIONS.items()) + "}"
+    for table in TABLES:
+        pattern = _glob(root, table)
+        if any((root / table).glob(f"job=*/node=*/rank=*/{DATA_FILE}")):
+            con.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT job, node, rank, * EXCLUDE "
+                        f"(job, node, rank) FROM read_parquet({_sql_text(pattern)}, "
+                        f"hive_partitioning=true, hive_types={hive}, union_by_name=true)")
+        else:   # nothing indexed yet: the table's columns, no rows
+            cols = {"job": "VARCHAR", "node": "VARCHAR", **COLUMNS[table]}
+            listed = ", ".join(f'CAST(NULL AS {kind}) AS "{name}"' for name, kind in cols.items())
+            con.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT {listed} LIMIT 0")
+
+
+@contextlib.contextmanager
+def opened(path: Path) -> Iterator[Any]:
+    """A DuckDB connection whose views read PATH's index, brought up to date first. Where
+    the index cannot be written beside the runs (a read-only job), it is built in a
+    temporary folder for this connection only."""
+    duckdb = duckdb_module()
+    target = indexed(path)
+    con = duckdb.connect(":memory:")
+    scratch: Path | None = None
+    try:
+        try:
+            build(con, target)
+            root = target.root
+        except QueryError:
+            if os.access(target.root if target.root.exists() else path, os.W_OK):
+                raise
+            scratch = Path(tempfile.mkdtemp(prefix="cudump-index-"))
+            build(con, target, scratch, force=True)
+            root = scratch
+        create_views(con, root)
+        yield con
+    finally:
+        con.close()
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def index_at_end(run_dir: Path) -> Path | None:
+    """At a run's end: a job's node writes its partitions, where DuckDB is installed (a run
+    of its own is indexed when first queried). The index's folder, or None."""
+    nodes = run_dir.parent
+    if nodes.name != NODES_DIR or not is_job(nodes.parent) or not has_duckdb():
+        return None
+    target = indexed(nodes.parent)
+    mine = [r for r in target.runs if r.run.resolve() == run_dir.resolve()]
+    if not mine:
+        return None
+    duckdb = duckdb_module()
+    con = duckdb.connect(":memory:")
+    try:
+        build(con, Indexed(target.root, mine), force=True)
+    finally:
+        con.close()
+    return target.root
