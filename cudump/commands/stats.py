@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from cudump.analysis.job_order import job_order_lines
 from cudump.analysis.report.tables import fit, format_table
 from cudump.analysis.stats import (
     KernelStats,
@@ -18,6 +19,7 @@ from cudump.analysis.stats import (
 from cudump.commands import KERNEL_PATTERN_HELP, RUN_METAVAR
 from cudump.kernels.pattern import KernelPattern
 from cudump.kernels.unmatched import NamedPattern, SeenKernel, unmatched_lines
+from cudump.rundir.job import is_job
 from cudump.rundir.layout import TRACE_FILE
 from cudump.rundir.runs import kernel_pattern, short_kernel_name
 from cudump.rundir.summary import plural
@@ -50,6 +52,9 @@ class StatsCommand:
                                  "kernel name, or re:REGEX)")
         parser.add_argument("--full-names", action="store_true",
                             help="print whole demangled signatures, not shortened names")
+        parser.add_argument("--against", type=Path, metavar="OTHER",
+                            help="with a job (or run): the first place, in the job's order, "
+                                 "where a rank's launches or digests differ from OTHER's")
         parser.add_argument("--by", choices=("kernel", "layer"), default="kernel",
                             help="group by kernel (the default) or by layer: the module (or "
                                  "innermost scope) and pass the launches were made in, in "
@@ -57,6 +62,11 @@ class StatsCommand:
                                  "produced NaN/Inf and which only propagated it")
 
     def run(self, args: argparse.Namespace) -> int:
+        if is_job(args.run) or args.against is not None:
+            # A job as a whole: its ranks in one order (analysis/job_order.py).
+            for line in job_order_lines(args.run, args.against):
+                print(line)
+            return 0
         pattern = kernel_pattern(args.kernel)
         if args.by == "layer":
             for line in layer_lines(layer_stats(args.run, pattern)):
