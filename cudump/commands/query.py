@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from cudump.analysis.report.tables import format_table
+from cudump.console import printable
 from cudump.errors import QueryError
 from cudump.rundir.index import COLUMNS, duckdb_module, first_line, opened
 from cudump.rundir.summary import plural
@@ -19,6 +19,16 @@ examples:
   cudump query JOB "SELECT rank, collectives, last_kernel FROM ranks ORDER BY collectives"
   cudump query RUN "SELECT kernel, count(*) AS n FROM launches GROUP BY kernel"
 """
+
+
+def _table(headers: list[str], rows: list[list[str]], right: list[bool]) -> list[str]:
+    """Aligned columns (numbers to the right), control characters escaped. (Not the report
+    tables' module: a query on an index that is up to date imports no numpy.)"""
+    rows = [[printable(cell) for cell in row] for row in [headers, *rows]]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(headers))]
+    return ["  ".join(cell.rjust(w) if r else cell.ljust(w)
+                      for cell, w, r in zip(row, widths, right, strict=True)).rstrip()
+            for row in rows]
 
 
 def _cell(value: Any) -> str:
@@ -70,7 +80,7 @@ def query_lines(path: Path, sql: str, max_rows: int = 1000) -> list[str]:
     cells = [[_cell(v) for v in row] for row in rows]
     right = [bool(rows) and all(isinstance(r[i], int | float) or r[i] is None for r in rows)
              for i in range(len(headers))]
-    lines = format_table(headers, cells, right) if headers else []
+    lines = _table(headers, cells, right) if headers else []
     lines.append(plural(len(rows), "row") + (f" (the first {max_rows}; --max-rows)"
                                              if more else ""))
     return lines

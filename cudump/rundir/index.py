@@ -25,13 +25,15 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cudump.errors import QueryError
 from cudump.rundir import reading
-from cudump.rundir.index_rows import RunRows, row_json, run_rows
 from cudump.rundir.job import INDEX_DIR, NODES_DIR, is_job, job_name, job_nodes
 from cudump.rundir.layout import MANIFEST_FILE, RUN_FILES, SUMMARY_FILE, TRACE_FILE
+
+if TYPE_CHECKING:
+    from cudump.rundir.index_rows import RunRows
 
 TABLES = ("launches", "records", "reports", "ranks")
 DATA_FILE = "data.parquet"
@@ -167,6 +169,7 @@ def write_node(con: Any, root: Path, run: IndexedRun, rows: RunRows) -> None:
     """The node's partitions, one file per table and rank (a rank without rows of a table
     gets an empty file, so every table reads with its columns), each written under a
     temporary name and renamed."""
+    from cudump.rundir.index_rows import row_json
     ranks = sorted({r.rank for r in rows.ranks} | {r.rank for r in rows.launches}
                    | {r.rank for r in rows.records})
     # Ranks this node held at its last build that it no longer has: their files go.
@@ -210,6 +213,9 @@ def build(con: Any, target: Indexed, root: Path | None = None, force: bool = Fal
     for run in target.runs:
         if not force and up_to_date(root, run):
             continue
+        # Read only where a node is written (a query on an index up to date imports no numpy).
+        from cudump.rundir.index_rows import run_rows
+
         duckdb = duckdb_module()
         try:
             root.mkdir(parents=True, exist_ok=True)
