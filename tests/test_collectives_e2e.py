@@ -96,3 +96,4 @@ def test_no_collective_no_field(cudump_run, fake) -> None:
     assert ran.returncode == 0, ran.stderr
     assert not any("collective" in r for r in _trace(ran.run_dir))
     assert "between" not in ran.stderr
+    assert not (ran.run_dir / "index").exists()      # a run of its own: indexed when queried
