@@ -97,3 +97,13 @@ def test_no_collective_no_field(cudump_run, fake) -> None:
     assert not any("collective" in r for r in _trace(ran.run_dir))
     assert "between" not in ran.stderr
     assert not (ran.run_dir / "index").exists()      # a run of its own: indexed when queried
+
+
+def test_flight_records_carry_their_collective(cudump_run, fake) -> None:
+    ran = cudump_run([str(fake.programs["collectives"]), "1", "3"], "--flight")
+    assert ran.returncode == 0, ran.stderr
+    launches = [json.loads(line) for line in
+                (ran.run_dir / "flight.jsonl").read_text().splitlines()]
+    launches = [r for r in launches if r.get("record") == "launch"]
+    assert [r.get("collective") for r in launches] == [None, None, 1, 1, 2, 2]
+    assert {r["collective_op"] for r in launches[2:]} == {"all-reduce"}

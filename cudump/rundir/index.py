@@ -247,7 +247,7 @@ def create_views(con: Any, root: Path) -> None:
         if any((root / table).glob(f"job=*/node=*/rank=*/{DATA_FILE}")):
             con.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT job, node, rank, * EXCLUDE "
                         f"(job, node, rank) FROM read_parquet({_sql_text(pattern)}, "
-                        f"hive_partitioning=true, hive_types={hive}, union_by_name=true)")
+                        f"hive_partitioning=true, hive_types={hive})")
         else:   # nothing indexed yet: the table's columns, no rows
             cols = {"job": "VARCHAR", "node": "VARCHAR", **COLUMNS[table]}
             listed = ", ".join(f'CAST(NULL AS {kind}) AS "{name}"' for name, kind in cols.items())
