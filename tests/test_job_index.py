@@ -194,3 +194,20 @@ def test_first_divergent_between_two_jobs(tmp_path: Path) -> None:
                                  "all-reduce 4 and 5: launch 10 of "
                                  "ncclDevKernel_AllReduce_Sum_f32_RING_LL in the first, launch "
                                  "10 of vecAdd in the second")
+
+
+def test_hangs_leave_out_processes_that_are_no_rank() -> None:
+    from cudump.analysis.job_order import JobOrder
+    from cudump.rundir.index_rows import RankRow
+
+    def proc(rank: int, pid: int, collectives: int) -> RankRow:
+        return RankRow(rank, pid, 10, collectives, 10, "vecAdd", 1, collectives,
+                       "all-reduce" if collectives else None, 0, None)
+
+    order = JobOrder([], [("a", proc(0, 1, 6)), ("a", proc(1, 2, 0)), ("a", proc(-1, 3, 0)),
+                          ("b", proc(-1, 4, 2))], {}, {})
+    # Rank 1 launched none while rank 0 launched 6; of the processes without a rank, only
+    # the one that launched some and stopped (pid 4) is named.
+    assert [(h.node, h.rank.pid) for h in order.hangs()] == [("b", 4), ("a", 2)]
+    # Nobody launched a collective: nobody stopped.
+    assert JobOrder([], [("a", proc(0, 1, 0))], {}, {}).hangs() == []

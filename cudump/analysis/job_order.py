@@ -115,12 +115,13 @@ class JobOrder:
 
     def hangs(self) -> list[Hang]:
         """Processes that launched fewer collectives than the job's most (none where no
-        process launched any)."""
+        process launched any). A process without a rank that launched none is no rank of
+        the job's (a launcher, a data loader), not a hang."""
         most = max((r.collectives for _, r in self.ranks), default=0)
         if not most:
             return []
         return [Hang(node, r, most) for node, r in sorted(self.ranks, key=lambda x: x[1].rank)
-                if r.collectives < most]
+                if r.collectives < most and (r.rank != NO_RANK or r.collectives)]
 
 
 def read_job(path: Path, with_launches: bool = False) -> JobOrder:

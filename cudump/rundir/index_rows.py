@@ -218,7 +218,9 @@ def _rank_rows(launches: list[LaunchRow], reports: list[ReportRow]) -> list[Rank
             rank = procs[row.pid] = RankRow(row.rank, row.pid, 0, 0, None, None, None, None,
                                             None, 0, None)
         rank.launches += 1
-        rank.collectives += row.op is not None
+        # Counted where the trace has every launch; at least as many as a later launch says
+        # came before it (launches from a manifest only).
+        rank.collectives = max(rank.collectives + (row.op is not None), row.collective or 0)
         rank.last_launch, rank.last_kernel, rank.last_step = row.launch, row.kernel, row.step
         rank.last_collective, rank.last_collective_op = row.collective, row.collective_op
     for report in sorted(reports, key=lambda r: (r.pid, r.launch)):
