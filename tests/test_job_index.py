@@ -52,11 +52,13 @@ def two_rank_job(cudump_run, fake, tmp_path: Path) -> Path:
 
 def test_job_of_two_nodes(two_rank_job: Path, capsys: pytest.CaptureFixture[str]) -> None:
     job = two_rank_job
-    # Each node wrote its partitions at its run's end.
-    for table in TABLES:
-        for node, rank in (("n0", 0), ("n1", 1)):
-            assert (job / "index" / table / "job=job" / f"node={node}" / f"rank={rank}"
-                    / DATA_FILE).is_file()
+    # Each node wrote its partitions at its run's end: a file per table its rank has rows
+    # of (rank 0 left no NaN: no records, no reports).
+    written = {(p.parts[-5], p.parts[-3], p.parts[-2])
+               for p in (job / "index").glob(f"*/job=job/node=*/rank=*/{DATA_FILE}")}
+    assert written == {(table, f"node={node}", f"rank={rank}") for table in TABLES
+                       for node, rank in (("n0", 0), ("n1", 1))} - {
+        ("records", "node=n0", "rank=0"), ("reports", "node=n0", "rank=0")}
     status, lines, err = _query(job, FIRST_NONFINITE, capsys)
     assert status == 0, err
     head = lines[0].split()
@@ -143,6 +145,11 @@ def test_a_run_of_its_own_is_queried_too(tmp_path: Path,
                                      "GROUP BY ALL", capsys)
     assert status == 0, err
     assert lines[1].split() == ["node0", "local", "0", "4"]
+    # No record, no report anywhere: the views still have their columns, and no rows.
+    status, lines, err = _query(run, "SELECT count(*) AS n, max(nonfinite) AS m FROM reports",
+                                capsys)
+    assert status == 0, err
+    assert lines[1].split() == ["0", "-"]
 
 
 def test_without_duckdb_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],

@@ -4,6 +4,9 @@ Parquet, one dataset per rank, that any engine reads (DuckDB here; Spark, Trino,
     JOB/index/TABLE/job=J/node=N/rank=R/data.parquet     TABLE: launches, records, reports,
                                                           ranks (index_rows.py's rows)
 
+A rank has a file of a table where it has rows of it (most ranks have no NaN/Inf report, and
+so no reports file); a table no rank has rows of reads as its columns and no rows.
+
 The partition columns (job, node, rank) are in the paths only, in the Hive style every
 engine reads. A run directory of its own is indexed the same way in RUN/index/, as job RUN's
 node "local". JSONL stays the source of truth: a node's partitions are written at its run's
@@ -37,7 +40,7 @@ if TYPE_CHECKING:
 
 TABLES = ("launches", "records", "reports", "ranks")
 DATA_FILE = "data.parquet"
-BUILT_DIR = "_built"          # one file per node: the ranks its partitions hold
+BUILT_DIR = "_built"          # one file per node: the ranks of each table it wrote
 LONE_NODE = "local"           # a run of its own's node
 NEEDS_DUCKDB = "cudump query needs DuckDB: pip install 'cudump[job]'"
 
@@ -129,24 +132,31 @@ def _built_file(root: Path, run: IndexedRun) -> Path:
     return root / BUILT_DIR / f"{run.job}.{run.node}.json"
 
 
-def _built_ranks(root: Path, run: IndexedRun) -> list[int] | None:
+def _built(root: Path, run: IndexedRun) -> dict[str, list[int]] | None:
+    """The ranks of each table the node's last build wrote, or None where it has none."""
     try:
         data = json.loads(_built_file(root, run).read_text())
     except (OSError, ValueError):
         return None
-    ranks = data.get("ranks") if isinstance(data, dict) else None
-    if not isinstance(ranks, list) or not all(isinstance(r, int) for r in ranks):
+    tables = data.get("tables") if isinstance(data, dict) else None
+    if not isinstance(tables, dict):
         return None
-    return ranks
+    out: dict[str, list[int]] = {}
+    for table in TABLES:
+        ranks = tables.get(table)
+        if not isinstance(ranks, list) or not all(isinstance(r, int) for r in ranks):
+            return None
+        out[table] = ranks
+    return out
 
 
 def up_to_date(root: Path, run: IndexedRun) -> bool:
     """Every partition of the node is there and no older than its JSONL files."""
-    ranks = _built_ranks(root, run)
-    if ranks is None:
+    built = _built(root, run)
+    if built is None:
         return False
     newest = _sources_mtime(run.run)
-    for table in TABLES:
+    for table, ranks in built.items():
         for rank in ranks:
             try:
                 if partition(root, table, run, rank).stat().st_mtime_ns < newest:
@@ -166,24 +176,26 @@ def _columns_sql(columns: dict[str, str]) -> str:
 
 
 def write_node(con: Any, root: Path, run: IndexedRun, rows: RunRows) -> None:
-    """The node's partitions, one file per table and rank (a rank without rows of a table
-    gets an empty file, so every table reads with its columns), each written under a
-    temporary name and renamed."""
+    """The node's partitions: a file per table and rank that has rows of it (a rank without
+    NaN/Inf reports has no reports file, so a query of the reports reads only the ranks that
+    have some), each written under a temporary name and renamed."""
     from cudump.rundir.index_rows import row_json
-    ranks = sorted({r.rank for r in rows.ranks} | {r.rank for r in rows.launches}
-                   | {r.rank for r in rows.records})
-    # Ranks this node held at its last build that it no longer has: their files go.
-    for old in set(_built_ranks(root, run) or ()) - set(ranks):
-        for table in TABLES:
-            shutil.rmtree(partition(root, table, run, old).parent, ignore_errors=True)
+    written: dict[str, list[int]] = {}
+    before = _built(root, run) or {}
     work = Path(tempfile.mkdtemp(prefix=".cudump-index-", dir=root))
     try:
         for table in TABLES:
             columns = COLUMNS[table]
+            table_rows = rows.table(table)
+            ranks = written[table] = sorted({r.rank for r in table_rows})
+            # Ranks whose rows of this table the node no longer has: their files go.
+            for old in set(before.get(table, ())) - set(ranks):
+                shutil.rmtree(partition(root, table, run, old).parent, ignore_errors=True)
+            if not ranks:
+                continue
             source = work / f"{table}.jsonl"
             with source.open("w", encoding="utf-8") as out:
-                for row in rows.table(table):
-                    out.write(row_json(row) + "\n")
+                out.writelines(row_json(row) + "\n" for row in table_rows)
             con.execute(f"CREATE OR REPLACE TEMP TABLE cudump_rows AS SELECT * FROM read_json("
                         f"{_sql_text(str(source))}, format='newline_delimited', "
                         f"columns={_columns_sql(columns)})")
@@ -200,7 +212,7 @@ def write_node(con: Any, root: Path, run: IndexedRun, rows: RunRows) -> None:
             con.execute("DROP TABLE cudump_rows")
         built = _built_file(root, run)
         built.parent.mkdir(parents=True, exist_ok=True)
-        built.write_text(json.dumps({"ranks": ranks}) + "\n")
+        built.write_text(json.dumps({"tables": written}) + "\n")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
