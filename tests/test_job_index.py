@@ -218,3 +218,19 @@ def test_hangs_leave_out_processes_that_are_no_rank() -> None:
     assert [(h.node, h.rank.pid) for h in order.hangs()] == [("b", 4), ("a", 2)]
     # Nobody launched a collective: nobody stopped.
     assert JobOrder([], [("a", proc(0, 1, 0))], {}, {}).hangs() == []
+
+
+def test_bench_prints_its_numbers(tmp_path: Path) -> None:
+    """bench/job_index.py at a small size: a row per job size, the first non-finite rank
+    found (two thirds of the way through the ranks), the disk per rank."""
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "job_index.py"), "--ranks",
+                           "3,8", "--steps", "2", "--layers", "2", "--dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.returncode == 0, done.stderr
+    rows = [line.split() for line in done.stdout.splitlines()[2:]]
+    assert [(r[0], r[3]) for r in rows] == [("3", "2"), ("8", "5")]
+    for row in rows:
+        build_s, query_s, index_kib, jsonl_kib = map(float, (row[1], row[2], row[4], row[5]))
+        assert build_s > 0 and query_s > 0 and index_kib > 0 and jsonl_kib > 0
+    assert (tmp_path / "job8" / "index" / "reports").is_dir()
