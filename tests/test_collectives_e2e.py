@@ -107,3 +107,16 @@ def test_flight_records_carry_their_collective(cudump_run, fake) -> None:
     launches = [r for r in launches if r.get("record") == "launch"]
     assert [r.get("collective") for r in launches] == [None, None, 1, 1, 2, 2]
     assert {r["collective_op"] for r in launches[2:]} == {"all-reduce"}
+
+
+def test_digest_records_carry_their_collective(cudump_run, fake) -> None:
+    """A program without steps or scopes: its repeated launches' digests are kept as
+    records, not batched, so that each says where it lies among the collectives."""
+    ran = cudump_run([str(fake.programs["collectives"]), "3", "2"], "--digest",
+                     env_extra={"COLLECTIVES_PLAIN": "1"})
+    assert ran.returncode == 0, ran.stderr
+    records = [r for r in manifest(ran.run_dir) if r["kernel"].startswith("vecAdd")]
+    assert len(records) == 6 * 3 * 2       # 6 launches, 3 buffers, before and after
+    assert all("step" not in r and "layer" not in r for r in records)
+    by_launch = {r["launch"]: r.get("collective") for r in records}
+    assert by_launch == {1: None, 3: 1, 5: 2, 7: 3, 9: 4, 11: 5}

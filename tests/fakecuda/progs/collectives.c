@@ -8,6 +8,7 @@
  * overflows: a[INDEX] = b[INDEX] = 3e38, so c[INDEX] = +inf (vecAdd produces it).
  * COLLECTIVES_HANG=K in the environment: the rank launches no all-reduce after
  * its K-th (as a rank stuck in a collective would), its vecAdds going on.
+ * COLLECTIVES_PLAIN=1: no step and no scope is told (a program without them).
  * Usage: collectives STEPS COLLS [NAN_STEP NAN_LAYER]
  * Prints `launches vecAdd=STEPS*COLLS allreduce=A`.
  */
@@ -32,8 +33,9 @@ int main(int argc, char **argv)
     int nan_step = argc == 5 ? atoi(argv[3]) : -1, nan_layer = argc == 5 ? atoi(argv[4]) : -1;
     const char *hang_env = getenv("COLLECTIVES_HANG");
     long hang = hang_env ? atol(hang_env) : -1;
-    step_fn set_step = (step_fn)dlsym(RTLD_DEFAULT, "cudump_scope_step");
-    push_fn push = (push_fn)dlsym(RTLD_DEFAULT, "cudump_scope_push");
+    int plain = getenv("COLLECTIVES_PLAIN") != NULL;
+    step_fn set_step = plain ? NULL : (step_fn)dlsym(RTLD_DEFAULT, "cudump_scope_step");
+    push_fn push = plain ? NULL : (push_fn)dlsym(RTLD_DEFAULT, "cudump_scope_push");
     pop_fn pop = (pop_fn)dlsym(RTLD_DEFAULT, "cudump_scope_pop");
     CUfunction add, allreduce;
     CUmodule mod = prog_start();
