@@ -234,3 +234,27 @@ def test_bench_prints_its_numbers(tmp_path: Path) -> None:
         build_s, query_s, index_kib, jsonl_kib = map(float, (row[1], row[2], row[4], row[5]))
         assert build_s > 0 and query_s > 0 and index_kib > 0 and jsonl_kib > 0
     assert (tmp_path / "job8" / "index" / "reports").is_dir()
+
+
+def test_first_divergent_digest_between_two_jobs(cudump_run, fake, tmp_path: Path) -> None:
+    """Two jobs of two stand-in ranks with --digest; in the second, rank 1's layers.1 of
+    step 1 reads an input the host changed: that launch's input digest is the first place
+    they differ."""
+    jobs = []
+    for name, plant in (("a", []), ("b", ["1", "1"])):
+        job = tmp_path / name
+        open_job(job)
+        for rank in (0, 1):
+            ran = cudump_run([str(fake.programs["collectives"]), "2", "3",
+                              *(plant if rank == 1 else [])], "--digest", "--trace",
+                             run_dir=job / "nodes" / f"n{rank}", env_extra={"RANK": str(rank)})
+            assert ran.returncode == 0, ran.stderr
+        jobs.append(job)
+    divergence = first_divergent(jobs[0], jobs[1])
+    assert divergence is not None
+    line = divergence.line()
+    assert line.startswith("first divergence: rank 1 (node n1) in layers.1 (forward, step 1, "
+                           "between all-reduce 4 and 5): launch 9 of vecAdd: arg 0 before "
+                           "differs ("), line
+    status = main(["stats", str(jobs[0]), "--against", str(jobs[1])])
+    assert status == 0

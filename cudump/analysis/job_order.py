@@ -195,7 +195,9 @@ def _diverges(a: list[LaunchRow], b: list[LaunchRow], da: Digests, db: Digests
                     f"launch {x.launch} of {short_kernel_name(x.kernel)} in the first, launch "
                     f"{y.launch} of {short_kernel_name(y.kernel)} in the second")
         theirs = db.get(y.launch, {})
-        for (arg, phase), value in sorted(da.get(x.launch, {}).items()):
+        # Before the launch first (its inputs), then after (what it made).
+        for (arg, phase), value in sorted(da.get(x.launch, {}).items(),
+                                          key=lambda item: (item[0][1] != "before", item[0])):
             other = theirs.get((arg, phase))
             if other is not None and other != value:
                 return (kx, _where_of(x), f"launch {x.launch} of {short_kernel_name(x.kernel)}"
