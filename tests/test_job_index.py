@@ -13,7 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from cudump.analysis.job_order import first_divergent, job_order_lines, read_job
+from cudump.analysis.job_order import (
+    first_divergent,
+    job_order_lines,
+    read_job,
+    read_job_indexed,
+)
 from cudump.cli import main
 from cudump.rundir.index import DATA_FILE, TABLES
 from cudump.rundir.job import open_job
@@ -50,7 +55,8 @@ def two_rank_job(cudump_run, fake, tmp_path: Path) -> Path:
     return job
 
 
-def test_job_of_two_nodes(two_rank_job: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_job_of_two_nodes(two_rank_job: Path, capsys: pytest.CaptureFixture[str],
+                          monkeypatch: pytest.MonkeyPatch) -> None:
     job = two_rank_job
     # Each node wrote its partitions at its run's end: a file per table its rank has rows
     # of (rank 0 left no NaN: no records, no reports).
@@ -81,6 +87,12 @@ def test_job_of_two_nodes(two_rank_job: Path, capsys: pytest.CaptureFixture[str]
                                "of vecAdd")
     status = main(["stats", str(job)])
     assert status == 0 and "first non-finite: rank 1 (node n1)" in capsys.readouterr().out
+
+    # Without DuckDB, stats reads the JSONL files themselves, and says the same.
+    import cudump.rundir.index
+
+    monkeypatch.setattr(cudump.rundir.index, "has_duckdb", lambda: False)
+    assert job_order_lines(job) == lines
 
 
 def test_second_engine_reads_the_files(two_rank_job: Path) -> None:
@@ -181,10 +193,11 @@ def test_simulated_job_first_nonfinite_and_hang(tmp_path: Path,
     row = dict(zip(lines[0].split(), lines[1].split(), strict=False))
     assert (row["rank"], row["node"], row["step"], row["collective"]) == \
         ("11", "node1", "2", "9")
-    order = read_job(job)
-    first = order.first_nonfinite()
-    assert first is not None and first.report.rank == 11
-    assert [(h.rank.rank, h.rank.collectives, h.most) for h in order.hangs()] == [(3, 5, 12)]
+    for order in (read_job(job), read_job_indexed(job)):
+        first = order.first_nonfinite()
+        assert first is not None and first.report.rank == 11
+        assert [(h.rank.rank, h.rank.collectives, h.most) for h in order.hangs()] == \
+            [(3, 5, 12)]
     status, lines, _ = _query(job, "SELECT rank, collectives FROM ranks WHERE collectives < "
                                    "(SELECT max(collectives) FROM ranks)", capsys)
     assert [ln.split() for ln in lines[1:-1]] == [["3", "5"]]
