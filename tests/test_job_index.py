@@ -95,6 +95,26 @@ def test_job_of_two_nodes(two_rank_job: Path, capsys: pytest.CaptureFixture[str]
     assert job_order_lines(job) == lines
 
 
+def test_index_says_what_the_jsonl_readers_say(two_rank_job: Path) -> None:
+    """The index reads trace.jsonl with DuckDB; index_rows.run_rows reads it in Python (for
+    stats without DuckDB): their launches and ranks agree, row for row."""
+    from cudump.rundir.index import COLUMNS, opened
+    from cudump.rundir.index_rows import row_json, run_rows
+
+    with opened(two_rank_job) as con:
+        for table in ("launches", "ranks", "reports"):
+            names = list(COLUMNS[table])
+            listed = ", ".join(f'"{n}"' for n in names)
+            indexed = sorted(tuple(row) for row in con.execute(
+                f"SELECT {listed} FROM {table}").fetchall())
+            python = []
+            for node in ("n0", "n1"):
+                for row in run_rows(two_rank_job / "nodes" / node).table(table):
+                    data = json.loads(row_json(row))
+                    python.append(tuple(data[n] for n in names))
+            assert indexed == sorted(python), table
+
+
 def test_second_engine_reads_the_files(two_rank_job: Path) -> None:
     """pyarrow's dataset reader, given only the folder and the Hive layout."""
     launches = pa_dataset.dataset(two_rank_job / "index" / "launches", format="parquet",
@@ -133,6 +153,24 @@ def test_query_rebuilds_what_is_stale_or_missing(tmp_path: Path,
     gone.unlink()
     status, lines, _ = _query(job, "SELECT rank FROM reports", capsys)
     assert gone.is_file() and lines[1].strip() == "5"
+
+
+def test_a_node_that_had_nothing_is_read_again(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    job = tmp_path / "job"
+    open_job(job)
+    (job / "nodes" / "a").mkdir()
+    trace = job / "nodes" / "a" / "trace.jsonl"
+    trace.write_text("")
+    assert _query(job, "SELECT count(*) AS n FROM launches", capsys)[1][1].strip() == "0"
+    # Launches come (a line that is no record, and one cut short, left out).
+    trace.write_text('{"event":"launch","launch":1,"pid":5,"kernel":"k"}\nnot json\n'
+                     '{"event":"launch","launch":2,"pid":5,"kernel":"k"}\n{"event":"la')
+    stamp = os.stat(trace).st_mtime_ns + 10**9
+    os.utime(trace, ns=(stamp, stamp))
+    status, lines, err = _query(job, "SELECT rank, launches, last_launch FROM ranks", capsys)
+    assert status == 0, err
+    assert lines[1].split() == ["-1", "2", "2"]
 
 
 def test_bad_sql_and_bad_paths_are_one_line(tmp_path: Path,

@@ -156,6 +156,11 @@ def up_to_date(root: Path, run: IndexedRun) -> bool:
     if built is None:
         return False
     newest = _sources_mtime(run.run)
+    try:    # written after its partitions: a node with none is judged by it
+        if _built_file(root, run).stat().st_mtime_ns < newest:
+            return False
+    except OSError:
+        return False
     for table, ranks in built.items():
         for rank in ranks:
             try:
@@ -175,41 +180,117 @@ def _columns_sql(columns: dict[str, str]) -> str:
                            for name, kind in columns.items()) + "}"
 
 
-def write_node(con: Any, root: Path, run: IndexedRun, rows: RunRows) -> None:
+# trace.jsonl's fields a launch row takes (what policy/trace.py writes).
+_TRACE_FIELDS = {"event": "VARCHAR", "launch": "BIGINT", "pid": "BIGINT", "rank": "INTEGER",
+                 "kernel": "VARCHAR", "step": "INTEGER", "collective": "INTEGER",
+                 "collective_op": "VARCHAR", "layer": "VARCHAR", "pass": "VARCHAR",
+                 "source": "VARCHAR", "scope": "VARCHAR[]", "device": "INTEGER"}
+
+
+def _load(con: Any, table: str, rows: list[Any], work: Path) -> None:
+    """Python rows (index_rows.py) as the temporary table cudump_TABLE."""
+    from cudump.rundir.index_rows import row_json
+
+    source = work / f"{table}.jsonl"
+    with source.open("w", encoding="utf-8") as out:
+        out.writelines(row_json(row) + "\n" for row in rows)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE cudump_{table} AS SELECT * FROM read_json("
+                f"{_sql_text(str(source))}, format='newline_delimited', "
+                f"columns={_columns_sql(COLUMNS[table])})")
+
+
+def _launches_from_trace(con: Any, trace: Path) -> int:
+    """trace.jsonl's launches as cudump_launches, read by DuckDB itself (a node's millions
+    of launches in seconds, where reading them in Python took minutes); how many. A line
+    that is not a launch record (a graph launch, a line cut short) is left out."""
+    from cudump.launches.collectives import collective_op
+
+    con.execute(f"CREATE OR REPLACE TEMP TABLE cudump_trace AS SELECT * FROM read_json("
+                f"{_sql_text(str(trace))}, format='newline_delimited', ignore_errors=true, "
+                f"columns={_columns_sql(_TRACE_FIELDS)}) WHERE event IN ('launch', "
+                "'graph-kernel') AND pid IS NOT NULL AND launch IS NOT NULL AND kernel IS NOT "
+                "NULL")
+    # Each kernel's own collective operation, named in Python (collectives.py) once a kernel.
+    kernels = [row[0] for row in con.execute("SELECT DISTINCT kernel FROM cudump_trace")
+               .fetchall()]
+    con.execute("CREATE OR REPLACE TEMP TABLE cudump_ops (kernel VARCHAR, op VARCHAR)")
+    ops = [(k, op) for k in kernels if (op := collective_op(k)) is not None]
+    if ops:
+        con.executemany("INSERT INTO cudump_ops VALUES (?, ?)", ops)
+    # A launch's within: its place after its process's last collective (collective only
+    # grows with the launch number, so a process's launches of one collective are one run).
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE cudump_launches AS SELECT coalesce(t.rank, -1) AS rank, "
+        "t.pid, t.launch, t.kernel, o.op, t.event, CASE WHEN t.step >= 0 THEN t.step END AS "
+        "step, CASE WHEN t.collective >= 0 THEN t.collective END AS collective, CASE WHEN "
+        "t.collective >= 0 THEN t.collective_op END AS collective_op, row_number() OVER "
+        "(PARTITION BY t.pid, t.collective ORDER BY t.launch) - 1 AS within, t.layer, "
+        "t.\"pass\", CASE WHEN t.source LIKE '%:%' THEN t.source END AS source, "
+        "nullif(array_to_string(t.scope, ' / '), '') AS scope, t.device FROM cudump_trace t "
+        "LEFT JOIN cudump_ops o USING (kernel)")
+    con.execute("DROP TABLE cudump_trace")
+    return int(con.execute("SELECT count(*) FROM cudump_launches").fetchone()[0])
+
+
+# A process's row of `ranks`, from its launches and reports (index_rows._rank_rows says the
+# same in Python: collectives is the most any launch says were launched up to it).
+_RANKS_SQL = """
+CREATE OR REPLACE TEMP TABLE cudump_ranks AS
+WITH l AS (
+  SELECT rank, pid, count(*) AS launches,
+         max(coalesce(collective, 0) + CASE WHEN op IS NULL THEN 0 ELSE 1 END) AS collectives,
+         max(launch) AS last_launch, arg_max_null(kernel, launch) AS last_kernel,
+         arg_max_null(step, launch) AS last_step,
+         arg_max_null(collective, launch) AS last_collective,
+         arg_max_null(collective_op, launch) AS last_collective_op
+  FROM cudump_launches GROUP BY rank, pid),
+r AS (SELECT rank, pid, count(*) AS reports, min(launch) AS first_report_launch
+      FROM cudump_reports GROUP BY rank, pid)
+SELECT coalesce(l.rank, r.rank) AS rank, coalesce(l.pid, r.pid) AS pid,
+       coalesce(l.launches, 0) AS launches, coalesce(l.collectives, 0) AS collectives,
+       l.last_launch, l.last_kernel, l.last_step, l.last_collective, l.last_collective_op,
+       coalesce(r.reports, 0) AS reports, r.first_report_launch
+FROM l FULL OUTER JOIN r ON l.rank = r.rank AND l.pid = r.pid
+"""
+
+
+def write_node(con: Any, root: Path, run: IndexedRun, rows: RunRows, trace: Path | None
+               ) -> None:
     """The node's partitions: a file per table and rank that has rows of it (a rank without
     NaN/Inf reports has no reports file, so a query of the reports reads only the ranks that
-    have some), each written under a temporary name and renamed."""
-    from cudump.rundir.index_rows import row_json
+    have some), each written under a temporary name and renamed. `rows`: the manifest's
+    (index_rows.run_rows without the trace); `trace`: the node's trace.jsonl, if any."""
     written: dict[str, list[int]] = {}
     before = _built(root, run) or {}
     work = Path(tempfile.mkdtemp(prefix=".cudump-index-", dir=root))
     try:
+        _load(con, "records", rows.records, work)
+        _load(con, "reports", rows.reports, work)
+        if trace is None or not _launches_from_trace(con, trace):
+            _load(con, "launches", rows.launches, work)     # the manifest's launches
+        else:
+            con.execute("UPDATE cudump_reports SET within = l.within FROM cudump_launches l "
+                        "WHERE l.pid = cudump_reports.pid AND l.launch = cudump_reports.launch")
+        con.execute(_RANKS_SQL)
         for table in TABLES:
             columns = COLUMNS[table]
-            table_rows = rows.table(table)
-            ranks = written[table] = sorted({r.rank for r in table_rows})
+            ranks = written[table] = [row[0] for row in con.execute(
+                f"SELECT DISTINCT rank FROM cudump_{table} ORDER BY rank").fetchall()]
             # Ranks whose rows of this table the node no longer has: their files go.
             for old in set(before.get(table, ())) - set(ranks):
                 shutil.rmtree(partition(root, table, run, old).parent, ignore_errors=True)
-            if not ranks:
-                continue
-            source = work / f"{table}.jsonl"
-            with source.open("w", encoding="utf-8") as out:
-                out.writelines(row_json(row) + "\n" for row in table_rows)
-            con.execute(f"CREATE OR REPLACE TEMP TABLE cudump_rows AS SELECT * FROM read_json("
-                        f"{_sql_text(str(source))}, format='newline_delimited', "
-                        f"columns={_columns_sql(columns)})")
             kept = ", ".join(f'"{c}"' for c in columns if c != "rank")
             order = "pid, launch" if "launch" in columns else "pid"
             for rank in ranks:
                 target = partition(root, table, run, rank)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 temporary = target.with_name(f".{DATA_FILE}.{os.getpid()}")
-                con.execute(f"COPY (SELECT {kept} FROM cudump_rows WHERE rank = {int(rank)} "
+                con.execute(f"COPY (SELECT {kept} FROM cudump_{table} WHERE rank = {int(rank)} "
                             f"ORDER BY {order}) TO {_sql_text(str(temporary))} "
                             "(FORMAT parquet)")
                 os.replace(temporary, target)
-            con.execute("DROP TABLE cudump_rows")
+        for table in TABLES:
+            con.execute(f"DROP TABLE IF EXISTS cudump_{table}")
         built = _built_file(root, run)
         built.parent.mkdir(parents=True, exist_ok=True)
         built.write_text(json.dumps({"tables": written}) + "\n")
@@ -231,7 +312,10 @@ def build(con: Any, target: Indexed, root: Path | None = None, force: bool = Fal
         duckdb = duckdb_module()
         try:
             root.mkdir(parents=True, exist_ok=True)
-            write_node(con, root, run, run_rows(run.run))
+            trace = run.run / TRACE_FILE
+            present = reading.present(trace)
+            write_node(con, root, run, run_rows(run.run, read_trace=not present),
+                       trace if present else None)
         except OSError as err:
             raise QueryError(f"cannot write the index in {reading.shown(root)}: "
                              f"{err.strerror or err}") from None

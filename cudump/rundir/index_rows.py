@@ -218,9 +218,10 @@ def _rank_rows(launches: list[LaunchRow], reports: list[ReportRow]) -> list[Rank
             rank = procs[row.pid] = RankRow(row.rank, row.pid, 0, 0, None, None, None, None,
                                             None, 0, None)
         rank.launches += 1
-        # Counted where the trace has every launch; at least as many as a later launch says
-        # came before it (launches from a manifest only).
-        rank.collectives = max(rank.collectives + (row.op is not None), row.collective or 0)
+        # The most any launch says were launched up to it (itself too, where it is one): all
+        # of them where the trace has every launch.
+        rank.collectives = max(rank.collectives,
+                               (row.collective or 0) + (row.op is not None))
         rank.last_launch, rank.last_kernel, rank.last_step = row.launch, row.kernel, row.step
         rank.last_collective, rank.last_collective_op = row.collective, row.collective_op
     for report in sorted(reports, key=lambda r: (r.pid, r.launch)):
@@ -234,13 +235,14 @@ def _rank_rows(launches: list[LaunchRow], reports: list[ReportRow]) -> list[Rank
     return list(procs.values())
 
 
-def run_rows(run: Path) -> RunRows:
-    """A run directory's rows. Its launches come from trace.jsonl; without one, each
-    launch the manifest records is one (and its `within` is unknown). RunFileError or
-    SnapshotError for a file that cannot be read."""
+def run_rows(run: Path, read_trace: bool = True) -> RunRows:
+    """A run directory's rows. Its launches come from trace.jsonl; without one (or without
+    `read_trace`: the index reads the trace with DuckDB), each launch the manifest records
+    is one (and its `within` is unknown). RunFileError or SnapshotError for a file that
+    cannot be read."""
     rows = RunRows()
     trace = run / TRACE_FILE
-    if reading.present(trace):
+    if read_trace and reading.present(trace):
         rows.launches = list(_trace_launches(trace))
         _number_within(rows.launches)
     records: list[SnapshotRecord] = []
