@@ -75,6 +75,8 @@ def index_run(run_dir: Path) -> None:
         index_at_end(run_dir)
     except CudumpError as err:
         warn(f"the job's index was not written: {err}")
+    except Exception as err:   # the index is the JSONL's copy: never the run's exit status
+        warn(f"the job's index was not written: {type(err).__name__}: {err}")
 
 
 def exit_status_of(returncode: int, program: str) -> int:
