@@ -309,3 +309,17 @@ def test_first_divergent_digest_between_two_jobs(cudump_run, fake, tmp_path: Pat
                            "differs ("), line
     status = main(["stats", str(jobs[0]), "--against", str(jobs[1])])
     assert status == 0
+
+
+def test_an_index_that_cannot_be_written_is_a_warning(cudump_run, fake,
+                                                      tmp_path: Path) -> None:
+    """The program's exit status and the run's files stand; the warning says why."""
+    job = tmp_path / "job"
+    open_job(job)
+    (job / "index").write_text("not a folder")
+    ran = cudump_run([str(fake.programs["collectives"]), "1", "2"], "--trace",
+                     run_dir=job / "nodes" / "n0")
+    assert ran.returncode == 0, ran.stderr
+    warning = [ln for ln in ran.stderr.splitlines() if "index was not written" in ln]
+    assert len(warning) == 1 and "cannot write the index in" in warning[0], ran.stderr
+    assert (job / "nodes" / "n0" / "trace.jsonl").is_file()
