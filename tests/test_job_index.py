@@ -182,6 +182,11 @@ def test_bad_sql_and_bad_paths_are_one_line(tmp_path: Path,
         err.count("\n") == 1, err
     status, _, err = _query(job, "SELECT * FROM nothing_here", capsys)
     assert status == 2 and err.count("\n") == 1 and "nothing_here" in err
+    # A result longer than --max-rows is cut, and says so.
+    assert main(["query", str(job), "SELECT launch FROM launches ORDER BY launch",
+                 "--max-rows", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["launch", "     1", "1 row (the first 1; --max-rows)"]
     status, _, err = _query(tmp_path / "nowhere", "SELECT 1", capsys)
     assert status == 2 and err.strip() == (f"cudump: error: {tmp_path / 'nowhere'}: not a "
                                            "job or run directory")

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import math
+import textwrap
 from pathlib import Path
 from typing import Any
 
+from cudump.commands import HelpFormatter
 from cudump.console import printable
 from cudump.errors import QueryError
 from cudump.rundir.index import COLUMNS, duckdb_module, first_line, opened
@@ -31,6 +33,16 @@ def _table(headers: list[str], rows: list[list[str]], right: list[bool]) -> list
             for row in rows]
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return value
+
+
 def _cell(value: Any) -> str:
     if value is None:
         return "-"
@@ -49,14 +61,16 @@ class QueryCommand:
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         views = "; ".join(f"{table}({', '.join(['job', 'node', *columns])})"
                           for table, columns in COLUMNS.items())
-        parser.epilog = (f"Views: {views}. A process without a rank is rank -1. A launch's "
-                         "collective is how many collectives its process launched before "
-                         "it; within, how many launches since then: a job's launches order "
-                         "across ranks by (step, collective, within).\n\n" + EXAMPLES)
+        about = (f"Views: {views}. A process without a rank is rank -1. A launch's "
+                 "collective is how many collectives its process launched before it; within, "
+                 "how many launches since then: a job's launches order across ranks by (step, "
+                 "collective, within).")
+        parser.formatter_class = HelpFormatter    # the examples as written
+        parser.epilog = textwrap.fill(about, 79) + "\n\n" + EXAMPLES
         parser.add_argument("path", type=Path, metavar="JOB",
                             help="job directory (or a run directory)")
         parser.add_argument("sql", metavar="SQL", help="one SQL statement")
-        parser.add_argument("--max-rows", type=int, default=1000, metavar="N",
+        parser.add_argument("--max-rows", type=_positive, default=1000, metavar="N",
                             help="print at most N rows (default 1000)")
 
     def run(self, args: argparse.Namespace) -> int:
