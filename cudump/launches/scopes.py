@@ -57,8 +57,12 @@ class Where:
     collective_op: str | None = None  # the last of them: "all-reduce"
 
     def __bool__(self) -> bool:
-        return bool(self.scopes or self.step is not None or self.source
-                    or self.collective is not None)
+        return self.scoped or self.collective is not None
+
+    @property
+    def scoped(self) -> bool:
+        """Whether the program said anything of it: a scope, a step or a source line."""
+        return bool(self.scopes or self.step is not None or self.source)
 
     def collective_text(self) -> str | None:
         """'between all-reduce 41 and 42', where the process had launched a collective."""
