@@ -43,7 +43,8 @@ def version() -> str:
 # took 0.45 s of every run's start when all were imported).
 COMMAND_CLASSES = {"run": "RunCommand", "diff": "DiffCommand", "ls": "LsCommand",
                    "show": "ShowCommand", "bisect": "BisectCommand", "replay": "ReplayCommand",
-                   "extract": "ExtractCommand", "stats": "StatsCommand"}
+                   "extract": "ExtractCommand", "stats": "StatsCommand",
+                   "query": "QueryCommand"}
 
 
 def _command(name: str) -> Command:

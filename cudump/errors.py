@@ -47,3 +47,7 @@ class GeometryError(CudumpError):
     """A snapshot cannot be planned: the pointer is untracked, or the geometry a
     rule asks for reaches outside the allocation. The message is the reason the
     manifest records."""
+
+
+class QueryError(CudumpError):
+    """The columnar index (rundir/index.py) cannot be written or read, or a query failed."""

@@ -10,7 +10,7 @@ from typing import Protocol
 
 # The subcommands (`cudump SUBCOMMAND ...`); every other first word is a program to run.
 # cudump.cli maps each to its Command, and a test checks that the two agree.
-SUBCOMMANDS = ("bisect", "diff", "extract", "ls", "replay", "show", "stats")
+SUBCOMMANDS = ("bisect", "diff", "extract", "ls", "query", "replay", "show", "stats")
 USAGE = ("usage: cudump [options] [--] PROGRAM [ARGS...], or cudump SUBCOMMAND ... with "
          f"SUBCOMMAND one of {', '.join(SUBCOMMANDS)} (cudump --help, cudump SUBCOMMAND "
          "--help)")

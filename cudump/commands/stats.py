@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from cudump.analysis.job_order import job_order_lines
 from cudump.analysis.job_runs import node_runs, one_run
 from cudump.analysis.report.tables import fit, format_table
 from cudump.analysis.stats import (
@@ -54,6 +55,9 @@ class StatsCommand:
                                  "kernel name, or re:REGEX)")
         parser.add_argument("--full-names", action="store_true",
                             help="print whole demangled signatures, not shortened names")
+        parser.add_argument("--against", type=Path, metavar="OTHER",
+                            help="with a job (or run): the first place, in the job's order, "
+                                 "where a rank's launches or digests differ from OTHER's")
         parser.add_argument("--by", choices=("kernel", "layer"), default="kernel",
                             help="group by kernel (the default) or by layer: the module (or "
                                  "innermost scope) and pass the launches were made in, in "
@@ -69,8 +73,12 @@ class StatsCommand:
             for line in layer_lines(layer_stats(run, pattern)):
                 print(line)
             return 0
-        if is_job(args.run):
-            for line in job_stats_lines(args.run, args.node, pattern, args.full_names):
+        if is_job(args.run) or args.against is not None:
+            if is_job(args.run):
+                for line in job_stats_lines(args.run, args.node, pattern, args.full_names):
+                    print(line)
+            # The job as a whole: its ranks in one order (analysis/job_order.py).
+            for line in job_order_lines(args.run, args.against):
                 print(line)
             return 0
         one_run(args.run, args.node, "stats")      # --node of a run: refused

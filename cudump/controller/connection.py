@@ -138,7 +138,7 @@ class Connection:
         assert self.proc is not None
         func = decode_func(msg.payload)
         func.op = ops.lookup(func.mangled) if (ops := self.controller.compiled_ops) else None
-        self.proc.funcs[func.id] = func
+        self.proc.add_func(func)
         self._wants_reply(func)
 
     def on_ask(self, msg: p.Message) -> None:
@@ -153,8 +153,7 @@ class Connection:
     def on_launch(self, msg: p.Message) -> None:
         assert self.proc is not None
         h = p.LAUNCH.unpack(msg.payload)
-        if self.controller.feed is not None:
-            self.controller.feed.launches(self.proc, [[h[f] for f in EVENT_FIELDS]])
+        self.controller.launches_heard(self.proc, [[h[f] for f in EVENT_FIELDS]])
 
     def on_graph(self, msg: p.Message) -> None:
         assert self.proc is not None

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import signal
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -127,8 +127,13 @@ def _args(func: FuncInfo | None, raw: bytes,
 def _where(proc: ProcessState, raw: dict[str, Any]) -> Where:
     """The slot's scope, step and source (proto_flight_slot), in names; nothing where the
     slot does not carry them."""
-    return proc.scopes.where(int(raw.get("scope", 0)), int(raw.get("step", 0)),
-                             int(raw.get("source", 0)))
+    where = proc.scopes.where(int(raw.get("scope", 0)), int(raw.get("step", 0)),
+                              int(raw.get("source", 0)))
+    # The collectives its process launched before it (the controller heard of each).
+    place = proc.collectives.before(int(raw["seq"])) if "seq" in raw else None
+    if place is not None:
+        where = replace(where, collective=place.count, collective_op=place.op)
+    return where
 
 
 def launches_of(proc: ProcessState, ring: FlightRing) -> list[FlightLaunch]:

@@ -16,6 +16,7 @@ import secrets
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from cudump.controller.compiled_ops import CompiledOps
 from cudump.controller.debugger import DebugController
@@ -31,7 +32,7 @@ from cudump.launches.process import FuncInfo, ProcessState, pointer_allocation
 from cudump.launches.stop import StopInfo
 from cudump.policy.snapshot.coordinator import Snapshots
 from cudump.policy.snapshot.writer import Release
-from cudump.policy.trace import LaunchFeed, TraceDrain, TraceWriter
+from cudump.policy.trace import LaunchFeed, TraceDrain, TraceWriter, hear_collectives
 from cudump.rundir.layout import TRACE_FILE
 from cudump.rundir.manifest import ManifestWriter
 from cudump.rundir.summary import RunSummary
@@ -158,7 +159,8 @@ class Controller:
 
     def decide(self, proc: ProcessState, func: FuncInfo) -> tuple[int, list[p.Selector]]:
         """What is wanted of a function's launches, and its rules the shim counts."""
-        wants = p.Want.TRACE if self.traced else p.Want(0)
+        # A collective's launches are always heard of, to number them (collectives.py).
+        wants = p.Want.TRACE if self.traced or func.collective is not None else p.Want(0)
         selectors: list[p.Selector] = []
         if self.snapshots is not None and self.snapshots.wants(proc, func):
             wants |= p.Want.SNAPSHOT
@@ -196,9 +198,18 @@ class Controller:
         if self.timeline is not None:
             self.timeline.process(proc)
         if self.drain is not None:
+            proc.collectives.ringed = True      # its launches come through the ring
             self.drain.add(proc, shared)
         if self.snapshots is not None:
             self.snapshots.attach(proc, shared)
+
+    def launches_heard(self, proc: ProcessState, rows: list[list[Any]]) -> None:
+        """Launch events sent as messages: to the trace's sinks; without a trace, only a
+        collective's launches come, heard of to number them (collectives.py)."""
+        if self.feed is not None:
+            self.feed.launches(proc, rows)
+        else:
+            hear_collectives(proc, rows)
 
     def stopped(self, info: StopInfo) -> None:
         """A launch is held at the prompt."""

@@ -33,6 +33,7 @@ from cudump.kernels.unmatched import unmatched_lines
 from cudump.policy.given_patterns import given_patterns
 from cudump.rundir import files as runfiles
 from cudump.rundir import ownership
+from cudump.rundir.index import index_at_end
 from cudump.rundir.layout import FLIGHT_FILE, MODULES_DIR, SUMMARY_FILE
 from cudump.rundir.ownership import Ownership
 
@@ -65,6 +66,17 @@ def default_run_dir(base: Path = Path("cudump-out")) -> tuple[Path, Ownership]:
             with contextlib.suppress(OSError):
                 run_dir.rmdir()     # made just now, and nothing could be made in it
             raise
+
+
+def index_run(run_dir: Path) -> None:
+    """A job's node writes its part of the job's columnar index (rundir/index.py), where
+    DuckDB is installed; a failure is said, and the run's own files stand."""
+    try:
+        index_at_end(run_dir)
+    except CudumpError as err:
+        warn(f"the job's index was not written: {err}")
+    except Exception as err:   # the index is the JSONL's copy: never the run's exit status
+        warn(f"the job's index was not written: {type(err).__name__}: {err}")
 
 
 def exit_status_of(returncode: int, program: str) -> int:
@@ -245,6 +257,7 @@ class Session:
             except OSError as err:
                 warn(f"could not write {self.options.run_dir / SUMMARY_FILE}: "
                      f"{err.strerror or err}")
+            index_run(self.options.run_dir)
             if found:
                 return self.options.error_exitcode
             return 0 if quit_at_prompt else status

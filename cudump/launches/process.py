@@ -9,13 +9,15 @@ from __future__ import annotations
 import functools
 import signal
 import threading
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from cudump.kernels.demangle import demangle
 from cudump.kernels.geometry import Allocation
 from cudump.kernels.tensormaps import TensorMap
+from cudump.launches.collectives import CollectiveLog, collective_op
 from cudump.launches.scopes import NOWHERE, ScopeKind, ScopeNode, ScopeTable, Where
 from cudump.wire import protocol as p
 from cudump.wire.shm import FlightRing, LaunchCounts
@@ -35,6 +37,7 @@ class FuncInfo:
     # What a compiled program's own metadata says the kernel does (an XLA fusion's op_name
     # and source line, --layers): the where of its launches that no scope names.
     op: Where | None = None
+    collective: str | None = None   # its collective operation (collectives.py), if one
 
 
 @dataclass
@@ -74,8 +77,10 @@ class LaunchEvent:
         return bool(self.flags & p.LaunchFlag.INTERRUPTED)
 
     def where(self, proc: ProcessState) -> Where:
-        """The launch in the user's terms (its process's scope nodes)."""
-        return proc.where(self.func_id, self.scope, self.step, self.source)
+        """The launch in the user's terms (its process's scope nodes and collectives; this
+        launch's own message may wait a moment for the collectives before it)."""
+        return proc.where(self.func_id, self.scope, self.step, self.source, seq=self.seq,
+                          wait=True)
 
     @functools.cached_property
     def stream_hex(self) -> str:
@@ -95,19 +100,40 @@ class ProcessState:
     counted: LaunchCounts | None = None      # the shared launch counts, at the run's end
     flight: FlightRing | None = None         # its flight ring (--flight), at the run's end
     scopes: ScopeTable = field(default_factory=ScopeTable)   # MSG_SCOPE
+    collectives: CollectiveLog = field(default_factory=CollectiveLog)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def where(self, func_id: int, scope: int, step: int = 0, source: int = 0) -> Where:
+    def where(self, func_id: int, scope: int, step: int = 0, source: int = 0,
+              seq: int | None = None, wait: bool = False) -> Where:
         """A launch's wire numbers in names; a launch no scope names takes its kernel's
-        operation (FuncInfo.op), where the program's compiler said what it is."""
+        operation (FuncInfo.op), where the program's compiler said what it is. With its
+        launch number `seq`, the collectives its process launched before it."""
         where = self.scopes.where(scope, step, source) if scope or step or source else NOWHERE
         if not where.layer:
             func = self.funcs.get(func_id)
             if func is not None and func.op is not None:
                 op = func.op
-                return Where(scopes=op.scopes, layer=op.layer, pass_=where.pass_,
-                             step=where.step, source=where.source or op.source)
+                where = Where(scopes=op.scopes, layer=op.layer, pass_=where.pass_,
+                              step=where.step, source=where.source or op.source)
+        if seq is not None:
+            place = self.collectives.before(seq, wait)
+            if place is not None:
+                where = replace(where, collective=place.count, collective_op=place.op)
         return where
+
+    def add_func(self, func: FuncInfo) -> None:
+        """A function the process announced (a collective's counted from now on)."""
+        func.collective = collective_op(func.demangled)
+        if func.collective is not None:
+            self.collectives.announce()
+        self.funcs[func.id] = func
+
+    def hear_launches(self, launches: Iterable[tuple[int, int]]) -> None:
+        """Launches heard of, as (launch number, function): their collectives counted."""
+        funcs = self.funcs
+        self.collectives.heard_of(
+            (seq, func.collective if (func := funcs.get(fid)) is not None else None)
+            for seq, fid in launches)
 
 
 def pointer_allocation(fields: dict[str, Any]) -> Allocation:

@@ -52,16 +52,32 @@ class Where:
     pass_: str | None = None          # "forward" | "backward" when a module is open
     step: int | None = None           # training steps completed before the launch (from 0)
     source: str | None = None         # "train.py:57": the user's own code that led to it
+    collective: int | None = None     # collectives its process launched before it (where
+                                      # it had launched any; launches/collectives.py)
+    collective_op: str | None = None  # the last of them: "all-reduce"
 
     def __bool__(self) -> bool:
+        return self.scoped or self.collective is not None
+
+    @property
+    def scoped(self) -> bool:
+        """Whether the program said anything of it: a scope, a step or a source line."""
         return bool(self.scopes or self.step is not None or self.source)
 
+    def collective_text(self) -> str | None:
+        """'between all-reduce 41 and 42', where the process had launched a collective."""
+        if self.collective is None:
+            return None
+        return f"between {self.collective_op or 'collective'} {self.collective} and " \
+               f"{self.collective + 1}"
+
     def text(self, rank: int | None = None) -> str:
-        """'in layer3.0.conv1 (forward, step 2) at train.py:57, rank 1' (the parts known), or
-        '' when nothing is; `rank` is the process's, where it has one."""
+        """'in layer3.0.conv1 (forward, step 2, between all-reduce 41 and 42) at
+        train.py:57, rank 1' (the parts known), or '' when nothing is; `rank` is the
+        process's, where it has one."""
         parts: list[str] = []
-        inside = [p for p in (self.pass_, None if self.step is None else f"step {self.step}")
-                  if p]
+        inside = [p for p in (self.pass_, None if self.step is None else f"step {self.step}",
+                              self.collective_text()) if p]
         if self.layer:
             parts.append(f"in {self.layer}" + (f" ({', '.join(inside)})" if inside else ""))
         elif inside:
@@ -86,6 +102,10 @@ class Where:
             out["step"] = self.step
         if self.source is not None:
             out["source"] = self.source
+        if self.collective is not None:
+            out["collective"] = self.collective
+            if self.collective_op is not None:
+                out["collective_op"] = self.collective_op
         return out
 
     @classmethod
@@ -98,10 +118,15 @@ class Where:
             value = data.get(name)
             return value if isinstance(value, str) else None
 
-        step = data.get("step")
+        def number(name: str) -> int | None:
+            value = data.get(name)
+            return value if isinstance(value, int) and not isinstance(value, bool) \
+                and value >= 0 else None
+
+        collective = number("collective")
         return cls(scopes=scopes, layer=text("layer"), pass_=text("pass"),
-                   step=step if isinstance(step, int) and not isinstance(step, bool) else None,
-                   source=text("source"))
+                   step=number("step"), source=text("source"), collective=collective,
+                   collective_op=text("collective_op") if collective is not None else None)
 
     def matches(self, pattern: str) -> bool:
         """A `scope:` pattern (shell-style, case-sensitive) matches any open scope, or the

@@ -11,13 +11,14 @@ import json
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
 from cudump.console import say_lines, warn
+from cudump.launches.collectives import CollectivePlace
 from cudump.launches.events import EVENT_FIELDS, GraphLaunch
 from cudump.launches.process import ProcessState
 from cudump.rundir import files as runfiles
@@ -37,6 +38,7 @@ def format_graph_launch(record: dict[str, Any]) -> str:
 
 
 _ID, _FLAGS, _RC = (EVENT_FIELDS.index(name) for name in ("id", "flags", "rc"))
+_SEQ, _FID = EVENT_FIELDS.index("seq"), _ID
 # Plain ints: a row's flags are an int, and an enum's `&` costs more than the rest of a row.
 _CAPTURED = int(p.LaunchFlag.CAPTURED)
 _GRAPH = int(p.LaunchFlag.GRAPH)
@@ -52,6 +54,15 @@ def count_launches(proc: ProcessState, rows: Iterable[Sequence[Any]]) -> None:
                 func.launches += 1
 
 
+def hear_collectives(proc: ProcessState, rows: Iterable[Sequence[Any]]) -> None:
+    """The collectives among launch events counted, in their process's order (nothing to do
+    for a process that announced no collective kernel)."""
+    if proc.collectives.kernels:
+        # A failed launch or a graph's kernel node is heard of, but counts as none.
+        proc.hear_launches((row[_SEQ], row[_FID] if row[_RC] == 0
+                            and not row[_FLAGS] & _GRAPH else -1) for row in rows)
+
+
 @dataclass(frozen=True)
 class _Tails:
     """What a launch event's record and line say around its sequence number."""
@@ -61,7 +72,8 @@ class _Tails:
     line: str       # the stderr line after it
 
 
-def _tails(proc: ProcessState, name: tuple[str, str, str], row: Sequence[Any]) -> _Tails:
+def _tails(proc: ProcessState, name: tuple[str, str, str], row: Sequence[Any],
+           place: CollectivePlace | None) -> _Tails:
     (_seq, _fid, dev, grid, block, smem, stream, api, flags, _rc, graph, replay, node, _tid,
      scope, step, source) = row
     pid = proc.pid
@@ -76,6 +88,8 @@ def _tails(proc: ProcessState, name: tuple[str, str, str], row: Sequence[Any]) -
     where = f',"graph":{graph},"replay":{replay},"node":{node}' if in_graph else ""
     # The launch in the user's terms (scopes.py), where the process said anything of it.
     where_ = proc.where(_fid, scope, step, source)
+    if place is not None:     # the collectives its process launched before it
+        where_ = replace(where_, collective=place.count, collective_op=place.op)
     fields = where_.fields()
     if fields:
         where += "," + json.dumps(fields, separators=(",", ":"))[1:-1]
@@ -105,15 +119,17 @@ def format_events(proc: ProcessState, rows: Iterable[Sequence[Any]]) -> tuple[li
     lines: list[str] = []
     names: dict[int, tuple[str, str, str]] = {}
     tails: dict[tuple[Any, ...], _Tails] = {}
+    collectives = proc.collectives if proc.collectives.kernels else None
     for row in rows:
         (seq, fid, dev, grid, block, smem, stream, api, flags, rc, graph, replay, node, _,
          scope, step, source) = row
         if rc != 0:
             continue
+        place = collectives.before(seq) if collectives is not None else None
         key = ((fid, dev, *grid, *block, smem, stream, api, flags, graph, replay, node, scope,
-                step, source)
+                step, source, place)
                if flags & _GRAPH else (fid, dev, *grid, *block, smem, stream, api, flags, scope,
-                                       step, source))
+                                       step, source, place))
         tail = tails.get(key)
         if tail is None:
             func = proc.funcs.get(fid)
@@ -123,7 +139,7 @@ def format_events(proc: ProcessState, rows: Iterable[Sequence[Any]]) -> tuple[li
             if name is None:
                 name = names[fid] = (func.demangled, json.dumps(func.demangled),
                                      json.dumps(func.mangled))
-            tail = tails[key] = _tails(proc, name, row)
+            tail = tails[key] = _tails(proc, name, row, place)
         records.append(f"{tail.head}{seq}{tail.record}")
         lines.append(f"cudump: #{seq}{tail.line}")
     return records, lines
@@ -167,6 +183,7 @@ class LaunchFeed:
     def launches(self, proc: ProcessState, rows: Sequence[Sequence[Any]]) -> None:
         self._await_scopes(proc, rows)
         count_launches(proc, rows)
+        hear_collectives(proc, rows)
         for sink in self.sinks:
             sink.launches(proc, rows)
 

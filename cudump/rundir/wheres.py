@@ -10,7 +10,7 @@ from typing import Any
 from cudump.launches.scopes import Where
 
 # The record fields a Where writes (Where.fields).
-WHERE_FIELDS = ("scope", "layer", "pass", "step", "source")
+WHERE_FIELDS = ("scope", "layer", "pass", "step", "source", "collective", "collective_op")
 
 
 def record_where(data: Mapping[str, Any]) -> Where:

@@ -92,8 +92,9 @@ class NanReporter:
         # A graph launch's kernel nodes share one plan: the producer is the copy's node.
         # (A repeated plan's copies keep the launch they were first planned for.)
         ctx = copy.ctx if copy.ctx is not None and copy.ctx.in_graph else pending.ctx
-        if origin.kind == PRODUCED and not where and not self.hinted and ctx is not None \
-                and wants_layers_hint(ctx.proc):
+        # (Where the program's own scopes say nothing: its collectives are no layer.)
+        if origin.kind == PRODUCED and not where.scoped and not self.hinted \
+                and ctx is not None and wants_layers_hint(ctx.proc):
             self.hinted = True
             say(HINT)
         if ctx is not None and origin.is_root:

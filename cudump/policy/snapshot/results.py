@@ -244,9 +244,11 @@ class ResultDrain(RingDrain[_Ring]):
                                 | ((found != 0) & table.after[rows, :width]).any(axis=1))
         # A launch in a scope (or a step, or with a source line) goes the ordinary way too:
         # digests.bin's records have no room for where it came from, and diff and bisect
-        # align runs by it. Runs without scopes keep the batches.
+        # align runs by it. Runs without scopes keep the batches. So does the place among its
+        # process's collectives (launches/collectives.py), where the process has any.
         ev = taken.event
-        unusual |= (rows > 0) & ((ev["scope"] != 0) | (ev["step"] != 0) | (ev["source"] != 0))
+        unusual |= (rows > 0) & ((ev["scope"] != 0) | (ev["step"] != 0) | (ev["source"] != 0)
+                                 | bool(ring.proc.collectives.kernels))
         plain = (rows > 0) & ~unusual
         watch = self._finite is not None and self._finite.watching(pid)
         start = 0

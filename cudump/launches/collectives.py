@@ -1,0 +1,116 @@
+"""Collective kernels (NCCL's, NVSHMEM's), known by name, and each process's count of them.
+
+The ranks of a job share no clock, but they share their collectives: every rank launches
+the same all-reduce of the same step, in the same order. So each process's collectives are
+numbered as it launches them, and every launch carries `collective`: how many collectives
+its process had launched before it (with `collective_op`, the last one's operation). A
+job's launches are then ordered across ranks by (step, collective, launch within it), the
+way distributed flight recorders align ranks (analysis/job_order.py).
+
+A kernel is a collective by its name: NCCL's `ncclDevKernel_AllReduce_Sum_f32_RING_LL`,
+`ncclKernel_AllGather_RING_LL_Sum_int8_t` (the operation is the word after the prefix) and
+NVSHMEM's kernels (names starting `nvshmem`). The controller asks to hear of every launch of
+such a kernel (Want.TRACE, whether or not the run traces) and counts them in launch order.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+# NCCL's operation words, as reports name them.
+NCCL_OPS = {
+    "AllReduce": "all-reduce", "AllGather": "all-gather", "ReduceScatter": "reduce-scatter",
+    "Broadcast": "broadcast", "Reduce": "reduce", "SendRecv": "send-recv", "Send": "send",
+    "Recv": "recv", "AllToAll": "all-to-all", "AlltoAll": "all-to-all", "Gather": "gather",
+    "Scatter": "scatter",
+}
+UNKNOWN_OP = "collective"     # ncclDevKernel_Generic: the operation is in its arguments
+NVSHMEM_OP = "nvshmem"
+
+# The kernel's own name inside a demangled one ("void ns::f<...>(args)" -> "f"): the word
+# before the first '(' or '<', after the last "::" or space.
+_NCCL = re.compile(r"(?:^|[\s:])nccl(?:Dev)?Kernel_([A-Za-z]+)")
+_NVSHMEM = re.compile(r"(?:^|[\s:])nvshmem\w*")
+
+
+def collective_op(demangled: str) -> str | None:
+    """The collective operation a kernel's (demangled) name says ("all-reduce"), or None for
+    a kernel that is no collective."""
+    head = demangled.split("(", 1)[0]
+    match = _NCCL.search(head)
+    if match is not None:
+        return NCCL_OPS.get(match.group(1), UNKNOWN_OP)
+    if _NVSHMEM.search(head) is not None:
+        return NVSHMEM_OP
+    return None
+
+
+@dataclass(frozen=True)
+class CollectivePlace:
+    """Where a launch lies among its process's collectives: `count` collectives were
+    launched before it, the last of them an `op`."""
+
+    count: int
+    op: str
+
+
+# How long a launch's where waits for the collectives launched before it that are still
+# in the trace ring (read on another thread than the launch's own message).
+WAIT_SECONDS = 0.5
+
+
+@dataclass
+class CollectiveLog:
+    """One process's collective launches, by launch number, as the controller hears of them
+    (the trace ring and single launch messages, in any interleaving)."""
+
+    seqs: list[int] = field(default_factory=list)     # sorted launch numbers
+    ops: dict[int, str] = field(default_factory=dict)
+    heard: int = 0              # the highest launch number heard of (any kernel)
+    ringed: bool = False        # launches come through the trace ring (may lag a message)
+    kernels: int = 0            # collective functions the process announced
+    _cond: threading.Condition = field(default_factory=threading.Condition, repr=False)
+
+    def announce(self) -> None:
+        """The process announced a collective kernel function."""
+        with self._cond:
+            self.kernels += 1
+
+    def heard_of(self, launches: Iterable[tuple[int, str | None]]) -> None:
+        """Launches heard of, with their collective operation (None: no collective)."""
+        with self._cond:
+            for seq, op in launches:
+                if op is not None and seq not in self.ops:
+                    self.ops[seq] = op
+                    bisect.insort(self.seqs, seq)
+                self.heard = max(self.heard, seq)
+            self._cond.notify_all()
+
+    def before(self, seq: int, wait: bool = False) -> CollectivePlace | None:
+        """Where launch `seq` lies: None while its process had launched no collective. With
+        `wait` (a launch's own message, when the ring carries the others), waits a bounded
+        time for the launches before it to be heard of."""
+        with self._cond:
+            if not self.kernels and not self.seqs:
+                return None
+            if wait and self.ringed:
+                deadline = time.monotonic() + WAIT_SECONDS
+                while self.heard < seq - 1:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
+            k = bisect.bisect_left(self.seqs, seq)
+            if k == 0:
+                return None
+            return CollectivePlace(k, self.ops[self.seqs[k - 1]])
+
+    @property
+    def count(self) -> int:
+        with self._cond:
+            return len(self.seqs)
