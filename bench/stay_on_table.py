@@ -420,9 +420,10 @@ def markdown(header: Sequence[str], rows: Sequence[Sequence[str]], right_from: i
     return "\n".join([line(lines[0]), line(rule), *[line(c) for c in lines[1:]]])
 
 
-FIGURE_HEADER = ("mode", "ms/step", "to bare", "instr/step", "to bare", "cycles/step",
-                 "CPU µs/step", "to bare", "+instr/kernel", "+CPU ns/kernel", "GPU µs/step",
-                 "to bare", "cudump GPU", "cudump kernels/kernel", "cudump launches/launch")
+FIGURE_HEADER = ("mode", "ms/step", "wall to bare", "M instr/step", "instr to bare",
+                 "M cycles/step", "CPU µs/step", "CPU to bare", "+instr/kernel",
+                 "+CPU ns/kernel", "GPU µs/step", "GPU to bare", "cudump GPU",
+                 "cudump kernels/kernel", "cudump launches/launch")
 
 
 def figure_row(label: str, runs: Sequence[Figures]) -> list[str]:
@@ -436,8 +437,12 @@ def figure_row(label: str, runs: Sequence[Figures]) -> list[str]:
         return "/".join(fmt(v, ".3f") for v in values) if any(v is not None for v in values) \
             else MISSING
 
-    return [label, fmt(mid("ms"), ".3f"), each("ratio"), fmt(mid("instr"), ".4g"),
-            each("instr_ratio"), fmt(mid("cycles"), ".4g"), fmt(mid("cpu_us"), ".1f"),
+    def millions(name: str) -> str:
+        value = mid(name)
+        return fmt(None if value is None else value / 1e6, ".3f")
+
+    return [label, fmt(mid("ms"), ".3f"), each("ratio"), millions("instr"),
+            each("instr_ratio"), millions("cycles"), fmt(mid("cpu_us"), ".1f"),
             each("cpu_ratio"), fmt(mid("extra_instr_per_kernel"), ".0f"),
             fmt(mid("extra_cpu_ns_per_kernel"), ".0f"), fmt(mid("gpu_us"), ".1f"),
             each("gpu_ratio"), fmt(mid("tool_fraction"), ".1%"),

@@ -31,6 +31,7 @@ from stay_on_table import (  # noqa: E402
     GoalResult,
     GpuTotals,
     ProgramRun,
+    figure_row,
     figures,
     goal_row,
     gpu_totals,
@@ -257,6 +258,15 @@ def fig(ratio=1.0, instr_ratio=1.0, gpu_ratio=1.0, extra=100.0, reports=0, hardw
 
 
 GOAL = Goal("1", "stay-on, eager", "stay-on", ("gpt",), 1.10)
+
+
+def test_a_modes_row_gives_medians_over_the_runs_and_each_runs_ratio():
+    row = figure_row("m", [fig(ratio=1.05, extra=100.0), fig(ratio=1.15, extra=300.0),
+                           fig(ratio=1.10, extra=200.0, hardware=False)])
+    assert row[:4] == ["m", "1.000", "1.050/1.150/1.100", "1.000"]
+    assert row[4] == "1.000/1.000/-"                # the third run counted no instructions
+    assert row[8] == "200"                          # median of 100 and 300
+    assert row[12:] == ["1.0%", "0.100", "0.050"]
 
 
 @pytest.mark.parametrize(("figs", "wall", "free"), [
