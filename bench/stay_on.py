@@ -26,8 +26,10 @@ steps in its turn. For each workload and mode the table gives, as the median ove
     launches and graph kernel runs).
 Then each goal, for each run: its wall-clock ratio and its noise-free counterpart, each with
 pass or FAIL, and both verdicts over the runs. The noise-free counterpart of a ratio goal: a
-step takes the longer of the launching thread's work and the GPU's, so it grows by at most the
-larger of the two sides' growth: max(instructions ratio, device-time ratio) <= the goal.
+step takes the longer of the launching thread's work and the GPU's; the thread's side is
+bare's CPU time a step grown by the instructions' ratio, the GPU's the device time a step, and
+the longer of the two over the longer of bare's two must stay within the goal (so work added
+on the side that does not bound the step counts only once it makes that side the longer).
 
 usage: python3 bench/stay_on.py [--only resnet18,gpt,decode,resnet50] [--modes M,N]
                                 [--runs 3] [--rounds 10] [--limit 420] [--quick]
@@ -391,7 +393,11 @@ def main(argv: list[str] | None = None) -> int:
         scratch = Path(tmp)
         wanted = [m for m in MODES if m.name in names]
         cupti = cupti_files(scratch) if any(m.cupti for m in wanted) else None
-        modes = usable_modes(wanted, cudump_help(), cupti is not None, say)
+        help_text = cudump_help()
+        if not accepts(help_text, "--check-nan"):
+            raise SystemExit("stay_on.py: `cudump --help` did not answer as cudump does: is "
+                             "cudump installed here (pip install .)?")
+        modes = usable_modes(wanted, help_text, cupti is not None, say)
         s = Settings(runs, rounds, args.limit, scratch, cupti)
         results = {w: WorkloadResult(w, modes) for w in workloads}
         for number in range(1, runs + 1):
