@@ -259,6 +259,10 @@ class Figures:
     hardware: bool                      # the instruction and cycle counts were taken
     bare_cpu_us: float | None = None    # bare's launching thread's CPU µs a step
     bare_gpu_us: float | None = None    # bare's device time a step
+    # every thread of the process (the launching thread's work that cudump's threads took
+    # on shows here): instructions and CPU µs a step
+    all_instr: float | None = None
+    all_cpu_us: float | None = None
 
     @property
     def cpu_side(self) -> float | None:
@@ -317,7 +321,9 @@ def figures(mode: ProgramRun, bare: ProgramRun, counts: CudumpCounts | None) -> 
         tool_launches_per_launch=counts.tool_per_launch if counts else None,
         nan_reports=counts.nan_reports if counts else None, hardware=hardware,
         bare_cpu_us=bare_cpu,
-        bare_gpu_us=bare.gpu.total_us if bare.gpu and bare.gpu.total_us > 0 else None)
+        bare_gpu_us=bare.gpu.total_us if bare.gpu and bare.gpu.total_us > 0 else None,
+        all_instr=median(mode.all_instr) if mode.hardware else None,
+        all_cpu_us=median(mode.all_cpu_us))
 
 
 # -- the goals --------------------------------------------------------------------------------
@@ -434,7 +440,8 @@ def markdown(header: Sequence[str], rows: Sequence[Sequence[str]], right_from: i
 
 
 FIGURE_HEADER = ("mode", "ms/step", "wall to bare", "M instr/step", "instr to bare",
-                 "M cycles/step", "CPU µs/step", "CPU to bare", "+instr/kernel",
+                 "M cycles/step", "CPU µs/step", "CPU to bare", "all threads M instr/step",
+                 "all threads CPU µs/step", "+instr/kernel",
                  "+CPU ns/kernel", "GPU µs/step", "GPU to bare", "cudump GPU",
                  "cudump kernels/kernel", "cudump launches/launch")
 
@@ -456,7 +463,8 @@ def figure_row(label: str, runs: Sequence[Figures]) -> list[str]:
 
     return [label, fmt(mid("ms"), ".3f"), each("ratio"), millions("instr"),
             each("instr_ratio"), millions("cycles"), fmt(mid("cpu_us"), ".1f"),
-            each("cpu_ratio"), fmt(mid("extra_instr_per_kernel"), ".0f"),
+            each("cpu_ratio"), millions("all_instr"), fmt(mid("all_cpu_us"), ".1f"),
+            fmt(mid("extra_instr_per_kernel"), ".0f"),
             fmt(mid("extra_cpu_ns_per_kernel"), ".0f"), fmt(mid("gpu_us"), ".1f"),
             each("gpu_ratio"), fmt(mid("tool_fraction"), ".1%"),
             fmt(mid("tool_kernels_per_kernel"), ".3f"),

@@ -235,6 +235,7 @@ def test_ratios_are_taken_round_by_round_not_of_the_medians():
     assert f.tool_kernels_per_kernel == pytest.approx(0.2)
     assert f.tool_launches_per_launch == pytest.approx(0.05)
     assert f.cpu_side == f.instr_ratio and f.step_bound == pytest.approx(1.25)
+    assert f.all_instr == 1.25e6 and f.all_cpu_us == 1000.0     # the stand-in's: as given
 
 
 def test_without_hardware_counters_the_cpu_time_stands_in():
@@ -269,8 +270,9 @@ def test_a_modes_row_gives_medians_over_the_runs_and_each_runs_ratio():
                            fig(ratio=1.10, extra=200.0, hardware=False)])
     assert row[:4] == ["m", "1.000", "1.050/1.150/1.100", "1.000"]
     assert row[4] == "1.000/1.000/-"                # the third run counted no instructions
-    assert row[8] == "200"                          # median of 100 and 300
-    assert row[12:] == ["1.0%", "0.100", "0.050"]
+    assert row[8:10] == ["-", "-"]                  # every thread: not given
+    assert row[10] == "200"                         # median of 100 and 300
+    assert row[14:] == ["1.0%", "0.100", "0.050"]
 
 
 @pytest.mark.parametrize(("figs", "wall", "free"), [
