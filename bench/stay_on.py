@@ -403,17 +403,17 @@ def main(argv: list[str] | None = None) -> int:
         for number in range(1, runs + 1):
             for w in workloads:
                 one_run(results[w], number, s, say)
-    goals = goal_results(results, [g for g in GOALS
-                                   if g.mode in {m.name for m in modes}
-                                   and (not g.anchor or g.anchor in {m.name for m in modes})])
+    names_run = {m.name for m in modes}
+    goals = goal_results(results, [g for g in GOALS if g.mode in names_run
+                                   and (not g.anchor or g.anchor in names_run)])
     print()
     print(f"device: {device}; {runs} runs, {rounds} rounds each; took "
           f"{time.monotonic() - start:.0f} s")
     print(report(results, goals, s))
     left_out = [g for g in GOALS if g not in [r.goal for r in goals]]
     for g in left_out:
-        print(f"- goal {g.key} ({g.text}): not judged: its mode{'s' if g.anchor else ''} "
-              "did not run")
+        missing = [name for name in (g.mode, g.anchor) if name and name not in names_run]
+        print(f"- goal {g.key} ({g.text}): not judged: {' and '.join(missing)} did not run")
     failed = any(r.failed for r in results.values())
     passed = all(g.passed("wall") and g.passed("free") for g in goals)
     return 0 if passed and not failed and not left_out else 1

@@ -424,6 +424,14 @@ STAND_IN = textwrap.dedent("""\
                      [None] * chunks, [None] * chunks, [10 * slow] * chunks, [None] * chunks,
                      [None] * chunks, [20.0] * chunks, gpu, 1.0)
     print("\\n".join(program_lines(run)))
+    if "--out" in sys.argv:         # as cudump would: its summary, and a trace
+        import json, pathlib
+        out = pathlib.Path(sys.argv[sys.argv.index("--out") + 1])
+        out.mkdir()
+        (out / "summary.json").write_text(json.dumps({{
+            "launches": 100, "graph_kernel_launches": 0, "tool_launches": 10,
+            "nan_reports": 0}}))
+        (out / "trace.jsonl").write_text("")
     """)
 
 
@@ -487,3 +495,45 @@ def test_a_program_that_fails_is_named_and_leaves_the_others_figures(tmp_path, m
     assert "\n- FAILED: gpt other (run 1): exit status 1\n" in text
     assert ("\n- FAILED: gpt bare (run 1): stopped: gpt other (run 1) ended (exit status 1) "
             "before it was ready") in text
+
+
+def test_the_whole_command_says_what_it_left_out_and_judges_the_rest(tmp_path, monkeypatch,
+                                                                     capsys):
+    """main() over stand-ins for the GPU, the subscriber and cudump: the CUPTI subscriber
+    and the stay-on mode are left out, each with a line; --check-nan's goal is judged, run by
+    run, the goals of the modes left out are said not judged, and the exit status is 1."""
+    for name, slow in (("plain.py", "never"), ("slow.py", "slow.py")):
+        (tmp_path / name).write_text(STAND_IN.format(bench=str(ROOT / "bench"), slow=slow))
+    real = stay_on.command
+
+    def command(mode, workload, spec, out, s):
+        cmd = real(mode, workload, spec, out,
+                   stay_on.Settings(s.runs, s.rounds, s.limit_s, s.scratch, None,
+                                    tmp_path / ("plain.py" if mode.name == "bare"
+                                                else "slow.py")))
+        return cmd if mode.cudump is None else [*cmd[cmd.index("--") + 1:], "--out", str(out)]
+
+    monkeypatch.setattr(stay_on, "command", command)
+    monkeypatch.setattr(stay_on, "device_name", lambda: "a stand-in device")
+    monkeypatch.setattr(stay_on, "check_needs", lambda workloads: None)
+    monkeypatch.setattr(stay_on, "cupti_files", lambda scratch: None)
+    monkeypatch.setattr(stay_on, "cudump_help", lambda: HELP)
+    status = stay_on.main(["--only", "gpt", "--runs", "2", "--rounds", "3"])
+    out = capsys.readouterr().out
+    assert status == 1
+    assert "cupti: left out: no CUPTI subscriber could be built here" in out
+    assert "stay-on: left out: this cudump does not accept --watch-nan" in out
+    goal4 = [ln for ln in out.splitlines() if ln.startswith("| 4 exact --check-nan")]
+    assert len(goal4) == 1, out
+    cells = [c.strip() for c in goal4[0].strip("|").split("|")]
+    assert cells[1] == "gpt"
+    assert cells[4] == "1: 1.500x pass, 1.500 pass; 2: 1.500x pass, 1.500 pass"
+    assert cells[5:] == ["pass", "pass"]
+    for key in "1235":
+        assert f"- goal {key} (" in out
+    assert "- goal 1 (stay-on, eager launch-bound training step): not judged: stay-on did " \
+           "not run" in out
+    assert "- goal 5 (--trace costs no more than the CUPTI subscriber): not judged: cupti " \
+           "did not run" in out
+    assert ("run 1, cudump --check-nan (exact): 100 program kernel runs, 10 launches of "
+            "cudump's kernel from the host, 0 NaN/Inf reports") in out
