@@ -1,8 +1,8 @@
-"""The stay-on benchmark's measurements on a GPU (bench/stay_on.py, one short run): under
---check-nan, cudump's kernels show in the device time of an eager training step and of a
-CUDA-graph decode loop, as kernels of cudump's own (cudump_*): after the eager launches from
-the host, inside the graph as its nodes (so few or no launches of cudump's from the host per
-program kernel); under --trace, none. What the benchmark says it measured is what ran."""
+"""The stay-on benchmark's measurements on a GPU (bench/stay_on.py, one short run of its
+CUDA-graph decode loop): under --check-nan, cudump's kernels show in the device time as kernels
+of cudump's own (cudump_*), inside the graph as its nodes, so that far fewer of them are
+launched from the host than run; under --trace, none. What the benchmark says it measured is
+what ran. (One workload, two rounds: the GPU suite runs under one time limit.)"""
 
 from __future__ import annotations
 
@@ -46,21 +46,20 @@ def number(cell: str) -> float:
 
 def test_cudumps_kernels_are_measured_where_they_run(tmp_path):
     pytest.importorskip("torch")
-    done = subprocess.run([sys.executable, str(BENCH / "stay_on.py"), "--quick", "--only",
-                           "gpt,decode", "--modes", "trace,check-nan"], capture_output=True,
-                          text=True, timeout=900, cwd=tmp_path)
+    done = subprocess.run([sys.executable, str(BENCH / "stay_on.py"), "--only", "decode",
+                           "--runs", "1", "--rounds", "2", "--modes", "trace,check-nan"],
+                          capture_output=True, text=True, timeout=400, cwd=tmp_path)
     out = done.stdout
     assert "FAILED" not in out, out[-6000:] + done.stderr[-3000:]
-    assert done.returncode in (0, 1), done.stderr[-3000:]      # 1: a goal not met
-    for title in ("small GPT", "transformer decode step"):
-        rows = table_rows(out, title)
-        check, trace = rows["cudump --check-nan (exact)"], rows["cudump --trace"]
-        assert number(check["cudump GPU"]) > 0, out
-        assert number(check["cudump kernels/kernel"]) > 0, out
-        assert number(trace["cudump GPU"]) == 0 and number(trace["cudump kernels/kernel"]) == 0
-        assert number(trace["cudump launches/launch"]) == 0
-        assert number(rows["bare"]["GPU µs/step"]) > 0
-    # In the graph, cudump's kernels are nodes: fewer launches from the host than they run.
-    decode = table_rows(out, "transformer decode step")["cudump --check-nan (exact)"]
-    assert number(decode["cudump launches/launch"]) < number(decode["cudump kernels/kernel"])
-    assert "| 4 exact --check-nan keeps its figures" in out
+    assert done.returncode == 1, done.stderr[-3000:]      # the goals of modes not run
+    rows = table_rows(out, "transformer decode step")
+    check, trace = rows["cudump --check-nan (exact)"], rows["cudump --trace"]
+    assert number(rows["bare"]["GPU µs/step"]) > 0, out
+    assert number(check["cudump GPU"]) > 0, out
+    assert number(check["cudump kernels/kernel"]) > 0, out
+    # In the graph cudump's kernels are nodes: far fewer launches from the host than runs
+    # (those few after the eager steps of the warm-up before the capture).
+    assert number(check["cudump launches/launch"]) < number(check["cudump kernels/kernel"]) / 10
+    assert number(trace["cudump GPU"]) == 0 and number(trace["cudump kernels/kernel"]) == 0
+    assert number(trace["cudump launches/launch"]) == 0
+    assert "- goal 2 (stay-on, CUDA-graph decode loop): not judged: stay-on did not run" in out
