@@ -363,7 +363,7 @@ def report(results: dict[str, WorkloadResult], goals: list[GoalResult], s: Setti
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--only", help=f"comma-separated workloads: {','.join(WORKLOADS)}")
     parser.add_argument("--modes", help="comma-separated modes besides bare: "
                         f"{','.join(m.name for m in MODES[1:])}")

@@ -272,7 +272,7 @@ def run(args: argparse.Namespace, turns: Turns) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("workload", choices=WORKLOADS)
     parser.add_argument("--turns", metavar="MINE,NEXT,READY", required=True)
     parser.add_argument("--chunks", type=int, default=10)
