@@ -217,6 +217,16 @@ def checked(mode: Mode, run: ProgramRun, stderr: str, out: Path, where: str
     if not math.isfinite(run.check):
         raise BenchError(f"{where}: the workload's loss or output went non-finite "
                          f"({run.check}): its figures are not those of a clean run")
+    lost = re.search(r"^stay_on_program\.py: (torch\.profiler failed: .*)$", stderr,
+                     re.MULTILINE)
+    counts, note = _counted(mode, stderr, out, where)
+    if lost:
+        note = "; ".join(filter(None, [note, f"no GPU figures: {lost.group(1)[:200]}"]))
+    return counts, note
+
+
+def _counted(mode: Mode, stderr: str, out: Path, where: str
+             ) -> tuple[CudumpCounts | None, str]:
     if mode.cupti:
         return None, f"the subscriber counted {cupti_count(stderr, where)} launches"
     if mode.cudump is None:

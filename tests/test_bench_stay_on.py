@@ -537,3 +537,30 @@ def test_the_whole_command_says_what_it_left_out_and_judges_the_rest(tmp_path, m
            "did not run" in out
     assert ("run 1, cudump --check-nan (exact): 100 program kernel runs, 10 launches of "
             "cudump's kernel from the host, 0 NaN/Inf reports") in out
+
+
+def test_a_run_is_checked_for_having_done_its_work(tmp_path):
+    """A loss gone non-finite, a cudump run without its summary or its trace, and a subscriber
+    that counted nothing each fail the run, naming it; a profiler that failed is noted."""
+    bare, trace, cupti = stay_on.MODES[0], stay_on.MODES[1], stay_on.MODES[2]
+    clean = program([1.0])
+    with pytest.raises(BenchError, match=r"^w: the workload's loss or output went non-finite"):
+        stay_on.checked(bare, ProgramRun(**{**clean.__dict__, "check": float("nan")}), "",
+                        tmp_path, "w")
+    lost = "stay_on_program.py: torch.profiler failed: CUPTI_ERROR_NOT_INITIALIZED\n"
+    assert stay_on.checked(bare, clean, lost, tmp_path, "w") == (
+        None, "no GPU figures: torch.profiler failed: CUPTI_ERROR_NOT_INITIALIZED")
+    with pytest.raises(BenchError, match="^w: no readable summary.json"):
+        stay_on.checked(trace, clean, "", tmp_path / "none", "w")
+    (tmp_path / "summary.json").write_text('{"launches": 10, "tool_launches": 0}')
+    with pytest.raises(BenchError, match="^w: --trace wrote no trace.jsonl"):
+        stay_on.checked(trace, clean, "", tmp_path, "w")
+    (tmp_path / "trace.jsonl").write_text("")
+    counts, note = stay_on.checked(trace, clean, "", tmp_path, "w")
+    assert counts == CudumpCounts(10, 0, 0, 0)
+    assert note == ("10 program kernel runs, 0 launches of cudump's kernel from the host, "
+                    "0 NaN/Inf reports")
+    with pytest.raises(BenchError, match="^w: the CUPTI subscriber printed no count"):
+        stay_on.checked(cupti, clean, "", tmp_path, "w")
+    assert stay_on.checked(cupti, clean, "cupti_count: 1234 launches\n", tmp_path, "w") == (
+        None, "the subscriber counted 1234 launches")
