@@ -63,7 +63,7 @@ static CUresult launch(CUfunction f, struct fc_dim3 grid, struct fc_dim3 block, 
     if (!fc_context_alive(op.launch.ctx))
         return FC_ERROR_INVALID_CONTEXT;
     r = fc_submit(s, &op);
-    if (r == CUDA_SUCCESS && strcmp(k->short_name, "cudump_tools") == 0)
+    if (r == CUDA_SUCCESS && strncmp(k->short_name, "cudump_", 7) == 0) /* any of cudump's */
         atomic_fetch_add(&fc_tool_launches, 1);
     volatile uint64_t *mail = NULL;
     volatile uint32_t *gate = r == CUDA_SUCCESS ? fc_tools_hold(k, args, &mail) : NULL;
