@@ -394,9 +394,6 @@ def main(argv: list[str] | None = None) -> int:
     if runs < 1 or rounds < 1 or args.limit < 1:
         parser.error("--runs, --rounds and --limit must be positive")
     check_needs(workloads)
-    # Ended by a signal (bench/run.sh's timeout), it still kills the programs of the run in
-    # progress (each in a session of its own) on its way out, and removes their directories.
-    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     device = device_name()
     start = time.monotonic()
 
@@ -434,4 +431,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    # Ended by a signal (bench/run.sh's timeout), it still kills the programs of the run in
+    # progress (each in a session of its own) on its way out, and removes their directories.
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     sys.exit(main())
