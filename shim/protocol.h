@@ -425,7 +425,8 @@ struct proto_control {
     uint64_t handoff_won;
     uint64_t tools_waiting; /* shim: launches of cudump's kernel made with programmatic stream
                              * serialization (Hopper and later: toollaunch.h) */
-    uint8_t pad10[8];
+    uint64_t tool_launches; /* shim: launches of cudump's kernel the driver took, however
+                             * made (toollaunch.c); kernel nodes of graphs not counted */
     uint64_t behind_done;   /* controller: the last write-behind launch whose files are
                              * written (its proto_end.behind); the shim reuses its bytes */
     uint64_t behind_ready;  /* controller: bytes of the write-behind area, from its start,

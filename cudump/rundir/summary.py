@@ -115,6 +115,8 @@ class RunSummary:
     launcher_won: int = 0          # of them, those it won
     tools_waiting: int = 0         # launches of cudump's kernel made with programmatic stream
                                    # serialization, right after a launch (shim/toollaunch.h)
+    tool_launches: int = 0         # launches of cudump's kernel from the host, however made
+                                   # (shim/toollaunch.c; not its kernel nodes inside graphs)
     replay_captures: int = 0       # launches captured for replay (captures.jsonl)
     host_writes: int | None = None  # host-to-device copies and memsets recorded (--check-nan)
     trace_dropped: int = 0         # trace events the ring had no room for

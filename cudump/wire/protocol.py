@@ -280,7 +280,7 @@ CONTROL = _layout("proto_control", ("magic", "I"), ("version", "I"), ("generatio
                   ("host_dropped", "Q"), ("pad9", "56s"), ("ahead_used", "Q"),
                   ("ahead_void", "Q"), ("handed_off", "Q"), ("handed_back", "Q"),
                   ("handoff_trials", "Q"), ("handoff_won", "Q"), ("tools_waiting", "Q"),
-                  ("pad10", "8s"), ("behind_done", "Q"),
+                  ("tool_launches", "Q"), ("behind_done", "Q"),
                   ("behind_ready", "Q"), ("pad11", "48s"), ("behind_sent", "Q"),
                   ("pad12", "56s"))
 PARAM = _layout("proto_param", ("offset", "I"), ("size", "I"))

@@ -173,6 +173,7 @@ class Snapshots:
         summary.handed_off, summary.handed_back = launcher.handed_off, launcher.handed_back
         summary.launcher_trials, summary.launcher_won = launcher.trials, launcher.won
         summary.tools_waiting = launcher.waiting
+        summary.tool_launches = launcher.launches
         summary.replay_captures = self.captures.count
         summary.host_writes = self.hosts.taken if self.hosts is not None else None
 

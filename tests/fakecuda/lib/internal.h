@@ -75,6 +75,9 @@ extern _Atomic unsigned long fc_tool_bytes;
 /* Launches of cudump's kernel with programmatic stream serialization (launch.c), for
  * FAKECUDA_STATS. */
 extern _Atomic unsigned long fc_tool_waiting;
+/* Launches of cudump's kernels (cudump_*) the stand-in took, however made (launch.c),
+ * for FAKECUDA_STATS. */
+extern _Atomic unsigned long fc_tool_launches;
 /* The device's compute capability, major (FAKECUDA_CC_MAJOR; 9, a Hopper, by default). */
 FC_HIDDEN int fc_cc_major(void);
 /* Whether the last PTX loaded with cudump's kernel in it waits for the kernel before it
