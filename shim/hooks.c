@@ -40,6 +40,7 @@
 #include "tensormap.h"
 #include "tools.h"
 #include "watch.h"
+#include "window.h"
 
 struct shim_stats shim_stats;
 
@@ -56,6 +57,7 @@ static void after_fork_child(void)
     ctxlife_reset_after_fork();
     tools_reset_after_fork();
     repeat_reset_after_fork();
+    window_reset_after_fork();
     gate_reset_after_fork();
     watch_reset_after_fork();
     modules_reset_after_fork();
@@ -709,6 +711,14 @@ static CUresult waited(CUresult rc)
     return flight_seen(rc);
 }
 
+/* After a wait for the GPU: the windows of launches whose scans it covered are read
+ * (--watch-nan, window.h). */
+static CUresult window_read(CUresult rc)
+{
+    window_sync_after();
+    return rc;
+}
+
 /* A copy's result, recorded first where it wrote device memory from the host. */
 static CUresult copied_1d(CUresult rc, enum proto_host_api api, int ptsz, CUstream stream,
                           CUdeviceptr dst, size_t bytes, uint64_t launches)
@@ -768,12 +778,12 @@ static CUresult memset_done(CUresult rc, enum proto_host_api api, int ptsz, CUst
 /* waits: before the call, and what becomes of its result. */
 #define BEFORE_NO_WAIT
 #define BEFORE_WAITS gate_settle();
-#define BEFORE_WAITS_COPY gate_settle();
-#define BEFORE_WAITS_GPU gate_settle();
+#define BEFORE_WAITS_COPY gate_settle(); window_sync_before();
+#define BEFORE_WAITS_GPU gate_settle(); window_sync_before();
 #define AFTER_NO_WAIT(rc) (rc)
 #define AFTER_WAITS(rc) (rc)
-#define AFTER_WAITS_COPY(rc) flight_seen(rc)
-#define AFTER_WAITS_GPU(rc) waited(rc)
+#define AFTER_WAITS_COPY(rc) window_read(flight_seen(rc))
+#define AFTER_WAITS_GPU(rc) window_read(waited(rc))
 
 /* does: DOES_<does> names the body that makes the call `real args` and sets rc,
  * and the row's arguments for it; DOES hands the body the family and the call's

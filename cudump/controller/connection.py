@@ -5,12 +5,15 @@ Messages are dispatched through a table keyed by the protocol's message kind.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
+import os
+import signal
 import socket
 import struct
 from collections.abc import Callable
 
-from cudump.console import warn
+from cudump.console import say, warn
 from cudump.controller.inject import Injection
 from cudump.controller.ranks import environ_rank
 from cudump.controller.run_state import Controller
@@ -27,6 +30,8 @@ from cudump.launches.process import (
 from cudump.policy.rules import Action
 from cudump.policy.snapshot.planned import PlannedLaunch, Repeat, plan_payload
 from cudump.policy.snapshot.results import slot_of
+from cudump.policy.snapshot.windows import THEN_CHOICES
+from cudump.policy.snapshot.windows import decode as decode_window
 from cudump.rundir.files import write_error
 from cudump.wire import protocol as p
 from cudump.wire.shm import SharedFile
@@ -59,6 +64,7 @@ class Connection:
             p.Kind.IMAGE: self.on_image,
             p.Kind.NOTICE: self.on_notice,
             p.Kind.SCOPE: self.on_scope,
+            p.Kind.WATCH: self.on_watch,
         }
 
     def send(self, kind: p.Kind, payload: bytes = b"", tag: int = 0) -> None:
@@ -117,8 +123,12 @@ class Connection:
             options |= p.Option.NO_AHEAD
         if ctl.options.hand_off:
             options |= p.Option.HAND_OFF
+        if ctl.options.watch_nan:
+            options |= p.Option.WATCH_NAN
         payload = p.WELCOME.pack(version=p.VERSION, options=int(options),
-                                 staging_size=self.shared.staging_size)
+                                 staging_size=self.shared.staging_size,
+                                 watch_window=ctl.options.watch_window,
+                                 watch_then=int(THEN_CHOICES[ctl.options.watch_then]))
         socket.send_fds(self.sock, [p.encode(p.Kind.WELCOME, payload)], [self.shared.fd])
         self.shared.handed_over()
 
@@ -170,6 +180,16 @@ class Connection:
             warn(f"graph {n['graph']} of process {self.proc.pid} was instantiated for device "
                  f"launch: cudump sees its launches from the host only; launches from device "
                  f"code are neither traced nor snapshotted")
+
+    def on_watch(self, msg: p.Message) -> None:
+        assert self.proc is not None
+        report = decode_window(msg.payload)
+        if self.controller.snapshots is not None:
+            self.controller.snapshots.report.window(self.proc, report)
+        if report.found and self.controller.options.watch_then == "stop":
+            say(f"cudump: ending process {self.proc.pid} (--watch-nan-then stop)")
+            with contextlib.suppress(OSError):
+                os.kill(self.proc.pid, signal.SIGTERM)
 
     def on_scope(self, msg: p.Message) -> None:
         assert self.proc is not None

@@ -52,6 +52,9 @@ class RunOptions:
     error_exitcode: int = 0           # --error-exitcode N: cudump's status when it finds
                                       # something (Findings); 0: the program's own
     step_range: str | None = None     # --step-range NAME: each push of that range begins a step
+    watch_nan: bool = False           # --watch-nan: scans in windows of launches (shim/window.c)
+    watch_window: int = 0             # --watch-nan-window N: launches a window holds; 0: default
+    watch_then: str = "exact"         # --watch-nan-then: exact, stop or go-on after a finding
 
     @property
     def reads_scopes(self) -> bool:

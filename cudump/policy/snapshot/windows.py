@@ -1,0 +1,120 @@
+"""Stay-on NaN/Inf detection (--watch-nan): what a window of launches found.
+
+The shim marks the buffers each launch made with a kept plan of scans would have scanned,
+and scans them all at once at the window's end (shim/window.c). A buffer found non-finite
+that was finite at its last scan comes back in MSG_WATCH with the window's launches that
+touched it. Where only one did, that launch is the producer, named exactly (the buffer was
+finite before the window, and nothing else of the window touched it); otherwise the
+producer is bounded to those launches, and the report says which and why. What follows a
+finding (--watch-nan-then) is the shim's: exact per-launch scans from then on (the next
+occurrence is named exactly, as --check-nan names it, and its producer snapshotted), or
+windows again, or the program ended.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cudump.wire import protocol as p
+from cudump.wire.digest import SCAN_ELEMENT_SIZE, SUM_DTYPES
+
+# --watch-nan-then's words and the shim's codes.
+THEN_CHOICES: dict[str, p.WatchThen] = {
+    "exact": p.WatchThen.EXACT, "stop": p.WatchThen.STOP, "go-on": p.WatchThen.GO_ON}
+DEFAULT_THEN = "exact"
+# Launches a window holds at most (the shim's default, shim/window.c).
+DEFAULT_WINDOW = 128
+MAX_WINDOW = 1 << 20
+
+
+@dataclass(frozen=True)
+class WindowFound:
+    """One buffer a window's scan found newly non-finite."""
+
+    address: int
+    width: int
+    height: int
+    pitch: int
+    count: int           # non-finite elements
+    first_index: int     # the first of them
+    first_touch: int     # the window's launches that touched the buffer: the first,
+    last_touch: int      # the last,
+    touches: int         # and how many
+    func: int            # the last one's function (the process's id for it)
+    mode: p.ToolMode
+
+    @property
+    def exact(self) -> bool:
+        """Only one launch of the window touched the buffer: it is the producer."""
+        return self.touches == 1
+
+    @property
+    def dtype(self) -> str | None:
+        return SUM_DTYPES.get(self.mode)
+
+    @property
+    def elements(self) -> int:
+        return self.width * self.height // SCAN_ELEMENT_SIZE.get(self.mode, 1)
+
+
+@dataclass(frozen=True)
+class WindowReport:
+    """MSG_WATCH: a window's launches and what its scan found."""
+
+    first: int           # the window's launches, first..last
+    last: int
+    window: int          # its number in the process
+    exact_next: bool     # the shim scans every launch exactly from now on
+    found: tuple[WindowFound, ...]
+
+    def carried_from(self, f: WindowFound) -> WindowFound | None:
+        """Another buffer found non-finite in the window that a launch touched before or
+        when f's only launch touched f: f may carry on its NaN/Inf rather than be where
+        it began (the earliest such buffer)."""
+        if not f.exact:
+            return None
+        earlier = [g for g in self.found if g is not f and g.first_touch <= f.last_touch]
+        return min(earlier, key=lambda g: g.first_touch) if earlier else None
+
+    def named(self, f: WindowFound) -> bool:
+        """Whether f's producer is named exactly: one launch of the window touched it and
+        nothing found non-finite came before that launch in the window."""
+        return f.exact and self.carried_from(f) is None
+
+    def bound(self, f: WindowFound) -> str:
+        """Why the report names what it names."""
+        source = self.carried_from(f)
+        if source is not None:
+            return (f"the only launch of window {self.window} (launches {self.first}-"
+                    f"{self.last}) that touched the buffer, which may have carried on the "
+                    f"NaN/Inf at 0x{source.address:x} (touched from launch "
+                    f"{source.first_touch} on)")
+        if f.exact:
+            return (f"named exactly: the only launch of window {self.window} (launches "
+                    f"{self.first}-{self.last}) that touched the buffer, which was finite "
+                    f"before it")
+        return (f"bounded to launches {f.first_touch}-{f.last_touch}, the {f.touches} of "
+                f"window {self.window} (launches {self.first}-{self.last}) that touched the "
+                f"buffer: the window was scanned once, at its end")
+
+
+def decode(payload: bytes) -> WindowReport:
+    """A MSG_WATCH payload, checked against its length."""
+    if len(payload) < p.WATCH.size:
+        raise p.ProtocolError("MSG_WATCH shorter than its header")
+    head = p.WATCH.unpack(payload)
+    n = head["nfound"]
+    if len(payload) != p.WATCH.size + n * p.WATCH_FOUND.size:
+        raise p.ProtocolError("MSG_WATCH's findings do not fill the message")
+    found = []
+    for i in range(n):
+        f = p.WATCH_FOUND.unpack(payload, p.WATCH.size + i * p.WATCH_FOUND.size)
+        try:
+            mode = p.ToolMode(f["mode"])
+        except ValueError:
+            raise p.ProtocolError(f"MSG_WATCH names scan mode {f['mode']}") from None
+        found.append(WindowFound(f["address"], f["width"], f["height"], f["pitch"],
+                                 f["count"], f["first_index"], f["first_touch"],
+                                 f["last_touch"], f["touches"], f["func"], mode))
+    return WindowReport(head["first"], head["last"], head["window"], bool(head["exact"]),
+                        tuple(found))

@@ -1,0 +1,30 @@
+/* Stay-on NaN/Inf detection (--watch-nan): windows of launches (window.c). */
+#ifndef CUDUMP_WINDOW_H
+#define CUDUMP_WINDOW_H
+
+#include "launchinfo.h"
+
+/* Whether launches made with a kept plan of scans are marked into windows rather than
+ * scanned one by one: OPTION_WATCH_NAN, until a finding switched the process to exact
+ * per-launch scans (WATCH_THEN_EXACT). One load. */
+bool window_on(void);
+/* Marks the buffers of launch li (about to be made, on the launching thread, under the
+ * staging lock): the NaN/Inf scans after it of its kept plan, copies[0, n). Returns
+ * false, marking nothing, where the plan is not one the window takes (a digest in it) or
+ * the window has no room; the launch is then made with its plan as ever. A window on
+ * another stream is closed first (its scan launched there). */
+bool window_mark(const struct launch_info *li, const struct proto_copy *copies, unsigned n);
+/* After a marked launch has been made: the window is closed (its batched scan launched
+ * on the stream) once it holds the launches or buffers it may. */
+void window_after_launch(void);
+/* Before a call of the program's that waits for the GPU (a synchronize, a synchronous
+ * copy): the open window is closed, so that the wait covers its scan. */
+void window_sync_before(void);
+/* After such a call: the windows whose scans are done are read, and what they found
+ * is reported (MSG_WATCH). */
+void window_sync_after(void);
+/* At exit: the open window closed, and every scan read (a few seconds at most). */
+void window_at_exit(void);
+void window_reset_after_fork(void);
+
+#endif

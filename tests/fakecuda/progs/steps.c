@@ -1,0 +1,67 @@
+/*
+ * A training-like loop of STEPS steps, three launches a step over float buffers:
+ *   w = x + x (vecAdd), y = w * w (square), z = y + w (vecAdd)
+ * At the start of each step x is written from the host (a synchronous copy); at the
+ * steps listed in POISON it holds 3e38 at INDEX, so that the step's first launch
+ * overflows w to +inf there and the two after it carry it on. With SYNC 1 the program
+ * synchronizes its context after every launch, with 0 never, and at the end it reads z
+ * back. Usage: steps STEPS SYNC INDEX [POISON...]
+ * Prints `sum S` (of z, with non-finite elements left out) and the launch tally.
+ */
+#include "progcommon.h"
+
+#include <math.h>
+
+#define N 1024
+
+int main(int argc, char **argv)
+{
+    if (argc < 4)
+        FAIL("usage: steps STEPS SYNC INDEX [POISON...]");
+    int steps = atoi(argv[1]), sync = atoi(argv[2]), index = atoi(argv[3]);
+    if (index < 0 || index >= N)
+        FAIL("INDEX must be below %d", N);
+    struct tally t = {0};
+    CUfunction add, square;
+    CUmodule mod = prog_start();
+    CHECK(cuModuleGetFunction(&add, mod, "_Z6vecAddPKfS0_Pfi"));
+    CHECK(cuModuleGetFunction(&square, mod, "_Z6squarePKfPfi"));
+    static float x[N], z[N];
+    CUdeviceptr dx, dw, dy, dz;
+    CHECK(cuMemAlloc_v2(&dx, sizeof x));
+    CHECK(cuMemAlloc_v2(&dw, sizeof x));
+    CHECK(cuMemAlloc_v2(&dy, sizeof x));
+    CHECK(cuMemAlloc_v2(&dz, sizeof x));
+    tally_alloc(&t, 4 * sizeof x);
+    int n = N;
+    void *first[] = {&dx, &dx, &dw, &n};
+    void *second[] = {&dw, &dy, &n};
+    void *third[] = {&dy, &dw, &dz, &n};
+    for (int k = 1; k <= steps; k++) {
+        bool poison = false;
+        for (int p = 4; p < argc; p++)
+            poison = poison || atoi(argv[p]) == k;
+        prog_floats(x, N, 0.001f * (float)k, 0.0001f);
+        if (poison)
+            x[index] = 3e38f;
+        CHECK(cuMemcpyHtoD_v2(dx, x, sizeof x));
+        CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, NULL, first, NULL));
+        if (sync)
+            CHECK(cuCtxSynchronize());
+        CHECK(cuLaunchKernel(square, N / 128, 1, 1, 128, 1, 1, 0, NULL, second, NULL));
+        if (sync)
+            CHECK(cuCtxSynchronize());
+        CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, NULL, third, NULL));
+        if (sync)
+            CHECK(cuCtxSynchronize());
+    }
+    CHECK(cuMemcpyDtoH_v2(z, dz, sizeof z));
+    double sum = 0;
+    for (int j = 0; j < N; j++)
+        sum += isfinite(z[j]) ? z[j] : 0;
+    printf("sum %.6g\n", sum);
+    tally_launch(&t, "vecAdd", 2ul * (unsigned long)steps);
+    tally_launch(&t, "square", (unsigned long)steps);
+    tally_print(&t);
+    return 0;
+}
