@@ -66,6 +66,7 @@
 #include "tools.h"
 #include "trace.h"
 #include "watch.h"
+#include "window.h"
 
 /* Child graphs nested deeper than this are not looked into. */
 enum { GRAPH_MAX_DEPTH = 16 };
@@ -109,6 +110,13 @@ struct graph_exec {
     unsigned long long cached_epoch; /* alloctab_epoch() its scans were checked at */
     struct ctx_key ctx;         /* the context it was instantiated in (ctx NULL: none known) */
     bool ctx_gone;              /* that context was destroyed (graph_forget_context) */
+    /* --watch-nan: the clone with one node of the batched scan after everything
+     * (window.h), made from the scans planned for a replay, and launched instead of the
+     * application's graph while the allocations and the control generation stay. */
+    CUgraphExec watched;
+    struct window_graph *wg;
+    unsigned long long watched_removals;
+    uint32_t watched_gen;
 };
 
 /* Executable graphs are few and long-lived; launches look them up under one
@@ -337,9 +345,17 @@ static bool context_alive(struct graph_exec *g)
     return !g->ctx_gone && (!g->ctx.ctx || ctx_key_match(&g->ctx, g->ctx.ctx) == CTX_SAME);
 }
 
-/* The instrumented copy no longer matches (parameters changed, or the graph goes). */
+/* The instrumented copy no longer matches (parameters changed, or the graph goes); nor
+ * does the copy with the scan node, whose findings so far are read first. */
 static void drop_cached(struct graph_exec *g)
 {
+    if (g->wg)
+        window_graph_check(g->wg, (uint32_t)g->id);
+    if (g->watched && shim_real_cuGraphExecDestroy() && context_alive(g))
+        shim_real_cuGraphExecDestroy()(g->watched);
+    g->watched = NULL;
+    window_graph_drop(g->wg);
+    g->wg = NULL;
     if (g->cached && shim_real_cuGraphExecDestroy() && context_alive(g))
         shim_real_cuGraphExecDestroy()(g->cached);
     g->cached = NULL;
@@ -1016,6 +1032,65 @@ struct instrumented {
     CUresult rc;
 };
 
+/* At exit: what the scan nodes found by then (the program's last wait has read the rest). */
+static void watch_checked_at_exit(void)
+{
+    if (channel_options() & OPTION_WATCH_NAN)
+        graph_watch_check();
+}
+
+static void watch_at_exit(void)
+{
+    atexit(watch_checked_at_exit);
+}
+
+/* --watch-nan: the clone with the batched scan's node after everything, over the
+ * buffers of the scans just planned for the graph's kernel nodes (g->watched), for
+ * the replays after this one. Only where every copy planned is a NaN/Inf scan: a rule
+ * that wants more of a node (snapshots, digests) keeps the instrumented copy. */
+static void build_watched(struct graph_exec *g, const struct launch_info *li, unsigned total,
+                          const uint32_t *node_of)
+{
+    static struct proto_copy copies[PROTO_MAX_COPIES]; /* under the staging lock */
+    static uint32_t funcs[PROTO_MAX_COPIES];
+    static bool bad[PROTO_MAX_COPIES];
+    const volatile struct proto_control *ctl = channel_control();
+    size_t size = 0;
+    char *area = staging_area(&size);
+    if (!ctl || !area || !have_graph_services() || !shim_real_cuGraphInstantiateWithFlags())
+        return;
+    for (unsigned c = 0; c < total; c++) {
+        const struct proto_copy *copy = plan_copy(c);
+        if (!(copy->flags & COPY_TOOL) || tool_mode(copy) == TOOL_DIGEST ||
+            node_of[c] >= g->nkernels || copy->offset + sizeof(struct proto_tool_result) > size)
+            return;
+        copies[c] = *copy;
+        funcs[c] = g->kernels[node_of[c]].e->id;
+        /* What this replay's scans found (the plan put each result in staging). */
+        const struct proto_tool_result *r = (const void *)(area + copy->offset);
+        bad[c] = r->rc == CUDA_SUCCESS && r->words[0] != 0;
+    }
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, watch_at_exit);
+    uint32_t gen = ctl->generation;
+    CUgraph graph = NULL;
+    CUresult rc = real_cuGraphClone(&graph, g->src);
+    struct window_graph *wg =
+        rc == CUDA_SUCCESS ? window_graph_add(li, graph, copies, node_of, funcs, bad, total, &rc)
+                           : NULL;
+    CUgraphExec exec = NULL;
+    if (wg && shim_real_cuGraphInstantiateWithFlags()(&exec, graph, 0) == CUDA_SUCCESS) {
+        g->watched = exec;
+        g->wg = wg;
+        g->watched_removals = alloctab_removals();
+        g->watched_gen = gen;
+    } else {
+        window_graph_drop(wg);
+    }
+    if (graph)
+        real_cuGraphDestroy(graph);
+}
+
 /* Reports the copies of a graph launch (MSG_END). Copies its answer asks for
  * now (the buffers a NaN producer left) cannot be made: the graph has run on
  * past the node, so they are reported as not made. A hold it asks for
@@ -1105,6 +1180,8 @@ static CUresult instrumented_locked(cuGraphLaunch_fn real, struct graph_exec *g,
             set_rc(c, build);
         launch_rc = real(g->exec, stream);
     }
+    if (window_on() && !g->watched && launch_rc == CUDA_SUCCESS)
+        build_watched(g, &li, total, node_of);
     end_copies(&li, launch_rc, sync_rc);
     return launch_rc;
 }
@@ -1145,6 +1222,37 @@ static CUresult run_instrumented(cuGraphLaunch_fn real, struct graph_exec *g, CU
     return in.rc;
 }
 
+/* Whether the copy with the scan node may run this replay: made against the allocations
+ * and the control generation as they still are, in a context that still is. */
+static bool may_watch(struct graph_exec *g)
+{
+    const volatile struct proto_control *ctl = channel_control();
+    return g->watched && window_on() && ctl && ctl->generation == g->watched_gen &&
+           alloctab_removals() == g->watched_removals && context_alive(g) && !g->unsafe;
+}
+
+/* The replay with the scan node: what earlier replays' scans found is read first (nothing
+ * is waited for), and the open window of launches ends before the graph (window.h). */
+static CUresult run_watched(cuGraphLaunch_fn real, struct graph_exec *g, CUstream stream,
+                            unsigned long long seq)
+{
+    window_graph_check(g->wg, (uint32_t)g->id);
+    window_sync_before();
+    CUresult rc = real(g->watched, stream);
+    if (rc == CUDA_SUCCESS)
+        window_graph_launched(g->wg, seq);
+    return rc;
+}
+
+void graph_watch_check(void)
+{
+    pthread_mutex_lock(&graphs_lock);
+    for (size_t i = 0; i < ngraphs; i++)
+        if (graphs[i]->wg)
+            window_graph_check(graphs[i]->wg, (uint32_t)graphs[i]->id);
+    pthread_mutex_unlock(&graphs_lock);
+}
+
 static CUresult run_graph(cuGraphLaunch_fn real, CUgraphExec exec, CUstream stream, int ptsz)
 {
     unsigned long long seq = atomic_fetch_add(&shim_stats.seq, 1) + 1;
@@ -1163,15 +1271,17 @@ static CUresult run_graph(cuGraphLaunch_fn real, CUgraphExec exec, CUstream stre
     held_graph = g;
     long step = g && !capturing && nodes_want(g, WANT_STOP)
                     ? stop_nodes(g, stream, ptsz, seq, replay) : -1;
-    bool instrument = g && g->src && !capturing && nodes_want(g, WANT_SNAPSHOT);
+    bool watch = g && !capturing && step < 0 && may_watch(g);
+    bool instrument = !watch && g && g->src && !capturing && nodes_want(g, WANT_SNAPSHOT);
     /* One flight ring slot for the whole graph launch, marked done after it. */
     struct launch_info flown = {
         .stream = stream, .ptsz = ptsz, .api = ptsz ? API_cuGraphLaunch_ptsz : API_cuGraphLaunch,
         .seq = seq, .tid = stream_tid(), .captured = capturing, .graph = g ? g->id : 0,
         .scope = here_scope, .step = here_step, .source = here_source};
     flight_begin(&flown);
-    CUresult rc = instrument ? run_instrumented(real, g, stream, ptsz, seq, replay)
-                             : real(exec, stream);
+    CUresult rc = watch        ? run_watched(real, g, stream, seq)
+                  : instrument ? run_instrumented(real, g, stream, ptsz, seq, replay)
+                               : real(exec, stream);
     flight_end(&flown, rc);
     if (step >= 0) {
         /* `step` at a node inside a graph: the whole graph runs, then that node

@@ -715,7 +715,10 @@ static CUresult waited(CUresult rc)
  * (--watch-nan, window.h). */
 static CUresult window_read(CUresult rc)
 {
-    window_sync_after();
+    if (channel_options() & OPTION_WATCH_NAN) {
+        window_sync_after();
+        graph_watch_check();
+    }
     return rc;
 }
 

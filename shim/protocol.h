@@ -659,6 +659,10 @@ struct proto_watch {
     uint32_t nfound;        /* proto_watch_found entries after this */
     uint32_t window;        /* the window's number in the process, from 1 */
     uint32_t exact;         /* 1: the shim scans every launch exactly from now on */
+    uint32_t graph;         /* a graph's scan node (the per-process graph number): first..last
+                             * are graph launches of it, found by its `replays` of them; 0: a
+                             * window of launches */
+    uint32_t replays;       /* with `graph`: how many of its scans the finding lies among */
     uint32_t reserved;
 };
 struct proto_watch_found {
@@ -671,9 +675,13 @@ struct proto_watch_found {
     uint64_t first_touch;   /* the window's launches that touched the buffer: the first */
     uint64_t last_touch;    /* and the last (the producer where touches is 1) */
     uint32_t touches;       /* how many of the window's launches touched it */
+    uint32_t first_node;    /* with proto_watch.graph: the first kernel node that touches it */
+    uint32_t reserved;
     uint32_t func;          /* the function of the last one (proto_func's id) */
     uint32_t mode;          /* enum proto_tool_mode of the scan */
-    uint32_t reserved;
+    uint32_t node;          /* with proto_watch.graph: the last kernel node that touches it
+                             * (the graph's order), touches the kernel nodes that do, and
+                             * first_touch, last_touch the graph launches */
 };
 struct proto_notice {
     uint32_t kind;          /* enum proto_notice_kind */

@@ -99,7 +99,11 @@ struct tool_jobs {
  * window of the program's launches (shim/window.c) or a graph's kernel nodes take one
  * launch or one node whatever their number of buffers. `starts` holds njobs words:
  * each job's first block (the first is 0), in order; the grid is the last job's start
- * plus its blocks. Jobs neither mark nor hold (mark, before, twin: 0). */
+ * plus its blocks. Jobs neither mark nor hold (mark, before: 0). A job's `twin`, where
+ * not 0, is a running record of its scans for the host to read while the GPU goes on
+ * (a graph's scan node, shim/window.c): three 64-bit words, scans that found the buffer
+ * non-finite, scans that found it finite, and the first non-finite index (as ~ of the
+ * result's max) of the last one that found it so. */
 enum { TOOL_LIST_MAX = 1024 };
 
 struct tool_list {

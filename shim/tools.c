@@ -683,3 +683,20 @@ struct proto_tool_result *tools_list_run(const struct launch_info *li,
     ctx_leave(scope);
     return results;
 }
+
+CUresult tools_list_fn(const struct launch_info *li, CUfunction *fn, unsigned *max_blocks)
+{
+    struct ctx_scope scope;
+    const struct tool_ctx *t;
+    bool loaded;
+    CUresult rc = tools_enter(li, &scope, &t, &loaded);
+    *fn = NULL;
+    if (rc == CUDA_SUCCESS && !t->list_fn)
+        rc = CUDA_ERROR_NOT_FOUND; /* PTX older than the batched scan */
+    if (rc == CUDA_SUCCESS) {
+        *fn = t->list_fn;
+        *max_blocks = t->max_blocks;
+    }
+    ctx_leave(scope);
+    return rc;
+}

@@ -112,5 +112,8 @@ struct proto_tool_result *tools_list_run(const struct launch_info *li,
 /* A number that moves whenever a context the kernel was loaded in ended: results
  * returned before then went with it. */
 unsigned long long tools_list_epoch(void);
+/* The batched scan as a node of a graph (window.c): its function, loaded in the context
+ * of li's stream, and the most blocks a job should have there. */
+CUresult tools_list_fn(const struct launch_info *li, CUfunction *fn, unsigned *max_blocks);
 
 #endif

@@ -36,7 +36,9 @@
 
 #include "channel.h"
 #include "functab.h"
+#include "interpose.h"
 #include "stream.h"
+#include "toolblocks.h"
 #include "tools.h"
 #include "util.h"
 #include "window.h"
@@ -394,4 +396,265 @@ void window_at_exit(void)
         return;
     window_sync_before();
     collect_all(true);
+}
+
+/* ---- a graph's scan node ----------------------------------------------------------- */
+
+/* A graph replayed by cuGraphLaunch has no launch calls to mark: its copy (graph.c) gets
+ * one node of the batched scan after every node without dependents, over the buffers
+ * its kernel nodes' scans read, each once. Its GPU time is that of scanning what the
+ * graph's kernels point into, once a replay. The node keeps a running record of each
+ * buffer (tooljob.h), which the host reads whenever it looks, with nothing waited for:
+ * how many of the node's scans are done tells which replays a finding lies among. */
+enum { WG_SEQS = 1024 };   /* graph launches remembered, to name a finding's replays */
+
+struct wg_entry {
+    struct proto_copy copy;
+    uint32_t first_node, last_node, touches, func;
+    uint64_t seen_bad, seen_good;   /* the record when last looked at */
+    bool reported;                  /* non-finite when last looked at: reported then */
+};
+
+struct window_graph {
+    unsigned n;
+    struct wg_entry *e;
+    struct tool_job *jobs;          /* in `area`, registered and mapped */
+    unsigned *starts;
+    struct proto_tool_result *results;
+    uint64_t (*record)[4];
+    void *area;
+    CUdeviceptr acc;
+    uint64_t launched;              /* launches of the graph made with the node */
+    uint64_t seqs[WG_SEQS];         /* their numbers, by launch */
+    uint64_t seen;                  /* the node's scans done when last looked at */
+};
+
+static CUdeviceptr mapped(const void *host)
+{
+    CUdeviceptr dev = 0;
+    return real_cuMemHostGetDevicePointer_v2 &&
+                   real_cuMemHostGetDevicePointer_v2(&dev, (void *)host, 0) == CUDA_SUCCESS
+               ? dev
+               : 0;
+}
+
+/* The entries of wg: one a buffer the scans read, and the kernel nodes that touch it. */
+static unsigned graph_entries(struct window_graph *wg, const struct proto_copy *copies,
+                              const uint32_t *node_of, const uint32_t *func_of,
+                              const bool *bad_of, unsigned n)
+{
+    unsigned m = 0;
+    for (unsigned i = 0; i < n && m < WIN_ENTRIES; i++) {
+        const struct proto_copy *c = &copies[i];
+        if (!(c->flags & COPY_TOOL) || tool_mode(c) == TOOL_DIGEST || !tools_readable(c))
+            continue;
+        unsigned k = 0;
+        while (k < m && !same_scan(&wg->e[k].copy, c))
+            k++;
+        struct wg_entry *e = &wg->e[k];
+        if (k == m) {
+            *e = (struct wg_entry){.copy = *c, .first_node = node_of[i]};
+            e->copy.phase = PHASE_AFTER;
+            m++;
+        }
+        if (!e->touches || e->last_node != node_of[i])
+            e->touches++;
+        e->last_node = node_of[i];
+        e->func = func_of[i];
+        e->reported = e->reported || bad_of[i]; /* reported by the exact scans already */
+    }
+    return m;
+}
+
+/* The nodes of `graph` that nothing depends on (a list the caller frees). */
+static CUresult sinks_of(CUgraph graph, CUgraphNode **out, size_t *nout)
+{
+    size_t n = 0, m = 0;
+    *out = NULL;
+    *nout = 0;
+    CUresult rc = real_cuGraphGetNodes && real_cuGraphNodeGetDependentNodes
+                      ? real_cuGraphGetNodes(graph, NULL, &n)
+                      : CUDA_ERROR_NOT_SUPPORTED;
+    CUgraphNode *nodes = rc == CUDA_SUCCESS && n ? calloc(n, sizeof *nodes) : NULL;
+    if (rc == CUDA_SUCCESS && n && !nodes)
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc == CUDA_SUCCESS && n)
+        rc = real_cuGraphGetNodes(graph, nodes, &n);
+    for (size_t i = 0; rc == CUDA_SUCCESS && i < n; i++) {
+        size_t dependents = 0;
+        rc = real_cuGraphNodeGetDependentNodes(nodes[i], NULL, &dependents);
+        if (rc == CUDA_SUCCESS && !dependents)
+            nodes[m++] = nodes[i];
+    }
+    if (rc != CUDA_SUCCESS) {
+        free(nodes);
+        return rc;
+    }
+    *out = nodes;
+    *nout = m;
+    return CUDA_SUCCESS;
+}
+
+struct window_graph *window_graph_add(const struct launch_info *li, CUgraph graph,
+                                      const struct proto_copy *copies, const uint32_t *node_of,
+                                      const uint32_t *func_of, const bool *bad_of, unsigned n,
+                                      CUresult *rc)
+{
+    CUfunction fn = NULL;
+    unsigned max_blocks = 256;
+    *rc = tools_list_fn(li, &fn, &max_blocks);
+    struct window_graph *wg = *rc == CUDA_SUCCESS ? calloc(1, sizeof *wg) : NULL;
+    if (*rc == CUDA_SUCCESS && wg)
+        wg->e = calloc(n < WIN_ENTRIES ? n : WIN_ENTRIES, sizeof *wg->e);
+    if (*rc == CUDA_SUCCESS && (!wg || !wg->e))
+        *rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (*rc == CUDA_SUCCESS)
+        wg->n = graph_entries(wg, copies, node_of, func_of, bad_of, n);
+    if (*rc == CUDA_SUCCESS && !wg->n)
+        *rc = CUDA_ERROR_NOT_FOUND; /* no buffer a scan may read */
+    size_t jobs = 0, starts = 0, results = 0, size = 0;
+    if (*rc == CUDA_SUCCESS) {
+        jobs = wg->n * sizeof *wg->jobs;
+        starts = jobs + (wg->n * sizeof *wg->starts + 63) / 64 * 64;
+        results = starts + wg->n * sizeof *wg->results;
+        size = (results + wg->n * sizeof *wg->record + 4095) / 4096 * 4096;
+        wg->area = aligned_alloc(4096, size);
+        *rc = !wg->area ? CUDA_ERROR_OUT_OF_MEMORY
+              : !real_cuMemHostRegister_v2 || !shim_real_cuMemAlloc_v2() ||
+                      !shim_real_cuMemsetD8_v2()
+                  ? CUDA_ERROR_NOT_SUPPORTED
+                  : CUDA_SUCCESS;
+    }
+    if (*rc == CUDA_SUCCESS) {
+        memset(wg->area, 0, size);
+        wg->jobs = wg->area;
+        wg->starts = (unsigned *)((char *)wg->area + jobs);
+        wg->results = (struct proto_tool_result *)((char *)wg->area + starts);
+        wg->record = (uint64_t(*)[4])((char *)wg->area + results);
+        *rc = real_cuMemHostRegister_v2(wg->area, size,
+                                        CU_MEMHOSTREGISTER_PORTABLE |
+                                            CU_MEMHOSTREGISTER_DEVICEMAP);
+        if (*rc != CUDA_SUCCESS) {
+            free(wg->area);
+            wg->area = NULL;
+        }
+    }
+    if (*rc == CUDA_SUCCESS)
+        *rc = shim_real_cuMemAlloc_v2()(&wg->acc, (size_t)wg->n * TOOL_ACC_WORDS * 8);
+    /* Zeroed once (the kernel zeroes each accumulator after use), before any replay. */
+    if (*rc == CUDA_SUCCESS)
+        *rc = shim_real_cuMemsetD8_v2()(wg->acc, 0, (size_t)wg->n * TOOL_ACC_WORDS * 8);
+    CUdeviceptr jobs_dev = 0, starts_dev = 0, results_dev = 0, record_dev = 0;
+    if (*rc == CUDA_SUCCESS) {
+        jobs_dev = mapped(wg->jobs);
+        starts_dev = mapped(wg->starts);
+        results_dev = mapped(wg->results);
+        record_dev = mapped(wg->record);
+        if (!jobs_dev || !starts_dev || !results_dev || !record_dev)
+            *rc = CUDA_ERROR_NOT_SUPPORTED;
+    }
+    unsigned grid = 0;
+    for (unsigned i = 0; *rc == CUDA_SUCCESS && i < wg->n; i++) {
+        const struct proto_copy *c = &wg->e[i].copy;
+        unsigned blocks = tool_job_blocks(c->width * c->height, false, max_blocks);
+        wg->jobs[i] = (struct tool_job){
+            .src = c->src, .width = c->width, .height = c->height, .pitch = c->pitch,
+            .result = results_dev + (CUdeviceptr)i * sizeof *wg->results,
+            .acc = wg->acc + (CUdeviceptr)i * TOOL_ACC_WORDS * 8, .tag = 1,
+            .twin = record_dev + (CUdeviceptr)i * sizeof *wg->record, .mode = tool_mode(c),
+            .blocks = blocks};
+        wg->starts[i] = grid;
+        grid += blocks;
+    }
+    CUgraphNode *sinks = NULL, made = NULL;
+    size_t nsinks = 0;
+    if (*rc == CUDA_SUCCESS)
+        *rc = sinks_of(graph, &sinks, &nsinks);
+    if (*rc == CUDA_SUCCESS) {
+        struct tool_list list = {jobs_dev, starts_dev, wg->n, 0};
+        void *params[] = {&list}; /* copied by the driver when the node is added */
+        CUDA_KERNEL_NODE_PARAMS p = {.func = fn, .gridDimX = grid, .gridDimY = 1,
+                                     .gridDimZ = 1, .blockDimX = TOOL_THREADS, .blockDimY = 1,
+                                     .blockDimZ = 1, .kernelParams = params};
+        *rc = real_cuGraphAddKernelNode_v2
+                  ? real_cuGraphAddKernelNode_v2(&made, graph, sinks, nsinks, &p)
+                  : CUDA_ERROR_NOT_SUPPORTED;
+    }
+    free(sinks);
+    if (*rc != CUDA_SUCCESS && wg) {
+        /* (Registered memory and scratch of a failed attempt are kept: this is rare.) */
+        if (!wg->area) {
+            free(wg->e);
+            free(wg);
+        }
+        return NULL;
+    }
+    return wg;
+}
+
+void window_graph_launched(struct window_graph *wg, uint64_t seq)
+{
+    wg->seqs[wg->launched++ % WG_SEQS] = seq;
+}
+
+void window_graph_check(struct window_graph *wg, uint32_t id)
+{
+    if (!wg)
+        return;
+    /* The node's scans done: the most any buffer's record counts (blocks of one job
+     * finish before another's, so some may be one behind). */
+    uint64_t done = wg->seen;
+    for (unsigned i = 0; i < wg->n; i++) {
+        uint64_t bad = __atomic_load_n(&wg->record[i][0], __ATOMIC_ACQUIRE);
+        uint64_t good = __atomic_load_n(&wg->record[i][1], __ATOMIC_ACQUIRE);
+        done = bad + good > done ? bad + good : done;
+    }
+    if (done > wg->launched)
+        done = wg->launched;
+    if (done <= wg->seen)
+        return;
+    uint64_t from = wg->seen, kept = wg->launched < WG_SEQS ? 0 : wg->launched - WG_SEQS;
+    if (from < kept)
+        from = kept; /* older launches' numbers are gone: the bound starts at the oldest kept */
+    uint64_t first_seq = wg->seqs[from % WG_SEQS], last_seq = wg->seqs[(done - 1) % WG_SEQS];
+    struct finding f;
+    f.head = (struct proto_watch){.first = first_seq, .last = last_seq, .graph = id,
+                                  .replays = (uint32_t)(done - wg->seen),
+                                  .exact = channel_watch_then() == WATCH_THEN_EXACT};
+    for (unsigned i = 0; i < wg->n; i++) {
+        struct wg_entry *e = &wg->e[i];
+        uint64_t bad = __atomic_load_n(&wg->record[i][0], __ATOMIC_ACQUIRE);
+        uint64_t good = __atomic_load_n(&wg->record[i][1], __ATOMIC_ACQUIRE);
+        uint64_t first = __atomic_load_n(&wg->record[i][2], __ATOMIC_ACQUIRE);
+        bool newly_bad = bad > e->seen_bad, newly_good = good > e->seen_good;
+        if (newly_bad && !e->reported && f.head.nfound < WIN_REPORTED)
+            f.found[f.head.nfound++] = (struct proto_watch_found){
+                .address = e->copy.src, .width = e->copy.width, .height = e->copy.height,
+                .pitch = e->copy.pitch, .count = 0, .first_index = ~first,
+                .first_touch = first_seq, .last_touch = last_seq, .touches = e->touches,
+                .first_node = e->first_node, .func = e->func, .mode = tool_mode(&e->copy),
+                .node = e->last_node};
+        if (newly_bad)
+            e->reported = true;
+        else if (newly_good)
+            e->reported = false;
+        e->seen_bad = bad;
+        e->seen_good = good;
+    }
+    /* The count of the last scan is in the results (one replay's, the latest). */
+    for (unsigned k = 0; k < f.head.nfound; k++)
+        for (unsigned i = 0; i < wg->n; i++)
+            if (wg->e[i].copy.src == f.found[k].address &&
+                wg->e[i].copy.width == f.found[k].width)
+                f.found[k].count = __atomic_load_n(&wg->results[i].words[0], __ATOMIC_ACQUIRE);
+    wg->seen = done;
+    report(&f);
+}
+
+void window_graph_drop(struct window_graph *wg)
+{
+    /* Its memory stays: a replay in flight may still write its records. */
+    if (wg)
+        free(wg->e);
+    free(wg);
 }

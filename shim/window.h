@@ -27,4 +27,24 @@ void window_sync_after(void);
 void window_at_exit(void);
 void window_reset_after_fork(void);
 
+/* A graph's scan node (--watch-nan): one launch of the batched scan added to `graph` (a
+ * copy of the program's graph, in the context of li's stream) after every node nothing
+ * depends on, over the NaN/Inf scans copies[0, n) of its kernel nodes (node_of[i]: the
+ * node copy i is of, in the graph's order; func_of[i]: its function's id; bad_of[i]: the
+ * replay that planned them found the buffer non-finite), each buffer once. Returns its
+ * state, or NULL with *rc where it cannot be added. */
+struct window_graph;
+struct window_graph *window_graph_add(const struct launch_info *li, CUgraph graph,
+                                      const struct proto_copy *copies, const uint32_t *node_of,
+                                      const uint32_t *func_of, const bool *bad_of, unsigned n,
+                                      CUresult *rc);
+/* A launch of the graph made with the node: its number. */
+void window_graph_launched(struct window_graph *wg, uint64_t seq);
+/* Reads what the node's scans found so far (never waits): a buffer that turned
+ * non-finite since the last look is reported (MSG_WATCH, graph `id`), bounded to the
+ * graph launches whose scans came in since. */
+void window_graph_check(struct window_graph *wg, uint32_t id);
+/* Forgets it (the memory the GPU writes is kept: a replay may still be in flight). */
+void window_graph_drop(struct window_graph *wg);
+
 #endif

@@ -117,3 +117,35 @@ def _found(first: int, last: int, touches: int) -> WindowFound:
 def test_a_single_toucher_is_named_only_where_nothing_non_finite_came_before(found, named):
     report = WindowReport(1, 8, 1, True, found)
     assert [report.named(f) for f in found] == named
+
+
+def test_a_graph_replays_scan_node_finds_it_then_the_replay_is_named(fake, cudump_run):
+    """`steps ... 2` replays a captured graph of the three launches: graph launches are
+    numbered 4-15. The first replay plans the scans (and is scanned node by node); the
+    later ones run the graph's copy with one batched scan node after its kernels. Step 5's
+    overflow is found there, in graph launch 8, bounded to the kernel nodes that touch w;
+    then, scanning exactly, step 9's replay names node 0 as the producer."""
+    ran = cudump_run(_steps(fake, "12", "2", str(INDEX), "5", "9"), "--watch-nan")
+    assert ran.returncode == 0, ran.stderr
+    records = _window_records(ran.run_dir)
+    assert records, ran.stderr
+    w = records[0]
+    assert (w["graph"], w["launch"], w["producer"], w["nodes"], w["touches"]) == (
+        1, 8, "bounded", [0, 2], 3)
+    assert any("in graph 1's launch 8" in line for line in nan_lines(ran.stderr))
+    exact = [r for r in manifest(ran.run_dir)
+             if r.get("origin") == "produced" and "nan_window" not in r]
+    assert exact and (exact[0]["launch"], exact[0]["node"]) == (12, 0), exact
+
+
+def test_a_clean_graph_loop_costs_one_scan_node_a_replay(fake, cudump_run, bare_run, tmp_path):
+    stats = tmp_path / "stats"
+    argv = _steps(fake, "12", "2", str(INDEX))
+    ran = cudump_run(argv, "--watch-nan", env_extra={"FAKECUDA_STATS": str(stats)})
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == bare_run(argv).stdout
+    assert nan_lines(ran.stderr) == [] and _window_records(ran.run_dir) == []
+    counts = _stats(stats)
+    # The first replay: a node of cudump's kernel before and after each of the three.
+    assert counts["tool_launches"] <= 6
+    assert counts["scan_list_launches"] == 11

@@ -355,11 +355,12 @@ GRAPH = _layout("proto_graph", ("seq", "Q"), ("exec", "Q"), ("stream", "Q"), ("a
                 ("device", "i"))
 SCOPE = _layout("proto_scope", ("id", "I"), ("parent", "I"), ("kind", "I"), ("length", "I"))
 WATCH = _layout("proto_watch", ("first", "Q"), ("last", "Q"), ("nfound", "I"), ("window", "I"),
-                ("exact", "I"), ("reserved", "I"))
+                ("exact", "I"), ("graph", "I"), ("replays", "I"), ("reserved", "I"))
 WATCH_FOUND = _layout("proto_watch_found", ("address", "Q"), ("width", "Q"), ("height", "Q"),
                       ("pitch", "Q"), ("count", "Q"), ("first_index", "Q"),
                       ("first_touch", "Q"), ("last_touch", "Q"), ("touches", "I"),
-                      ("func", "I"), ("mode", "I"), ("reserved", "I"))
+                      ("first_node", "I"), ("reserved", "I"), ("func", "I"), ("mode", "I"),
+                      ("node", "I"))
 NOTICE = _layout("proto_notice", ("kind", "I"), ("reserved", "I"), ("graph", "Q"))
 GRAPH_NODE = _layout("proto_graph_node", ("node", "I"), ("id", "I"), ("grid", "3I"),
                      ("block", "3I"), ("smem", "I"), ("child", "I"))

@@ -603,8 +603,11 @@ extern "C" __global__ void __launch_bounds__(TOOL_THREADS, 5) cudump_tools(const
 
 // The block's sums of one job, warp by warp, then the warps' in shared memory (as in
 // cudump_tools); thread 0 then closes the job (job_result) and writes `done`.
-__device__ __forceinline__ void list_block(const struct tool_job &j, unsigned int block)
+__device__ __forceinline__ void list_block(struct tool_job j, unsigned int block)
 {
+    // `twin` is the running record here, not a second result (job_result's).
+    volatile unsigned long long *record = (volatile unsigned long long *)j.twin;
+    j.twin = 0;
     unsigned long long a = 0, b = 0;
     double s = 0;
     accumulate(j, block * (unsigned long long)blockDim.x + threadIdx.x,
@@ -622,6 +625,20 @@ __device__ __forceinline__ void list_block(const struct tool_job &j, unsigned in
     if (threadIdx.x != 0 || !job_result(j, a, b, s, wa, wb))
         return;
     volatile unsigned long long *result = (volatile unsigned long long *)j.result;
+    // A graph's scan node keeps a running record in `twin` (tooljob.h's struct
+    // tool_list): scans that found the buffer non-finite, scans that found it finite,
+    // and the first index the last finding saw. One launch of a graph runs at a time,
+    // so this thread is the record's only writer.
+    if (record) {
+        const unsigned long long found = result[0], first = result[1];
+        if (found) {
+            record[2] = first;
+            record[0] = record[0] + 1;
+        } else {
+            record[1] = record[1] + 1;
+        }
+        fence_sys();
+    }
     result[2] = j.tag;
 }
 

@@ -124,13 +124,14 @@ class NanReporter:
                 touched_by=[found.first_touch, found.last_touch], touches=found.touches,
                 nonfinite=found.count, first_nonfinite=found.first_index,
                 elements=found.elements, nan_producer=named)
+            if report.graph:
+                record.extra.update(graph=report.graph, nodes=[found.first_node, found.node],
+                                    replays=report.replays)
             made = NanLaunch(proc.pid, found.last_touch, kernel, proc.rank)
             with self.state.lock:
                 self.state.append_locked(record)
                 self.state.tally.count_window(made, named)
-            who = (f"launch {found.last_touch} of {kernel}" if found.exact else
-                   f"one of launches {found.first_touch}-{found.last_touch} (the last: "
-                   f"{kernel})")
+            who = report.who(found, kernel)
             say(f"{PREFIX}{who} (process {proc.pid}{rank}) left {found.count} of "
                 f"{found.elements} elements at 0x{found.address:x} non-finite, the first at "
                 f"index {found.first_index}; {report.bound(found)}")

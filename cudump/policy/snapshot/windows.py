@@ -39,9 +39,11 @@ class WindowFound:
     first_index: int     # the first of them
     first_touch: int     # the window's launches that touched the buffer: the first,
     last_touch: int      # the last,
-    touches: int         # and how many
+    touches: int         # and how many (a graph's: its kernel nodes that touch it)
     func: int            # the last one's function (the process's id for it)
     mode: p.ToolMode
+    first_node: int = 0  # a graph's: the first and last kernel nodes that touch it
+    node: int = 0
 
     @property
     def exact(self) -> bool:
@@ -63,9 +65,24 @@ class WindowReport:
 
     first: int           # the window's launches, first..last
     last: int
-    window: int          # its number in the process
+    window: int          # its number in the process (0: a graph's scan node)
     exact_next: bool     # the shim scans every launch exactly from now on
     found: tuple[WindowFound, ...]
+    graph: int = 0       # a graph's scan node: the graph (first..last are its launches)
+    replays: int = 0     # and how many of its scans the findings lie among
+
+    def span(self, f: WindowFound) -> tuple[int, int]:
+        """Where in the window (its launches, or the graph's kernel nodes) f was touched."""
+        return (f.first_node, f.node) if self.graph else (f.first_touch, f.last_touch)
+
+    def launches(self) -> str:
+        """The launches the findings lie among, in words."""
+        if not self.graph:
+            return f"window {self.window} (launches {self.first}-{self.last})"
+        if self.first == self.last:
+            return f"graph {self.graph}'s launch {self.last}"
+        return (f"graph {self.graph}'s launches {self.first}-{self.last} (its scan node's "
+                f"{self.replays} scans that came in together)")
 
     def carried_from(self, f: WindowFound) -> WindowFound | None:
         """Another buffer found non-finite in the window that a launch touched before or
@@ -73,8 +90,9 @@ class WindowReport:
         it began (the earliest such buffer)."""
         if not f.exact:
             return None
-        earlier = [g for g in self.found if g is not f and g.first_touch <= f.last_touch]
-        return min(earlier, key=lambda g: g.first_touch) if earlier else None
+        at = self.span(f)[1]
+        earlier = [g for g in self.found if g is not f and self.span(g)[0] <= at]
+        return min(earlier, key=lambda g: self.span(g)[0]) if earlier else None
 
     def named(self, f: WindowFound) -> bool:
         """Whether f's producer is named exactly: one launch of the window touched it and
@@ -84,6 +102,8 @@ class WindowReport:
     def bound(self, f: WindowFound) -> str:
         """Why the report names what it names."""
         source = self.carried_from(f)
+        if self.graph:
+            return self._graph_bound(f, source)
         if source is not None:
             return (f"the only launch of window {self.window} (launches {self.first}-"
                     f"{self.last}) that touched the buffer, which may have carried on the "
@@ -96,6 +116,32 @@ class WindowReport:
         return (f"bounded to launches {f.first_touch}-{f.last_touch}, the {f.touches} of "
                 f"window {self.window} (launches {self.first}-{self.last}) that touched the "
                 f"buffer: the window was scanned once, at its end")
+
+
+    def _graph_bound(self, f: WindowFound, source: WindowFound | None) -> str:
+        where = self.launches()
+        if source is not None:
+            return (f"kernel node {f.node} is the only one of graph {self.graph} that touches "
+                    f"the buffer, and may have carried on the NaN/Inf at "
+                    f"0x{source.address:x} (touched from kernel node {source.first_node} on), "
+                    f"in {where}")
+        if f.exact:
+            return (f"named exactly: kernel node {f.node} is the only one of graph "
+                    f"{self.graph} that touches the buffer, in {where}")
+        return (f"bounded to kernel nodes {f.first_node}-{f.node}, the {f.touches} of graph "
+                f"{self.graph} that touch the buffer, in {where}: one node scans what the "
+                f"graph's kernels point into, after them all")
+
+    def who(self, f: WindowFound, kernel: str) -> str:
+        """The launch (or kernel node) a report names, or those it is bounded to."""
+        if self.graph:
+            if f.exact:
+                return f"kernel node {f.node} ({kernel}) of graph {self.graph}"
+            return (f"one of kernel nodes {f.first_node}-{f.node} (the last: {kernel}) of "
+                    f"graph {self.graph}")
+        if f.exact:
+            return f"launch {f.last_touch} of {kernel}"
+        return f"one of launches {f.first_touch}-{f.last_touch} (the last: {kernel})"
 
 
 def decode(payload: bytes) -> WindowReport:
@@ -115,6 +161,7 @@ def decode(payload: bytes) -> WindowReport:
             raise p.ProtocolError(f"MSG_WATCH names scan mode {f['mode']}") from None
         found.append(WindowFound(f["address"], f["width"], f["height"], f["pitch"],
                                  f["count"], f["first_index"], f["first_touch"],
-                                 f["last_touch"], f["touches"], f["func"], mode))
+                                 f["last_touch"], f["touches"], f["func"], mode,
+                                 f["first_node"], f["node"]))
     return WindowReport(head["first"], head["last"], head["window"], bool(head["exact"]),
-                        tuple(found))
+                        tuple(found), head["graph"], head["replays"])

@@ -487,8 +487,26 @@ static void scan_list(const unsigned char *args, struct fc_dim3 b, struct fc_dim
             hi = mid;
     }
     struct tool_job job = jobs[lo];
+    /* A graph's scan node: the running record in `twin` (shim/tooljob.h), not a second
+     * result. */
+    volatile uint64_t *record = (volatile uint64_t *)(uintptr_t)job.twin;
+    uint64_t record_at = job.twin;
+    job.twin = 0;
     if (!tool_thread(&job, b.x - starts[lo], t, d))
         return;
+    if (record) {
+        if (fc_check_mapped(record_at, 3 * sizeof(uint64_t)) != CUDA_SUCCESS) {
+            fc_set_fault(FC_ERROR_ILLEGAL_ADDRESS);
+            return;
+        }
+        const volatile uint64_t *result = (const volatile uint64_t *)(uintptr_t)job.result;
+        if (result[0]) {
+            record[2] = result[1];
+            record[0] = record[0] + 1;
+        } else {
+            record[1] = record[1] + 1;
+        }
+    }
     __atomic_thread_fence(__ATOMIC_RELEASE);
     ((volatile uint64_t *)(uintptr_t)job.result)[2] = job.tag;
 }

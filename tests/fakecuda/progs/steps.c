@@ -5,7 +5,9 @@
  * steps listed in POISON it holds 3e38 at INDEX, so that the step's first launch
  * overflows w to +inf there and the two after it carry it on. With SYNC 1 the program
  * synchronizes its context after every launch, with 0 never, and at the end it reads z
- * back. Usage: steps STEPS SYNC INDEX [POISON...]
+ * back. With SYNC 2 the three launches are captured once into a CUDA graph on a stream
+ * of their own (global mode), and each step copies x on that stream, waits for the
+ * copy, and replays the graph. Usage: steps STEPS SYNC INDEX [POISON...]
  * Prints `sum S` (of z, with non-finite elements left out) and the launch tally.
  */
 #include "progcommon.h"
@@ -37,6 +39,18 @@ int main(int argc, char **argv)
     void *first[] = {&dx, &dx, &dw, &n};
     void *second[] = {&dw, &dy, &n};
     void *third[] = {&dy, &dw, &dz, &n};
+    CUstream stream = NULL;
+    CUgraphExec exec = NULL;
+    if (sync == 2) {
+        CUgraph graph;
+        CHECK(cuStreamCreate(&stream, 0));
+        CHECK(cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, stream, first, NULL));
+        CHECK(cuLaunchKernel(square, N / 128, 1, 1, 128, 1, 1, 0, stream, second, NULL));
+        CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, stream, third, NULL));
+        CHECK(cuStreamEndCapture(stream, &graph));
+        CHECK(cuGraphInstantiateWithFlags(&exec, graph, 0));
+    }
     for (int k = 1; k <= steps; k++) {
         bool poison = false;
         for (int p = 4; p < argc; p++)
@@ -44,6 +58,13 @@ int main(int argc, char **argv)
         prog_floats(x, N, 0.001f * (float)k, 0.0001f);
         if (poison)
             x[index] = 3e38f;
+        if (sync == 2) {
+            /* Ordered on the graph's stream, as a framework's input copy is. */
+            CHECK(cuMemcpyHtoDAsync_v2(dx, x, sizeof x, stream));
+            CHECK(cuStreamSynchronize(stream)); /* x is the host's again next step */
+            CHECK(cuGraphLaunch(exec, stream));
+            continue;
+        }
         CHECK(cuMemcpyHtoD_v2(dx, x, sizeof x));
         CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, NULL, first, NULL));
         if (sync)
@@ -55,6 +76,8 @@ int main(int argc, char **argv)
         if (sync)
             CHECK(cuCtxSynchronize());
     }
+    if (stream)
+        CHECK(cuStreamSynchronize(stream));
     CHECK(cuMemcpyDtoH_v2(z, dz, sizeof z));
     double sum = 0;
     for (int j = 0; j < N; j++)
