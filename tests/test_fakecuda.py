@@ -406,7 +406,8 @@ def test_build_is_cached(fake: FakeCuda) -> None:
                                    "zed", "exitcode", "vmm", "graphs", "allocs", "structs", "nans",
                                    "diverge", "modules", "procs", "ranks", "chain",
                                    "graph_scans", "tensormaps", "flight", "sets", "lazy", "layers",
-                                   "arena", "roomy", "ctxdestroy", "ctxcycle", "programmatic"}
+                                   "arena", "roomy", "ctxdestroy", "ctxcycle", "programmatic",
+                                   "steps"}
 
 
 def test_stand_in_never_loaded_into_the_test_process(fake: FakeCuda) -> None:
