@@ -30,7 +30,7 @@ from cudump.launches.process import (
 from cudump.policy.rules import Action
 from cudump.policy.snapshot.planned import PlannedLaunch, Repeat, plan_payload
 from cudump.policy.snapshot.results import slot_of
-from cudump.policy.snapshot.windows import THEN_CHOICES
+from cudump.policy.snapshot.windows import THEN_CHOICES, WindowReport
 from cudump.policy.snapshot.windows import decode as decode_window
 from cudump.rundir.files import write_error
 from cudump.wire import protocol as p
@@ -116,16 +116,7 @@ class Connection:
         except OSError as err:
             raise p.ProtocolError(no_shared_memory(err, ctl.options.staging_bytes)) from None
         ctl.add_process(self.proc, self.shared)
-        options = p.Option.TRACE_GRAPHS if ctl.traced else p.Option(0)
-        if any(Action.CAPTURE in r.actions for r in ctl.options.rules):
-            options |= p.Option.CAPTURE
-        if not ctl.options.scans_ahead:
-            options |= p.Option.NO_AHEAD
-        if ctl.options.hand_off:
-            options |= p.Option.HAND_OFF
-        if ctl.options.watch_nan:
-            options |= p.Option.WATCH_NAN
-        payload = p.WELCOME.pack(version=p.VERSION, options=int(options),
+        payload = p.WELCOME.pack(version=p.VERSION, options=int(_options(ctl)),
                                  staging_size=self.shared.staging_size,
                                  watch_window=ctl.options.watch_window,
                                  watch_then=int(THEN_CHOICES[ctl.options.watch_then]))
@@ -183,13 +174,7 @@ class Connection:
 
     def on_watch(self, msg: p.Message) -> None:
         assert self.proc is not None
-        report = decode_window(msg.payload)
-        if self.controller.snapshots is not None:
-            self.controller.snapshots.report.window(self.proc, report)
-        if report.found and self.controller.options.watch_then == "stop":
-            say(f"cudump: ending process {self.proc.pid} (--watch-nan-then stop)")
-            with contextlib.suppress(OSError):
-                os.kill(self.proc.pid, signal.SIGTERM)
+        _watched(self.controller, self.proc, decode_window(msg.payload))
 
     def on_scope(self, msg: p.Message) -> None:
         assert self.proc is not None
@@ -369,3 +354,28 @@ def end_behind(conn: Connection, seq: int, end: dict[str, int], codes: list[int]
         snapshots.collect_behind(conn.proc, seq, end, codes, where, conn.shared)
     except Exception as err:
         warn(f"snapshots of launch {seq} are lost: {err}")
+
+
+def _options(ctl: Controller) -> p.Option:
+    """The options the shim is welcomed with."""
+    options = p.Option.TRACE_GRAPHS if ctl.traced else p.Option(0)
+    if any(Action.CAPTURE in r.actions for r in ctl.options.rules):
+        options |= p.Option.CAPTURE
+    if not ctl.options.scans_ahead:
+        options |= p.Option.NO_AHEAD
+    if ctl.options.hand_off:
+        options |= p.Option.HAND_OFF
+    if ctl.options.watch_nan:
+        options |= p.Option.WATCH_NAN
+    return options
+
+
+def _watched(ctl: Controller, proc: ProcessState, report: WindowReport) -> None:
+    """What a window of launches (or a graph's scan node) found: reported, and with
+    --watch-nan-then stop, the process ended."""
+    if ctl.snapshots is not None:
+        ctl.snapshots.report.window(proc, report)
+    if report.found and ctl.options.watch_then == "stop":
+        say(f"cudump: ending process {proc.pid} (--watch-nan-then stop)")
+        with contextlib.suppress(OSError):
+            os.kill(proc.pid, signal.SIGTERM)

@@ -100,8 +100,7 @@ class Option(IntFlag):
     WATCH_NAN = 16  # stay-on NaN/Inf detection in windows of launches (shim/window.c)
 
 
-class WatchThen(IntEnum):
-    """What the shim does after a window's finding (--watch-nan-then)."""
+class WatchThen(IntEnum):     # after a window's finding (--watch-nan-then)
     EXACT = 0
     STOP = 1
     GO_ON = 2
