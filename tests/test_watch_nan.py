@@ -149,3 +149,19 @@ def test_a_clean_graph_loop_costs_one_scan_node_a_replay(fake, cudump_run, bare_
     # The first replay: a node of cudump's kernel before and after each of the three.
     assert counts["tool_launches"] <= 6
     assert counts["scan_list_launches"] == 11
+
+
+def test_stop_ends_the_program_at_the_first_finding(fake, cudump_run):
+    ran = cudump_run(_steps(fake, "40", "0", str(INDEX), "5"), "--watch-nan",
+                     "--watch-nan-then", "stop")
+    assert ran.returncode != 0
+    assert "--watch-nan-then stop" in ran.stderr and "SIGTERM" in ran.stderr
+    assert "launches vecAdd=80" not in ran.stdout     # it did not run to its end
+    assert _window_records(ran.run_dir)
+
+
+@pytest.mark.parametrize("value", ["0", "x", "-3"])
+def test_a_bad_window_is_one_line_of_error(cudump, value):
+    done = cudump("--watch-nan", "--watch-nan-window", value, "true")
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "--watch-nan-window" in done.stderr
