@@ -566,6 +566,17 @@ struct window_graph *window_graph_add(const struct launch_info *li, CUgraph grap
         wg->starts[i] = grid;
         grid += blocks;
     }
+    /* The list is the graph's for good: in device memory, copied once, each block of every
+     * replay reads its job there rather than across the bus (where that cannot be had,
+     * from the mapped host memory). */
+    CUdeviceptr list_dev = 0;
+    cuMemcpyHtoD_fn copy = shim_real_cuMemcpyHtoD_v2();
+    if (*rc == CUDA_SUCCESS && copy && shim_real_cuMemAlloc_v2()(&list_dev, starts) == CUDA_SUCCESS) {
+        if (copy(list_dev, wg->area, starts) == CUDA_SUCCESS) {
+            jobs_dev = list_dev;
+            starts_dev = list_dev + jobs;
+        }
+    }
     CUgraphNode *sinks = NULL, made = NULL;
     size_t nsinks = 0;
     if (*rc == CUDA_SUCCESS)
