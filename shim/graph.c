@@ -972,8 +972,8 @@ static bool add_tools(struct graph_exec *g, CUgraph graph, const uint32_t *node_
  * (a buffer outside the allocations cudump's kernel may read), so the copy is
  * worth keeping for replays that plan the same. */
 static CUresult build_instrumented(struct graph_exec *g, const struct launch_info *li,
-                                   unsigned total, const uint32_t *node_of, CUgraphExec *out,
-                                   bool *complete)
+                                   unsigned total, const uint32_t *node_of,
+                                   struct window_graph *probe, CUgraphExec *out, bool *complete)
 {
     size_t size = 0;
     char *area = staging_area(&size);
@@ -1012,6 +1012,9 @@ static CUresult build_instrumented(struct graph_exec *g, const struct launch_inf
     }
     if (build == CUDA_SUCCESS && njobs && !add_tools(g, graph, node_of, njobs, fn))
         *complete = false;
+    /* --watch-nan: which buffers the graph writes, seen at this replay (window.h). */
+    if (build == CUDA_SUCCESS && probe)
+        window_graph_probe(probe, graph);
     if (build == CUDA_SUCCESS)
         build = shim_real_cuGraphInstantiateWithFlags()(out, graph, 0);
     if (build != CUDA_SUCCESS)
@@ -1032,6 +1035,30 @@ struct instrumented {
     CUresult rc;
 };
 
+/* --watch-nan, at the replay that plans the scans of the graph's kernel nodes: the scan
+ * node's state (window.h), whose probe goes into the instrumented copy; NULL where the
+ * graph is not watched so (a rule wants more of a node than NaN/Inf scans: snapshots,
+ * digests; the instrumented copy is then kept for every replay). */
+static struct window_graph *watch_begin(struct graph_exec *g, const struct launch_info *li,
+                                        unsigned total, const uint32_t *node_of)
+{
+    static struct proto_copy copies[PROTO_MAX_COPIES]; /* under the staging lock */
+    static uint32_t funcs[PROTO_MAX_COPIES];
+    if (g->unsafe || g->watched || !total || !have_graph_services() ||
+        !shim_real_cuGraphInstantiateWithFlags())
+        return NULL;
+    for (unsigned c = 0; c < total; c++) {
+        const struct proto_copy *copy = plan_copy(c);
+        if (!(copy->flags & COPY_TOOL) || tool_mode(copy) == TOOL_DIGEST ||
+            node_of[c] >= g->nkernels)
+            return NULL;
+        copies[c] = *copy;
+        funcs[c] = g->kernels[node_of[c]].e->id;
+    }
+    CUresult rc;
+    return window_graph_new(li, copies, node_of, funcs, total, &rc);
+}
+
 /* At exit: what the scan nodes found by then (the program's last wait has read the rest). */
 static void watch_checked_at_exit(void)
 {
@@ -1044,42 +1071,39 @@ static void watch_at_exit(void)
     atexit(watch_checked_at_exit);
 }
 
-/* --watch-nan: the clone with the batched scan's node after everything, over the
- * buffers of the scans just planned for the graph's kernel nodes (g->watched), for
- * the replays after this one. Only where every copy planned is a NaN/Inf scan: a rule
- * that wants more of a node (snapshots, digests) keeps the instrumented copy. */
-static void build_watched(struct graph_exec *g, const struct launch_info *li, unsigned total,
-                          const uint32_t *node_of)
+/* The replay that planned the scans has run (`ran`: and been waited for): the clone with
+ * the scan node after everything (g->watched), over the buffers the probe saw the graph
+ * write, for the replays after this one. */
+static void watch_end(struct graph_exec *g, struct window_graph *wg, bool ran, unsigned total)
 {
     static struct proto_copy copies[PROTO_MAX_COPIES]; /* under the staging lock */
-    static uint32_t funcs[PROTO_MAX_COPIES];
     static bool bad[PROTO_MAX_COPIES];
     const volatile struct proto_control *ctl = channel_control();
     size_t size = 0;
     char *area = staging_area(&size);
-    if (!ctl || !area || !have_graph_services() || !shim_real_cuGraphInstantiateWithFlags())
+    if (!ran || !ctl || !area) {
+        window_graph_drop(wg);
         return;
-    for (unsigned c = 0; c < total; c++) {
-        const struct proto_copy *copy = plan_copy(c);
-        if (!(copy->flags & COPY_TOOL) || tool_mode(copy) == TOOL_DIGEST ||
-            node_of[c] >= g->nkernels || copy->offset + sizeof(struct proto_tool_result) > size)
-            return;
-        copies[c] = *copy;
-        funcs[c] = g->kernels[node_of[c]].e->id;
-        /* What this replay's scans found (the plan put each result in staging). */
-        const struct proto_tool_result *r = (const void *)(area + copy->offset);
-        bad[c] = r->rc == CUDA_SUCCESS && r->words[0] != 0;
     }
+    for (unsigned c = 0; c < total; c++) {
+        copies[c] = *plan_copy(c);
+        /* What this replay's scans found (the plan put each result in staging). */
+        const struct proto_tool_result *r =
+            copies[c].offset + sizeof *r <= size ? (const void *)(area + copies[c].offset) : NULL;
+        bad[c] = r && r->rc == CUDA_SUCCESS && r->words[0] != 0;
+    }
+    window_graph_ran(wg, copies, bad, total);
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, watch_at_exit);
     uint32_t gen = ctl->generation;
     CUgraph graph = NULL;
-    CUresult rc = real_cuGraphClone(&graph, g->src);
-    struct window_graph *wg =
-        rc == CUDA_SUCCESS ? window_graph_add(li, graph, copies, node_of, funcs, bad, total, &rc)
-                           : NULL;
     CUgraphExec exec = NULL;
-    if (wg && shim_real_cuGraphInstantiateWithFlags()(&exec, graph, 0) == CUDA_SUCCESS) {
+    CUresult rc = real_cuGraphClone(&graph, g->src);
+    if (rc == CUDA_SUCCESS)
+        rc = window_graph_node(wg, graph);
+    if (rc == CUDA_SUCCESS)
+        rc = shim_real_cuGraphInstantiateWithFlags()(&exec, graph, 0);
+    if (rc == CUDA_SUCCESS) {
         g->watched = exec;
         g->wg = wg;
         g->watched_removals = alloctab_removals();
@@ -1155,13 +1179,15 @@ static CUresult instrumented_locked(cuGraphLaunch_fn real, struct graph_exec *g,
     CUresult build = CUDA_SUCCESS;
     bool complete = true;
     unsigned long long epoch = alloctab_epoch();
-    if (same_plan(g, total, node_of)) {
+    /* --watch-nan: this replay's copy also has the probe (window.h), and is not kept. */
+    struct window_graph *probe = window_on() ? watch_begin(g, &li, total, node_of) : NULL;
+    if (!probe && same_plan(g, total, node_of)) {
         instrumented = g->cached;
         for (unsigned c = 0; c < total; c++)
             set_rc(c, g->cached_rcs[c]);
     } else {
         drop_cached(g);
-        build = build_instrumented(g, &li, total, node_of, &instrumented, &complete);
+        build = build_instrumented(g, &li, total, node_of, probe, &instrumented, &complete);
     }
     CUresult launch_rc, sync_rc = CUDA_SUCCESS;
     if (instrumented) {
@@ -1169,7 +1195,7 @@ static CUresult instrumented_locked(cuGraphLaunch_fn real, struct graph_exec *g,
         if (launch_rc == CUDA_SUCCESS)
             sync_rc = gate_wait_stream(&li);
         if (instrumented != g->cached) {
-            if (complete && launch_rc == CUDA_SUCCESS)
+            if (complete && launch_rc == CUDA_SUCCESS && !probe)
                 keep_cached(g, instrumented, total, node_of, epoch);
             else
                 shim_real_cuGraphExecDestroy()(instrumented);
@@ -1180,8 +1206,8 @@ static CUresult instrumented_locked(cuGraphLaunch_fn real, struct graph_exec *g,
             set_rc(c, build);
         launch_rc = real(g->exec, stream);
     }
-    if (window_on() && !g->watched && launch_rc == CUDA_SUCCESS)
-        build_watched(g, &li, total, node_of);
+    if (probe)
+        watch_end(g, probe, launch_rc == CUDA_SUCCESS && sync_rc == CUDA_SUCCESS, total);
     end_copies(&li, launch_rc, sync_rc);
     return launch_rc;
 }

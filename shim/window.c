@@ -402,28 +402,47 @@ void window_at_exit(void)
 
 /* A graph replayed by cuGraphLaunch has no launch calls to mark: its copy (graph.c) gets
  * one node of the batched scan after every node without dependents, over the buffers
- * its kernel nodes' scans read, each once. Its GPU time is that of scanning what the
- * graph's kernels point into, once a replay. The node keeps a running record of each
- * buffer (tooljob.h), which the host reads whenever it looks, with nothing waited for:
- * how many of the node's scans are done tells which replays a finding lies among. */
-enum { WG_SEQS = 1024 };   /* graph launches remembered, to name a finding's replays */
+ * its kernel nodes' scans read, each once, that the graph writes. Which ones it writes
+ * is seen at the replay that plans the scans (scanned node by node, and waited for):
+ * its instrumented copy also digests every such buffer before all its nodes and after
+ * them all (the probe), and a buffer whose digest did not change is left out of the
+ * node (a weight, an input the host writes between replays): the node's GPU time is
+ * then one scan of what the graph's kernels wrote. The node keeps a running record of
+ * each buffer (tooljob.h), which the host reads whenever it looks, with nothing waited
+ * for: how many of the node's scans are done tells which replays a finding lies among. */
+enum {
+    WG_SEQS = 1024,             /* graph launches remembered, to name a finding's replays */
+    WG_ACCS = 3,                /* accumulators an entry: its scan, the probe's two digests */
+};
 
 struct wg_entry {
     struct proto_copy copy;
     uint32_t first_node, last_node, touches, func;
+    bool written;                   /* the probe saw the graph change it (or could not tell) */
     uint64_t seen_bad, seen_good;   /* the record when last looked at */
     bool reported;                  /* non-finite when last looked at: reported then */
 };
 
-struct window_graph {
-    unsigned n;
-    struct wg_entry *e;
-    struct tool_job *jobs;          /* in `area`, registered and mapped */
-    unsigned *starts;
-    struct proto_tool_result *results;
+/* Memory the device reads or writes, registered and mapped: the scan node's list, its
+ * results and records, and the probe's two lists and results, each a region. */
+struct wg_area {
+    void *base;
+    size_t size;
+    struct tool_job *jobs, *probe_jobs[2];
+    unsigned *starts, *probe_starts[2];
+    struct proto_tool_result *results, *probe_results[2];
     uint64_t (*record)[4];
-    void *area;
-    CUdeviceptr acc;
+};
+
+struct window_graph {
+    unsigned n;                     /* entries */
+    unsigned scanned;               /* of which the scan node scans (written ones, first) */
+    struct wg_entry *e;
+    struct wg_area a;
+    CUdeviceptr acc;                /* WG_ACCS x n accumulators, zeroed */
+    CUfunction fn;
+    unsigned max_blocks;
+    bool probed;                    /* the probe's nodes are in the instrumented copy */
     uint64_t launched;              /* launches of the graph made with the node */
     uint64_t seqs[WG_SEQS];         /* their numbers, by launch */
     uint64_t seen;                  /* the node's scans done when last looked at */
@@ -440,8 +459,7 @@ static CUdeviceptr mapped(const void *host)
 
 /* The entries of wg: one a buffer the scans read, and the kernel nodes that touch it. */
 static unsigned graph_entries(struct window_graph *wg, const struct proto_copy *copies,
-                              const uint32_t *node_of, const uint32_t *func_of,
-                              const bool *bad_of, unsigned n)
+                              const uint32_t *node_of, const uint32_t *func_of, unsigned n)
 {
     unsigned m = 0;
     for (unsigned i = 0; i < n && m < WIN_ENTRIES; i++) {
@@ -453,7 +471,7 @@ static unsigned graph_entries(struct window_graph *wg, const struct proto_copy *
             k++;
         struct wg_entry *e = &wg->e[k];
         if (k == m) {
-            *e = (struct wg_entry){.copy = *c, .first_node = node_of[i]};
+            *e = (struct wg_entry){.copy = *c, .first_node = node_of[i], .written = true};
             e->copy.phase = PHASE_AFTER;
             m++;
         }
@@ -461,29 +479,122 @@ static unsigned graph_entries(struct window_graph *wg, const struct proto_copy *
             e->touches++;
         e->last_node = node_of[i];
         e->func = func_of[i];
-        e->reported = e->reported || bad_of[i]; /* reported by the exact scans already */
     }
     return m;
 }
 
-/* The nodes of `graph` that nothing depends on (a list the caller frees). */
-static CUresult sinks_of(CUgraph graph, CUgraphNode **out, size_t *nout)
+/* Carves the area's regions for n entries out of one registered allocation. */
+static CUresult area_make(struct wg_area *a, unsigned n)
+{
+    size_t jobs = (n * sizeof(struct tool_job) + 63) / 64 * 64;
+    size_t starts = (n * sizeof(unsigned) + 63) / 64 * 64;
+    size_t results = n * sizeof(struct proto_tool_result);
+    size_t record = n * sizeof *a->record;
+    a->size = (3 * (jobs + starts + results) + record + 4095) / 4096 * 4096;
+    a->base = aligned_alloc(4096, a->size);
+    if (!a->base)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    memset(a->base, 0, a->size);
+    char *p = a->base;
+    struct tool_job **j[3] = {&a->jobs, &a->probe_jobs[0], &a->probe_jobs[1]};
+    unsigned **s[3] = {&a->starts, &a->probe_starts[0], &a->probe_starts[1]};
+    struct proto_tool_result **r[3] = {&a->results, &a->probe_results[0], &a->probe_results[1]};
+    for (int k = 0; k < 3; k++) {
+        *j[k] = (struct tool_job *)p;
+        *s[k] = (unsigned *)(p + jobs);
+        *r[k] = (struct proto_tool_result *)(p + jobs + starts);
+        p += jobs + starts + results;
+    }
+    a->record = (uint64_t(*)[4])p;
+    CUresult rc = real_cuMemHostRegister_v2
+                      ? real_cuMemHostRegister_v2(a->base, a->size,
+                                                  CU_MEMHOSTREGISTER_PORTABLE |
+                                                      CU_MEMHOSTREGISTER_DEVICEMAP)
+                      : CUDA_ERROR_NOT_SUPPORTED;
+    if (rc != CUDA_SUCCESS) {
+        free(a->base);
+        a->base = NULL;
+    }
+    return rc;
+}
+
+struct window_graph *window_graph_new(const struct launch_info *li,
+                                      const struct proto_copy *copies, const uint32_t *node_of,
+                                      const uint32_t *func_of, unsigned n, CUresult *rc)
+{
+    struct window_graph *wg = calloc(1, sizeof *wg);
+    *rc = wg ? tools_list_fn(li, &wg->fn, &wg->max_blocks) : CUDA_ERROR_OUT_OF_MEMORY;
+    if (*rc == CUDA_SUCCESS) {
+        wg->e = calloc(n < WIN_ENTRIES ? n : WIN_ENTRIES, sizeof *wg->e);
+        *rc = wg->e ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (*rc == CUDA_SUCCESS)
+        wg->n = wg->scanned = graph_entries(wg, copies, node_of, func_of, n);
+    if (*rc == CUDA_SUCCESS && !wg->n)
+        *rc = CUDA_ERROR_NOT_FOUND; /* no buffer a scan may read */
+    if (*rc == CUDA_SUCCESS)
+        *rc = shim_real_cuMemAlloc_v2() && shim_real_cuMemsetD8_v2() ? area_make(&wg->a, wg->n)
+                                                                   : CUDA_ERROR_NOT_SUPPORTED;
+    if (*rc == CUDA_SUCCESS)
+        *rc = shim_real_cuMemAlloc_v2()(&wg->acc, (size_t)wg->n * WG_ACCS * TOOL_ACC_WORDS * 8);
+    /* Zeroed once (the kernel zeroes each accumulator after use), before any replay. */
+    if (*rc == CUDA_SUCCESS)
+        *rc = shim_real_cuMemsetD8_v2()(wg->acc, 0, (size_t)wg->n * WG_ACCS * TOOL_ACC_WORDS * 8);
+    if (*rc != CUDA_SUCCESS && wg) {
+        /* (Registered memory and scratch of a failed attempt are kept: this is rare.) */
+        if (!wg->a.base) {
+            free(wg->e);
+            free(wg);
+        }
+        return NULL;
+    }
+    return wg;
+}
+
+/* The jobs of one list over entries [0, m): scans (which = 0, with the running record)
+ * or the probe's digests before (1) and after (2) the graph; returns the grid. */
+static unsigned fill_list(struct window_graph *wg, int which, unsigned m)
+{
+    struct tool_job *jobs = which ? wg->a.probe_jobs[which - 1] : wg->a.jobs;
+    unsigned *starts = which ? wg->a.probe_starts[which - 1] : wg->a.starts;
+    struct proto_tool_result *results = which ? wg->a.probe_results[which - 1] : wg->a.results;
+    CUdeviceptr results_dev = mapped(results), record_dev = which ? 0 : mapped(wg->a.record);
+    unsigned grid = 0;
+    for (unsigned i = 0; i < m; i++) {
+        const struct proto_copy *c = &wg->e[i].copy;
+        unsigned blocks = tool_job_blocks(c->width * c->height, which != 0, wg->max_blocks);
+        jobs[i] = (struct tool_job){
+            .src = c->src, .width = c->width, .height = c->height, .pitch = c->pitch,
+            .result = results_dev + (CUdeviceptr)i * sizeof *results,
+            .acc = wg->acc + (CUdeviceptr)((unsigned)which * wg->n + i) * TOOL_ACC_WORDS * 8,
+            .tag = 1, .twin = record_dev ? record_dev + (CUdeviceptr)i * sizeof *wg->a.record : 0,
+            .mode = which ? TOOL_DIGEST : tool_mode(c), .blocks = blocks};
+        starts[i] = grid;
+        grid += blocks;
+    }
+    return grid;
+}
+
+/* `graph`'s nodes that nothing depends on (dependents) or that depend on nothing, as a
+ * list the caller frees. */
+static CUresult ends_of(CUgraph graph, bool sinks, CUgraphNode **out, size_t *nout)
 {
     size_t n = 0, m = 0;
     *out = NULL;
     *nout = 0;
-    CUresult rc = real_cuGraphGetNodes && real_cuGraphNodeGetDependentNodes
-                      ? real_cuGraphGetNodes(graph, NULL, &n)
-                      : CUDA_ERROR_NOT_SUPPORTED;
+    cuGraphNodeGetDependencies_fn get =
+        sinks ? real_cuGraphNodeGetDependentNodes : real_cuGraphNodeGetDependencies;
+    CUresult rc = real_cuGraphGetNodes && get ? real_cuGraphGetNodes(graph, NULL, &n)
+                                              : CUDA_ERROR_NOT_SUPPORTED;
     CUgraphNode *nodes = rc == CUDA_SUCCESS && n ? calloc(n, sizeof *nodes) : NULL;
     if (rc == CUDA_SUCCESS && n && !nodes)
         rc = CUDA_ERROR_OUT_OF_MEMORY;
     if (rc == CUDA_SUCCESS && n)
         rc = real_cuGraphGetNodes(graph, nodes, &n);
     for (size_t i = 0; rc == CUDA_SUCCESS && i < n; i++) {
-        size_t dependents = 0;
-        rc = real_cuGraphNodeGetDependentNodes(nodes[i], NULL, &dependents);
-        if (rc == CUDA_SUCCESS && !dependents)
+        size_t count = 0;
+        rc = get(nodes[i], NULL, &count);
+        if (rc == CUDA_SUCCESS && !count)
             nodes[m++] = nodes[i];
     }
     if (rc != CUDA_SUCCESS) {
@@ -495,112 +606,89 @@ static CUresult sinks_of(CUgraph graph, CUgraphNode **out, size_t *nout)
     return CUDA_SUCCESS;
 }
 
-struct window_graph *window_graph_add(const struct launch_info *li, CUgraph graph,
-                                      const struct proto_copy *copies, const uint32_t *node_of,
-                                      const uint32_t *func_of, const bool *bad_of, unsigned n,
-                                      CUresult *rc)
+/* A node of the batched scan over list `which` of m entries: after every node nothing
+ * depends on, or (before) ahead of every node that depends on nothing. */
+static CUresult add_list_node(struct window_graph *wg, CUgraph graph, int which, unsigned m,
+                              bool before)
 {
-    CUfunction fn = NULL;
-    unsigned max_blocks = 256;
-    *rc = tools_list_fn(li, &fn, &max_blocks);
-    struct window_graph *wg = *rc == CUDA_SUCCESS ? calloc(1, sizeof *wg) : NULL;
-    if (*rc == CUDA_SUCCESS && wg)
-        wg->e = calloc(n < WIN_ENTRIES ? n : WIN_ENTRIES, sizeof *wg->e);
-    if (*rc == CUDA_SUCCESS && (!wg || !wg->e))
-        *rc = CUDA_ERROR_OUT_OF_MEMORY;
-    if (*rc == CUDA_SUCCESS)
-        wg->n = graph_entries(wg, copies, node_of, func_of, bad_of, n);
-    if (*rc == CUDA_SUCCESS && !wg->n)
-        *rc = CUDA_ERROR_NOT_FOUND; /* no buffer a scan may read */
-    size_t jobs = 0, starts = 0, results = 0, size = 0;
-    if (*rc == CUDA_SUCCESS) {
-        jobs = wg->n * sizeof *wg->jobs;
-        starts = jobs + (wg->n * sizeof *wg->starts + 63) / 64 * 64;
-        results = starts + wg->n * sizeof *wg->results;
-        size = (results + wg->n * sizeof *wg->record + 4095) / 4096 * 4096;
-        wg->area = aligned_alloc(4096, size);
-        *rc = !wg->area ? CUDA_ERROR_OUT_OF_MEMORY
-              : !real_cuMemHostRegister_v2 || !shim_real_cuMemAlloc_v2() ||
-                      !shim_real_cuMemsetD8_v2()
-                  ? CUDA_ERROR_NOT_SUPPORTED
-                  : CUDA_SUCCESS;
-    }
-    if (*rc == CUDA_SUCCESS) {
-        memset(wg->area, 0, size);
-        wg->jobs = wg->area;
-        wg->starts = (unsigned *)((char *)wg->area + jobs);
-        wg->results = (struct proto_tool_result *)((char *)wg->area + starts);
-        wg->record = (uint64_t(*)[4])((char *)wg->area + results);
-        *rc = real_cuMemHostRegister_v2(wg->area, size,
-                                        CU_MEMHOSTREGISTER_PORTABLE |
-                                            CU_MEMHOSTREGISTER_DEVICEMAP);
-        if (*rc != CUDA_SUCCESS) {
-            free(wg->area);
-            wg->area = NULL;
-        }
-    }
-    if (*rc == CUDA_SUCCESS)
-        *rc = shim_real_cuMemAlloc_v2()(&wg->acc, (size_t)wg->n * TOOL_ACC_WORDS * 8);
-    /* Zeroed once (the kernel zeroes each accumulator after use), before any replay. */
-    if (*rc == CUDA_SUCCESS)
-        *rc = shim_real_cuMemsetD8_v2()(wg->acc, 0, (size_t)wg->n * TOOL_ACC_WORDS * 8);
-    CUdeviceptr jobs_dev = 0, starts_dev = 0, results_dev = 0, record_dev = 0;
-    if (*rc == CUDA_SUCCESS) {
-        jobs_dev = mapped(wg->jobs);
-        starts_dev = mapped(wg->starts);
-        results_dev = mapped(wg->results);
-        record_dev = mapped(wg->record);
-        if (!jobs_dev || !starts_dev || !results_dev || !record_dev)
-            *rc = CUDA_ERROR_NOT_SUPPORTED;
-    }
-    unsigned grid = 0;
-    for (unsigned i = 0; *rc == CUDA_SUCCESS && i < wg->n; i++) {
-        const struct proto_copy *c = &wg->e[i].copy;
-        unsigned blocks = tool_job_blocks(c->width * c->height, false, max_blocks);
-        wg->jobs[i] = (struct tool_job){
-            .src = c->src, .width = c->width, .height = c->height, .pitch = c->pitch,
-            .result = results_dev + (CUdeviceptr)i * sizeof *wg->results,
-            .acc = wg->acc + (CUdeviceptr)i * TOOL_ACC_WORDS * 8, .tag = 1,
-            .twin = record_dev + (CUdeviceptr)i * sizeof *wg->record, .mode = tool_mode(c),
-            .blocks = blocks};
-        wg->starts[i] = grid;
-        grid += blocks;
-    }
-    /* The list is the graph's for good: in device memory, copied once, each block of every
-     * replay reads its job there rather than across the bus (where that cannot be had,
-     * from the mapped host memory). */
-    CUdeviceptr list_dev = 0;
+    unsigned grid = fill_list(wg, which, m);
+    CUdeviceptr jobs_dev = mapped(which ? wg->a.probe_jobs[which - 1] : wg->a.jobs);
+    CUdeviceptr starts_dev = mapped(which ? wg->a.probe_starts[which - 1] : wg->a.starts);
+    /* The scan node's list is the graph's for good: in device memory, copied once, so
+     * that each block of every replay reads its job there rather than across the bus
+     * (where that cannot be had, from the mapped host memory). The probe's runs once. */
     cuMemcpyHtoD_fn copy = shim_real_cuMemcpyHtoD_v2();
-    if (*rc == CUDA_SUCCESS && copy && shim_real_cuMemAlloc_v2()(&list_dev, starts) == CUDA_SUCCESS) {
-        if (copy(list_dev, wg->area, starts) == CUDA_SUCCESS) {
-            jobs_dev = list_dev;
-            starts_dev = list_dev + jobs;
-        }
+    size_t bytes = (size_t)((char *)wg->a.probe_jobs[0] - (char *)wg->a.jobs);
+    CUdeviceptr list_dev = 0;
+    if (!which && copy && jobs_dev && starts_dev &&
+        shim_real_cuMemAlloc_v2()(&list_dev, bytes) == CUDA_SUCCESS &&
+        copy(list_dev, wg->a.jobs, bytes) == CUDA_SUCCESS) {
+        starts_dev = list_dev + (starts_dev - jobs_dev);
+        jobs_dev = list_dev;
     }
-    CUgraphNode *sinks = NULL, made = NULL;
-    size_t nsinks = 0;
-    if (*rc == CUDA_SUCCESS)
-        *rc = sinks_of(graph, &sinks, &nsinks);
-    if (*rc == CUDA_SUCCESS) {
-        struct tool_list list = {jobs_dev, starts_dev, wg->n, 0};
+    CUgraphNode *ends = NULL, made = NULL;
+    size_t nends = 0;
+    CUresult rc = jobs_dev && starts_dev && real_cuGraphAddKernelNode_v2 &&
+                          real_cuGraphAddDependencies
+                      ? ends_of(graph, !before, &ends, &nends)
+                      : CUDA_ERROR_NOT_SUPPORTED;
+    if (rc == CUDA_SUCCESS) {
+        struct tool_list list = {jobs_dev, starts_dev, m, 0};
         void *params[] = {&list}; /* copied by the driver when the node is added */
-        CUDA_KERNEL_NODE_PARAMS p = {.func = fn, .gridDimX = grid, .gridDimY = 1,
+        CUDA_KERNEL_NODE_PARAMS p = {.func = wg->fn, .gridDimX = grid, .gridDimY = 1,
                                      .gridDimZ = 1, .blockDimX = TOOL_THREADS, .blockDimY = 1,
                                      .blockDimZ = 1, .kernelParams = params};
-        *rc = real_cuGraphAddKernelNode_v2
-                  ? real_cuGraphAddKernelNode_v2(&made, graph, sinks, nsinks, &p)
-                  : CUDA_ERROR_NOT_SUPPORTED;
+        rc = real_cuGraphAddKernelNode_v2(&made, graph, before ? NULL : ends,
+                                          before ? 0 : nends, &p);
     }
-    free(sinks);
-    if (*rc != CUDA_SUCCESS && wg) {
-        /* (Registered memory and scratch of a failed attempt are kept: this is rare.) */
-        if (!wg->area) {
-            free(wg->e);
-            free(wg);
+    for (size_t i = 0; rc == CUDA_SUCCESS && before && i < nends; i++)
+        rc = real_cuGraphAddDependencies(graph, &made, &ends[i], 1);
+    free(ends);
+    return rc;
+}
+
+CUresult window_graph_probe(struct window_graph *wg, CUgraph graph)
+{
+    /* Both before the other is added: the first node is no end of the graph to the second. */
+    CUresult rc = add_list_node(wg, graph, 1, wg->n, true);
+    if (rc == CUDA_SUCCESS)
+        rc = add_list_node(wg, graph, 2, wg->n, false);
+    wg->probed = rc == CUDA_SUCCESS;
+    return rc;
+}
+
+void window_graph_ran(struct window_graph *wg, const struct proto_copy *copies,
+                      const bool *bad_of, unsigned n)
+{
+    /* Reported by the replay's own scans already: not news at the node's first scan. */
+    for (unsigned i = 0; i < n; i++)
+        for (unsigned k = 0; bad_of[i] && k < wg->n; k++)
+            if (same_scan(&wg->e[k].copy, &copies[i]))
+                wg->e[k].reported = true;
+    if (!wg->probed)
+        return;
+    /* The replay was waited for: both digests of every buffer are in. A buffer whose
+     * digest the probe could not take, or that changed, is the graph's to write. */
+    for (unsigned k = 0; k < wg->n; k++) {
+        const struct proto_tool_result *b = &wg->a.probe_results[0][k];
+        const struct proto_tool_result *a = &wg->a.probe_results[1][k];
+        bool known = b->done == 1 && a->done == 1;
+        wg->e[k].written = !known || b->words[0] != a->words[0];
+    }
+    /* The written ones first: the scan node's list is entries [0, scanned). */
+    unsigned m = 0;
+    for (unsigned k = 0; k < wg->n; k++)
+        if (wg->e[k].written) {
+            struct wg_entry t = wg->e[m];
+            wg->e[m++] = wg->e[k];
+            wg->e[k] = t;
         }
-        return NULL;
-    }
-    return wg;
+    wg->scanned = m;
+}
+
+CUresult window_graph_node(struct window_graph *wg, CUgraph graph)
+{
+    return wg->scanned ? add_list_node(wg, graph, 0, wg->scanned, false) : CUDA_ERROR_NOT_FOUND;
 }
 
 void window_graph_launched(struct window_graph *wg, uint64_t seq)
@@ -615,9 +703,9 @@ void window_graph_check(struct window_graph *wg, uint32_t id)
     /* The node's scans done: the most any buffer's record counts (blocks of one job
      * finish before another's, so some may be one behind). */
     uint64_t done = wg->seen;
-    for (unsigned i = 0; i < wg->n; i++) {
-        uint64_t bad = __atomic_load_n(&wg->record[i][0], __ATOMIC_ACQUIRE);
-        uint64_t good = __atomic_load_n(&wg->record[i][1], __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < wg->scanned; i++) {
+        uint64_t bad = __atomic_load_n(&wg->a.record[i][0], __ATOMIC_ACQUIRE);
+        uint64_t good = __atomic_load_n(&wg->a.record[i][1], __ATOMIC_ACQUIRE);
         done = bad + good > done ? bad + good : done;
     }
     if (done > wg->launched)
@@ -632,19 +720,21 @@ void window_graph_check(struct window_graph *wg, uint32_t id)
     f.head = (struct proto_watch){.first = first_seq, .last = last_seq, .graph = id,
                                   .replays = (uint32_t)(done - wg->seen),
                                   .exact = channel_watch_then() == WATCH_THEN_EXACT};
-    for (unsigned i = 0; i < wg->n; i++) {
+    for (unsigned i = 0; i < wg->scanned; i++) {
         struct wg_entry *e = &wg->e[i];
-        uint64_t bad = __atomic_load_n(&wg->record[i][0], __ATOMIC_ACQUIRE);
-        uint64_t good = __atomic_load_n(&wg->record[i][1], __ATOMIC_ACQUIRE);
-        uint64_t first = __atomic_load_n(&wg->record[i][2], __ATOMIC_ACQUIRE);
+        uint64_t bad = __atomic_load_n(&wg->a.record[i][0], __ATOMIC_ACQUIRE);
+        uint64_t good = __atomic_load_n(&wg->a.record[i][1], __ATOMIC_ACQUIRE);
+        uint64_t first = __atomic_load_n(&wg->a.record[i][2], __ATOMIC_ACQUIRE);
         bool newly_bad = bad > e->seen_bad, newly_good = good > e->seen_good;
         if (newly_bad && !e->reported && f.head.nfound < WIN_REPORTED)
             f.found[f.head.nfound++] = (struct proto_watch_found){
                 .address = e->copy.src, .width = e->copy.width, .height = e->copy.height,
-                .pitch = e->copy.pitch, .count = 0, .first_index = ~first,
-                .first_touch = first_seq, .last_touch = last_seq, .touches = e->touches,
-                .first_node = e->first_node, .func = e->func, .mode = tool_mode(&e->copy),
-                .node = e->last_node};
+                .pitch = e->copy.pitch,
+                /* the latest scan's count (a replay's) */
+                .count = __atomic_load_n(&wg->a.results[i].words[0], __ATOMIC_ACQUIRE),
+                .first_index = ~first, .first_touch = first_seq, .last_touch = last_seq,
+                .touches = e->touches, .first_node = e->first_node, .func = e->func,
+                .mode = tool_mode(&e->copy), .node = e->last_node};
         if (newly_bad)
             e->reported = true;
         else if (newly_good)
@@ -652,12 +742,6 @@ void window_graph_check(struct window_graph *wg, uint32_t id)
         e->seen_bad = bad;
         e->seen_good = good;
     }
-    /* The count of the last scan is in the results (one replay's, the latest). */
-    for (unsigned k = 0; k < f.head.nfound; k++)
-        for (unsigned i = 0; i < wg->n; i++)
-            if (wg->e[i].copy.src == f.found[k].address &&
-                wg->e[i].copy.width == f.found[k].width)
-                f.found[k].count = __atomic_load_n(&wg->results[i].words[0], __ATOMIC_ACQUIRE);
     wg->seen = done;
     report(&f);
 }

@@ -27,17 +27,25 @@ void window_sync_after(void);
 void window_at_exit(void);
 void window_reset_after_fork(void);
 
-/* A graph's scan node (--watch-nan): one launch of the batched scan added to `graph` (a
- * copy of the program's graph, in the context of li's stream) after every node nothing
- * depends on, over the NaN/Inf scans copies[0, n) of its kernel nodes (node_of[i]: the
- * node copy i is of, in the graph's order; func_of[i]: its function's id; bad_of[i]: the
- * replay that planned them found the buffer non-finite), each buffer once. Returns its
- * state, or NULL with *rc where it cannot be added. */
+/* A graph's scan node (--watch-nan), made from the NaN/Inf scans copies[0, n) planned
+ * for a replay of the graph's kernel nodes (node_of[i]: the node copy i is of, in the
+ * graph's order; func_of[i]: its function's id), each buffer once, in the context of
+ * li's stream. Returns its state, or NULL with *rc where it cannot be had. */
 struct window_graph;
-struct window_graph *window_graph_add(const struct launch_info *li, CUgraph graph,
+struct window_graph *window_graph_new(const struct launch_info *li,
                                       const struct proto_copy *copies, const uint32_t *node_of,
-                                      const uint32_t *func_of, const bool *bad_of, unsigned n,
-                                      CUresult *rc);
+                                      const uint32_t *func_of, unsigned n, CUresult *rc);
+/* Adds the probe to `graph` (the instrumented copy of the replay that planned the
+ * scans): a digest of every buffer before all its nodes and one after them all. */
+CUresult window_graph_probe(struct window_graph *wg, CUgraph graph);
+/* That replay has run and been waited for: bad_of[i] says whether its scans found
+ * copies[i]'s buffer non-finite (reported already), and the probe which buffers the
+ * graph wrote (only those are scanned by the node; all, without the probe). */
+void window_graph_ran(struct window_graph *wg, const struct proto_copy *copies,
+                      const bool *bad_of, unsigned n);
+/* Adds the scan node to `graph` (a copy of the program's graph) after every node nothing
+ * depends on; CUDA_ERROR_NOT_FOUND where the graph writes none of the buffers. */
+CUresult window_graph_node(struct window_graph *wg, CUgraph graph);
 /* A launch of the graph made with the node: its number. */
 void window_graph_launched(struct window_graph *wg, uint64_t seq);
 /* Reads what the node's scans found so far (never waits): a buffer that turned

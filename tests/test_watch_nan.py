@@ -146,9 +146,10 @@ def test_a_clean_graph_loop_costs_one_scan_node_a_replay(fake, cudump_run, bare_
     assert ran.stdout == bare_run(argv).stdout
     assert nan_lines(ran.stderr) == [] and _window_records(ran.run_dir) == []
     counts = _stats(stats)
-    # The first replay: a node of cudump's kernel before and after each of the three.
+    # The first replay: a node of cudump's kernel before and after each of the three, and
+    # the probe's two digest nodes; then one scan node for each of the other 11.
     assert counts["tool_launches"] <= 6
-    assert counts["scan_list_launches"] == 11
+    assert counts["scan_list_launches"] == 2 + 11
 
 
 def test_stop_ends_the_program_at_the_first_finding(fake, cudump_run):
@@ -165,3 +166,18 @@ def test_a_bad_window_is_one_line_of_error(cudump, value):
     done = cudump("--watch-nan", "--watch-nan-window", value, "true")
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert "--watch-nan-window" in done.stderr
+
+
+def test_a_graphs_scan_node_scans_only_what_the_graph_writes(fake, cudump_run, tmp_path):
+    """x is written by the host between replays, not by the graph: the probe at the replay
+    that planned the scans saw its digest unchanged, and the scan node reads w, y and z
+    only (three 4 KiB buffers a replay), not x."""
+    def tool_bytes(steps: int) -> int:
+        stats = tmp_path / f"stats{steps}"
+        ran = cudump_run(_steps(fake, str(steps), "2", str(INDEX)), "--watch-nan",
+                         run_dir=tmp_path / f"run{steps}",
+                         env_extra={"FAKECUDA_STATS": str(stats)})
+        assert ran.returncode == 0, ran.stderr
+        return _stats(stats)["tool_bytes"]
+
+    assert tool_bytes(22) - tool_bytes(12) == 10 * 3 * 4096
