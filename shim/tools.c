@@ -80,6 +80,7 @@ struct tool_ctx {
     CUfunction list_fn;     /* the batched scan (cudump_scan_list), or NULL */
     struct list_area *list; /* its lists and results, made at its first use */
     CUdeviceptr list_acc;   /* and its accumulators: TOOL_LIST_SLOTS x TOOL_LIST_MAX */
+    CUdeviceptr list_dev;   /* each slot's jobs and starts, copied there before its launch */
     CUresult list_rc;       /* why those could not be had */
 };
 
@@ -596,6 +597,10 @@ static CUresult list_ready(struct tool_ctx *t, const struct launch_info *li)
                                                       CU_MEMHOSTREGISTER_DEVICEMAP);
     if (rc == CUDA_SUCCESS)
         rc = alloc(&t->list_acc, acc_bytes);
+    /* (Without room for it, the kernel reads each slot's list across the bus.) */
+    if (rc == CUDA_SUCCESS &&
+        alloc(&t->list_dev, TOOL_LIST_SLOTS * offsetof(struct list_slot, results)) != CUDA_SUCCESS)
+        t->list_dev = 0;
     if (rc == CUDA_SUCCESS)
         rc = zero(t->list_acc, 0, acc_bytes, li->stream);
     if (rc == CUDA_SUCCESS) {
@@ -662,6 +667,19 @@ struct proto_tool_result *tools_list_run(const struct launch_info *li,
                 .tag = tag, .mode = mode, .blocks = blocks};
             ls->starts[njobs++] = grid;
             grid += blocks;
+        }
+        /* The list copied into device memory on the stream (the slot's host list stays as
+         * it is until its results are read, after the copy): each block then reads its
+         * job and searches the starts there, not across the bus. */
+        cuMemcpyHtoDAsync_fn copy =
+            li->ptsz ? shim_real_cuMemcpyHtoDAsync_v2_ptsz() : shim_real_cuMemcpyHtoDAsync_v2();
+        CUdeviceptr on_device =
+            t->list_dev + (CUdeviceptr)slot * offsetof(struct list_slot, results);
+        if (*rc == CUDA_SUCCESS && njobs && t->list_dev && copy &&
+            copy(on_device, ls, offsetof(struct list_slot, results), li->stream) ==
+                CUDA_SUCCESS) {
+            jobs_dev = on_device + offsetof(struct list_slot, jobs);
+            starts_dev = on_device + offsetof(struct list_slot, starts);
         }
         if (*rc == CUDA_SUCCESS && njobs) {
             struct tool_list list = {jobs_dev, starts_dev, njobs, 0};

@@ -130,7 +130,7 @@ class WindowReport:
                     f"{self.graph} that touches the buffer, in {where}")
         return (f"bounded to kernel nodes {f.first_node}-{f.node}, the {f.touches} of graph "
                 f"{self.graph} that touch the buffer, in {where}: one node scans what the "
-                f"graph's kernels point into, after them all")
+                f"graph's kernels wrote, after them all")
 
     def who(self, f: WindowFound, kernel: str) -> str:
         """The launch (or kernel node) a report names, or those it is bounded to."""
