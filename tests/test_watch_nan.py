@@ -92,6 +92,14 @@ def test_the_window_option_bounds_the_launches_of_a_window(fake, cudump_run, tmp
 
 
 def test_nothing_of_cudumps_on_a_capturing_stream(fake, cudump_run, bare_run):
+    """`steps ... 3`: the window of the last step's launches is open on the stream when
+    it begins to capture, and a launch on another stream would end it. Its scan waits
+    until the capture is over: the captured graph has the program's three nodes only."""
+    argv = _steps(fake, "6", "3", str(INDEX))
+    ran = cudump_run(argv, "--watch-nan")
+    assert ran.returncode == 0, ran.stderr
+    assert "graph nodes 3" in ran.stdout
+    assert ran.stdout == bare_run(argv).stdout
     argv = [str(fake.programs["capture"])]
     ran = cudump_run(argv, "--watch-nan")
     assert ran.returncode == 0, ran.stderr

@@ -7,7 +7,11 @@
  * synchronizes its context after every launch, with 0 never, and at the end it reads z
  * back. With SYNC 2 the three launches are captured once into a CUDA graph on a stream
  * of their own (global mode), and each step copies x on that stream, waits for the
- * copy, and replays the graph. Usage: steps STEPS SYNC INDEX [POISON...]
+ * copy, and replays the graph. With SYNC 3 the steps run on a stream of their own,
+ * and then, with the last step's launches not waited for, that stream captures the three
+ * launches (global mode) while a fourth, w = x + x, is made on a second stream; the graph
+ * is launched once and its node count printed (`graph nodes N`: 3 unless something else
+ * went into the capture). Usage: steps STEPS SYNC INDEX [POISON...]
  * Prints `sum S` (of z, with non-finite elements left out) and the launch tally.
  */
 #include "progcommon.h"
@@ -41,6 +45,8 @@ int main(int argc, char **argv)
     void *third[] = {&dy, &dw, &dz, &n};
     CUstream stream = NULL;
     CUgraphExec exec = NULL;
+    if (sync == 3)
+        CHECK(cuStreamCreate(&stream, 0));
     if (sync == 2) {
         CUgraph graph;
         CHECK(cuStreamCreate(&stream, 0));
@@ -66,15 +72,36 @@ int main(int argc, char **argv)
             continue;
         }
         CHECK(cuMemcpyHtoD_v2(dx, x, sizeof x));
-        CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, NULL, first, NULL));
-        if (sync)
+        CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, stream, first, NULL));
+        if (sync == 1)
             CHECK(cuCtxSynchronize());
-        CHECK(cuLaunchKernel(square, N / 128, 1, 1, 128, 1, 1, 0, NULL, second, NULL));
-        if (sync)
+        CHECK(cuLaunchKernel(square, N / 128, 1, 1, 128, 1, 1, 0, stream, second, NULL));
+        if (sync == 1)
             CHECK(cuCtxSynchronize());
-        CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, NULL, third, NULL));
-        if (sync)
+        CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, stream, third, NULL));
+        if (sync == 1)
             CHECK(cuCtxSynchronize());
+    }
+    if (sync == 3) {
+        CUstream other;
+        CUgraph graph;
+        size_t nodes = 0;
+        CHECK(cuStreamCreate(&other, 0));
+        CHECK(cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, stream, first, NULL));
+        CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, other, first, NULL));
+        CHECK(cuLaunchKernel(square, N / 128, 1, 1, 128, 1, 1, 0, stream, second, NULL));
+        CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, stream, third, NULL));
+        CUresult end = cuStreamEndCapture(stream, &graph);
+        if (end != CUDA_SUCCESS) {
+            printf("capture invalidated (cuStreamEndCapture -> %d)\n", (int)end);
+            return 3;
+        }
+        CHECK(cuGraphGetNodes(graph, NULL, &nodes));
+        printf("graph nodes %zu\n", nodes);
+        CHECK(cuGraphInstantiateWithFlags(&exec, graph, 0));
+        CHECK(cuGraphLaunch(exec, stream));
+        CHECK(cuStreamSynchronize(other));
     }
     if (stream)
         CHECK(cuStreamSynchronize(stream));
