@@ -91,7 +91,7 @@ def test_the_window_option_bounds_the_launches_of_a_window(fake, cudump_run, tmp
     assert _stats(stats)["scan_list_launches"] >= 2 * 39
 
 
-def test_nothing_of_cudumps_on_a_capturing_stream(fake, cudump_run, bare_run):
+def test_nothing_of_cudumps_on_a_capturing_stream(fake, cudump_run, bare_run, tmp_path):
     """`steps ... 3`: the window of the last step's launches is open on the stream when
     it begins to capture, and a launch on another stream would end it. Its scan waits
     until the capture is over: the captured graph has the program's three nodes only."""
@@ -101,7 +101,7 @@ def test_nothing_of_cudumps_on_a_capturing_stream(fake, cudump_run, bare_run):
     assert "graph nodes 3" in ran.stdout
     assert ran.stdout == bare_run(argv).stdout
     argv = [str(fake.programs["capture"])]
-    ran = cudump_run(argv, "--watch-nan")
+    ran = cudump_run(argv, "--watch-nan", run_dir=tmp_path / "capture")
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout == bare_run(argv).stdout
 
