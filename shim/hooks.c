@@ -722,15 +722,23 @@ static CUresult window_read(CUresult rc)
     return rc;
 }
 
+/* A write of the host's into device memory: into the host-write ring, and told to the
+ * windows of --watch-nan (window.h). */
+static void recorded(const struct host_write *w, uint64_t launches)
+{
+    hostwrite_record(w, launches);
+    window_host_wrote(w->dst, (w->depth - 1) * w->slice + (w->height - 1) * w->pitch + w->width);
+}
+
 /* A copy's result, recorded first where it wrote device memory from the host. */
 static CUresult copied_1d(CUresult rc, enum proto_host_api api, int ptsz, CUstream stream,
                           CUdeviceptr dst, size_t bytes, uint64_t launches)
 {
     if (rc == CUDA_SUCCESS)
-        hostwrite_record(&(struct host_write){.api = api, .ptsz = ptsz, .stream = stream,
-                                              .dst = dst, .width = bytes, .height = 1,
-                                              .pitch = bytes, .depth = 1, .slice = bytes},
-                         launches);
+        recorded(&(struct host_write){.api = api, .ptsz = ptsz, .stream = stream, .dst = dst,
+                                      .width = bytes, .height = 1, .pitch = bytes, .depth = 1,
+                                      .slice = bytes},
+                 launches);
     return rc;
 }
 
@@ -739,7 +747,7 @@ static CUresult copied_2d(CUresult rc, enum proto_host_api api, int ptsz, CUstre
 {
     struct host_write w = {.api = api, .ptsz = ptsz, .stream = stream};
     if (rc == CUDA_SUCCESS && hostwrite_of_2d(copy, &w))
-        hostwrite_record(&w, launches);
+        recorded(&w, launches);
     return rc;
 }
 
@@ -748,7 +756,7 @@ static CUresult copied_3d(CUresult rc, enum proto_host_api api, int ptsz, CUstre
 {
     struct host_write w = {.api = api, .ptsz = ptsz, .stream = stream};
     if (rc == CUDA_SUCCESS && hostwrite_of_3d(copy, &w))
-        hostwrite_record(&w, launches);
+        recorded(&w, launches);
     return rc;
 }
 
@@ -759,12 +767,11 @@ static CUresult memset_done(CUresult rc, enum proto_host_api api, int ptsz, CUst
                             size_t width, size_t height, uint64_t launches)
 {
     if (rc == CUDA_SUCCESS)
-        hostwrite_record(&(struct host_write){.api = api, .ptsz = ptsz, .stream = stream,
-                                              .dst = dst, .width = width * elem,
-                                              .height = height, .pitch = pitch, .depth = 1,
-                                              .slice = pitch * height, .value = value,
-                                              .elem = elem},
-                         launches);
+        recorded(&(struct host_write){.api = api, .ptsz = ptsz, .stream = stream, .dst = dst,
+                                      .width = width * elem, .height = height, .pitch = pitch,
+                                      .depth = 1, .slice = pitch * height, .value = value,
+                                      .elem = elem},
+                 launches);
     return rc;
 }
 

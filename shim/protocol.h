@@ -676,7 +676,8 @@ struct proto_watch_found {
     uint64_t last_touch;    /* and the last (the producer where touches is 1) */
     uint32_t touches;       /* how many of the window's launches touched it */
     uint32_t first_node;    /* with proto_watch.graph: the first kernel node that touches it */
-    uint32_t reserved;
+    uint32_t host;          /* 1: the host wrote it since its last scan (a copy, a memset):
+                             * not a launch's finding, but one a launch may carry on */
     uint32_t func;          /* the function of the last one (proto_func's id) */
     uint32_t mode;          /* enum proto_tool_mode of the scan */
     uint32_t node;          /* with proto_watch.graph: the last kernel node that touches it

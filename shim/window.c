@@ -52,6 +52,12 @@ enum {
     WIN_DEFAULT_LAUNCHES = 128,
     WIN_REPORTED = 64,                 /* buffers one MSG_WATCH names at most */
     KNOWN_BAD = 256,                   /* buffers remembered non-finite */
+    HOST_RANGES = 256,                 /* ranges the host wrote that a window keeps */
+};
+
+/* Device memory the program wrote from the host (a copy, a memset): [start, end). */
+struct range {
+    uint64_t start, end;
 };
 
 struct win_entry {
@@ -68,6 +74,10 @@ struct window {
     uint64_t first, last;       /* its launches' numbers */
     CUstream stream;            /* the stream they were made on */
     int ptsz, device;
+    /* What the host wrote between the last window's end and this one's: a buffer found
+     * non-finite there is the host's doing or an input's, not a launch's (window_host_wrote). */
+    struct range host[HOST_RANGES];
+    unsigned nhost;
     /* closed, its scan in flight: */
     bool pending;
     uint64_t tag;
@@ -88,6 +98,8 @@ static uint64_t tags;
 static struct bad known_bad[KNOWN_BAD];
 static unsigned nbad;
 static _Atomic bool exact;      /* a finding switched the process to exact scans */
+static struct range host_now[HOST_RANGES]; /* written since the last window closed */
+static unsigned nhost_now;
 static _Thread_local bool close_due;
 
 void window_reset_after_fork(void)
@@ -95,7 +107,7 @@ void window_reset_after_fork(void)
     /* The child has none of the parent's GPU work: its windows start afresh. */
     pthread_mutex_init(&win_lock, NULL);
     wins = NULL;
-    open_slot = numbered = nbad = 0;
+    open_slot = numbered = nbad = nhost_now = 0;
     tags = 0;
     atomic_store(&exact, false);
     close_due = false;
@@ -143,7 +155,7 @@ static struct win_entry *entry_for(struct window *w, const struct proto_copy *c)
 
 static void clear(struct window *w)
 {
-    w->n = w->launches = 0;
+    w->n = w->launches = w->nhost = 0;
     w->first = w->last = 0;
     w->pending = false;
     w->results = NULL;
@@ -206,11 +218,20 @@ static bool collect_locked(unsigned k, bool wait, struct finding *out)
         }
         if (b >= 0)
             continue; /* non-finite at its last scan too: reported then */
+        bool host = false;
+        for (unsigned h = 0; h < w->nhost && !host; h++)
+            host = e->copy.src < w->host[h].end &&
+                   w->host[h].start < e->copy.src + (e->copy.height - 1) * e->copy.pitch +
+                                          e->copy.width;
         if (nbad < KNOWN_BAD)
             known_bad[nbad++] = (struct bad){e->copy.src, e->copy.width, e->copy.height,
                                              e->copy.pitch};
+        /* Written by the host since its last scan: what it holds may be the host's (a NaN
+         * the program put there, or integers the scan reads as floats). It is sent as such
+         * (a launch that touched it may carry it on), not as a launch's finding. */
         if (out->head.nfound < WIN_REPORTED)
             out->found[out->head.nfound++] = (struct proto_watch_found){
+                .host = host,
                 .address = e->copy.src, .width = e->copy.width, .height = e->copy.height,
                 .pitch = e->copy.pitch, .count = r->words[0], .first_index = ~r->words[1],
                 .first_touch = e->first, .last_touch = e->last, .touches = e->touches,
@@ -220,10 +241,14 @@ static bool collect_locked(unsigned k, bool wait, struct finding *out)
     return true;
 }
 
-/* Sends what a window found, and switches to exact scans if the user chose that. */
+/* Sends what a window found, and switches to exact scans if the user chose that; not
+ * where all it found is what the host wrote. */
 static void report(const struct finding *f)
 {
-    if (!f->head.nfound)
+    bool launches = false;
+    for (unsigned i = 0; i < f->head.nfound; i++)
+        launches = launches || !f->found[i].host;
+    if (!launches)
         return;
     if (f->head.exact)
         atomic_store_explicit(&exact, true, memory_order_relaxed);
@@ -258,6 +283,9 @@ static bool close_locked(struct finding *out)
                              .seq = w->last};
     CUresult rc;
     CUstreamCaptureMode mode = capture_relax();
+    memcpy(w->host, host_now, nhost_now * sizeof *host_now);
+    w->nhost = nhost_now;
+    nhost_now = 0;
     w->tag = ++tags;
     w->results = tools_list_run(&li, copies, w->n, open_slot, w->tag, &rc);
     capture_restore(mode);
@@ -367,6 +395,24 @@ void window_sync_before(void)
         close_locked(&found);
     pthread_mutex_unlock(&win_lock);
     report(&found);
+}
+
+void window_host_wrote(CUdeviceptr dst, size_t bytes)
+{
+    if (!(channel_options() & OPTION_WATCH_NAN) || !bytes)
+        return;
+    struct range r = {dst, dst + bytes};
+    pthread_mutex_lock(&win_lock);
+    /* Beyond the room kept, the last range grows to cover it: more is counted as the
+     * host's, never less. */
+    if (nhost_now < HOST_RANGES) {
+        host_now[nhost_now++] = r;
+    } else {
+        struct range *last = &host_now[HOST_RANGES - 1];
+        last->start = r.start < last->start ? r.start : last->start;
+        last->end = r.end > last->end ? r.end : last->end;
+    }
+    pthread_mutex_unlock(&win_lock);
 }
 
 /* Reads every closed window whose scan is done (all of them, waiting, with `wait`). */

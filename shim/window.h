@@ -23,6 +23,10 @@ void window_sync_before(void);
 /* After such a call: the windows whose scans are done are read, and what they found
  * is reported (MSG_WATCH). */
 void window_sync_after(void);
+/* The program wrote [dst, dst + bytes) of device memory from the host (a copy, a memset:
+ * hooks.c, where NaN/Inf scans record such writes): a buffer there found non-finite at
+ * the next window's end is not reported as a launch's. */
+void window_host_wrote(CUdeviceptr dst, size_t bytes);
 /* At exit: the open window closed, and every scan read (a few seconds at most). */
 void window_at_exit(void);
 void window_reset_after_fork(void);

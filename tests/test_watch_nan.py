@@ -189,3 +189,17 @@ def test_a_graphs_scan_node_scans_only_what_the_graph_writes(fake, cudump_run, t
         return _stats(stats)["tool_bytes"]
 
     assert tool_bytes(22) - tool_bytes(12) == 10 * 3 * 4096
+
+
+def test_what_the_host_wrote_is_not_a_launchs_finding(fake, cudump_run):
+    """`nans`: before launch 23 the host copies inf and -inf into vecAdd's inputs. The window
+    reports the output only, as possibly carried on from what the host wrote (the inputs
+    are not launches' findings: the host may have put there integers a scan reads as NaN,
+    or NaN itself); after the switch, the exact scans name the host's copies."""
+    ran = cudump_run([str(fake.programs["nans"]), "40", str(INDEX), "23", "30"], "--watch-nan")
+    assert ran.returncode == 0, ran.stderr
+    records = _window_records(ran.run_dir)
+    assert [(r["launch"], r["producer"]) for r in records] == [(23, "carried")], records
+    lines = nan_lines(ran.stderr)
+    assert "may have carried on what the host wrote" in lines[0]
+    assert any("launch 30" in line and "host-to-device copy" in line for line in lines)

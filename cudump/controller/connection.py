@@ -375,7 +375,7 @@ def _watched(ctl: Controller, proc: ProcessState, report: WindowReport) -> None:
     --watch-nan-then stop, the process ended."""
     if ctl.snapshots is not None:
         ctl.snapshots.report.window(proc, report)
-    if report.found and ctl.options.watch_then == "stop":
+    if report.launches_found and ctl.options.watch_then == "stop":
         say(f"cudump: ending process {proc.pid} (--watch-nan-then stop)")
         with contextlib.suppress(OSError):
             os.kill(proc.pid, signal.SIGTERM)

@@ -358,7 +358,7 @@ WATCH = _layout("proto_watch", ("first", "Q"), ("last", "Q"), ("nfound", "I"), (
 WATCH_FOUND = _layout("proto_watch_found", ("address", "Q"), ("width", "Q"), ("height", "Q"),
                       ("pitch", "Q"), ("count", "Q"), ("first_index", "Q"),
                       ("first_touch", "Q"), ("last_touch", "Q"), ("touches", "I"),
-                      ("first_node", "I"), ("reserved", "I"), ("func", "I"), ("mode", "I"),
+                      ("first_node", "I"), ("host", "I"), ("func", "I"), ("mode", "I"),
                       ("node", "I"))
 NOTICE = _layout("proto_notice", ("kind", "I"), ("reserved", "I"), ("graph", "Q"))
 GRAPH_NODE = _layout("proto_graph_node", ("node", "I"), ("id", "I"), ("grid", "3I"),

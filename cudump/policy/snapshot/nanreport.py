@@ -108,7 +108,7 @@ class NanReporter:
         warning naming its producer exactly or bounding it to the window's launches that
         touched it, and a manifest record."""
         rank = f", rank {proc.rank}" if proc.rank is not None else ""
-        for found in report.found:
+        for found in report.launches_found:
             func = proc.funcs.get(found.func)
             kernel = func.demangled if func is not None else f"function {found.func}"
             mangled = func.mangled if func is not None else ""
@@ -135,7 +135,7 @@ class NanReporter:
             say(f"{PREFIX}{who} (process {proc.pid}{rank}) left {found.count} of "
                 f"{found.elements} elements at 0x{found.address:x} non-finite, the first at "
                 f"index {found.first_index}; {report.bound(found)}")
-        if report.exact_next and report.found:
+        if report.exact_next and report.launches_found:
             say(f"{PREFIX}process {proc.pid}{rank} now scans every launch exactly "
                 f"(--watch-nan-then exact): a NaN/Inf that comes again is named at its launch")
 

@@ -44,6 +44,7 @@ class WindowFound:
     mode: p.ToolMode
     first_node: int = 0  # a graph's: the first and last kernel nodes that touch it
     node: int = 0
+    host: bool = False   # the host wrote it since its last scan: not a launch's finding
 
     @property
     def exact(self) -> bool:
@@ -99,11 +100,21 @@ class WindowReport:
         nothing found non-finite came before that launch in the window."""
         return f.exact and self.carried_from(f) is None
 
+    @property
+    def launches_found(self) -> tuple[WindowFound, ...]:
+        """The findings that are the window's launches' (not what the host wrote)."""
+        return tuple(f for f in self.found if not f.host)
+
     def bound(self, f: WindowFound) -> str:
         """Why the report names what it names."""
         source = self.carried_from(f)
         if self.graph:
             return self._graph_bound(f, source)
+        if source is not None and source.host:
+            return (f"the only launch of window {self.window} (launches {self.first}-"
+                    f"{self.last}) that touched the buffer, which may have carried on what the "
+                    f"host wrote at 0x{source.address:x} (non-finite, written since its last "
+                    f"scan)")
         if source is not None:
             return (f"the only launch of window {self.window} (launches {self.first}-"
                     f"{self.last}) that touched the buffer, which may have carried on the "
@@ -162,6 +173,6 @@ def decode(payload: bytes) -> WindowReport:
         found.append(WindowFound(f["address"], f["width"], f["height"], f["pitch"],
                                  f["count"], f["first_index"], f["first_touch"],
                                  f["last_touch"], f["touches"], f["func"], mode,
-                                 f["first_node"], f["node"]))
+                                 f["first_node"], f["node"], bool(f["host"])))
     return WindowReport(head["first"], head["last"], head["window"], bool(head["exact"]),
                         tuple(found), head["graph"], head["replays"])
