@@ -9,6 +9,7 @@ import pytest
 from records import manifest, nan_lines
 
 from cudump.policy.snapshot.windows import WindowFound, WindowReport
+from cudump.policy.snapshot.windows import decode as decode_window
 from cudump.wire import protocol as p
 
 INDEX = 37
@@ -203,3 +204,19 @@ def test_what_the_host_wrote_is_not_a_launchs_finding(fake, cudump_run):
     lines = nan_lines(ran.stderr)
     assert "may have carried on what the host wrote" in lines[0]
     assert any("launch 30" in line and "host-to-device copy" in line for line in lines)
+
+
+def test_a_broken_watch_message_is_a_protocol_error():
+    head = p.WATCH.pack(first=1, last=2, nfound=2, window=1, exact=1, graph=0, replays=0,
+                        reserved=0)
+    with pytest.raises(p.ProtocolError):
+        decode_window(head)              # two findings announced, none there
+    with pytest.raises(p.ProtocolError):
+        decode_window(head[:8])
+    found = p.WATCH_FOUND.pack(address=0x1000, width=16, height=1, pitch=16, count=1,
+                               first_index=0, first_touch=1, last_touch=1, touches=1,
+                               first_node=0, host=0, func=1, mode=9, node=0)
+    one = p.WATCH.pack(first=1, last=2, nfound=1, window=1, exact=1, graph=0, replays=0,
+                       reserved=0)
+    with pytest.raises(p.ProtocolError):
+        decode_window(one + found)       # no such scan mode
