@@ -28,4 +28,8 @@ void graph_captured(const struct launch_info *li);
 void graph_fold_all(void);
 void graph_reset_after_fork(void);
 
+/* --watch-nan: reads what the scan nodes of graphs found so far (window.h), reporting
+ * what turned non-finite since the last look; never waits. */
+void graph_watch_check(void);
+
 #endif

@@ -41,7 +41,7 @@ CONSTANTS: dict[str, int] = {
 ENUMS: list[tuple[type[Enum], str]] = [
     (p.Kind, "MSG_"), (p.Want, "WANT_"), (p.Option, "OPTION_"), (p.LaunchFlag, "LAUNCH_"),
     (p.PlanFlag, "PLAN_"), (p.ResultFlag, "RESULT_"), (p.Phase, "PHASE_"), (p.CopyFlag, "COPY_"),
-    (p.ResumeMode, "RESUME_"), (p.NoticeKind, "NOTICE_"),
+    (p.ResumeMode, "RESUME_"), (p.NoticeKind, "NOTICE_"), (p.WatchThen, "WATCH_THEN_"),
     (p.MemoryOp, "MEM_"), (p.ToolMode, "TOOL_"), (p.Gate, "GATE_"), (p.FlightFlag, "FLIGHT_"),
     (ScopeKind, "SCOPE_"),
 ]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 from typing import Any, Protocol
 
-VERSION = 19
+VERSION = 20
 MAGIC = 0x50445543
 
 MAX_MESSAGE = 1 << 20
@@ -70,6 +70,7 @@ class Kind(IntEnum):
     IMAGE = 14
     NOTICE = 15
     SCOPE = 16
+    WATCH = 17
     WELCOME = 32
     WANTS = 33
     PLAN = 34
@@ -96,6 +97,13 @@ class Option(IntFlag):
     CAPTURE = 2     # keep module images for Want.CAPTURE
     NO_AHEAD = 4    # no scans ahead (shim/ahead.h)
     HAND_OFF = 8    # cudump's kernel after a launch made by the launcher thread (shim/handoff.h)
+    WATCH_NAN = 16  # stay-on NaN/Inf detection in windows of launches (shim/window.c)
+
+
+class WatchThen(IntEnum):     # after a window's finding (--watch-nan-then)
+    EXACT = 0
+    STOP = 1
+    GO_ON = 2
 
 
 class NoticeKind(IntEnum):
@@ -265,7 +273,8 @@ def _layout(name: str, *fields: tuple[str, str]) -> Layout:
 HEADER = _layout("proto_header", ("size", "I"), ("kind", "H"), ("flags", "H"), ("tag", "Q"))
 HELLO = _layout("proto_hello", ("magic", "I"), ("version", "I"), ("pid", "i"), ("ppid", "i"),
                 ("token", f"{TOKEN_SIZE}s"))
-WELCOME = _layout("proto_welcome", ("version", "I"), ("options", "I"), ("staging_size", "Q"))
+WELCOME = _layout("proto_welcome", ("version", "I"), ("options", "I"), ("staging_size", "Q"),
+                  ("watch_window", "I"), ("watch_then", "I"))
 CONTROL = _layout("proto_control", ("magic", "I"), ("version", "I"), ("generation", "I"),
                   ("hold", "I"), ("interrupt", "I"), ("ring_slots", "I"),
                   ("results_slots", "I"), ("scratch_mib", "I"), ("flight_slots", "I"),
@@ -344,6 +353,13 @@ MEMORY = _layout("proto_memory", ("op", "I"), ("kind", "I"), ("base", "Q"), ("si
 GRAPH = _layout("proto_graph", ("seq", "Q"), ("exec", "Q"), ("stream", "Q"), ("api", "I"),
                 ("device", "i"))
 SCOPE = _layout("proto_scope", ("id", "I"), ("parent", "I"), ("kind", "I"), ("length", "I"))
+WATCH = _layout("proto_watch", ("first", "Q"), ("last", "Q"), ("nfound", "I"), ("window", "I"),
+                ("exact", "I"), ("graph", "I"), ("replays", "I"), ("reserved", "I"))
+WATCH_FOUND = _layout("proto_watch_found", ("address", "Q"), ("width", "Q"), ("height", "Q"),
+                      ("pitch", "Q"), ("count", "Q"), ("first_index", "Q"),
+                      ("first_touch", "Q"), ("last_touch", "Q"), ("touches", "I"),
+                      ("first_node", "I"), ("host", "I"), ("func", "I"), ("mode", "I"),
+                      ("node", "I"))
 NOTICE = _layout("proto_notice", ("kind", "I"), ("reserved", "I"), ("graph", "Q"))
 GRAPH_NODE = _layout("proto_graph_node", ("node", "I"), ("id", "I"), ("grid", "3I"),
                      ("block", "3I"), ("smem", "I"), ("child", "I"))
@@ -385,6 +401,7 @@ RESULT = _layout("proto_result", ("rc", "i"), ("reserved", "I"), ("nbytes", "Q")
 
 LAYOUTS = (HEADER, HELLO, WELCOME, CONTROL, PARAM, FUNC, ASK, SELECTOR, WANTS, COUNTED, LAUNCH,
            RING_SLOT, FLIGHT_SLOT, HOST_WRITE, POINTER, TENSORMAP, MEMORY, GRAPH, NOTICE, SCOPE,
+           WATCH, WATCH_FOUND,
            GRAPH_NODE, COUNT, FUNC_COUNT, COUNTS, STATS, COPY, PLAN, KEY, TOOL_OUT, GATE_MAIL,
            RESULT_SLOT,
            IMAGE, PIECE, END, STOPPED, READ, QUERY, WRITE, RESUME, RESULT)

@@ -19,6 +19,9 @@ from cudump.policy.snapshot.layers_hint import HINT, wants_layers_hint
 from cudump.policy.snapshot.origin import PRODUCED, HostWrite, Origin
 from cudump.policy.snapshot.planned import PlannedCopy, PlannedLaunch
 from cudump.policy.snapshot.state import SnapshotState
+from cudump.policy.snapshot.windows import WindowReport
+from cudump.rundir.manifest import SnapshotRecord
+from cudump.rundir.summary import NanLaunch
 from cudump.rundir.wheres import record_where
 from cudump.wire.digest import SCAN_ELEMENT_SIZE, Scan
 
@@ -104,6 +107,42 @@ class NanReporter:
                     ctx.func, ctx.event,
                     f"NaN/Inf in arg {record.arg}{inside}: {after.count} of {elements} "
                     f"elements, the first at index {after.first}"))
+
+    def window(self, proc: ProcessState, report: WindowReport) -> None:
+        """What a window of launches found (--watch-nan): each buffer newly non-finite, a
+        warning naming its producer exactly or bounding it to the window's launches that
+        touched it, and a manifest record."""
+        rank = f", rank {proc.rank}" if proc.rank is not None else ""
+        for found in report.launches_found:
+            func = proc.funcs.get(found.func)
+            kernel = func.demangled if func is not None else f"function {found.func}"
+            mangled = func.mangled if func is not None else ""
+            record = SnapshotRecord(
+                kernel=kernel, mangled=mangled, launch=found.last_touch, occurrence=0,
+                pid=proc.pid, grid=[], block=[], stream="", arg=-1, type=None,
+                phase="after", address=hex(found.address), dtype=found.dtype, shape=None,
+                file=None, rank=proc.rank)
+            named = report.named(found)
+            record.extra.update(
+                nan_window=report.window, window_launches=[report.first, report.last],
+                producer="exact" if named else "carried" if found.exact else "bounded",
+                touched_by=[found.first_touch, found.last_touch], touches=found.touches,
+                nonfinite=found.count, first_nonfinite=found.first_index,
+                elements=found.elements, nan_producer=named)
+            if report.graph:
+                record.extra.update(graph=report.graph, nodes=[found.first_node, found.node],
+                                    replays=report.replays)
+            made = NanLaunch(proc.pid, found.last_touch, kernel, proc.rank)
+            with self.state.lock:
+                self.state.append_locked(record)
+                self.state.tally.count_window(made, named)
+            who = report.who(found, kernel)
+            say(f"{PREFIX}{who} (process {proc.pid}{rank}) left {found.count} of "
+                f"{found.elements} elements at 0x{found.address:x} non-finite, the first at "
+                f"index {found.first_index}; {report.bound(found)}")
+        if report.exact_next and report.launches_found:
+            say(f"{PREFIX}process {proc.pid}{rank} now scans every launch exactly "
+                f"(--watch-nan-then exact): a NaN/Inf that comes again is named at its launch")
 
     def memset(self, proc: ProcessState, write: HostWrite, pattern: str) -> None:
         """A memset of the program's whose pattern is NaN/Inf for its element size: a

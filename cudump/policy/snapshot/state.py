@@ -93,6 +93,17 @@ class Tally:
             self.nan_produced += 1
             self._first(made)
 
+    def count_window(self, made: NanLaunch, exact: bool) -> None:
+        """A buffer a window of launches turned NaN/Inf (--watch-nan; under the state's
+        lock): its producer named exactly, or bounded to the window's launches."""
+        self.nan_reports += 1
+        self.nan_producers += 1
+        if self.first_report is None:
+            self.first_report = made
+        if exact:
+            self.nan_produced += 1
+            self._first(made)
+
     def count_host(self, pid: int, rank: int | None, write: HostWrite) -> None:
         """A write of the host's that left NaN/Inf: a producer (under the state's lock)."""
         self.nan_producers += 1

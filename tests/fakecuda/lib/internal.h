@@ -72,6 +72,10 @@ FC_HIDDEN bool fc_function_in_context(CUfunction f);
 extern _Atomic unsigned long fc_out_of_memory;
 /* Bytes cudump's kernel read, job by job (kernels.c), for FAKECUDA_STATS. */
 extern _Atomic unsigned long fc_tool_bytes;
+/* Launches (grids) of cudump_tools and of the batched scan, cudump_scan_list (kernels.c),
+ * for FAKECUDA_STATS. */
+extern _Atomic unsigned long fc_tool_launches;
+extern _Atomic unsigned long fc_scan_list_launches;
 /* Launches of cudump's kernel with programmatic stream serialization (launch.c), for
  * FAKECUDA_STATS. */
 extern _Atomic unsigned long fc_tool_waiting;

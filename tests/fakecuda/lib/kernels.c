@@ -49,6 +49,7 @@ enum {
     K_TMA_COPY,
     K_POKE,
     K_ALLREDUCE,
+    K_SCAN_LIST,
     K_COUNT
 };
 
@@ -270,6 +271,7 @@ static void tma_copy(const unsigned char *args, struct fc_dim3 b, struct fc_dim3
 }
 
 _Atomic unsigned long fc_tool_bytes;
+_Atomic unsigned long fc_tool_launches;
 
 /* cudump_tools(struct tool_jobs): the kernel the shim loads as PTX
  * (shim/gpu/tools.cu), thread by thread the same way: each block works on its
@@ -341,24 +343,12 @@ static double tool_abs(const unsigned char *p, unsigned fmt)
     return f;
 }
 
-static void tools(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
-                  struct fc_dim3 d, struct fc_dim3 g)
+/* One thread's share of job j (its block-th block): what it finds goes into the job's
+ * accumulator; the job's last thread writes the result (and the mark). Returns whether
+ * this thread was that one: its `done` (and a hold's count) is then the caller's. */
+static bool tool_thread(const struct tool_job *j, unsigned block, struct fc_dim3 t,
+                        struct fc_dim3 d)
 {
-    (void)g;
-    const struct fc_builtin *k = self(K_TOOLS);
-    /* Called once per thread: only the job's own bytes are copied out. */
-    const unsigned char *param = args + k->offsets[0];
-    unsigned njobs, n = 0, block = b.x;
-    memcpy(&njobs, param + offsetof(struct tool_jobs, njobs), sizeof njobs);
-    struct tool_job job;
-    for (;;) {
-        memcpy(&job, param + offsetof(struct tool_jobs, job) + n * sizeof job, sizeof job);
-        if (n + 1 >= njobs || block < job.blocks)
-            break;
-        block -= job.blocks;
-        n++;
-    }
-    const struct tool_job *j = &job;
     const unsigned char *base = (const unsigned char *)(uintptr_t)j->src;
     uint64_t width = j->width, height = j->height, pitch = j->pitch;
     uint64_t first = (uint64_t)block * d.x + t.x, stride = (uint64_t)j->blocks * d.x;
@@ -397,14 +387,14 @@ static void tools(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
         acc[1] = mark;
     }
     if (t.x != d.x - 1 || ++acc[2] != j->blocks)
-        return;
+        return false;
     /* As on a GPU: results written where the device maps nothing (host memory whose
      * registration ended with its context) fault the context. */
     if (fc_check_mapped(j->acc, 3 * sizeof *acc) != CUDA_SUCCESS ||
         fc_check_mapped(j->result, 3 * sizeof(uint64_t)) != CUDA_SUCCESS ||
         (j->twin && fc_check_mapped(j->twin, 3 * sizeof(uint64_t)) != CUDA_SUCCESS)) {
         fc_set_fault(FC_ERROR_ILLEGAL_ADDRESS);
-        return;
+        return false;
     }
     volatile uint64_t *result = (volatile uint64_t *)(uintptr_t)j->result;
     volatile uint64_t *twin = (volatile uint64_t *)(uintptr_t)j->twin;
@@ -419,6 +409,33 @@ static void tools(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
     if (j->mark && acc[0] && (!j->before || ((volatile uint64_t *)(uintptr_t)j->before)[0] == 0))
         *(uint64_t *)(uintptr_t)j->mark |= 1; /* a new NaN or Inf */
     acc[0] = acc[1] = acc[2] = 0;
+    return true;
+}
+
+static void tools(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
+                  struct fc_dim3 d, struct fc_dim3 g)
+{
+    (void)g;
+    const struct fc_builtin *k = self(K_TOOLS);
+    if (b.x == 0 && t.x == 0)
+        atomic_fetch_add(&fc_tool_launches, 1);
+    /* Called once per thread: only the job's own bytes are copied out. */
+    const unsigned char *param = args + k->offsets[0];
+    unsigned njobs, n = 0, block = b.x;
+    memcpy(&njobs, param + offsetof(struct tool_jobs, njobs), sizeof njobs);
+    struct tool_job job;
+    for (;;) {
+        memcpy(&job, param + offsetof(struct tool_jobs, job) + n * sizeof job, sizeof job);
+        if (n + 1 >= njobs || block < job.blocks)
+            break;
+        block -= job.blocks;
+        n++;
+    }
+    const struct tool_job *j = &job;
+    if (!tool_thread(j, block, t, d))
+        return;
+    volatile uint64_t *result = (volatile uint64_t *)(uintptr_t)j->result;
+    volatile uint64_t *twin = (volatile uint64_t *)(uintptr_t)j->twin;
     /* With `hold`, each of the held launch's jobs (TOOL_HOLDS) counts itself before
      * `done`; the last one zeroes the words and, if anything was marked, holds the
      * stream (fc_tools_hold). */
@@ -438,6 +455,61 @@ static void tools(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
     result[2] = j->tag;
     if (twin)
         twin[2] = j->twin_tag;
+}
+
+_Atomic unsigned long fc_scan_list_launches;
+
+/* cudump_scan_list(struct tool_list): the batched scan (shim/gpu/tools.cu), the same
+ * way: a block finds its job by the list's `starts`, in device-readable memory. */
+static void scan_list(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
+                      struct fc_dim3 d, struct fc_dim3 g)
+{
+    (void)g;
+    const struct fc_builtin *k = self(K_SCAN_LIST);
+    struct tool_list list;
+    memcpy(&list, args + k->offsets[0], sizeof list);
+    if (b.x == 0 && t.x == 0) {
+        atomic_fetch_add(&fc_scan_list_launches, 1);
+        fc_stats_at_exit();
+    }
+    if (!list.njobs || fc_check_mapped(list.jobs, list.njobs * sizeof(struct tool_job)) ||
+        fc_check_mapped(list.starts, list.njobs * sizeof(unsigned))) {
+        fc_set_fault(FC_ERROR_ILLEGAL_ADDRESS);
+        return;
+    }
+    const struct tool_job *jobs = (const struct tool_job *)(uintptr_t)list.jobs;
+    const unsigned *starts = (const unsigned *)(uintptr_t)list.starts;
+    unsigned lo = 0, hi = list.njobs;
+    while (hi - lo > 1) {
+        unsigned mid = (lo + hi) / 2;
+        if (starts[mid] <= b.x)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    struct tool_job job = jobs[lo];
+    /* A graph's scan node: the running record in `twin` (shim/tooljob.h), not a second
+     * result. */
+    volatile uint64_t *record = (volatile uint64_t *)(uintptr_t)job.twin;
+    uint64_t record_at = job.twin;
+    job.twin = 0;
+    if (!tool_thread(&job, b.x - starts[lo], t, d))
+        return;
+    if (record) {
+        if (fc_check_mapped(record_at, 3 * sizeof(uint64_t)) != CUDA_SUCCESS) {
+            fc_set_fault(FC_ERROR_ILLEGAL_ADDRESS);
+            return;
+        }
+        const volatile uint64_t *result = (const volatile uint64_t *)(uintptr_t)job.result;
+        if (result[0]) {
+            record[2] = result[1];
+            record[0] = record[0] + 1;
+        } else {
+            record[1] = record[1] + 1;
+        }
+    }
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    ((volatile uint64_t *)(uintptr_t)job.result)[2] = job.tag;
 }
 
 FC_HIDDEN void fc_tools_delay(const struct fc_builtin *k)
@@ -498,6 +570,8 @@ static struct fc_builtin builtins[K_COUNT] = {
      * here, there being one rank per process and no network). */
     [K_ALLREDUCE] = {"_Z39ncclDevKernel_AllReduce_Sum_f32_RING_LL24ncclDevKernelArgsStorageILm4096EE",
                      "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 1, {4096}, {0}, 0, NULL},
+    [K_SCAN_LIST] = {"cudump_scan_list", "cudump_scan_list", 1, {sizeof(struct tool_list)},
+                     {0}, 0, scan_list},
 };
 
 FC_HIDDEN const size_t fc_builtin_count = K_COUNT;

@@ -1,0 +1,801 @@
+/*
+ * Stay-on NaN/Inf detection (--watch-nan): windows of launches.
+ *
+ * Exact scanning (--check-nan) puts a launch of cudump's kernel beside every
+ * launch of the program's. Here a launch made with a kept plan of scans (the
+ * same plan --check-nan keeps: the controller chose its floating-point
+ * buffers once, from the signature or the kernel's name) costs no GPU work
+ * and no word to the controller: it only marks the buffers its scans after
+ * it would read, with the launch's number, in the open window (a bounded hash
+ * table). The window is closed at the program's own waits for the GPU (a
+ * synchronize, a synchronous copy: hooks.c), after `watch_window` launches,
+ * when it holds TOOL_LIST_MAX buffers, and before a launch on another stream
+ * (a window's launches are all on one stream, so that its scan, queued on
+ * that stream, follows them all). Closing it is one launch of the batched
+ * scan (tools.c's tools_list_run) over every buffer the window touched; its
+ * results land in mapped host memory, read once they are there (after the
+ * program's wait, or at a later window's end), with nothing waited for.
+ *
+ * A buffer found non-finite that its last scan found finite (or none scanned
+ * before) is reported (MSG_WATCH) with the window's launches that touched
+ * it: the producer exactly where only one did, else bounded to those. Then,
+ * as the user chose (proto_welcome.watch_then), the process switches to
+ * exact scanning (window_on turns false: every kept plan is run as
+ * --check-nan runs it, so the next occurrence is named exactly and its
+ * producer snapshotted), goes on in windows, or is ended by the controller.
+ *
+ * Nothing of cudump's goes on a capturing stream: a window whose stream
+ * captures stays open until it does not. Windows in flight are at most
+ * TOOL_LIST_SLOTS; where the next slot's scan is not done yet, the open window
+ * grows, and once full its launches are scanned exactly, one by one.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "channel.h"
+#include "functab.h"
+#include "interpose.h"
+#include "stream.h"
+#include "toolblocks.h"
+#include "tools.h"
+#include "util.h"
+#include "window.h"
+
+enum {
+    WIN_SLOTS = TOOL_LIST_SLOTS,
+    WIN_ENTRIES = TOOL_LIST_MAX,
+    WIN_HASH = 2 * TOOL_LIST_MAX,      /* a power of two */
+    /* Launches a window holds unless the controller says otherwise: closing one costs
+     * one launch of cudump's kernel, so this keeps its host cost under 1% of theirs. */
+    WIN_DEFAULT_LAUNCHES = 128,
+    WIN_REPORTED = 64,                 /* buffers one MSG_WATCH names at most */
+    KNOWN_BAD = 256,                   /* buffers remembered non-finite */
+    HOST_RANGES = 256,                 /* ranges the host wrote that a window keeps */
+};
+
+/* Device memory the program wrote from the host (a copy, a memset): [start, end). */
+struct range {
+    uint64_t start, end;
+};
+
+struct win_entry {
+    struct proto_copy copy;     /* the scan after a launch that touched it */
+    uint64_t first, last;       /* the window's launches that touched it */
+    uint32_t touches, func;     /* how many, and the last one's function */
+};
+
+struct window {
+    struct win_entry e[WIN_ENTRIES];
+    uint16_t hash[WIN_HASH];    /* index into e + 1; 0: empty */
+    unsigned n;
+    unsigned launches;
+    uint64_t first, last;       /* its launches' numbers */
+    CUstream stream;            /* the stream they were made on */
+    int ptsz, device;
+    /* What the host wrote between the last window's end and this one's: a buffer found
+     * non-finite there is the host's doing or an input's, not a launch's (window_host_wrote). */
+    struct range host[HOST_RANGES];
+    unsigned nhost;
+    /* closed, its scan in flight: */
+    bool pending;
+    uint64_t tag;
+    struct proto_tool_result *results;
+    unsigned long long epoch;   /* tools_list_epoch() then */
+    unsigned number;
+};
+
+struct bad {
+    uint64_t src, width, height, pitch;
+};
+
+static pthread_mutex_t win_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct window *wins;     /* WIN_SLOTS, made at the first mark */
+static unsigned open_slot;      /* the window being filled */
+static unsigned numbered;       /* windows closed */
+static uint64_t tags;
+static struct bad known_bad[KNOWN_BAD];
+static unsigned nbad;
+static _Atomic bool exact;      /* a finding switched the process to exact scans */
+static struct range host_now[HOST_RANGES]; /* written since the last window closed */
+static unsigned nhost_now;
+static _Thread_local bool close_due;
+
+void window_reset_after_fork(void)
+{
+    /* The child has none of the parent's GPU work: its windows start afresh. */
+    pthread_mutex_init(&win_lock, NULL);
+    wins = NULL;
+    open_slot = numbered = nbad = nhost_now = 0;
+    tags = 0;
+    atomic_store(&exact, false);
+    close_due = false;
+}
+
+bool window_on(void)
+{
+    return (channel_options() & OPTION_WATCH_NAN) &&
+           !atomic_load_explicit(&exact, memory_order_relaxed);
+}
+
+static unsigned max_launches(void)
+{
+    unsigned w = channel_watch_window();
+    return w ? w : WIN_DEFAULT_LAUNCHES;
+}
+
+static bool same_scan(const struct proto_copy *a, const struct proto_copy *b)
+{
+    return a->src == b->src && a->width == b->width && a->height == b->height &&
+           a->pitch == b->pitch && tool_mode(a) == tool_mode(b);
+}
+
+static unsigned hash_of(const struct proto_copy *c)
+{
+    uint64_t h = c->src * 0x9E3779B97F4A7C15ull ^ (c->width + c->height * 31) * 0xBF58476D1CE4E5B9ull;
+    return (unsigned)(h >> 40) & (WIN_HASH - 1);
+}
+
+/* The window's entry for scan c, made if new (room was checked). */
+static struct win_entry *entry_for(struct window *w, const struct proto_copy *c)
+{
+    for (unsigned h = hash_of(c);; h = (h + 1) & (WIN_HASH - 1)) {
+        if (!w->hash[h]) {
+            struct win_entry *e = &w->e[w->n++];
+            *e = (struct win_entry){.copy = *c};
+            w->hash[h] = (uint16_t)w->n;
+            return e;
+        }
+        struct win_entry *e = &w->e[w->hash[h] - 1];
+        if (same_scan(&e->copy, c))
+            return e;
+    }
+}
+
+static void clear(struct window *w)
+{
+    w->n = w->launches = w->nhost = 0;
+    w->first = w->last = 0;
+    w->pending = false;
+    w->results = NULL;
+    memset(w->hash, 0, sizeof w->hash);
+}
+
+static int bad_index(const struct proto_copy *c)
+{
+    for (unsigned i = 0; i < nbad; i++)
+        if (known_bad[i].src == c->src && known_bad[i].width == c->width &&
+            known_bad[i].height == c->height && known_bad[i].pitch == c->pitch)
+            return (int)i;
+    return -1;
+}
+
+/* What a window's scan found newly non-finite, for MSG_WATCH. */
+struct finding {
+    struct proto_watch head;
+    struct proto_watch_found found[WIN_REPORTED];
+};
+
+/* Reads the closed window in slot k if its scan is done (or, with `wait`, once it
+ * is, for a few seconds at most); fills *out with what it found newly non-finite.
+ * Returns whether the slot is free again. */
+static bool collect_locked(unsigned k, bool wait, struct finding *out)
+{
+    struct window *w = &wins[k];
+    out->head.nfound = 0;
+    if (!w->pending)
+        return true;
+    /* Its results went with a context that ended. */
+    if (w->epoch != tools_list_epoch()) {
+        clear(w);
+        return true;
+    }
+    uint64_t until = monotonic_ns() + (uint64_t)EXIT_WAIT_S * 1000000000ull;
+    for (unsigned i = 0; i < w->n; i++) {
+        while (__atomic_load_n(&w->results[i].done, __ATOMIC_ACQUIRE) != w->tag) {
+            if (!wait)
+                return false;
+            if (monotonic_ns() > until) {
+                clear(w); /* the GPU is far behind or stuck: the program exits regardless */
+                return true;
+            }
+            usleep(200);
+        }
+    }
+    out->head = (struct proto_watch){.first = w->first, .last = w->last, .window = w->number,
+                                     .exact = channel_watch_then() == WATCH_THEN_EXACT};
+    for (unsigned i = 0; i < w->n; i++) {
+        const struct proto_tool_result *r = &w->results[i];
+        const struct win_entry *e = &w->e[i];
+        if (r->rc != CUDA_SUCCESS)
+            continue;
+        int b = nbad ? bad_index(&e->copy) : -1;
+        if (!r->words[0]) {
+            if (b >= 0)
+                known_bad[b] = known_bad[--nbad]; /* finite again: a new NaN is news */
+            continue;
+        }
+        if (b >= 0)
+            continue; /* non-finite at its last scan too: reported then */
+        bool host = false;
+        for (unsigned h = 0; h < w->nhost && !host; h++)
+            host = e->copy.src < w->host[h].end &&
+                   w->host[h].start < e->copy.src + (e->copy.height - 1) * e->copy.pitch +
+                                          e->copy.width;
+        if (nbad < KNOWN_BAD)
+            known_bad[nbad++] = (struct bad){e->copy.src, e->copy.width, e->copy.height,
+                                             e->copy.pitch};
+        /* Written by the host since its last scan: what it holds may be the host's (a NaN
+         * the program put there, or integers the scan reads as floats). It is sent as such
+         * (a launch that touched it may carry it on), not as a launch's finding. */
+        if (out->head.nfound < WIN_REPORTED)
+            out->found[out->head.nfound++] = (struct proto_watch_found){
+                .host = host,
+                .address = e->copy.src, .width = e->copy.width, .height = e->copy.height,
+                .pitch = e->copy.pitch, .count = r->words[0], .first_index = ~r->words[1],
+                .first_touch = e->first, .last_touch = e->last, .touches = e->touches,
+                .func = e->func, .mode = tool_mode(&e->copy)};
+    }
+    clear(w);
+    return true;
+}
+
+/* Sends what a window found, and switches to exact scans if the user chose that; not
+ * where all it found is what the host wrote. */
+static void report(const struct finding *f)
+{
+    bool launches = false;
+    for (unsigned i = 0; i < f->head.nfound; i++)
+        launches = launches || !f->found[i].host;
+    if (!launches)
+        return;
+    if (f->head.exact)
+        atomic_store_explicit(&exact, true, memory_order_relaxed);
+    char stack[256];
+    struct msg m;
+    msg_init(&m, stack, sizeof stack, MSG_WATCH, f->head.last);
+    msg_add(&m, &f->head, sizeof f->head);
+    msg_add(&m, f->found, f->head.nfound * sizeof f->found[0]);
+    channel_send(&m);
+    msg_free(&m);
+}
+
+/* Closes the open window: its batched scan launched on its stream, and the next slot
+ * opened (read first if its scan is done). Returns false, leaving it open, where the
+ * next slot's scan is still running or the stream is capturing. A slot read now puts
+ * its findings in *out. */
+static bool close_locked(struct finding *out)
+{
+    out->head.nfound = 0;
+    struct window *w = &wins[open_slot];
+    if (!w->n)
+        return true;
+    unsigned next = (open_slot + 1) % WIN_SLOTS;
+    if (!collect_locked(next, false, out))
+        return false;
+    if (stream_capturing(w->stream, w->ptsz))
+        return false;
+    static const struct proto_copy *copies[WIN_ENTRIES]; /* under win_lock */
+    for (unsigned i = 0; i < w->n; i++)
+        copies[i] = &w->e[i].copy;
+    struct launch_info li = {.stream = w->stream, .ptsz = w->ptsz, .device = w->device,
+                             .seq = w->last};
+    CUresult rc;
+    CUstreamCaptureMode mode = capture_relax();
+    memcpy(w->host, host_now, nhost_now * sizeof *host_now);
+    w->nhost = nhost_now;
+    nhost_now = 0;
+    w->tag = ++tags;
+    w->results = tools_list_run(&li, copies, w->n, open_slot, w->tag, &rc);
+    capture_restore(mode);
+    if (w->results) {
+        w->pending = true;
+        w->epoch = tools_list_epoch();
+        w->number = ++numbered;
+    } else {
+        clear(w); /* the kernel cannot run there: nothing to read */
+    }
+    open_slot = next;
+    clear(&wins[open_slot]);
+    return true;
+}
+
+static void at_exit(void)
+{
+    window_at_exit();
+}
+
+static void register_exit(void)
+{
+    atexit(at_exit);
+}
+
+bool window_mark(const struct launch_info *li, const struct proto_copy *copies, unsigned n)
+{
+    unsigned scans = 0;
+    for (unsigned k = 0; k < n; k++) {
+        if (!(copies[k].flags & COPY_TOOL) || tool_mode(&copies[k]) == TOOL_DIGEST)
+            return false;
+        scans += copies[k].phase == PHASE_AFTER;
+    }
+    if (!scans || scans > WIN_ENTRIES)
+        return false;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, register_exit);
+    struct finding found;
+    found.head.nfound = 0;
+    bool marked = false;
+    pthread_mutex_lock(&win_lock);
+    if (!wins) {
+        wins = calloc(WIN_SLOTS, sizeof *wins);
+    }
+    struct window *w = wins ? &wins[open_slot] : NULL;
+    /* One stream a window: another stream's launch closes it first. */
+    if (w && w->n && (w->stream != li->stream || w->ptsz != li->ptsz || w->device != li->device)) {
+        if (close_locked(&found))
+            w = &wins[open_slot];
+        else
+            w = NULL; /* (still open on its stream: this launch is scanned exactly) */
+    }
+    if (w && w->n + scans > WIN_ENTRIES) {
+        if (close_locked(&found))
+            w = &wins[open_slot];
+        else
+            w = NULL;
+    }
+    if (w && w->n + scans <= WIN_ENTRIES) {
+        if (!w->n) {
+            w->stream = li->stream;
+            w->ptsz = li->ptsz;
+            w->device = li->device;
+            w->first = li->seq;
+        }
+        for (unsigned k = 0; k < n; k++) {
+            if (copies[k].phase != PHASE_AFTER)
+                continue;
+            struct win_entry *e = entry_for(w, &copies[k]);
+            if (!e->touches++)
+                e->first = li->seq;
+            e->last = li->seq;
+            e->func = li->e ? li->e->id : 0;
+        }
+        w->last = li->seq;
+        w->launches++;
+        close_due = w->launches >= max_launches() || w->n + 64 > WIN_ENTRIES;
+        marked = true;
+    }
+    pthread_mutex_unlock(&win_lock);
+    report(&found);
+    return marked;
+}
+
+void window_after_launch(void)
+{
+    if (!close_due)
+        return;
+    close_due = false;
+    struct finding found;
+    pthread_mutex_lock(&win_lock);
+    found.head.nfound = 0;
+    if (wins)
+        close_locked(&found);
+    pthread_mutex_unlock(&win_lock);
+    report(&found);
+}
+
+void window_sync_before(void)
+{
+    if (!(channel_options() & OPTION_WATCH_NAN))
+        return;
+    struct finding found;
+    pthread_mutex_lock(&win_lock);
+    found.head.nfound = 0;
+    if (wins)
+        close_locked(&found);
+    pthread_mutex_unlock(&win_lock);
+    report(&found);
+}
+
+void window_host_wrote(CUdeviceptr dst, size_t bytes)
+{
+    if (!(channel_options() & OPTION_WATCH_NAN) || !bytes)
+        return;
+    struct range r = {dst, dst + bytes};
+    pthread_mutex_lock(&win_lock);
+    /* Beyond the room kept, the last range grows to cover it: more is counted as the
+     * host's, never less. */
+    if (nhost_now < HOST_RANGES) {
+        host_now[nhost_now++] = r;
+    } else {
+        struct range *last = &host_now[HOST_RANGES - 1];
+        last->start = r.start < last->start ? r.start : last->start;
+        last->end = r.end > last->end ? r.end : last->end;
+    }
+    pthread_mutex_unlock(&win_lock);
+}
+
+/* Reads every closed window whose scan is done (all of them, waiting, with `wait`). */
+static void collect_all(bool wait)
+{
+    for (unsigned i = 1; i <= WIN_SLOTS; i++) {
+        struct finding found;
+        pthread_mutex_lock(&win_lock);
+        /* Oldest first: the slot after the open one was closed longest ago. */
+        found.head.nfound = 0;
+        if (wins)
+            collect_locked((open_slot + i) % WIN_SLOTS, wait, &found);
+        pthread_mutex_unlock(&win_lock);
+        report(&found);
+    }
+}
+
+void window_sync_after(void)
+{
+    if (channel_options() & OPTION_WATCH_NAN)
+        collect_all(false);
+}
+
+void window_at_exit(void)
+{
+    if (!(channel_options() & OPTION_WATCH_NAN))
+        return;
+    window_sync_before();
+    collect_all(true);
+}
+
+/* ---- a graph's scan node ----------------------------------------------------------- */
+
+/* A graph replayed by cuGraphLaunch has no launch calls to mark: its copy (graph.c) gets
+ * one node of the batched scan after every node without dependents, over the buffers
+ * its kernel nodes' scans read, each once, that the graph writes. Which ones it writes
+ * is seen at the replay that plans the scans (scanned node by node, and waited for):
+ * its instrumented copy also digests every such buffer before all its nodes and after
+ * them all (the probe), and a buffer whose digest did not change is left out of the
+ * node (a weight, an input the host writes between replays): the node's GPU time is
+ * then one scan of what the graph's kernels wrote. The node keeps a running record of
+ * each buffer (tooljob.h), which the host reads whenever it looks, with nothing waited
+ * for: how many of the node's scans are done tells which replays a finding lies among. */
+enum {
+    WG_SEQS = 1024,             /* graph launches remembered, to name a finding's replays */
+    WG_ACCS = 3,                /* accumulators an entry: its scan, the probe's two digests */
+};
+
+struct wg_entry {
+    struct proto_copy copy;
+    uint32_t first_node, last_node, touches, func;
+    bool written;                   /* the probe saw the graph change it (or could not tell) */
+    uint64_t seen_bad, seen_good;   /* the record when last looked at */
+    bool reported;                  /* non-finite when last looked at: reported then */
+};
+
+/* Memory the device reads or writes, registered and mapped: the scan node's list, its
+ * results and records, and the probe's two lists and results, each a region. */
+struct wg_area {
+    void *base;
+    size_t size;
+    struct tool_job *jobs, *probe_jobs[2];
+    unsigned *starts, *probe_starts[2];
+    struct proto_tool_result *results, *probe_results[2];
+    uint64_t (*record)[4];
+};
+
+struct window_graph {
+    unsigned n;                     /* entries */
+    unsigned scanned;               /* of which the scan node scans (written ones, first) */
+    struct wg_entry *e;
+    struct wg_area a;
+    CUdeviceptr acc;                /* WG_ACCS x n accumulators, zeroed */
+    CUfunction fn;
+    unsigned max_blocks;
+    bool probed;                    /* the probe's nodes are in the instrumented copy */
+    uint64_t launched;              /* launches of the graph made with the node */
+    uint64_t seqs[WG_SEQS];         /* their numbers, by launch */
+    uint64_t seen;                  /* the node's scans done when last looked at */
+};
+
+static CUdeviceptr mapped(const void *host)
+{
+    CUdeviceptr dev = 0;
+    return real_cuMemHostGetDevicePointer_v2 &&
+                   real_cuMemHostGetDevicePointer_v2(&dev, (void *)host, 0) == CUDA_SUCCESS
+               ? dev
+               : 0;
+}
+
+/* The entries of wg: one a buffer the scans read, and the kernel nodes that touch it. */
+static unsigned graph_entries(struct window_graph *wg, const struct proto_copy *copies,
+                              const uint32_t *node_of, const uint32_t *func_of, unsigned n)
+{
+    unsigned m = 0;
+    for (unsigned i = 0; i < n && m < WIN_ENTRIES; i++) {
+        const struct proto_copy *c = &copies[i];
+        if (!(c->flags & COPY_TOOL) || tool_mode(c) == TOOL_DIGEST || !tools_readable(c))
+            continue;
+        unsigned k = 0;
+        while (k < m && !same_scan(&wg->e[k].copy, c))
+            k++;
+        struct wg_entry *e = &wg->e[k];
+        if (k == m) {
+            *e = (struct wg_entry){.copy = *c, .first_node = node_of[i], .written = true};
+            e->copy.phase = PHASE_AFTER;
+            m++;
+        }
+        if (!e->touches || e->last_node != node_of[i])
+            e->touches++;
+        e->last_node = node_of[i];
+        e->func = func_of[i];
+    }
+    return m;
+}
+
+/* Carves the area's regions for n entries out of one registered allocation. */
+static CUresult area_make(struct wg_area *a, unsigned n)
+{
+    size_t jobs = (n * sizeof(struct tool_job) + 63) / 64 * 64;
+    size_t starts = (n * sizeof(unsigned) + 63) / 64 * 64;
+    size_t results = n * sizeof(struct proto_tool_result);
+    size_t record = n * sizeof *a->record;
+    a->size = (3 * (jobs + starts + results) + record + 4095) / 4096 * 4096;
+    a->base = aligned_alloc(4096, a->size);
+    if (!a->base)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    memset(a->base, 0, a->size);
+    char *p = a->base;
+    struct tool_job **j[3] = {&a->jobs, &a->probe_jobs[0], &a->probe_jobs[1]};
+    unsigned **s[3] = {&a->starts, &a->probe_starts[0], &a->probe_starts[1]};
+    struct proto_tool_result **r[3] = {&a->results, &a->probe_results[0], &a->probe_results[1]};
+    for (int k = 0; k < 3; k++) {
+        *j[k] = (struct tool_job *)p;
+        *s[k] = (unsigned *)(p + jobs);
+        *r[k] = (struct proto_tool_result *)(p + jobs + starts);
+        p += jobs + starts + results;
+    }
+    a->record = (uint64_t(*)[4])p;
+    CUresult rc = real_cuMemHostRegister_v2
+                      ? real_cuMemHostRegister_v2(a->base, a->size,
+                                                  CU_MEMHOSTREGISTER_PORTABLE |
+                                                      CU_MEMHOSTREGISTER_DEVICEMAP)
+                      : CUDA_ERROR_NOT_SUPPORTED;
+    if (rc != CUDA_SUCCESS) {
+        free(a->base);
+        a->base = NULL;
+    }
+    return rc;
+}
+
+struct window_graph *window_graph_new(const struct launch_info *li,
+                                      const struct proto_copy *copies, const uint32_t *node_of,
+                                      const uint32_t *func_of, unsigned n, CUresult *rc)
+{
+    struct window_graph *wg = calloc(1, sizeof *wg);
+    *rc = wg ? tools_list_fn(li, &wg->fn, &wg->max_blocks) : CUDA_ERROR_OUT_OF_MEMORY;
+    if (*rc == CUDA_SUCCESS) {
+        wg->e = calloc(n < WIN_ENTRIES ? n : WIN_ENTRIES, sizeof *wg->e);
+        *rc = wg->e ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (*rc == CUDA_SUCCESS)
+        wg->n = wg->scanned = graph_entries(wg, copies, node_of, func_of, n);
+    if (*rc == CUDA_SUCCESS && !wg->n)
+        *rc = CUDA_ERROR_NOT_FOUND; /* no buffer a scan may read */
+    if (*rc == CUDA_SUCCESS)
+        *rc = shim_real_cuMemAlloc_v2() && shim_real_cuMemsetD8_v2() ? area_make(&wg->a, wg->n)
+                                                                   : CUDA_ERROR_NOT_SUPPORTED;
+    if (*rc == CUDA_SUCCESS)
+        *rc = shim_real_cuMemAlloc_v2()(&wg->acc, (size_t)wg->n * WG_ACCS * TOOL_ACC_WORDS * 8);
+    /* Zeroed once (the kernel zeroes each accumulator after use), before any replay. */
+    if (*rc == CUDA_SUCCESS)
+        *rc = shim_real_cuMemsetD8_v2()(wg->acc, 0, (size_t)wg->n * WG_ACCS * TOOL_ACC_WORDS * 8);
+    if (*rc != CUDA_SUCCESS && wg) {
+        /* (Registered memory and scratch of a failed attempt are kept: this is rare.) */
+        if (!wg->a.base) {
+            free(wg->e);
+            free(wg);
+        }
+        return NULL;
+    }
+    return wg;
+}
+
+/* The jobs of one list over entries [0, m): scans (which = 0, with the running record)
+ * or the probe's digests before (1) and after (2) the graph; returns the grid. */
+static unsigned fill_list(struct window_graph *wg, int which, unsigned m)
+{
+    struct tool_job *jobs = which ? wg->a.probe_jobs[which - 1] : wg->a.jobs;
+    unsigned *starts = which ? wg->a.probe_starts[which - 1] : wg->a.starts;
+    struct proto_tool_result *results = which ? wg->a.probe_results[which - 1] : wg->a.results;
+    CUdeviceptr results_dev = mapped(results), record_dev = which ? 0 : mapped(wg->a.record);
+    unsigned grid = 0;
+    for (unsigned i = 0; i < m; i++) {
+        const struct proto_copy *c = &wg->e[i].copy;
+        unsigned blocks = tool_job_blocks(c->width * c->height, which != 0, wg->max_blocks);
+        jobs[i] = (struct tool_job){
+            .src = c->src, .width = c->width, .height = c->height, .pitch = c->pitch,
+            .result = results_dev + (CUdeviceptr)i * sizeof *results,
+            .acc = wg->acc + (CUdeviceptr)((unsigned)which * wg->n + i) * TOOL_ACC_WORDS * 8,
+            .tag = 1, .twin = record_dev ? record_dev + (CUdeviceptr)i * sizeof *wg->a.record : 0,
+            .mode = which ? TOOL_DIGEST : tool_mode(c), .blocks = blocks};
+        starts[i] = grid;
+        grid += blocks;
+    }
+    return grid;
+}
+
+/* `graph`'s nodes that nothing depends on (dependents) or that depend on nothing, as a
+ * list the caller frees. */
+static CUresult ends_of(CUgraph graph, bool sinks, CUgraphNode **out, size_t *nout)
+{
+    size_t n = 0, m = 0;
+    *out = NULL;
+    *nout = 0;
+    cuGraphNodeGetDependencies_fn get =
+        sinks ? real_cuGraphNodeGetDependentNodes : real_cuGraphNodeGetDependencies;
+    CUresult rc = real_cuGraphGetNodes && get ? real_cuGraphGetNodes(graph, NULL, &n)
+                                              : CUDA_ERROR_NOT_SUPPORTED;
+    CUgraphNode *nodes = rc == CUDA_SUCCESS && n ? calloc(n, sizeof *nodes) : NULL;
+    if (rc == CUDA_SUCCESS && n && !nodes)
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc == CUDA_SUCCESS && n)
+        rc = real_cuGraphGetNodes(graph, nodes, &n);
+    for (size_t i = 0; rc == CUDA_SUCCESS && i < n; i++) {
+        size_t count = 0;
+        rc = get(nodes[i], NULL, &count);
+        if (rc == CUDA_SUCCESS && !count)
+            nodes[m++] = nodes[i];
+    }
+    if (rc != CUDA_SUCCESS) {
+        free(nodes);
+        return rc;
+    }
+    *out = nodes;
+    *nout = m;
+    return CUDA_SUCCESS;
+}
+
+/* A node of the batched scan over list `which` of m entries: after every node nothing
+ * depends on, or (before) ahead of every node that depends on nothing. */
+static CUresult add_list_node(struct window_graph *wg, CUgraph graph, int which, unsigned m,
+                              bool before)
+{
+    unsigned grid = fill_list(wg, which, m);
+    CUdeviceptr jobs_dev = mapped(which ? wg->a.probe_jobs[which - 1] : wg->a.jobs);
+    CUdeviceptr starts_dev = mapped(which ? wg->a.probe_starts[which - 1] : wg->a.starts);
+    /* The scan node's list is the graph's for good: in device memory, copied once, so
+     * that each block of every replay reads its job there rather than across the bus
+     * (where that cannot be had, from the mapped host memory). The probe's runs once. */
+    cuMemcpyHtoD_fn copy = shim_real_cuMemcpyHtoD_v2();
+    size_t bytes = (size_t)((char *)wg->a.probe_jobs[0] - (char *)wg->a.jobs);
+    CUdeviceptr list_dev = 0;
+    if (!which && copy && jobs_dev && starts_dev &&
+        shim_real_cuMemAlloc_v2()(&list_dev, bytes) == CUDA_SUCCESS &&
+        copy(list_dev, wg->a.jobs, bytes) == CUDA_SUCCESS) {
+        starts_dev = list_dev + (starts_dev - jobs_dev);
+        jobs_dev = list_dev;
+    }
+    CUgraphNode *ends = NULL, made = NULL;
+    size_t nends = 0;
+    CUresult rc = jobs_dev && starts_dev && real_cuGraphAddKernelNode_v2 &&
+                          real_cuGraphAddDependencies
+                      ? ends_of(graph, !before, &ends, &nends)
+                      : CUDA_ERROR_NOT_SUPPORTED;
+    if (rc == CUDA_SUCCESS) {
+        struct tool_list list = {jobs_dev, starts_dev, m, 0};
+        void *params[] = {&list}; /* copied by the driver when the node is added */
+        CUDA_KERNEL_NODE_PARAMS p = {.func = wg->fn, .gridDimX = grid, .gridDimY = 1,
+                                     .gridDimZ = 1, .blockDimX = TOOL_THREADS, .blockDimY = 1,
+                                     .blockDimZ = 1, .kernelParams = params};
+        rc = real_cuGraphAddKernelNode_v2(&made, graph, before ? NULL : ends,
+                                          before ? 0 : nends, &p);
+    }
+    for (size_t i = 0; rc == CUDA_SUCCESS && before && i < nends; i++)
+        rc = real_cuGraphAddDependencies(graph, &made, &ends[i], 1);
+    free(ends);
+    return rc;
+}
+
+CUresult window_graph_probe(struct window_graph *wg, CUgraph graph)
+{
+    /* Both before the other is added: the first node is no end of the graph to the second. */
+    CUresult rc = add_list_node(wg, graph, 1, wg->n, true);
+    if (rc == CUDA_SUCCESS)
+        rc = add_list_node(wg, graph, 2, wg->n, false);
+    wg->probed = rc == CUDA_SUCCESS;
+    return rc;
+}
+
+void window_graph_ran(struct window_graph *wg, const struct proto_copy *copies,
+                      const bool *bad_of, unsigned n)
+{
+    /* Reported by the replay's own scans already: not news at the node's first scan. */
+    for (unsigned i = 0; i < n; i++)
+        for (unsigned k = 0; bad_of[i] && k < wg->n; k++)
+            if (same_scan(&wg->e[k].copy, &copies[i]))
+                wg->e[k].reported = true;
+    if (!wg->probed)
+        return;
+    /* The replay was waited for: both digests of every buffer are in. A buffer whose
+     * digest the probe could not take, or that changed, is the graph's to write. */
+    for (unsigned k = 0; k < wg->n; k++) {
+        const struct proto_tool_result *b = &wg->a.probe_results[0][k];
+        const struct proto_tool_result *a = &wg->a.probe_results[1][k];
+        bool known = b->done == 1 && a->done == 1;
+        wg->e[k].written = !known || b->words[0] != a->words[0];
+    }
+    /* The written ones first: the scan node's list is entries [0, scanned). */
+    unsigned m = 0;
+    for (unsigned k = 0; k < wg->n; k++)
+        if (wg->e[k].written) {
+            struct wg_entry t = wg->e[m];
+            wg->e[m++] = wg->e[k];
+            wg->e[k] = t;
+        }
+    wg->scanned = m;
+}
+
+CUresult window_graph_node(struct window_graph *wg, CUgraph graph)
+{
+    return wg->scanned ? add_list_node(wg, graph, 0, wg->scanned, false) : CUDA_ERROR_NOT_FOUND;
+}
+
+void window_graph_launched(struct window_graph *wg, uint64_t seq)
+{
+    wg->seqs[wg->launched++ % WG_SEQS] = seq;
+}
+
+void window_graph_check(struct window_graph *wg, uint32_t id)
+{
+    if (!wg)
+        return;
+    /* The node's scans done: the most any buffer's record counts (blocks of one job
+     * finish before another's, so some may be one behind). */
+    uint64_t done = wg->seen;
+    for (unsigned i = 0; i < wg->scanned; i++) {
+        uint64_t bad = __atomic_load_n(&wg->a.record[i][0], __ATOMIC_ACQUIRE);
+        uint64_t good = __atomic_load_n(&wg->a.record[i][1], __ATOMIC_ACQUIRE);
+        done = bad + good > done ? bad + good : done;
+    }
+    if (done > wg->launched)
+        done = wg->launched;
+    if (done <= wg->seen)
+        return;
+    uint64_t from = wg->seen, kept = wg->launched < WG_SEQS ? 0 : wg->launched - WG_SEQS;
+    if (from < kept)
+        from = kept; /* older launches' numbers are gone: the bound starts at the oldest kept */
+    uint64_t first_seq = wg->seqs[from % WG_SEQS], last_seq = wg->seqs[(done - 1) % WG_SEQS];
+    struct finding f;
+    f.head = (struct proto_watch){.first = first_seq, .last = last_seq, .graph = id,
+                                  .replays = (uint32_t)(done - wg->seen),
+                                  .exact = channel_watch_then() == WATCH_THEN_EXACT};
+    for (unsigned i = 0; i < wg->scanned; i++) {
+        struct wg_entry *e = &wg->e[i];
+        uint64_t bad = __atomic_load_n(&wg->a.record[i][0], __ATOMIC_ACQUIRE);
+        uint64_t good = __atomic_load_n(&wg->a.record[i][1], __ATOMIC_ACQUIRE);
+        uint64_t first = __atomic_load_n(&wg->a.record[i][2], __ATOMIC_ACQUIRE);
+        bool newly_bad = bad > e->seen_bad, newly_good = good > e->seen_good;
+        if (newly_bad && !e->reported && f.head.nfound < WIN_REPORTED)
+            f.found[f.head.nfound++] = (struct proto_watch_found){
+                .address = e->copy.src, .width = e->copy.width, .height = e->copy.height,
+                .pitch = e->copy.pitch,
+                /* the latest scan's count (a replay's) */
+                .count = __atomic_load_n(&wg->a.results[i].words[0], __ATOMIC_ACQUIRE),
+                .first_index = ~first, .first_touch = first_seq, .last_touch = last_seq,
+                .touches = e->touches, .first_node = e->first_node, .func = e->func,
+                .mode = tool_mode(&e->copy), .node = e->last_node};
+        if (newly_bad)
+            e->reported = true;
+        else if (newly_good)
+            e->reported = false;
+        e->seen_bad = bad;
+        e->seen_good = good;
+    }
+    wg->seen = done;
+    report(&f);
+}
+
+void window_graph_drop(struct window_graph *wg)
+{
+    /* Its memory stays: a replay in flight may still write its records. */
+    if (wg)
+        free(wg->e);
+    free(wg);
+}

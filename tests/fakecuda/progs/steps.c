@@ -1,0 +1,117 @@
+/*
+ * A training-like loop of STEPS steps, three launches a step over float buffers:
+ *   w = x + x (vecAdd), y = w * w (square), z = y + w (vecAdd)
+ * At the start of each step x is written from the host (a synchronous copy); at the
+ * steps listed in POISON it holds 3e38 at INDEX, so that the step's first launch
+ * overflows w to +inf there and the two after it carry it on. With SYNC 1 the program
+ * synchronizes its context after every launch, with 0 never, and at the end it reads z
+ * back. With SYNC 2 the three launches are captured once into a CUDA graph on a stream
+ * of their own (global mode), and each step copies x on that stream, waits for the
+ * copy, and replays the graph. With SYNC 3 the steps run on a stream of their own,
+ * and then, with the last step's launches not waited for, that stream captures the three
+ * launches (global mode) while a fourth, w = x + x, is made on a second stream; the graph
+ * is launched once and its node count printed (`graph nodes N`: 3 unless something else
+ * went into the capture). Usage: steps STEPS SYNC INDEX [POISON...]
+ * Prints `sum S` (of z, with non-finite elements left out) and the launch tally.
+ */
+#include "progcommon.h"
+
+#include <math.h>
+
+#define N 1024
+
+int main(int argc, char **argv)
+{
+    if (argc < 4)
+        FAIL("usage: steps STEPS SYNC INDEX [POISON...]");
+    int steps = atoi(argv[1]), sync = atoi(argv[2]), index = atoi(argv[3]);
+    if (index < 0 || index >= N)
+        FAIL("INDEX must be below %d", N);
+    struct tally t = {0};
+    CUfunction add, square;
+    CUmodule mod = prog_start();
+    CHECK(cuModuleGetFunction(&add, mod, "_Z6vecAddPKfS0_Pfi"));
+    CHECK(cuModuleGetFunction(&square, mod, "_Z6squarePKfPfi"));
+    static float x[N], z[N];
+    CUdeviceptr dx, dw, dy, dz;
+    CHECK(cuMemAlloc_v2(&dx, sizeof x));
+    CHECK(cuMemAlloc_v2(&dw, sizeof x));
+    CHECK(cuMemAlloc_v2(&dy, sizeof x));
+    CHECK(cuMemAlloc_v2(&dz, sizeof x));
+    tally_alloc(&t, 4 * sizeof x);
+    int n = N;
+    void *first[] = {&dx, &dx, &dw, &n};
+    void *second[] = {&dw, &dy, &n};
+    void *third[] = {&dy, &dw, &dz, &n};
+    CUstream stream = NULL;
+    CUgraphExec exec = NULL;
+    if (sync == 3)
+        CHECK(cuStreamCreate(&stream, 0));
+    if (sync == 2) {
+        CUgraph graph;
+        CHECK(cuStreamCreate(&stream, 0));
+        CHECK(cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, stream, first, NULL));
+        CHECK(cuLaunchKernel(square, N / 128, 1, 1, 128, 1, 1, 0, stream, second, NULL));
+        CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, stream, third, NULL));
+        CHECK(cuStreamEndCapture(stream, &graph));
+        CHECK(cuGraphInstantiateWithFlags(&exec, graph, 0));
+    }
+    for (int k = 1; k <= steps; k++) {
+        bool poison = false;
+        for (int p = 4; p < argc; p++)
+            poison = poison || atoi(argv[p]) == k;
+        prog_floats(x, N, 0.001f * (float)k, 0.0001f);
+        if (poison)
+            x[index] = 3e38f;
+        if (sync == 2) {
+            /* Ordered on the graph's stream, as a framework's input copy is. */
+            CHECK(cuMemcpyHtoDAsync_v2(dx, x, sizeof x, stream));
+            CHECK(cuStreamSynchronize(stream)); /* x is the host's again next step */
+            CHECK(cuGraphLaunch(exec, stream));
+            continue;
+        }
+        CHECK(cuMemcpyHtoD_v2(dx, x, sizeof x));
+        CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, stream, first, NULL));
+        if (sync == 1)
+            CHECK(cuCtxSynchronize());
+        CHECK(cuLaunchKernel(square, N / 128, 1, 1, 128, 1, 1, 0, stream, second, NULL));
+        if (sync == 1)
+            CHECK(cuCtxSynchronize());
+        CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, stream, third, NULL));
+        if (sync == 1)
+            CHECK(cuCtxSynchronize());
+    }
+    if (sync == 3) {
+        CUstream other;
+        CUgraph graph;
+        size_t nodes = 0;
+        CHECK(cuStreamCreate(&other, 0));
+        CHECK(cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, stream, first, NULL));
+        CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, other, first, NULL));
+        CHECK(cuLaunchKernel(square, N / 128, 1, 1, 128, 1, 1, 0, stream, second, NULL));
+        CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, stream, third, NULL));
+        CUresult end = cuStreamEndCapture(stream, &graph);
+        if (end != CUDA_SUCCESS) {
+            printf("capture invalidated (cuStreamEndCapture -> %d)\n", (int)end);
+            return 3;
+        }
+        CHECK(cuGraphGetNodes(graph, NULL, &nodes));
+        printf("graph nodes %zu\n", nodes);
+        CHECK(cuGraphInstantiateWithFlags(&exec, graph, 0));
+        CHECK(cuGraphLaunch(exec, stream));
+        CHECK(cuStreamSynchronize(other));
+    }
+    if (stream)
+        CHECK(cuStreamSynchronize(stream));
+    CHECK(cuMemcpyDtoH_v2(z, dz, sizeof z));
+    double sum = 0;
+    for (int j = 0; j < N; j++)
+        sum += isfinite(z[j]) ? z[j] : 0;
+    printf("sum %.6g\n", sum);
+    tally_launch(&t, "vecAdd", 2ul * (unsigned long)steps);
+    tally_launch(&t, "square", (unsigned long)steps);
+    tally_print(&t);
+    return 0;
+}

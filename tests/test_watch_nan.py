@@ -1,0 +1,222 @@
+"""--watch-nan: NaN/Inf detection meant to stay on, in windows of launches, on the stand-in
+driver. Each launch made with a kept plan of scans only marks its buffers; one launch of
+the batched scan (cudump_scan_list) scans them at the window's end. `steps` runs three
+launches a step (w = x + x, y = w * w, z = y + w) and overflows w at the poisoned steps."""
+
+from __future__ import annotations
+
+import pytest
+from records import manifest, nan_lines
+
+from cudump.policy.snapshot.windows import WindowFound, WindowReport
+from cudump.policy.snapshot.windows import decode as decode_window
+from cudump.wire import protocol as p
+
+INDEX = 37
+
+
+def _stats(path) -> dict[str, int]:
+    return {k: int(v) for k, v in (line.split() for line in path.read_text().splitlines())}
+
+
+def _window_records(run_dir) -> list[dict]:
+    return [r for r in manifest(run_dir) if "nan_window" in r]
+
+
+def _steps(fake, *args: str) -> list[str]:
+    return [str(fake.programs["steps"]), *args]
+
+
+def test_one_launch_in_a_window_is_named_exactly(fake, cudump_run):
+    """Synchronizing after every launch makes windows of one launch: the producer of w
+    (step 5's first launch, launch 13) is named exactly."""
+    ran = cudump_run(_steps(fake, "8", "1", str(INDEX), "5"), "--watch-nan")
+    assert ran.returncode == 0, ran.stderr
+    records = _window_records(ran.run_dir)
+    assert [(r["launch"], r["producer"], r["first_nonfinite"]) for r in records] == [
+        (13, "exact", INDEX)]
+    line = nan_lines(ran.stderr)[0]
+    assert "launch 13 of vecAdd" in line and "named exactly" in line
+
+
+def test_two_candidates_are_bounded_then_named_exactly_after_the_switch(fake, cudump_run):
+    """No synchronization inside a step: the window of step 5 (launches 13-15) finds w,
+    touched by all three, bounded to them; the process then scans every launch exactly,
+    and step 9's first launch (25) is named the producer of its NaN/Inf."""
+    ran = cudump_run(_steps(fake, "12", "0", str(INDEX), "5", "9"), "--watch-nan")
+    assert ran.returncode == 0, ran.stderr
+    records = _window_records(ran.run_dir)
+    w = records[0]
+    assert (w["producer"], w["touched_by"], w["touches"]) == ("bounded", [13, 15], 3)
+    assert all(r["producer"] != "exact" for r in records)  # z is carried on, not made
+    assert any("bounded to launches 13-15" in line for line in nan_lines(ran.stderr))
+    exact = [r for r in manifest(ran.run_dir)
+             if r.get("nan_producer") and "nan_window" not in r and r["phase"] == "after"
+             and r.get("origin") == "produced"]
+    assert exact and exact[0]["launch"] == 25, exact
+
+
+def test_go_on_keeps_windows_after_a_finding(fake, cudump_run):
+    ran = cudump_run(_steps(fake, "12", "0", str(INDEX), "5", "9"), "--watch-nan",
+                     "--watch-nan-then", "go-on")
+    assert ran.returncode == 0, ran.stderr
+    assert {r["nan_window"] for r in _window_records(ran.run_dir)} == {4, 8}
+
+
+def test_a_clean_program_reports_nothing_and_its_output_is_unchanged(
+        fake, cudump_run, bare_run, tmp_path):
+    """And cudump's kernel runs beside the first (planned) launches only: later ones cost
+    one batched scan a window."""
+    stats = tmp_path / "stats"
+    argv = _steps(fake, "40", "0", str(INDEX))
+    ran = cudump_run(argv, "--watch-nan", "--watch-nan-window", "8",
+                     env_extra={"FAKECUDA_STATS": str(stats)})
+    bare = bare_run(argv)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == bare.stdout
+    assert nan_lines(ran.stderr) == [] and _window_records(ran.run_dir) == []
+    counts = _stats(stats)
+    # 120 launches: the first step's three are planned with per-launch scans (two
+    # launches of cudump's kernel each, at most); none after them.
+    assert counts["tool_launches"] <= 6
+    # The windows: each step ends with the host copy into x (a synchronous copy).
+    assert 39 <= counts["scan_list_launches"] <= 41
+
+
+def test_the_window_option_bounds_the_launches_of_a_window(fake, cudump_run, tmp_path):
+    stats = tmp_path / "stats"
+    ran = cudump_run(_steps(fake, "40", "0", str(INDEX)), "--watch-nan",
+                     "--watch-nan-window", "2", env_extra={"FAKECUDA_STATS": str(stats)})
+    assert ran.returncode == 0, ran.stderr
+    # Three launches a step, windows of two at most: two windows a step.
+    assert _stats(stats)["scan_list_launches"] >= 2 * 39
+
+
+def test_nothing_of_cudumps_on_a_capturing_stream(fake, cudump_run, bare_run, tmp_path):
+    """`steps ... 3`: the window of the last step's launches is open on the stream when
+    it begins to capture, and a launch on another stream would end it. Its scan waits
+    until the capture is over: the captured graph has the program's three nodes only."""
+    argv = _steps(fake, "6", "3", str(INDEX))
+    ran = cudump_run(argv, "--watch-nan")
+    assert ran.returncode == 0, ran.stderr
+    assert "graph nodes 3" in ran.stdout
+    assert ran.stdout == bare_run(argv).stdout
+    argv = [str(fake.programs["capture"])]
+    ran = cudump_run(argv, "--watch-nan", run_dir=tmp_path / "capture")
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == bare_run(argv).stdout
+
+
+def test_watch_nan_and_check_nan_are_one_or_the_other(cudump):
+    done = cudump("--watch-nan", "--check-nan", "true")
+    assert done.returncode != 0
+    assert "give one of them" in done.stderr and "Traceback" not in done.stderr
+
+
+def _found(first: int, last: int, touches: int) -> WindowFound:
+    return WindowFound(0x1000 * first, 4096, 1, 4096, 1, 0, first, last, touches, 1,
+                       p.ToolMode.SCAN_F32)
+
+
+@pytest.mark.parametrize(("found", "named"), [
+    ((_found(3, 3, 1),), [True]),
+    ((_found(1, 3, 3), _found(3, 3, 1)), [False, False]),
+    ((_found(5, 5, 1), _found(2, 4, 2)), [False, False]),
+])
+def test_a_single_toucher_is_named_only_where_nothing_non_finite_came_before(found, named):
+    report = WindowReport(1, 8, 1, True, found)
+    assert [report.named(f) for f in found] == named
+
+
+def test_a_graph_replays_scan_node_finds_it_then_the_replay_is_named(fake, cudump_run):
+    """`steps ... 2` replays a captured graph of the three launches: graph launches are
+    numbered 4-15. The first replay plans the scans (and is scanned node by node); the
+    later ones run the graph's copy with one batched scan node after its kernels. Step 5's
+    overflow is found there, in graph launch 8, bounded to the kernel nodes that touch w;
+    then, scanning exactly, step 9's replay names node 0 as the producer."""
+    ran = cudump_run(_steps(fake, "12", "2", str(INDEX), "5", "9"), "--watch-nan")
+    assert ran.returncode == 0, ran.stderr
+    records = _window_records(ran.run_dir)
+    assert records, ran.stderr
+    w = records[0]
+    assert (w["graph"], w["launch"], w["producer"], w["nodes"], w["touches"]) == (
+        1, 8, "bounded", [0, 2], 3)
+    assert any("in graph 1's launch 8" in line for line in nan_lines(ran.stderr))
+    exact = [r for r in manifest(ran.run_dir)
+             if r.get("origin") == "produced" and "nan_window" not in r]
+    assert exact and (exact[0]["launch"], exact[0]["node"]) == (12, 0), exact
+
+
+def test_a_clean_graph_loop_costs_one_scan_node_a_replay(fake, cudump_run, bare_run, tmp_path):
+    stats = tmp_path / "stats"
+    argv = _steps(fake, "12", "2", str(INDEX))
+    ran = cudump_run(argv, "--watch-nan", env_extra={"FAKECUDA_STATS": str(stats)})
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == bare_run(argv).stdout
+    assert nan_lines(ran.stderr) == [] and _window_records(ran.run_dir) == []
+    counts = _stats(stats)
+    # The first replay: a node of cudump's kernel before and after each of the three, and
+    # the probe's two digest nodes; then one scan node for each of the other 11.
+    assert counts["tool_launches"] <= 6
+    assert counts["scan_list_launches"] == 2 + 11
+
+
+def test_stop_ends_the_program_at_the_first_finding(fake, cudump_run):
+    ran = cudump_run(_steps(fake, "40", "0", str(INDEX), "5"), "--watch-nan",
+                     "--watch-nan-then", "stop")
+    assert ran.returncode != 0
+    assert "--watch-nan-then stop" in ran.stderr and "SIGTERM" in ran.stderr
+    assert "launches vecAdd=80" not in ran.stdout     # it did not run to its end
+    assert _window_records(ran.run_dir)
+
+
+@pytest.mark.parametrize("value", ["0", "x", "-3"])
+def test_a_bad_window_is_one_line_of_error(cudump, value):
+    done = cudump("--watch-nan", "--watch-nan-window", value, "true")
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "--watch-nan-window" in done.stderr
+
+
+def test_a_graphs_scan_node_scans_only_what_the_graph_writes(fake, cudump_run, tmp_path):
+    """x is written by the host between replays, not by the graph: the probe at the replay
+    that planned the scans saw its digest unchanged, and the scan node reads w, y and z
+    only (three 4 KiB buffers a replay), not x."""
+    def tool_bytes(steps: int) -> int:
+        stats = tmp_path / f"stats{steps}"
+        ran = cudump_run(_steps(fake, str(steps), "2", str(INDEX)), "--watch-nan",
+                         run_dir=tmp_path / f"run{steps}",
+                         env_extra={"FAKECUDA_STATS": str(stats)})
+        assert ran.returncode == 0, ran.stderr
+        return _stats(stats)["tool_bytes"]
+
+    assert tool_bytes(22) - tool_bytes(12) == 10 * 3 * 4096
+
+
+def test_what_the_host_wrote_is_not_a_launchs_finding(fake, cudump_run):
+    """`nans`: before launch 23 the host copies inf and -inf into vecAdd's inputs. The window
+    reports the output only, as possibly carried on from what the host wrote (the inputs
+    are not launches' findings: the host may have put there integers a scan reads as NaN,
+    or NaN itself); after the switch, the exact scans name the host's copies."""
+    ran = cudump_run([str(fake.programs["nans"]), "40", str(INDEX), "23", "30"], "--watch-nan")
+    assert ran.returncode == 0, ran.stderr
+    records = _window_records(ran.run_dir)
+    assert [(r["launch"], r["producer"]) for r in records] == [(23, "carried")], records
+    lines = nan_lines(ran.stderr)
+    assert "may have carried on what the host wrote" in lines[0]
+    assert any("launch 30" in line and "host-to-device copy" in line for line in lines)
+
+
+def test_a_broken_watch_message_is_a_protocol_error():
+    head = p.WATCH.pack(first=1, last=2, nfound=2, window=1, exact=1, graph=0, replays=0,
+                        reserved=0)
+    with pytest.raises(p.ProtocolError):
+        decode_window(head)              # two findings announced, none there
+    with pytest.raises(p.ProtocolError):
+        decode_window(head[:8])
+    found = p.WATCH_FOUND.pack(address=0x1000, width=16, height=1, pitch=16, count=1,
+                               first_index=0, first_touch=1, last_touch=1, touches=1,
+                               first_node=0, host=0, func=1, mode=9, node=0)
+    one = p.WATCH.pack(first=1, last=2, nfound=1, window=1, exact=1, graph=0, replays=0,
+                       reserved=0)
+    with pytest.raises(p.ProtocolError):
+        decode_window(one + found)       # no such scan mode
