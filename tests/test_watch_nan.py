@@ -78,7 +78,7 @@ def test_a_clean_program_reports_nothing_and_its_output_is_unchanged(
     counts = _stats(stats)
     # 120 launches: the first step's three are planned with per-launch scans (two
     # launches of cudump's kernel each, at most); none after them.
-    assert counts["tool_launches"] <= 6
+    assert counts["tools_runs"] <= 6
     # The windows: each step ends with the host copy into x (a synchronous copy).
     assert 39 <= counts["scan_list_launches"] <= 41
 
@@ -157,7 +157,7 @@ def test_a_clean_graph_loop_costs_one_scan_node_a_replay(fake, cudump_run, bare_
     counts = _stats(stats)
     # The first replay: a node of cudump's kernel before and after each of the three, and
     # the probe's two digest nodes; then one scan node for each of the other 11.
-    assert counts["tool_launches"] <= 6
+    assert counts["tools_runs"] <= 6
     assert counts["scan_list_launches"] == 2 + 11
 
 

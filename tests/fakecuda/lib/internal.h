@@ -72,15 +72,15 @@ FC_HIDDEN bool fc_function_in_context(CUfunction f);
 extern _Atomic unsigned long fc_out_of_memory;
 /* Bytes cudump's kernel read, job by job (kernels.c), for FAKECUDA_STATS. */
 extern _Atomic unsigned long fc_tool_bytes;
-/* Launches (grids) of cudump_tools and of the batched scan, cudump_scan_list (kernels.c),
- * for FAKECUDA_STATS. */
-extern _Atomic unsigned long fc_tool_launches;
+/* Grids of cudump_tools run (graph nodes too) and of the batched scan, cudump_scan_list
+ * (kernels.c), for FAKECUDA_STATS. */
+extern _Atomic unsigned long fc_tools_runs;
 extern _Atomic unsigned long fc_scan_list_launches;
 /* Launches of cudump's kernel with programmatic stream serialization (launch.c), for
  * FAKECUDA_STATS. */
 extern _Atomic unsigned long fc_tool_waiting;
-/* Launches of cudump's kernels (cudump_*) the stand-in took, however made (launch.c),
- * for FAKECUDA_STATS. */
+/* Launches of cudump's kernels (cudump_*) the stand-in took from the host, however made
+ * (launch.c), for FAKECUDA_STATS. */
 extern _Atomic unsigned long fc_tool_launches;
 /* The device's compute capability, major (FAKECUDA_CC_MAJOR; 9, a Hopper, by default). */
 FC_HIDDEN int fc_cc_major(void);

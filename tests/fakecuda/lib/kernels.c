@@ -271,7 +271,9 @@ static void tma_copy(const unsigned char *args, struct fc_dim3 b, struct fc_dim3
 }
 
 _Atomic unsigned long fc_tool_bytes;
-_Atomic unsigned long fc_tool_launches;
+/* cudump_tools kernels run (graph nodes too), beside the host's launches of any
+ * kernel of cudump's (fc_tool_launches, launch.c). */
+_Atomic unsigned long fc_tools_runs;
 
 /* cudump_tools(struct tool_jobs): the kernel the shim loads as PTX
  * (shim/gpu/tools.cu), thread by thread the same way: each block works on its
@@ -418,7 +420,7 @@ static void tools(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
     (void)g;
     const struct fc_builtin *k = self(K_TOOLS);
     if (b.x == 0 && t.x == 0)
-        atomic_fetch_add(&fc_tool_launches, 1);
+        atomic_fetch_add(&fc_tools_runs, 1);
     /* Called once per thread: only the job's own bytes are copied out. */
     const unsigned char *param = args + k->offsets[0];
     unsigned njobs, n = 0, block = b.x;
