@@ -7,11 +7,11 @@ import os
 import shutil
 import stat
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 from cudump.analysis.transplant.donor import Donor, load_donor, parse_spec
 from cudump.commands import SUBCOMMANDS, USAGE, check_output_file
+from cudump.commands.run_values import error_exitcode, flight_slots, ring_slots, step_range, whole
 from cudump.controller.options import (
     DEFAULT_FLIGHT,
     DEFAULT_SCRATCH,
@@ -130,12 +130,12 @@ class RunCommand:
                             help="as Nsight Compute's: --digest and --check-nan (and "
                                  "--break-on-nan) take only kernels matching PATTERN (a kernel "
                                  "pattern: glob, re:REGEX or regex:REGEX; once)")
-        parser.add_argument("--launch-skip", type=_whole("--launch-skip", 0, MAX_SKIP),
+        parser.add_argument("--launch-skip", type=whole("--launch-skip", 0, MAX_SKIP),
                             default=0, metavar="N",
                             help="as Nsight Compute's: --digest, --check-nan and "
                                  "--capture-launch pass over the first N launches their "
                                  "kernels match, counted in each process")
-        parser.add_argument("--launch-count", type=_whole("--launch-count", 1, MAX_COUNT),
+        parser.add_argument("--launch-count", type=whole("--launch-count", 1, MAX_COUNT),
                             metavar="N",
                             help="as Nsight Compute's: --digest, --check-nan and "
                                  "--capture-launch take N launches at most (after "
@@ -161,7 +161,7 @@ class RunCommand:
         tuning = parser.add_argument_group(
             "tuning", "speed and memory use of the run; what it records is the same "
             "(except as --staging says)")
-        tuning.add_argument("--trace-ring", type=_ring_slots, default=TRACE_RING_SLOTS,
+        tuning.add_argument("--trace-ring", type=ring_slots, default=TRACE_RING_SLOTS,
                             metavar="SLOTS",
                             help=f"events each process's trace ring holds (a power of two, "
                                  f"default {TRACE_RING_SLOTS}); a launch waits while it is full")
@@ -205,7 +205,7 @@ class RunCommand:
                                  "launches): on by default; --no-hand-off keeps it on the "
                                  "program's thread (the launcher spins a core while the "
                                  "program launches)")
-        parser.add_argument("--flight", type=_flight_slots, nargs="?", const=DEFAULT_FLIGHT,
+        parser.add_argument("--flight", type=flight_slots, nargs="?", const=DEFAULT_FLIGHT,
                             default=0, metavar="N",
                             help=f"flight recorder: keep the last N launches of each process "
                                  f"(default {DEFAULT_FLIGHT}, at most {MAX_FLIGHT}) with their "
@@ -213,11 +213,11 @@ class RunCommand:
                                  "program fails (non-zero exit, signal, CUDA error) say which "
                                  "launch was the last to complete and which were in flight, "
                                  "naming the likely culprit; always written to flight.jsonl")
-        parser.add_argument("--step-range", type=_step_range, metavar="NAME",
+        parser.add_argument("--step-range", type=step_range, metavar="NAME",
                             help="count training steps by an NVTX range: each push of a "
                                  "range named NAME begins the next step (step 0 at the "
                                  "first), which the trace, reports and records name")
-        parser.add_argument("--error-exitcode", type=_error_exitcode, default=0, metavar="N",
+        parser.add_argument("--error-exitcode", type=error_exitcode, default=0, metavar="N",
                             help="exit with status N (1 to 255) instead of the program's when "
                                  "cudump finds something: a buffer turned NaN/Inf "
                                  "(--check-nan), a launch the flight recorder names "
@@ -329,19 +329,6 @@ def _launch_choice(args: argparse.Namespace) -> LaunchChoice:
     return choice
 
 
-def _whole(option: str, low: int, high: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = low - 1
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"bad {option} '{text}': a whole number from "
-                                             f"{low}")
-        return value
-
-    return parse
-
 
 def load_prompt() -> RunPrompt:
     """The prompt, for a debugged run: loaded (with prompt_toolkit, where stdin is a terminal)
@@ -405,43 +392,8 @@ def default_budget(run_dir: Path) -> int:
         return 1 << 30
 
 
-def _ring_slots(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 2 or value > 1 << 24 or value & (value - 1):
-        raise argparse.ArgumentTypeError(f"bad ring size '{text}': a power of two from 2 "
-                                         f"to {1 << 24}")
-    return value
 
 
-def _error_exitcode(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= 255:
-        raise argparse.ArgumentTypeError(f"bad --error-exitcode '{text}': an exit status "
-                                         "from 1 to 255")
-    return value
-
-
-def _step_range(text: str) -> str:
-    if not text or "\0" in text:
-        raise argparse.ArgumentTypeError("a range's name, not empty")
-    return text
-
-
-def _flight_slots(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= MAX_FLIGHT:
-        raise argparse.ArgumentTypeError(f"bad --flight '{text}': the launches each process "
-                                         f"keeps, from 1 to {MAX_FLIGHT}")
-    return value
 
 
 def _prepare_out(out: Path) -> tuple[Path, Ownership, bool]:
