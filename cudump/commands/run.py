@@ -103,7 +103,7 @@ class RunCommand:
                                  "--watch-nan-window launches; a finding names its producer "
                                  "exactly where one launch of the window touched the buffer, "
                                  "else the window's launches that did")
-        parser.add_argument("--watch-nan-window", type=_whole("--watch-nan-window", 1,
+        parser.add_argument("--watch-nan-window", type=whole("--watch-nan-window", 1,
                                                               MAX_WINDOW),
                             default=DEFAULT_WINDOW, metavar="N",
                             help=f"with --watch-nan: launches a window holds at most "
