@@ -55,6 +55,12 @@ FC_HIDDEN bool fc_context_alive(CUcontext ctx);
 /* The current context's id (cuCtxGetId), 0 where none is current. A primary context
  * reset, or released for the last time, comes back under its handle with a new id. */
 FC_HIDDEN unsigned long long fc_context_id(void);
+/* A context's id (0: none). */
+FC_HIDDEN unsigned long long fc_context_id_of(CUcontext ctx);
+/* The context of the launch a thread executes now (stream.c's fc_op_execute). */
+FC_HIDDEN extern _Thread_local CUcontext fc_executing_ctx;
+/* The id of the context device memory at p was allocated in (cuMemAlloc); 0: other. */
+FC_HIDDEN unsigned long long fc_device_context(CUdeviceptr p);
 /* A context ended: the registrations of host memory made in it end too (memory.c). */
 FC_HIDDEN void fc_registrations_end(unsigned long long ctx);
 /* How many built-in kernels there may be (code.c's handle tables). */

@@ -490,6 +490,12 @@ static void scan_list(const unsigned char *args, struct fc_dim3 b, struct fc_dim
             hi = mid;
     }
     struct tool_job job = jobs[lo];
+    /* As a GPU without peer access: another context's memory is not mapped in this one. */
+    unsigned long long owner = t.x == 0 ? fc_device_context(job.src) : 0;
+    if (owner && fc_executing_ctx && owner != fc_context_id_of(fc_executing_ctx)) {
+        fc_set_fault(FC_ERROR_ILLEGAL_ADDRESS);
+        return;
+    }
     /* A graph's scan node: the running record in `twin` (shim/tooljob.h), not a second
      * result. */
     volatile uint64_t *record = (volatile uint64_t *)(uintptr_t)job.twin;

@@ -62,7 +62,8 @@ static CUresult table_add(uintptr_t base, size_t size, enum fc_mem_kind kind)
     }
     if (table_count < table_cap)
         table[table_count++] =
-            (struct fc_alloc){base, size, kind, kind == MEM_REGISTERED ? fc_context_id() : 0};
+            (struct fc_alloc){base, size, kind,
+                              kind == MEM_REGISTERED || kind == MEM_DEVICE ? fc_context_id() : 0};
     else
         r = CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_unlock(&table_lock);
@@ -147,6 +148,17 @@ static CUresult check_device(CUdeviceptr p, size_t n)
         return CUDA_SUCCESS;
     return table_find((uintptr_t)p, n, match_device, NULL) ? CUDA_SUCCESS
                                                            : CUDA_ERROR_INVALID_VALUE;
+}
+
+static bool match_linear(enum fc_mem_kind k)
+{
+    return k == MEM_DEVICE;
+}
+
+FC_HIDDEN unsigned long long fc_device_context(CUdeviceptr p)
+{
+    struct fc_alloc a;
+    return table_find((uintptr_t)p, 1, match_linear, &a) ? a.ctx : 0;
 }
 
 FC_HIDDEN CUresult fc_check_device(CUdeviceptr p, size_t n)

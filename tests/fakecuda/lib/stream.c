@@ -364,11 +364,15 @@ static CUresult record_locked(struct fc_stream *s, const struct fc_op *op)
     return r;
 }
 
+_Thread_local CUcontext fc_executing_ctx;
+
 FC_HIDDEN CUresult fc_op_execute(const struct fc_op *op)
 {
     switch (op->kind) {
     case FC_OP_LAUNCH:
+        fc_executing_ctx = op->launch.ctx;
         fc_builtin_run(op->launch.kernel, op->launch.args, op->launch.grid, op->launch.block);
+        fc_executing_ctx = NULL;
         return CUDA_SUCCESS;
     case FC_OP_MEMCPY:
         return fc_copy3d(&op->copy);

@@ -11,7 +11,11 @@
  * and then, with the last step's launches not waited for, that stream captures the three
  * launches (global mode) while a fourth, w = x + x, is made on a second stream; the graph
  * is launched once and its node count printed (`graph nodes N`: 3 unless something else
- * went into the capture). Usage: steps STEPS SYNC INDEX [POISON...]
+ * went into the capture). With SYNC 4 the steps run on a stream of their own, which is
+ * destroyed after the last step with its launches not waited for (as the driver allows).
+ * With SYNC 5 each step's three launches (in the primary context, on the NULL stream) are
+ * followed by w2 = x2 + x2 in a second context, on its NULL stream, not waited for.
+ * Usage: steps STEPS SYNC INDEX [POISON...]
  * Prints `sum S` (of z, with non-finite elements left out) and the launch tally.
  */
 #include "progcommon.h"
@@ -45,7 +49,7 @@ int main(int argc, char **argv)
     void *third[] = {&dy, &dw, &dz, &n};
     CUstream stream = NULL;
     CUgraphExec exec = NULL;
-    if (sync == 3)
+    if (sync == 3 || sync == 4)
         CHECK(cuStreamCreate(&stream, 0));
     if (sync == 2) {
         CUgraph graph;
@@ -57,6 +61,21 @@ int main(int argc, char **argv)
         CHECK(cuStreamEndCapture(stream, &graph));
         CHECK(cuGraphInstantiateWithFlags(&exec, graph, 0));
     }
+    CUcontext main_ctx = NULL, other = NULL;
+    CUfunction add2 = NULL;
+    CUdeviceptr dx2 = 0, dw2 = 0;
+    if (sync == 5) {
+        CUmodule mod2;
+        CHECK(cuCtxGetCurrent(&main_ctx));
+        CHECK(cuCtxCreate_v4(&other, NULL, 0, 0));
+        CHECK(cuModuleLoadData(&mod2, prog_image));
+        CHECK(cuModuleGetFunction(&add2, mod2, "_Z6vecAddPKfS0_Pfi"));
+        CHECK(cuMemAlloc_v2(&dx2, sizeof x));
+        CHECK(cuMemAlloc_v2(&dw2, sizeof x));
+        CHECK(cuMemcpyHtoD_v2(dx2, x, sizeof x));
+        CHECK(cuCtxSetCurrent(main_ctx));
+    }
+    void *fourth[] = {&dx2, &dx2, &dw2, &n};
     for (int k = 1; k <= steps; k++) {
         bool poison = false;
         for (int p = 4; p < argc; p++)
@@ -81,6 +100,11 @@ int main(int argc, char **argv)
         CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, stream, third, NULL));
         if (sync == 1)
             CHECK(cuCtxSynchronize());
+        if (sync == 5) {
+            CHECK(cuCtxSetCurrent(other));
+            CHECK(cuLaunchKernel(add2, N / 128, 1, 1, 128, 1, 1, 0, NULL, fourth, NULL));
+            CHECK(cuCtxSetCurrent(main_ctx));
+        }
     }
     if (sync == 3) {
         CUstream other;
@@ -103,6 +127,10 @@ int main(int argc, char **argv)
         CHECK(cuGraphLaunch(exec, stream));
         CHECK(cuStreamSynchronize(other));
     }
+    if (sync == 4) {
+        CHECK(cuStreamDestroy_v2(stream));
+        stream = NULL;
+    }
     if (stream)
         CHECK(cuStreamSynchronize(stream));
     CHECK(cuMemcpyDtoH_v2(z, dz, sizeof z));
@@ -110,7 +138,7 @@ int main(int argc, char **argv)
     for (int j = 0; j < N; j++)
         sum += isfinite(z[j]) ? z[j] : 0;
     printf("sum %.6g\n", sum);
-    tally_launch(&t, "vecAdd", 2ul * (unsigned long)steps);
+    tally_launch(&t, "vecAdd", (sync == 5 ? 3ul : 2ul) * (unsigned long)steps);
     tally_launch(&t, "square", (unsigned long)steps);
     tally_print(&t);
     return 0;
