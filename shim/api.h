@@ -439,7 +439,7 @@
     F(c, cuStreamCreateWithPriority, WORK, NO_WAIT, PASSES,                                       \
       (CUstream *stream, unsigned int flags, int priority), (stream, flags, priority),            \
       (cuStreamCreateWithPriority, 0))                                                            \
-    F(c, cuStreamDestroy, WORK, NO_WAIT, PASSES,                                                  \
+    F(c, cuStreamDestroy, WORK, NO_WAIT, HOOK,                                                    \
       (CUstream stream), (stream), (cuStreamDestroy_v2, 0))                                       \
     F(c, cuStreamQuery, ASKS, NO_WAIT, PASSES,                                                    \
       (CUstream stream), (stream), (cuStreamQuery, 0), (cuStreamQuery_ptsz, 1))                   \

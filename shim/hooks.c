@@ -665,6 +665,7 @@ static CUresult hook_cuCtxDestroy(cuCtxDestroy_fn real, CUcontext ctx)
     staging_context_ends(&gone);
     CUresult rc = real(ctx);
     if (rc == CUDA_SUCCESS && ctx) {
+        window_context_ends(ctx, -1);
         tools_forget(&gone);
         watch_forget(&gone);
         graph_forget_context(&gone);
@@ -675,7 +676,18 @@ static CUresult hook_cuCtxDestroy(cuCtxDestroy_fn real, CUcontext ctx)
 static CUresult hook_cuDevicePrimaryCtxReset(cuDevicePrimaryCtxReset_fn real, CUdevice dev)
 {
     settle_before_end();
-    return context_ended(real(dev));
+    CUresult rc = real(dev);
+    if (rc == CUDA_SUCCESS)
+        window_context_ends(NULL, (int)dev);
+    return context_ended(rc);
+}
+
+/* A window of launches on the stream is scanned while the handle is good (window.h):
+ * the program may destroy a stream with its work not waited for. */
+static CUresult hook_cuStreamDestroy(cuStreamDestroy_fn real, CUstream stream)
+{
+    window_stream_ends(stream);
+    return real(stream);
 }
 
 /* Released for the last time, the primary context is destroyed. */
@@ -690,6 +702,8 @@ static CUresult hook_cuDevicePrimaryCtxRelease(cuDevicePrimaryCtxRelease_fn real
     if (rc == CUDA_SUCCESS && real_cuDevicePrimaryCtxGetState &&
         real_cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active)
         return rc;
+    if (rc == CUDA_SUCCESS)
+        window_context_ends(NULL, (int)dev);
     return context_ended(rc);
 }
 

@@ -74,6 +74,16 @@ struct window {
     uint64_t first, last;       /* its launches' numbers */
     CUstream stream;            /* the stream they were made on */
     int ptsz, device;
+    /* The context that stream is of (for the NULL stream, the launching thread's current
+     * one): its scan is launched there, whichever thread closes it. */
+    CUcontext ctx;
+    /* A per-thread default stream's thread (its stream is no other's: only it may close
+     * the window); 0 for any other stream. */
+    uint64_t tid;
+    /* Launches marked that their threads have not made yet: a scan queued now could run
+     * before them, so the window is not closed while any is (window_after_launch). */
+    unsigned inflight;
+    bool due;                   /* full: closed by the launch that makes inflight 0 */
     /* What the host wrote between the last window's end and this one's: a buffer found
      * non-finite there is the host's doing or an input's, not a launch's (window_host_wrote). */
     struct range host[HOST_RANGES];
@@ -100,7 +110,8 @@ static unsigned nbad;
 static _Atomic bool exact;      /* a finding switched the process to exact scans */
 static struct range host_now[HOST_RANGES]; /* written since the last window closed */
 static unsigned nhost_now;
-static _Thread_local bool close_due;
+static uint64_t opened;         /* windows opened: which one a thread's mark went in */
+static _Thread_local uint64_t marked_in; /* the window this thread's last mark went in */
 
 void window_reset_after_fork(void)
 {
@@ -110,7 +121,8 @@ void window_reset_after_fork(void)
     open_slot = numbered = nbad = nhost_now = 0;
     tags = 0;
     atomic_store(&exact, false);
-    close_due = false;
+    opened = 0;
+    marked_in = 0;
 }
 
 bool window_on(void)
@@ -155,7 +167,10 @@ static struct win_entry *entry_for(struct window *w, const struct proto_copy *c)
 
 static void clear(struct window *w)
 {
-    w->n = w->launches = w->nhost = 0;
+    w->n = w->launches = w->nhost = w->inflight = 0;
+    w->due = false;
+    w->ctx = NULL;
+    w->tid = 0;
     w->first = w->last = 0;
     w->pending = false;
     w->results = NULL;
@@ -271,11 +286,27 @@ static bool close_locked(struct finding *out)
     struct window *w = &wins[open_slot];
     if (!w->n)
         return true;
+    /* A launch marked and not made yet: its scan queued now would run before it. */
+    if (w->inflight)
+        return false;
+    /* Another thread's own default stream: only that thread can reach it. */
+    if (w->tid && w->tid != stream_tid())
+        return false;
     unsigned next = (open_slot + 1) % WIN_SLOTS;
     if (!collect_locked(next, false, out))
         return false;
-    if (stream_capturing(w->stream, w->ptsz))
+    /* In the window's context, whatever this thread's is: the NULL stream is the current
+     * context's, and the scan must follow that context's launches, not another device's. */
+    struct ctx_scope scope = ctx_enter(w->ctx);
+    if (!scope.ok) {
+        clear(w); /* (its context cannot be entered: nothing of cudump's can go there) */
+        opened++;
+        return true;
+    }
+    if (stream_capturing(w->stream, w->ptsz)) {
+        ctx_leave(scope);
         return false;
+    }
     static const struct proto_copy *copies[WIN_ENTRIES]; /* under win_lock */
     for (unsigned i = 0; i < w->n; i++)
         copies[i] = &w->e[i].copy;
@@ -289,6 +320,7 @@ static bool close_locked(struct finding *out)
     w->tag = ++tags;
     w->results = tools_list_run(&li, copies, w->n, open_slot, w->tag, &rc);
     capture_restore(mode);
+    ctx_leave(scope);
     if (w->results) {
         w->pending = true;
         w->epoch = tools_list_epoch();
@@ -298,7 +330,18 @@ static bool close_locked(struct finding *out)
     }
     open_slot = next;
     clear(&wins[open_slot]);
+    opened++;
     return true;
+}
+
+/* The open window, given up unscanned (its stream or context is going). */
+static void drop_locked(void)
+{
+    struct window *w = &wins[open_slot];
+    if (w->n) {
+        clear(w);
+        opened++;
+    }
 }
 
 static void at_exit(void)
@@ -331,8 +374,13 @@ bool window_mark(const struct launch_info *li, const struct proto_copy *copies, 
         wins = calloc(WIN_SLOTS, sizeof *wins);
     }
     struct window *w = wins ? &wins[open_slot] : NULL;
-    /* One stream a window: another stream's launch closes it first. */
-    if (w && w->n && (w->stream != li->stream || w->ptsz != li->ptsz || w->device != li->device)) {
+    CUcontext ctx = stream_ctx(li);
+    bool per_thread = li->stream == CU_STREAM_PER_THREAD || (li->ptsz && !li->stream);
+    uint64_t tid = per_thread ? stream_tid() : 0;
+    /* One stream a window (of one context, and for a per-thread stream one thread):
+     * another stream's launch closes it first. */
+    if (w && w->n && (w->stream != li->stream || w->ptsz != li->ptsz || w->ctx != ctx ||
+                      w->tid != tid || w->device != li->device)) {
         if (close_locked(&found))
             w = &wins[open_slot];
         else
@@ -349,6 +397,8 @@ bool window_mark(const struct launch_info *li, const struct proto_copy *copies, 
             w->stream = li->stream;
             w->ptsz = li->ptsz;
             w->device = li->device;
+            w->ctx = ctx;
+            w->tid = tid;
             w->first = li->seq;
         }
         for (unsigned k = 0; k < n; k++) {
@@ -362,7 +412,9 @@ bool window_mark(const struct launch_info *li, const struct proto_copy *copies, 
         }
         w->last = li->seq;
         w->launches++;
-        close_due = w->launches >= max_launches() || w->n + 64 > WIN_ENTRIES;
+        w->inflight++;
+        w->due = w->due || w->launches >= max_launches() || w->n + 64 > WIN_ENTRIES;
+        marked_in = opened;
         marked = true;
     }
     pthread_mutex_unlock(&win_lock);
@@ -372,16 +424,43 @@ bool window_mark(const struct launch_info *li, const struct proto_copy *copies, 
 
 void window_after_launch(void)
 {
-    if (!close_due)
-        return;
-    close_due = false;
     struct finding found;
     pthread_mutex_lock(&win_lock);
     found.head.nfound = 0;
-    if (wins)
-        close_locked(&found);
+    struct window *w = wins ? &wins[open_slot] : NULL;
+    /* (Not where the window it went in was given up meanwhile.) */
+    if (w && marked_in == opened && w->inflight) {
+        w->inflight--;
+        if (w->due && !w->inflight)
+            close_locked(&found);
+    }
     pthread_mutex_unlock(&win_lock);
     report(&found);
+}
+
+void window_stream_ends(CUstream stream)
+{
+    if (!(channel_options() & OPTION_WATCH_NAN))
+        return;
+    struct finding found;
+    pthread_mutex_lock(&win_lock);
+    found.head.nfound = 0;
+    /* Its scan launched while the handle is good, or the window given up: never a launch
+     * on a stream destroyed. */
+    if (wins && wins[open_slot].n && wins[open_slot].stream == stream &&
+        !close_locked(&found))
+        drop_locked();
+    pthread_mutex_unlock(&win_lock);
+    report(&found);
+}
+
+void window_context_ends(CUcontext ctx, int device)
+{
+    pthread_mutex_lock(&win_lock);
+    if (wins && wins[open_slot].n &&
+        (ctx ? wins[open_slot].ctx == ctx : wins[open_slot].device == device))
+        drop_locked();
+    pthread_mutex_unlock(&win_lock);
 }
 
 void window_sync_before(void)

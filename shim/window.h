@@ -27,6 +27,12 @@ void window_sync_after(void);
  * hooks.c, where NaN/Inf scans record such writes): a buffer there found non-finite at
  * the next window's end is not reported as a launch's. */
 void window_host_wrote(CUdeviceptr dst, size_t bytes);
+/* Before cuStreamDestroy: the open window, if on that stream, is closed (its scan
+ * launched while the handle is good) or else given up. */
+void window_stream_ends(CUstream stream);
+/* A context ended (ctx; NULL: device's primary one): the open window, if of it, is given
+ * up, never scanned on a stream that went with it. */
+void window_context_ends(CUcontext ctx, int device);
 /* At exit: the open window closed, and every scan read (a few seconds at most). */
 void window_at_exit(void);
 void window_reset_after_fork(void);

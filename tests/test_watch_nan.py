@@ -220,3 +220,26 @@ def test_a_broken_watch_message_is_a_protocol_error():
                        reserved=0)
     with pytest.raises(p.ProtocolError):
         decode_window(one + found)       # no such scan mode
+
+
+def test_a_stream_destroyed_unwaited_gets_its_windows_scan_first(fake, cudump_run):
+    """`steps ... 4`: the last step's window is open on a stream the program destroys
+    without waiting for it. Its scan is launched before the handle goes (never on the
+    destroyed stream), so the poisoned last step is still found."""
+    ran = cudump_run(_steps(fake, "4", "4", str(INDEX), "4"), "--watch-nan")
+    assert ran.returncode == 0, ran.stderr
+    records = _window_records(ran.run_dir)
+    assert records and records[0]["touched_by"] == [10, 12], records
+
+
+def test_a_window_is_scanned_in_its_own_context(fake, cudump_run, bare_run):
+    """`steps ... 5`: each step's window (primary context, NULL stream) is followed by a
+    launch on a second context's NULL stream. The window is scanned in the context its
+    launches were made in, not the closing launch's (where the stand-in, as a GPU
+    without peer access, faults on the other context's memory)."""
+    argv = _steps(fake, "6", "5", str(INDEX), "4")
+    ran = cudump_run(argv, "--watch-nan", "--watch-nan-then", "go-on")
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == bare_run(argv).stdout
+    records = _window_records(ran.run_dir)
+    assert records and records[0]["touched_by"][0] == 13, records
