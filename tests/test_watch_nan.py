@@ -243,3 +243,15 @@ def test_a_window_is_scanned_in_its_own_context(fake, cudump_run, bare_run):
     assert ran.stdout == bare_run(argv).stdout
     records = _window_records(ran.run_dir)
     assert records and records[0]["touched_by"][0] == 13, records
+
+
+def test_a_window_is_not_scanned_before_a_launch_marked_in_it_is_made(fake, cudump_run):
+    """`steps ... 6`: step 4's first launch (10, w's producer) is marked, then held back
+    by the stand-in until a second thread's synchronize returns. That synchronize must not
+    close the window ahead of the launch (its scan would read w before 10 made it): the
+    window with launch 10 in it is scanned after it, and 10 is among its touchers."""
+    ran = cudump_run(_steps(fake, "6", "6", str(INDEX), "4"), "--watch-nan",
+                     env_extra={"FAKECUDA_PAUSE_LAUNCH": "10"})
+    assert ran.returncode == 0, ran.stderr
+    records = _window_records(ran.run_dir)
+    assert records and records[0]["touched_by"][0] == 10, records

@@ -165,6 +165,8 @@ CUresult cuCtxDestroy_v2(CUcontext ctx);
 CUresult cuCtxSetCurrent(CUcontext ctx);
 CUresult cuCtxGetCurrent(CUcontext *pctx);
 CUresult cuCtxPushCurrent_v2(CUcontext ctx);
+/* Not the driver's: whether a launch waits (FAKECUDA_PAUSE_LAUNCH, tests only). */
+int fakecuda_launch_paused(void);
 CUresult cuCtxPopCurrent_v2(CUcontext *pctx);
 CUresult cuCtxGetDevice(CUdevice *device);
 CUresult cuCtxSynchronize(void);

@@ -393,10 +393,13 @@ CUresult cuCtxSynchronize(void)
     /* Work runs synchronously, so there is nothing to wait for but held
      * streams; and a sync during a capture breaks it, as on the real driver. */
     fc_wait_held(NULL);
+    atomic_fetch_add(&fc_ctx_syncs, 1);
     if ((r = fc_fault_noticed()) != CUDA_SUCCESS)
         return r;
     return fc_capture_check_unsafe();
 }
+
+_Atomic unsigned long fc_ctx_syncs;
 
 CUresult cuCtxSynchronize_v2(CUcontext ctx)
 {

@@ -225,6 +225,11 @@ FC_HIDDEN volatile uint32_t *fc_tools_hold(const struct fc_builtin *k, const uns
  * process's first takes that long on that thread before it runs (a real launch takes
  * microseconds), so that a test sees what else reaches the device meanwhile. */
 FC_HIDDEN void fc_tools_delay(const struct fc_builtin *k);
+/* FAKECUDA_PAUSE_LAUNCH=N: the program's N-th launch (cudump's not counted) waits, before
+ * it is put on its stream, until another thread's cuCtxSynchronize has returned (10 s at
+ * most); fakecuda_launch_paused() tells a program's thread when it is waiting. */
+FC_HIDDEN void fc_pause_launch(const struct fc_builtin *k);
+FC_HIDDEN extern _Atomic unsigned long fc_ctx_syncs;
 /* How long cudump's kernel holds a stream nobody begins to serve before it opens
  * the gate itself: TOOL_HOLD_NS, or FAKECUDA_TOOLS_HOLD_NS (0: it gives up at once,
  * as the real kernel does when the shim never comes). */

@@ -532,6 +532,28 @@ FC_HIDDEN void fc_tools_delay(const struct fc_builtin *k)
         nanosleep(&nap, NULL);
 }
 
+static _Atomic long program_launches;
+static atomic_int launch_paused;
+
+int fakecuda_launch_paused(void)
+{
+    return atomic_load(&launch_paused);
+}
+
+FC_HIDDEN void fc_pause_launch(const struct fc_builtin *k)
+{
+    if (strncmp(k->short_name, "cudump_", 7) == 0)
+        return;
+    const char *at = getenv("FAKECUDA_PAUSE_LAUNCH");
+    long n = atomic_fetch_add(&program_launches, 1) + 1;
+    if (!at || atol(at) != n)
+        return;
+    unsigned long syncs = atomic_load(&fc_ctx_syncs);
+    atomic_store(&launch_paused, 1);
+    for (int i = 0; i < 100000 && atomic_load(&fc_ctx_syncs) == syncs; i++)
+        usleep(100);
+}
+
 FC_HIDDEN uint64_t fc_tools_hold_ns(void)
 {
     const char *ns = getenv("FAKECUDA_TOOLS_HOLD_NS");

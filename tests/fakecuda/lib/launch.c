@@ -58,6 +58,7 @@ static CUresult launch(CUfunction f, struct fc_dim3 grid, struct fc_dim3 block, 
                                   .programmatic = programmatic,
                                   .args = args}};
     fc_tools_delay(k);
+    fc_pause_launch(k);
     /* As the driver: a launch into a context destroyed meanwhile (by another thread,
      * during the delay above) fails. */
     if (!fc_context_alive(op.launch.ctx))

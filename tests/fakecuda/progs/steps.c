@@ -15,14 +15,30 @@
  * destroyed after the last step with its launches not waited for (as the driver allows).
  * With SYNC 5 each step's three launches (in the primary context, on the NULL stream) are
  * followed by w2 = x2 + x2 in a second context, on its NULL stream, not waited for.
+ * With SYNC 6 a second thread waits until the stand-in holds a launch back
+ * (FAKECUDA_PAUSE_LAUNCH) and then synchronizes the context, as SYNC 0 otherwise.
  * Usage: steps STEPS SYNC INDEX [POISON...]
  * Prints `sum S` (of z, with non-finite elements left out) and the launch tally.
  */
 #include "progcommon.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <time.h>
 
 #define N 1024
+
+/* SYNC 6's second thread: a synchronize while a launch of the first is held back. */
+static void *sync_when_paused(void *ctx)
+{
+    CHECK(cuCtxSetCurrent((CUcontext)ctx));
+    time_t until = time(NULL) + 30;
+    while (!fakecuda_launch_paused() && time(NULL) < until)
+        sched_yield();
+    CHECK(cuCtxSynchronize());
+    return NULL;
+}
 
 int main(int argc, char **argv)
 {
@@ -76,6 +92,13 @@ int main(int argc, char **argv)
         CHECK(cuCtxSetCurrent(main_ctx));
     }
     void *fourth[] = {&dx2, &dx2, &dw2, &n};
+    pthread_t syncer;
+    if (sync == 6) {
+        CUcontext ctx;
+        CHECK(cuCtxGetCurrent(&ctx));
+        if (pthread_create(&syncer, NULL, sync_when_paused, ctx))
+            FAIL("pthread_create");
+    }
     for (int k = 1; k <= steps; k++) {
         bool poison = false;
         for (int p = 4; p < argc; p++)
@@ -127,6 +150,8 @@ int main(int argc, char **argv)
         CHECK(cuGraphLaunch(exec, stream));
         CHECK(cuStreamSynchronize(other));
     }
+    if (sync == 6)
+        pthread_join(syncer, NULL);
     if (sync == 4) {
         CHECK(cuStreamDestroy_v2(stream));
         stream = NULL;
