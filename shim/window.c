@@ -9,9 +9,12 @@
  * it would read, with the launch's number, in the open window (a bounded hash
  * table). The window is closed at the program's own waits for the GPU (a
  * synchronize, a synchronous copy: hooks.c), after `watch_window` launches,
- * when it holds TOOL_LIST_MAX buffers, and before a launch on another stream
- * (a window's launches are all on one stream, so that its scan, queued on
- * that stream, follows them all). Closing it is one launch of the batched
+ * when it holds TOOL_LIST_MAX buffers, before a launch on another stream
+ * (a window's launches are all on one stream of one context, so that its scan,
+ * queued on that stream in that context, follows them all), and before its
+ * stream is destroyed (given up where it cannot be closed then, and when its
+ * context ends). It is not closed while a launch marked in it is not made yet,
+ * nor, on a per-thread default stream, by another thread. Closing it is one launch of the batched
  * scan (tools.c's tools_list_run) over every buffer the window touched; its
  * results land in mapped host memory, read once they are there (after the
  * program's wait, or at a later window's end), with nothing waited for.

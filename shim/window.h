@@ -12,10 +12,12 @@ bool window_on(void);
  * staging lock): the NaN/Inf scans after it of its kept plan, copies[0, n). Returns
  * false, marking nothing, where the plan is not one the window takes (a digest in it) or
  * the window has no room; the launch is then made with its plan as ever. A window on
- * another stream is closed first (its scan launched there). */
+ * another stream or context is closed first (its scan launched there, in its context).
+ * window_after_launch must follow every launch marked. */
 bool window_mark(const struct launch_info *li, const struct proto_copy *copies, unsigned n);
-/* After a marked launch has been made: the window is closed (its batched scan launched
- * on the stream) once it holds the launches or buffers it may. */
+/* After a marked launch has been made (whatever its result): the window is closed (its
+ * batched scan launched on the stream) once it holds the launches or buffers it may and
+ * no launch marked in it is still to be made. */
 void window_after_launch(void);
 /* Before a call of the program's that waits for the GPU (a synchronize, a synchronous
  * copy): the open window is closed, so that the wait covers its scan. */
