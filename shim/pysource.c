@@ -171,16 +171,38 @@ static void decide(void)
 
 static pthread_once_t places_once = PTHREAD_ONCE_INIT;
 
+/* The line the program's own hooks said is behind what runs on this thread (a
+ * PyTorch module's call, cudump/target): PyTorch gives the GIL up around its
+ * operations, so their launches find no frame to walk, and take this instead. */
+static _Thread_local uint32_t hook_source;
+
+SHIM_EXPORT unsigned cudump_scope_source(const char *text)
+{
+    uint32_t before = hook_source;
+    size_t len = text ? strlen(text) : 0;
+    hook_source = len ? scope_intern(0, SCOPE_SOURCE, text,
+                                     len < PROTO_MAX_SCOPE_NAME ? len : PROTO_MAX_SCOPE_NAME)
+                      : 0;
+    return before;
+}
+
+SHIM_EXPORT void cudump_scope_source_restore(unsigned node)
+{
+    hook_source = node;
+}
+
 uint32_t pysource_walk(void)
 {
     if (atomic_load_explicit(&pysource_on, memory_order_acquire) < 0)
         pthread_once(&once, decide);
-    if (atomic_load_explicit(&pysource_on, memory_order_acquire) != 1 || !py.gil_check())
+    if (atomic_load_explicit(&pysource_on, memory_order_acquire) != 1)
         return 0;
+    if (!py.gil_check())
+        return hook_source;
     pthread_once(&places_once, learn_places);
     py_object *frame = py.get_frame();
     if (!frame)
-        return 0;
+        return hook_source;
     py_object *owned = NULL; /* the reference PyFrame_GetBack gave */
     uint32_t node = 0;
     for (int depth = 0; frame && depth < PYSOURCE_FRAMES; depth++) {
@@ -203,5 +225,5 @@ uint32_t pysource_walk(void)
     }
     if (owned)
         py.dec_ref(owned);
-    return node;
+    return node ? node : hook_source;
 }
