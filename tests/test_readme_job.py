@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from test_readme_try import Shown, run_as_written
+from test_readme_try import Shown, run_as_written, shown_commands
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -19,18 +19,7 @@ MARKER = "<!-- multi-node-job:"
 
 def job_commands(text: str) -> list[Shown]:
     """The commands of the fenced block right under the section's marker, with their output."""
-    assert MARKER in text, "README.md has no multi-node job block"
-    lines = text[text.index(MARKER):].splitlines()
-    start = lines.index("```") + 1
-    end = lines.index("```", start)
-    shown: list[Shown] = []
-    for line in lines[start:end]:
-        if line.startswith("$ "):
-            shown.append(Shown(line[2:], []))
-        else:
-            assert shown, f"README.md's job block starts with output, not a command: {line!r}"
-            shown[-1].output.append(line)
-    return shown
+    return shown_commands(text, MARKER, "multi-node job")
 
 
 def test_the_multi_node_section_runs_as_written(shim_lib: Path, tmp_path: Path) -> None:

@@ -24,10 +24,11 @@ class Shown:
     output: list[str]
 
 
-def shown_commands(text: str) -> list[Shown]:
-    """The commands of the fenced block right under the marker, with their shown output."""
-    assert MARKER in text, "README.md has no 'Try it without a GPU' block"
-    lines = text[text.index(MARKER):].splitlines()
+def shown_commands(text: str, marker: str = MARKER,
+                   what: str = "'Try it without a GPU'") -> list[Shown]:
+    """The commands of the fenced block right under `marker`, with their shown output."""
+    assert marker in text, f"README.md has no {what} block"
+    lines = text[text.index(marker):].splitlines()
     start = lines.index("```") + 1
     end = lines.index("```", start)
     shown: list[Shown] = []
