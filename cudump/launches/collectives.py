@@ -60,8 +60,12 @@ class CollectivePlace:
 
 
 # How long a launch's where waits for the collectives launched before it that are still
-# in the trace ring (read on another thread than the launch's own message).
-WAIT_SECONDS = 0.5
+# in the trace ring (read on another thread than the launch's own message, every few
+# milliseconds): long enough for a loaded machine's reader to catch up, so a record names
+# the right interval. A wait that runs out (a ring that lost launches, a reader that
+# stopped) is the process's last: its later launches take what has been heard, so a
+# program never waits on it twice.
+WAIT_SECONDS = 10.0
 
 
 @dataclass
@@ -74,6 +78,7 @@ class CollectiveLog:
     heard: int = 0              # the highest launch number heard of (any kernel)
     ringed: bool = False        # launches come through the trace ring (may lag a message)
     kernels: int = 0            # collective functions the process announced
+    lagging: bool = False       # a wait ran out: no launch waits again
     _cond: threading.Condition = field(default_factory=threading.Condition, repr=False)
 
     def announce(self) -> None:
@@ -98,11 +103,12 @@ class CollectiveLog:
         with self._cond:
             if not self.kernels and not self.seqs:
                 return None
-            if wait and self.ringed:
+            if wait and self.ringed and not self.lagging:
                 deadline = time.monotonic() + WAIT_SECONDS
                 while self.heard < seq - 1:
                     left = deadline - time.monotonic()
                     if left <= 0:
+                        self.lagging = True
                         break
                     self._cond.wait(left)
             k = bisect.bisect_left(self.seqs, seq)
