@@ -66,10 +66,15 @@ def test_try_without_gpu_commands_run_as_written(shim_lib: Path, tmp_path: Path)
     shown = shown_commands(README.read_text(encoding="utf-8"))
     assert [s.command.split()[0] for s in shown][:2] == ["python3", "export"]
     assert any(s.command.startswith("cudump ") for s in shown)
+    run_in_a_checkout(shown, tmp_path)
+
+
+def run_in_a_checkout(shown: list[Shown], tmp_path: Path) -> Path:
+    """Runs README commands as written in a fresh folder holding the checkout's tests/, with
+    `cudump` as installed would be (this checkout's package, on PATH); returns the folder."""
     root = tmp_path / "checkout"
     root.mkdir()
     (root / "tests").symlink_to(ROOT / "tests")
-    # `cudump` as installed would be: this checkout's package, on PATH.
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     wrapper = bin_dir / "cudump"
@@ -78,6 +83,7 @@ def test_try_without_gpu_commands_run_as_written(shim_lib: Path, tmp_path: Path)
     env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", PYTHONPATH=str(ROOT))
     env.pop("LD_LIBRARY_PATH", None)
     run_as_written(shown, root, env)
+    return root
 
 
 TUNING = ["--trace-ring", "--staging", "--scratch", "--write-behind", "--scans-ahead",
