@@ -11,9 +11,11 @@ from cudump.launches.collectives import CollectiveLog
 
 
 def test_a_launch_waits_for_the_collectives_before_it_still_in_the_ring() -> None:
-    log = CollectiveLog(ringed=True)
+    log = CollectiveLog(ring_head=lambda: 4)       # the shim has written 4 launches
     log.announce()
     log.heard_of([(1, None), (2, "all-reduce")])
+    log.drained_to(2)
+    log.heard_of([(11, None)])                     # a later launch's message comes first
     asked = threading.Event()
     result: list = []
 
@@ -25,6 +27,7 @@ def test_a_launch_waits_for_the_collectives_before_it_still_in_the_ring() -> Non
     thread.start()
     asked.wait()
     log.heard_of([(3, None), (4, "all-reduce")])    # the ring's reader catches up
+    log.drained_to(4)
     thread.join()
     place = result[0]
     assert place is not None and (place.count, place.op) == (2, "all-reduce")
@@ -33,9 +36,10 @@ def test_a_launch_waits_for_the_collectives_before_it_still_in_the_ring() -> Non
 
 def test_a_ring_that_never_catches_up_is_waited_for_once(monkeypatch) -> None:
     monkeypatch.setattr(collectives, "WAIT_SECONDS", 0.01)
-    log = CollectiveLog(ringed=True)
+    log = CollectiveLog(ring_head=lambda: 8)
     log.announce()
     log.heard_of([(2, "all-reduce")])
+    log.drained_to(2)
     place = log.before(9, wait=True)                # launches 3-8 never come
     assert place is not None and place.count == 1
     assert log.lagging
