@@ -382,3 +382,34 @@ def test_a_buffer_of_no_known_type_is_compared_as_the_type_others_gave_it(
     assert "step 3: snapshots of 1 launch whose digests differ (launch 7)" in quick.stdout
     assert "  equal within the tolerance\n" in quick.stdout
     assert "by the sums of |x|" in quick.stdout
+
+
+def test_each_run_of_a_side_finds_empty_compiler_caches_of_its_own(cudump: Cudump, diverge: str,
+                                                                    tmp_path: Path) -> None:
+    """A torch.compile program launches fewer kernels once its compiler caches are warm, so
+    a side's re-runs would not launch what its digest run did: each run gets empty caches
+    of its own in the work directory, unless the user's environment names them."""
+    seen = tmp_path / "seen.txt"
+    wrapper = tmp_path / "prog.sh"
+    wrapper.write_text(f'#!/bin/sh\n[ -d "$TORCHINDUCTOR_CACHE_DIR" ] && [ -z "$(ls -A '
+                       f'"$TORCHINDUCTOR_CACHE_DIR")" ] && echo "$TORCHINDUCTOR_CACHE_DIR '
+                       f'$TRITON_CACHE_DIR" >> {seen}\n'
+                       f'touch "$TORCHINDUCTOR_CACHE_DIR/warm" 2>/dev/null\n'
+                       f'exec {diverge} "$@"\n')
+    wrapper.chmod(0o755)
+    work = tmp_path / "work"
+    done = cudump("bisect", "--env-b", "DIVERGE_AT=5", "--out", str(work), "--", str(wrapper))
+    assert done.returncode == 1, done.stdout + done.stderr
+    runs = [line.split() for line in seen.read_text().splitlines()]
+    assert len(runs) >= 4                                # A and B: digests, then snapshots
+    inductor = [r[0] for r in runs]
+    assert len(set(inductor)) == len(inductor)           # each run its own, found empty
+    assert all(Path(d).is_relative_to(work / "compile-caches") for r in runs for d in r)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    seen.unlink()
+    done = cudump("bisect", "--env-a", f"TORCHINDUCTOR_CACHE_DIR={mine}", "--env-b",
+                  f"TORCHINDUCTOR_CACHE_DIR={mine}", "--env-b", "DIVERGE_AT=5", "--out",
+                  str(tmp_path / "work2"), "--", str(wrapper))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert (mine / "warm").exists()                       # the user's own cache was used

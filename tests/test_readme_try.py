@@ -24,10 +24,11 @@ class Shown:
     output: list[str]
 
 
-def shown_commands(text: str) -> list[Shown]:
-    """The commands of the fenced block right under the marker, with their shown output."""
-    assert MARKER in text, "README.md has no 'Try it without a GPU' block"
-    lines = text[text.index(MARKER):].splitlines()
+def shown_commands(text: str, marker: str = MARKER,
+                   what: str = "'Try it without a GPU'") -> list[Shown]:
+    """The commands of the fenced block right under `marker`, with their shown output."""
+    assert marker in text, f"README.md has no {what} block"
+    lines = text[text.index(marker):].splitlines()
     start = lines.index("```") + 1
     end = lines.index("```", start)
     shown: list[Shown] = []
@@ -65,10 +66,15 @@ def test_try_without_gpu_commands_run_as_written(shim_lib: Path, tmp_path: Path)
     shown = shown_commands(README.read_text(encoding="utf-8"))
     assert [s.command.split()[0] for s in shown][:2] == ["python3", "export"]
     assert any(s.command.startswith("cudump ") for s in shown)
+    run_in_a_checkout(shown, tmp_path)
+
+
+def run_in_a_checkout(shown: list[Shown], tmp_path: Path) -> Path:
+    """Runs README commands as written in a fresh folder holding the checkout's tests/, with
+    `cudump` as installed would be (this checkout's package, on PATH); returns the folder."""
     root = tmp_path / "checkout"
     root.mkdir()
     (root / "tests").symlink_to(ROOT / "tests")
-    # `cudump` as installed would be: this checkout's package, on PATH.
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     wrapper = bin_dir / "cudump"
@@ -77,6 +83,7 @@ def test_try_without_gpu_commands_run_as_written(shim_lib: Path, tmp_path: Path)
     env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", PYTHONPATH=str(ROOT))
     env.pop("LD_LIBRARY_PATH", None)
     run_as_written(shown, root, env)
+    return root
 
 
 TUNING = ["--trace-ring", "--staging", "--scratch", "--write-behind", "--scans-ahead",

@@ -9,40 +9,33 @@ from collections.abc import Callable
 from cudump.wire.protocol import MAX_FLIGHT
 
 
+def _number(text: str, fits: Callable[[int], bool], error: str) -> int:
+    """`text` as a whole number that `fits`, else argparse's error `error` (one line)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(error) from None
+    if not fits(value):
+        raise argparse.ArgumentTypeError(error)
+    return value
+
+
 def whole(option: str, low: int, high: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = low - 1
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"bad {option} '{text}': a whole number from "
-                                             f"{low}")
-        return value
+        return _number(text, lambda v: low <= v <= high,
+                       f"bad {option} '{text}': a whole number from {low}")
 
     return parse
 
 
 def ring_slots(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 2 or value > 1 << 24 or value & (value - 1):
-        raise argparse.ArgumentTypeError(f"bad ring size '{text}': a power of two from 2 "
-                                         f"to {1 << 24}")
-    return value
+    return _number(text, lambda v: 2 <= v <= 1 << 24 and not v & (v - 1),
+                   f"bad ring size '{text}': a power of two from 2 to {1 << 24}")
 
 
 def error_exitcode(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= 255:
-        raise argparse.ArgumentTypeError(f"bad --error-exitcode '{text}': an exit status "
-                                         "from 1 to 255")
-    return value
+    return _number(text, lambda v: 1 <= v <= 255,
+                   f"bad --error-exitcode '{text}': an exit status from 1 to 255")
 
 
 def step_range(text: str) -> str:
@@ -52,11 +45,6 @@ def step_range(text: str) -> str:
 
 
 def flight_slots(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= MAX_FLIGHT:
-        raise argparse.ArgumentTypeError(f"bad --flight '{text}': the launches each process "
-                                         f"keeps, from 1 to {MAX_FLIGHT}")
-    return value
+    return _number(text, lambda v: 1 <= v <= MAX_FLIGHT,
+                   f"bad --flight '{text}': the launches each process keeps, from 1 to "
+                   f"{MAX_FLIGHT}")

@@ -73,8 +73,9 @@ class StatsCommand:
             for line in layer_lines(layer_stats(run, pattern)):
                 print(line)
             return 0
-        if is_job(args.run) or args.against is not None:
-            if is_job(args.run):
+        job = is_job(args.run)
+        if job or args.against is not None:
+            if job:
                 for line in job_stats_lines(args.run, args.node, pattern, args.full_names):
                     print(line)
             # The job as a whole: its ranks in one order (analysis/job_order.py).

@@ -198,7 +198,7 @@ class Controller:
         if self.timeline is not None:
             self.timeline.process(proc)
         if self.drain is not None:
-            proc.collectives.ringed = True      # its launches come through the ring
+            proc.collectives.ring_head = lambda: shared.ring_head  # launches come through it
             self.drain.add(proc, shared)
         if self.snapshots is not None:
             self.snapshots.attach(proc, shared)

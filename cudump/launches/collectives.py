@@ -19,7 +19,7 @@ import bisect
 import re
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 # NCCL's operation words, as reports name them.
@@ -60,8 +60,16 @@ class CollectivePlace:
 
 
 # How long a launch's where waits for the collectives launched before it that are still
-# in the trace ring (read on another thread than the launch's own message).
-WAIT_SECONDS = 0.5
+# in the trace ring (read on another thread than the launch's own message, every few
+# milliseconds): long enough for a loaded machine's reader to catch up, so a record names
+# the right interval. What it waits for is the ring read up to where the shim had written
+# it when the launch's own message came: the shim writes a launch into the ring before it
+# sends any later launch's message, so every launch made before it is then heard of (a
+# launch number heard through a message says nothing of the ring's launches before it).
+# A wait that runs out (a ring that lost launches, a reader that stopped) is the
+# process's last: its later launches take what has been heard, so a program never waits
+# on it twice.
+WAIT_SECONDS = 10.0
 
 
 @dataclass
@@ -71,9 +79,13 @@ class CollectiveLog:
 
     seqs: list[int] = field(default_factory=list)     # sorted launch numbers
     ops: dict[int, str] = field(default_factory=dict)
-    heard: int = 0              # the highest launch number heard of (any kernel)
-    ringed: bool = False        # launches come through the trace ring (may lag a message)
+    # The trace ring's head as the shim has written it, where launches come through one (a
+    # message may then come before the ring's launches made ahead of it are read); and how
+    # far the ring's reader has heard of them.
+    ring_head: Callable[[], int] | None = None
+    drained: int = 0
     kernels: int = 0            # collective functions the process announced
+    lagging: bool = False       # a wait ran out: no launch waits again
     _cond: threading.Condition = field(default_factory=threading.Condition, repr=False)
 
     def announce(self) -> None:
@@ -88,21 +100,31 @@ class CollectiveLog:
                 if op is not None and seq not in self.ops:
                     self.ops[seq] = op
                     bisect.insort(self.seqs, seq)
-                self.heard = max(self.heard, seq)
+            self._cond.notify_all()
+
+    def drained_to(self, position: int) -> None:
+        """The ring's reader has heard of every launch the ring held before `position`."""
+        with self._cond:
+            self.drained = max(self.drained, position)
             self._cond.notify_all()
 
     def before(self, seq: int, wait: bool = False) -> CollectivePlace | None:
         """Where launch `seq` lies: None while its process had launched no collective. With
         `wait` (a launch's own message, when the ring carries the others), waits a bounded
-        time for the launches before it to be heard of."""
+        time for the ring to be read as far as the shim has written it now."""
         with self._cond:
             if not self.kernels and not self.seqs:
                 return None
-            if wait and self.ringed:
+            if wait and self.ring_head is not None and not self.lagging:
+                try:
+                    written = self.ring_head()
+                except (ValueError, OSError):    # the process's shared memory is gone
+                    written = self.drained
                 deadline = time.monotonic() + WAIT_SECONDS
-                while self.heard < seq - 1:
+                while self.drained < written:
                     left = deadline - time.monotonic()
                     if left <= 0:
+                        self.lagging = True
                         break
                     self._cond.wait(left)
             k = bisect.bisect_left(self.seqs, seq)

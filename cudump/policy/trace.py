@@ -180,10 +180,14 @@ class LaunchFeed:
             missing = {n for n in missing if n not in nodes}
         self._given_up |= {(proc.pid, n) for n in missing}
 
-    def launches(self, proc: ProcessState, rows: Sequence[Sequence[Any]]) -> None:
+    def launches(self, proc: ProcessState, rows: Sequence[Sequence[Any]],
+                 ring_read: int | None = None) -> None:
+        """`ring_read`: rows from the process's trace ring, read up to that position."""
         self._await_scopes(proc, rows)
         count_launches(proc, rows)
         hear_collectives(proc, rows)
+        if ring_read is not None:
+            proc.collectives.drained_to(ring_read)
         for sink in self.sinks:
             sink.launches(proc, rows)
 
@@ -274,12 +278,12 @@ class TraceDrain(RingDrain["_Ring"]):
         events = ring.slots[index[:count]].copy()  # out of the ring before it is reused
         ring.tail += count
         ring.shared.set_ring_tail(ring.tail)
-        self._write(ring.proc, events)
+        self._write(ring.proc, events, ring.tail)
         return count
 
-    def _write(self, proc: ProcessState, events: np.ndarray) -> None:
+    def _write(self, proc: ProcessState, events: np.ndarray, read: int) -> None:
         columns = [events[f].tolist() for f in EVENT_FIELDS]
-        self.feed.launches(proc, list(zip(*columns, strict=True)))
+        self.feed.launches(proc, list(zip(*columns, strict=True)), read)
 
     def dropped(self) -> int:
         return sum(r.shared.ring_dropped for r in self._each())

@@ -3,7 +3,8 @@
 # them and writes what a terminal would show (the command after "$ ", then its stdout and
 # stderr together) to OUT/NN-name.txt; the pictures the README shows are copied to OUT too.
 #
-#   pip install . && make -C samples      # on a machine with an NVIDIA GPU and nvcc
+#   pip install . && make -C samples      # on a machine with an NVIDIA GPU and nvcc (and
+#                                         # PyTorch, for step 08)
 #   bash docs/tutorial/run.sh OUT
 #   python3 docs/tutorial/fill_readme.py OUT
 #
@@ -157,6 +158,12 @@ run 0 "cudump --timeline threads.json samples/build/threads 4" && expect_run 4
 run 0 "python3 docs/tutorial/timeline_png.py threads.json threads.png"
 picture threads.json 07-timeline.json
 picture threads.png 07-timeline.png
+check_size
+
+step 08-layers
+run 0 "cudump --check-nan --layers python3 samples/torch_layers_nan.py 2>&1 | grep -e '^cudump: writing' -e produced" \
+    && expect_run 5
+run 0 "cudump stats --by layer cudump-out/5"
 check_size
 
 out_kib=$(du -sk "$OUT" | cut -f1)

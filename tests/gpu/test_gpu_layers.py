@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
-from gpurun import cudump_command, run, under_cudump
+from gpurun import cudump_command, run, sample, under_cudump
 
 pytestmark = pytest.mark.gpu
 
@@ -66,7 +67,7 @@ def test_traced_launches_name_their_layer_pass_and_step(workdir, tmp_path):
     bare = run([sys.executable, str(program)], workdir, timeout=300)
     assert bare.returncode == 0, bare.stderr[-3000:]
     out = tmp_path / "run"
-    ran = run(under_cudump([sys.executable, str(program)], out, trace=True,
+    ran = run(under_cudump(program, out, trace=True,
                            extra=["--layers"]), workdir, timeout=300)
     assert ran.returncode == 0, ran.stderr[-3000:]
     assert ran.stdout == bare.stdout
@@ -91,53 +92,19 @@ def test_traced_launches_name_their_layer_pass_and_step(workdir, tmp_path):
     assert first_conv[:1] == [0], first_conv
 
 
-OVERFLOW = """\
-import torch
-from torch import nn
-
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.stem = nn.Conv2d(3, 16, 3, padding=1)
-        self.layer1 = nn.Sequential(nn.Conv2d(16, 16, 3, padding=1), nn.ReLU())
-        self.layer2 = nn.Sequential(nn.Conv2d(16, 16, 3, padding=1), nn.ReLU())
-        self.fc = nn.Linear(16, 10)
-
-    def forward(self, x):
-        return self.fc(self.layer2(self.layer1(self.stem(x))).mean((2, 3)))
-
-
-torch.manual_seed(0)
-torch.backends.cudnn.allow_tf32 = False
-model = Net().cuda()
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
-x = torch.randn(8, 3, 32, 32, device="cuda")
-y = torch.randint(0, 10, (8,), device="cuda")
-for step in range(3):
-    if step == 1:
-        with torch.no_grad():  # finite weights whose sums overflow: ReLU outputs are >= 0
-            model.layer2[0].weight.fill_(1e38)
-    opt.zero_grad()
-    out = model(x)
-    loss = nn.functional.cross_entropy(out, y)
-    loss.backward()
-    opt.step()
-torch.cuda.synchronize()
-print("done")
-"""
-
-
 def test_an_overflowing_convolution_is_named_by_module_pass_step_and_line(workdir, tmp_path):
     """The first NaN/Inf report names the convolution's module path, the forward pass, the
-    step and the program's line that called the model; `stats --by layer` says which layer
-    produced it and which only carried it on."""
+    step and the line of the program's own code behind it (the model's forward); `stats
+    --by layer` says which layer produced it and which only carried it on."""
     pytest.importorskip("torch")
-    program = tmp_path / "cnn_overflow.py"
-    program.write_text(OVERFLOW)
-    call_line = OVERFLOW.splitlines().index("    out = model(x)") + 1
+    program = sample("torch_layers_nan.py")
+    text = Path(program[-1]).read_text()
+    # The innermost frame of the program's own code: the model's forward, which called the
+    # convolution's module.
+    forward_line = next(i for i, line in enumerate(text.splitlines(), 1)
+                        if line.startswith("        return self.fc("))
     out = tmp_path / "run"
-    ran = run(under_cudump([sys.executable, str(program)], out,
+    ran = run(under_cudump(program, out,
                            extra=["--check-nan", "--layers", "--max-bytes", "2G"]),
               workdir, timeout=300)
     assert ran.returncode == 0, ran.stderr[-3000:]
@@ -146,7 +113,8 @@ def test_an_overflowing_convolution_is_named_by_module_pass_step_and_line(workdi
     assert reports, ran.stderr[-3000:]
     first = reports[0]
     assert "produced" in first, first
-    assert f"in layer2.0 (forward, step 1) at cnn_overflow.py:{call_line}" in first, first
+    assert "in layer2.0 (forward, step 1) at " in first, first
+    assert f"torch_layers_nan.py:{forward_line} " in first, first
     stats = run([*cudump_command(), "stats", "--by", "layer", str(out)], workdir)
     assert stats.returncode == 0, stats.stderr
     rows = {tuple(line.split()[:2]): line.split() for line in stats.stdout.splitlines()

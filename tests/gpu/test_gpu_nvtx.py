@@ -82,7 +82,7 @@ def test_a_python_programs_ranges_name_its_launches_and_graph_nodes(workdir, tmp
     ran = run(under_cudump([sys.executable, str(program)], out, trace=True,
                            extra=["--timeline", str(timeline)]), workdir)
     assert ran.returncode == 0, ran.stderr[-3000:]
-    assert ran.stdout == f"sum {float(6 * (1 << 16))}\n"
+    assert ran.stdout == f"sum {float(10 * (1 << 16))}\n"      # (1 + 1) * 5
     trace = RunDir(out).trace()
     launches = [r for r in trace if r.get("event") == "launch"]
     assert "prepare" in {scope_text(r) for r in launches}, [scope_text(r) for r in launches]

@@ -18,6 +18,12 @@ from cudump.rundir.summary import read_exit_status
 from cudump.rundir.watch import RunProgress, RunWatch
 
 WATCH_SECONDS = 0.2          # how often a side's run is looked at for the progress line
+# Compilers' caches a program fills on its first run (torch.compile's Inductor, Triton). A
+# run that finds them warm launches fewer kernels (no compiling, no autotuning benchmarks)
+# than one that finds them cold, so the snapshot re-runs of a side would not launch what its
+# digest run did. Each run gets empty ones of its own, in the work directory, unless the
+# user's environment names them.
+COMPILE_CACHES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 
 
 @dataclass
@@ -52,13 +58,19 @@ def run_side(side: Side, run_dir: Path, log: Path, options: Sequence[str],
     cudump could not run the program (a program that fails is a SideRun with its status).
     `watch` hears how far the run has got, from the start and then every WATCH_SECONDS."""
     cmd = cudump_argv("--out", str(run_dir), *options, "--", *side.argv)
+    env = side.environment()
     try:
         runfiles.make_dir(log.parent)
+        for name in COMPILE_CACHES:
+            if name not in env:
+                cache = run_dir.parent / "compile-caches" / run_dir.name / name.lower()
+                runfiles.make_dirs(cache)
+                env[name] = str(cache)
         with runfiles.create_file(log) as out:
             # A session of its own: a terminal's Ctrl-C is bisect's, and bisect stops the
             # side run's whole process group, its program included (interrupt).
             child = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
-                                     stderr=subprocess.STDOUT, env=side.environment(),
+                                     stderr=subprocess.STDOUT, env=env,
                                      start_new_session=True)
     except OSError as err:
         raise BisectError(f"{side.label}: cannot start cudump: {err.strerror or err}") from None
