@@ -217,6 +217,8 @@ enum proto_scope_kind {   /* proto_scope.kind (cudump/launches/scopes.py's Scope
 enum proto_notice_kind {  /* proto_notice.kind */
     NOTICE_DEVICE_GRAPH = 1,  /* graph `graph` was instantiated for device launch: launches
                                * of it from device code never reach the shim */
+    NOTICE_WATCH_EXACT = 2,   /* --watch-nan: the batched scan could not run (`detail`: the
+                               * CUresult); the process scans every launch exactly instead */
 };
 
 /* proto_tensormap.encoding: the function that made the map. */
@@ -687,7 +689,7 @@ struct proto_watch_found {
 };
 struct proto_notice {
     uint32_t kind;          /* enum proto_notice_kind */
-    uint32_t reserved;
+    uint32_t detail;        /* NOTICE_WATCH_EXACT: the CUresult; else 0 */
     uint64_t graph;         /* the per-process graph number, as in proto_launch.graph */
 };
 

@@ -111,6 +111,10 @@ static uint64_t tags;
 static struct bad known_bad[KNOWN_BAD];
 static unsigned nbad;
 static _Atomic bool exact;      /* a finding switched the process to exact scans */
+/* Set once the batched scan could not run (not for a capture): why, for the notice that
+ * report() sends once. */
+static bool fell_back;
+static _Atomic unsigned fallback_due;
 static struct range host_now[HOST_RANGES]; /* written since the last window closed */
 static unsigned nhost_now;
 static uint64_t opened;         /* windows opened: which one a thread's mark went in */
@@ -124,6 +128,8 @@ void window_reset_after_fork(void)
     open_slot = numbered = nbad = nhost_now = 0;
     tags = 0;
     atomic_store(&exact, false);
+    fell_back = false;
+    atomic_store(&fallback_due, 0);
     opened = 0;
     marked_in = 0;
 }
@@ -138,6 +144,32 @@ static unsigned max_launches(void)
 {
     unsigned w = channel_watch_window();
     return w ? w : WIN_DEFAULT_LAUNCHES;
+}
+
+/* Whether a window's finding switches the process to exact per-launch scans. A window's
+ * scan reads a buffer once, at the window's end, as the element type of the launch that
+ * marked it: what it finds is unconfirmed (the memory may hold another type's data by
+ * then) until an exact scan, of the launch that wrote it, sees it. So with `exact` and
+ * with `stop` (the controller ends the program once an exact scan confirms a finding),
+ * only `go-on` stays in windows. */
+static bool switches_to_exact(void)
+{
+    return channel_watch_then() != WATCH_THEN_GO_ON;
+}
+
+/* The bytes a scan reads: [src, end_of(c)). */
+static uint64_t end_of(const struct proto_copy *c)
+{
+    return c->src + (c->height - 1) * c->pitch + c->width;
+}
+
+/* Whether scans a and b read overlapping memory as different element types: memory
+ * reused within a window (a caching allocator's block handed to a tensor of another
+ * type, a graph's pool) read at the end with the first user's type would show that
+ * type's NaN/Inf patterns in the second's finite data. */
+static bool retyped(const struct proto_copy *a, const struct proto_copy *b)
+{
+    return tool_mode(a) != tool_mode(b) && a->src < end_of(b) && b->src < end_of(a);
 }
 
 static bool same_scan(const struct proto_copy *a, const struct proto_copy *b)
@@ -222,7 +254,7 @@ static bool collect_locked(unsigned k, bool wait, struct finding *out)
         }
     }
     out->head = (struct proto_watch){.first = w->first, .last = w->last, .window = w->number,
-                                     .exact = channel_watch_then() == WATCH_THEN_EXACT};
+                                     .exact = switches_to_exact()};
     for (unsigned i = 0; i < w->n; i++) {
         const struct proto_tool_result *r = &w->results[i];
         const struct win_entry *e = &w->e[i];
@@ -238,9 +270,7 @@ static bool collect_locked(unsigned k, bool wait, struct finding *out)
             continue; /* non-finite at its last scan too: reported then */
         bool host = false;
         for (unsigned h = 0; h < w->nhost && !host; h++)
-            host = e->copy.src < w->host[h].end &&
-                   w->host[h].start < e->copy.src + (e->copy.height - 1) * e->copy.pitch +
-                                          e->copy.width;
+            host = e->copy.src < w->host[h].end && w->host[h].start < end_of(&e->copy);
         if (nbad < KNOWN_BAD)
             known_bad[nbad++] = (struct bad){e->copy.src, e->copy.width, e->copy.height,
                                              e->copy.pitch};
@@ -259,10 +289,30 @@ static bool collect_locked(unsigned k, bool wait, struct finding *out)
     return true;
 }
 
+/* The batched scan could not be launched (rc; no cudump_scan_list in the loaded PTX, a
+ * failed JIT, host memory that could not be registered, no device memory): windows would
+ * be closed unscanned from now on, and nothing found. The process scans every launch
+ * exactly instead, as --check-nan does, and the controller is told once. A capture (of
+ * another thread's, in global mode) is no reason: the window's next close tries again. */
+static void fall_back_locked(CUresult rc)
+{
+    bool capture = rc >= 900 && rc <= 908; /* the CUDA_ERROR_STREAM_CAPTURE_* family */
+    if (rc == CUDA_SUCCESS || capture || fell_back)
+        return;
+    fell_back = true;
+    atomic_store_explicit(&exact, true, memory_order_relaxed);
+    atomic_store(&fallback_due, (unsigned)rc);
+}
+
 /* Sends what a window found, and switches to exact scans if the user chose that; not
  * where all it found is what the host wrote. */
 static void report(const struct finding *f)
 {
+    unsigned why = atomic_exchange(&fallback_due, 0);
+    if (why) {
+        struct proto_notice ev = {.kind = NOTICE_WATCH_EXACT, .detail = why};
+        channel_send_event(MSG_NOTICE, 0, &ev, sizeof ev);
+    }
     bool launches = false;
     for (unsigned i = 0; i < f->head.nfound; i++)
         launches = launches || !f->found[i].host;
@@ -330,6 +380,7 @@ static bool close_locked(struct finding *out)
         w->number = ++numbered;
     } else {
         clear(w); /* the kernel cannot run there: nothing to read */
+        fall_back_locked(rc);
     }
     open_slot = next;
     clear(&wins[open_slot]);
@@ -345,6 +396,17 @@ static void drop_locked(void)
         clear(w);
         opened++;
     }
+}
+
+/* Whether a scan after the launch (copies[0, n)) reads memory the window holds as another
+ * element type. */
+static bool retyped_in(const struct window *w, const struct proto_copy *copies, unsigned n)
+{
+    for (unsigned k = 0; k < n; k++)
+        for (unsigned i = 0; copies[k].phase == PHASE_AFTER && i < w->n; i++)
+            if (retyped(&w->e[i].copy, &copies[k]))
+                return true;
+    return false;
 }
 
 static void at_exit(void)
@@ -367,6 +429,12 @@ bool window_mark(const struct launch_info *li, const struct proto_copy *copies, 
     }
     if (!scans || scans > WIN_ENTRIES)
         return false;
+    /* A launch that reads one range as two types: scanned exactly, each scan after it. */
+    for (unsigned k = 0; k < n; k++)
+        for (unsigned j = k + 1; j < n; j++)
+            if (copies[k].phase == PHASE_AFTER && copies[j].phase == PHASE_AFTER &&
+                retyped(&copies[k], &copies[j]))
+                return false;
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, register_exit);
     struct finding found;
@@ -388,6 +456,14 @@ bool window_mark(const struct launch_info *li, const struct proto_copy *copies, 
             w = &wins[open_slot];
         else
             w = NULL; /* (still open on its stream: this launch is scanned exactly) */
+    }
+    /* Memory the window holds as another element type (reused since): the window is
+     * closed first, so that its scan reads that memory before this launch writes it. */
+    if (w && w->n && retyped_in(w, copies, n)) {
+        if (close_locked(&found))
+            w = &wins[open_slot];
+        else
+            w = NULL;
     }
     if (w && w->n + scans > WIN_ENTRIES) {
         if (close_locked(&found))
@@ -608,7 +684,20 @@ static unsigned graph_entries(struct window_graph *wg, const struct proto_copy *
         e->last_node = node_of[i];
         e->func = func_of[i];
     }
-    return m;
+    /* Memory a later node uses as another element type (a block of the graph's pool
+     * reused within the replay): the scan node, after them all, reads what the later one
+     * left, so only the later one's entry is kept. */
+    bool older[WIN_ENTRIES] = {false};
+    for (unsigned k = 0; k < m; k++)
+        for (unsigned j = 0; j < m && !older[k]; j++)
+            older[k] = j != k && retyped(&wg->e[k].copy, &wg->e[j].copy) &&
+                       (wg->e[j].last_node > wg->e[k].last_node ||
+                        (wg->e[j].last_node == wg->e[k].last_node && j > k));
+    unsigned kept = 0;
+    for (unsigned k = 0; k < m; k++)
+        if (!older[k])
+            wg->e[kept++] = wg->e[k];
+    return kept;
 }
 
 /* Carves the area's regions for n entries out of one registered allocation. */
@@ -847,7 +936,7 @@ void window_graph_check(struct window_graph *wg, uint32_t id)
     struct finding f;
     f.head = (struct proto_watch){.first = first_seq, .last = last_seq, .graph = id,
                                   .replays = (uint32_t)(done - wg->seen),
-                                  .exact = channel_watch_then() == WATCH_THEN_EXACT};
+                                  .exact = switches_to_exact()};
     for (unsigned i = 0; i < wg->scanned; i++) {
         struct wg_entry *e = &wg->e[i];
         uint64_t bad = __atomic_load_n(&wg->a.record[i][0], __ATOMIC_ACQUIRE);

@@ -5,6 +5,8 @@ launches a step (w = x + x, y = w * w, z = y + w) and overflows w at the poisone
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from records import manifest, nan_lines
 
@@ -27,16 +29,18 @@ def _steps(fake, *args: str) -> list[str]:
     return [str(fake.programs["steps"]), *args]
 
 
-def test_one_launch_in_a_window_is_named_exactly(fake, cudump_run):
+def test_one_launch_in_a_window_is_named_unconfirmed(fake, cudump_run):
     """Synchronizing after every launch makes windows of one launch: the producer of w
-    (step 5's first launch, launch 13) is named exactly."""
+    (step 5's first launch, launch 13) is named, but never "named exactly": a window's
+    scan read w once, at the window's end, and only an exact scan confirms it."""
     ran = cudump_run(_steps(fake, "8", "1", str(INDEX), "5"), "--watch-nan")
     assert ran.returncode == 0, ran.stderr
     records = _window_records(ran.run_dir)
     assert [(r["launch"], r["producer"], r["first_nonfinite"]) for r in records] == [
-        (13, "exact", INDEX)]
+        (13, "sole", INDEX)]
     line = nan_lines(ran.stderr)[0]
-    assert "launch 13 of vecAdd" in line and "named exactly" in line
+    assert "launch 13 of vecAdd" in line and "unconfirmed" in line
+    assert not any("named exactly" in line for line in nan_lines(ran.stderr))
 
 
 def test_two_candidates_are_bounded_then_named_exactly_after_the_switch(fake, cudump_run):
@@ -48,7 +52,7 @@ def test_two_candidates_are_bounded_then_named_exactly_after_the_switch(fake, cu
     records = _window_records(ran.run_dir)
     w = records[0]
     assert (w["producer"], w["touched_by"], w["touches"]) == ("bounded", [13, 15], 3)
-    assert all(r["producer"] != "exact" for r in records)  # z is carried on, not made
+    assert all(r["producer"] != "sole" for r in records)  # z is carried on, not made
     assert any("bounded to launches 13-15" in line for line in nan_lines(ran.stderr))
     exact = [r for r in manifest(ran.run_dir)
              if r.get("nan_producer") and "nan_window" not in r and r["phase"] == "after"
@@ -161,13 +165,56 @@ def test_a_clean_graph_loop_costs_one_scan_node_a_replay(fake, cudump_run, bare_
     assert counts["scan_list_launches"] == 2 + 11
 
 
-def test_stop_ends_the_program_at_the_first_finding(fake, cudump_run):
-    ran = cudump_run(_steps(fake, "40", "0", str(INDEX), "5"), "--watch-nan",
+def test_stop_ends_the_program_once_an_exact_scan_confirms(fake, cudump_run):
+    """A window's finding (step 5) switches the process to exact scans; step 20's NaN/Inf,
+    seen by the exact scan of its launch, ends it."""
+    ran = cudump_run(_steps(fake, "40", "0", str(INDEX), "5", "20"), "--watch-nan",
                      "--watch-nan-then", "stop")
     assert ran.returncode != 0
-    assert "--watch-nan-then stop" in ran.stderr and "SIGTERM" in ran.stderr
+    assert "an exact scan confirmed" in ran.stderr and "SIGTERM" in ran.stderr
     assert "launches vecAdd=80" not in ran.stdout     # it did not run to its end
     assert _window_records(ran.run_dir)
+    exact = [r for r in manifest(ran.run_dir) if r.get("nan_producer") and "nan_window" not in r]
+    assert exact and exact[0]["launch"] == 58, exact
+
+
+def test_stop_never_ends_the_program_on_a_window_finding_alone(fake, cudump_run):
+    """Step 5's NaN/Inf is found by a window and never comes again: no exact scan confirms
+    it, so the program runs to its end."""
+    ran = cudump_run(_steps(fake, "40", "0", str(INDEX), "5"), "--watch-nan",
+                     "--watch-nan-then", "stop")
+    assert ran.returncode == 0, ran.stderr
+    assert "launches vecAdd=80" in ran.stdout
+    assert _window_records(ran.run_dir) and "ending process" not in ran.stderr
+
+
+@pytest.mark.parametrize("graph", ["0", "1"])
+@pytest.mark.parametrize("then", ["go-on", "stop"])
+def test_memory_reused_as_another_type_is_no_finding(fake, cudump_run, bare_run, graph, then):
+    """`reuse`: each step writes w as fp16 ones, then as floats whose upper halves read
+    as fp16 Inf. The window is closed before the float launch marks w (eagerly), and a
+    graph's scan node keeps w's later (float) scan only: nothing is found, and with
+    `stop` the healthy program is not ended."""
+    argv = [str(fake.programs["reuse"]), "12", graph, str(INDEX)]
+    ran = cudump_run(argv, "--watch-nan", "--watch-nan-then", then)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == bare_run(argv).stdout and "nonfinite 0" in ran.stdout
+    assert _window_records(ran.run_dir) == [] and nan_lines(ran.stderr) == []
+
+
+def test_a_batched_scan_that_cannot_run_falls_back_to_exact_scans(fake, cudump_run):
+    """FAKECUDA_NO_SCAN_LIST: cudump's module has no cudump_scan_list (an older PTX). The
+    first window's close says so once, counts it in summary.json, and the process scans
+    every launch exactly: step 5's producer (launch 13) is still found."""
+    ran = cudump_run(_steps(fake, "12", "0", str(INDEX), "5"), "--watch-nan",
+                     env_extra={"FAKECUDA_NO_SCAN_LIST": "1"})
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stderr.count("could not launch the batched scan") == 1, ran.stderr
+    summary = json.loads((ran.run_dir / "summary.json").read_text())
+    assert summary["watch_fallbacks"] == 1
+    exact = [r for r in manifest(ran.run_dir)
+             if r.get("origin") == "produced" and "nan_window" not in r]
+    assert exact and exact[0]["launch"] == 13, exact
 
 
 @pytest.mark.parametrize("value", ["0", "x", "-3"])

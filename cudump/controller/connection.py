@@ -13,6 +13,7 @@ import socket
 import struct
 from collections.abc import Callable
 
+from cudump.analysis.flight import error_name
 from cudump.console import say, warn
 from cudump.controller.inject import Injection
 from cudump.controller.ranks import environ_rank
@@ -170,6 +171,14 @@ class Connection:
             warn(f"graph {n['graph']} of process {self.proc.pid} was instantiated for device "
                  f"launch: cudump sees its launches from the host only; launches from device "
                  f"code are neither traced nor snapshotted")
+        elif n["kind"] == p.NoticeKind.WATCH_EXACT:
+            snapshots = self.controller.snapshots
+            if snapshots is not None:
+                with snapshots.state.lock:
+                    snapshots.state.tally.watch_fallbacks += 1
+            warn(f"--watch-nan: process {self.proc.pid} could not launch the batched scan "
+                 f"({error_name(n['detail'])}); it scans every launch exactly from now on, as "
+                 f"--check-nan does")
 
     def on_watch(self, msg: p.Message) -> None:
         assert self.proc is not None
@@ -371,10 +380,22 @@ def _options(ctl: Controller) -> p.Option:
 
 def _watched(ctl: Controller, proc: ProcessState, report: WindowReport) -> None:
     """What a window of launches (or a graph's scan node) found: reported, and with
-    --watch-nan-then stop, the process ended."""
-    if ctl.snapshots is not None:
-        ctl.snapshots.report.window(proc, report)
-    if report.launches_found and ctl.options.watch_then == "stop":
-        say(f"cudump: ending process {proc.pid} (--watch-nan-then stop)")
+    --watch-nan-then stop, the process ended once an exact scan confirms a NaN/Inf (the
+    shim scans every launch exactly after the finding): a window's scan may read reused
+    memory as another type, so its finding alone never ends a healthy job."""
+    if ctl.snapshots is None:
+        return
+    ctl.snapshots.report.window(proc, report)
+    if not report.launches_found or ctl.options.watch_then != "stop":
+        return
+    rank = f", rank {proc.rank}" if proc.rank is not None else ""
+    say(f"cudump: process {proc.pid}{rank} is ended once an exact scan confirms a NaN/Inf "
+        f"(--watch-nan-then stop)")
+
+    def end() -> None:
+        say(f"cudump: ending process {proc.pid}{rank} (--watch-nan-then stop): an exact scan "
+            f"confirmed a NaN/Inf")
         with contextlib.suppress(OSError):
             os.kill(proc.pid, signal.SIGTERM)
+
+    ctl.snapshots.report.end_when_confirmed(proc.pid, end)

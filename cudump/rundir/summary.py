@@ -101,6 +101,8 @@ class RunSummary:
     nan_produced: int = 0          # of which from finite inputs, or by the host's writes
     first_nan_producer: NanProducer | None = None   # the first launch or host write that did
     first_nan_report: NanLaunch | None = None     # the run's first report, of either kind
+    watch_fallbacks: int = 0       # --watch-nan: processes whose batched scan could not run,
+                                   # which scanned every launch exactly from then on
     ranks: dict[int, int] = field(default_factory=dict)   # pid -> rank, where known
     repeated_launches: int = 0     # launches the shim planned itself (a repeated plan)
     planned_launches: int = 0      # launches the controller was asked about (a round trip)

@@ -108,6 +108,7 @@ class WatchThen(IntEnum):     # after a window's finding (--watch-nan-then)
 
 class NoticeKind(IntEnum):
     DEVICE_GRAPH = 1    # a graph instantiated for device launch
+    WATCH_EXACT = 2     # --watch-nan's batched scan could not run: exact scans instead
 
 
 class LaunchFlag(IntFlag):
@@ -360,7 +361,7 @@ WATCH_FOUND = _layout("proto_watch_found", ("address", "Q"), ("width", "Q"), ("h
                       ("first_touch", "Q"), ("last_touch", "Q"), ("touches", "I"),
                       ("first_node", "I"), ("host", "I"), ("func", "I"), ("mode", "I"),
                       ("node", "I"))
-NOTICE = _layout("proto_notice", ("kind", "I"), ("reserved", "I"), ("graph", "Q"))
+NOTICE = _layout("proto_notice", ("kind", "I"), ("detail", "I"), ("graph", "Q"))
 GRAPH_NODE = _layout("proto_graph_node", ("node", "I"), ("id", "I"), ("grid", "3I"),
                      ("block", "3I"), ("smem", "I"), ("child", "I"))
 COUNT = _layout("proto_count", ("id", "I"), ("reserved", "I"), ("launches", "Q"),

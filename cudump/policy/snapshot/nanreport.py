@@ -9,6 +9,7 @@ from the host-write ring (hostwrites.HostWriteWatch). Nothing else says `cudump:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -47,6 +48,8 @@ class NanReporter:
         # (pid, ring position) of the host writes counted as producers (once each)
         self.counted: set[tuple[int, int]] = set()
         self.hinted = False     # the --layers hint is said once a run
+        # pid -> what ends it once an exact scan confirms a NaN/Inf (--watch-nan-then stop)
+        self.ending: dict[int, Callable[[], None]] = {}
 
     def launch(self, pending: PlannedLaunch, copy: PlannedCopy, after: Scan,
                origin: Origin) -> None:
@@ -123,9 +126,10 @@ class NanReporter:
                 phase="after", address=hex(found.address), dtype=found.dtype, shape=None,
                 file=None, rank=proc.rank)
             named = report.named(found)
+            # "sole": the window's only launch that touched it, unconfirmed (windows.py)
             record.extra.update(
                 nan_window=report.window, window_launches=[report.first, report.last],
-                producer="exact" if named else "carried" if found.exact else "bounded",
+                producer="sole" if named else "carried" if found.exact else "bounded",
                 touched_by=[found.first_touch, found.last_touch], touches=found.touches,
                 nonfinite=found.count, first_nonfinite=found.first_index,
                 elements=found.elements, nan_producer=named)
@@ -135,14 +139,27 @@ class NanReporter:
             made = NanLaunch(proc.pid, found.last_touch, kernel, proc.rank)
             with self.state.lock:
                 self.state.append_locked(record)
-                self.state.tally.count_window(made, named)
+                self.state.tally.count_window(made)
             who = report.who(found, kernel)
             say(f"{PREFIX}{who} (process {proc.pid}{rank}) left {found.count} of "
                 f"{found.elements} elements at 0x{found.address:x} non-finite, the first at "
                 f"index {found.first_index}; {report.bound(found)}")
         if report.exact_next and report.launches_found:
-            say(f"{PREFIX}process {proc.pid}{rank} now scans every launch exactly "
-                f"(--watch-nan-then exact): a NaN/Inf that comes again is named at its launch")
+            say(f"{PREFIX}process {proc.pid}{rank} now scans every launch exactly: a NaN/Inf "
+                f"that comes again is named at its launch")
+
+    def end_when_confirmed(self, pid: int, end: Callable[[], None]) -> None:
+        """--watch-nan-then stop: `end` is called once an exact scan of the process (or its
+        memset's pattern) confirms a NaN/Inf, never on a window's finding alone."""
+        with self.state.lock:
+            self.ending.setdefault(pid, end)
+
+    def confirmed(self, pid: int) -> None:
+        """An exact scan of the process saw NaN/Inf: a stop waiting for that is made."""
+        with self.state.lock:
+            end = self.ending.pop(pid, None)
+        if end is not None:
+            end()
 
     def memset(self, proc: ProcessState, write: HostWrite, pattern: str) -> None:
         """A memset of the program's whose pattern is NaN/Inf for its element size: a
@@ -157,6 +174,7 @@ class NanReporter:
         if self.state.on_nan is not None:
             self.state.on_nan(proc.pid, proc.rank, None, None,
                               f"NaN/Inf written by {write.api} before launch {write.before}")
+        self.confirmed(proc.pid)
 
     def _count_host_locked(self, pid: int, rank: int | None, write: HostWrite) -> None:
         """A host write counted as a producer, once however many reports name it (the

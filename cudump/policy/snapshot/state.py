@@ -80,6 +80,8 @@ class Tally:
     repeated: int = 0
     asked: int = 0      # launches planned here, each a round trip (MSG_BEGIN); by kernel:
     asked_kernels: collections.Counter[str] = field(default_factory=collections.Counter)
+    # --watch-nan: processes whose batched scan could not run, switched to exact scans
+    watch_fallbacks: int = 0
 
     def count_nan(self, record: SnapshotRecord, origin: Origin) -> None:
         """A buffer a launch turned NaN/Inf (under the state's lock)."""
@@ -93,16 +95,14 @@ class Tally:
             self.nan_produced += 1
             self._first(made)
 
-    def count_window(self, made: NanLaunch, exact: bool) -> None:
+    def count_window(self, made: NanLaunch) -> None:
         """A buffer a window of launches turned NaN/Inf (--watch-nan; under the state's
-        lock): its producer named exactly, or bounded to the window's launches."""
+        lock). Never counted as produced, nor the run's first producer: a window's finding
+        is unconfirmed until an exact scan sees it (windows.py)."""
         self.nan_reports += 1
         self.nan_producers += 1
         if self.first_report is None:
             self.first_report = made
-        if exact:
-            self.nan_produced += 1
-            self._first(made)
 
     def count_host(self, pid: int, rank: int | None, write: HostWrite) -> None:
         """A write of the host's that left NaN/Inf: a producer (under the state's lock)."""

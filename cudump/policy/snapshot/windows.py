@@ -3,12 +3,16 @@
 The shim marks the buffers each launch made with a kept plan of scans would have scanned,
 and scans them all at once at the window's end (shim/window.c). A buffer found non-finite
 that was finite at its last scan comes back in MSG_WATCH with the window's launches that
-touched it. Where only one did, that launch is the producer, named exactly (the buffer was
-finite before the window, and nothing else of the window touched it); otherwise the
-producer is bounded to those launches, and the report says which and why. What follows a
-finding (--watch-nan-then) is the shim's: exact per-launch scans from then on (the next
-occurrence is named exactly, as --check-nan names it, and its producer snapshotted), or
-windows again, or the program ended.
+touched it. Where only one did, that launch is the likely producer (the buffer was finite
+before the window, and nothing else of the window touched it); otherwise the producer is
+bounded to those launches, and the report says which and why. A window's finding is never
+named exactly: its scan read the buffer once, at the window's end, as the element type of
+the launch that marked it, and memory reused since (a caching allocator's block, a graph's
+pool) may hold another type's finite data that reads as NaN/Inf that way. Only an exact
+scan confirms it. What follows a finding (--watch-nan-then) is the shim's: exact
+per-launch scans from then on (the next occurrence is named exactly, as --check-nan names
+it, and its producer snapshotted), with `stop` the program ended once an exact scan
+confirms a NaN/Inf, or windows again (`go-on`).
 """
 
 from __future__ import annotations
@@ -25,6 +29,9 @@ DEFAULT_THEN = "exact"
 # Launches a window holds at most (the shim's default, shim/window.c).
 DEFAULT_WINDOW = 128
 MAX_WINDOW = 1 << 20
+# Why a window's finding names no producer exactly (each report's sole-toucher words end so).
+UNCONFIRMED = ("the window's scan read it once, at the window's end, as the type that "
+               "launch gave it: an exact scan confirms it")
 
 
 @dataclass(frozen=True)
@@ -48,7 +55,8 @@ class WindowFound:
 
     @property
     def exact(self) -> bool:
-        """Only one launch of the window touched the buffer: it is the producer."""
+        """Only one launch of the window touched the buffer: the likely producer, unconfirmed
+        until an exact scan sees it."""
         return self.touches == 1
 
     @property
@@ -96,8 +104,8 @@ class WindowReport:
         return min(earlier, key=lambda g: self.span(g)[0]) if earlier else None
 
     def named(self, f: WindowFound) -> bool:
-        """Whether f's producer is named exactly: one launch of the window touched it and
-        nothing found non-finite came before that launch in the window."""
+        """Whether f's producer is named, unconfirmed: one launch of the window touched it
+        and nothing found non-finite came before that launch in the window."""
         return f.exact and self.carried_from(f) is None
 
     @property
@@ -121,9 +129,9 @@ class WindowReport:
                     f"NaN/Inf at 0x{source.address:x} (touched from launch "
                     f"{source.first_touch} on)")
         if f.exact:
-            return (f"named exactly: the only launch of window {self.window} (launches "
+            return (f"unconfirmed: the only launch of window {self.window} (launches "
                     f"{self.first}-{self.last}) that touched the buffer, which was finite "
-                    f"before it")
+                    f"before it; {UNCONFIRMED}")
         return (f"bounded to launches {f.first_touch}-{f.last_touch}, the {f.touches} of "
                 f"window {self.window} (launches {self.first}-{self.last}) that touched the "
                 f"buffer: the window was scanned once, at its end")
@@ -137,8 +145,8 @@ class WindowReport:
                     f"0x{source.address:x} (touched from kernel node {source.first_node} on), "
                     f"in {where}")
         if f.exact:
-            return (f"named exactly: kernel node {f.node} is the only one of graph "
-                    f"{self.graph} that touches the buffer, in {where}")
+            return (f"unconfirmed: kernel node {f.node} is the only one of graph "
+                    f"{self.graph} that touches the buffer, in {where}; {UNCONFIRMED}")
         return (f"bounded to kernel nodes {f.first_node}-{f.node}, the {f.touches} of graph "
                 f"{self.graph} that touch the buffer, in {where}: one node scans what the "
                 f"graph's kernels wrote, after them all")

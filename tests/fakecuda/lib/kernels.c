@@ -50,6 +50,7 @@ enum {
     K_POKE,
     K_ALLREDUCE,
     K_SCAN_LIST,
+    K_FILL_HALF,
     K_COUNT
 };
 
@@ -124,6 +125,20 @@ static void fill_int(const unsigned char *args, struct fc_dim3 b, struct fc_dim3
     const struct fc_builtin *k = self(K_FILL);
     ARG(int *, args, k, 0, p);
     ARG(int, args, k, 1, v);
+    ARG(int, args, k, 2, n);
+    unsigned int i = gx(b, t, d);
+    if ((long long)i < n)
+        p[i] = v;
+}
+
+/* fillHalf(__half* p, unsigned short v, int n): p[i] = v, v an fp16 element's bits */
+static void fill_half(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
+                      struct fc_dim3 d, struct fc_dim3 g)
+{
+    (void)g;
+    const struct fc_builtin *k = self(K_FILL_HALF);
+    ARG(uint16_t *, args, k, 0, p);
+    ARG(uint16_t, args, k, 1, v);
     ARG(int, args, k, 2, n);
     unsigned int i = gx(b, t, d);
     if ((long long)i < n)
@@ -602,6 +617,7 @@ static struct fc_builtin builtins[K_COUNT] = {
                      "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 1, {4096}, {0}, 0, NULL},
     [K_SCAN_LIST] = {"cudump_scan_list", "cudump_scan_list", 1, {sizeof(struct tool_list)},
                      {0}, 0, scan_list},
+    [K_FILL_HALF] = {"_Z8fillHalfP6__halfti", "fillHalf", 3, {8, 2, 4}, {0}, 0, fill_half},
 };
 
 FC_HIDDEN const size_t fc_builtin_count = K_COUNT;
