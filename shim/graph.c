@@ -114,6 +114,8 @@ struct graph_exec {
      * (window.h), made from the scans planned for a replay, and launched instead of the
      * application's graph while the allocations and the control generation stay. */
     CUgraphExec watched;
+    /* Its node's state; kept when the copy goes (parameters changed, memory it scanned
+     * freed), for the next copy to use its memory again. */
     struct window_graph *wg;
     unsigned long long watched_removals;
     uint32_t watched_gen;
@@ -345,17 +347,22 @@ static bool context_alive(struct graph_exec *g)
     return !g->ctx_gone && (!g->ctx.ctx || ctx_key_match(&g->ctx, g->ctx.ctx) == CTX_SAME);
 }
 
-/* The instrumented copy no longer matches (parameters changed, or the graph goes); nor
- * does the copy with the scan node, whose findings so far are read first. */
-static void drop_cached(struct graph_exec *g)
+/* The copy with the scan node no longer matches: its findings so far are read, and it
+ * goes (its node's state stays, for the next copy). */
+static void drop_watched(struct graph_exec *g)
 {
-    if (g->wg)
+    if (g->wg && g->watched)
         window_graph_check(g->wg, (uint32_t)g->id);
     if (g->watched && shim_real_cuGraphExecDestroy() && context_alive(g))
         shim_real_cuGraphExecDestroy()(g->watched);
     g->watched = NULL;
-    window_graph_drop(g->wg);
-    g->wg = NULL;
+}
+
+/* The instrumented copy no longer matches (parameters changed, or the graph goes); nor
+ * does the copy with the scan node. */
+static void drop_cached(struct graph_exec *g)
+{
+    drop_watched(g);
     if (g->cached && shim_real_cuGraphExecDestroy() && context_alive(g))
         shim_real_cuGraphExecDestroy()(g->cached);
     g->cached = NULL;
@@ -372,6 +379,8 @@ static void free_graph(struct graph_exec *g)
 {
     bool alive = context_alive(g);
     drop_cached(g);
+    window_graph_drop(g->wg);
+    g->wg = NULL;
     if (g->src && real_cuGraphDestroy && alive)
         real_cuGraphDestroy(g->src);
     free_kernels(g->kernels, g->nkernels);
@@ -1056,7 +1065,7 @@ static struct window_graph *watch_begin(struct graph_exec *g, const struct launc
         funcs[c] = g->kernels[node_of[c]].e->id;
     }
     CUresult rc;
-    return window_graph_new(li, copies, node_of, funcs, total, &rc);
+    return window_graph_new(li, copies, node_of, funcs, total, g->wg, &rc);
 }
 
 /* At exit: what the scan nodes found by then (the program's last wait has read the rest). */
@@ -1071,6 +1080,14 @@ static void watch_at_exit(void)
     atexit(watch_checked_at_exit);
 }
 
+/* A scan node's state that will not be used: dropped, and no longer the graph's. */
+static void forget_wg(struct graph_exec *g, struct window_graph *wg)
+{
+    if (g->wg == wg)
+        g->wg = NULL;
+    window_graph_drop(wg);
+}
+
 /* The replay that planned the scans has run (`ran`: and been waited for): the clone with
  * the scan node after everything (g->watched), over the buffers the probe saw the graph
  * write, for the replays after this one. */
@@ -1082,7 +1099,7 @@ static void watch_end(struct graph_exec *g, struct window_graph *wg, bool ran, u
     size_t size = 0;
     char *area = staging_area(&size);
     if (!ran || !ctl || !area) {
-        window_graph_drop(wg);
+        forget_wg(g, wg);
         return;
     }
     for (unsigned c = 0; c < total; c++) {
@@ -1104,12 +1121,14 @@ static void watch_end(struct graph_exec *g, struct window_graph *wg, bool ran, u
     if (rc == CUDA_SUCCESS)
         rc = shim_real_cuGraphInstantiateWithFlags()(&exec, graph, 0);
     if (rc == CUDA_SUCCESS) {
+        if (g->wg != wg)
+            window_graph_drop(g->wg); /* (too small for this one: its memory stays) */
         g->watched = exec;
         g->wg = wg;
         g->watched_removals = alloctab_removals();
         g->watched_gen = gen;
     } else {
-        window_graph_drop(wg);
+        forget_wg(g, wg);
     }
     if (graph)
         real_cuGraphDestroy(graph);
@@ -1248,25 +1267,39 @@ static CUresult run_instrumented(cuGraphLaunch_fn real, struct graph_exec *g, CU
     return in.rc;
 }
 
-/* Whether the copy with the scan node may run this replay: made against the allocations
- * and the control generation as they still are, in a context that still is. */
+/* Whether the copy with the scan node may run this replay: made at the control
+ * generation as it still is, in a context that still is, over buffers all still held
+ * (after a free anywhere, they are looked up again: a free of memory the graph does not
+ * use keeps the copy). Where it may not, it goes now, so that this very replay plans
+ * the scans again and makes the next copy. */
 static bool may_watch(struct graph_exec *g)
 {
+    if (!g->watched)
+        return false;
     const volatile struct proto_control *ctl = channel_control();
-    return g->watched && window_on() && ctl && ctl->generation == g->watched_gen &&
-           alloctab_removals() == g->watched_removals && context_alive(g) && !g->unsafe;
+    unsigned long long removals = alloctab_removals();
+    bool ok = window_on() && ctl && ctl->generation == g->watched_gen && context_alive(g) &&
+              !g->unsafe;
+    if (ok && removals != g->watched_removals) {
+        ok = window_graph_readable(g->wg);
+        if (ok)
+            g->watched_removals = removals;
+    }
+    if (!ok)
+        drop_watched(g);
+    return ok;
 }
 
 /* The replay with the scan node: what earlier replays' scans found is read first (nothing
  * is waited for), and the open window of launches ends before the graph (window.h). */
 static CUresult run_watched(cuGraphLaunch_fn real, struct graph_exec *g, CUstream stream,
-                            unsigned long long seq)
+                            int ptsz, unsigned long long seq)
 {
     window_graph_check(g->wg, (uint32_t)g->id);
     window_sync_before();
     CUresult rc = real(g->watched, stream);
     if (rc == CUDA_SUCCESS)
-        window_graph_launched(g->wg, seq);
+        window_graph_launched(g->wg, seq, stream, ptsz);
     return rc;
 }
 
@@ -1305,7 +1338,7 @@ static CUresult run_graph(cuGraphLaunch_fn real, CUgraphExec exec, CUstream stre
         .seq = seq, .tid = stream_tid(), .captured = capturing, .graph = g ? g->id : 0,
         .scope = here_scope, .step = here_step, .source = here_source};
     flight_begin(&flown);
-    CUresult rc = watch        ? run_watched(real, g, stream, seq)
+    CUresult rc = watch        ? run_watched(real, g, stream, ptsz, seq)
                   : instrument ? run_instrumented(real, g, stream, ptsz, seq, replay)
                                : real(exec, stream);
     flight_end(&flown, rc);

@@ -639,11 +639,26 @@ struct wg_area {
 };
 
 struct window_graph {
+    /* The stream of the replay that planned it: the node's list and the accumulators are
+     * put on the device there, asynchronously (a synchronous memset or copy would go on
+     * the legacy stream, a wait the program never made, and one that loses another
+     * thread's capture of a blocking stream). */
+    CUstream stream;
+    int ptsz;
     unsigned n;                     /* entries */
     unsigned scanned;               /* of which the scan node scans (written ones, first) */
     struct wg_entry *e;
+    /* What the GPU reads and writes, made for `cap` entries, and kept for the graph's
+     * later copies (window_graph_new's `reuse`): a graph whose copy is made again (its
+     * parameters changed, memory it used was freed) costs no new memory each time. */
+    unsigned cap;
     struct wg_area a;
-    CUdeviceptr acc;                /* WG_ACCS x n accumulators, zeroed */
+    CUdeviceptr acc;                /* WG_ACCS x cap accumulators, zeroed */
+    CUdeviceptr list_dev;           /* the scan node's list in device memory, or 0 */
+    /* Recorded behind each launch made with the node: the memory above is used again
+     * only once the last one is done. */
+    CUevent last;
+    bool recorded;
     CUfunction fn;
     unsigned max_blocks;
     bool probed;                    /* the probe's nodes are in the instrumented copy */
@@ -661,8 +676,8 @@ static CUdeviceptr mapped(const void *host)
                : 0;
 }
 
-/* The entries of wg: one a buffer the scans read, and the kernel nodes that touch it. */
-static unsigned graph_entries(struct window_graph *wg, const struct proto_copy *copies,
+/* The entries (into ents): one a buffer the scans read, and the kernel nodes that touch it. */
+static unsigned graph_entries(struct wg_entry *ents, const struct proto_copy *copies,
                               const uint32_t *node_of, const uint32_t *func_of, unsigned n)
 {
     unsigned m = 0;
@@ -671,9 +686,9 @@ static unsigned graph_entries(struct window_graph *wg, const struct proto_copy *
         if (!(c->flags & COPY_TOOL) || tool_mode(c) == TOOL_DIGEST || !tools_readable(c))
             continue;
         unsigned k = 0;
-        while (k < m && !same_scan(&wg->e[k].copy, c))
+        while (k < m && !same_scan(&ents[k].copy, c))
             k++;
-        struct wg_entry *e = &wg->e[k];
+        struct wg_entry *e = &ents[k];
         if (k == m) {
             *e = (struct wg_entry){.copy = *c, .first_node = node_of[i], .written = true};
             e->copy.phase = PHASE_AFTER;
@@ -690,13 +705,13 @@ static unsigned graph_entries(struct window_graph *wg, const struct proto_copy *
     bool older[WIN_ENTRIES] = {false};
     for (unsigned k = 0; k < m; k++)
         for (unsigned j = 0; j < m && !older[k]; j++)
-            older[k] = j != k && retyped(&wg->e[k].copy, &wg->e[j].copy) &&
-                       (wg->e[j].last_node > wg->e[k].last_node ||
-                        (wg->e[j].last_node == wg->e[k].last_node && j > k));
+            older[k] = j != k && retyped(&ents[k].copy, &ents[j].copy) &&
+                       (ents[j].last_node > ents[k].last_node ||
+                        (ents[j].last_node == ents[k].last_node && j > k));
     unsigned kept = 0;
     for (unsigned k = 0; k < m; k++)
         if (!older[k])
-            wg->e[kept++] = wg->e[k];
+            ents[kept++] = ents[k];
     return kept;
 }
 
@@ -735,28 +750,79 @@ static CUresult area_make(struct wg_area *a, unsigned n)
     return rc;
 }
 
+/* Whether the GPU is done with wg's memory: no launch made with its node is still to
+ * run (the host waits for the last one, which a copy made again seldom has to). */
+static bool idle(struct window_graph *wg)
+{
+    cuEventSynchronize_fn sync = shim_real_cuEventSynchronize();
+    return !wg->recorded || (wg->last && sync && sync(wg->last) == CUDA_SUCCESS);
+}
+
+/* wg's memory made ready for a new set of entries (m of them, in ents, which it takes):
+ * the host's part cleared, the accumulators zeroed on li's stream. */
+static CUresult renew(struct window_graph *wg, const struct launch_info *li,
+                      struct wg_entry *ents, unsigned m)
+{
+    cuMemsetD8Async_fn zero = li->ptsz ? shim_real_cuMemsetD8Async_ptsz()
+                                       : shim_real_cuMemsetD8Async();
+    CUresult rc = zero ? zero(wg->acc, 0, (size_t)wg->cap * WG_ACCS * TOOL_ACC_WORDS * 8,
+                              li->stream)
+                       : CUDA_ERROR_NOT_SUPPORTED;
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    memset(wg->a.base, 0, wg->a.size);
+    free(wg->e);
+    wg->e = ents;
+    wg->n = wg->scanned = m;
+    wg->stream = li->stream;
+    wg->ptsz = li->ptsz;
+    wg->probed = false;
+    wg->launched = wg->seen = 0;
+    return CUDA_SUCCESS;
+}
+
 struct window_graph *window_graph_new(const struct launch_info *li,
                                       const struct proto_copy *copies, const uint32_t *node_of,
-                                      const uint32_t *func_of, unsigned n, CUresult *rc)
+                                      const uint32_t *func_of, unsigned n,
+                                      struct window_graph *reuse, CUresult *rc)
 {
+    struct wg_entry *ents = calloc(n < WIN_ENTRIES ? (n ? n : 1) : WIN_ENTRIES, sizeof *ents);
+    unsigned m = ents ? graph_entries(ents, copies, node_of, func_of, n) : 0;
+    *rc = !ents ? CUDA_ERROR_OUT_OF_MEMORY : !m ? CUDA_ERROR_NOT_FOUND /* none a scan may read */
+                                                : CUDA_SUCCESS;
+    if (*rc != CUDA_SUCCESS) {
+        free(ents);
+        return NULL;
+    }
+    /* The graph's earlier copy's memory, where it has room and the GPU is done with it. */
+    if (reuse && m <= reuse->cap && idle(reuse)) {
+        *rc = renew(reuse, li, ents, m);
+        if (*rc != CUDA_SUCCESS)
+            free(ents);
+        return *rc == CUDA_SUCCESS ? reuse : NULL;
+    }
     struct window_graph *wg = calloc(1, sizeof *wg);
     *rc = wg ? tools_list_fn(li, &wg->fn, &wg->max_blocks) : CUDA_ERROR_OUT_OF_MEMORY;
-    if (*rc == CUDA_SUCCESS) {
-        wg->e = calloc(n < WIN_ENTRIES ? n : WIN_ENTRIES, sizeof *wg->e);
-        *rc = wg->e ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    if (*rc != CUDA_SUCCESS) {
+        free(ents);
+        free(wg);
+        return NULL;
     }
+    wg->e = ents;
+    wg->n = wg->scanned = wg->cap = m;
+    cuMemsetD8Async_fn zero = li->ptsz ? shim_real_cuMemsetD8Async_ptsz()
+                                       : shim_real_cuMemsetD8Async();
+    wg->stream = li->stream;
+    wg->ptsz = li->ptsz;
     if (*rc == CUDA_SUCCESS)
-        wg->n = wg->scanned = graph_entries(wg, copies, node_of, func_of, n);
-    if (*rc == CUDA_SUCCESS && !wg->n)
-        *rc = CUDA_ERROR_NOT_FOUND; /* no buffer a scan may read */
+        *rc = shim_real_cuMemAlloc_v2() && zero ? area_make(&wg->a, wg->cap)
+                                                : CUDA_ERROR_NOT_SUPPORTED;
     if (*rc == CUDA_SUCCESS)
-        *rc = shim_real_cuMemAlloc_v2() && shim_real_cuMemsetD8_v2() ? area_make(&wg->a, wg->n)
-                                                                   : CUDA_ERROR_NOT_SUPPORTED;
+        *rc = shim_real_cuMemAlloc_v2()(&wg->acc, (size_t)wg->cap * WG_ACCS * TOOL_ACC_WORDS * 8);
+    /* Zeroed once (the kernel zeroes each accumulator after use), on the stream ahead of
+     * the replay that uses them first. */
     if (*rc == CUDA_SUCCESS)
-        *rc = shim_real_cuMemAlloc_v2()(&wg->acc, (size_t)wg->n * WG_ACCS * TOOL_ACC_WORDS * 8);
-    /* Zeroed once (the kernel zeroes each accumulator after use), before any replay. */
-    if (*rc == CUDA_SUCCESS)
-        *rc = shim_real_cuMemsetD8_v2()(wg->acc, 0, (size_t)wg->n * WG_ACCS * TOOL_ACC_WORDS * 8);
+        *rc = zero(wg->acc, 0, (size_t)wg->cap * WG_ACCS * TOOL_ACC_WORDS * 8, li->stream);
     if (*rc != CUDA_SUCCESS && wg) {
         /* (Registered memory and scratch of a failed attempt are kept: this is rare.) */
         if (!wg->a.base) {
@@ -783,7 +849,7 @@ static unsigned fill_list(struct window_graph *wg, int which, unsigned m)
         jobs[i] = (struct tool_job){
             .src = c->src, .width = c->width, .height = c->height, .pitch = c->pitch,
             .result = results_dev + (CUdeviceptr)i * sizeof *results,
-            .acc = wg->acc + (CUdeviceptr)((unsigned)which * wg->n + i) * TOOL_ACC_WORDS * 8,
+            .acc = wg->acc + (CUdeviceptr)((unsigned)which * wg->cap + i) * TOOL_ACC_WORDS * 8,
             .tag = 1, .twin = record_dev ? record_dev + (CUdeviceptr)i * sizeof *wg->a.record : 0,
             .mode = which ? TOOL_DIGEST : tool_mode(c), .blocks = blocks};
         starts[i] = grid;
@@ -823,6 +889,23 @@ static CUresult ends_of(CUgraph graph, bool sinks, CUgraphNode **out, size_t *no
     return CUDA_SUCCESS;
 }
 
+/* Waits (on the host) for what was just queued on wg's stream, the list's copy: a later
+ * replay may be made on another stream, and must find the list in place. The stream was
+ * waited for at the replay that planned the scans, so this waits for the copy alone.
+ * Returns whether it is done. */
+static bool copied(const struct window_graph *wg)
+{
+    cuEventRecord_fn record = wg->ptsz ? shim_real_cuEventRecord_ptsz() : shim_real_cuEventRecord();
+    cuEventSynchronize_fn sync = shim_real_cuEventSynchronize();
+    CUevent ev = NULL;
+    if (!record || !sync || !real_cuEventCreate || !real_cuEventDestroy_v2 ||
+        real_cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+        return false;
+    bool done = record(ev, wg->stream) == CUDA_SUCCESS && sync(ev) == CUDA_SUCCESS;
+    real_cuEventDestroy_v2(ev);
+    return done;
+}
+
 /* A node of the batched scan over list `which` of m entries: after every node nothing
  * depends on, or (before) ahead of every node that depends on nothing. */
 static CUresult add_list_node(struct window_graph *wg, CUgraph graph, int which, unsigned m,
@@ -831,17 +914,20 @@ static CUresult add_list_node(struct window_graph *wg, CUgraph graph, int which,
     unsigned grid = fill_list(wg, which, m);
     CUdeviceptr jobs_dev = mapped(which ? wg->a.probe_jobs[which - 1] : wg->a.jobs);
     CUdeviceptr starts_dev = mapped(which ? wg->a.probe_starts[which - 1] : wg->a.starts);
-    /* The scan node's list is the graph's for good: in device memory, copied once, so
-     * that each block of every replay reads its job there rather than across the bus
-     * (where that cannot be had, from the mapped host memory). The probe's runs once. */
-    cuMemcpyHtoD_fn copy = shim_real_cuMemcpyHtoD_v2();
+    /* The scan node's list is the graph's for good: in device memory, copied once (on the
+     * stream, ahead of the first replay with the node, from the registered area, which
+     * stays as it is), so that each block of every replay reads its job there rather than
+     * across the bus (where that cannot be had, from the mapped host memory). The probe's
+     * runs once. */
+    cuMemcpyHtoDAsync_fn copy = wg->ptsz ? shim_real_cuMemcpyHtoDAsync_v2_ptsz()
+                                         : shim_real_cuMemcpyHtoDAsync_v2();
     size_t bytes = (size_t)((char *)wg->a.probe_jobs[0] - (char *)wg->a.jobs);
-    CUdeviceptr list_dev = 0;
-    if (!which && copy && jobs_dev && starts_dev &&
-        shim_real_cuMemAlloc_v2()(&list_dev, bytes) == CUDA_SUCCESS &&
-        copy(list_dev, wg->a.jobs, bytes) == CUDA_SUCCESS) {
-        starts_dev = list_dev + (starts_dev - jobs_dev);
-        jobs_dev = list_dev;
+    if (!which && !wg->list_dev && shim_real_cuMemAlloc_v2()(&wg->list_dev, bytes) != CUDA_SUCCESS)
+        wg->list_dev = 0;
+    if (!which && copy && jobs_dev && starts_dev && wg->list_dev &&
+        copy(wg->list_dev, wg->a.jobs, bytes, wg->stream) == CUDA_SUCCESS && copied(wg)) {
+        starts_dev = wg->list_dev + (starts_dev - jobs_dev);
+        jobs_dev = wg->list_dev;
     }
     CUgraphNode *ends = NULL, made = NULL;
     size_t nends = 0;
@@ -908,9 +994,25 @@ CUresult window_graph_node(struct window_graph *wg, CUgraph graph)
     return wg->scanned ? add_list_node(wg, graph, 0, wg->scanned, false) : CUDA_ERROR_NOT_FOUND;
 }
 
-void window_graph_launched(struct window_graph *wg, uint64_t seq)
+void window_graph_launched(struct window_graph *wg, uint64_t seq, CUstream stream, int ptsz)
 {
     wg->seqs[wg->launched++ % WG_SEQS] = seq;
+    cuEventRecord_fn record = ptsz ? shim_real_cuEventRecord_ptsz() : shim_real_cuEventRecord();
+    if (!wg->last && real_cuEventCreate &&
+        real_cuEventCreate(&wg->last, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+        wg->last = NULL;
+    wg->recorded = true;
+    /* Where it cannot be recorded, the memory is never used again (no room for reuse). */
+    if (!wg->last || !record || record(wg->last, stream) != CUDA_SUCCESS)
+        wg->cap = 0;
+}
+
+bool window_graph_readable(const struct window_graph *wg)
+{
+    for (unsigned i = 0; wg && i < wg->scanned; i++)
+        if (!tools_readable(&wg->e[i].copy))
+            return false;
+    return wg != NULL;
 }
 
 void window_graph_check(struct window_graph *wg, uint32_t id)

@@ -42,11 +42,15 @@ void window_reset_after_fork(void);
 /* A graph's scan node (--watch-nan), made from the NaN/Inf scans copies[0, n) planned
  * for a replay of the graph's kernel nodes (node_of[i]: the node copy i is of, in the
  * graph's order; func_of[i]: its function's id), each buffer once, in the context of
- * li's stream. Returns its state, or NULL with *rc where it cannot be had. */
+ * li's stream. `reuse` (or NULL): the same graph's earlier state, whose memory is used
+ * again where it has room (once the launches made with its node are done; the host
+ * waits for them): then that is returned. Returns its state, or NULL with *rc where it
+ * cannot be had (reuse is then as it was). */
 struct window_graph;
 struct window_graph *window_graph_new(const struct launch_info *li,
                                       const struct proto_copy *copies, const uint32_t *node_of,
-                                      const uint32_t *func_of, unsigned n, CUresult *rc);
+                                      const uint32_t *func_of, unsigned n,
+                                      struct window_graph *reuse, CUresult *rc);
 /* Adds the probe to `graph` (the instrumented copy of the replay that planned the
  * scans): a digest of every buffer before all its nodes and one after them all. */
 CUresult window_graph_probe(struct window_graph *wg, CUgraph graph);
@@ -58,8 +62,11 @@ void window_graph_ran(struct window_graph *wg, const struct proto_copy *copies,
 /* Adds the scan node to `graph` (a copy of the program's graph) after every node nothing
  * depends on; CUDA_ERROR_NOT_FOUND where the graph writes none of the buffers. */
 CUresult window_graph_node(struct window_graph *wg, CUgraph graph);
-/* A launch of the graph made with the node: its number. */
-void window_graph_launched(struct window_graph *wg, uint64_t seq);
+/* A launch of the graph made with the node, on `stream`: its number. */
+void window_graph_launched(struct window_graph *wg, uint64_t seq, CUstream stream, int ptsz);
+/* Whether every buffer the node scans is still in memory the process holds (after a free
+ * somewhere: a free of memory the graph does not use keeps the node). */
+bool window_graph_readable(const struct window_graph *wg);
 /* Reads what the node's scans found so far (never waits): a buffer that turned
  * non-finite since the last look is reported (MSG_WATCH, graph `id`), bounded to the
  * graph launches whose scans came in since. */

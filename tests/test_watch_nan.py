@@ -302,3 +302,52 @@ def test_a_window_is_not_scanned_before_a_launch_marked_in_it_is_made(fake, cudu
     assert ran.returncode == 0, ran.stderr
     records = _window_records(ran.run_dir)
     assert records and records[0]["touched_by"][0] == 10, records
+
+
+def test_a_graphs_scan_node_is_made_without_a_legacy_stream_call(fake, cudump_run, bare_run):
+    """`steps ... 7`: the graph is replayed on a second thread while the first captures a
+    blocking stream. The scan node's list and accumulators are put on the device on the
+    replay's stream, never by a synchronous call (the legacy stream, which would have
+    lost the capture); and step 5's NaN/Inf is still found by the node."""
+    argv = _steps(fake, "12", "7", str(INDEX), "5")
+    ran = cudump_run(argv, "--watch-nan")
+    assert ran.returncode == 0, (ran.stdout, ran.stderr)
+    assert "graph nodes 1" in ran.stdout
+    assert ran.stdout == bare_run(argv).stdout
+    records = _window_records(ran.run_dir)
+    assert records and records[0]["graph"] == 1, records
+
+
+def test_a_free_of_memory_the_graph_does_not_use_keeps_its_scan_node(
+        fake, cudump_run, bare_run, tmp_path):
+    """`steps ... 8`: a scratch buffer the graph never uses is allocated and freed before
+    each replay. The graph's copy with the scan node stays (its buffers are all still
+    held): one scan node a replay after the first, as in a loop with no frees."""
+    stats = tmp_path / "stats"
+    argv = _steps(fake, "12", "8", str(INDEX))
+    ran = cudump_run(argv, "--watch-nan", env_extra={"FAKECUDA_STATS": str(stats)})
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == bare_run(argv).stdout
+    counts = _stats(stats)
+    assert counts["tools_runs"] <= 6
+    assert counts["scan_list_launches"] == 2 + 11
+
+
+def test_a_graph_copy_made_again_uses_its_memory_again(fake, cudump_run, tmp_path):
+    """`steps ... 9`: the graph's parameters are set again before every replay, so its
+    copy with the scan node is made again each time: with the same pinned host memory
+    and device memory, not new ones each time (12 steps take what 6 take); and step 5's
+    NaN/Inf is still found (each replay, planned again, is scanned node by node)."""
+    def counts(steps: int) -> dict[str, int]:
+        stats = tmp_path / f"stats{steps}"
+        ran = cudump_run(_steps(fake, str(steps), "9", str(INDEX), "5"), "--watch-nan",
+                         "--watch-nan-then", "go-on", run_dir=tmp_path / f"run{steps}",
+                         env_extra={"FAKECUDA_STATS": str(stats)})
+        assert ran.returncode == 0, ran.stderr
+        assert any("launch 8 of vecAdd" in line and "node 0" in line
+                   for line in nan_lines(ran.stderr)), ran.stderr
+        return _stats(stats)
+
+    six, twelve = counts(6), counts(12)
+    assert twelve["host_registrations"] == six["host_registrations"]
+    assert twelve["mem_allocs"] == six["mem_allocs"]

@@ -1054,12 +1054,14 @@ static void write_stats(void)
     if (f) {
         fprintf(f, "graph_instantiations %lu\nasync_allocations %lu\nout_of_memory %lu\n"
                    "tool_bytes %lu\ntool_waiting %lu\nmail_copies %lu\n"
-                   "tool_launches %lu\ntools_runs %lu\nscan_list_launches %lu\n",
+                   "tool_launches %lu\ntools_runs %lu\nscan_list_launches %lu\n"
+                   "mem_allocs %lu\nhost_registrations %lu\n",
                 atomic_load(&instantiations), atomic_load(&fc_async_allocations),
                 atomic_load(&fc_out_of_memory), atomic_load(&fc_tool_bytes),
                 atomic_load(&fc_tool_waiting), atomic_load(&fc_mail_copies),
                 atomic_load(&fc_tool_launches), atomic_load(&fc_tools_runs),
-                atomic_load(&fc_scan_list_launches));
+                atomic_load(&fc_scan_list_launches), atomic_load(&fc_mem_allocs),
+                atomic_load(&fc_host_registrations));
         fclose(f);
     }
 }

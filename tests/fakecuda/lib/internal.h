@@ -35,6 +35,8 @@ enum {
 extern atomic_bool fc_initialized;
 /* Counters written at exit to the file FAKECUDA_STATS names (graph.c). */
 extern _Atomic unsigned long fc_async_allocations;
+/* cuMemAlloc_v2 calls and host registrations that succeeded (FAKECUDA_STATS) */
+extern _Atomic unsigned long fc_mem_allocs, fc_host_registrations;
 void fc_stats_at_exit(void);
 /* Requires an initialised driver and a current context, and answers the sticky
  * error of a kernel that faulted (fc_fault) once one has. */
@@ -244,6 +246,9 @@ FC_HIDDEN CUresult fc_uncapturable_work(struct fc_stream *s);
  * returns CUDA_SUCCESS or CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (and then has
  * invalidated the captures the call interfered with). */
 FC_HIDDEN CUresult fc_capture_check_unsafe(void);
+/* Work on the legacy stream while a blocking stream captures: refused
+ * (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) and the capture lost. */
+FC_HIDDEN CUresult fc_legacy_conflict(void);
 FC_HIDDEN extern atomic_int fc_active_captures;
 
 /* ---- graph.c ---- */

@@ -206,9 +206,14 @@ static CUresult allocate(CUdeviceptr *dptr, size_t bytesize, enum fc_mem_kind ki
     return CUDA_SUCCESS;
 }
 
+_Atomic unsigned long fc_mem_allocs, fc_host_registrations;
+
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
-    return allocate(dptr, bytesize, MEM_DEVICE, true, false);
+    CUresult r = allocate(dptr, bytesize, MEM_DEVICE, true, false);
+    if (r == CUDA_SUCCESS)
+        atomic_fetch_add(&fc_mem_allocs, 1);
+    return r;
 }
 
 CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
@@ -360,29 +365,43 @@ static CUresult copy_sync(void *dst, const void *src, size_t n)
     return r;
 }
 
-CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+static CUresult htod(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
 {
     CUresult r = check_device(dstDevice, ByteCount);
     return r != CUDA_SUCCESS ? r : copy_sync((void *)(uintptr_t)dstDevice, srcHost, ByteCount);
 }
 
-CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+/* The synchronous copies and memsets without _ptds go on the legacy stream, which waits for
+ * every blocking stream: where one captures, the driver refuses and the capture is lost. */
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
 {
-    return cuMemcpyHtoD_v2(dstDevice, srcHost, ByteCount);
+    CUresult r = fc_legacy_conflict();
+    return r != CUDA_SUCCESS ? r : htod(dstDevice, srcHost, ByteCount);
 }
 
-CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+{
+    return htod(dstDevice, srcHost, ByteCount);
+}
+
+static CUresult dtoh(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
 {
     CUresult r = check_device(srcDevice, ByteCount);
     return r != CUDA_SUCCESS ? r : copy_sync(dstHost, (void *)(uintptr_t)srcDevice, ByteCount);
 }
 
-CUresult cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
 {
-    return cuMemcpyDtoH_v2(dstHost, srcDevice, ByteCount);
+    CUresult r = fc_legacy_conflict();
+    return r != CUDA_SUCCESS ? r : dtoh(dstHost, srcDevice, ByteCount);
 }
 
-CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
+CUresult cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    return dtoh(dstHost, srcDevice, ByteCount);
+}
+
+static CUresult dtod(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
 {
     CUresult r = check_device(dstDevice, ByteCount);
     if (r == CUDA_SUCCESS)
@@ -392,9 +411,15 @@ CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t By
                                          (void *)(uintptr_t)srcDevice, ByteCount);
 }
 
+CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    CUresult r = fc_legacy_conflict();
+    return r != CUDA_SUCCESS ? r : dtod(dstDevice, srcDevice, ByteCount);
+}
+
 CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
 {
-    return cuMemcpyDtoD_v2(dstDevice, srcDevice, ByteCount);
+    return dtod(dstDevice, srcDevice, ByteCount);
 }
 
 /* Host memory that begins or ends inside a registration must lie wholly in it.
@@ -791,7 +816,7 @@ CUresult cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N,
     return memset_async(dstDevice, ui, 4, N, hStream, true);
 }
 
-CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
+static CUresult memset8(CUdeviceptr dstDevice, unsigned char uc, size_t N)
 {
     CUresult r = check_device(dstDevice, N);
     if (r == CUDA_SUCCESS)
@@ -801,9 +826,15 @@ CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
     return r;
 }
 
+CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
+{
+    CUresult r = fc_legacy_conflict();
+    return r != CUDA_SUCCESS ? r : memset8(dstDevice, uc, N);
+}
+
 CUresult cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N)
 {
-    return cuMemsetD8_v2(dstDevice, uc, N);
+    return memset8(dstDevice, uc, N);
 }
 
 /* The other synchronous memsets: made at once, as cuMemsetD8_v2 is. */
@@ -994,7 +1025,10 @@ CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
     if (table_find((uintptr_t)p, 1, match_host_any, NULL) ||
         table_find((uintptr_t)p + bytesize - 1, 1, match_host_any, NULL))
         return FC_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
-    return table_add((uintptr_t)p, bytesize, MEM_REGISTERED);
+    r = table_add((uintptr_t)p, bytesize, MEM_REGISTERED);
+    if (r == CUDA_SUCCESS)
+        atomic_fetch_add(&fc_host_registrations, 1);
+    return r;
 }
 
 /* As on an H200 after a reset: a registration ends with the context it was made

@@ -320,6 +320,11 @@ static CUresult legacy_conflict(bool invalidate)
     return r;
 }
 
+FC_HIDDEN CUresult fc_legacy_conflict(void)
+{
+    return legacy_conflict(true);
+}
+
 /* Makes deps the dependency set of the next captured node. Lock held. */
 static CUresult set_deps_locked(struct fc_stream *s, struct fc_node *const *deps, size_t n)
 {

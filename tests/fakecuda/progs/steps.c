@@ -17,6 +17,14 @@
  * followed by w2 = x2 + x2 in a second context, on its NULL stream, not waited for.
  * With SYNC 6 a second thread waits until the stand-in holds a launch back
  * (FAKECUDA_PAUSE_LAUNCH) and then synchronizes the context, as SYNC 0 otherwise.
+ * With SYNC 7 the steps of SYNC 2 run on a second thread while the first captures a
+ * blocking stream of its own (relaxed mode, one launch in it); the capture is ended after
+ * the steps and its node count printed (`graph nodes 1`; a synchronous call on the legacy
+ * stream meanwhile would have lost it: `capture invalidated`, status 3).
+ * SYNC 8 is SYNC 2 with a scratch buffer the graph never uses allocated and freed before
+ * each replay (a server freeing per request). SYNC 9 is SYNC 2 with the graph's first
+ * kernel node given its own parameters again (cuGraphExecKernelNodeSetParams) before
+ * each replay (a decode loop updating its graph each token).
  * Usage: steps STEPS SYNC INDEX [POISON...]
  * Prints `sum S` (of z, with non-finite elements left out) and the launch tally.
  */
@@ -37,6 +45,36 @@ static void *sync_when_paused(void *ctx)
     while (!fakecuda_launch_paused() && time(NULL) < until)
         sched_yield();
     CHECK(cuCtxSynchronize());
+    return NULL;
+}
+
+/* SYNC 7's second thread: the steps of SYNC 2. */
+struct replays {
+    CUcontext ctx;
+    CUgraphExec exec;
+    CUstream stream;
+    CUdeviceptr dx;
+    float *x;
+    int steps, index, argc;
+    char **argv;
+};
+
+static void *replay_steps(void *arg)
+{
+    struct replays *r = arg;
+    CHECK(cuCtxSetCurrent(r->ctx));
+    for (int k = 1; k <= r->steps; k++) {
+        bool poison = false;
+        for (int p = 4; p < r->argc; p++)
+            poison = poison || atoi(r->argv[p]) == k;
+        prog_floats(r->x, N, 0.001f * (float)k, 0.0001f);
+        if (poison)
+            r->x[r->index] = 3e38f;
+        CHECK(cuMemcpyHtoDAsync_v2(r->dx, r->x, N * sizeof(float), r->stream));
+        CHECK(cuStreamSynchronize(r->stream));
+        CHECK(cuGraphLaunch(r->exec, r->stream));
+    }
+    CHECK(cuStreamSynchronize(r->stream));
     return NULL;
 }
 
@@ -67,7 +105,9 @@ int main(int argc, char **argv)
     CUgraphExec exec = NULL;
     if (sync == 3 || sync == 4)
         CHECK(cuStreamCreate(&stream, 0));
-    if (sync == 2) {
+    CUgraphNode node0 = NULL;
+    CUDA_KERNEL_NODE_PARAMS params0;
+    if (sync == 2 || sync >= 7) {
         CUgraph graph;
         CHECK(cuStreamCreate(&stream, 0));
         CHECK(cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
@@ -76,6 +116,19 @@ int main(int argc, char **argv)
         CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, stream, third, NULL));
         CHECK(cuStreamEndCapture(stream, &graph));
         CHECK(cuGraphInstantiateWithFlags(&exec, graph, 0));
+        if (sync == 9) {
+            CUgraphNode nodes[3];
+            size_t count = 3;
+            CHECK(cuGraphGetNodes(graph, nodes, &count));
+            for (size_t i = 0; i < count && !node0; i++) {
+                CUgraphNode *deps = NULL;
+                size_t ndeps = 0;
+                CHECK(cuGraphNodeGetDependencies(nodes[i], deps, &ndeps));
+                if (!ndeps)
+                    node0 = nodes[i]; /* the first kernel: w = x + x */
+            }
+            CHECK(cuGraphKernelNodeGetParams_v2(node0, &params0));
+        }
     }
     CUcontext main_ctx = NULL, other = NULL;
     CUfunction add2 = NULL;
@@ -99,17 +152,47 @@ int main(int argc, char **argv)
         if (pthread_create(&syncer, NULL, sync_when_paused, ctx))
             FAIL("pthread_create");
     }
-    for (int k = 1; k <= steps; k++) {
+    if (sync == 7) {
+        CUcontext ctx;
+        CUstream mine;
+        CUgraph captured;
+        size_t nodes = 0;
+        pthread_t replayer;
+        CHECK(cuCtxGetCurrent(&ctx));
+        CHECK(cuStreamCreate(&mine, 0));
+        CHECK(cuStreamBeginCapture_v2(mine, CU_STREAM_CAPTURE_MODE_RELAXED));
+        CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, mine, first, NULL));
+        struct replays r = {ctx, exec, stream, dx, x, steps, index, argc, argv};
+        if (pthread_create(&replayer, NULL, replay_steps, &r))
+            FAIL("pthread_create");
+        pthread_join(replayer, NULL);
+        CUresult end = cuStreamEndCapture(mine, &captured);
+        if (end != CUDA_SUCCESS) {
+            printf("capture invalidated (cuStreamEndCapture -> %d)\n", (int)end);
+            return 3;
+        }
+        CHECK(cuGraphGetNodes(captured, NULL, &nodes));
+        printf("graph nodes %zu\n", nodes);
+    }
+    /* (SYNC 7's steps were the second thread's) */
+    for (int k = 1; sync != 7 && k <= steps; k++) {
         bool poison = false;
         for (int p = 4; p < argc; p++)
             poison = poison || atoi(argv[p]) == k;
         prog_floats(x, N, 0.001f * (float)k, 0.0001f);
         if (poison)
             x[index] = 3e38f;
-        if (sync == 2) {
+        if (sync == 2 || sync == 8 || sync == 9) {
             /* Ordered on the graph's stream, as a framework's input copy is. */
             CHECK(cuMemcpyHtoDAsync_v2(dx, x, sizeof x, stream));
             CHECK(cuStreamSynchronize(stream)); /* x is the host's again next step */
+            if (sync == 8) {
+                CUdeviceptr scratch;
+                CHECK(cuMemAlloc_v2(&scratch, 4096));
+                CHECK(cuMemFree_v2(scratch));
+            }
+            if (sync == 9)
+                CHECK(cuGraphExecKernelNodeSetParams_v2(exec, node0, &params0));
             CHECK(cuGraphLaunch(exec, stream));
             continue;
         }
