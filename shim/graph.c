@@ -96,6 +96,7 @@ struct graph_exec {
     uint64_t id;                /* per process, from 1 */
     _Atomic unsigned long long replays;
     bool unsafe;                /* never instrumented: see LAUNCH_UNSAFE_GRAPH */
+    bool stale;                 /* a node was set in the exec alone: run unchanged (graph_exec_set) */
     unsigned long long counted; /* replays already folded into the functions' counts */
     size_t nkernels;
     struct graph_kernel *kernels;
@@ -565,12 +566,41 @@ void graph_updated(CUgraphExec exec, CUgraph graph)
 {
     /* The executable graph now runs `graph`'s parameters: learn them again,
      * keeping the launches counted so far. */
+    bool stale = false;
     pthread_mutex_lock(&graphs_lock);
     for (size_t i = 0; i < ngraphs; i++)
-        if (graphs[i]->exec == exec)
+        if (graphs[i]->exec == exec) {
             fold_counts_locked(graphs[i]);
+            stale = stale || graphs[i]->stale;
+        }
     pthread_mutex_unlock(&graphs_lock);
     graph_remember(exec, graph, 0);
+    /* A node enabled or disabled, or set, in the exec alone may stay so across an update
+     * (that the driver resets it is not relied on): still run unchanged. */
+    pthread_mutex_lock(&graphs_lock);
+    for (size_t i = 0; stale && i < ngraphs; i++)
+        if (graphs[i]->exec == exec)
+            graphs[i]->stale = true;
+    pthread_mutex_unlock(&graphs_lock);
+}
+
+void graph_exec_set(CUgraphExec exec)
+{
+    uint64_t id = 0;
+    pthread_mutex_lock(&graphs_lock);
+    for (size_t i = 0; i < ngraphs; i++) {
+        struct graph_exec *g = graphs[i];
+        if (g->exec != exec || g->stale)
+            continue;
+        g->stale = true;
+        drop_cached(g);
+        id = g->id;
+    }
+    pthread_mutex_unlock(&graphs_lock);
+    if (id) {
+        struct proto_notice ev = {.kind = NOTICE_GRAPH_SET, .graph = id};
+        channel_send_event(MSG_NOTICE, 0, &ev, sizeof ev);
+    }
 }
 
 void graph_node_params(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *params)
@@ -1330,8 +1360,9 @@ static CUresult run_graph(cuGraphLaunch_fn real, CUgraphExec exec, CUstream stre
     held_graph = g;
     long step = g && !capturing && nodes_want(g, WANT_STOP)
                     ? stop_nodes(g, stream, ptsz, seq, replay) : -1;
-    bool watch = g && !capturing && step < 0 && may_watch(g);
-    bool instrument = !watch && g && g->src && !capturing && nodes_want(g, WANT_SNAPSHOT);
+    bool watch = g && !capturing && step < 0 && !g->stale && may_watch(g);
+    bool instrument = !watch && g && g->src && !g->stale && !capturing &&
+                      nodes_want(g, WANT_SNAPSHOT);
     /* One flight ring slot for the whole graph launch, marked done after it. */
     struct launch_info flown = {
         .stream = stream, .ptsz = ptsz, .api = ptsz ? API_cuGraphLaunch_ptsz : API_cuGraphLaunch,

@@ -505,6 +505,31 @@ static CUresult hook_cuGraphExecUpdate(cuGraphExecUpdate_fn real, CUgraphExec ex
     return rc;
 }
 
+/* The setters of an executable graph's other nodes (api.h): once one took, cudump's copies
+ * of the graph (made from the graph it was instantiated from) are stale. */
+#define SET_HOOK(family, params, args)                                                            \
+    static CUresult hook_##family(family##_fn real, CUgraphExec exec, CUgraphNode node EXPAND params) \
+    {                                                                                             \
+        CUresult rc = real(exec, node EXPAND args);                                               \
+        if (rc == CUDA_SUCCESS && channel_up())                                                   \
+            graph_exec_set(exec);                                                                 \
+        return rc;                                                                                \
+    }
+#define EXPAND(...) , __VA_ARGS__
+SET_HOOK(cuGraphExecNodeSetParams, (void *params), (params))
+SET_HOOK(cuGraphExecMemcpyNodeSetParams, (const CUDA_MEMCPY3D *params, CUcontext ctx), (params, ctx))
+SET_HOOK(cuGraphExecMemsetNodeSetParams, (const void *params, CUcontext ctx), (params, ctx))
+SET_HOOK(cuGraphExecHostNodeSetParams, (const void *params), (params))
+SET_HOOK(cuGraphExecChildGraphNodeSetParams, (CUgraph child), (child))
+SET_HOOK(cuGraphExecEventRecordNodeSetEvent, (CUevent event), (event))
+SET_HOOK(cuGraphExecEventWaitNodeSetEvent, (CUevent event), (event))
+SET_HOOK(cuGraphExecExternalSemaphoresSignalNodeSetParams, (const void *params), (params))
+SET_HOOK(cuGraphExecExternalSemaphoresWaitNodeSetParams, (const void *params), (params))
+SET_HOOK(cuGraphExecBatchMemOpNodeSetParams, (const void *params), (params))
+SET_HOOK(cuGraphNodeSetEnabled, (unsigned int enabled), (enabled))
+#undef EXPAND
+#undef SET_HOOK
+
 static CUresult hook_cuGraphExecKernelNodeSetParams(cuGraphExecKernelNodeSetParams_fn real,
                                                     CUgraphExec exec, CUgraphNode node,
                                                     const CUDA_KERNEL_NODE_PARAMS *params)

@@ -219,6 +219,9 @@ enum proto_notice_kind {  /* proto_notice.kind */
                                * of it from device code never reach the shim */
     NOTICE_WATCH_EXACT = 2,   /* --watch-nan: the batched scan could not run (`detail`: the
                                * CUresult); the process scans every launch exactly instead */
+    NOTICE_GRAPH_SET = 3,     /* a node of graph `graph` was set in the executable graph alone
+                               * (cuGraphExec*SetParams, SetEvent, cuGraphNodeSetEnabled):
+                               * cudump runs it unchanged from then on, without its copies */
 };
 
 /* proto_tensormap.encoding: the function that made the map. */

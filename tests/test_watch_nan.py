@@ -351,3 +351,15 @@ def test_a_graph_copy_made_again_uses_its_memory_again(fake, cudump_run, tmp_pat
     six, twelve = counts(6), counts(12)
     assert twelve["host_registrations"] == six["host_registrations"]
     assert twelve["mem_allocs"] == six["mem_allocs"]
+
+
+def test_a_node_disabled_in_the_executable_graph_stays_disabled(fake, cudump_run, bare_run):
+    """`steps ... 10`: the graph's last node is disabled in the executable graph from step 3
+    on. cudump's copies of the graph (made from the graph it was instantiated from) would
+    run it still; the graph is run unchanged from then on, so the program's output is its
+    own, and the user is told why its kernels are no longer scanned."""
+    argv = _steps(fake, "8", "10", str(INDEX))
+    ran = cudump_run(argv, "--watch-nan")
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == bare_run(argv).stdout
+    assert "cuGraphNodeSetEnabled" in ran.stderr and "runs it unchanged" in ran.stderr

@@ -171,6 +171,11 @@ class Connection:
             warn(f"graph {n['graph']} of process {self.proc.pid} was instantiated for device "
                  f"launch: cudump sees its launches from the host only; launches from device "
                  f"code are neither traced nor snapshotted")
+        elif n["kind"] == p.NoticeKind.GRAPH_SET:
+            warn(f"graph {n['graph']} of process {self.proc.pid} had a node set in its "
+                 f"executable graph alone (cuGraphExec*SetParams, an event, or "
+                 f"cuGraphNodeSetEnabled): cudump runs it unchanged from now on, and neither "
+                 f"scans nor snapshots its kernels")
         elif n["kind"] == p.NoticeKind.WATCH_EXACT:
             snapshots = self.controller.snapshots
             if snapshots is not None:

@@ -109,6 +109,7 @@ class WatchThen(IntEnum):     # after a window's finding (--watch-nan-then)
 class NoticeKind(IntEnum):
     DEVICE_GRAPH = 1    # a graph instantiated for device launch
     WATCH_EXACT = 2     # --watch-nan's batched scan could not run: exact scans instead
+    GRAPH_SET = 3       # a node set in an executable graph alone: run unchanged from then on
 
 
 class LaunchFlag(IntFlag):

@@ -411,6 +411,7 @@ CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
                                  const CUDA_KERNEL_NODE_PARAMS *nodeParams);
 CUresult cuGraphKernelNodeGetParams(CUgraphNode hNode, struct fc_kernel_node_params_v1 *nodeParams);
 CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *nodeParams);
+CUresult cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int isEnabled);
 CUresult cuGraphKernelNodeSetParams(CUgraphNode hNode,
                                     const struct fc_kernel_node_params_v1 *nodeParams);
 CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode hNode,

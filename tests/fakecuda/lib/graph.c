@@ -58,6 +58,8 @@ struct fc_node {
     struct fc_memset_node_params set;
     /* FC_GRAPH_NODE_TYPE_GRAPH: the embedded graph, owned by the node. */
     struct fc_graph *child;
+    /* An executable graph's node disabled (cuGraphNodeSetEnabled): run as an empty node. */
+    bool disabled;
 };
 
 struct fc_graph {
@@ -1167,6 +1169,20 @@ CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode h
     return set_kernel_params(n, nodeParams);
 }
 
+/* As the driver: kernel, memcpy and memset nodes of the graph instantiated (named by the
+ * node they were made from) may be disabled and enabled again, in the exec alone. */
+CUresult cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int isEnabled)
+{
+    struct fc_graph *e = exec_of(hGraphExec);
+    struct fc_node *orig = node_of(hNode);
+    struct fc_node *n = e && orig ? find_copy(e, orig) : NULL;
+    if (!n || (n->type != FC_GRAPH_NODE_TYPE_KERNEL && n->type != FC_GRAPH_NODE_TYPE_MEMCPY &&
+               n->type != FC_GRAPH_NODE_TYPE_MEMSET))
+        return CUDA_ERROR_INVALID_VALUE;
+    n->disabled = !isEnabled;
+    return CUDA_SUCCESS;
+}
+
 CUresult cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
                                         const struct fc_kernel_node_params_v1 *nodeParams)
 {
@@ -1284,6 +1300,8 @@ static CUresult run_graph(const struct fc_graph *e)
     CUresult r = CUDA_SUCCESS;
     for (size_t i = 0; i < e->count && r == CUDA_SUCCESS; i++) {
         const struct fc_node *n = e->order[i];
+        if (n->disabled)
+            continue;
         switch (n->type) {
         case FC_GRAPH_NODE_TYPE_KERNEL:
             fc_builtin_run(n->launch.kernel, n->launch.args, n->launch.grid, n->launch.block);

@@ -24,7 +24,9 @@
  * SYNC 8 is SYNC 2 with a scratch buffer the graph never uses allocated and freed before
  * each replay (a server freeing per request). SYNC 9 is SYNC 2 with the graph's first
  * kernel node given its own parameters again (cuGraphExecKernelNodeSetParams) before
- * each replay (a decode loop updating its graph each token).
+ * each replay (a decode loop updating its graph each token). SYNC 10 is SYNC 2 with the
+ * graph's last kernel node (z = y + w) disabled in the executable graph from step 3 on
+ * (cuGraphNodeSetEnabled): z is then step 2's at the end.
  * Usage: steps STEPS SYNC INDEX [POISON...]
  * Prints `sum S` (of z, with non-finite elements left out) and the launch tally.
  */
@@ -129,6 +131,17 @@ int main(int argc, char **argv)
             }
             CHECK(cuGraphKernelNodeGetParams_v2(node0, &params0));
         }
+        if (sync == 10) {
+            CUgraphNode nodes[3];
+            size_t count = 3;
+            CHECK(cuGraphGetNodes(graph, nodes, &count));
+            for (size_t i = 0; i < count && !node0; i++) {
+                size_t ndependents = 0;
+                CHECK(cuGraphNodeGetDependentNodes(nodes[i], NULL, &ndependents));
+                if (!ndependents)
+                    node0 = nodes[i]; /* the last kernel: z = y + w */
+            }
+        }
     }
     CUcontext main_ctx = NULL, other = NULL;
     CUfunction add2 = NULL;
@@ -182,7 +195,7 @@ int main(int argc, char **argv)
         prog_floats(x, N, 0.001f * (float)k, 0.0001f);
         if (poison)
             x[index] = 3e38f;
-        if (sync == 2 || sync == 8 || sync == 9) {
+        if (sync == 2 || sync >= 8) {
             /* Ordered on the graph's stream, as a framework's input copy is. */
             CHECK(cuMemcpyHtoDAsync_v2(dx, x, sizeof x, stream));
             CHECK(cuStreamSynchronize(stream)); /* x is the host's again next step */
@@ -193,6 +206,8 @@ int main(int argc, char **argv)
             }
             if (sync == 9)
                 CHECK(cuGraphExecKernelNodeSetParams_v2(exec, node0, &params0));
+            if (sync == 10 && k == 3)
+                CHECK(cuGraphNodeSetEnabled(exec, node0, 0));
             CHECK(cuGraphLaunch(exec, stream));
             continue;
         }
