@@ -73,6 +73,7 @@ struct window {
     struct win_entry e[WIN_ENTRIES];
     uint16_t hash[WIN_HASH];    /* index into e + 1; 0: empty */
     unsigned n;
+    unsigned modes;             /* the scan modes of its entries, a bit each */
     unsigned launches;
     uint64_t first, last;       /* its launches' numbers */
     CUstream stream;            /* the stream they were made on */
@@ -172,6 +173,12 @@ static bool retyped(const struct proto_copy *a, const struct proto_copy *b)
     return tool_mode(a) != tool_mode(b) && a->src < end_of(b) && b->src < end_of(a);
 }
 
+/* A scan's mode as a bit of struct window's `modes` (the scan modes are 1-4). */
+static unsigned mode_bit(const struct proto_copy *c)
+{
+    return 1u << (tool_mode(c) & 31);
+}
+
 static bool same_scan(const struct proto_copy *a, const struct proto_copy *b)
 {
     return a->src == b->src && a->width == b->width && a->height == b->height &&
@@ -202,7 +209,7 @@ static struct win_entry *entry_for(struct window *w, const struct proto_copy *c)
 
 static void clear(struct window *w)
 {
-    w->n = w->launches = w->nhost = w->inflight = 0;
+    w->n = w->launches = w->nhost = w->inflight = w->modes = 0;
     w->due = false;
     w->ctx = NULL;
     w->tid = 0;
@@ -403,7 +410,9 @@ static void drop_locked(void)
 static bool retyped_in(const struct window *w, const struct proto_copy *copies, unsigned n)
 {
     for (unsigned k = 0; k < n; k++)
-        for (unsigned i = 0; copies[k].phase == PHASE_AFTER && i < w->n; i++)
+        /* (Where every entry is of this scan's mode, none can be another's: most windows.) */
+        for (unsigned i = 0; copies[k].phase == PHASE_AFTER &&
+                             (w->modes & ~mode_bit(&copies[k])) && i < w->n; i++)
             if (retyped(&w->e[i].copy, &copies[k]))
                 return true;
     return false;
@@ -484,6 +493,7 @@ bool window_mark(const struct launch_info *li, const struct proto_copy *copies, 
             if (copies[k].phase != PHASE_AFTER)
                 continue;
             struct win_entry *e = entry_for(w, &copies[k]);
+            w->modes |= mode_bit(&copies[k]);
             if (!e->touches++)
                 e->first = li->seq;
             e->last = li->seq;
