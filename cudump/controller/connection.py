@@ -394,8 +394,6 @@ def _watched(ctl: Controller, proc: ProcessState, report: WindowReport) -> None:
     if not report.launches_found or ctl.options.watch_then != "stop":
         return
     rank = f", rank {proc.rank}" if proc.rank is not None else ""
-    say(f"cudump: process {proc.pid}{rank} is ended once an exact scan confirms a NaN/Inf "
-        f"(--watch-nan-then stop)")
 
     def end() -> None:
         say(f"cudump: ending process {proc.pid}{rank} (--watch-nan-then stop): an exact scan "
@@ -403,4 +401,6 @@ def _watched(ctl: Controller, proc: ProcessState, report: WindowReport) -> None:
         with contextlib.suppress(OSError):
             os.kill(proc.pid, signal.SIGTERM)
 
-    ctl.snapshots.report.end_when_confirmed(proc.pid, end)
+    if ctl.snapshots.report.end_when_confirmed(proc.pid, end):
+        say(f"cudump: process {proc.pid}{rank} is ended once an exact scan confirms a NaN/Inf "
+            f"(--watch-nan-then stop)")

@@ -50,6 +50,7 @@ class NanReporter:
         self.hinted = False     # the --layers hint is said once a run
         # pid -> what ends it once an exact scan confirms a NaN/Inf (--watch-nan-then stop)
         self.ending: dict[int, Callable[[], None]] = {}
+        self.ended: set[int] = set()     # and those ended so
 
     def launch(self, pending: PlannedLaunch, copy: PlannedCopy, after: Scan,
                origin: Origin) -> None:
@@ -148,16 +149,22 @@ class NanReporter:
             say(f"{PREFIX}process {proc.pid}{rank} now scans every launch exactly: a NaN/Inf "
                 f"that comes again is named at its launch")
 
-    def end_when_confirmed(self, pid: int, end: Callable[[], None]) -> None:
+    def end_when_confirmed(self, pid: int, end: Callable[[], None]) -> bool:
         """--watch-nan-then stop: `end` is called once an exact scan of the process (or its
-        memset's pattern) confirms a NaN/Inf, never on a window's finding alone."""
+        memset's pattern) confirms a NaN/Inf, never on a window's finding alone. Returns
+        whether the process was not waiting for that already."""
         with self.state.lock:
-            self.ending.setdefault(pid, end)
+            if pid in self.ending or pid in self.ended:
+                return False
+            self.ending[pid] = end
+            return True
 
     def confirmed(self, pid: int) -> None:
         """An exact scan of the process saw NaN/Inf: a stop waiting for that is made."""
         with self.state.lock:
             end = self.ending.pop(pid, None)
+            if end is not None:
+                self.ended.add(pid)
         if end is not None:
             end()
 
