@@ -113,7 +113,8 @@ struct graph_exec {
     bool ctx_gone;              /* that context was destroyed (graph_forget_context) */
     /* --watch-nan: the clone with one node of the batched scan after everything
      * (window.h), made from the scans planned for a replay, and launched instead of the
-     * application's graph while the allocations and the control generation stay. */
+     * application's graph while the buffers it scans stay held and the control generation
+     * stays (may_watch). */
     CUgraphExec watched;
     /* Its node's state; kept when the copy goes (parameters changed, memory it scanned
      * freed), for the next copy to use its memory again. */
