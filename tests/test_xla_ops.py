@@ -32,7 +32,8 @@ def test_each_kernel_names_its_operation_and_line():
     train = modules["jit_train"]
     # A fusion without metadata of its own takes its fused computation's root's.
     assert train["loop_add_fusion"] == XlaOp("jit_train", "jit(train)/jit(main)/layer1/add",
-                                             "train.py:12", "/home/u/train.py")
+                                             "train.py:12", "/home/u/train.py",
+                                             ("f32",), ("f32",))
     assert train["input_reduce_fusion_1"].op_name == "jit(train)/jit(main)/layer2/reduce_sum"
     assert train["input_reduce_fusion_1"].source == "train.py:15"
     assert train["custom_call_2"].op_name.endswith("layer1/dot_general")
@@ -40,7 +41,7 @@ def test_each_kernel_names_its_operation_and_line():
     assert set(train) == {"loop_add_fusion", "input_reduce_fusion_1", "custom_call_2"}
     evaluated = modules["jit_eval"]
     assert evaluated["wrapped_exp_2"] == XlaOp("jit_eval", "jit(eval)/head/exp", "eval.py:40",
-                                               "/home/u/eval.py")
+                                               "/home/u/eval.py", ("f32",), ("f32",))
 
 
 def test_a_name_two_modules_give_different_operations_is_left_out():

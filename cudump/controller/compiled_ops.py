@@ -3,7 +3,13 @@ kernels after fusions, and its dump of each optimized module (RUN/xla, rundir.xl
 op_name (`jit(f)/jit(main)/encoder/dot_general`, from jax.named_scope and the traced
 function) and the source line of each. A kernel's function is announced after its module is
 compiled, so the dump holds it by then: the folder is read again only when a name is not yet
-known and the folder has changed since it was last read."""
+known and the folder has changed since it was last read.
+
+XLA's kernels take untyped pointers; the dump says what each holds (xla.py), and a NaN/Inf
+scan reads an argument as that type (FuncInfo.arg_elements). Where XLA merged two arguments
+(one buffer passed twice), positions are known only when every operand and output has one
+type; otherwise none is given, and the kernel's buffers are not scanned: a guess could read
+an int32 index as float and report a NaN that is not there."""
 
 from __future__ import annotations
 
@@ -11,9 +17,13 @@ import os
 import threading
 from pathlib import Path
 
+from cudump.kernels.elements import ElementType, hlo_element_type
+from cudump.launches.process import FuncInfo
 from cudump.launches.scopes import Where
 from cudump.rundir.layout import XLA_DIR
 from cudump.rundir.xla import XlaOp, xla_ops
+
+POINTER = 8     # an XLA kernel's every parameter is a buffer's address
 
 
 def op_where(op: XlaOp) -> Where:
@@ -24,12 +34,30 @@ def op_where(op: XlaOp) -> Where:
     return Where(scopes=parts, layer="/".join(named) or op.op_name, source=op.source)
 
 
+def arg_elements(op: XlaOp, params: list[tuple[int, int]] | None) -> dict[int, ElementType]:
+    """The element type of each of a kernel's arguments, by index, from its operation (the
+    kernel's parameters, (offset, size) each, as the driver gives them)."""
+    if not params or any(size != POINTER for _, size in params):
+        return {}
+    types = op.arg_types(len(params))
+    if types is None:
+        if op.one_type is None:
+            return {}
+        types = (op.one_type,) * len(params)
+    out: dict[int, ElementType] = {}
+    for index, name in enumerate(types):
+        element = hlo_element_type(name) if name else None
+        if element is not None:
+            out[index] = element
+    return out
+
+
 class CompiledOps:
     """The kernels of one run's XLA dump, by kernel name."""
 
     def __init__(self, run_dir: Path) -> None:
         self.dump = run_dir / XLA_DIR
-        self.ops: dict[str, Where] = {}
+        self.ops: dict[str, XlaOp] = {}
         self.seen: tuple[int, int] | None = None   # (entries, mtime) when last read
         self.lock = threading.Lock()
 
@@ -40,14 +68,22 @@ class CompiledOps:
         except OSError:
             return None
 
-    def lookup(self, kernel: str) -> Where | None:
+    def describe(self, func: FuncInfo) -> None:
+        """Give a kernel function its operation and its arguments' element types, if the
+        dump describes it."""
+        op = self.lookup(func.mangled)
+        if op is not None:
+            func.op = op_where(op)
+            func.arg_elements = arg_elements(op, func.params)
+
+    def lookup(self, kernel: str) -> XlaOp | None:
         with self.lock:
-            where = self.ops.get(kernel)
-            if where is not None:
-                return where
+            op = self.ops.get(kernel)
+            if op is not None:
+                return op
             state = self._state()
             if state is None or state == self.seen:
                 return None
             self.seen = state
-            self.ops = {name: op_where(op) for name, op in xla_ops(self.dump).items()}
+            self.ops = xla_ops(self.dump)
             return self.ops.get(kernel)
