@@ -15,7 +15,7 @@ import pytest
 
 from cudump.controller.target_env import layers_env
 from cudump.rundir.layout import XLA_DIR
-from cudump.rundir.xla import XlaOp, kernel_name, run_xla_ops, xla_ops, xla_ops_by_module
+from cudump.rundir.xla import HloBuffer, XlaOp, kernel_name, run_xla_ops, xla_ops, xla_ops_by_module
 
 DATA = Path(__file__).resolve().parent / "data" / "xla"
 
@@ -33,15 +33,19 @@ def test_each_kernel_names_its_operation_and_line():
     # A fusion without metadata of its own takes its fused computation's root's.
     assert train["loop_add_fusion"] == XlaOp("jit_train", "jit(train)/jit(main)/layer1/add",
                                              "train.py:12", "/home/u/train.py",
-                                             ("f32",), ("f32",))
+                                             (HloBuffer("f32", 8),), (HloBuffer("f32", 8),))
     assert train["input_reduce_fusion_1"].op_name == "jit(train)/jit(main)/layer2/reduce_sum"
     assert train["input_reduce_fusion_1"].source == "train.py:15"
     assert train["custom_call_2"].op_name.endswith("layer1/dot_general")
+    # A tuple's leaves are outputs each; a scalar is one element.
+    assert train["custom_call_2"].outputs == (HloBuffer("f32", 64), HloBuffer("s8", 4))
+    assert train["input_reduce_fusion_1"].outputs == (HloBuffer("f32", 1),)
     # Inside a kernel (a fusion's computation, a reduction's), parameters, tuples: no kernel.
     assert set(train) == {"loop_add_fusion", "input_reduce_fusion_1", "custom_call_2"}
     evaluated = modules["jit_eval"]
     assert evaluated["wrapped_exp_2"] == XlaOp("jit_eval", "jit(eval)/head/exp", "eval.py:40",
-                                               "/home/u/eval.py", ("f32",), ("f32",))
+                                               "/home/u/eval.py", (HloBuffer("f32", 8),),
+                                               (HloBuffer("f32", 8),))
 
 
 def test_a_name_two_modules_give_different_operations_is_left_out():
@@ -91,4 +95,8 @@ def test_a_jax_programs_dump_names_its_named_scopes(tmp_path):
     assert fusions and fusions <= set(train), (fusions, train)
     scopes = {op.op_name.split("/")[-2]: op.source for op in train.values()}
     assert scopes.get("layer1") == "prog.py:6" and scopes.get("layer2") == "prog.py:8", train
+    # Every array of this program is float32, of 64, 8 or 1 elements: its operands, written
+    # by name alone in newer XLA, are found through the instructions they name.
+    assert all(b.type == "f32" and b.elements in (64, 8, 1)
+               for op in train.values() for b in op.operands + op.outputs), train
     assert all(ops[name] == op for name, op in train.items() if name in ops)

@@ -2,18 +2,17 @@
 type of each comes from XLA's own dump of the module (cudump/rundir/xla.py), made under
 --check-nan with or without --layers. The stand-in program `xla` writes its module's HLO
 where XLA_FLAGS says, as XLA does, and launches the fusion (f32 x, s32 index, f32 y) once:
-x holds a negative, so y gets log's NaN; index holds -1s, a NaN's bits if read as float."""
+x holds a negative, so y gets log's NaN; index holds -1s, a NaN's bits if read as float; y's
+allocation holds NaNs after the array, which only XLA's element count keeps out."""
 
 from __future__ import annotations
 
 from records import manifest, nan_lines
 
-from cudump.controller.compiled_ops import arg_elements
-from cudump.kernels.elements import ElementType
-from cudump.rundir.xla import XlaOp
+from cudump.controller.compiled_ops import arg_overrides
+from cudump.rundir.xla import HloBuffer, XlaOp
 
 BAD = 77
-F32 = ElementType("float32", 1)
 
 
 def test_an_xla_fusions_nan_is_found_named_and_its_int_operand_not_read_as_float(
@@ -28,6 +27,8 @@ def test_an_xla_fusions_nan_is_found_named_and_its_int_operand_not_read_as_float
     # Only y (argument 2) is non-finite: the s32 index is not scanned as float.
     assert [(r["arg"], r["nonfinite"], r["first_nonfinite"], r["origin"]) for r in found] == [
         (2, 1, BAD, "produced")], found
+    # y read as XLA's f32[1024]: its 1024 elements, not the NaNs after it in its allocation.
+    assert found[0]["elements"] == 1024
 
 
 def test_without_the_dump_xla_kernels_are_not_guessed_at(fake, cudump_run, tmp_path):
@@ -43,16 +44,24 @@ def test_without_the_dump_xla_kernels_are_not_guessed_at(fake, cudump_run, tmp_p
     assert [r for r in manifest(ran.run_dir) if "nonfinite" in r] == []
 
 
-def test_argument_types_by_position_or_one_type_for_all():
-    op = XlaOp("jit_f", "jit(f)/head/log", None, None, ("f32", "s32"), ("f32",))
-    assert arg_elements(op, [(0, 8), (8, 8), (16, 8)]) == {
-        0: F32, 1: ElementType("int32", 1), 2: F32}
+def test_argument_types_and_counts_by_position_or_one_type_for_all():
+    op = XlaOp("jit_f", "jit(f)/head/log", None, None,
+               (HloBuffer("f32", 1024), HloBuffer("s32", 1024)), (HloBuffer("f32", 4),))
+    read = arg_overrides(op, [(0, 8), (8, 8), (16, 8)])
+    assert {i: (o.dtype, o.count.text if o.count else None) for i, o in read.items()} == {
+        0: ("float32", "1024"), 1: ("int32", "1024"), 2: ("float32", "4")}
     # Two arguments for three buffers: XLA passed one slice once; with mixed types the
     # positions are not known, so nothing is said.
-    assert arg_elements(op, [(0, 8), (8, 8)]) == {}
-    same = XlaOp("jit_f", "jit(f)/add", None, None, ("bf16", "bf16"), ("bf16",))
-    bf16 = arg_elements(same, [(0, 8), (8, 8)])
-    assert set(bf16) == {0, 1} and bf16[0].dtype == "uint16" and "bfloat16" in bf16[0].note
-    # A parameter that is not a pointer: not an XLA kernel's layout.
-    assert arg_elements(op, [(0, 8), (8, 8), (16, 4)]) == {}
-    assert arg_elements(op, None) == {}
+    assert arg_overrides(op, [(0, 8), (8, 8)]) == {}
+    same = XlaOp("jit_f", "jit(f)/add", None, None,
+                 (HloBuffer("bf16", 8), HloBuffer("bf16", 8)), (HloBuffer("bf16", 8),))
+    bf16 = arg_overrides(same, [(0, 8), (8, 8)])
+    # The type alone: the count of a merged argument's buffer is not known.
+    assert set(bf16) == {0, 1} and bf16[0].dtype == "uint16" and bf16[0].count is None
+    assert "bfloat16" in (bf16[0].note or "")
+    # A parameter that is not a pointer: not an XLA kernel's layout. fp8: numpy has no type.
+    assert arg_overrides(op, [(0, 8), (8, 8), (16, 4)]) == {}
+    assert arg_overrides(op, None) == {}
+    fp8 = XlaOp("jit_f", "jit(f)/cast", None, None, (HloBuffer("f8e4m3fn", 8),),
+                (HloBuffer("f32", 8),))
+    assert set(arg_overrides(fp8, [(0, 8), (8, 8)])) == {1}

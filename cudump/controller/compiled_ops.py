@@ -5,10 +5,13 @@ function) and the source line of each. A kernel's function is announced after it
 compiled, so the dump holds it by then: the folder is read again only when a name is not yet
 known and the folder has changed since it was last read.
 
-XLA's kernels take untyped pointers; the dump says what each holds (xla.py), and a NaN/Inf
-scan reads an argument as that type (FuncInfo.arg_elements). Where XLA merged two arguments
-(one buffer passed twice), positions are known only when every operand and output has one
-type; otherwise none is given, and the kernel's buffers are not scanned: a guess could read
+XLA's kernels take untyped pointers; the dump says what each holds (xla.py): its element
+type and count, which every rule then reads the argument as, unless it overrides it
+(FuncInfo.arg_overrides): a NaN/Inf scan covers exactly the array, whatever lies after it in
+XLA's preallocated memory, and a snapshot is an array of its type. Where XLA merged two
+arguments (one buffer passed twice), positions are known only when every operand and output
+has one type (then the type alone is given, and the extent is found as for any untyped
+pointer); otherwise nothing is, and the kernel's buffers are not scanned: a guess could read
 an int32 index as float and report a NaN that is not there."""
 
 from __future__ import annotations
@@ -17,11 +20,13 @@ import os
 import threading
 from pathlib import Path
 
-from cudump.kernels.elements import ElementType, hlo_element_type
+from cudump.kernels.elements import hlo_element_type
+from cudump.kernels.expr import parse_expr
+from cudump.kernels.overrides import ArgOverride
 from cudump.launches.process import FuncInfo
 from cudump.launches.scopes import Where
 from cudump.rundir.layout import XLA_DIR
-from cudump.rundir.xla import XlaOp, xla_ops
+from cudump.rundir.xla import HloBuffer, XlaOp, xla_ops
 
 POINTER = 8     # an XLA kernel's every parameter is a buffer's address
 
@@ -34,21 +39,24 @@ def op_where(op: XlaOp) -> Where:
     return Where(scopes=parts, layer="/".join(named) or op.op_name, source=op.source)
 
 
-def arg_elements(op: XlaOp, params: list[tuple[int, int]] | None) -> dict[int, ElementType]:
-    """The element type of each of a kernel's arguments, by index, from its operation (the
-    kernel's parameters, (offset, size) each, as the driver gives them)."""
+def arg_overrides(op: XlaOp, params: list[tuple[int, int]] | None
+                  ) -> dict[int, ArgOverride]:
+    """How each of a kernel's arguments is read, by index, from its operation (the kernel's
+    parameters, (offset, size) each, as the driver gives them)."""
     if not params or any(size != POINTER for _, size in params):
         return {}
-    types = op.arg_types(len(params))
-    if types is None:
+    buffers = op.args(len(params))
+    if buffers is None:
         if op.one_type is None:
             return {}
-        types = (op.one_type,) * len(params)
-    out: dict[int, ElementType] = {}
-    for index, name in enumerate(types):
-        element = hlo_element_type(name) if name else None
-        if element is not None:
-            out[index] = element
+        buffers = (HloBuffer(op.one_type, None),) * len(params)
+    out: dict[int, ArgOverride] = {}
+    for index, buffer in enumerate(buffers):
+        element = hlo_element_type(buffer.type) if buffer.type else None
+        if element is None:
+            continue
+        count = parse_expr(buffer.elements) if buffer.elements else None
+        out[index] = ArgOverride(dtype=element.dtype, note=element.note, count=count)
     return out
 
 
@@ -74,7 +82,7 @@ class CompiledOps:
         op = self.lookup(func.mangled)
         if op is not None:
             func.op = op_where(op)
-            func.arg_elements = arg_elements(op, func.params)
+            func.arg_overrides = arg_overrides(op, func.params)
 
     def lookup(self, kernel: str) -> XlaOp | None:
         with self.lock:

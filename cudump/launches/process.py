@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from cudump.kernels.demangle import demangle
-from cudump.kernels.elements import ElementType
 from cudump.kernels.geometry import Allocation
+from cudump.kernels.overrides import ArgOverride
 from cudump.kernels.tensormaps import TensorMap
 from cudump.launches.collectives import CollectiveLog, collective_op
 from cudump.launches.scopes import NOWHERE, ScopeKind, ScopeNode, ScopeTable, Where
@@ -39,10 +39,10 @@ class FuncInfo:
     # and source line, --layers): the where of its launches that no scope names.
     op: Where | None = None
     collective: str | None = None   # its collective operation (collectives.py), if one
-    # The element type of an argument by its index, where the kernel's own parameters are
-    # untyped pointers and its compiler said what they hold (an XLA fusion's operands and
-    # outputs): what NaN/Inf scans read them as.
-    arg_elements: dict[int, ElementType] = field(default_factory=dict)
+    # How an argument is read (element type, count), by its index, where the kernel's own
+    # parameters are untyped pointers and its compiler said what they hold (an XLA fusion's
+    # operands and outputs): every rule's reading of it unless the rule overrides it.
+    arg_overrides: dict[int, ArgOverride] = field(default_factory=dict)
 
 
 @dataclass

@@ -15,8 +15,9 @@ Each kernel's arguments' element types come from the same instruction: XLA passe
 fusion's operands, then its outputs (a tuple's leaves in order), one pointer each, except
 that a buffer slice passed twice is passed once (KernelArguments). The kernels' own
 parameters are untyped pointers, so these are the only types a NaN/Inf scan has for them:
-`arg_types` holds them where the count of the kernel's parameters says no slice was merged,
-and `one_type` the element type every operand and output share, if one.
+`args` holds each one's type and element count where the count of the kernel's parameters
+says no slice was merged, and `one_type` the element type every operand and output share,
+if one.
 
 Limits: XLA may launch one kernel for several identical fusions (it reuses the kernel of the
 first one): its name then gives the first fusion's operation. Calls into libraries (cuBLAS,
@@ -32,6 +33,7 @@ import os
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import NamedTuple
 
 from cudump.rundir.layout import XLA_DIR
 from cudump.rundir.reading import RunFileError, read_bytes
@@ -58,7 +60,20 @@ _STACK_FRAME = re.compile(r"\bstack_frame_id=(\d+)")
 _TABLE_ROW = re.compile(r"^(\d+)\s+(.*)$")
 _FIELD = re.compile(r"(\w+)=(\d+)")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_$]")
-_SHAPE = re.compile(r"(?<![\w.%])([a-z][a-z0-9]*)\[")     # "f32[64,64]{1,0}": its type
+# "f32[64,64]{1,0}": its element type and dimensions
+_SHAPE = re.compile(r"(?<![\w.%])([a-z][a-z0-9]*)\[([^\]]*)\]")
+
+
+class HloBuffer(NamedTuple):
+    """One array an instruction reads or writes: its element type as HLO names it ("f32",
+    "bf16", "s32"; None for a tuple, a token or a shape not written) and its element count
+    (None where a dimension is dynamic or the shape is not known)."""
+
+    type: str | None
+    elements: int | None
+
+
+UNKNOWN = HloBuffer(None, None)
 
 
 @dataclass(frozen=True)
@@ -67,21 +82,21 @@ class XlaOp:
     op_name: str                 # "jit(train)/layer1/dot_general": function, scopes, primitive
     source: str | None = None    # "train.py:57" (the file's name and the line), when known
     source_path: str | None = None   # the file as XLA recorded it
-    # Element types (HLO names: "f32", "bf16", "s32"; None for a tuple or a token) of the
-    # instruction's operands, then of its outputs (a tuple's leaves): the kernel's arguments.
-    operand_types: tuple[str | None, ...] = ()
-    output_types: tuple[str | None, ...] = ()
+    # The instruction's operands, then its outputs (a tuple's leaves): the kernel's
+    # arguments' buffers.
+    operands: tuple[HloBuffer, ...] = ()
+    outputs: tuple[HloBuffer, ...] = ()
 
-    def arg_types(self, count: int) -> tuple[str | None, ...] | None:
-        """The element type of each of the kernel's `count` pointer arguments, or None where
-        XLA merged arguments (a slice passed twice) so positions are not known."""
-        types = self.operand_types + self.output_types
-        return types if count == len(types) and types else None
+    def args(self, count: int) -> tuple[HloBuffer, ...] | None:
+        """The buffer of each of the kernel's `count` pointer arguments, or None where XLA
+        merged arguments (a slice passed twice) so positions are not known."""
+        buffers = self.operands + self.outputs
+        return buffers if count == len(buffers) and buffers else None
 
     @property
     def one_type(self) -> str | None:
         """The element type all of the instruction's operands and outputs share, or None."""
-        types = set(self.operand_types + self.output_types)
+        types = {b.type for b in self.operands + self.outputs}
         return types.pop() if len(types) == 1 else None
 
 
@@ -101,7 +116,7 @@ class _Instruction:
     to_apply: str | None
     metadata: str
     operands: tuple[str, ...] = ()             # as written: "f32[8]{0} %x" or "%x"
-    output_types: tuple[str | None, ...] = ()
+    outputs: tuple[HloBuffer, ...] = ()
 
 
 @dataclass
@@ -135,41 +150,53 @@ def _operands(body: str, start: int) -> list[str]:
     return [part for part in parts if part.strip()]
 
 
-def _shape_type(text: str) -> str | None:
-    """The element type of a shape ("f32[8]{0} %x": "f32"); None for a tuple, a token or an
+def _buffer(found: re.Match[str]) -> HloBuffer:
+    elements = 1
+    for dim in found.group(2).split(","):
+        dim = dim.strip()
+        if not dim:
+            continue
+        if not dim.isdigit():
+            return HloBuffer(found.group(1), None)     # dynamic ("<=8") or not a number
+        elements *= int(dim)
+    return HloBuffer(found.group(1), elements)
+
+
+def _shape(text: str) -> HloBuffer:
+    """The buffer a shape says ("f32[8]{0} %x"); UNKNOWN for a tuple, a token or an
     operand written without its shape."""
     text = text.strip()
     if text.startswith("("):
-        return None
+        return UNKNOWN
     found = _SHAPE.match(text)
-    return found.group(1) if found else None
+    return _buffer(found) if found else UNKNOWN
 
 
 def _signature(body: str, opcode: re.Match[str] | None
-               ) -> tuple[tuple[str, ...], tuple[str | None, ...]]:
-    """(operands as written, output types: a tuple's leaves) of an instruction's text."""
+               ) -> tuple[tuple[str, ...], tuple[HloBuffer, ...]]:
+    """(operands as written, outputs: a tuple's leaves) of an instruction's text."""
     if opcode is None:
         return (), ()
     result = body[:opcode.start(1)].strip()
-    outputs = (tuple(m.group(1) for m in _SHAPE.finditer(result)) if result.startswith("(")
-               else (_shape_type(result),))
+    outputs = (tuple(_buffer(m) for m in _SHAPE.finditer(result)) if result.startswith("(")
+               else (_shape(result),))
     return tuple(o.strip() for o in _operands(body, opcode.end(1))), outputs
 
 
-def _operand_types(instruction: _Instruction, body: list[_Instruction]
-                   ) -> tuple[str | None, ...]:
-    """Each operand's element type: written before it, or (newer XLA writes operands by name
-    alone) the output type of the instruction it names."""
+def _operand_buffers(instruction: _Instruction, body: list[_Instruction]
+                     ) -> tuple[HloBuffer, ...]:
+    """Each operand's buffer: its shape written before it, or (newer XLA writes operands by
+    name alone) the output of the instruction it names."""
     named = {i.name: i for i in body}
-    types: list[str | None] = []
+    buffers: list[HloBuffer] = []
     for operand in instruction.operands:
-        found = _shape_type(operand)
-        if found is None and not operand.startswith("("):
-            source = named.get(operand.split()[-1].lstrip("%")) if operand else None
-            if source is not None and len(source.output_types) == 1:
-                found = source.output_types[0]
-        types.append(found)
-    return tuple(types)
+        found = _shape(operand)
+        if found == UNKNOWN and operand and not operand.startswith("("):
+            source = named.get(operand.split()[-1].lstrip("%"))
+            if source is not None and len(source.outputs) == 1:
+                found = source.outputs[0]
+        buffers.append(found)
+    return tuple(buffers)
 
 
 def _parse(text: str) -> _Module | None:
@@ -205,11 +232,11 @@ def _parse(text: str) -> _Module | None:
         opcode = _OPCODE.search(body)
         calls = _CALLS.search(body)
         to_apply = _TO_APPLY.search(body)
-        operands, output_types = _signature(body, opcode)
+        operands, outputs = _signature(body, opcode)
         instruction = _Instruction(found.group(1), opcode.group(1) if opcode else "",
                                    calls.group(1) if calls else None,
                                    to_apply.group(1) if to_apply else None, metadata,
-                                   operands, output_types)
+                                   operands, outputs)
         current.append(instruction)
         if line.lstrip().startswith("ROOT"):
             module.roots[name] = instruction
@@ -261,7 +288,7 @@ def _ops(module: _Module) -> dict[str, XlaOp]:
             source, path = _source(module, metadata)
             out[kernel_name(instruction.name)] = XlaOp(
                 module.name, _unquote(op_name.group(1)), source, path,
-                _operand_types(instruction, body), instruction.output_types)
+                _operand_buffers(instruction, body), instruction.outputs)
     return out
 
 

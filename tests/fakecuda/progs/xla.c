@@ -3,7 +3,9 @@
  * the module's optimized HLO where XLA_FLAGS' --xla_dump_to says (as XLA does when asked),
  * then launches the fusion `loop_log_fusion` (untyped pointers: f32 x, s32 index, f32 y)
  * once over N elements, x[j] = j + 1 but x[BAD] = -1, every index -1 (a NaN's bits, read
- * as float). Usage: xla BAD. Prints `launches loop_log_fusion=1`.
+ * as float). y's allocation is twice its array, the rest all 0xff bytes (NaNs, as whatever
+ * lies beyond an array in XLA's preallocated memory may be): only the array is y.
+ * Usage: xla BAD. Prints `launches loop_log_fusion=1`.
  */
 #include "progcommon.h"
 
@@ -72,9 +74,10 @@ int main(int argc, char **argv)
     CUdeviceptr dx, di, dy;
     CHECK(cuMemAlloc_v2(&dx, sizeof x));
     CHECK(cuMemAlloc_v2(&di, sizeof index));
-    CHECK(cuMemAlloc_v2(&dy, sizeof x));
+    CHECK(cuMemAlloc_v2(&dy, 2 * sizeof x));
     CHECK(cuMemsetD8_v2(dy, 0, sizeof x));
-    tally_alloc(&t, 3 * sizeof x);
+    CHECK(cuMemsetD8_v2(dy + sizeof x, 0xff, sizeof x));
+    tally_alloc(&t, 4 * sizeof x);
     CHECK(cuMemcpyHtoD_v2(dx, x, sizeof x));
     CHECK(cuMemcpyHtoD_v2(di, index, sizeof index));
     void *args[] = {&dx, &di, &dy};
