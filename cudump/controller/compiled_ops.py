@@ -31,12 +31,25 @@ from cudump.rundir.xla import HloBuffer, XlaOp, xla_ops
 POINTER = 8     # an XLA kernel's every parameter is a buffer's address
 
 
+def _named(op_name: str) -> str:
+    """An op_name without its traced functions: `encoder/dot_general`."""
+    parts = [part for part in op_name.split("/") if part]
+    return "/".join(p for p in parts if not p.startswith(("jit(", "pjit(", "pmap("))) or op_name
+
+
 def op_where(op: XlaOp) -> Where:
     """An operation as a launch's where: its op_name's parts are the scopes; the layer is
-    the part after the traced functions (`encoder/dot_general`)."""
+    the part after the traced functions (`encoder/dot_general`), and, for a fusion of
+    operations of other named scopes, those too (`encoder/dot_general, fused with
+    head/log`): the kernel runs them all, and a NaN may be any one's."""
     parts = tuple(part for part in op.op_name.split("/") if part)
-    named = [part for part in parts if not part.startswith(("jit(", "pjit(", "pmap("))]
-    return Where(scopes=parts, layer="/".join(named) or op.op_name, source=op.source)
+    layer = _named(op.op_name)
+    scope = layer.rpartition("/")[0]
+    others = [n for n in dict.fromkeys(_named(f) for f in op.fused)
+              if n != layer and n.rpartition("/")[0] != scope]
+    if others:
+        layer = f"{layer}, fused with {', '.join(others)}"
+    return Where(scopes=parts, layer=layer, source=op.source)
 
 
 def arg_overrides(op: XlaOp, params: list[tuple[int, int]] | None

@@ -19,7 +19,14 @@ from cudump.kernels.geometry import Allocation
 from cudump.kernels.overrides import ArgOverride
 from cudump.kernels.tensormaps import TensorMap
 from cudump.launches.collectives import CollectiveLog, collective_op
-from cudump.launches.scopes import NOWHERE, ScopeKind, ScopeNode, ScopeTable, Where
+from cudump.launches.scopes import (
+    NOWHERE,
+    ScopeKind,
+    ScopeNode,
+    ScopeTable,
+    Where,
+    compiler_annotation,
+)
 from cudump.wire import protocol as p
 from cudump.wire.shm import FlightRing, LaunchCounts
 
@@ -110,15 +117,17 @@ class ProcessState:
 
     def where(self, func_id: int, scope: int, step: int = 0, source: int = 0,
               seq: int | None = None, wait: bool = False) -> Where:
-        """A launch's wire numbers in names; a launch no scope names takes its kernel's
-        operation (FuncInfo.op), where the program's compiler said what it is. With its
+        """A launch's wire numbers in names; a launch no scope names (or only XLA's own
+        annotations) takes its kernel's operation (FuncInfo.op), where the program's
+        compiler said what it is. With its
         launch number `seq`, the collectives its process launched before it."""
         where = self.scopes.where(scope, step, source) if scope or step or source else NOWHERE
-        if not where.layer:
+        if not where.layer or compiler_annotation(where.layer):
             func = self.funcs.get(func_id)
             if func is not None and func.op is not None:
                 op = func.op
-                where = Where(scopes=op.scopes, layer=op.layer, pass_=where.pass_,
+                kept = tuple(s for s in where.scopes if not compiler_annotation(s))
+                where = Where(scopes=kept + op.scopes, layer=op.layer, pass_=where.pass_,
                               step=where.step, source=where.source or op.source)
         if seq is not None:
             place = self.collectives.before(seq, wait)

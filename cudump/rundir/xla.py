@@ -86,6 +86,10 @@ class XlaOp:
     # arguments' buffers.
     operands: tuple[HloBuffer, ...] = ()
     outputs: tuple[HloBuffer, ...] = ()
+    # The op_names of the operations a fusion's kernel runs (those with one), each once, in
+    # the fused computation's order: a fusion's own op_name is one of them, and a NaN may
+    # come from another (`encoder/dot_general` fused with `head/log`).
+    fused: tuple[str, ...] = ()
 
     def args(self, count: int) -> tuple[HloBuffer, ...] | None:
         """The buffer of each of the kernel's `count` pointer arguments, or None where XLA
@@ -286,9 +290,15 @@ def _ops(module: _Module) -> dict[str, XlaOp]:
             if op_name is None:
                 continue
             source, path = _source(module, metadata)
+            fused: list[str] = []
+            if instruction.opcode == "fusion" and instruction.calls:
+                for inner in module.computations.get(instruction.calls, []):
+                    name = _OP_NAME.search(inner.metadata)
+                    if name is not None and _unquote(name.group(1)) not in fused:
+                        fused.append(_unquote(name.group(1)))
             out[kernel_name(instruction.name)] = XlaOp(
                 module.name, _unquote(op_name.group(1)), source, path,
-                _operand_buffers(instruction, body), instruction.outputs)
+                _operand_buffers(instruction, body), instruction.outputs, tuple(fused))
     return out
 
 
