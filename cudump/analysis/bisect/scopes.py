@@ -153,16 +153,19 @@ def launch_rules(records: list[SnapshotRecord], when: str, fmt: str,
     return rules
 
 
-Place = tuple[int, str, int, int, int, int, str, int]
+Place = tuple[int, str, int, int, int, str, int]
 
 
 def _place(snap: Snapshot) -> Place:
     """A record's place, the same in a re-run of the program: its rank (-1: none), kernel,
-    occurrence, launch, graph node, argument, phase and pointer offset. The process is left
-    out: a re-run that records fewer processes numbers them otherwise."""
+    occurrence, graph node, argument, phase and pointer offset. The process is left out: a
+    re-run that records fewer processes numbers them otherwise. So is the launch number:
+    the re-run's rule takes the kernel's same occurrence (launch_rule), but other kernels
+    may launch more or less often before it (a compiled program's autotuning benchmarks
+    its kernels as often as its timings say), so the number may not be the same."""
     r = snap.record
     offset = r.extra.get("offset")
-    return (-1 if r.rank is None else r.rank, r.kernel, r.occurrence, r.launch, snap.node,
+    return (-1 if r.rank is None else r.rank, r.kernel, r.occurrence, snap.node,
             r.arg, r.phase, offset if isinstance(offset, int) else 0)
 
 
