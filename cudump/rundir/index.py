@@ -184,7 +184,8 @@ def _columns_sql(columns: dict[str, str]) -> str:
 _TRACE_FIELDS = {"event": "VARCHAR", "launch": "BIGINT", "pid": "BIGINT", "rank": "INTEGER",
                  "kernel": "VARCHAR", "step": "INTEGER", "collective": "INTEGER",
                  "collective_op": "VARCHAR", "layer": "VARCHAR", "pass": "VARCHAR",
-                 "source": "VARCHAR", "scope": "VARCHAR[]", "device": "INTEGER"}
+                 "source": "VARCHAR", "scope": "VARCHAR[]", "device": "INTEGER",
+                 "node": "BIGINT"}
 
 
 def _load(con: Any, table: str, rows: list[Any], work: Path) -> None:
@@ -218,13 +219,14 @@ def _launches_from_trace(con: Any, trace: Path) -> int:
     if ops:
         con.executemany("INSERT INTO cudump_ops VALUES (?, ?)", ops)
     # A launch's within: its place after its process's last collective (collective only
-    # grows with the launch number, so a process's launches of one collective are one run).
+    # grows with the launch number, and a graph launch's kernel nodes with their node, so a
+    # process's launches of one collective are one run).
     con.execute(
         "CREATE OR REPLACE TEMP TABLE cudump_launches AS SELECT coalesce(t.rank, -1) AS rank, "
         "t.pid, t.launch, t.kernel, o.op, t.event, CASE WHEN t.step >= 0 THEN t.step END AS "
         "step, CASE WHEN t.collective >= 0 THEN t.collective END AS collective, CASE WHEN "
         "t.collective >= 0 THEN t.collective_op END AS collective_op, row_number() OVER "
-        "(PARTITION BY t.pid, t.collective ORDER BY t.launch) - 1 AS within, t.layer, "
+        "(PARTITION BY t.pid, t.collective ORDER BY t.launch, t.node) - 1 AS within, t.layer, "
         "t.\"pass\", CASE WHEN t.source LIKE '%:%' THEN t.source END AS source, "
         "nullif(array_to_string(t.scope, ' / '), '') AS scope, t.device FROM cudump_trace t "
         "LEFT JOIN cudump_ops o USING (kernel)")

@@ -169,7 +169,7 @@ def _number_within(launches: list[LaunchRow]) -> None:
     for row in launches:
         by_pid[row.pid].append(row)
     for rows in by_pid.values():
-        rows.sort(key=lambda r: r.launch)
+        rows.sort(key=lambda r: r.launch)    # stable: a graph launch's nodes stay in order
         current: int | None = -1
         within = 0
         for row in rows:

@@ -9,8 +9,15 @@
  * COLLECTIVES_HANG=K in the environment: the rank launches no all-reduce after
  * its K-th (as a rank stuck in a collective would), its vecAdds going on.
  * COLLECTIVES_PLAIN=1: no step and no scope is told (a program without them).
+ * COLLECTIVES_GRAPH=1: as a program under CUDA graphs: one all-reduce of its own,
+ * then a step's COLLS layers (vecAdd and all-reduce each) captured once on a
+ * stream into a graph, replayed STEPS times (the step told before each replay),
+ * then one vecAdd of its own, whose inputs overflow where NAN_STEP and NAN_LAYER
+ * are given (any values).
  * Usage: collectives STEPS COLLS [NAN_STEP NAN_LAYER]
- * Prints `launches vecAdd=STEPS*COLLS allreduce=A`.
+ * Prints `launches vecAdd=STEPS*COLLS allreduce=A` (with COLLECTIVES_GRAPH, the
+ * kernel nodes' runs and the launches of their own: vecAdd=STEPS*COLLS+1
+ * allreduce=STEPS*COLLS+1).
  */
 #define _GNU_SOURCE
 #include "progcommon.h"
@@ -58,6 +65,39 @@ int main(int argc, char **argv)
     void *coll_args[] = {storage};
     long launched = 0;
     char name[32];
+    if (getenv("COLLECTIVES_GRAPH")) {
+        CUstream stream;
+        CHECK(cuStreamCreate(&stream, 0));
+        CHECK(cuLaunchKernel(allreduce, 1, 1, 1, 64, 1, 1, 0, NULL, coll_args, NULL));
+        CHECK(cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        for (int l = 0; l < colls; l++) {
+            snprintf(name, sizeof name, "layers.%d", l);
+            int pushed = push && push(SCOPE_FORWARD, name) == 0;
+            CHECK(cuLaunchKernel(add, N / 256, 1, 1, 256, 1, 1, 0, stream, args, NULL));
+            if (pushed)
+                pop();
+            CHECK(cuLaunchKernel(allreduce, 1, 1, 1, 64, 1, 1, 0, stream, coll_args, NULL));
+        }
+        CUgraph graph;
+        CUgraphExec exec;
+        CHECK(cuStreamEndCapture(stream, &graph));
+        CHECK(cuGraphInstantiateWithFlags(&exec, graph, 0));
+        for (int k = 0; k < steps; k++) {
+            if (set_step)
+                set_step((unsigned)k + 1);
+            CHECK(cuGraphLaunch(exec, stream));
+            CHECK(cuStreamSynchronize(stream));
+        }
+        if (argc == 5) {
+            float big = 3e38f;
+            CHECK(cuMemcpyHtoD_v2(da + INDEX * sizeof(float), &big, sizeof big));
+            CHECK(cuMemcpyHtoD_v2(db + INDEX * sizeof(float), &big, sizeof big));
+        }
+        CHECK(cuLaunchKernel(add, N / 256, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
+        CHECK(cuCtxSynchronize());
+        printf("launches vecAdd=%d allreduce=%d\n", steps * colls + 1, steps * colls + 1);
+        return 0;
+    }
     for (int k = 0; k < steps; k++) {
         if (set_step)
             set_step((unsigned)k + 1);
