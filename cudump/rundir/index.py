@@ -57,7 +57,9 @@ COLUMNS: dict[str, dict[str, str]] = {
                 **_PLACE, "record": "VARCHAR"},
     "reports": {"rank": "INTEGER", "pid": "BIGINT", "launch": "BIGINT", "kernel": "VARCHAR",
                 "arg": "INTEGER", "nonfinite": "BIGINT", "elements": "BIGINT",
-                "origin": "VARCHAR", **_WHERE, "within": "BIGINT", **_PLACE},
+                "origin": "VARCHAR", **_WHERE, "within": "BIGINT", **_PLACE,
+                "from_arg": "INTEGER", "from_host": "VARCHAR", "from_host_bytes": "BIGINT",
+                "from_host_launch": "BIGINT"},
     "ranks": {"rank": "INTEGER", "pid": "BIGINT", "launches": "BIGINT",
               "collectives": "BIGINT", "last_launch": "BIGINT", "last_kernel": "VARCHAR",
               "last_step": "INTEGER", "last_collective": "INTEGER",
@@ -141,6 +143,9 @@ def _built(root: Path, run: IndexedRun) -> dict[str, list[int]] | None:
     tables = data.get("tables") if isinstance(data, dict) else None
     if not isinstance(tables, dict):
         return None
+    # Written with other columns (an older cudump's): written again, whole.
+    if data.get("columns") != _column_names():
+        return None
     out: dict[str, list[int]] = {}
     for table in TABLES:
         ranks = tables.get(table)
@@ -148,6 +153,11 @@ def _built(root: Path, run: IndexedRun) -> dict[str, list[int]] | None:
             return None
         out[table] = ranks
     return out
+
+
+def _column_names() -> dict[str, list[str]]:
+    """Each table's columns, as a node's build file records them."""
+    return {table: list(columns) for table, columns in COLUMNS.items()}
 
 
 def up_to_date(root: Path, run: IndexedRun) -> bool:
@@ -295,7 +305,7 @@ def write_node(con: Any, root: Path, run: IndexedRun, rows: RunRows, trace: Path
             con.execute(f"DROP TABLE IF EXISTS cudump_{table}")
         built = _built_file(root, run)
         built.parent.mkdir(parents=True, exist_ok=True)
-        built.write_text(json.dumps({"tables": written}) + "\n")
+        built.write_text(json.dumps({"tables": written, "columns": _column_names()}) + "\n")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

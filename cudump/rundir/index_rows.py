@@ -21,6 +21,7 @@ from cudump.launches.scopes import Where
 from cudump.rundir import reading
 from cudump.rundir.layout import MANIFEST_FILE, TRACE_FILE
 from cudump.rundir.manifest import SnapshotRecord, read_manifest
+from cudump.rundir.runs import HostSource
 from cudump.rundir.wheres import record_where
 
 NO_RANK = -1      # a process without a rank, in the index
@@ -82,7 +83,11 @@ class RecordRow:
 
 @dataclass
 class ReportRow:
-    """A NaN/Inf report: a buffer a launch left non-finite where it was not before."""
+    """A NaN/Inf report: a buffer a launch left non-finite where it was not before. Where
+    what it read came from a write of the program's from the host (a host-to-device copy or
+    a memset, with no launch cudump scanned after it), that write produced it: `from_host`
+    ("copy" | "memset"), its bytes and the launch it came before, and `from_arg`, the
+    argument that read it."""
 
     rank: int
     pid: int
@@ -99,6 +104,16 @@ class ReportRow:
     layer: str | None
     pass_: str | None
     source: str | None
+    from_arg: int | None = None
+    from_host: str | None = None       # "copy" | "memset": the host wrote what it read
+    from_host_bytes: int | None = None
+    from_host_launch: int | None = None     # the launch the host's write came before
+
+    @property
+    def produced(self) -> bool:
+        """Whether NaN/Inf begins here: the launch made it from finite inputs, or read it
+        from a write of the host's (which is then its producer)."""
+        return self.origin == "produced" or self.from_host is not None
 
 
 @dataclass
@@ -201,12 +216,18 @@ def _report_rows(records: list[SnapshotRecord], within: dict[tuple[int, int], in
             continue
         origin = r.extra.get("origin")
         where = record_where(r.extra)
+        host = (HostSource.from_field(r.extra.get("from_host")) if origin == "propagated"
+                else None)
         out.append(ReportRow(
             rank=NO_RANK if r.rank is None else r.rank, pid=r.pid, launch=r.launch,
             kernel=r.kernel, arg=r.arg, nonfinite=count,
             elements=_int(r.extra.get("elements")),
             origin=origin if origin in ("produced", "propagated") else None,
-            within=within.get((r.pid, r.launch)), **_where_parts(where)))
+            within=within.get((r.pid, r.launch)), **_where_parts(where),
+            from_arg=_int(r.extra.get("from_arg")) if origin == "propagated" else None,
+            from_host=host.kind if host is not None else None,
+            from_host_bytes=host.nbytes if host is not None else None,
+            from_host_launch=host.before if host is not None else None))
     return out
 
 

@@ -9,6 +9,8 @@
  * COLLECTIVES_HANG=K in the environment: the rank launches no all-reduce after
  * its K-th (as a rank stuck in a collective would), its vecAdds going on.
  * COLLECTIVES_PLAIN=1: no step and no scope is told (a program without them).
+ * COLLECTIVES_HOST_NAN=1: the planted layer's a[INDEX] is a NaN copied from the
+ * host instead (the copy produces it; vecAdd carries it on).
  * COLLECTIVES_GRAPH=1: as a program under CUDA graphs: one all-reduce of its own,
  * then a step's COLLS layers (vecAdd and all-reduce each) captured once on a
  * stream into a graph, replayed STEPS times (the step told before each replay),
@@ -23,6 +25,7 @@
 #include "progcommon.h"
 
 #include <dlfcn.h>
+#include <math.h>
 
 #define N 1024
 #define INDEX 5
@@ -41,6 +44,7 @@ int main(int argc, char **argv)
     const char *hang_env = getenv("COLLECTIVES_HANG");
     long hang = hang_env ? atol(hang_env) : -1;
     int plain = getenv("COLLECTIVES_PLAIN") != NULL;
+    int host_nan = getenv("COLLECTIVES_HOST_NAN") != NULL;
     step_fn set_step = plain ? NULL : (step_fn)dlsym(RTLD_DEFAULT, "cudump_scope_step");
     push_fn push = plain ? NULL : (push_fn)dlsym(RTLD_DEFAULT, "cudump_scope_push");
     pop_fn pop = (pop_fn)dlsym(RTLD_DEFAULT, "cudump_scope_pop");
@@ -103,7 +107,10 @@ int main(int argc, char **argv)
             set_step((unsigned)k + 1);
         for (int l = 0; l < colls; l++) {
             int planted = k == nan_step && l == nan_layer;
-            if (planted) {
+            if (planted && host_nan) {
+                float nan = NAN;
+                CHECK(cuMemcpyHtoD_v2(da + INDEX * sizeof(float), &nan, sizeof nan));
+            } else if (planted) {
                 float big = 3e38f;
                 CHECK(cuMemcpyHtoD_v2(da + INDEX * sizeof(float), &big, sizeof big));
                 CHECK(cuMemcpyHtoD_v2(db + INDEX * sizeof(float), &big, sizeof big));
