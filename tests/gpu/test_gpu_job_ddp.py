@@ -29,6 +29,20 @@ BAD_RANK, BAD_STEP = 1, 3
 TIMEOUT_S = 300
 SAMPLE = SAMPLES / "torch_ddp_job.py"
 
+# The wordings cudump prints (checked against the code on any machine by
+# tests/test_job_ddp_sample.py): node 1's first NaN/Inf report, the first non-finite line of
+# `cudump stats JOB` (its launch number put in), and a timeline's process names.
+FIRST_REPORT = re.compile(
+    r"cudump: NaN/Inf: launch (\d+) of (.*MulFunctor.*) in step 3, between all-reduce "
+    r"(\d+) and (\d+)(?: at \S+)? \(occurrence \d+, process \d+, rank 1\) produced "
+    r"(\d+) of \d+ non-finite elements in arg \d+(?: \(the pointer at byte \d+\))?, the "
+    r"first at index \d+; its inputs were finite")
+FIRST_NONFINITE = (
+    r"first non-finite: rank 1 \(node node1\), launch {launch} of .+ in step 3, between "
+    r"all-reduce (\d+) and (\d+)(?: at \S+)?: \d+ of \d+ elements of arg \d+ "
+    r"non-finite \(produced\)")
+TRACK = re.compile(r"node (node\d), rank (\d), pid \d+")
+
 
 def _two_gpus() -> None:
     torch = pytest.importorskip("torch")
@@ -108,11 +122,7 @@ def test_ddp_job_names_rank_1_step_3_and_its_collective_interval(workdir, tmp_pa
     err1 = ended[1][2]
     reports = [ln for ln in err1.splitlines() if ln.startswith("cudump: NaN/Inf: ")]
     assert reports, err1[-3000:]
-    first = re.fullmatch(
-        r"cudump: NaN/Inf: launch (\d+) of (.*MulFunctor.*) in step 3, between all-reduce "
-        r"(\d+) and (\d+)(?: at \S+)? \(occurrence \d+, process \d+, rank 1\) produced "
-        r"(\d+) of \d+ non-finite elements in arg \d+, the first at index \d+; its inputs "
-        r"were finite", reports[0])
+    first = FIRST_REPORT.fullmatch(reports[0])
     assert first, reports[0]
     launch, a, b = int(first.group(1)), int(first.group(3)), int(first.group(4))
     assert a >= 1 and b == a + 1, reports[0]
@@ -139,10 +149,7 @@ def test_ddp_job_names_rank_1_step_3_and_its_collective_interval(workdir, tmp_pa
     assert "job: 2 nodes, 2 ranks" in lines, stats.stdout
     line = next((ln for ln in lines if ln.startswith("first non-finite: ")), None)
     assert line is not None, stats.stdout
-    said = re.fullmatch(
-        rf"first non-finite: rank 1 \(node node1\), launch {launch} of .+ in step 3, between "
-        r"all-reduce (\d+) and (\d+)(?: at \S+)?: \d+ of \d+ elements of arg \d+ "
-        r"non-finite \(produced\)", line)
+    said = re.fullmatch(FIRST_NONFINITE.format(launch=launch), line)
     assert said, line
     assert int(said.group(1)) < int(said.group(2)), line
     assert (int(said.group(1)), int(said.group(2))) == (a, b), line
@@ -157,8 +164,7 @@ def test_ddp_job_names_rank_1_step_3_and_its_collective_interval(workdir, tmp_pa
     events = json.loads(timeline.read_text())["traceEvents"]
     names = {e["pid"]: e["args"]["name"] for e in events
              if e.get("ph") == "M" and e.get("name") == "process_name"}
-    tracks = {re.match(r"node (node\d), rank (\d), pid \d+$", n).groups(): pid
-              for pid, n in names.items()}
+    tracks = {TRACK.fullmatch(n).groups(): pid for pid, n in names.items()}
     assert set(tracks) == {("node0", "0"), ("node1", "1")}, names
     for pid in tracks.values():
         assert any(e.get("ph") == "X" and e["pid"] == pid for e in events), names
