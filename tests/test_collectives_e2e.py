@@ -5,6 +5,7 @@ between; a program without collectives gets no such field."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from pathlib import Path
@@ -69,7 +70,7 @@ def test_log_counts_a_graph_launchs_collective_nodes_in_node_order() -> None:
 
 
 def _graph_run(cudump_run, fake, *options: str, nan: bool = False):
-    args = [str(fake.programs["collectives"]), "2", "2"] + (["0", "0"] if nan else [])
+    args = [str(fake.programs["collectives"]), "2", "2"] + (["1", "0"] if nan else [])
     ran = cudump_run(args, *options, env_extra={"COLLECTIVES_GRAPH": "1"})
     assert ran.returncode == 0, ran.stderr
     assert "launches vecAdd=5 allreduce=5" in ran.stdout
@@ -79,8 +80,9 @@ def _graph_run(cudump_run, fake, *options: str, nan: bool = False):
 def test_collectives_in_a_cuda_graph_are_numbered_per_replay(cudump_run, fake) -> None:
     """An all-reduce of its own, then two layers (vecAdd, all-reduce) captured into a graph
     and replayed twice, then a vecAdd: the replays' all-reduce nodes are collectives 2 to 5,
-    in launch and node order; the captured launches, which do not run, count as none."""
-    ran = _graph_run(cudump_run, fake, "--trace")
+    in launch and node order; the captured launches, which do not run, count as none. The
+    second replay's first node produces Inf."""
+    ran = _graph_run(cudump_run, fake, "--trace", "--check-nan", nan=True)
     trace = _trace(ran.run_dir)
     captured = [r for r in trace if r["event"] == "launch" and r["captured"]]
     assert len(captured) == 4 and {r["collective"] for r in captured} == {1}
@@ -92,19 +94,39 @@ def test_collectives_in_a_cuda_graph_are_numbered_per_replay(cudump_run, fake) -
     assert [r["step"] for r in nodes] == [0] * 4 + [1] * 4
     last = [r for r in trace if r["event"] == "launch"][-1]
     assert last["kernel"].startswith("vecAdd") and last["collective"] == 5
-    # The job's order reads them so: every all-reduce counted, the nodes in order.
-    (rank,) = run_rows(ran.run_dir).ranks
+    # The job's order reads them so: every all-reduce counted, each node at its place
+    # after the collective before it, from the trace in Python and with DuckDB alike.
+    rows = run_rows(ran.run_dir)
+    (rank,) = rows.ranks
     assert rank.collectives == 5
+    places = [(r.launch, r.graph_node, r.collective, r.within) for r in rows.launches
+              if r.graph_node is not None]
+    assert places == [(6, 0, 1, 4), (6, 1, 1, 5), (6, 2, 2, 0), (6, 3, 2, 1),
+                      (7, 0, 3, 0), (7, 1, 3, 1), (7, 2, 4, 0), (7, 3, 4, 1)]
+    if importlib.util.find_spec("duckdb") is not None:
+        from cudump.rundir.index import opened
+
+        with opened(ran.run_dir) as con:
+            indexed = con.execute("SELECT launch, graph_node, collective, within FROM "
+                                  "launches WHERE graph_node IS NOT NULL ORDER BY launch, "
+                                  "graph_node").fetchall()
+        assert [tuple(r) for r in indexed] == places
+    # The report of replay 2's node 0 lies where that node does.
+    (report,) = rows.reports
+    assert (report.launch, report.graph_node, report.collective, report.within) == \
+        (7, 0, 3, 0)
 
 
 def test_collectives_in_a_cuda_graph_are_numbered_without_trace(cudump_run, fake) -> None:
     """Without --trace the shim reports a replay's collective nodes (and only them): the
-    NaN report after the replays says it lies after the fifth all-reduce."""
+    NaN report of the second replay's first node says it lies after the third all-reduce
+    (the first replay's two nodes after the program's own)."""
     ran = _graph_run(cudump_run, fake, "--check-nan", nan=True)
     nan = [ln for ln in ran.stderr.splitlines() if ln.startswith("cudump: NaN/Inf:")]
     assert len(nan) == 1, ran.stderr
-    assert "launch 8 of vecAdd(float const*, float const*, float*, int) in step 1, " \
-        "between all-reduce 5 and 6 (" in nan[0], nan[0]
+    assert "launch 7 of vecAdd(float const*, float const*, float*, int) in layers.0 " \
+        "(forward, step 1, between all-reduce 3 and 4) (graph 1, replay 2, node 0, " in \
+        nan[0], nan[0]
     assert not (ran.run_dir / "trace.jsonl").exists()
 
 

@@ -50,7 +50,7 @@ _PLACE = {"layer": "VARCHAR", "pass": "VARCHAR", "source": "VARCHAR"}
 COLUMNS: dict[str, dict[str, str]] = {
     "launches": {"rank": "INTEGER", "pid": "BIGINT", "launch": "BIGINT", "kernel": "VARCHAR",
                  "op": "VARCHAR", "event": "VARCHAR", **_WHERE, "within": "BIGINT",
-                 **_PLACE, "scope": "VARCHAR", "device": "INTEGER"},
+                 **_PLACE, "scope": "VARCHAR", "device": "INTEGER", "graph_node": "BIGINT"},
     "records": {"rank": "INTEGER", "pid": "BIGINT", "launch": "BIGINT", "kernel": "VARCHAR",
                 "arg": "INTEGER", "phase": "VARCHAR", "status": "VARCHAR", "file": "VARCHAR",
                 "dtype": "VARCHAR", "digest": "VARCHAR", "nonfinite": "BIGINT", **_WHERE,
@@ -59,7 +59,7 @@ COLUMNS: dict[str, dict[str, str]] = {
                 "arg": "INTEGER", "nonfinite": "BIGINT", "elements": "BIGINT",
                 "origin": "VARCHAR", **_WHERE, "within": "BIGINT", **_PLACE,
                 "from_arg": "INTEGER", "from_host": "VARCHAR", "from_host_bytes": "BIGINT",
-                "from_host_launch": "BIGINT"},
+                "from_host_launch": "BIGINT", "graph_node": "BIGINT"},
     "ranks": {"rank": "INTEGER", "pid": "BIGINT", "launches": "BIGINT",
               "collectives": "BIGINT", "last_launch": "BIGINT", "last_kernel": "VARCHAR",
               "last_step": "INTEGER", "last_collective": "INTEGER",
@@ -236,9 +236,11 @@ def _launches_from_trace(con: Any, trace: Path) -> int:
         "t.pid, t.launch, t.kernel, o.op, t.event, CASE WHEN t.step >= 0 THEN t.step END AS "
         "step, CASE WHEN t.collective >= 0 THEN t.collective END AS collective, CASE WHEN "
         "t.collective >= 0 THEN t.collective_op END AS collective_op, row_number() OVER "
-        "(PARTITION BY t.pid, t.collective ORDER BY t.launch, t.node) - 1 AS within, t.layer, "
+        "(PARTITION BY t.pid, t.collective ORDER BY t.launch, coalesce(t.node, 0)) - 1 AS "
+        "within, t.layer, "
         "t.\"pass\", CASE WHEN t.source LIKE '%:%' THEN t.source END AS source, "
-        "nullif(array_to_string(t.scope, ' / '), '') AS scope, t.device FROM cudump_trace t "
+        "nullif(array_to_string(t.scope, ' / '), '') AS scope, t.device, CASE WHEN t.event = "
+        "'graph-kernel' THEN t.node END AS graph_node FROM cudump_trace t "
         "LEFT JOIN cudump_ops o USING (kernel)")
     con.execute("DROP TABLE cudump_trace")
     return int(con.execute("SELECT count(*) FROM cudump_launches").fetchone()[0])
@@ -282,7 +284,8 @@ def write_node(con: Any, root: Path, run: IndexedRun, rows: RunRows, trace: Path
             _load(con, "launches", rows.launches, work)     # the manifest's launches
         else:
             con.execute("UPDATE cudump_reports SET within = l.within FROM cudump_launches l "
-                        "WHERE l.pid = cudump_reports.pid AND l.launch = cudump_reports.launch")
+                        "WHERE l.pid = cudump_reports.pid AND l.launch = cudump_reports.launch "
+                        "AND l.graph_node IS NOT DISTINCT FROM cudump_reports.graph_node")
         con.execute(_RANKS_SQL)
         for table in TABLES:
             columns = COLUMNS[table]

@@ -55,6 +55,7 @@ class LaunchRow:
     source: str | None
     scope: str | None           # the open scopes, outermost first, joined by " / "
     device: int | None
+    graph_node: int | None = None   # a graph launch's kernel node: its node in the replay
 
 
 @dataclass
@@ -108,6 +109,7 @@ class ReportRow:
     from_host: str | None = None       # "copy" | "memset": the host wrote what it read
     from_host_bytes: int | None = None
     from_host_launch: int | None = None     # the launch the host's write came before
+    graph_node: int | None = None   # a graph launch's kernel node: its node in the replay
 
     @property
     def produced(self) -> bool:
@@ -175,7 +177,14 @@ def _trace_launches(path: Path) -> Iterator[LaunchRow]:
                         kernel=kernel, op=collective_op(kernel), event=data["event"],
                         within=None,
                         scope=" / ".join(where.scopes) or None,
-                        device=_int(data.get("device")), **_where_parts(where))
+                        device=_int(data.get("device")), **_where_parts(where),
+                        graph_node=_int(data.get("node")) if data["event"] == "graph-kernel"
+                        else None)
+
+
+def _graph_node(extra: dict[str, Any]) -> int | None:
+    """A manifest record's kernel node, where its launch ran as one of a graph launch."""
+    return _int(extra.get("node")) if "graph" in extra else None
 
 
 def _number_within(launches: list[LaunchRow]) -> None:
@@ -184,7 +193,7 @@ def _number_within(launches: list[LaunchRow]) -> None:
     for row in launches:
         by_pid[row.pid].append(row)
     for rows in by_pid.values():
-        rows.sort(key=lambda r: r.launch)    # stable: a graph launch's nodes stay in order
+        rows.sort(key=lambda r: (r.launch, r.graph_node or 0))
         current: int | None = -1
         within = 0
         for row in rows:
@@ -207,8 +216,8 @@ def _record_rows(records: list[SnapshotRecord]) -> list[RecordRow]:
     return out
 
 
-def _report_rows(records: list[SnapshotRecord], within: dict[tuple[int, int], int | None]
-                 ) -> list[ReportRow]:
+def _report_rows(records: list[SnapshotRecord],
+                 within: dict[tuple[int, int, int | None], int | None]) -> list[ReportRow]:
     out = []
     for r in records:
         count = _int(r.extra.get("nonfinite"))
@@ -223,11 +232,12 @@ def _report_rows(records: list[SnapshotRecord], within: dict[tuple[int, int], in
             kernel=r.kernel, arg=r.arg, nonfinite=count,
             elements=_int(r.extra.get("elements")),
             origin=origin if origin in ("produced", "propagated") else None,
-            within=within.get((r.pid, r.launch)), **_where_parts(where),
+            within=within.get((r.pid, r.launch, _graph_node(r.extra))), **_where_parts(where),
             from_arg=_int(r.extra.get("from_arg")) if origin == "propagated" else None,
             from_host=host.kind if host is not None else None,
             from_host_bytes=host.nbytes if host is not None else None,
-            from_host_launch=host.before if host is not None else None))
+            from_host_launch=host.before if host is not None else None,
+            graph_node=_graph_node(r.extra)))
     return out
 
 
@@ -270,17 +280,18 @@ def run_rows(run: Path, read_trace: bool = True) -> RunRows:
     if reading.present(run / MANIFEST_FILE):
         records = read_manifest(run)
     if not rows.launches and records:
-        seen: dict[tuple[int, int], LaunchRow] = {}
+        seen: dict[tuple[int, int, int | None], LaunchRow] = {}
         for r in records:
-            if (r.pid, r.launch) not in seen:
+            key = (r.pid, r.launch, _graph_node(r.extra))
+            if key not in seen:
                 where = record_where(r.extra)
-                seen[(r.pid, r.launch)] = LaunchRow(
+                seen[key] = LaunchRow(
                     rank=NO_RANK if r.rank is None else r.rank, pid=r.pid, launch=r.launch,
                     kernel=r.kernel, op=collective_op(r.kernel), event="record", within=None,
                     scope=" / ".join(where.scopes) or None, device=r.device,
-                    **_where_parts(where))
+                    **_where_parts(where), graph_node=key[2])
         rows.launches = list(seen.values())
-    within = {(r.pid, r.launch): r.within for r in rows.launches}
+    within = {(r.pid, r.launch, r.graph_node): r.within for r in rows.launches}
     rows.records = _record_rows(records)
     rows.reports = _report_rows(records, within)
     rows.ranks = _rank_rows(rows.launches, rows.reports)

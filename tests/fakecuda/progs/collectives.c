@@ -14,8 +14,9 @@
  * COLLECTIVES_GRAPH=1: as a program under CUDA graphs: one all-reduce of its own,
  * then a step's COLLS layers (vecAdd and all-reduce each) captured once on a
  * stream into a graph, replayed STEPS times (the step told before each replay),
- * then one vecAdd of its own, whose inputs overflow where NAN_STEP and NAN_LAYER
- * are given (any values).
+ * then one vecAdd of its own. With NAN_STEP (NAN_LAYER any value), the inputs
+ * of replay NAN_STEP overflow (its node 0, layer 0's vecAdd, produces the Inf),
+ * and so do the last vecAdd's.
  * Usage: collectives STEPS COLLS [NAN_STEP NAN_LAYER]
  * Prints `launches vecAdd=STEPS*COLLS allreduce=A` (with COLLECTIVES_GRAPH, the
  * kernel nodes' runs and the launches of their own: vecAdd=STEPS*COLLS+1
@@ -86,14 +87,22 @@ int main(int argc, char **argv)
         CUgraphExec exec;
         CHECK(cuStreamEndCapture(stream, &graph));
         CHECK(cuGraphInstantiateWithFlags(&exec, graph, 0));
+        float big = 3e38f;
         for (int k = 0; k < steps; k++) {
             if (set_step)
                 set_step((unsigned)k + 1);
+            if (k == nan_step) {
+                CHECK(cuMemcpyHtoD_v2(da + INDEX * sizeof(float), &big, sizeof big));
+                CHECK(cuMemcpyHtoD_v2(db + INDEX * sizeof(float), &big, sizeof big));
+            }
             CHECK(cuGraphLaunch(exec, stream));
             CHECK(cuStreamSynchronize(stream));
+            if (k == nan_step) {
+                CHECK(cuMemcpyHtoD_v2(da, a, sizeof a));
+                CHECK(cuMemcpyHtoD_v2(db, b, sizeof b));
+            }
         }
         if (argc == 5) {
-            float big = 3e38f;
             CHECK(cuMemcpyHtoD_v2(da + INDEX * sizeof(float), &big, sizeof big));
             CHECK(cuMemcpyHtoD_v2(db + INDEX * sizeof(float), &big, sizeof big));
         }
