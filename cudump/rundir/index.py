@@ -195,7 +195,7 @@ _TRACE_FIELDS = {"event": "VARCHAR", "launch": "BIGINT", "pid": "BIGINT", "rank"
                  "kernel": "VARCHAR", "step": "INTEGER", "collective": "INTEGER",
                  "collective_op": "VARCHAR", "layer": "VARCHAR", "pass": "VARCHAR",
                  "source": "VARCHAR", "scope": "VARCHAR[]", "device": "INTEGER",
-                 "node": "BIGINT"}
+                 "node": "BIGINT", "captured": "BOOLEAN"}
 
 
 def _load(con: Any, table: str, rows: list[Any], work: Path) -> None:
@@ -213,14 +213,15 @@ def _load(con: Any, table: str, rows: list[Any], work: Path) -> None:
 def _launches_from_trace(con: Any, trace: Path) -> int:
     """trace.jsonl's launches as cudump_launches, read by DuckDB itself (a node's millions
     of launches in seconds, where reading them in Python took minutes); how many. A line
-    that is not a launch record (a graph launch, a line cut short) is left out."""
+    that is not a launch record (a graph launch, a line cut short), or a launch captured
+    into a graph (which did not run), is left out."""
     from cudump.launches.collectives import collective_op
 
     con.execute(f"CREATE OR REPLACE TEMP TABLE cudump_trace AS SELECT * FROM read_json("
                 f"{_sql_text(str(trace))}, format='newline_delimited', ignore_errors=true, "
                 f"columns={_columns_sql(_TRACE_FIELDS)}) WHERE event IN ('launch', "
                 "'graph-kernel') AND pid IS NOT NULL AND launch IS NOT NULL AND kernel IS NOT "
-                "NULL")
+                "NULL AND captured IS NOT TRUE")
     # Each kernel's own collective operation, named in Python (collectives.py) once a kernel.
     kernels = [row[0] for row in con.execute("SELECT DISTINCT kernel FROM cudump_trace")
                .fetchall()]

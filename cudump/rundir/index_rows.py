@@ -164,7 +164,8 @@ def _where_parts(where: Where) -> dict[str, Any]:
 def _trace_launches(path: Path) -> Iterator[LaunchRow]:
     for line in reading.json_lines(path, torn_last=True, what="a trace record"):
         data = line.data
-        if not isinstance(data, dict) or data.get("event") not in ("launch", "graph-kernel"):
+        if not isinstance(data, dict) or data.get("event") not in ("launch", "graph-kernel") \
+                or data.get("captured") is True:    # captured into a graph: it did not run
             continue
         pid, launch, kernel = _int(data.get("pid")), _int(data.get("launch")), \
             _str(data.get("kernel"))
