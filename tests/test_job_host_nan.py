@@ -80,3 +80,29 @@ def test_an_index_of_older_columns_is_written_again(host_nan_job: Path) -> None:
         rows = con.execute("SELECT rank, from_host, from_host_bytes, from_host_launch, "
                            "from_arg FROM reports ORDER BY rank").fetchall()
     assert rows == [(0, "copy", 4, 9, 0), (1, None, None, None, None)]
+
+
+def test_a_memsets_report_and_the_order_of_producers_at_one_place() -> None:
+    """A memset's NaN is the memset's; at one place, a host's write and a launch that made
+    NaN/Inf itself are both producers (the lower rank first), and either comes before a
+    launch that only carried NaN/Inf on."""
+    from cudump.analysis.job_order import JobOrder, NodeReport
+    from cudump.rundir.index_rows import ReportRow
+
+    def report(rank: int, origin: str, host: str | None = None) -> ReportRow:
+        return ReportRow(rank=rank, pid=100 + rank, launch=3, kernel="k(float*)", arg=1,
+                         nonfinite=4, elements=16, origin=origin, step=2, collective=5,
+                         collective_op="all-reduce", within=1, layer=None, pass_=None,
+                         source=None, from_arg=0 if host else None, from_host=host,
+                         from_host_bytes=64 if host else None,
+                         from_host_launch=3 if host else None)
+
+    memset = NodeReport("a", report(2, "propagated", "memset"))
+    assert memset.text() == ("rank 2 (node a), a memset of 64 bytes before launch 3, read as "
+                             "arg 0 by launch 3 of k in step 2, between all-reduce 5 and 6: "
+                             "4 of 16 elements of arg 1 non-finite (produced by the memset)")
+    carried = NodeReport("a", report(0, "propagated"))
+    made = NodeReport("b", report(3, "produced"))
+    first = JobOrder([carried, made, memset], [], {}, {}).first_nonfinite()
+    assert first is memset
+    assert JobOrder([carried, made], [], {}, {}).first_nonfinite() is made
