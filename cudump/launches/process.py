@@ -91,8 +91,10 @@ class LaunchEvent:
     def where(self, proc: ProcessState) -> Where:
         """The launch in the user's terms (its process's scope nodes and collectives; this
         launch's own message may wait a moment for the collectives before it)."""
+        in_graph = bool(self.flags & p.LaunchFlag.GRAPH)
         return proc.where(self.func_id, self.scope, self.step, self.source, seq=self.seq,
-                          wait=True)
+                          wait=True, graph=self.graph if in_graph else 0,
+                          node=self.node if in_graph else 0)
 
     @functools.cached_property
     def stream_hex(self) -> str:
@@ -116,11 +118,12 @@ class ProcessState:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def where(self, func_id: int, scope: int, step: int = 0, source: int = 0,
-              seq: int | None = None, wait: bool = False) -> Where:
+              seq: int | None = None, wait: bool = False, graph: int = 0,
+              node: int = 0) -> Where:
         """A launch's wire numbers in names; a launch no scope names (or only XLA's own
         annotations) takes its kernel's operation (FuncInfo.op), where the program's
-        compiler said what it is. With its
-        launch number `seq`, the collectives its process launched before it."""
+        compiler said what it is. With its launch number `seq` (and, for a kernel node of a
+        graph launch, its graph and node), the collectives its process launched before it."""
         where = self.scopes.where(scope, step, source) if scope or step or source else NOWHERE
         if not where.layer or compiler_annotation(where.layer):
             func = self.funcs.get(func_id)
@@ -130,7 +133,7 @@ class ProcessState:
                 where = Where(scopes=kept + op.scopes, layer=op.layer, pass_=where.pass_,
                               step=where.step, source=where.source or op.source)
         if seq is not None:
-            place = self.collectives.before(seq, wait)
+            place = self.collectives.before(seq, wait, graph, node)
             if place is not None:
                 where = replace(where, collective=place.count, collective_op=place.op)
         return where
@@ -148,6 +151,14 @@ class ProcessState:
         self.collectives.heard_of(
             (seq, func.collective if (func := funcs.get(fid)) is not None else None)
             for seq, fid in launches)
+
+    def hear_nodes(self, nodes: Iterable[tuple[int, int, int, int]]) -> None:
+        """Kernel nodes of graph launches heard of, as (launch number, graph, node,
+        function): their collectives counted."""
+        funcs = self.funcs
+        self.collectives.heard_of_nodes(
+            (seq, graph, node, func.collective if (func := funcs.get(fid)) is not None
+             else None) for seq, graph, node, fid in nodes)
 
 
 def pointer_allocation(fields: dict[str, Any]) -> Allocation:
