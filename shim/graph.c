@@ -1386,15 +1386,20 @@ static CUresult run_graph(cuGraphLaunch_fn real, CUgraphExec exec, CUstream stre
         counts_add_process(true);
         if (g)
             atomic_fetch_add(&g->replays, 1);
-        if (channel_options() & OPTION_TRACE_GRAPHS) {
+        /* Every kernel node under --trace; else those whose function the controller
+         * wants to hear of (a collective's, which it numbers in launch order, nodes
+         * too: cudump/launches/collectives.py). */
+        bool all = channel_options() & OPTION_TRACE_GRAPHS;
+        if (all)
             trace_graph(exec, stream, ptsz, seq);
-            for (size_t k = 0; g && k < g->nkernels; k++) {
-                struct graph_kernel *gk = &g->kernels[k];
-                if (atomic_load_explicit(&gk->e->state, memory_order_acquire) != FN_READY)
-                    functab_register(gk->e);
-                struct launch_info li = node_launch(g, k, stream, ptsz, seq, replay);
-                trace_graph_kernel(&li, g->id, (uint32_t)replay, (uint32_t)k);
-            }
+        for (size_t k = 0; g && k < g->nkernels; k++) {
+            struct graph_kernel *gk = &g->kernels[k];
+            if (atomic_load_explicit(&gk->e->state, memory_order_acquire) != FN_READY)
+                functab_register(gk->e);
+            if (!all && !(atomic_load(&gk->e->wants) & WANT_TRACE))
+                continue;
+            struct launch_info li = node_launch(g, k, stream, ptsz, seq, replay);
+            trace_graph_kernel(&li, g->id, (uint32_t)replay, (uint32_t)k);
         }
     }
     pthread_mutex_unlock(&graphs_lock);

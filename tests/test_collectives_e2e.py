@@ -5,6 +5,7 @@ between; a program without collectives gets no such field."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from pathlib import Path
@@ -13,6 +14,7 @@ from records import manifest
 
 from cudump.launches.collectives import CollectiveLog, collective_op
 from cudump.launches.scopes import Where
+from cudump.rundir.index_rows import run_rows
 
 
 def _trace(run_dir: Path) -> list[dict]:
@@ -44,6 +46,101 @@ def test_log_counts_in_launch_order_whatever_order_heard() -> None:
     assert place is not None and (place.count, place.op) == (1, "all-gather")
     place = log.before(9)
     assert place is not None and (place.count, place.op) == (2, "all-reduce")
+
+
+def test_log_counts_a_graph_launchs_collective_nodes_in_node_order() -> None:
+    """A replay's collective nodes count after the launches before its graph launch, in
+    node order; once a replay of a graph is heard of, a later replay's nodes have their
+    places before its own nodes are heard of."""
+    log = CollectiveLog()
+    log.announce()
+    log.heard_of([(1, "all-reduce"), (2, None)])
+    log.heard_of_nodes([(3, 7, 0, None), (3, 7, 1, "all-reduce"), (3, 7, 2, None),
+                        (3, 7, 3, "all-gather")])
+    places = [log.before(3, graph=7, node=n) for n in range(4)]
+    assert [(p.count, p.op) for p in places] == [(1, "all-reduce"), (1, "all-reduce"),
+                                                (2, "all-reduce"), (2, "all-reduce")]
+    after = log.before(4)
+    assert after is not None and (after.count, after.op) == (3, "all-gather")
+    # Replay 2 (launch 5): its nodes not heard of yet, their places known all the same.
+    place = log.before(5, graph=7, node=2)
+    assert place is not None and (place.count, place.op) == (4, "all-reduce")
+    place = log.before(5, graph=7, node=0)
+    assert place is not None and (place.count, place.op) == (3, "all-gather")
+
+
+def _graph_run(cudump_run, fake, *options: str, nan: bool = False):
+    args = [str(fake.programs["collectives"]), "2", "2"] + (["1", "0"] if nan else [])
+    ran = cudump_run(args, *options, env_extra={"COLLECTIVES_GRAPH": "1"})
+    assert ran.returncode == 0, ran.stderr
+    assert "launches vecAdd=5 allreduce=5" in ran.stdout
+    return ran
+
+
+def test_collectives_in_a_cuda_graph_are_numbered_per_replay(cudump_run, fake) -> None:
+    """An all-reduce of its own, then two layers (vecAdd, all-reduce) captured into a graph
+    and replayed twice, then a vecAdd: the replays' all-reduce nodes are collectives 2 to 5,
+    in launch and node order; the captured launches, which do not run, count as none. The
+    second replay's first node produces Inf."""
+    ran = _graph_run(cudump_run, fake, "--trace", "--check-nan", nan=True)
+    trace = _trace(ran.run_dir)
+    captured = [r for r in trace if r["event"] == "launch" and r["captured"]]
+    assert len(captured) == 4 and {r["collective"] for r in captured} == {1}
+    nodes = [r for r in trace if r["event"] == "graph-kernel"]
+    assert [(r["replay"], r["node"]) for r in nodes] == [(1, 0), (1, 1), (1, 2), (1, 3),
+                                                         (2, 0), (2, 1), (2, 2), (2, 3)]
+    assert [r["collective"] for r in nodes] == [1, 1, 2, 2, 3, 3, 4, 4]
+    assert {r["collective_op"] for r in nodes} == {"all-reduce"}
+    assert [r["step"] for r in nodes] == [0] * 4 + [1] * 4
+    last = [r for r in trace if r["event"] == "launch"][-1]
+    assert last["kernel"].startswith("vecAdd") and last["collective"] == 5
+    # The job's order reads them so: every all-reduce counted, each node at its place
+    # after the collective before it (the captured launches, which did not run, are no
+    # launches of it), from the trace in Python and with DuckDB alike.
+    rows = run_rows(ran.run_dir)
+    (rank,) = rows.ranks
+    assert rank.collectives == 5
+    places = [(r.launch, r.graph_node, r.collective, r.within) for r in rows.launches
+              if r.graph_node is not None]
+    assert places == [(6, 0, 1, 0), (6, 1, 1, 1), (6, 2, 2, 0), (6, 3, 2, 1),
+                      (7, 0, 3, 0), (7, 1, 3, 1), (7, 2, 4, 0), (7, 3, 4, 1)]
+    if importlib.util.find_spec("duckdb") is not None:
+        from cudump.rundir.index import opened
+
+        with opened(ran.run_dir) as con:
+            indexed = con.execute("SELECT launch, graph_node, collective, within FROM "
+                                  "launches WHERE graph_node IS NOT NULL ORDER BY launch, "
+                                  "graph_node").fetchall()
+        assert [tuple(r) for r in indexed] == places
+    # The report of replay 2's node 0 lies where that node does.
+    (report,) = rows.reports
+    assert (report.launch, report.graph_node, report.collective, report.within) == \
+        (7, 0, 3, 0)
+
+
+def test_collectives_in_a_cuda_graph_are_numbered_without_trace(cudump_run, fake) -> None:
+    """Without --trace the shim reports a replay's collective nodes (and only them): the
+    NaN report of the second replay's first node says it lies after the third all-reduce
+    (the first replay's two nodes after the program's own)."""
+    ran = _graph_run(cudump_run, fake, "--check-nan", nan=True)
+    nan = [ln for ln in ran.stderr.splitlines() if ln.startswith("cudump: NaN/Inf:")]
+    assert len(nan) == 1, ran.stderr
+    assert "launch 7 of vecAdd(float const*, float const*, float*, int) in layers.0 " \
+        "(forward, step 1, between all-reduce 3 and 4) (graph 1, replay 2, node 0, " in \
+        nan[0], nan[0]
+    assert not (ran.run_dir / "trace.jsonl").exists()
+
+
+def test_graph_node_records_of_later_replays_know_their_replays_collectives(
+        cudump_run, fake) -> None:
+    """Digests of the vecAdd nodes: from the second replay on, node 2 (layer 1) lies after
+    its own replay's first all-reduce node, though that replay's nodes are reported after
+    it ran. (The first replay of a graph is known only as its nodes are heard of.)"""
+    ran = _graph_run(cudump_run, fake, "--digest", "-k", "vecAdd")
+    places = {(r["replay"], r["node"]): r.get("collective") for r in manifest(ran.run_dir)
+              if "replay" in r}
+    assert places[(1, 0)] == 1
+    assert (places[(2, 0)], places[(2, 2)]) == (3, 4), places
 
 
 def test_where_text_names_the_interval() -> None:

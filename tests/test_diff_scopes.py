@@ -11,8 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pytest
 from clirun import run_cli
 
+from cudump.analysis.bisect.errors import BisectError
 from cudump.analysis.bisect.scopes import TolerantJudge, find_scope, judge_snapshots
 from cudump.analysis.diff.by_scope import align_scopes, pair_outputs
 from cudump.analysis.diff.metrics import Tolerance
@@ -302,6 +304,40 @@ def test_bisect_with_a_tolerance_judges_by_snapshots(tmp_path: Path) -> None:
     b = Run.open(write_model(tmp_path / "exact", "b", {1: 1e-4}, digests=True))
     first = find_scope(a, b, Tolerance()).first
     assert first is not None and first.key.name == "block1.relu" and first.key.nth == 0
+
+
+def _shift(run: Path, field: str, by: int) -> Path:
+    """The run's records with `field` (launch or occurrence) moved by `by`: what a re-run
+    whose other launches came more or less often records."""
+    manifest = run / "manifest.jsonl"
+    lines = [json.loads(x) for x in manifest.read_text().splitlines()]
+    for line in lines:
+        line[field] += by
+    manifest.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return run
+
+
+def test_a_re_runs_records_are_found_by_occurrence_not_launch_number(tmp_path: Path) -> None:
+    """A compiled program's autotuning launches kernels as often as its timings say: the
+    re-run's launch numbers move, its kernels' occurrences (what its rules take) do not."""
+    tol = Tolerance(atol=1e-3)
+    a = Run.open(write_model(tmp_path / "a", digests=True))
+    b = Run.open(write_model(tmp_path / "b", "b", {3: 0.5}, digests=True))
+    snap_a = Run.open(write_model(tmp_path / "sa"))
+    snap_b = Run.open(_shift(write_model(tmp_path / "sb", "b", {3: 0.5}), "launch", 40))
+
+    def snapshot(batch):
+        return judge_snapshots(batch, (snap_a, snap_b), tol)
+
+    found = find_scope(a, b, tol, lambda d: TolerantJudge(d, snapshot, batch=2))
+    assert found.first is not None and found.first.key.name == "block1.relu"
+    # Occurrences moved too: the re-run took other launches, and the error says which.
+    moved = Run.open(_shift(write_model(tmp_path / "sm", "b", {3: 0.5}), "occurrence", 3))
+    with pytest.raises(BisectError) as err:
+        find_scope(a, b, tol, lambda d: TolerantJudge(
+            d, lambda batch: judge_snapshots(batch, (snap_a, moved), tol), batch=2))
+    assert "the programs do not run the same launches each time (B's launch" in str(err.value)
+    assert "its re-run recorded occurrence 4 arg 0 (after)" in str(err.value)
 
 
 def test_alignment_is_per_occurrence(tmp_path: Path) -> None:

@@ -13,9 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from cudump.controller.compiled_ops import op_where
 from cudump.controller.target_env import layers_env
+from cudump.launches.process import FuncInfo, ProcessState
+from cudump.launches.scopes import ScopeKind, ScopeNode
 from cudump.rundir.layout import XLA_DIR
-from cudump.rundir.xla import XlaOp, kernel_name, run_xla_ops, xla_ops, xla_ops_by_module
+from cudump.rundir.xla import HloBuffer, XlaOp, kernel_name, run_xla_ops, xla_ops, xla_ops_by_module
 
 DATA = Path(__file__).resolve().parent / "data" / "xla"
 
@@ -32,15 +35,54 @@ def test_each_kernel_names_its_operation_and_line():
     train = modules["jit_train"]
     # A fusion without metadata of its own takes its fused computation's root's.
     assert train["loop_add_fusion"] == XlaOp("jit_train", "jit(train)/jit(main)/layer1/add",
-                                             "train.py:12", "/home/u/train.py")
+                                             "train.py:12", "/home/u/train.py",
+                                             (HloBuffer("f32", 8),), (HloBuffer("f32", 8),),
+                                             ("jit(train)/jit(main)/layer1/add",))
     assert train["input_reduce_fusion_1"].op_name == "jit(train)/jit(main)/layer2/reduce_sum"
     assert train["input_reduce_fusion_1"].source == "train.py:15"
     assert train["custom_call_2"].op_name.endswith("layer1/dot_general")
+    # A tuple's leaves are outputs each; a scalar is one element.
+    assert train["custom_call_2"].outputs == (HloBuffer("f32", 64), HloBuffer("s8", 4))
+    assert train["input_reduce_fusion_1"].outputs == (HloBuffer("f32", 1),)
     # Inside a kernel (a fusion's computation, a reduction's), parameters, tuples: no kernel.
     assert set(train) == {"loop_add_fusion", "input_reduce_fusion_1", "custom_call_2"}
     evaluated = modules["jit_eval"]
     assert evaluated["wrapped_exp_2"] == XlaOp("jit_eval", "jit(eval)/head/exp", "eval.py:40",
-                                               "/home/u/eval.py")
+                                               "/home/u/eval.py", (HloBuffer("f32", 8),),
+                                               (HloBuffer("f32", 8),), ("jit(eval)/head/mul",))
+
+
+def test_a_fusion_of_several_named_scopes_names_them_all():
+    """As an H100's XLA dumped jit(f) of a program: tanh(x @ x.T) in "encoder" and
+    log(h - 2) in "head", one Triton fusion named after the dot; the NaN is head's."""
+    (op,) = xla_ops_by_module(DATA)["jit_f"].values()
+    assert op.fused == ("jit(f)/encoder/dot_general", "jit(f)/encoder/tanh",
+                        "jit(f)/head/sub", "jit(f)/head/log")
+    assert (op.operands, op.outputs) == ((HloBuffer("f32", 4096),) * 2,
+                                         (HloBuffer("f32", 4096),))
+    where = op_where(op)
+    assert where.layer == "encoder/dot_general, fused with head/sub, head/log"
+    assert where.source == "jax_nan.py:11"
+
+
+def test_xlas_own_annotations_give_way_to_the_operation():
+    """XLA's NVTX ranges ("TSL:XlaModule:#..#", "TSL:Thunk:#..#") name its instructions; a
+    kernel whose operation the dump gives is named by that, under the program's own
+    ranges."""
+    op = XlaOp("jit_f", "jit(f)/head/log", "prog.py:12", None)
+    proc = ProcessState(pid=1, ppid=0, exe="python3")
+    proc.add_func(FuncInfo(7, 0, "loop_log_fusion", "loop_log_fusion", None, op=op_where(op)))
+    for node in (ScopeNode(1, 0, ScopeKind.RANGE, "epoch"),
+                 ScopeNode(2, 1, ScopeKind.RANGE, "TSL:XlaModule:#hlo_module=jit_f#"),
+                 ScopeNode(3, 2, ScopeKind.RANGE, "TSL:Thunk:#hlo_op=loop_log_fusion#"),
+                 ScopeNode(4, 0, ScopeKind.RANGE, "Thunk:#hlo_op=loop_log_fusion#")):
+        proc.scopes.add(node)
+    where = proc.where(7, 3)
+    assert (where.layer, where.scopes, where.source) == (
+        "head/log", ("epoch", "jit(f)", "head", "log"), "prog.py:12")
+    assert proc.where(7, 4).layer == "head/log"          # older XLA's, without "TSL:"
+    # A range of the program's own is its layer still.
+    assert proc.where(7, 1).layer == "epoch"
 
 
 def test_a_name_two_modules_give_different_operations_is_left_out():
@@ -90,4 +132,8 @@ def test_a_jax_programs_dump_names_its_named_scopes(tmp_path):
     assert fusions and fusions <= set(train), (fusions, train)
     scopes = {op.op_name.split("/")[-2]: op.source for op in train.values()}
     assert scopes.get("layer1") == "prog.py:6" and scopes.get("layer2") == "prog.py:8", train
+    # Every array of this program is float32, of 64, 8 or 1 elements: its operands, written
+    # by name alone in newer XLA, are found through the instructions they name.
+    assert all(b.type == "f32" and b.elements in (64, 8, 1)
+               for op in train.values() for b in op.operands + op.outputs), train
     assert all(ops[name] == op for name, op in train.items() if name in ops)

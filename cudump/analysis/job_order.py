@@ -69,13 +69,29 @@ class NodeReport:
                      collective=r.collective, collective_op=r.collective_op)
 
     def text(self) -> str:
+        """`rank 1 (node b), launch 9 of vecAdd in ...: 1 of 1024 elements of arg 2
+        non-finite (produced)`; a report whose NaN/Inf a write of the host's put there names
+        that write as its producer: `rank 1 (node b), a host-to-device copy of 4096 bytes
+        before launch 2, read as arg 0 by launch 2 of vecAdd: ... (produced by the host
+        copy)`."""
         r = self.report
         where = self.where().text()
         of = f" of {r.elements}" if r.elements is not None else ""
         how = f" ({r.origin})" if r.origin else ""
-        return (f"{_who(r.rank, self.node, r.pid)}, launch {r.launch} of "
-                f"{short_kernel_name(r.kernel)}{' ' + where if where else ''}: {r.nonfinite}"
-                f"{of} elements of arg {r.arg} non-finite{how}")
+        launch = (f"launch {r.launch} of {short_kernel_name(r.kernel)}"
+                  f"{' ' + where if where else ''}")
+        if r.from_host is not None:
+            memset = r.from_host == "memset"
+            what = "a memset" if memset else "a host-to-device copy"
+            size = (f" of {r.from_host_bytes} byte{'' if r.from_host_bytes == 1 else 's'}"
+                    if r.from_host_bytes is not None else "")
+            before = (f" before launch {r.from_host_launch}"
+                      if r.from_host_launch is not None else "")
+            arg = f" as arg {r.from_arg}" if r.from_arg is not None else ""
+            launch = f"{what}{size}{before}, read{arg} by {launch}"
+            how = f" (produced by the {'memset' if memset else 'host copy'})"
+        return (f"{_who(r.rank, self.node, r.pid)}, {launch}: {r.nonfinite}{of} elements of "
+                f"arg {r.arg} non-finite{how}")
 
 
 @dataclass(frozen=True)
@@ -108,11 +124,11 @@ class JobOrder:
 
     def first_nonfinite(self) -> NodeReport | None:
         """The first NaN/Inf report in the job's order (a producer before a report that
-        only carried it on, at the same place)."""
+        only carried it on, at the same place; a report of what a host's write put there
+        is that write's, its producer, at the place of the launch that read it)."""
         if not self.reports:
             return None
-        return min(self.reports, key=lambda r: (r.key[0], r.report.origin != "produced",
-                                                r.key[1:]))
+        return min(self.reports, key=lambda r: (r.key[0], not r.report.produced, r.key[1:]))
 
     def hangs(self) -> list[Hang]:
         """Processes that launched fewer collectives than the job's most (none where no
@@ -250,7 +266,8 @@ def read_job_indexed(path: Path) -> JobOrder:
         first = con.execute(
             f"SELECT node, {_sql_columns(_REPORT_COLUMNS)} FROM reports ORDER BY "
             "coalesce(step, -1), coalesce(collective, 0), coalesce(within, 0), "
-            "origin IS DISTINCT FROM 'produced', rank, pid, launch, arg LIMIT 1").fetchall()
+            "origin IS DISTINCT FROM 'produced' AND from_host IS NULL, rank, pid, launch, arg "
+            "LIMIT 1").fetchall()
         order.reports = [NodeReport(row[0], ReportRow(*row[1:])) for row in first]
         ranks = con.execute(f"SELECT node, {_sql_columns(_RANK_COLUMNS)} FROM ranks "
                             "ORDER BY node, rank, pid").fetchall()

@@ -139,7 +139,8 @@ class Connection:
     def on_func(self, msg: p.Message) -> None:
         assert self.proc is not None
         func = decode_func(msg.payload)
-        func.op = ops.lookup(func.mangled) if (ops := self.controller.compiled_ops) else None
+        if (ops := self.controller.compiled_ops) is not None:
+            ops.describe(func)
         self.proc.add_func(func)
         self._wants_reply(func)
 

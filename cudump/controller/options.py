@@ -66,6 +66,17 @@ class RunOptions:
                     or self.flight_slots)
 
     @property
+    def scans(self) -> bool:
+        """Whether NaN/Inf scans run (--check-nan, --break-on-nan, `format: check-nan`)."""
+        return self.break_on_nan or any(r.actions & Action.SCAN for r in self.rules)
+
+    @property
+    def reads_compiled_ops(self) -> bool:
+        """Whether a compiled program's own description of its kernels is read (XLA's dump):
+        for their layers (--layers) and for their arguments' element types (scans)."""
+        return self.layers or self.scans
+
+    @property
     def writes_behind(self) -> bool:
         """Whether launches' plain copies may be deferred and written behind the program."""
         return self.scratch_bytes > 0 and self.write_behind_bytes > 0 and any(

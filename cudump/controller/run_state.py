@@ -46,8 +46,10 @@ class Controller:
 
     def __init__(self, options: RunOptions) -> None:
         self.options = options
-        # --layers: the kernels a compiled program's compiler described (XLA's dump)
-        self.compiled_ops = CompiledOps(options.run_dir) if options.layers else None
+        # --layers and scans: the kernels a compiled program's compiler described (XLA's
+        # dump): their operations and their arguments' element types
+        self.compiled_ops = (CompiledOps(options.run_dir) if options.reads_compiled_ops
+                             else None)
         self.token = secrets.token_hex(p.TOKEN_SIZE // 2)
         try:
             self.trace = TraceWriter(options.run_dir) if options.trace else None

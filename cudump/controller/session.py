@@ -27,7 +27,7 @@ from cudump.controller.gc_pauses import short_collections
 from cudump.controller.options import RunOptions
 from cudump.controller.preload import preload_env, scopes_env
 from cudump.controller.run_state import Controller
-from cudump.controller.target_env import layers_env
+from cudump.controller.target_env import layers_env, xla_dump_env
 from cudump.errors import CudumpError
 from cudump.kernels.unmatched import unmatched_lines
 from cudump.policy.given_patterns import given_patterns
@@ -180,6 +180,8 @@ class Session:
                     warn(kept)
             if self.options.layers:
                 env = layers_env(env, self.options.run_dir)
+            elif self.options.scans:
+                env = xla_dump_env(env, self.options.run_dir)
             # cudump's first line: where the files go (the program's stdout stays its own).
             # Not for a program that cannot start: its run directory is removed.
             if shutil.which(program, path=env.get("PATH")) is not None:

@@ -139,3 +139,22 @@ def float_type_in_name(name: str) -> ElementType | None:
         return None
     dtype, note = found.pop()
     return ElementType(dtype, 1, note)
+
+
+# XLA's HLO element types (xla_data.proto's PrimitiveType, as HLO text writes them).
+_HLO: dict[str, tuple[str, str | None]] = {
+    "pred": ("bool", None), "s8": ("int8", None), "u8": ("uint8", None),
+    "s16": ("int16", None), "u16": ("uint16", None), "s32": ("int32", None),
+    "u32": ("uint32", None), "s64": ("int64", None), "u64": ("uint64", None),
+    "f16": ("float16", None), "bf16": ("uint16", _BF16), "f32": ("float32", None),
+    "f64": ("float64", None),
+    # A complex number is two floats: scanned as floats, each part its own element.
+    "c64": ("float32", None), "c128": ("float64", None),
+}
+
+
+def hlo_element_type(name: str) -> ElementType | None:
+    """The element type an HLO shape names ("f32", "bf16", "s32"), or None (fp8 and the
+    narrower types numpy lacks, tokens): not known."""
+    found = _HLO.get(name)
+    return ElementType(found[0], 1, found[1]) if found else None

@@ -11,6 +11,17 @@ A kernel is a collective by its name: NCCL's `ncclDevKernel_AllReduce_Sum_f32_RI
 `ncclKernel_AllGather_RING_LL_Sum_int8_t` (the operation is the word after the prefix) and
 NVSHMEM's kernels (names starting `nvshmem`). The controller asks to hear of every launch of
 such a kernel (Want.TRACE, whether or not the run traces) and counts them in launch order.
+
+A collective captured into a CUDA graph (NCCL under stream capture, PyTorch's CUDA graphs)
+runs as a kernel node of each replay: the shim reports the replay's collective nodes after
+the graph launch (every kernel node under --trace), each with the graph launch's number and
+its node's index. They count in launch order as the launches of their own do: a replay's
+nodes, in node order, come after the launches before the graph launch and before those
+after it. A launch's place is kept as (launch number, node): (L, 0) for a launch of its own
+and for node 0, (L, N) for node N of the replay launched as L. A launch captured into a
+graph does not run and counts as none. A kernel node's record made while its replay runs
+(a snapshot, digest or NaN/Inf report) takes its replay's collective nodes before it from
+the graph's earlier replays; in a graph's first replay, as far as they are heard of.
 """
 
 from __future__ import annotations
@@ -72,13 +83,23 @@ class CollectivePlace:
 WAIT_SECONDS = 10.0
 
 
+# A launch's place in its process's order: (launch number, kernel node of a graph launch's
+# replay; 0 for a launch of its own).
+Place = tuple[int, int]
+
+
 @dataclass
 class CollectiveLog:
-    """One process's collective launches, by launch number, as the controller hears of them
-    (the trace ring and single launch messages, in any interleaving)."""
+    """One process's collective launches, by launch number (and node, inside a graph
+    launch), as the controller hears of them (the trace ring and single launch messages, in
+    any interleaving)."""
 
-    seqs: list[int] = field(default_factory=list)     # sorted launch numbers
-    ops: dict[int, str] = field(default_factory=dict)
+    seqs: list[Place] = field(default_factory=list)   # sorted
+    ops: dict[Place, str] = field(default_factory=dict)
+    # An executable graph's collective kernel nodes (graph -> node -> operation), learned
+    # from any of its replays: every replay runs the same nodes, so a node's place is known
+    # before its own replay's nodes are heard of (the shim reports them after the replay).
+    graph_nodes: dict[int, dict[int, str]] = field(default_factory=dict)
     # The trace ring's head as the shim has written it, where launches come through one (a
     # message may then come before the ring's launches made ahead of it are read); and how
     # far the ring's reader has heard of them.
@@ -97,10 +118,24 @@ class CollectiveLog:
         """Launches heard of, with their collective operation (None: no collective)."""
         with self._cond:
             for seq, op in launches:
-                if op is not None and seq not in self.ops:
-                    self.ops[seq] = op
-                    bisect.insort(self.seqs, seq)
+                if op is not None:
+                    self._add((seq, 0), op)
             self._cond.notify_all()
+
+    def heard_of_nodes(self, nodes: Iterable[tuple[int, int, int, str | None]]) -> None:
+        """Kernel nodes of graph launches heard of, as (launch number, graph, node,
+        collective operation or None)."""
+        with self._cond:
+            for seq, graph, node, op in nodes:
+                if op is not None:
+                    self._add((seq, node), op)
+                    self.graph_nodes.setdefault(graph, {})[node] = op
+            self._cond.notify_all()
+
+    def _add(self, place: Place, op: str) -> None:
+        if place not in self.ops:
+            self.ops[place] = op
+            bisect.insort(self.seqs, place)
 
     def drained_to(self, position: int) -> None:
         """The ring's reader has heard of every launch the ring held before `position`."""
@@ -108,10 +143,12 @@ class CollectiveLog:
             self.drained = max(self.drained, position)
             self._cond.notify_all()
 
-    def before(self, seq: int, wait: bool = False) -> CollectivePlace | None:
-        """Where launch `seq` lies: None while its process had launched no collective. With
-        `wait` (a launch's own message, when the ring carries the others), waits a bounded
-        time for the ring to be read as far as the shim has written it now."""
+    def before(self, seq: int, wait: bool = False, graph: int = 0, node: int = 0
+               ) -> CollectivePlace | None:
+        """Where launch `seq` lies (kernel node `node` of it, a launch of graph `graph`):
+        None while its process had launched no collective. With `wait` (a launch's own
+        message, when the ring carries the others), waits a bounded time for the ring to be
+        read as far as the shim has written it now."""
         with self._cond:
             if not self.kernels and not self.seqs:
                 return None
@@ -127,10 +164,21 @@ class CollectiveLog:
                         self.lagging = True
                         break
                     self._cond.wait(left)
-            k = bisect.bisect_left(self.seqs, seq)
-            if k == 0:
+            k = bisect.bisect_left(self.seqs, (seq, node))
+            op = self.ops[self.seqs[k - 1]] if k else None
+            known = self.graph_nodes.get(graph) if graph else None
+            if known is not None:
+                # The replay's own collective nodes before this one, as every replay of the
+                # graph has them, whether this replay's are heard of yet or not.
+                k = bisect.bisect_left(self.seqs, (seq, 0))
+                op = self.ops[self.seqs[k - 1]] if k else None
+                mine = [n for n in known if n < node]
+                if mine:
+                    k += len(mine)
+                    op = known[max(mine)]
+            if k == 0 or op is None:
                 return None
-            return CollectivePlace(k, self.ops[self.seqs[k - 1]])
+            return CollectivePlace(k, op)
 
     @property
     def count(self) -> int:

@@ -16,9 +16,17 @@ from typing import Any
 
 from cudump.kernels.demangle import demangle
 from cudump.kernels.geometry import Allocation
+from cudump.kernels.overrides import ArgOverride
 from cudump.kernels.tensormaps import TensorMap
 from cudump.launches.collectives import CollectiveLog, collective_op
-from cudump.launches.scopes import NOWHERE, ScopeKind, ScopeNode, ScopeTable, Where
+from cudump.launches.scopes import (
+    NOWHERE,
+    ScopeKind,
+    ScopeNode,
+    ScopeTable,
+    Where,
+    compiler_annotation,
+)
 from cudump.wire import protocol as p
 from cudump.wire.shm import FlightRing, LaunchCounts
 
@@ -38,6 +46,10 @@ class FuncInfo:
     # and source line, --layers): the where of its launches that no scope names.
     op: Where | None = None
     collective: str | None = None   # its collective operation (collectives.py), if one
+    # How an argument is read (element type, count), by its index, where the kernel's own
+    # parameters are untyped pointers and its compiler said what they hold (an XLA fusion's
+    # operands and outputs): every rule's reading of it unless the rule overrides it.
+    arg_overrides: dict[int, ArgOverride] = field(default_factory=dict)
 
 
 @dataclass
@@ -79,8 +91,10 @@ class LaunchEvent:
     def where(self, proc: ProcessState) -> Where:
         """The launch in the user's terms (its process's scope nodes and collectives; this
         launch's own message may wait a moment for the collectives before it)."""
+        in_graph = bool(self.flags & p.LaunchFlag.GRAPH)
         return proc.where(self.func_id, self.scope, self.step, self.source, seq=self.seq,
-                          wait=True)
+                          wait=True, graph=self.graph if in_graph else 0,
+                          node=self.node if in_graph else 0)
 
     @functools.cached_property
     def stream_hex(self) -> str:
@@ -104,19 +118,22 @@ class ProcessState:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def where(self, func_id: int, scope: int, step: int = 0, source: int = 0,
-              seq: int | None = None, wait: bool = False) -> Where:
-        """A launch's wire numbers in names; a launch no scope names takes its kernel's
-        operation (FuncInfo.op), where the program's compiler said what it is. With its
-        launch number `seq`, the collectives its process launched before it."""
+              seq: int | None = None, wait: bool = False, graph: int = 0,
+              node: int = 0) -> Where:
+        """A launch's wire numbers in names; a launch no scope names (or only XLA's own
+        annotations) takes its kernel's operation (FuncInfo.op), where the program's
+        compiler said what it is. With its launch number `seq` (and, for a kernel node of a
+        graph launch, its graph and node), the collectives its process launched before it."""
         where = self.scopes.where(scope, step, source) if scope or step or source else NOWHERE
-        if not where.layer:
+        if not where.layer or compiler_annotation(where.layer):
             func = self.funcs.get(func_id)
             if func is not None and func.op is not None:
                 op = func.op
-                where = Where(scopes=op.scopes, layer=op.layer, pass_=where.pass_,
+                kept = tuple(s for s in where.scopes if not compiler_annotation(s))
+                where = Where(scopes=kept + op.scopes, layer=op.layer, pass_=where.pass_,
                               step=where.step, source=where.source or op.source)
         if seq is not None:
-            place = self.collectives.before(seq, wait)
+            place = self.collectives.before(seq, wait, graph, node)
             if place is not None:
                 where = replace(where, collective=place.count, collective_op=place.op)
         return where
@@ -134,6 +151,14 @@ class ProcessState:
         self.collectives.heard_of(
             (seq, func.collective if (func := funcs.get(fid)) is not None else None)
             for seq, fid in launches)
+
+    def hear_nodes(self, nodes: Iterable[tuple[int, int, int, int]]) -> None:
+        """Kernel nodes of graph launches heard of, as (launch number, graph, node,
+        function): their collectives counted."""
+        funcs = self.funcs
+        self.collectives.heard_of_nodes(
+            (seq, graph, node, func.collective if (func := funcs.get(fid)) is not None
+             else None) for seq, graph, node, fid in nodes)
 
 
 def pointer_allocation(fields: dict[str, Any]) -> Allocation:

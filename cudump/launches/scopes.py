@@ -12,6 +12,7 @@ number of a SOURCE node ("train.py:57"). This module turns those numbers back in
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -40,6 +41,18 @@ class ScopeNode:
     name: str          # a range's message ("domain:message" outside the default domain),
                        # a module's path ("layer3.0.conv1"; its class name for a model's
                        # root), an operation's name, or "file:line"
+
+
+# XLA's own NVTX ranges around each module and each kernel it runs ("TSL:XlaModule:#...#",
+# "TSL:Thunk:#hlo_op=...#"; without "TSL:" in older XLA): its profiler's annotations, which
+# name XLA's instructions, not the program's scopes. The operation XLA's dump gives a kernel
+# says more (launches/process.py).
+_COMPILER_ANNOTATION = re.compile(r"^(?:TSL:)?(?:XlaModule|Thunk):#")
+
+
+def compiler_annotation(name: str) -> bool:
+    """Whether a range is XLA's own annotation of what it runs, not one of the program's."""
+    return _COMPILER_ANNOTATION.match(name) is not None
 
 
 @dataclass(frozen=True)

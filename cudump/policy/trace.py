@@ -39,6 +39,7 @@ def format_graph_launch(record: dict[str, Any]) -> str:
 
 _ID, _FLAGS, _RC = (EVENT_FIELDS.index(name) for name in ("id", "flags", "rc"))
 _SEQ, _FID = EVENT_FIELDS.index("seq"), _ID
+_GRAPH_ID, _NODE = EVENT_FIELDS.index("graph"), EVENT_FIELDS.index("node")
 # Plain ints: a row's flags are an int, and an enum's `&` costs more than the rest of a row.
 _CAPTURED = int(p.LaunchFlag.CAPTURED)
 _GRAPH = int(p.LaunchFlag.GRAPH)
@@ -54,13 +55,18 @@ def count_launches(proc: ProcessState, rows: Iterable[Sequence[Any]]) -> None:
                 func.launches += 1
 
 
-def hear_collectives(proc: ProcessState, rows: Iterable[Sequence[Any]]) -> None:
+def hear_collectives(proc: ProcessState, rows: Sequence[Sequence[Any]]) -> None:
     """The collectives among launch events counted, in their process's order (nothing to do
     for a process that announced no collective kernel)."""
     if proc.collectives.kernels:
-        # A failed launch or a graph's kernel node is heard of, but counts as none.
+        # A failed launch, or one captured into a graph (it does not run then), is heard
+        # of but counts as none; a graph's kernel node counts at its place in its replay
+        # (collectives.py).
         proc.hear_launches((row[_SEQ], row[_FID] if row[_RC] == 0
-                            and not row[_FLAGS] & _GRAPH else -1) for row in rows)
+                            and not row[_FLAGS] & _CAPTURED else -1)
+                           for row in rows if not row[_FLAGS] & _GRAPH)
+        proc.hear_nodes((row[_SEQ], row[_GRAPH_ID], row[_NODE], row[_FID]) for row in rows
+                        if row[_FLAGS] & _GRAPH and row[_RC] == 0)
 
 
 @dataclass(frozen=True)
@@ -125,7 +131,10 @@ def format_events(proc: ProcessState, rows: Iterable[Sequence[Any]]) -> tuple[li
          scope, step, source) = row
         if rc != 0:
             continue
-        place = collectives.before(seq) if collectives is not None else None
+        place = None
+        if collectives is not None:
+            place = (collectives.before(seq, graph=graph, node=node) if flags & _GRAPH
+                     else collectives.before(seq))
         key = ((fid, dev, *grid, *block, smem, stream, api, flags, graph, replay, node, scope,
                 step, source, place)
                if flags & _GRAPH else (fid, dev, *grid, *block, smem, stream, api, flags, scope,

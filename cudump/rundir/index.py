@@ -50,14 +50,16 @@ _PLACE = {"layer": "VARCHAR", "pass": "VARCHAR", "source": "VARCHAR"}
 COLUMNS: dict[str, dict[str, str]] = {
     "launches": {"rank": "INTEGER", "pid": "BIGINT", "launch": "BIGINT", "kernel": "VARCHAR",
                  "op": "VARCHAR", "event": "VARCHAR", **_WHERE, "within": "BIGINT",
-                 **_PLACE, "scope": "VARCHAR", "device": "INTEGER"},
+                 **_PLACE, "scope": "VARCHAR", "device": "INTEGER", "graph_node": "BIGINT"},
     "records": {"rank": "INTEGER", "pid": "BIGINT", "launch": "BIGINT", "kernel": "VARCHAR",
                 "arg": "INTEGER", "phase": "VARCHAR", "status": "VARCHAR", "file": "VARCHAR",
                 "dtype": "VARCHAR", "digest": "VARCHAR", "nonfinite": "BIGINT", **_WHERE,
                 **_PLACE, "record": "VARCHAR"},
     "reports": {"rank": "INTEGER", "pid": "BIGINT", "launch": "BIGINT", "kernel": "VARCHAR",
                 "arg": "INTEGER", "nonfinite": "BIGINT", "elements": "BIGINT",
-                "origin": "VARCHAR", **_WHERE, "within": "BIGINT", **_PLACE},
+                "origin": "VARCHAR", **_WHERE, "within": "BIGINT", **_PLACE,
+                "from_arg": "INTEGER", "from_host": "VARCHAR", "from_host_bytes": "BIGINT",
+                "from_host_launch": "BIGINT", "graph_node": "BIGINT"},
     "ranks": {"rank": "INTEGER", "pid": "BIGINT", "launches": "BIGINT",
               "collectives": "BIGINT", "last_launch": "BIGINT", "last_kernel": "VARCHAR",
               "last_step": "INTEGER", "last_collective": "INTEGER",
@@ -141,6 +143,9 @@ def _built(root: Path, run: IndexedRun) -> dict[str, list[int]] | None:
     tables = data.get("tables") if isinstance(data, dict) else None
     if not isinstance(tables, dict):
         return None
+    # Written with other columns (an older cudump's): written again, whole.
+    if data.get("columns") != _column_names():
+        return None
     out: dict[str, list[int]] = {}
     for table in TABLES:
         ranks = tables.get(table)
@@ -148,6 +153,11 @@ def _built(root: Path, run: IndexedRun) -> dict[str, list[int]] | None:
             return None
         out[table] = ranks
     return out
+
+
+def _column_names() -> dict[str, list[str]]:
+    """Each table's columns, as a node's build file records them."""
+    return {table: list(columns) for table, columns in COLUMNS.items()}
 
 
 def up_to_date(root: Path, run: IndexedRun) -> bool:
@@ -184,7 +194,8 @@ def _columns_sql(columns: dict[str, str]) -> str:
 _TRACE_FIELDS = {"event": "VARCHAR", "launch": "BIGINT", "pid": "BIGINT", "rank": "INTEGER",
                  "kernel": "VARCHAR", "step": "INTEGER", "collective": "INTEGER",
                  "collective_op": "VARCHAR", "layer": "VARCHAR", "pass": "VARCHAR",
-                 "source": "VARCHAR", "scope": "VARCHAR[]", "device": "INTEGER"}
+                 "source": "VARCHAR", "scope": "VARCHAR[]", "device": "INTEGER",
+                 "node": "BIGINT", "captured": "BOOLEAN"}
 
 
 def _load(con: Any, table: str, rows: list[Any], work: Path) -> None:
@@ -202,14 +213,15 @@ def _load(con: Any, table: str, rows: list[Any], work: Path) -> None:
 def _launches_from_trace(con: Any, trace: Path) -> int:
     """trace.jsonl's launches as cudump_launches, read by DuckDB itself (a node's millions
     of launches in seconds, where reading them in Python took minutes); how many. A line
-    that is not a launch record (a graph launch, a line cut short) is left out."""
+    that is not a launch record (a graph launch, a line cut short), or a launch captured
+    into a graph (which did not run), is left out."""
     from cudump.launches.collectives import collective_op
 
     con.execute(f"CREATE OR REPLACE TEMP TABLE cudump_trace AS SELECT * FROM read_json("
                 f"{_sql_text(str(trace))}, format='newline_delimited', ignore_errors=true, "
                 f"columns={_columns_sql(_TRACE_FIELDS)}) WHERE event IN ('launch', "
                 "'graph-kernel') AND pid IS NOT NULL AND launch IS NOT NULL AND kernel IS NOT "
-                "NULL")
+                "NULL AND captured IS NOT TRUE")
     # Each kernel's own collective operation, named in Python (collectives.py) once a kernel.
     kernels = [row[0] for row in con.execute("SELECT DISTINCT kernel FROM cudump_trace")
                .fetchall()]
@@ -218,15 +230,18 @@ def _launches_from_trace(con: Any, trace: Path) -> int:
     if ops:
         con.executemany("INSERT INTO cudump_ops VALUES (?, ?)", ops)
     # A launch's within: its place after its process's last collective (collective only
-    # grows with the launch number, so a process's launches of one collective are one run).
+    # grows with the launch number, and a graph launch's kernel nodes with their node, so a
+    # process's launches of one collective are one run).
     con.execute(
         "CREATE OR REPLACE TEMP TABLE cudump_launches AS SELECT coalesce(t.rank, -1) AS rank, "
         "t.pid, t.launch, t.kernel, o.op, t.event, CASE WHEN t.step >= 0 THEN t.step END AS "
         "step, CASE WHEN t.collective >= 0 THEN t.collective END AS collective, CASE WHEN "
         "t.collective >= 0 THEN t.collective_op END AS collective_op, row_number() OVER "
-        "(PARTITION BY t.pid, t.collective ORDER BY t.launch) - 1 AS within, t.layer, "
+        "(PARTITION BY t.pid, t.collective ORDER BY t.launch, coalesce(t.node, 0)) - 1 AS "
+        "within, t.layer, "
         "t.\"pass\", CASE WHEN t.source LIKE '%:%' THEN t.source END AS source, "
-        "nullif(array_to_string(t.scope, ' / '), '') AS scope, t.device FROM cudump_trace t "
+        "nullif(array_to_string(t.scope, ' / '), '') AS scope, t.device, CASE WHEN t.event = "
+        "'graph-kernel' THEN t.node END AS graph_node FROM cudump_trace t "
         "LEFT JOIN cudump_ops o USING (kernel)")
     con.execute("DROP TABLE cudump_trace")
     return int(con.execute("SELECT count(*) FROM cudump_launches").fetchone()[0])
@@ -270,7 +285,8 @@ def write_node(con: Any, root: Path, run: IndexedRun, rows: RunRows, trace: Path
             _load(con, "launches", rows.launches, work)     # the manifest's launches
         else:
             con.execute("UPDATE cudump_reports SET within = l.within FROM cudump_launches l "
-                        "WHERE l.pid = cudump_reports.pid AND l.launch = cudump_reports.launch")
+                        "WHERE l.pid = cudump_reports.pid AND l.launch = cudump_reports.launch "
+                        "AND l.graph_node IS NOT DISTINCT FROM cudump_reports.graph_node")
         con.execute(_RANKS_SQL)
         for table in TABLES:
             columns = COLUMNS[table]
@@ -293,7 +309,7 @@ def write_node(con: Any, root: Path, run: IndexedRun, rows: RunRows, trace: Path
             con.execute(f"DROP TABLE IF EXISTS cudump_{table}")
         built = _built_file(root, run)
         built.parent.mkdir(parents=True, exist_ok=True)
-        built.write_text(json.dumps({"tables": written}) + "\n")
+        built.write_text(json.dumps({"tables": written, "columns": _column_names()}) + "\n")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

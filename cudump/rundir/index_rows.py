@@ -21,6 +21,7 @@ from cudump.launches.scopes import Where
 from cudump.rundir import reading
 from cudump.rundir.layout import MANIFEST_FILE, TRACE_FILE
 from cudump.rundir.manifest import SnapshotRecord, read_manifest
+from cudump.rundir.runs import HostSource
 from cudump.rundir.wheres import record_where
 
 NO_RANK = -1      # a process without a rank, in the index
@@ -54,6 +55,7 @@ class LaunchRow:
     source: str | None
     scope: str | None           # the open scopes, outermost first, joined by " / "
     device: int | None
+    graph_node: int | None = None   # a graph launch's kernel node: its node in the replay
 
 
 @dataclass
@@ -82,7 +84,11 @@ class RecordRow:
 
 @dataclass
 class ReportRow:
-    """A NaN/Inf report: a buffer a launch left non-finite where it was not before."""
+    """A NaN/Inf report: a buffer a launch left non-finite where it was not before. Where
+    what it read came from a write of the program's from the host (a host-to-device copy or
+    a memset, with no launch cudump scanned after it), that write produced it: `from_host`
+    ("copy" | "memset"), its bytes and the launch it came before, and `from_arg`, the
+    argument that read it."""
 
     rank: int
     pid: int
@@ -99,6 +105,17 @@ class ReportRow:
     layer: str | None
     pass_: str | None
     source: str | None
+    from_arg: int | None = None
+    from_host: str | None = None       # "copy" | "memset": the host wrote what it read
+    from_host_bytes: int | None = None
+    from_host_launch: int | None = None     # the launch the host's write came before
+    graph_node: int | None = None   # a graph launch's kernel node: its node in the replay
+
+    @property
+    def produced(self) -> bool:
+        """Whether NaN/Inf begins here: the launch made it from finite inputs, or read it
+        from a write of the host's (which is then its producer)."""
+        return self.origin == "produced" or self.from_host is not None
 
 
 @dataclass
@@ -147,7 +164,8 @@ def _where_parts(where: Where) -> dict[str, Any]:
 def _trace_launches(path: Path) -> Iterator[LaunchRow]:
     for line in reading.json_lines(path, torn_last=True, what="a trace record"):
         data = line.data
-        if not isinstance(data, dict) or data.get("event") not in ("launch", "graph-kernel"):
+        if not isinstance(data, dict) or data.get("event") not in ("launch", "graph-kernel") \
+                or data.get("captured") is True:    # captured into a graph: it did not run
             continue
         pid, launch, kernel = _int(data.get("pid")), _int(data.get("launch")), \
             _str(data.get("kernel"))
@@ -160,7 +178,14 @@ def _trace_launches(path: Path) -> Iterator[LaunchRow]:
                         kernel=kernel, op=collective_op(kernel), event=data["event"],
                         within=None,
                         scope=" / ".join(where.scopes) or None,
-                        device=_int(data.get("device")), **_where_parts(where))
+                        device=_int(data.get("device")), **_where_parts(where),
+                        graph_node=_int(data.get("node")) if data["event"] == "graph-kernel"
+                        else None)
+
+
+def _graph_node(extra: dict[str, Any]) -> int | None:
+    """A manifest record's kernel node, where its launch ran as one of a graph launch."""
+    return _int(extra.get("node")) if "graph" in extra else None
 
 
 def _number_within(launches: list[LaunchRow]) -> None:
@@ -169,7 +194,7 @@ def _number_within(launches: list[LaunchRow]) -> None:
     for row in launches:
         by_pid[row.pid].append(row)
     for rows in by_pid.values():
-        rows.sort(key=lambda r: r.launch)
+        rows.sort(key=lambda r: (r.launch, r.graph_node or 0))
         current: int | None = -1
         within = 0
         for row in rows:
@@ -192,8 +217,8 @@ def _record_rows(records: list[SnapshotRecord]) -> list[RecordRow]:
     return out
 
 
-def _report_rows(records: list[SnapshotRecord], within: dict[tuple[int, int], int | None]
-                 ) -> list[ReportRow]:
+def _report_rows(records: list[SnapshotRecord],
+                 within: dict[tuple[int, int, int | None], int | None]) -> list[ReportRow]:
     out = []
     for r in records:
         count = _int(r.extra.get("nonfinite"))
@@ -201,12 +226,19 @@ def _report_rows(records: list[SnapshotRecord], within: dict[tuple[int, int], in
             continue
         origin = r.extra.get("origin")
         where = record_where(r.extra)
+        host = (HostSource.from_field(r.extra.get("from_host")) if origin == "propagated"
+                else None)
         out.append(ReportRow(
             rank=NO_RANK if r.rank is None else r.rank, pid=r.pid, launch=r.launch,
             kernel=r.kernel, arg=r.arg, nonfinite=count,
             elements=_int(r.extra.get("elements")),
             origin=origin if origin in ("produced", "propagated") else None,
-            within=within.get((r.pid, r.launch)), **_where_parts(where)))
+            within=within.get((r.pid, r.launch, _graph_node(r.extra))), **_where_parts(where),
+            from_arg=_int(r.extra.get("from_arg")) if origin == "propagated" else None,
+            from_host=host.kind if host is not None else None,
+            from_host_bytes=host.nbytes if host is not None else None,
+            from_host_launch=host.before if host is not None else None,
+            graph_node=_graph_node(r.extra)))
     return out
 
 
@@ -249,17 +281,18 @@ def run_rows(run: Path, read_trace: bool = True) -> RunRows:
     if reading.present(run / MANIFEST_FILE):
         records = read_manifest(run)
     if not rows.launches and records:
-        seen: dict[tuple[int, int], LaunchRow] = {}
+        seen: dict[tuple[int, int, int | None], LaunchRow] = {}
         for r in records:
-            if (r.pid, r.launch) not in seen:
+            key = (r.pid, r.launch, _graph_node(r.extra))
+            if key not in seen:
                 where = record_where(r.extra)
-                seen[(r.pid, r.launch)] = LaunchRow(
+                seen[key] = LaunchRow(
                     rank=NO_RANK if r.rank is None else r.rank, pid=r.pid, launch=r.launch,
                     kernel=r.kernel, op=collective_op(r.kernel), event="record", within=None,
                     scope=" / ".join(where.scopes) or None, device=r.device,
-                    **_where_parts(where))
+                    **_where_parts(where), graph_node=key[2])
         rows.launches = list(seen.values())
-    within = {(r.pid, r.launch): r.within for r in rows.launches}
+    within = {(r.pid, r.launch, r.graph_node): r.within for r in rows.launches}
     rows.records = _record_rows(records)
     rows.reports = _report_rows(records, within)
     rows.ranks = _rank_rows(rows.launches, rows.reports)

@@ -11,6 +11,14 @@ FileLocations and FileNames tables (newer XLA). A GPU kernel is named after its 
 sanitized as XLA does for PTX: every character outside [A-Za-z0-9_$] becomes '_'
 ("loop_add_fusion.1" -> "loop_add_fusion_1"), and '_' goes before a leading digit.
 
+Each kernel's arguments' element types come from the same instruction: XLA passes a
+fusion's operands, then its outputs (a tuple's leaves in order), one pointer each, except
+that a buffer slice passed twice is passed once (KernelArguments). The kernels' own
+parameters are untyped pointers, so these are the only types a NaN/Inf scan has for them:
+`args` holds each one's type and element count where the count of the kernel's parameters
+says no slice was merged, and `one_type` the element type every operand and output share,
+if one.
+
 Limits: XLA may launch one kernel for several identical fusions (it reuses the kernel of the
 first one): its name then gives the first fusion's operation. Calls into libraries (cuBLAS,
 cuDNN custom calls) launch kernels named by the library, which no name here matches. A name
@@ -23,8 +31,9 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import NamedTuple
 
 from cudump.rundir.layout import XLA_DIR
 from cudump.rundir.reading import RunFileError, read_bytes
@@ -51,6 +60,20 @@ _STACK_FRAME = re.compile(r"\bstack_frame_id=(\d+)")
 _TABLE_ROW = re.compile(r"^(\d+)\s+(.*)$")
 _FIELD = re.compile(r"(\w+)=(\d+)")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_$]")
+# "f32[64,64]{1,0}": its element type and dimensions
+_SHAPE = re.compile(r"(?<![\w.%])([a-z][a-z0-9]*)\[([^\]]*)\]")
+
+
+class HloBuffer(NamedTuple):
+    """One array an instruction reads or writes: its element type as HLO names it ("f32",
+    "bf16", "s32"; None for a tuple, a token or a shape not written) and its element count
+    (None where a dimension is dynamic or the shape is not known)."""
+
+    type: str | None
+    elements: int | None
+
+
+UNKNOWN = HloBuffer(None, None)
 
 
 @dataclass(frozen=True)
@@ -59,6 +82,26 @@ class XlaOp:
     op_name: str                 # "jit(train)/layer1/dot_general": function, scopes, primitive
     source: str | None = None    # "train.py:57" (the file's name and the line), when known
     source_path: str | None = None   # the file as XLA recorded it
+    # The instruction's operands, then its outputs (a tuple's leaves): the kernel's
+    # arguments' buffers.
+    operands: tuple[HloBuffer, ...] = ()
+    outputs: tuple[HloBuffer, ...] = ()
+    # The op_names of the operations a fusion's kernel runs (those with one), each once, in
+    # the fused computation's order: a fusion's own op_name is one of them, and a NaN may
+    # come from another (`encoder/dot_general` fused with `head/log`).
+    fused: tuple[str, ...] = ()
+
+    def args(self, count: int) -> tuple[HloBuffer, ...] | None:
+        """The buffer of each of the kernel's `count` pointer arguments, or None where XLA
+        merged arguments (a slice passed twice) so positions are not known."""
+        buffers = self.operands + self.outputs
+        return buffers if count == len(buffers) and buffers else None
+
+    @property
+    def one_type(self) -> str | None:
+        """The element type all of the instruction's operands and outputs share, or None."""
+        types = {b.type for b in self.operands + self.outputs}
+        return types.pop() if len(types) == 1 else None
 
 
 def kernel_name(instruction: str) -> str:
@@ -76,6 +119,8 @@ class _Instruction:
     calls: str | None
     to_apply: str | None
     metadata: str
+    operands: tuple[str, ...] = ()             # as written: "f32[8]{0} %x" or "%x"
+    outputs: tuple[HloBuffer, ...] = ()
 
 
 @dataclass
@@ -88,6 +133,74 @@ class _Module:
 
 def _unquote(text: str) -> str:
     return re.sub(r"\\(.)", r"\1", text)
+
+
+def _operands(body: str, start: int) -> list[str]:
+    """The operands of an instruction whose operand list opens at body[start] ("("), split at
+    its top-level commas."""
+    depth, parts, begin = 0, [], start + 1
+    for i in range(start, len(body)):
+        c = body[i]
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                parts.append(body[begin:i])
+                break
+        elif c == "," and depth == 1:
+            parts.append(body[begin:i])
+            begin = i + 1
+    return [part for part in parts if part.strip()]
+
+
+def _buffer(found: re.Match[str]) -> HloBuffer:
+    elements = 1
+    for dim in found.group(2).split(","):
+        dim = dim.strip()
+        if not dim:
+            continue
+        if not dim.isdigit():
+            return HloBuffer(found.group(1), None)     # dynamic ("<=8") or not a number
+        elements *= int(dim)
+    return HloBuffer(found.group(1), elements)
+
+
+def _shape(text: str) -> HloBuffer:
+    """The buffer a shape says ("f32[8]{0} %x"); UNKNOWN for a tuple, a token or an
+    operand written without its shape."""
+    text = text.strip()
+    if text.startswith("("):
+        return UNKNOWN
+    found = _SHAPE.match(text)
+    return _buffer(found) if found else UNKNOWN
+
+
+def _signature(body: str, opcode: re.Match[str] | None
+               ) -> tuple[tuple[str, ...], tuple[HloBuffer, ...]]:
+    """(operands as written, outputs: a tuple's leaves) of an instruction's text."""
+    if opcode is None:
+        return (), ()
+    result = body[:opcode.start(1)].strip()
+    outputs = (tuple(_buffer(m) for m in _SHAPE.finditer(result)) if result.startswith("(")
+               else (_shape(result),))
+    return tuple(o.strip() for o in _operands(body, opcode.end(1))), outputs
+
+
+def _operand_buffers(instruction: _Instruction, body: list[_Instruction]
+                     ) -> tuple[HloBuffer, ...]:
+    """Each operand's buffer: its shape written before it, or (newer XLA writes operands by
+    name alone) the output of the instruction it names."""
+    named = {i.name: i for i in body}
+    buffers: list[HloBuffer] = []
+    for operand in instruction.operands:
+        found = _shape(operand)
+        if found == UNKNOWN and operand and not operand.startswith("("):
+            source = named.get(operand.split()[-1].lstrip("%"))
+            if source is not None and len(source.outputs) == 1:
+                found = source.outputs[0]
+        buffers.append(found)
+    return tuple(buffers)
 
 
 def _parse(text: str) -> _Module | None:
@@ -123,9 +236,11 @@ def _parse(text: str) -> _Module | None:
         opcode = _OPCODE.search(body)
         calls = _CALLS.search(body)
         to_apply = _TO_APPLY.search(body)
+        operands, outputs = _signature(body, opcode)
         instruction = _Instruction(found.group(1), opcode.group(1) if opcode else "",
                                    calls.group(1) if calls else None,
-                                   to_apply.group(1) if to_apply else None, metadata)
+                                   to_apply.group(1) if to_apply else None, metadata,
+                                   operands, outputs)
         current.append(instruction)
         if line.lstrip().startswith("ROOT"):
             module.roots[name] = instruction
@@ -175,8 +290,15 @@ def _ops(module: _Module) -> dict[str, XlaOp]:
             if op_name is None:
                 continue
             source, path = _source(module, metadata)
-            out[kernel_name(instruction.name)] = XlaOp(module.name, _unquote(op_name.group(1)),
-                                                       source, path)
+            fused: list[str] = []
+            if instruction.opcode == "fusion" and instruction.calls:
+                for inner in module.computations.get(instruction.calls, []):
+                    name = _OP_NAME.search(inner.metadata)
+                    if name is not None and _unquote(name.group(1)) not in fused:
+                        fused.append(_unquote(name.group(1)))
+            out[kernel_name(instruction.name)] = XlaOp(
+                module.name, _unquote(op_name.group(1)), source, path,
+                _operand_buffers(instruction, body), instruction.outputs, tuple(fused))
     return out
 
 
@@ -212,7 +334,8 @@ def xla_ops(dump_dir: Path) -> dict[str, XlaOp]:
     for ops in xla_ops_by_module(dump_dir).values():
         for name, op in ops.items():
             seen = out.get(name)
-            if seen is not None and (seen.op_name, seen.source) != (op.op_name, op.source):
+            if seen is not None and seen != replace(op, module=seen.module,
+                                                    source_path=seen.source_path):
                 clashes.add(name)
             out.setdefault(name, op)
     for name in clashes:

@@ -67,7 +67,7 @@ def test_traced_launches_name_their_layer_pass_and_step(workdir, tmp_path):
     bare = run([sys.executable, str(program)], workdir, timeout=300)
     assert bare.returncode == 0, bare.stderr[-3000:]
     out = tmp_path / "run"
-    ran = run(under_cudump(program, out, trace=True,
+    ran = run(under_cudump([sys.executable, str(program)], out, trace=True,
                            extra=["--layers"]), workdir, timeout=300)
     assert ran.returncode == 0, ran.stderr[-3000:]
     assert ran.stdout == bare.stdout

@@ -153,16 +153,19 @@ def launch_rules(records: list[SnapshotRecord], when: str, fmt: str,
     return rules
 
 
-Place = tuple[int, str, int, int, int, int, str, int]
+Place = tuple[int, str, int, int, int, str, int]
 
 
 def _place(snap: Snapshot) -> Place:
     """A record's place, the same in a re-run of the program: its rank (-1: none), kernel,
-    occurrence, launch, graph node, argument, phase and pointer offset. The process is left
-    out: a re-run that records fewer processes numbers them otherwise."""
+    occurrence, graph node, argument, phase and pointer offset. The process is left out: a
+    re-run that records fewer processes numbers them otherwise. So is the launch number:
+    the re-run's rule takes the kernel's same occurrence (launch_rule), but other kernels
+    may launch more or less often before it (a compiled program's autotuning benchmarks
+    its kernels as often as its timings say), so the number may not be the same."""
     r = snap.record
     offset = r.extra.get("offset")
-    return (-1 if r.rank is None else r.rank, r.kernel, r.occurrence, r.launch, snap.node,
+    return (-1 if r.rank is None else r.rank, r.kernel, r.occurrence, snap.node,
             r.arg, r.phase, offset if isinstance(offset, int) else 0)
 
 
@@ -189,6 +192,18 @@ class Rerun:
         """The re-run of side `side` (0: A)'s record of a digest run's `snap`."""
         return _pick(self._index[side].get(_place(snap)), snap)
 
+    def missing(self, side: int, snap: Snapshot) -> str:
+        """What the re-run of side `side` recorded instead of `snap`: said when it has not
+        got it, so that a program whose launches move from run to run shows how."""
+        r = snap.record
+        seen = sorted({(s.record.occurrence, s.record.arg, s.record.phase)
+                       for s in self.runs[side].snapshots if s.record.kernel == r.kernel})
+        shown = ", ".join(f"occurrence {o} arg {a} ({ph})" for o, a, ph in seen[:6])
+        more = f" and {len(seen) - 6} more" if len(seen) > 6 else ""
+        what = f"{shown}{more}" if seen else "no launch of it"
+        return (f"{'AB'[side]}'s launch {r.launch} of {r.kernel} (occurrence {r.occurrence}, "
+                f"arg {r.arg}, {r.phase}): its re-run recorded {what}")
+
     def pair(self, pair: PairResult, types: FloatTypes | None = None) -> PairResult | None:
         """An output pair of the digest runs, found again (None: a re-run lacks it)."""
         assert pair.a is not None and pair.b is not None
@@ -211,9 +226,12 @@ def judge_snapshots(batch: list[ScopePair], snaps: tuple[Run, Run], tol: Toleran
         wanted = [p for p in pair.outputs.pairs if p.status not in SETTLED]
         again = [q for q in (rerun.pair(p, types) for p in wanted) if q is not None]
         if len(again) < len(wanted):
+            lost = next(rerun.missing(side, snap) for p in wanted if rerun.pair(p) is None
+                        for side, snap in enumerate((p.a, p.b))
+                        if snap is not None and rerun.find(side, snap) is None)
             raise BisectError(f"the snapshot re-runs did not record every output of "
                               f"{pair.key.text()}: the programs do not run the same launches "
-                              "each time")
+                              f"each time ({lost})")
         verdicts[id(pair)] = any(compare_output(p, tol).status in DIVERGED for p in again)
     return verdicts
 

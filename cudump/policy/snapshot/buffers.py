@@ -94,7 +94,11 @@ def read_of(func: FuncInfo, rule: Rule, arg: ArgValue, alloc: Allocation | None,
     """What the rule reads of one buffer: the plan (None: nothing, as a scan of integers),
     how its extent was found where it runs to the end of its allocation or to the next
     buffer, and what cudump's kernel computes over it. `next_start`: where the next
-    known buffer after the pointer begins in its allocation. Raises GeometryError."""
+    known buffer after the pointer begins in its allocation. Raises GeometryError.
+    An untyped pointer the rule does not override is read as the kernel's compiler said
+    (FuncInfo.arg_overrides: an XLA fusion's arrays)."""
+    if override is None and arg.type is None:
+        override = func.arg_overrides.get(arg.index)
     plan = plan_copy(arg, alloc, override, values)
     rest = (override is None or override.count is None and not override.is_2d) \
         and alloc is not None and alloc.kind != "pitched"

@@ -41,7 +41,8 @@ CatchUp = Callable[[int], None]
 
 def scan_mode(plan: CopyPlan, func: FuncInfo) -> p.ToolMode | None:
     """What a scan of this buffer's floating-point elements runs as (from the signature,
-    the rule, or else the one float type the kernel's name mentions, as PyTorch's
+    the rule, what the kernel's compiler said of an untyped argument (FuncInfo.arg_overrides),
+    or else the one float type the kernel's name mentions, as PyTorch's
     `CUDAFunctor_add<float>`), or None: not floating point, nothing to scan."""
     dtype, note = plan.dtype, plan.note
     guessed = None

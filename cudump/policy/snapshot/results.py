@@ -244,13 +244,18 @@ class ResultDrain(RingDrain[_Ring]):
         used = np.arange(width)[None, :] < table.ncopies[rows][:, None]
         unusual = (rows > 0) & ((taken.launch_rc != 0) | ((codes != 0) & used).any(axis=1)
                                 | ((found != 0) & table.after[rows, :width]).any(axis=1))
-        # A launch in a scope (or a step, or with a source line) goes the ordinary way too:
-        # digests.bin's records have no room for where it came from, and diff and bisect
-        # align runs by it. Runs without scopes keep the batches. So does the place among its
-        # process's collectives (launches/collectives.py), where the process has any.
+        # A launch with digests in a scope (or a step, or with a source line) goes the
+        # ordinary way too: digests.bin's records have no room for where it came from, and
+        # diff and bisect align runs by it. So does the place among its process's
+        # collectives (launches/collectives.py), where the process has any. Runs without
+        # scopes keep the batches, and so do scans that found nothing, which leave no
+        # record to say where they were (going the ordinary way, each launch of a model
+        # under --layers cost the controller's time, and the program waited for it).
         ev = taken.event
-        unusual |= (rows > 0) & ((ev["scope"] != 0) | (ev["step"] != 0) | (ev["source"] != 0)
-                                 | bool(ring.proc.collectives.kernels))
+        digests = table.digest[rows, :width].any(axis=1)
+        unusual |= (rows > 0) & digests & ((ev["scope"] != 0) | (ev["step"] != 0)
+                                           | (ev["source"] != 0)
+                                           | bool(ring.proc.collectives.kernels))
         plain = (rows > 0) & ~unusual
         watch = self._finite is not None and self._finite.watching(pid)
         start = 0

@@ -49,6 +49,7 @@ enum {
     K_TMA_COPY,
     K_POKE,
     K_ALLREDUCE,
+    K_XLA_LOG,
     K_SCAN_LIST,
     K_FILL_HALF,
     K_COUNT
@@ -95,6 +96,21 @@ static void square(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t
     unsigned int i = gx(b, t, d);
     if ((long long)i < n)
         y[i] = x[i] * x[i];
+}
+
+/* An XLA fusion as XLA emits one: an extern "C" name and untyped pointers, the sizes known
+ * to the kernel, not passed: (f32 x[n], s32 index[n], f32 y[n]) with n = the grid's
+ * threads. y = log's NaN where x is negative, else x (no libm here); index is not read,
+ * there to be an operand that is not floating point. */
+static void xla_log(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
+                    struct fc_dim3 d, struct fc_dim3 g)
+{
+    (void)g;
+    const struct fc_builtin *k = self(K_XLA_LOG);
+    ARG(const float *, args, k, 0, x);
+    ARG(float *, args, k, 2, y);
+    unsigned int i = gx(b, t, d);
+    y[i] = x[i] < 0.0f ? __builtin_nanf("") : x[i];
 }
 
 /* poke(int* p, int v): *p = v, from thread 0 of block 0. A pointer outside device memory is
@@ -615,6 +631,7 @@ static struct fc_builtin builtins[K_COUNT] = {
      * here, there being one rank per process and no network). */
     [K_ALLREDUCE] = {"_Z39ncclDevKernel_AllReduce_Sum_f32_RING_LL24ncclDevKernelArgsStorageILm4096EE",
                      "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 1, {4096}, {0}, 0, NULL},
+    [K_XLA_LOG] = {"loop_log_fusion", "loop_log_fusion", 3, {8, 8, 8}, {0}, 0, xla_log},
     [K_SCAN_LIST] = {"cudump_scan_list", "cudump_scan_list", 1, {sizeof(struct tool_list)},
                      {0}, 0, scan_list},
     [K_FILL_HALF] = {"_Z8fillHalfP6__halfti", "fillHalf", 3, {8, 2, 4}, {0}, 0, fill_half},
