@@ -1370,6 +1370,12 @@ static CUresult run_graph(cuGraphLaunch_fn real, CUgraphExec exec, CUstream stre
         .seq = seq, .tid = stream_tid(), .captured = capturing, .graph = g ? g->id : 0,
         .scope = here_scope, .step = here_step, .source = here_source};
     flight_begin(&flown);
+    /* Counted for summary.json: a replay run watched is not waited for, one instrumented
+     * is, so the two say where a graph loop's time under cudump went. */
+    volatile struct proto_control *ctl = (watch || instrument) ? channel_control_rw() : NULL;
+    if (ctl)
+        __atomic_fetch_add(watch ? &ctl->graph_watched : &ctl->graph_instrumented, 1,
+                           __ATOMIC_RELAXED);
     CUresult rc = watch        ? run_watched(real, g, stream, ptsz, seq)
                   : instrument ? run_instrumented(real, g, stream, ptsz, seq, replay)
                                : real(exec, stream);

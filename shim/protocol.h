@@ -73,7 +73,7 @@
 
 #include "api.h"
 
-#define PROTO_VERSION 20
+#define PROTO_VERSION 21
 #define PROTO_MAGIC 0x50445543u /* "CUDP" */
 
 /* ---- limits ---------------------------------------------------------------- */
@@ -449,7 +449,11 @@ struct proto_control {
     uint64_t behind_ready;  /* controller: bytes of the write-behind area, from its start,
                              * whose pages it has allocated (or given up on): the shim
                              * registers a piece once this reaches its end */
-    uint8_t pad11[48];
+    uint64_t graph_watched;      /* shim: graph replays run as the copy with the scan node
+                                  * after everything, not waited for (--watch-nan) */
+    uint64_t graph_instrumented; /* shim: graph replays run as a copy with cudump's nodes
+                                  * around the wanted nodes, waited for */
+    uint8_t pad11[32];
     uint64_t behind_sent;   /* shim: launches handed over through the write-behind area */
     uint8_t pad12[56];
 };

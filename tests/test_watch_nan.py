@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from records import manifest, nan_lines
+from records import manifest, nan_lines, summary
 
 from cudump.policy.snapshot.windows import WindowFound, WindowReport
 from cudump.policy.snapshot.windows import decode as decode_window
@@ -163,6 +163,12 @@ def test_a_clean_graph_loop_costs_one_scan_node_a_replay(fake, cudump_run, bare_
     # the probe's two digest nodes; then one scan node for each of the other 11.
     assert counts["tools_runs"] <= 6
     assert counts["scan_list_launches"] == 2 + 11
+    # summary.json says so too: one replay instrumented (and waited for), 11 watched.
+    done = summary(ran.run_dir)
+    assert (done["graph_replays_instrumented"], done["graph_replays_watched"]) == (1, 11)
+    exact = cudump_run(argv, "--check-nan", run_dir=tmp_path / "exact")
+    done = summary(exact.run_dir)
+    assert (done["graph_replays_instrumented"], done["graph_replays_watched"]) == (12, 0)
 
 
 def test_stop_ends_the_program_once_an_exact_scan_confirms(fake, cudump_run):
@@ -331,6 +337,12 @@ def test_a_free_of_memory_the_graph_does_not_use_keeps_its_scan_node(
     counts = _stats(stats)
     assert counts["tools_runs"] <= 6
     assert counts["scan_list_launches"] == 2 + 11
+    # summary.json says so too: one replay instrumented (and waited for), 11 watched.
+    done = summary(ran.run_dir)
+    assert (done["graph_replays_instrumented"], done["graph_replays_watched"]) == (1, 11)
+    exact = cudump_run(argv, "--check-nan", run_dir=tmp_path / "exact")
+    done = summary(exact.run_dir)
+    assert (done["graph_replays_instrumented"], done["graph_replays_watched"]) == (12, 0)
 
 
 def test_a_graph_copy_made_again_uses_its_memory_again(fake, cudump_run, tmp_path):

@@ -119,6 +119,10 @@ class RunSummary:
                                    # serialization, right after a launch (shim/toollaunch.h)
     tool_launches: int = 0         # launches of cudump's kernel from the host, however made
                                    # (shim/toollaunch.c; not its kernel nodes inside graphs)
+    graph_replays_watched: int = 0       # graph replays run as --watch-nan's copy with a scan
+                                         # node after everything, not waited for
+    graph_replays_instrumented: int = 0  # graph replays run with cudump's nodes around the
+                                         # wanted ones, waited for (shim/graph.c)
     replay_captures: int = 0       # launches captured for replay (captures.jsonl)
     host_writes: int | None = None  # host-to-device copies and memsets recorded (--check-nan)
     trace_dropped: int = 0         # trace events the ring had no room for

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 from typing import Any, Protocol
 
-VERSION = 20
+VERSION = 21
 MAGIC = 0x50445543
 
 MAX_MESSAGE = 1 << 20
@@ -292,7 +292,8 @@ CONTROL = _layout("proto_control", ("magic", "I"), ("version", "I"), ("generatio
                   ("ahead_void", "Q"), ("handed_off", "Q"), ("handed_back", "Q"),
                   ("handoff_trials", "Q"), ("handoff_won", "Q"), ("tools_waiting", "Q"),
                   ("tool_launches", "Q"), ("behind_done", "Q"),
-                  ("behind_ready", "Q"), ("pad11", "48s"), ("behind_sent", "Q"),
+                  ("behind_ready", "Q"), ("graph_watched", "Q"),
+                  ("graph_instrumented", "Q"), ("pad11", "32s"), ("behind_sent", "Q"),
                   ("pad12", "56s"))
 PARAM = _layout("proto_param", ("offset", "I"), ("size", "I"))
 FUNC = _layout("proto_func", ("id", "I"), ("nparams", "i"), ("handle", "Q"))

@@ -175,6 +175,8 @@ class Snapshots:
         summary.launcher_trials, summary.launcher_won = launcher.trials, launcher.won
         summary.tools_waiting = launcher.waiting
         summary.tool_launches = launcher.launches
+        summary.graph_replays_watched, summary.graph_replays_instrumented = \
+            self.repeater.results.graph_replays()
         summary.replay_captures = self.captures.count
         summary.host_writes = self.hosts.taken if self.hosts is not None else None
 

@@ -146,6 +146,12 @@ class ResultDrain(RingDrain[_Ring]):
         rings = list(self._each())
         return (sum(r.shared.ahead_used for r in rings), sum(r.shared.ahead_void for r in rings))
 
+    def graph_replays(self) -> tuple[int, int]:
+        """Every process's graph replays run watched (--watch-nan's copy, not waited for)
+        and instrumented (waited for)."""
+        counts = [r.shared.graph_replays for r in self._each()]
+        return sum(w for w, _ in counts), sum(i for _, i in counts)
+
     def tool_launches(self) -> ToolLaunchCounts:
         """Every process's launches of cudump's kernel made by the launcher thread
         (shim/handoff.h), and its trials (shim/handtune.h)."""
