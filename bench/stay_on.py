@@ -243,8 +243,12 @@ def _counted(mode: Mode, stderr: str, out: Path, where: str
         raise BenchError(f"{where}: --trace wrote no trace.jsonl")
     tools = ("tool_launches: not in this cudump's summary" if counts.tool_launches is None
              else f"{counts.tool_launches} launches of cudump's kernel from the host")
+    watched, waited = data.get("graph_replays_watched"), data.get("graph_replays_instrumented")
+    graphs = (f", graph replays: {watched} watched, {waited} instrumented (waited for)"
+              if isinstance(watched, int) and isinstance(waited, int) and watched + waited
+              else "")
     return counts, (f"{counts.program_kernels} program kernel runs, {tools}, "
-                    f"{counts.nan_reports} NaN/Inf reports")
+                    f"{counts.nan_reports} NaN/Inf reports{graphs}")
 
 
 @dataclass
