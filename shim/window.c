@@ -645,7 +645,7 @@ struct wg_area {
     struct tool_job *jobs, *probe_jobs[2];
     unsigned *starts, *probe_starts[2];
     struct proto_tool_result *results, *probe_results[2];
-    uint64_t (*record)[4];
+    uint64_t (*record)[TOOL_RECORD_WORDS];
 };
 
 struct window_graph {
@@ -674,7 +674,6 @@ struct window_graph {
     bool probed;                    /* the probe's nodes are in the instrumented copy */
     uint64_t launched;              /* launches of the graph made with the node */
     uint64_t seqs[WG_SEQS];         /* their numbers, by launch */
-    uint64_t seen;                  /* the node's scans done when last looked at */
 };
 
 static CUdeviceptr mapped(const void *host)
@@ -747,7 +746,7 @@ static CUresult area_make(struct wg_area *a, unsigned n)
         *r[k] = (struct proto_tool_result *)(p + jobs + starts);
         p += jobs + starts + results;
     }
-    a->record = (uint64_t(*)[4])p;
+    a->record = (uint64_t(*)[TOOL_RECORD_WORDS])p;
     CUresult rc = real_cuMemHostRegister_v2
                       ? real_cuMemHostRegister_v2(a->base, a->size,
                                                   CU_MEMHOSTREGISTER_PORTABLE |
@@ -787,7 +786,7 @@ static CUresult renew(struct window_graph *wg, const struct launch_info *li,
     wg->stream = li->stream;
     wg->ptsz = li->ptsz;
     wg->probed = false;
-    wg->launched = wg->seen = 0;
+    wg->launched = 0;
     return CUDA_SUCCESS;
 }
 
@@ -1025,54 +1024,105 @@ bool window_graph_readable(const struct window_graph *wg)
     return wg != NULL;
 }
 
+/* One entry's running record, as one scan of the node left it (never parts of two: its
+ * sequence word, read before and after the others, was even and the same both times).
+ * Returns false where a scan was writing it all the times it was read. */
+struct wg_record {
+    uint64_t bad, good, first, count;
+};
+
+static bool read_record(const uint64_t *rec, struct wg_record *out)
+{
+    for (int tries = 0; tries < 64; tries++) {
+        uint64_t before = __atomic_load_n(&rec[TOOL_RECORD_SEQ], __ATOMIC_ACQUIRE);
+        if (before & 1)
+            continue; /* (being written: a scan's thread writes a few words) */
+        out->bad = __atomic_load_n(&rec[TOOL_RECORD_BAD], __ATOMIC_ACQUIRE);
+        out->good = __atomic_load_n(&rec[TOOL_RECORD_GOOD], __ATOMIC_ACQUIRE);
+        out->first = __atomic_load_n(&rec[TOOL_RECORD_FIRST], __ATOMIC_ACQUIRE);
+        out->count = __atomic_load_n(&rec[TOOL_RECORD_COUNT], __ATOMIC_ACQUIRE);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&rec[TOOL_RECORD_SEQ], __ATOMIC_ACQUIRE) == before)
+            return true;
+    }
+    return false;
+}
+
+/* A finding of the scan node, with the graph launches it lies among. */
+struct wg_found {
+    struct proto_watch_found f;
+    uint64_t from, to;              /* the node's scans it lies among: [from, to) */
+};
+
+/* Sends the findings in groups of one bound each (MSG_WATCH's head has one). */
+static void report_graph(struct window_graph *wg, uint32_t id, struct wg_found *found,
+                         unsigned nfound)
+{
+    uint64_t kept = wg->launched < WG_SEQS ? 0 : wg->launched - WG_SEQS;
+    while (nfound) {
+        uint64_t from = found[0].from, to = found[0].to;
+        struct finding f;
+        f.head = (struct proto_watch){.graph = id, .exact = switches_to_exact(),
+                                      .replays = (uint32_t)(to - from)};
+        /* (older launches' numbers are gone: the bound starts at the oldest kept) */
+        f.head.first = wg->seqs[(from < kept ? kept : from) % WG_SEQS];
+        f.head.last = wg->seqs[(to - 1) % WG_SEQS];
+        unsigned rest = 0;
+        for (unsigned i = 0; i < nfound; i++) {
+            if (found[i].from == from && found[i].to == to && f.head.nfound < WIN_REPORTED) {
+                found[i].f.first_touch = f.head.first;
+                found[i].f.last_touch = f.head.last;
+                f.found[f.head.nfound++] = found[i].f;
+            } else {
+                found[rest++] = found[i];
+            }
+        }
+        nfound = rest;
+        report(&f);
+    }
+}
+
 void window_graph_check(struct window_graph *wg, uint32_t id)
 {
     if (!wg)
         return;
-    /* The node's scans done: the most any buffer's record counts (blocks of one job
-     * finish before another's, so some may be one behind). */
-    uint64_t done = wg->seen;
-    for (unsigned i = 0; i < wg->scanned; i++) {
-        uint64_t bad = __atomic_load_n(&wg->a.record[i][0], __ATOMIC_ACQUIRE);
-        uint64_t good = __atomic_load_n(&wg->a.record[i][1], __ATOMIC_ACQUIRE);
-        done = bad + good > done ? bad + good : done;
-    }
-    if (done > wg->launched)
-        done = wg->launched;
-    if (done <= wg->seen)
-        return;
-    uint64_t from = wg->seen, kept = wg->launched < WG_SEQS ? 0 : wg->launched - WG_SEQS;
-    if (from < kept)
-        from = kept; /* older launches' numbers are gone: the bound starts at the oldest kept */
-    uint64_t first_seq = wg->seqs[from % WG_SEQS], last_seq = wg->seqs[(done - 1) % WG_SEQS];
-    struct finding f;
-    f.head = (struct proto_watch){.first = first_seq, .last = last_seq, .graph = id,
-                                  .replays = (uint32_t)(done - wg->seen),
-                                  .exact = switches_to_exact()};
+    /* Entry by entry: each record says how many of the node's scans of that buffer are
+     * done (blocks of one job finish before another's, so a look while a replay's node
+     * runs finds some entries one scan behind others; they are looked at again next
+     * time), and a finding lies among the scans that came in since its last look. */
+    enum { FOUND_MAX = 4 * WIN_REPORTED };
+    struct wg_found found[FOUND_MAX];
+    unsigned nfound = 0;
     for (unsigned i = 0; i < wg->scanned; i++) {
         struct wg_entry *e = &wg->e[i];
-        uint64_t bad = __atomic_load_n(&wg->a.record[i][0], __ATOMIC_ACQUIRE);
-        uint64_t good = __atomic_load_n(&wg->a.record[i][1], __ATOMIC_ACQUIRE);
-        uint64_t first = __atomic_load_n(&wg->a.record[i][2], __ATOMIC_ACQUIRE);
-        bool newly_bad = bad > e->seen_bad, newly_good = good > e->seen_good;
-        if (newly_bad && !e->reported && f.head.nfound < WIN_REPORTED)
-            f.found[f.head.nfound++] = (struct proto_watch_found){
-                .address = e->copy.src, .width = e->copy.width, .height = e->copy.height,
-                .pitch = e->copy.pitch,
-                /* the latest scan's count (a replay's) */
-                .count = __atomic_load_n(&wg->a.results[i].words[0], __ATOMIC_ACQUIRE),
-                .first_index = ~first, .first_touch = first_seq, .last_touch = last_seq,
-                .touches = e->touches, .first_node = e->first_node, .func = e->func,
-                .mode = tool_mode(&e->copy), .node = e->last_node};
+        struct wg_record r;
+        if (!read_record(wg->a.record[i], &r))
+            continue;
+        uint64_t from = e->seen_bad + e->seen_good, to = r.bad + r.good;
+        if (to <= from || to > wg->launched)
+            continue; /* nothing new (or not one of the launches counted: never so) */
+        bool newly_bad = r.bad > e->seen_bad, newly_good = r.good > e->seen_good;
+        if (newly_bad && !e->reported) {
+            if (nfound == FOUND_MAX)
+                continue; /* (looked at again next time: not marked seen) */
+            found[nfound++] = (struct wg_found){
+                .from = from, .to = to,
+                .f = {.address = e->copy.src, .width = e->copy.width,
+                      .height = e->copy.height, .pitch = e->copy.pitch,
+                      /* the last finding's own count and first index (one scan's) */
+                      .count = r.count, .first_index = ~r.first, .touches = e->touches,
+                      .first_node = e->first_node, .func = e->func,
+                      .mode = tool_mode(&e->copy), .node = e->last_node}};
+        }
+        /* Reported: news again only once a scan found it finite (and a later one not). */
         if (newly_bad)
             e->reported = true;
         else if (newly_good)
             e->reported = false;
-        e->seen_bad = bad;
-        e->seen_good = good;
+        e->seen_bad = r.bad;
+        e->seen_good = r.good;
     }
-    wg->seen = done;
-    report(&f);
+    report_graph(wg, id, found, nfound);
 }
 
 void window_graph_drop(struct window_graph *wg)

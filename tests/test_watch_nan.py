@@ -375,3 +375,19 @@ def test_a_node_disabled_in_the_executable_graph_stays_disabled(fake, cudump_run
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout == bare_run(argv).stdout
     assert "cuGraphNodeSetEnabled" in ran.stderr and "runs it unchanged" in ran.stderr
+
+
+def test_a_look_while_a_replays_scan_node_runs_misses_none_of_its_buffers(fake, cudump_run):
+    """`steps ... 11`: after each replay the program waits for another stream, a look at the
+    scan node's records while (here, FAKECUDA_RECORD_LAG) only its first job's is in. The
+    last replay (step 12, graph launch 15) overflows w, and y and z with it: the buffers
+    whose records come in only at the program's last wait are found too, each in launch 15
+    alone, with its own count."""
+    ran = cudump_run(_steps(fake, "12", "11", str(INDEX), "12"), "--watch-nan",
+                     env_extra={"FAKECUDA_RECORD_LAG": "1"})
+    assert ran.returncode == 0, ran.stderr
+    records = _window_records(ran.run_dir)
+    assert len(records) == 3, (records, ran.stderr)
+    assert {(r["graph"], r["launch"]) for r in records} == {(1, 15)}
+    assert all(r["first_nonfinite"] == INDEX for r in records), records
+

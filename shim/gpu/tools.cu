@@ -627,16 +627,24 @@ __device__ __forceinline__ void list_block(struct tool_job j, unsigned int block
     volatile unsigned long long *result = (volatile unsigned long long *)j.result;
     // A graph's scan node keeps a running record in `twin` (tooljob.h's struct
     // tool_list): scans that found the buffer non-finite, scans that found it finite,
-    // and the first index the last finding saw. One launch of a graph runs at a time,
-    // so this thread is the record's only writer.
+    // and the first index and count the last finding saw. One launch of a graph runs at
+    // a time, so this thread is the record's only writer. Its sequence word is odd while
+    // the others are written: the host, reading while the GPU goes on, takes the words
+    // of one scan only.
     if (record) {
         const unsigned long long found = result[0], first = result[1];
+        const unsigned long long seq = record[TOOL_RECORD_SEQ];
+        record[TOOL_RECORD_SEQ] = seq + 1;
+        fence_sys();
         if (found) {
-            record[2] = first;
-            record[0] = record[0] + 1;
+            record[TOOL_RECORD_FIRST] = first;
+            record[TOOL_RECORD_COUNT] = found;
+            record[TOOL_RECORD_BAD] = record[TOOL_RECORD_BAD] + 1;
         } else {
-            record[1] = record[1] + 1;
+            record[TOOL_RECORD_GOOD] = record[TOOL_RECORD_GOOD] + 1;
         }
+        fence_sys();
+        record[TOOL_RECORD_SEQ] = seq + 2;
         fence_sys();
     }
     result[2] = j.tag;

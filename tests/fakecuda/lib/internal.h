@@ -238,6 +238,9 @@ FC_HIDDEN extern _Atomic unsigned long fc_ctx_syncs;
 FC_HIDDEN uint64_t fc_tools_hold_ns(void);
 FC_HIDDEN CUresult fc_submit(struct fc_stream *s, const struct fc_op *op);
 FC_HIDDEN CUresult fc_op_execute(const struct fc_op *op);
+/* A program's stream synchronize: graph scan nodes' records held back (FAKECUDA_RECORD_LAG)
+ * land at the second after their node ran. */
+FC_HIDDEN void fc_records_land(void);
 /* Work that a capture cannot record (a graph launch) is refused on a
  * capturing stream, whose capture it invalidates, and on the legacy stream
  * while a blocking stream captures. */

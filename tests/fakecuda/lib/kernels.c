@@ -490,6 +490,68 @@ static void tools(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
         twin[2] = j->twin_tag;
 }
 
+/* A graph scan node's running record (shim/tooljob.h): the sequence word odd while the
+ * others are written, as the kernel does. */
+static void write_record(volatile uint64_t *record, uint64_t found, uint64_t first)
+{
+    uint64_t seq = record[TOOL_RECORD_SEQ];
+    record[TOOL_RECORD_SEQ] = seq + 1;
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    if (found) {
+        record[TOOL_RECORD_FIRST] = first;
+        record[TOOL_RECORD_COUNT] = found;
+        record[TOOL_RECORD_BAD] = record[TOOL_RECORD_BAD] + 1;
+    } else {
+        record[TOOL_RECORD_GOOD] = record[TOOL_RECORD_GOOD] + 1;
+    }
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    record[TOOL_RECORD_SEQ] = seq + 2;
+}
+
+/* FAKECUDA_RECORD_LAG=1: a scan node's jobs after its first write their records only at
+ * the second cuStreamSynchronize after the node ran (fc_records_land), as on a GPU where
+ * the host looks while the node is half done: a look in between sees the first job's
+ * record of the latest replay and the others' of the replay before. */
+static bool record_lag(void)
+{
+    const char *on = getenv("FAKECUDA_RECORD_LAG");
+    return on && *on == '1';
+}
+
+enum { LAGGED_MAX = 4096 };
+static struct lagged {
+    volatile uint64_t *record;
+    uint64_t found, first, due;
+} lagged[LAGGED_MAX];
+static unsigned nlagged;
+static uint64_t stream_syncs;
+static pthread_mutex_t lag_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void lag_record(volatile uint64_t *record, uint64_t found, uint64_t first)
+{
+    pthread_mutex_lock(&lag_lock);
+    if (nlagged < LAGGED_MAX)
+        lagged[nlagged++] = (struct lagged){record, found, first, stream_syncs + 2};
+    else
+        write_record(record, found, first);
+    pthread_mutex_unlock(&lag_lock);
+}
+
+FC_HIDDEN void fc_records_land(void)
+{
+    pthread_mutex_lock(&lag_lock);
+    stream_syncs++;
+    unsigned kept = 0;
+    for (unsigned i = 0; i < nlagged; i++) {
+        if (lagged[i].due <= stream_syncs)
+            write_record(lagged[i].record, lagged[i].found, lagged[i].first);
+        else
+            lagged[kept++] = lagged[i];
+    }
+    nlagged = kept;
+    pthread_mutex_unlock(&lag_lock);
+}
+
 _Atomic unsigned long fc_scan_list_launches;
 
 /* cudump_scan_list(struct tool_list): the batched scan (shim/gpu/tools.cu), the same
@@ -535,17 +597,15 @@ static void scan_list(const unsigned char *args, struct fc_dim3 b, struct fc_dim
     if (!tool_thread(&job, b.x - starts[lo], t, d))
         return;
     if (record) {
-        if (fc_check_mapped(record_at, 3 * sizeof(uint64_t)) != CUDA_SUCCESS) {
+        if (fc_check_mapped(record_at, TOOL_RECORD_WORDS * sizeof(uint64_t)) != CUDA_SUCCESS) {
             fc_set_fault(FC_ERROR_ILLEGAL_ADDRESS);
             return;
         }
         const volatile uint64_t *result = (const volatile uint64_t *)(uintptr_t)job.result;
-        if (result[0]) {
-            record[2] = result[1];
-            record[0] = record[0] + 1;
-        } else {
-            record[1] = record[1] + 1;
-        }
+        if (lo && record_lag())
+            lag_record(record, result[0], result[1]);
+        else
+            write_record(record, result[0], result[1]);
     }
     __atomic_thread_fence(__ATOMIC_RELEASE);
     ((volatile uint64_t *)(uintptr_t)job.result)[2] = job.tag;

@@ -524,6 +524,7 @@ static CUresult stream_synchronize(CUstream hStream, bool per_thread)
 
 CUresult cuStreamSynchronize(CUstream hStream)
 {
+    fc_records_land();
     return stream_synchronize(hStream, false);
 }
 

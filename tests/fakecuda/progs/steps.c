@@ -26,7 +26,9 @@
  * kernel node given its own parameters again (cuGraphExecKernelNodeSetParams) before
  * each replay (a decode loop updating its graph each token). SYNC 10 is SYNC 2 with the
  * graph's last kernel node (z = y + w) disabled in the executable graph from step 3 on
- * (cuGraphNodeSetEnabled): z is then step 2's at the end.
+ * (cuGraphNodeSetEnabled): z is then step 2's at the end. SYNC 11 is SYNC 2 with a wait
+ * for a second stream (with nothing on it) after each replay: a look at the GPU's progress
+ * while the replay may still run.
  * Usage: steps STEPS SYNC INDEX [POISON...]
  * Prints `sum S` (of z, with non-finite elements left out) and the launch tally.
  */
@@ -107,6 +109,9 @@ int main(int argc, char **argv)
     CUgraphExec exec = NULL;
     if (sync == 3 || sync == 4)
         CHECK(cuStreamCreate(&stream, 0));
+    CUstream side = NULL;
+    if (sync == 11)
+        CHECK(cuStreamCreate(&side, 0));
     CUgraphNode node0 = NULL;
     CUDA_KERNEL_NODE_PARAMS params0;
     if (sync == 2 || sync >= 7) {
@@ -209,6 +214,8 @@ int main(int argc, char **argv)
             if (sync == 10 && k == 3)
                 CHECK(cuGraphNodeSetEnabled(exec, node0, 0));
             CHECK(cuGraphLaunch(exec, stream));
+            if (sync == 11)
+                CHECK(cuStreamSynchronize(side));
             continue;
         }
         CHECK(cuMemcpyHtoD_v2(dx, x, sizeof x));
