@@ -97,6 +97,7 @@ struct graph_exec {
     _Atomic unsigned long long replays;
     bool unsafe;                /* never instrumented: see LAUNCH_UNSAFE_GRAPH */
     bool stale;                 /* a node was set in the exec alone: run unchanged (graph_exec_set) */
+    bool told_left_out;         /* NOTICE_GRAPH_LEFT_OUT sent */
     unsigned long long counted; /* replays already folded into the functions' counts */
     size_t nkernels;
     struct graph_kernel *kernels;
@@ -1201,6 +1202,7 @@ static CUresult instrumented_locked(cuGraphLaunch_fn real, struct graph_exec *g,
                                     int ptsz, unsigned long long seq, unsigned long long replay)
 {
     uint32_t node_of[PROTO_MAX_COPIES];
+    unsigned left_out = 0; /* wanted nodes whose plan found no room after the others' */
     for (size_t k = 0; k < g->nkernels; k++) {
         struct graph_kernel *gk = &g->kernels[k];
         if (!wants_copies(gk))
@@ -1213,10 +1215,20 @@ static CUresult instrumented_locked(cuGraphLaunch_fn real, struct graph_exec *g,
             continue;
         unsigned first = plan_count();
         uint32_t flags;
-        plan_begin(&li, first, &flags, NULL); /* refused: the plan stays as it was */
+        /* refused: the plan stays as it was */
+        if (!plan_begin(&li, first, &flags, NULL) && plan_lacked_room())
+            left_out++;
         unsigned added = plan_count() - first;
         for (unsigned c = first; c < first + added; c++)
             node_of[c] = (uint32_t)k;
+    }
+    /* A replay's copies are one plan of PROTO_MAX_COPIES at most: a large graph's last
+     * kernel nodes (a decode graph's last layers, its logits) go unscanned. Said once. */
+    if (left_out && !g->told_left_out) {
+        g->told_left_out = true;
+        struct proto_notice ev = {.kind = NOTICE_GRAPH_LEFT_OUT, .graph = g->id,
+                                  .detail = left_out};
+        channel_send_event(MSG_NOTICE, 0, &ev, sizeof ev);
     }
     /* The graph as a whole: its stream, for waits, loading cudump's kernel and a hold. */
     struct launch_info li = node_launch(g, 0, stream, ptsz, seq, replay);

@@ -222,6 +222,9 @@ enum proto_notice_kind {  /* proto_notice.kind */
     NOTICE_GRAPH_SET = 3,     /* a node of graph `graph` was set in the executable graph alone
                                * (cuGraphExec*SetParams, SetEvent, cuGraphNodeSetEnabled):
                                * cudump runs it unchanged from then on, without its copies */
+    NOTICE_GRAPH_LEFT_OUT = 4, /* graph `graph`'s replay had no room in its plan
+                                * (PROTO_MAX_COPIES) for the copies of `detail` kernel nodes
+                                * (its last ones): they go unscanned (once a graph) */
 };
 
 /* proto_tensormap.encoding: the function that made the map. */
@@ -696,7 +699,8 @@ struct proto_watch_found {
 };
 struct proto_notice {
     uint32_t kind;          /* enum proto_notice_kind */
-    uint32_t detail;        /* NOTICE_WATCH_EXACT: the CUresult; else 0 */
+    uint32_t detail;        /* NOTICE_WATCH_EXACT: the CUresult; NOTICE_GRAPH_LEFT_OUT: the
+                             * kernel nodes left out; else 0 */
     uint64_t graph;         /* the per-process graph number, as in proto_launch.graph */
 };
 

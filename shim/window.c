@@ -685,12 +685,14 @@ static CUdeviceptr mapped(const void *host)
                : 0;
 }
 
-/* The entries (into ents): one a buffer the scans read, and the kernel nodes that touch it. */
+/* The entries (into ents, room for n): one a buffer the scans read, and the kernel nodes
+ * that touch it. All of them: the probe then keeps those the graph writes, and the scan
+ * node scans those, however many (its list is given by address). */
 static unsigned graph_entries(struct wg_entry *ents, const struct proto_copy *copies,
                               const uint32_t *node_of, const uint32_t *func_of, unsigned n)
 {
     unsigned m = 0;
-    for (unsigned i = 0; i < n && m < WIN_ENTRIES; i++) {
+    for (unsigned i = 0; i < n; i++) {
         const struct proto_copy *c = &copies[i];
         if (!(c->flags & COPY_TOOL) || tool_mode(c) == TOOL_DIGEST || !tools_readable(c))
             continue;
@@ -711,7 +713,9 @@ static unsigned graph_entries(struct wg_entry *ents, const struct proto_copy *co
     /* Memory a later node uses as another element type (a block of the graph's pool
      * reused within the replay): the scan node, after them all, reads what the later one
      * left, so only the later one's entry is kept. */
-    bool older[WIN_ENTRIES] = {false};
+    bool *older = calloc(m ? m : 1, sizeof *older);
+    if (!older)
+        return 0;
     for (unsigned k = 0; k < m; k++)
         for (unsigned j = 0; j < m && !older[k]; j++)
             older[k] = j != k && retyped(&ents[k].copy, &ents[j].copy) &&
@@ -721,6 +725,7 @@ static unsigned graph_entries(struct wg_entry *ents, const struct proto_copy *co
     for (unsigned k = 0; k < m; k++)
         if (!older[k])
             ents[kept++] = ents[k];
+    free(older);
     return kept;
 }
 
@@ -795,7 +800,7 @@ struct window_graph *window_graph_new(const struct launch_info *li,
                                       const uint32_t *func_of, unsigned n,
                                       struct window_graph *reuse, CUresult *rc)
 {
-    struct wg_entry *ents = calloc(n < WIN_ENTRIES ? (n ? n : 1) : WIN_ENTRIES, sizeof *ents);
+    struct wg_entry *ents = calloc(n ? n : 1, sizeof *ents);
     unsigned m = ents ? graph_entries(ents, copies, node_of, func_of, n) : 0;
     *rc = !ents ? CUDA_ERROR_OUT_OF_MEMORY : !m ? CUDA_ERROR_NOT_FOUND /* none a scan may read */
                                                 : CUDA_SUCCESS;

@@ -391,3 +391,18 @@ def test_a_look_while_a_replays_scan_node_runs_misses_none_of_its_buffers(fake, 
     assert {(r["graph"], r["launch"]) for r in records} == {(1, 15)}
     assert all(r["first_nonfinite"] == INDEX for r in records), records
 
+
+def test_a_graphs_kernel_nodes_beyond_a_plans_room_are_said_to_be_left_out(
+        fake, cudump_run, bare_run):
+    """`steps ... 12`: a graph of 1200 kernel nodes, more scans than one replay's plan holds
+    (512 copies): its last nodes go unscanned, and cudump says so once, and counts them in
+    summary.json. The program's output is its own."""
+    argv = _steps(fake, "3", "12", str(INDEX))
+    ran = cudump_run(argv, "--watch-nan")
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == bare_run(argv).stdout
+    said = [line for line in ran.stderr.splitlines() if "found no room in a replay's plan" in line]
+    assert len(said) == 1, ran.stderr
+    left_out = summary(ran.run_dir)["graph_nodes_left_out"]
+    assert 0 < left_out < 1200
+    assert f"its last {left_out} kernel node(s)" in said[0]

@@ -177,6 +177,14 @@ class Connection:
                  f"executable graph alone (cuGraphExec*SetParams, an event, or "
                  f"cuGraphNodeSetEnabled): cudump runs it unchanged from now on, and neither "
                  f"scans nor snapshots its kernels")
+        elif n["kind"] == p.NoticeKind.GRAPH_LEFT_OUT:
+            snapshots = self.controller.snapshots
+            if snapshots is not None:
+                with snapshots.state.lock:
+                    snapshots.state.tally.graph_nodes_left_out += n["detail"]
+            warn(f"graph {n['graph']} of process {self.proc.pid}: its last {n['detail']} "
+                 f"kernel node(s) found no room in a replay's plan ({p.MAX_COPIES} buffers "
+                 f"at most): cudump neither scans nor snapshots them")
         elif n["kind"] == p.NoticeKind.WATCH_EXACT:
             snapshots = self.controller.snapshots
             if snapshots is not None:

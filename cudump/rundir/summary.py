@@ -103,6 +103,8 @@ class RunSummary:
     first_nan_report: NanLaunch | None = None     # the run's first report, of either kind
     watch_fallbacks: int = 0       # --watch-nan: processes whose batched scan could not run,
                                    # which scanned every launch exactly from then on
+    graph_nodes_left_out: int = 0  # graphs' last kernel nodes a replay's plan had no room
+                                   # for (PROTO_MAX_COPIES): neither scanned nor snapshotted
     ranks: dict[int, int] = field(default_factory=dict)   # pid -> rank, where known
     repeated_launches: int = 0     # launches the shim planned itself (a repeated plan)
     planned_launches: int = 0      # launches the controller was asked about (a round trip)

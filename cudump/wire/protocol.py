@@ -110,6 +110,7 @@ class NoticeKind(IntEnum):
     DEVICE_GRAPH = 1    # a graph instantiated for device launch
     WATCH_EXACT = 2     # --watch-nan's batched scan could not run: exact scans instead
     GRAPH_SET = 3       # a node set in an executable graph alone: run unchanged from then on
+    GRAPH_LEFT_OUT = 4  # a graph replay's plan had no room for its last kernel nodes' copies
 
 
 class LaunchFlag(IntFlag):

@@ -164,6 +164,7 @@ class Snapshots:
         summary.nan_producers = tally.nan_producers
         summary.nan_produced = tally.nan_produced
         summary.watch_fallbacks = tally.watch_fallbacks
+        summary.graph_nodes_left_out = tally.graph_nodes_left_out
         summary.first_nan_producer = tally.first_producer   # first_nan_rank is its rank
         summary.first_nan_report = tally.first_report
         summary.repeated_launches = tally.repeated

@@ -82,6 +82,8 @@ class Tally:
     asked_kernels: collections.Counter[str] = field(default_factory=collections.Counter)
     # --watch-nan: processes whose batched scan could not run, switched to exact scans
     watch_fallbacks: int = 0
+    # graphs' kernel nodes a replay's plan had no room for (each graph once)
+    graph_nodes_left_out: int = 0
 
     def count_nan(self, record: SnapshotRecord, origin: Origin) -> None:
         """A buffer a launch turned NaN/Inf (under the state's lock)."""

@@ -28,7 +28,8 @@
  * graph's last kernel node (z = y + w) disabled in the executable graph from step 3 on
  * (cuGraphNodeSetEnabled): z is then step 2's at the end. SYNC 11 is SYNC 2 with a wait
  * for a second stream (with nothing on it) after each replay: a look at the GPU's progress
- * while the replay may still run.
+ * while the replay may still run. SYNC 12 is SYNC 2 with the three launches captured
+ * LAYERS times over (a large graph: 3 x LAYERS kernel nodes).
  * Usage: steps STEPS SYNC INDEX [POISON...]
  * Prints `sum S` (of z, with non-finite elements left out) and the launch tally.
  */
@@ -40,6 +41,7 @@
 #include <time.h>
 
 #define N 1024
+#define LAYERS 400
 
 /* SYNC 6's second thread: a synchronize while a launch of the first is held back. */
 static void *sync_when_paused(void *ctx)
@@ -118,9 +120,11 @@ int main(int argc, char **argv)
         CUgraph graph;
         CHECK(cuStreamCreate(&stream, 0));
         CHECK(cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
-        CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, stream, first, NULL));
-        CHECK(cuLaunchKernel(square, N / 128, 1, 1, 128, 1, 1, 0, stream, second, NULL));
-        CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, stream, third, NULL));
+        for (int layer = 0; layer < (sync == 12 ? LAYERS : 1); layer++) {
+            CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, stream, first, NULL));
+            CHECK(cuLaunchKernel(square, N / 128, 1, 1, 128, 1, 1, 0, stream, second, NULL));
+            CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, stream, third, NULL));
+        }
         CHECK(cuStreamEndCapture(stream, &graph));
         CHECK(cuGraphInstantiateWithFlags(&exec, graph, 0));
         if (sync == 9) {
