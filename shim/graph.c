@@ -1323,6 +1323,11 @@ static bool may_watch(struct graph_exec *g)
     unsigned long long removals = alloctab_removals();
     bool ok = window_on() && ctl && ctl->generation == g->watched_gen && context_alive(g) &&
               !g->unsafe;
+    /* A controller that died unnoticed (a watched replay sends nothing until its node
+     * finds something): the shim is a pass-through from now on (channel.h), and the graph
+     * runs as the program made it. A look at its process, a syscall, a replay. */
+    if (ok && !channel_controller_alive())
+        ok = false;
     if (ok && removals != g->watched_removals) {
         ok = window_graph_readable(g->wg);
         if (ok)

@@ -135,10 +135,17 @@ void window_reset_after_fork(void)
     marked_in = 0;
 }
 
+/* Whether windows are kept: OPTION_WATCH_NAN, while the controller is there to be told
+ * what they find (once it is found gone the shim is a pass-through, channel.h: the
+ * windows end too, unscanned). */
+static bool watching(void)
+{
+    return (channel_options() & OPTION_WATCH_NAN) && channel_up();
+}
+
 bool window_on(void)
 {
-    return (channel_options() & OPTION_WATCH_NAN) &&
-           !atomic_load_explicit(&exact, memory_order_relaxed);
+    return watching() && !atomic_load_explicit(&exact, memory_order_relaxed);
 }
 
 static unsigned max_launches(void)
@@ -234,10 +241,10 @@ struct finding {
     struct proto_watch_found found[WIN_REPORTED];
 };
 
-/* Reads the closed window in slot k if its scan is done (or, with `wait`, once it
- * is, for a few seconds at most); fills *out with what it found newly non-finite.
- * Returns whether the slot is free again. */
-static bool collect_locked(unsigned k, bool wait, struct finding *out)
+/* Reads the closed window in slot k if its scan is done (or, with a deadline `until`,
+ * monotonic_ns(), once it is, until then at most; 0: not waited for); fills *out with
+ * what it found newly non-finite. Returns whether the slot is free again. */
+static bool collect_locked(unsigned k, uint64_t until, struct finding *out)
 {
     struct window *w = &wins[k];
     out->head.nfound = 0;
@@ -248,10 +255,9 @@ static bool collect_locked(unsigned k, bool wait, struct finding *out)
         clear(w);
         return true;
     }
-    uint64_t until = monotonic_ns() + (uint64_t)EXIT_WAIT_S * 1000000000ull;
     for (unsigned i = 0; i < w->n; i++) {
         while (__atomic_load_n(&w->results[i].done, __ATOMIC_ACQUIRE) != w->tag) {
-            if (!wait)
+            if (!until)
                 return false;
             if (monotonic_ns() > until) {
                 clear(w); /* the GPU is far behind or stuck: the program exits regardless */
@@ -352,8 +358,16 @@ static bool close_locked(struct finding *out)
     /* Another thread's own default stream: only that thread can reach it. */
     if (w->tid && w->tid != stream_tid())
         return false;
+    /* Nobody to tell what it finds (the controller died unnoticed: windows send nothing
+     * until they find something): given up, and from now on none is kept (window_on). A
+     * look at the controller's process, a syscall, once a window. */
+    if (!channel_controller_alive()) {
+        clear(w);
+        opened++;
+        return true;
+    }
     unsigned next = (open_slot + 1) % WIN_SLOTS;
-    if (!collect_locked(next, false, out))
+    if (!collect_locked(next, 0, out))
         return false;
     /* In the window's context, whatever this thread's is: the NULL stream is the current
      * context's, and the scan must follow that context's launches, not another device's. */
@@ -529,7 +543,7 @@ void window_after_launch(void)
 
 void window_stream_ends(CUstream stream)
 {
-    if (!(channel_options() & OPTION_WATCH_NAN))
+    if (!watching())
         return;
     struct finding found;
     pthread_mutex_lock(&win_lock);
@@ -554,7 +568,7 @@ void window_context_ends(CUcontext ctx, int device)
 
 void window_sync_before(void)
 {
-    if (!(channel_options() & OPTION_WATCH_NAN))
+    if (!watching())
         return;
     struct finding found;
     pthread_mutex_lock(&win_lock);
@@ -567,7 +581,7 @@ void window_sync_before(void)
 
 void window_host_wrote(CUdeviceptr dst, size_t bytes)
 {
-    if (!(channel_options() & OPTION_WATCH_NAN) || !bytes)
+    if (!watching() || !bytes)
         return;
     struct range r = {dst, dst + bytes};
     pthread_mutex_lock(&win_lock);
@@ -583,16 +597,19 @@ void window_host_wrote(CUdeviceptr dst, size_t bytes)
     pthread_mutex_unlock(&win_lock);
 }
 
-/* Reads every closed window whose scan is done (all of them, waiting, with `wait`). */
+/* Reads every closed window whose scan is done (all of them, with `wait`: waiting, a few
+ * seconds at most for them all, one deadline, however many are in flight on a GPU far
+ * behind or stuck). */
 static void collect_all(bool wait)
 {
+    uint64_t until = wait ? monotonic_ns() + (uint64_t)EXIT_WAIT_S * 1000000000ull : 0;
     for (unsigned i = 1; i <= WIN_SLOTS; i++) {
         struct finding found;
         pthread_mutex_lock(&win_lock);
         /* Oldest first: the slot after the open one was closed longest ago. */
         found.head.nfound = 0;
         if (wins)
-            collect_locked((open_slot + i) % WIN_SLOTS, wait, &found);
+            collect_locked((open_slot + i) % WIN_SLOTS, until, &found);
         pthread_mutex_unlock(&win_lock);
         report(&found);
     }
@@ -600,13 +617,14 @@ static void collect_all(bool wait)
 
 void window_sync_after(void)
 {
-    if (channel_options() & OPTION_WATCH_NAN)
+    if (watching())
         collect_all(false);
 }
 
 void window_at_exit(void)
 {
-    if (!(channel_options() & OPTION_WATCH_NAN))
+    /* (Not for a controller gone: nobody reads what the wait would find.) */
+    if (!watching() || !channel_controller_alive())
         return;
     window_sync_before();
     collect_all(true);

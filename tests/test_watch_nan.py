@@ -6,6 +6,11 @@ launches a step (w = x + x, y = w * w, z = y + w) and overflows w at the poisone
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 from records import manifest, nan_lines, summary
@@ -406,3 +411,39 @@ def test_a_graphs_kernel_nodes_beyond_a_plans_room_are_said_to_be_left_out(
     left_out = summary(ran.run_dir)["graph_nodes_left_out"]
     assert 0 < left_out < 1200
     assert f"its last {left_out} kernel node(s)" in said[0]
+
+
+def test_a_dead_controller_ends_the_windows(shim_lib, fake, tmp_path, spawn):
+    """`steps 21 1 ...` synchronizes after every launch (a window, and its scan, each).
+    cudump is killed after the first step: the windows end with it, unscanned (nobody is
+    there to be told), as the rest of the shim goes pass-through, rather than one launch
+    of the batched scan after each of the program's 60 launches after it. The program
+    ends on its own, with its own output."""
+    ready, go, stats, status = (tmp_path / n for n in ("ready", "go", "stats", "status"))
+    argv = _steps(fake, "21", "1", str(INDEX))
+    script = tmp_path / "target.sh"
+    script.write_text(f"#!/bin/sh\n{' '.join(argv)} > {tmp_path / 'out'}\necho $? > {status}\n")
+    script.chmod(0o755)
+    env = fake.env() | {"CUDUMP_SHIM": str(shim_lib), "STEPS_READY": str(ready),
+                        "STEPS_GO": str(go), "FAKECUDA_STATS": str(stats),
+                        "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    proc = spawn([sys.executable, "-m", "cudump", "--watch-nan", "--out", str(tmp_path / "run"),
+                  str(script)], env=env, stdout=subprocess.DEVNULL,
+                 stderr=subprocess.DEVNULL, cwd=tmp_path)
+    deadline = time.monotonic() + 120
+    while not ready.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert ready.exists(), "the program did not get past its first step"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    go.write_text("")
+    deadline = time.monotonic() + 120
+    while not (status.exists() and status.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert status.read_text().strip() == "0"
+    bare = subprocess.run(argv, env=fake.env() | {"STEPS_READY": str(tmp_path / "r2"),
+                                                   "STEPS_GO": str(go)},
+                          capture_output=True, text=True, timeout=60)
+    assert (tmp_path / "out").read_text() == bare.stdout
+    counts = _stats(stats)
+    assert counts["scan_list_launches"] <= 1, counts

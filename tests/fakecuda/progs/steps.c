@@ -30,18 +30,37 @@
  * for a second stream (with nothing on it) after each replay: a look at the GPU's progress
  * while the replay may still run. SYNC 12 is SYNC 2 with the three launches captured
  * LAYERS times over (a large graph: 3 x LAYERS kernel nodes).
+ * With STEPS_READY and STEPS_GO set (paths), the program creates STEPS_READY after its
+ * first step and waits for STEPS_GO to exist (120 s at most) before the others.
  * Usage: steps STEPS SYNC INDEX [POISON...]
  * Prints `sum S` (of z, with non-finite elements left out) and the launch tally.
  */
+#define _DEFAULT_SOURCE
 #include "progcommon.h"
 
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <time.h>
+#include <unistd.h>
 
 #define N 1024
 #define LAYERS 400
+
+/* STEPS_READY, STEPS_GO: a test does something between the first step and the others. */
+static void wait_to_go(void)
+{
+    const char *ready = getenv("STEPS_READY"), *go = getenv("STEPS_GO");
+    if (!ready || !go)
+        return;
+    FILE *f = fopen(ready, "w");
+    if (!f)
+        FAIL("cannot create %s", ready);
+    fclose(f);
+    time_t until = time(NULL) + 120;
+    while (access(go, F_OK) != 0 && time(NULL) < until)
+        usleep(10000);
+}
 
 /* SYNC 6's second thread: a synchronize while a launch of the first is held back. */
 static void *sync_when_paused(void *ctx)
@@ -222,6 +241,8 @@ int main(int argc, char **argv)
                 CHECK(cuStreamSynchronize(side));
             continue;
         }
+        if (k == 2)
+            wait_to_go();
         CHECK(cuMemcpyHtoD_v2(dx, x, sizeof x));
         CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, stream, first, NULL));
         if (sync == 1)
