@@ -870,6 +870,7 @@ static CUresult memset_done(CUresult rc, enum proto_host_api api, int ptsz, CUst
 
 #define DOES_FREES(ptr) FREES_, (ptr)
 #define FREES_(family, args, ptr)                                                   \
+    window_memory_frees((CUdeviceptr)(uintptr_t)(ptr));                             \
     rc = real args;                                                                 \
     if (rc == CUDA_SUCCESS)                                                         \
         track_free((CUdeviceptr)(uintptr_t)(ptr));

@@ -37,6 +37,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "alloctab.h"
 #include "channel.h"
 #include "functab.h"
 #include "interpose.h"
@@ -67,6 +68,10 @@ struct win_entry {
     struct proto_copy copy;     /* the scan after a launch that touched it */
     uint64_t first, last;       /* the window's launches that touched it */
     uint32_t touches, func;     /* how many, and the last one's function */
+    /* Its memory was freed after the window's scan was queued: what the scan found is
+     * reported, but not remembered as non-finite (the address may be another buffer's by
+     * the next window). */
+    bool freed;
 };
 
 struct window {
@@ -282,9 +287,10 @@ static bool collect_locked(unsigned k, uint64_t until, struct finding *out)
         if (b >= 0)
             continue; /* non-finite at its last scan too: reported then */
         bool host = false;
+        bool remember = !e->freed;
         for (unsigned h = 0; h < w->nhost && !host; h++)
             host = e->copy.src < w->host[h].end && w->host[h].start < end_of(&e->copy);
-        if (nbad < KNOWN_BAD)
+        if (remember && nbad < KNOWN_BAD)
             known_bad[nbad++] = (struct bad){e->copy.src, e->copy.width, e->copy.height,
                                              e->copy.pitch};
         /* Written by the host since its last scan: what it holds may be the host's (a NaN
@@ -575,6 +581,44 @@ void window_sync_before(void)
     found.head.nfound = 0;
     if (wins)
         close_locked(&found);
+    pthread_mutex_unlock(&win_lock);
+    report(&found);
+}
+
+void window_memory_frees(CUdeviceptr base)
+{
+    if (!watching() || !base)
+        return;
+    struct alloc_info a;
+    if (!alloctab_find(base, &a) || a.base != base || !a.size)
+        return;
+    uint64_t end = base + a.size;
+    struct finding found;
+    found.head.nfound = 0;
+    pthread_mutex_lock(&win_lock);
+    if (wins) {
+        /* The open window's scan launched before the memory goes (never a scan of memory
+         * freed), or the window given up where it cannot be. */
+        struct window *w = &wins[open_slot];
+        bool holds = false;
+        for (unsigned i = 0; i < w->n && !holds; i++)
+            holds = w->e[i].copy.src < end && base < end_of(&w->e[i].copy);
+        if (holds && !close_locked(&found))
+            drop_locked();
+        /* What is known non-finite there is forgotten: a buffer made there next is news
+         * (also where a window's scan, queued before, is read after). */
+        for (unsigned i = 0; i < nbad;) {
+            const struct bad *b = &known_bad[i];
+            if (b->src < end && base < b->src + (b->height - 1) * b->pitch + b->width)
+                known_bad[i] = known_bad[--nbad];
+            else
+                i++;
+        }
+        for (unsigned k = 0; k < WIN_SLOTS; k++)
+            for (unsigned i = 0; wins[k].pending && i < wins[k].n; i++)
+                if (wins[k].e[i].copy.src < end && base < end_of(&wins[k].e[i].copy))
+                    wins[k].e[i].freed = true;
+    }
     pthread_mutex_unlock(&win_lock);
     report(&found);
 }

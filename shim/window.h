@@ -29,6 +29,11 @@ void window_sync_after(void);
  * hooks.c, where NaN/Inf scans record such writes): a buffer there found non-finite at
  * the next window's end is not reported as a launch's. */
 void window_host_wrote(CUdeviceptr dst, size_t bytes);
+/* Before the program frees the allocation at `base` (cuMemFree, cuMemFreeAsync, ...): the
+ * open window, if it holds memory there, is closed (its scan launched while the memory is
+ * the buffer's) or else given up; what was known non-finite there is forgotten, so that a
+ * buffer made there later is reported when it turns non-finite. */
+void window_memory_frees(CUdeviceptr base);
 /* Before cuStreamDestroy: the open window, if on that stream, is closed (its scan
  * launched while the handle is good) or else given up. */
 void window_stream_ends(CUstream stream);

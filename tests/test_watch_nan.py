@@ -447,3 +447,19 @@ def test_a_dead_controller_ends_the_windows(shim_lib, fake, tmp_path, spawn):
     assert (tmp_path / "out").read_text() == bare.stdout
     counts = _stats(stats)
     assert counts["scan_list_launches"] <= 1, counts
+
+
+def test_a_buffer_made_again_where_a_non_finite_one_was_freed_is_news(fake, cudump_run):
+    """`steps ... 13` frees w after step 5 and makes it again, at the same address
+    (FAKECUDA_REUSE_FREED). With go-on, step 5's window finds w, y and z; step 6's launches
+    are scanned exactly (planned again after the free), and step 7's window finds the new w
+    overflowed: news, though the old w at that address was known non-finite."""
+    ran = cudump_run(_steps(fake, "8", "13", str(INDEX), "5", "7"), "--watch-nan",
+                     "--watch-nan-then", "go-on", env_extra={"FAKECUDA_REUSE_FREED": "1"})
+    assert ran.returncode == 0, ran.stderr
+    assert "w reused" in ran.stdout
+    records = _window_records(ran.run_dir)
+    # (a window's records are numbered by its last launch: step 5's 15, step 7's 21)
+    assert sorted(r["launch"] for r in records) == [15, 15, 15, 21], records
+    w5 = next(r for r in records if r["touched_by"] == [13, 15])  # w: launches 13-15
+    assert next(r for r in records if r["launch"] == 21)["address"] == w5["address"]

@@ -176,6 +176,40 @@ FC_HIDDEN CUresult fc_check_mapped(CUdeviceptr p, size_t n)
 
 /* Device memory counts against the device's size (pools.c), but for what a pool of the
  * program's own lends: the pool has counted it. */
+/* FAKECUDA_REUSE_FREED=1: the last device allocation freed is kept, and the next one of
+ * its size gets its address, as a real driver often gives (a buffer made again where one
+ * was freed). */
+static pthread_mutex_t freed_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *freed_block;
+static size_t freed_size;
+
+static bool reuse_freed(void)
+{
+    const char *on = getenv("FAKECUDA_REUSE_FREED");
+    return on && *on == '1';
+}
+
+static void *take_freed(size_t rounded)
+{
+    void *p = NULL;
+    pthread_mutex_lock(&freed_lock);
+    if (freed_block && freed_size == rounded) {
+        p = freed_block;
+        freed_block = NULL;
+    }
+    pthread_mutex_unlock(&freed_lock);
+    return p;
+}
+
+static void keep_freed(void *p, size_t rounded)
+{
+    pthread_mutex_lock(&freed_lock);
+    free(freed_block);
+    freed_block = p;
+    freed_size = rounded;
+    pthread_mutex_unlock(&freed_lock);
+}
+
 static CUresult allocate(CUdeviceptr *dptr, size_t bytesize, enum fc_mem_kind kind, bool unsafe,
                          bool counted)
 {
@@ -190,7 +224,9 @@ static CUresult allocate(CUdeviceptr *dptr, size_t bytesize, enum fc_mem_kind ki
         return r;
     /* 256-byte alignment, like cudaMalloc's guarantee. */
     size_t rounded = (bytesize + 255) / 256 * 256;
-    void *p = aligned_alloc(256, rounded);
+    void *p = kind == MEM_DEVICE && reuse_freed() ? take_freed(rounded) : NULL;
+    if (!p)
+        p = aligned_alloc(256, rounded);
     if (!p)
         r = CUDA_ERROR_OUT_OF_MEMORY;
     else
@@ -290,9 +326,13 @@ static CUresult release(CUdeviceptr dptr, bool unsafe)
     struct fc_alloc a;
     if (!table_remove((uintptr_t)dptr, match_freeable, &a))
         return CUDA_ERROR_INVALID_VALUE;
-    if (!fc_pool_give(a.base))
+    bool pooled = fc_pool_give(a.base);
+    if (!pooled)
         fc_capacity_give(a.size);
-    free((void *)(uintptr_t)dptr);
+    if (!pooled && a.kind == MEM_DEVICE && reuse_freed())
+        keep_freed((void *)(uintptr_t)dptr, (a.size + 255) / 256 * 256);
+    else
+        free((void *)(uintptr_t)dptr);
     return CUDA_SUCCESS;
 }
 

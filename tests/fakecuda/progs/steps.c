@@ -30,6 +30,8 @@
  * for a second stream (with nothing on it) after each replay: a look at the GPU's progress
  * while the replay may still run. SYNC 12 is SYNC 2 with the three launches captured
  * LAYERS times over (a large graph: 3 x LAYERS kernel nodes).
+ * SYNC 13 is SYNC 0 with w freed and allocated again (of the same size) after the first
+ * poisoned step; it prints `w reused` where the new w is at the old one's address.
  * With STEPS_READY and STEPS_GO set (paths), the program creates STEPS_READY after its
  * first step and waits for STEPS_GO to exist (120 s at most) before the others.
  * Usage: steps STEPS SYNC INDEX [POISON...]
@@ -135,7 +137,7 @@ int main(int argc, char **argv)
         CHECK(cuStreamCreate(&side, 0));
     CUgraphNode node0 = NULL;
     CUDA_KERNEL_NODE_PARAMS params0;
-    if (sync == 2 || sync >= 7) {
+    if (sync == 2 || (sync >= 7 && sync <= 12)) {
         CUgraph graph;
         CHECK(cuStreamCreate(&stream, 0));
         CHECK(cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
@@ -187,6 +189,7 @@ int main(int argc, char **argv)
     }
     void *fourth[] = {&dx2, &dx2, &dw2, &n};
     pthread_t syncer;
+    bool reused = true;
     if (sync == 6) {
         CUcontext ctx;
         CHECK(cuCtxGetCurrent(&ctx));
@@ -223,7 +226,7 @@ int main(int argc, char **argv)
         prog_floats(x, N, 0.001f * (float)k, 0.0001f);
         if (poison)
             x[index] = 3e38f;
-        if (sync == 2 || sync >= 8) {
+        if (sync == 2 || (sync >= 8 && sync <= 12)) {
             /* Ordered on the graph's stream, as a framework's input copy is. */
             CHECK(cuMemcpyHtoDAsync_v2(dx, x, sizeof x, stream));
             CHECK(cuStreamSynchronize(stream)); /* x is the host's again next step */
@@ -253,6 +256,12 @@ int main(int argc, char **argv)
         CHECK(cuLaunchKernel(add, N / 128, 1, 1, 128, 1, 1, 0, stream, third, NULL));
         if (sync == 1)
             CHECK(cuCtxSynchronize());
+        if (sync == 13 && argc > 4 && k == atoi(argv[4])) {
+            CUdeviceptr old = dw;
+            CHECK(cuMemFree_v2(dw));
+            CHECK(cuMemAlloc_v2(&dw, sizeof x));
+            reused = reused && dw == old;
+        }
         if (sync == 5) {
             CHECK(cuCtxSetCurrent(other));
             CHECK(cuLaunchKernel(add2, N / 128, 1, 1, 128, 1, 1, 0, NULL, fourth, NULL));
@@ -289,6 +298,8 @@ int main(int argc, char **argv)
     if (stream)
         CHECK(cuStreamSynchronize(stream));
     CHECK(cuMemcpyDtoH_v2(z, dz, sizeof z));
+    if (sync == 13 && reused)
+        printf("w reused\n");
     double sum = 0;
     for (int j = 0; j < N; j++)
         sum += isfinite(z[j]) ? z[j] : 0;
