@@ -1157,7 +1157,7 @@ void window_graph_check(struct window_graph *wg, uint32_t id)
      * done (blocks of one job finish before another's, so a look while a replay's node
      * runs finds some entries one scan behind others; they are looked at again next
      * time), and a finding lies among the scans that came in since its last look. */
-    enum { FOUND_MAX = 4 * WIN_REPORTED };
+    enum { FOUND_MAX = WIN_REPORTED }; /* (on the program's thread's stack: 7 KB) */
     struct wg_found found[FOUND_MAX];
     unsigned nfound = 0;
     for (unsigned i = 0; i < wg->scanned; i++) {
