@@ -197,8 +197,7 @@ class Tracker:
     def forward_enter(self, module: Any) -> None:
         state = self.thread()
         if state.modules:
-            parent = state.chains[-1]
-            chain = self.paths.get(module) or self.paths.inner(module, state.modules[0], parent)
+            chain = self.paths.inner(module, state.modules[0], state.chains[-1])
         else:
             chain = self.paths.root(module)
         # A module named as the one around it (a wrapper's model) opens no scope of its own.
