@@ -27,7 +27,7 @@ from cudump.errors import CudumpError
 from cudump.launches.scopes import Where
 from cudump.rundir import reading
 from cudump.rundir.index_rows import NO_RANK, LaunchRow, RankRow, RecordRow, ReportRow, run_rows
-from cudump.rundir.job import is_job, job_nodes
+from cudump.rundir.job import LONE_NODE, is_job, job_nodes
 from cudump.rundir.runs import is_run_dir, short_kernel_name
 from cudump.rundir.summary import plural
 
@@ -46,7 +46,7 @@ def job_runs(path: Path) -> list[tuple[str, Path]]:
         return [(n.name, n.run) for n in job_nodes(path)]
     if not is_run_dir(path):
         raise CudumpError(f"{reading.shown(path)}: not a job or run directory")
-    return [("local", path)]
+    return [(LONE_NODE, path)]
 
 
 def _who(rank: int, node: str, pid: int) -> str:

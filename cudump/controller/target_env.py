@@ -36,13 +36,10 @@ def layers_env(base: dict[str, str], run_dir: Path) -> dict[str, str]:
 
 
 def xla_dump_env(base: dict[str, str], run_dir: Path) -> dict[str, str]:
-    """The environment with XLA's dump of each compiled module into RUN/xla (once: a second
-    call leaves it as it is)."""
+    """The environment with XLA's dump of each compiled module into RUN/xla."""
     env = dict(base)
     flags = env.get("XLA_FLAGS", "")
     dump = Path(os.path.abspath(run_dir)) / XLA_DIR
-    if f"--xla_dump_to={dump}" in flags.split():
-        return env
     if "--xla_dump_to" in flags:
         warn("XLA_FLAGS has its own --xla_dump_to: kept, so XLA kernels are not "
              "named by their JAX operations, nor their buffers scanned, in this run")

@@ -164,18 +164,16 @@ class CollectiveLog:
                         self.lagging = True
                         break
                     self._cond.wait(left)
-            k = bisect.bisect_left(self.seqs, (seq, node))
-            op = self.ops[self.seqs[k - 1]] if k else None
+            # A graph's known collective nodes count as every replay of it has them, whether
+            # this replay's are heard of yet or not: only the launches before it are looked
+            # up, then the replay's own nodes before this one are added.
             known = self.graph_nodes.get(graph) if graph else None
-            if known is not None:
-                # The replay's own collective nodes before this one, as every replay of the
-                # graph has them, whether this replay's are heard of yet or not.
-                k = bisect.bisect_left(self.seqs, (seq, 0))
-                op = self.ops[self.seqs[k - 1]] if k else None
-                mine = [n for n in known if n < node]
-                if mine:
-                    k += len(mine)
-                    op = known[max(mine)]
+            k = bisect.bisect_left(self.seqs, (seq, 0 if known is not None else node))
+            op = self.ops[self.seqs[k - 1]] if k else None
+            mine = [n for n in known if n < node] if known is not None else []
+            if mine:
+                k += len(mine)
+                op = known[max(mine)]
             if k == 0 or op is None:
                 return None
             return CollectivePlace(k, op)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from cudump.errors import QueryError
 from cudump.rundir import reading
-from cudump.rundir.job import INDEX_DIR, NODES_DIR, is_job, job_name, job_nodes
+from cudump.rundir.job import INDEX_DIR, LONE_NODE, NODES_DIR, is_job, job_name, job_nodes
 from cudump.rundir.layout import MANIFEST_FILE, RUN_FILES, SUMMARY_FILE, TRACE_FILE
 
 if TYPE_CHECKING:
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 TABLES = ("launches", "records", "reports", "ranks")
 DATA_FILE = "data.parquet"
 BUILT_DIR = "_built"          # one file per node: the ranks of each table it wrote
-LONE_NODE = "local"           # a run of its own's node
 NEEDS_DUCKDB = "cudump query needs DuckDB: pip install 'cudump[job]'"
 
 # Each table's columns and their types (the files hold all but the partition columns).

@@ -38,6 +38,7 @@ NODES_DIR = "nodes"
 BLOBS_DIR = "blobs"
 TRIGGERS_DIR = "triggers"
 INDEX_DIR = "index"
+LONE_NODE = "local"          # the node a run of its own is, read as a job of one node
 JOB_FORMAT = 1
 
 # Where a node's name comes from, in the order believed: what the user said, then the

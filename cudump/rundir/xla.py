@@ -187,11 +187,11 @@ def _signature(body: str, opcode: re.Match[str] | None
     return tuple(o.strip() for o in _operands(body, opcode.end(1))), outputs
 
 
-def _operand_buffers(instruction: _Instruction, body: list[_Instruction]
+def _operand_buffers(instruction: _Instruction, named: dict[str, _Instruction]
                      ) -> tuple[HloBuffer, ...]:
     """Each operand's buffer: its shape written before it, or (newer XLA writes operands by
-    name alone) the output of the instruction it names."""
-    named = {i.name: i for i in body}
+    name alone) the output of the instruction it names (`named`: its computation's, by
+    name)."""
     buffers: list[HloBuffer] = []
     for operand in instruction.operands:
         found = _shape(operand)
@@ -276,6 +276,7 @@ def _ops(module: _Module) -> dict[str, XlaOp]:
     for computation, body in module.computations.items():
         if computation in inside:
             continue
+        named = {i.name: i for i in body}
         for instruction in body:
             if instruction.opcode in _NO_KERNEL or not instruction.opcode:
                 continue
@@ -290,15 +291,13 @@ def _ops(module: _Module) -> dict[str, XlaOp]:
             if op_name is None:
                 continue
             source, path = _source(module, metadata)
-            fused: list[str] = []
-            if instruction.opcode == "fusion" and instruction.calls:
-                for inner in module.computations.get(instruction.calls, []):
-                    name = _OP_NAME.search(inner.metadata)
-                    if name is not None and _unquote(name.group(1)) not in fused:
-                        fused.append(_unquote(name.group(1)))
+            fused = (module.computations.get(instruction.calls, []) if instruction.calls
+                     and instruction.opcode == "fusion" else [])
+            fused_names = dict.fromkeys(_unquote(found.group(1)) for inner in fused
+                                        if (found := _OP_NAME.search(inner.metadata)))
             out[kernel_name(instruction.name)] = XlaOp(
                 module.name, _unquote(op_name.group(1)), source, path,
-                _operand_buffers(instruction, body), instruction.outputs, tuple(fused))
+                _operand_buffers(instruction, named), instruction.outputs, tuple(fused_names))
     return out
 
 

@@ -134,22 +134,31 @@ class TorchHooks:
             self.off(err)
             return None
 
+    # Each hook makes one guarded call: every module call of the program goes through them.
     def _pre(self, module: Any, args: Any) -> None:
         if self.on and not self._compiling():
-            self._guard(self.tracker.forward_enter, module)
-            if self._shim is not None:
-                self._guard(self._source_enter)
+            self._guard(self._enter, module)
 
     def _post(self, module: Any, args: Any, output: Any) -> None:
         if self.on and not self._compiling():
-            self._guard(self._forward_exit, module, output)
-            if self._shim is not None:
-                self._guard(self._source_exit)
+            self._guard(self._exit, module, output)
+
+    def _enter(self, module: Any) -> None:
+        self.tracker.forward_enter(module)
+        if self._shim is not None:
+            self._source_enter()
+
+    def _exit(self, module: Any, output: Any) -> None:
+        self._forward_exit(module, output)
+        if self._shim is not None:
+            self._source_exit()
 
     def _source_enter(self) -> None:
         assert self._shim is not None and self._lines is not None
         befores = self._befores.__dict__.setdefault("stack", [])
-        line = self._lines.line(1)      # cudump's and torch's frames are skipped
+        # The walk starts at the hook's caller: this method's, _enter's, _guard's and
+        # _pre's frames are cudump's own (torch's are skipped by the walk).
+        line = self._lines.line(5)
         befores.append(self._shim.source(line) if line else None)
 
     def _source_exit(self) -> None:

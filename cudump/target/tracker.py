@@ -168,6 +168,7 @@ class _Thread:
         self.opened: list[tuple[int, int, str, bool]] = []
         self.modules: list[Any] = []        # the modules whose forward is open, outermost
                                             # first: the model, then those inside it
+        self.chains: list[Chain] = []       # their chains, as they were named at the call
         self.backward_ended = False         # the backward pass ended on another thread
         self.backward_pass: object = None   # the pass whose scopes are open (where known)
 
@@ -196,13 +197,13 @@ class Tracker:
     def forward_enter(self, module: Any) -> None:
         state = self.thread()
         if state.modules:
-            parent = self.paths.get(state.modules[-1]) or self.paths.root(state.modules[0])
-            chain = self.paths.inner(module, state.modules[0], parent)
+            chain = self.paths.inner(module, state.modules[0], state.chains[-1])
         else:
             chain = self.paths.root(module)
         # A module named as the one around it (a wrapper's model) opens no scope of its own.
-        same = bool(state.modules) and chain == self.paths.get(state.modules[-1])
+        same = bool(state.modules) and chain == state.chains[-1]
         state.modules.append(module)
+        state.chains.append(chain)
         state.opened.append((FORWARD, id(module), chain[-1],
                              not same and self.scopes.push(FORWARD, chain[-1])))
 
@@ -218,11 +219,14 @@ class Tracker:
         else:
             return None
         self._pop_to(state, depth)
+        chain = None
         for n in range(len(state.modules) - 1, -1, -1):
             if state.modules[n] is module:
+                chain = state.chains[n]
                 del state.modules[n:]
+                del state.chains[n:]
                 break
-        return self.paths.get(module)
+        return chain if chain is not None else self.paths.get(module)
 
     def _pop_to(self, state: _Thread, depth: int) -> None:
         while len(state.opened) > depth:
@@ -280,6 +284,7 @@ class Tracker:
         state = self.thread()
         self._pop_to(state, 0)
         state.modules.clear()
+        state.chains.clear()
 
     # Steps: counted once an optimizer exists; the optimizer that stepped most counts.
 

@@ -308,7 +308,7 @@ class SharedFile:
         if not self.flight_slots:
             return None
         head = self._load64("flight_head")
-        first_error = int(_I32.unpack_from(self._map, p.CONTROL_OFFSETS["first_error"])[0])
+        first_error = self.first_error()
         records: list[dict[str, Any]] = []
         for pos in range(max(0, head - self.flight_slots), head):
             at = self.flight_offset + (pos % self.flight_slots) * p.FLIGHT_SLOT_SIZE
