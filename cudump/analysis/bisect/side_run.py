@@ -19,10 +19,12 @@ from cudump.rundir.watch import RunProgress, RunWatch
 
 WATCH_SECONDS = 0.2          # how often a side's run is looked at for the progress line
 # Compilers' caches a program fills on its first run (torch.compile's Inductor, Triton). A
-# run that finds them warm launches fewer kernels (no compiling, no autotuning benchmarks)
-# than one that finds them cold, so the snapshot re-runs of a side would not launch what its
-# digest run did. Each run gets empty ones of its own, in the work directory, unless the
-# user's environment names them.
+# run that finds them cold launches kernels a warm one does not: it compiles, and Triton's
+# autotuner benchmarks a kernel's candidates by launching them, as often as their timings
+# say, so two cold runs need not launch the same kernels either. Each side gets caches of
+# its own in the work directory (unless the user's environment names them), and a side
+# whose first run filled them runs again warm (steps.Bisect._digest_runs): every run that
+# is compared then launches alike.
 COMPILE_CACHES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 
 
@@ -33,6 +35,7 @@ class SideRun:
     log: Path                  # its stdout and stderr (the program's and cudump's)
     returncode: int
     exit_status: int | None    # the program's, from summary.json; None: it did not run
+    filled_caches: bool = False  # it found the side's compile caches empty and left files
 
     def note(self) -> str | None:
         """A line about a program that failed, or None."""
@@ -52,20 +55,33 @@ def _last_error(log: Path) -> str:
     return (errors or lines or ["no output"])[-1]
 
 
+def _holds_files(folder: Path) -> bool:
+    """Whether anything at all was written under `folder` (stops at the first file)."""
+    for _, _, files in os.walk(folder):
+        if files:
+            return True
+    return False
+
+
 def run_side(side: Side, run_dir: Path, log: Path, options: Sequence[str],
-             watch: Callable[[RunProgress], None] | None = None) -> SideRun:
+             watch: Callable[[RunProgress], None] | None = None,
+             caches: Path | None = None) -> SideRun:
     """`cudump --out RUN_DIR OPTIONS -- PROGRAM...` for one side; BisectError if
     cudump could not run the program (a program that fails is a SideRun with its status).
-    `watch` hears how far the run has got, from the start and then every WATCH_SECONDS."""
+    `watch` hears how far the run has got, from the start and then every WATCH_SECONDS.
+    `caches`: the side's folder for the compile caches the environment does not name."""
     cmd = cudump_argv("--out", str(run_dir), *options, "--", *side.argv)
     env = side.environment()
+    mine: list[Path] = []
     try:
         runfiles.make_dir(log.parent)
         for name in COMPILE_CACHES:
-            if name not in env:
-                cache = run_dir.parent / "compile-caches" / run_dir.name / name.lower()
+            if name not in env and caches is not None:
+                cache = caches / name.lower()
                 runfiles.make_dirs(cache)
                 env[name] = str(cache)
+                mine.append(cache)
+        cold = bool(mine) and not any(_holds_files(c) for c in mine)
         with runfiles.create_file(log) as out:
             # A session of its own: a terminal's Ctrl-C is bisect's, and bisect stops the
             # side run's whole process group, its program included (interrupt).
@@ -75,7 +91,8 @@ def run_side(side: Side, run_dir: Path, log: Path, options: Sequence[str],
     except OSError as err:
         raise BisectError(f"{side.label}: cannot start cudump: {err.strerror or err}") from None
     returncode = _wait_for(child, RunWatch(run_dir) if watch is not None else None, watch)
-    ran = SideRun(side, run_dir, log, returncode, read_exit_status(run_dir))
+    ran = SideRun(side, run_dir, log, returncode, read_exit_status(run_dir),
+                  cold and any(_holds_files(c) for c in mine))
     if ran.exit_status is None:
         raise BisectError(f"{side.label}: {side.describe()} did not run under cudump: "
                           f"{_last_error(log)}")
