@@ -27,8 +27,8 @@ from cudump.errors import CudumpError
 from cudump.launches.scopes import Where
 from cudump.rundir import reading
 from cudump.rundir.index_rows import NO_RANK, LaunchRow, RankRow, RecordRow, ReportRow, run_rows
-from cudump.rundir.job import LONE_NODE, is_job, job_nodes
-from cudump.rundir.runs import is_run_dir, short_kernel_name
+from cudump.rundir.job import JobError, node_runs
+from cudump.rundir.runs import short_kernel_name
 from cudump.rundir.summary import plural
 
 OrderKey = tuple[int, int, int]
@@ -42,11 +42,10 @@ def order_key(step: int | None, collective: int | None, within: int | None) -> O
 
 def job_runs(path: Path) -> list[tuple[str, Path]]:
     """(node, run directory) of a job's nodes, or of a run directory of its own."""
-    if is_job(path):
-        return [(n.name, n.run) for n in job_nodes(path)]
-    if not is_run_dir(path):
-        raise CudumpError(f"{reading.shown(path)}: not a job or run directory")
-    return [(LONE_NODE, path)]
+    try:
+        return [(n.name, n.run) for n in node_runs(path)]
+    except JobError as err:
+        raise CudumpError(str(err)) from None
 
 
 def _who(rank: int, node: str, pid: int) -> str:

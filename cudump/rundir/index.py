@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 from cudump.errors import QueryError
 from cudump.rundir import reading
-from cudump.rundir.job import INDEX_DIR, LONE_NODE, NODES_DIR, is_job, job_name, job_nodes
-from cudump.rundir.layout import MANIFEST_FILE, RUN_FILES, SUMMARY_FILE, TRACE_FILE
+from cudump.rundir.job import INDEX_DIR, NODES_DIR, JobError, is_job, job_name, node_runs
+from cudump.rundir.layout import MANIFEST_FILE, SUMMARY_FILE, TRACE_FILE
 
 if TYPE_CHECKING:
     from cudump.rundir.index_rows import RunRows
@@ -106,14 +106,12 @@ def partition_value(text: str) -> str:
 
 def indexed(path: Path) -> Indexed:
     """A job directory's node runs, or a run directory as a job of one node."""
-    if is_job(path):
-        job = partition_value(job_name(path))
-        return Indexed(path / INDEX_DIR, [IndexedRun(job, n.name, n.run)
-                                          for n in job_nodes(path)])
-    if reading.is_folder(path) and any(reading.present(path / f) for f in RUN_FILES):
-        return Indexed(path / INDEX_DIR, [IndexedRun(partition_value(path.resolve().name),
-                                                     LONE_NODE, path)])
-    raise QueryError(f"{reading.shown(path)}: not a job or run directory")
+    try:
+        nodes = node_runs(path)
+    except JobError as err:
+        raise QueryError(str(err)) from None
+    job = partition_value(job_name(path) if is_job(path) else path.resolve().name)
+    return Indexed(path / INDEX_DIR, [IndexedRun(job, n.name, n.run) for n in nodes])
 
 
 def partition(root: Path, table: str, run: IndexedRun, rank: int) -> Path:

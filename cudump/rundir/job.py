@@ -113,6 +113,16 @@ def job_nodes(job: Path) -> list[JobNode]:
     return found
 
 
+def node_runs(path: Path) -> list[JobNode]:
+    """A job directory's node runs, or a run directory as a job of one node (LONE_NODE):
+    what every reader of a job reads. JobError where `path` is neither."""
+    if is_job(path):
+        return job_nodes(path)
+    if reading.is_folder(path) and any(reading.present(path / name) for name in RUN_FILES):
+        return [JobNode(LONE_NODE, path)]
+    raise JobError(f"{reading.shown(path)}: not a job or run directory")
+
+
 def open_job(job: Path) -> None:
     """Make the job directory (and its file) where it is not yet; a job directory that
     exists is joined as it is. Refuses a path that is a run directory or a file."""
