@@ -60,6 +60,7 @@ sys.path.insert(0, str(ROOT / "tests" / "gpu"))
 sys.path.insert(0, str(BENCH))
 
 from gpurun import cudump_command, under_cudump  # noqa: E402
+from realworld_run import device_name  # noqa: E402
 from stay_on_table import (  # noqa: E402
     FIGURE_HEADER,
     GOAL_HEADER,
@@ -320,18 +321,6 @@ def goal_results(results: dict[str, WorkloadResult], goals: Sequence[Goal]
     return out
 
 
-def device_name() -> str:
-    try:
-        done = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version",
-                               "--format=csv,noheader"], capture_output=True, text=True,
-                              timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        raise SystemExit(f"stay_on.py: nvidia-smi did not answer: {err}") from None
-    if done.returncode != 0 or not done.stdout.strip():
-        raise SystemExit(f"stay_on.py: nvidia-smi failed: {done.stderr.strip()[:300]}")
-    return done.stdout.strip().splitlines()[0]
-
-
 def check_needs(workloads: Sequence[str]) -> None:
     for name in workloads:
         for module in NEEDS[name]:
@@ -398,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
     if runs < 1 or rounds < 1 or args.limit < 1:
         parser.error("--runs, --rounds and --limit must be positive")
     check_needs(workloads)
-    device = device_name()
+    device = device_name("stay_on.py")
     start = time.monotonic()
 
     def say(text: str) -> None:
