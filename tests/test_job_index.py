@@ -328,3 +328,34 @@ def test_an_index_that_cannot_be_written_is_a_warning(cudump_run, fake,
     warning = [ln for ln in ran.stderr.splitlines() if "index was not written" in ln]
     assert len(warning) == 1 and "cannot write the index in" in warning[0], ran.stderr
     assert (job / "nodes" / "n0" / "trace.jsonl").is_file()
+
+
+@pytest.mark.parametrize("graph", [False, True], ids=["launches", "graph-replays"])
+def test_index_numbers_launches_as_the_jsonl_reader_does(cudump_run, fake, tmp_path: Path,
+                                                          graph: bool) -> None:
+    """A launch's step, collective and `within` are numbered twice: in SQL where DuckDB
+    reads trace.jsonl (index._launches_from_trace), in Python where it is not installed
+    (index_rows._number_within). Both, on one job of two ranks whose second keeps
+    launching after its collectives stop, and on graph replays whose kernel nodes are
+    collectives, give every launch the same numbers."""
+    job = tmp_path / "job"
+    open_job(job)
+    for rank in (0, 1):
+        env = {"RANK": str(rank), "COLLECTIVES_HANG": "3" if rank else "99"}
+        if graph:
+            env["COLLECTIVES_GRAPH"] = "1"
+        ran = cudump_run([str(fake.programs["collectives"]), "3", "2"], "--trace",
+                         run_dir=job / "nodes" / f"n{rank}", env_extra=env)
+        assert ran.returncode == 0, ran.stderr
+    python = sorted((ln.rank, ln.launch, ln.graph_node, ln.step, ln.collective, ln.within)
+                    for launches in read_job(job, with_launches=True).launches.values()
+                    for ln in launches)
+    from cudump.rundir.index import opened
+    with opened(job) as con:
+        sql = sorted(tuple(row) for row in con.execute(
+            "SELECT rank, launch, graph_node, step, collective, within FROM launches"
+        ).fetchall())
+    assert len(python) >= 12 and python == sql
+    assert any(w for *_, w in python)                 # not every launch the first of its run
+    if graph:
+        assert any(node is not None for _, _, node, *_ in python)
