@@ -365,7 +365,8 @@ def fake_sides(monkeypatch, change: dict[int, float]) -> list[tuple[str, list[di
 
     made: list[tuple[str, list[dict]]] = []
 
-    def run_side(side, run_dir: Path, log: Path, options: list[str], watch=None) -> SideRun:
+    def run_side(side, run_dir: Path, log: Path, options: list[str], watch=None,
+                 caches=None) -> SideRun:
         label = "a" if side.label == "A" else "b"
         digests = options == ["--digest"]
         write_model(run_dir, label, change if label == "b" else None, digests=digests)

@@ -44,6 +44,19 @@ from cudump.rundir.runs import Run, short_kernel_name
 from cudump.rundir.watch import RunProgress
 
 
+def digest_run(b: Bisect, side: Side, options: list[str]) -> tuple[SideRun, Run]:
+    """A side's digest run; made again where the first filled the side's empty compile
+    caches (side_run.COMPILE_CACHES), so that it and the side's later runs all find them
+    warm and launch alike."""
+    ran, run = b._run(side, "digest", options)
+    if not ran.filled_caches:
+        return ran, run
+    b.say(f"  {side.label} filled its compile caches (torch.compile, Triton) in that run; "
+          "run again with them warm, as every later run of it will be, since a cold run "
+          "compiles and autotunes, launching kernels a warm one does not")
+    return b._run(side, "digest-warm", options)
+
+
 class Bisect:
     """Runs the four steps, saying what it does on `say` (one line at a time)."""
 
@@ -102,7 +115,7 @@ class Bisect:
                 else "every buffer of every launch")
         self.say(f"step 1: digests of {what}")
         options = self._digest_options()
-        (ran_a, a), (ran_b, b) = (self._digest_run(side, options)
+        (ran_a, a), (ran_b, b) = (digest_run(self, side, options)
                                   for side in self.options.sides)
         self.statuses = (ran_a.exit_status, ran_b.exit_status)
         if not a.snapshots and not b.snapshots:
@@ -118,18 +131,6 @@ class Bisect:
             for line in self.noise.lines():
                 self.say(line)
         return a, b
-
-    def _digest_run(self, side: Side, options: list[str]) -> tuple[SideRun, Run]:
-        """A side's digest run; made again where the first filled the side's empty compile
-        caches (side_run.COMPILE_CACHES), so that it and the side's later runs all find
-        them warm and launch alike."""
-        ran, run = self._run(side, "digest", options)
-        if not ran.filled_caches:
-            return ran, run
-        self.say(f"  {side.label} filled its compile caches (torch.compile, Triton) in that "
-                 "run; run again with them warm, as every later run of it will be, since a "
-                 "cold run compiles and autotunes, launching kernels a warm one does not")
-        return self._run(side, "digest-warm", options)
 
     def _digest_options(self) -> list[str]:
         if not self.options.rules:
