@@ -124,7 +124,11 @@ class Decoder:
     def step(self) -> None:
         gpt = self.gpt
         x = gpt.tokens(self.token) + gpt.positions(self.pos).view(1, 1, -1)
-        seen = (self.slots <= self.pos).view(1, 1, 1, -1)
+        # An additive mask of finite values (as Hugging Face's models make theirs), not a
+        # boolean one, which attention turns into a buffer of -inf: a buffer of -inf is a
+        # finding for every NaN/Inf mode, and goal 2 is the cost of a loop that makes none.
+        seen = torch.where(self.slots <= self.pos, 0.0,
+                           torch.finfo(torch.float32).min).view(1, 1, 1, -1)
         b, t, c = x.shape
         for i, block in enumerate(gpt.blocks):
             q, k, v = block.split(x)

@@ -514,7 +514,7 @@ def test_the_whole_command_says_what_it_left_out_and_judges_the_rest(tmp_path, m
         return cmd if mode.cudump is None else [*cmd[cmd.index("--") + 1:], "--out", str(out)]
 
     monkeypatch.setattr(stay_on, "command", command)
-    monkeypatch.setattr(stay_on, "device_name", lambda: "a stand-in device")
+    monkeypatch.setattr(stay_on, "device_name", lambda _who: "a stand-in device")
     monkeypatch.setattr(stay_on, "check_needs", lambda workloads: None)
     monkeypatch.setattr(stay_on, "cupti_files", lambda scratch: None)
     monkeypatch.setattr(stay_on, "cudump_help", lambda: HELP)

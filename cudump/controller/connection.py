@@ -13,9 +13,9 @@ import socket
 import struct
 from collections.abc import Callable
 
-from cudump.analysis.flight import error_name
 from cudump.console import say, warn
 from cudump.controller.inject import Injection
+from cudump.controller.notices import notice
 from cudump.controller.ranks import environ_rank
 from cudump.controller.run_state import Controller
 from cudump.controller.shared_files import no_shared_memory
@@ -35,6 +35,7 @@ from cudump.policy.snapshot.windows import THEN_CHOICES, WindowReport
 from cudump.policy.snapshot.windows import decode as decode_window
 from cudump.rundir.files import write_error
 from cudump.wire import protocol as p
+from cudump.wire.reading import read_message
 from cudump.wire.shm import SharedFile
 
 Handler = Callable[[p.Message], None]
@@ -72,7 +73,7 @@ class Connection:
         self.sock.sendall(p.encode(kind, payload, tag))
 
     def receive(self) -> p.Message | None:
-        return p.read_message(self.reader)
+        return read_message(self.reader)
 
     def serve(self) -> None:
         try:
@@ -167,32 +168,7 @@ class Connection:
 
     def on_notice(self, msg: p.Message) -> None:
         assert self.proc is not None
-        n = p.NOTICE.unpack(msg.payload)
-        if n["kind"] == p.NoticeKind.DEVICE_GRAPH:
-            warn(f"graph {n['graph']} of process {self.proc.pid} was instantiated for device "
-                 f"launch: cudump sees its launches from the host only; launches from device "
-                 f"code are neither traced nor snapshotted")
-        elif n["kind"] == p.NoticeKind.GRAPH_SET:
-            warn(f"graph {n['graph']} of process {self.proc.pid} had a node set in its "
-                 f"executable graph alone (cuGraphExec*SetParams, an event, or "
-                 f"cuGraphNodeSetEnabled): cudump runs it unchanged from now on, and neither "
-                 f"scans nor snapshots its kernels")
-        elif n["kind"] == p.NoticeKind.GRAPH_LEFT_OUT:
-            snapshots = self.controller.snapshots
-            if snapshots is not None:
-                with snapshots.state.lock:
-                    snapshots.state.tally.graph_nodes_left_out += n["detail"]
-            warn(f"graph {n['graph']} of process {self.proc.pid}: its last {n['detail']} "
-                 f"kernel node(s) found no room in a replay's plan ({p.MAX_COPIES} buffers "
-                 f"at most): cudump neither scans nor snapshots them")
-        elif n["kind"] == p.NoticeKind.WATCH_EXACT:
-            snapshots = self.controller.snapshots
-            if snapshots is not None:
-                with snapshots.state.lock:
-                    snapshots.state.tally.watch_fallbacks += 1
-            warn(f"--watch-nan: process {self.proc.pid} could not launch the batched scan "
-                 f"({error_name(n['detail'])}); it scans every launch exactly from now on, as "
-                 f"--check-nan does")
+        notice(self.controller, self.proc.pid, p.NOTICE.unpack(msg.payload))
 
     def on_watch(self, msg: p.Message) -> None:
         assert self.proc is not None
