@@ -3,9 +3,14 @@ type of each comes from XLA's own dump of the module (cudump/rundir/xla.py), mad
 --check-nan with or without --layers. The stand-in program `xla` writes its module's HLO
 where XLA_FLAGS says, as XLA does, and launches the fusion (f32 x, s32 index, f32 y) once:
 x holds a negative, so y gets log's NaN; index holds -1s, a NaN's bits if read as float; y's
-allocation holds NaNs after the array, which only XLA's element count keeps out."""
+allocation holds NaNs after the array, which only XLA's element count keeps out. cudump asks
+for the dump once a Python program imports jax: the stand-in runs behind a Python launcher
+that imports a stand-in jax package, then executes it."""
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 from records import manifest, nan_lines
 
@@ -14,10 +19,28 @@ from cudump.rundir.xla import HloBuffer, XlaOp
 
 BAD = 77
 
+LAUNCHER = """\
+import os, sys
+import jax
+os.execv(sys.argv[1], sys.argv[1:])
+"""
+
+
+def xla_program(fake, tmp_path: Path) -> tuple[list[str], dict[str, str]]:
+    """The stand-in behind a Python launcher that imports jax first, and its environment."""
+    lib = tmp_path / "lib"
+    (lib / "jax").mkdir(parents=True)
+    (lib / "jax" / "__init__.py").write_text("")
+    launcher = tmp_path / "launch.py"
+    launcher.write_text(LAUNCHER)
+    return ([sys.executable, str(launcher), str(fake.programs["xla"]), str(BAD)],
+            {"PYTHONPATH": str(lib)})
+
 
 def test_an_xla_fusions_nan_is_found_named_and_its_int_operand_not_read_as_float(
-        fake, cudump_run):
-    ran = cudump_run([str(fake.programs["xla"]), str(BAD)], "--check-nan")
+        fake, cudump_run, tmp_path):
+    argv, env = xla_program(fake, tmp_path)
+    ran = cudump_run(argv, "--check-nan", env_extra=env)
     assert ran.returncode == 0, ran.stderr
     assert "launches loop_log_fusion=1" in ran.stdout
     (report,) = nan_lines(ran.stderr)
@@ -35,8 +58,9 @@ def test_without_the_dump_xla_kernels_are_not_guessed_at(fake, cudump_run, tmp_p
     """The program's own --xla_dump_to is kept: cudump has no types, says so, and scans
     nothing rather than read the s32 operand as float."""
     elsewhere = tmp_path / "theirs"
-    ran = cudump_run([str(fake.programs["xla"]), str(BAD)], "--check-nan",
-                     env_extra={"XLA_FLAGS": f"--xla_dump_to={elsewhere}"})
+    argv, env = xla_program(fake, tmp_path)
+    ran = cudump_run(argv, "--check-nan",
+                     env_extra={**env, "XLA_FLAGS": f"--xla_dump_to={elsewhere}"})
     assert ran.returncode == 0, ran.stderr
     assert "XLA_FLAGS has its own --xla_dump_to" in ran.stderr
     assert any(elsewhere.iterdir())        # the program dumped where it was told

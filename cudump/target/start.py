@@ -1,18 +1,24 @@
-"""What the sitecustomize starts in the traced program: the PyTorch hooks, once torch is
-imported, where the shim's scope calls are in the process."""
+"""What the sitecustomize starts in the traced program: under --layers, the PyTorch hooks,
+once torch is imported, where the shim's scope calls are in the process; under a scan or
+--layers, XLA's dump flags once jax is imported (xla_flags.py)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from types import ModuleType
 
 from .importhook import after_import
+from .xla_flags import XLA_VARIABLE, on_jax
 
 _installed: list[object] = []          # the hooks, kept for the life of the process
 
 
 def start() -> None:
-    after_import("torch", _on_torch)
+    if os.environ.get("CUDUMP_LAYERS") == "1":
+        after_import("torch", _on_torch)
+    if os.environ.get(XLA_VARIABLE):
+        after_import("jax", on_jax)
 
 
 def _on_torch(torch: ModuleType) -> None:

@@ -1,10 +1,12 @@
-"""cudump's sitecustomize, first on the traced program's PYTHONPATH under `cudump --layers`.
+"""cudump's sitecustomize, first on the traced program's PYTHONPATH under `cudump --layers` or a
+scan (XLA's dump).
 
-With CUDUMP_LAYERS=1 it loads cudump/target (by its path, as `_cudump_target`: the program's
-Python need not have cudump installed, and the program's own imports see nothing new) and
-starts it; then it runs the sitecustomize the program would have run without this one (the
-next on sys.path), so that the program's environment behaves as before. An error of that
-sitecustomize reaches site.py as it would have. A failure of cudump's part is one "cudump: "
+With CUDUMP_LAYERS=1 or CUDUMP_XLA_FLAGS it loads cudump/target (by its path, as
+`_cudump_target`: the program's Python need not have cudump installed, and the program's own
+imports see nothing new) and starts it; then it runs the sitecustomize the program would have
+run without this one (the next on sys.path), so that the program's environment behaves as
+before. An error of that sitecustomize reaches site.py as it would have. A failure of
+cudump's part is one "cudump: "
 line on stderr, and the program runs on without it.
 """
 
@@ -13,7 +15,8 @@ import sys
 
 
 def _cudump_start():
-    if os.environ.get("CUDUMP_LAYERS") != "1" or "_cudump_target" in sys.modules:
+    if "_cudump_target" in sys.modules or (os.environ.get("CUDUMP_LAYERS") != "1"
+                                           and not os.environ.get("CUDUMP_XLA_FLAGS")):
         return
     try:
         import importlib.util
@@ -27,8 +30,8 @@ def _cudump_start():
         spec.loader.exec_module(package)
         importlib.import_module("_cudump_target.start").start()
     except Exception as err:
-        sys.stderr.write(f"cudump: layers are off in this process: {type(err).__name__}: "
-                         f"{err}\n")
+        sys.stderr.write(f"cudump: layers and XLA's dump are off in this process: "
+                         f"{type(err).__name__}: {err}\n")
 
 
 def _chain():
