@@ -9,7 +9,6 @@ import sys
 from types import ModuleType
 
 from .importhook import after_import
-from .xla_flags import XLA_VARIABLE, on_jax
 
 _installed: list[object] = []          # the hooks, kept for the life of the process
 
@@ -17,7 +16,9 @@ _installed: list[object] = []          # the hooks, kept for the life of the pro
 def start() -> None:
     if os.environ.get("CUDUMP_LAYERS") == "1":
         after_import("torch", _on_torch)
-    if os.environ.get(XLA_VARIABLE):
+    if os.environ.get("CUDUMP_XLA_FLAGS"):      # (xla_flags.XLA_VARIABLE: loaded only then)
+        from .xla_flags import on_jax
+
         after_import("jax", on_jax)
 
 
