@@ -71,6 +71,7 @@ from realworld_run import (  # noqa: E402
     Say,
     Settings,
     cudump_summary,
+    device_name,
     first_line,
     run_in_turns,
     sub_run,
@@ -412,18 +413,6 @@ def stop_on(signum: int, _frame: object) -> None:
     raise Stopped(signum)
 
 
-def device_name() -> str:
-    try:
-        done = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version",
-                               "--format=csv,noheader"], capture_output=True, text=True,
-                              timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        raise SystemExit(f"realworld.py: nvidia-smi did not answer: {err}") from None
-    if done.returncode != 0 or not done.stdout.strip():
-        raise SystemExit(f"realworld.py: nvidia-smi failed: {done.stderr.strip()[:300]}")
-    return done.stdout.strip().splitlines()[0]
-
-
 def check_needs(workloads: tuple[str, ...]) -> None:
     """Fails at once, before any time is spent, where a workload cannot run."""
     for name in workloads:
@@ -517,7 +506,7 @@ def main(argv: list[str] | None = None) -> int:
     # Ended by a signal (bench/run.sh's timeout), it still kills the run in progress and
     # removes its directories.
     signal.signal(signal.SIGTERM, stop_on)
-    device = device_name()
+    device = device_name("realworld.py")
     start = time.monotonic()
     stopped = 0     # the exit status a signal asked for, once the table is out
 

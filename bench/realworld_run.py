@@ -28,6 +28,20 @@ class Done:
     seconds: float
 
 
+def device_name(who: str) -> str:
+    """The GPU's name and driver, as nvidia-smi gives them; SystemExit naming `who` (the
+    benchmark) where it does not answer."""
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version",
+                               "--format=csv,noheader"], capture_output=True, text=True,
+                              timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise SystemExit(f"{who}: nvidia-smi did not answer: {err}") from None
+    if done.returncode != 0 or not done.stdout.strip():
+        raise SystemExit(f"{who}: nvidia-smi failed: {done.stderr.strip()[:300]}")
+    return done.stdout.strip().splitlines()[0]
+
+
 def first_line(err: Exception) -> str:
     return str(err).splitlines()[0].rstrip(":")
 

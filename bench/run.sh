@@ -2,6 +2,7 @@
 # Every performance measurement of cudump on a GPU machine, in one table per part:
 # launch overhead against CUPTI and compute-sanitizer, memory over a million traced launches,
 # snapshot speed, a training step, real workloads (ResNet-18, BERT, back-to-back snapshots),
+# the goals of NaN/Inf detection meant to stay on,
 # how costs grow, and cudump diff and planning (CPU).
 # usage: bash bench/run.sh   (writes each part's output to $OUT or a temporary directory)
 set -u
@@ -33,6 +34,7 @@ part snapshot-speed 180 python3 bench/snapshot_speed.py
 part graph-replay 200 python3 bench/graph_replay.py
 part training-step 400 python3 bench/training_step.py --steps 300 --reps 3
 part realworld 600 python3 bench/realworld.py
+part stay-on 900 python3 bench/stay_on.py
 part scaling 400 python3 bench/scaling.py
 if [ -f bench/bench_diff.py ]; then
     part diff 300 python3 bench/bench_diff.py

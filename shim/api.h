@@ -209,6 +209,41 @@
     F(c, cuGraphExecUpdate, WORK, NO_WAIT, HOOK,                                                  \
       (CUgraphExec exec, CUgraph graph, void *resultInfo), (exec, graph, resultInfo),             \
       (cuGraphExecUpdate_v2, 0))                                                                  \
+    /* The other setters of an executable graph's nodes: cudump's copies of the graph would     \
+     * run what was set before, so the graph is run unchanged from then on (graph_exec_set). */ \
+    F(c, cuGraphExecNodeSetParams, WORK, NO_WAIT, HOOK,                                           \
+      (CUgraphExec exec, CUgraphNode node, void *params), (exec, node, params),                   \
+      (cuGraphExecNodeSetParams, 0))                                                              \
+    F(c, cuGraphExecMemcpyNodeSetParams, WORK, NO_WAIT, HOOK,                                     \
+      (CUgraphExec exec, CUgraphNode node, const CUDA_MEMCPY3D *params, CUcontext ctx),           \
+      (exec, node, params, ctx), (cuGraphExecMemcpyNodeSetParams, 0))                             \
+    F(c, cuGraphExecMemsetNodeSetParams, WORK, NO_WAIT, HOOK,                                     \
+      (CUgraphExec exec, CUgraphNode node, const void *params, CUcontext ctx),                    \
+      (exec, node, params, ctx), (cuGraphExecMemsetNodeSetParams, 0))                             \
+    F(c, cuGraphExecHostNodeSetParams, WORK, NO_WAIT, HOOK,                                       \
+      (CUgraphExec exec, CUgraphNode node, const void *params), (exec, node, params),             \
+      (cuGraphExecHostNodeSetParams, 0))                                                          \
+    F(c, cuGraphExecChildGraphNodeSetParams, WORK, NO_WAIT, HOOK,                                 \
+      (CUgraphExec exec, CUgraphNode node, CUgraph child), (exec, node, child),                   \
+      (cuGraphExecChildGraphNodeSetParams, 0))                                                    \
+    F(c, cuGraphExecEventRecordNodeSetEvent, WORK, NO_WAIT, HOOK,                                 \
+      (CUgraphExec exec, CUgraphNode node, CUevent event), (exec, node, event),                   \
+      (cuGraphExecEventRecordNodeSetEvent, 0))                                                    \
+    F(c, cuGraphExecEventWaitNodeSetEvent, WORK, NO_WAIT, HOOK,                                   \
+      (CUgraphExec exec, CUgraphNode node, CUevent event), (exec, node, event),                   \
+      (cuGraphExecEventWaitNodeSetEvent, 0))                                                      \
+    F(c, cuGraphExecExternalSemaphoresSignalNodeSetParams, WORK, NO_WAIT, HOOK,                   \
+      (CUgraphExec exec, CUgraphNode node, const void *params), (exec, node, params),             \
+      (cuGraphExecExternalSemaphoresSignalNodeSetParams, 0))                                      \
+    F(c, cuGraphExecExternalSemaphoresWaitNodeSetParams, WORK, NO_WAIT, HOOK,                     \
+      (CUgraphExec exec, CUgraphNode node, const void *params), (exec, node, params),             \
+      (cuGraphExecExternalSemaphoresWaitNodeSetParams, 0))                                        \
+    F(c, cuGraphExecBatchMemOpNodeSetParams, WORK, NO_WAIT, HOOK,                                 \
+      (CUgraphExec exec, CUgraphNode node, const void *params), (exec, node, params),             \
+      (cuGraphExecBatchMemOpNodeSetParams, 0))                                                    \
+    F(c, cuGraphNodeSetEnabled, WORK, NO_WAIT, HOOK,                                              \
+      (CUgraphExec exec, CUgraphNode node, unsigned int enabled), (exec, node, enabled),          \
+      (cuGraphNodeSetEnabled, 0))                                                                 \
     /* ---- the program's waits, and its synchronous copies that do not write from the host ---- */\
     F(c, cuCtxSynchronize, ASKS, WAITS_GPU, PASSES,                                               \
       (), (), (cuCtxSynchronize, 0))                                                              \
@@ -439,7 +474,7 @@
     F(c, cuStreamCreateWithPriority, WORK, NO_WAIT, PASSES,                                       \
       (CUstream *stream, unsigned int flags, int priority), (stream, flags, priority),            \
       (cuStreamCreateWithPriority, 0))                                                            \
-    F(c, cuStreamDestroy, WORK, NO_WAIT, PASSES,                                                  \
+    F(c, cuStreamDestroy, WORK, NO_WAIT, HOOK,                                                    \
       (CUstream stream), (stream), (cuStreamDestroy_v2, 0))                                       \
     F(c, cuStreamQuery, ASKS, NO_WAIT, PASSES,                                                    \
       (CUstream stream), (stream), (cuStreamQuery, 0), (cuStreamQuery_ptsz, 1))                   \

@@ -53,6 +53,7 @@ static _Atomic pid_t controller_pid;
 static _Atomic int controller_pidfd = -1;
 static _Atomic bool controller_gone;
 static unsigned options;
+static unsigned watch_window, watch_then; /* the welcome's, with OPTION_WATCH_NAN */
 static size_t staging_size;
 static uint32_t ring_slots;
 static uint32_t results_slots;
@@ -440,6 +441,8 @@ static bool greet_locked(void)
               read_all_locked(&w, sizeof w) && w.version == PROTO_VERSION;
     if (ok) {
         options = w.options;
+        watch_window = w.watch_window;
+        watch_then = w.watch_then;
         staging_size = (size_t)w.staging_size;
         /* The rings' sizes are on the control page itself: read them before mapping all. */
         struct proto_control head;
@@ -557,6 +560,16 @@ char *channel_behind(size_t *size)
 unsigned channel_options(void)
 {
     return options;
+}
+
+unsigned channel_watch_window(void)
+{
+    return watch_window;
+}
+
+unsigned channel_watch_then(void)
+{
+    return watch_then;
 }
 
 /* Whether process `pid` has ended, without a pidfd: gone, or a zombie that its

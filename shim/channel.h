@@ -76,6 +76,10 @@ static inline void counts_add_process(bool graph)
 /* The control page, writable: only for the `interrupt` handshake. */
 volatile struct proto_control *channel_control_rw(void);
 unsigned channel_options(void);
+/* With OPTION_WATCH_NAN: the launches a window holds at most, and what follows a
+ * finding (enum proto_watch_then). */
+unsigned channel_watch_window(void);
+unsigned channel_watch_then(void);
 /* The staging area after the control page (mapped, not yet pinned), its size. */
 char *channel_staging(void);
 size_t channel_staging_size(void);

@@ -66,6 +66,7 @@
 #include "tools.h"
 #include "trace.h"
 #include "watch.h"
+#include "window.h"
 
 /* Child graphs nested deeper than this are not looked into. */
 enum { GRAPH_MAX_DEPTH = 16 };
@@ -95,6 +96,8 @@ struct graph_exec {
     uint64_t id;                /* per process, from 1 */
     _Atomic unsigned long long replays;
     bool unsafe;                /* never instrumented: see LAUNCH_UNSAFE_GRAPH */
+    bool stale;                 /* a node was set in the exec alone: run unchanged (graph_exec_set) */
+    bool told_left_out;         /* NOTICE_GRAPH_LEFT_OUT sent */
     unsigned long long counted; /* replays already folded into the functions' counts */
     size_t nkernels;
     struct graph_kernel *kernels;
@@ -109,6 +112,16 @@ struct graph_exec {
     unsigned long long cached_epoch; /* alloctab_epoch() its scans were checked at */
     struct ctx_key ctx;         /* the context it was instantiated in (ctx NULL: none known) */
     bool ctx_gone;              /* that context was destroyed (graph_forget_context) */
+    /* --watch-nan: the clone with one node of the batched scan after everything
+     * (window.h), made from the scans planned for a replay, and launched instead of the
+     * application's graph while the buffers it scans stay held and the control generation
+     * stays (may_watch). */
+    CUgraphExec watched;
+    /* Its node's state; kept when the copy goes (parameters changed, memory it scanned
+     * freed), for the next copy to use its memory again. */
+    struct window_graph *wg;
+    unsigned long long watched_removals;
+    uint32_t watched_gen;
 };
 
 /* Executable graphs are few and long-lived; launches look them up under one
@@ -337,9 +350,22 @@ static bool context_alive(struct graph_exec *g)
     return !g->ctx_gone && (!g->ctx.ctx || ctx_key_match(&g->ctx, g->ctx.ctx) == CTX_SAME);
 }
 
-/* The instrumented copy no longer matches (parameters changed, or the graph goes). */
+/* The copy with the scan node no longer matches: its findings so far are read, and it
+ * goes (its node's state stays, for the next copy). */
+static void drop_watched(struct graph_exec *g)
+{
+    if (g->wg && g->watched)
+        window_graph_check(g->wg, (uint32_t)g->id);
+    if (g->watched && shim_real_cuGraphExecDestroy() && context_alive(g))
+        shim_real_cuGraphExecDestroy()(g->watched);
+    g->watched = NULL;
+}
+
+/* The instrumented copy no longer matches (parameters changed, or the graph goes); nor
+ * does the copy with the scan node. */
 static void drop_cached(struct graph_exec *g)
 {
+    drop_watched(g);
     if (g->cached && shim_real_cuGraphExecDestroy() && context_alive(g))
         shim_real_cuGraphExecDestroy()(g->cached);
     g->cached = NULL;
@@ -356,6 +382,8 @@ static void free_graph(struct graph_exec *g)
 {
     bool alive = context_alive(g);
     drop_cached(g);
+    window_graph_drop(g->wg);
+    g->wg = NULL;
     if (g->src && real_cuGraphDestroy && alive)
         real_cuGraphDestroy(g->src);
     free_kernels(g->kernels, g->nkernels);
@@ -540,12 +568,41 @@ void graph_updated(CUgraphExec exec, CUgraph graph)
 {
     /* The executable graph now runs `graph`'s parameters: learn them again,
      * keeping the launches counted so far. */
+    bool stale = false;
     pthread_mutex_lock(&graphs_lock);
     for (size_t i = 0; i < ngraphs; i++)
-        if (graphs[i]->exec == exec)
+        if (graphs[i]->exec == exec) {
             fold_counts_locked(graphs[i]);
+            stale = stale || graphs[i]->stale;
+        }
     pthread_mutex_unlock(&graphs_lock);
     graph_remember(exec, graph, 0);
+    /* A node enabled or disabled, or set, in the exec alone may stay so across an update
+     * (that the driver resets it is not relied on): still run unchanged. */
+    pthread_mutex_lock(&graphs_lock);
+    for (size_t i = 0; stale && i < ngraphs; i++)
+        if (graphs[i]->exec == exec)
+            graphs[i]->stale = true;
+    pthread_mutex_unlock(&graphs_lock);
+}
+
+void graph_exec_set(CUgraphExec exec)
+{
+    uint64_t id = 0;
+    pthread_mutex_lock(&graphs_lock);
+    for (size_t i = 0; i < ngraphs; i++) {
+        struct graph_exec *g = graphs[i];
+        if (g->exec != exec || g->stale)
+            continue;
+        g->stale = true;
+        drop_cached(g);
+        id = g->id;
+    }
+    pthread_mutex_unlock(&graphs_lock);
+    if (id) {
+        struct proto_notice ev = {.kind = NOTICE_GRAPH_SET, .graph = id};
+        channel_send_event(MSG_NOTICE, 0, &ev, sizeof ev);
+    }
 }
 
 void graph_node_params(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *params)
@@ -956,8 +1013,8 @@ static bool add_tools(struct graph_exec *g, CUgraph graph, const uint32_t *node_
  * (a buffer outside the allocations cudump's kernel may read), so the copy is
  * worth keeping for replays that plan the same. */
 static CUresult build_instrumented(struct graph_exec *g, const struct launch_info *li,
-                                   unsigned total, const uint32_t *node_of, CUgraphExec *out,
-                                   bool *complete)
+                                   unsigned total, const uint32_t *node_of,
+                                   struct window_graph *probe, CUgraphExec *out, bool *complete)
 {
     size_t size = 0;
     char *area = staging_area(&size);
@@ -996,6 +1053,9 @@ static CUresult build_instrumented(struct graph_exec *g, const struct launch_inf
     }
     if (build == CUDA_SUCCESS && njobs && !add_tools(g, graph, node_of, njobs, fn))
         *complete = false;
+    /* --watch-nan: which buffers the graph writes, seen at this replay (window.h). */
+    if (build == CUDA_SUCCESS && probe)
+        window_graph_probe(probe, graph);
     if (build == CUDA_SUCCESS)
         build = shim_real_cuGraphInstantiateWithFlags()(out, graph, 0);
     if (build != CUDA_SUCCESS)
@@ -1015,6 +1075,96 @@ struct instrumented {
     unsigned long long seq, replay;
     CUresult rc;
 };
+
+/* --watch-nan, at the replay that plans the scans of the graph's kernel nodes: the scan
+ * node's state (window.h), whose probe goes into the instrumented copy; NULL where the
+ * graph is not watched so (a rule wants more of a node than NaN/Inf scans: snapshots,
+ * digests; the instrumented copy is then kept for every replay). */
+static struct window_graph *watch_begin(struct graph_exec *g, const struct launch_info *li,
+                                        unsigned total, const uint32_t *node_of)
+{
+    static struct proto_copy copies[PROTO_MAX_COPIES]; /* under the staging lock */
+    static uint32_t funcs[PROTO_MAX_COPIES];
+    if (g->unsafe || g->watched || !total || !have_graph_services() ||
+        !shim_real_cuGraphInstantiateWithFlags())
+        return NULL;
+    for (unsigned c = 0; c < total; c++) {
+        const struct proto_copy *copy = plan_copy(c);
+        if (!(copy->flags & COPY_TOOL) || tool_mode(copy) == TOOL_DIGEST ||
+            node_of[c] >= g->nkernels)
+            return NULL;
+        copies[c] = *copy;
+        funcs[c] = g->kernels[node_of[c]].e->id;
+    }
+    CUresult rc;
+    return window_graph_new(li, copies, node_of, funcs, total, g->wg, &rc);
+}
+
+/* At exit: what the scan nodes found by then (the program's last wait has read the rest). */
+static void watch_checked_at_exit(void)
+{
+    if (channel_options() & OPTION_WATCH_NAN)
+        graph_watch_check();
+}
+
+static void watch_at_exit(void)
+{
+    atexit(watch_checked_at_exit);
+}
+
+/* A scan node's state that will not be used: dropped, and no longer the graph's. */
+static void forget_wg(struct graph_exec *g, struct window_graph *wg)
+{
+    if (g->wg == wg)
+        g->wg = NULL;
+    window_graph_drop(wg);
+}
+
+/* The replay that planned the scans has run (`ran`: and been waited for): the clone with
+ * the scan node after everything (g->watched), over the buffers the probe saw the graph
+ * write, for the replays after this one. */
+static void watch_end(struct graph_exec *g, struct window_graph *wg, bool ran, unsigned total)
+{
+    static struct proto_copy copies[PROTO_MAX_COPIES]; /* under the staging lock */
+    static bool bad[PROTO_MAX_COPIES];
+    const volatile struct proto_control *ctl = channel_control();
+    size_t size = 0;
+    char *area = staging_area(&size);
+    if (!ran || !ctl || !area) {
+        forget_wg(g, wg);
+        return;
+    }
+    for (unsigned c = 0; c < total; c++) {
+        copies[c] = *plan_copy(c);
+        /* What this replay's scans found (the plan put each result in staging). */
+        const struct proto_tool_result *r =
+            copies[c].offset + sizeof *r <= size ? (const void *)(area + copies[c].offset) : NULL;
+        bad[c] = r && r->rc == CUDA_SUCCESS && r->words[0] != 0;
+    }
+    window_graph_ran(wg, copies, bad, total);
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, watch_at_exit);
+    uint32_t gen = ctl->generation;
+    CUgraph graph = NULL;
+    CUgraphExec exec = NULL;
+    CUresult rc = real_cuGraphClone(&graph, g->src);
+    if (rc == CUDA_SUCCESS)
+        rc = window_graph_node(wg, graph);
+    if (rc == CUDA_SUCCESS)
+        rc = shim_real_cuGraphInstantiateWithFlags()(&exec, graph, 0);
+    if (rc == CUDA_SUCCESS) {
+        if (g->wg != wg)
+            window_graph_drop(g->wg); /* (too small for this one: its memory stays) */
+        g->watched = exec;
+        g->wg = wg;
+        g->watched_removals = alloctab_removals();
+        g->watched_gen = gen;
+    } else {
+        forget_wg(g, wg);
+    }
+    if (graph)
+        real_cuGraphDestroy(graph);
+}
 
 /* Reports the copies of a graph launch (MSG_END). Copies its answer asks for
  * now (the buffers a NaN producer left) cannot be made: the graph has run on
@@ -1052,6 +1202,7 @@ static CUresult instrumented_locked(cuGraphLaunch_fn real, struct graph_exec *g,
                                     int ptsz, unsigned long long seq, unsigned long long replay)
 {
     uint32_t node_of[PROTO_MAX_COPIES];
+    unsigned left_out = 0; /* wanted nodes whose plan found no room after the others' */
     for (size_t k = 0; k < g->nkernels; k++) {
         struct graph_kernel *gk = &g->kernels[k];
         if (!wants_copies(gk))
@@ -1064,10 +1215,20 @@ static CUresult instrumented_locked(cuGraphLaunch_fn real, struct graph_exec *g,
             continue;
         unsigned first = plan_count();
         uint32_t flags;
-        plan_begin(&li, first, &flags, NULL); /* refused: the plan stays as it was */
+        /* refused: the plan stays as it was */
+        if (!plan_begin(&li, first, &flags, NULL) && plan_lacked_room())
+            left_out++;
         unsigned added = plan_count() - first;
         for (unsigned c = first; c < first + added; c++)
             node_of[c] = (uint32_t)k;
+    }
+    /* A replay's copies are one plan of PROTO_MAX_COPIES at most: a large graph's last
+     * kernel nodes (a decode graph's last layers, its logits) go unscanned. Said once. */
+    if (left_out && !g->told_left_out) {
+        g->told_left_out = true;
+        struct proto_notice ev = {.kind = NOTICE_GRAPH_LEFT_OUT, .graph = g->id,
+                                  .detail = left_out};
+        channel_send_event(MSG_NOTICE, 0, &ev, sizeof ev);
     }
     /* The graph as a whole: its stream, for waits, loading cudump's kernel and a hold. */
     struct launch_info li = node_launch(g, 0, stream, ptsz, seq, replay);
@@ -1080,13 +1241,15 @@ static CUresult instrumented_locked(cuGraphLaunch_fn real, struct graph_exec *g,
     CUresult build = CUDA_SUCCESS;
     bool complete = true;
     unsigned long long epoch = alloctab_epoch();
-    if (same_plan(g, total, node_of)) {
+    /* --watch-nan: this replay's copy also has the probe (window.h), and is not kept. */
+    struct window_graph *probe = window_on() ? watch_begin(g, &li, total, node_of) : NULL;
+    if (!probe && same_plan(g, total, node_of)) {
         instrumented = g->cached;
         for (unsigned c = 0; c < total; c++)
             set_rc(c, g->cached_rcs[c]);
     } else {
         drop_cached(g);
-        build = build_instrumented(g, &li, total, node_of, &instrumented, &complete);
+        build = build_instrumented(g, &li, total, node_of, probe, &instrumented, &complete);
     }
     CUresult launch_rc, sync_rc = CUDA_SUCCESS;
     if (instrumented) {
@@ -1094,7 +1257,7 @@ static CUresult instrumented_locked(cuGraphLaunch_fn real, struct graph_exec *g,
         if (launch_rc == CUDA_SUCCESS)
             sync_rc = gate_wait_stream(&li);
         if (instrumented != g->cached) {
-            if (complete && launch_rc == CUDA_SUCCESS)
+            if (complete && launch_rc == CUDA_SUCCESS && !probe)
                 keep_cached(g, instrumented, total, node_of, epoch);
             else
                 shim_real_cuGraphExecDestroy()(instrumented);
@@ -1105,6 +1268,8 @@ static CUresult instrumented_locked(cuGraphLaunch_fn real, struct graph_exec *g,
             set_rc(c, build);
         launch_rc = real(g->exec, stream);
     }
+    if (probe)
+        watch_end(g, probe, launch_rc == CUDA_SUCCESS && sync_rc == CUDA_SUCCESS, total);
     end_copies(&li, launch_rc, sync_rc);
     return launch_rc;
 }
@@ -1145,6 +1310,56 @@ static CUresult run_instrumented(cuGraphLaunch_fn real, struct graph_exec *g, CU
     return in.rc;
 }
 
+/* Whether the copy with the scan node may run this replay: made at the control
+ * generation as it still is, in a context that still is, over buffers all still held
+ * (after a free anywhere, they are looked up again: a free of memory the graph does not
+ * use keeps the copy). Where it may not, it goes now, so that this very replay plans
+ * the scans again and makes the next copy. */
+static bool may_watch(struct graph_exec *g)
+{
+    if (!g->watched)
+        return false;
+    const volatile struct proto_control *ctl = channel_control();
+    unsigned long long removals = alloctab_removals();
+    bool ok = window_on() && ctl && ctl->generation == g->watched_gen && context_alive(g) &&
+              !g->unsafe;
+    /* A controller that died unnoticed (a watched replay sends nothing until its node
+     * finds something): the shim is a pass-through from now on (channel.h), and the graph
+     * runs as the program made it. A look at its process, a syscall, a replay. */
+    if (ok && !channel_controller_alive())
+        ok = false;
+    if (ok && removals != g->watched_removals) {
+        ok = window_graph_readable(g->wg);
+        if (ok)
+            g->watched_removals = removals;
+    }
+    if (!ok)
+        drop_watched(g);
+    return ok;
+}
+
+/* The replay with the scan node: what earlier replays' scans found is read first (nothing
+ * is waited for), and the open window of launches ends before the graph (window.h). */
+static CUresult run_watched(cuGraphLaunch_fn real, struct graph_exec *g, CUstream stream,
+                            int ptsz, unsigned long long seq)
+{
+    window_graph_check(g->wg, (uint32_t)g->id);
+    window_sync_before();
+    CUresult rc = real(g->watched, stream);
+    if (rc == CUDA_SUCCESS)
+        window_graph_launched(g->wg, seq, stream, ptsz);
+    return rc;
+}
+
+void graph_watch_check(void)
+{
+    pthread_mutex_lock(&graphs_lock);
+    for (size_t i = 0; i < ngraphs; i++)
+        if (graphs[i]->wg)
+            window_graph_check(graphs[i]->wg, (uint32_t)graphs[i]->id);
+    pthread_mutex_unlock(&graphs_lock);
+}
+
 static CUresult run_graph(cuGraphLaunch_fn real, CUgraphExec exec, CUstream stream, int ptsz)
 {
     unsigned long long seq = atomic_fetch_add(&shim_stats.seq, 1) + 1;
@@ -1163,15 +1378,24 @@ static CUresult run_graph(cuGraphLaunch_fn real, CUgraphExec exec, CUstream stre
     held_graph = g;
     long step = g && !capturing && nodes_want(g, WANT_STOP)
                     ? stop_nodes(g, stream, ptsz, seq, replay) : -1;
-    bool instrument = g && g->src && !capturing && nodes_want(g, WANT_SNAPSHOT);
+    bool watch = g && !capturing && step < 0 && !g->stale && may_watch(g);
+    bool instrument = !watch && g && g->src && !g->stale && !capturing &&
+                      nodes_want(g, WANT_SNAPSHOT);
     /* One flight ring slot for the whole graph launch, marked done after it. */
     struct launch_info flown = {
         .stream = stream, .ptsz = ptsz, .api = ptsz ? API_cuGraphLaunch_ptsz : API_cuGraphLaunch,
         .seq = seq, .tid = stream_tid(), .captured = capturing, .graph = g ? g->id : 0,
         .scope = here_scope, .step = here_step, .source = here_source};
     flight_begin(&flown);
-    CUresult rc = instrument ? run_instrumented(real, g, stream, ptsz, seq, replay)
-                             : real(exec, stream);
+    /* Counted for summary.json: a replay run watched is not waited for, one instrumented
+     * is, so the two say where a graph loop's time under cudump went. */
+    volatile struct proto_control *ctl = (watch || instrument) ? channel_control_rw() : NULL;
+    if (ctl)
+        __atomic_fetch_add(watch ? &ctl->graph_watched : &ctl->graph_instrumented, 1,
+                           __ATOMIC_RELAXED);
+    CUresult rc = watch        ? run_watched(real, g, stream, ptsz, seq)
+                  : instrument ? run_instrumented(real, g, stream, ptsz, seq, replay)
+                               : real(exec, stream);
     flight_end(&flown, rc);
     if (step >= 0) {
         /* `step` at a node inside a graph: the whole graph runs, then that node

@@ -40,6 +40,7 @@
 #include "tensormap.h"
 #include "tools.h"
 #include "watch.h"
+#include "window.h"
 
 struct shim_stats shim_stats;
 
@@ -56,6 +57,7 @@ static void after_fork_child(void)
     ctxlife_reset_after_fork();
     tools_reset_after_fork();
     repeat_reset_after_fork();
+    window_reset_after_fork();
     gate_reset_after_fork();
     watch_reset_after_fork();
     modules_reset_after_fork();
@@ -503,6 +505,31 @@ static CUresult hook_cuGraphExecUpdate(cuGraphExecUpdate_fn real, CUgraphExec ex
     return rc;
 }
 
+/* The setters of an executable graph's other nodes (api.h): once one took, cudump's copies
+ * of the graph (made from the graph it was instantiated from) are stale. */
+#define SET_HOOK(family, params, args)                                                            \
+    static CUresult hook_##family(family##_fn real, CUgraphExec exec, CUgraphNode node EXPAND params) \
+    {                                                                                             \
+        CUresult rc = real(exec, node EXPAND args);                                               \
+        if (rc == CUDA_SUCCESS && channel_up())                                                   \
+            graph_exec_set(exec);                                                                 \
+        return rc;                                                                                \
+    }
+#define EXPAND(...) , __VA_ARGS__
+SET_HOOK(cuGraphExecNodeSetParams, (void *params), (params))
+SET_HOOK(cuGraphExecMemcpyNodeSetParams, (const CUDA_MEMCPY3D *params, CUcontext ctx), (params, ctx))
+SET_HOOK(cuGraphExecMemsetNodeSetParams, (const void *params, CUcontext ctx), (params, ctx))
+SET_HOOK(cuGraphExecHostNodeSetParams, (const void *params), (params))
+SET_HOOK(cuGraphExecChildGraphNodeSetParams, (CUgraph child), (child))
+SET_HOOK(cuGraphExecEventRecordNodeSetEvent, (CUevent event), (event))
+SET_HOOK(cuGraphExecEventWaitNodeSetEvent, (CUevent event), (event))
+SET_HOOK(cuGraphExecExternalSemaphoresSignalNodeSetParams, (const void *params), (params))
+SET_HOOK(cuGraphExecExternalSemaphoresWaitNodeSetParams, (const void *params), (params))
+SET_HOOK(cuGraphExecBatchMemOpNodeSetParams, (const void *params), (params))
+SET_HOOK(cuGraphNodeSetEnabled, (unsigned int enabled), (enabled))
+#undef EXPAND
+#undef SET_HOOK
+
 static CUresult hook_cuGraphExecKernelNodeSetParams(cuGraphExecKernelNodeSetParams_fn real,
                                                     CUgraphExec exec, CUgraphNode node,
                                                     const CUDA_KERNEL_NODE_PARAMS *params)
@@ -663,6 +690,7 @@ static CUresult hook_cuCtxDestroy(cuCtxDestroy_fn real, CUcontext ctx)
     staging_context_ends(&gone);
     CUresult rc = real(ctx);
     if (rc == CUDA_SUCCESS && ctx) {
+        window_context_ends(ctx, -1);
         tools_forget(&gone);
         watch_forget(&gone);
         graph_forget_context(&gone);
@@ -673,7 +701,18 @@ static CUresult hook_cuCtxDestroy(cuCtxDestroy_fn real, CUcontext ctx)
 static CUresult hook_cuDevicePrimaryCtxReset(cuDevicePrimaryCtxReset_fn real, CUdevice dev)
 {
     settle_before_end();
-    return context_ended(real(dev));
+    CUresult rc = real(dev);
+    if (rc == CUDA_SUCCESS)
+        window_context_ends(NULL, (int)dev);
+    return context_ended(rc);
+}
+
+/* A window of launches on the stream is scanned while the handle is good (window.h):
+ * the program may destroy a stream with its work not waited for. */
+static CUresult hook_cuStreamDestroy(cuStreamDestroy_fn real, CUstream stream)
+{
+    window_stream_ends(stream);
+    return real(stream);
 }
 
 /* Released for the last time, the primary context is destroyed. */
@@ -688,6 +727,8 @@ static CUresult hook_cuDevicePrimaryCtxRelease(cuDevicePrimaryCtxRelease_fn real
     if (rc == CUDA_SUCCESS && real_cuDevicePrimaryCtxGetState &&
         real_cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active)
         return rc;
+    if (rc == CUDA_SUCCESS)
+        window_context_ends(NULL, (int)dev);
     return context_ended(rc);
 }
 
@@ -709,15 +750,34 @@ static CUresult waited(CUresult rc)
     return flight_seen(rc);
 }
 
+/* After a wait for the GPU: the windows of launches whose scans it covered are read
+ * (--watch-nan, window.h). */
+static CUresult window_read(CUresult rc)
+{
+    if (channel_options() & OPTION_WATCH_NAN) {
+        window_sync_after();
+        graph_watch_check();
+    }
+    return rc;
+}
+
+/* A write of the host's into device memory: into the host-write ring, and told to the
+ * windows of --watch-nan (window.h). */
+static void recorded(const struct host_write *w, uint64_t launches)
+{
+    hostwrite_record(w, launches);
+    window_host_wrote(w->dst, (w->depth - 1) * w->slice + (w->height - 1) * w->pitch + w->width);
+}
+
 /* A copy's result, recorded first where it wrote device memory from the host. */
 static CUresult copied_1d(CUresult rc, enum proto_host_api api, int ptsz, CUstream stream,
                           CUdeviceptr dst, size_t bytes, uint64_t launches)
 {
     if (rc == CUDA_SUCCESS)
-        hostwrite_record(&(struct host_write){.api = api, .ptsz = ptsz, .stream = stream,
-                                              .dst = dst, .width = bytes, .height = 1,
-                                              .pitch = bytes, .depth = 1, .slice = bytes},
-                         launches);
+        recorded(&(struct host_write){.api = api, .ptsz = ptsz, .stream = stream, .dst = dst,
+                                      .width = bytes, .height = 1, .pitch = bytes, .depth = 1,
+                                      .slice = bytes},
+                 launches);
     return rc;
 }
 
@@ -726,7 +786,7 @@ static CUresult copied_2d(CUresult rc, enum proto_host_api api, int ptsz, CUstre
 {
     struct host_write w = {.api = api, .ptsz = ptsz, .stream = stream};
     if (rc == CUDA_SUCCESS && hostwrite_of_2d(copy, &w))
-        hostwrite_record(&w, launches);
+        recorded(&w, launches);
     return rc;
 }
 
@@ -735,7 +795,7 @@ static CUresult copied_3d(CUresult rc, enum proto_host_api api, int ptsz, CUstre
 {
     struct host_write w = {.api = api, .ptsz = ptsz, .stream = stream};
     if (rc == CUDA_SUCCESS && hostwrite_of_3d(copy, &w))
-        hostwrite_record(&w, launches);
+        recorded(&w, launches);
     return rc;
 }
 
@@ -746,12 +806,11 @@ static CUresult memset_done(CUresult rc, enum proto_host_api api, int ptsz, CUst
                             size_t width, size_t height, uint64_t launches)
 {
     if (rc == CUDA_SUCCESS)
-        hostwrite_record(&(struct host_write){.api = api, .ptsz = ptsz, .stream = stream,
-                                              .dst = dst, .width = width * elem,
-                                              .height = height, .pitch = pitch, .depth = 1,
-                                              .slice = pitch * height, .value = value,
-                                              .elem = elem},
-                         launches);
+        recorded(&(struct host_write){.api = api, .ptsz = ptsz, .stream = stream, .dst = dst,
+                                      .width = width * elem, .height = height, .pitch = pitch,
+                                      .depth = 1, .slice = pitch * height, .value = value,
+                                      .elem = elem},
+                 launches);
     return rc;
 }
 
@@ -768,12 +827,12 @@ static CUresult memset_done(CUresult rc, enum proto_host_api api, int ptsz, CUst
 /* waits: before the call, and what becomes of its result. */
 #define BEFORE_NO_WAIT
 #define BEFORE_WAITS gate_settle();
-#define BEFORE_WAITS_COPY gate_settle();
-#define BEFORE_WAITS_GPU gate_settle();
+#define BEFORE_WAITS_COPY gate_settle(); window_sync_before();
+#define BEFORE_WAITS_GPU gate_settle(); window_sync_before();
 #define AFTER_NO_WAIT(rc) (rc)
 #define AFTER_WAITS(rc) (rc)
-#define AFTER_WAITS_COPY(rc) flight_seen(rc)
-#define AFTER_WAITS_GPU(rc) waited(rc)
+#define AFTER_WAITS_COPY(rc) window_read(flight_seen(rc))
+#define AFTER_WAITS_GPU(rc) window_read(waited(rc))
 
 /* does: DOES_<does> names the body that makes the call `real args` and sets rc,
  * and the row's arguments for it; DOES hands the body the family and the call's
@@ -811,6 +870,7 @@ static CUresult memset_done(CUresult rc, enum proto_host_api api, int ptsz, CUst
 
 #define DOES_FREES(ptr) FREES_, (ptr)
 #define FREES_(family, args, ptr)                                                   \
+    window_memory_frees((CUdeviceptr)(uintptr_t)(ptr));                             \
     rc = real args;                                                                 \
     if (rc == CUDA_SUCCESS)                                                         \
         track_free((CUdeviceptr)(uintptr_t)(ptr));

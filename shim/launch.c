@@ -51,6 +51,7 @@
 #include "stop.h"
 #include "trace.h"
 #include "watch.h"
+#include "window.h"
 #include "alloctab.h"
 
 /* ---- look up ---------------------------------------------------------------- */
@@ -107,6 +108,7 @@ struct launch_run {
     struct ahead ahead;         /* scans ahead taken for this launch (ahead.h), */
     bool ahead_taken;           /* until used or dropped */
     bool step;                  /* hold again once the kernel has run */
+    bool windowed;              /* marked in the open window of --watch-nan (window.h) */
 };
 
 /* Copies before the launch, the way `how` makes them. Returns false (nothing
@@ -210,6 +212,12 @@ static bool decide_how(struct launch_run *r)
     if (known) {
         if (!repeat_copies(known))
             return false; /* nothing is wanted of this launch */
+        /* --watch-nan: its buffers marked in the open window, scanned at its end
+         * (window.h); the launch is made as it is, with nothing of cudump's beside it. */
+        if (window_on() && window_mark(li, repeat_plan_copies(known), repeat_copies(known))) {
+            r->windowed = true;
+            return false;
+        }
         r->plan = known;
         r->wait = true;
         if (strategy_before(r, COPIER_REPEAT))
@@ -361,6 +369,8 @@ CUresult launch_run(struct launch_info *li, CUresult (*call)(void *), void *arg)
         r.rc = call(arg);
         shim_busy++;
         launched(li, r.rc);
+        if (r.windowed)
+            window_after_launch();
         shim_busy--;
     }
     return r.rc;

@@ -189,6 +189,14 @@ static void build_begin(struct msg *m, const struct launch_info *li)
     msg_add(m, li->counted, li->ncounted * sizeof li->counted[0]);
 }
 
+/* The last plan checked had more copies than room after its base (under the staging lock). */
+static bool lacked_room;
+
+bool plan_lacked_room(void)
+{
+    return lacked_room;
+}
+
 /* Checks a plan against the staging area before anything is copied. */
 static bool accept_plan(const unsigned char *reply, size_t len, uint32_t *flags, uint32_t *id,
                         unsigned base)
@@ -197,6 +205,7 @@ static bool accept_plan(const unsigned char *reply, size_t len, uint32_t *flags,
     if (len < sizeof plan)
         return false;
     memcpy(&plan, reply, sizeof plan);
+    lacked_room = plan.ncopies > PROTO_MAX_COPIES - base;
     if (plan.ncopies > PROTO_MAX_COPIES - base || plan.nkeys > PROTO_MAX_KEYS ||
         len != sizeof plan + plan.ncopies * sizeof(struct proto_copy) +
                    plan.nkeys * sizeof(struct proto_key))

@@ -29,6 +29,9 @@ const struct proto_key *plan_keys(unsigned *n);
  * copies added, if none came or it was refused. *flags: the plan's flags,
  * *id (if not NULL) its number. */
 bool plan_begin(const struct launch_info *li, unsigned base, uint32_t *flags, uint32_t *id);
+/* Whether the last plan refused was refused for want of room: its copies and the `base`
+ * before them are more than PROTO_MAX_COPIES (a graph replay's later kernel nodes). */
+bool plan_lacked_room(void);
 /* MSG_BEGIN that asks only whether to hold (a graph's kernel node). */
 bool plan_ask_stop(const struct launch_info *li);
 /* Sends m (MSG_REPEAT), frees it, and takes the MSG_PLAN answer as the copies. */

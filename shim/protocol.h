@@ -73,7 +73,7 @@
 
 #include "api.h"
 
-#define PROTO_VERSION 19
+#define PROTO_VERSION 21
 #define PROTO_MAGIC 0x50445543u /* "CUDP" */
 
 /* ---- limits ---------------------------------------------------------------- */
@@ -147,6 +147,8 @@ enum proto_kind {
                         * carries (event, no reply) */
     MSG_SCOPE = 16,    /* proto_scope + `length` bytes of UTF-8 name: a scope node, sent once,
                         * before the first launch event that names it (event, no reply) */
+    MSG_WATCH = 17,    /* proto_watch + nfound x proto_watch_found: what a window's batched
+                        * scan found newly non-finite (--watch-nan, shim/window.c; event) */
 
     /* controller -> shim */
     MSG_WELCOME = 32,  /* proto_welcome, with the shared memory's descriptor attached */
@@ -186,6 +188,14 @@ enum proto_option {        /* proto_welcome.options */
     OPTION_HAND_OFF = 8,   /* the launcher thread launches cudump's kernel after a launch
                             * nobody waits for (shim/handoff.h); without it, the launching
                             * thread does */
+    OPTION_WATCH_NAN = 16, /* stay-on NaN/Inf detection (shim/window.c): a launch made with a
+                            * kept plan of scans marks its buffers, scanned at window ends */
+};
+
+enum proto_watch_then {    /* proto_welcome.watch_then: after a window's finding */
+    WATCH_THEN_EXACT = 0,  /* scan every launch as --check-nan does from then on */
+    WATCH_THEN_STOP = 1,   /* the controller ends the program */
+    WATCH_THEN_GO_ON = 2,  /* go on scanning in windows */
 };
 
 enum proto_image_format {  /* proto_image.format */
@@ -207,6 +217,14 @@ enum proto_scope_kind {   /* proto_scope.kind (cudump/launches/scopes.py's Scope
 enum proto_notice_kind {  /* proto_notice.kind */
     NOTICE_DEVICE_GRAPH = 1,  /* graph `graph` was instantiated for device launch: launches
                                * of it from device code never reach the shim */
+    NOTICE_WATCH_EXACT = 2,   /* --watch-nan: the batched scan could not run (`detail`: the
+                               * CUresult); the process scans every launch exactly instead */
+    NOTICE_GRAPH_SET = 3,     /* a node of graph `graph` was set in the executable graph alone
+                               * (cuGraphExec*SetParams, SetEvent, cuGraphNodeSetEnabled):
+                               * cudump runs it unchanged from then on, without its copies */
+    NOTICE_GRAPH_LEFT_OUT = 4, /* graph `graph`'s replay had no room in its plan
+                                * (PROTO_MAX_COPIES) for the copies of `detail` kernel nodes
+                                * (its last ones): they go unscanned (once a graph) */
 };
 
 /* proto_tensormap.encoding: the function that made the map. */
@@ -368,6 +386,8 @@ struct proto_welcome {
     uint32_t version;
     uint32_t options;       /* enum proto_option */
     uint64_t staging_size;  /* bytes of the staging area, after the control page and ring */
+    uint32_t watch_window;  /* OPTION_WATCH_NAN: launches a window holds at most */
+    uint32_t watch_then;    /* enum proto_watch_then */
 };
 
 /* Written by the controller, read by the shim on every launch. The ring's
@@ -425,13 +445,18 @@ struct proto_control {
     uint64_t handoff_won;
     uint64_t tools_waiting; /* shim: launches of cudump's kernel made with programmatic stream
                              * serialization (Hopper and later: toollaunch.h) */
-    uint8_t pad10[8];
+    uint64_t tool_launches; /* shim: launches of cudump's kernel the driver took, however
+                             * made (toollaunch.c); kernel nodes of graphs not counted */
     uint64_t behind_done;   /* controller: the last write-behind launch whose files are
                              * written (its proto_end.behind); the shim reuses its bytes */
     uint64_t behind_ready;  /* controller: bytes of the write-behind area, from its start,
                              * whose pages it has allocated (or given up on): the shim
                              * registers a piece once this reaches its end */
-    uint8_t pad11[48];
+    uint64_t graph_watched;      /* shim: graph replays run as the copy with the scan node
+                                  * after everything, not waited for (--watch-nan) */
+    uint64_t graph_instrumented; /* shim: graph replays run as a copy with cudump's nodes
+                                  * around the wanted nodes, waited for */
+    uint8_t pad11[32];
     uint64_t behind_sent;   /* shim: launches handed over through the write-behind area */
     uint8_t pad12[56];
 };
@@ -639,9 +664,43 @@ struct proto_scope {
     uint32_t length;        /* bytes of name after the struct */
 };
 
+/* MSG_WATCH: the end of a window of launches (shim/window.c) whose batched scan found
+ * buffers non-finite that its last scan found finite (or that none scanned before). */
+struct proto_watch {
+    uint64_t first;         /* the window's launches: sequence numbers first..last */
+    uint64_t last;
+    uint32_t nfound;        /* proto_watch_found entries after this */
+    uint32_t window;        /* the window's number in the process, from 1 */
+    uint32_t exact;         /* 1: the shim scans every launch exactly from now on */
+    uint32_t graph;         /* a graph's scan node (the per-process graph number): first..last
+                             * are graph launches of it, found by its `replays` of them; 0: a
+                             * window of launches */
+    uint32_t replays;       /* with `graph`: how many of its scans the finding lies among */
+    uint32_t reserved;
+};
+struct proto_watch_found {
+    uint64_t address;       /* the scan: rows of width bytes at pitch */
+    uint64_t width;
+    uint64_t height;
+    uint64_t pitch;
+    uint64_t count;         /* non-finite elements */
+    uint64_t first_index;   /* the first of them, in elements */
+    uint64_t first_touch;   /* the window's launches that touched the buffer: the first */
+    uint64_t last_touch;    /* and the last (the producer where touches is 1) */
+    uint32_t touches;       /* how many of the window's launches touched it */
+    uint32_t first_node;    /* with proto_watch.graph: the first kernel node that touches it */
+    uint32_t host;          /* 1: the host wrote it since its last scan (a copy, a memset):
+                             * not a launch's finding, but one a launch may carry on */
+    uint32_t func;          /* the function of the last one (proto_func's id) */
+    uint32_t mode;          /* enum proto_tool_mode of the scan */
+    uint32_t node;          /* with proto_watch.graph: the last kernel node that touches it
+                             * (the graph's order), touches the kernel nodes that do, and
+                             * first_touch, last_touch the graph launches */
+};
 struct proto_notice {
     uint32_t kind;          /* enum proto_notice_kind */
-    uint32_t reserved;
+    uint32_t detail;        /* NOTICE_WATCH_EXACT: the CUresult; NOTICE_GRAPH_LEFT_OUT: the
+                             * kernel nodes left out; else 0 */
     uint64_t graph;         /* the per-process graph number, as in proto_launch.graph */
 };
 

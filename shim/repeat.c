@@ -345,6 +345,11 @@ unsigned repeat_copies(const struct repeat_plan *p)
     return p->ncopies;
 }
 
+const struct proto_copy *repeat_plan_copies(const struct repeat_plan *p)
+{
+    return p->copies;
+}
+
 /* ---- the result ring ---------------------------------------------------- */
 
 /* Reserves the next slot. A full ring means the controller is behind; after

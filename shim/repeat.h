@@ -34,6 +34,8 @@ struct repeat_plan *repeat_keep(const struct launch_info *li, const unsigned cha
                                 size_t nkey, uint32_t gen, unsigned long long epoch,
                                 unsigned long long removals, uint32_t id, bool gate);
 unsigned repeat_copies(const struct repeat_plan *p);
+/* Its copies (repeat_copies of them). */
+const struct proto_copy *repeat_plan_copies(const struct repeat_plan *p);
 /* Takes a result ring slot for the launch and runs the plan's "before" tools;
  * false if the ring has no room (ask the controller instead), after waiting a
  * while for the controller to make some if `wait`. Scans ahead taken from

@@ -94,6 +94,37 @@ struct tool_jobs {
     unsigned long long hold_mail; /* with `hold`: device address of the slot's mailbox */
 };
 
+/* The batched scan (cudump_scan_list): NaN/Inf scans of up to TOOL_LIST_MAX buffers
+ * in one launch, the list given by address rather than in the parameter, so that a
+ * window of the program's launches (shim/window.c) or a graph's kernel nodes take one
+ * launch or one node whatever their number of buffers. `starts` holds njobs words:
+ * each job's first block (the first is 0), in order; the grid is the last job's start
+ * plus its blocks. Jobs neither mark nor hold (mark, before: 0). A job's `twin`, where
+ * not 0, is a running record of its scans for the host to read while the GPU goes on
+ * (a graph's scan node, shim/window.c): TOOL_RECORD_WORDS 64-bit words, scans that found
+ * the buffer non-finite, scans that found it finite, the first non-finite index (as ~ of
+ * the result's max) and the count of the last one that found it so, and a sequence word
+ * that is odd while the others are being written (the host reads it before and after
+ * them, and takes them only where it read one even value both times: the words of one
+ * scan, never parts of two). */
+enum { TOOL_LIST_MAX = 1024 };
+
+enum {
+    TOOL_RECORD_BAD = 0,
+    TOOL_RECORD_GOOD = 1,
+    TOOL_RECORD_FIRST = 2,
+    TOOL_RECORD_SEQ = 3,
+    TOOL_RECORD_COUNT = 4,
+    TOOL_RECORD_WORDS = 8,  /* a cache line an entry */
+};
+
+struct tool_list {
+    unsigned long long jobs;    /* device address of njobs struct tool_job */
+    unsigned long long starts;  /* device address of njobs unsigned ints */
+    unsigned int njobs;
+    unsigned int reserved;
+};
+
 /* The mailbox's 64-bit words (protocol.h's proto_gate_mail, checked in tools.c). */
 enum {
     TOOL_MAIL_SEQ = 0,

@@ -12,6 +12,16 @@
  * costs a driver call on every launch). Process-wide: it is the driver's answer. */
 static _Atomic bool refused;
 
+/* Every launch of cudump's kernels the driver took, for summary.json's tool_launches:
+ * the benchmark sets them against the program's launches (bench/stay_on.py). */
+CUresult toollaunch_counted(CUresult rc)
+{
+    volatile struct proto_control *ctl = channel_control_rw();
+    if (rc == CUDA_SUCCESS && ctl)
+        __atomic_fetch_add(&ctl->tool_launches, 1, __ATOMIC_RELAXED);
+    return rc;
+}
+
 CUresult toollaunch(const struct tool_launcher *l, CUfunction fn, unsigned grid, CUstream stream,
                     struct tool_jobs *jobs)
 {
@@ -35,10 +45,11 @@ CUresult toollaunch(const struct tool_launcher *l, CUfunction fn, unsigned grid,
         /* Refused (a driver that does not take the attribute): nothing was queued, and
          * the kernel's wait returns at once when launched plainly. */
         if (rc != CUDA_ERROR_NOT_SUPPORTED && rc != CUDA_ERROR_INVALID_VALUE)
-            return rc;
+            return toollaunch_counted(rc);
         atomic_store_explicit(&refused, true, memory_order_relaxed);
     }
     if (!l->plain)
         return CUDA_ERROR_NOT_SUPPORTED;
-    return l->plain(fn, grid, 1, 1, TOOL_THREADS, 1, 1, 0, stream, params, NULL);
+    return toollaunch_counted(
+        l->plain(fn, grid, 1, 1, TOOL_THREADS, 1, 1, 0, stream, params, NULL));
 }

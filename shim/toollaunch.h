@@ -47,4 +47,10 @@ struct tool_launcher {
 CUresult toollaunch(const struct tool_launcher *l, CUfunction fn, unsigned grid, CUstream stream,
                     struct tool_jobs *jobs);
 
+/* Counts a launch of one of cudump's kernels made from the host (the control
+ * page's tool_launches, summary.json's) where `rc` says the driver took it, and
+ * returns `rc`. toollaunch counts its own; a kernel of cudump's launched any
+ * other way is counted by passing its launch's result through this. */
+CUresult toollaunch_counted(CUresult rc);
+
 #endif

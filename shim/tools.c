@@ -26,6 +26,7 @@
  * stay inside theirs (tool_request.checked).
  */
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "alloctab.h"
@@ -76,6 +77,22 @@ struct tool_ctx {
         size_t size;
         CUdeviceptr dev;
     } views[2];
+    CUfunction list_fn;     /* the batched scan (cudump_scan_list), or NULL */
+    struct list_area *list; /* its lists and results, made at its first use */
+    CUdeviceptr list_acc;   /* and its accumulators: TOOL_LIST_SLOTS x TOOL_LIST_MAX */
+    CUdeviceptr list_dev;   /* each slot's jobs and starts, copied there before its launch */
+    CUresult list_rc;       /* why those could not be had */
+};
+
+/* One slot of the batched scan's area: pinned host memory the device maps, so that
+ * the shim writes the list and reads the results with no copy. */
+struct list_slot {
+    struct tool_job jobs[TOOL_LIST_MAX];
+    unsigned starts[TOOL_LIST_MAX];
+    struct proto_tool_result results[TOOL_LIST_MAX];
+};
+struct list_area {
+    struct list_slot slot[TOOL_LIST_SLOTS];
 };
 
 /* Contexts the kernel is loaded in: a handful at once per process at most.
@@ -84,6 +101,14 @@ struct tool_ctx {
 static pthread_mutex_t tools_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tool_ctx tools[MAX_TOOL_CONTEXTS];
 static unsigned ntools;
+/* Counts contexts forgotten: results of the batched scan lie in memory that went with
+ * its context (tools_list_epoch). */
+static _Atomic unsigned long long list_epoch;
+
+unsigned long long tools_list_epoch(void)
+{
+    return atomic_load_explicit(&list_epoch, memory_order_acquire);
+}
 
 void tools_reset_after_fork(void)
 {
@@ -129,6 +154,9 @@ static void load_kernel(struct tool_ctx *t, const struct launch_info *li)
         if (t->rc == CUDA_SUCCESS)
             t->rc = get(&t->fn, module, "cudump_tools");
     }
+    /* The batched scan, from the same module (PTX older than it lacks it: NULL). */
+    if (t->rc == CUDA_SUCCESS && get(&t->list_fn, module, "cudump_scan_list") != CUDA_SUCCESS)
+        t->list_fn = NULL;
     if (t->rc == CUDA_SUCCESS)
         t->rc = alloc(&t->scratch, bytes);
     /* Zeroed before any kernel of this context can use it: ordered on this
@@ -188,6 +216,8 @@ static const struct tool_ctx *tool_context(CUcontext ctx, const struct launch_in
     }
     if (!t && !free_entry && ntools < MAX_TOOL_CONTEXTS)
         free_entry = &tools[ntools++];
+    if (ended)
+        atomic_fetch_add_explicit(&list_epoch, 1, memory_order_acq_rel);
     if (!t || ended) {
         t = t ? t : free_entry;
         if (t) {
@@ -205,8 +235,10 @@ void tools_forget(const struct ctx_key *gone)
 {
     pthread_mutex_lock(&tools_lock);
     for (unsigned i = 0; i < ntools; i++)
-        if (ctx_key_is(&tools[i].key, gone))
+        if (ctx_key_is(&tools[i].key, gone)) {
             tools[i] = (struct tool_ctx){0};
+            atomic_fetch_add_explicit(&list_epoch, 1, memory_order_acq_rel);
+        }
     pthread_mutex_unlock(&tools_lock);
 }
 
@@ -540,4 +572,149 @@ bool tools_run(const struct launch_info *li, struct tool_request *reqs, unsigned
     }
     ctx_leave(scope);
     return held;
+}
+
+/* The batched scan's area and accumulators in the current context (t's), made at its
+ * first use: pinned host memory the device maps, and zeroed device scratch (the kernel
+ * zeroes each accumulator after use, as cudump_tools does). */
+static CUresult list_ready(struct tool_ctx *t, const struct launch_info *li)
+{
+    if (t->list || t->list_rc != CUDA_SUCCESS)
+        return t->list_rc;
+    cuMemAlloc_fn alloc = shim_real_cuMemAlloc_v2();
+    cuMemsetD8Async_fn zero =
+        li->ptsz ? shim_real_cuMemsetD8Async_ptsz() : shim_real_cuMemsetD8Async();
+    size_t acc_bytes = (size_t)TOOL_LIST_SLOTS * TOOL_LIST_MAX * ACC_BYTES;
+    /* Host memory of the shim's own, registered in this context as the staging area is:
+     * a registration ends with its context, and so does this entry (tools_list_epoch).
+     * The memory itself is kept: a window may still read it once (its results stale). */
+    void *area = aligned_alloc(4096, (sizeof *t->list + 4095) / 4096 * 4096);
+    CUresult rc = !area || !t->list_fn || !alloc || !zero || !real_cuMemHostRegister_v2 ||
+                          !real_cuMemHostGetDevicePointer_v2
+                      ? CUDA_ERROR_NOT_SUPPORTED
+                      : real_cuMemHostRegister_v2(area, sizeof *t->list,
+                                                  CU_MEMHOSTREGISTER_PORTABLE |
+                                                      CU_MEMHOSTREGISTER_DEVICEMAP);
+    if (rc == CUDA_SUCCESS)
+        rc = alloc(&t->list_acc, acc_bytes);
+    /* (Without room for it, the kernel reads each slot's list across the bus.) */
+    if (rc == CUDA_SUCCESS &&
+        alloc(&t->list_dev, TOOL_LIST_SLOTS * offsetof(struct list_slot, results)) != CUDA_SUCCESS)
+        t->list_dev = 0;
+    if (rc == CUDA_SUCCESS)
+        rc = zero(t->list_acc, 0, acc_bytes, li->stream);
+    if (rc == CUDA_SUCCESS) {
+        memset(area, 0, sizeof *t->list);
+        t->list = area;
+    } else if (!t->list_acc) {
+        free(area); /* (registered and then short of device memory: kept, once a context) */
+    }
+    t->list_rc = rc;
+    return rc;
+}
+
+/* A job's device address of host memory in the batched scan's area. */
+static CUdeviceptr list_device(const void *host)
+{
+    CUdeviceptr dev = 0;
+    return real_cuMemHostGetDevicePointer_v2((void *)&dev, (void *)host, 0) == CUDA_SUCCESS
+               ? dev
+               : 0;
+}
+
+struct proto_tool_result *tools_list_run(const struct launch_info *li,
+                                         const struct proto_copy *const *copies, unsigned n,
+                                         unsigned slot, uint64_t tag, CUresult *rc)
+{
+    *rc = n > TOOL_LIST_MAX || slot >= TOOL_LIST_SLOTS ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+    if (*rc != CUDA_SUCCESS || !n)
+        return NULL;
+    struct ctx_scope scope;
+    const struct tool_ctx *ct;
+    bool loaded;
+    *rc = tools_enter(li, &scope, &ct, &loaded);
+    struct proto_tool_result *results = NULL;
+    if (*rc == CUDA_SUCCESS) {
+        pthread_mutex_lock(&tools_lock);
+        struct tool_ctx *t = (struct tool_ctx *)ct;
+        *rc = list_ready(t, li);
+        struct list_slot *ls = t->list ? &t->list->slot[slot] : NULL;
+        pthread_mutex_unlock(&tools_lock);
+        CUdeviceptr jobs_dev = ls ? list_device(ls->jobs) : 0;
+        CUdeviceptr starts_dev = ls ? list_device(ls->starts) : 0;
+        CUdeviceptr results_dev = ls ? list_device(ls->results) : 0;
+        if (*rc == CUDA_SUCCESS && !(jobs_dev && starts_dev && results_dev))
+            *rc = CUDA_ERROR_NOT_SUPPORTED;
+        unsigned njobs = 0, grid = 0;
+        for (unsigned i = 0; *rc == CUDA_SUCCESS && i < n; i++) {
+            const struct proto_copy *c = copies[i];
+            unsigned mode = tool_mode(c);
+            bool tracked = false;
+            struct proto_tool_result *r = &ls->results[i];
+            r->rc = mode == TOOL_DIGEST ? CUDA_ERROR_INVALID_VALUE : tool_check(c, mode, &tracked);
+            r->words[0] = r->words[1] = 0;
+            if (r->rc != CUDA_SUCCESS) {
+                r->done = tag; /* nothing of the GPU's to wait for */
+                continue;
+            }
+            r->done = 0;
+            unsigned blocks = tool_job_blocks(c->width * c->height, false, t->max_blocks);
+            ls->jobs[njobs] = (struct tool_job){
+                .src = c->src, .width = c->width, .height = c->height, .pitch = c->pitch,
+                .result = results_dev + (CUdeviceptr)i * sizeof *r,
+                .acc = t->list_acc +
+                       (CUdeviceptr)(slot * TOOL_LIST_MAX + njobs) * ACC_BYTES,
+                .tag = tag, .mode = mode, .blocks = blocks};
+            ls->starts[njobs++] = grid;
+            grid += blocks;
+        }
+        /* The list copied into device memory on the stream (the slot's host list stays as
+         * it is until its results are read, after the copy): each block then reads its
+         * job and searches the starts there, not across the bus. */
+        cuMemcpyHtoDAsync_fn copy =
+            li->ptsz ? shim_real_cuMemcpyHtoDAsync_v2_ptsz() : shim_real_cuMemcpyHtoDAsync_v2();
+        CUdeviceptr on_device =
+            t->list_dev + (CUdeviceptr)slot * offsetof(struct list_slot, results);
+        if (*rc == CUDA_SUCCESS && njobs && t->list_dev && copy &&
+            copy(on_device, ls, offsetof(struct list_slot, results), li->stream) ==
+                CUDA_SUCCESS) {
+            jobs_dev = on_device + offsetof(struct list_slot, jobs);
+            starts_dev = on_device + offsetof(struct list_slot, starts);
+        }
+        if (*rc == CUDA_SUCCESS && njobs) {
+            struct tool_list list = {jobs_dev, starts_dev, njobs, 0};
+            void *params[] = {&list};
+            cuLaunchKernel_fn launch =
+                li->ptsz ? shim_real_cuLaunchKernel_ptsz() : shim_real_cuLaunchKernel();
+            *rc = launch ? toollaunch_counted(launch(t->list_fn, grid, 1, 1, TOOL_THREADS, 1,
+                                                     1, 0, li->stream, params, NULL))
+                         : CUDA_ERROR_NOT_SUPPORTED;
+            if (*rc != CUDA_SUCCESS)
+                for (unsigned i = 0; i < n; i++)
+                    if (ls->results[i].done != tag) {
+                        ls->results[i].rc = *rc;
+                        ls->results[i].done = tag;
+                    }
+        }
+        results = ls && *rc == CUDA_SUCCESS ? ls->results : NULL;
+    }
+    ctx_leave(scope);
+    return results;
+}
+
+CUresult tools_list_fn(const struct launch_info *li, CUfunction *fn, unsigned *max_blocks)
+{
+    struct ctx_scope scope;
+    const struct tool_ctx *t;
+    bool loaded;
+    CUresult rc = tools_enter(li, &scope, &t, &loaded);
+    *fn = NULL;
+    if (rc == CUDA_SUCCESS && !t->list_fn)
+        rc = CUDA_ERROR_NOT_FOUND; /* PTX older than the batched scan */
+    if (rc == CUDA_SUCCESS) {
+        *fn = t->list_fn;
+        *max_blocks = t->max_blocks;
+    }
+    ctx_leave(scope);
+    return rc;
 }

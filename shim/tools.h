@@ -96,4 +96,24 @@ bool tools_readable(const struct proto_copy *c);
 void tools_forget(const struct ctx_key *gone);
 void tools_reset_after_fork(void);
 
+/* The batched scan (tooljob.h's struct tool_list), for windows of launches (window.c):
+ * each context has TOOL_LIST_SLOTS lists, used in turn by the caller, which reads a
+ * slot's results once their `done` says so before it uses the slot again. */
+enum { TOOL_LIST_SLOTS = 4 };
+/* One launch of the batched scan on li's stream (in its context, the kernel loaded on
+ * first use) over n (at most TOOL_LIST_MAX) NaN/Inf scan copies, in list slot `slot`.
+ * A copy that fails tools_run's checks is not scanned: its result's rc says why and its
+ * `done` is `tag` at once. Returns the slot's results (result i is copy i's; host memory
+ * that stays while the context does: see tools_list_epoch), or NULL with *rc where the
+ * kernel could not be launched. */
+struct proto_tool_result *tools_list_run(const struct launch_info *li,
+                                         const struct proto_copy *const *copies, unsigned n,
+                                         unsigned slot, uint64_t tag, CUresult *rc);
+/* A number that moves whenever a context the kernel was loaded in ended: results
+ * returned before then went with it. */
+unsigned long long tools_list_epoch(void);
+/* The batched scan as a node of a graph (window.c): its function, loaded in the context
+ * of li's stream, and the most blocks a job should have there. */
+CUresult tools_list_fn(const struct launch_info *li, CUfunction *fn, unsigned *max_blocks);
+
 #endif

@@ -294,7 +294,7 @@ def test_a_signal_during_a_repetition_still_gives_the_table_of_the_runs_before(
     import realworld
 
     monkeypatch.setattr(realworld, "check_needs", lambda workloads: None)
-    monkeypatch.setattr(realworld, "device_name", lambda: "Test GPU, 1.0")
+    monkeypatch.setattr(realworld, "device_name", lambda _who: "Test GPU, 1.0")
     monkeypatch.setattr(realworld, "cupti_files", lambda scratch: None)
     monkeypatch.setattr(realworld.signal, "signal", lambda *args: None)
 
@@ -398,7 +398,7 @@ def test_forwards_are_timed_in_ten_chunks_where_ten_divide_them(monkeypatch, cap
     import realworld
 
     monkeypatch.setattr(realworld, "check_needs", lambda workloads: None)
-    monkeypatch.setattr(realworld, "device_name", lambda: "Test GPU, 1.0")
+    monkeypatch.setattr(realworld, "device_name", lambda _who: "Test GPU, 1.0")
     monkeypatch.setattr(realworld, "cupti_files", lambda scratch: None)
     monkeypatch.setattr(realworld.signal, "signal", lambda *args: None)
     seen = []

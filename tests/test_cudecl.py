@@ -132,7 +132,11 @@ NOT_IN_CUDA_H = {
 # Rows whose list names a type cudecl.h does not declare by one of the same ABI (an int for an
 # enum, void * for a pointer the shim never looks into): not compared with cuda.h's types.
 ABI_TYPES = {"cuModuleLoadDataEx", "cuLibraryLoadData", "cuLibraryLoadFromFile",
-             "cuStreamBeginCaptureToGraph", "cuStreamEndCapture", "cuGraphExecUpdate"}
+             "cuStreamBeginCaptureToGraph", "cuStreamEndCapture", "cuGraphExecUpdate",
+             "cuGraphExecNodeSetParams", "cuGraphExecMemsetNodeSetParams",
+             "cuGraphExecHostNodeSetParams", "cuGraphExecExternalSemaphoresSignalNodeSetParams",
+             "cuGraphExecExternalSemaphoresWaitNodeSetParams",
+             "cuGraphExecBatchMemOpNodeSetParams"}
 # Per-thread builds name an inline function of cuda.h's own, which calls cuGetProcAddress_v2.
 INLINE_PER_THREAD = {"cuGetProcAddress_v2"}
 

@@ -407,7 +407,7 @@ def test_build_is_cached(fake: FakeCuda) -> None:
                                    "diverge", "modules", "procs", "ranks", "chain",
                                    "graph_scans", "tensormaps", "flight", "sets", "lazy", "layers",
                                    "arena", "roomy", "ctxdestroy", "ctxcycle", "programmatic",
-                                   "collectives", "untilfile", "xla"}
+                                   "collectives", "steps", "untilfile", "reuse", "xla"}
 
 
 def test_stand_in_never_loaded_into_the_test_process(fake: FakeCuda) -> None:

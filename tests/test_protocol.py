@@ -15,6 +15,7 @@ import pytest
 
 from cudump.launches.scopes import ScopeKind
 from cudump.wire import protocol as p
+from cudump.wire.reading import read_message
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -41,7 +42,7 @@ CONSTANTS: dict[str, int] = {
 ENUMS: list[tuple[type[Enum], str]] = [
     (p.Kind, "MSG_"), (p.Want, "WANT_"), (p.Option, "OPTION_"), (p.LaunchFlag, "LAUNCH_"),
     (p.PlanFlag, "PLAN_"), (p.ResultFlag, "RESULT_"), (p.Phase, "PHASE_"), (p.CopyFlag, "COPY_"),
-    (p.ResumeMode, "RESUME_"), (p.NoticeKind, "NOTICE_"),
+    (p.ResumeMode, "RESUME_"), (p.NoticeKind, "NOTICE_"), (p.WatchThen, "WATCH_THEN_"),
     (p.MemoryOp, "MEM_"), (p.ToolMode, "TOOL_"), (p.Gate, "GATE_"), (p.FlightFlag, "FLIGHT_"),
     (ScopeKind, "SCOPE_"),
 ]
@@ -152,7 +153,7 @@ def test_framing_round_trip() -> None:
         payload = p.wants_payload(int(p.Want.TRACE | p.Want.STOP), 7,
                                   [p.Selector(3, 100, 2, p.NO_LIMIT)])
         a.sendall(p.encode(p.Kind.WANTS, payload, tag=42))
-        msg = p.read_message(b)
+        msg = read_message(b)
         assert msg is not None and msg.kind == p.Kind.WANTS and msg.tag == 42
         fields = p.WANTS.unpack(msg.payload)
         assert (fields["wants"], fields["generation"], fields["nselectors"]) == (5, 7, 1)
@@ -161,7 +162,7 @@ def test_framing_round_trip() -> None:
         assert fields["sel[1].every"] == 0
         a.sendall(p.HEADER.pack(size=p.MAX_MESSAGE + 1, kind=1, flags=0, tag=0))
         with pytest.raises(p.ProtocolError):
-            p.read_message(b)
+            read_message(b)
 
 
 def test_pack_takes_fields_by_name_and_zeroes_the_rest() -> None:

@@ -170,6 +170,7 @@ def test_controller_gone_mid_run_target_carries_on(fake, shim_lib, bare_run, tmp
     import threading
 
     from cudump.wire import protocol as p
+    from cudump.wire.reading import read_message
     from cudump.wire.shm import SharedFile
 
     path = tmp_path / "ctl.sock"
@@ -181,7 +182,7 @@ def test_controller_gone_mid_run_target_carries_on(fake, shim_lib, bare_run, tmp
         import socket
 
         conn, _ = server.accept()
-        msg = p.read_message(conn)
+        msg = read_message(conn)
         heard.append(msg.kind if msg else -1)
         welcome = p.WELCOME.pack(version=p.VERSION, options=0, staging_size=1 << 16)
         socket.send_fds(conn, [p.encode(p.Kind.WELCOME, welcome)], [shared.fd])

@@ -110,3 +110,40 @@ def test_a_call_of_another_thread_never_slips_in_while_cudumps_kernel_is_being_l
         assert ran.returncode == 0 and "fakecuda:" not in ran.stderr, ran.stderr
         assert ran.stdout == bare.stdout
         assert summary(ran.run_dir)["tools_waiting"] == stats(counted)["tool_waiting"]
+
+
+@pytest.mark.parametrize(("hand_off", "cc"), [(True, "9"), (False, "8")],
+                         ids=["launcher-waiting", "own-thread-plain"])
+def test_summary_counts_every_launch_of_cudumps_kernel_the_driver_took(fake, cudump_run,
+                                                                        tmp_path, hand_off, cc):
+    """summary.json's tool_launches is what the stand-in counted of cudump's kernel, made by
+    the launcher thread or the launching thread, waiting or plain (bench/stay_on.py sets it
+    against the program's launches); a run with no rules launches none."""
+    counted = tmp_path / "stats"
+    program = [str(fake.programs["nans"]), "40", str(INDEX), "23"]
+    ran = cudump_run(program, "--check-nan", *(() if hand_off else ("--no-hand-off",)),
+                     env_extra={"FAKECUDA_STATS": str(counted), "FAKECUDA_CC_MAJOR": cc})
+    assert_producer_23_found(ran)
+    made = stats(counted)["tool_launches"]
+    assert made >= 40
+    assert summary(ran.run_dir)["tool_launches"] == made
+
+    none = cudump_run(program, run_dir=tmp_path / "idle")
+    assert none.returncode == 0, none.stderr
+    assert summary(none.run_dir)["tool_launches"] == 0
+
+
+def test_kernel_nodes_of_cudumps_kernel_inside_graphs_are_not_host_launches(fake, cudump_run,
+                                                                             tmp_path):
+    """graph_scans under --check-nan: cudump's kernel runs as kernel nodes of the program's
+    graphs, which the driver runs without a launch from the host: tool_launches counts only
+    those the host made, as the stand-in does."""
+    counted = tmp_path / "stats"
+    ran = cudump_run([str(fake.programs["graph_scans"]), "--nan"], "--check-nan",
+                     env_extra={"FAKECUDA_STATS": str(counted)})
+    assert ran.returncode == 0, ran.stderr
+    ran_nodes = summary(ran.run_dir)
+    assert ran_nodes["graph_kernel_launches"] > 0 and ran_nodes["nan_reports"] == 2
+    driver = stats(counted)
+    assert driver["tool_bytes"] > 0          # cudump's kernel ran, as the graphs' nodes
+    assert ran_nodes["tool_launches"] == driver["tool_launches"] == 0

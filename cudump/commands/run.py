@@ -30,6 +30,7 @@ from cudump.policy.rules import (
     load_rules,
     scan_rule,
 )
+from cudump.policy.snapshot.windows import DEFAULT_THEN, DEFAULT_WINDOW, MAX_WINDOW, THEN_CHOICES
 from cudump.prompt.batch_file import load_batch
 from cudump.rundir import files as runfiles
 from cudump.rundir import ownership
@@ -94,6 +95,26 @@ class RunCommand:
                                  "on the GPU before and after each launch; report each launch "
                                  "that leaves some where there were none, and snapshot the "
                                  "first of each kernel")
+        parser.add_argument("--watch-nan", action="store_true",
+                            help="NaN/Inf detection meant to stay on: the floating-point "
+                                 "buffers --check-nan scans, each launch only marking its "
+                                 "own, scanned together by one launch of cudump's kernel at "
+                                 "the program's synchronizations and every "
+                                 "--watch-nan-window launches; a finding names its producer "
+                                 "exactly where one launch of the window touched the buffer, "
+                                 "else the window's launches that did")
+        parser.add_argument("--watch-nan-window", type=whole("--watch-nan-window", 1,
+                                                              MAX_WINDOW),
+                            default=DEFAULT_WINDOW, metavar="N",
+                            help=f"with --watch-nan: launches a window holds at most "
+                                 f"(default {DEFAULT_WINDOW})")
+        parser.add_argument("--watch-nan-then", choices=sorted(THEN_CHOICES),
+                            default=DEFAULT_THEN,
+                            help="with --watch-nan, after a finding: 'exact' scans every "
+                                 "launch from then on as --check-nan does, so that a NaN/Inf "
+                                 "that comes again is named at its launch and its producer "
+                                 "snapshotted (default); 'stop' ends the program; 'go-on' "
+                                 "goes on in windows")
         parser.add_argument("--break-on-nan", action="store_true",
                             help="with --check-nan (implied): stop at the first launch that "
                                  "leaves NaN/Inf where there was none, once it has run, and "
@@ -236,8 +257,11 @@ class RunCommand:
         choice = _launch_choice(args)
         if args.digest:
             rules.append(digest_rule(choice))
-        if args.check_nan or args.break_on_nan:
+        if args.check_nan or args.break_on_nan or args.watch_nan:
             rules.append(scan_rule(choice))
+        if args.watch_nan and (args.check_nan or args.break_on_nan):
+            raise UsageError("--watch-nan is the stay-on form of --check-nan: give one of "
+                             "them (--break-on-nan stops at each launch's scans)")
         for pattern in args.capture_launch:
             rules.append(capture_rule(pattern, choice))
         from cudump.policy.breakpoints import BreakpointError, parse_break_spec
@@ -274,7 +298,10 @@ class RunCommand:
                                  injections=donors, flight_slots=args.flight,
                                  scans_ahead=args.scans_ahead, hand_off=args.hand_off,
                                  error_exitcode=args.error_exitcode,
-                                 step_range=args.step_range, job=args.job)
+                                 step_range=args.step_range, job=args.job,
+                                 watch_nan=args.watch_nan,
+                                 watch_window=args.watch_nan_window,
+                                 watch_then=args.watch_nan_then)
             return Session(options, load_prompt).run()
         finally:
             owner.release()
@@ -290,7 +317,7 @@ def _launch_choice(args: argparse.Namespace) -> LaunchChoice:
                          "kernels (write 'regex:A|B' for several)")
     choice = LaunchChoice(args.kernel_name[0] if args.kernel_name else None,
                           args.launch_skip, args.launch_count)
-    scans = args.digest or args.check_nan or args.break_on_nan
+    scans = args.digest or args.check_nan or args.break_on_nan or args.watch_nan
     if choice.kernel is not None and not scans:
         raise UsageError("-k/--kernel-name chooses the kernels of --digest and --check-nan: "
                          "give one of them (--capture-launch and --break take a pattern "

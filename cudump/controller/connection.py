@@ -5,13 +5,17 @@ Messages are dispatched through a table keyed by the protocol's message kind.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
+import os
+import signal
 import socket
 import struct
 from collections.abc import Callable
 
-from cudump.console import warn
+from cudump.console import say, warn
 from cudump.controller.inject import Injection
+from cudump.controller.notices import notice
 from cudump.controller.ranks import environ_rank
 from cudump.controller.run_state import Controller
 from cudump.controller.shared_files import no_shared_memory
@@ -27,8 +31,11 @@ from cudump.launches.process import (
 from cudump.policy.rules import Action
 from cudump.policy.snapshot.planned import PlannedLaunch, Repeat, plan_payload
 from cudump.policy.snapshot.results import slot_of
+from cudump.policy.snapshot.windows import THEN_CHOICES, WindowReport
+from cudump.policy.snapshot.windows import decode as decode_window
 from cudump.rundir.files import write_error
 from cudump.wire import protocol as p
+from cudump.wire.reading import read_message
 from cudump.wire.shm import SharedFile
 
 Handler = Callable[[p.Message], None]
@@ -59,13 +66,14 @@ class Connection:
             p.Kind.IMAGE: self.on_image,
             p.Kind.NOTICE: self.on_notice,
             p.Kind.SCOPE: self.on_scope,
+            p.Kind.WATCH: self.on_watch,
         }
 
     def send(self, kind: p.Kind, payload: bytes = b"", tag: int = 0) -> None:
         self.sock.sendall(p.encode(kind, payload, tag))
 
     def receive(self) -> p.Message | None:
-        return p.read_message(self.reader)
+        return read_message(self.reader)
 
     def serve(self) -> None:
         try:
@@ -110,15 +118,10 @@ class Connection:
         except OSError as err:
             raise p.ProtocolError(no_shared_memory(err, ctl.options.staging_bytes)) from None
         ctl.add_process(self.proc, self.shared)
-        options = p.Option.TRACE_GRAPHS if ctl.traced else p.Option(0)
-        if any(Action.CAPTURE in r.actions for r in ctl.options.rules):
-            options |= p.Option.CAPTURE
-        if not ctl.options.scans_ahead:
-            options |= p.Option.NO_AHEAD
-        if ctl.options.hand_off:
-            options |= p.Option.HAND_OFF
-        payload = p.WELCOME.pack(version=p.VERSION, options=int(options),
-                                 staging_size=self.shared.staging_size)
+        payload = p.WELCOME.pack(version=p.VERSION, options=int(_options(ctl)),
+                                 staging_size=self.shared.staging_size,
+                                 watch_window=ctl.options.watch_window,
+                                 watch_then=int(THEN_CHOICES[ctl.options.watch_then]))
         socket.send_fds(self.sock, [p.encode(p.Kind.WELCOME, payload)], [self.shared.fd])
         self.shared.handed_over()
 
@@ -165,11 +168,11 @@ class Connection:
 
     def on_notice(self, msg: p.Message) -> None:
         assert self.proc is not None
-        n = p.NOTICE.unpack(msg.payload)
-        if n["kind"] == p.NoticeKind.DEVICE_GRAPH:
-            warn(f"graph {n['graph']} of process {self.proc.pid} was instantiated for device "
-                 f"launch: cudump sees its launches from the host only; launches from device "
-                 f"code are neither traced nor snapshotted")
+        notice(self.controller, self.proc.pid, p.NOTICE.unpack(msg.payload))
+
+    def on_watch(self, msg: p.Message) -> None:
+        assert self.proc is not None
+        _watched(self.controller, self.proc, decode_window(msg.payload))
 
     def on_scope(self, msg: p.Message) -> None:
         assert self.proc is not None
@@ -349,3 +352,40 @@ def end_behind(conn: Connection, seq: int, end: dict[str, int], codes: list[int]
         snapshots.collect_behind(conn.proc, seq, end, codes, where, conn.shared)
     except Exception as err:
         warn(f"snapshots of launch {seq} are lost: {err}")
+
+
+def _options(ctl: Controller) -> p.Option:
+    """The options the shim is welcomed with."""
+    options = p.Option.TRACE_GRAPHS if ctl.traced else p.Option(0)
+    if any(Action.CAPTURE in r.actions for r in ctl.options.rules):
+        options |= p.Option.CAPTURE
+    if not ctl.options.scans_ahead:
+        options |= p.Option.NO_AHEAD
+    if ctl.options.hand_off:
+        options |= p.Option.HAND_OFF
+    if ctl.options.watch_nan:
+        options |= p.Option.WATCH_NAN
+    return options
+
+
+def _watched(ctl: Controller, proc: ProcessState, report: WindowReport) -> None:
+    """What a window of launches (or a graph's scan node) found: reported, and with
+    --watch-nan-then stop, the process ended once an exact scan confirms a NaN/Inf (the
+    shim scans every launch exactly after the finding): a window's scan may read reused
+    memory as another type, so its finding alone never ends a healthy job."""
+    if ctl.snapshots is None:
+        return
+    ctl.snapshots.report.window(proc, report)
+    if not report.launches_found or ctl.options.watch_then != "stop":
+        return
+    rank = f", rank {proc.rank}" if proc.rank is not None else ""
+
+    def end() -> None:
+        say(f"cudump: ending process {proc.pid}{rank} (--watch-nan-then stop): an exact scan "
+            f"confirmed a NaN/Inf")
+        with contextlib.suppress(OSError):
+            os.kill(proc.pid, signal.SIGTERM)
+
+    if ctl.snapshots.report.end_when_confirmed(proc.pid, end):
+        say(f"cudump: process {proc.pid}{rank} is ended once an exact scan confirms a NaN/Inf "
+            f"(--watch-nan-then stop)")

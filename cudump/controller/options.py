@@ -53,6 +53,9 @@ class RunOptions:
                                       # something (Findings); 0: the program's own
     step_range: str | None = None     # --step-range NAME: each push of that range begins a step
     job: Path | None = None           # --job JOB: run_dir is JOB/nodes/NODE (rundir.job)
+    watch_nan: bool = False           # --watch-nan: scans in windows of launches (shim/window.c)
+    watch_window: int = 0             # --watch-nan-window N: launches a window holds; 0: default
+    watch_then: str = "exact"         # --watch-nan-then: exact, stop or go-on after a finding
 
     @property
     def reads_scopes(self) -> bool:

@@ -101,6 +101,10 @@ class RunSummary:
     nan_produced: int = 0          # of which from finite inputs, or by the host's writes
     first_nan_producer: NanProducer | None = None   # the first launch or host write that did
     first_nan_report: NanLaunch | None = None     # the run's first report, of either kind
+    watch_fallbacks: int = 0       # --watch-nan: processes whose batched scan could not run,
+                                   # which scanned every launch exactly from then on
+    graph_nodes_left_out: int = 0  # graphs' last kernel nodes a replay's plan had no room
+                                   # for (PROTO_MAX_COPIES): neither scanned nor snapshotted
     ranks: dict[int, int] = field(default_factory=dict)   # pid -> rank, where known
     repeated_launches: int = 0     # launches the shim planned itself (a repeated plan)
     planned_launches: int = 0      # launches the controller was asked about (a round trip)
@@ -115,6 +119,12 @@ class RunSummary:
     launcher_won: int = 0          # of them, those it won
     tools_waiting: int = 0         # launches of cudump's kernel made with programmatic stream
                                    # serialization, right after a launch (shim/toollaunch.h)
+    tool_launches: int = 0         # launches of cudump's kernel from the host, however made
+                                   # (shim/toollaunch.c; not its kernel nodes inside graphs)
+    graph_replays_watched: int = 0       # graph replays run as --watch-nan's copy with a scan
+                                         # node after everything, not waited for
+    graph_replays_instrumented: int = 0  # graph replays run with cudump's nodes around the
+                                         # wanted ones, waited for (shim/graph.c)
     replay_captures: int = 0       # launches captured for replay (captures.jsonl)
     host_writes: int | None = None  # host-to-device copies and memsets recorded (--check-nan)
     trace_dropped: int = 0         # trace events the ring had no room for

@@ -8,14 +8,13 @@ struct is little endian with explicit padding.
 
 from __future__ import annotations
 
-import socket
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum, IntFlag
-from typing import Any, Protocol
+from typing import Any
 
-VERSION = 19
+VERSION = 21
 MAGIC = 0x50445543
 
 MAX_MESSAGE = 1 << 20
@@ -70,6 +69,7 @@ class Kind(IntEnum):
     IMAGE = 14
     NOTICE = 15
     SCOPE = 16
+    WATCH = 17
     WELCOME = 32
     WANTS = 33
     PLAN = 34
@@ -96,10 +96,20 @@ class Option(IntFlag):
     CAPTURE = 2     # keep module images for Want.CAPTURE
     NO_AHEAD = 4    # no scans ahead (shim/ahead.h)
     HAND_OFF = 8    # cudump's kernel after a launch made by the launcher thread (shim/handoff.h)
+    WATCH_NAN = 16  # stay-on NaN/Inf detection in windows of launches (shim/window.c)
+
+
+class WatchThen(IntEnum):     # after a window's finding (--watch-nan-then)
+    EXACT = 0
+    STOP = 1
+    GO_ON = 2
 
 
 class NoticeKind(IntEnum):
     DEVICE_GRAPH = 1    # a graph instantiated for device launch
+    WATCH_EXACT = 2     # --watch-nan's batched scan could not run: exact scans instead
+    GRAPH_SET = 3       # a node set in an executable graph alone: run unchanged from then on
+    GRAPH_LEFT_OUT = 4  # a graph replay's plan had no room for its last kernel nodes' copies
 
 
 class LaunchFlag(IntFlag):
@@ -265,7 +275,8 @@ def _layout(name: str, *fields: tuple[str, str]) -> Layout:
 HEADER = _layout("proto_header", ("size", "I"), ("kind", "H"), ("flags", "H"), ("tag", "Q"))
 HELLO = _layout("proto_hello", ("magic", "I"), ("version", "I"), ("pid", "i"), ("ppid", "i"),
                 ("token", f"{TOKEN_SIZE}s"))
-WELCOME = _layout("proto_welcome", ("version", "I"), ("options", "I"), ("staging_size", "Q"))
+WELCOME = _layout("proto_welcome", ("version", "I"), ("options", "I"), ("staging_size", "Q"),
+                  ("watch_window", "I"), ("watch_then", "I"))
 CONTROL = _layout("proto_control", ("magic", "I"), ("version", "I"), ("generation", "I"),
                   ("hold", "I"), ("interrupt", "I"), ("ring_slots", "I"),
                   ("results_slots", "I"), ("scratch_mib", "I"), ("flight_slots", "I"),
@@ -280,8 +291,9 @@ CONTROL = _layout("proto_control", ("magic", "I"), ("version", "I"), ("generatio
                   ("host_dropped", "Q"), ("pad9", "56s"), ("ahead_used", "Q"),
                   ("ahead_void", "Q"), ("handed_off", "Q"), ("handed_back", "Q"),
                   ("handoff_trials", "Q"), ("handoff_won", "Q"), ("tools_waiting", "Q"),
-                  ("pad10", "8s"), ("behind_done", "Q"),
-                  ("behind_ready", "Q"), ("pad11", "48s"), ("behind_sent", "Q"),
+                  ("tool_launches", "Q"), ("behind_done", "Q"),
+                  ("behind_ready", "Q"), ("graph_watched", "Q"),
+                  ("graph_instrumented", "Q"), ("pad11", "32s"), ("behind_sent", "Q"),
                   ("pad12", "56s"))
 PARAM = _layout("proto_param", ("offset", "I"), ("size", "I"))
 FUNC = _layout("proto_func", ("id", "I"), ("nparams", "i"), ("handle", "Q"))
@@ -344,7 +356,14 @@ MEMORY = _layout("proto_memory", ("op", "I"), ("kind", "I"), ("base", "Q"), ("si
 GRAPH = _layout("proto_graph", ("seq", "Q"), ("exec", "Q"), ("stream", "Q"), ("api", "I"),
                 ("device", "i"))
 SCOPE = _layout("proto_scope", ("id", "I"), ("parent", "I"), ("kind", "I"), ("length", "I"))
-NOTICE = _layout("proto_notice", ("kind", "I"), ("reserved", "I"), ("graph", "Q"))
+WATCH = _layout("proto_watch", ("first", "Q"), ("last", "Q"), ("nfound", "I"), ("window", "I"),
+                ("exact", "I"), ("graph", "I"), ("replays", "I"), ("reserved", "I"))
+WATCH_FOUND = _layout("proto_watch_found", ("address", "Q"), ("width", "Q"), ("height", "Q"),
+                      ("pitch", "Q"), ("count", "Q"), ("first_index", "Q"),
+                      ("first_touch", "Q"), ("last_touch", "Q"), ("touches", "I"),
+                      ("first_node", "I"), ("host", "I"), ("func", "I"), ("mode", "I"),
+                      ("node", "I"))
+NOTICE = _layout("proto_notice", ("kind", "I"), ("detail", "I"), ("graph", "Q"))
 GRAPH_NODE = _layout("proto_graph_node", ("node", "I"), ("id", "I"), ("grid", "3I"),
                      ("block", "3I"), ("smem", "I"), ("child", "I"))
 COUNT = _layout("proto_count", ("id", "I"), ("reserved", "I"), ("launches", "Q"),
@@ -385,6 +404,7 @@ RESULT = _layout("proto_result", ("rc", "i"), ("reserved", "I"), ("nbytes", "Q")
 
 LAYOUTS = (HEADER, HELLO, WELCOME, CONTROL, PARAM, FUNC, ASK, SELECTOR, WANTS, COUNTED, LAUNCH,
            RING_SLOT, FLIGHT_SLOT, HOST_WRITE, POINTER, TENSORMAP, MEMORY, GRAPH, NOTICE, SCOPE,
+           WATCH, WATCH_FOUND,
            GRAPH_NODE, COUNT, FUNC_COUNT, COUNTS, STATS, COPY, PLAN, KEY, TOOL_OUT, GATE_MAIL,
            RESULT_SLOT,
            IMAGE, PIECE, END, STOPPED, READ, QUERY, WRITE, RESUME, RESULT)
@@ -417,54 +437,6 @@ class Message:
     kind: int
     tag: int
     payload: bytes
-
-
-class Reader(Protocol):
-    def read(self, n: int, /) -> bytes: ...
-
-
-class _Unbuffered:
-    """Reads exactly what is asked of a socket, nothing beyond (for one-off exchanges)."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-
-    def read(self, n: int, /) -> bytes:
-        chunks: list[bytes] = []
-        while n > 0:
-            chunk = self.sock.recv(min(n, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            n -= len(chunk)
-        return b"".join(chunks)
-
-
-def _read_exact(source: Reader, n: int) -> bytes | None:
-    data = source.read(n)
-    if data is None or len(data) < n:
-        return None
-    return data
-
-
-def read_message(source: socket.socket | Reader) -> Message | None:
-    """The next message, or None at the end of the connection. Raises ProtocolError.
-
-    `source` is a buffered reader over the socket (`sock.makefile("rb")`), so that many
-    small messages cost one system call, or a socket (read through a new buffer)."""
-    if isinstance(source, socket.socket):
-        return read_message(_Unbuffered(source))
-    head = _read_exact(source, HEADER.size)
-    if head is None:
-        return None
-    h = HEADER.unpack(head)
-    size = h["size"]
-    if size < HEADER.size or size > MAX_MESSAGE:
-        raise ProtocolError(f"message size {size} out of bounds")
-    payload = _read_exact(source, size - HEADER.size) if size > HEADER.size else b""
-    if payload is None:
-        return None
-    return Message(h["kind"], h["tag"], payload)
 
 
 def api_name(code: int) -> str:

@@ -205,6 +205,18 @@ class SharedFile:
         later: shim/toollaunch.h)."""
         return self._load64("tools_waiting")
 
+    @property
+    def tool_launches(self) -> int:
+        """Launches of cudump's kernel the driver took, from the host (shim/toollaunch.c):
+        its kernel nodes inside graphs are not counted."""
+        return self._load64("tool_launches")
+
+    @property
+    def graph_replays(self) -> tuple[int, int]:
+        """Graph replays run as the watched copy (not waited for) and as an instrumented
+        copy (waited for): shim/graph.c."""
+        return self._load64("graph_watched"), self._load64("graph_instrumented")
+
     def set_host_tail(self, tail: int) -> None:
         self._store64("host_tail", tail)
 

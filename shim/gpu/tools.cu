@@ -462,11 +462,12 @@ __device__ void hold_stream(const struct tool_jobs &jobs)
 }
 
 // Thread 0 of each block, once the block's warps have summed: the block's sums, and
-// for the job's last block the job's result, its mark, the hold's count and `done`.
-// Returns whether this block holds the stream (hold_begins).
-__device__ bool close_job(const struct tool_jobs &jobs, const struct tool_job &j,
-                          unsigned long long a, unsigned long long b, double s,
-                          const unsigned long long *wa, const unsigned long long *wb)
+// for the job's last block the job's result and its mark, fenced. Returns whether this
+// block was the job's last (its `done` is then the caller's to write).
+__device__ __forceinline__ bool job_result(const struct tool_job &j, unsigned long long a,
+                                           unsigned long long b, double s,
+                                           const unsigned long long *wa,
+                                           const unsigned long long *wb)
 {
     const bool digest = (j.mode & 0xffu) == 0, sums = digest && (j.mode & 0xff00u) != 0;
     for (unsigned int w = 1; w < blockDim.x / 32; w++) {
@@ -518,6 +519,19 @@ __device__ bool close_job(const struct tool_jobs &jobs, const struct tool_job &j
     if (j.mark && found && (!j.before || ((volatile unsigned long long *)j.before)[0] == 0))
         atomicOr((unsigned long long *)j.mark, 1ull);
     fence_sys();   // the result and the mark are in before this job counts
+    return true;
+}
+
+// Thread 0 of each block of cudump_tools: job_result, then for the job's last block the
+// hold's count and `done`. Returns whether this block holds the stream (hold_begins).
+__device__ bool close_job(const struct tool_jobs &jobs, const struct tool_job &j,
+                          unsigned long long a, unsigned long long b, double s,
+                          const unsigned long long *wa, const unsigned long long *wb)
+{
+    if (!job_result(j, a, b, s, wa, wb))
+        return false;
+    volatile unsigned long long *result = (volatile unsigned long long *)j.result;
+    volatile unsigned long long *twin = (volatile unsigned long long *)j.twin;
     const bool holds = jobs.hold && (j.mode & TOOL_HOLDS) && hold_begins(jobs);
     result[2] = j.tag;        // `done`, after the count: see tooljob.h
     if (twin)
@@ -585,4 +599,76 @@ extern "C" __global__ void __launch_bounds__(TOOL_THREADS, 5) cudump_tools(const
     __syncthreads();
     if (holds)
         hold_stream(jobs);
+}
+
+// The block's sums of one job, warp by warp, then the warps' in shared memory (as in
+// cudump_tools); thread 0 then closes the job (job_result) and writes `done`.
+__device__ __forceinline__ void list_block(struct tool_job j, unsigned int block)
+{
+    // `twin` is the running record here, not a second result (job_result's).
+    volatile unsigned long long *record = (volatile unsigned long long *)j.twin;
+    j.twin = 0;
+    unsigned long long a = 0, b = 0;
+    double s = 0;
+    accumulate(j, block * (unsigned long long)blockDim.x + threadIdx.x,
+               (unsigned long long)j.blocks * blockDim.x, a, b, s);
+    for (int o = 16; o > 0; o >>= 1) {
+        a += __shfl_down_sync(0xffffffffu, a, o);
+        b = max(b, __shfl_down_sync(0xffffffffu, b, o));
+    }
+    __shared__ unsigned long long wa[TOOL_THREADS / 32], wb[TOOL_THREADS / 32];
+    if ((threadIdx.x & 31) == 0) {
+        wa[threadIdx.x / 32] = a;
+        wb[threadIdx.x / 32] = b;
+    }
+    __syncthreads();
+    if (threadIdx.x != 0 || !job_result(j, a, b, s, wa, wb))
+        return;
+    volatile unsigned long long *result = (volatile unsigned long long *)j.result;
+    // A graph's scan node keeps a running record in `twin` (tooljob.h's struct
+    // tool_list): scans that found the buffer non-finite, scans that found it finite,
+    // and the first index and count the last finding saw. One launch of a graph runs at
+    // a time, so this thread is the record's only writer. Its sequence word is odd while
+    // the others are written: the host, reading while the GPU goes on, takes the words
+    // of one scan only.
+    if (record) {
+        const unsigned long long found = result[0], first = result[1];
+        const unsigned long long seq = record[TOOL_RECORD_SEQ];
+        record[TOOL_RECORD_SEQ] = seq + 1;
+        fence_sys();
+        if (found) {
+            record[TOOL_RECORD_FIRST] = first;
+            record[TOOL_RECORD_COUNT] = found;
+            record[TOOL_RECORD_BAD] = record[TOOL_RECORD_BAD] + 1;
+        } else {
+            record[TOOL_RECORD_GOOD] = record[TOOL_RECORD_GOOD] + 1;
+        }
+        fence_sys();
+        record[TOOL_RECORD_SEQ] = seq + 2;
+        fence_sys();
+    }
+    result[2] = j.tag;
+}
+
+// cudump's batched scan (tooljob.h's struct tool_list): NaN/Inf scans of every buffer
+// a window of the program's launches touched, or a graph's kernel nodes point into, in
+// one launch. The list lies in memory the device reads (staging-like pinned memory, or
+// device memory for a graph's node); `starts` gives each job's first block, so a block
+// finds its job by a binary search rather than by walking the list. Scans only: it
+// neither marks nor holds, and it never waits for the kernel before it (it is launched
+// plainly, or is a graph node).
+extern "C" __global__ void __launch_bounds__(TOOL_THREADS, 5) cudump_scan_list(const struct tool_list list)
+{
+    const struct tool_job *jobs = (const struct tool_job *)list.jobs;
+    const unsigned int *starts = (const unsigned int *)list.starts;
+    unsigned int lo = 0, hi = list.njobs;
+    while (hi - lo > 1) {
+        const unsigned int mid = (lo + hi) / 2;
+        if (starts[mid] <= blockIdx.x)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    const struct tool_job j = jobs[lo];
+    list_block(j, blockIdx.x - starts[lo]);
 }

@@ -164,6 +164,10 @@ CUresult cuCtxCreate_v4(CUcontext *pctx, void *ctxCreateParams, unsigned int fla
 CUresult cuCtxDestroy_v2(CUcontext ctx);
 CUresult cuCtxSetCurrent(CUcontext ctx);
 CUresult cuCtxGetCurrent(CUcontext *pctx);
+CUresult cuCtxPushCurrent_v2(CUcontext ctx);
+/* Not the driver's: whether a launch waits (FAKECUDA_PAUSE_LAUNCH, tests only). */
+int fakecuda_launch_paused(void);
+CUresult cuCtxPopCurrent_v2(CUcontext *pctx);
 CUresult cuCtxGetDevice(CUdevice *device);
 CUresult cuCtxSynchronize(void);
 CUresult cuCtxSynchronize_v2(CUcontext ctx);
@@ -407,6 +411,7 @@ CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
                                  const CUDA_KERNEL_NODE_PARAMS *nodeParams);
 CUresult cuGraphKernelNodeGetParams(CUgraphNode hNode, struct fc_kernel_node_params_v1 *nodeParams);
 CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *nodeParams);
+CUresult cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int isEnabled);
 CUresult cuGraphKernelNodeSetParams(CUgraphNode hNode,
                                     const struct fc_kernel_node_params_v1 *nodeParams);
 CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode hNode,

@@ -163,6 +163,8 @@ class Snapshots:
         summary.nan_reports = tally.nan_reports
         summary.nan_producers = tally.nan_producers
         summary.nan_produced = tally.nan_produced
+        summary.watch_fallbacks = tally.watch_fallbacks
+        summary.graph_nodes_left_out = tally.graph_nodes_left_out
         summary.first_nan_producer = tally.first_producer   # first_nan_rank is its rank
         summary.first_nan_report = tally.first_report
         summary.repeated_launches = tally.repeated
@@ -173,6 +175,9 @@ class Snapshots:
         summary.handed_off, summary.handed_back = launcher.handed_off, launcher.handed_back
         summary.launcher_trials, summary.launcher_won = launcher.trials, launcher.won
         summary.tools_waiting = launcher.waiting
+        summary.tool_launches = launcher.launches
+        summary.graph_replays_watched, summary.graph_replays_instrumented = \
+            self.repeater.results.graph_replays()
         summary.replay_captures = self.captures.count
         summary.host_writes = self.hosts.taken if self.hosts is not None else None
 

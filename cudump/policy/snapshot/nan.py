@@ -155,7 +155,7 @@ class NanWatch:
         `catch_up` takes the process's result ring up to now (results.ResultDrain.catch_up),
         so that plain repeated launches that found buffers finite are known of before a
         report names the launch that left an input non-finite."""
-        found = False
+        found = seen = False
         for node_scans in by_node(scans):
             reports = [(phases["after"][0], phases["after"][1])
                        for phases in node_scans.values()
@@ -163,6 +163,11 @@ class NanWatch:
                        and phases["after"][1].count and not phases["before"][1].count]
             self._learn(pending, node_scans, reports, catch_up)
             found = found or bool(reports)
+            seen = seen or any("after" in phases and phases["after"][1].count
+                               for phases in node_scans.values())
+        if seen and pending.ctx is not None:
+            # An exact scan saw NaN/Inf (new or not): what a window found is confirmed.
+            self.report.confirmed(pending.ctx.proc.pid)
         ctx = pending.ctx
         if not found or ctx is None or ctx.in_graph:
             return None

@@ -9,6 +9,7 @@ from the host-write ring (hostwrites.HostWriteWatch). Nothing else says `cudump:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -19,6 +20,9 @@ from cudump.policy.snapshot.layers_hint import HINT, wants_layers_hint
 from cudump.policy.snapshot.origin import PRODUCED, HostWrite, Origin
 from cudump.policy.snapshot.planned import PlannedCopy, PlannedLaunch
 from cudump.policy.snapshot.state import SnapshotState
+from cudump.policy.snapshot.windows import WindowReport
+from cudump.rundir.manifest import SnapshotRecord
+from cudump.rundir.summary import NanLaunch
 from cudump.rundir.wheres import record_where
 from cudump.wire.digest import SCAN_ELEMENT_SIZE, Scan
 
@@ -44,6 +48,9 @@ class NanReporter:
         # (pid, ring position) of the host writes counted as producers (once each)
         self.counted: set[tuple[int, int]] = set()
         self.hinted = False     # the --layers hint is said once a run
+        # pid -> what ends it once an exact scan confirms a NaN/Inf (--watch-nan-then stop)
+        self.ending: dict[int, Callable[[], None]] = {}
+        self.ended: set[int] = set()     # and those ended so
 
     def launch(self, pending: PlannedLaunch, copy: PlannedCopy, after: Scan,
                origin: Origin) -> None:
@@ -105,6 +112,62 @@ class NanReporter:
                     f"NaN/Inf in arg {record.arg}{inside}: {after.count} of {elements} "
                     f"elements, the first at index {after.first}"))
 
+    def window(self, proc: ProcessState, report: WindowReport) -> None:
+        """What a window of launches found (--watch-nan): each buffer newly non-finite, a
+        warning naming its producer exactly or bounding it to the window's launches that
+        touched it, and a manifest record."""
+        rank = f", rank {proc.rank}" if proc.rank is not None else ""
+        for found in report.launches_found:
+            func = proc.funcs.get(found.func)
+            kernel = func.demangled if func is not None else f"function {found.func}"
+            mangled = func.mangled if func is not None else ""
+            record = SnapshotRecord(
+                kernel=kernel, mangled=mangled, launch=found.last_touch, occurrence=0,
+                pid=proc.pid, grid=[], block=[], stream="", arg=-1, type=None,
+                phase="after", address=hex(found.address), dtype=found.dtype, shape=None,
+                file=None, rank=proc.rank)
+            named = report.named(found)
+            # "sole": the window's only launch that touched it, unconfirmed (windows.py)
+            record.extra.update(
+                nan_window=report.window, window_launches=[report.first, report.last],
+                producer="sole" if named else "carried" if found.exact else "bounded",
+                touched_by=[found.first_touch, found.last_touch], touches=found.touches,
+                nonfinite=found.count, first_nonfinite=found.first_index,
+                elements=found.elements, nan_producer=named)
+            if report.graph:
+                record.extra.update(graph=report.graph, nodes=[found.first_node, found.node],
+                                    replays=report.replays)
+            made = NanLaunch(proc.pid, found.last_touch, kernel, proc.rank)
+            with self.state.lock:
+                self.state.append_locked(record)
+                self.state.tally.count_window(made)
+            who = report.who(found, kernel)
+            say(f"{PREFIX}{who} (process {proc.pid}{rank}) left {found.count} of "
+                f"{found.elements} elements at 0x{found.address:x} non-finite, the first at "
+                f"index {found.first_index}; {report.bound(found)}")
+        if report.exact_next and report.launches_found:
+            say(f"{PREFIX}process {proc.pid}{rank} now scans every launch exactly: a NaN/Inf "
+                f"that comes again is named at its launch")
+
+    def end_when_confirmed(self, pid: int, end: Callable[[], None]) -> bool:
+        """--watch-nan-then stop: `end` is called once an exact scan of the process (or its
+        memset's pattern) confirms a NaN/Inf, never on a window's finding alone. Returns
+        whether the process was not waiting for that already."""
+        with self.state.lock:
+            if pid in self.ending or pid in self.ended:
+                return False
+            self.ending[pid] = end
+            return True
+
+    def confirmed(self, pid: int) -> None:
+        """An exact scan of the process saw NaN/Inf: a stop waiting for that is made."""
+        with self.state.lock:
+            end = self.ending.pop(pid, None)
+            if end is not None:
+                self.ended.add(pid)
+        if end is not None:
+            end()
+
     def memset(self, proc: ProcessState, write: HostWrite, pattern: str) -> None:
         """A memset of the program's whose pattern is NaN/Inf for its element size: a
         producer at once."""
@@ -118,6 +181,7 @@ class NanReporter:
         if self.state.on_nan is not None:
             self.state.on_nan(proc.pid, proc.rank, None, None,
                               f"NaN/Inf written by {write.api} before launch {write.before}")
+        self.confirmed(proc.pid)
 
     def _count_host_locked(self, pid: int, rank: int | None, write: HostWrite) -> None:
         """A host write counted as a producer, once however many reports name it (the

@@ -83,6 +83,7 @@ class ToolLaunchCounts:
     won: int            # of them, those the launcher won
     waiting: int        # launches of cudump's kernel made with programmatic stream
                         # serialization, to wait on the GPU (shim/toollaunch.h)
+    launches: int = 0   # launches of cudump's kernel from the host, however made
 
 
 @dataclass
@@ -145,6 +146,12 @@ class ResultDrain(RingDrain[_Ring]):
         rings = list(self._each())
         return (sum(r.shared.ahead_used for r in rings), sum(r.shared.ahead_void for r in rings))
 
+    def graph_replays(self) -> tuple[int, int]:
+        """Every process's graph replays run watched (--watch-nan's copy, not waited for)
+        and instrumented (waited for)."""
+        counts = [r.shared.graph_replays for r in self._each()]
+        return sum(w for w, _ in counts), sum(i for _, i in counts)
+
     def tool_launches(self) -> ToolLaunchCounts:
         """Every process's launches of cudump's kernel made by the launcher thread
         (shim/handoff.h), and its trials (shim/handtune.h)."""
@@ -153,7 +160,8 @@ class ResultDrain(RingDrain[_Ring]):
         return ToolLaunchCounts(handed_off=sum(s.handed_off for s in rings),
                               handed_back=sum(s.handed_back for s in rings),
                               trials=sum(t for t, _ in trials), won=sum(w for _, w in trials),
-                              waiting=sum(s.tools_waiting for s in rings))
+                              waiting=sum(s.tools_waiting for s in rings),
+                              launches=sum(s.tool_launches for s in rings))
 
     def catch_up(self, pid: int) -> None:
         """Takes what the process's ring holds now, on this thread: a NaN/Inf report about

@@ -80,6 +80,10 @@ class Tally:
     repeated: int = 0
     asked: int = 0      # launches planned here, each a round trip (MSG_BEGIN); by kernel:
     asked_kernels: collections.Counter[str] = field(default_factory=collections.Counter)
+    # --watch-nan: processes whose batched scan could not run, switched to exact scans
+    watch_fallbacks: int = 0
+    # graphs' kernel nodes a replay's plan had no room for (each graph once)
+    graph_nodes_left_out: int = 0
 
     def count_nan(self, record: SnapshotRecord, origin: Origin) -> None:
         """A buffer a launch turned NaN/Inf (under the state's lock)."""
@@ -92,6 +96,15 @@ class Tally:
         if origin.kind == PRODUCED:
             self.nan_produced += 1
             self._first(made)
+
+    def count_window(self, made: NanLaunch) -> None:
+        """A buffer a window of launches turned NaN/Inf (--watch-nan; under the state's
+        lock). Never counted as produced, nor the run's first producer: a window's finding
+        is unconfirmed until an exact scan sees it (windows.py)."""
+        self.nan_reports += 1
+        self.nan_producers += 1
+        if self.first_report is None:
+            self.first_report = made
 
     def count_host(self, pid: int, rank: int | None, write: HostWrite) -> None:
         """A write of the host's that left NaN/Inf: a producer (under the state's lock)."""

@@ -58,6 +58,8 @@ struct fc_node {
     struct fc_memset_node_params set;
     /* FC_GRAPH_NODE_TYPE_GRAPH: the embedded graph, owned by the node. */
     struct fc_graph *child;
+    /* An executable graph's node disabled (cuGraphNodeSetEnabled): run as an empty node. */
+    bool disabled;
 };
 
 struct fc_graph {
@@ -1053,10 +1055,15 @@ static void write_stats(void)
     FILE *f = path ? fopen(path, "w") : NULL;
     if (f) {
         fprintf(f, "graph_instantiations %lu\nasync_allocations %lu\nout_of_memory %lu\n"
-                   "tool_bytes %lu\ntool_waiting %lu\nmail_copies %lu\n",
+                   "tool_bytes %lu\ntool_waiting %lu\nmail_copies %lu\n"
+                   "tool_launches %lu\ntools_runs %lu\nscan_list_launches %lu\n"
+                   "mem_allocs %lu\nhost_registrations %lu\n",
                 atomic_load(&instantiations), atomic_load(&fc_async_allocations),
                 atomic_load(&fc_out_of_memory), atomic_load(&fc_tool_bytes),
-                atomic_load(&fc_tool_waiting), atomic_load(&fc_mail_copies));
+                atomic_load(&fc_tool_waiting), atomic_load(&fc_mail_copies),
+                atomic_load(&fc_tool_launches), atomic_load(&fc_tools_runs),
+                atomic_load(&fc_scan_list_launches), atomic_load(&fc_mem_allocs),
+                atomic_load(&fc_host_registrations));
         fclose(f);
     }
 }
@@ -1160,6 +1167,20 @@ CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode h
     if (!n || n->type != FC_GRAPH_NODE_TYPE_KERNEL)
         return CUDA_ERROR_INVALID_VALUE;
     return set_kernel_params(n, nodeParams);
+}
+
+/* As the driver: kernel, memcpy and memset nodes of the graph instantiated (named by the
+ * node they were made from) may be disabled and enabled again, in the exec alone. */
+CUresult cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int isEnabled)
+{
+    struct fc_graph *e = exec_of(hGraphExec);
+    struct fc_node *orig = node_of(hNode);
+    struct fc_node *n = e && orig ? find_copy(e, orig) : NULL;
+    if (!n || (n->type != FC_GRAPH_NODE_TYPE_KERNEL && n->type != FC_GRAPH_NODE_TYPE_MEMCPY &&
+               n->type != FC_GRAPH_NODE_TYPE_MEMSET))
+        return CUDA_ERROR_INVALID_VALUE;
+    n->disabled = !isEnabled;
+    return CUDA_SUCCESS;
 }
 
 CUresult cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
@@ -1279,6 +1300,8 @@ static CUresult run_graph(const struct fc_graph *e)
     CUresult r = CUDA_SUCCESS;
     for (size_t i = 0; i < e->count && r == CUDA_SUCCESS; i++) {
         const struct fc_node *n = e->order[i];
+        if (n->disabled)
+            continue;
         switch (n->type) {
         case FC_GRAPH_NODE_TYPE_KERNEL:
             fc_builtin_run(n->launch.kernel, n->launch.args, n->launch.grid, n->launch.block);

@@ -53,6 +53,11 @@ static void end_context(struct fc_context *c)
         atomic_store(&c->id, new_id());
 }
 
+FC_HIDDEN unsigned long long fc_context_id_of(CUcontext ctx)
+{
+    return ctx ? atomic_load(&((struct fc_context *)ctx)->id) : 0;
+}
+
 FC_HIDDEN unsigned long long fc_context_id(void)
 {
     return current_ctx ? atomic_load(&current_ctx->id) : 0;
@@ -331,6 +336,35 @@ CUresult cuCtxSetCurrent(CUcontext ctx)
     return CUDA_SUCCESS;
 }
 
+/* The thread's context stack below the current context (cuCtxPushCurrent): a tool
+ * enters a context for a while and gives the thread's own back. */
+static _Thread_local struct fc_context *ctx_stack[8];
+static _Thread_local unsigned ctx_depth;
+
+CUresult cuCtxPushCurrent_v2(CUcontext ctx)
+{
+    REQUIRE_INIT();
+    struct fc_context *c = (struct fc_context *)ctx;
+    if (!c || c->magic != FC_MAGIC_CONTEXT)
+        return FC_ERROR_INVALID_CONTEXT;
+    if (ctx_depth == sizeof ctx_stack / sizeof *ctx_stack)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    ctx_stack[ctx_depth++] = current_ctx;
+    current_ctx = c;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+    REQUIRE_INIT();
+    if (!current_ctx)
+        return FC_ERROR_INVALID_CONTEXT;
+    if (pctx)
+        *pctx = (CUcontext)current_ctx;
+    current_ctx = ctx_depth ? ctx_stack[--ctx_depth] : NULL;
+    return CUDA_SUCCESS;
+}
+
 CUresult cuCtxGetCurrent(CUcontext *pctx)
 {
     REQUIRE_INIT();
@@ -359,10 +393,13 @@ CUresult cuCtxSynchronize(void)
     /* Work runs synchronously, so there is nothing to wait for but held
      * streams; and a sync during a capture breaks it, as on the real driver. */
     fc_wait_held(NULL);
+    atomic_fetch_add(&fc_ctx_syncs, 1);
     if ((r = fc_fault_noticed()) != CUDA_SUCCESS)
         return r;
     return fc_capture_check_unsafe();
 }
+
+_Atomic unsigned long fc_ctx_syncs;
 
 CUresult cuCtxSynchronize_v2(CUcontext ctx)
 {

@@ -35,6 +35,8 @@ enum {
 extern atomic_bool fc_initialized;
 /* Counters written at exit to the file FAKECUDA_STATS names (graph.c). */
 extern _Atomic unsigned long fc_async_allocations;
+/* cuMemAlloc_v2 calls and host registrations that succeeded (FAKECUDA_STATS) */
+extern _Atomic unsigned long fc_mem_allocs, fc_host_registrations;
 void fc_stats_at_exit(void);
 /* Requires an initialised driver and a current context, and answers the sticky
  * error of a kernel that faulted (fc_fault) once one has. */
@@ -55,6 +57,12 @@ FC_HIDDEN bool fc_context_alive(CUcontext ctx);
 /* The current context's id (cuCtxGetId), 0 where none is current. A primary context
  * reset, or released for the last time, comes back under its handle with a new id. */
 FC_HIDDEN unsigned long long fc_context_id(void);
+/* A context's id (0: none). */
+FC_HIDDEN unsigned long long fc_context_id_of(CUcontext ctx);
+/* The context of the launch a thread executes now (stream.c's fc_op_execute). */
+FC_HIDDEN extern _Thread_local CUcontext fc_executing_ctx;
+/* The id of the context device memory at p was allocated in (cuMemAlloc); 0: other. */
+FC_HIDDEN unsigned long long fc_device_context(CUdeviceptr p);
 /* A context ended: the registrations of host memory made in it end too (memory.c). */
 FC_HIDDEN void fc_registrations_end(unsigned long long ctx);
 /* How many built-in kernels there may be (code.c's handle tables). */
@@ -72,9 +80,16 @@ FC_HIDDEN bool fc_function_in_context(CUfunction f);
 extern _Atomic unsigned long fc_out_of_memory;
 /* Bytes cudump's kernel read, job by job (kernels.c), for FAKECUDA_STATS. */
 extern _Atomic unsigned long fc_tool_bytes;
+/* Grids of cudump_tools run (graph nodes too) and of the batched scan, cudump_scan_list
+ * (kernels.c), for FAKECUDA_STATS. */
+extern _Atomic unsigned long fc_tools_runs;
+extern _Atomic unsigned long fc_scan_list_launches;
 /* Launches of cudump's kernel with programmatic stream serialization (launch.c), for
  * FAKECUDA_STATS. */
 extern _Atomic unsigned long fc_tool_waiting;
+/* Launches of cudump's kernels (cudump_*) the stand-in took from the host, however made
+ * (launch.c), for FAKECUDA_STATS. */
+extern _Atomic unsigned long fc_tool_launches;
 /* The device's compute capability, major (FAKECUDA_CC_MAJOR; 9, a Hopper, by default). */
 FC_HIDDEN int fc_cc_major(void);
 /* Whether the last PTX loaded with cudump's kernel in it waits for the kernel before it
@@ -212,12 +227,20 @@ FC_HIDDEN volatile uint32_t *fc_tools_hold(const struct fc_builtin *k, const uns
  * process's first takes that long on that thread before it runs (a real launch takes
  * microseconds), so that a test sees what else reaches the device meanwhile. */
 FC_HIDDEN void fc_tools_delay(const struct fc_builtin *k);
+/* FAKECUDA_PAUSE_LAUNCH=N: the program's N-th launch (cudump's not counted) waits, before
+ * it is put on its stream, until another thread's cuCtxSynchronize has returned (10 s at
+ * most); fakecuda_launch_paused() tells a program's thread when it is waiting. */
+FC_HIDDEN void fc_pause_launch(const struct fc_builtin *k);
+FC_HIDDEN extern _Atomic unsigned long fc_ctx_syncs;
 /* How long cudump's kernel holds a stream nobody begins to serve before it opens
  * the gate itself: TOOL_HOLD_NS, or FAKECUDA_TOOLS_HOLD_NS (0: it gives up at once,
  * as the real kernel does when the shim never comes). */
 FC_HIDDEN uint64_t fc_tools_hold_ns(void);
 FC_HIDDEN CUresult fc_submit(struct fc_stream *s, const struct fc_op *op);
 FC_HIDDEN CUresult fc_op_execute(const struct fc_op *op);
+/* A program's stream synchronize: graph scan nodes' records held back (FAKECUDA_RECORD_LAG)
+ * land at the second after their node ran. */
+FC_HIDDEN void fc_records_land(void);
 /* Work that a capture cannot record (a graph launch) is refused on a
  * capturing stream, whose capture it invalidates, and on the legacy stream
  * while a blocking stream captures. */
@@ -226,6 +249,9 @@ FC_HIDDEN CUresult fc_uncapturable_work(struct fc_stream *s);
  * returns CUDA_SUCCESS or CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (and then has
  * invalidated the captures the call interfered with). */
 FC_HIDDEN CUresult fc_capture_check_unsafe(void);
+/* Work on the legacy stream while a blocking stream captures: refused
+ * (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) and the capture lost. */
+FC_HIDDEN CUresult fc_legacy_conflict(void);
 FC_HIDDEN extern atomic_int fc_active_captures;
 
 /* ---- graph.c ---- */

@@ -50,6 +50,8 @@ enum {
     K_POKE,
     K_ALLREDUCE,
     K_XLA_LOG,
+    K_SCAN_LIST,
+    K_FILL_HALF,
     K_COUNT
 };
 
@@ -139,6 +141,20 @@ static void fill_int(const unsigned char *args, struct fc_dim3 b, struct fc_dim3
     const struct fc_builtin *k = self(K_FILL);
     ARG(int *, args, k, 0, p);
     ARG(int, args, k, 1, v);
+    ARG(int, args, k, 2, n);
+    unsigned int i = gx(b, t, d);
+    if ((long long)i < n)
+        p[i] = v;
+}
+
+/* fillHalf(__half* p, unsigned short v, int n): p[i] = v, v an fp16 element's bits */
+static void fill_half(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
+                      struct fc_dim3 d, struct fc_dim3 g)
+{
+    (void)g;
+    const struct fc_builtin *k = self(K_FILL_HALF);
+    ARG(uint16_t *, args, k, 0, p);
+    ARG(uint16_t, args, k, 1, v);
     ARG(int, args, k, 2, n);
     unsigned int i = gx(b, t, d);
     if ((long long)i < n)
@@ -286,6 +302,9 @@ static void tma_copy(const unsigned char *args, struct fc_dim3 b, struct fc_dim3
 }
 
 _Atomic unsigned long fc_tool_bytes;
+/* cudump_tools kernels run (graph nodes too), beside the host's launches of any
+ * kernel of cudump's (fc_tool_launches, launch.c). */
+_Atomic unsigned long fc_tools_runs;
 
 /* cudump_tools(struct tool_jobs): the kernel the shim loads as PTX
  * (shim/gpu/tools.cu), thread by thread the same way: each block works on its
@@ -357,24 +376,12 @@ static double tool_abs(const unsigned char *p, unsigned fmt)
     return f;
 }
 
-static void tools(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
-                  struct fc_dim3 d, struct fc_dim3 g)
+/* One thread's share of job j (its block-th block): what it finds goes into the job's
+ * accumulator; the job's last thread writes the result (and the mark). Returns whether
+ * this thread was that one: its `done` (and a hold's count) is then the caller's. */
+static bool tool_thread(const struct tool_job *j, unsigned block, struct fc_dim3 t,
+                        struct fc_dim3 d)
 {
-    (void)g;
-    const struct fc_builtin *k = self(K_TOOLS);
-    /* Called once per thread: only the job's own bytes are copied out. */
-    const unsigned char *param = args + k->offsets[0];
-    unsigned njobs, n = 0, block = b.x;
-    memcpy(&njobs, param + offsetof(struct tool_jobs, njobs), sizeof njobs);
-    struct tool_job job;
-    for (;;) {
-        memcpy(&job, param + offsetof(struct tool_jobs, job) + n * sizeof job, sizeof job);
-        if (n + 1 >= njobs || block < job.blocks)
-            break;
-        block -= job.blocks;
-        n++;
-    }
-    const struct tool_job *j = &job;
     const unsigned char *base = (const unsigned char *)(uintptr_t)j->src;
     uint64_t width = j->width, height = j->height, pitch = j->pitch;
     uint64_t first = (uint64_t)block * d.x + t.x, stride = (uint64_t)j->blocks * d.x;
@@ -413,14 +420,14 @@ static void tools(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
         acc[1] = mark;
     }
     if (t.x != d.x - 1 || ++acc[2] != j->blocks)
-        return;
+        return false;
     /* As on a GPU: results written where the device maps nothing (host memory whose
      * registration ended with its context) fault the context. */
     if (fc_check_mapped(j->acc, 3 * sizeof *acc) != CUDA_SUCCESS ||
         fc_check_mapped(j->result, 3 * sizeof(uint64_t)) != CUDA_SUCCESS ||
         (j->twin && fc_check_mapped(j->twin, 3 * sizeof(uint64_t)) != CUDA_SUCCESS)) {
         fc_set_fault(FC_ERROR_ILLEGAL_ADDRESS);
-        return;
+        return false;
     }
     volatile uint64_t *result = (volatile uint64_t *)(uintptr_t)j->result;
     volatile uint64_t *twin = (volatile uint64_t *)(uintptr_t)j->twin;
@@ -435,6 +442,33 @@ static void tools(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
     if (j->mark && acc[0] && (!j->before || ((volatile uint64_t *)(uintptr_t)j->before)[0] == 0))
         *(uint64_t *)(uintptr_t)j->mark |= 1; /* a new NaN or Inf */
     acc[0] = acc[1] = acc[2] = 0;
+    return true;
+}
+
+static void tools(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
+                  struct fc_dim3 d, struct fc_dim3 g)
+{
+    (void)g;
+    const struct fc_builtin *k = self(K_TOOLS);
+    if (b.x == 0 && t.x == 0)
+        atomic_fetch_add(&fc_tools_runs, 1);
+    /* Called once per thread: only the job's own bytes are copied out. */
+    const unsigned char *param = args + k->offsets[0];
+    unsigned njobs, n = 0, block = b.x;
+    memcpy(&njobs, param + offsetof(struct tool_jobs, njobs), sizeof njobs);
+    struct tool_job job;
+    for (;;) {
+        memcpy(&job, param + offsetof(struct tool_jobs, job) + n * sizeof job, sizeof job);
+        if (n + 1 >= njobs || block < job.blocks)
+            break;
+        block -= job.blocks;
+        n++;
+    }
+    const struct tool_job *j = &job;
+    if (!tool_thread(j, block, t, d))
+        return;
+    volatile uint64_t *result = (volatile uint64_t *)(uintptr_t)j->result;
+    volatile uint64_t *twin = (volatile uint64_t *)(uintptr_t)j->twin;
     /* With `hold`, each of the held launch's jobs (TOOL_HOLDS) counts itself before
      * `done`; the last one zeroes the words and, if anything was marked, holds the
      * stream (fc_tools_hold). */
@@ -456,6 +490,127 @@ static void tools(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
         twin[2] = j->twin_tag;
 }
 
+/* A graph scan node's running record (shim/tooljob.h): the sequence word odd while the
+ * others are written, as the kernel does. */
+static void write_record(volatile uint64_t *record, uint64_t found, uint64_t first)
+{
+    uint64_t seq = record[TOOL_RECORD_SEQ];
+    record[TOOL_RECORD_SEQ] = seq + 1;
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    if (found) {
+        record[TOOL_RECORD_FIRST] = first;
+        record[TOOL_RECORD_COUNT] = found;
+        record[TOOL_RECORD_BAD] = record[TOOL_RECORD_BAD] + 1;
+    } else {
+        record[TOOL_RECORD_GOOD] = record[TOOL_RECORD_GOOD] + 1;
+    }
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    record[TOOL_RECORD_SEQ] = seq + 2;
+}
+
+/* FAKECUDA_RECORD_LAG=1: a scan node's jobs after its first write their records only at
+ * the second cuStreamSynchronize after the node ran (fc_records_land), as on a GPU where
+ * the host looks while the node is half done: a look in between sees the first job's
+ * record of the latest replay and the others' of the replay before. */
+static bool record_lag(void)
+{
+    const char *on = getenv("FAKECUDA_RECORD_LAG");
+    return on && *on == '1';
+}
+
+enum { LAGGED_MAX = 4096 };
+static struct lagged {
+    volatile uint64_t *record;
+    uint64_t found, first, due;
+} lagged[LAGGED_MAX];
+static unsigned nlagged;
+static uint64_t stream_syncs;
+static pthread_mutex_t lag_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void lag_record(volatile uint64_t *record, uint64_t found, uint64_t first)
+{
+    pthread_mutex_lock(&lag_lock);
+    if (nlagged < LAGGED_MAX)
+        lagged[nlagged++] = (struct lagged){record, found, first, stream_syncs + 2};
+    else
+        write_record(record, found, first);
+    pthread_mutex_unlock(&lag_lock);
+}
+
+FC_HIDDEN void fc_records_land(void)
+{
+    pthread_mutex_lock(&lag_lock);
+    stream_syncs++;
+    unsigned kept = 0;
+    for (unsigned i = 0; i < nlagged; i++) {
+        if (lagged[i].due <= stream_syncs)
+            write_record(lagged[i].record, lagged[i].found, lagged[i].first);
+        else
+            lagged[kept++] = lagged[i];
+    }
+    nlagged = kept;
+    pthread_mutex_unlock(&lag_lock);
+}
+
+_Atomic unsigned long fc_scan_list_launches;
+
+/* cudump_scan_list(struct tool_list): the batched scan (shim/gpu/tools.cu), the same
+ * way: a block finds its job by the list's `starts`, in device-readable memory. */
+static void scan_list(const unsigned char *args, struct fc_dim3 b, struct fc_dim3 t,
+                      struct fc_dim3 d, struct fc_dim3 g)
+{
+    (void)g;
+    const struct fc_builtin *k = self(K_SCAN_LIST);
+    struct tool_list list;
+    memcpy(&list, args + k->offsets[0], sizeof list);
+    if (b.x == 0 && t.x == 0) {
+        atomic_fetch_add(&fc_scan_list_launches, 1);
+        fc_stats_at_exit();
+    }
+    if (!list.njobs || fc_check_mapped(list.jobs, list.njobs * sizeof(struct tool_job)) ||
+        fc_check_mapped(list.starts, list.njobs * sizeof(unsigned))) {
+        fc_set_fault(FC_ERROR_ILLEGAL_ADDRESS);
+        return;
+    }
+    const struct tool_job *jobs = (const struct tool_job *)(uintptr_t)list.jobs;
+    const unsigned *starts = (const unsigned *)(uintptr_t)list.starts;
+    unsigned lo = 0, hi = list.njobs;
+    while (hi - lo > 1) {
+        unsigned mid = (lo + hi) / 2;
+        if (starts[mid] <= b.x)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    struct tool_job job = jobs[lo];
+    /* As a GPU without peer access: another context's memory is not mapped in this one. */
+    unsigned long long owner = t.x == 0 ? fc_device_context(job.src) : 0;
+    if (owner && fc_executing_ctx && owner != fc_context_id_of(fc_executing_ctx)) {
+        fc_set_fault(FC_ERROR_ILLEGAL_ADDRESS);
+        return;
+    }
+    /* A graph's scan node: the running record in `twin` (shim/tooljob.h), not a second
+     * result. */
+    volatile uint64_t *record = (volatile uint64_t *)(uintptr_t)job.twin;
+    uint64_t record_at = job.twin;
+    job.twin = 0;
+    if (!tool_thread(&job, b.x - starts[lo], t, d))
+        return;
+    if (record) {
+        if (fc_check_mapped(record_at, TOOL_RECORD_WORDS * sizeof(uint64_t)) != CUDA_SUCCESS) {
+            fc_set_fault(FC_ERROR_ILLEGAL_ADDRESS);
+            return;
+        }
+        const volatile uint64_t *result = (const volatile uint64_t *)(uintptr_t)job.result;
+        if (lo && record_lag())
+            lag_record(record, result[0], result[1]);
+        else
+            write_record(record, result[0], result[1]);
+    }
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    ((volatile uint64_t *)(uintptr_t)job.result)[2] = job.tag;
+}
+
 FC_HIDDEN void fc_tools_delay(const struct fc_builtin *k)
 {
     /* Not on the program's first thread: its own launches run at once, as ever. */
@@ -466,6 +621,28 @@ FC_HIDDEN void fc_tools_delay(const struct fc_builtin *k)
     struct timespec nap = {n / 1000000, n % 1000000 * 1000};
     if (n > 0)
         nanosleep(&nap, NULL);
+}
+
+static _Atomic long program_launches;
+static atomic_int launch_paused;
+
+int fakecuda_launch_paused(void)
+{
+    return atomic_load(&launch_paused);
+}
+
+FC_HIDDEN void fc_pause_launch(const struct fc_builtin *k)
+{
+    if (strncmp(k->short_name, "cudump_", 7) == 0)
+        return;
+    const char *at = getenv("FAKECUDA_PAUSE_LAUNCH");
+    long n = atomic_fetch_add(&program_launches, 1) + 1;
+    if (!at || atol(at) != n)
+        return;
+    unsigned long syncs = atomic_load(&fc_ctx_syncs);
+    atomic_store(&launch_paused, 1);
+    for (int i = 0; i < 100000 && atomic_load(&fc_ctx_syncs) == syncs; i++)
+        usleep(100);
 }
 
 FC_HIDDEN uint64_t fc_tools_hold_ns(void)
@@ -515,6 +692,9 @@ static struct fc_builtin builtins[K_COUNT] = {
     [K_ALLREDUCE] = {"_Z39ncclDevKernel_AllReduce_Sum_f32_RING_LL24ncclDevKernelArgsStorageILm4096EE",
                      "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 1, {4096}, {0}, 0, NULL},
     [K_XLA_LOG] = {"loop_log_fusion", "loop_log_fusion", 3, {8, 8, 8}, {0}, 0, xla_log},
+    [K_SCAN_LIST] = {"cudump_scan_list", "cudump_scan_list", 1, {sizeof(struct tool_list)},
+                     {0}, 0, scan_list},
+    [K_FILL_HALF] = {"_Z8fillHalfP6__halfti", "fillHalf", 3, {8, 2, 4}, {0}, 0, fill_half},
 };
 
 FC_HIDDEN const size_t fc_builtin_count = K_COUNT;

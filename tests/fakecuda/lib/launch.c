@@ -58,11 +58,14 @@ static CUresult launch(CUfunction f, struct fc_dim3 grid, struct fc_dim3 block, 
                                   .programmatic = programmatic,
                                   .args = args}};
     fc_tools_delay(k);
+    fc_pause_launch(k);
     /* As the driver: a launch into a context destroyed meanwhile (by another thread,
      * during the delay above) fails. */
     if (!fc_context_alive(op.launch.ctx))
         return FC_ERROR_INVALID_CONTEXT;
     r = fc_submit(s, &op);
+    if (r == CUDA_SUCCESS && strncmp(k->short_name, "cudump_", 7) == 0) /* any of cudump's */
+        atomic_fetch_add(&fc_tool_launches, 1);
     volatile uint64_t *mail = NULL;
     volatile uint32_t *gate = r == CUDA_SUCCESS ? fc_tools_hold(k, args, &mail) : NULL;
     if (gate && fc_watchdog()) {
@@ -75,6 +78,8 @@ static CUresult launch(CUfunction f, struct fc_dim3 grid, struct fc_dim3 block, 
         fc_hold_gate(s, gate, mail, fc_tools_hold_ns(), 4 /* GATE_RELEASED */);
     return r;
 }
+
+_Atomic unsigned long fc_tool_launches;
 
 #define DIM(x, y, z) ((struct fc_dim3){(x), (y), (z)})
 

@@ -62,7 +62,8 @@ static CUresult table_add(uintptr_t base, size_t size, enum fc_mem_kind kind)
     }
     if (table_count < table_cap)
         table[table_count++] =
-            (struct fc_alloc){base, size, kind, kind == MEM_REGISTERED ? fc_context_id() : 0};
+            (struct fc_alloc){base, size, kind,
+                              kind == MEM_REGISTERED || kind == MEM_DEVICE ? fc_context_id() : 0};
     else
         r = CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_unlock(&table_lock);
@@ -149,6 +150,17 @@ static CUresult check_device(CUdeviceptr p, size_t n)
                                                            : CUDA_ERROR_INVALID_VALUE;
 }
 
+static bool match_linear(enum fc_mem_kind k)
+{
+    return k == MEM_DEVICE;
+}
+
+FC_HIDDEN unsigned long long fc_device_context(CUdeviceptr p)
+{
+    struct fc_alloc a;
+    return table_find((uintptr_t)p, 1, match_linear, &a) ? a.ctx : 0;
+}
+
 FC_HIDDEN CUresult fc_check_device(CUdeviceptr p, size_t n)
 {
     return check_device(p, n);
@@ -164,6 +176,40 @@ FC_HIDDEN CUresult fc_check_mapped(CUdeviceptr p, size_t n)
 
 /* Device memory counts against the device's size (pools.c), but for what a pool of the
  * program's own lends: the pool has counted it. */
+/* FAKECUDA_REUSE_FREED=1: the last device allocation freed is kept, and the next one of
+ * its size gets its address, as a real driver often gives (a buffer made again where one
+ * was freed). */
+static pthread_mutex_t freed_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *freed_block;
+static size_t freed_size;
+
+static bool reuse_freed(void)
+{
+    const char *on = getenv("FAKECUDA_REUSE_FREED");
+    return on && *on == '1';
+}
+
+static void *take_freed(size_t rounded)
+{
+    void *p = NULL;
+    pthread_mutex_lock(&freed_lock);
+    if (freed_block && freed_size == rounded) {
+        p = freed_block;
+        freed_block = NULL;
+    }
+    pthread_mutex_unlock(&freed_lock);
+    return p;
+}
+
+static void keep_freed(void *p, size_t rounded)
+{
+    pthread_mutex_lock(&freed_lock);
+    free(freed_block);
+    freed_block = p;
+    freed_size = rounded;
+    pthread_mutex_unlock(&freed_lock);
+}
+
 static CUresult allocate(CUdeviceptr *dptr, size_t bytesize, enum fc_mem_kind kind, bool unsafe,
                          bool counted)
 {
@@ -178,7 +224,9 @@ static CUresult allocate(CUdeviceptr *dptr, size_t bytesize, enum fc_mem_kind ki
         return r;
     /* 256-byte alignment, like cudaMalloc's guarantee. */
     size_t rounded = (bytesize + 255) / 256 * 256;
-    void *p = aligned_alloc(256, rounded);
+    void *p = kind == MEM_DEVICE && reuse_freed() ? take_freed(rounded) : NULL;
+    if (!p)
+        p = aligned_alloc(256, rounded);
     if (!p)
         r = CUDA_ERROR_OUT_OF_MEMORY;
     else
@@ -194,9 +242,14 @@ static CUresult allocate(CUdeviceptr *dptr, size_t bytesize, enum fc_mem_kind ki
     return CUDA_SUCCESS;
 }
 
+_Atomic unsigned long fc_mem_allocs, fc_host_registrations;
+
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
-    return allocate(dptr, bytesize, MEM_DEVICE, true, false);
+    CUresult r = allocate(dptr, bytesize, MEM_DEVICE, true, false);
+    if (r == CUDA_SUCCESS)
+        atomic_fetch_add(&fc_mem_allocs, 1);
+    return r;
 }
 
 CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
@@ -273,9 +326,13 @@ static CUresult release(CUdeviceptr dptr, bool unsafe)
     struct fc_alloc a;
     if (!table_remove((uintptr_t)dptr, match_freeable, &a))
         return CUDA_ERROR_INVALID_VALUE;
-    if (!fc_pool_give(a.base))
+    bool pooled = fc_pool_give(a.base);
+    if (!pooled)
         fc_capacity_give(a.size);
-    free((void *)(uintptr_t)dptr);
+    if (!pooled && a.kind == MEM_DEVICE && reuse_freed())
+        keep_freed((void *)(uintptr_t)dptr, (a.size + 255) / 256 * 256);
+    else
+        free((void *)(uintptr_t)dptr);
     return CUDA_SUCCESS;
 }
 
@@ -348,29 +405,43 @@ static CUresult copy_sync(void *dst, const void *src, size_t n)
     return r;
 }
 
-CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+static CUresult htod(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
 {
     CUresult r = check_device(dstDevice, ByteCount);
     return r != CUDA_SUCCESS ? r : copy_sync((void *)(uintptr_t)dstDevice, srcHost, ByteCount);
 }
 
-CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+/* The synchronous copies and memsets without _ptds go on the legacy stream, which waits for
+ * every blocking stream: where one captures, the driver refuses and the capture is lost. */
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
 {
-    return cuMemcpyHtoD_v2(dstDevice, srcHost, ByteCount);
+    CUresult r = fc_legacy_conflict();
+    return r != CUDA_SUCCESS ? r : htod(dstDevice, srcHost, ByteCount);
 }
 
-CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+{
+    return htod(dstDevice, srcHost, ByteCount);
+}
+
+static CUresult dtoh(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
 {
     CUresult r = check_device(srcDevice, ByteCount);
     return r != CUDA_SUCCESS ? r : copy_sync(dstHost, (void *)(uintptr_t)srcDevice, ByteCount);
 }
 
-CUresult cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
 {
-    return cuMemcpyDtoH_v2(dstHost, srcDevice, ByteCount);
+    CUresult r = fc_legacy_conflict();
+    return r != CUDA_SUCCESS ? r : dtoh(dstHost, srcDevice, ByteCount);
 }
 
-CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
+CUresult cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    return dtoh(dstHost, srcDevice, ByteCount);
+}
+
+static CUresult dtod(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
 {
     CUresult r = check_device(dstDevice, ByteCount);
     if (r == CUDA_SUCCESS)
@@ -380,9 +451,15 @@ CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t By
                                          (void *)(uintptr_t)srcDevice, ByteCount);
 }
 
+CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    CUresult r = fc_legacy_conflict();
+    return r != CUDA_SUCCESS ? r : dtod(dstDevice, srcDevice, ByteCount);
+}
+
 CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
 {
-    return cuMemcpyDtoD_v2(dstDevice, srcDevice, ByteCount);
+    return dtod(dstDevice, srcDevice, ByteCount);
 }
 
 /* Host memory that begins or ends inside a registration must lie wholly in it.
@@ -779,7 +856,7 @@ CUresult cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N,
     return memset_async(dstDevice, ui, 4, N, hStream, true);
 }
 
-CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
+static CUresult memset8(CUdeviceptr dstDevice, unsigned char uc, size_t N)
 {
     CUresult r = check_device(dstDevice, N);
     if (r == CUDA_SUCCESS)
@@ -789,9 +866,15 @@ CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
     return r;
 }
 
+CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
+{
+    CUresult r = fc_legacy_conflict();
+    return r != CUDA_SUCCESS ? r : memset8(dstDevice, uc, N);
+}
+
 CUresult cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N)
 {
-    return cuMemsetD8_v2(dstDevice, uc, N);
+    return memset8(dstDevice, uc, N);
 }
 
 /* The other synchronous memsets: made at once, as cuMemsetD8_v2 is. */
@@ -982,7 +1065,10 @@ CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
     if (table_find((uintptr_t)p, 1, match_host_any, NULL) ||
         table_find((uintptr_t)p + bytesize - 1, 1, match_host_any, NULL))
         return FC_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
-    return table_add((uintptr_t)p, bytesize, MEM_REGISTERED);
+    r = table_add((uintptr_t)p, bytesize, MEM_REGISTERED);
+    if (r == CUDA_SUCCESS)
+        atomic_fetch_add(&fc_host_registrations, 1);
+    return r;
 }
 
 /* As on an H200 after a reset: a registration ends with the context it was made

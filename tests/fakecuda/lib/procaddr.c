@@ -40,6 +40,8 @@ static const struct fc_proc procs[] = {
     P("cuCtxDestroy", cuCtxDestroy_v2, 4000),
     P("cuCtxSetCurrent", cuCtxSetCurrent, 4000),
     P("cuCtxGetCurrent", cuCtxGetCurrent, 4000),
+    P("cuCtxPushCurrent", cuCtxPushCurrent_v2, 4000),
+    P("cuCtxPopCurrent", cuCtxPopCurrent_v2, 4000),
     P("cuCtxGetDevice", cuCtxGetDevice, 2000),
     P("cuCtxSynchronize", cuCtxSynchronize, 2000),
     P("cuCtxSynchronize", cuCtxSynchronize_v2, 13000),

@@ -320,6 +320,11 @@ static CUresult legacy_conflict(bool invalidate)
     return r;
 }
 
+FC_HIDDEN CUresult fc_legacy_conflict(void)
+{
+    return legacy_conflict(true);
+}
+
 /* Makes deps the dependency set of the next captured node. Lock held. */
 static CUresult set_deps_locked(struct fc_stream *s, struct fc_node *const *deps, size_t n)
 {
@@ -364,11 +369,15 @@ static CUresult record_locked(struct fc_stream *s, const struct fc_op *op)
     return r;
 }
 
+_Thread_local CUcontext fc_executing_ctx;
+
 FC_HIDDEN CUresult fc_op_execute(const struct fc_op *op)
 {
     switch (op->kind) {
     case FC_OP_LAUNCH:
+        fc_executing_ctx = op->launch.ctx;
         fc_builtin_run(op->launch.kernel, op->launch.args, op->launch.grid, op->launch.block);
+        fc_executing_ctx = NULL;
         return CUDA_SUCCESS;
     case FC_OP_MEMCPY:
         return fc_copy3d(&op->copy);
@@ -515,6 +524,7 @@ static CUresult stream_synchronize(CUstream hStream, bool per_thread)
 
 CUresult cuStreamSynchronize(CUstream hStream)
 {
+    fc_records_land();
     return stream_synchronize(hStream, false);
 }
 
