@@ -34,6 +34,26 @@ def _steps(fake, *args: str) -> list[str]:
     return [str(fake.programs["steps"]), *args]
 
 
+def _watched_after_the_first(cudump_run, bare_run, argv: list[str], stats: Path,
+                             tmp_path: Path):
+    """12 replays under --watch-nan: the program's output as bare; the first replay with a
+    node of cudump's kernel before and after each of its three kernels and the probe's two
+    digest nodes, then one scan node for each of the other 11; summary.json says one replay
+    instrumented (and waited for) and 11 watched, against 12 instrumented under
+    --check-nan. The --watch-nan run."""
+    ran = cudump_run(argv, "--watch-nan", env_extra={"FAKECUDA_STATS": str(stats)})
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == bare_run(argv).stdout
+    counts = _stats(stats)
+    assert counts["tools_runs"] <= 6
+    assert counts["scan_list_launches"] == 2 + 11
+    done = summary(ran.run_dir)
+    assert (done["graph_replays_instrumented"], done["graph_replays_watched"]) == (1, 11)
+    exact = cudump_run(argv, "--check-nan", run_dir=tmp_path / "exact")
+    done = summary(exact.run_dir)
+    assert (done["graph_replays_instrumented"], done["graph_replays_watched"]) == (12, 0)
+    return ran
+
 def test_one_launch_in_a_window_is_named_unconfirmed(fake, cudump_run):
     """Synchronizing after every launch makes windows of one launch: the producer of w
     (step 5's first launch, launch 13) is named, but never "named exactly": a window's
@@ -159,21 +179,8 @@ def test_a_graph_replays_scan_node_finds_it_then_the_replay_is_named(fake, cudum
 def test_a_clean_graph_loop_costs_one_scan_node_a_replay(fake, cudump_run, bare_run, tmp_path):
     stats = tmp_path / "stats"
     argv = _steps(fake, "12", "2", str(INDEX))
-    ran = cudump_run(argv, "--watch-nan", env_extra={"FAKECUDA_STATS": str(stats)})
-    assert ran.returncode == 0, ran.stderr
-    assert ran.stdout == bare_run(argv).stdout
+    ran = _watched_after_the_first(cudump_run, bare_run, argv, stats, tmp_path)
     assert nan_lines(ran.stderr) == [] and _window_records(ran.run_dir) == []
-    counts = _stats(stats)
-    # The first replay: a node of cudump's kernel before and after each of the three, and
-    # the probe's two digest nodes; then one scan node for each of the other 11.
-    assert counts["tools_runs"] <= 6
-    assert counts["scan_list_launches"] == 2 + 11
-    # summary.json says so too: one replay instrumented (and waited for), 11 watched.
-    done = summary(ran.run_dir)
-    assert (done["graph_replays_instrumented"], done["graph_replays_watched"]) == (1, 11)
-    exact = cudump_run(argv, "--check-nan", run_dir=tmp_path / "exact")
-    done = summary(exact.run_dir)
-    assert (done["graph_replays_instrumented"], done["graph_replays_watched"]) == (12, 0)
 
 
 def test_stop_ends_the_program_once_an_exact_scan_confirms(fake, cudump_run):
@@ -336,18 +343,7 @@ def test_a_free_of_memory_the_graph_does_not_use_keeps_its_scan_node(
     held): one scan node a replay after the first, as in a loop with no frees."""
     stats = tmp_path / "stats"
     argv = _steps(fake, "12", "8", str(INDEX))
-    ran = cudump_run(argv, "--watch-nan", env_extra={"FAKECUDA_STATS": str(stats)})
-    assert ran.returncode == 0, ran.stderr
-    assert ran.stdout == bare_run(argv).stdout
-    counts = _stats(stats)
-    assert counts["tools_runs"] <= 6
-    assert counts["scan_list_launches"] == 2 + 11
-    # summary.json says so too: one replay instrumented (and waited for), 11 watched.
-    done = summary(ran.run_dir)
-    assert (done["graph_replays_instrumented"], done["graph_replays_watched"]) == (1, 11)
-    exact = cudump_run(argv, "--check-nan", run_dir=tmp_path / "exact")
-    done = summary(exact.run_dir)
-    assert (done["graph_replays_instrumented"], done["graph_replays_watched"]) == (12, 0)
+    _watched_after_the_first(cudump_run, bare_run, argv, stats, tmp_path)
 
 
 def test_a_graph_copy_made_again_uses_its_memory_again(fake, cudump_run, tmp_path):
