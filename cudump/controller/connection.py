@@ -37,6 +37,7 @@ from cudump.rundir.files import write_error
 from cudump.wire import protocol as p
 from cudump.wire.reading import read_message
 from cudump.wire.shm import SharedFile
+from cudump.wire.socket_reader import SocketReader
 
 Handler = Callable[[p.Message], None]
 
@@ -49,7 +50,7 @@ class Connection:
         self.sock = sock
         self.proc: ProcessState | None = None
         self.shared: SharedFile | None = None
-        self.reader = sock.makefile("rb")   # buffered: a burst of events, one system call
+        self.reader = SocketReader(sock)   # buffered, and says when it has caught up
         self.handlers: dict[int, Handler] = {
             p.Kind.HELLO: self.on_hello,
             p.Kind.FUNC: self.on_func,
@@ -112,7 +113,7 @@ class Connection:
             raise p.ProtocolError("hello without this run's token or protocol version")
         exe = msg.payload[p.HELLO.size:].decode("utf-8", "replace")
         self.proc = ProcessState(hello["pid"], hello["ppid"], exe,
-                                 rank=environ_rank(hello["pid"]))
+                                 rank=environ_rank(hello["pid"]), heard=self.reader)
         try:
             self.shared = ctl.shared_files.take(self.proc.pid)
         except OSError as err:

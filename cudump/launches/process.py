@@ -19,6 +19,7 @@ from cudump.kernels.geometry import Allocation
 from cudump.kernels.overrides import ArgOverride
 from cudump.kernels.tensormaps import TensorMap
 from cudump.launches.collectives import CollectiveLog, collective_op
+from cudump.launches.heard import Heard, NoSocket
 from cudump.launches.scopes import (
     NOWHERE,
     ScopeKind,
@@ -115,6 +116,7 @@ class ProcessState:
     flight: FlightRing | None = None         # its flight ring (--flight), at the run's end
     scopes: ScopeTable = field(default_factory=ScopeTable)   # MSG_SCOPE
     collectives: CollectiveLog = field(default_factory=CollectiveLog)
+    heard: Heard = field(default_factory=NoSocket)   # its socket read so far (heard.py)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def where(self, func_id: int, scope: int, step: int = 0, source: int = 0,

@@ -170,24 +170,33 @@ class ResultDrain(RingDrain[_Ring]):
         slots already (the report is one of them: those before it are taken)."""
         for ring in self._each():
             if ring.proc.pid == pid and getattr(self._inside, "ring", None) is not ring:
-                self._drain(ring)
+                self._drain(ring, heard=True)
 
-    def _drain(self, ring: _Ring) -> int:
+    def _drain(self, ring: _Ring, heard: bool = False) -> int:
+        """Takes the ring's slots reserved so far, once the process's connection has read
+        what the shim wrote on the socket before them (launches/heard.py): their scope
+        nodes, the collectives before them. Not where `heard` (a connection's own thread,
+        which has read them)."""
+        head = ring.shared.results_head
+        if head == ring.tail:
+            return 0        # nothing reserved: no numpy call
+        if not heard:
+            ring.proc.heard.wait_caught_up()
         with ring.lock:
             self._inside.ring = ring
             try:
-                return self._take(ring)
+                return self._take(ring, head)
             finally:
                 self._inside.ring = None
 
-    def _take(self, ring: _Ring) -> int:
+    def _take(self, ring: _Ring, head: int) -> int:
         """Takes the slots that are ready, in order. A slot is 16 KB, mostly results that
         no plan uses: only the fields read and the results in use are copied, and only of
         the slots the shim has finished writing, so that a window of launches still on
         the GPU costs a few bytes each per look."""
-        if ring.shared.results_head == ring.tail:
-            return 0        # nothing reserved: no numpy call
-        positions, index = window(len(ring.slots), ring.tail, ring.shared.results_head, BATCH)
+        if head == ring.tail:
+            return 0
+        positions, index = window(len(ring.slots), ring.tail, head, BATCH)
         tag = positions + np.uint64(1)
         count = leading(ring.slots["ready"][index] == tag)
         if count == 0:
