@@ -51,12 +51,14 @@ OPS = [
 
 
 def write_model(root: Path, side: str = "a", change: dict[int, float] | None = None, *,
-                digests: bool = False, scopes: bool = True, temp: int | None = None) -> Path:
+                digests: bool = False, scopes: bool = True, temp: int | None = None,
+                untyped: bool = False) -> Path:
     """One forward step of the model, as side `side` launches it ("a" eager, "b" compiled,
     "b-eager": B with A's kernels); `change`: op index -> a value added to its output's
     first element. Each launch reads its input (arg 0) and writes its output (arg 1),
     both recorded before and after, as .npy files or digests; an eager temporary holds
-    `temp` elements (default: twice the input's)."""
+    `temp` elements (default: twice the input's); `untyped`: every buffer recorded as bytes,
+    as a kernel whose signature gives no element type (a Triton or cuBLAS kernel) is."""
     root.mkdir(parents=True)
     lines: list[dict] = []
     occurrence: dict[str, int] = {}
@@ -79,8 +81,10 @@ def write_model(root: Path, side: str = "a", change: dict[int, float] | None = N
                         row_bytes=data.nbytes, rows=1, algorithm=ALGORITHM, rule="--digest")
         else:
             name = f"{launch:04d}_{arg}_{phase}.npy"
-            np.save(root / name, data)
+            np.save(root / name, data.reshape(-1).view(np.uint8) if untyped else data)
             line["file"] = name
+        if untyped:
+            line.update(dtype="uint8", shape=[data.nbytes], type="void*")
         return line
 
     for index, op in enumerate(OPS):
@@ -182,6 +186,34 @@ def test_a_change_in_a_nested_module_names_that_module(tmp_path: Path, capsys) -
     assert ("  its launches do not line up (1 launch each, of other kernels: A relu_kernel, "
             "B triton_relu): its outputs are what compares") in out
     assert "7 scopes compared, 4 differ" in out
+
+
+def test_outputs_known_only_as_bytes_of_other_kernels_are_said_to_be_a_guess(
+        tmp_path: Path, capsys) -> None:
+    """Where both sides' first differing output has no element type and the sides launch
+    other kernels, the pairing was by size and order alone: the finding says it may name the
+    wrong scope (eager against torch.compile inside PyTorch's caching allocator did so)."""
+    a = write_model(tmp_path / "a", untyped=True)
+    b = write_model(tmp_path / "b", "b", {3: 0.5}, untyped=True)
+    code, out, err = diff([str(a), str(b)], capsys)
+    assert code == 1, out + err
+    lines = out.splitlines()
+    first = next(i for i, ln in enumerate(lines) if ln.startswith("first difference:"))
+    assert lines[first].startswith("first difference: block1.relu (forward, step 0, call 2): "
+                                   "output 0 uint8[64]"), lines[first]
+    assert lines[first + 1] == (
+        "  note: this output is known on each side only as an allocation from its pointer on "
+        "(64 bytes and 64 bytes; its kernels give no element type), and the two sides launch "
+        "other kernels, so outputs were paired by those sizes and the order of their last "
+        "writes: inside a caching allocator's block, a temporary of one side can be paired "
+        "with the other's result, and this finding may name the wrong scope")
+    # Typed outputs, or launches that line up, are paired with no such doubt.
+    typed = write_model(tmp_path / "b2", "b", {3: 0.5})
+    code, out, _ = diff([str(write_model(tmp_path / "a2")), str(typed)], capsys)
+    assert code == 1 and "note: this output is known" not in out
+    same = write_model(tmp_path / "b3", "b-eager", {3: 0.5}, untyped=True)
+    code, out, _ = diff([str(a), str(same)], capsys)
+    assert code == 1 and "note: this output is known" not in out
 
 
 def test_launches_that_line_up_name_the_first_that_differs(tmp_path: Path, capsys) -> None:

@@ -31,6 +31,7 @@ from cudump.analysis.report.scope_text import (
     no_difference_line,
     scope_line,
     summary_line,
+    untyped_note,
 )
 from cudump.analysis.report.text import PairTable, file_report, run_summary
 from cudump.analysis.stats import is_any_run, no_snapshots, not_a_run
@@ -281,6 +282,9 @@ class DiffCommand:
             print(no_difference_line(tol))
         else:
             print(first_scope_line(first, tol, diff.ranked))
+            note = untyped_note(first)
+            if note:
+                print(note)
             processes = len(diff.a.run.processes)
             for line in inside_lines(launches_inside(first, tol, diff.ranked), processes):
                 print(line)

@@ -39,6 +39,7 @@ from cudump.analysis.report.scope_text import (
     inside_lines,
     no_difference_line,
     summary_line,
+    untyped_note,
 )
 from cudump.analysis.report.text import PairTable
 from cudump.rundir.manifest import SnapshotRecord
@@ -159,6 +160,9 @@ class ScopeSteps:
                                 "outputs are equal this time; the program is not deterministic "
                                 "(or depends on something that changed between runs)")
         self.b.say(f"  {first_scope_line(again, tol, ranked)}")
+        note = untyped_note(again)
+        if note:
+            self.b.say(note)
         processes = len(snaps[0].processes)
         for line in inside_lines(launches_inside(again, tol, ranked), processes):
             self.b.say(line)

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from cudump.analysis.diff.align import PairResult
 from cudump.analysis.diff.by_scope import (
+    UNTYPED,
     LaunchesInside,
     ScopeDiff,
     ScopePair,
     geometry,
+    nbytes,
 )
 from cudump.analysis.diff.metrics import Tolerance
 from cudump.analysis.report.formats import fmt_count, fmt_num, fmt_tol, plural
@@ -63,6 +65,31 @@ def first_scope_line(pair: ScopePair, tol: Tolerance, ranked: bool = False) -> s
     0.32 > tolerance (atol 0, rtol 0), 12 of 64 elements differ`."""
     place, first = pair.differing[0]
     return f"first difference: {pair.key.text(ranked)}: {output_text(place, first, tol)}"
+
+
+def untyped_note(pair: ScopePair) -> str | None:
+    """A line where the scope's first differing output is known on both sides only as an
+    allocation from its pointer on (no element type from its kernels), and the two sides'
+    launches are not the same kernels: the outputs were then paired by those sizes and the
+    order of their last writes, which a caching allocator's block (PyTorch's) makes a guess
+    (a temporary of one side can pair with the other's result). None otherwise."""
+    if not pair.differing or pair.a is None or pair.b is None:
+        return None
+    _, first = pair.differing[0]
+    if first.a is None or first.b is None or any(
+            s.record.dtype not in (None, *UNTYPED) for s in (first.a, first.b)):
+        return None
+    kernels = [[ln.kernel for ln in occ.launches] for occ in (pair.a, pair.b)]
+    if kernels[0] == kernels[1]:
+        return None
+    sizes = " and ".join(f"{fmt_count(n)} bytes" if (n := nbytes(s)) is not None
+                         else "a size not recorded" for s in (first.a, first.b))
+    return (f"  note: this output is known on each side only as an allocation from its "
+            f"pointer on ({sizes}; its kernels give no element type), and the two sides "
+            f"launch other kernels, so outputs were paired by those sizes and the order of "
+            f"their last writes: inside a caching allocator's block, a temporary of one side "
+            f"can be paired with the other's result, and this finding may name the wrong "
+            f"scope")
 
 
 def inside_lines(inside: LaunchesInside, processes: int = 1) -> list[str]:
