@@ -163,6 +163,7 @@ class FakeDebugger:
         self.changes = 0
         self.resumes: list[tuple[int, str]] = []
         self.interrupts = 0
+        self.interrupted = False           # a Ctrl-C taken before the prompt, not yet a stop
         self.ends = 0
         self.records: list[SnapshotRecord] = []
         self.kernel = kernel_step

@@ -164,6 +164,18 @@ def test_ctrl_c_while_running_interrupts_then_ends(tmp_path: Path) -> None:
                                  "to end the run)")
 
 
+def test_a_ctrl_c_before_the_prompt_counts_as_the_first(tmp_path: Path) -> None:
+    """The session's early handler took the first Ctrl-C (the prompt was still loading): the
+    prompt's first is the second, and ends the run."""
+    debugger = FakeDebugger(tmp_path, [])
+    debugger.interrupted = True
+    debugger.on_wait = [KeyboardInterrupt()]
+    lines: list[str] = []
+    run_prompt(debugger, batch=[], out=lines.append)
+    assert (debugger.interrupts, debugger.ends) == (0, 1)
+    assert lines == [END_MESSAGE]
+
+
 def test_stops_after_the_run_was_ended_are_killed(tmp_path: Path) -> None:
     debugger = FakeDebugger(tmp_path, [make_stop()])
     debugger.on_wait = [KeyboardInterrupt(), KeyboardInterrupt()]

@@ -56,6 +56,7 @@ class DebugController:
             self._breakpoints.add(spec)
         self.break_rules = RuleCounter([r for r in controller.options.rules if r.is_break])
         self.detached = False
+        self.interrupted = False     # Debugger.interrupted
         self.ended_at_prompt: str | None = None   # "quit", "kill": the prompt ended it
         self._lock = threading.Lock()
         self._pending: dict[tuple[int, int], Halt] = {}   # (id(conn), seq) -> halt decided
@@ -104,9 +105,11 @@ class DebugController:
 
     def wait_for_stop(self, timeout: float | None = None) -> RemoteStop | None:
         try:
-            return self._stops.get(timeout=timeout)
+            stop = self._stops.get(timeout=timeout)
         except queue.Empty:
             return None
+        self.interrupted = False
+        return stop
 
     def resume(self, stop: Any, mode: ResumeMode) -> RemoteStop | None:
         assert isinstance(stop, RemoteStop)
@@ -158,6 +161,7 @@ class DebugController:
         return f"process {pid} has ended"
 
     def interrupt(self) -> None:
+        self.interrupted = True
         self.controller.each_shared(lambda s: s.set_interrupt(True))
         self.controller.bump()
 

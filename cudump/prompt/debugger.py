@@ -44,6 +44,12 @@ class Debugger(Protocol):
     @property
     def finished(self) -> bool: ...
 
+    @property
+    def interrupted(self) -> bool:
+        """A Ctrl-C asked for a stop at the next launch and none has come since (taken
+        before the prompt was ready, too): the prompt's next Ctrl-C ends the run."""
+        ...
+
     def resume(self, stop: StoppedLaunch, mode: ResumeMode) -> StoppedLaunch | None:
         """Lets the held launch go. `step` runs the kernel and returns the stop right
         after it (phase "after"), or None if there is none (the launch failed, the

@@ -210,8 +210,9 @@ class TerminalReader(Reader):
 def wait_for_stop(debugger: Debugger, out: Out, poll: float = POLL_SECONDS
                   ) -> StoppedLaunch | None:
     """The next stop, or None when the run has ended. Ctrl-C (KeyboardInterrupt in this
-    thread) asks for a stop at the next launch; a second one ends the run."""
-    interrupts = 0
+    thread) asks for a stop at the next launch; a second one ends the run, also where the
+    first came before the prompt was ready (the session's early handler took it)."""
+    interrupts = 1 if debugger.interrupted else 0
     while True:
         try:
             stop = debugger.wait_for_stop(timeout=poll)
