@@ -183,7 +183,10 @@ def test_fill_readme_writes_nothing_when_things_do_not_fit(tmp_path: Path, spoil
 
 def test_timeline_png_draws_threads_and_streams(fake, cudump_run, tmp_path: Path) -> None:
     trace = tmp_path / "threads.json"
-    ran = cudump_run([str(fake.programs["threads"]), "4"], "--timeline", str(trace))
+    # In turns: every stream is made before any launch and destroyed after all (a stream
+    # destroyed and another made at the same handle would share its track).
+    ran = cudump_run([str(fake.programs["threads"]), "4", "turns", "4"], "--timeline",
+                     str(trace))
     assert ran.returncode == 0, ran.stderr
     picture = tmp_path / "threads.png"
     said = timeline_png.render(trace, picture)

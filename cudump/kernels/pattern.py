@@ -220,6 +220,38 @@ def _shown(source: str) -> str:
     return f"{source[:60]!r}... ({len(source)} characters)"
 
 
+# Groups nested deeper than this are refused before Python's parser sees them: it recurses
+# once a level, so whether it fails would depend on the stack in use and the interpreter's
+# recursion limit (which another library may have raised), not on the pattern.
+MAX_NESTING = 200
+
+
+def _nesting(source: str) -> int:
+    """The deepest nesting of groups in a regular expression (escapes and sets skipped)."""
+    depth = deepest = 0
+    i, n = 0, len(source)
+    while i < n:
+        c = source[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":                      # a set: to its closing ']' (one first is literal)
+            i += 1
+            if i < n and source[i] == "^":
+                i += 1
+            if i < n and source[i] == "]":
+                i += 1
+            while i < n and source[i] != "]":
+                i += 2 if source[i] == "\\" else 1
+        elif c == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c == ")":
+            depth = max(0, depth - 1)
+        i += 1
+    return deepest
+
+
 def compile_regex(source: str, prefix: str = "re:") -> Regex:
     """Compiles a user's regular expression; raises PatternError with the reason."""
     if not source:
@@ -229,6 +261,9 @@ def compile_regex(source: str, prefix: str = "re:") -> Regex:
     automaton: Automaton | None = None
     irregular = ""
     shown = _shown(source)
+    if _nesting(source) > MAX_NESTING:
+        raise PatternError(f"regular expression {shown} is nested too deeply (groups "
+                           f"{MAX_NESTING} deep at most)")
     try:
         with warnings.catch_warnings():
             # Python warns of a set that a later version reads otherwise (`[[`, `--`, `&&`,
