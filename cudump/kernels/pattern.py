@@ -262,8 +262,7 @@ def compile_regex(source: str, prefix: str = "re:") -> Regex:
     irregular = ""
     shown = _shown(source)
     if _nesting(source) > MAX_NESTING:
-        raise PatternError(f"regular expression {shown} is nested too deeply (groups "
-                           f"{MAX_NESTING} deep at most)")
+        raise PatternError(f"regular expression {shown} is nested too deeply")
     try:
         with warnings.catch_warnings():
             # Python warns of a set that a later version reads otherwise (`[[`, `--`, `&&`,
