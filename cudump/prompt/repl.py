@@ -212,9 +212,10 @@ def wait_for_stop(debugger: Debugger, out: Out, poll: float = POLL_SECONDS
     """The next stop, or None when the run has ended. Ctrl-C (KeyboardInterrupt in this
     thread) asks for a stop at the next launch; a second one ends the run, also where the
     first came before the prompt was ready (the session's early handler took it)."""
-    interrupts = 1 if debugger.interrupted else 0
+    interrupts = 0
     while True:
         try:
+            _take_ctrl_c()
             stop = debugger.wait_for_stop(timeout=poll)
             if stop is not None:
                 if interrupts >= 2:         # the run is ending: nothing more to inspect
@@ -224,7 +225,9 @@ def wait_for_stop(debugger: Debugger, out: Out, poll: float = POLL_SECONDS
             if debugger.finished:
                 return None
         except KeyboardInterrupt:
-            interrupts += 1
+            # A first Ctrl-C may have been the session's early handler's (the prompt was
+            # loading): the debugger still waits for the stop it asked for.
+            interrupts = max(interrupts, int(debugger.interrupted)) + 1
             if interrupts == 1:
                 out(INTERRUPT_MESSAGE)
                 debugger.interrupt()
@@ -257,11 +260,17 @@ def run_prompt(debugger: Debugger, *, batch: Path | list[str] | None = None,
         reader = TerminalReader(ctx, write)
     else:
         reader = StreamReader(source, write)
-    # From here Ctrl-C is the prompt's (KeyboardInterrupt in this thread); until now the
-    # session's early handler took it (the program was already running).
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.default_int_handler)
     drive(ctx, reader)
+
+
+def _take_ctrl_c() -> None:
+    """From here Ctrl-C is the prompt's (KeyboardInterrupt in this thread); until now the
+    session's early handler took it (the program was already running). Done inside
+    wait_for_stop's try, so that a Ctrl-C right after the switch is one it counts, not a
+    KeyboardInterrupt out of the prompt."""
+    if (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def drive(ctx: Context, reader: Reader) -> None:
