@@ -194,8 +194,8 @@ class ResultDrain(RingDrain[_Ring]):
         no plan uses: only the fields read and the results in use are copied, and only of
         the slots the shim has finished writing, so that a window of launches still on
         the GPU costs a few bytes each per look."""
-        if head == ring.tail:
-            return 0
+        if head <= ring.tail:
+            return 0        # taken meanwhile, up to `head` or past it (catch_up, under the lock)
         positions, index = window(len(ring.slots), ring.tail, head, BATCH)
         tag = positions + np.uint64(1)
         count = leading(ring.slots["ready"][index] == tag)
