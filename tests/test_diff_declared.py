@@ -149,3 +149,14 @@ def test_equal_records_settle_their_parts_by_digest(tmp_path):
     aligned.compare_all(Tolerance())
     assert {p.key.name: p.status for p in aligned.pairs if p.both} == {
         "Net": "equal", "block0": "equal", "block1": "equal"}
+
+
+def test_a_damaged_outputs_file_is_one_line_naming_it(tmp_path, capsys):
+    a = write_run(tmp_path / "a", False)
+    b = write_run(tmp_path / "b", True)
+    with (b / "outputs.jsonl").open("a") as f:
+        f.write('{"pid": 7, "launches": "many"}\n{"pid": 7}\n')
+    code, out, err = diff([str(a), str(b)], capsys)
+    assert code != 0
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "outputs.jsonl:4:" in lines[0] and "launches" in lines[0], err

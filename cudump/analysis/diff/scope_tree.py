@@ -230,17 +230,10 @@ def scope_tree(run: Run, snapshots: list[Snapshot] | None = None,
         for occ in stack:
             occ.launches.append(launch)
     tree = ScopeTree(run, roots, launches)
-    _attach(tree, _declared(run))
+    # the run's outputs.jsonl: none for a run made without --module-outputs; a line that
+    # is not a module output is a RunFileError naming it
+    _attach(tree, read_outputs(run.path))
     return tree
-
-
-def _declared(run: Run) -> list[OutputRecord]:
-    """The run's outputs.jsonl (none for a run made without --module-outputs, or a run
-    made up in memory)."""
-    try:
-        return read_outputs(run.path)
-    except (CudumpError, OSError):
-        return []
 
 
 def _attach(tree: ScopeTree, declared: list[OutputRecord]) -> None:
