@@ -96,7 +96,9 @@ def test_a_users_own_nvtx_tool_is_kept(nvtx_program, cudump_run, tmp_path):
     assert not any("scope" in r for r in launches(ran.run_dir))
 
 
-PYTHON_TARGET = textwrap.dedent("""
+# A Python target's start: the stand-in driver and the shim's calls by ctypes, a buffer of
+# 64 floats (1.0, so that scaling changes it) and the arguments of `scale` over it.
+TARGET_START = textwrap.dedent("""
     import ctypes
 
     # PyDLL: the driver is called holding the GIL, as frameworks' launches are.
@@ -104,6 +106,8 @@ PYTHON_TARGET = textwrap.dedent("""
     shim = ctypes.CDLL(None)
     shim.cudump_scope_push.argtypes = [ctypes.c_uint, ctypes.c_char_p]
     shim.cudump_scope_current.restype = ctypes.c_uint
+    shim.cudump_scope_output.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint,
+                                         ctypes.c_char_p]
 
 
     def check(rc):
@@ -118,11 +122,15 @@ PYTHON_TARGET = textwrap.dedent("""
     check(cuda.cuModuleGetFunction(ctypes.byref(fn), mod, b"scale"))
     buf = ctypes.c_uint64()
     check(cuda.cuMemAlloc_v2(ctypes.byref(buf), 256))
+    check(cuda.cuMemsetD32_v2(buf, 0x3F800000, 64))
     two, n = ctypes.c_float(2.0), ctypes.c_int(64)
     args = (ctypes.c_void_p * 3)(*[ctypes.cast(ctypes.byref(v), ctypes.c_void_p)
                                    for v in (buf, two, n)])
 
 
+""")
+
+PYTHON_TARGET = TARGET_START + textwrap.dedent("""
     def launch():
         check(cuda.cuLaunchKernel(fn, 1, 1, 1, 64, 1, 1, 0, None, args, None))
 
@@ -186,34 +194,7 @@ def test_digests_of_repeated_launches_keep_each_launchs_scope(nvtx_program, cudu
     assert seen == [expected[n] for n in sorted(expected)]
 
 
-OUTPUT_TARGET = textwrap.dedent("""
-    import ctypes
-
-    cuda = ctypes.PyDLL("libcuda.so.1")
-    shim = ctypes.CDLL(None)
-    shim.cudump_scope_push.argtypes = [ctypes.c_uint, ctypes.c_char_p]
-    shim.cudump_scope_output.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint,
-                                         ctypes.c_char_p]
-
-
-    def check(rc):
-        assert rc == 0, rc
-
-
-    check(cuda.cuInit(0))
-    ctx, mod, fn = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
-    check(cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0))
-    check(cuda.cuCtxSetCurrent(ctx))
-    check(cuda.cuModuleLoadData(ctypes.byref(mod), b"fakecuda test image"))
-    check(cuda.cuModuleGetFunction(ctypes.byref(fn), mod, b"scale"))
-    buf = ctypes.c_uint64()
-    check(cuda.cuMemAlloc_v2(ctypes.byref(buf), 256))
-    check(cuda.cuMemsetD32_v2(buf, 0x3F800000, 64))          # 1.0f: scaling changes it
-    two, n = ctypes.c_float(2.0), ctypes.c_int(64)
-    args = (ctypes.c_void_p * 3)(*[ctypes.cast(ctypes.byref(v), ctypes.c_void_p)
-                                   for v in (buf, two, n)])
-
-
+OUTPUT_TARGET = TARGET_START + textwrap.dedent("""
     def launch():
         check(cuda.cuLaunchKernel(fn, 1, 1, 1, 64, 1, 1, 0, None, args, None))
 

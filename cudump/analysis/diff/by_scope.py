@@ -23,7 +23,6 @@ modules, and nothing can be compared there).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -33,7 +32,12 @@ import numpy as np
 from cudump.analysis.diff.align import NO_RANK, PairKey, PairResult, kept_snapshots
 from cudump.analysis.diff.arrays import compare_arrays
 from cudump.analysis.diff.compare import compare_pair
-from cudump.analysis.diff.declared import OutputSnapshot, compare_part_digests, found_outputs
+from cudump.analysis.diff.declared import (
+    OutputSnapshot,
+    compare_part_digests,
+    found_outputs,
+    nbytes,
+)
 from cudump.analysis.diff.metrics import Tolerance
 from cudump.analysis.diff.scope_tree import (
     Launch,
@@ -57,19 +61,6 @@ def _typed(snap: Snapshot) -> tuple[str, tuple[int, ...]] | None:
     if r.dtype is None or r.shape is None or r.dtype in UNTYPED:
         return None
     return r.dtype, tuple(r.shape)
-
-
-def nbytes(snap: Snapshot) -> int | None:
-    """The size of a recorded buffer in bytes, None where the record does not say."""
-    if snap.digest_only and snap.digest is not None:
-        return snap.digest.bytes
-    r = snap.record
-    if r.dtype is None or r.shape is None:
-        return None
-    try:
-        return int(np.dtype(r.dtype).itemsize * math.prod(r.shape))
-    except TypeError:
-        return None
 
 
 def geometry(snap: Snapshot) -> str:

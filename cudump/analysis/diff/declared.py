@@ -38,8 +38,9 @@ PART_OF_DIGEST = ("the digests cover the output's whole allocation from it on, w
                   "differs: only its elements can tell whether the output does")
 
 
-def _recorded_bytes(snap: Snapshot) -> int | None:
-    if snap.digest is not None:
+def nbytes(snap: Snapshot) -> int | None:
+    """The size of a recorded buffer in bytes, None where the record does not say."""
+    if snap.digest_only and snap.digest is not None:
         return snap.digest.bytes
     r = snap.record
     if r.dtype is None or r.shape is None:
@@ -57,7 +58,7 @@ def _covering(snap: Snapshot, out: OutputRecord) -> int | None:
     except (TypeError, ValueError):
         return None
     offset = out.address - start
-    size = _recorded_bytes(snap)
+    size = nbytes(snap)
     if offset < 0 or (size is None and offset) or (size is not None and offset + out.bytes > size):
         return None
     return offset
@@ -87,7 +88,7 @@ class OutputSnapshot(Snapshot):
     def whole(self) -> bool:
         """Whether the output is all of the recorded buffer (its digest is the output's)."""
         assert self.source is not None and self.declared is not None
-        return self.offset == 0 and _recorded_bytes(self.source) == self.declared.bytes
+        return self.offset == 0 and nbytes(self.source) == self.declared.bytes
 
     @property
     def digest(self) -> Digest | None:       # (Snapshot's is a cached_property)
