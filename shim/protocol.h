@@ -73,7 +73,7 @@
 
 #include "api.h"
 
-#define PROTO_VERSION 21
+#define PROTO_VERSION 22
 #define PROTO_MAGIC 0x50445543u /* "CUDP" */
 
 /* ---- limits ---------------------------------------------------------------- */
@@ -149,6 +149,8 @@ enum proto_kind {
                         * before the first launch event that names it (event, no reply) */
     MSG_WATCH = 17,    /* proto_watch + nfound x proto_watch_found: what a window's batched
                         * scan found newly non-finite (--watch-nan, shim/window.c; event) */
+    MSG_OUTPUT = 18,   /* proto_output + `length` bytes of its type: a tensor the program's
+                        * hooks say a module handed on (event, no reply) */
 
     /* controller -> shim */
     MSG_WELCOME = 32,  /* proto_welcome, with the shared memory's descriptor attached */
@@ -662,6 +664,22 @@ struct proto_scope {
     uint32_t parent;        /* 0: outermost (and always for a SCOPE_SOURCE node) */
     uint32_t kind;          /* enum proto_scope_kind */
     uint32_t length;        /* bytes of name after the struct */
+};
+
+/* MSG_OUTPUT: a tensor a module's forward returned, as the program's own hooks
+ * tell it (cudump/target, cudump_scope_output): what the scope left behind, so
+ * that two implementations of the module are compared by exactly that. Sent on
+ * the declaring thread with the module's scope still open; `launches` places it
+ * among the process's launches whatever ring reports them. The type follows:
+ * "float32[8,64,56,56]" (a numpy dtype's name, the shape). */
+struct proto_output {
+    uint64_t launches;      /* launches the process had made (sequence numbers up to it) */
+    uint64_t address;       /* the tensor's first byte */
+    uint64_t bytes;         /* and its size: contiguous, numel x itemsize */
+    uint32_t scope;         /* the declaring thread's innermost scope node */
+    uint32_t step;          /* the step then (wire form, as proto_launch's) */
+    uint32_t index;         /* its place among the module's outputs, from 0 */
+    uint32_t length;        /* bytes of type text after the struct */
 };
 
 /* MSG_WATCH: the end of a window of launches (shim/window.c) whose batched scan found

@@ -387,6 +387,35 @@ SHIM_EXPORT void cudump_scope_step(unsigned wire_step)
     scope_set_step(wire_step);
 }
 
+/* A tensor the module whose forward is open on this thread returned (the
+ * program's PyTorch hooks, before they close its scope): `type` is
+ * "float32[8,64,56,56]". Sent as MSG_OUTPUT, after the nodes not yet announced,
+ * so that the scope it names is known first. 0 when sent; -1 when there is no
+ * controller to tell or the type is too long: nothing is kept, the program
+ * goes on. */
+SHIM_EXPORT int cudump_scope_output(uint64_t address, uint64_t bytes, unsigned index,
+                                    const char *type)
+{
+    size_t len = type ? strlen(type) : 0;
+    if (!channel_up() || len > PROTO_MAX_SCOPE_NAME)
+        return -1;
+    struct proto_output head = {.address = address, .bytes = bytes, .index = index,
+                                .length = (uint32_t)len};
+    scope_stamp(&head.scope, &head.step);
+    /* Every launch made before this call has its number by now: it is counted
+     * before the program's own call goes out (launch.c), on this thread or one
+     * the program has synchronised with. */
+    head.launches = atomic_load_explicit(&shim_stats.seq, memory_order_relaxed);
+    char stack[sizeof head + PROTO_MAX_SCOPE_NAME + 16];
+    struct msg m;
+    msg_init(&m, stack, sizeof stack, MSG_OUTPUT, head.launches);
+    msg_add(&m, &head, sizeof head);
+    msg_add(&m, type, len);
+    bool ok = channel_send(&m);
+    msg_free(&m);
+    return ok ? 0 : -1;
+}
+
 SHIM_EXPORT unsigned cudump_scope_current(void)
 {
     return scope_here;

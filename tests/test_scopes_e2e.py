@@ -96,7 +96,9 @@ def test_a_users_own_nvtx_tool_is_kept(nvtx_program, cudump_run, tmp_path):
     assert not any("scope" in r for r in launches(ran.run_dir))
 
 
-PYTHON_TARGET = textwrap.dedent("""
+# A Python target's start: the stand-in driver and the shim's calls by ctypes, a buffer of
+# 64 floats (1.0, so that scaling changes it) and the arguments of `scale` over it.
+TARGET_START = textwrap.dedent("""
     import ctypes
 
     # PyDLL: the driver is called holding the GIL, as frameworks' launches are.
@@ -104,6 +106,8 @@ PYTHON_TARGET = textwrap.dedent("""
     shim = ctypes.CDLL(None)
     shim.cudump_scope_push.argtypes = [ctypes.c_uint, ctypes.c_char_p]
     shim.cudump_scope_current.restype = ctypes.c_uint
+    shim.cudump_scope_output.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint,
+                                         ctypes.c_char_p]
 
 
     def check(rc):
@@ -118,11 +122,15 @@ PYTHON_TARGET = textwrap.dedent("""
     check(cuda.cuModuleGetFunction(ctypes.byref(fn), mod, b"scale"))
     buf = ctypes.c_uint64()
     check(cuda.cuMemAlloc_v2(ctypes.byref(buf), 256))
+    check(cuda.cuMemsetD32_v2(buf, 0x3F800000, 64))
     two, n = ctypes.c_float(2.0), ctypes.c_int(64)
     args = (ctypes.c_void_p * 3)(*[ctypes.cast(ctypes.byref(v), ctypes.c_void_p)
                                    for v in (buf, two, n)])
 
 
+""")
+
+PYTHON_TARGET = TARGET_START + textwrap.dedent("""
     def launch():
         check(cuda.cuLaunchKernel(fn, 1, 1, 1, 64, 1, 1, 0, None, args, None))
 
@@ -184,3 +192,56 @@ def test_digests_of_repeated_launches_keep_each_launchs_scope(nvtx_program, cudu
     assert len(direct) >= len(expected) > 3
     seen = ["/".join(r.extra.get("scope", [])) or "-" for r in direct[:len(expected)]]
     assert seen == [expected[n] for n in sorted(expected)]
+
+
+OUTPUT_TARGET = TARGET_START + textwrap.dedent("""
+    def launch():
+        check(cuda.cuLaunchKernel(fn, 1, 1, 1, 64, 1, 1, 0, None, args, None))
+
+
+    launch()
+    shim.cudump_scope_step(1)
+    assert shim.cudump_scope_push(2, b"Net") == 0
+    assert shim.cudump_scope_push(2, b"layer1") == 0
+    launch()
+    launch()
+    # layer1 returned the 32 floats from byte 64 of the buffer, and a type cudump refuses
+    assert shim.cudump_scope_output(buf.value + 64, 128, 0, b"float32[32]") == 0
+    shim.cudump_scope_output(buf.value, 4, 1, b"float32[oops")
+    shim.cudump_scope_output(buf.value, 4, 2, b"float32[oops")
+    shim.cudump_scope_pop()
+    shim.cudump_scope_pop()
+    check(cuda.cuCtxSynchronize())
+    print("buffer at", hex(buf.value))
+""")
+
+
+def test_a_modules_declared_output_is_recorded_and_compared_as_itself(cudump_run, tmp_path):
+    """A tensor the program's hooks say a module returned (cudump_scope_output): a line of
+    outputs.jsonl naming its scope and the launches made before it; read back, it is the
+    scope's output, the part of the last launch's record it lies in, with its own type."""
+    from cudump.analysis.diff.declared import OutputSnapshot
+    from cudump.analysis.diff.scope_tree import scope_tree
+    from cudump.rundir.outputs import read_outputs
+    from cudump.rundir.runs import Run
+
+    target = tmp_path / "target.py"
+    target.write_text(OUTPUT_TARGET)
+    ran = cudump_run([sys.executable, str(target)], "--module-outputs", "--digest")
+    assert ran.returncode == 0, ran.stderr
+    base = int(ran.stdout.split("buffer at ")[1].split()[0], 16)
+    assert ran.stderr.count("a module output is left out") == 1, ran.stderr
+    assert "float32[oops" in ran.stderr
+    (out,) = read_outputs(ran.run_dir)
+    assert (out.launches, out.index, out.address, out.bytes, out.dtype, out.shape) == \
+        (3, 0, base + 64, 128, "float32", (32,))
+    assert (out.chain, out.where.pass_, out.where.step) == (("Net", "layer1"), "forward", 0)
+    tree = scope_tree(Run.open(ran.run_dir))
+    layer1 = next(occ for occ in tree.walk() if occ.key.chain == ("Net", "layer1"))
+    (found,) = layer1.outputs()
+    assert isinstance(found, OutputSnapshot) and found.offset == 64 and not found.whole
+    assert found.record.launch == 3 and (found.record.dtype, found.record.shape) == \
+        ("float32", [32])
+    # the model's own occurrence declared nothing: its outputs are the buffers it wrote
+    net = next(occ for occ in tree.walk() if occ.key.chain == ("Net",))
+    assert not any(isinstance(s, OutputSnapshot) for s in net.outputs())

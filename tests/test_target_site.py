@@ -40,6 +40,10 @@ int cudump_scope_push(unsigned kind, const char *name) {
 void cudump_scope_pop(void) { fprintf(out(), "pop\n"); }
 void cudump_scope_step(unsigned wire_step) { fprintf(out(), "step %u\n", wire_step); }
 unsigned cudump_scope_current(void) { return 0; }
+int cudump_scope_output(unsigned long long address, unsigned long long bytes, unsigned index,
+                        const char *type) {
+    fprintf(out(), "output %u %s %#llx %llu\n", index, type, address, bytes); return 0;
+}
 """
 
 TRAIN = """\
@@ -177,6 +181,52 @@ def test_the_pytorch_hooks_push_each_modules_scopes_and_count_steps(tmp_path, sc
     backward = ["push 3 Net", "push 3 layer1", "push 3 layer1.conv1", "pop", "pop", "pop"]
     assert calls == ["step 1", *forward, *backward, "step 2", *forward, *backward, "step 3",
                      *forward], calls
+
+
+OUTPUTS = """\
+import torch
+from torch.nn import Module
+
+class Inner(Module):
+    def forward(self, x):
+        return x
+
+class Split(Module):
+    def __init__(self):
+        self.inner = Inner()
+    def forward(self, x):
+        # a tensor, a strided view, one in host memory, a bfloat16 one, no tensor, a float8
+        return (self.inner(torch.Tensor(shape=(4, 5))), torch.Tensor(contiguous=False),
+                torch.Tensor(cuda=False), torch.Tensor(shape=(3,), dtype=torch.bfloat16), 7,
+                torch.Tensor(shape=(6,), dtype=torch.float8_e4m3fn))
+
+Split()(torch.Tensor())
+"""
+
+
+def test_each_modules_returned_tensors_are_told_while_its_scope_is_open(tmp_path,
+                                                                         scope_calls):
+    script = tmp_path / "outputs.py"
+    script.write_text(OUTPUTS)
+    env = layers_env(FAKETORCH)
+    env["LD_PRELOAD"] = str(scope_calls)
+    env["SCOPE_LOG"] = str(tmp_path / "scopes.log")
+    for told in (False, True):
+        if told:
+            env["CUDUMP_MODULE_OUTPUTS"] = "1"
+        ran = python(script, env)
+        assert ran.returncode == 0 and ran.stderr == "", ran.stderr
+        calls = (tmp_path / "scopes.log").read_text().splitlines()
+        if not told:            # not asked: nothing told, the scopes as ever
+            assert calls == ["push 2 Split", "push 2 inner", "pop", "pop"], calls
+            continue
+        inner = next(c for c in calls if c.startswith("output")).split()
+        assert calls[:2] == ["push 2 Split", "push 2 inner"] and inner[:3] == [
+            "output", "0", "float32[4,5]"] and inner[4] == "80", calls
+        assert calls[3:5] == ["pop", "output 0 float32[4,5] " + inner[3] + " 80"], calls
+        assert [c.split()[:3] for c in calls[5:-1]] == [
+            ["output", "3", "bfloat16[3]"], ["output", "5", "uint8[6]"]], calls
+        assert calls[-1] == "pop"
 
 
 def test_without_the_shims_calls_nothing_is_installed(tmp_path):

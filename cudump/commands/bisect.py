@@ -143,7 +143,8 @@ class BisectCommand:
             raise UsageError(f"--batch-size must be 1 or more, not {args.batch_size}")
         if args.by_sums and not (args.atol > 0 or args.rtol > 0):
             raise UsageError("--by-sums needs a tolerance (--atol or --rtol)")
-        layers = ["CUDUMP_LAYERS=1"] if args.layers else []
+        # each module's returned tensors too: the sides' modules compare by exactly those
+        layers = ["CUDUMP_LAYERS=1", "CUDUMP_MODULE_OUTPUTS=1"] if args.layers else []
         sides = make_sides(args.command, layers + args.env_a, layers + args.env_b)
         options = BisectOptions(sides=sides, rules=list(args.rule), out=args.out,
                                 keep=args.keep, html=args.html, jobs=args.jobs,

@@ -61,6 +61,12 @@ class RunCommand:
                                  "operations behind XLA's kernels (XLA dumps its modules into "
                                  "the run directory's xla/); the line of the program's own "
                                  "Python code behind each launch")
+        parser.add_argument("--module-outputs", action="store_true",
+                            help="with --layers (which it implies): record each PyTorch "
+                                 "module's returned tensors (address, size, type) in "
+                                 "outputs.jsonl, so that `cudump diff` and `bisect` compare "
+                                 "two implementations of a module by exactly what it handed "
+                                 "on (bisect --layers does this itself)")
         parser.add_argument("--timeline", type=Path, metavar="FILE",
                             help="write the run as trace-event JSON (Perfetto, "
                                  "chrome://tracing): a track per process, host thread and "
@@ -285,9 +291,11 @@ class RunCommand:
             max_bytes = (args.max_bytes if args.max_bytes is not None
                          else default_budget(run_dir))
             # --layers, or CUDUMP_LAYERS=1 where cudump is started by another tool (bisect)
-            layers = args.layers or os.environ.get("CUDUMP_LAYERS") == "1"
+            outputs = args.module_outputs or os.environ.get("CUDUMP_MODULE_OUTPUTS") == "1"
+            layers = args.layers or outputs or os.environ.get("CUDUMP_LAYERS") == "1"
             options = RunOptions(argv=[args.program, *args.args], run_dir=run_dir,
-                                 trace=args.trace, layers=layers, rules=rules,
+                                 trace=args.trace, layers=layers, module_outputs=outputs,
+                                 rules=rules,
                                  max_bytes=max_bytes,
                                  max_bytes_default=args.max_bytes is None,
                                  staging_bytes=args.staging, scratch_bytes=args.scratch,

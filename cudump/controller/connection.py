@@ -26,6 +26,7 @@ from cudump.launches.process import (
     ProcessState,
     decode_func,
     decode_launch,
+    decode_output,
     decode_scope,
 )
 from cudump.policy.rules import Action
@@ -68,7 +69,14 @@ class Connection:
             p.Kind.NOTICE: self.on_notice,
             p.Kind.SCOPE: self.on_scope,
             p.Kind.WATCH: self.on_watch,
+            p.Kind.OUTPUT: self.on_output,
         }
+
+    @property
+    def process(self) -> ProcessState:
+        """The process, once it said hello (every handler but on_hello's)."""
+        assert self.proc is not None
+        return self.proc
 
     def send(self, kind: p.Kind, payload: bytes = b"", tag: int = 0) -> None:
         self.sock.sendall(p.encode(kind, payload, tag))
@@ -139,52 +147,46 @@ class Connection:
         self.send(p.Kind.WANTS, p.wants_payload(func.wants, generation, selectors))
 
     def on_func(self, msg: p.Message) -> None:
-        assert self.proc is not None
         func = decode_func(msg.payload)
         if (ops := self.controller.compiled_ops) is not None:
             ops.describe(func)
-        self.proc.add_func(func)
+        self.process.add_func(func)
         self._wants_reply(func)
 
     def on_ask(self, msg: p.Message) -> None:
-        assert self.proc is not None
         fid = p.ASK.unpack(msg.payload)["id"]
-        func = self.proc.funcs.get(fid)
+        func = self.process.funcs.get(fid)
         if func is None:
             self.send(p.Kind.WANTS, p.wants_payload(0, self.controller.generation))
             return
         self._wants_reply(func)
 
     def on_launch(self, msg: p.Message) -> None:
-        assert self.proc is not None
         h = p.LAUNCH.unpack(msg.payload)
-        self.controller.launches_heard(self.proc, [[h[f] for f in EVENT_FIELDS]])
+        self.controller.launches_heard(self.process, [[h[f] for f in EVENT_FIELDS]])
 
     def on_graph(self, msg: p.Message) -> None:
-        assert self.proc is not None
         g = p.GRAPH.unpack(msg.payload)
         if self.controller.feed is not None:
-            self.controller.feed.graph_launch(self.proc, GraphLaunch(
+            self.controller.feed.graph_launch(self.process, GraphLaunch(
                 g["seq"], g["exec"], g["stream"], p.api_name(g["api"]), g["device"]))
 
     def on_notice(self, msg: p.Message) -> None:
-        assert self.proc is not None
-        notice(self.controller, self.proc.pid, p.NOTICE.unpack(msg.payload))
+        notice(self.controller, self.process.pid, p.NOTICE.unpack(msg.payload))
 
     def on_watch(self, msg: p.Message) -> None:
-        assert self.proc is not None
-        _watched(self.controller, self.proc, decode_window(msg.payload))
+        _watched(self.controller, self.process, decode_window(msg.payload))
 
     def on_scope(self, msg: p.Message) -> None:
-        assert self.proc is not None
-        self.proc.scopes.add(decode_scope(msg.payload))
+        self.process.scopes.add(decode_scope(msg.payload))
+
+    def on_output(self, msg: p.Message) -> None:
+        self.controller.on_output(self.process, decode_output(msg.payload))
 
     def on_memory(self, msg: p.Message) -> None:
-        assert self.proc is not None
-        self.controller.on_memory(self.proc, p.MEMORY.unpack(msg.payload))
+        self.controller.on_memory(self.process, p.MEMORY.unpack(msg.payload))
 
     def on_stats(self, msg: p.Message) -> None:
-        assert self.proc is not None
         st = p.STATS.unpack(msg.payload)
         if st["nfuncs"] > (len(msg.payload) - p.STATS.size) // p.COUNT.size:
             raise p.ProtocolError("stats count runs past the message")
@@ -193,7 +195,7 @@ class Connection:
             c = p.COUNT.unpack(msg.payload, p.STATS.size + i * p.COUNT.size)
             funcs.append((c["id"], c["launches"], c["graph_launches"]))
         st["funcs"] = funcs
-        self.proc.stats = st
+        self.process.stats = st
 
     def on_begin(self, msg: p.Message) -> None:
         assert self.proc is not None and self.shared is not None
@@ -247,13 +249,12 @@ class Connection:
             return None, None
 
     def on_image(self, msg: p.Message) -> None:
-        assert self.proc is not None
         if self.controller.snapshots is None:
             raise p.ProtocolError("a module image nobody asked for")
         try:
-            self.controller.snapshots.images.receive(self.proc.pid, msg.payload)
+            self.controller.snapshots.images.receive(self.process.pid, msg.payload)
         except OSError as err:
-            warn(f"a module image of process {self.proc.pid} is lost: {write_error(err)}")
+            warn(f"a module image of process {self.process.pid} is lost: {write_error(err)}")
 
     def on_piece(self, msg: p.Message) -> None:
         assert self.proc is not None and self.shared is not None
@@ -304,21 +305,19 @@ class Connection:
 
     def on_repeat(self, msg: p.Message) -> None:
         """A launch made with a repeated plan whose scans found something: as MSG_END."""
-        assert self.proc is not None
         slot = slot_of(msg.payload)
         follow = None
         if self.controller.snapshots is not None:
             try:
-                follow = self.controller.snapshots.repeat_report(self.proc, slot)
+                follow = self.controller.snapshots.repeat_report(self.process, slot)
             except Exception as err:
                 warn(f"snapshots of launch {msg.tag} are lost: {err}")
         self.send(p.Kind.PLAN, plan_payload(follow, self._nan_halt(msg.tag)), tag=msg.tag)
 
     def on_stopped(self, msg: p.Message) -> None:
-        assert self.proc is not None
         stopped = p.STOPPED.unpack(msg.payload)
         injector = self.controller.injector
-        if injector is not None and injector.holds(self.proc.pid, msg.tag):
+        if injector is not None and injector.holds(self.process.pid, msg.tag):
             injector.serve_stop(self, msg.tag, stopped)
             return
         debugger = self.controller.debugger

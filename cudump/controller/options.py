@@ -34,6 +34,7 @@ class RunOptions:
     run_dir: Path
     trace: bool = False
     layers: bool = False              # --layers: launches name their layer, step and line
+    module_outputs: bool = False      # --module-outputs: modules' returned tensors told
     rules: list[Rule] = field(default_factory=list)
     max_bytes: int | None = None
     max_bytes_default: bool = False   # max_bytes is the default budget, not --max-bytes

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cudump.console import warn
 from cudump.controller.compiled_ops import CompiledOps
 from cudump.controller.debugger import DebugController
 from cudump.controller.host_memory import available_bytes, behind_mib
@@ -28,13 +29,14 @@ from cudump.controller.shared_files import SharedFiles
 from cudump.errors import CudumpError
 from cudump.kernels.geometry import Allocation
 from cudump.kernels.unmatched import SeenKernel
-from cudump.launches.process import FuncInfo, ProcessState, pointer_allocation
+from cudump.launches.process import DeclaredOutput, FuncInfo, ProcessState, pointer_allocation
 from cudump.launches.stop import StopInfo
 from cudump.policy.snapshot.coordinator import Snapshots
 from cudump.policy.snapshot.writer import Release
 from cudump.policy.trace import LaunchFeed, TraceDrain, TraceWriter, hear_collectives
 from cudump.rundir.layout import TRACE_FILE
 from cudump.rundir.manifest import ManifestWriter
+from cudump.rundir.outputs import OutputFormatError, OutputRecord, OutputWriter, parse_type
 from cudump.rundir.summary import RunSummary
 from cudump.rundir.timeline import Timeline
 from cudump.wire import protocol as p
@@ -100,6 +102,9 @@ class Controller:
         self.timeline_written: Path | None = None
         # The kernel functions that ran (in every process), as summary() finds them.
         self.launched: set[SeenKernel] = set()
+        # --module-outputs: outputs.jsonl, made at the first tensor a module returns
+        self._outputs: OutputWriter | None = None
+        self._output_warned = False
 
     def _rings(self) -> list[tuple[ProcessState, FlightRing]]:
         """Each process's flight ring as it is now (none once the run is closing)."""
@@ -217,6 +222,27 @@ class Controller:
         """A launch is held at the prompt."""
         if self.timeline is not None:
             self.timeline.stop(info)
+
+    def on_output(self, proc: ProcessState, out: DeclaredOutput) -> None:
+        """A tensor a module returned (--module-outputs): a line of outputs.jsonl. One with
+        a type cudump cannot read is left out, said once."""
+        try:
+            dtype, shape = parse_type(out.type)
+        except OutputFormatError as err:
+            if not self._output_warned:
+                self._output_warned = True
+                warn(f"process {proc.pid}: a module output is left out: {err}")
+            return
+        where = proc.scopes.where(out.scope, out.step)
+        record = OutputRecord(proc.pid, out.launches, out.index, out.address, out.bytes,
+                              dtype, shape, where, proc.rank)
+        with self.lock:
+            if self._outputs is None:
+                self._outputs = OutputWriter(self.options.run_dir)
+            writer = self._outputs
+        if not writer.append(record) and not self._output_warned:
+            self._output_warned = True
+            warn(f"{writer.lines.failed}; modules' outputs are not recorded from now on")
 
     def on_memory(self, proc: ProcessState, fields: dict[str, int]) -> None:
         op, base = fields["op"], fields["base"]

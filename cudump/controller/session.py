@@ -179,7 +179,7 @@ class Session:
                 if kept:
                     warn(kept)
             if self.options.layers:
-                env = layers_env(env, self.options.run_dir)
+                env = layers_env(env, self.options.run_dir, self.options.module_outputs)
             elif self.options.scans:
                 env = xla_dump_env(env, self.options.run_dir)
             # cudump's first line: where the files go (the program's stdout stays its own).

@@ -4,6 +4,8 @@ layer, step and source line.
 - CUDUMP_LAYERS=1, and cudump/target/site first on PYTHONPATH: a Python program loads
   cudump's sitecustomize (which runs the program's own after it), and its PyTorch modules
   and optimizer steps become scopes and steps (cudump/target).
+- CUDUMP_MODULE_OUTPUTS=1 (--module-outputs): the PyTorch hooks also tell the shim each
+  tensor a module returned (outputs.jsonl, cudump/rundir/outputs.py).
 - CUDUMP_SOURCES=1: the shim names the line of the program's own Python code behind each
   launch.
 - CUDUMP_XLA_FLAGS=`--xla_dump_to=RUN/xla --xla_dump_hlo_as_text`, and the same site folder
@@ -39,9 +41,11 @@ def _site_first(env: dict[str, str]) -> None:
         env["PYTHONPATH"] = SITE_DIR + (os.pathsep + old if old else "")
 
 
-def layers_env(base: dict[str, str], run_dir: Path) -> dict[str, str]:
+def layers_env(base: dict[str, str], run_dir: Path, outputs: bool = False) -> dict[str, str]:
     env = dict(base)
     env["CUDUMP_LAYERS"] = "1"
+    if outputs:
+        env["CUDUMP_MODULE_OUTPUTS"] = "1"
     env["CUDUMP_SOURCES"] = "1"
     _site_first(env)
     return xla_dump_env(env, run_dir)

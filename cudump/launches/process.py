@@ -261,6 +261,30 @@ def decode_scope(payload: bytes) -> ScopeNode:
     return ScopeNode(id=h["id"], parent=h["parent"], kind=kind, name=name)
 
 
+@dataclass(frozen=True)
+class DeclaredOutput:
+    """MSG_OUTPUT: a tensor a module returned, as the shim sent it (wire values)."""
+
+    launches: int
+    address: int
+    bytes: int
+    scope: int
+    step: int
+    index: int
+    type: str           # "float32[8,64,56,56]"
+
+
+def decode_output(payload: bytes) -> DeclaredOutput:
+    """MSG_OUTPUT's fields and type text."""
+    h = p.OUTPUT.unpack(payload)
+    length = h["length"]
+    if length > p.MAX_SCOPE_NAME or p.OUTPUT.size + length != len(payload):
+        raise p.ProtocolError(f"a module output's type of {length} bytes in {len(payload)}")
+    text = bytes(payload[p.OUTPUT.size:]).decode("utf-8", "replace")
+    return DeclaredOutput(h["launches"], h["address"], h["bytes"], h["scope"], h["step"],
+                          h["index"], text)
+
+
 def process_lives(pid: int, proc: Path = Path("/proc")) -> bool:
     """Whether a process is there and not a zombie (dead, waiting to be reaped)."""
     try:

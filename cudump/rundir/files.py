@@ -26,6 +26,7 @@ import os
 import resource
 import secrets
 import stat
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
@@ -56,6 +57,39 @@ def reopen(path: str | Path, flags: int = os.O_WRONLY) -> int:
     """A descriptor of a file this run created, opened again; never through a symlink
     (ELOOP if one took its place)."""
     return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC)
+
+
+class LineAppender:
+    """A run file written a line at a time from any thread (captures.jsonl, outputs.jsonl):
+    created new at the first line, opened again for each later one, never through a
+    symlink. The first write that fails stops it (`failed` says why, once): a lost line
+    must not stop the run."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lock = threading.Lock()
+        self.count = 0
+        self.created = False
+        self.failed: str | None = None
+
+    def append(self, line: bytes) -> bool:
+        """Whether the line was written (False: stopped, now or before)."""
+        with self.lock:
+            if self.failed is not None:
+                return False
+            try:
+                fd = (reopen(self.path, os.O_WRONLY | os.O_APPEND) if self.created
+                      else create(self.path, os.O_WRONLY | os.O_APPEND))
+                self.created = True
+                try:
+                    os.write(fd, line)
+                finally:
+                    os.close(fd)
+            except OSError as err:
+                self.failed = f"{self.path.name} stopped: {err.strerror or err}"
+                return False
+            self.count += 1
+            return True
 
 
 def write_at(fd: int, data: memoryview, offset: int) -> None:

@@ -1,5 +1,6 @@
 """The shim's scope calls, found in the process by ctypes (the shim is preloaded into it):
-`cudump_scope_push(kind, name)`, `cudump_scope_pop()`, `cudump_scope_step(wire_step)`."""
+`cudump_scope_push(kind, name)`, `cudump_scope_pop()`, `cudump_scope_step(wire_step)`, and
+`cudump_scope_output(address, bytes, index, type)` for a tensor a module returned."""
 
 from __future__ import annotations
 
@@ -34,6 +35,12 @@ class ShimScopes:
             self._restore.restype = None
         else:
             self._source = self._restore = None
+        # A tensor a module returned (--module-outputs); absent from an older shim.
+        self._output = getattr(lib, "cudump_scope_output", None)
+        if self._output is not None:
+            self._output.argtypes = (ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint,
+                                     ctypes.c_char_p)
+            self._output.restype = ctypes.c_int
 
     def push(self, kind: int, name: str) -> bool:
         data = self._names.get(name)
@@ -55,6 +62,15 @@ class ShimScopes:
         """Says `text` ('file:line') is behind this thread's launches; returns what was."""
         assert self._source is not None
         return int(self._source(text.encode("utf-8", "replace")))
+
+    @property
+    def has_outputs(self) -> bool:
+        return self._output is not None
+
+    def output(self, address: int, nbytes: int, index: int, type_text: str) -> None:
+        """Says the open module returned `type_text` ("float32[8,64]") at `address`."""
+        assert self._output is not None
+        self._output(address, nbytes, index, type_text.encode("ascii", "replace"))
 
     def restore(self, before: int) -> None:
         assert self._restore is not None

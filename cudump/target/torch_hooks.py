@@ -15,6 +15,10 @@
   optimizer made (the first step's forward and backward are step 0; waiting for the first
   step hook would leave them without a step); `register_optimizer_step_post_hook` advances
   the step after each optimizer step that runs.
+- Outputs (CUDUMP_MODULE_OUTPUTS=1, `--module-outputs`): the post-hook tells the shim each
+  CUDA tensor the forward returned (the tensor, or those in its tuple, list or dict), its
+  address, size and type, while the module's scope is still open: `cudump diff` and
+  `bisect` then compare two implementations of a module by exactly those.
 - Under torch.compile's tracing (`torch.compiler.is_compiling()`) every hook does nothing: a
   call into the shim would break the graph. Kernels of a compiled region get the scopes open
   around it.
@@ -26,6 +30,7 @@ program.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import threading
 from collections.abc import Callable
@@ -45,6 +50,32 @@ def _compiling_check(torch: Any) -> Callable[[], bool]:
         if callable(check):
             return check
     return lambda: False
+
+
+# Element types as numpy names them; bfloat16 (which numpy lacks) by its own name. Other
+# tensors (float8, complex32) are told as their bytes.
+_NUMPY_NAMES = frozenset({"float64", "float32", "float16", "bfloat16", "int64", "int32",
+                          "int16", "int8", "uint8", "uint16", "uint32", "uint64", "bool",
+                          "complex64", "complex128"})
+MAX_OUTPUTS = 64        # tensors told of one module's return, at most
+
+
+def _output_tensors(output: Any, tensor_type: type) -> list[tuple[int, Any]]:
+    """The tensors of a module's output with their places: itself, or those in its tuple,
+    list or dict (in order), at most MAX_OUTPUTS."""
+    if isinstance(output, tensor_type):
+        return [(0, output)]
+    items = (list(output.values()) if isinstance(output, dict)
+             else output if isinstance(output, (tuple, list)) else [])
+    return [(i, t) for i, t in enumerate(items[:MAX_OUTPUTS]) if isinstance(t, tensor_type)]
+
+
+def _type_text(tensor: Any) -> str:
+    """"float32[8,64,56,56]", or "uint8[N]" (its bytes) for an element type numpy lacks."""
+    name = str(tensor.dtype).removeprefix("torch.")
+    if name not in _NUMPY_NAMES:
+        return f"uint8[{tensor.numel() * tensor.element_size()}]"
+    return f"{name}[{','.join(str(int(d)) for d in tensor.shape)}]"
 
 
 def _first_grad_tensor(output: Any, tensor_type: type) -> Any:
@@ -79,6 +110,9 @@ class TorchHooks:
         self._shim = scopes if getattr(scopes, "has_sources", False) else None
         self._lines = UserLines() if self._shim is not None else None
         self._befores = threading.local()
+        # Each module's returned tensors, told to the shim (--module-outputs).
+        self._declare = (scopes if os.environ.get("CUDUMP_MODULE_OUTPUTS") == "1"
+                         and getattr(scopes, "has_outputs", False) else None)
 
     def install(self) -> None:
         from torch.nn.modules import module as nn_module
@@ -149,9 +183,21 @@ class TorchHooks:
             self._source_enter()
 
     def _exit(self, module: Any, output: Any) -> None:
+        if self._declare is not None and self.tracker.innermost(module):
+            self._declare_outputs(output)
         self._forward_exit(module, output)
         if self._shim is not None:
             self._source_exit()
+
+    def _declare_outputs(self, output: Any) -> None:
+        """Each contiguous CUDA tensor the forward returned, told to the shim while the
+        module's scope is open (a strided view is left out: its bytes are not one range)."""
+        assert self._declare is not None
+        for index, tensor in _output_tensors(output, self.torch.Tensor):
+            if not tensor.is_cuda or not tensor.is_contiguous() or tensor.numel() == 0:
+                continue
+            self._declare.output(tensor.data_ptr(), tensor.numel() * tensor.element_size(),
+                                 index, _type_text(tensor))
 
     def _source_enter(self) -> None:
         assert self._shim is not None and self._lines is not None

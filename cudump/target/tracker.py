@@ -207,6 +207,12 @@ class Tracker:
         state.opened.append((FORWARD, id(module), chain[-1],
                              not same and self.scopes.push(FORWARD, chain[-1])))
 
+    def innermost(self, module: Any) -> bool:
+        """Whether `module`'s forward is the innermost scope this thread has open (its
+        outputs are then told as its scope's)."""
+        opened = self.thread().opened
+        return bool(opened) and opened[-1][0] == FORWARD and opened[-1][1] == id(module)
+
     def forward_exit(self, module: Any) -> Chain | None:
         """Pop `module`'s forward scope (and any left open inside it); its chain, or None
         where its forward was not seen to begin."""

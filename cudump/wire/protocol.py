@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 from typing import Any
 
-VERSION = 21
+VERSION = 22
 MAGIC = 0x50445543
 
 MAX_MESSAGE = 1 << 20
@@ -70,6 +70,7 @@ class Kind(IntEnum):
     NOTICE = 15
     SCOPE = 16
     WATCH = 17
+    OUTPUT = 18
     WELCOME = 32
     WANTS = 33
     PLAN = 34
@@ -356,6 +357,8 @@ MEMORY = _layout("proto_memory", ("op", "I"), ("kind", "I"), ("base", "Q"), ("si
 GRAPH = _layout("proto_graph", ("seq", "Q"), ("exec", "Q"), ("stream", "Q"), ("api", "I"),
                 ("device", "i"))
 SCOPE = _layout("proto_scope", ("id", "I"), ("parent", "I"), ("kind", "I"), ("length", "I"))
+OUTPUT = _layout("proto_output", ("launches", "Q"), ("address", "Q"), ("bytes", "Q"),
+                 ("scope", "I"), ("step", "I"), ("index", "I"), ("length", "I"))
 WATCH = _layout("proto_watch", ("first", "Q"), ("last", "Q"), ("nfound", "I"), ("window", "I"),
                 ("exact", "I"), ("graph", "I"), ("replays", "I"), ("reserved", "I"))
 WATCH_FOUND = _layout("proto_watch_found", ("address", "Q"), ("width", "Q"), ("height", "Q"),
@@ -404,7 +407,7 @@ RESULT = _layout("proto_result", ("rc", "i"), ("reserved", "I"), ("nbytes", "Q")
 
 LAYOUTS = (HEADER, HELLO, WELCOME, CONTROL, PARAM, FUNC, ASK, SELECTOR, WANTS, COUNTED, LAUNCH,
            RING_SLOT, FLIGHT_SLOT, HOST_WRITE, POINTER, TENSORMAP, MEMORY, GRAPH, NOTICE, SCOPE,
-           WATCH, WATCH_FOUND,
+           OUTPUT, WATCH, WATCH_FOUND,
            GRAPH_NODE, COUNT, FUNC_COUNT, COUNTS, STATS, COPY, PLAN, KEY, TOOL_OUT, GATE_MAIL,
            RESULT_SLOT,
            IMAGE, PIECE, END, STOPPED, READ, QUERY, WRITE, RESUME, RESULT)

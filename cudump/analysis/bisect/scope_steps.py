@@ -20,6 +20,7 @@ from cudump.analysis.bisect.scopes import (
     find_scope,
     judge_snapshots,
     launch_rules,
+    parts_of_digests,
     rerun_scope,
 )
 from cudump.analysis.bisect.side_run import SideRun
@@ -77,7 +78,10 @@ class ScopeSteps:
         self.b.say("step 2: the first module whose outputs differ (the runs aligned by scope)")
         judge = None
         types = FloatTypes([PairResult(pair_key(s, False), s, None) for s in a.snapshots])
-        if self.b.options.tolerant:
+        # Declared outputs that are part of their records' digests are judged by their
+        # elements too, within the tolerance or exactly.
+        judged = self.b.options.tolerant or parts_of_digests(scopes)
+        if judged:
             rounds = iter(range(1, 1 << 30))
 
             def snapshot(batch: list[ScopePair]) -> dict[int, bool]:
@@ -100,7 +104,7 @@ class ScopeSteps:
         self.b.say(f"  {summary_line(diff, by_digest=self.b.options.tolerant)}")
         first = found.first
         if first is None:
-            if self.b.options.tolerant:
+            if judged:
                 self.b.say(no_difference_line(tol))
             else:
                 sa, sb = self.b.statuses

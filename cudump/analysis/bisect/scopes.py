@@ -27,6 +27,7 @@ from cudump.analysis.diff.by_scope import (
     compare_output,
     launches_inside,
 )
+from cudump.analysis.diff.declared import OutputSnapshot
 from cudump.analysis.diff.metrics import Tolerance
 from cudump.analysis.diff.scope_tree import Launch, ScopeOccurrence
 from cudump.kernels.pattern import regex_source
@@ -93,6 +94,14 @@ class TolerantJudge:
                                ][:self.batch - 1]
             self.known.update(self.snapshot(chosen))
         return self.known[id(pair)]
+
+
+def parts_of_digests(diff: ScopeDiff) -> bool:
+    """Whether any paired output is a declared part of a larger digest (declared.py): its
+    digests cannot say it is different, only its elements can."""
+    return any(isinstance(p.a, OutputSnapshot) and isinstance(p.b, OutputSnapshot)
+               and not (p.a.whole and p.b.whole)
+               for pair in diff.pairs for p in pair.outputs.pairs)
 
 
 def find_scope(a: Run, b: Run, tol: Tolerance,
@@ -210,6 +219,11 @@ class Rerun:
         a, b = self.find(0, pair.a), self.find(1, pair.b)
         if a is None or b is None:
             return None
+        # a module's declared output: the same part of the re-run's record
+        if isinstance(pair.a, OutputSnapshot):
+            a = pair.a.again(a)
+        if isinstance(pair.b, OutputSnapshot):
+            b = pair.b.again(b)
         again = PairResult(pair.key, a, b)
         if types is not None:
             again.view_as = types.view(a.record)

@@ -2,7 +2,9 @@
 B (scope_tree.ScopeKey), by what it left behind, then the first one that differs, narrowed
 to its innermost module and, where both sides' launches inside it line up, to a launch.
 
-Outputs pair by geometry, in the order of their last writes: the two implementations of a
+Outputs a module declared (--module-outputs, declared.py) pair by their place in its return,
+where both sides declared them and their types agree. Other outputs pair by geometry, in the
+order of their last writes: the two implementations of a
 module may launch other kernels and leave other temporaries, but the result a module hands
 on is what it wrote last. Outputs group by their size in bytes; in a group with as many on
 both sides, they pair in order; in one with more on one side, only the last-written of each
@@ -21,7 +23,6 @@ modules, and nothing can be compared there).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -31,6 +32,12 @@ import numpy as np
 from cudump.analysis.diff.align import NO_RANK, PairKey, PairResult, kept_snapshots
 from cudump.analysis.diff.arrays import compare_arrays
 from cudump.analysis.diff.compare import compare_pair
+from cudump.analysis.diff.declared import (
+    OutputSnapshot,
+    compare_part_digests,
+    found_outputs,
+    nbytes,
+)
 from cudump.analysis.diff.metrics import Tolerance
 from cudump.analysis.diff.scope_tree import (
     Launch,
@@ -56,19 +63,6 @@ def _typed(snap: Snapshot) -> tuple[str, tuple[int, ...]] | None:
     return r.dtype, tuple(r.shape)
 
 
-def nbytes(snap: Snapshot) -> int | None:
-    """The size of a recorded buffer in bytes, None where the record does not say."""
-    if snap.digest_only and snap.digest is not None:
-        return snap.digest.bytes
-    r = snap.record
-    if r.dtype is None or r.shape is None:
-        return None
-    try:
-        return int(np.dtype(r.dtype).itemsize * math.prod(r.shape))
-    except TypeError:
-        return None
-
-
 def geometry(snap: Snapshot) -> str:
     """`float32[8,256,14,14]`, or `4096 bytes`."""
     r = snap.record
@@ -92,6 +86,35 @@ class Outputs:
     places: list[int] = field(default_factory=list)       # each pair's place in A's outputs
     unpaired_a: list[Snapshot] = field(default_factory=list)
     unpaired_b: list[Snapshot] = field(default_factory=list)
+
+
+def pair_declared(a: list[OutputSnapshot], b: list[OutputSnapshot], ranked: bool = False
+                  ) -> Outputs:
+    """Two sides' declared outputs paired by their place in the module's return, where
+    their types agree."""
+    theirs = {s.declared.index: s for s in b if s.declared is not None}
+    out = Outputs()
+    used: set[int] = set()
+    for i, snap in enumerate(a):
+        assert snap.declared is not None
+        other = theirs.get(snap.declared.index)
+        if other is None or _typed(snap) != _typed(other):
+            out.unpaired_a.append(snap)
+            continue
+        out.pairs.append(PairResult(pair_key(snap, ranked), snap, other))
+        out.places.append(i)
+        used.add(snap.declared.index)
+    out.unpaired_b = [s for s in b if s.declared is not None and s.declared.index not in used]
+    return out
+
+
+def pair_occurrences(a: ScopeOccurrence, b: ScopeOccurrence, ranked: bool = False) -> Outputs:
+    """Two occurrences' outputs paired: by what the module returned where both sides
+    declared it, else by the buffers each wrote (pair_outputs)."""
+    if a.declared and b.declared:
+        return pair_declared(found_outputs(a.declared, a.launches),
+                             found_outputs(b.declared, b.launches), ranked)
+    return pair_outputs(a.written(), b.written(), ranked)
 
 
 def pair_outputs(a: list[Snapshot], b: list[Snapshot], ranked: bool = False) -> Outputs:
@@ -136,6 +159,10 @@ def compare_output(pair: PairResult, tol: Tolerance) -> PairResult:
     bytes only, the bytes are read as the typed side's elements."""
     a, b = pair.a, pair.b
     assert a is not None and b is not None
+    if (isinstance(a, OutputSnapshot) and isinstance(b, OutputSnapshot)
+            and (a.digest_only or b.digest_only) and not (a.whole and b.whole)):
+        pair.status, pair.reason = compare_part_digests(a, b)
+        return pair
     ta, tb = _typed(a), _typed(b)
     if (ta is None) == (tb is None):
         return compare_pair(pair, tol)
@@ -156,6 +183,13 @@ def compare_output(pair: PairResult, tol: Tolerance) -> PairResult:
     except (CudumpError, OSError, ValueError, MemoryError) as err:
         pair.status, pair.reason = "error", f"{type(err).__name__}: {err}"
     return pair
+
+
+def _compared_as(snap: Snapshot) -> object:
+    """What a record is compared as: itself, or the part of it a module declared."""
+    if isinstance(snap, OutputSnapshot) and snap.declared is not None:
+        return (snap.index, snap.offset, snap.declared.bytes, snap.declared.dtype)
+    return snap.index
 
 
 @dataclass
@@ -234,7 +268,7 @@ class ScopeDiff:
     # Outputs that differ between identical runs of A (bisect --baseline-runs), by their
     # launch-order key: a difference there is no divergence.
     noise: frozenset[PairKey] = frozenset()
-    _compared: dict[tuple[int, int], PairResult] = field(default_factory=dict)
+    _compared: dict[tuple[object, object], PairResult] = field(default_factory=dict)
 
     @cached_property
     def pairs(self) -> list[ScopePair]:
@@ -255,7 +289,7 @@ class ScopeDiff:
         done: list[PairResult] = []
         for out in pair.outputs.pairs:
             assert out.a is not None and out.b is not None
-            key = (out.a.index, out.b.index)
+            key = (_compared_as(out.a), _compared_as(out.b))
             if key not in self._compared:
                 self._compared[key] = compare_output(out, tol)
             seen = self._compared[key]
@@ -308,7 +342,7 @@ def _pair_level(a: list[ScopeOccurrence], b: list[ScopeOccurrence], ranked: bool
         other = theirs.pop(occ.key, None)
         pair = ScopePair(occ.key, occ, other)
         if other is not None:
-            pair.outputs = pair_outputs(occ.outputs(), other.outputs(), ranked)
+            pair.outputs = pair_occurrences(occ, other, ranked)
         pair.children = _pair_level(occ.children, other.children if other else [], ranked)
         out.append(pair)
     for occ in theirs.values():

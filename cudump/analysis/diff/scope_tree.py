@@ -14,6 +14,10 @@ and address), the `after` record of the last launch in the occurrence that wrote
 order of those last writes. A launch wrote a buffer unless its `before` record of the same
 argument holds the same bytes (same digest, or equal arrays); an `after` record without a
 `before` one counts as written.
+
+Where the run recorded what each module returned (--module-outputs, outputs.jsonl), an
+occurrence's outputs are those tensors (declared.py): each declaration goes to the last
+occurrence of its process, step, pass and chain whose first launch came before it.
 """
 
 from __future__ import annotations
@@ -25,9 +29,11 @@ from functools import cached_property
 
 import numpy as np
 
+from cudump.analysis.diff.declared import found_outputs
 from cudump.errors import CudumpError
 from cudump.launches.scopes import Where
 from cudump.rundir.manifest import SnapshotRecord
+from cudump.rundir.outputs import OutputRecord, read_outputs
 from cudump.rundir.runs import Run, Snapshot, in_launch_order, short_kernel_name
 
 
@@ -92,10 +98,18 @@ class ScopeOccurrence:
     parent: ScopeOccurrence | None = None
     launches: list[Launch] = field(default_factory=list)   # nested ones' too, in order
     children: list[ScopeOccurrence] = field(default_factory=list)
+    declared: list[OutputRecord] = field(default_factory=list)   # what the module returned
 
     def outputs(self) -> list[Snapshot]:
-        """What the occurrence left behind: the `after` record of the last write to each
-        buffer, in the order of those last writes (see the module's text)."""
+        """What the occurrence left behind: the tensors it declared where it did, else the
+        buffers it wrote (see the module's text)."""
+        if self.declared:
+            return list(found_outputs(self.declared, self.launches))
+        return self.written()
+
+    def written(self) -> list[Snapshot]:
+        """The `after` record of the last write to each buffer, in the order of those last
+        writes."""
         last: dict[tuple[int, str, int], Snapshot] = {}
         for launch in self.launches:
             for snap in launch.written:
@@ -215,4 +229,30 @@ def scope_tree(run: Run, snapshots: list[Snapshot] | None = None,
             stack.append(occ)
         for occ in stack:
             occ.launches.append(launch)
-    return ScopeTree(run, roots, launches)
+    tree = ScopeTree(run, roots, launches)
+    # the run's outputs.jsonl: none for a run made without --module-outputs; a line that
+    # is not a module output is a RunFileError naming it
+    _attach(tree, read_outputs(run.path))
+    return tree
+
+
+def _attach(tree: ScopeTree, declared: list[OutputRecord]) -> None:
+    """Each declaration to its occurrence: of its process, step, pass and chain, the last
+    whose first launch came before it (see the module's text)."""
+    if not declared:
+        return
+    places: dict[tuple[int, int | None, str | None, tuple[str, ...]],
+                 list[tuple[int, ScopeOccurrence]]] = {}
+    for occ in tree.walk():
+        if occ.launches:
+            first = occ.launches[0].record
+            places.setdefault((first.pid, occ.key.step, occ.key.pass_, occ.key.chain),
+                              []).append((first.launch, occ))
+    for out in declared:
+        w = out.where
+        found = None
+        for first, occ in places.get((out.pid, w.step, w.pass_, w.scopes), []):
+            if first <= out.launches:
+                found = occ
+        if found is not None:
+            found.declared.append(out)

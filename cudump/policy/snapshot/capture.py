@@ -193,39 +193,34 @@ def captured_launch(ctx: LaunchContext, args: list[ArgValue], copies: list[Plann
 
 
 class CaptureWriter:
-    """captures.jsonl, one line per captured launch (any thread): created new at the first
-    line, and opened again for each later one, never through a symlink (runfiles)."""
+    """captures.jsonl, one line per captured launch (any thread), never through a symlink
+    (runfiles.LineAppender)."""
 
     def __init__(self, run_dir: Path) -> None:
-        self.path = run_dir / CAPTURES_FILE
-        self.lock = threading.Lock()
-        self.count = 0
+        self.lines = runfiles.LineAppender(run_dir / CAPTURES_FILE)
+        self.path = self.lines.path
         self.warned: set[str] = set()
-        self.created = False
-        self.failed: str | None = None
+        self.lock = threading.Lock()
+
+    @property
+    def count(self) -> int:
+        return self.lines.count
+
+    @property
+    def failed(self) -> str | None:
+        return self.lines.failed
 
     def append(self, record: CaptureRecord) -> None:
         line = (json.dumps(record.to_json(), separators=(",", ":")) + "\n").encode("utf-8")
+        stopped = self.lines.failed is not None
+        if not self.lines.append(line):
+            if not stopped:     # said once; the snapshots go on
+                warn(f"{self.lines.failed}; no more launches are captured for replay")
+            return
+        problems = record.problems
+        said = f"{record.kernel}|{problems[0] if problems else ''}"
         with self.lock:
-            if self.failed is not None:
-                return
-            try:
-                fd = (runfiles.reopen(self.path, os.O_WRONLY | os.O_APPEND) if self.created
-                      else runfiles.create(self.path, os.O_WRONLY | os.O_APPEND))
-                self.created = True
-                try:
-                    os.write(fd, line)
-                finally:
-                    os.close(fd)
-            except OSError as err:
-                # Said once; the snapshots go on (a lost line must not drop the process).
-                self.failed = f"{CAPTURES_FILE} stopped: {err.strerror or err}"
-                warn(f"{self.failed}; no more launches are captured for replay")
-                return
-            self.count += 1
-            problems = record.problems
-            said = f"{record.kernel}|{problems[0] if problems else ''}"
-            first = problems and said not in self.warned
+            first = bool(problems) and said not in self.warned
             if first:
                 self.warned.add(said)
         if first:

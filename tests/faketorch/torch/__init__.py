@@ -3,15 +3,51 @@
 from . import autograd, compiler, nn, optim  # noqa: F401
 
 _tensors = []
+_next_address = [0x10000]
+
+
+class dtype:
+    def __init__(self, name, size):
+        self.name, self.size = name, size
+
+    def __str__(self):
+        return f"torch.{self.name}"
+
+
+float32, bfloat16, float8_e4m3fn = dtype("float32", 4), dtype("bfloat16", 2), \
+    dtype("float8_e4m3fn", 1)
 
 
 class Tensor:
-    def __init__(self, requires_grad=True):
+    """A tensor of `shape` and `dtype` at a device address of its own (`cuda`), or in host
+    memory."""
+
+    def __init__(self, requires_grad=True, shape=(2, 3), dtype=float32, cuda=True,
+                 contiguous=True):
         self.requires_grad = requires_grad
         self.grad_fn = object() if requires_grad else None
         self.hooks = []
+        self.shape, self.dtype, self.is_cuda = tuple(shape), dtype, cuda
+        self._contiguous = contiguous
+        self._address = _next_address[0]
+        _next_address[0] += 0x1000
         if requires_grad:
             _tensors.append(self)
+
+    def numel(self):
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def element_size(self):
+        return self.dtype.size
+
+    def is_contiguous(self):
+        return self._contiguous
+
+    def data_ptr(self):
+        return self._address
 
     def register_hook(self, hook):
         self.hooks.append(hook)
