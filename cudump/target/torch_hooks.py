@@ -113,6 +113,10 @@ class TorchHooks:
         # Each module's returned tensors, told to the shim (--module-outputs).
         self._declare = (scopes if os.environ.get("CUDUMP_MODULE_OUTPUTS") == "1"
                          and getattr(scopes, "has_outputs", False) else None)
+        # A forward captured into a CUDA graph runs none of its kernels then: its outputs
+        # are not told (they would be placed after launches that did not run).
+        self._capturing = getattr(getattr(torch, "cuda", None), "is_current_stream_capturing",
+                                  None)
 
     def install(self) -> None:
         from torch.nn.modules import module as nn_module
@@ -193,6 +197,8 @@ class TorchHooks:
         """Each contiguous CUDA tensor the forward returned, told to the shim while the
         module's scope is open (a strided view is left out: its bytes are not one range)."""
         assert self._declare is not None
+        if self._capturing is not None and self._capturing():
+            return
         for index, tensor in _output_tensors(output, self.torch.Tensor):
             if not tensor.is_cuda or not tensor.is_contiguous() or tensor.numel() == 0:
                 continue

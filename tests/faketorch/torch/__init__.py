@@ -1,6 +1,6 @@
 """A stand-in for torch: see tests/faketorch/README.md."""
 
-from . import autograd, compiler, nn, optim  # noqa: F401
+from . import autograd, compiler, cuda, nn, optim  # noqa: F401
 
 _tensors = []
 _next_address = [0x10000]
