@@ -197,7 +197,7 @@ class Split(Module):
     def forward(self, x):
         # a tensor, a strided view, one in host memory, a bfloat16 one, no tensor, a float8
         return (self.inner(torch.Tensor(shape=(4, 5))), torch.Tensor(contiguous=False),
-                torch.Tensor(cuda=False), torch.Tensor(shape=(3,), dtype=torch.bfloat16), 7,
+                torch.Tensor(on_gpu=False), torch.Tensor(shape=(3,), dtype=torch.bfloat16), 7,
                 torch.Tensor(shape=(6,), dtype=torch.float8_e4m3fn))
 
 Split()(torch.Tensor())

@@ -22,12 +22,12 @@ class Tensor:
     """A tensor of `shape` and `dtype` at a device address of its own (`cuda`), or in host
     memory."""
 
-    def __init__(self, requires_grad=True, shape=(2, 3), dtype=float32, cuda=True,
+    def __init__(self, requires_grad=True, shape=(2, 3), dtype=float32, on_gpu=True,
                  contiguous=True):
         self.requires_grad = requires_grad
         self.grad_fn = object() if requires_grad else None
         self.hooks = []
-        self.shape, self.dtype, self.is_cuda = tuple(shape), dtype, cuda
+        self.shape, self.dtype, self.is_cuda = tuple(shape), dtype, on_gpu
         self._contiguous = contiguous
         self._address = _next_address[0]
         _next_address[0] += 0x1000
