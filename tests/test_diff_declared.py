@@ -9,6 +9,7 @@ returned, it does not."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ from clirun import run_cli
 
 from cudump.analysis.bisect.scopes import judge_snapshots, parts_of_digests
 from cudump.analysis.diff.by_scope import align_scopes, compare_output
-from cudump.analysis.diff.declared import PART_OF_DIGEST, OutputSnapshot
+from cudump.analysis.diff.declared import PART_OF_DIGEST, UNDECIDED, OutputSnapshot
 from cudump.analysis.diff.metrics import Tolerance
 from cudump.commands.diff import DiffCommand
 from cudump.launches.scopes import Where
@@ -135,7 +136,7 @@ def test_a_part_of_a_digest_is_settled_by_its_elements(tmp_path):
         (out,) = pair.outputs.pairs
         assert isinstance(out.a, OutputSnapshot) and isinstance(out.b, OutputSnapshot)
         compare_output(out, Tolerance())
-        assert (out.status, out.reason, out.sums) == ("differ", PART_OF_DIGEST, None)
+        assert (out.status, out.reason, out.sums) == ("undecided", PART_OF_DIGEST, None)
     sa = Run.open(write_run(tmp_path / "sa", False))
     sb = Run.open(write_run(tmp_path / "sb", True, change=0.5))
     verdicts = judge_snapshots([block0, block1], (sa, sb), Tolerance())
@@ -160,3 +161,120 @@ def test_a_damaged_outputs_file_is_one_line_naming_it(tmp_path, capsys):
     assert code != 0
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "outputs.jsonl:4:" in lines[0] and "launches" in lines[0], err
+
+
+def test_diff_of_digest_runs_says_which_scopes_only_elements_can_tell(tmp_path, capsys):
+    """`cudump diff` of digest runs: outputs that are parts of larger digests that differ are
+    neither a difference nor a match, and the verdict says so."""
+    a = write_run(tmp_path / "a", False, digests=True)
+    b = write_run(tmp_path / "b", True, change=0.5, digests=True)
+    code, out, err = diff([str(a), str(b)], capsys)
+    assert code == 0, out + err
+    assert "  block0 (forward, step 0)  ?  1 output is part of a larger digest that differs" \
+        in out
+    assert "3 scopes compared, 0 differ, 3 that only their elements can tell" in out
+    assert "but 3 scopes could not be told by digests" in out
+    assert "first difference" not in out
+    aligned = align_scopes(Run.open(a), Run.open(b))
+    aligned.compare_all(Tolerance())
+    assert {p.status for p in aligned.pairs} == {UNDECIDED}
+
+
+# Two implementations of a model, on the stand-in driver through the real shim: block0 eager
+# scales a temporary by 3 (at 64 bytes into a block) and then its result by 2 (in another
+# block); compiled, one launch makes the result at the temporary's place. block1 scales its
+# input (by 1.5 in B with CHANGE). Each module's returned tensor is told where cudump asks,
+# as the PyTorch hook tells it.
+PROGRAM = """
+import ctypes, os, sys
+
+cuda = ctypes.PyDLL("libcuda.so.1")
+shim = ctypes.CDLL(None)
+shim.cudump_scope_push.argtypes = [ctypes.c_uint, ctypes.c_char_p]
+shim.cudump_scope_output.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint,
+                                     ctypes.c_char_p]
+compiled, change = sys.argv[1] == "compiled", len(sys.argv) > 2
+
+
+def check(rc):
+    assert rc == 0, rc
+
+
+check(cuda.cuInit(0))
+ctx, mod, fn = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+check(cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0))
+check(cuda.cuCtxSetCurrent(ctx))
+check(cuda.cuModuleLoadData(ctypes.byref(mod), b"fakecuda test image"))
+check(cuda.cuModuleGetFunction(ctypes.byref(fn), mod, b"scale"))
+
+
+def block(size):
+    buf = ctypes.c_uint64()
+    check(cuda.cuMemAlloc_v2(ctypes.byref(buf), size))
+    check(cuda.cuMemsetD32_v2(buf, 0x3F800000, size // 4))      # 1.0f
+    return buf.value
+
+
+def scale(address, factor):
+    ptr, s, n = ctypes.c_uint64(address), ctypes.c_float(factor), ctypes.c_int(64)
+    args = (ctypes.c_void_p * 3)(*[ctypes.cast(ctypes.byref(v), ctypes.c_void_p)
+                                   for v in (ptr, s, n)])
+    check(cuda.cuLaunchKernel(fn, 1, 1, 1, 64, 1, 1, 0, None, args, None))
+
+
+def returned(address):
+    # as the PyTorch hook does: only where cudump asks (--module-outputs)
+    if os.environ.get("CUDUMP_MODULE_OUTPUTS") == "1":
+        assert shim.cudump_scope_output(address, 256, 0, b"float32[64]") == 0
+
+
+shim.cudump_scope_step(1)
+shim.cudump_scope_push(2, b"Net")
+shim.cudump_scope_push(2, b"block0")
+first = block(512) + 64
+if compiled:
+    out = first
+    scale(out, 2.0)
+else:
+    scale(first, 3.0)                   # the temporary
+    out = block(1024) + 64
+    scale(out, 2.0)
+returned(out)
+shim.cudump_scope_pop()
+shim.cudump_scope_push(2, b"block1")
+last = block(256)
+scale(last, 1.5 if change else 1.0)
+returned(last)
+shim.cudump_scope_pop()
+returned(last)
+shim.cudump_scope_pop()
+check(cuda.cuCtxSynchronize())
+"""
+
+SNAPSHOTS = "rules:\n  - kernel: scale\n    when: after\n    format: npy\n"
+
+
+def test_eager_against_compiled_through_the_shim(cudump_run, tmp_path, capsys):
+    """Runs made by cudump on the stand-in driver, each module's returned tensor told:
+    `cudump diff` names the block that changed; without the tensors told, the eager
+    temporary pairs with the compiled result and the first block is named."""
+    program = tmp_path / "model.py"
+    program.write_text(PROGRAM)
+    rules = tmp_path / "snapshots.yaml"
+    rules.write_text(SNAPSHOTS)
+    runs = {}
+    for name, argv, told in (("a", ["eager"], True), ("b", ["compiled", "change"], True),
+                             ("a0", ["eager"], False), ("b0", ["compiled", "change"], False)):
+        options = ["--layers", "--rule", str(rules)] + (["--module-outputs"] if told else [])
+        ran = cudump_run([sys.executable, str(program), *argv], *options,
+                         run_dir=tmp_path / name)
+        assert ran.returncode == 0, ran.stderr
+        assert (ran.run_dir / "outputs.jsonl").exists() == told
+        runs[name] = ran.run_dir
+    code, out, err = diff([str(runs["a"]), str(runs["b"])], capsys)
+    assert code == 1, out + err
+    assert first_line(out).startswith("first difference: block1 (forward, step 0): output 0 "
+                                      "float32[64] max abs 0.5"), out
+    assert "  block0 (forward, step 0)  same" in out
+    code, out, err = diff([str(runs["a0"]), str(runs["b0"])], capsys)
+    assert code == 1 and first_line(out).startswith("first difference: block0 "), out

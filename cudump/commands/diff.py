@@ -279,7 +279,7 @@ class DiffCommand:
                 print(scope_line(pair, diff, tol))
         first = diff.first_differing()
         if first is None:
-            print(no_difference_line(tol))
+            print(no_difference_line(tol, diff.counts().get("undecided", 0)))
         else:
             print(first_scope_line(first, tol, diff.ranked))
             note = untyped_note(first)

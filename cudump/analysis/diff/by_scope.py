@@ -33,6 +33,7 @@ from cudump.analysis.diff.align import NO_RANK, PairKey, PairResult, kept_snapsh
 from cudump.analysis.diff.arrays import compare_arrays
 from cudump.analysis.diff.compare import compare_pair
 from cudump.analysis.diff.declared import (
+    UNDECIDED,
     OutputSnapshot,
     compare_part_digests,
     found_outputs,
@@ -201,7 +202,8 @@ class ScopePair:
     b: ScopeOccurrence | None
     outputs: Outputs = field(default_factory=Outputs)
     children: list[ScopePair] = field(default_factory=list)
-    # equal | differ | only-a | only-b | unpaired (no output pairs) | error | pending
+    # equal | differ | only-a | only-b | unpaired (no output pairs) | error | pending |
+    # undecided (an output is part of a larger digest that differs: its elements tell)
     status: str = "pending"
 
     @property
@@ -303,6 +305,8 @@ class ScopeDiff:
             pair.status = "differ"
         elif any(p.status == "error" for p in done):
             pair.status = "error"
+        elif any(p.status == UNDECIDED for p in done):
+            pair.status = UNDECIDED         # parts of larger digests that differ
         elif not done:
             pair.status = "unpaired"
         else:

@@ -10,8 +10,8 @@ side), not guessed by size, and its elements are compared without the rest of th
 
 A digest covers the whole record. Where the output is all of it, the digest (and its sum of
 |x|) is the output's; where it is a part, equal digests still mean equal outputs, but
-digests that differ may differ only outside it, so only the elements can tell (the pair is
-"differ" with no sums, which bisect settles by snapshots).
+digests that differ may differ only outside it, so only the elements can tell: the pair is
+"undecided" (UNDECIDED), which bisect settles by snapshots and diff reports as such.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ class Writes(Protocol):
     @property
     def written(self) -> list[Snapshot]: ...
 
+UNDECIDED = "undecided"
 PART_OF_DIGEST = ("the digests cover the output's whole allocation from it on, which "
                   "differs: only its elements can tell whether the output does")
 
@@ -117,7 +118,7 @@ def compare_part_digests(a: OutputSnapshot, b: OutputSnapshot) -> tuple[str, str
     if (da is not None and db is not None and a.offset == b.offset
             and (da.value, da.bytes) == (db.value, db.bytes)):
         return "equal", None
-    return "differ", PART_OF_DIGEST
+    return UNDECIDED, PART_OF_DIGEST
 
 
 def found_outputs(declared: Iterable[OutputRecord], launches: list[Writes]

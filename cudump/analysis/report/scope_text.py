@@ -17,7 +17,8 @@ from cudump.analysis.report.formats import fmt_count, fmt_num, fmt_tol, plural
 from cudump.analysis.report.text import digest_text, launch_place
 
 STATUS_TEXT = {"equal": "same", "differ": "DIFF", "only-a": "only A", "only-b": "only B",
-               "unpaired": "none", "error": "ERROR", "pending": "-", "noise": "noise"}
+               "unpaired": "none", "error": "ERROR", "pending": "-", "noise": "noise",
+               "undecided": "?"}
 
 
 def output_detail(pair: PairResult, tol: Tolerance) -> str:
@@ -50,6 +51,10 @@ def scope_line(pair: ScopePair, diff: ScopeDiff, tol: Tolerance) -> str:
         tail = "no such scope in " + ("B" if pair.status == "only-a" else "A")
     elif pair.status == "error":
         tail = next((p.reason or "" for p in outs.pairs if p.status == "error"), "")
+    elif pair.status == "undecided":
+        parts = sum(p.status == "undecided" for p in outs.pairs)
+        tail = (f"{plural(parts, 'output is', 'outputs are')} part of a larger digest that "
+                "differs: only snapshots of the elements can tell")
     elif pair.status == "unpaired":
         tail = (f"no outputs to compare (A {len(outs.unpaired_a)}, B "
                 f"{len(outs.unpaired_b)}, none of the same size)")
@@ -132,16 +137,23 @@ def summary_line(diff: ScopeDiff, by_digest: bool = False) -> str:
     `by_digest`: digests compared, with a tolerance they cannot judge (`3 with outputs whose
     digests differ`)."""
     counts = diff.counts()
-    compared = sum(counts.get(s, 0) for s in ("equal", "differ", "error"))
+    compared = sum(counts.get(s, 0) for s in ("equal", "differ", "error", "undecided"))
     unpaired = counts.get("unpaired", 0)
     errors = counts.get("error", 0)
+    undecided = counts.get("undecided", 0)
     verb = "with outputs whose digests differ" if by_digest else "differ"
     return (f"{plural(compared, 'scope', 'scopes')} compared, {counts.get('differ', 0)} {verb}"
+            + (f", {undecided} that only their elements can tell" if undecided else "")
             + (f", {errors} could not be compared" if errors else "")
             + f", {counts.get('only-a', 0)} only in A, {counts.get('only-b', 0)} only in B"
             + (f", {unpaired} with no outputs of the same size" if unpaired else ""))
 
 
-def no_difference_line(tol: Tolerance) -> str:
+def no_difference_line(tol: Tolerance, undecided: int = 0) -> str:
+    if undecided:
+        return (f"no divergence found beyond the tolerance ({fmt_tol(tol)}), but "
+                f"{plural(undecided, 'scope', 'scopes')} could not be told by digests (an "
+                "output part of a larger digest that differs): compare runs with snapshots, "
+                "or `cudump bisect --layers`, which takes them")
     return (f"no divergence beyond the tolerance ({fmt_tol(tol)}): every aligned scope's "
             "outputs match")
