@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 from clirun import run_cli
+from pytargets import DRIVER_START
 
 from cudump.analysis.bisect.scopes import judge_snapshots, parts_of_digests
 from cudump.analysis.diff.by_scope import align_scopes, compare_output
@@ -185,27 +186,11 @@ def test_diff_of_digest_runs_says_which_scopes_only_elements_can_tell(tmp_path, 
 # block); compiled, one launch makes the result at the temporary's place. block1 scales its
 # input (by 1.5 in B with CHANGE). Each module's returned tensor is told where cudump asks,
 # as the PyTorch hook tells it.
-PROGRAM = """
-import ctypes, os, sys
+PROGRAM = DRIVER_START + """
+import os
+import sys
 
-cuda = ctypes.PyDLL("libcuda.so.1")
-shim = ctypes.CDLL(None)
-shim.cudump_scope_push.argtypes = [ctypes.c_uint, ctypes.c_char_p]
-shim.cudump_scope_output.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint,
-                                     ctypes.c_char_p]
 compiled, change = sys.argv[1] == "compiled", len(sys.argv) > 2
-
-
-def check(rc):
-    assert rc == 0, rc
-
-
-check(cuda.cuInit(0))
-ctx, mod, fn = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
-check(cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0))
-check(cuda.cuCtxSetCurrent(ctx))
-check(cuda.cuModuleLoadData(ctypes.byref(mod), b"fakecuda test image"))
-check(cuda.cuModuleGetFunction(ctypes.byref(fn), mod, b"scale"))
 
 
 def block(size):

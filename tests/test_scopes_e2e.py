@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from pytargets import DRIVER_START
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "tests" / "scopes" / "nvtx_ranges.c"
@@ -98,28 +99,7 @@ def test_a_users_own_nvtx_tool_is_kept(nvtx_program, cudump_run, tmp_path):
 
 # A Python target's start: the stand-in driver and the shim's calls by ctypes, a buffer of
 # 64 floats (1.0, so that scaling changes it) and the arguments of `scale` over it.
-TARGET_START = textwrap.dedent("""
-    import ctypes
-
-    # PyDLL: the driver is called holding the GIL, as frameworks' launches are.
-    cuda = ctypes.PyDLL("libcuda.so.1")
-    shim = ctypes.CDLL(None)
-    shim.cudump_scope_push.argtypes = [ctypes.c_uint, ctypes.c_char_p]
-    shim.cudump_scope_current.restype = ctypes.c_uint
-    shim.cudump_scope_output.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint,
-                                         ctypes.c_char_p]
-
-
-    def check(rc):
-        assert rc == 0, rc
-
-
-    check(cuda.cuInit(0))
-    ctx, mod, fn = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
-    check(cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0))
-    check(cuda.cuCtxSetCurrent(ctx))
-    check(cuda.cuModuleLoadData(ctypes.byref(mod), b"fakecuda test image"))
-    check(cuda.cuModuleGetFunction(ctypes.byref(fn), mod, b"scale"))
+TARGET_START = DRIVER_START + textwrap.dedent("""
     buf = ctypes.c_uint64()
     check(cuda.cuMemAlloc_v2(ctypes.byref(buf), 256))
     check(cuda.cuMemsetD32_v2(buf, 0x3F800000, 64))
