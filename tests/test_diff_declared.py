@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from clirun import run_cli
 from pytargets import DRIVER_START
 
@@ -73,7 +74,7 @@ def write_run(root: Path, compiled: bool, change: float = 0.0, declared: bool = 
             lines.append(line)
     (root / "manifest.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     if declared:
-        writer = OutputWriter(root)
+        writer = OutputWriter(root, lambda why: pytest.fail(why))
         where = {chain: Where(chain, chain[-1], "forward", 0)
                  for chain in (("Net",), ("Net", "block0"), ("Net", "block1"))}
         block0 = 1 if compiled else 2

@@ -317,3 +317,21 @@ def test_a_name_in_the_way_fails_that_snapshot_only(tmp_path, capsys, monkeypatc
     assert snapshots.writer.disk_failed is None and not snapshots.state.stopped
     np.testing.assert_array_equal(np.load(run_dir / "b.npy"), array)
     assert "writing snapshots stopped" not in capsys.readouterr().err
+
+
+def test_a_line_file_that_cannot_be_written_stops_and_says_so_once(tmp_path):
+    """A line file (captures.jsonl, outputs.jsonl) whose file was swapped for a symlink: the
+    write is refused, never followed, the file stops, and why is said once however many
+    lines come after."""
+    from cudump.rundir.files import LineAppender
+
+    said: list[str] = []
+    lines = LineAppender(tmp_path / "outputs.jsonl", said.append)
+    assert lines.append(b"one\n")
+    (tmp_path / "outputs.jsonl").unlink()
+    (tmp_path / "elsewhere").write_text("")
+    (tmp_path / "outputs.jsonl").symlink_to(tmp_path / "elsewhere")
+    assert not lines.append(b"two\n")
+    assert not lines.append(b"three\n")
+    assert (tmp_path / "elsewhere").read_text() == "" and lines.count == 1
+    assert len(said) == 1 and said[0].startswith("outputs.jsonl stopped: "), said

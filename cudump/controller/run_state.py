@@ -238,11 +238,11 @@ class Controller:
                               dtype, shape, where, proc.rank)
         with self.lock:
             if self._outputs is None:
-                self._outputs = OutputWriter(self.options.run_dir)
+                self._outputs = OutputWriter(
+                    self.options.run_dir,
+                    lambda why: warn(f"{why}; modules' outputs are not recorded from now on"))
             writer = self._outputs
-        if not writer.append(record) and not self._output_warned:
-            self._output_warned = True
-            warn(f"{writer.lines.failed}; modules' outputs are not recorded from now on")
+        writer.append(record)
 
     def on_memory(self, proc: ProcessState, fields: dict[str, int]) -> None:
         op, base = fields["op"], fields["base"]

@@ -62,11 +62,12 @@ def reopen(path: str | Path, flags: int = os.O_WRONLY) -> int:
 class LineAppender:
     """A run file written a line at a time from any thread (captures.jsonl, outputs.jsonl):
     created new at the first line, opened again for each later one, never through a
-    symlink. The first write that fails stops it (`failed` says why, once): a lost line
-    must not stop the run."""
+    symlink. The first write that fails stops it: `on_stop` is told why, once (a lost line
+    must not stop the run)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, on_stop: Callable[[str], None]) -> None:
         self.path = path
+        self.on_stop = on_stop
         self.lock = threading.Lock()
         self.count = 0
         self.created = False
@@ -87,6 +88,7 @@ class LineAppender:
                     os.close(fd)
             except OSError as err:
                 self.failed = f"{self.path.name} stopped: {err.strerror or err}"
+                self.on_stop(self.failed)
                 return False
             self.count += 1
             return True

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,18 +97,15 @@ _OUTPUT: Shape = {"pid": ("count", False), "launches": ("count", False),
 
 
 class OutputWriter:
-    """outputs.jsonl, one line per tensor (any connection's thread), created at the first."""
+    """outputs.jsonl, one line per tensor (any connection's thread), created at the first;
+    `on_stop` is told once why it stopped, where a write fails."""
 
-    def __init__(self, run_dir: Path) -> None:
-        self.lines = LineAppender(run_dir / OUTPUTS_FILE)
+    def __init__(self, run_dir: Path, on_stop: Callable[[str], None]) -> None:
+        self.lines = LineAppender(run_dir / OUTPUTS_FILE, on_stop)
 
     def append(self, record: OutputRecord) -> bool:
         return self.lines.append(
             (json.dumps(record.to_json(), separators=(",", ":")) + "\n").encode("utf-8"))
-
-    @property
-    def count(self) -> int:
-        return self.lines.count
 
 
 def read_outputs(run_dir: Path) -> list[OutputRecord]:

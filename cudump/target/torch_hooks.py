@@ -33,7 +33,7 @@ import functools
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from .sources import UserLines
@@ -60,14 +60,17 @@ _NUMPY_NAMES = frozenset({"float64", "float32", "float16", "bfloat16", "int64", 
 MAX_OUTPUTS = 64        # tensors told of one module's return, at most
 
 
-def _output_tensors(output: Any, tensor_type: type) -> list[tuple[int, Any]]:
+def _tensors_in(output: Any, tensor_type: type) -> Iterator[tuple[int, Any]]:
     """The tensors of a module's output with their places: itself, or those in its tuple,
-    list or dict (in order), at most MAX_OUTPUTS."""
+    list or dict (in order)."""
     if isinstance(output, tensor_type):
-        return [(0, output)]
-    items = (list(output.values()) if isinstance(output, dict)
-             else output if isinstance(output, (tuple, list)) else [])
-    return [(i, t) for i, t in enumerate(items[:MAX_OUTPUTS]) if isinstance(t, tensor_type)]
+        yield 0, output
+        return
+    items = (output.values() if isinstance(output, dict)
+             else output if isinstance(output, (tuple, list)) else ())
+    for i, item in enumerate(items):
+        if isinstance(item, tensor_type):
+            yield i, item
 
 
 def _type_text(tensor: Any) -> str:
@@ -81,15 +84,8 @@ def _type_text(tensor: Any) -> str:
 def _first_grad_tensor(output: Any, tensor_type: type) -> Any:
     """The first tensor of a module's output (itself, or in its tuple, list or dict) that
     autograd will give a gradient."""
-    if isinstance(output, tensor_type):
-        return output if output.requires_grad and output.grad_fn is not None else None
-    items = output.values() if isinstance(output, dict) else output
-    if isinstance(items, (tuple, list)) or isinstance(output, dict):
-        for item in items:
-            if (isinstance(item, tensor_type) and item.requires_grad
-                    and item.grad_fn is not None):
-                return item
-    return None
+    return next((t for _, t in _tensors_in(output, tensor_type)
+                 if t.requires_grad and t.grad_fn is not None), None)
 
 
 class TorchHooks:
@@ -199,7 +195,9 @@ class TorchHooks:
         assert self._declare is not None
         if self._capturing is not None and self._capturing():
             return
-        for index, tensor in _output_tensors(output, self.torch.Tensor):
+        for index, tensor in _tensors_in(output, self.torch.Tensor):
+            if index >= MAX_OUTPUTS:
+                break
             if not tensor.is_cuda or not tensor.is_contiguous() or tensor.numel() == 0:
                 continue
             self._declare.output(tensor.data_ptr(), tensor.numel() * tensor.element_size(),

@@ -27,7 +27,7 @@ from cudump.analysis.diff.by_scope import (
     compare_output,
     launches_inside,
 )
-from cudump.analysis.diff.declared import OutputSnapshot
+from cudump.analysis.diff.declared import OutputSnapshot, parts
 from cudump.analysis.diff.metrics import Tolerance
 from cudump.analysis.diff.scope_tree import Launch, ScopeOccurrence
 from cudump.kernels.pattern import regex_source
@@ -99,9 +99,7 @@ class TolerantJudge:
 def parts_of_digests(diff: ScopeDiff) -> bool:
     """Whether any paired output is a declared part of a larger digest (declared.py): its
     digests cannot say it is different, only its elements can."""
-    return any(isinstance(p.a, OutputSnapshot) and isinstance(p.b, OutputSnapshot)
-               and not (p.a.whole and p.b.whole)
-               for pair in diff.pairs for p in pair.outputs.pairs)
+    return any(parts(p.a, p.b) for pair in diff.pairs for p in pair.outputs.pairs)
 
 
 def find_scope(a: Run, b: Run, tol: Tolerance,

@@ -38,6 +38,7 @@ from cudump.analysis.diff.declared import (
     compare_part_digests,
     found_outputs,
     nbytes,
+    parts,
 )
 from cudump.analysis.diff.metrics import Tolerance
 from cudump.analysis.diff.scope_tree import (
@@ -160,8 +161,8 @@ def compare_output(pair: PairResult, tol: Tolerance) -> PairResult:
     bytes only, the bytes are read as the typed side's elements."""
     a, b = pair.a, pair.b
     assert a is not None and b is not None
-    if (isinstance(a, OutputSnapshot) and isinstance(b, OutputSnapshot)
-            and (a.digest_only or b.digest_only) and not (a.whole and b.whole)):
+    if parts(a, b) and (a.digest_only or b.digest_only):
+        assert isinstance(a, OutputSnapshot) and isinstance(b, OutputSnapshot)
         pair.status, pair.reason = compare_part_digests(a, b)
         return pair
     ta, tb = _typed(a), _typed(b)

@@ -34,6 +34,7 @@ class Writes(Protocol):
     @property
     def written(self) -> list[Snapshot]: ...
 
+
 UNDECIDED = "undecided"
 PART_OF_DIGEST = ("the digests cover the output's whole allocation from it on, which "
                   "differs: only its elements can tell whether the output does")
@@ -108,6 +109,13 @@ class OutputSnapshot(Snapshot):
         if dtype == "bfloat16":      # numpy has none: the same values as float32
             return (part.view(np.uint16).astype(np.uint32) << 16).view(np.float32).reshape(shape)
         return part.view(dtype).reshape(shape)
+
+
+def parts(a: Snapshot | None, b: Snapshot | None) -> bool:
+    """Whether a pair is two declared outputs of which one is only part of its record (its
+    digest covers more than the output)."""
+    return (isinstance(a, OutputSnapshot) and isinstance(b, OutputSnapshot)
+            and not (a.whole and b.whole))
 
 
 def compare_part_digests(a: OutputSnapshot, b: OutputSnapshot) -> tuple[str, str | None]:

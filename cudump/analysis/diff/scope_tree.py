@@ -104,7 +104,7 @@ class ScopeOccurrence:
         """What the occurrence left behind: the tensors it declared where it did, else the
         buffers it wrote (see the module's text)."""
         if self.declared:
-            return list(found_outputs(self.declared, self.launches))
+            return list(found_outputs(self.declared, self.launches))  # (as Snapshots)
         return self.written()
 
     def written(self) -> list[Snapshot]:

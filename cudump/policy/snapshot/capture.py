@@ -197,8 +197,9 @@ class CaptureWriter:
     (runfiles.LineAppender)."""
 
     def __init__(self, run_dir: Path) -> None:
-        self.lines = runfiles.LineAppender(run_dir / CAPTURES_FILE)
-        self.path = self.lines.path
+        self.lines = runfiles.LineAppender(
+            run_dir / CAPTURES_FILE,
+            lambda why: warn(f"{why}; no more launches are captured for replay"))
         self.warned: set[str] = set()
         self.lock = threading.Lock()
 
@@ -206,17 +207,10 @@ class CaptureWriter:
     def count(self) -> int:
         return self.lines.count
 
-    @property
-    def failed(self) -> str | None:
-        return self.lines.failed
-
     def append(self, record: CaptureRecord) -> None:
         line = (json.dumps(record.to_json(), separators=(",", ":")) + "\n").encode("utf-8")
-        stopped = self.lines.failed is not None
         if not self.lines.append(line):
-            if not stopped:     # said once; the snapshots go on
-                warn(f"{self.lines.failed}; no more launches are captured for replay")
-            return
+            return                      # said once by the appender; the snapshots go on
         problems = record.problems
         said = f"{record.kernel}|{problems[0] if problems else ''}"
         with self.lock:
