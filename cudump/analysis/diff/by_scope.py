@@ -36,7 +36,6 @@ from cudump.analysis.diff.declared import (
     UNDECIDED,
     OutputSnapshot,
     compare_part_digests,
-    found_outputs,
     nbytes,
     parts,
 )
@@ -114,8 +113,7 @@ def pair_occurrences(a: ScopeOccurrence, b: ScopeOccurrence, ranked: bool = Fals
     """Two occurrences' outputs paired: by what the module returned where both sides
     declared it, else by the buffers each wrote (pair_outputs)."""
     if a.declared and b.declared:
-        return pair_declared(found_outputs(a.declared, a.launches),
-                             found_outputs(b.declared, b.launches), ranked)
+        return pair_declared(a.declared_outputs(), b.declared_outputs(), ranked)
     return pair_outputs(a.written(), b.written(), ranked)
 
 

@@ -29,7 +29,7 @@ from functools import cached_property
 
 import numpy as np
 
-from cudump.analysis.diff.declared import found_outputs
+from cudump.analysis.diff.declared import OutputSnapshot, found_outputs
 from cudump.errors import CudumpError
 from cudump.launches.scopes import Where
 from cudump.rundir.manifest import SnapshotRecord
@@ -104,8 +104,13 @@ class ScopeOccurrence:
         """What the occurrence left behind: the tensors it declared where it did, else the
         buffers it wrote (see the module's text)."""
         if self.declared:
-            return list(found_outputs(self.declared, self.launches))  # (as Snapshots)
+            return list(self.declared_outputs())          # (as Snapshots)
         return self.written()
+
+    def declared_outputs(self) -> list[OutputSnapshot]:
+        """The tensors the module declared, each in the record of the launch inside the
+        occurrence that last wrote it (declared.found_outputs)."""
+        return found_outputs(self.declared, self.launches)
 
     def written(self) -> list[Snapshot]:
         """The `after` record of the last write to each buffer, in the order of those last
