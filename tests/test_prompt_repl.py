@@ -176,6 +176,24 @@ def test_a_ctrl_c_before_the_prompt_counts_as_the_first(tmp_path: Path) -> None:
     assert lines == [END_MESSAGE]
 
 
+class InterruptedOnce(FakeDebugger):
+    """A second Ctrl-C comes while the first is being acted on (inside `interrupt`)."""
+
+    def interrupt(self) -> None:
+        super().interrupt()
+        if self.interrupts == 1:
+            raise KeyboardInterrupt
+
+
+def test_a_ctrl_c_while_the_first_is_acted_on_ends_the_run(tmp_path: Path) -> None:
+    debugger = InterruptedOnce(tmp_path, [])
+    debugger.on_wait = [KeyboardInterrupt(), None]
+    lines: list[str] = []
+    run_prompt(debugger, batch=[], out=lines.append)
+    assert (debugger.interrupts, debugger.ends) == (1, 1)
+    assert lines == [INTERRUPT_MESSAGE, END_MESSAGE]
+
+
 def test_stops_after_the_run_was_ended_are_killed(tmp_path: Path) -> None:
     debugger = FakeDebugger(tmp_path, [make_stop()])
     debugger.on_wait = [KeyboardInterrupt(), KeyboardInterrupt()]

@@ -225,15 +225,27 @@ def wait_for_stop(debugger: Debugger, out: Out, poll: float = POLL_SECONDS
             if debugger.finished:
                 return None
         except KeyboardInterrupt:
-            # A first Ctrl-C may have been the session's early handler's (the prompt was
-            # loading): the debugger still waits for the stop it asked for.
-            interrupts = max(interrupts, int(debugger.interrupted)) + 1
+            interrupts = _ctrl_c(debugger, out, interrupts)
+
+
+def _ctrl_c(debugger: Debugger, out: Out, interrupts: int) -> int:
+    """One more Ctrl-C while waiting, acted on: the first asks for a stop at the next launch,
+    the second ends the run. A first may have been the session's early handler's (the
+    prompt was loading): the debugger still waits for the stop it asked for. A Ctrl-C that
+    comes while one is acted on (a user pressing it twice) counts too: it ends the run, and
+    an end it cut short is made again. Returns the Ctrl-Cs counted."""
+    interrupts = max(interrupts, int(debugger.interrupted)) + 1
+    while True:
+        try:
             if interrupts == 1:
                 out(INTERRUPT_MESSAGE)
                 debugger.interrupt()
             elif interrupts == 2:
                 out(END_MESSAGE)
                 debugger.end()
+            return interrupts
+        except KeyboardInterrupt:
+            interrupts = max(interrupts, 2)
 
 
 def run_prompt(debugger: Debugger, *, batch: Path | list[str] | None = None,
